@@ -1,0 +1,5 @@
+import sys
+
+from dtgui.cli import main
+
+sys.exit(main())

@@ -1,0 +1,157 @@
+"""Command line: `dtgui` (GUI), `dtgui export OUTDIR`, `dtgui run OUTDIR`."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+
+from dtgui import __version__
+from dtgui.core.plan import COMMUNICATIONS, PRECISIONS, Plan, PlanError, validate
+from dtgui.core.strategies import STRATEGIES
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dtgui",
+        description="Point-and-click distributed TensorFlow training. With no command, "
+        "opens the GUI.",
+    )
+    parser.add_argument("--version", action="version", version=f"dtgui {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.add_parser("gui", help="open the GUI (the default)")
+
+    export = sub.add_parser(
+        "export", help="write a run bundle that reproduces a run without dtgui",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    export.add_argument("outdir", type=Path, help="directory to create (must be new or empty)")
+    export.add_argument("--strategy", choices=sorted(STRATEGIES), default="mirrored")
+    export.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
+                        help="replicas on logical CPU devices, or on GPUs")
+    export.add_argument("--replicas", type=int, default=2,
+                        help="replicas per task (logical CPU devices or GPUs)")
+    export.add_argument("--workers", type=int, default=2,
+                        help="worker processes (multi_worker_mirrored, parameter_server)")
+    export.add_argument("--ps", type=int, default=1, help="parameter servers (parameter_server)")
+    export.add_argument("--precision", choices=PRECISIONS, default="float32")
+    export.add_argument("--xla", action="store_true", help="compile the step with XLA")
+    export.add_argument("--communication", choices=COMMUNICATIONS, default="auto")
+    export.add_argument("--steps", type=int, default=100)
+    export.add_argument("--steps-per-epoch", type=int, default=25)
+    export.add_argument("--batch-size", type=int, default=32, help="per-replica batch size")
+    export.add_argument("--lr", type=float, default=0.001, help="learning rate")
+    export.add_argument("--seed", type=int, default=42)
+    export.add_argument("--no-determinism", action="store_true",
+                        help="allow non-deterministic ops (faster on GPU)")
+    export.add_argument("--checkpoint-every", type=int, default=50, help="steps; 0 = off")
+    export.add_argument("--model", type=Path, default=None,
+                        help="your Python file with build_model() and make_dataset()")
+    export.add_argument("--no-check", action="store_true",
+                        help="do not check the model file in a TensorFlow subprocess first")
+    export.add_argument("--tpu-address", default="", help="grpc://HOST:PORT (strategy tpu)")
+    export.add_argument("--run-name", default="", help="default: <strategy>-<time>")
+
+    run = sub.add_parser("run", help="run a bundle on this machine, headless, printing progress")
+    run.add_argument("bundle", type=Path, help="a directory written by dtgui export")
+    return parser
+
+
+def plan_from_args(args: argparse.Namespace) -> Plan:
+    multi = args.strategy in ("multi_worker_mirrored", "parameter_server")
+    model = {"kind": "file", "path": str(args.model.resolve())} if args.model else {"kind": "demo"}
+    return Plan(
+        run_name=args.run_name or f"{args.strategy}-{time.strftime('%Y%m%d-%H%M%S')}",
+        strategy=args.strategy,
+        device_kind=args.device,
+        replicas_per_task=1 if args.strategy in ("one_device", "parameter_server") else args.replicas,
+        workers=args.workers if multi else 1,
+        parameter_servers=args.ps if args.strategy == "parameter_server" else 0,
+        precision=args.precision,
+        xla=args.xla,
+        communication=args.communication,
+        per_replica_batch=args.batch_size,
+        steps=args.steps,
+        steps_per_epoch=args.steps_per_epoch,
+        learning_rate=args.lr,
+        seed=args.seed,
+        deterministic=not args.no_determinism,
+        checkpoint_every=args.checkpoint_every,
+        model=model,
+        tpu_address=args.tpu_address,
+    )
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from dtgui.core.bundle import BundleError, render_bundle
+    from dtgui.core.cluster import place_local
+    from dtgui.launch.model_check import check_model_file
+
+    plan = plan_from_args(args)
+    problems = validate(plan)
+    if problems:
+        for p in problems:
+            print(f"dtgui export: {p}", file=sys.stderr)
+        return 2
+    if args.model and not args.no_check:
+        result = check_model_file(args.model)
+        if not result.ok:
+            print(f"dtgui export: {result.error}", file=sys.stderr)
+            return 2
+    try:
+        bundle = render_bundle(place_local(plan), args.outdir)
+    except (BundleError, PlanError) as exc:
+        print(f"dtgui export: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {bundle.path} ({len(bundle.plan.tasks)} task(s)); run it with: "
+          f"bash {bundle.path / 'run.sh'}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from dtgui.core.bundle import Bundle, BundleError
+    from dtgui.core.plan import PlanError
+    from dtgui.launch.local_run import LaunchError, RunController
+
+    try:
+        bundle = Bundle.open(args.bundle)
+        controller = RunController(bundle)
+        controller.start()
+    except (BundleError, PlanError, LaunchError) as exc:
+        print(f"dtgui run: {exc}", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGINT, lambda *_: controller.request_stop())
+    signal.signal(signal.SIGTERM, lambda *_: controller.request_stop())
+    print(f"running {bundle.plan.run_name}: {len(bundle.plan.tasks)} task(s), "
+          f"{bundle.plan.steps} steps; Ctrl-C stops every task")
+    last_step = -1
+    while not controller.wait(0.5):
+        snap = controller.metrics.snapshot()
+        if snap.step != last_step and snap.step:
+            last_step = snap.step
+            losses = "  ".join(
+                f"r{rid}={ys[-1]:.4f}" for rid, (_, ys) in snap.replica_loss.items() if len(ys)
+            )
+            print(f"step {snap.step}/{snap.total_steps}  {losses}", flush=True)
+    snap = controller.metrics.snapshot()
+    for tid, state in sorted(snap.tasks.items()):
+        print(f"  {tid}: {state.status}" + (f" ({state.error})" if state.error else ""))
+    print(f"run {controller.state}: {controller.message}")
+    return {"finished": 0, "stopped": 130}.get(controller.state, 1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "export":
+        return cmd_export(args)
+    if args.command == "run":
+        return cmd_run(args)
+    from dtgui.ui.app import run_gui
+
+    return run_gui()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,267 @@
+"""Render a plan to a run bundle: the one directory that both the app and Export produce.
+
+See README "Run bundle layout". Rendering goes to a temporary sibling directory that is
+renamed into place at the end, so a failure never leaves a half-written bundle.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import shlex
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from dtgui.core.cluster import tf_config_json
+from dtgui.core.plan import Plan, PlanError, TaskSpec, validate
+from dtgui.core.strategies import STRATEGIES
+from dtgui.resources import DEMO_DATA, WORKER_SOURCE
+
+WORKER_PACKAGE = "dtgui_worker"
+USER_MODEL_NAME = "user_model.py"
+OUTPUT_DIR = "output"
+
+
+class BundleError(RuntimeError):
+    """The bundle could not be written; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Bundle:
+    path: Path
+    plan: Plan
+
+    @property
+    def output(self) -> Path:
+        return self.path / OUTPUT_DIR
+
+    def events_file(self, task: TaskSpec) -> Path:
+        return self.output / f"events-{task.file_stem}.jsonl"
+
+    def log_file(self, task: TaskSpec) -> Path:
+        return self.output / "logs" / f"{task.file_stem}.log"
+
+    def pid_file(self, task: TaskSpec) -> Path:
+        return self.output / "pids" / f"{task.file_stem}.pid"
+
+    def task_script(self, task: TaskSpec) -> Path:
+        return self.path / "tasks" / f"{task.file_stem}.sh"
+
+    @classmethod
+    def open(cls, path: Path) -> Bundle:
+        import json
+
+        plan_file = Path(path) / "plan.json"
+        try:
+            data = json.loads(plan_file.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise BundleError(f"{path} is not a dtgui bundle: it has no plan.json") from exc
+        except (OSError, ValueError) as exc:
+            raise BundleError(f"{plan_file} cannot be read ({exc}); export the run again") from exc
+        return cls(Path(path), Plan.from_dict(data))
+
+
+def primary_tasks(plan: Plan) -> list[TaskSpec]:
+    """Tasks whose exit ends the run; the others are servers that the launcher stops."""
+    if plan.strategy == "parameter_server":
+        return [t for t in plan.tasks if t.type == "chief"]
+    return [t for t in plan.tasks if t.type == "worker"]
+
+
+def task_command(task: TaskSpec) -> str:
+    """The command a task's script executes (its environment is set by the script)."""
+    return shlex.join(
+        ["python3", "-m", f"{WORKER_PACKAGE}.train", "--plan", "plan.json",
+         "--task", task.task_id, "--out", OUTPUT_DIR]
+    )
+
+
+def task_environment(plan: Plan, task: TaskSpec) -> dict[str, str]:
+    env: dict[str, str] = {"TF_CPP_MIN_LOG_LEVEL": "1", "PYTHONHASHSEED": str(plan.seed)}
+    config = tf_config_json(plan, task)
+    if config:
+        env["TF_CONFIG"] = config
+    if task.gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in task.gpus)
+    elif plan.device_kind == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU plan stays on the CPU even where GPUs exist
+    return env
+
+
+def task_script_text(plan: Plan, task: TaskSpec) -> str:
+    lines = [
+        "#!/bin/sh",
+        f"# Task {task.task_id} of run {plan.run_name} ({STRATEGIES[plan.strategy].title}).",
+        "# Runs in the bundle directory whatever the current directory is.",
+        'cd "$(dirname "$0")/.." || exit 1',
+    ]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in task_environment(plan, task).items()]
+    lines.append(
+        f'exec "${{PYTHON:-python3}}" -m {WORKER_PACKAGE}.train --plan plan.json '
+        f"--task {shlex.quote(task.task_id)} --out {OUTPUT_DIR}"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def run_script_text(plan: Plan) -> str:
+    stems = [t.file_stem for t in plan.tasks]
+    primaries = [t.file_stem for t in primary_tasks(plan)]
+    return _RUN_SH.format(
+        run_name=plan.run_name,
+        tasks=" ".join(shlex.quote(s) for s in stems),
+        primaries=" ".join(shlex.quote(s) for s in primaries),
+    )
+
+
+_RUN_SH = """#!/usr/bin/env bash
+# Runs every task of run {run_name} on this machine with plain python, and waits.
+# PYTHON picks the interpreter (default python3). Events: output/events-<task>.jsonl.
+set -u
+cd "$(dirname "$0")" || exit 1
+export PYTHON="${{PYTHON:-python3}}"
+mkdir -p output/logs output/pids
+TASKS=({tasks})
+PRIMARIES=({primaries})
+declare -A PID
+stop_all() {{
+  for t in "${{TASKS[@]}}"; do
+    [ -n "${{PID[$t]:-}}" ] && kill -TERM -- "-${{PID[$t]}}" 2>/dev/null
+  done
+  sleep 1
+  for t in "${{TASKS[@]}}"; do
+    [ -n "${{PID[$t]:-}}" ] && kill -KILL -- "-${{PID[$t]}}" 2>/dev/null
+  done
+  wait 2>/dev/null
+}}
+trap 'echo "stopping"; stop_all; exit 130' INT TERM
+for t in "${{TASKS[@]}}"; do
+  setsid sh "tasks/$t.sh" > "output/logs/$t.log" 2>&1 < /dev/null &
+  PID[$t]=$!
+  echo "${{PID[$t]}}" > "output/pids/$t.pid"
+  echo "started $t (pid ${{PID[$t]}})"
+done
+remaining=${{#PRIMARIES[@]}}
+status=0
+while [ "$remaining" -gt 0 ]; do
+  finished=""
+  wait -n -p finished
+  code=$?
+  [ -z "$finished" ] && break
+  for t in "${{TASKS[@]}}"; do
+    if [ "${{PID[$t]}}" = "$finished" ]; then
+      echo "$t exited with $code"
+      if [ "$code" -ne 0 ]; then status=$code; remaining=0; break; fi
+      for p in "${{PRIMARIES[@]}}"; do [ "$p" = "$t" ] && remaining=$((remaining - 1)); done
+    fi
+  done
+done
+stop_all
+if [ "$status" -ne 0 ]; then
+  echo "run failed (exit $status): see output/logs/ and output/events-*.jsonl"
+else
+  echo "run finished"
+fi
+exit "$status"
+"""
+
+
+def requirements_text() -> str:
+    pins = []
+    for name in ("tensorflow", "numpy", "psutil"):
+        try:
+            pins.append(f"{name}=={importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            pins.append(name)
+    pins.append("nvidia-ml-py  # optional: GPU telemetry")
+    return "\n".join(pins) + "\n"
+
+
+def readme_text(plan: Plan) -> str:
+    info = STRATEGIES[plan.strategy]
+    rows = []
+    for task in plan.tasks:
+        env = task_environment(plan, task)
+        rows.append(f"### {task.task_id}\n\n```sh\n" + "".join(
+            f"export {k}={shlex.quote(v)}\n" for k, v in env.items()
+        ) + f"{task_command(task)}\n```\n")
+    return f"""# dtgui run bundle: {plan.run_name}
+
+Strategy: {info.title} — {plan.total_replicas} replica(s), global batch {plan.global_batch},
+{plan.steps} steps, precision {plan.precision}, XLA {"on" if plan.xla else "off"}, seed {plan.seed}.
+
+This directory reproduces the run without dtgui.
+
+```sh
+python3 -m pip install -r requirements.txt
+bash run.sh                 # every task on this machine; PYTHON=/path/to/python to choose one
+```
+
+Events are written as JSON lines to `output/events-<task>.jsonl` (one object a line: `kind`
+is started, step, epoch, device, checkpoint, log, finished or failed; a step has
+`replica_losses`, one float per replica). Logs: `output/logs/`. Checkpoints:
+`output/checkpoints/` (a new run in this directory resumes from them; delete `output/` to
+start over). TensorBoard: `tensorboard --logdir output/tensorboard`.
+
+## Tasks
+
+Each task is `tasks/<task>.sh`; run from the bundle directory it does the following.
+
+{"".join(rows)}"""
+
+
+def render_bundle(plan: Plan, destination: Path, *, overwrite: bool = False) -> Bundle:
+    """Write the bundle for `plan` at `destination` atomically. Returns the written bundle."""
+    problems = validate(plan)
+    if problems:
+        raise PlanError(" ".join(problems))
+    if not plan.tasks:
+        raise PlanError("the plan has no tasks: place it first (dtgui.core.cluster.place_local)")
+    destination = Path(destination).resolve()
+    if destination.exists() and any(destination.iterdir()) and not overwrite:
+        raise BundleError(
+            f"{destination} already exists and is not empty: choose an empty or new directory."
+        )
+    model_file = None
+    if plan.model.get("kind") == "file":
+        model_file = Path(plan.model["path"]).expanduser()
+        if not model_file.is_file():
+            raise BundleError(f"model file {model_file} does not exist: choose it again.")
+        plan = plan.with_changes(model={"kind": "file", "path": USER_MODEL_NAME})
+    try:
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", dir=destination.parent))
+    except OSError as exc:
+        raise BundleError(f"cannot write in {destination.parent}: {exc.strerror}") from exc
+    try:
+        _write_files(plan, staging, model_file)
+        if destination.exists():
+            shutil.rmtree(destination)
+        staging.rename(destination)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise BundleError(f"writing the bundle to {destination} failed: {exc}") from exc
+    return Bundle(destination, plan)
+
+
+def _write_files(plan: Plan, root: Path, model_file: Path | None) -> None:
+    (root / "plan.json").write_text(plan.to_json(), encoding="utf-8")
+    (root / "README.md").write_text(readme_text(plan), encoding="utf-8")
+    (root / "requirements.txt").write_text(requirements_text(), encoding="utf-8")
+    run_sh = root / "run.sh"
+    run_sh.write_text(run_script_text(plan), encoding="utf-8")
+    run_sh.chmod(0o755)
+    (root / "tasks").mkdir()
+    for task in plan.tasks:
+        script = root / "tasks" / f"{task.file_stem}.sh"
+        script.write_text(task_script_text(plan, task), encoding="utf-8")
+        script.chmod(0o755)
+    shutil.copytree(
+        WORKER_SOURCE, root / WORKER_PACKAGE, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
+    if plan.model.get("kind") == "demo":
+        (root / "data").mkdir()
+        shutil.copy2(DEMO_DATA, root / "data" / DEMO_DATA.name)
+    if model_file is not None:
+        shutil.copy2(model_file, root / USER_MODEL_NAME)
+    (root / OUTPUT_DIR).mkdir()

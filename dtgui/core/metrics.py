@@ -1,0 +1,191 @@
+"""Aggregates a run's events into plot-ready buffers, shared between a reader thread and the UI.
+
+The reader thread calls `add_events` / `add_log_lines` / `set_task_state`; the UI timer calls
+`snapshot()` and redraws only when `version` changed. Series grow by doubling and are handed out
+as numpy views of the filled part, so a snapshot copies nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dtgui.core.events import Event
+
+LOG_LINES_KEPT = 5000
+
+
+class Series:
+    """An append-only (x, y) series backed by numpy arrays that double when full."""
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self._x = np.empty(capacity, dtype=np.float64)
+        self._y = np.empty(capacity, dtype=np.float64)
+        self.size = 0
+
+    def append(self, x: float, y: float) -> None:
+        if self.size == len(self._x):
+            self._x = np.concatenate([self._x, np.empty_like(self._x)])
+            self._y = np.concatenate([self._y, np.empty_like(self._y)])
+        self._x[self.size] = x
+        self._y[self.size] = y
+        self.size += 1
+
+    def extend(self, xs: np.ndarray, ys: np.ndarray) -> None:
+        for x, y in zip(xs, ys, strict=True):
+            self.append(float(x), float(y))
+
+    def view(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._x[: self.size], self._y[: self.size]
+
+    @property
+    def last(self) -> float | None:
+        return float(self._y[self.size - 1]) if self.size else None
+
+
+@dataclass
+class TaskState:
+    task: str
+    status: str = "starting"  # starting | running | finished | failed | stopped
+    step: int = 0
+    replicas: int = 0
+    error: str = ""
+    exit_code: int | None = None
+
+
+@dataclass
+class Snapshot:
+    version: int
+    replica_loss: dict[int, tuple[np.ndarray, np.ndarray]]
+    throughput: dict[str, tuple[np.ndarray, np.ndarray]]
+    device_util: dict[str, tuple[np.ndarray, np.ndarray]]
+    device_mem: dict[str, tuple[np.ndarray, np.ndarray]]
+    tasks: dict[str, TaskState]
+    step: int
+    total_steps: int
+    epoch: int
+    last_epoch_metrics: dict[str, float] = field(default_factory=dict)
+
+
+class RunMetrics:
+    def __init__(self, total_steps: int = 0) -> None:
+        self._lock = threading.Lock()
+        self.version = 0
+        self.total_steps = total_steps
+        self._t0: float | None = None
+        self._replica_loss: dict[int, Series] = {}
+        self._throughput: dict[str, Series] = {}
+        self._device_util: dict[str, Series] = {}
+        self._device_mem: dict[str, Series] = {}
+        self._tasks: dict[str, TaskState] = {}
+        self._logs: dict[str, deque[str]] = {}
+        self._step = 0
+        self._epoch = 0
+        self._epoch_metrics: dict[str, float] = {}
+
+    # -- writers (reader thread) --------------------------------------------------------
+    def add_events(self, events: Iterable[Event]) -> None:
+        with self._lock:
+            changed = False
+            for event in events:
+                self._apply(event)
+                changed = True
+            if changed:
+                self.version += 1
+
+    def add_log_lines(self, task: str, lines: Iterable[str]) -> None:
+        with self._lock:
+            buf = self._logs.setdefault(task, deque(maxlen=LOG_LINES_KEPT))
+            before = len(buf)
+            buf.extend(lines)
+            if len(buf) != before or buf.maxlen == before:
+                self.version += 1
+
+    def set_task_state(self, task: str, status: str, *, exit_code: int | None = None,
+                       error: str = "") -> None:
+        with self._lock:
+            state = self._tasks.setdefault(task, TaskState(task))
+            if state.status in ("failed", "finished") and status == "stopped":
+                return
+            state.status = status
+            if exit_code is not None:
+                state.exit_code = exit_code
+            if error and not state.error:
+                state.error = error
+            self.version += 1
+
+    def _apply(self, event: Event) -> None:
+        if self._t0 is None:
+            self._t0 = event.t
+        state = self._tasks.setdefault(event.task, TaskState(event.task))
+        kind = event.kind
+        if kind == "started":
+            state.status = "running"
+            state.replicas = int(event.get("replicas", 0) or 0)
+            self.total_steps = int(event.get("steps", self.total_steps) or self.total_steps)
+        elif kind == "step":
+            step = int(event.get("step", 0))
+            state.step = step
+            if state.status == "starting":
+                state.status = "running"
+            self._step = max(self._step, step)
+            self._epoch = max(self._epoch, int(event.get("epoch", 0) or 0))
+            losses = event.get("replica_losses") or []
+            ids = event.get("replica_ids") or list(range(len(losses)))
+            for rid, loss in zip(ids, losses, strict=False):
+                if isinstance(loss, (int, float)):
+                    self._replica_loss.setdefault(int(rid), Series()).append(step, float(loss))
+            eps = event.get("examples_per_sec")
+            if isinstance(eps, (int, float)):
+                self._throughput.setdefault(event.task, Series()).append(step, float(eps))
+        elif kind == "epoch":
+            self._epoch_metrics = {
+                k: float(v) for k, v in event.data.items()
+                if k in ("loss", "accuracy", "epoch") and isinstance(v, (int, float))
+            }
+        elif kind == "device":
+            elapsed = event.t - self._t0
+            for dev in event.get("devices") or []:
+                label = f"{event.task} {dev.get('kind', '?')}{dev.get('index', 0)}"
+                util = dev.get("util")
+                if isinstance(util, (int, float)):
+                    self._device_util.setdefault(label, Series()).append(elapsed, float(util))
+                used = dev.get("mem_used")
+                if isinstance(used, (int, float)):
+                    self._device_mem.setdefault(label, Series()).append(elapsed, used / 2**20)
+        elif kind == "finished":
+            state.status = "finished"
+        elif kind == "failed":
+            state.status = "failed"
+            state.error = str(event.get("error", "failed"))
+        elif kind == "log":
+            buf = self._logs.setdefault(event.task, deque(maxlen=LOG_LINES_KEPT))
+            buf.append(f"[{event.get('level', 'info')}] {event.get('message', '')}")
+
+    # -- readers (UI thread) -----------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        with self._lock:
+            return Snapshot(
+                version=self.version,
+                replica_loss={k: s.view() for k, s in sorted(self._replica_loss.items())},
+                throughput={k: s.view() for k, s in self._throughput.items()},
+                device_util={k: s.view() for k, s in self._device_util.items()},
+                device_mem={k: s.view() for k, s in self._device_mem.items()},
+                tasks={k: TaskState(**vars(v)) for k, v in self._tasks.items()},
+                step=self._step,
+                total_steps=self.total_steps,
+                epoch=self._epoch,
+                last_epoch_metrics=dict(self._epoch_metrics),
+            )
+
+    def log_lines(self, task: str) -> list[str]:
+        with self._lock:
+            return list(self._logs.get(task, ()))
+
+    def log_tasks(self) -> list[str]:
+        with self._lock:
+            return sorted(self._logs)

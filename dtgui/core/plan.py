@@ -1,0 +1,188 @@
+"""A training plan: every choice the wizard makes, validated, and frozen to plan.json."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from dtgui.core.strategies import STRATEGIES
+
+SCHEMA = 1
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+COMMUNICATIONS = ("auto", "ring", "nccl")
+DEVICE_KINDS = ("cpu", "gpu")
+MAX_REPLICAS = 64
+_RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
+
+
+class PlanError(ValueError):
+    """A plan that cannot run; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    type: str  # worker | chief | ps
+    index: int
+    host: str = "127.0.0.1"
+    port: int = 0
+    gpus: tuple[int, ...] = ()
+
+    @property
+    def task_id(self) -> str:
+        return f"{self.type}:{self.index}"
+
+    @property
+    def file_stem(self) -> str:
+        return f"{self.type}-{self.index}"
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    run_name: str = "run"
+    strategy: str = "mirrored"
+    device_kind: str = "cpu"
+    replicas_per_task: int = 2
+    workers: int = 1  # worker tasks (multi_worker_mirrored, parameter_server)
+    parameter_servers: int = 0  # ps tasks (parameter_server)
+    precision: str = "float32"
+    xla: bool = False
+    communication: str = "auto"
+    per_replica_batch: int = 32
+    steps: int = 100
+    steps_per_epoch: int = 25
+    learning_rate: float = 0.001
+    seed: int = 42
+    deterministic: bool = True
+    checkpoint_every: int = 50
+    log_every: int = 1
+    model: dict[str, str] = field(default_factory=lambda: {"kind": "demo"})
+    tpu_address: str = ""
+    cluster: dict[str, list[str]] = field(default_factory=dict)
+    tasks: tuple[TaskSpec, ...] = ()
+
+    # -- derived facts ------------------------------------------------------------------
+    @property
+    def compute_tasks(self) -> int:
+        """Tasks that hold replicas (the coordinator and parameter servers hold none)."""
+        if self.strategy in ("multi_worker_mirrored", "parameter_server"):
+            return self.workers
+        return 1
+
+    @property
+    def total_replicas(self) -> int:
+        if self.strategy == "one_device":
+            return 1
+        if self.strategy == "parameter_server":
+            return self.workers
+        return self.compute_tasks * self.replicas_per_task
+
+    @property
+    def global_batch(self) -> int:
+        if self.strategy == "parameter_server":
+            return self.per_replica_batch
+        return self.per_replica_batch * self.total_replicas
+
+    def with_changes(self, **changes: Any) -> Plan:
+        return replace(self, **changes)
+
+    # -- JSON -----------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["tasks"] = [
+            {"type": t.type, "index": t.index, "host": t.host, "port": t.port, "gpus": list(t.gpus)}
+            for t in self.tasks
+        ]
+        return {"schema": SCHEMA, **data}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Plan:
+        if data.get("schema") != SCHEMA:
+            raise PlanError(f"plan schema {data.get('schema')!r} is not {SCHEMA}; re-export it")
+        known = {f for f in cls.__dataclass_fields__}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs["tasks"] = tuple(
+            TaskSpec(t["type"], int(t["index"]), t.get("host", "127.0.0.1"), int(t.get("port", 0)),
+                     tuple(t.get("gpus", ())))
+            for t in data.get("tasks", ())
+        )
+        try:
+            return cls(**kwargs)
+        except TypeError as exc:
+            raise PlanError(f"plan.json does not fit schema {SCHEMA}: {exc}") from exc
+
+
+def validate(plan: Plan, *, usable_gpus: int | None = None) -> list[str]:
+    """Every reason this plan cannot run, as sentences that say what to change."""
+    errors: list[str] = []
+    info = STRATEGIES.get(plan.strategy)
+    if info is None:
+        return [f"Unknown strategy {plan.strategy!r}: choose one of {', '.join(STRATEGIES)}."]
+    if not _RUN_NAME.match(plan.run_name):
+        errors.append(
+            "Run name: use 1-80 letters, digits, '.', '_' or '-', starting with a letter or digit."
+        )
+    if plan.device_kind not in DEVICE_KINDS:
+        errors.append(f"Device kind must be one of {DEVICE_KINDS}.")
+    if plan.precision not in PRECISIONS:
+        errors.append(f"Precision must be one of {PRECISIONS}.")
+    if plan.communication not in COMMUNICATIONS:
+        errors.append(f"Communication must be one of {COMMUNICATIONS}.")
+    _check_int(errors, "Replicas per task", plan.replicas_per_task, 1, MAX_REPLICAS)
+    _check_int(errors, "Per-replica batch size", plan.per_replica_batch, 1, 65536)
+    _check_int(errors, "Steps", plan.steps, 1, 10_000_000)
+    _check_int(errors, "Steps per epoch", plan.steps_per_epoch, 1, 10_000_000)
+    _check_int(errors, "Checkpoint interval", plan.checkpoint_every, 0, 10_000_000)
+    _check_int(errors, "Log interval", plan.log_every, 1, 100_000)
+    _check_int(errors, "Seed", plan.seed, 0, 2**31 - 1)
+    if not isinstance(plan.learning_rate, (int, float)) or not 0 < plan.learning_rate <= 10:
+        errors.append("Learning rate must be a number above 0 and at most 10 (e.g. 0.001).")
+
+    if plan.strategy == "one_device" and plan.replicas_per_task != 1:
+        errors.append("OneDevice trains exactly one replica: set replicas to 1.")
+    if plan.strategy in ("mirrored", "central_storage") and plan.replicas_per_task < 1:
+        errors.append("Mirrored needs at least one device.")
+    if plan.strategy == "multi_worker_mirrored":
+        _check_int(errors, "Workers", plan.workers, 1, 64)
+    if plan.strategy == "parameter_server":
+        _check_int(errors, "Workers", plan.workers, 1, 64)
+        _check_int(errors, "Parameter servers", plan.parameter_servers, 1, 16)
+    if plan.strategy == "tpu" and not plan.tpu_address.strip():
+        errors.append("TPU needs an address (grpc://HOST:PORT or a TPU name).")
+    if plan.communication == "nccl":
+        if plan.device_kind != "gpu":
+            errors.append("NCCL communication needs GPUs: choose auto or ring on CPU.")
+        if not info.supports_communication:
+            errors.append(f"{info.title} has no collective communication option: use auto.")
+    if plan.precision == "mixed_float16" and plan.device_kind == "cpu" and plan.strategy == "tpu":
+        errors.append("TPUs use bfloat16: choose mixed_bfloat16.")
+    if plan.xla and plan.strategy == "parameter_server":
+        errors.append("XLA is not supported with ParameterServer in dtgui: turn XLA off.")
+    if plan.device_kind == "gpu" and usable_gpus is not None:
+        need = plan.replicas_per_task if plan.strategy != "one_device" else 1
+        if plan.strategy not in ("multi_worker_mirrored", "parameter_server") and need > usable_gpus:
+            errors.append(
+                f"This plan needs {need} GPU(s) but TensorFlow can use {usable_gpus} here: "
+                "lower the replicas or train on CPU."
+            )
+    model_kind = plan.model.get("kind")
+    if model_kind not in ("demo", "file"):
+        errors.append("Model must be the built-in demo or your own Python file.")
+    elif model_kind == "file" and not plan.model.get("path"):
+        errors.append("Choose your model file (a .py defining build_model and make_dataset).")
+    return errors
+
+
+def _check_int(errors: list[str], name: str, value: object, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        errors.append(f"{name} must be a whole number.")
+    elif not low <= value <= high:
+        errors.append(f"{name} must be between {low} and {high} (it is {value}).")

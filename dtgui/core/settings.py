@@ -1,0 +1,86 @@
+"""Where dtgui keeps its files, and the remembered settings of the last run.
+
+Files are written atomically (temp file + rename). A file that cannot be parsed is moved
+aside to `<name>.corrupt-<time>` and defaults are used; the caller gets the message to show.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from dtgui.core.plan import Plan, PlanError
+
+APP = "dtgui"
+
+
+def config_dir() -> Path:
+    return Path(os.environ.get("DTGUI_CONFIG_DIR") or platformdirs.user_config_dir(APP))
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("DTGUI_DATA_DIR") or platformdirs.user_data_dir(APP))
+
+
+def runs_dir() -> Path:
+    return data_dir() / "runs"
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_json_or_backup(path: Path) -> tuple[dict[str, Any] | None, str]:
+    """(data, message). A missing file gives (None, ""); a corrupt one is moved aside."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, ""
+    except OSError as exc:
+        return None, f"{path} could not be read ({exc.strerror}); using defaults."
+    try:
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("not an object")
+        return data, ""
+    except ValueError:
+        backup = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+        try:
+            os.replace(path, backup)
+        except OSError:
+            backup = path
+        return None, f"{path.name} was damaged; it was kept as {backup} and defaults are used."
+
+
+def last_plan_file() -> Path:
+    return config_dir() / "last-run.json"
+
+
+def load_last_plan() -> tuple[Plan | None, str]:
+    data, message = read_json_or_backup(last_plan_file())
+    if data is None:
+        return None, message
+    try:
+        return Plan.from_dict(data), ""
+    except (PlanError, KeyError, TypeError, ValueError):
+        return None, "The remembered settings are from another version; using defaults."
+
+
+def save_last_plan(plan: Plan) -> None:
+    atomic_write_text(last_plan_file(), plan.to_json())

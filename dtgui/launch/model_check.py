@@ -1,0 +1,65 @@
+"""Checks that run TensorFlow in a subprocess, so the calling process never imports it.
+
+Both functions block for seconds: call them from a background thread, never the UI thread.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from dtgui.core.hardware import TfView, parse_tf_probe
+
+MODEL_CHECK_TIMEOUT = 120.0
+TF_PROBE_TIMEOUT = 90.0
+
+
+@dataclass(frozen=True)
+class ModelCheck:
+    ok: bool
+    error: str = ""
+    details: str = ""
+    summary: str = ""
+
+
+def check_model_file(path: Path, python: str | None = None,
+                     timeout: float = MODEL_CHECK_TIMEOUT) -> ModelCheck:
+    """Import a user's model file in a TensorFlow subprocess and try one batch through it."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        return ModelCheck(False, f"{path} does not exist: choose your model file again.")
+    cmd = [python or sys.executable, "-m", "dtgui.worker.check_model", str(path.resolve())]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return ModelCheck(False, f"Checking {path.name} took longer than {timeout:.0f} s: does "
+                                 "make_dataset() or build_model() wait on something?")
+    lines = [ln for ln in proc.stdout.strip().splitlines() if ln.startswith("{")]
+    try:
+        result = json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        return ModelCheck(False, f"Checking {path.name} crashed: " + " | ".join(tail))
+    if result.get("ok"):
+        summary = (f"{result.get('num_examples', '?')} examples, input "
+                   f"{result.get('input_shape')}, output {result.get('output_shape')}")
+        return ModelCheck(True, summary=summary)
+    return ModelCheck(False, str(result.get("error", "the model file failed")),
+                      str(result.get("traceback", "")))
+
+
+def probe_tensorflow(python: str | None = None, timeout: float = TF_PROBE_TIMEOUT) -> TfView:
+    """What TensorFlow can use on this machine, asked in a subprocess."""
+    cmd = [python or sys.executable, "-m", "dtgui.worker.tf_probe"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return TfView(error=f"TensorFlow did not answer within {timeout:.0f} s")
+    except OSError as exc:
+        return TfView(error=f"could not start {cmd[0]}: {exc.strerror}")
+    return parse_tf_probe(proc.stdout)

@@ -1,0 +1,125 @@
+"""Loading the user's model file, and one-line errors a person can act on. No TF import here.
+
+The model-file contract (README, "Your own model file"): ``build_model()`` -> keras.Model
+(logits), ``make_dataset()`` -> tf.data.Dataset of unbatched (features, label) pairs,
+optional ``make_loss()`` -> keras loss with reduction="none", optional ``NUM_CLASSES``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+REQUIRED = ("build_model", "make_dataset")
+
+
+class UserError(Exception):
+    """An error with a one-line, actionable message and the traceback that explains it."""
+
+    def __init__(self, message: str, tb: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.tb = tb
+
+
+def exc_text(exc: BaseException) -> str:
+    """The exception's message on one line (whitespace squeezed, at most 300 chars)."""
+    text = " ".join(str(exc).split())
+    if len(text) > 300:
+        text = text[:297] + "..."
+    return text or "(no message)"
+
+
+def one_line(exc: BaseException) -> str:
+    """``ExcType: message`` on one line."""
+    return f"{type(exc).__name__}: {exc_text(exc)}"
+
+
+def raised_in(exc: BaseException, where: str) -> str:
+    """``Your model file raised ValueError in build_model(): message``."""
+    return f"Your model file raised {type(exc).__name__} {where}: {exc_text(exc)}"
+
+
+def _user_frames_tb(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+
+@dataclass
+class ModelSource:
+    """Where the model and data come from: the demo, or a user's file."""
+
+    kind: str  # "demo" or "file"
+    path: str  # the file (absolute), or "" for the demo
+    build_model: Callable[[], Any]
+    make_dataset: Callable[[], Any]
+    make_loss: Callable[[], Any] | None = None
+    num_classes: int | None = None
+
+    def call(self, name: str, *args: Any) -> Any:
+        """Call one of the model functions; an exception becomes a UserError naming it."""
+        fn = {"build_model": self.build_model, "make_dataset": self.make_dataset,
+              "make_loss": self.make_loss}[name]
+        if fn is None:
+            raise UserError(f"No {name}() defined")
+        try:
+            return fn(*args)
+        except UserError:
+            raise
+        except Exception as exc:
+            if self.kind == "file":
+                msg = raised_in(exc, f"in {name}()")
+            else:
+                msg = f"The demo {name}() failed: {one_line(exc)}"
+            raise UserError(msg, _user_frames_tb(exc)) from exc
+
+
+def import_model_file(path: str) -> ModuleType:
+    """Import a user's model file by path; each failure is a UserError with a clear line."""
+    path = os.path.abspath(path)
+    if not os.path.isfile(path):
+        raise UserError(f"Model file not found: {path}")
+    folder = os.path.dirname(path)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)  # let the file import its own helper modules
+    mod_name = "dtgui_user_model_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    if spec is None or spec.loader is None:
+        raise UserError(f"Cannot import {path}: it is not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        sys.modules.pop(mod_name, None)
+        where = f"line {exc.lineno}" if exc.lineno else "an unknown line"
+        raise UserError(f"Your model file has a syntax error at {where}: {exc.msg}",
+                        _user_frames_tb(exc)) from exc
+    except Exception as exc:
+        sys.modules.pop(mod_name, None)
+        raise UserError(raised_in(exc, "while being imported"), _user_frames_tb(exc)) from exc
+    return module
+
+
+def load_model_file(path: str) -> ModelSource:
+    """Import the file and check it defines callable build_model and make_dataset."""
+    module = import_model_file(path)
+    missing = [n for n in REQUIRED if not hasattr(module, n)]
+    if missing:
+        names = " and ".join(f"{n}()" for n in missing)
+        raise UserError(f"Your model file does not define {names} "
+                        f"(it must define build_model() and make_dataset())")
+    for name in (*REQUIRED, "make_loss"):
+        if hasattr(module, name) and not callable(getattr(module, name)):
+            raise UserError(f"In your model file, {name} is not a function "
+                            f"(it is a {type(getattr(module, name)).__name__})")
+    num_classes = getattr(module, "NUM_CLASSES", None)
+    return ModelSource(kind="file", path=os.path.abspath(path), build_model=module.build_model,
+                       make_dataset=module.make_dataset,
+                       make_loss=getattr(module, "make_loss", None),
+                       num_classes=num_classes if isinstance(num_classes, int) else None)

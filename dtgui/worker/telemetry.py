@@ -1,0 +1,137 @@
+"""Background device telemetry: ``device`` events every ~2 s (NVML GPUs, else the CPU)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import threading
+from typing import Any
+
+import psutil
+
+from .events import EventWriter
+
+
+def cpu_model_name() -> str:
+    """The CPU's model name from /proc/cpuinfo, else whatever platform knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "CPU"
+
+
+class _Nvml:
+    """Thin guarded wrapper over pynvml (nvidia-ml-py); ``ok`` is False without a driver."""
+
+    def __init__(self) -> None:
+        self.ok = False
+        self._nv: Any = None
+        self._handles: list[tuple[int, Any]] = []
+        try:
+            import pynvml  # type: ignore[import-not-found]
+
+            pynvml.nvmlInit()
+            self._nv = pynvml
+            for i in self._visible_indices(pynvml.nvmlDeviceGetCount()):
+                self._handles.append((i, pynvml.nvmlDeviceGetHandleByIndex(i)))
+            self.ok = bool(self._handles)
+        except Exception:  # no library, no driver, no GPU: fall back to the CPU
+            self.ok = False
+
+    @staticmethod
+    def _visible_indices(count: int) -> list[int]:
+        env = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if env is None:
+            return list(range(count))
+        out: list[int] = []
+        for part in env.split(","):
+            part = part.strip()
+            if part.isdigit() and int(part) < count:
+                out.append(int(part))
+        return out
+
+    def sample(self) -> list[dict[str, Any]]:
+        nv = self._nv
+        devices: list[dict[str, Any]] = []
+        for index, handle in self._handles:
+            name = nv.nvmlDeviceGetName(handle)
+            if isinstance(name, bytes):
+                name = name.decode(errors="replace")
+            util = nv.nvmlDeviceGetUtilizationRates(handle)
+            mem = nv.nvmlDeviceGetMemoryInfo(handle)
+            devices.append({"kind": "gpu", "index": index, "name": str(name),
+                            "util": float(util.gpu), "mem_used": int(mem.used),
+                            "mem_total": int(mem.total)})
+        return devices
+
+    def shutdown(self) -> None:
+        if self.ok:
+            try:
+                self._nv.nvmlShutdown()
+            except Exception:
+                pass
+
+
+class Telemetry:
+    """Emits a ``device`` event at start and every ``interval`` seconds until ``stop()``."""
+
+    def __init__(self, events: EventWriter, interval: float = 2.0) -> None:
+        self._events = events
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._nvml: _Nvml | None = None
+        self._proc = psutil.Process()
+        self._cpu_name = cpu_model_name()
+
+    def start(self) -> Telemetry:
+        self._nvml = _Nvml()
+        psutil.cpu_percent(interval=None)  # prime the system-wide counter
+        self._thread = threading.Thread(target=self._run, name="dtgui-telemetry", daemon=True)
+        self._thread.start()
+        return self
+
+    def _cpu_entry(self) -> dict[str, Any]:
+        rss = 0
+        try:
+            procs = [self._proc, *self._proc.children(recursive=True)]
+            for p in procs:
+                try:
+                    rss += p.memory_info().rss
+                except psutil.Error:
+                    pass
+        except psutil.Error:
+            pass
+        return {"kind": "cpu", "index": 0, "name": self._cpu_name,
+                "util": float(psutil.cpu_percent(interval=None)), "mem_used": int(rss),
+                "mem_total": int(psutil.virtual_memory().total)}
+
+    def sample(self) -> list[dict[str, Any]]:
+        if self._nvml is not None and self._nvml.ok:
+            try:
+                return self._nvml.sample()
+            except Exception:
+                pass
+        return [self._cpu_entry()]
+
+    def _run(self) -> None:
+        while True:
+            try:
+                self._events.emit("device", devices=self.sample())
+            except Exception:
+                pass  # telemetry must never break training
+            if self._stop.wait(self._interval):
+                break
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+        if self._nvml is not None:
+            self._nvml.shutdown()
+            self._nvml = None
