@@ -145,11 +145,11 @@ def validate(plan: Plan, *, usable_gpus: int | None = None) -> list[str]:
     _check_int(errors, "Seed", plan.seed, 0, 2**31 - 1)
     if not isinstance(plan.learning_rate, (int, float)) or not 0 < plan.learning_rate <= 10:
         errors.append("Learning rate must be a number above 0 and at most 10 (e.g. 0.001).")
+    if errors:
+        return errors  # the checks below compare these numbers
 
     if plan.strategy == "one_device" and plan.replicas_per_task != 1:
         errors.append("OneDevice trains exactly one replica: set replicas to 1.")
-    if plan.strategy in ("mirrored", "central_storage") and plan.replicas_per_task < 1:
-        errors.append("Mirrored needs at least one device.")
     if plan.strategy == "multi_worker_mirrored":
         _check_int(errors, "Workers", plan.workers, 1, 64)
     if plan.strategy == "parameter_server":

@@ -17,11 +17,11 @@ import threading
 import time
 from pathlib import Path
 
-from dtgui.core.bundle import Bundle, primary_tasks
-from dtgui.core.cluster import busy_ports
+from dtgui.core.bundle import Bundle, primary_tasks, render_bundle
+from dtgui.core.cluster import busy_ports, place_local
 from dtgui.core.events import EventTail
 from dtgui.core.metrics import RunMetrics
-from dtgui.core.plan import TaskSpec
+from dtgui.core.plan import Plan, TaskSpec
 
 POLL_SECONDS = 0.2
 STOP_GRACE_SECONDS = 5.0
@@ -184,3 +184,22 @@ class RunController:
         for proc in self._procs.values():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, sig)
+
+
+def unique_run_dir(root: Path, name: str) -> Path:
+    candidate = root / name
+    n = 2
+    while candidate.exists():
+        candidate = root / f"{name}-{n}"
+        n += 1
+    return candidate
+
+
+def launch_plan(plan: Plan, runs_root: Path, python: str | None = None) -> RunController:
+    """Place, render the run's bundle under `runs_root`, and start it. Blocks briefly: call it
+    off the UI thread."""
+    placed = plan if plan.tasks else place_local(plan)
+    bundle = render_bundle(placed, unique_run_dir(runs_root, placed.run_name))
+    controller = RunController(bundle, python=python)
+    controller.start()
+    return controller

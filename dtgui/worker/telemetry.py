@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import threading
@@ -70,10 +71,8 @@ class _Nvml:
 
     def shutdown(self) -> None:
         if self.ok:
-            try:
+            with contextlib.suppress(Exception):
                 self._nv.nvmlShutdown()
-            except Exception:
-                pass
 
 
 class Telemetry:
@@ -100,10 +99,8 @@ class Telemetry:
         try:
             procs = [self._proc, *self._proc.children(recursive=True)]
             for p in procs:
-                try:
+                with contextlib.suppress(psutil.Error):
                     rss += p.memory_info().rss
-                except psutil.Error:
-                    pass
         except psutil.Error:
             pass
         return {"kind": "cpu", "index": 0, "name": self._cpu_name,
@@ -120,10 +117,8 @@ class Telemetry:
 
     def _run(self) -> None:
         while True:
-            try:
+            with contextlib.suppress(Exception):  # telemetry must never break training
                 self._events.emit("device", devices=self.sample())
-            except Exception:
-                pass  # telemetry must never break training
             if self._stop.wait(self._interval):
                 break
 

@@ -1,0 +1,255 @@
+"""The main window: this machine on the left; the home page or the live dashboard on the right."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QAction, QCloseEvent, QIcon
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QPushButton,
+    QSplitter,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from dtgui.core.bundle import render_bundle
+from dtgui.core.cluster import place_local
+from dtgui.core.hardware import MachineFacts
+from dtgui.core.plan import Plan
+from dtgui.core.settings import load_last_plan, runs_dir, save_last_plan
+from dtgui.core.strategies import STRATEGIES, recommend
+from dtgui.launch.local_run import RunController, launch_plan
+from dtgui.resources import resource
+from dtgui.ui.dashboard import Dashboard
+from dtgui.ui.machine_panel import MachinePanel
+from dtgui.ui.workers import run_in_thread
+
+DEMO_STEPS = 300
+
+
+def demo_plan(facts: MachineFacts | None) -> Plan:
+    """The one-click demo: the recommended strategy for this machine on the digits MLP."""
+    if facts is None:
+        strategy, replicas, device = "mirrored", 2, "cpu"
+    else:
+        rec = recommend(facts)
+        strategy, replicas = rec.strategy, rec.replicas
+        device = "gpu" if facts.usable_gpu_count else "cpu"
+    return Plan(
+        run_name=f"demo-{time.strftime('%Y%m%d-%H%M%S')}",
+        strategy=strategy,
+        device_kind=device,
+        replicas_per_task=replicas,
+        steps=DEMO_STEPS,
+        steps_per_epoch=28,
+        per_replica_batch=32,
+        checkpoint_every=100,
+    )
+
+
+class HomePage(QWidget):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        title = QLabel("Train a model on this machine")
+        title.setObjectName("pageTitle")
+        card = QFrame()
+        card.setObjectName("card")
+        self.demo_text = QLabel()
+        self.demo_text.setWordWrap(True)
+        self.train_demo = QPushButton("Train demo")
+        self.train_demo.setObjectName("primaryButton")
+        self.new_run = QPushButton("New run…")
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.train_demo)
+        buttons.addWidget(self.new_run)
+        buttons.addStretch(1)
+        card_layout = QVBoxLayout(card)
+        card_layout.setContentsMargins(18, 16, 18, 16)
+        heading = QLabel("<b>Demo</b>: a small network on the <i>digits</i> data set")
+        card_layout.addWidget(heading)
+        card_layout.addWidget(self.demo_text)
+        card_layout.addLayout(buttons)
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        hint = QLabel(
+            "<b>New run…</b> opens the wizard: every tf.distribute strategy this machine can "
+            "run, mixed precision and XLA, batch sizes, your own model file, and a review of "
+            "every task's TF_CONFIG and command before you launch or export."
+        )
+        hint.setWordWrap(True)
+        hint.setObjectName("muted")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(24, 20, 24, 20)
+        layout.setSpacing(14)
+        layout.addWidget(title)
+        layout.addWidget(card)
+        layout.addWidget(hint)
+        layout.addWidget(self.status)
+        layout.addStretch(1)
+        self.set_plan_text(demo_plan(None))
+
+    def set_plan_text(self, plan: Plan) -> None:
+        info = STRATEGIES[plan.strategy]
+        where = "logical CPU devices" if plan.device_kind == "cpu" else "GPUs"
+        self.demo_text.setText(
+            f"1797 real 8×8 handwritten digits (bundled, works offline), a 3-layer MLP, "
+            f"{plan.steps} steps with <b>{info.title}</b> over {plan.total_replicas} replica(s) "
+            f"on {where}, global batch {plan.global_batch}. One loss curve per replica, live."
+        )
+
+
+class MainWindow(QMainWindow):
+    def __init__(self) -> None:
+        super().__init__()
+        self.setWindowTitle("dtgui — distributed TensorFlow training")
+        self.setWindowIcon(QIcon(str(resource("icons", "dtgui.svg"))))
+        self.resize(1400, 880)
+        self.controller: RunController | None = None
+        self._closing = False
+
+        self.machine = MachinePanel()
+        self.machine.setMinimumWidth(320)
+        self.machine.setMaximumWidth(460)
+        self.home = HomePage()
+        self.dashboard = Dashboard()
+        self.pages = QStackedWidget()
+        self.pages.addWidget(self.home)
+        self.pages.addWidget(self.dashboard)
+        splitter = QSplitter()
+        splitter.addWidget(self.machine)
+        splitter.addWidget(self.pages)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([360, 1040])
+        self.setCentralWidget(splitter)
+
+        toolbar = self.addToolBar("Main")
+        toolbar.setMovable(False)
+        self.act_home = QAction("Home", self)
+        self.act_new = QAction("New run…", self)
+        self.act_demo = QAction("Train demo", self)
+        self.act_dashboard = QAction("Dashboard", self)
+        for act in (self.act_home, self.act_new, self.act_demo, self.act_dashboard):
+            toolbar.addAction(act)
+        self.act_dashboard.setEnabled(False)
+        self.act_home.triggered.connect(lambda: self.pages.setCurrentWidget(self.home))
+        self.act_dashboard.triggered.connect(lambda: self.pages.setCurrentWidget(self.dashboard))
+        self.act_new.triggered.connect(self.open_wizard)
+        self.act_demo.triggered.connect(self.train_demo)
+        self.home.train_demo.clicked.connect(self.train_demo)
+        self.home.new_run.clicked.connect(self.open_wizard)
+        self.machine.factsChanged.connect(self._on_facts)
+        self.dashboard.runEnded.connect(self._on_run_ended)
+        self.statusBar().showMessage("Detecting this machine…")
+        QTimer.singleShot(0, self.machine.refresh)
+
+    # -- actions ---------------------------------------------------------------------------
+    def train_demo(self) -> None:
+        self.launch(demo_plan(self.machine.facts))
+
+    def open_wizard(self) -> None:
+        from dtgui.ui.wizard import RunWizard
+
+        last, message = load_last_plan()
+        if message:
+            self.statusBar().showMessage(message, 10000)
+        wizard = RunWizard(self.machine.facts, last, self)
+        if not wizard.exec():
+            return
+        plan = wizard.plan()
+        run_in_thread(lambda: save_last_plan(plan), lambda _: None, self._report_error,
+                      context=self)
+        if wizard.action() == "export":
+            self.export(plan, Path(wizard.export_dir()))
+        else:
+            self.launch(plan)
+
+    def launch(self, plan: Plan) -> None:
+        if self.controller is not None and not self.controller.finished:
+            QMessageBox.information(self, "A run is active",
+                                    "Stop the current run before starting another.")
+            return
+        self._set_launch_enabled(False)
+        self.home.status.setText(f"Starting {plan.run_name}…")
+        self.statusBar().showMessage(f"Writing the bundle and starting {plan.run_name}…")
+        root = runs_dir()
+        run_in_thread(lambda: launch_plan(plan, root), self._on_started, self._on_launch_error,
+                      context=self)
+
+    def export(self, plan: Plan, destination: Path) -> None:
+        self.statusBar().showMessage(f"Exporting to {destination}…")
+
+        def write() -> Path:
+            placed = plan if plan.tasks else place_local(plan)
+            return render_bundle(placed, destination).path
+
+        run_in_thread(write, self._on_exported, self._report_error, context=self)
+
+    # -- callbacks (UI thread) -------------------------------------------------------------
+    def _on_facts(self, facts: MachineFacts) -> None:
+        self.home.set_plan_text(demo_plan(facts))
+        if facts.tf is not None:
+            self.statusBar().showMessage("Ready.", 5000)
+
+    def _on_started(self, controller: RunController) -> None:
+        self.controller = controller
+        self.home.status.setText("")
+        self.dashboard.attach(controller)
+        self.act_dashboard.setEnabled(True)
+        self.pages.setCurrentWidget(self.dashboard)
+        self.statusBar().showMessage(f"Running from {controller.bundle.path}")
+
+    def _on_launch_error(self, text: str) -> None:
+        self._set_launch_enabled(True)
+        first = text.splitlines()[0]
+        self.home.status.setText(f"<span style='color:#b91c1c'>Could not start: {first}</span>")
+        self.statusBar().showMessage("Launch failed.", 10000)
+        QMessageBox.warning(self, "Could not start the run", first)
+
+    def _on_exported(self, path: Path) -> None:
+        self.statusBar().showMessage(f"Exported to {path}", 15000)
+        QMessageBox.information(
+            self, "Bundle exported",
+            f"Wrote {path}.\n\nReproduce the run without dtgui:\n  cd {path}\n"
+            "  python3 -m pip install -r requirements.txt\n  bash run.sh",
+        )
+
+    def _report_error(self, text: str) -> None:
+        first = text.splitlines()[0]
+        self.statusBar().showMessage(first, 15000)
+        QMessageBox.warning(self, "dtgui", first)
+
+    def _on_run_ended(self, state: str) -> None:
+        self._set_launch_enabled(True)
+        message = self.controller.message if self.controller else ""
+        self.statusBar().showMessage(f"Run {state}: {message}")
+        if self._closing:
+            self.close()
+
+    def _set_launch_enabled(self, enabled: bool) -> None:
+        for widget in (self.act_new, self.act_demo, self.home.train_demo, self.home.new_run):
+            widget.setEnabled(enabled)
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+        if self.controller is None or self.controller.finished:
+            self.dashboard.detach()
+            event.accept()
+            return
+        answer = QMessageBox.question(
+            self, "Stop the run?",
+            "A run is still training. Stop every task of it and quit?",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+        )
+        if answer == QMessageBox.StandardButton.Yes:
+            self._closing = True
+            self.controller.request_stop()
+            self.statusBar().showMessage("Stopping every task before quitting…")
+        event.ignore()

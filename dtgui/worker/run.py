@@ -1,0 +1,169 @@
+"""One task's work: set TensorFlow up from the plan, then serve (PS worker/ps) or train."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from . import loop
+from .checkpoints import Checkpoints
+from .data import make_loss, model_source
+from .events import EventWriter
+from .model_file import ModelSource, UserError
+from .progress import Progress
+from .strategy import StrategyInfo, build_strategy, split_cpu
+from .summaries import Scalars
+
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+
+
+@contextlib.contextmanager
+def stage(name: str) -> Iterator[None]:
+    """Tag any exception escaping the block with what the task was doing."""
+    try:
+        yield
+    except Exception as exc:
+        if not hasattr(exc, "dtgui_stage"):
+            exc.dtgui_stage = name  # type: ignore[attr-defined]
+        raise
+
+
+def versions() -> dict[str, str]:
+    return {"python": platform.python_version(), "tensorflow": tf.__version__,
+            "keras": keras.__version__}
+
+
+def configure(plan: dict[str, Any]) -> None:
+    """Logical CPUs, seeds, determinism and the mixed-precision policy (before any op runs)."""
+    with stage("splitting the CPU into logical devices"):
+        split_cpu(plan)
+    keras.utils.set_random_seed(int(plan.get("seed", 42)))
+    if plan.get("deterministic"):
+        tf.config.experimental.enable_op_determinism()
+    precision = plan.get("precision", "float32")
+    if precision not in PRECISIONS:
+        raise UserError(f'Unknown precision "{precision}" (expected {", ".join(PRECISIONS)})')
+    keras.mixed_precision.set_global_policy(precision)
+
+
+def started_fields(plan: dict[str, Any], info: StrategyInfo, global_batch: int,
+                   resumed: int) -> dict[str, Any]:
+    return {"replicas": info.local_replicas, "replica_ids": info.replica_ids,
+            "devices": info.devices, "strategy": info.name, "global_batch": global_batch,
+            "steps": int(plan.get("steps", 0)), "versions": versions(), "pid": os.getpid(),
+            "host": socket.gethostname(), "resumed_from_step": resumed}
+
+
+def serve(plan: dict[str, Any], info: StrategyInfo, task: str, events: EventWriter) -> int:
+    """A parameter_server worker/ps task: a gRPC server that runs until it is stopped."""
+    events.emit("started", **started_fields(plan, info, 0, 0))
+    address = ""
+    with contextlib.suppress(Exception):
+        address = info.server.target
+    events.log(f"{task} is a parameter_server {task.split(':')[0]} server ({address}); it runs "
+               f"until it is stopped")
+    print(f"[{task}] serving at {address}", flush=True)
+    info.server.join()
+    return 0
+
+
+def build(source: ModelSource, info: StrategyInfo, plan: dict[str, Any]) -> tuple[Any, ...]:
+    """Model, optimizer, loss and step counter, created inside strategy.scope()."""
+    float16 = plan.get("precision") == "mixed_float16"
+    with info.strategy.scope():
+        with stage("building the model"):
+            model = source.call("build_model")
+            if not isinstance(model, keras.Model):
+                raise UserError(f"build_model() must return a keras.Model, it returned a "
+                                f"{type(model).__name__}")
+            if not model.trainable_variables:  # a subclassed model not built yet
+                features, _ = sample_batch(source, int(plan.get("per_replica_batch", 32)))
+                model(features)
+        optimizer: Any = keras.optimizers.Adam(learning_rate=float(plan.get("learning_rate",
+                                                                            1e-3)))
+        if float16:
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        optimizer.build(model.trainable_variables)
+        step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+        with stage("making the loss"):
+            loss_obj = make_loss(source)
+    return model, optimizer, loss_obj, step_var
+
+
+def sample_batch(source: ModelSource, batch: int) -> tuple[Any, Any]:
+    ds = loop._check_dataset(source.call("make_dataset"))
+    return next(iter(ds.batch(batch).take(1)))
+
+
+def agree_on_step(info: StrategyInfo, step: int) -> None:
+    """MWMS: every worker must resume from the same step, or the collectives would hang."""
+    if info.name != "multi_worker_mirrored":
+        return
+    strategy = info.strategy
+    value = tf.constant(float(step), tf.float64)
+
+    @tf.function
+    def sums() -> Any:
+        ones = strategy.run(lambda: (value, value * value, tf.constant(1.0, tf.float64)))
+        return [strategy.reduce(tf.distribute.ReduceOp.SUM, x, axis=None) for x in ones]
+
+    total, squares, n = (float(x) for x in sums())
+    if abs(squares / n - (total / n) ** 2) > 1e-6:
+        raise UserError(f"The workers found different checkpoints (this one: step {step}); "
+                        f"every worker must see the chief's <out>/checkpoints directory")
+
+
+def run_task(plan: dict[str, Any], bundle_dir: str, out_dir: str, task: str,
+             events: EventWriter) -> int:
+    configure(plan)
+    with stage(f"creating the {plan.get('strategy')} strategy"):
+        info = build_strategy(plan, task)
+    if info.is_server:
+        return serve(plan, info, task, events)
+    source = model_source(plan, bundle_dir)
+    model, optimizer, loss_obj, step_var = build(source, info, plan)
+    per_replica = int(plan.get("per_replica_batch", 32))
+    global_batch = per_replica * int(info.strategy.num_replicas_in_sync)
+    total_steps = int(plan.get("steps", 0))
+    ckpts = None
+    resumed = 0
+    if int(plan.get("checkpoint_every", 0) or 0) > 0:
+        with stage("restoring the latest checkpoint"):
+            ckpts = Checkpoints(out_dir, info, model, optimizer, step_var)
+            resumed = ckpts.restore_latest()
+            agree_on_step(info, resumed)
+    seed = int(plan.get("seed", 42))
+    with stage("making the data set"):
+        dataset = loop.distributed_dataset(source, info, seed, global_batch, resumed)
+    trainer = loop.make_trainer(info, model, optimizer, loss_obj, global_batch,
+                                xla=bool(plan.get("xla")),
+                                float16=plan.get("precision") == "mixed_float16")
+    events.emit("started", **started_fields(plan, info, global_batch, resumed))
+    if resumed:
+        events.log(f"resumed from the checkpoint of step {resumed}")
+    if plan.get("xla"):
+        with stage("compiling the replica step with XLA"), info.strategy.scope():
+            events.log(loop.xla_check(trainer, sample_batch(source, per_replica)))
+    writer = None
+    if info.is_chief:
+        writer = Scalars(out_dir, task)
+    progress = Progress(plan, info, events, ckpts, writer, global_batch, resumed, task)
+    with stage(f"training ({info.name})"):
+        if info.coordinator is not None:
+            progress.run_ps(trainer, dataset)
+        else:
+            progress.run(trainer, dataset)
+    if writer is not None:
+        writer.flush()
+    events.emit("finished", steps=max(total_steps, resumed), loss=progress.last_loss,
+                seconds=round(time.time() - progress.started_at, 3))
+    print(f"[{task}] finished {total_steps} steps, loss {progress.last_loss}", flush=True)
+    return 0

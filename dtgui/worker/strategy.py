@@ -1,0 +1,209 @@
+"""Build the tf.distribute strategy a plan asks for (plan.json schema 1)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+import tensorflow as tf
+
+from .model_file import UserError
+
+STRATEGIES = ("one_device", "mirrored", "central_storage", "multi_worker_mirrored",
+              "parameter_server", "tpu")
+TPU_DEFAULT_PORT = 8470
+TPU_CONNECT_TIMEOUT = 3.0
+
+
+@dataclass
+class StrategyInfo:
+    """A built strategy plus what the training loop needs to know about this task."""
+
+    name: str
+    strategy: Any = None
+    local_replicas: int = 1
+    replica_ids: list[int] = field(default_factory=lambda: [0])
+    devices: list[str] = field(default_factory=list)
+    is_chief: bool = True
+    worker_index: int = 0  # index among the compute workers (MWMS), else 0
+    coordinator: Any = None  # parameter_server chief: ClusterCoordinator
+    server: Any = None  # parameter_server worker/ps: the running tf.distribute.Server
+
+    @property
+    def is_server(self) -> bool:
+        return self.server is not None
+
+
+def parse_task(task: str) -> tuple[str, int]:
+    """``"worker:0"`` -> ("worker", 0)."""
+    kind, _, index = task.partition(":")
+    if not kind or not index.isdigit():
+        raise UserError(f'--task must look like "worker:0", got "{task}"')
+    return kind, int(index)
+
+
+def tf_config() -> dict[str, Any]:
+    raw = os.environ.get("TF_CONFIG", "")
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"TF_CONFIG is not valid JSON: {exc}") from exc
+    return value if isinstance(value, dict) else {}
+
+
+def split_cpu(plan: dict[str, Any]) -> None:
+    """Make ``replicas_per_task`` logical CPU devices (before TensorFlow initialises)."""
+    replicas = int(plan.get("replicas_per_task", 1) or 1)
+    if plan.get("device_kind", "cpu") != "cpu" or replicas <= 1:
+        return
+    cpus = tf.config.list_physical_devices("CPU")
+    tf.config.set_logical_device_configuration(
+        cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(replicas)])
+
+
+def local_devices(plan: dict[str, Any]) -> list[str]:
+    """The device strings of this task's replicas (``/cpu:i`` or ``/gpu:i``)."""
+    replicas = max(1, int(plan.get("replicas_per_task", 1) or 1))
+    if plan.get("device_kind", "cpu") == "gpu":
+        found = len(tf.config.list_logical_devices("GPU"))
+        if found < replicas:
+            raise UserError(f"The plan needs {replicas} GPU(s) per task but TensorFlow sees "
+                            f"{found} here (check CUDA_VISIBLE_DEVICES and the CUDA install)")
+        return [f"/gpu:{i}" for i in range(replicas)]
+    found = len(tf.config.list_logical_devices("CPU"))
+    return [f"/cpu:{i}" for i in range(min(replicas, found))]
+
+
+def _mirrored_ops(plan: dict[str, Any]) -> Any:
+    comm = plan.get("communication", "auto")
+    on_gpu = plan.get("device_kind", "cpu") == "gpu"
+    if comm == "nccl":
+        if not on_gpu:
+            raise UserError('communication "nccl" needs GPUs; use "auto" or "ring" on CPUs')
+        return tf.distribute.NcclAllReduce()
+    if comm == "ring":
+        return tf.distribute.HierarchicalCopyAllReduce()
+    if comm == "auto":
+        return None if on_gpu else tf.distribute.ReductionToOneDevice()
+    raise UserError(f'Unknown communication "{comm}" (expected auto, ring or nccl)')
+
+
+def _mwms_options(plan: dict[str, Any]) -> Any:
+    impl = tf.distribute.experimental.CommunicationImplementation
+    comm = plan.get("communication", "auto")
+    table = {"auto": impl.AUTO, "ring": impl.RING, "nccl": impl.NCCL}
+    if comm not in table:
+        raise UserError(f'Unknown communication "{comm}" (expected auto, ring or nccl)')
+    return tf.distribute.experimental.CommunicationOptions(implementation=table[comm])
+
+
+def tpu_precheck(address: str) -> str:
+    """Fail fast (≤ 3 s) unless something answers at the TPU address; returns the address."""
+    failure = f"No TPU answers at {address or '(empty address)'}: check the address and that " \
+              f"the TPU is up"
+    target = address.strip()
+    if target.startswith("grpc://"):
+        target = target[len("grpc://"):]
+    if not target:
+        raise UserError(failure)
+    if target == "local":  # a TPU VM: the chips are on this host, nothing to dial
+        return address
+    host, sep, port = target.rpartition(":")
+    if not sep:
+        host, port = target, str(TPU_DEFAULT_PORT)
+    host = host.strip("[]")
+    try:
+        with socket.create_connection((host, int(port)), timeout=TPU_CONNECT_TIMEOUT):
+            pass
+    except (OSError, ValueError) as exc:
+        raise UserError(failure, f"{type(exc).__name__}: {exc}") from exc
+    return address
+
+
+def _worker_devices(strategy: Any) -> list[str]:
+    try:
+        return [str(d) for d in strategy.extended.worker_devices]
+    except Exception:
+        return []
+
+
+def build_strategy(plan: dict[str, Any], task: str) -> StrategyInfo:
+    """Build the plan's strategy for this task (after split_cpu)."""
+    name = plan.get("strategy", "one_device")
+    if name not in STRATEGIES:
+        raise UserError(f'Unknown strategy "{name}" in plan.json (expected one of '
+                        f'{", ".join(STRATEGIES)})')
+    task_type, task_index = parse_task(task)
+    if name == "one_device":
+        device = "/gpu:0" if plan.get("device_kind") == "gpu" else "/cpu:0"
+        local_devices({**plan, "replicas_per_task": 1})
+        strategy = tf.distribute.OneDeviceStrategy(device)
+        return StrategyInfo(name, strategy, 1, [0], [device])
+    if name == "mirrored":
+        devices = local_devices(plan)
+        strategy = tf.distribute.MirroredStrategy(devices=devices,
+                                                  cross_device_ops=_mirrored_ops(plan))
+        n = strategy.num_replicas_in_sync
+        return StrategyInfo(name, strategy, n, list(range(n)), _worker_devices(strategy))
+    if name == "central_storage":
+        devices = local_devices(plan)
+        strategy = tf.distribute.experimental.CentralStorageStrategy(
+            compute_devices=devices, parameter_device="/cpu:0")
+        n = strategy.num_replicas_in_sync
+        return StrategyInfo(name, strategy, n, list(range(n)), _worker_devices(strategy) or devices)
+    if name == "multi_worker_mirrored":
+        return _build_mwms(plan, task_type, task_index)
+    if name == "parameter_server":
+        return _build_ps(task_type, task_index)
+    return _build_tpu(plan)
+
+
+def _build_mwms(plan: dict[str, Any], task_type: str, task_index: int) -> StrategyInfo:
+    config = tf_config()
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(
+        communication_options=_mwms_options(plan))
+    devices = _worker_devices(strategy)
+    local = max(1, len(devices))
+    cfg_task = config.get("task", {})
+    index = int(cfg_task.get("index", task_index)) if config else 0
+    kind = cfg_task.get("type", task_type) if config else "worker"
+    is_chief = (kind == "chief") or (kind == "worker" and index == 0
+                                     and "chief" not in config.get("cluster", {}))
+    ids = [index * local + r for r in range(local)]
+    return StrategyInfo("multi_worker_mirrored", strategy, local, ids, devices,
+                        is_chief=is_chief, worker_index=index)
+
+
+def _build_ps(task_type: str, task_index: int) -> StrategyInfo:
+    config = tf_config()
+    if not config.get("cluster"):
+        raise UserError("parameter_server needs TF_CONFIG with a cluster (chief, worker, ps); "
+                        "run the task through its tasks/<task>.sh script")
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    job = resolver.task_type or task_type
+    index = resolver.task_id if resolver.task_id is not None else task_index
+    if job in ("worker", "ps"):
+        os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
+        server = tf.distribute.Server(resolver.cluster_spec(), job_name=job, task_index=index,
+                                      protocol=resolver.rpc_layer or "grpc", start=True)
+        return StrategyInfo("parameter_server", None, 0, [], [f"/job:{job}/task:{index}"],
+                            is_chief=False, worker_index=index, server=server)
+    strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
+    coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+    return StrategyInfo("parameter_server", strategy, 1, [0], ["/job:chief/replica:0/task:0"],
+                        coordinator=coordinator)
+
+
+def _build_tpu(plan: dict[str, Any]) -> StrategyInfo:
+    address = tpu_precheck(str(plan.get("tpu_address", "") or ""))
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=address)
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    strategy = tf.distribute.TPUStrategy(resolver)
+    n = strategy.num_replicas_in_sync
+    return StrategyInfo("tpu", strategy, n, list(range(n)), _worker_devices(strategy))

@@ -1,0 +1,287 @@
+"""Planning, validation, TF_CONFIG, bundle rendering, events and settings: no Qt, no TensorFlow."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dtgui.core import settings
+from dtgui.core.bundle import Bundle, BundleError, primary_tasks, render_bundle
+from dtgui.core.cluster import busy_ports, place_local, task_layout, tf_config
+from dtgui.core.events import EventTail, parse_line
+from dtgui.core.hardware import GpuInfo, MachineFacts, TfView, explain, parse_tf_probe
+from dtgui.core.metrics import RunMetrics, Series
+from dtgui.core.plan import Plan, PlanError, validate
+from dtgui.core.strategies import STRATEGIES, recommend
+
+
+def facts(gpus: int = 0, tf_gpus: int = 0, cores: int = 2, cuda: bool = True) -> MachineFacts:
+    return MachineFacts(
+        hostname="h", os_name="Linux", python="3.11", cpu_model="cpu", cpu_cores=cores,
+        ram_total=2**34,
+        gpus=[GpuInfo(i, "A100", 2**35, 0, 0.0, "550.1", "8.0") for i in range(gpus)],
+        tf=TfView(version="2.21.0", gpus=tuple(f"/physical_device:GPU:{i}" for i in range(tf_gpus)),
+                  built_with_cuda=cuda, cuda_version="12.5"),
+    )
+
+
+# -- strategies and validation ------------------------------------------------------------
+def test_recommendation_follows_hardware() -> None:
+    assert recommend(facts()).strategy == "mirrored"
+    assert recommend(facts()).replicas == 2
+    assert "logical CPU" in recommend(facts()).reason
+    assert recommend(facts(1, 1)).strategy == "one_device"
+    rec = recommend(facts(4, 4))
+    assert (rec.strategy, rec.replicas) == ("mirrored", 4)
+    assert "none usable by TensorFlow" in recommend(facts(2, 0)).reason
+
+
+def test_explanations_say_what_to_do() -> None:
+    assert "logical devices" in explain(facts())
+    assert "tensorflow[and-cuda]" in explain(facts(2, 0, cuda=False))
+    assert "cannot open them" in explain(facts(2, 0, cuda=True))
+    assert "all 2 GPU" in explain(facts(2, 2))
+
+
+def test_default_plan_is_valid_for_every_strategy() -> None:
+    for key in STRATEGIES:
+        plan = Plan(strategy=key, replicas_per_task=1 if key == "one_device" else 2,
+                    workers=2, parameter_servers=1, tpu_address="grpc://10.0.0.1:8470")
+        assert validate(plan) == [], key
+
+
+@pytest.mark.parametrize(
+    ("changes", "fragment"),
+    [
+        ({"per_replica_batch": 0}, "Per-replica batch size must be between"),
+        ({"steps": -3}, "Steps must be between"),
+        ({"learning_rate": 0.0}, "Learning rate"),
+        ({"replicas_per_task": "2"}, "whole number"),
+        ({"strategy": "tpu", "tpu_address": " "}, "TPU needs an address"),
+        ({"communication": "nccl"}, "NCCL communication needs GPUs"),
+        ({"strategy": "one_device", "replicas_per_task": 2}, "exactly one replica"),
+        ({"run_name": "x; touch pwned"}, "Run name"),
+        ({"run_name": "$(reboot)"}, "Run name"),
+        ({"strategy": "parameter_server", "parameter_servers": 0}, "Parameter servers"),
+        ({"strategy": "nope"}, "Unknown strategy"),
+        ({"model": {"kind": "file", "path": ""}}, "model file"),
+    ],
+)
+def test_invalid_plans_are_refused_with_the_reason(changes: dict, fragment: str) -> None:
+    problems = validate(Plan(**changes))
+    assert any(fragment in p for p in problems), problems
+
+
+def test_gpu_count_is_checked() -> None:
+    plan = Plan(device_kind="gpu", replicas_per_task=4)
+    assert any("TensorFlow can use 2" in p for p in validate(plan, usable_gpus=2))
+    assert validate(plan, usable_gpus=4) == []
+
+
+def test_plan_round_trips_through_json() -> None:
+    plan = place_local(Plan(strategy="parameter_server", workers=2, parameter_servers=1))
+    again = Plan.from_dict(json.loads(plan.to_json()))
+    assert again == plan
+    with pytest.raises(PlanError):
+        Plan.from_dict({"schema": 99})
+
+
+# -- placement and TF_CONFIG -----------------------------------------------------------------
+def test_single_task_strategies_have_no_tf_config() -> None:
+    for key in ("one_device", "mirrored", "central_storage", "tpu"):
+        plan = place_local(Plan(strategy=key, replicas_per_task=1))
+        assert [t.task_id for t in plan.tasks] == ["worker:0"]
+        assert tf_config(plan, plan.tasks[0]) is None
+
+
+def test_multi_worker_tf_config() -> None:
+    plan = place_local(Plan(strategy="multi_worker_mirrored", workers=3))
+    ports = {t.port for t in plan.tasks}
+    assert len(ports) == 3 and 0 not in ports
+    config = tf_config(plan, plan.tasks[1])
+    assert config == {"cluster": {"worker": [t.address for t in plan.tasks]},
+                      "task": {"type": "worker", "index": 1}}
+    assert all(a.startswith("127.0.0.1:") for a in config["cluster"]["worker"])
+    assert plan.total_replicas == 6
+
+
+def test_parameter_server_layout() -> None:
+    plan = place_local(Plan(strategy="parameter_server", workers=2, parameter_servers=1))
+    assert [t.task_id for t in plan.tasks] == ["chief:0", "worker:0", "worker:1", "ps:0"]
+    assert set(plan.cluster) == {"chief", "worker", "ps"}
+    assert [t.task_id for t in primary_tasks(plan)] == ["chief:0"]
+    assert task_layout(plan)[0] == ("chief", 0)
+
+
+def test_busy_port_is_reported() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        plan = place_local(Plan(strategy="multi_worker_mirrored", workers=2), ports=[port, port + 0])
+        problems = busy_ports(plan)
+    assert problems and f"Port {port}" in problems[0] and "Re-plan" in problems[0]
+
+
+# -- bundle ------------------------------------------------------------------------------------
+FAKE_PYTHON = """#!/bin/sh
+# Stands in for python: records what a task script hands to the interpreter.
+printf '%s\\n' "$TF_CONFIG" > "$DUMP.tfconfig"
+printf '%s\\n' "$@" > "$DUMP.args"
+printf '%s\\n' "$CUDA_VISIBLE_DEVICES" > "$DUMP.cuda"
+"""
+
+
+def test_bundle_layout_and_task_scripts(tmp_path: Path) -> None:
+    plan = place_local(Plan(run_name="mw", strategy="multi_worker_mirrored", workers=2))
+    bundle = render_bundle(plan, tmp_path / "b")
+    for name in ("plan.json", "README.md", "requirements.txt", "run.sh",
+                 "dtgui_worker/train.py", "data/digits.npz", "tasks/worker-0.sh",
+                 "tasks/worker-1.sh"):
+        assert (bundle.path / name).exists(), name
+    assert not list(bundle.path.glob("dtgui_worker/__pycache__"))
+    assert (bundle.path / "run.sh").stat().st_mode & stat.S_IXUSR
+    assert "tensorflow==" in (bundle.path / "requirements.txt").read_text()
+    subprocess.run(["bash", "-n", str(bundle.path / "run.sh")], check=True)
+    assert Bundle.open(bundle.path).plan == bundle.plan
+
+    fake = tmp_path / "fake-python"
+    fake.write_text(FAKE_PYTHON)
+    fake.chmod(0o755)
+    dump = tmp_path / "dump"
+    env = {**os.environ, "PYTHON": str(fake), "DUMP": str(dump)}
+    subprocess.run(["sh", str(bundle.task_script(plan.tasks[1]))], cwd="/", env=env, check=True)
+    assert json.loads((tmp_path / "dump.tfconfig").read_text()) == tf_config(plan, plan.tasks[1])
+    args = (tmp_path / "dump.args").read_text().split()
+    assert args == ["-m", "dtgui_worker.train", "--plan", "plan.json", "--task", "worker:1",
+                    "--out", "output"]
+    assert (tmp_path / "dump.cuda").read_text() == "\n"  # a CPU plan hides GPUs
+
+
+def test_hostile_model_path_never_reaches_a_script(tmp_path: Path) -> None:
+    evil_dir = tmp_path / "a dir; touch pwned $(reboot) 'q'"
+    evil_dir.mkdir()
+    model = evil_dir / "m`id`.py"
+    model.write_text("def build_model(): pass\ndef make_dataset(): pass\n")
+    plan = place_local(Plan(model={"kind": "file", "path": str(model)}))
+    bundle = render_bundle(plan, tmp_path / "b")
+    assert bundle.plan.model == {"kind": "file", "path": "user_model.py"}
+    assert (bundle.path / "user_model.py").read_text() == model.read_text()
+    scripts = "".join(p.read_text() for p in (bundle.path / "tasks").iterdir())
+    assert "pwned" not in scripts and "reboot" not in scripts
+    assert not (bundle.path / "data").exists()
+
+
+def test_bundle_refuses_a_non_empty_destination_and_leaves_nothing_half_written(
+    tmp_path: Path,
+) -> None:
+    dest = tmp_path / "out"
+    dest.mkdir()
+    (dest / "keep.txt").write_text("mine")
+    with pytest.raises(BundleError, match="not empty"):
+        render_bundle(place_local(Plan()), dest)
+    assert [p.name for p in dest.iterdir()] == ["keep.txt"]
+    with pytest.raises(BundleError, match="does not exist"):
+        render_bundle(place_local(Plan(model={"kind": "file", "path": "/nope.py"})),
+                      tmp_path / "x")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    with pytest.raises(PlanError):
+        render_bundle(place_local(Plan(steps=0)), tmp_path / "y")
+
+
+def test_open_rejects_a_directory_without_plan(tmp_path: Path) -> None:
+    with pytest.raises(BundleError, match="no plan.json"):
+        Bundle.open(tmp_path)
+    (tmp_path / "plan.json").write_text("{broken")
+    with pytest.raises(BundleError, match="cannot be read"):
+        Bundle.open(tmp_path)
+
+
+# -- events and metrics ------------------------------------------------------------------------
+def line(**fields) -> str:
+    return json.dumps({"v": 1, "task": "worker:0", "t": 1.0, **fields}) + "\n"
+
+
+def test_event_tail_reads_only_complete_lines(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    tail = EventTail(path)
+    assert tail.read_new() == []
+    first = line(kind="step", step=1, replica_losses=[1.0, 2.0])
+    second = line(kind="step", step=2, replica_losses=[0.5, 0.7])
+    path.write_text(first + second[:10])
+    events = tail.read_new()
+    assert [e.get("step") for e in events] == [1]
+    with open(path, "a") as f:
+        f.write(second[10:] + "not json\n" + json.dumps({"v": 2, "kind": "step"}) + "\n")
+    assert [e.get("step") for e in tail.read_new()] == [2]
+    resumed = EventTail(path, offset=len(first.encode()))
+    assert [e.get("step") for e in resumed.read_new()] == [2]
+
+
+def test_parse_line_rejects_unknown_kinds() -> None:
+    assert parse_line(line(kind="bogus")) is None
+    assert parse_line(b"\xff\xfe") is None
+    assert parse_line(line(kind="log", message="hi")).task == "worker:0"
+
+
+def test_metrics_collect_replicas_throughput_devices_and_failures() -> None:
+    metrics = RunMetrics(total_steps=10)
+    events = [parse_line(s) for s in (
+        line(kind="started", replicas=2, steps=10),
+        line(kind="step", step=1, epoch=1, replica_losses=[2.0, 2.2], replica_ids=[0, 1],
+             examples_per_sec=100.0),
+        line(kind="step", step=2, epoch=1, replica_losses=[1.5, 1.6], replica_ids=[0, 1],
+             examples_per_sec=120.0),
+        line(kind="device", t=3.0, devices=[{"kind": "cpu", "index": 0, "util": 50.0,
+                                              "mem_used": 2**20, "mem_total": 2**30}]),
+        line(kind="failed", task="worker:1", error="boom"),
+    )]
+    metrics.add_events(events)
+    snap = metrics.snapshot()
+    assert snap.step == 2 and snap.total_steps == 10
+    xs, ys = snap.replica_loss[1]
+    assert list(xs) == [1, 2] and list(ys) == [2.2, 1.6]
+    assert list(snap.throughput["worker:0"][1]) == [100.0, 120.0]
+    assert list(snap.device_util["worker:0 cpu0"][1]) == [50.0]
+    assert list(snap.device_mem["worker:0 cpu0"][1]) == [1.0]
+    assert snap.tasks["worker:1"].status == "failed" and snap.tasks["worker:1"].error == "boom"
+    version = metrics.version
+    metrics.add_events([])
+    assert metrics.version == version
+
+
+def test_series_grows_without_losing_points() -> None:
+    series = Series(capacity=2)
+    for i in range(1000):
+        series.append(i, i * 2)
+    xs, ys = series.view()
+    assert len(xs) == 1000 and np.array_equal(ys, np.arange(1000) * 2)
+
+
+# -- settings ----------------------------------------------------------------------------------
+def test_last_plan_is_remembered_and_a_corrupt_file_is_kept_aside() -> None:
+    assert settings.load_last_plan() == (None, "")
+    plan = Plan(strategy="central_storage", seed=7)
+    settings.save_last_plan(plan)
+    assert settings.load_last_plan() == (plan, "")
+    path = settings.last_plan_file()
+    path.write_text("{ not json")
+    loaded, message = settings.load_last_plan()
+    assert loaded is None and "damaged" in message
+    backups = list(path.parent.glob("last-run.json.corrupt-*"))
+    assert len(backups) == 1 and backups[0].read_text() == "{ not json"
+    assert not path.exists()
+
+
+def test_parse_tf_probe() -> None:
+    view = parse_tf_probe('noise\n{"tensorflow": "2.21.0", "physical_devices": '
+                          '[{"name": "/physical_device:CPU:0", "device_type": "CPU"}]}\n')
+    assert view.version == "2.21.0" and view.gpus == ()
+    assert "printed no result" in parse_tf_probe("Segmentation fault").error

@@ -1,0 +1,140 @@
+"""Helpers for the worker tests: hand-written plans in a temp bundle, real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+DIGITS = REPO / "resources" / "data" / "digits.npz"
+PYTHON = sys.executable
+
+
+def make_plan(**overrides: Any) -> dict[str, Any]:
+    plan: dict[str, Any] = {
+        "schema": 1,
+        "run_name": "test",
+        "strategy": "one_device",
+        "device_kind": "cpu",
+        "replicas_per_task": 1,
+        "precision": "float32",
+        "xla": False,
+        "communication": "auto",
+        "per_replica_batch": 16,
+        "steps": 4,
+        "steps_per_epoch": 2,
+        "learning_rate": 0.01,
+        "seed": 42,
+        "deterministic": True,
+        "checkpoint_every": 0,
+        "log_every": 1,
+        "model": {"kind": "demo"},
+        "tpu_address": "",
+        "cluster": {},
+        "tasks": [{"type": "worker", "index": 0, "host": "127.0.0.1", "port": 0, "gpus": []}],
+    }
+    plan.update(overrides)
+    return plan
+
+
+def make_bundle(root: Path, plan: dict[str, Any], user_model: str | None = None) -> Path:
+    """A bundle dir holding plan.json, data/digits.npz and (optionally) user_model.py."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "data").mkdir(exist_ok=True)
+    shutil.copy(DIGITS, root / "data" / "digits.npz")
+    if user_model is not None:
+        (root / "user_model.py").write_text(user_model)
+        plan = {**plan, "model": {"kind": "file", "path": "user_model.py"}}
+    (root / "plan.json").write_text(json.dumps(plan, indent=2))
+    return root
+
+
+def free_ports(n: int) -> list[int]:
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def env_for(cluster: dict[str, list[str]] | None = None, task: str | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    env["PYTHONPATH"] = str(REPO)
+    env["TF_CPP_MIN_LOG_LEVEL"] = env.get("TF_CPP_MIN_LOG_LEVEL", "1")
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    if cluster and task:
+        kind, index = task.split(":")
+        env["TF_CONFIG"] = json.dumps({"cluster": cluster,
+                                       "task": {"type": kind, "index": int(index)}})
+    return env
+
+
+def start_task(bundle: Path, task: str, cluster: dict[str, list[str]] | None = None,
+               out: str = "output") -> subprocess.Popen[bytes]:
+    """Start ``python -m dtgui.worker.train`` for one task, logging to output/logs/<task>.log."""
+    logs = bundle / out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log = open(logs / f"{task.replace(':', '-')}.log", "wb")  # noqa: SIM115
+    cmd = [PYTHON, "-m", "dtgui.worker.train", "--plan", "plan.json", "--task", task,
+           "--out", out]
+    proc = subprocess.Popen(cmd, cwd=bundle, env=env_for(cluster, task), stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    log.close()
+    return proc
+
+
+def run_task(bundle: Path, task: str = "worker:0", timeout: float = 120, out: str = "output",
+             cluster: dict[str, list[str]] | None = None) -> tuple[int, list[dict[str, Any]]]:
+    proc = start_task(bundle, task, cluster, out)
+    try:
+        code = proc.wait(timeout=timeout)
+    finally:
+        stop(proc)
+    return code, read_events(bundle, task, out)
+
+
+def stop(proc: subprocess.Popen[bytes], grace: float = 10) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def read_events(bundle: Path, task: str, out: str = "output") -> list[dict[str, Any]]:
+    path = bundle / out / f"events-{task.replace(':', '-')}.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def log_text(bundle: Path, task: str, out: str = "output") -> str:
+    path = bundle / out / "logs" / f"{task.replace(':', '-')}.log"
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def kinds(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [e for e in events if e["kind"] == kind]
+
+
+def wait_for(predicate: Any, timeout: float, interval: float = 0.2) -> bool:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return bool(predicate())
