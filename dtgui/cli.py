@@ -66,7 +66,7 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
         run_name=args.run_name or f"{args.strategy}-{time.strftime('%Y%m%d-%H%M%S')}",
         strategy=args.strategy,
         device_kind=args.device,
-        replicas_per_task=1 if args.strategy in ("one_device", "parameter_server") else args.replicas,
+        replicas_per_task=_replicas(args),
         workers=args.workers if multi else 1,
         parameter_servers=args.ps if args.strategy == "parameter_server" else 0,
         precision=args.precision,
@@ -82,6 +82,14 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
         model=model,
         tpu_address=args.tpu_address,
     )
+
+
+def _replicas(args: argparse.Namespace) -> int:
+    if args.strategy in ("one_device", "parameter_server"):
+        return 1
+    if args.strategy == "multi_worker_mirrored" and args.device == "cpu":
+        return 1  # TensorFlow's collectives use one CPU device per worker process
+    return args.replicas
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -52,7 +52,8 @@ def test_explanations_say_what_to_do() -> None:
 
 def test_default_plan_is_valid_for_every_strategy() -> None:
     for key in STRATEGIES:
-        plan = Plan(strategy=key, replicas_per_task=1 if key == "one_device" else 2,
+        one = key in ("one_device", "multi_worker_mirrored")
+        plan = Plan(strategy=key, replicas_per_task=1 if one else 2,
                     workers=2, parameter_servers=1, tpu_address="grpc://10.0.0.1:8470")
         assert validate(plan) == [], key
 
@@ -102,14 +103,15 @@ def test_single_task_strategies_have_no_tf_config() -> None:
 
 
 def test_multi_worker_tf_config() -> None:
-    plan = place_local(Plan(strategy="multi_worker_mirrored", workers=3))
+    plan = place_local(Plan(strategy="multi_worker_mirrored", workers=3, replicas_per_task=1))
     ports = {t.port for t in plan.tasks}
     assert len(ports) == 3 and 0 not in ports
     config = tf_config(plan, plan.tasks[1])
     assert config == {"cluster": {"worker": [t.address for t in plan.tasks]},
                       "task": {"type": "worker", "index": 1}}
     assert all(a.startswith("127.0.0.1:") for a in config["cluster"]["worker"])
-    assert plan.total_replicas == 6
+    assert plan.total_replicas == 3
+    assert any("one replica per worker" in p for p in validate(plan.with_changes(replicas_per_task=2)))
 
 
 def test_parameter_server_layout() -> None:
@@ -140,7 +142,8 @@ printf '%s\\n' "$CUDA_VISIBLE_DEVICES" > "$DUMP.cuda"
 
 
 def test_bundle_layout_and_task_scripts(tmp_path: Path) -> None:
-    plan = place_local(Plan(run_name="mw", strategy="multi_worker_mirrored", workers=2))
+    plan = place_local(Plan(run_name="mw", strategy="multi_worker_mirrored", workers=2,
+                                 replicas_per_task=1))
     bundle = render_bundle(plan, tmp_path / "b")
     for name in ("plan.json", "README.md", "requirements.txt", "run.sh",
                  "dtgui_worker/train.py", "data/digits.npz", "tasks/worker-0.sh",

@@ -69,10 +69,11 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
-def env_for(cluster: dict[str, list[str]] | None = None, task: str | None = None) -> dict[str, str]:
+def env_for(cluster: dict[str, list[str]] | None = None, task: str | None = None,
+            tf_log_level: str = "1") -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
     env["PYTHONPATH"] = str(REPO)
-    env["TF_CPP_MIN_LOG_LEVEL"] = env.get("TF_CPP_MIN_LOG_LEVEL", "1")
+    env["TF_CPP_MIN_LOG_LEVEL"] = tf_log_level
     env["CUDA_VISIBLE_DEVICES"] = ""
     if cluster and task:
         kind, index = task.split(":")
@@ -82,14 +83,14 @@ def env_for(cluster: dict[str, list[str]] | None = None, task: str | None = None
 
 
 def start_task(bundle: Path, task: str, cluster: dict[str, list[str]] | None = None,
-               out: str = "output") -> subprocess.Popen[bytes]:
+               out: str = "output", tf_log_level: str = "1") -> subprocess.Popen[bytes]:
     """Start ``python -m dtgui.worker.train`` for one task, logging to output/logs/<task>.log."""
     logs = bundle / out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     log = open(logs / f"{task.replace(':', '-')}.log", "wb")  # noqa: SIM115
     cmd = [PYTHON, "-m", "dtgui.worker.train", "--plan", "plan.json", "--task", task,
            "--out", out]
-    proc = subprocess.Popen(cmd, cwd=bundle, env=env_for(cluster, task), stdout=log,
+    proc = subprocess.Popen(cmd, cwd=bundle, env=env_for(cluster, task, tf_log_level), stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
     log.close()
     return proc
@@ -98,6 +99,12 @@ def start_task(bundle: Path, task: str, cluster: dict[str, list[str]] | None = N
 def run_task(bundle: Path, task: str = "worker:0", timeout: float = 120, out: str = "output",
              cluster: dict[str, list[str]] | None = None) -> tuple[int, list[dict[str, Any]]]:
     proc = start_task(bundle, task, cluster, out)
+    return finish(proc, bundle, task, out, timeout)
+
+
+def finish(proc: subprocess.Popen[bytes], bundle: Path, task: str = "worker:0",
+           out: str = "output", timeout: float = 120) -> tuple[int, list[dict[str, Any]]]:
+    """Wait for a started task; returns its exit code and events."""
     try:
         code = proc.wait(timeout=timeout)
     finally:
@@ -138,3 +145,74 @@ def wait_for(predicate: Any, timeout: float, interval: float = 0.2) -> bool:
             return True
         time.sleep(interval)
     return bool(predicate())
+
+
+GOOD_MODEL = '''
+import keras
+import numpy as np
+import tensorflow as tf
+
+NUM_CLASSES = 3
+
+
+def build_model():
+    return keras.Sequential([keras.Input(shape=(4,)), keras.layers.Dense(8, activation="relu"),
+                             keras.layers.Dense(NUM_CLASSES, dtype="float32")])
+
+
+def make_dataset():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(120, 4)).astype("float32")
+    y = (x[:, 0] > 0).astype("int32") + (x[:, 1] > 0).astype("int32")
+    print("this print must not break the JSON output")
+    return tf.data.Dataset.from_tensor_slices((x, y))
+'''
+
+RAISING_MODEL = GOOD_MODEL.replace(
+    "def build_model():\n",
+    "def build_model():\n    raise ValueError('units must be positive')\n")
+
+LABELS_TOO_BIG = GOOD_MODEL.replace('y = (x[:, 0] > 0).astype("int32")',
+                                    'y = 7 + (x[:, 0] > 0).astype("int32")')
+
+WRONG_INPUT = GOOD_MODEL.replace("keras.Input(shape=(4,))", "keras.Input(shape=(5,))")
+
+MISSING_FUNCTION = GOOD_MODEL.replace("def make_dataset():", "def make_data():")
+
+SYNTAX_ERROR = GOOD_MODEL.replace("def build_model():", "def build_model(:")
+
+
+def start_module(module: str, *args: str) -> subprocess.Popen[str]:
+    """``python -m dtgui.worker.<module> args`` with stdout/stderr captured."""
+    return subprocess.Popen([PYTHON, "-m", f"dtgui.worker.{module}", *args], cwd=REPO,
+                            env=env_for(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def json_result(proc: subprocess.Popen[str], timeout: float = 120) -> tuple[int, dict[str, Any]]:
+    """Exit code and the single JSON object a probe/check process printed."""
+    out, err = proc.communicate(timeout=timeout)
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert len(lines) == 1, f"expected one JSON line, got {out!r}\nstderr: {err[-2000:]}"
+    return proc.returncode, json.loads(lines[0])
+
+
+def step_losses(events: list[dict[str, Any]]) -> dict[int, list[float]]:
+    return {e["step"]: e["replica_losses"] for e in events if e["kind"] == "step"}
+
+
+def assert_trained(code: int, events: list[dict[str, Any]], steps: int, replicas: int,
+                   log: str = "") -> dict[str, Any]:
+    """The task exited 0 after started, one step event per step and finished."""
+    failed = kinds(events, "failed")
+    assert code == 0 and not failed, (code, failed, log[-3000:])
+    started = kinds(events, "started")[-1]
+    assert started["replicas"] == replicas
+    steps_seen = step_losses(events)
+    assert sorted(steps_seen) == list(range(1, steps + 1))
+    for losses in steps_seen.values():
+        assert len(losses) == replicas
+        assert all(isinstance(x, float) and 0.0 < x < 10.0 for x in losses)
+    finished = kinds(events, "finished")
+    assert len(finished) == 1 and finished[0]["steps"] == steps
+    return started

@@ -11,6 +11,7 @@ import threading
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import islice
 
 import numpy as np
 
@@ -77,12 +78,14 @@ class RunMetrics:
         self.version = 0
         self.total_steps = total_steps
         self._t0: float | None = None
+        self._t_last: float | None = None
         self._replica_loss: dict[int, Series] = {}
         self._throughput: dict[str, Series] = {}
         self._device_util: dict[str, Series] = {}
         self._device_mem: dict[str, Series] = {}
         self._tasks: dict[str, TaskState] = {}
         self._logs: dict[str, deque[str]] = {}
+        self._log_totals: dict[str, int] = {}
         self._step = 0
         self._epoch = 0
         self._epoch_metrics: dict[str, float] = {}
@@ -101,7 +104,9 @@ class RunMetrics:
         with self._lock:
             buf = self._logs.setdefault(task, deque(maxlen=LOG_LINES_KEPT))
             before = len(buf)
+            lines = list(lines)
             buf.extend(lines)
+            self._log_totals[task] = self._log_totals.get(task, 0) + len(lines)
             if len(buf) != before or buf.maxlen == before:
                 self.version += 1
 
@@ -121,6 +126,8 @@ class RunMetrics:
     def _apply(self, event: Event) -> None:
         if self._t0 is None:
             self._t0 = event.t
+        if self._t_last is None or event.t > self._t_last:
+            self._t_last = event.t
         state = self._tasks.setdefault(event.task, TaskState(event.task))
         kind = event.kind
         if kind == "started":
@@ -165,6 +172,7 @@ class RunMetrics:
         elif kind == "log":
             buf = self._logs.setdefault(event.task, deque(maxlen=LOG_LINES_KEPT))
             buf.append(f"[{event.get('level', 'info')}] {event.get('message', '')}")
+            self._log_totals[event.task] = self._log_totals.get(event.task, 0) + 1
 
     # -- readers (UI thread) -----------------------------------------------------------
     def snapshot(self) -> Snapshot:
@@ -185,6 +193,27 @@ class RunMetrics:
     def log_lines(self, task: str) -> list[str]:
         with self._lock:
             return list(self._logs.get(task, ()))
+
+    def event_span(self) -> float:
+        """Seconds from the first event to the latest one (0 before two events)."""
+        with self._lock:
+            if self._t0 is None or self._t_last is None:
+                return 0.0
+            return max(0.0, self._t_last - self._t0)
+
+    def log_lines_since(self, task: str, seen: int) -> tuple[list[str], int]:
+        """The lines of `task` added after the first `seen` ones, and how many were ever added.
+
+        Only the last LOG_LINES_KEPT lines are kept: when more than that arrived since `seen`,
+        fewer lines than `total - seen` come back (the caller can say some were dropped).
+        """
+        with self._lock:
+            buf = self._logs.get(task)
+            total = self._log_totals.get(task, 0)
+            if not buf or total <= seen:
+                return [], total
+            new = min(total - seen, len(buf))
+            return list(islice(buf, len(buf) - new, None)), total
 
     def log_tasks(self) -> list[str]:
         with self._lock:

@@ -152,6 +152,11 @@ def validate(plan: Plan, *, usable_gpus: int | None = None) -> list[str]:
         errors.append("OneDevice trains exactly one replica: set replicas to 1.")
     if plan.strategy == "multi_worker_mirrored":
         _check_int(errors, "Workers", plan.workers, 1, 64)
+        if plan.device_kind == "cpu" and plan.replicas_per_task != 1:
+            errors.append(
+                "MultiWorkerMirrored on CPU runs one replica per worker process (TensorFlow's "
+                "collectives use one CPU device per worker): set replicas to 1 and add workers."
+            )
     if plan.strategy == "parameter_server":
         _check_int(errors, "Workers", plan.workers, 1, 64)
         _check_int(errors, "Parameter servers", plan.parameter_servers, 1, 16)

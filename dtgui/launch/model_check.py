@@ -5,9 +5,11 @@ Both functions block for seconds: call them from a background thread, never the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +17,36 @@ from dtgui.core.hardware import TfView, parse_tf_probe
 
 MODEL_CHECK_TIMEOUT = 120.0
 TF_PROBE_TIMEOUT = 90.0
+
+_running: set[subprocess.Popen[str]] = set()
+_running_lock = threading.Lock()
+
+
+def _run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """subprocess.run that `cancel_all()` can end early (on application exit)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    with _running_lock:
+        _running.add(proc)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
+    finally:
+        with _running_lock:
+            _running.discard(proc)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def cancel_all() -> None:
+    """Kill every check still running (the caller is quitting)."""
+    with _running_lock:
+        procs = list(_running)
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
 
 
 @dataclass(frozen=True)
@@ -33,8 +65,7 @@ def check_model_file(path: Path, python: str | None = None,
         return ModelCheck(False, f"{path} does not exist: choose your model file again.")
     cmd = [python or sys.executable, "-m", "dtgui.worker.check_model", str(path.resolve())]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
+        proc = _run(cmd, timeout)
     except subprocess.TimeoutExpired:
         return ModelCheck(False, f"Checking {path.name} took longer than {timeout:.0f} s: does "
                                  "make_dataset() or build_model() wait on something?")
@@ -56,8 +87,7 @@ def probe_tensorflow(python: str | None = None, timeout: float = TF_PROBE_TIMEOU
     """What TensorFlow can use on this machine, asked in a subprocess."""
     cmd = [python or sys.executable, "-m", "dtgui.worker.tf_probe"]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
+        proc = _run(cmd, timeout)
     except subprocess.TimeoutExpired:
         return TfView(error=f"TensorFlow did not answer within {timeout:.0f} s")
     except OSError as exc:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import sys
+import time
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QEvent, QObject, QTimer
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
@@ -17,11 +20,20 @@ def make_app(argv: list[str] | None = None) -> QApplication:
     app.setApplicationName("dtgui")
     app.setOrganizationName("dtgui")
     app.setWindowIcon(QIcon(str(resource("icons", "dtgui.svg"))))
-    try:
+    with contextlib.suppress(OSError):  # unstyled is still usable
         app.setStyleSheet(resource("style.qss").read_text(encoding="utf-8"))
-    except OSError:
-        pass  # unstyled is still usable
     return app
+
+
+class _FirstPaintProbe(QObject):
+    """For the benchmark: print the wall time of the window's first paint, then quit."""
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
+        if event.type() == QEvent.Type.Paint and not getattr(self, "_seen", False):
+            self._seen = True
+            print(f"FIRST_PAINT {time.time():.6f}", flush=True)
+            QTimer.singleShot(0, QApplication.quit)
+        return False
 
 
 def run_gui() -> int:
@@ -32,6 +44,9 @@ def run_gui() -> int:
     from dtgui.ui.main_window import MainWindow
 
     window = MainWindow()
+    if os.environ.get("DTGUI_BENCH_FIRST_PAINT"):
+        probe = _FirstPaintProbe(window)
+        window.installEventFilter(probe)
     window.show()
     # Let Ctrl-C in the terminal close the window (Python signal handlers need the
     # interpreter to run now and then).
@@ -40,5 +55,5 @@ def run_gui() -> int:
     ticker.start(300)
     ticker.timeout.connect(lambda: None)
     code = app.exec()
-    del window
+    window.deleteLater()
     return int(code)

@@ -27,6 +27,7 @@ from dtgui.core.plan import Plan
 from dtgui.core.settings import load_last_plan, runs_dir, save_last_plan
 from dtgui.core.strategies import STRATEGIES, recommend
 from dtgui.launch.local_run import RunController, launch_plan
+from dtgui.launch.model_check import cancel_all as cancel_all_checks
 from dtgui.resources import resource
 from dtgui.ui.dashboard import Dashboard
 from dtgui.ui.machine_panel import MachinePanel
@@ -114,6 +115,7 @@ class MainWindow(QMainWindow):
         self.setWindowIcon(QIcon(str(resource("icons", "dtgui.svg"))))
         self.resize(1400, 880)
         self.controller: RunController | None = None
+        self.wizard = None
         self._closing = False
 
         self.machine = MachinePanel()
@@ -161,9 +163,12 @@ class MainWindow(QMainWindow):
         last, message = load_last_plan()
         if message:
             self.statusBar().showMessage(message, 10000)
-        wizard = RunWizard(self.machine.facts, last, self)
-        if not wizard.exec():
-            return
+        self.wizard = RunWizard(self.machine.facts, last, self)
+        self.wizard.accepted.connect(self._on_wizard_accepted)
+        self.wizard.open()
+
+    def _on_wizard_accepted(self) -> None:
+        wizard = self.wizard
         plan = wizard.plan()
         run_in_thread(lambda: save_last_plan(plan), lambda _: None, self._report_error,
                       context=self)
@@ -241,6 +246,7 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
         if self.controller is None or self.controller.finished:
             self.dashboard.detach()
+            cancel_all_checks()
             event.accept()
             return
         answer = QMessageBox.question(

@@ -6,6 +6,7 @@ the result back on the UI thread through a queued signal. The UI thread never wa
 
 from __future__ import annotations
 
+import contextlib
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -51,9 +52,16 @@ class _Job(QRunnable):
         try:
             result = self._fn()
         except Exception as exc:  # delivered to the UI as text; the app keeps running
-            self._relay.error.emit(f"{exc}\n{traceback.format_exc(limit=4)}")
+            self._emit(self._relay.error, f"{exc}\n{traceback.format_exc(limit=4)}")
             return
-        self._relay.done.emit(result)
+        self._emit(self._relay.done, result)
+
+    @staticmethod
+    def _emit(signal: Any, value: Any) -> None:
+        # The relay dies with its context object (a closed dialog): then nobody waits for
+        # the result and it is dropped.
+        with contextlib.suppress(RuntimeError):
+            signal.emit(value)
 
 
 _live_relays: set[_Relay] = set()

@@ -1,4 +1,8 @@
-"""JSON-lines event writer (schema version 1). No TensorFlow here."""
+"""JSON-lines event writer (schema version 1). No TensorFlow here.
+
+Two processes of a task (the supervisor and the training process) append to the same file:
+each event is a single ``os.write`` on an O_APPEND descriptor, so lines never interleave.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ SCHEMA_VERSION = 1
 
 def _clean(value: Any) -> Any:
     """Make a value JSON-safe: NaN/inf floats become None, numpy scalars become Python."""
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
@@ -25,11 +31,11 @@ def _clean(value: Any) -> Any:
             return _clean(value.item())
         except (TypeError, ValueError):
             return str(value)
-    return value
+    return str(value)
 
 
 class EventWriter:
-    """Appends one JSON object per line to ``path``; flushed after each line; thread-safe."""
+    """Appends one JSON object per line to ``path``; unbuffered; thread-safe."""
 
     def __init__(self, path: str | os.PathLike[str], task: str) -> None:
         self.path = os.fspath(path)
@@ -38,18 +44,20 @@ class EventWriter:
         if parent:
             os.makedirs(parent, exist_ok=True)
         self._lock = threading.Lock()
-        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def emit(self, kind: str, **fields: Any) -> dict[str, Any]:
         event: dict[str, Any] = {"v": SCHEMA_VERSION, "kind": kind, "task": self.task,
                                  "t": time.time()}
         event.update(_clean(fields))
-        line = json.dumps(event, separators=(",", ":"), allow_nan=False)
+        data = (json.dumps(event, separators=(",", ":"), allow_nan=False) + "\n").encode()
         with self._lock:
-            if self._file.closed:
+            if self._fd is None:
                 return event
-            self._file.write(line + "\n")
-            self._file.flush()
+            view = memoryview(data)
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
         return event
 
     def log(self, message: str, level: str = "info") -> None:
@@ -57,8 +65,9 @@ class EventWriter:
 
     def close(self) -> None:
         with self._lock:
-            if not self._file.closed:
-                self._file.close()
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
 
     def __enter__(self) -> EventWriter:
         return self

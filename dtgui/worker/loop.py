@@ -26,7 +26,7 @@ def _check_dataset(ds: Any) -> tf.data.Dataset:
     return ds
 
 
-def batched(ds: tf.data.Dataset, seed: int, batch: int, skip_batches: int,
+def batched(ds: tf.data.Dataset, seed: Any, batch: int, skip_batches: int,
             shard: tuple[int, int] | None = None) -> tf.data.Dataset:
     """shuffle(seeded) -> repeat -> batch(drop_remainder) [-> skip the batches already done]."""
     if shard is not None and shard[0] > 1:
@@ -45,13 +45,22 @@ def distributed_dataset(source: ModelSource, info: StrategyInfo, seed: int, glob
     """The plan's data, distributed over the strategy's replicas (an iterable)."""
     strategy = info.strategy
     if info.coordinator is not None:  # parameter_server: every worker builds its own pipeline
+        # dataset_fn is traced once on the chief and run as is on every worker: with a fixed
+        # seed every worker would train on the same batches. A counter variable (on a ps)
+        # gives each worker's pipeline its own seed, without breaking op determinism.
+        with strategy.scope():
+            pipelines = tf.Variable(0, dtype=tf.int64, trainable=False, name="input_pipelines")
+
         def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
             ds = _check_dataset(source.call("make_dataset"))
             per_worker = context.get_per_replica_batch_size(global_batch)
-            return batched(ds, seed, per_worker, 0,
-                           (context.num_input_pipelines, context.input_pipeline_id))
+            worker_seed = pipelines.assign_add(1, read_value=True) + seed * 1000
+            return batched(ds, worker_seed, per_worker, 0)
 
-        return info.coordinator.create_per_worker_dataset(dataset_fn)
+        def per_worker_dataset_fn() -> Any:
+            return strategy.distribute_datasets_from_function(dataset_fn)
+
+        return info.coordinator.create_per_worker_dataset(per_worker_dataset_fn)
     ds = _check_dataset(source.call("make_dataset"))
     ds = batched(ds, seed, global_batch, skip_batches)
     options = tf.data.Options()
@@ -134,8 +143,15 @@ def _correct_count(labels: Any, logits: Any) -> Any:
     return tf.reduce_sum(tf.cast(tf.equal(predicted, truth), tf.float32))
 
 
-def xla_check(trainer: Trainer, source_batch: tuple[Any, Any]) -> str:
-    """Prove the replica step is XLA-compiled: lower it to HLO; returns a one-line summary."""
-    features, labels = source_batch
-    hlo = trainer.compute.experimental_get_compiler_ir(features, labels)(stage="hlo")
-    return f"XLA: the replica step compiles to HLO ({len(hlo.splitlines())} lines)"
+def xla_functions(trainer: Trainer, iterator: Any) -> list[str]:
+    """Names of the functions in the traced step that XLA must compile (``_XlaMustCompile``).
+
+    With ``jit_compile=True`` TensorFlow compiles such a function or raises; so after a step
+    has run, a non-empty list proves the replica step ran through XLA.
+    """
+    graph_def = trainer.step.get_concrete_function(iterator).graph.as_graph_def()
+    found = []
+    for fdef in graph_def.library.function:
+        if fdef.attr["_XlaMustCompile"].b or any(node.attr["_XlaMustCompile"].b for node in fdef.node_def):
+            found.append(fdef.signature.name)
+    return found

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 import traceback
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from types import ModuleType
 from typing import Any
 
 REQUIRED = ("build_model", "make_dataset")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class UserError(Exception):
@@ -30,7 +32,7 @@ class UserError(Exception):
 
 def exc_text(exc: BaseException) -> str:
     """The exception's message on one line (whitespace squeezed, at most 300 chars)."""
-    text = " ".join(str(exc).split())
+    text = " ".join(_ANSI.sub("", str(exc)).split())
     if len(text) > 300:
         text = text[:297] + "..."
     return text or "(no message)"

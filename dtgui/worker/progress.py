@@ -12,7 +12,7 @@ import numpy as np
 
 from .checkpoints import Checkpoints
 from .events import EventWriter
-from .loop import Trainer
+from .loop import Trainer, xla_functions
 from .strategy import StrategyInfo
 from .summaries import Scalars
 
@@ -38,6 +38,7 @@ class Progress:
         self.log_every = max(1, int(plan.get("log_every", 1) or 1))
         self.ckpt_every = int(plan.get("checkpoint_every", 0) or 0)
         self.task = task
+        self.xla = bool(plan.get("xla"))
         self.started_at = time.time()
         self.last_loss: float | None = None
         self._last_report = (time.time(), resumed)
@@ -53,6 +54,8 @@ class Progress:
         for step in range(self.start + 1, self.total + 1):
             losses, mean, correct = trainer.step(iterator)
             replica = [float(x) for x in strategy.experimental_local_results(losses)]
+            if step == self.start + 1 and self.xla:
+                self.report_xla(trainer, iterator)
             self.after_step(step, replica, float(mean), float(correct))
             if self.ckpts is not None and self.ckpt_every > 0 and step % self.ckpt_every == 0:
                 self.save(step)
@@ -66,6 +69,8 @@ class Progress:
         max_in_flight = 4
         for step in range(self.start + 1, self.total + 1):
             in_flight.append((step, coordinator.schedule(trainer.step, args=(iterator,))))
+            if step == self.start + 1 and self.xla:
+                self.report_xla(trainer, iterator)
             boundary = self.ckpts is not None and self.ckpt_every > 0 \
                 and step % self.ckpt_every == 0
             while in_flight and (len(in_flight) > max_in_flight or boundary):
@@ -82,6 +87,17 @@ class Progress:
         loss, correct = remote.fetch()
         loss_f = float(np.asarray(loss))
         self.after_step(step, [loss_f], loss_f, float(np.asarray(correct)))
+
+    def report_xla(self, trainer: Trainer, iterator: Any) -> None:
+        try:
+            names = xla_functions(trainer, iterator)
+        except Exception as exc:  # the check is evidence only; training goes on
+            self.events.log(f"XLA: could not inspect the step function: {exc}", level="warning")
+            return
+        if names:
+            self.events.log(f"XLA: the replica step is compiled by XLA ({names[0]})")
+        else:
+            self.events.log("XLA: no XLA-compiled function found in the step", level="warning")
 
     # -- reporting ---------------------------------------------------------------------------
     def after_step(self, step: int, replica_losses: list[float], mean: float,

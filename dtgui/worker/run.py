@@ -6,6 +6,7 @@ import contextlib
 import os
 import platform
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -23,6 +24,7 @@ from .strategy import StrategyInfo, build_strategy, split_cpu
 from .summaries import Scalars
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+TPU_SETUP_SECONDS = 180
 
 
 @contextlib.contextmanager
@@ -34,6 +36,30 @@ def stage(name: str) -> Iterator[None]:
         if not hasattr(exc, "dtgui_stage"):
             exc.dtgui_stage = name  # type: ignore[attr-defined]
         raise
+
+
+@contextlib.contextmanager
+def watchdog(plan: dict[str, Any], events: EventWriter) -> Iterator[None]:
+    """TPU set-up can hang when a peer accepts the connection but never answers: bound it."""
+    if plan.get("strategy") != "tpu":
+        yield
+        return
+
+    def give_up() -> None:
+        address = plan.get("tpu_address", "")
+        events.emit("failed", error=f"The TPU at {address} did not finish connecting within "
+                                    f"{TPU_SETUP_SECONDS} s: check the address and that the "
+                                    f"TPU is up and idle", traceback="")
+        events.close()
+        os._exit(1)
+
+    timer = threading.Timer(TPU_SETUP_SECONDS, give_up)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def versions() -> dict[str, str]:
@@ -59,7 +85,8 @@ def started_fields(plan: dict[str, Any], info: StrategyInfo, global_batch: int,
     return {"replicas": info.local_replicas, "replica_ids": info.replica_ids,
             "devices": info.devices, "strategy": info.name, "global_batch": global_batch,
             "steps": int(plan.get("steps", 0)), "versions": versions(), "pid": os.getpid(),
-            "host": socket.gethostname(), "resumed_from_step": resumed}
+            "host": socket.gethostname(), "resumed_from_step": resumed,
+            "supervisor_pid": os.getppid()}
 
 
 def serve(plan: dict[str, Any], info: StrategyInfo, task: str, events: EventWriter) -> int:
@@ -124,7 +151,10 @@ def agree_on_step(info: StrategyInfo, step: int) -> None:
 def run_task(plan: dict[str, Any], bundle_dir: str, out_dir: str, task: str,
              events: EventWriter) -> int:
     configure(plan)
-    with stage(f"creating the {plan.get('strategy')} strategy"):
+    if plan.get("strategy") in ("multi_worker_mirrored", "parameter_server") \
+            and not task.startswith("ps:"):
+        events.log("connecting to the cluster: waits until the other tasks are up")
+    with stage(f"creating the {plan.get('strategy')} strategy"), watchdog(plan, events):
         info = build_strategy(plan, task)
     if info.is_server:
         return serve(plan, info, task, events)
@@ -149,9 +179,10 @@ def run_task(plan: dict[str, Any], bundle_dir: str, out_dir: str, task: str,
     events.emit("started", **started_fields(plan, info, global_batch, resumed))
     if resumed:
         events.log(f"resumed from the checkpoint of step {resumed}")
-    if plan.get("xla"):
-        with stage("compiling the replica step with XLA"), info.strategy.scope():
-            events.log(loop.xla_check(trainer, sample_batch(source, per_replica)))
+    policy = keras.mixed_precision.global_policy()
+    if policy.name != "float32":
+        events.log(f"mixed precision {policy.name}: compute in {policy.compute_dtype}, "
+                   f"variables in {policy.variable_dtype}")
     writer = None
     if info.is_chief:
         writer = Scalars(out_dir, task)

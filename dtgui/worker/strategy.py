@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-import socket
+import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
 import tensorflow as tf
 
-from .model_file import UserError
+from .model_file import UserError, one_line
+from .netcheck import tpu_precheck
 
 STRATEGIES = ("one_device", "mirrored", "central_storage", "multi_worker_mirrored",
               "parameter_server", "tpu")
-TPU_DEFAULT_PORT = 8470
-TPU_CONNECT_TIMEOUT = 3.0
 
 
 @dataclass
@@ -102,29 +101,6 @@ def _mwms_options(plan: dict[str, Any]) -> Any:
     return tf.distribute.experimental.CommunicationOptions(implementation=table[comm])
 
 
-def tpu_precheck(address: str) -> str:
-    """Fail fast (≤ 3 s) unless something answers at the TPU address; returns the address."""
-    failure = f"No TPU answers at {address or '(empty address)'}: check the address and that " \
-              f"the TPU is up"
-    target = address.strip()
-    if target.startswith("grpc://"):
-        target = target[len("grpc://"):]
-    if not target:
-        raise UserError(failure)
-    if target == "local":  # a TPU VM: the chips are on this host, nothing to dial
-        return address
-    host, sep, port = target.rpartition(":")
-    if not sep:
-        host, port = target, str(TPU_DEFAULT_PORT)
-    host = host.strip("[]")
-    try:
-        with socket.create_connection((host, int(port)), timeout=TPU_CONNECT_TIMEOUT):
-            pass
-    except (OSError, ValueError) as exc:
-        raise UserError(failure, f"{type(exc).__name__}: {exc}") from exc
-    return address
-
-
 def _worker_devices(strategy: Any) -> list[str]:
     try:
         return [str(d) for d in strategy.extended.worker_devices]
@@ -201,9 +177,14 @@ def _build_ps(task_type: str, task_index: int) -> StrategyInfo:
 
 def _build_tpu(plan: dict[str, Any]) -> StrategyInfo:
     address = tpu_precheck(str(plan.get("tpu_address", "") or ""))
-    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=address)
-    tf.config.experimental_connect_to_cluster(resolver)
-    tf.tpu.experimental.initialize_tpu_system(resolver)
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=address)
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except Exception as exc:
+        raise UserError(f"Something answers at {address} but TensorFlow could not use it as a "
+                        f"TPU ({one_line(exc)}); check the address and the TPU's TensorFlow "
+                        f"version", traceback.format_exc()) from exc
     strategy = tf.distribute.TPUStrategy(resolver)
     n = strategy.num_replicas_in_sync
     return StrategyInfo("tpu", strategy, n, list(range(n)), _worker_devices(strategy))

@@ -4,6 +4,9 @@
 The bundle directory is the one holding plan.json; ``--out`` is relative to the current
 directory. Events go to ``<out>/events-<task>.jsonl`` (README, "Events"). Exit codes: 0 done,
 1 failed, 143 stopped by SIGTERM (130 by SIGINT).
+
+The first process (the supervisor, no TensorFlow) runs the training in a child process
+(``--child``); see supervisor.py for why.
 """
 
 from __future__ import annotations
@@ -11,18 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import socket
 import sys
-import threading
-import time
 import traceback
 from typing import Any
 
 from .events import EventWriter
 from .model_file import UserError, one_line
-
-STOP_SIGNALS = {signal.SIGTERM: 143, signal.SIGINT: 130}
+from .netcheck import tpu_precheck
 
 
 def task_slug(task: str) -> str:
@@ -31,33 +29,13 @@ def task_slug(task: str) -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="dtgui_worker.train", description=__doc__)
+    parser = argparse.ArgumentParser(prog="dtgui_worker.train",
+                                     description="Run one task of a dtgui run bundle.")
     parser.add_argument("--plan", required=True, help="path to plan.json (schema 1)")
     parser.add_argument("--task", required=True, help='this task, e.g. "worker:0", "chief:0"')
     parser.add_argument("--out", default="output", help="output directory (default: output)")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
-
-
-def install_stop_handler(events: EventWriter) -> None:
-    """SIGTERM/SIGINT -> a ``log`` event "stopped", then exit at once (143/130).
-
-    The signals are blocked in every thread and taken by a dedicated sigwait thread, so they
-    are handled even while the main thread is inside TensorFlow (a collective, server.join()).
-    Must run before TensorFlow starts its threads (they inherit the signal mask).
-    """
-    signals = set(STOP_SIGNALS)
-    signal.pthread_sigmask(signal.SIG_BLOCK, signals)
-
-    def wait_for_stop() -> None:
-        sig = signal.sigwait(signals)
-        try:
-            events.log(f"stopped (signal {signal.Signals(sig).name})", level="warning")
-            print(f"[{events.task}] stopped by {signal.Signals(sig).name}", flush=True)
-            events.close()
-        finally:
-            os._exit(STOP_SIGNALS.get(signal.Signals(sig), 143))
-
-    threading.Thread(target=wait_for_stop, name="dtgui-stop", daemon=True).start()
 
 
 def load_plan(path: str) -> dict[str, Any]:
@@ -68,55 +46,62 @@ def load_plan(path: str) -> dict[str, Any]:
             plan = json.load(f)
     except json.JSONDecodeError as exc:
         raise UserError(f"plan.json is not valid JSON: {exc}") from exc
-    if not isinstance(plan, dict) or plan.get("schema") != 1:
-        raise UserError(f"plan.json has schema {plan.get('schema') if isinstance(plan, dict) else '?'}"
-                        f"; this worker reads schema 1")
+    schema = plan.get("schema") if isinstance(plan, dict) else None
+    if schema != 1:
+        raise UserError(f"plan.json has schema {schema}; this worker reads schema 1")
     return plan
+
+
+def fail(events: EventWriter, error: str, tb: str) -> int:
+    events.emit("failed", error=error, traceback=tb)
+    print(f"[{events.task}] FAILED: {error}", flush=True)
+    if tb:
+        print(tb, file=sys.stderr, flush=True)
+    return 1
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     out_dir = os.path.abspath(args.out)
+    plan_path = os.path.abspath(args.plan)
     events = EventWriter(os.path.join(out_dir, f"events-{task_slug(args.task)}.jsonl"),
                          args.task)
-    install_stop_handler(events)
-    telemetry = None
-    stage = "reading the plan"
     try:
-        plan = load_plan(args.plan)
-        bundle_dir = os.path.dirname(os.path.abspath(args.plan))
-        stage = "starting TensorFlow"
-        from .telemetry import Telemetry
+        if args.child:
+            return child_main(plan_path, args.task, out_dir, events)
+        try:  # checks that need no TensorFlow fail here, in a fraction of a second
+            plan = load_plan(plan_path)
+            if plan.get("strategy") == "tpu":  # an absent TPU would hang TensorFlow
+                tpu_precheck(str(plan.get("tpu_address", "") or ""))
+        except UserError as exc:
+            return fail(events, exc.message, exc.tb or traceback.format_exc())
+        from .supervisor import supervise
 
-        telemetry = Telemetry(events).start()
-        from . import run  # imports TensorFlow (seconds)
-
-        return run.run_task(plan, bundle_dir, out_dir, args.task, events)
-    except UserError as exc:
-        _fail(events, exc.message, exc.tb or traceback.format_exc())
-        return 1
-    except Exception as exc:
-        stage = getattr(exc, "dtgui_stage", stage)
-        _fail(events, f"Failed while {stage}: {one_line(exc)}", traceback.format_exc())
-        return 1
+        return supervise(plan_path, args.task, out_dir, events)
     finally:
-        if telemetry is not None:
-            telemetry.stop()
         events.close()
 
 
-def _fail(events: EventWriter, error: str, tb: str) -> None:
-    events.emit("failed", error=error, traceback=tb)
-    print(f"[{events.task}] FAILED: {error}", flush=True)
-    print(tb, file=sys.stderr, flush=True)
+def child_main(plan_path: str, task: str, out_dir: str, events: EventWriter) -> int:
+    """The training process: every exception becomes one ``failed`` event and exit 1."""
+    from .supervisor import child_setup
 
+    child_setup()
+    stage = "reading the plan"
+    try:
+        plan = load_plan(plan_path)
+        stage = "starting TensorFlow"
+        from . import run  # imports TensorFlow (seconds)
 
-def host_name() -> str:
-    return socket.gethostname()
-
-
-def now() -> float:
-    return time.time()
+        return run.run_task(plan, os.path.dirname(plan_path), out_dir, task, events)
+    except UserError as exc:
+        return fail(events, exc.message, exc.tb or traceback.format_exc())
+    except BaseException as exc:  # noqa: BLE001 - SystemExit from user code is a failure too
+        stage = getattr(exc, "dtgui_stage", stage)
+        if isinstance(exc, SystemExit):
+            return fail(events, f"Failed while {stage}: something called sys.exit({exc.code})",
+                        traceback.format_exc())
+        return fail(events, f"Failed while {stage}: {one_line(exc)}", traceback.format_exc())
 
 
 if __name__ == "__main__":

@@ -1,0 +1,207 @@
+"""The live run dashboard: header, loss/throughput/device plots, task table and logs.
+
+`Dashboard.attach(controller)` follows a run. A 20 Hz QTimer takes
+`controller.metrics.snapshot()` and redraws only when `snapshot.version` changed (never once
+per event); the controller's own thread fills the metrics, so nothing here blocks: no file,
+no process, no network. When `controller.finished` turns true, `runEnded(state)` is emitted
+once and the plots keep their data.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QPalette
+from PySide6.QtWidgets import QFrame, QSplitter, QVBoxLayout, QWidget
+
+from dtgui.core.metrics import RunMetrics, Snapshot
+from dtgui.ui.plot_base import DARK, LIGHT, make_card, title_label
+from dtgui.ui.plots import DevicePanel, LossPanel, ThroughputPanel
+from dtgui.ui.run_widgets import LogView, RunHeader, TaskTable, task_sort_key
+
+REFRESH_MS = 50  # 20 Hz
+
+
+class RunSource(Protocol):
+    """What the dashboard needs from a run (`dtgui.launch.local_run.RunController`)."""
+
+    metrics: RunMetrics
+    state: str
+    message: str
+
+    @property
+    def finished(self) -> bool: ...
+
+    def request_stop(self) -> None: ...
+
+
+def _titled(title: str, body: QWidget, panel: str) -> QFrame:
+    box = make_card(panel)
+    layout = QVBoxLayout(box)
+    layout.setContentsMargins(10, 6, 10, 10)
+    layout.setSpacing(4)
+    layout.addWidget(title_label(title))
+    layout.addWidget(body, 1)
+    return box
+
+
+class Dashboard(QWidget):
+    runEnded = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("dashboard")
+        dark = self.palette().color(QPalette.ColorRole.Window).lightness() < 128
+        theme = DARK if dark else LIGHT
+        self.header = RunHeader()
+        self.loss_panel = LossPanel(theme)
+        self.throughput_panel = ThroughputPanel(theme)
+        self.device_panel = DevicePanel(theme)
+        self.task_table = TaskTable(dark)
+        self.log_view = LogView()
+
+        lower = QSplitter(Qt.Orientation.Horizontal)
+        lower.setObjectName("lowerPlotSplitter")
+        lower.addWidget(self.throughput_panel)
+        lower.addWidget(self.device_panel)
+        self.plot_splitter = QSplitter(Qt.Orientation.Vertical)
+        self.plot_splitter.setObjectName("plotSplitter")
+        self.plot_splitter.addWidget(self.loss_panel)
+        self.plot_splitter.addWidget(lower)
+        self.plot_splitter.setStretchFactor(0, 3)
+        self.plot_splitter.setStretchFactor(1, 2)
+        bottom = QSplitter(Qt.Orientation.Horizontal)
+        bottom.setObjectName("bottomSplitter")
+        bottom.addWidget(_titled("Tasks", self.task_table, "tasks"))
+        bottom.addWidget(_titled("Logs", self.log_view, "logs"))
+        bottom.setStretchFactor(0, 2)
+        bottom.setStretchFactor(1, 3)
+        self.splitter = QSplitter(Qt.Orientation.Vertical)
+        self.splitter.setObjectName("dashboardSplitter")
+        self.splitter.addWidget(self.plot_splitter)
+        self.splitter.addWidget(bottom)
+        self.splitter.setStretchFactor(0, 3)
+        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setSizes([620, 260])
+        for split in (lower, self.plot_splitter, bottom, self.splitter):
+            split.setChildrenCollapsible(False)
+            split.setHandleWidth(6)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 8, 8, 8)
+        layout.setSpacing(6)
+        layout.addWidget(self.header)
+        layout.addWidget(self.splitter, 1)
+
+        self.timer = QTimer(self)
+        self.timer.setObjectName("dashboardTimer")
+        self.timer.setInterval(REFRESH_MS)
+        self.timer.timeout.connect(self.refresh)
+        self.header.stop_button.clicked.connect(self._stop_clicked)
+        self.task_table.taskActivated.connect(self.log_view.select_task)
+
+        self.controller: RunSource | None = None
+        self.redraw_count = 0  # full redraws done (one per new metrics version)
+        self._version = -1
+        self._ended = False
+        self._stop_requested = False
+        self._started = 0.0
+        self._elapsed = 0.0
+        self._failed_seen: set[str] = set()
+
+    # -- public API --------------------------------------------------------------------------
+    def attach(self, controller: RunSource, *, run_name: str | None = None,
+               strategy: str | None = None, device_kind: str | None = None) -> None:
+        """Show `controller`'s run. Name, strategy and device kind default to its bundle's plan."""
+        self.detach()
+        plan: Any = getattr(getattr(controller, "bundle", None), "plan", None)
+        self.controller = controller
+        self._version = -1
+        self._ended = False
+        self._stop_requested = False
+        self._started = time.monotonic()
+        self._elapsed = 0.0
+        self._failed_seen.clear()
+        self.loss_panel.clear()
+        self.throughput_panel.clear()
+        self.device_panel.clear()
+        self.task_table.clear_tasks()
+        self.header.set_run(run_name or getattr(plan, "run_name", "") or "run",
+                            strategy or getattr(plan, "strategy", "") or "")
+        kind = device_kind or getattr(plan, "device_kind", "") or ""
+        self.device_panel.set_device_kind(kind)
+        self.log_view.set_metrics(controller.metrics)
+        self.refresh()
+        if not self._ended:
+            self.timer.start()
+
+    def detach(self) -> None:
+        """Stop following the run (what is shown stays)."""
+        self.timer.stop()
+        self.controller = None
+
+    def refresh(self) -> None:
+        """One timer tick: redraw if the metrics changed, update state, detect the end."""
+        c = self.controller
+        if c is None:
+            return
+        finished = bool(c.finished)  # read first: a finished run's metrics are complete
+        snap = c.metrics.snapshot()
+        if snap.version != self._version:
+            self._version = snap.version
+            self._redraw(snap, c.metrics)
+        state = c.state
+        self.header.set_state(state, c.message)
+        if not self._ended:
+            self._elapsed = max(time.monotonic() - self._started, c.metrics.event_span())
+            self.header.set_elapsed(self._elapsed)
+        self._update_stop_button(state, finished)
+        if finished and not self._ended:
+            self._ended = True
+            self._elapsed = max(self._elapsed, c.metrics.event_span())
+            self.header.set_elapsed(self._elapsed)
+            self.timer.stop()
+            self.runEnded.emit(state)
+
+    # -- internals ---------------------------------------------------------------------------
+    def _redraw(self, snap: Snapshot, metrics: RunMetrics) -> None:
+        self.redraw_count += 1
+        self.loss_panel.update_data(snap.replica_loss)
+        self.throughput_panel.update_data(snap.throughput)
+        self.device_panel.update_data(snap.device_util, snap.device_mem)
+        for panel in (self.loss_panel, self.throughput_panel, self.device_panel):
+            panel.settle()
+        self.header.set_progress(snap.step, snap.total_steps)
+        self.header.set_epoch(snap.epoch, snap.last_epoch_metrics)
+        self.task_table.update_tasks(snap.tasks)
+        tasks = sorted(set(snap.tasks) | set(metrics.log_tasks()), key=task_sort_key)
+        self.log_view.set_tasks(tasks)
+        failed = [t for t, st in snap.tasks.items() if st.status == "failed"]
+        for task in failed:
+            if task not in self._failed_seen:
+                self._failed_seen.add(task)
+                if len(self._failed_seen) == 1:
+                    self.log_view.select_task(task)  # show the first failure's log
+        self.log_view.refresh()
+
+    def _stop_clicked(self) -> None:
+        c = self.controller
+        if c is None or c.finished or self._stop_requested:
+            return
+        self._stop_requested = True
+        c.request_stop()
+        self._update_stop_button(c.state, False)
+
+    def _update_stop_button(self, state: str, finished: bool) -> None:
+        button = self.header.stop_button
+        if finished:
+            button.setText("Stop")
+            button.setEnabled(False)
+        elif self._stop_requested or state == "stopping":
+            button.setText("Stopping…")
+            button.setEnabled(False)
+        else:
+            button.setText("Stop")
+            button.setEnabled(state == "running")

@@ -1,0 +1,305 @@
+"""Page 2: numerics, batch and length, optimizer, reproducibility, checkpoints and the run name."""
+
+from __future__ import annotations
+
+import math
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QDoubleValidator, QStandardItemModel
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QGridLayout,
+    QGroupBox,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+    QWizardPage,
+)
+
+from dtgui.core.plan import COMMUNICATIONS, PRECISIONS, Plan, validate
+from dtgui.core.strategies import STRATEGIES
+
+from .common import (
+    WizardContext,
+    as_float,
+    as_int,
+    error_label,
+    form_layout,
+    fresh_run_name,
+    label,
+    mark_invalid,
+    muted,
+    show_errors,
+)
+from .texts import global_batch_text, precision_hint
+
+DIGITS_EXAMPLES = 1797
+PRECISION_TEXT = {"float32": "float32 (full precision)", "mixed_float16": "mixed_float16",
+                  "mixed_bfloat16": "mixed_bfloat16"}
+COMMUNICATION_TEXT = {"auto": "auto (TensorFlow chooses)", "ring": "ring", "nccl": "NCCL"}
+
+
+def set_item_enabled(combo: QComboBox, index: int, enabled: bool, tooltip: str = "") -> None:
+    model = combo.model()
+    assert isinstance(model, QStandardItemModel)
+    item = model.item(index)
+    item.setEnabled(enabled)
+    item.setToolTip(tooltip)
+
+
+def _right(text: str) -> QLabel:
+    widget = QLabel(text)
+    widget.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+    return widget
+
+
+class OptionsPage(QWizardPage):
+    def __init__(self, ctx: WizardContext, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self.setTitle("Training options")
+        self.setSubTitle("Numerics, batch size, length, optimizer and reproducibility. "
+                         "Combinations that cannot run are refused with the reason below.")
+
+        # Run: name and checkpoints, full width
+        self.run_name_edit = QLineEdit()
+        self.run_name_edit.setMaxLength(80)
+        self.run_name_edit.setToolTip("Letters, digits, '.', '_' and '-'; the run's folder name.")
+        self.new_name_button = QPushButton("New name")
+        self.new_name_button.setToolTip("A fresh name from the strategy and the time.")
+        self.checkpoint_spin = QSpinBox()
+        self.checkpoint_spin.setRange(0, 10_000_000)
+        self.checkpoint_spin.setSpecialValueText("off")
+        self.checkpoint_spin.setSuffix(" steps")
+        self.checkpoint_spin.setValue(50)
+        self.checkpoint_spin.setToolTip("Save a checkpoint every N steps (0 = off). A new run "
+                                        "in the same bundle resumes from the last one.")
+        run = QGroupBox("Run")
+        rgrid = QGridLayout(run)
+        rgrid.setHorizontalSpacing(10)
+        rgrid.addWidget(_right("Run name:"), 0, 0)
+        rgrid.addWidget(self.run_name_edit, 0, 1)
+        rgrid.addWidget(self.new_name_button, 0, 2)
+        rgrid.addWidget(_right("Checkpoint every:"), 0, 3)
+        rgrid.addWidget(self.checkpoint_spin, 0, 4)
+        rgrid.setColumnStretch(1, 1)
+        rgrid.setColumnMinimumWidth(3, 130)
+
+        # Numerics
+        self.precision_combo = QComboBox()
+        for key in PRECISIONS:
+            self.precision_combo.addItem(PRECISION_TEXT[key], key)
+        self.precision_hint = muted()
+        self.xla_check = QCheckBox("Compile the training step with XLA")
+        self.communication_combo = QComboBox()
+        for key in COMMUNICATIONS:
+            self.communication_combo.addItem(COMMUNICATION_TEXT[key], key)
+        numerics = QGroupBox("Numerics")
+        nform = form_layout()
+        nform.addRow("Precision:", self.precision_combo)
+        nform.addRow("", self.precision_hint)
+        nform.addRow("XLA:", self.xla_check)
+        nform.addRow("All-reduce:", self.communication_combo)
+        numerics.setLayout(nform)
+
+        # Batch and length
+        self.batch_spin = QSpinBox()
+        self.batch_spin.setRange(1, 65536)
+        self.batch_spin.setValue(32)
+        self.global_label = label(name="globalBatch", wrap=False)
+        self.global_label.setStyleSheet("font-weight: bold; color: #1d4ed8;")
+        self.steps_spin = QSpinBox()
+        self.steps_spin.setRange(1, 10_000_000)
+        self.steps_spin.setValue(100)
+        self.spe_spin = QSpinBox()
+        self.spe_spin.setRange(1, 10_000_000)
+        self.spe_spin.setValue(25)
+        self.epochs_spin = QDoubleSpinBox()
+        self.epochs_spin.setRange(0.01, 10_000_000.0)
+        self.epochs_spin.setDecimals(2)
+        self.epochs_spin.setToolTip("Sets the steps to epochs × steps per epoch.")
+        self.epoch_hint = muted()
+        length = QGroupBox("Batch and length")
+        lform = form_layout()
+        lform.addRow("Batch per replica:", self.batch_spin)
+        lform.addRow("Global batch:", self.global_label)
+        lform.addRow("Steps:", self.steps_spin)
+        lform.addRow("Steps per epoch:", self.spe_spin)
+        lform.addRow("Epochs:", self.epochs_spin)
+        lform.addRow("", self.epoch_hint)
+        length.setLayout(lform)
+
+        # Optimizer and reproducibility, full width
+        self.lr_edit = QLineEdit("0.001")
+        validator = QDoubleValidator(0.0, 10.0, 10, self.lr_edit)
+        validator.setNotation(QDoubleValidator.Notation.ScientificNotation)
+        self.lr_edit.setValidator(validator)
+        self.lr_edit.setToolTip("Adam learning rate, above 0 and at most 10 (e.g. 0.001 or 1e-3).")
+        self.seed_spin = QSpinBox()
+        self.seed_spin.setRange(0, 2**31 - 1)
+        self.seed_spin.setValue(42)
+        self.deterministic_check = QCheckBox("Deterministic ops (reproducible, a bit slower)")
+        self.deterministic_check.setChecked(True)
+        optim = QGroupBox("Optimizer and reproducibility")
+        ogrid = QGridLayout(optim)
+        ogrid.setHorizontalSpacing(10)
+        ogrid.addWidget(_right("Learning rate:"), 0, 0)
+        ogrid.addWidget(self.lr_edit, 0, 1)
+        ogrid.addWidget(_right("Seed:"), 0, 2)
+        ogrid.addWidget(self.seed_spin, 0, 3)
+        ogrid.addWidget(self.deterministic_check, 0, 4)
+        ogrid.setColumnStretch(5, 1)
+        ogrid.setColumnMinimumWidth(2, 50)
+
+        for spin in (self.batch_spin, self.steps_spin, self.spe_spin, self.epochs_spin,
+                     self.seed_spin, self.checkpoint_spin):
+            spin.setMinimumWidth(120)
+        self.lr_edit.setFixedWidth(120)
+
+        self.errors = error_label()
+        grid = QGridLayout()
+        grid.setHorizontalSpacing(14)
+        grid.setVerticalSpacing(10)
+        grid.addWidget(run, 0, 0, 1, 2)
+        grid.addWidget(numerics, 1, 0)
+        grid.addWidget(length, 1, 1)
+        grid.addWidget(optim, 2, 0, 1, 2)
+        grid.setColumnStretch(0, 1)
+        grid.setColumnStretch(1, 1)
+        layout = QVBoxLayout(self)
+        layout.addLayout(grid)
+        layout.addStretch(1)
+        layout.addWidget(self.errors)
+
+        plan = ctx.initial
+        self.run_name_edit.setText(
+            plan.run_name if plan is not None else fresh_run_name(ctx.recommendation.strategy))
+        if plan is not None:
+            self.load(plan)
+        self._sync_epochs()
+
+        for combo in (self.precision_combo, self.communication_combo):
+            combo.currentIndexChanged.connect(lambda *_: self._on_change())
+        for check in (self.xla_check, self.deterministic_check):
+            check.toggled.connect(lambda *_: self._on_change())
+        for spin in (self.batch_spin, self.seed_spin, self.checkpoint_spin):
+            spin.valueChanged.connect(lambda *_: self._on_change())
+        self.steps_spin.valueChanged.connect(self._on_length)
+        self.spe_spin.valueChanged.connect(self._on_length)
+        self.epochs_spin.valueChanged.connect(self._on_epochs)
+        self.lr_edit.textChanged.connect(lambda *_: self._on_change())
+        self.run_name_edit.textChanged.connect(lambda *_: self._on_change())
+        self.new_name_button.clicked.connect(self._new_name)
+
+    # -- the plan ----------------------------------------------------------------------
+    def learning_rate(self) -> float:
+        try:
+            value = float(self.lr_edit.text().strip().replace(",", "."))
+        except ValueError:
+            return math.nan
+        return value if math.isfinite(value) else math.nan
+
+    def apply(self, plan: Plan) -> Plan:
+        return plan.with_changes(
+            precision=str(self.precision_combo.currentData()),
+            xla=self.xla_check.isChecked(),
+            communication=str(self.communication_combo.currentData()),
+            per_replica_batch=self.batch_spin.value(),
+            steps=self.steps_spin.value(),
+            steps_per_epoch=self.spe_spin.value(),
+            learning_rate=self.learning_rate(),
+            seed=self.seed_spin.value(),
+            deterministic=self.deterministic_check.isChecked(),
+            checkpoint_every=self.checkpoint_spin.value(),
+            run_name=self.run_name_edit.text().strip(),
+        )
+
+    def load(self, plan: Plan) -> None:
+        """Pre-fill from a plan (the last run's settings)."""
+        for combo, value in ((self.precision_combo, plan.precision),
+                             (self.communication_combo, plan.communication)):
+            index = combo.findData(value)
+            if index >= 0:
+                combo.setCurrentIndex(index)
+        self.xla_check.setChecked(bool(plan.xla))
+        self.batch_spin.setValue(as_int(plan.per_replica_batch, 32))
+        self.steps_spin.setValue(as_int(plan.steps, 100))
+        self.spe_spin.setValue(as_int(plan.steps_per_epoch, 25))
+        self.lr_edit.setText(f"{as_float(plan.learning_rate, 0.001):g}")
+        self.seed_spin.setValue(as_int(plan.seed, 42))
+        self.deterministic_check.setChecked(bool(plan.deterministic))
+        self.checkpoint_spin.setValue(as_int(plan.checkpoint_every, 50))
+        self.run_name_edit.setText(str(plan.run_name))
+        self._sync_epochs()
+
+    def errors_now(self) -> list[str]:
+        """What is wrong with pages 1-2 (the model is page 3's business)."""
+        return validate(self.ctx.draft(upto=self), usable_gpus=self.ctx.usable_gpus)
+
+    def isComplete(self) -> bool:  # noqa: N802 (Qt API)
+        return not self.errors_now()
+
+    def initializePage(self) -> None:  # noqa: N802 (Qt API)
+        self._on_change()
+
+    # -- reacting to the user ----------------------------------------------------------
+    def _new_name(self) -> None:
+        self.run_name_edit.setText(fresh_run_name(self.ctx.draft(upto=self).strategy))
+
+    def _on_length(self) -> None:
+        self._sync_epochs()
+        self._on_change()
+
+    def _on_epochs(self, epochs: float) -> None:
+        self.steps_spin.blockSignals(True)
+        self.steps_spin.setValue(max(1, round(epochs * self.spe_spin.value())))
+        self.steps_spin.blockSignals(False)
+        self._on_change()
+
+    def _sync_epochs(self) -> None:
+        self.epochs_spin.blockSignals(True)
+        self.epochs_spin.setValue(self.steps_spin.value() / self.spe_spin.value())
+        self.epochs_spin.blockSignals(False)
+
+    def _on_change(self) -> None:
+        plan = self.ctx.draft(upto=self)
+        info = STRATEGIES[plan.strategy]
+        gpu = plan.device_kind == "gpu"
+        tpu = plan.strategy == "tpu"
+
+        set_item_enabled(self.precision_combo, PRECISIONS.index("mixed_float16"), not tpu,
+                         "TPUs use bfloat16: choose mixed_bfloat16." if tpu else "")
+        self.precision_hint.setText(precision_hint(plan, self.ctx.facts))
+
+        # A choice that became invalid stays visible (and refused below) until changed.
+        xla_ok = plan.strategy != "parameter_server"
+        self.xla_check.setEnabled(xla_ok or self.xla_check.isChecked())
+        self.xla_check.setToolTip("" if xla_ok else
+                                  "XLA is not supported with ParameterServer in dtgui.")
+        comm_ok = info.supports_communication
+        self.communication_combo.setEnabled(
+            comm_ok or self.communication_combo.currentData() != "auto")
+        self.communication_combo.setToolTip(
+            "How gradients are all-reduced between replicas." if comm_ok else
+            f"{info.title} has no collective communication option: it uses auto.")
+        set_item_enabled(self.communication_combo, COMMUNICATIONS.index("nccl"), gpu and comm_ok,
+                         "" if gpu else "NCCL needs GPUs: choose auto or ring on CPU.")
+
+        self.global_label.setText(global_batch_text(plan))
+        if self.ctx.draft().model.get("kind", "demo") == "demo" and not tpu:
+            per_epoch = max(1, DIGITS_EXAMPLES // max(1, plan.global_batch))
+            self.epoch_hint.setText(f"The demo's {DIGITS_EXAMPLES} examples make about "
+                                    f"{per_epoch} steps at this global batch.")
+        else:
+            self.epoch_hint.setText("")
+        self.epoch_hint.setVisible(bool(self.epoch_hint.text()))
+        errors = self.errors_now()
+        show_errors(self.errors, errors)
+        for prefix, field in (("Run name", self.run_name_edit), ("Learning rate", self.lr_edit)):
+            mark_invalid(field, any(e.startswith(prefix) for e in errors))
+        self.completeChanged.emit()

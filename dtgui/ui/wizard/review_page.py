@@ -1,0 +1,218 @@
+"""Page 4: the placed plan, every task's TF_CONFIG and script, and port warnings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFontMetrics, QTextOption
+from PySide6.QtWidgets import (
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QPlainTextEdit,
+    QPushButton,
+    QSplitter,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+    QWizardPage,
+)
+
+from dtgui.core.bundle import task_script_text
+from dtgui.core.cluster import busy_ports, place_local, tf_config
+from dtgui.core.plan import Plan, TaskSpec, validate
+from dtgui.core.strategies import STRATEGIES
+
+from .common import WizardContext, card, error_label, label, monospace, muted, show_errors
+from .strategy_list import ROLE_TAGLINE, TwoLineDelegate
+
+_ROLE_INDEX = Qt.ItemDataRole.UserRole
+_TAB_STYLE = """
+QTabWidget::pane { border: 1px solid #c5ccd6; top: -1px; background: #ffffff; }
+QTabBar::tab { background: #eef0f3; border: 1px solid #c5ccd6; border-bottom: none;
+               padding: 5px 14px; margin-right: 2px;
+               border-top-left-radius: 4px; border-top-right-radius: 4px; }
+QTabBar::tab:selected { background: #ffffff; font-weight: bold; }
+QTabBar::tab:!selected { margin-top: 2px; }
+"""
+_ROLES = {"chief": "coordinator", "worker": "worker", "ps": "parameter server"}
+
+
+class ReviewPage(QWizardPage):
+    def __init__(self, ctx: WizardContext, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self.setTitle("Review")
+        self.setSubTitle("Exactly what will run: every process, its TF_CONFIG and the script "
+                         "that starts it. Launch it here, or export it as a bundle.")
+        self.setFinalPage(True)
+        self._plan: Plan | None = None
+
+        self.summary = card()
+        self.summary_grid = QGridLayout(self.summary)
+        self.summary_grid.setContentsMargins(14, 10, 14, 10)
+        self.summary_grid.setHorizontalSpacing(10)
+        self.summary_grid.setVerticalSpacing(4)
+        self.summary_values: dict[str, QLabel] = {}
+        names = ("Strategy", "Devices", "Replicas", "Global batch", "Precision", "XLA",
+                 "Steps", "Learning rate", "Seed", "Model", "Checkpoints", "Run name")
+        for i, name in enumerate(names):
+            row, col = divmod(i, 3)
+            key = QLabel(name + ":")
+            key.setStyleSheet("color: #6b7280;")
+            key.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            value = label(wrap=False, selectable=True)
+            value.setStyleSheet("font-weight: bold;")
+            self.summary_values[name] = value
+            self.summary_grid.addWidget(key, row, col * 2)
+            self.summary_grid.addWidget(value, row, col * 2 + 1)
+        for col in (1, 3, 5):
+            self.summary_grid.setColumnStretch(col, 1)
+
+        self.task_list = QListWidget()
+        self.task_list.setObjectName("taskList")
+        self.task_list.setMinimumWidth(250)
+        self.task_list.setItemDelegate(TwoLineDelegate(self.task_list))
+        self.replan_button = QPushButton("Re-plan ports")
+        self.replan_button.setToolTip("Choose new free ports for every task.")
+        left = QWidget()
+        left_box = QVBoxLayout(left)
+        left_box.setContentsMargins(0, 0, 0, 0)
+        left_box.addWidget(label("Processes"))
+        left_box.addWidget(self.task_list, 1)
+        left_box.addWidget(self.replan_button)
+
+        self.tf_config_view = QPlainTextEdit()
+        self.script_view = QPlainTextEdit()
+        for view in (self.tf_config_view, self.script_view):
+            view.setReadOnly(True)
+            view.setFont(monospace())
+        self.tf_config_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        # The script wraps, so its long TF_CONFIG line is visible without scrolling.
+        self.script_view.setWordWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+        self.tabs = QTabWidget()
+        self.tabs.setStyleSheet(_TAB_STYLE)  # (Fusion's unselected tab clips the "_")
+        self.tabs.addTab(self.tf_config_view, "TF_CONFIG")
+        self.tabs.addTab(self.script_view, "Script")
+
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.addWidget(left)
+        splitter.addWidget(self.tabs)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([260, 600])
+        splitter.setChildrenCollapsible(False)
+
+        self.warnings = error_label()
+        self.warnings.setObjectName("warnings")
+        self.note = muted()
+
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.summary)
+        layout.addWidget(splitter, 1)
+        bottom = QHBoxLayout()
+        bottom.addWidget(self.note, 1)
+        layout.addLayout(bottom)
+        layout.addWidget(self.warnings)
+
+        self.task_list.currentRowChanged.connect(self._show_task)
+        self.replan_button.clicked.connect(self.replan)
+
+    # -- the plan ----------------------------------------------------------------------
+    def placed_plan(self) -> Plan:
+        if self._plan is None:
+            self._plan = place_local(self.ctx.draft())
+        return self._plan
+
+    def initializePage(self) -> None:  # noqa: N802 (Qt API)
+        self.replan()
+
+    def replan(self) -> None:
+        """Place the tasks again with free ports and show the result."""
+        row = max(0, self.task_list.currentRow())
+        self._plan = place_local(self.ctx.draft())
+        self._refresh(row)
+
+    def problems(self) -> list[str]:
+        plan = self.placed_plan()
+        return validate(plan, usable_gpus=self.ctx.usable_gpus) + busy_ports(plan)
+
+    def isComplete(self) -> bool:  # noqa: N802 (Qt API)
+        return self._plan is not None and not validate(self._plan,
+                                                       usable_gpus=self.ctx.usable_gpus)
+
+    # -- showing it --------------------------------------------------------------------
+    def _refresh(self, row: int) -> None:
+        plan = self.placed_plan()
+        info = STRATEGIES[plan.strategy]
+        values = self.summary_values
+        values["Strategy"].setText(info.title)
+        values["Devices"].setText("TPU" if plan.strategy == "tpu" else plan.device_kind.upper())
+        values["Replicas"].setText("one per TPU core" if plan.strategy == "tpu"
+                                   else str(plan.total_replicas))
+        values["Global batch"].setText(
+            f"{plan.per_replica_batch} × cores" if plan.strategy == "tpu"
+            else str(plan.global_batch))
+        values["Precision"].setText(plan.precision)
+        values["XLA"].setText("on" if plan.xla else "off")
+        values["Steps"].setText(f"{plan.steps} ({plan.steps_per_epoch} per epoch)")
+        values["Learning rate"].setText(f"{plan.learning_rate:g}")
+        values["Seed"].setText(f"{plan.seed}" + (", deterministic" if plan.deterministic else ""))
+        model = plan.model
+        self._set_elided(values["Model"], "digits demo" if model.get("kind") == "demo"
+                         else Path(model.get("path", "")).name, model.get("path", ""))
+        values["Checkpoints"].setText(f"every {plan.checkpoint_every} steps"
+                                      if plan.checkpoint_every else "off")
+        self._set_elided(values["Run name"], plan.run_name)
+
+        self.task_list.blockSignals(True)
+        self.task_list.clear()
+        for i, task in enumerate(plan.tasks):
+            where = task.address if task.port else "this machine, no TF_CONFIG"
+            item = QListWidgetItem(task.task_id)
+            item.setData(ROLE_TAGLINE, f"{_ROLES.get(task.type, task.type)} · {where}")
+            item.setToolTip(f"{_ROLES.get(task.type, task.type)}: tasks/{task.file_stem}.sh")
+            item.setData(_ROLE_INDEX, i)
+            self.task_list.addItem(item)
+        self.task_list.blockSignals(False)
+        self.task_list.setCurrentRow(min(row, len(plan.tasks) - 1))
+        self._show_task(self.task_list.currentRow())
+
+        count = len(plan.tasks)
+        self.replan_button.setEnabled(bool(plan.cluster))
+        self.replan_button.setToolTip("Choose new free ports for every task." if plan.cluster
+                                      else "A single-process strategy uses no ports.")
+        if plan.cluster:
+            self.note.setText(f"{count} processes on 127.0.0.1, ports chosen free just now. "
+                              "Select a process to see its TF_CONFIG and script.")
+        else:
+            self.note.setText("One process: a single-process strategy needs no TF_CONFIG.")
+        show_errors(self.warnings, self.problems())
+        self.completeChanged.emit()
+
+    @staticmethod
+    def _set_elided(widget: QLabel, text: str, tooltip: str = "") -> None:
+        font = widget.font()
+        font.setBold(True)
+        shown = QFontMetrics(font).elidedText(text, Qt.TextElideMode.ElideMiddle, 170)
+        widget.setText(shown)
+        widget.setToolTip(tooltip or (text if shown != text else ""))
+
+    def _show_task(self, row: int) -> None:
+        plan = self.placed_plan()
+        if not 0 <= row < len(plan.tasks):
+            self.tf_config_view.clear()
+            self.script_view.clear()
+            return
+        task: TaskSpec = plan.tasks[row]
+        config = tf_config(plan, task)
+        if config is None:
+            self.tf_config_view.setPlainText(
+                "# Not set: a single-process strategy needs no TF_CONFIG.\n")
+        else:
+            self.tf_config_view.setPlainText(json.dumps(config, indent=2) + "\n")
+        self.tabs.setTabText(1, f"tasks/{task.file_stem}.sh")
+        self.script_view.setPlainText(task_script_text(plan, task))

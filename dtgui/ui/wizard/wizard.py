@@ -1,0 +1,151 @@
+"""The run wizard: strategy -> training options -> model and data -> review (launch or export)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QSize
+from PySide6.QtGui import QIcon
+from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget, QWizard
+
+from dtgui.core.cluster import place_local
+from dtgui.core.hardware import MachineFacts
+from dtgui.core.plan import Plan
+from dtgui.resources import resource
+
+from .common import WizardContext
+from .model_page import ModelPage
+from .options_page import OptionsPage
+from .review_page import ReviewPage
+from .strategy_page import StrategyPage
+
+PAGE_STRATEGY, PAGE_OPTIONS, PAGE_MODEL, PAGE_REVIEW = range(4)
+
+
+class RunWizard(QWizard):
+    """Builds a Plan. After accept: plan() is placed, action() is "launch" or "export"."""
+
+    def __init__(self, facts: MachineFacts | None, initial: Plan | None = None,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("runWizard")
+        self.setWindowTitle("New training run")
+        self.setWizardStyle(QWizard.WizardStyle.ModernStyle)
+        self.setOption(QWizard.WizardOption.NoBackButtonOnStartPage, True)
+        self.setOption(QWizard.WizardOption.HaveCustomButton1, True)
+        self.resize(900, 650)
+        self.setMinimumSize(QSize(860, 620))
+        icon = resource("icons", "dtgui.svg")
+        if icon.is_file():
+            self.setWindowIcon(QIcon(str(icon)))
+            self.setPixmap(QWizard.WizardPixmap.LogoPixmap, QIcon(str(icon)).pixmap(48, 48))
+
+        self.ctx = WizardContext(facts, initial)
+        self.strategy_page = StrategyPage(self.ctx)
+        self.options_page = OptionsPage(self.ctx)
+        self.model_page = ModelPage(self.ctx)
+        self.review_page = ReviewPage(self.ctx)
+        self.ctx.parts = [self.strategy_page, self.options_page, self.model_page]
+        self.setPage(PAGE_STRATEGY, self.strategy_page)
+        self.setPage(PAGE_OPTIONS, self.options_page)
+        self.setPage(PAGE_MODEL, self.model_page)
+        self.setPage(PAGE_REVIEW, self.review_page)
+        if initial is not None:
+            self.strategy_page.load(initial)
+
+        self.setButtonText(QWizard.WizardButton.FinishButton, "Launch")
+        self.setButtonText(QWizard.WizardButton.CustomButton1, "Export bundle…")
+        launch = self.button(QWizard.WizardButton.FinishButton)
+        launch.setObjectName("primaryButton")  # the app style sheet makes it blue
+        launch.style().unpolish(launch)
+        launch.style().polish(launch)
+        launch.setToolTip("Start every process on this machine and watch the training.")
+        export = self.button(QWizard.WizardButton.CustomButton1)
+        export.setToolTip("Write a directory that reproduces this run without dtgui.")
+        self.customButtonClicked.connect(self._on_custom_button)
+        self.currentIdChanged.connect(self._update_buttons)
+        self.review_page.completeChanged.connect(self._update_buttons)
+
+        self._action = ""
+        self._export_dir: Path | None = None
+        self._result: Plan | None = None
+        self._update_buttons()
+
+    # -- results -------------------------------------------------------------------------
+    def plan(self) -> Plan:
+        """The placed plan (tasks and cluster filled); the accepted one after exec()."""
+        if self._result is not None:
+            return self._result
+        if self.currentId() == PAGE_REVIEW:
+            return self.review_page.placed_plan()
+        return place_local(self.ctx.draft())
+
+    def action(self) -> str:
+        """"launch" or "export" once accepted; "" before."""
+        return self._action
+
+    def export_dir(self) -> Path | None:
+        """Where to write the bundle (a new or empty directory) when action() is "export"."""
+        return self._export_dir
+
+    def accept(self) -> None:
+        if self.currentId() != PAGE_REVIEW or not self.review_page.isComplete():
+            return
+        if self._action != "export":
+            self._action = "launch"
+        self._result = self.review_page.placed_plan()
+        super().accept()
+
+    # -- buttons -------------------------------------------------------------------------
+    def _update_buttons(self, *_: object) -> None:
+        last = self.currentId() == PAGE_REVIEW
+        buttons = [QWizard.WizardButton.Stretch, QWizard.WizardButton.CancelButton,
+                   QWizard.WizardButton.BackButton, QWizard.WizardButton.NextButton]
+        if last:
+            buttons += [QWizard.WizardButton.CustomButton1, QWizard.WizardButton.FinishButton]
+        else:
+            buttons.append(QWizard.WizardButton.FinishButton)
+        self.setButtonLayout(buttons)
+        export = self.button(QWizard.WizardButton.CustomButton1)
+        export.setVisible(last)
+        export.setEnabled(last and self.review_page.isComplete())
+
+    def _on_custom_button(self, which: int) -> None:
+        if which == QWizard.WizardButton.CustomButton1.value:
+            self.export_bundle()
+
+    def ask_export_dir(self) -> str:
+        start = str(Path.home())
+        return QFileDialog.getExistingDirectory(self, "Export the run bundle into", start)
+
+    def export_bundle(self) -> None:
+        """Ask a directory; accept with action "export" (the bundle goes in <dir>/<run name>
+        unless the chosen directory is empty)."""
+        if not self.review_page.isComplete():
+            return
+        chosen = self.ask_export_dir()
+        if not chosen:
+            return
+        destination = self._bundle_destination(Path(chosen))
+        if destination is None:
+            return
+        self._export_dir = destination
+        self._action = "export"
+        self.accept()
+
+    def _bundle_destination(self, chosen: Path) -> Path | None:
+        run_name = self.review_page.placed_plan().run_name
+        try:
+            if chosen.is_dir() and not any(chosen.iterdir()):
+                return chosen
+            target = chosen / run_name
+            if target.exists() and (not target.is_dir() or any(target.iterdir())):
+                QMessageBox.warning(
+                    self, "Export bundle",
+                    f"{target} already exists and is not empty. Choose another directory, or "
+                    "go back and change the run name.")
+                return None
+        except OSError as exc:
+            QMessageBox.warning(self, "Export bundle", f"{chosen} cannot be read: {exc.strerror}")
+            return None
+        return target

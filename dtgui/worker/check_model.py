@@ -1,0 +1,128 @@
+"""Check a user's model file: ``python -m dtgui.worker.check_model FILE [--batch 4]``.
+
+Imports the file, builds the model, takes one batch of its data set, runs the model and the
+loss on it. Prints ONE JSON object on stdout: ``{"ok": true, "num_examples", "input_shape",
+"output_shape", ...}`` (exit 0) or ``{"ok": false, "error": "<one line>", "traceback"}``
+(exit 1). Anything the file prints goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import traceback
+from typing import Any
+
+from .model_file import ModelSource, UserError, load_model_file, one_line
+
+
+def _shape(x: Any) -> list[int | None] | None:
+    shape = getattr(x, "shape", None)
+    if shape is None:
+        return None
+    try:
+        return [None if d is None else int(d) for d in shape]
+    except TypeError:
+        return None
+
+
+def _step(what: str, fn: Any, *args: Any) -> Any:
+    """Run a check step; an exception becomes a UserError saying which step failed."""
+    try:
+        return fn(*args)
+    except UserError:
+        raise
+    except Exception as exc:
+        raise UserError(f"{what}: {one_line(exc)}", traceback.format_exc()) from exc
+
+
+def check_labels(labels: Any, logits: Any, custom_loss: bool) -> None:
+    """With the default loss, labels must be class indices 0..C-1 for C output logits."""
+    import numpy as np
+
+    out = _shape(logits)
+    if custom_loss or not out:
+        return
+    classes = out[-1]
+    lab = np.asarray(labels)
+    if lab.ndim == len(out) and lab.ndim > 1 and lab.shape[-1] == classes and classes != 1:
+        raise UserError(f"Your labels look one-hot (shape {list(lab.shape)}) but the default "
+                        f"loss wants class indices: define make_loss() returning "
+                        f"keras.losses.CategoricalCrossentropy(from_logits=True, "
+                        f'reduction="none")')
+    if lab.dtype.kind not in "iub" and not (lab.dtype.kind == "f"
+                                            and np.all(np.mod(lab, 1) == 0)):
+        raise UserError(f"Your labels are {lab.dtype} values, not class indices: the default "
+                        f"loss (sparse categorical cross-entropy) needs integer labels "
+                        f"0..{classes - 1}, or define make_loss()")
+    if lab.size and (lab.min() < 0 or lab.max() >= classes):
+        raise UserError(f"The labels do not fit the model output: labels range "
+                        f"{int(lab.min())}..{int(lab.max())} but the model outputs {classes} "
+                        f"logits (classes 0..{classes - 1})")
+
+
+def check(path: str, batch: int) -> dict[str, Any]:
+    source: ModelSource = load_model_file(path)
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from .data import make_loss
+    from .loop import _check_dataset
+
+    model = source.call("build_model")
+    if not isinstance(model, keras.Model):
+        raise UserError(f"build_model() must return a keras.Model, it returned a "
+                        f"{type(model).__name__}")
+    ds = _check_dataset(source.call("make_dataset"))
+    card = int(ds.cardinality().numpy())
+    first = _step("Reading the first batch of your data set failed",
+                  lambda: list(ds.batch(batch).take(1)))
+    if not first:
+        raise UserError("make_dataset() returned an empty data set")
+    features, labels = first[0]
+    logits = _step("Your model failed on a batch of your data (does the model's input fit the "
+                   "data set's features?)", lambda: model(features, training=False))
+    check_labels(labels, logits, custom_loss=source.make_loss is not None)
+    loss_obj = make_loss(source)
+    per_example = _step("The loss failed on your labels and the model's output",
+                        lambda: loss_obj(labels, logits))
+    loss = float(np.mean(np.asarray(tf.cast(per_example, tf.float32))))
+    if not np.isfinite(loss):
+        raise UserError(f"The loss on the first batch is {loss}: check the data (NaN or "
+                        f"infinite values?) and the model output")
+    element = ds.element_spec
+    return {"ok": True, "num_examples": card if card >= 0 else None,
+            "input_shape": _shape(element[0]), "label_shape": _shape(element[1]),
+            "output_shape": _shape(logits)[1:] if _shape(logits) else None,
+            "num_classes": source.num_classes, "params": int(model.count_params()),
+            "loss": loss, "custom_loss": source.make_loss is not None,
+            "versions": {"tensorflow": tf.__version__, "keras": keras.__version__}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="dtgui.worker.check_model", description=__doc__)
+    parser.add_argument("file", help="the model file (defines build_model and make_dataset)")
+    parser.add_argument("--batch", type=int, default=4, help="examples to try (default 4)")
+    args = parser.parse_args(argv)
+    real_stdout = sys.stdout
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            result = check(args.file, max(1, args.batch))
+        code = 0
+    except UserError as exc:
+        result = {"ok": False, "error": exc.message, "traceback": exc.tb}
+        code = 1
+    except Exception as exc:
+        result = {"ok": False, "error": f"Checking the model file failed: {one_line(exc)}",
+                  "traceback": traceback.format_exc()}
+        code = 1
+    real_stdout.write(json.dumps(result) + "\n")
+    real_stdout.flush()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

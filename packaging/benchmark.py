@@ -1,0 +1,71 @@
+"""dtgui's speed targets, measured side by side in one run (not a test: shared machines vary).
+
+  python packaging/benchmark.py        (needs a display: run under xvfb-run, or it uses one)
+
+Prints:
+  * time to the first painted main window / time of `python -c "import tensorflow"`
+    (target <= 0.2): the GUI must never pay for TensorFlow.
+  * the dashboard frame time with 16 replicas x 100,000 points (target <= 16 ms).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+REPEATS = 3
+
+
+def time_import_tensorflow() -> float:
+    start = time.time()
+    subprocess.run([sys.executable, "-c", "import tensorflow"], check=True,
+                   env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    return time.time() - start
+
+
+def time_first_paint() -> float:
+    with tempfile.TemporaryDirectory() as home:
+        env = {**os.environ, "DTGUI_BENCH_FIRST_PAINT": "1", "DTGUI_CONFIG_DIR": home,
+               "DTGUI_DATA_DIR": home}
+        start = time.time()
+        proc = subprocess.run([sys.executable, "-m", "dtgui"], env=env, capture_output=True,
+                              text=True, timeout=120, cwd=ROOT)
+    for line in proc.stdout.splitlines():
+        if line.startswith("FIRST_PAINT "):
+            return float(line.split()[1]) - start
+    raise RuntimeError(f"the app painted no window (exit {proc.returncode}): {proc.stderr[-500:]}")
+
+
+def main() -> int:
+    if not os.environ.get("DISPLAY") and not os.environ.get("QT_QPA_PLATFORM"):
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    platform = "X11 " + os.environ["DISPLAY"] if os.environ.get("DISPLAY") else "offscreen"
+    print(f"dtgui benchmark on {os.cpu_count()} cores, Qt platform: {platform}")
+    tf_times, paint_times = [], []
+    for _ in range(REPEATS):  # interleaved, so both see the same machine load
+        tf_times.append(time_import_tensorflow())
+        paint_times.append(time_first_paint())
+    tf_s, paint_s = statistics.median(tf_times), statistics.median(paint_times)
+    ratio = paint_s / tf_s
+    print(f"import tensorflow:            {tf_s:6.2f} s (median of {REPEATS})")
+    print(f"first painted dtgui window:   {paint_s:6.2f} s (median of {REPEATS})")
+    print(f"ratio window/tensorflow:      {ratio:6.2f}   (target <= 0.20) "
+          f"{'OK' if ratio <= 0.2 else 'MISSED'}")
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import benchmark_dashboard
+
+    frame_ms = benchmark_dashboard.measure_frame_ms()
+    print(f"dashboard frame, 16 replicas x 100k points: {frame_ms:6.2f} ms (target <= 16 ms) "
+          f"{'OK' if frame_ms <= 16 else 'MISSED'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

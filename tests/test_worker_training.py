@@ -1,0 +1,256 @@
+"""The worker (dtgui/worker) trains for real: every strategy, in subprocesses, on 2 cores.
+
+Plans are written by hand into a temp bundle; the program runs as
+``python -m dtgui.worker.train --plan plan.json --task T --out output`` and we read its
+events (README, "Events").
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from worker_helpers import (
+    GOOD_MODEL,
+    LABELS_TOO_BIG,
+    MISSING_FUNCTION,
+    RAISING_MODEL,
+    SYNTAX_ERROR,
+    assert_trained,
+    finish,
+    free_ports,
+    json_result,
+    kinds,
+    log_text,
+    make_bundle,
+    make_plan,
+    read_events,
+    run_task,
+    start_module,
+    start_task,
+    step_losses,
+    stop,
+    wait_for,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def test_one_device_with_xla_trains_through_xla(tmp_path: Path) -> None:
+    bundle = make_bundle(tmp_path, make_plan(strategy="one_device", xla=True, steps=4,
+                                             steps_per_epoch=2, log_every=1))
+    proc = start_task(bundle, "worker:0", tf_log_level="0")
+    code, events = finish(proc, bundle)
+    log = log_text(bundle, "worker:0")
+    started = assert_trained(code, events, steps=4, replicas=1, log=log)
+    assert started["strategy"] == "one_device" and started["global_batch"] == 16
+    assert started["resumed_from_step"] == 0
+    assert set(started["versions"]) == {"python", "tensorflow", "keras"}
+    messages = [e["message"] for e in kinds(events, "log")]
+    assert any(m.startswith("XLA: the replica step is compiled by XLA") for m in messages)
+    assert "Compiled cluster using XLA" in log  # TensorFlow's own word that XLA ran
+    epochs = kinds(events, "epoch")
+    assert [e["epoch"] for e in epochs] == [1, 2]
+    assert all(0.0 <= e["accuracy"] <= 1.0 for e in epochs)
+    devices = kinds(events, "device")
+    assert devices and devices[0]["devices"][0]["kind"] == "cpu"
+    assert devices[0]["devices"][0]["mem_total"] > 0
+    assert (bundle / "output" / "tensorboard" / "worker-0").is_dir()
+    assert any((bundle / "output" / "tensorboard" / "worker-0").iterdir())
+    for event in events:
+        assert event["v"] == 1 and event["task"] == "worker:0" and isinstance(event["t"], float)
+
+
+def test_mirrored_two_logical_cpus_is_deterministic(tmp_path: Path) -> None:
+    plan = make_plan(strategy="mirrored", replicas_per_task=2, steps=5, deterministic=True)
+    bundle = make_bundle(tmp_path, plan)
+    procs = [start_task(bundle, "worker:0", out=out) for out in ("run-a", "run-b")]
+    results = [finish(p, bundle, out=out) for p, out in zip(procs, ("run-a", "run-b"),
+                                                           strict=True)]
+    for code, events in results:
+        started = assert_trained(code, events, steps=5, replicas=2)
+        assert started["replica_ids"] == [0, 1] and started["global_batch"] == 32
+        assert len(started["devices"]) == 2
+    a, b = (step_losses(events) for _, events in results)
+    assert a == b  # bit-identical per-replica losses, run to run
+    assert a[1][0] != a[1][1]  # each replica saw its own slice of the batch
+
+
+def test_central_storage_with_mixed_bfloat16(tmp_path: Path) -> None:
+    bundle = make_bundle(tmp_path, make_plan(strategy="central_storage", replicas_per_task=2,
+                                             precision="mixed_bfloat16", steps=3))
+    code, events = run_task(bundle)
+    started = assert_trained(code, events, steps=3, replicas=2,
+                             log=log_text(bundle, "worker:0"))
+    assert started["strategy"] == "central_storage"
+    messages = [e["message"] for e in kinds(events, "log")]
+    assert any("mixed_bfloat16: compute in bfloat16" in m for m in messages)
+
+
+def test_multi_worker_mirrored_two_processes(tmp_path: Path) -> None:
+    ports = free_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    bundle = make_bundle(tmp_path, make_plan(strategy="multi_worker_mirrored", cluster=cluster,
+                                             steps=4, checkpoint_every=2))
+    procs = [start_task(bundle, f"worker:{i}", cluster) for i in range(2)]
+    results = [finish(p, bundle, f"worker:{i}") for i, p in enumerate(procs)]
+    means = []
+    for i, (code, events) in enumerate(results):
+        # on CPU MultiWorkerMirrored gives one replica per worker
+        started = assert_trained(code, events, steps=4, replicas=1,
+                                 log=log_text(bundle, f"worker:{i}"))
+        assert started["replica_ids"] == [i] and started["global_batch"] == 32
+        means.append([e["loss"] for e in kinds(events, "step")])
+    assert means[0] == means[1]  # the mean is all-reduced: the same on every worker
+    assert [e["step"] for e in kinds(results[0][1], "checkpoint")] == [2, 4]
+    assert kinds(results[1][1], "checkpoint") == []  # only the chief reports checkpoints
+    ckpt_dir = bundle / "output" / "checkpoints"
+    assert (ckpt_dir / "checkpoint").is_file()
+    assert not any(p.name.startswith("tmp-worker") for p in ckpt_dir.iterdir())
+
+
+def test_parameter_server_chief_two_workers_one_ps(tmp_path: Path) -> None:
+    ports = free_ports(4)
+    cluster = {"chief": [f"127.0.0.1:{ports[0]}"],
+               "worker": [f"127.0.0.1:{ports[1]}", f"127.0.0.1:{ports[2]}"],
+               "ps": [f"127.0.0.1:{ports[3]}"]}
+    bundle = make_bundle(tmp_path, make_plan(strategy="parameter_server", cluster=cluster,
+                                             steps=6, steps_per_epoch=3, checkpoint_every=3))
+    servers = {t: start_task(bundle, t, cluster) for t in ("ps:0", "worker:0", "worker:1")}
+    chief = start_task(bundle, "chief:0", cluster)
+    try:
+        code, events = finish(chief, bundle, "chief:0", timeout=150)
+        started = assert_trained(code, events, steps=6, replicas=1,
+                                 log=log_text(bundle, "chief:0"))
+        assert started["replica_ids"] == [0] and started["strategy"] == "parameter_server"
+        assert [e["step"] for e in kinds(events, "checkpoint")] == [3, 6]
+        for task, proc in servers.items():
+            assert proc.poll() is None, f"{task} exited by itself"
+            first = kinds(read_events(bundle, task), "started")[0]
+            assert first["replicas"] == 0
+    finally:
+        for proc in servers.values():
+            stop(proc)
+    for task, proc in servers.items():
+        assert proc.returncode == 143, (task, proc.returncode, log_text(bundle, task)[-2000:])
+        assert kinds(read_events(bundle, task), "log")[-1]["message"].startswith("stopped")
+
+
+def test_tpu_without_a_tpu_fails_fast_and_clearly(tmp_path: Path) -> None:
+    port = free_ports(1)[0]  # nothing listens there
+    address = f"grpc://127.0.0.1:{port}"
+    bundle = make_bundle(tmp_path, make_plan(strategy="tpu", tpu_address=address))
+    t0 = time.monotonic()
+    code, events = run_task(bundle, timeout=30)
+    assert time.monotonic() - t0 < 15
+    assert code == 1
+    (failed,) = kinds(events, "failed")
+    assert failed["error"] == (f"No TPU answers at {address}: check the address and that "
+                               f"the TPU is up")
+
+
+def test_resume_from_checkpoint_continues_exactly(tmp_path: Path) -> None:
+    plan = make_plan(strategy="one_device", steps=6, steps_per_epoch=3, checkpoint_every=3)
+    bundle = make_bundle(tmp_path / "resumed", plan)
+    straight = make_bundle(tmp_path / "straight", {**plan, "steps": 9})
+    reference = start_task(straight, "worker:0")
+    code, first = run_task(bundle)
+    assert_trained(code, first, steps=6, replicas=1)
+    assert [e["step"] for e in kinds(first, "checkpoint")] == [3, 6]
+
+    (bundle / "plan.json").write_text((bundle / "plan.json").read_text()
+                                      .replace('"steps": 6', '"steps": 9'))
+    code, events = run_task(bundle)
+    second = events[len(first):]
+    assert code == 0 and not kinds(second, "failed"), log_text(bundle, "worker:0")[-3000:]
+    (started,) = kinds(second, "started")
+    assert started["resumed_from_step"] == 6
+    assert sorted(step_losses(second)) == [7, 8, 9]
+    assert kinds(second, "finished")[0]["steps"] == 9
+    assert (bundle / "output" / "checkpoints" / "ckpt-9.index").is_file()
+
+    code, whole = finish(reference, straight)
+    assert code == 0
+    reference_losses = step_losses(whole)
+    assert {s: reference_losses[s] for s in (7, 8, 9)} == step_losses(second)
+
+
+def test_stop_is_prompt_even_inside_tensorflow(tmp_path: Path) -> None:
+    """A lone MultiWorkerMirrored worker waits for its peer inside TensorFlow (holding the
+    GIL); SIGTERM to the task's process group still ends it at once with a "stopped" event."""
+    ports = free_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    bundle = make_bundle(tmp_path, make_plan(strategy="multi_worker_mirrored", cluster=cluster))
+    proc = start_task(bundle, "worker:0", cluster)
+    try:
+        assert wait_for(lambda: any("connecting to the cluster" in e.get("message", "")
+                                    for e in read_events(bundle, "worker:0")), 60)
+        time.sleep(1.0)
+        t0 = time.monotonic()
+        os.killpg(proc.pid, signal.SIGTERM)
+        code = proc.wait(timeout=10)
+        assert time.monotonic() - t0 < 5
+    finally:
+        stop(proc)
+    assert code == 143
+    assert kinds(read_events(bundle, "worker:0"), "log")[-1]["message"] == "stopped (SIGTERM)"
+
+
+def test_user_model_that_raises_gives_a_clear_failed_event(tmp_path: Path) -> None:
+    bundle = make_bundle(tmp_path, make_plan(strategy="mirrored", replicas_per_task=2),
+                         user_model=RAISING_MODEL)
+    code, events = run_task(bundle)
+    assert code == 1
+    (failed,) = kinds(events, "failed")
+    assert failed["error"] == ("Your model file raised ValueError in build_model(): units "
+                               "must be positive")
+    assert "user_model.py" in failed["traceback"]
+    assert "\n" not in failed["error"]
+
+
+def test_user_model_file_trains(tmp_path: Path) -> None:
+    bundle = make_bundle(tmp_path, make_plan(steps=3), user_model=GOOD_MODEL)
+    code, events = run_task(bundle)
+    assert_trained(code, events, steps=3, replicas=1, log=log_text(bundle, "worker:0"))
+
+
+def test_check_model_good_and_bad_files(tmp_path: Path) -> None:
+    files = {"good": GOOD_MODEL, "labels": LABELS_TOO_BIG, "missing": MISSING_FUNCTION,
+             "syntax": SYNTAX_ERROR}
+    for name, text in files.items():
+        (tmp_path / f"{name}.py").write_text(text)
+    procs = {name: start_module("check_model", str(tmp_path / f"{name}.py"))
+             for name in files}
+    procs["absent"] = start_module("check_model", str(tmp_path / "absent.py"))
+    results = {name: json_result(proc) for name, proc in procs.items()}
+
+    code, good = results["good"]
+    assert code == 0, good
+    assert good["ok"] is True and good["num_examples"] == 120
+    assert good["input_shape"] == [4] and good["output_shape"] == [3]
+
+    expected = {
+        "labels": "The labels do not fit the model output: labels range 7..8 but the model "
+                  "outputs 3 logits (classes 0..2)",
+        "missing": "Your model file does not define make_dataset() (it must define "
+                   "build_model() and make_dataset())",
+        "syntax": "Your model file has a syntax error at line 9: invalid syntax",
+        "absent": f"Model file not found: {tmp_path / 'absent.py'}",
+    }
+    for name, error in expected.items():
+        code, result = results[name]
+        assert code == 1 and result["ok"] is False
+        assert result["error"] == error
+        assert "traceback" in result
+
+
+def test_tf_probe_prints_one_json_object() -> None:
+    code, probe = json_result(start_module("tf_probe"))
+    assert code == 0
+    assert probe["error"] is None
+    assert probe["tensorflow"].startswith("2.") and probe["keras"].startswith("3.")
+    assert isinstance(probe["built_with_cuda"], bool)
+    assert any(d["type"] == "CPU" for d in probe["devices"])
