@@ -13,6 +13,7 @@ the PIDs and names this module created.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import pwd
 import secrets
@@ -27,6 +28,9 @@ from pathlib import Path
 
 TEST_USER = "dtgui-test"
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+# One lab at a time on a machine: two test sessions would reset each other's test account.
+LOCK_FILE = Path("/run/lock/dtgui-sshlab.lock")
+LOCK_WAIT = 900.0
 
 
 def unavailable_reason() -> str:
@@ -90,11 +94,13 @@ class SshLab:
         self.home = Path()
         self.startup_seconds = 0.0
         self.notes: list[str] = []
+        self._lock_fd: int | None = None
 
     # -- set-up -------------------------------------------------------------------------------
     def start(self) -> SshLab:
         t0 = time.monotonic()
         try:
+            self._lock()
             self._user()
             self.plain_key = keygen(self.keys / "plain")
             self.pass_key = keygen(self.keys / "protected", self.passphrase)
@@ -105,6 +111,8 @@ class SshLab:
             auth.chmod(0o644)
             Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
             try:
+                if os.environ.get("DTGUI_SSHLAB_LOOPBACK"):
+                    raise OSError("DTGUI_SSHLAB_LOOPBACK is set")
                 self._netns()
             except (subprocess.CalledProcessError, OSError) as exc:
                 self.notes.append(f"network namespaces unavailable ({_err(exc)}); using loopback")
@@ -119,6 +127,21 @@ class SshLab:
             raise
         self.startup_seconds = time.monotonic() - t0
         return self
+
+    def _lock(self) -> None:
+        LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + LOCK_WAIT
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    os.close(fd)
+                    raise RuntimeError(f"another test session holds {LOCK_FILE}") from None
+                time.sleep(0.2)
+        self._lock_fd = fd
 
     def _user(self) -> None:
         try:
@@ -245,6 +268,9 @@ class SshLab:
                     host.proc.wait(5)
         self._teardown_net()
         shutil.rmtree(self.dir, ignore_errors=True)
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = None
 
     def _teardown_net(self) -> None:
         for ns in reversed(self.namespaces):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from worker_helpers import (
     RAISING_MODEL,
     SYNTAX_ERROR,
     assert_trained,
+    copy_worker_package,
     finish,
     free_ports,
     json_result,
@@ -211,10 +214,34 @@ def test_user_model_that_raises_gives_a_clear_failed_event(tmp_path: Path) -> No
     assert "\n" not in failed["error"]
 
 
-def test_user_model_file_trains(tmp_path: Path) -> None:
-    bundle = make_bundle(tmp_path, make_plan(steps=3), user_model=GOOD_MODEL)
-    code, events = run_task(bundle)
-    assert_trained(code, events, steps=3, replicas=1, log=log_text(bundle, "worker:0"))
+def test_bundle_copy_trains_a_user_model_with_float16(tmp_path: Path) -> None:
+    """The package runs as the bundle's ``dtgui_worker`` copy (relative imports only), with a
+    user's model file, mixed_float16 (LossScaleOptimizer) and a checkpoint."""
+    bundle = make_bundle(tmp_path, make_plan(steps=3, precision="mixed_float16",
+                                             checkpoint_every=2), user_model=GOOD_MODEL)
+    copy_worker_package(bundle)
+    proc = start_task(bundle, "worker:0", package="dtgui_worker")
+    code, events = finish(proc, bundle)
+    log = log_text(bundle, "worker:0")
+    assert_trained(code, events, steps=3, replicas=1, log=log)
+    assert [e["step"] for e in kinds(events, "checkpoint")] == [2, 3]
+    assert "this print must not break" in log  # the user's own output goes to the task log
+    assert "/dtgui/worker/" not in log
+
+
+def test_worker_package_contract() -> None:
+    """Relative imports only, and importing the package does not import TensorFlow."""
+    worker = Path(__file__).resolve().parents[1] / "dtgui" / "worker"
+    for path in worker.glob("*.py"):
+        text = path.read_text()
+        assert "from dtgui" not in text and "import dtgui" not in text, path.name
+        assert len(text.splitlines()) <= 400, path.name
+    code = ("import sys, dtgui.worker, dtgui.worker.events, dtgui.worker.model_file, "
+            "dtgui.worker.netcheck, dtgui.worker.supervisor, dtgui.worker.train; "
+            "print('tensorflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=worker.parents[1], text=True,
+                         capture_output=True, check=True).stdout
+    assert out.strip() == "False"
 
 
 def test_check_model_good_and_bad_files(tmp_path: Path) -> None:

@@ -82,16 +82,28 @@ def env_for(cluster: dict[str, list[str]] | None = None, task: str | None = None
     return env
 
 
+def copy_worker_package(bundle: Path) -> None:
+    """Copy dtgui/worker into the bundle as ``dtgui_worker``, as the bundle renderer does."""
+    shutil.copytree(REPO / "dtgui" / "worker", bundle / "dtgui_worker",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+
+
 def start_task(bundle: Path, task: str, cluster: dict[str, list[str]] | None = None,
-               out: str = "output", tf_log_level: str = "1") -> subprocess.Popen[bytes]:
-    """Start ``python -m dtgui.worker.train`` for one task, logging to output/logs/<task>.log."""
+               out: str = "output", tf_log_level: str = "1",
+               package: str = "dtgui.worker") -> subprocess.Popen[bytes]:
+    """Start ``python -m <package>.train`` for one task (in its own session, like the
+    launcher), logging to output/logs/<task>.log. With package="dtgui_worker" the repo is
+    not on the path: the bundle's own copy runs."""
     logs = bundle / out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     log = open(logs / f"{task.replace(':', '-')}.log", "wb")  # noqa: SIM115
-    cmd = [PYTHON, "-m", "dtgui.worker.train", "--plan", "plan.json", "--task", task,
+    cmd = [PYTHON, "-m", f"{package}.train", "--plan", "plan.json", "--task", task,
            "--out", out]
-    proc = subprocess.Popen(cmd, cwd=bundle, env=env_for(cluster, task, tf_log_level), stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    env = env_for(cluster, task, tf_log_level)
+    if package != "dtgui.worker":
+        env.pop("PYTHONPATH", None)
+    proc = subprocess.Popen(cmd, cwd=bundle, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
     log.close()
     return proc
 

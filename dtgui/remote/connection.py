@@ -44,7 +44,7 @@ __all__ = [
     "ConnectError", "ConnectResult", "ConnectTimeout", "ConnectionRefused", "HostUnreachable",
     "InvalidMachine", "KeyFileError", "KeyRefused", "NameNotResolved", "SecretRequired",
     "SshProtocolError", "UnknownHostKeyError", "WrongPassphrase", "WrongPassword", "connect",
-    "connect_many", "install_public_key", "run",
+    "connect_many", "install_public_key", "run", "run_script",
 ]
 
 log = logging.getLogger(__name__)
@@ -408,7 +408,16 @@ def run(client: paramiko.SSHClient, argv: Sequence[str], timeout: float = 60.0, 
         chan.close()
 
 
-# Runs as `sh -c SCRIPT dtgui LINE KEY_ID`: the key arrives as data ($1, $2), never as code.
+def run_script(client: paramiko.SSHClient, script: str, args: Sequence[str] = (),
+               timeout: float = 60.0) -> tuple[int, str, str]:
+    """Run a POSIX sh script remotely: the command line is only `sh -s -- ARGS...` (quoted),
+    the script goes on stdin, so any login shell (bash, zsh, fish, tcsh) starts it alike.
+    The script's own commands get /dev/null as stdin."""
+    body = "{\n" + script.strip("\n") + "\n} </dev/null\n"
+    return run(client, ["sh", "-s", "--", *args], timeout, stdin=body.encode("utf-8"))
+
+
+# Runs via run_script with LINE and KEY_ID as $1 and $2: the key is data, never code.
 _INSTALL_KEY = r"""
 set -e
 umask 077
@@ -435,8 +444,8 @@ def install_public_key(
                      registry=registry)
     try:
         key_id = " ".join(line.split()[:2])
-        code, out, err = run(client, ["sh", "-c", _INSTALL_KEY, "dtgui", line,
-                                      key_id], timeout=max(timeout, 15.0))
+        code, out, err = run_script(client, _INSTALL_KEY, [line, key_id],
+                                    timeout=max(timeout, 15.0))
     finally:
         client.close()
     if code != 0 or out.strip() not in ("added", "present"):

@@ -1,6 +1,6 @@
 """What a remote machine has: OS, CPU cores, RAM, Python, TensorFlow, GPUs (nvidia-smi), CUDA.
 
-One fixed shell script runs remotely as `sh -c SCRIPT` (one quoted argument: no value from
+One fixed shell script runs remotely through `sh -s` (the script on stdin; no value from
 the machine's settings is ever part of it). It prints sections headed `@@<name>`, which
 `parse_probe_output` reads; anything missing or odd gives an empty field and a warning,
 never an exception. TensorFlow is imported in its own python3 process under `timeout 60`.
@@ -14,7 +14,7 @@ import paramiko
 
 from dtgui.core.hardware import GpuInfo
 from dtgui.core.machines import RemoteFacts
-from dtgui.remote.connection import run
+from dtgui.remote.connection import run_script
 
 TF_TIMEOUT = 60
 GPU_FIELDS = "name,memory.total,memory.used,utilization.gpu,driver_version"
@@ -49,7 +49,7 @@ echo @@end
 
 def probe(client: paramiko.SSHClient, timeout: float = TF_TIMEOUT + 45.0) -> RemoteFacts:
     """Run the probe script on a connected machine (blocks; call off the UI thread)."""
-    code, out, err = run(client, ["sh", "-c", PROBE_SCRIPT], timeout=timeout)
+    code, out, err = run_script(client, PROBE_SCRIPT, timeout=timeout)
     facts = parse_probe_output(out)
     if code != 0 or "@@end" not in out:
         facts.warnings.append(
@@ -85,7 +85,7 @@ def _float(text: str) -> float:
         return 0.0
 
 
-def parse_gpu_csv(lines: list[str], cuda: str = "") -> list[GpuInfo]:
+def parse_gpu_csv(lines: list[str]) -> list[GpuInfo]:
     """Rows of `nvidia-smi --query-gpu=name,memory.total,memory.used,utilization.gpu,
     driver_version --format=csv,noheader,nounits` (MiB, percent) as GpuInfo."""
     gpus: list[GpuInfo] = []

@@ -236,9 +236,11 @@ def load_private_key(machine: Machine, passphrase: str | None) -> paramiko.PKey:
         return paramiko.PKey.from_path(path)
     except TypeError as exc:  # cryptography: "... password-protected ..." / "... encrypted"
         if "password" not in str(exc).lower() and "encrypt" not in str(exc).lower():
-            raise KeyFileError(f"The key file {path} could not be read: {exc}.", machine=machine.name) from None
+            raise KeyFileError(f"The key file {path} could not be read: {exc}.",
+                               machine=machine.name) from None
     except PermissionError:
-        raise KeyFileError(f"The key file {path} may not be read by you.", machine=machine.name) from None
+        raise KeyFileError(f"You may not read the key file {path}.",
+                           machine=machine.name) from None
     except Exception:
         raise KeyFileError(
             f"{path} is not a private key dtgui can read (OpenSSH or PEM: RSA, ECDSA, Ed25519).",
@@ -264,15 +266,21 @@ def load_private_key(machine: Machine, passphrase: str | None) -> paramiko.PKey:
 
 def check_agent(machine: Machine) -> None:
     """Raise AgentUnavailable unless an ssh-agent offers at least one key."""
-    agent = paramiko.Agent()
     try:
-        if agent.get_keys():
-            return
-    finally:
-        agent.close()
-    why = "holds no keys (add one with ssh-add)" if os.environ.get("SSH_AUTH_SOCK") else (
-        "is not running (SSH_AUTH_SOCK is not set)"
-    )
+        agent = paramiko.Agent()
+        try:
+            if agent.get_keys():
+                return
+        finally:
+            agent.close()
+        why = "holds no keys (add one with ssh-add)"
+    except Exception:  # a stale SSH_AUTH_SOCK
+        why = "could not be reached (is SSH_AUTH_SOCK stale?)"
+    sock = os.environ.get("SSH_AUTH_SOCK", "")
+    if not sock:
+        why = "is not running (SSH_AUTH_SOCK is not set)"
+    elif not os.path.exists(sock):
+        why = f"is not running ({sock} does not exist)"
     raise AgentUnavailable(
         f"{machine.name} signs in with ssh-agent, but the agent {why}. Start it, or choose a "
         "key file or password for this machine.", machine=machine.name,

@@ -30,8 +30,8 @@ PALETTE = (
     "#e6550d", "#31a354", "#756bb1", "#636363",
 )
 AUTO_DOWNSAMPLE_FACTOR = 2.0  # pyqtgraph's auto downsampling: ~2 "peak" buckets per pixel
-ENVELOPE_MIN_POINTS = 8192  # longer series are fed as their min/max envelope when following
-ENVELOPE_MAX_BLOCKS = 4096  # the envelope has 2048..4096 blocks (2 vertices each)
+ENVELOPE_MIN_POINTS = 4096  # longer series are fed as their min/max envelope when following
+ENVELOPE_MAX_BLOCKS = 2048  # the envelope has 1024..2048 blocks (2 vertices each)
 FOLLOW_HEADROOM = 0.08  # while following a run, the x range ends this fraction past the data
 
 
@@ -377,7 +377,10 @@ class PlotPanel(QFrame):
         axis.enableAutoSIPrefix(False)
         font = QFont(self.font())
         font.setPointSizeF(8.5)
-        axis.setStyle(tickFont=font, tickTextOffset=4, hideOverlappingLabels=False)
+        # Grid lines at major and first minor ticks only: the finest level doubles the cost of
+        # painting a plot (alpha-blended lines across the whole view) for little information.
+        axis.setStyle(tickFont=font, tickTextOffset=4, hideOverlappingLabels=False,
+                      maxTickLevel=1)
 
     def set_axis_label(self, name: str, text: str) -> None:
         self.plot.setLabel(name, text, color=self.theme.text, **{"font-size": "9pt"})
@@ -390,6 +393,7 @@ class PlotPanel(QFrame):
         if self.following:
             lo, hi = self._x_extent()
             if lo is not None and hi is not None:
+                lo = min(lo, 0.0)  # steps and elapsed seconds: show the axis from 0
                 span = self._x_span
                 if span is None or hi > span[1] or lo < span[0]:
                     end = hi + max(hi - lo, 1.0) * FOLLOW_HEADROOM

@@ -264,7 +264,7 @@ class DevicePanel(PlotPanel):
         if mode == "util":
             self.set_axis_label("left", "utilisation (%)")
             self.plot.enableAutoRange(axis="y", enable=False)
-            self.plot.setYRange(-4, 108, padding=0)
+            self.plot.setYRange(-6, 106, padding=0)
         else:
             self.set_axis_label("left", "memory (MiB)")
             self.plot.enableAutoRange(axis="y", enable=True)

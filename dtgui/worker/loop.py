@@ -13,6 +13,7 @@ from .model_file import ModelSource, UserError
 from .strategy import StrategyInfo
 
 SHUFFLE_BUFFER = 4096
+SHUFFLE_BYTES = 256 * 1024 * 1024
 
 
 def _check_dataset(ds: Any) -> tf.data.Dataset:
@@ -26,13 +27,28 @@ def _check_dataset(ds: Any) -> tf.data.Dataset:
     return ds
 
 
+def shuffle_buffer(spec: Any, cardinality: int) -> int:
+    """The whole data set when small, else up to SHUFFLE_BUFFER elements within ~256 MiB."""
+    size = 0
+    for leaf in tf.nest.flatten(spec):
+        shape = getattr(leaf, "shape", None)
+        dtype = getattr(leaf, "dtype", None)
+        if shape is None or dtype is None or not shape.is_fully_defined():
+            size = 0
+            break
+        size += shape.num_elements() * max(1, dtype.size)
+    limit = SHUFFLE_BUFFER if size == 0 else max(64, min(SHUFFLE_BUFFER,
+                                                         SHUFFLE_BYTES // size))
+    return cardinality if 0 < cardinality <= limit else limit
+
+
 def batched(ds: tf.data.Dataset, seed: Any, batch: int, skip_batches: int,
             shard: tuple[int, int] | None = None) -> tf.data.Dataset:
     """shuffle(seeded) -> repeat -> batch(drop_remainder) [-> skip the batches already done]."""
     if shard is not None and shard[0] > 1:
         ds = ds.shard(shard[0], shard[1])
     card = int(ds.cardinality().numpy()) if tf.executing_eagerly() else -1
-    buffer = card if 0 < card <= SHUFFLE_BUFFER else SHUFFLE_BUFFER
+    buffer = shuffle_buffer(ds.element_spec, card)
     ds = ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True).repeat()
     ds = ds.batch(batch, drop_remainder=True)
     if skip_batches > 0:

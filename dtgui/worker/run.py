@@ -20,7 +20,7 @@ from .data import make_loss, model_source
 from .events import EventWriter
 from .model_file import ModelSource, UserError
 from .progress import Progress
-from .strategy import StrategyInfo, build_strategy, split_cpu
+from .strategy import StrategyInfo, build_strategy, configure_devices
 from .summaries import Scalars
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
@@ -69,8 +69,8 @@ def versions() -> dict[str, str]:
 
 def configure(plan: dict[str, Any]) -> None:
     """Logical CPUs, seeds, determinism and the mixed-precision policy (before any op runs)."""
-    with stage("splitting the CPU into logical devices"):
-        split_cpu(plan)
+    with stage("configuring the devices"):
+        configure_devices(plan)
     keras.utils.set_random_seed(int(plan.get("seed", 42)))
     if plan.get("deterministic"):
         tf.config.experimental.enable_op_determinism()

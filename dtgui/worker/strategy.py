@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import traceback
@@ -55,10 +56,16 @@ def tf_config() -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def split_cpu(plan: dict[str, Any]) -> None:
-    """Make ``replicas_per_task`` logical CPU devices (before TensorFlow initialises)."""
+def configure_devices(plan: dict[str, Any]) -> None:
+    """Before TensorFlow initialises: GPUs grow their memory on demand (tasks may share a
+    host); on CPU, make ``replicas_per_task`` logical CPU devices."""
     replicas = int(plan.get("replicas_per_task", 1) or 1)
-    if plan.get("device_kind", "cpu") != "cpu" or replicas <= 1:
+    if plan.get("device_kind", "cpu") == "gpu":
+        for gpu in tf.config.list_physical_devices("GPU"):
+            with contextlib.suppress(RuntimeError, ValueError):
+                tf.config.experimental.set_memory_growth(gpu, True)
+        return
+    if replicas <= 1:
         return
     cpus = tf.config.list_physical_devices("CPU")
     tf.config.set_logical_device_configuration(

@@ -79,6 +79,8 @@ def supervise(plan_path: str, task: str, out_dir: str, events: EventWriter) -> i
         signal.signal(sig, _raise_stop)
     env = dict(os.environ)
     env[CHILD_ENV] = str(os.getpid())
+    # GPU indices in CUDA_VISIBLE_DEVICES are NVML's (PCI bus order); make CUDA agree.
+    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     root = package_root()
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     telemetry: Telemetry | None = None

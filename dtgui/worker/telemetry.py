@@ -25,6 +25,10 @@ def cpu_model_name() -> str:
     return platform.processor() or platform.machine() or "CPU"
 
 
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
 class _Nvml:
     """Thin guarded wrapper over pynvml (nvidia-ml-py); ``ok`` is False without a driver."""
 
@@ -37,31 +41,36 @@ class _Nvml:
 
             pynvml.nvmlInit()
             self._nv = pynvml
-            for i in self._visible_indices(pynvml.nvmlDeviceGetCount()):
-                self._handles.append((i, pynvml.nvmlDeviceGetHandleByIndex(i)))
+            handles = [pynvml.nvmlDeviceGetHandleByIndex(i)
+                       for i in range(pynvml.nvmlDeviceGetCount())]
+            uuids = [_text(pynvml.nvmlDeviceGetUUID(h)) for h in handles]
+            for i in self._visible_indices(uuids):
+                self._handles.append((i, handles[i]))
             self.ok = bool(self._handles)
         except Exception:  # no library, no driver, no GPU: fall back to the CPU
             self.ok = False
 
     @staticmethod
-    def _visible_indices(count: int) -> list[int]:
+    def _visible_indices(uuids: list[str]) -> list[int]:
+        """NVML indices of the GPUs CUDA_VISIBLE_DEVICES lets this task use."""
         env = os.environ.get("CUDA_VISIBLE_DEVICES")
         if env is None:
-            return list(range(count))
+            return list(range(len(uuids)))
         out: list[int] = []
-        for part in env.split(","):
-            part = part.strip()
-            if part.isdigit() and int(part) < count:
+        for part in (p.strip() for p in env.split(",")):
+            if part.isdigit() and int(part) < len(uuids):
                 out.append(int(part))
+            elif part.startswith(("GPU-", "MIG-")):
+                out.extend(i for i, u in enumerate(uuids) if u.startswith(part))
+            else:
+                break  # CUDA stops at the first invalid entry
         return out
 
     def sample(self) -> list[dict[str, Any]]:
         nv = self._nv
         devices: list[dict[str, Any]] = []
         for index, handle in self._handles:
-            name = nv.nvmlDeviceGetName(handle)
-            if isinstance(name, bytes):
-                name = name.decode(errors="replace")
+            name = _text(nv.nvmlDeviceGetName(handle))
             util = nv.nvmlDeviceGetUtilizationRates(handle)
             mem = nv.nvmlDeviceGetMemoryInfo(handle)
             devices.append({"kind": "gpu", "index": index, "name": str(name),

@@ -1,0 +1,322 @@
+"""The live dashboard, fed by a real RunMetrics with real parsed events (pytest-qt)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from PySide6.QtCore import QPoint, Qt  # noqa: E402
+from PySide6.QtGui import QColor  # noqa: E402
+
+from dtgui.core.events import Event, parse_line  # noqa: E402
+from dtgui.core.metrics import LOG_LINES_KEPT, RunMetrics  # noqa: E402
+from dtgui.ui.dashboard import Dashboard  # noqa: E402
+from dtgui.ui.plot_base import ENVELOPE_MIN_POINTS, Envelope  # noqa: E402
+from dtgui.ui.run_widgets import FAILED_ROW_FG, STATE_COLOURS  # noqa: E402
+
+pytestmark = pytest.mark.gui
+
+LEFT = Qt.MouseButton.LeftButton
+
+
+class FakeController:
+    """The part of RunController the dashboard uses."""
+
+    def __init__(self, metrics: RunMetrics) -> None:
+        self.metrics = metrics
+        self.state = "running"
+        self.message = ""
+        self.finished = False
+        self.stop_calls = 0
+
+    def request_stop(self) -> None:
+        self.stop_calls += 1
+        self.state = "stopping"
+
+
+def ev(kind: str, task: str = "worker:0", t: float = 1000.0, **fields: object) -> Event:
+    event = parse_line(json.dumps({"v": 1, "kind": kind, "task": task, "t": t, **fields}))
+    assert event is not None
+    return event
+
+
+def loss(rid: int, step: int) -> float:
+    return 2.0 / step + 0.1 * rid
+
+
+def steps(first: int, last: int, task: str = "worker:0", ids: tuple[int, ...] = (0, 1)
+          ) -> list[Event]:
+    out = []
+    for s in range(first, last + 1):
+        losses = [loss(r, s) for r in ids]
+        out.append(ev("step", task, 1000.0 + s, step=s, epoch=1 + s // 10,
+                      replica_losses=losses, replica_ids=list(ids),
+                      loss=sum(losses) / len(losses), examples_per_sec=100.0 + s))
+    return out
+
+
+def two_workers(first: int, last: int) -> list[Event]:
+    return steps(first, last, "worker:0", (0, 1)) + steps(first, last, "worker:1", (2, 3))
+
+
+def started(task: str, ids: list[int], total: int = 100) -> Event:
+    return ev("started", task, replicas=len(ids), replica_ids=ids, steps=total,
+              strategy="multi_worker_mirrored")
+
+
+@pytest.fixture
+def metrics() -> RunMetrics:
+    m = RunMetrics(100)
+    m.add_events([started("worker:0", [0, 1]), started("worker:1", [2, 3])])
+    return m
+
+
+@pytest.fixture
+def controller(metrics: RunMetrics) -> FakeController:
+    return FakeController(metrics)
+
+
+@pytest.fixture
+def dash(qtbot) -> Dashboard:  # type: ignore[no-untyped-def]
+    d = Dashboard()
+    qtbot.addWidget(d)
+    d.resize(1200, 800)
+    d.show()
+    yield d
+    d.detach()
+
+
+def curve_xy(dash: Dashboard, rid: int) -> tuple[np.ndarray, np.ndarray]:
+    x, y = dash.loss_panel.curves.curves[rid].getOriginalDataset()
+    assert x is not None and y is not None
+    return x, y
+
+
+def test_one_curve_per_replica_with_its_data_after_the_timer(
+        qtbot, dash: Dashboard, controller: FakeController, metrics: RunMetrics) -> None:
+    dash.attach(controller, run_name="r1", strategy="multi_worker_mirrored")
+    assert dash.timer.isActive() and dash.timer.interval() == 50
+    metrics.add_events(two_workers(1, 20))  # after attach: only the timer can show them
+    qtbot.waitUntil(lambda: dash.loss_panel.replica_ids() == [0, 1, 2, 3], timeout=3000)
+    qtbot.waitUntil(lambda: len(curve_xy(dash, 3)[0]) == 20, timeout=3000)
+    for rid in range(4):
+        x, y = curve_xy(dash, rid)
+        np.testing.assert_array_equal(x, np.arange(1, 21))
+        np.testing.assert_allclose(y, [loss(rid, s) for s in range(1, 21)])
+    colours = {dash.loss_panel.curves.curves[r].opts["pen"].color().name() for r in range(4)}
+    assert len(colours) == 4
+    labels = [label.text for _sample, label in dash.loss_panel.legend.items]
+    assert labels == ["replica 0", "replica 1", "replica 2", "replica 3"]
+    assert set(dash.throughput_panel.curves.curves) == {"worker:0", "worker:1"}
+    tx, ty = dash.throughput_panel.curves.curves["worker:1"].getOriginalDataset()
+    np.testing.assert_allclose(ty, 100.0 + np.arange(1, 21))
+    # the header follows the metrics
+    assert dash.header.name_label.text() == "r1"
+    assert "20" in dash.header.step_label.text() and dash.header.progress.value() == 20
+    assert STATE_COLOURS["running"] in dash.header.state_label.styleSheet()
+
+    metrics.add_events([ev("device", "worker:0", 1010.0, devices=[
+        {"kind": "cpu", "index": 0, "name": "x", "util": 55.0, "mem_used": 512 * 2**20,
+         "mem_total": 2**34}])])
+    qtbot.waitUntil(lambda: "worker:0 cpu0" in dash.device_panel.util.curves, timeout=3000)
+    assert "CPU" in dash.device_panel.title_label.text()
+    _x, util = dash.device_panel.util.curves["worker:0 cpu0"].getOriginalDataset()
+    assert list(util) == [55.0]
+    assert dash.device_panel.mem.last["worker:0 cpu0"] == 512.0
+
+
+def test_checkboxes_and_legend_show_and_hide_replicas(
+        qtbot, dash: Dashboard, controller: FakeController, metrics: RunMetrics) -> None:
+    metrics.add_events(two_workers(1, 10))
+    dash.attach(controller)
+    panel = dash.loss_panel
+    qtbot.waitUntil(lambda: len(panel.replica_ids()) == 4, timeout=3000)
+    chip = panel._chips[1]
+    chip.setChecked(False)
+    assert not panel.curves.curves[1].isVisible()
+    assert not panel.is_replica_visible(1)
+    # a hidden curve gets no data; shown again, it gets everything it missed
+    metrics.add_events(two_workers(11, 15))
+    qtbot.waitUntil(lambda: len(curve_xy(dash, 0)[0]) == 15, timeout=3000)
+    assert len(curve_xy(dash, 1)[0]) == 10
+    chip.setChecked(True)
+    assert panel.curves.curves[1].isVisible() and len(curve_xy(dash, 1)[0]) == 15
+
+    # a real click on replica 2's legend sample (pyqtgraph 0.14 toggles the curve itself)
+    sample = next(s for s, label in panel.legend.items if label.text == "replica 2")
+    view = panel.plot_widget
+    qtbot.waitUntil(lambda: sample.isVisible(), timeout=3000)
+    pos = view.mapFromScene(sample.sceneBoundingRect().center())
+    qtbot.mouseClick(view.viewport(), LEFT, pos=QPoint(pos.x(), pos.y()))
+    qtbot.waitUntil(lambda: not panel.curves.curves[2].isVisible(), timeout=3000)
+    assert not panel._chips[2].isChecked()  # the checkbox follows the legend
+    qtbot.mouseClick(view.viewport(), LEFT, pos=QPoint(pos.x(), pos.y()))
+    qtbot.waitUntil(lambda: panel.curves.curves[2].isVisible(), timeout=3000)
+    assert panel._chips[2].isChecked()
+
+    panel.set_all_visible(True, only=3)
+    assert [panel.is_replica_visible(r) for r in range(4)] == [False, False, False, True]
+    panel.set_all_visible(True)
+    assert all(panel.is_replica_visible(r) for r in range(4))
+
+
+def test_failed_task_row_is_red_with_its_error(
+        qtbot, dash: Dashboard, controller: FakeController, metrics: RunMetrics) -> None:
+    metrics.add_events(two_workers(1, 5))
+    dash.attach(controller)
+    error = "ResourceExhaustedError: OOM when allocating tensor"
+    metrics.add_events([ev("failed", "worker:1", 1006.0, error=error, traceback="...")])
+    controller.state = "failed"
+    controller.message = f"worker:1 failed: {error}"
+    table = dash.task_table
+
+    def row_of(task: str) -> int:
+        return next(r for r in range(table.rowCount()) if table.item(r, 0).text() == task)
+
+    qtbot.waitUntil(lambda: table.rowCount() == 2
+                    and table.item(row_of("worker:1"), 1).text() == "failed", timeout=3000)
+    row = row_of("worker:1")
+    for col in range(table.columnCount()):
+        item = table.item(row, col)
+        assert item.foreground().color() == QColor(FAILED_ROW_FG[False])
+        assert error in item.toolTip()
+    assert table.item(row, 5).text() == error
+    ok = table.item(row_of("worker:0"), 0)
+    assert ok.foreground().color() != QColor(FAILED_ROW_FG[False])
+    assert dash.log_view.task == "worker:1"  # the failed task's log is shown
+    qtbot.waitUntil(lambda: dash.header.message_label.isVisible(), timeout=3000)
+    assert error in dash.header.message_label.text()
+    assert STATE_COLOURS["failed"] in dash.header.state_label.styleSheet()
+
+
+def test_log_view_appends_only_new_lines_and_survives_the_buffer_wrapping(
+        qtbot, dash: Dashboard, controller: FakeController, metrics: RunMetrics) -> None:
+    dash.attach(controller)
+    text = dash.log_view.text
+    metrics.add_log_lines("worker:0", ["line 1", "line 2"])
+    qtbot.waitUntil(lambda: text.toPlainText() == "line 1\nline 2", timeout=3000)
+    metrics.add_log_lines("worker:0", ["line 3"])
+    qtbot.waitUntil(lambda: text.toPlainText() == "line 1\nline 2\nline 3", timeout=3000)
+    assert text.isReadOnly()
+    assert text.document().maximumBlockCount() == LOG_LINES_KEPT
+
+    # following the end: more lines keep the view at the bottom
+    metrics.add_log_lines("worker:0", [f"more {i}" for i in range(200)])
+    qtbot.waitUntil(lambda: text.toPlainText().endswith("more 199"), timeout=3000)
+    bar = text.verticalScrollBar()
+    assert bar.maximum() > 0 and bar.value() == bar.maximum()
+    # scrolled up: new lines do not move the view
+    bar.setValue(0)
+    metrics.add_log_lines("worker:0", ["after scroll"])
+    qtbot.waitUntil(lambda: text.toPlainText().endswith("after scroll"), timeout=3000)
+    assert bar.value() == 0
+
+    # more than the deque keeps arrive at once: only the kept lines, none twice, in order
+    bar.setValue(bar.maximum())
+    metrics.add_log_lines("worker:0", [f"flood {i}" for i in range(LOG_LINES_KEPT + 300)])
+    qtbot.waitUntil(lambda: text.toPlainText().endswith(f"flood {LOG_LINES_KEPT + 299}"),
+                    timeout=5000)
+    lines = text.toPlainText().split("\n")
+    assert len(lines) <= LOG_LINES_KEPT
+    floods = [line for line in lines if line.startswith("flood")]
+    assert floods == [f"flood {i}" for i in range(300, LOG_LINES_KEPT + 300)][-len(floods):]
+    assert len(set(lines)) == len(lines)
+
+    # another task: its own log from the start
+    metrics.add_log_lines("worker:1", ["w1 a", "w1 b"])
+    qtbot.waitUntil(lambda: dash.log_view.combo.findText("worker:1") >= 0, timeout=3000)
+    dash.log_view.select_task("worker:1")
+    assert text.toPlainText() == "w1 a\nw1 b"
+
+
+def test_stop_button_requests_stop_once_and_run_ended_is_emitted_once(
+        qtbot, dash: Dashboard, controller: FakeController, metrics: RunMetrics) -> None:
+    metrics.add_events(two_workers(1, 30))
+    dash.attach(controller)
+    stop = dash.header.stop_button
+    qtbot.waitUntil(stop.isEnabled, timeout=3000)
+    ended: list[str] = []
+    dash.runEnded.connect(ended.append)
+    qtbot.mouseClick(stop, LEFT)
+    assert controller.stop_calls == 1
+    assert not stop.isEnabled() and stop.text() == "Stopping…"
+    qtbot.mouseClick(stop, LEFT)  # disabled: no second request
+    assert controller.stop_calls == 1
+    dash.refresh()
+    assert stop.text() == "Stopping…" and not stop.isEnabled() and ended == []
+
+    with qtbot.waitSignal(dash.runEnded, timeout=3000) as blocker:
+        controller.state = "stopped"
+        controller.finished = True
+    assert blocker.args == ["stopped"]
+    for _ in range(5):
+        dash.refresh()
+    qtbot.wait(200)
+    assert ended == ["stopped"]
+    assert not dash.timer.isActive()
+    assert not stop.isEnabled() and stop.text() == "Stop"
+    assert STATE_COLOURS["stopped"] in dash.header.state_label.styleSheet()
+    # the plots keep their data after the end
+    assert len(curve_xy(dash, 0)[0]) == 30
+
+
+def test_redraw_only_when_the_metrics_version_changed(
+        qtbot, dash: Dashboard, controller: FakeController, metrics: RunMetrics) -> None:
+    metrics.add_events(two_workers(1, 5))
+    dash.attach(controller)
+    dash.timer.stop()  # drive the ticks by hand
+    fed: list[int] = []
+    original = dash.loss_panel.update_data
+    dash.loss_panel.update_data = lambda data: (fed.append(1), original(data))  # type: ignore[method-assign]
+    count = dash.redraw_count
+    for _ in range(10):
+        dash.refresh()
+    assert dash.redraw_count == count and fed == []
+    metrics.add_events(two_workers(6, 6))
+    dash.refresh()
+    dash.refresh()
+    assert dash.redraw_count == count + 1 and fed == [1]
+    assert len(curve_xy(dash, 0)[0]) == 6
+
+
+def test_long_series_are_drawn_as_an_envelope_until_the_user_zooms(
+        qtbot, dash: Dashboard, controller: FakeController, metrics: RunMetrics) -> None:
+    n = ENVELOPE_MIN_POINTS * 3
+    metrics.add_events(steps(1, n, "worker:0", (0,)))
+    dash.attach(controller)
+    panel = dash.loss_panel
+    qtbot.waitUntil(lambda: 0 in panel.curves.curves, timeout=3000)
+    x, y = curve_xy(dash, 0)
+    assert len(x) < n // 4  # the envelope, not every point
+    assert x[-1] == n and y.max() == pytest.approx(loss(0, 1)) and y.min() == loss(0, n)
+    low, high = panel.plot.getViewBox().viewRange()[0]
+    assert low <= 1 and high >= n  # following: the whole run is in view
+    panel.plot.getViewBox().setXRange(100, 200)
+    panel.plot.getViewBox().sigRangeChangedManually.emit([True, False])  # as a mouse zoom
+    assert not panel.following
+    assert len(curve_xy(dash, 0)[0]) == n  # zoomed in: the raw series (clipped by pyqtgraph)
+    panel.plot.getViewBox().enableAutoRange()  # pyqtgraph's "A" button
+    assert panel.following and len(curve_xy(dash, 0)[0]) < n // 4
+
+
+def test_envelope_matches_a_full_recomputation_while_growing() -> None:
+    rng = np.random.default_rng(3)
+    y = rng.normal(size=50_000)
+    x = np.arange(1, len(y) + 1, dtype=float)
+    env = Envelope(max_blocks=256)
+    for n in (10, 1000, 1001, 5000, 12_345, 30_000, 50_000):
+        vx, vy = env.update(x[:n], y[:n])
+        fresh_x, fresh_y = Envelope(max_blocks=256).update(x[:n], y[:n])
+        assert vx[-1] == x[n - 1] and vy[-1] == y[n - 1]
+        assert vy.max() == y[:n].max() and vy.min() == y[:n].min()
+        assert len(vx) <= 2 * 256 + 3
+        b = env.block
+        full = n // b
+        np.testing.assert_array_equal(vy[0:2 * full:2], y[:full * b].reshape(-1, b).max(axis=1))
+        np.testing.assert_array_equal(vy[1:2 * full:2], y[:full * b].reshape(-1, b).min(axis=1))
+        if fresh_x.shape == vx.shape:
+            np.testing.assert_array_equal(fresh_y, vy)
