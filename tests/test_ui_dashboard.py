@@ -290,17 +290,19 @@ def test_long_series_are_drawn_as_an_envelope_until_the_user_zooms(
     dash.attach(controller)
     panel = dash.loss_panel
     qtbot.waitUntil(lambda: 0 in panel.curves.curves, timeout=3000)
+    curve = panel.curves.curves[0]
     x, y = curve_xy(dash, 0)
-    assert len(x) < n // 4  # the envelope, not every point
-    assert x[-1] == n and y.max() == pytest.approx(loss(0, 1)) and y.min() == loss(0, n)
+    assert curve.band and len(x) < n // 4  # the min/max band, not every point
+    assert x.max() == n and y.max() == pytest.approx(loss(0, 1)) and y.min() == loss(0, n)
     low, high = panel.plot.getViewBox().viewRange()[0]
     assert low <= 1 and high >= n  # following: the whole run is in view
     panel.plot.getViewBox().setXRange(100, 200)
     panel.plot.getViewBox().sigRangeChangedManually.emit([True, False])  # as a mouse zoom
     assert not panel.following
-    assert len(curve_xy(dash, 0)[0]) == n  # zoomed in: the raw series (clipped by pyqtgraph)
+    x, y = curve_xy(dash, 0)  # zoomed in: the raw series as a line (pyqtgraph clips it)
+    assert not curve.band and len(x) == n
     panel.plot.getViewBox().enableAutoRange()  # pyqtgraph's "A" button
-    assert panel.following and len(curve_xy(dash, 0)[0]) < n // 4
+    assert panel.following and curve.band and len(curve_xy(dash, 0)[0]) < n // 4
 
 
 def test_envelope_matches_a_full_recomputation_while_growing() -> None:
@@ -308,15 +310,15 @@ def test_envelope_matches_a_full_recomputation_while_growing() -> None:
     y = rng.normal(size=50_000)
     x = np.arange(1, len(y) + 1, dtype=float)
     env = Envelope(max_blocks=256)
-    for n in (10, 1000, 1001, 5000, 12_345, 30_000, 50_000):
-        vx, vy = env.update(x[:n], y[:n])
-        fresh_x, fresh_y = Envelope(max_blocks=256).update(x[:n], y[:n])
-        assert vx[-1] == x[n - 1] and vy[-1] == y[n - 1]
-        assert vy.max() == y[:n].max() and vy.min() == y[:n].min()
-        assert len(vx) <= 2 * 256 + 3
-        b = env.block
-        full = n // b
-        np.testing.assert_array_equal(vy[0:2 * full:2], y[:full * b].reshape(-1, b).max(axis=1))
-        np.testing.assert_array_equal(vy[1:2 * full:2], y[:full * b].reshape(-1, b).min(axis=1))
-        if fresh_x.shape == vx.shape:
-            np.testing.assert_array_equal(fresh_y, vy)
+    for n in (1, 10, 1000, 1001, 5000, 12_345, 30_000, 50_000):
+        bx, top, bottom = env.update(x[:n], y[:n])
+        assert bx[-1] == x[n - 1] and top[-1] == bottom[-1] == y[n - 1]  # the last point
+        assert top.max() == y[:n].max() and bottom.min() == y[:n].min()
+        assert np.all(np.diff(bx) >= 0) and len(bx) <= 256 + 2
+        b, full = env.block, n // env.block
+        np.testing.assert_array_equal(top[:full], y[:full * b].reshape(-1, b).max(axis=1))
+        np.testing.assert_array_equal(bottom[:full], y[:full * b].reshape(-1, b).min(axis=1))
+        fresh = Envelope(max_blocks=256)
+        fresh.block = b
+        for mine, other in zip((bx, top, bottom), fresh.update(x[:n], y[:n]), strict=True):
+            np.testing.assert_array_equal(mine, other)

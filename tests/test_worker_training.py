@@ -280,4 +280,5 @@ def test_tf_probe_prints_one_json_object() -> None:
     assert probe["error"] is None
     assert probe["tensorflow"].startswith("2.") and probe["keras"].startswith("3.")
     assert isinstance(probe["built_with_cuda"], bool)
-    assert any(d["type"] == "CPU" for d in probe["devices"])
+    assert any(d["device_type"] == "CPU" for d in probe["physical_devices"])
+    assert probe["gpu_details"] == []  # no GPU on the test machine

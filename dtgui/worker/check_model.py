@@ -70,13 +70,13 @@ def check(path: str, batch: int) -> dict[str, Any]:
     import tensorflow as tf
 
     from .data import make_loss
-    from .loop import _check_dataset
+    from .loop import check_dataset
 
     model = source.call("build_model")
     if not isinstance(model, keras.Model):
         raise UserError(f"build_model() must return a keras.Model, it returned a "
                         f"{type(model).__name__}")
-    ds = _check_dataset(source.call("make_dataset"))
+    ds = check_dataset(source.call("make_dataset"))
     card = int(ds.cardinality().numpy())
     first = _step("Reading the first batch of your data set failed",
                   lambda: list(ds.batch(batch).take(1)))

@@ -16,7 +16,7 @@ SHUFFLE_BUFFER = 4096
 SHUFFLE_BYTES = 256 * 1024 * 1024
 
 
-def _check_dataset(ds: Any) -> tf.data.Dataset:
+def check_dataset(ds: Any) -> tf.data.Dataset:
     if not isinstance(ds, tf.data.Dataset):
         raise UserError(f"make_dataset() must return a tf.data.Dataset, it returned a "
                         f"{type(ds).__name__}")
@@ -42,11 +42,8 @@ def shuffle_buffer(spec: Any, cardinality: int) -> int:
     return cardinality if 0 < cardinality <= limit else limit
 
 
-def batched(ds: tf.data.Dataset, seed: Any, batch: int, skip_batches: int,
-            shard: tuple[int, int] | None = None) -> tf.data.Dataset:
+def batched(ds: tf.data.Dataset, seed: Any, batch: int, skip_batches: int) -> tf.data.Dataset:
     """shuffle(seeded) -> repeat -> batch(drop_remainder) [-> skip the batches already done]."""
-    if shard is not None and shard[0] > 1:
-        ds = ds.shard(shard[0], shard[1])
     card = int(ds.cardinality().numpy()) if tf.executing_eagerly() else -1
     buffer = shuffle_buffer(ds.element_spec, card)
     ds = ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True).repeat()
@@ -68,7 +65,7 @@ def distributed_dataset(source: ModelSource, info: StrategyInfo, seed: int, glob
             pipelines = tf.Variable(0, dtype=tf.int64, trainable=False, name="input_pipelines")
 
         def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
-            ds = _check_dataset(source.call("make_dataset"))
+            ds = check_dataset(source.call("make_dataset"))
             per_worker = context.get_per_replica_batch_size(global_batch)
             worker_seed = pipelines.assign_add(1, read_value=True) + seed * 1000
             return batched(ds, worker_seed, per_worker, 0)
@@ -77,7 +74,7 @@ def distributed_dataset(source: ModelSource, info: StrategyInfo, seed: int, glob
             return strategy.distribute_datasets_from_function(dataset_fn)
 
         return info.coordinator.create_per_worker_dataset(per_worker_dataset_fn)
-    ds = _check_dataset(source.call("make_dataset"))
+    ds = check_dataset(source.call("make_dataset"))
     ds = batched(ds, seed, global_batch, skip_batches)
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA

@@ -19,6 +19,10 @@ from typing import Any
 
 REQUIRED = ("build_model", "make_dataset")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_TF_DETECTED = re.compile(r"Detected at node .*? defined at \(most recent call last\):\n"
+                          r"(?:\s*File .*\n|\s*\n)*")
+_TF_NODE = re.compile(r"\[\[\{\{node [^}]*\}\}\]\]|\[Op:[^\]]*\]")
+_REMOTE_TASK = re.compile(r"remote target /job:(\w+)/replica:\d+/task:(\d+)")
 
 
 class UserError(Exception):
@@ -30,9 +34,17 @@ class UserError(Exception):
         self.tb = tb
 
 
+def _strip_tf_noise(text: str) -> str:
+    """Drop TensorFlow's "Detected at node ... defined at" stacks and node/op tags."""
+    text = text.replace("Graph execution error:", "")
+    text = _TF_DETECTED.sub("", text)
+    text = _TF_NODE.sub("", text)
+    return text
+
+
 def exc_text(exc: BaseException) -> str:
     """The exception's message on one line (whitespace squeezed, at most 300 chars)."""
-    text = " ".join(_ANSI.sub("", str(exc)).split())
+    text = " ".join(_strip_tf_noise(_ANSI.sub("", str(exc))).split())
     if len(text) > 300:
         text = text[:297] + "..."
     return text or "(no message)"
@@ -41,6 +53,16 @@ def exc_text(exc: BaseException) -> str:
 def one_line(exc: BaseException) -> str:
     """``ExcType: message`` on one line."""
     return f"{type(exc).__name__}: {exc_text(exc)}"
+
+
+def describe_failure(exc: BaseException) -> str:
+    """``Type: message``, saying so when a peer task of the cluster was lost."""
+    text = one_line(exc)
+    if type(exc).__name__ in ("UnavailableError", "AbortedError", "DeadlineExceededError"):
+        match = _REMOTE_TASK.search(str(exc))
+        peer = f"{match.group(1)}:{match.group(2)}" if match else "another task"
+        return f"Lost contact with {peer}: it stopped, crashed or cannot be reached ({text})"
+    return text
 
 
 def raised_in(exc: BaseException, where: str) -> str:

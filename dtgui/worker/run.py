@@ -126,7 +126,7 @@ def build(source: ModelSource, info: StrategyInfo, plan: dict[str, Any]) -> tupl
 
 
 def sample_batch(source: ModelSource, batch: int) -> tuple[Any, Any]:
-    ds = loop._check_dataset(source.call("make_dataset"))
+    ds = loop.check_dataset(source.call("make_dataset"))
     return next(iter(ds.batch(batch).take(1)))
 
 
@@ -151,8 +151,8 @@ def agree_on_step(info: StrategyInfo, step: int) -> None:
 def run_task(plan: dict[str, Any], bundle_dir: str, out_dir: str, task: str,
              events: EventWriter) -> int:
     configure(plan)
-    if plan.get("strategy") in ("multi_worker_mirrored", "parameter_server") \
-            and not task.startswith("ps:"):
+    if plan.get("strategy") == "multi_worker_mirrored" or (
+            plan.get("strategy") == "parameter_server" and task.startswith("chief:")):
         events.log("connecting to the cluster: waits until the other tasks are up")
     with stage(f"creating the {plan.get('strategy')} strategy"), watchdog(plan, events):
         info = build_strategy(plan, task)

@@ -90,9 +90,11 @@ def supervise(plan_path: str, task: str, out_dir: str, events: EventWriter) -> i
         telemetry = Telemetry(events).start()
         code = proc.wait()
     except StopRequested as stop:
+        # The event first: run.sh / the launcher SIGKILL the group soon after their SIGTERM.
+        code = _stopped(events, stop.sig)
         if proc is not None:
             _end_child(proc)
-        return _stopped(events, stop.sig)
+        return code
     finally:
         for sig in STOP_CODES:
             signal.signal(sig, signal.SIG_IGN)  # a second signal must not cut the clean-up

@@ -1,4 +1,7 @@
-"""What TensorFlow sees here: ``python -m dtgui.worker.tf_probe`` prints ONE JSON object.
+"""What TensorFlow sees here: ``python -m dtgui.worker.tf_probe`` prints ONE JSON object:
+``python``, ``platform``, ``tensorflow``, ``keras``, ``built_with_cuda``, ``cuda_version``,
+``cudnn_version``, ``physical_devices`` ([{"name", "device_type"}]), ``gpu_details``
+([{"name", "device_name", "compute_capability"}]) and ``error`` (null when all went well).
 
 Always exits 0; when TensorFlow cannot be imported the object carries ``"error"``.
 """
@@ -16,8 +19,8 @@ from typing import Any
 def probe() -> dict[str, Any]:
     result: dict[str, Any] = {"python": platform.python_version(), "platform": platform.platform(),
                               "tensorflow": None, "keras": None, "built_with_cuda": None,
-                              "cuda_version": None, "cudnn_version": None, "devices": [],
-                              "gpus": [], "error": None}
+                              "cuda_version": None, "cudnn_version": None,
+                              "physical_devices": [], "gpu_details": [], "error": None}
     try:
         import tensorflow as tf
     except Exception as exc:
@@ -41,14 +44,15 @@ def probe() -> dict[str, Any]:
         errors.append(f"build info: {type(exc).__name__}: {exc}")
     try:
         for dev in tf.config.list_physical_devices():
-            result["devices"].append({"type": dev.device_type, "name": dev.name})
+            result["physical_devices"].append({"name": dev.name, "device_type": dev.device_type})
             if dev.device_type == "GPU":
                 details: dict[str, Any] = {}
                 with contextlib.suppress(Exception):
                     details = dict(tf.config.experimental.get_device_details(dev))
                 cc = details.get("compute_capability")
-                result["gpus"].append({"name": dev.name, "device_name": details.get("device_name"),
-                                       "compute_capability": list(cc) if cc else None})
+                result["gpu_details"].append({"name": dev.name,
+                                              "device_name": details.get("device_name"),
+                                              "compute_capability": list(cc) if cc else None})
     except Exception as exc:
         errors.append(f"listing devices: {type(exc).__name__}: {exc}")
     if errors:

@@ -19,7 +19,7 @@ import traceback
 from typing import Any
 
 from .events import EventWriter
-from .model_file import UserError, one_line
+from .model_file import UserError, describe_failure
 from .netcheck import tpu_precheck
 
 
@@ -101,7 +101,8 @@ def child_main(plan_path: str, task: str, out_dir: str, events: EventWriter) -> 
         if isinstance(exc, SystemExit):
             return fail(events, f"Failed while {stage}: something called sys.exit({exc.code})",
                         traceback.format_exc())
-        return fail(events, f"Failed while {stage}: {one_line(exc)}", traceback.format_exc())
+        return fail(events, f"Failed while {stage}: {describe_failure(exc)}",
+                    traceback.format_exc())
 
 
 if __name__ == "__main__":

@@ -1,0 +1,310 @@
+"""Connecting to machines from the UI: in the background, asking the person when needed.
+
+`ConnectFlow.start(machines, action)` runs `action(machine, secrets, report)` for every
+machine in parallel on a background thread (one `run_in_thread` job; inside it one thread per
+machine). `action` connects (usually through `connect_with`) and does its work. What it
+raises decides what happens next, on the UI thread:
+
+* `UnknownHostKeyError`: a `HostKeyDialog`; "Trust" records the key (in a thread) and runs the
+  action again; "Reject" ends that machine with a plain message.
+* `SecretRequired`: a `SecretPrompt`; the answer is kept for this batch only (and in the keyring
+  when the person asks for it), then the action runs again.
+* `ChangedHostKeyError`: refused; a `ChangedKeyDialog` explains it. Never an accept button.
+* Any other `ConnectError`: the machine ends with its plain message.
+
+One dialog at a time, opened with `open()`; `dialogShown` tells tests (and anyone) which.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from PySide6.QtCore import QObject, Qt, QThreadPool, QTimer, Signal, Slot
+from PySide6.QtWidgets import QDialog, QWidget
+
+from dtgui.core.machines import Machine, MachineRegistry
+from dtgui.remote import secrets as secret_store
+from dtgui.remote.connection import SSHClient, connect
+from dtgui.remote.hostkeys import (
+    ChangedHostKeyError,
+    ConnectError,
+    UnknownHostKeyError,
+    trust_host_key,
+)
+from dtgui.remote.secrets import SecretRequired
+from dtgui.ui.machines.hostkey_dialog import ChangedKeyDialog, HostKeyDialog
+from dtgui.ui.machines.secret_prompt import SecretPrompt
+from dtgui.ui.workers import run_in_thread
+
+log = logging.getLogger(__name__)
+CONNECT_TIMEOUT = 10.0
+MAX_ATTEMPTS = 6
+MIN_POOL_THREADS = 8
+
+
+def ensure_pool_capacity() -> None:
+    """SSH work waits on the network, not the CPU: let more than `cores` jobs run at once, so
+    a slow probe never holds up a save or the local TensorFlow probe."""
+    pool = QThreadPool.globalInstance()
+    if pool.maxThreadCount() < MIN_POOL_THREADS:
+        pool.setMaxThreadCount(MIN_POOL_THREADS)
+
+
+class Secrets:
+    """Passwords and passphrases given during one batch: machine name -> kind -> value.
+    Held in memory only, for as long as the batch runs."""
+
+    def __init__(self, initial: dict[str, dict[str, str]] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._values = {k: dict(v) for k, v in (initial or {}).items()}
+
+    def get(self, name: str | None, kind: str) -> str | None:
+        if not name:
+            return None
+        with self._lock:
+            return self._values.get(name, {}).get(kind) or None
+
+    def set(self, name: str, kind: str, value: str) -> None:
+        with self._lock:
+            self._values.setdefault(name, {})[kind] = value
+
+
+def connect_with(machine: Machine, given: Secrets, registry: MachineRegistry | None,
+                 timeout: float = CONNECT_TIMEOUT) -> SSHClient:
+    """`connect` with the secrets given for the machine and for its registered jump host."""
+    jump = registry.find(machine.jump_host) if registry and machine.jump_host.strip() else None
+    jump_name = jump.name if jump is not None else None
+    return connect(
+        machine, password=given.get(machine.name, "password"),
+        passphrase=given.get(machine.name, "passphrase"), timeout=timeout, registry=registry,
+        jump_password=given.get(jump_name, "password"),
+        jump_passphrase=given.get(jump_name, "passphrase"),
+    )
+
+
+Report = Callable[[str], None]
+Action = Callable[[Machine, Secrets, Report], Any]
+
+
+@dataclass
+class Outcome:
+    machine: Machine
+    value: Any = None
+    error: ConnectError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def message(self) -> str:
+        return str(self.error) if self.error is not None else ""
+
+
+class _Sink(QObject):
+    """Lives on the UI thread; worker threads emit into it and its slots run queued there."""
+
+    attempted = Signal(object, object, object)  # Machine, value, ConnectError | None
+    progress = Signal(str, str)
+
+    def __init__(self, parent: QObject) -> None:
+        super().__init__(parent)
+        self.handler: Callable[[Machine, Any, ConnectError | None], None] | None = None
+        self.attempted.connect(self._deliver)
+
+    @Slot(object, object, object)
+    def _deliver(self, machine: Machine, value: Any, error: ConnectError | None) -> None:
+        if self.handler is not None:
+            self.handler(machine, value, error)
+
+
+def _close(value: Any) -> None:
+    for item in value if isinstance(value, tuple) else (value,):
+        if hasattr(item, "close") and hasattr(item, "get_transport"):
+            with contextlib.suppress(Exception):
+                item.close()
+
+
+class Batch(QObject):
+    """One `start()`: per-machine progress and outcomes, then `done` with all outcomes."""
+
+    progress = Signal(str, str)  # machine name, short text
+    outcome = Signal(object)  # Outcome (final for that machine)
+    done = Signal(list)  # [Outcome] in the order given
+
+    def __init__(self, machines: Sequence[Machine], action: Action, given: Secrets,
+                 parent: QObject) -> None:
+        super().__init__(parent)
+        self.machines = list(machines)
+        self.action = action
+        self.secrets = given
+        self.outcomes: dict[str, Outcome] = {}
+        self.attempts: dict[str, int] = {}
+        self.sink = _Sink(self)
+        self.sink.progress.connect(self.progress)
+
+    @property
+    def finished(self) -> bool:
+        return len(self.outcomes) == len(self.machines)
+
+
+class ConnectFlow(QObject):
+    dialogShown = Signal(object)  # the dialog just opened
+
+    def __init__(self, dialog_parent: QWidget, registry: Callable[[], MachineRegistry | None],
+                 *, timeout: float = CONNECT_TIMEOUT, keyring_ok: bool = True,
+                 keyring_note: str = "") -> None:
+        super().__init__(dialog_parent)
+        self.dialog_parent = dialog_parent
+        self.registry = registry
+        self.timeout = timeout
+        self.keyring_ok, self.keyring_note = keyring_ok, keyring_note
+        self.dialog: QDialog | None = None
+        self._questions: deque[tuple[Batch, Machine, ConnectError]] = deque()
+        ensure_pool_capacity()
+
+    # -- starting --------------------------------------------------------------------------
+    def start(self, machines: Sequence[Machine], action: Action,
+              given: Secrets | None = None) -> Batch:
+        batch = Batch(machines, action, given or Secrets(), self)
+        if not batch.machines:
+            QTimer.singleShot(0, lambda: batch.done.emit([]))
+            return batch
+        batch.sink.handler = lambda m, v, e: self._on_attempt(batch, m, v, e)
+
+        def job() -> None:
+            workers = min(16, len(batch.machines))
+            with ThreadPoolExecutor(workers, thread_name_prefix="dtgui-machine") as pool:
+                list(pool.map(lambda m: self._attempt(batch, m), batch.machines))
+
+        for m in batch.machines:
+            batch.progress.emit(m.name, "connecting…")
+        run_in_thread(job, lambda _: None, lambda text: self._job_failed(batch, text),
+                      context=batch)
+        return batch
+
+    def _attempt(self, batch: Batch, machine: Machine) -> None:
+        """Worker thread: run the action once and hand the result to the UI thread."""
+        def report(text: str) -> None:
+            with contextlib.suppress(RuntimeError):
+                batch.sink.progress.emit(machine.name, text)
+
+        value, error = None, None
+        try:
+            value = batch.action(machine, batch.secrets, report)
+        except ConnectError as exc:
+            error = exc
+        except Exception as exc:  # a bug must not leave the row spinning forever
+            log.exception("working on %s failed unexpectedly", machine.name)
+            error = ConnectError(f"Unexpected error: {type(exc).__name__}: {exc}",
+                                 machine=machine.name)
+        try:
+            batch.sink.attempted.emit(machine, value, error)
+        except RuntimeError:  # the owner is gone: nobody will close what the action opened
+            _close(value)
+
+    def _retry(self, batch: Batch, machine: Machine) -> None:
+        batch.progress.emit(machine.name, "connecting…")
+        run_in_thread(lambda: self._attempt(batch, machine), lambda _: None,
+                      lambda text: self._job_failed(batch, text), context=batch)
+
+    def _job_failed(self, batch: Batch, text: str) -> None:
+        for m in batch.machines:
+            if m.name not in batch.outcomes:
+                self._finish(batch, Outcome(m, error=ConnectError(text.splitlines()[0])))
+
+    # -- results (UI thread) ------------------------------------------------------------------
+    def _on_attempt(self, batch: Batch, machine: Machine, value: Any,
+                    error: ConnectError | None) -> None:
+        n = batch.attempts[machine.name] = batch.attempts.get(machine.name, 0) + 1
+        if error is None:
+            self._finish(batch, Outcome(machine, value))
+        elif n >= MAX_ATTEMPTS and isinstance(error, (UnknownHostKeyError, SecretRequired)):
+            self._finish(batch, Outcome(machine, error=ConnectError(
+                f"Gave up connecting to {machine.name} after {n} tries: {error}")))
+        elif isinstance(error, UnknownHostKeyError):
+            batch.progress.emit(machine.name, "waiting for you: new host key")
+            self._ask(batch, machine, error)
+        elif isinstance(error, SecretRequired):
+            batch.progress.emit(machine.name, f"waiting for you: {error.kind}")
+            self._ask(batch, machine, error)
+        elif isinstance(error, ChangedHostKeyError):
+            self._finish(batch, Outcome(machine, error=error))
+            self._ask(batch, machine, error)
+        else:
+            self._finish(batch, Outcome(machine, error=error))
+
+    def _finish(self, batch: Batch, outcome: Outcome) -> None:
+        if outcome.machine.name in batch.outcomes:
+            return
+        batch.outcomes[outcome.machine.name] = outcome
+        batch.outcome.emit(outcome)
+        if batch.finished:
+            batch.done.emit([batch.outcomes[m.name] for m in batch.machines])
+
+    # -- questions ----------------------------------------------------------------------------
+    def _ask(self, batch: Batch, machine: Machine, error: ConnectError) -> None:
+        self._questions.append((batch, machine, error))
+        self._next_question()
+
+    def _next_question(self) -> None:
+        if self.dialog is not None or not self._questions:
+            return
+        batch, machine, error = self._questions.popleft()
+        parent = self.dialog_parent.window() if self.dialog_parent else None
+        if isinstance(error, UnknownHostKeyError):
+            dialog: QDialog = HostKeyDialog(error, machine.name, parent)
+            dialog.accepted.connect(lambda: self._trust(batch, machine, error))
+            dialog.rejected.connect(lambda: self._finish(batch, Outcome(machine, error=ConnectError(
+                f"You rejected the host key of {machine.name}; dtgui did not connect.",
+                machine=machine.name))))
+        elif isinstance(error, SecretRequired):
+            dialog = SecretPrompt(error, keyring_ok=self.keyring_ok,
+                                  keyring_note=self.keyring_note, parent=parent)
+            dialog.accepted.connect(lambda: self._got_secret(batch, machine, error, dialog))
+            dialog.rejected.connect(lambda: self._finish(batch, Outcome(machine, error=ConnectError(
+                f"No {error.kind} was given for {error.machine}; dtgui did not connect.",
+                machine=machine.name))))
+        else:
+            dialog = ChangedKeyDialog(error, machine.name, parent)  # type: ignore[arg-type]
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.finished.connect(self._dialog_closed)
+        self.dialog = dialog
+        dialog.open()
+        self.dialogShown.emit(dialog)
+
+    def _dialog_closed(self) -> None:
+        self.dialog = None
+        QTimer.singleShot(0, self._next_question)
+
+    def _trust(self, batch: Batch, machine: Machine, error: UnknownHostKeyError) -> None:
+        batch.progress.emit(machine.name, "trusting the host key…")
+
+        def trusted(_: object) -> None:
+            self._retry(batch, machine)
+
+        def failed(text: str) -> None:
+            self._finish(batch, Outcome(machine, error=ConnectError(
+                f"The host key could not be recorded: {text.splitlines()[0]}",
+                machine=machine.name)))
+
+        run_in_thread(lambda: trust_host_key(error.host, error.port, error.key), trusted, failed,
+                      context=batch)
+
+    def _got_secret(self, batch: Batch, machine: Machine, error: SecretRequired,
+                    dialog: SecretPrompt) -> None:
+        value, remember = dialog.secret(), dialog.wants_remember()
+        batch.secrets.set(error.machine, error.kind, value)
+        if remember:
+            owner, kind = error.machine, error.kind
+            run_in_thread(lambda: secret_store.set_secret(owner, kind, value), lambda _: None,
+                          lambda text: batch.progress.emit(machine.name, text.splitlines()[0]),
+                          context=batch)
+        self._retry(batch, machine)
