@@ -82,6 +82,8 @@ def task_environment(plan: Plan, task: TaskSpec) -> dict[str, str]:
     config = tf_config_json(plan, task)
     if config:
         env["TF_CONFIG"] = config
+    # GPU numbers come from NVML (PCI bus order); make CUDA number them the same way.
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     if task.gpus:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in task.gpus)
     elif plan.device_kind == "cpu":

@@ -73,4 +73,8 @@ class EventTail:
 
 
 def read_all(path: Path) -> list[Event]:
-    return EventTail(path).read_new(max_bytes=1 << 40)
+    tail = EventTail(path)
+    events: list[Event] = []
+    while batch := tail.read_new():
+        events.extend(batch)
+    return events

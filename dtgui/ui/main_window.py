@@ -31,6 +31,7 @@ from dtgui.launch.model_check import cancel_all as cancel_all_checks
 from dtgui.resources import resource
 from dtgui.ui.dashboard import Dashboard
 from dtgui.ui.machine_panel import MachinePanel
+from dtgui.ui.machines import MachinesPanel  # machines (issue 3)
 from dtgui.ui.workers import run_in_thread
 
 DEMO_STEPS = 300
@@ -126,11 +127,23 @@ class MainWindow(QMainWindow):
         self.pages = QStackedWidget()
         self.pages.addWidget(self.home)
         self.pages.addWidget(self.dashboard)
+        # machines (issue 3): the registered remote machines under "This machine" -------
+        self.machines = MachinesPanel(local_facts=lambda: self.machine.facts)
+        left = QSplitter(Qt.Orientation.Vertical)
+        left.setChildrenCollapsible(False)
+        left.addWidget(self.machine)
+        left.addWidget(self.machines)
+        left.setStretchFactor(1, 1)
+        left.setSizes([330, 470])
+        self.machine.setMaximumWidth(16777215)  # the column's width limits both panels
+        left.setMinimumWidth(380)
+        left.setMaximumWidth(620)
+        # -- end machines (issue 3) ------------------------------------------------------------
         splitter = QSplitter()
-        splitter.addWidget(self.machine)
+        splitter.addWidget(left)  # machines (issue 3): was self.machine
         splitter.addWidget(self.pages)
         splitter.setStretchFactor(1, 1)
-        splitter.setSizes([360, 1040])
+        splitter.setSizes([470, 930])  # machines (issue 3): was [360, 1040]
         self.setCentralWidget(splitter)
 
         toolbar = self.addToolBar("Main")
@@ -141,6 +154,13 @@ class MainWindow(QMainWindow):
         self.act_dashboard = QAction("Dashboard", self)
         for act in (self.act_home, self.act_new, self.act_demo, self.act_dashboard):
             toolbar.addAction(act)
+        # machines (issue 3): the cluster doctor --------------------------------------------
+        toolbar.addSeparator()
+        self.act_doctor = QAction("Cluster doctor…", self)
+        self.act_doctor.setToolTip("Check that the registered machines can train together")
+        self.act_doctor.triggered.connect(self.machines.open_doctor)
+        toolbar.addAction(self.act_doctor)
+        # -- end machines (issue 3) ------------------------------------------------------------
         self.act_dashboard.setEnabled(False)
         self.act_home.triggered.connect(lambda: self.pages.setCurrentWidget(self.home))
         self.act_dashboard.triggered.connect(lambda: self.pages.setCurrentWidget(self.dashboard))

@@ -85,73 +85,37 @@ def format_elapsed(seconds: float) -> str:
     return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
 
 
-class SeriesCurve(pg.PlotDataItem):
-    """A series' line, or - for a long series while the plot follows the whole run - the
-    series' min/max envelope drawn as one filled band.
-
-    A band paints the same pixels as pyqtgraph's "peak" downsampling (a vertical min..max
-    stroke per pixel column) with one polygon fill instead of thousands of strokes: about
-    4x less painting time, which is what keeps 16 replicas x 100k steps within a frame.
-    """
-
-    def __init__(self, colour: QColor, name: str) -> None:
-        self.colour = QColor(colour)
-        self.line_pen = pg.mkPen(self.colour, width=1)
-        super().__init__(name=name, pen=self.line_pen, antialias=False, skipFiniteCheck=True)
-        self.band = False
-        self.setDownsampling(auto=True, method="peak")
-        self.setClipToView(True)
-        # pyqtgraph's default (5 buckets per pixel, 10 vertices per pixel column) costs 2.5x
-        # more to compute and to draw for no visible difference with "peak".
-        self.opts["autoDownsampleFactor"] = AUTO_DOWNSAMPLE_FACTOR
-
-    def set_band(self, on: bool) -> None:
-        if on == self.band:
-            return
-        self.band = on
-        if on:  # a closed polygon: x goes back, so neither clipping nor downsampling apply
-            self.setClipToView(False)
-            self.setDownsampling(ds=1, auto=False)
-            self.setFillBrush(self.colour)
-            self.setFillLevel("enclosed")
-            self.setPen(None)
-        else:
-            self.setPen(self.line_pen)
-            self.setFillLevel(None)
-            self.setFillBrush(None)
-            self.setDownsampling(auto=True, method="peak")
-            self.setClipToView(True)
-
-    ZIGZAG = False
-
-    def show_band(self, bx: np.ndarray, top: np.ndarray, bottom: np.ndarray) -> None:
-        if SeriesCurve.ZIGZAG:
-            self.set_band(False)
-            vx = np.repeat(bx, 2)
-            vy = np.empty(len(vx))
-            vy[0::2] = top
-            vy[1::2] = bottom
-            self.setData(vx, vy)
-            return
-        self.set_band(True)
-        self.setData(np.concatenate([bx, bx[::-1]]), np.concatenate([top, bottom[::-1]]))
-
-    def show_line(self, x: np.ndarray, y: np.ndarray) -> None:
-        self.set_band(False)
-        self.setData(x, y)
+def make_curve(colour: QColor, name: str) -> pg.PlotDataItem:
+    item = pg.PlotDataItem(name=name, pen=pg.mkPen(colour, width=1), antialias=False,
+                           skipFiniteCheck=True)
+    item.setDownsampling(auto=True, method="peak")
+    item.setClipToView(True)
+    # pyqtgraph's default (5 buckets per pixel, 10 vertices per pixel column) costs 2.5x more
+    # to compute and to draw for no visible difference with "peak".
+    item.opts["autoDownsampleFactor"] = AUTO_DOWNSAMPLE_FACTOR
+    return item
 
 
 class LineSample(ItemSample):
-    """Legend sample: a short line in the series' colour (also while it is drawn as a band);
-    pyqtgraph's crossed-out eye when hidden; a click shows/hides the series."""
+    """Legend sample: a 2 px line in the series' colour (pyqtgraph's crossed-out eye when
+    hidden); a click shows/hides the series."""
 
     def paint(self, p: QPainter, *args: object) -> None:
-        colour = getattr(self.item, "colour", None)
-        if colour is None or not self.item.isVisible():
+        if not self.item.isVisible():
             super().paint(p, *args)
             return
-        p.setPen(pg.mkPen(colour, width=2))
+        p.setPen(pg.mkPen(self.item.opts["pen"].color(), width=2))
         p.drawLine(2, 11, 18, 11)
+
+
+def zigzag(bx: np.ndarray, top: np.ndarray, bottom: np.ndarray) -> XY:
+    """Envelope blocks as the vertices pyqtgraph's "peak" downsampling draws:
+    (x0, max0), (x0, min0), (x1, max1), ..."""
+    vx = np.repeat(bx, 2)
+    vy = np.empty(len(vx))
+    vy[0::2] = top
+    vy[1::2] = bottom
+    return vx, vy
 
 
 class Envelope:
@@ -215,10 +179,10 @@ class CurveSet:
     """Curves keyed by series name, created on first sight, then fed with `setData`."""
 
     def __init__(self, target: pg.PlotItem | pg.ViewBox,
-                 factory: Callable[[object, int], SeriesCurve]) -> None:
+                 factory: Callable[[object, int], pg.PlotDataItem]) -> None:
         self._target = target
         self._factory = factory
-        self.curves: dict[object, SeriesCurve] = {}
+        self.curves: dict[object, pg.PlotDataItem] = {}
         self.raw: dict[object, XY] = {}  # the latest full series of every curve
         self.last: dict[object, float] = {}  # latest y of every series, shown or not
         self._fed_len: dict[object, int] = {}
@@ -251,11 +215,9 @@ class CurveSet:
         x, y = self.raw[key]
         self._fed_len[key] = len(x)
         self._pending.discard(key)
-        curve = self.curves[key]
         if self.use_envelope and len(x) > ENVELOPE_MIN_POINTS:
-            curve.show_band(*self._envelopes.setdefault(key, Envelope()).update(x, y))
-        else:
-            curve.show_line(x, y)
+            x, y = zigzag(*self._envelopes.setdefault(key, Envelope()).update(x, y))
+        self.curves[key].setData(x, y)
 
     def flush(self, key: object) -> None:
         """Give a curve that was hidden the data it missed."""
@@ -382,7 +344,7 @@ class PlotPanel(QFrame):
         view.sigRangeChangedManually.connect(self._user_moved_view)
         view.sigStateChanged.connect(self._view_state_changed)
 
-    def add_curve_set(self, factory: Callable[[object, int], SeriesCurve]) -> CurveSet:
+    def add_curve_set(self, factory: Callable[[object, int], pg.PlotDataItem]) -> CurveSet:
         curves = CurveSet(self.plot, factory)
         self.curve_sets.append(curves)
         return curves

@@ -15,8 +15,8 @@ from dtgui.ui.plot_base import (
     LineSample,
     PlotPanel,
     PlotTheme,
-    SeriesCurve,
     ZeroAnchor,
+    make_curve,
     series_colour,
     swatch_html,
     swatch_icon,
@@ -59,8 +59,8 @@ class LossPanel(PlotPanel):
         self.log_check.toggled.connect(lambda on: self.plot.setLogMode(y=on))
         self.header.addWidget(self.log_check)
 
-    def _make(self, key: object, index: int) -> SeriesCurve:
-        return SeriesCurve(series_colour(int(key)), f"replica {key}")  # type: ignore[call-overload]
+    def _make(self, key: object, index: int) -> pg.PlotDataItem:
+        return make_curve(series_colour(int(key)), f"replica {key}")  # type: ignore[call-overload]
 
     def update_data(self, data: Mapping[int, XY]) -> None:
         new = self.curves.update(data)  # type: ignore[arg-type]
@@ -168,8 +168,8 @@ class ThroughputPanel(PlotPanel):
         self.curves = self.add_curve_set(self._make)
         self._anchor = ZeroAnchor(self.plot.getViewBox())
 
-    def _make(self, key: object, index: int) -> SeriesCurve:
-        return SeriesCurve(series_colour(index), str(key))
+    def _make(self, key: object, index: int) -> pg.PlotDataItem:
+        return make_curve(series_colour(index), str(key))
 
     def clear(self) -> None:
         self.curves.clear()
@@ -240,13 +240,13 @@ class DevicePanel(PlotPanel):
             self._colours[label] = series_colour(len(self._colours))
         return self._colours[label]
 
-    def _make_util(self, key: object, index: int) -> SeriesCurve:
-        curve = SeriesCurve(self._colour(str(key)), f"{key} utilisation")
+    def _make_util(self, key: object, index: int) -> pg.PlotDataItem:
+        curve = make_curve(self._colour(str(key)), f"{key} utilisation")
         curve.setVisible(self.mode == "util")
         return curve
 
-    def _make_mem(self, key: object, index: int) -> SeriesCurve:
-        curve = SeriesCurve(self._colour(str(key)), f"{key} memory")
+    def _make_mem(self, key: object, index: int) -> pg.PlotDataItem:
+        curve = make_curve(self._colour(str(key)), f"{key} memory")
         curve.setVisible(self.mode == "mem")
         return curve
 

@@ -1,0 +1,293 @@
+"""The cluster doctor: pick machines and a port, run, read one table with a fix per problem.
+
+Connecting (with host-key and password questions), probing, the port and reachability
+checks all run in the background; the dialog shows progress and never blocks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+from PySide6.QtCore import QObject, Qt, Signal, Slot
+from PySide6.QtGui import QBrush, QColor, QFont
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QDialog,
+    QDialogButtonBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QListView,
+    QListWidget,
+    QListWidgetItem,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from dtgui.core.doctor import DEFAULT_PORT, FAIL, OK, WARN, Check, build_checks, summary
+from dtgui.core.hardware import MachineFacts
+from dtgui.core.machines import Machine, MachineRegistry
+from dtgui.remote.doctor_checks import run_doctor_checks
+from dtgui.remote.probe import probe
+from dtgui.ui.machines.connect_flow import ConnectFlow, Outcome, Secrets, connect_with
+from dtgui.ui.workers import run_in_thread
+
+COLUMNS = ["Machine", "Check", "Status", "Detail", "Suggested fix"]
+STATUS_TEXT = {OK: "✓ OK", WARN: "⚠ Warning", FAIL: "✗ Problem"}
+STATUS_COLOR = {OK: "#15803d", WARN: "#b45309", FAIL: "#b91c1c"}
+ROW_TINT = {OK: "", WARN: "#fffbeb", FAIL: "#fef2f2"}
+
+
+class _Progress(QObject):
+    text = Signal(str)
+
+    def __init__(self, handler: Callable[[str], None], parent: QObject) -> None:
+        super().__init__(parent)
+        self._handler = handler
+        self.text.connect(self._deliver)
+
+    @Slot(str)
+    def _deliver(self, text: str) -> None:
+        self._handler(text)
+
+
+class DoctorDialog(QDialog):
+    finishedRun = Signal(list)  # [Check]: the table's rows, once a run has ended
+
+    def __init__(self, registry: MachineRegistry, local: MachineFacts | None,
+                 chosen: list[str] | None = None, *, keyring_ok: bool = True,
+                 keyring_note: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.registry = registry
+        self.local = local
+        self.checks: list[Check] = []
+        self.running = False
+        self.setWindowTitle("Cluster doctor")
+        self.resize(1240, 720)
+
+        title = QLabel("Cluster doctor")
+        title.setObjectName("pageTitle")
+        intro = QLabel(
+            "Checks that the chosen machines can train together: the same TensorFlow as this "
+            "machine, Python and GPU drivers, a free port on each, and whether every machine "
+            "reaches that port on every other one (tested from the machines themselves)."
+        )
+        intro.setWordWrap(True)
+        intro.setObjectName("muted")
+
+        self.machine_list = QListWidget()
+        self.machine_list.setFlow(QListView.Flow.LeftToRight)
+        self.machine_list.setWrapping(True)
+        self.machine_list.setSpacing(2)
+        self.machine_list.setFixedHeight(62)
+        for machine in registry.list():
+            item = QListWidgetItem(f"{machine.name}  ")
+            item.setData(Qt.ItemDataRole.UserRole, machine.name)
+            item.setToolTip(machine.address)
+            item.setFlags(Qt.ItemFlag.ItemIsUserCheckable | Qt.ItemFlag.ItemIsEnabled)
+            picked = chosen is None or machine.name in chosen
+            item.setCheckState(Qt.CheckState.Checked if picked else Qt.CheckState.Unchecked)
+            self.machine_list.addItem(item)
+        self.machine_list.itemChanged.connect(self._update)
+        self.port_spin = QSpinBox()
+        self.port_spin.setRange(1024, 65535)
+        self.port_spin.setValue(DEFAULT_PORT)
+        self.port_spin.setToolTip("The port the TensorFlow tasks will listen on")
+        self.run_button = QPushButton("Run checks")
+        self.run_button.setObjectName("primaryButton")
+        self.run_button.clicked.connect(self.run)
+        pick = QHBoxLayout()
+        pick.addWidget(QLabel("Machines"))
+        pick.addWidget(self.machine_list, 1)
+        pick.addSpacing(12)
+        pick.addWidget(QLabel("Port"))
+        pick.addWidget(self.port_spin)
+        pick.addSpacing(12)
+        pick.addWidget(self.run_button)
+
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 0)
+        self.progress.setMaximumHeight(6)
+        self.progress.setTextVisible(False)
+        self.progress.hide()
+        self.status_label = QLabel("Choose the machines and the port, then Run checks.")
+        self.status_label.setWordWrap(True)
+        self.only_problems = QCheckBox("Only problems")
+        self.only_problems.toggled.connect(lambda _: self._fill())
+        status_row = QHBoxLayout()
+        status_row.addWidget(self.status_label, 1)
+        status_row.addWidget(self.only_problems)
+
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setObjectName("doctorTable")
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setWordWrap(True)
+        self.table.setShowGrid(False)
+        self.table.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        header = self.table.horizontalHeader()
+        header.setHighlightSections(False)
+        for col, width in enumerate((120, 130, 96)):
+            header.setSectionResizeMode(col, QHeaderView.ResizeMode.Interactive)
+            self.table.setColumnWidth(col, width)
+        header.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(4, QHeaderView.ResizeMode.Stretch)
+        header.sectionResized.connect(lambda *_: self.table.resizeRowsToContents())
+
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        buttons.rejected.connect(self.reject)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(20, 16, 20, 14)
+        layout.setSpacing(10)
+        layout.addWidget(title)
+        layout.addWidget(intro)
+        layout.addLayout(pick)
+        layout.addWidget(self.progress)
+        layout.addLayout(status_row)
+        layout.addWidget(self.table, 1)
+        layout.addWidget(buttons)
+
+        self.flow = ConnectFlow(self, lambda: self.registry, keyring_ok=keyring_ok,
+                                keyring_note=keyring_note)
+        self._progress_sink = _Progress(self._show_progress, self)
+        self._update()
+
+    # -- state -----------------------------------------------------------------------------------
+    def chosen(self) -> list[Machine]:
+        names = [self.machine_list.item(i).data(Qt.ItemDataRole.UserRole)
+                 for i in range(self.machine_list.count())
+                 if self.machine_list.item(i).checkState() == Qt.CheckState.Checked]
+        return [self.registry.get(n) for n in names if n in self.registry]
+
+    def set_chosen(self, names: list[str]) -> None:
+        for i in range(self.machine_list.count()):
+            item = self.machine_list.item(i)
+            on = item.data(Qt.ItemDataRole.UserRole) in names
+            item.setCheckState(Qt.CheckState.Checked if on else Qt.CheckState.Unchecked)
+
+    def _update(self, *_: object) -> None:
+        self.run_button.setEnabled(not self.running and bool(self.chosen()))
+
+    def _show_progress(self, text: str) -> None:
+        if self.running:
+            self.status_label.setText(text)
+
+    # -- running ---------------------------------------------------------------------------------
+    def run(self) -> None:
+        machines = self.chosen()
+        if self.running or not machines:
+            return
+        self.running = True
+        self.port = port = self.port_spin.value()
+        self.checks = []
+        self._fill()
+        self.progress.show()
+        self._update()
+        self.status_label.setObjectName("")
+        self.status_label.setText(f"Connecting to {len(machines)} machine(s)…")
+        registry = self.registry
+
+        def action(machine: Machine, secrets: Secrets, report: Callable[[str], None]):
+            client = connect_with(machine, secrets, registry)
+            try:
+                report("probing Python, TensorFlow and GPUs…")
+                return client, probe(client)
+            except BaseException:
+                client.close()
+                raise
+
+        batch = self.flow.start(machines, action)
+        batch.progress.connect(lambda name, text: self._show_progress(f"{name}: {text}"))
+        batch.done.connect(lambda outcomes: self._connected(outcomes, port))
+
+    def _connected(self, outcomes: list[Outcome], port: int) -> None:
+        clients = {o.machine.name: o.value[0] for o in outcomes if o.ok}
+        facts = {o.machine.name: o.value[1] for o in outcomes if o.ok}
+        errors = {o.machine.name: o.message for o in outcomes if not o.ok}
+        machines = {o.machine.name: o.machine for o in outcomes}
+        sink = self._progress_sink
+        pairs = len(clients) * (len(clients) - 1)
+        self._show_progress(f"Testing port {port} on {len(clients)} machine(s) and "
+                            f"{pairs} path(s) between them…")
+
+        def emit(text: str) -> None:
+            with contextlib.suppress(RuntimeError):  # the dialog was closed meanwhile
+                sink.text.emit(text)
+
+        def work():
+            try:
+                return run_doctor_checks(clients, machines, port, on_progress=emit)
+            finally:
+                for client in clients.values():
+                    client.close()
+
+        def done(result) -> None:
+            ports, reach = result
+            self._finish(build_checks(self.local, facts, port, ports, reach, errors))
+
+        def failed(text: str) -> None:
+            self._finish(build_checks(self.local, facts, port, errors=errors), text)
+
+        run_in_thread(work, done, failed, context=self)
+
+    def _finish(self, checks: list[Check], error: str = "") -> None:
+        self.running = False
+        self.progress.hide()
+        self.checks = checks
+        self._fill()
+        fails, warns = summary(checks)
+        if error:
+            text, name = f"The checks stopped: {error.splitlines()[0]}", "errorText"
+        elif fails or warns:
+            parts = [f"{n} {w}{'s' if n != 1 else ''}" for n, w in
+                     ((fails, "problem"), (warns, "warning")) if n]
+            text = (f"{' and '.join(parts)} found — "
+                    + ("fix the red rows before training on these machines."
+                       if fails else "training can run; consider the fixes."))
+            name = "errorText" if fails else ""
+        else:
+            text = (f"✓ All {len(checks)} checks passed: these machines can train together on "
+                    f"port {self.port}.")
+            name = "okText"
+        self.status_label.setObjectName(name)
+        self.status_label.style().unpolish(self.status_label)
+        self.status_label.style().polish(self.status_label)
+        self.status_label.setText(text)
+        self._update()
+        self.finishedRun.emit(checks)
+
+    def _fill(self) -> None:
+        rows = [c for c in self.checks if c.status != OK or not self.only_problems.isChecked()]
+        self.table.setRowCount(len(rows))
+        bold = QFont(self.table.font())
+        bold.setBold(True)
+        for r, check in enumerate(rows):
+            cells = [check.machine, check.topic, STATUS_TEXT.get(check.status, check.status),
+                     check.detail, check.fix]
+            tint = ROW_TINT.get(check.status, "")
+            for c, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setToolTip(text)
+                item.setTextAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+                if tint:
+                    item.setBackground(QBrush(QColor(tint)))
+                if c == 2:
+                    item.setForeground(QBrush(QColor(STATUS_COLOR.get(check.status, "#111827"))))
+                    item.setFont(bold)
+                self.table.setItem(r, c, item)
+        self.table.resizeRowsToContents()
+
+    def status_of(self, machine: str, topic_prefix: str) -> Check | None:
+        """The first row for `machine` whose topic starts with `topic_prefix` (tests, scripts)."""
+        return next((c for c in self.checks
+                     if c.machine == machine and c.topic.startswith(topic_prefix)), None)

@@ -1,0 +1,121 @@
+"""The app runs what it exports: real bundles, real TensorFlow processes, real signals."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from runs import live_members, replica_losses
+
+from dtgui.core.bundle import render_bundle
+from dtgui.core.cluster import place_local
+from dtgui.core.plan import Plan
+from dtgui.launch.local_run import LaunchError, RunController, launch_plan
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def wait_done(controller: RunController, timeout: float = 240) -> None:
+    assert controller.wait(timeout), "the run did not end in time"
+
+
+@pytest.mark.parametrize(("strategy", "replicas"), [("one_device", 1), ("mirrored", 2)])
+def test_exported_bundle_reproduces_the_in_app_run_bit_for_bit(
+    tmp_path: Path, strategy: str, replicas: int
+) -> None:
+    plan = Plan(run_name=f"repro-{strategy}", strategy=strategy, replicas_per_task=replicas,
+                steps=8, steps_per_epoch=4, checkpoint_every=0, seed=1234)
+    controller = launch_plan(plan, tmp_path / "runs")
+    wait_done(controller)
+    assert controller.state == "finished", controller.message
+    in_app = replica_losses(controller.bundle.events_file(controller.bundle.plan.tasks[0]))
+
+    # Export the same plan with the command line, then run it by hand with plain python.
+    out = tmp_path / "exported"
+    subprocess.run(
+        [sys.executable, "-m", "dtgui", "export", str(out), "--strategy", strategy,
+         "--replicas", str(replicas), "--steps", "8", "--steps-per-epoch", "4",
+         "--checkpoint-every", "0", "--seed", "1234", "--run-name", f"repro-{strategy}"],
+        check=True, cwd=ROOT,
+    )
+    env = {**os.environ, "PYTHON": sys.executable}
+    proc = subprocess.run(["bash", str(out / "run.sh")], env=env, capture_output=True,
+                          text=True, timeout=300, cwd="/")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    by_hand = replica_losses(out / "output" / "events-worker-0.jsonl")
+
+    assert len(in_app) == 8 and all(len(step) == replicas for step in in_app)
+    assert by_hand == in_app  # bit-identical floats, every replica, every step
+
+
+def test_dtgui_run_prints_progress_and_exits_0(tmp_path: Path) -> None:
+    bundle = render_bundle(place_local(Plan(steps=5, checkpoint_every=0, run_name="cli")),
+                           tmp_path / "b")
+    proc = subprocess.run([sys.executable, "-m", "dtgui", "run", str(bundle.path)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "step 5/5" in proc.stdout and "run finished" in proc.stdout
+
+
+def test_stop_leaves_no_process_behind(tmp_path: Path) -> None:
+    plan = Plan(run_name="stop", strategy="multi_worker_mirrored", workers=2,
+                replicas_per_task=1, steps=100000, checkpoint_every=0)
+    controller = launch_plan(plan, tmp_path / "runs")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and controller.metrics.snapshot().step < 3:
+        time.sleep(0.2)
+    assert controller.metrics.snapshot().step >= 3, controller.metrics.log_lines("worker:0")
+    started = time.monotonic()
+    controller.request_stop()
+    wait_done(controller, 30)
+    assert time.monotonic() - started < 10
+    assert controller.state == "stopped"
+    time.sleep(0.5)
+    assert live_members(controller.pgids()) == []
+    states = {t: s.status for t, s in controller.metrics.snapshot().tasks.items()}
+    assert set(states.values()) == {"stopped"}, states
+
+
+def test_a_crashing_worker_fails_the_run_with_its_error_and_stops_the_rest(
+    tmp_path: Path,
+) -> None:
+    model = tmp_path / "model.py"
+    model.write_text(
+        "import os, signal, tensorflow as tf, keras\n"
+        "def build_model():\n"
+        "    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])\n"
+        "def make_dataset():\n"
+        "    if os.environ['TF_CONFIG'].find('\"index\":1') > 0:\n"
+        "        raise RuntimeError('disk full while reading shard 1')\n"
+        "    x = tf.random.stateless_uniform((64, 4), seed=(1, 2))\n"
+        "    return tf.data.Dataset.from_tensor_slices((x, tf.zeros((64,), tf.int32)))\n"
+    )
+    plan = Plan(run_name="crash", strategy="multi_worker_mirrored", workers=2,
+                replicas_per_task=1, steps=100000, checkpoint_every=0,
+                model={"kind": "file", "path": str(model)})
+    controller = launch_plan(plan, tmp_path / "runs")
+    wait_done(controller, 120)
+    assert controller.state == "failed"
+    assert "disk full while reading shard 1" in controller.message
+    snap = controller.metrics.snapshot()
+    assert snap.tasks["worker:1"].status == "failed"
+    time.sleep(0.5)
+    assert live_members(controller.pgids()) == []
+
+
+def test_a_port_in_use_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        plan = place_local(Plan(strategy="multi_worker_mirrored", workers=2, replicas_per_task=1),
+                           ports=[port, port + 1 if port < 65535 else port - 1])
+        with pytest.raises(LaunchError, match=f"Port {port} .* in use"):
+            launch_plan(plan, tmp_path / "runs")
+    assert not list((tmp_path / "runs").glob("*/output/pids/*.pid"))
