@@ -125,9 +125,11 @@ def main() -> int:
     fill(metrics, workers=args.workers, replicas=args.replicas, steps=args.steps,
          done=args.done, steps_per_epoch=250, failed=args.failed)
     controller = DemoController(metrics, "failed" if args.failed else "running")
-    if args.failed:
-        controller.message = metrics.snapshot().tasks[f"worker:{args.workers - 1}"].error
-        controller.message = f"worker:{args.workers - 1} failed: {controller.message}"
+    if args.failed:  # as the launcher leaves it: the others stopped, the message set
+        failed = f"worker:{args.workers - 1}"
+        for w in range(args.workers - 1):
+            metrics.set_task_state(f"worker:{w}", "stopped", exit_code=-15)
+        controller.message = f"{failed} failed: {metrics.snapshot().tasks[failed].error}"
     dash = Dashboard()
     w, h = (int(v) for v in args.size.split("x"))
     dash.resize(w, h)

@@ -14,8 +14,8 @@ from PySide6.QtGui import QColor  # noqa: E402
 
 from dtgui.core.events import Event, parse_line  # noqa: E402
 from dtgui.core.metrics import LOG_LINES_KEPT, RunMetrics  # noqa: E402
+from dtgui.ui.curves import ENVELOPE_MIN_POINTS, Envelope  # noqa: E402
 from dtgui.ui.dashboard import Dashboard  # noqa: E402
-from dtgui.ui.plot_base import ENVELOPE_MIN_POINTS, Envelope  # noqa: E402
 from dtgui.ui.run_widgets import FAILED_ROW_FG, STATE_COLOURS  # noqa: E402
 
 pytestmark = pytest.mark.gui
@@ -91,9 +91,8 @@ def dash(qtbot) -> Dashboard:  # type: ignore[no-untyped-def]
 
 
 def curve_xy(dash: Dashboard, rid: int) -> tuple[np.ndarray, np.ndarray]:
-    x, y = dash.loss_panel.curves.curves[rid].getOriginalDataset()
-    assert x is not None and y is not None
-    return x, y
+    """What the loss plot draws for a replica (its points, or its envelope's)."""
+    return dash.loss_panel.curves.shown_data(rid)
 
 
 def test_one_curve_per_replica_with_its_data_after_the_timer(
@@ -114,9 +113,10 @@ def test_one_curve_per_replica_with_its_data_after_the_timer(
     assert set(dash.throughput_panel.curves.curves) == {"worker:0", "worker:1"}
     tx, ty = dash.throughput_panel.curves.curves["worker:1"].getOriginalDataset()
     np.testing.assert_allclose(ty, 100.0 + np.arange(1, 21))
-    # the header follows the metrics
+    # the header follows the metrics (its text at most 4 times a second)
     assert dash.header.name_label.text() == "r1"
-    assert "20" in dash.header.step_label.text() and dash.header.progress.value() == 20
+    qtbot.waitUntil(lambda: dash.header.progress.value() == 20, timeout=3000)
+    assert "20" in dash.header.step_label.text()
     assert STATE_COLOURS["running"] in dash.header.state_label.styleSheet()
 
     metrics.add_events([ev("device", "worker:0", 1010.0, devices=[
@@ -292,6 +292,7 @@ def test_long_series_are_drawn_as_an_envelope_until_the_user_zooms(
     qtbot.waitUntil(lambda: 0 in panel.curves.curves, timeout=3000)
     x, y = curve_xy(dash, 0)
     assert len(x) < n // 4  # the min/max envelope, not every point
+    assert 0 in panel.curves.layer.paths  # drawn by the plot's envelope layer
     assert x.max() == n and y.max() == pytest.approx(loss(0, 1)) and y.min() == loss(0, n)
     low, high = panel.plot.getViewBox().viewRange()[0]
     assert low <= 1 and high >= n  # following: the whole run is in view
@@ -314,6 +315,7 @@ def test_envelope_matches_a_full_recomputation_while_growing() -> None:
         assert bx[-1] == x[n - 1] and top[-1] == bottom[-1] == y[n - 1]  # the last point
         assert top.max() == y[:n].max() and bottom.min() == y[:n].min()
         assert np.all(np.diff(bx) >= 0) and len(bx) <= 256 + 2
+        assert n < 256 or len(bx) > 128  # between max_blocks / 2 and max_blocks blocks
         b, full = env.block, n // env.block
         np.testing.assert_array_equal(top[:full], y[:full * b].reshape(-1, b).max(axis=1))
         np.testing.assert_array_equal(bottom[:full], y[:full * b].reshape(-1, b).min(axis=1))

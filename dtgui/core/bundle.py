@@ -109,11 +109,33 @@ def task_script_text(plan: Plan, task: TaskSpec) -> str:
 def run_script_text(plan: Plan) -> str:
     stems = [t.file_stem for t in plan.tasks]
     primaries = [t.file_stem for t in primary_tasks(plan)]
+    if plan.is_multi_machine:  # issue 4: `bash run.sh MACHINE` runs that machine's tasks
+        return _RUN_SH.format(run_name=plan.run_name, tasks="", primaries="").replace(
+            "TASKS=()\nPRIMARIES=()\n", _machine_selection(plan))
     return _RUN_SH.format(
         run_name=plan.run_name,
         tasks=" ".join(shlex.quote(s) for s in stems),
         primaries=" ".join(shlex.quote(s) for s in primaries),
     )
+
+
+def _machine_selection(plan: Plan) -> str:
+    """issue 4: the bash `case` choosing the tasks of the machine named by $1."""
+    primaries = {t.task_id for t in primary_tasks(plan)}
+    names = plan.machine_names
+    lines = ['MACHINE="${1:-}"', 'case "$MACHINE" in']
+    for name in names:
+        mine = [t for t in plan.tasks if t.machine_name == name]
+        tasks = " ".join(shlex.quote(t.file_stem) for t in mine)
+        prim = " ".join(shlex.quote(t.file_stem) for t in mine if t.task_id in primaries)
+        lines.append(f"  {shlex.quote(name)}) TASKS=({tasks}); PRIMARIES=({prim}) ;;")
+    usage = shlex.quote("usage: bash run.sh MACHINE, on each machine of the run; MACHINE is "
+                        "one of: " + " ".join(names))
+    lines += [f"  *) echo {usage} >&2; exit 2 ;;", "esac",
+              'if [ ${#PRIMARIES[@]} -eq 0 ]; then',
+              '  echo "this machine runs servers only: stop them (Ctrl-C) when the chief has '
+              'finished"', "fi", ""]
+    return "\n".join(lines)
 
 
 _RUN_SH = """#!/usr/bin/env bash
@@ -145,6 +167,7 @@ for t in "${{TASKS[@]}}"; do
 done
 remaining=${{#PRIMARIES[@]}}
 status=0
+if [ "$remaining" -eq 0 ]; then wait -n; status=$?; fi
 while [ "$remaining" -gt 0 ]; do
   finished=""
   wait -n -p finished
@@ -180,6 +203,10 @@ def requirements_text() -> str:
 
 
 def readme_text(plan: Plan) -> str:
+    if plan.is_multi_machine or plan.machines:  # issue 4
+        from dtgui.core.bundle_readme import multi_machine_readme
+
+        return multi_machine_readme(plan)
     info = STRATEGIES[plan.strategy]
     rows = []
     for task in plan.tasks:

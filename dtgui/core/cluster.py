@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import errno
+import ipaddress
 import json
 import socket
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 
-from dtgui.core.plan import Plan, TaskSpec
+from dtgui.core.plan import LOCAL_MACHINE, Plan, TaskSpec, is_local_machine
 
 LOCAL_HOST = "127.0.0.1"
 
 
 class PortInUseError(RuntimeError):
     """A port a task needs is taken by another process."""
+
+
+class PlacementError(ValueError):
+    """Tasks cannot be placed on the chosen machines; the message says what to change."""
 
 
 def free_ports(count: int, host: str = LOCAL_HOST) -> list[int]:
@@ -90,9 +96,146 @@ def busy_ports(plan: Plan) -> list[str]:
     """Sentences naming every task port on this machine that another process holds."""
     problems = []
     for task in plan.tasks:
-        if task.port and task.host == LOCAL_HOST and not port_is_free(task.port, task.host):
+        if not task.port or not task.is_local:
+            continue
+        # issue 4: a task reachable from other machines listens on every address
+        host = task.host if is_loopback(task.host) else "0.0.0.0"
+        if not port_is_free(task.port, host):
             problems.append(
                 f"Port {task.port} for task {task.task_id} is in use by another process: "
                 "press Re-plan ports in the review page (or stop that process)."
             )
     return problems
+
+
+
+# -- issue 4: tasks on several machines ---------------------------------------------------------
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def machine_key(name: str) -> str:
+    """The name placement uses for a machine ("local" for this machine)."""
+    return LOCAL_MACHINE if is_local_machine(name) else name
+
+
+def assign(plan: Plan, *, machines: Sequence[str] = (), chief: str = "",
+           workers: Sequence[str] = (), ps: Sequence[str] = ()) -> dict[str, str]:
+    """Task id -> machine for the plan's layout.
+
+    multi_worker_mirrored: `machines` (or `workers`) lists one machine per worker, in worker
+    order (a machine may appear more than once). parameter_server: `chief`, `workers`, `ps`.
+    Single-task strategies: the first of `machines` (default this machine).
+    """
+    layout = task_layout(plan)
+    if plan.strategy == "parameter_server":
+        if len(workers) != plan.workers or len(ps) != plan.parameter_servers:
+            raise PlacementError(
+                f"Choose a machine for each of the {plan.workers} worker(s) and "
+                f"{plan.parameter_servers} parameter server(s)."
+            )
+        wanted = [chief or LOCAL_MACHINE, *workers, *ps]
+    elif plan.strategy == "multi_worker_mirrored":
+        wanted = list(machines or workers)
+        if len(wanted) != plan.workers:
+            raise PlacementError(f"Choose one machine for each of the {plan.workers} worker(s).")
+    else:
+        wanted = [machines[0] if machines else LOCAL_MACHINE]
+    return {f"{kind}:{index}": machine_key(m) for (kind, index), m in zip(layout, wanted, strict=True)}
+
+
+def place_on_machines(plan: Plan, assignments: Mapping[str, str],
+                      addresses: Mapping[str, str], ports: Mapping[str, Sequence[int]],
+                      gpus: Mapping[str, Sequence[int]] | None = None,
+                      logins: Mapping[str, Mapping[str, str]] | None = None) -> Plan:
+    """Put each task on its machine: fills `tasks` (machine, address, port, GPUs), `cluster`
+    and `machines`.
+
+    `assignments`: task id -> machine ("local" = this machine). `addresses`: machine -> the
+    address every other machine reaches it at (used in TF_CONFIG when more than one machine
+    takes part; one machine alone uses 127.0.0.1). `ports`: machine -> ports free there,
+    used in task order. `gpus`: machine -> the GPUs chosen there; each compute task takes
+    `replicas_per_task` of them (CUDA_VISIBLE_DEVICES). `logins`: machine -> extra facts for
+    the bundle's README (`login`, `python`).
+    """
+    layout = task_layout(plan)
+    ids = [f"{kind}:{index}" for kind, index in layout]
+    wanted = {k: machine_key(v) for k, v in assignments.items()}
+    missing = [t for t in ids if t not in wanted]
+    extra = [t for t in wanted if t not in ids]
+    if missing or extra:
+        raise PlacementError(
+            "Every task needs exactly one machine: "
+            + (f"missing {', '.join(missing)}" if missing else f"unknown {', '.join(extra)}")
+        )
+    used = list(dict.fromkeys(wanted[t] for t in ids))
+    multi_machine = len(used) > 1
+    multi_task = len(layout) > 1 or plan.strategy == "multi_worker_mirrored"
+    hosts = {m: _address(m, addresses, multi_machine) for m in used}
+    free = {m: list(ports.get(m, ())) for m in used}
+    gpu_pool = {m: list((gpus or {}).get(m, ())) for m in used}
+    tasks = []
+    for (kind, index), tid in zip(layout, ids, strict=True):
+        machine = wanted[tid]
+        port = 0
+        if multi_task:
+            if not free[machine]:
+                raise PlacementError(f"No free port left on {machine} for task {tid}.")
+            port = int(free[machine].pop(0))
+        chosen: tuple[int, ...] = ()
+        holds_replicas = kind == "worker" or plan.strategy not in (
+            "multi_worker_mirrored", "parameter_server")
+        if gpu_pool[machine] and holds_replicas and plan.device_kind == "gpu":
+            need = 1 if plan.strategy in ("one_device", "parameter_server") \
+                else plan.replicas_per_task
+            if len(gpu_pool[machine]) < need:
+                raise PlacementError(
+                    f"{machine} has too few chosen GPUs for task {tid} (needs {need}).")
+            chosen, gpu_pool[machine] = tuple(gpu_pool[machine][:need]), gpu_pool[machine][need:]
+        host = hosts[machine] if multi_task else LOCAL_HOST
+        tasks.append(TaskSpec(kind, index, host, port, chosen,
+                              "" if machine == LOCAL_MACHINE else machine))
+    seen: dict[tuple[str, int], str] = {}
+    for task in tasks:
+        key = (task.machine_name, task.port)
+        if task.port and key in seen:
+            raise PlacementError(
+                f"Tasks {seen[key]} and {task.task_id} would share port {task.port} on "
+                f"{task.machine_name}.")
+        seen[key] = task.task_id
+    placed = tuple(tasks)
+    machines_info: dict[str, dict[str, str]] = {}
+    if multi_machine or any(not t.is_local for t in placed):
+        for m in used:
+            info = {"address": hosts[m]}
+            info.update({k: str(v) for k, v in (logins or {}).get(m, {}).items()})
+            machines_info[m] = info
+    return plan.with_changes(tasks=placed, cluster=cluster_spec(placed) if multi_task else {},
+                             machines=machines_info)
+
+
+def _address(machine: str, addresses: Mapping[str, str], multi_machine: bool) -> str:
+    if not multi_machine:
+        return LOCAL_HOST
+    address = (addresses.get(machine) or "").strip()
+    if not address:
+        raise PlacementError(f"No network address is known for {machine}: give one that the "
+                             "other machines can reach.")
+    if is_loopback(address):
+        raise PlacementError(
+            f"{machine}'s address {address} is a loopback address: the other machines cannot "
+            "reach it. Give its network address (the one they reach it at).")
+    return address
+
+
+def tasks_by_machine(plan: Plan) -> dict[str, list[TaskSpec]]:
+    """Machine ("local" for this machine) -> its tasks, in task order."""
+    out: dict[str, list[TaskSpec]] = {}
+    for task in plan.tasks:
+        out.setdefault(task.machine_name, []).append(task)
+    return out

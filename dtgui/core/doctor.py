@@ -64,6 +64,7 @@ class ReachProbe:
     detail: str = ""
     millis: float = 0.0
     timeout: float = 0.0
+    source_address: str = ""  # the address the GUI knows the source by ("" when unknown)
 
 
 def major_minor(version: str) -> str:
@@ -133,7 +134,8 @@ def build_checks(
         rows += _tf_rows(name, f, tf_ref, tf_from)
         rows += _gpu_rows(name, f, driver_ref, with_gpus)
         if name in by_port:
-            rows.append(_port_row(by_port[name]))
+            rows.append(_port_row(by_port.pop(name)))
+    rows += [_port_row(p) for p in by_port.values()]
     for r in reach:
         rows.append(_reach_row(r))
     return rows
@@ -189,7 +191,7 @@ def _python_rows(name: str, f: RemoteFacts, py_ref: str) -> list[Check]:
 def _tf_rows(name: str, f: RemoteFacts, tf_ref: str, tf_from: str) -> list[Check]:
     pin = f"pip install tensorflow=={tf_ref}" if tf_ref else "pip install tensorflow"
     py = f.python_path or "python3"
-    fix = f"{pin} on {name} (with {py} -m pip)"
+    fix = f"{pin} on {name} (for {py})"
     if not f.python_path:
         return [Check(name, "TensorFlow", FAIL, "Not installed: there is no python3.",
                       f"Install Python 3 on {name}, then {pin}.")]
@@ -253,9 +255,10 @@ def _port_row(p: PortProbe) -> Check:
 def _reach_row(r: ReachProbe) -> Check:
     path, topic = f"{r.source} → {r.target}", f"Reach port {r.port}"
     where = f"{r.address}:{r.port}"
+    source = r.source_address or f"<{r.source}'s address>"
     firewall = (f"Open TCP port {r.port} in the firewall of {r.target} for {r.source} "
-                f"(for example: sudo ufw allow proto tcp from <{r.source}'s address> to any "
-                f"port {r.port}), or choose another port.")
+                f"(for example: sudo ufw allow proto tcp from {source} to any port {r.port}), "
+                "or choose another port.")
     wait = f" within {r.timeout:g} s" if r.timeout else ""
     if r.outcome == "ok":
         return Check(path, topic, OK, f"Connected to {where} in {r.millis:.0f} ms.")

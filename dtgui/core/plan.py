@@ -15,6 +15,12 @@ COMMUNICATIONS = ("auto", "ring", "nccl")
 DEVICE_KINDS = ("cpu", "gpu")
 MAX_REPLICAS = 64
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
+LOCAL_MACHINE = "local"  # issue 4: the machine name of "this machine" in a placed plan
+
+
+def is_local_machine(name: str) -> bool:
+    """True for this machine ("" or "local"); any other name is a registered machine."""
+    return name in ("", LOCAL_MACHINE)
 
 
 class PlanError(ValueError):
@@ -28,6 +34,16 @@ class TaskSpec:
     host: str = "127.0.0.1"
     port: int = 0
     gpus: tuple[int, ...] = ()
+    machine: str = ""  # issue 4: "" / "local" = this machine, else a registered machine's name
+
+    @property
+    def is_local(self) -> bool:
+        return is_local_machine(self.machine)
+
+    @property
+    def machine_name(self) -> str:
+        """The machine's name, "local" for this machine."""
+        return LOCAL_MACHINE if self.is_local else self.machine
 
     @property
     def task_id(self) -> str:
@@ -65,6 +81,9 @@ class Plan:
     tpu_address: str = ""
     cluster: dict[str, list[str]] = field(default_factory=dict)
     tasks: tuple[TaskSpec, ...] = ()
+    # issue 4: machine name -> {"address": reachable address, "login": "user@host:port",
+    # "python": interpreter}; empty when every task runs on this machine.
+    machines: dict[str, dict[str, str]] = field(default_factory=dict)
 
     # -- derived facts ------------------------------------------------------------------
     @property
@@ -88,6 +107,15 @@ class Plan:
             return self.per_replica_batch
         return self.per_replica_batch * self.total_replicas
 
+    @property
+    def machine_names(self) -> list[str]:
+        """The machines the tasks are placed on, in task order ("local" = this machine)."""
+        return list(dict.fromkeys(t.machine_name for t in self.tasks))
+
+    @property
+    def is_multi_machine(self) -> bool:
+        return len(self.machine_names) > 1
+
     def with_changes(self, **changes: Any) -> Plan:
         return replace(self, **changes)
 
@@ -95,7 +123,8 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["tasks"] = [
-            {"type": t.type, "index": t.index, "host": t.host, "port": t.port, "gpus": list(t.gpus)}
+            {"type": t.type, "index": t.index, "host": t.host, "port": t.port, "gpus": list(t.gpus),
+             "machine": t.machine}
             for t in self.tasks
         ]
         return {"schema": SCHEMA, **data}
@@ -111,7 +140,7 @@ class Plan:
         kwargs = {k: v for k, v in data.items() if k in known}
         kwargs["tasks"] = tuple(
             TaskSpec(t["type"], int(t["index"]), t.get("host", "127.0.0.1"), int(t.get("port", 0)),
-                     tuple(t.get("gpus", ())))
+                     tuple(t.get("gpus", ())), str(t.get("machine", "")))
             for t in data.get("tasks", ())
         )
         try:
@@ -178,6 +207,7 @@ def validate(plan: Plan, *, usable_gpus: int | None = None) -> list[str]:
                 f"This plan needs {need} GPU(s) but TensorFlow can use {usable_gpus} here: "
                 "lower the replicas or train on CPU."
             )
+    errors += _placement_problems(plan)  # issue 4
     model_kind = plan.model.get("kind")
     if model_kind not in ("demo", "file"):
         errors.append("Model must be the built-in demo or your own Python file.")
@@ -191,3 +221,24 @@ def _check_int(errors: list[str], name: str, value: object, low: int, high: int)
         errors.append(f"{name} must be a whole number.")
     elif not low <= value <= high:
         errors.append(f"{name} must be between {low} and {high} (it is {value}).")
+
+
+def _placement_problems(plan: Plan) -> list[str]:
+    """issue 4: a plan placed on several machines must use addresses they can all reach."""
+    problems = []
+    if plan.is_multi_machine:
+        for task in plan.tasks:
+            if task.port and (task.host.startswith("127.") or task.host in ("localhost", "::1")):
+                problems.append(
+                    f"Task {task.task_id} on {task.machine_name} uses the address {task.host}, "
+                    "which the other machines cannot reach: give the machine's network address."
+                )
+    if plan.device_kind == "gpu" and plan.strategy == "multi_worker_mirrored":
+        for task in plan.tasks:
+            if task.gpus and len(task.gpus) != plan.replicas_per_task:
+                problems.append(
+                    f"MultiWorkerMirrored needs the same number of GPUs on every worker: "
+                    f"{task.task_id} on {task.machine_name} has {len(task.gpus)}, the plan "
+                    f"{plan.replicas_per_task}."
+                )
+    return problems

@@ -323,7 +323,8 @@ def check_reachability(
                 found = list(pool.map(
                     lambda a: try_connect(clients[a], address, port, token, timeout), sources))
             for a, (outcome, ms, detail) in zip(sources, found, strict=True):
-                out.append(ReachProbe(a, b, address, port, outcome, detail, ms, timeout))
+                out.append(ReachProbe(a, b, address, port, outcome, detail, ms, timeout,
+                                      _connect_address(machines[a].host)))
         finally:
             listener.stop()
         if on_progress is not None:

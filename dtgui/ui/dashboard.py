@@ -3,8 +3,10 @@
 `Dashboard.attach(controller)` follows a run. A 20 Hz QTimer takes
 `controller.metrics.snapshot()` and redraws only when `snapshot.version` changed (never once
 per event); the controller's own thread fills the metrics, so nothing here blocks: no file,
-no process, no network. When `controller.finished` turns true, `runEnded(state)` is emitted
-once and the plots keep their data.
+no process, no network. Plots are redrawn on every new version; the numbers (header, panel
+readouts, task table) and the log at most 4 times a second, which is as fast as anyone reads
+them. When `controller.finished` turns true, `runEnded(state)` is emitted once and the plots
+keep their data.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dtgui.ui.plots import DevicePanel, LossPanel, ThroughputPanel
 from dtgui.ui.run_widgets import LogView, RunHeader, TaskTable, task_sort_key
 
 REFRESH_MS = 50  # 20 Hz
+TEXT_SECONDS = 0.25  # numbers are for reading: at most 4 updates a second (plots: 20)
 
 
 class RunSource(Protocol):
@@ -110,6 +113,8 @@ class Dashboard(QWidget):
         self._started = 0.0
         self._elapsed = 0.0
         self._failed_seen: set[str] = set()
+        self._text_snap: Snapshot | None = None  # shown in the plots, not yet in the text
+        self._text_time = 0.0
 
     # -- public API --------------------------------------------------------------------------
     def attach(self, controller: RunSource, *, run_name: str | None = None,
@@ -124,6 +129,8 @@ class Dashboard(QWidget):
         self._started = time.monotonic()
         self._elapsed = 0.0
         self._failed_seen.clear()
+        self._text_snap = None
+        self._text_time = 0.0
         self.loss_panel.clear()
         self.throughput_panel.clear()
         self.device_panel.clear()
@@ -151,7 +158,9 @@ class Dashboard(QWidget):
         snap = c.metrics.snapshot()
         if snap.version != self._version:
             self._version = snap.version
-            self._redraw(snap, c.metrics)
+            self._redraw(snap)
+        if self._text_snap is not None:
+            self._update_text(c.metrics, force=finished)
         state = c.state
         self.header.set_state(state, c.message)
         if not self._ended:
@@ -166,21 +175,33 @@ class Dashboard(QWidget):
             self.runEnded.emit(state)
 
     # -- internals ---------------------------------------------------------------------------
-    def _redraw(self, snap: Snapshot, metrics: RunMetrics) -> None:
+    def _redraw(self, snap: Snapshot) -> None:
         self.redraw_count += 1
         self.loss_panel.update_data(snap.replica_loss)
         self.throughput_panel.update_data(snap.throughput)
         self.device_panel.update_data(snap.device_util, snap.device_mem)
         for panel in (self.loss_panel, self.throughput_panel, self.device_panel):
             panel.settle()
+        self._text_snap = snap
+
+    def _update_text(self, metrics: RunMetrics, force: bool) -> None:
+        """Header, readouts, task table and log: from the latest snapshot, at most every
+        TEXT_SECONDS (and at the end)."""
+        now = time.monotonic()
+        snap = self._text_snap
+        if snap is None or (not force and now - self._text_time < TEXT_SECONDS):
+            return
+        self._text_snap = None
+        self._text_time = now
+        for panel in (self.loss_panel, self.throughput_panel, self.device_panel):
+            panel.show_readout()
         self.header.set_progress(snap.step, snap.total_steps)
         self.header.set_epoch(snap.epoch, snap.last_epoch_metrics)
         self.task_table.update_tasks(snap.tasks)
         tasks = sorted(set(snap.tasks) | set(metrics.log_tasks()), key=task_sort_key)
         self.log_view.set_tasks(tasks)
-        failed = [t for t, st in snap.tasks.items() if st.status == "failed"]
-        for task in failed:
-            if task not in self._failed_seen:
+        for task, state in snap.tasks.items():
+            if state.status == "failed" and task not in self._failed_seen:
                 self._failed_seen.add(task)
                 if len(self._failed_seen) == 1:
                     self.log_view.select_task(task)  # show the first failure's log

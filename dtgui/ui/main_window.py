@@ -129,13 +129,12 @@ class MainWindow(QMainWindow):
         self.pages.addWidget(self.dashboard)
         # machines (issue 3): the registered remote machines under "This machine" -------
         self.machines = MachinesPanel(local_facts=lambda: self.machine.facts)
-        left = QSplitter(Qt.Orientation.Vertical)
-        left.setChildrenCollapsible(False)
-        left.addWidget(self.machine)
-        left.addWidget(self.machines)
-        left.setStretchFactor(1, 1)
-        left.setSizes([330, 470])
         self.machine.setMaximumWidth(16777215)  # the column's width limits both panels
+        left = QWidget()
+        left_layout = QVBoxLayout(left)
+        left_layout.setContentsMargins(6, 0, 0, 6)
+        left_layout.addWidget(self.machine, 0)
+        left_layout.addWidget(self.machines, 1)
         left.setMinimumWidth(380)
         left.setMaximumWidth(620)
         # -- end machines (issue 3) ------------------------------------------------------------

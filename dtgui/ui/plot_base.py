@@ -1,28 +1,30 @@
-"""Building blocks of the dashboard's plots: theme, colours, cards, and fast curve feeding.
+"""Building blocks of the dashboard's plots: theme, colours, cards, and `PlotPanel`.
 
-Every curve is created once and then fed with `setData` (never re-created per frame), with
-automatic "peak" downsampling, clip-to-view, no finite check and no antialiasing. A curve
-whose series did not grow since the last frame is not touched; a hidden curve is only fed when
-it is shown again. While a plot follows the whole run (x auto-range), a long series is fed as
-its min/max `Envelope`, which is kept up to date incrementally, so a frame costs the same at
-100k steps as at 5k; once the user zooms in, the raw series is fed (pyqtgraph then clips it to
-the view and downsamples only the visible part). While following, the x range grows in
-steps (with headroom) rather than on every step, so axes are not re-laid out on every frame.
+A panel "follows" the run until the user zooms or pans (pyqtgraph's "A" button follows again):
+its ranges are then set from the series' running min/max - no per-frame auto-range pass over
+every curve - and the x range grows in steps (with headroom), so that the axes are not laid
+out again on every frame. How the curves are fed is in `dtgui.ui.curves`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
 import pyqtgraph as pg
-from pyqtgraph.graphicsItems.LegendItem import ItemSample
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont, QIcon, QPainter, QPalette, QPen, QPixmap
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QFrame,
+    QGraphicsItem,
+    QHBoxLayout,
+    QLabel,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
-XY = tuple[np.ndarray, np.ndarray]
+from dtgui.ui.curves import CurveSet
 
 # Tableau 10 then its darker/lighter companions: distinct on light and dark backgrounds.
 PALETTE = (
@@ -30,9 +32,6 @@ PALETTE = (
     "#bcbd22", "#17becf", "#393b79", "#ad494a", "#637939", "#8c6d31", "#7b4173", "#3182bd",
     "#e6550d", "#31a354", "#756bb1", "#636363",
 )
-AUTO_DOWNSAMPLE_FACTOR = 2.0  # pyqtgraph's auto downsampling: ~2 "peak" buckets per pixel
-ENVELOPE_MIN_POINTS = 4096  # longer series are fed as their min/max envelope when following
-ENVELOPE_MAX_BLOCKS = 2048  # the envelope has 1024..2048 blocks (2 vertices each)
 FOLLOW_HEADROOM = 0.08  # while following a run, the x range ends this fraction past the data
 
 
@@ -83,191 +82,6 @@ def format_elapsed(seconds: float) -> str:
     h, rem = divmod(s, 3600)
     m, sec = divmod(rem, 60)
     return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
-
-
-def make_curve(colour: QColor, name: str) -> pg.PlotDataItem:
-    item = pg.PlotDataItem(name=name, pen=pg.mkPen(colour, width=1), antialias=False,
-                           skipFiniteCheck=True)
-    item.setDownsampling(auto=True, method="peak")
-    item.setClipToView(True)
-    # pyqtgraph's default (5 buckets per pixel, 10 vertices per pixel column) costs 2.5x more
-    # to compute and to draw for no visible difference with "peak".
-    item.opts["autoDownsampleFactor"] = AUTO_DOWNSAMPLE_FACTOR
-    return item
-
-
-class LineSample(ItemSample):
-    """Legend sample: a 2 px line in the series' colour (pyqtgraph's crossed-out eye when
-    hidden); a click shows/hides the series."""
-
-    def paint(self, p: QPainter, *args: object) -> None:
-        if not self.item.isVisible():
-            super().paint(p, *args)
-            return
-        p.setPen(pg.mkPen(self.item.opts["pen"].color(), width=2))
-        p.drawLine(2, 11, 18, 11)
-
-
-def zigzag(bx: np.ndarray, top: np.ndarray, bottom: np.ndarray) -> XY:
-    """Envelope blocks as the vertices pyqtgraph's "peak" downsampling draws:
-    (x0, max0), (x0, min0), (x1, max1), ..."""
-    vx = np.repeat(bx, 2)
-    vy = np.empty(len(vx))
-    vy[0::2] = top
-    vy[1::2] = bottom
-    return vx, vy
-
-
-class Envelope:
-    """Min and max of each block of an append-only (x, y) series, updated incrementally.
-
-    `update(x, y)` returns `(bx, top, bottom)`: per block its first x, max and min, then the
-    partial last block, then the exact last point (a block of its own). Complete blocks are
-    computed once; only the partial block is recomputed per call. When there would be more
-    than `max_blocks` blocks, neighbours are merged (the block size doubles).
-    """
-
-    def __init__(self, max_blocks: int = ENVELOPE_MAX_BLOCKS) -> None:
-        self.max_blocks = max_blocks
-        self.reset()
-
-    def reset(self) -> None:
-        self.block = 0
-        self.done = 0  # complete blocks in bx/bmax/bmin
-        self.bx = np.empty(0)
-        self.bmax = np.empty(0)
-        self.bmin = np.empty(0)
-
-    def update(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        n = len(x)
-        if n == 0:
-            self.reset()
-            return x, y, y
-        if self.block == 0 or n < self.done * self.block:
-            self.reset()
-            self.block = 1 << max(0, int(np.ceil(np.log2(2 * n / self.max_blocks))))
-        while n // self.block > self.max_blocks:
-            self._merge()
-        b = self.block
-        full = n // b
-        if full > self.done:
-            seg = slice(self.done * b, full * b)
-            blocks = y[seg].reshape(-1, b)
-            self.bmax = np.concatenate([self.bmax[: self.done], blocks.max(axis=1)])
-            self.bmin = np.concatenate([self.bmin[: self.done], blocks.min(axis=1)])
-            self.bx = np.concatenate([self.bx[: self.done], x[seg][::b]])
-            self.done = full
-        tail = y[full * b:]
-        extra_x, extra_top, extra_bottom = [float(x[-1])], [float(y[-1])], [float(y[-1])]
-        if len(tail) > 1:
-            extra_x.insert(0, float(x[full * b]))
-            extra_top.insert(0, float(tail.max()))
-            extra_bottom.insert(0, float(tail.min()))
-        return (np.concatenate([self.bx, extra_x]), np.concatenate([self.bmax, extra_top]),
-                np.concatenate([self.bmin, extra_bottom]))
-
-    def _merge(self) -> None:
-        pairs = self.done // 2
-        self.bmax = np.maximum(self.bmax[0:2 * pairs:2], self.bmax[1:2 * pairs:2])
-        self.bmin = np.minimum(self.bmin[0:2 * pairs:2], self.bmin[1:2 * pairs:2])
-        self.bx = self.bx[0:2 * pairs:2].copy()
-        self.done = pairs  # an odd last block becomes part of the partial tail again
-        self.block *= 2
-
-
-class CurveSet:
-    """Curves keyed by series name, created on first sight, then fed with `setData`."""
-
-    def __init__(self, target: pg.PlotItem | pg.ViewBox,
-                 factory: Callable[[object, int], pg.PlotDataItem]) -> None:
-        self._target = target
-        self._factory = factory
-        self.curves: dict[object, pg.PlotDataItem] = {}
-        self.raw: dict[object, XY] = {}  # the latest full series of every curve
-        self.last: dict[object, float] = {}  # latest y of every series, shown or not
-        self._fed_len: dict[object, int] = {}
-        self._pending: set[object] = set()
-        self._envelopes: dict[object, Envelope] = {}
-        self.use_envelope = True
-
-    def update(self, data: Mapping[object, XY]) -> list[object]:
-        """Feed every series that grew; returns the keys whose curve was created now."""
-        new = []
-        for key, (x, y) in data.items():
-            curve = self.curves.get(key)
-            if curve is None:
-                curve = self._factory(key, len(self.curves))
-                self.curves[key] = curve
-                self._target.addItem(curve)
-                new.append(key)
-            if len(y):
-                self.last[key] = float(y[-1])
-            if self._fed_len.get(key) == len(x) and key in self.raw:
-                continue
-            self.raw[key] = (x, y)
-            if curve.isVisible():
-                self._feed(key)
-            else:
-                self._pending.add(key)
-        return new
-
-    def _feed(self, key: object) -> None:
-        x, y = self.raw[key]
-        self._fed_len[key] = len(x)
-        self._pending.discard(key)
-        if self.use_envelope and len(x) > ENVELOPE_MIN_POINTS:
-            x, y = zigzag(*self._envelopes.setdefault(key, Envelope()).update(x, y))
-        self.curves[key].setData(x, y)
-
-    def flush(self, key: object) -> None:
-        """Give a curve that was hidden the data it missed."""
-        if key in self._pending and key in self.raw:
-            self._feed(key)
-
-    def set_use_envelope(self, on: bool) -> None:
-        """Envelopes while following the whole run; raw data once the user zooms in."""
-        if on == self.use_envelope:
-            return
-        self.use_envelope = on
-        for key, curve in self.curves.items():
-            if key not in self.raw:
-                continue
-            if curve.isVisible():
-                self._feed(key)
-            else:
-                self._pending.add(key)
-
-    def clear(self) -> None:
-        for curve in self.curves.values():
-            self._target.removeItem(curve)
-        self.curves.clear()
-        self.raw.clear()
-        self.last.clear()
-        self._fed_len.clear()
-        self._pending.clear()
-        self._envelopes.clear()
-
-
-class ZeroAnchor:
-    """An invisible point at y=0 so that a view's auto-range always includes zero."""
-
-    def __init__(self, target: pg.ViewBox) -> None:
-        self.item = pg.PlotCurveItem(pen=pg.mkPen(None))
-        target.addItem(self.item)
-        self.placed = False
-
-    def place(self, data: Mapping[object, XY]) -> None:
-        if self.placed:
-            return
-        for x, _y in data.values():
-            if len(x):
-                self.item.setData([float(x[0])], [0.0])
-                self.placed = True
-                return
-
-    def clear(self) -> None:
-        self.item.setData([], [])
-        self.placed = False
 
 
 def make_card(panel: str, parent: QWidget | None = None) -> QFrame:
@@ -334,15 +148,24 @@ class PlotPanel(QFrame):
         self.plot.getViewBox().setDefaultPadding(0.03)
         self.plot.layout.setContentsMargins(0, 4, 6, 0)
         for name in ("left", "bottom", "right"):
-            self.style_axis(self.plot.getAxis(name))
+            axis = self.plot.getAxis(name)
+            self.style_axis(axis)
+            # An axis (with its grid lines across the view) is replayed from a pixmap until
+            # its range changes, instead of re-drawing text and lines on every frame.
+            axis.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         self.curve_sets: list[CurveSet] = []
         self.following = True
+        self.y_mode = "data"  # while following: "data" (fit), "zero" (fit, from 0), "fixed"
         self._x_span: tuple[float, float] | None = None
+        self._y_span: tuple[float, float] | None = None
         self._in_state_change = False
         view = self.plot.getViewBox()
-        view.enableAutoRange(x=False, y=True)  # x is managed by settle() while following
+        # While following, settle() sets both ranges from what it knows of the data, which
+        # costs nothing per frame (pyqtgraph's auto-range re-measures every curve every time).
+        view.enableAutoRange(x=False, y=False)
         view.sigRangeChangedManually.connect(self._user_moved_view)
         view.sigStateChanged.connect(self._view_state_changed)
+        view.sigResized.connect(self._view_resized)
 
     def add_curve_set(self, factory: Callable[[object, int], pg.PlotDataItem]) -> CurveSet:
         curves = CurveSet(self.plot, factory)
@@ -355,16 +178,25 @@ class PlotPanel(QFrame):
         if on == self.following:
             return
         self.following = on
-        self._x_span = None
-        for curves in self.curve_sets:
-            curves.set_use_envelope(on)
+        self._x_span = self._y_span = None
+        self.sync_envelopes()
         if on:
             self.settle()
 
+    def sync_envelopes(self) -> None:
+        """Envelopes while following the whole run on a linear y axis; else raw curves."""
+        use = self.following and not self._log_y()
+        for curves in self.curve_sets:
+            curves.set_use_envelope(use)
+
     def reset_view(self) -> None:
         """For a new run: follow it from its start."""
-        self._x_span = None
+        self._x_span = self._y_span = None
         self.set_following(True)
+
+    def _view_resized(self, *_args: object) -> None:
+        for curves in self.curve_sets:
+            curves.refit()
 
     def _user_moved_view(self, *_args: object) -> None:
         self.set_following(False)
@@ -375,7 +207,7 @@ class PlotPanel(QFrame):
             return
         self._in_state_change = True  # the "A" button or "View all": follow the run again
         try:
-            view.enableAutoRange(x=False)
+            view.enableAutoRange(x=False, y=self._log_y())
             self.following = False
             self.set_following(True)
         finally:
@@ -395,12 +227,16 @@ class PlotPanel(QFrame):
     def set_axis_label(self, name: str, text: str) -> None:
         self.plot.setLabel(name, text, color=self.theme.text, **{"font-size": "9pt"})
 
-    def settle(self) -> None:
-        """After new data: while following, widen the x range when the data reaches its end
-        (with headroom, so the axis does not change on every step), then apply the y
-        auto-range now, before painting (a range change while painting repaints twice)."""
+    def _log_y(self) -> bool:
+        return bool(self.plot.ctrl.logYCheck.isChecked())
+
+    def settle(self, force: bool = False) -> None:
+        """After new data: while following, widen the ranges when the data leaves them (x
+        with headroom, so that the axes do not change on every step), before painting."""
         view = self.plot.getViewBox()
         if self.following:
+            if force:
+                self._x_span = self._y_span = None
             lo, hi = self._x_extent()
             if lo is not None and hi is not None:
                 lo = min(lo, 0.0)  # steps and elapsed seconds: show the axis from 0
@@ -409,7 +245,24 @@ class PlotPanel(QFrame):
                     end = hi + max(hi - lo, 1.0) * FOLLOW_HEADROOM
                     self._x_span = (lo, end)
                     view.setXRange(lo, end, padding=0)
+            if self._log_y():
+                view.enableAutoRange(y=True)  # pyqtgraph fits log10 of the data
+            elif self.y_mode != "fixed":
+                self._fit_y(view)
         view.prepareForPaint()
+
+    def _fit_y(self, view: pg.ViewBox) -> None:
+        spans = [e for e in (c.y_extent() for c in self.curve_sets) if e is not None]
+        if not spans:
+            return
+        lo, hi = min(s[0] for s in spans), max(s[1] for s in spans)
+        if self.y_mode == "zero":
+            lo, hi = min(lo, 0.0), max(hi, 0.0)
+        if self._y_span != (lo, hi):
+            self._y_span = (lo, hi)
+            pad = (hi - lo) * 0.05 or max(abs(hi) * 0.05, 1e-6)
+            view.setYRange(lo - (0 if self.y_mode == "zero" and lo == 0 else pad), hi + pad,
+                           padding=0)
 
     def _x_extent(self) -> tuple[float | None, float | None]:
         lo: float | None = None

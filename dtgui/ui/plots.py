@@ -7,16 +7,21 @@ from collections.abc import Mapping
 import pyqtgraph as pg
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QButtonGroup, QCheckBox, QHBoxLayout, QMenu, QToolButton, QWidget
+from PySide6.QtWidgets import (
+    QButtonGroup,
+    QCheckBox,
+    QGraphicsItem,
+    QHBoxLayout,
+    QMenu,
+    QToolButton,
+    QWidget,
+)
 
+from dtgui.ui.curves import XY, LineSample, make_curve
 from dtgui.ui.plot_base import (
-    XY,
     ElapsedAxis,
-    LineSample,
     PlotPanel,
     PlotTheme,
-    ZeroAnchor,
-    make_curve,
     series_colour,
     swatch_html,
     swatch_icon,
@@ -56,8 +61,15 @@ class LossPanel(PlotPanel):
         self.header.addWidget(self.menu_button)
         self.log_check = QCheckBox("log scale")
         self.log_check.setObjectName("lossLogScale")
-        self.log_check.toggled.connect(lambda on: self.plot.setLogMode(y=on))
+        self.log_check.toggled.connect(self._set_log_y)
         self.header.addWidget(self.log_check)
+
+    def _set_log_y(self, on: bool) -> None:
+        self.plot.setLogMode(y=on)
+        if not on:
+            self.plot.enableAutoRange(y=False)
+        self.sync_envelopes()
+        self.settle(force=True)
 
     def _make(self, key: object, index: int) -> pg.PlotDataItem:
         return make_curve(series_colour(int(key)), f"replica {key}")  # type: ignore[call-overload]
@@ -66,12 +78,12 @@ class LossPanel(PlotPanel):
         new = self.curves.update(data)  # type: ignore[arg-type]
         if new:
             self._rebuild_toggles()
-        if data:
-            means = [self.curves.last.get(k) for k, c in self.curves.curves.items()
-                     if c.isVisible()]
-            vals = [v for v in means if v is not None]
-            if vals:
-                self.readout.setText(f"latest mean <b>{sum(vals) / len(vals):.4g}</b>")
+
+    def show_readout(self) -> None:
+        vals = [self.curves.last[k] for k, c in self.curves.curves.items()
+                if c.isVisible() and k in self.curves.last]
+        if vals:
+            self.readout.setText(f"latest mean <b>{sum(vals) / len(vals):.4g}</b>")
 
     def clear(self) -> None:
         self.curves.clear()
@@ -89,8 +101,7 @@ class LossPanel(PlotPanel):
         curve = self.curves.curves[rid]
         if curve.isVisible() != visible:
             curve.setVisible(visible)
-        if visible:
-            self.curves.flush(rid)
+        self.curves.flush(rid)
         chip = self._chips.get(rid)
         if chip is not None and chip.isChecked() != visible:
             chip.blockSignals(True)
@@ -99,7 +110,7 @@ class LossPanel(PlotPanel):
         for sample, _label in self.legend.items:
             if sample.item is curve:
                 sample.update()
-        self.plot.getViewBox().updateAutoRange()
+        self.settle(force=True)
 
     def set_all_visible(self, visible: bool, only: int | None = None) -> None:
         for rid in self.replica_ids():
@@ -117,6 +128,9 @@ class LossPanel(PlotPanel):
         for rid in ids:
             self.legend.addItem(self.curves.curves[rid], f"replica {rid}")
         self.legend.setColumnCount(1 if len(ids) <= 4 else 2 if len(ids) <= 8 else 4)
+        for sample, label in self.legend.items:  # repainted from pixmaps while unchanged
+            for item in (sample, label, label.item):
+                item.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         while self._chip_row.count():
             widget = self._chip_row.takeAt(0).widget()
             if widget is not None:
@@ -166,7 +180,7 @@ class ThroughputPanel(PlotPanel):
         self.set_axis_label("left", "examples/s")
         self.set_axis_label("bottom", "step")
         self.curves = self.add_curve_set(self._make)
-        self._anchor = ZeroAnchor(self.plot.getViewBox())
+        self.y_mode = "zero"
 
     def _make(self, key: object, index: int) -> pg.PlotDataItem:
         return make_curve(series_colour(index), str(key))
@@ -174,12 +188,12 @@ class ThroughputPanel(PlotPanel):
     def clear(self) -> None:
         self.curves.clear()
         self.reset_view()
-        self._anchor.clear()
         self.readout.setText("")
 
     def update_data(self, data: Mapping[str, XY]) -> None:
         self.curves.update(data)  # type: ignore[arg-type]
-        self._anchor.place(data)  # type: ignore[arg-type]
+
+    def show_readout(self) -> None:
         parts, tips = [], []
         many = len(self.curves.curves) > 2
         for index, key in enumerate(self.curves.curves):
@@ -214,7 +228,7 @@ class DevicePanel(PlotPanel):
         self.set_axis_label("bottom", "elapsed")
         self.util = self.add_curve_set(self._make_util)
         self.mem = self.add_curve_set(self._make_mem)
-        self._anchor = ZeroAnchor(self.plot.getViewBox())
+        self.y_mode = "zero"
         self._colours: dict[str, QColor] = {}
         self.device_kind = ""
         self.mode = ""
@@ -259,22 +273,21 @@ class DevicePanel(PlotPanel):
         for which, curves in (("util", self.util), ("mem", self.mem)):
             for key, curve in curves.curves.items():
                 curve.setVisible(which == mode)
-                if which == mode:
-                    curves.flush(key)
-        self._show_readout(list(self._colours))
+                curves.flush(key)
+        self.show_readout()
         if mode == "util":
             self.set_axis_label("left", "utilisation (%)")
-            self.plot.enableAutoRange(axis="y", enable=False)
+            self.y_mode = "fixed"
             self.plot.setYRange(-6, 106, padding=0)
         else:
             self.set_axis_label("left", "memory (MiB)")
-            self.plot.enableAutoRange(axis="y", enable=True)
+            self.y_mode = "zero"
+            self.settle(force=True)
 
     def clear(self) -> None:
         self.util.clear()
         self.mem.clear()
         self.reset_view()
-        self._anchor.clear()
         self._colours.clear()
         self.set_device_kind("")
         self.readout.setText("")
@@ -293,10 +306,9 @@ class DevicePanel(PlotPanel):
             self.set_device_kind("gpu" if any(" gpu" in k for k in labels) else "cpu")
         self.util.update(util)  # type: ignore[arg-type]
         self.mem.update(mem)  # type: ignore[arg-type]
-        self._anchor.place(mem)  # type: ignore[arg-type]
-        self._show_readout(labels)
 
-    def _show_readout(self, labels: list[str]) -> None:
+    def show_readout(self) -> None:
+        labels = list(self._colours)  # in order of appearance
         tasks = {label.split(" ")[0] for label in labels}
         parts, tips = [], []
         for label in labels:

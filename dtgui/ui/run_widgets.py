@@ -216,24 +216,30 @@ class TaskTable(QTableWidget):
             self.setRowCount(len(self._rows))
             self._shown.clear()
         for task, state in tasks.items():
-            if self._shown.get(task) != state:
-                self._fill_row(self._rows[task], state)
+            before = self._shown.get(task)
+            if before != state:
+                self._fill_row(self._rows[task], state, before)
                 self._shown[task] = state
 
-    def _fill_row(self, row: int, st: TaskState) -> None:
+    def _fill_row(self, row: int, st: TaskState, before: TaskState | None) -> None:
         values = (st.task, st.status, f"{st.step:,}", str(st.replicas or ""),
                   "" if st.exit_code is None else str(st.exit_code), st.error)
         failed = st.status == "failed"
+        restyle = before is None or before.status != st.status or before.error != st.error
         tip = f"{st.task} failed: {st.error}" if failed and st.error else ""
         for col, text in enumerate(values):
             item = self.item(row, col)
             if item is None:
                 item = QTableWidgetItem()
                 self.setItem(row, col, item)
-            item.setText(text)
+                if col in (2, 3, 4):
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight
+                                          | Qt.AlignmentFlag.AlignVCenter)
+            if item.text() != text:
+                item.setText(text)
+            if not restyle:
+                continue
             item.setToolTip(tip or (st.error if col == 5 else ""))
-            if col in (2, 3, 4):
-                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             if failed:
                 item.setBackground(QColor(FAILED_ROW_BG[self.dark]))
                 item.setForeground(QColor(FAILED_ROW_FG[self.dark]))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import getpass
 import html
 import os
-from collections.abc import Callable
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
@@ -27,7 +26,8 @@ from PySide6.QtWidgets import (
 
 from dtgui.core.machines import Machine, MachineRegistry, parse_jump_spec
 from dtgui.remote.connection import run
-from dtgui.ui.machines.connect_flow import ConnectFlow, Outcome, Secrets, connect_with
+from dtgui.ui.machines.common import plain_buttons, repolish
+from dtgui.ui.machines.connect_flow import Attempt, ConnectFlow, Outcome, Secrets
 
 SECRET_KIND = {"password": "password", "key": "passphrase"}
 
@@ -97,6 +97,13 @@ class MachineDialog(QDialog):
         self.keyring_note = QLabel(keyring_note)
         self.keyring_note.setObjectName("muted")
         self.keyring_note.setWordWrap(True)
+        remember = QVBoxLayout()
+        remember.setSpacing(2)
+        remember.setContentsMargins(0, 0, 0, 0)
+        remember.addWidget(self.remember_box)
+        remember.addWidget(self.keyring_note)
+        self.remember_row = QWidget()
+        self.remember_row.setLayout(remember)
         self.keyring_note.setVisible(bool(keyring_note))
 
         self.jump_edit = QLineEdit()
@@ -110,8 +117,7 @@ class MachineDialog(QDialog):
         self.form.addRow("Sign in with", auth_row)
         self.form.addRow("Key file", self.key_row)
         self.form.addRow(self.secret_label, self.secret_edit)
-        self.form.addRow("", self.remember_box)
-        self.form.addRow("", self.keyring_note)
+        self.form.addRow("", self.remember_row)
         self.form.addRow("Jump host", self.jump_edit)
 
         self.problems_label = QLabel("")
@@ -130,6 +136,7 @@ class MachineDialog(QDialog):
         self.ok_button = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
         self.ok_button.setText("Save" if machine else "Add machine")
         self.ok_button.setObjectName("primaryButton")
+        plain_buttons(self.buttons)
         self.buttons.accepted.connect(self._accept_if_valid)
         self.buttons.rejected.connect(self.reject)
 
@@ -213,9 +220,8 @@ class MachineDialog(QDialog):
         self.key_row.setEnabled(auth == "key")
         self.form.setRowVisible(self.key_row, auth == "key")
         has_secret = auth in SECRET_KIND
-        for row in (self.secret_edit, self.remember_box):
+        for row in (self.secret_edit, self.remember_row):
             self.form.setRowVisible(row, has_secret)
-        self.form.setRowVisible(self.keyring_note, has_secret and bool(self.keyring_note.text()))
         self.secret_label.setText("Password" if auth == "password" else "Key passphrase")
         if auth == "key" and not self.original:
             self.secret_edit.setPlaceholderText("only if the key file is protected by one")
@@ -225,16 +231,14 @@ class MachineDialog(QDialog):
         self.ok_button.setEnabled(not problems)
         self.test_button.setEnabled(not problems)
         if problems and self._touched:
-            self.problems_label.setObjectName("errorText")
+            repolish(self.problems_label, "errorText")
             self.problems_label.setText("\n".join(f"• {p}" for p in problems))
         elif problems:
-            self.problems_label.setObjectName("muted")
+            repolish(self.problems_label, "muted")
             self.problems_label.setText("Give a name, the host and the user to sign in as.")
         else:
             self.problems_label.setText("")
-        self.problems_label.style().unpolish(self.problems_label)
-        self.problems_label.style().polish(self.problems_label)
-        self.adjustSize()
+        self.problems_label.setVisible(bool(self.problems_label.text()))
 
     def _browse(self) -> None:
         start = os.path.expanduser(self.key_edit.text().strip() or "~/.ssh")
@@ -263,8 +267,7 @@ class MachineDialog(QDialog):
         given = Secrets({machine.name: {kind: value}} if kind and value else None)
         self.test_button.setEnabled(False)
         self._show_test("muted", f"Connecting to {html.escape(machine.address)}…")
-        registry = self.registry
-        batch = self.flow.start([machine], lambda m, g, r: _whoami(m, g, r, registry), given)
+        batch = self.flow.start([machine], _whoami, given)
         batch.progress.connect(lambda _n, text: self._show_test("muted", html.escape(text)))
         batch.done.connect(self._tested)
 
@@ -277,17 +280,15 @@ class MachineDialog(QDialog):
             self._show_test("errorText", f"✗ {html.escape(outcome.message)}")
 
     def _show_test(self, name: str, text: str) -> None:
-        self.test_label.setObjectName(name)
+        repolish(self.test_label, name)
         self.test_label.setText(text)
-        self.test_label.style().unpolish(self.test_label)
-        self.test_label.style().polish(self.test_label)
 
 
-def _whoami(machine: Machine, given: Secrets, report: Callable[[str], None],
-            registry: MachineRegistry | None) -> str:
-    client = connect_with(machine, given, registry)
+def _whoami(attempt: Attempt) -> str:
+    machine = attempt.machine
+    client = attempt.connect()
     try:
-        report("signed in; asking who we are…")
+        attempt.report("signed in; asking who we are…")
         code, out, err = run(client, ["uname", "-snr"], timeout=15)
     finally:
         client.close()

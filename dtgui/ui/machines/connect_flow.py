@@ -1,9 +1,9 @@
 """Connecting to machines from the UI: in the background, asking the person when needed.
 
-`ConnectFlow.start(machines, action)` runs `action(machine, secrets, report)` for every
-machine in parallel on a background thread (one `run_in_thread` job; inside it one thread per
-machine). `action` connects (usually through `connect_with`) and does its work. What it
-raises decides what happens next, on the UI thread:
+`ConnectFlow.start(machines, action)` runs `action(attempt)` for every machine in parallel on
+a background thread (one `run_in_thread` job; inside it one thread per machine). `action`
+connects (usually `attempt.connect()`) and does its work. What it raises decides what happens
+next, on the UI thread:
 
 * `UnknownHostKeyError`: a `HostKeyDialog`; "Trust" records the key (in a thread) and runs the
   action again; "Reject" ends that machine with a plain message.
@@ -89,8 +89,22 @@ def connect_with(machine: Machine, given: Secrets, registry: MachineRegistry | N
     )
 
 
-Report = Callable[[str], None]
-Action = Callable[[Machine, Secrets, Report], Any]
+@dataclass
+class Attempt:
+    """What an action gets (on a worker thread): the machine, the secrets given so far, the
+    connect timeout, and `report(text)` to show progress on the machine's row."""
+
+    machine: Machine
+    secrets: Secrets
+    registry: MachineRegistry | None
+    timeout: float
+    report: Callable[[str], None]
+
+    def connect(self) -> SSHClient:
+        return connect_with(self.machine, self.secrets, self.registry, self.timeout)
+
+
+Action = Callable[[Attempt], Any]
 
 
 @dataclass
@@ -145,6 +159,7 @@ class Batch(QObject):
         self.machines = list(machines)
         self.action = action
         self.secrets = given
+        self.registry: MachineRegistry | None = None
         self.outcomes: dict[str, Outcome] = {}
         self.attempts: dict[str, int] = {}
         self.sink = _Sink(self)
@@ -168,12 +183,14 @@ class ConnectFlow(QObject):
         self.keyring_ok, self.keyring_note = keyring_ok, keyring_note
         self.dialog: QDialog | None = None
         self._questions: deque[tuple[Batch, Machine, ConnectError]] = deque()
+        self._trusted: set[tuple[str, int, str]] = set()  # keys accepted through this flow
         ensure_pool_capacity()
 
     # -- starting --------------------------------------------------------------------------
     def start(self, machines: Sequence[Machine], action: Action,
               given: Secrets | None = None) -> Batch:
         batch = Batch(machines, action, given or Secrets(), self)
+        batch.registry = self.registry()
         if not batch.machines:
             QTimer.singleShot(0, lambda: batch.done.emit([]))
             return batch
@@ -198,7 +215,8 @@ class ConnectFlow(QObject):
 
         value, error = None, None
         try:
-            value = batch.action(machine, batch.secrets, report)
+            value = batch.action(Attempt(machine, batch.secrets, batch.registry, self.timeout,
+                                         report))
         except ConnectError as exc:
             error = exc
         except Exception as exc:  # a bug must not leave the row spinning forever
@@ -258,6 +276,12 @@ class ConnectFlow(QObject):
         if self.dialog is not None or not self._questions:
             return
         batch, machine, error = self._questions.popleft()
+        if isinstance(error, UnknownHostKeyError) and \
+                (error.host, error.port, error.fingerprint) in self._trusted:
+            # Two machines at one address: asked once (the key is being recorded right now).
+            QTimer.singleShot(200, lambda: self._retry(batch, machine))
+            self._next_question()
+            return
         parent = self.dialog_parent.window() if self.dialog_parent else None
         if isinstance(error, UnknownHostKeyError):
             dialog: QDialog = HostKeyDialog(error, machine.name, parent)
@@ -286,6 +310,7 @@ class ConnectFlow(QObject):
 
     def _trust(self, batch: Batch, machine: Machine, error: UnknownHostKeyError) -> None:
         batch.progress.emit(machine.name, "trusting the host key…")
+        self._trusted.add((error.host, error.port, error.fingerprint))
 
         def trusted(_: object) -> None:
             self._retry(batch, machine)

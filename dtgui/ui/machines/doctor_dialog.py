@@ -19,11 +19,9 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
-    QListView,
-    QListWidget,
-    QListWidgetItem,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QTableWidget,
     QTableWidgetItem,
@@ -36,7 +34,8 @@ from dtgui.core.hardware import MachineFacts
 from dtgui.core.machines import Machine, MachineRegistry
 from dtgui.remote.doctor_checks import run_doctor_checks
 from dtgui.remote.probe import probe
-from dtgui.ui.machines.connect_flow import ConnectFlow, Outcome, Secrets, connect_with
+from dtgui.ui.machines.common import plain_buttons, repolish
+from dtgui.ui.machines.connect_flow import Attempt, ConnectFlow, Outcome
 from dtgui.ui.workers import run_in_thread
 
 COLUMNS = ["Machine", "Check", "Status", "Detail", "Suggested fix"]
@@ -82,20 +81,27 @@ class DoctorDialog(QDialog):
         intro.setWordWrap(True)
         intro.setObjectName("muted")
 
-        self.machine_list = QListWidget()
-        self.machine_list.setFlow(QListView.Flow.LeftToRight)
-        self.machine_list.setWrapping(True)
-        self.machine_list.setSpacing(2)
-        self.machine_list.setFixedHeight(62)
+        self.machine_boxes: dict[str, QCheckBox] = {}
+        boxes = QWidget()
+        boxes.setObjectName("machineBoxes")
+        boxes_layout = QHBoxLayout(boxes)
+        boxes_layout.setContentsMargins(8, 4, 8, 4)
+        boxes_layout.setSpacing(18)
         for machine in registry.list():
-            item = QListWidgetItem(f"{machine.name}  ")
-            item.setData(Qt.ItemDataRole.UserRole, machine.name)
-            item.setToolTip(machine.address)
-            item.setFlags(Qt.ItemFlag.ItemIsUserCheckable | Qt.ItemFlag.ItemIsEnabled)
-            picked = chosen is None or machine.name in chosen
-            item.setCheckState(Qt.CheckState.Checked if picked else Qt.CheckState.Unchecked)
-            self.machine_list.addItem(item)
-        self.machine_list.itemChanged.connect(self._update)
+            box = QCheckBox(machine.name)
+            box.setToolTip(machine.address)
+            box.setChecked(chosen is None or machine.name in chosen)
+            box.toggled.connect(self._update)
+            self.machine_boxes[machine.name] = box
+            boxes_layout.addWidget(box)
+        boxes_layout.addStretch(1)
+        scroll = QScrollArea()
+        scroll.setWidget(boxes)
+        scroll.setWidgetResizable(True)
+        scroll.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setFixedHeight(boxes.sizeHint().height() + 6)
+        scroll.setStyleSheet("QScrollArea, QWidget#machineBoxes { background: #ffffff; }"
+                             " QScrollArea { border: 1px solid #dde1e6; border-radius: 4px; }")
         self.port_spin = QSpinBox()
         self.port_spin.setRange(1024, 65535)
         self.port_spin.setValue(DEFAULT_PORT)
@@ -105,7 +111,7 @@ class DoctorDialog(QDialog):
         self.run_button.clicked.connect(self.run)
         pick = QHBoxLayout()
         pick.addWidget(QLabel("Machines"))
-        pick.addWidget(self.machine_list, 1)
+        pick.addWidget(scroll, 1)
         pick.addSpacing(12)
         pick.addWidget(QLabel("Port"))
         pick.addWidget(self.port_spin)
@@ -127,6 +133,7 @@ class DoctorDialog(QDialog):
 
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setObjectName("doctorTable")
+        self.table.setStyleSheet("QTableWidget#doctorTable::item { padding: 3px 4px; }")
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -136,6 +143,7 @@ class DoctorDialog(QDialog):
         self.table.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
         header = self.table.horizontalHeader()
         header.setHighlightSections(False)
+        header.setDefaultAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
         for col, width in enumerate((120, 130, 96)):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.Interactive)
             self.table.setColumnWidth(col, width)
@@ -143,7 +151,7 @@ class DoctorDialog(QDialog):
         header.setSectionResizeMode(4, QHeaderView.ResizeMode.Stretch)
         header.sectionResized.connect(lambda *_: self.table.resizeRowsToContents())
 
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        buttons = plain_buttons(QDialogButtonBox(QDialogButtonBox.StandardButton.Close))
         buttons.rejected.connect(self.reject)
 
         layout = QVBoxLayout(self)
@@ -164,16 +172,12 @@ class DoctorDialog(QDialog):
 
     # -- state -----------------------------------------------------------------------------------
     def chosen(self) -> list[Machine]:
-        names = [self.machine_list.item(i).data(Qt.ItemDataRole.UserRole)
-                 for i in range(self.machine_list.count())
-                 if self.machine_list.item(i).checkState() == Qt.CheckState.Checked]
+        names = [n for n, box in self.machine_boxes.items() if box.isChecked()]
         return [self.registry.get(n) for n in names if n in self.registry]
 
     def set_chosen(self, names: list[str]) -> None:
-        for i in range(self.machine_list.count()):
-            item = self.machine_list.item(i)
-            on = item.data(Qt.ItemDataRole.UserRole) in names
-            item.setCheckState(Qt.CheckState.Checked if on else Qt.CheckState.Unchecked)
+        for name, box in self.machine_boxes.items():
+            box.setChecked(name in names)
 
     def _update(self, *_: object) -> None:
         self.run_button.setEnabled(not self.running and bool(self.chosen()))
@@ -193,14 +197,12 @@ class DoctorDialog(QDialog):
         self._fill()
         self.progress.show()
         self._update()
-        self.status_label.setObjectName("")
+        repolish(self.status_label, "")
         self.status_label.setText(f"Connecting to {len(machines)} machine(s)…")
-        registry = self.registry
-
-        def action(machine: Machine, secrets: Secrets, report: Callable[[str], None]):
-            client = connect_with(machine, secrets, registry)
+        def action(attempt: Attempt):
+            client = attempt.connect()
             try:
-                report("probing Python, TensorFlow and GPUs…")
+                attempt.report("probing Python, TensorFlow and GPUs…")
                 return client, probe(client)
             except BaseException:
                 client.close()
@@ -259,9 +261,7 @@ class DoctorDialog(QDialog):
             text = (f"✓ All {len(checks)} checks passed: these machines can train together on "
                     f"port {self.port}.")
             name = "okText"
-        self.status_label.setObjectName(name)
-        self.status_label.style().unpolish(self.status_label)
-        self.status_label.style().polish(self.status_label)
+        repolish(self.status_label, name)
         self.status_label.setText(text)
         self._update()
         self.finishedRun.emit(checks)

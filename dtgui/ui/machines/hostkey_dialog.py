@@ -7,7 +7,7 @@ listens to `accepted` / `rejected` / `finished`.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QFont, QFontDatabase
+from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
@@ -26,19 +26,7 @@ from dtgui.remote.hostkeys import (
     app_known_hosts,
     host_key_name,
 )
-
-
-def mono_label(text: str) -> QLabel:
-    label = QLabel(text)
-    font = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
-    font.setPointSizeF(max(font.pointSizeF(), 10.0))
-    label.setFont(font)
-    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse
-                                  | Qt.TextInteractionFlag.TextSelectableByKeyboard)
-    label.setObjectName("fingerprint")
-    label.setStyleSheet("QLabel#fingerprint { background: #ffffff; border: 1px solid #dde1e6;"
-                        " border-radius: 4px; padding: 6px 8px; }")
-    return label
+from dtgui.ui.machines.common import mono_label, plain_buttons
 
 
 def _icon(widget: QWidget, which: QStyle.StandardPixmap) -> QLabel:
@@ -72,14 +60,16 @@ class HostKeyDialog(QDialog):
         heading = _heading(f"First connection to {name}")
         intro = QLabel(
             f"dtgui has not seen the host key of <b>{host_key_name(error.host, error.port)}</b> "
-            "before. Trust it only if the fingerprint below is the machine's own: compare it "
-            "with what the machine shows for <code>ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub"
-            "</code> (ask its administrator if you cannot look yourself)."
+            "before. Trust it only if the fingerprint below is the machine's own. On the machine "
+            "(or ask its administrator), this command shows it:"
         )
         intro.setWordWrap(True)
         intro.setTextFormat(Qt.TextFormat.RichText)
+        command = mono_label("ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub"
+                             if error.key_type == "ssh-ed25519"
+                             else "ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub", "command")
 
-        self.fingerprint_label = mono_label(error.fingerprint)
+        self.fingerprint_label = mono_label(error.fingerprint, "fingerprint")
         form = QFormLayout()
         form.setLabelAlignment(Qt.AlignmentFlag.AlignRight)
         form.addRow("Host", QLabel(error.host))
@@ -104,6 +94,7 @@ class HostKeyDialog(QDialog):
         text = QVBoxLayout()
         text.addWidget(heading)
         text.addWidget(intro)
+        text.addWidget(command)
         text.addSpacing(6)
         text.addLayout(form)
         text.addWidget(note)
@@ -127,7 +118,7 @@ class ChangedKeyDialog(QDialog):
         name = machine_name or error.machine or error.host
         key_name = host_key_name(error.host, error.port)
         self.setWindowTitle(f"Host key CHANGED — {name}")
-        self.setMinimumWidth(600)
+        self.setMinimumWidth(720)
 
         heading = _heading(f"The host key of {name} has changed: connection refused")
         heading.setObjectName("errorText")
@@ -137,24 +128,26 @@ class ChangedKeyDialog(QDialog):
             "reinstalled. dtgui did not connect and sent no password or key."
         )
         intro.setWordWrap(True)
-        self.expected_label = mono_label(f"{error.expected_type}  {error.expected_fingerprint}")
-        self.presented_label = mono_label(f"{error.key_type}  {error.fingerprint}")
+        self.expected_label = mono_label(
+            f"{error.expected_type}  {error.expected_fingerprint}", "fingerprint")
+        self.presented_label = mono_label(f"{error.key_type}  {error.fingerprint}", "fingerprint")
         form = QFormLayout()
         form.setLabelAlignment(Qt.AlignmentFlag.AlignRight)
         form.addRow("On record", self.expected_label)
         form.addRow("Offered now", self.presented_label)
-        fix = QLabel(
-            "If you know why the key changed, check the new fingerprint on the machine itself "
-            "(ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub). Only then remove the old key "
-            "deliberately and connect again:"
-        )
+        check = QLabel("If you know why the key changed, check the new fingerprint on the "
+                       "machine itself:")
+        check.setWordWrap(True)
+        check_command = mono_label("ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub", "command")
+        fix = QLabel("Only when it matches, remove the old key deliberately and connect again:")
         fix.setWordWrap(True)
-        self.command_label = mono_label(f"ssh-keygen -R '{key_name}' -f {app_known_hosts()}")
+        self.command_label = mono_label(f"ssh-keygen -R '{key_name}' -f {app_known_hosts()}",
+                                        "command")
         self.command_label.setWordWrap(True)
         also = QLabel("(and with -f ~/.ssh/known_hosts if the old key is recorded there)")
         also.setObjectName("muted")
 
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        buttons = plain_buttons(QDialogButtonBox(QDialogButtonBox.StandardButton.Close))
         buttons.rejected.connect(self.reject)
         self.close_button = buttons.button(QDialogButtonBox.StandardButton.Close)
 
@@ -164,6 +157,8 @@ class ChangedKeyDialog(QDialog):
         text.addSpacing(4)
         text.addLayout(form)
         text.addSpacing(4)
+        text.addWidget(check)
+        text.addWidget(check_command)
         text.addWidget(fix)
         text.addWidget(self.command_label)
         text.addWidget(also)

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 
 from dtgui.core.machines import AUTH_LABELS, Machine, MachineRegistry
 from dtgui.remote.ssh_config import DEFAULT_PATH, read_ssh_config
+from dtgui.ui.machines.common import plain_buttons
 from dtgui.ui.workers import run_in_thread
 
 
@@ -56,6 +57,7 @@ class ImportDialog(QDialog):
                                         | QDialogButtonBox.StandardButton.Cancel)
         self.ok_button = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
         self.ok_button.setObjectName("primaryButton")
+        plain_buttons(self.buttons)
         self.buttons.accepted.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
         layout = QVBoxLayout(self)

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from dtgui.core.machines import Machine
+from dtgui.ui.machines.common import plain_buttons
 
 
 def public_keys() -> list[str]:
@@ -74,6 +75,7 @@ class InstallKeyDialog(QDialog):
         self.ok_button = buttons.button(QDialogButtonBox.StandardButton.Ok)
         self.ok_button.setText("Install key")
         self.ok_button.setObjectName("primaryButton")
+        plain_buttons(buttons)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         layout = QVBoxLayout(self)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
@@ -21,7 +19,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
-    QMessageBox,
     QPushButton,
     QTableWidget,
     QTableWidgetItem,
@@ -32,27 +29,28 @@ from PySide6.QtWidgets import (
 from dtgui.core.hardware import MachineFacts
 from dtgui.core.machines import Machine, MachineRegistry, RemoteFacts
 from dtgui.remote import secrets as secret_store
-from dtgui.remote.connection import install_public_key
+from dtgui.remote.connection import ChangedHostKeyError, ConnectError
 from dtgui.remote.probe import probe
 from dtgui.ui.machines import texts
-from dtgui.ui.machines.add_dialog import MachineDialog
-from dtgui.ui.machines.connect_flow import ConnectFlow, Outcome, Secrets, connect_with
+from dtgui.ui.machines.common import repolish
+from dtgui.ui.machines.connect_flow import Attempt, ConnectFlow, Outcome, Secrets
+from dtgui.ui.machines.hostkey_dialog import ChangedKeyDialog
 from dtgui.ui.machines.icons import SPINNER_FRAMES, status_icon
-from dtgui.ui.machines.import_dialog import ImportDialog
-from dtgui.ui.machines.install_key_dialog import InstallKeyDialog
+from dtgui.ui.machines.panel_actions import PanelActions, RowState
 from dtgui.ui.workers import run_in_thread
 
 COLUMNS = ["Machine", "Address", "OS", "Python", "TF", "GPUs"]
 
 
-@dataclass
-class RowState:
-    status: str = "unknown"  # unknown | connecting | ok | error
-    message: str = ""  # progress while connecting, the plain error, or a note
-    facts: RemoteFacts | None = None
+def short_message(state: RowState) -> str:
+    """The row's message for the details line: a changed key's long warning in brief."""
+    if isinstance(state.error, ChangedHostKeyError):
+        return ("The host key has CHANGED since you trusted it: dtgui refused to connect. "
+                "Someone may be intercepting the connection, or the machine was reinstalled.")
+    return state.message
 
 
-class MachinesPanel(QWidget):
+class MachinesPanel(PanelActions, QWidget):
     machinesChanged = Signal()
     factsChanged = Signal(str, object)  # machine name, RemoteFacts
     dialogShown = Signal(object)
@@ -92,6 +90,8 @@ class MachinesPanel(QWidget):
         self.details_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.details_label.setTextFormat(Qt.TextFormat.RichText)
         self.details_label.setMinimumHeight(20)
+        self.details_label.linkActivated.connect(self._on_link)
+        self.table.setMinimumHeight(150)
 
         def button(text: str, slot: Callable[[], object], tip: str) -> QPushButton:
             b = QPushButton(text)
@@ -162,12 +162,16 @@ class MachinesPanel(QWidget):
         if not self.keyring_ok:
             self._set_message(self.keyring_note)
 
-    def _set_message(self, text: str, error: bool = False) -> None:
-        if not text and self.registry is not None and not len(self.registry):
-            text = ("No machines yet. Add one, or import the hosts of ~/.ssh/config; then "
-                    "Refresh connects and shows what each has.")
-        self.message_label.setObjectName("errorText" if error else "muted")
-        self.message_label.style().polish(self.message_label)
+    def _set_message(self, text: str = "", error: bool = False) -> None:
+        """Show `text`; a missing keyring stays mentioned whatever else is shown."""
+        parts = [text] if text else []
+        if not self.keyring_ok and self.keyring_note and self.keyring_note not in text:
+            parts.append(self.keyring_note)
+        if not parts and self.registry is not None and not len(self.registry):
+            parts = ["No machines yet. Add one, or import the hosts of ~/.ssh/config; then "
+                     "Refresh connects and shows what each has."]
+        text = "\n".join(parts)
+        repolish(self.message_label, "errorText" if error else "muted")
         self.message_label.setText(text)
         self.message_label.setVisible(bool(text))
 
@@ -208,9 +212,10 @@ class MachinesPanel(QWidget):
         self.table.item(row, 0).setIcon(status_icon(state.status, self._frame))
 
     def _set_state(self, name: str, status: str, message: str = "",
-                   facts: RemoteFacts | None = None) -> None:
+                   facts: RemoteFacts | None = None, error: ConnectError | None = None) -> None:
         old = self.states.get(name, RowState())
-        self.states[name] = RowState(status, message, facts if facts is not None else old.facts)
+        self.states[name] = RowState(status, message, facts if facts is not None else old.facts,
+                                     error)
         row = self.row_of(name)
         if row >= 0:
             self._fill_row(row, self.machines()[row])
@@ -254,7 +259,7 @@ class MachinesPanel(QWidget):
         if len(names) != 1:
             errors = [(n, s) for n, s in self.states.items() if s.status == "error"]
             text = (f"<span style='color:#b91c1c'>{html.escape(errors[-1][0])}: "
-                    f"{html.escape(errors[-1][1].message)}</span>") if errors else ""
+                    f"{html.escape(short_message(errors[-1][1]))}</span>") if errors else ""
             self.details_label.setText(text)
             return
         machine = self.registry.get(names[0]) if self.registry else None
@@ -262,9 +267,14 @@ class MachinesPanel(QWidget):
             return
         state = self.states.get(machine.name, RowState())
         text = texts.details_html(machine, state.facts)
+        if state.facts is not None and state.status == "error":
+            text = text.replace("<br>", " <span style='color:#6b7280'>(as last probed)</span><br>",
+                                1)
         color = {"error": "#b91c1c", "connecting": "#1d4ed8"}.get(state.status, "#6b7280")
         if state.message:
-            text += f"<br><span style='color:{color}'>{html.escape(state.message)}</span>"
+            text += f"<br><span style='color:{color}'>{html.escape(short_message(state))}</span>"
+        if isinstance(state.error, ChangedHostKeyError):
+            text += f" <a href='changed:{html.escape(machine.name)}'>What now?</a>"
         elif state.status == "unknown":
             text += "<br><span style='color:#6b7280'>Not connected yet: press Refresh.</span>"
         self.details_label.setText(text)
@@ -278,12 +288,10 @@ class MachinesPanel(QWidget):
         machines = [m for m in machines if m.name not in busy]
         if not machines:
             return
-        registry = self.registry
-
-        def action(machine: Machine, secrets: Secrets, report: Callable[[str], None]):
-            client = connect_with(machine, secrets, registry)
+        def action(attempt: Attempt) -> RemoteFacts:
+            client = attempt.connect()
             try:
-                report("signed in; probing Python, TensorFlow and GPUs…")
+                attempt.report("signed in; probing Python, TensorFlow and GPUs…")
                 return probe(client)
             finally:
                 client.close()
@@ -301,186 +309,16 @@ class MachinesPanel(QWidget):
             self._set_state(name, "ok", "", facts)
             self.factsChanged.emit(name, facts)
         else:
-            self._set_state(name, "error", outcome.message)
+            self._set_state(name, "error", outcome.message, error=outcome.error)
 
-    # -- add / edit / remove / import --------------------------------------------------------------
     def _show(self, dialog: QDialog) -> None:
         self.dialog = dialog
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.open()
         self.dialogShown.emit(dialog)
 
-    def add_machine(self) -> None:
-        dialog = MachineDialog(self.registry, keyring_ok=self.keyring_ok,
-                               keyring_note=self.keyring_note, parent=self.window())
-        dialog.flow.dialogShown.connect(self.dialogShown)
-        dialog.accepted.connect(lambda: self._save(None, dialog))
-        self._show(dialog)
-
-    def edit_selected(self) -> None:
-        names = self.selected_names()
-        if len(names) != 1 or self.registry is None:
-            return
-        dialog = MachineDialog(self.registry, self.registry.get(names[0]),
-                               keyring_ok=self.keyring_ok, keyring_note=self.keyring_note,
-                               parent=self.window())
-        dialog.flow.dialogShown.connect(self.dialogShown)
-        dialog.accepted.connect(lambda: self._save(names[0], dialog))
-        self._show(dialog)
-
-    def _save(self, old_name: str | None, dialog: MachineDialog) -> None:
-        machine, (kind, value), remember = dialog.machine(), dialog.secret(), dialog.remember()
-        registry = self.registry
-        assert registry is not None
-
-        def save() -> str:
-            note = ""
-            if old_name is None:
-                registry.add(machine)
-            else:
-                _, note = secret_store.update_machine(registry, old_name, machine)
-            if kind and value and remember:
-                try:
-                    secret_store.set_secret(machine.name, kind, value)
-                except secret_store.KeyringUnavailable as exc:
-                    note = f"{exc}"
-            return note
-
-        def saved(note: str) -> None:
-            if old_name is not None and old_name != machine.name:
-                self.states[machine.name] = self.states.pop(old_name, RowState())
-            self._rebuild()
-            self._set_message(note)
-            given = Secrets({machine.name: {kind: value}}) if kind and value else None
-            self.refresh([machine.name], given)
-
-        run_in_thread(save, saved, lambda t: self._set_message(t.splitlines()[0], True),
-                      context=self)
-
-    def remove_selected(self, confirm: bool = True) -> None:
-        names = self.selected_names()
-        if not names:
-            return
-        if not confirm:
-            self._remove(names)
-            return
-        box = QMessageBox(QMessageBox.Icon.Question, "Remove machines",
-                          f"Remove {', '.join(names)}? Their remembered passwords are "
-                          "forgotten too.", QMessageBox.StandardButton.Yes
-                          | QMessageBox.StandardButton.No, self.window())
-        box.accepted.connect(lambda: self._remove(names))
-        self._show(box)
-
-    def _remove(self, names: list[str]) -> None:
-        registry = self.registry
-        assert registry is not None
-
-        def remove() -> str:
-            notes = []
-            for name in names:
-                try:
-                    _, note = secret_store.remove_machine(registry, name)
-                except ValueError as exc:  # MachineError: a jump host still in use
-                    note = str(exc)
-                if note and note not in notes:
-                    notes.append(note)
-            return " ".join(notes)
-
-        def removed(note: str) -> None:
-            for name in names:
-                if name not in registry:
-                    self.states.pop(name, None)
-            self._rebuild()
-            self._set_message(note, bool(note))
-
-        run_in_thread(remove, removed, lambda t: self._set_message(t.splitlines()[0], True),
-                      context=self)
-
-    def import_config(self, path: Path | None = None) -> None:
-        dialog = ImportDialog(self.registry, path, parent=self.window())
-        dialog.accepted.connect(lambda: self._import(dialog.chosen()))
-        self._show(dialog)
-
-    def _import(self, machines: list[Machine]) -> None:
-        registry = self.registry
-        assert registry is not None
-
-        def add_all() -> tuple[list[str], list[str]]:
-            added, problems = [], []
-            for machine in machines:
-                try:
-                    added.append(registry.add(machine).name)
-                except ValueError as exc:
-                    problems.append(f"{machine.name}: {exc}")
-            return added, problems
-
-        def done(result: tuple[list[str], list[str]]) -> None:
-            added, problems = result
-            self._rebuild()
-            self._set_message(" ".join(problems), bool(problems))
-            if added:
-                self.refresh(added)
-
-        run_in_thread(add_all, done, lambda t: self._set_message(t.splitlines()[0], True),
-                      context=self)
-
-    # -- public key --------------------------------------------------------------------------------
-    def install_key(self) -> None:
-        names = self.selected_names()
-        if len(names) != 1 or self.registry is None:
-            return
-        dialog = InstallKeyDialog(self.registry.get(names[0]), parent=self.window())
-        dialog.accepted.connect(lambda: self._install(dialog.machine, dialog.public_key(),
-                                                      dialog.password(), dialog.private_key()
-                                                      if dialog.switch_to_key() else ""))
-        self._show(dialog)
-
-    def _install(self, machine: Machine, pub: str, password: str, private: str) -> None:
-        registry = self.registry
-
-        def action(m: Machine, secrets: Secrets, report: Callable[[str], None]) -> bool:
-            report("installing your public key…")
-            return install_public_key(m, secrets.get(m.name, "password"), pub,
-                                      registry=registry)
-
-        self._set_state(machine.name, "connecting", "installing your public key…")
-        given = Secrets({machine.name: {"password": password}} if password else None)
-        batch = self.flow.start([machine], action, given)
-        batch.outcome.connect(lambda o: self._installed(o, private))
-
-    def _installed(self, outcome: Outcome, private: str) -> None:
-        machine = outcome.machine
-        if not outcome.ok:
-            self._set_state(machine.name, "error", outcome.message)
-            return
-        done = "Your key was installed." if outcome.value else "Your key was already there."
-        if not private or self.registry is None:
-            self._set_state(machine.name, "unknown", done)
-            return
-        keyed = replace(machine, auth="key", key_file=private)
-        registry = self.registry
-
-        def switched(_: object) -> None:
-            self._rebuild()
-            self._set_state(machine.name, "unknown", f"{done} It signs in with {private} now.")
-            self.refresh([machine.name])
-
-        run_in_thread(lambda: secret_store.update_machine(registry, machine.name, keyed),
-                      switched, lambda t: self._set_message(t.splitlines()[0], True),
-                      context=self)
-
-    # -- doctor ------------------------------------------------------------------------------------
-    def open_doctor(self) -> None:
-        from dtgui.ui.machines.doctor_dialog import DoctorDialog
-
-        if self.registry is None:
-            return
-        chosen = self.selected_names()
-        if len(chosen) < 2:
-            chosen = [n for n, s in self.states.items() if s.status == "ok"] or self.registry.names()
-        dialog = DoctorDialog(self.registry, self.local_facts(), chosen,
-                              keyring_ok=self.keyring_ok, keyring_note=self.keyring_note,
-                              parent=self.window())
-        dialog.flow.dialogShown.connect(self.dialogShown)
-        self._show(dialog)
-
+    def _on_link(self, link: str) -> None:
+        kind, _, name = link.partition(":")
+        error = self.states.get(name, RowState()).error
+        if kind == "changed" and isinstance(error, ChangedHostKeyError):
+            self._show(ChangedKeyDialog(error, name, self.window()))

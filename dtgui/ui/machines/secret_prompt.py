@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -15,6 +17,7 @@ from PySide6.QtWidgets import (
 )
 
 from dtgui.remote.secrets import SecretRequired
+from dtgui.ui.machines.common import plain_buttons
 
 TITLES = {"password": "Password", "passphrase": "Key passphrase"}
 
@@ -29,6 +32,7 @@ class SecretPrompt(QDialog):
         self.setWindowTitle(f"{title} for {error.machine}")
         self.setMinimumWidth(480)
 
+        heading = QLabel(f"<b>{title} for {html.escape(error.machine)}</b>")
         message = QLabel(str(error))
         message.setWordWrap(True)
         self.edit = QLineEdit()
@@ -53,11 +57,13 @@ class SecretPrompt(QDialog):
         self.ok_button.setObjectName("primaryButton")
         self.ok_button.setEnabled(False)
         self.edit.textChanged.connect(lambda t: self.ok_button.setEnabled(bool(t)))
+        plain_buttons(buttons)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(20, 18, 20, 16)
+        layout.addWidget(heading)
         layout.addWidget(message)
         layout.addLayout(form)
         layout.addWidget(self.remember)

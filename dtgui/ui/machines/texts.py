@@ -73,7 +73,7 @@ def details_html(machine: Machine, facts: RemoteFacts | None) -> str:
     if facts.gpus:
         gpus = e(gpu_tooltip(facts)).replace("\n", "; ")
     else:
-        gpus = "no NVIDIA GPU" + (f" ({e(facts.gpu_error)})" if facts.gpu_error else "")
+        gpus = "no NVIDIA GPU" + (f" — {e(facts.gpu_error)}" if facts.gpu_error else "")
     lines = [
         head,
         f"{e(facts.os_name or '?')} · {e(facts.kernel)} {e(facts.arch)}",

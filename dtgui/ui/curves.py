@@ -1,0 +1,333 @@
+"""Feeding series to pyqtgraph fast: curves created once, long series drawn as envelopes.
+
+Every series has one `PlotDataItem`, created on first sight and then fed with `setData`, with
+automatic "peak" downsampling, clip-to-view, no finite check and no antialiasing. A series
+that did not grow since the last frame is not touched; a hidden one is fed when shown again.
+
+While its plot follows the whole run, a long series (more than ENVELOPE_MIN_POINTS points) is
+drawn instead as its min/max `Envelope`: one vertical min..max stroke per block of steps,
+which is what "peak" downsampling draws, but kept up to date incrementally (only the last
+block is recomputed per frame), and the envelopes of all the long series of a plot are drawn
+by a single `EnvelopeLayer` item (one bounds update and one paint call per frame rather than
+one per series). A frame therefore costs about the same at 100k steps as at 5k. Once the user
+zooms in, the raw series go back to their PlotDataItems (pyqtgraph then clips them to the
+view and downsamples only the visible part).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import numpy as np
+import pyqtgraph as pg
+from pyqtgraph import functions as fn
+from pyqtgraph.graphicsItems.LegendItem import ItemSample
+from PySide6.QtCore import QRectF
+from PySide6.QtGui import QColor, QPainter, QPainterPath, QPen
+from PySide6.QtWidgets import QStyleOptionGraphicsItem, QWidget
+
+XY = tuple[np.ndarray, np.ndarray]
+AUTO_DOWNSAMPLE_FACTOR = 2.0  # pyqtgraph's auto downsampling: ~2 "peak" buckets per pixel
+ENVELOPE_MIN_POINTS = 4096  # longer series are drawn as their envelope while following
+# An envelope has between BLOCKS_PER_PIXEL/2 and BLOCKS_PER_PIXEL blocks per pixel of the
+# plot's width: blocks at most 1.6 px apart (further apart, the strokes show gaps), and no
+# more vertices than that (painting time grows with them).
+BLOCKS_PER_PIXEL = 1.25
+DEFAULT_WIDTH_PX = 1200
+_EMPTY = np.empty(0)
+
+
+def make_curve(colour: QColor, name: str) -> pg.PlotDataItem:
+    item = pg.PlotDataItem(name=name, pen=pg.mkPen(colour, width=1), antialias=False,
+                           skipFiniteCheck=True)
+    item.setDownsampling(auto=True, method="peak")
+    item.setClipToView(True)
+    # pyqtgraph's default (5 buckets per pixel, 10 vertices per pixel column) costs 2.5x more
+    # to compute and to draw for no visible difference with "peak".
+    item.opts["autoDownsampleFactor"] = AUTO_DOWNSAMPLE_FACTOR
+    return item
+
+
+class LineSample(ItemSample):
+    """Legend sample: a 2 px line in the series' colour (pyqtgraph's crossed-out eye when
+    hidden); a click shows/hides the series."""
+
+    def paint(self, p: QPainter, *args: object) -> None:
+        if not self.item.isVisible():
+            super().paint(p, *args)
+            return
+        p.setPen(pg.mkPen(self.item.opts["pen"].color(), width=2))
+        p.drawLine(2, 11, 18, 11)
+
+
+def zigzag(bx: np.ndarray, top: np.ndarray, bottom: np.ndarray) -> XY:
+    """Envelope blocks as the line vertices "peak" downsampling draws: (x0, max0), (x0, min0),
+    (x1, max1), ... - a vertical min..max stroke per block, and the diagonal to the next block
+    fills the pixel columns between two blocks."""
+    vx = np.repeat(bx, 2)
+    vy = np.empty(len(vx))
+    vy[0::2] = top
+    vy[1::2] = bottom
+    return vx, vy
+
+
+class Envelope:
+    """Min and max of each block of an append-only (x, y) series, updated incrementally.
+
+    `update(x, y)` returns `(bx, top, bottom)`: per block its first x, max and min, then the
+    partial last block, then the exact last point (a block of its own). Complete blocks are
+    computed once; only the partial block is recomputed per call. There are between
+    `max_blocks / 2` and `max_blocks` blocks: when there would be more, neighbours are merged
+    (the block size doubles).
+    """
+
+    def __init__(self, max_blocks: int = int(DEFAULT_WIDTH_PX * BLOCKS_PER_PIXEL)) -> None:
+        self.max_blocks = max_blocks
+        self.reset()
+
+    def reset(self) -> None:
+        self.block = 0
+        self.done = 0  # complete blocks in bx/bmax/bmin
+        self.bx = np.empty(0)
+        self.bmax = np.empty(0)
+        self.bmin = np.empty(0)
+
+    def update(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        n = len(x)
+        if n == 0:
+            self.reset()
+            return x, y, y
+        if self.block == 0 or n < self.done * self.block:
+            self.reset()
+            self.block = 1 << max(0, int(np.ceil(np.log2(n / self.max_blocks))))
+        while n // self.block > self.max_blocks:
+            self._merge()
+        b = self.block
+        full = n // b
+        if full > self.done:
+            seg = slice(self.done * b, full * b)
+            blocks = y[seg].reshape(-1, b)
+            self.bmax = np.concatenate([self.bmax[: self.done], blocks.max(axis=1)])
+            self.bmin = np.concatenate([self.bmin[: self.done], blocks.min(axis=1)])
+            self.bx = np.concatenate([self.bx[: self.done], x[seg][::b]])
+            self.done = full
+        tail = y[full * b:]
+        extra_x, extra_top, extra_bottom = [float(x[-1])], [float(y[-1])], [float(y[-1])]
+        if len(tail) > 1:
+            extra_x.insert(0, float(x[full * b]))
+            extra_top.insert(0, float(tail.max()))
+            extra_bottom.insert(0, float(tail.min()))
+        return (np.concatenate([self.bx, extra_x]), np.concatenate([self.bmax, extra_top]),
+                np.concatenate([self.bmin, extra_bottom]))
+
+    def _merge(self) -> None:
+        pairs = self.done // 2
+        self.bmax = np.maximum(self.bmax[0:2 * pairs:2], self.bmax[1:2 * pairs:2])
+        self.bmin = np.minimum(self.bmin[0:2 * pairs:2], self.bmin[1:2 * pairs:2])
+        self.bx = self.bx[0:2 * pairs:2].copy()
+        self.done = pairs  # an odd last block becomes part of the partial tail again
+        self.block *= 2
+
+
+class EnvelopeLayer(pg.GraphicsObject):
+    """Draws the envelopes of several series (each in its curve's pen, only while its curve is
+    visible) as one graphics item."""
+
+    def __init__(self, curves: dict[object, pg.PlotDataItem]) -> None:
+        super().__init__()
+        self._curves = curves
+        self.paths: dict[object, tuple[QPainterPath, np.ndarray]] = {}  # path, [x0 x1 y0 y1]
+        self._rect = QRectF()
+
+    def set_series(self, key: object, vx: np.ndarray, vy: np.ndarray) -> None:
+        bounds = np.array([vx[0], vx[-1], vy.min(), vy.max()])
+        self.paths[key] = (fn.arrayToQPath(vx, vy, connect="all"), bounds)
+
+    def remove(self, key: object) -> None:
+        self.paths.pop(key, None)
+
+    def commit(self) -> None:
+        """After set_series/remove: new bounds, repaint."""
+        self.prepareGeometryChange()
+        if self.paths:
+            b = np.array([v[1] for v in self.paths.values()])
+            x0, x1, y0, y1 = b[:, 0].min(), b[:, 1].max(), b[:, 2].min(), b[:, 3].max()
+            self._rect = QRectF(x0, y0, x1 - x0, y1 - y0)
+        else:
+            self._rect = QRectF()
+        self.update()
+
+    def boundingRect(self) -> QRectF:
+        # one device pixel of margin for the pen (in data units: the view's pixel size)
+        px, py = self.pixelVectors()
+        mx = px.length() if px is not None else 0.0
+        my = py.length() if py is not None else 0.0
+        return self._rect.adjusted(-mx, -my, mx, my)
+
+    def dataBounds(self, ax: int, frac: float = 1.0,
+                   orthoRange: tuple[float, float] | None = None
+                   ) -> tuple[float, float] | tuple[None, None]:
+        if not self.paths:
+            return None, None
+        r = self._rect
+        return (r.left(), r.right()) if ax == 0 else (r.top(), r.bottom())
+
+    def paint(self, p: QPainter, option: QStyleOptionGraphicsItem,
+              widget: QWidget | None = None) -> None:
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+        for key, (path, _bounds) in self.paths.items():
+            curve = self._curves.get(key)
+            if curve is not None and curve.isVisible():
+                p.setPen(QPen(curve.opts["pen"]))
+                p.drawPath(path)
+
+
+class CurveSet:
+    """The curves of one plot, keyed by series name."""
+
+    def __init__(self, target: pg.PlotItem,
+                 factory: Callable[[object, int], pg.PlotDataItem]) -> None:
+        self._target = target
+        self._factory = factory
+        self.curves: dict[object, pg.PlotDataItem] = {}
+        self.raw: dict[object, XY] = {}  # the latest full series of every curve
+        self.last: dict[object, float] = {}  # latest y of every series, shown or not
+        self.layer = EnvelopeLayer(self.curves)
+        target.getViewBox().addItem(self.layer)
+        self._fed_len: dict[object, int] = {}
+        self._pending: set[object] = set()
+        self._envelopes: dict[object, Envelope] = {}
+        self._extent: dict[object, tuple[int, float, float]] = {}  # seen length, min, max
+        self._layer_dirty = False
+        self._max_blocks = int(DEFAULT_WIDTH_PX * BLOCKS_PER_PIXEL)
+        self.use_envelope = True
+
+    def update(self, data: Mapping[object, XY]) -> list[object]:
+        """Feed every series that grew; returns the keys whose curve was created now."""
+        self._fit_blocks_to_width()
+        new = []
+        for key, (x, y) in data.items():
+            curve = self.curves.get(key)
+            if curve is None:
+                curve = self._factory(key, len(self.curves))
+                self.curves[key] = curve
+                self._target.addItem(curve)
+                new.append(key)
+            if len(y):
+                self.last[key] = float(y[-1])
+                self._grow_extent(key, y)
+            if self._fed_len.get(key) == len(x) and key in self.raw:
+                continue
+            self.raw[key] = (x, y)
+            if curve.isVisible():
+                self._feed(key)
+            else:
+                self._pending.add(key)
+        self._commit()
+        return new
+
+    def _fit_blocks_to_width(self) -> bool:
+        """Size the envelopes for the plot's width; True if that changed them."""
+        width = self._target.getViewBox().width()
+        wanted = int(max(width if width > 50 else DEFAULT_WIDTH_PX, 200) * BLOCKS_PER_PIXEL)
+        if abs(wanted - self._max_blocks) <= self._max_blocks // 4:
+            return False
+        self._max_blocks = wanted
+        self._envelopes.clear()
+        return True
+
+    def refit(self) -> None:
+        """After the plot was resized: envelopes with as many blocks as it now has pixels."""
+        if self._fit_blocks_to_width():
+            for key, curve in self.curves.items():
+                if key in self.layer.paths:
+                    if curve.isVisible():
+                        self._feed(key)
+                    else:
+                        self._pending.add(key)
+            self._commit()
+
+    def shown_data(self, key: object) -> XY:
+        """What is drawn for a series now: its envelope's vertices, or the curve's data."""
+        if key in self.layer.paths:
+            x, y = zigzag(*self._envelopes[key].update(*self.raw[key]))
+            return x, y
+        x, y = self.curves[key].getOriginalDataset()
+        return (x, y) if x is not None and y is not None else (_EMPTY, _EMPTY)
+
+    def _grow_extent(self, key: object, y: np.ndarray) -> None:
+        seen, lo, hi = self._extent.get(key, (0, np.inf, -np.inf))
+        if len(y) < seen:  # a new series under the same name
+            seen, lo, hi = 0, np.inf, -np.inf
+        if len(y) > seen:
+            new = y[seen:]
+            self._extent[key] = (len(y), min(lo, float(new.min())), max(hi, float(new.max())))
+
+    def y_extent(self) -> tuple[float, float] | None:
+        """Min and max y of the visible series (all their points)."""
+        spans = [self._extent[k] for k, c in self.curves.items()
+                 if k in self._extent and c.isVisible()]
+        if not spans:
+            return None
+        return min(s[1] for s in spans), max(s[2] for s in spans)
+
+    def _feed(self, key: object) -> None:
+        x, y = self.raw[key]
+        self._fed_len[key] = len(x)
+        self._pending.discard(key)
+        curve = self.curves[key]
+        if self.use_envelope and len(x) > ENVELOPE_MIN_POINTS:
+            envelope = self._envelopes.get(key)
+            if envelope is None:
+                envelope = self._envelopes[key] = Envelope(self._max_blocks)
+            vx, vy = zigzag(*envelope.update(x, y))
+            if key not in self.layer.paths:
+                curve.setData(_EMPTY, _EMPTY)  # the layer draws this series now
+            self.layer.set_series(key, vx, vy)
+            self._layer_dirty = True
+        else:
+            if key in self.layer.paths:
+                self.layer.remove(key)
+                self._layer_dirty = True
+            curve.setData(x, y)
+
+    def _commit(self) -> None:
+        if self._layer_dirty:
+            self._layer_dirty = False
+            self.layer.commit()
+
+    def flush(self, key: object) -> None:
+        """After a curve was shown or hidden: give it the data it missed; redraw the layer."""
+        if key in self._pending and key in self.raw:
+            self._feed(key)
+        if key in self.layer.paths:
+            self._layer_dirty = True
+        self._commit()
+
+    def set_use_envelope(self, on: bool) -> None:
+        """Envelopes while following the whole run; raw data once the user zooms in."""
+        if on == self.use_envelope:
+            return
+        self.use_envelope = on
+        for key, curve in self.curves.items():
+            if key not in self.raw:
+                continue
+            if curve.isVisible():
+                self._feed(key)
+            else:
+                self._pending.add(key)
+        self._commit()
+
+    def clear(self) -> None:
+        for curve in self.curves.values():
+            self._target.removeItem(curve)
+        for key in list(self.layer.paths):
+            self.layer.remove(key)
+        self.layer.commit()
+        self.curves.clear()
+        self.raw.clear()
+        self.last.clear()
+        self._fed_len.clear()
+        self._pending.clear()
+        self._envelopes.clear()
+        self._extent.clear()

@@ -1,0 +1,79 @@
+"""Real network faults on the SSH test hosts: a port another program holds, a firewalled port.
+
+A firewall needs the hosts' own network namespaces (tests/sshhosts.py's netns mode) and
+nftables (`nft`, Debian package nftables); `firewall_unavailable()` says why not otherwise.
+Rules live in a table of their own inside the host's namespace and are deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import psutil
+import sshhosts
+
+
+def firewall_unavailable(host: sshhosts.Host) -> str:
+    if not host.netns:
+        return "the test hosts share one network stack (loopback mode): no per-host firewall"
+    if not shutil.which("nft"):
+        return "nftables is not installed (apt-get install nftables)"
+    return ""
+
+
+def _in_host(host: sshhosts.Host, *argv: str) -> list[str]:
+    return ["ip", "netns", "exec", host.netns, *argv] if host.netns else list(argv)
+
+
+@contextlib.contextmanager
+def firewalled(host: sshhosts.Host, port: int, table: str = "dtgui_test") -> Iterator[None]:
+    """Incoming TCP to `port` on `host` is dropped (no answer at all), as a firewall does."""
+    rules = (f"table inet {table} {{\n chain input {{\n  type filter hook input priority 0;\n"
+             f"  tcp dport {port} drop\n }}\n}}\n")
+    subprocess.run(_in_host(host, "nft", "-f", "-"), input=rules, text=True, check=True,
+                   capture_output=True, timeout=10)
+    try:
+        yield
+    finally:
+        subprocess.run(_in_host(host, "nft", "delete", "table", "inet", table),
+                       capture_output=True, timeout=10)
+
+
+@contextlib.contextmanager
+def held(host: sshhosts.Host, port: int) -> Iterator[subprocess.Popen]:
+    """Another program listens on host's address and `port` (so the port is not free)."""
+    code = ("import socket, sys, time\n"
+            "s = socket.socket()\n"
+            f"s.bind(({host.address!r}, {port}))\n"
+            "s.listen()\n"
+            "print('ready', flush=True)\n"
+            "time.sleep(600)\n")
+    proc = subprocess.Popen(_in_host(host, sys.executable, "-c", code), stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait(5)
+
+
+def leftover_listeners(port: int, user: str = sshhosts.TEST_USER, wait: float = 5.0) -> list[str]:
+    """Live processes of `user` whose command line mentions `port` (the doctor's listeners
+    and connection tests), after waiting up to `wait` seconds for them to end."""
+    deadline = time.monotonic() + wait
+    while True:
+        found = []
+        for proc in psutil.process_iter(["username", "cmdline", "status"]):
+            info = proc.info
+            if info["username"] == user and info["status"] != psutil.STATUS_ZOMBIE \
+                    and str(port) in (info["cmdline"] or []):
+                found.append(" ".join(info["cmdline"]))
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
