@@ -58,12 +58,15 @@ def main() -> int:
     print(f"ratio window/tensorflow:      {ratio:6.2f}   (target <= 0.20) "
           f"{'OK' if ratio <= 0.2 else 'MISSED'}")
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import benchmark_dashboard
-
-    frame_ms = benchmark_dashboard.measure_frame_ms()
-    print(f"dashboard frame, 16 replicas x 100k points: {frame_ms:6.2f} ms (target <= 16 ms) "
-          f"{'OK' if frame_ms <= 16 else 'MISSED'}")
+    # The dashboard frame time, in its own process (its own QApplication), same machine load.
+    dash = subprocess.run([sys.executable, str(Path(__file__).with_name("benchmark_dashboard.py")),
+                           "--naive-frames", "3"], capture_output=True, text=True, timeout=600)
+    for line in dash.stdout.splitlines():
+        if line.startswith(("dashboard frame time", "pyqtgraph downsampling", "without envelope")):
+            print(line)
+    if dash.returncode != 0:
+        print(f"dashboard benchmark failed (exit {dash.returncode}): {dash.stderr[-400:]}")
+        return 1
     return 0
 
 

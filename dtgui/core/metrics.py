@@ -56,6 +56,8 @@ class TaskState:
     replicas: int = 0
     error: str = ""
     exit_code: int | None = None
+    machine: str = ""  # issue 4: where the task runs ("" = this machine)
+    straggler: str = ""  # issue 4: why it is flagged as a straggler ("" = it is not)
 
 
 @dataclass
@@ -70,6 +72,7 @@ class Snapshot:
     total_steps: int
     epoch: int
     last_epoch_metrics: dict[str, float] = field(default_factory=dict)
+    stragglers: dict[str, str] = field(default_factory=dict)  # issue 4: task -> reason
 
 
 class RunMetrics:
@@ -89,6 +92,7 @@ class RunMetrics:
         self._step = 0
         self._epoch = 0
         self._epoch_metrics: dict[str, float] = {}
+        self._machines: dict[str, str] = {}  # issue 4: task -> machine (multi-machine runs)
 
     # -- writers (reader thread) --------------------------------------------------------
     def add_events(self, events: Iterable[Event]) -> None:
@@ -122,6 +126,33 @@ class RunMetrics:
             if error and not state.error:
                 state.error = error
             self.version += 1
+
+    # -- issue 4: machines and stragglers ------------------------------------------------
+    def set_task_machine(self, task: str, machine: str) -> None:
+        """Name the machine a task runs on (device curves are then labelled with it)."""
+        with self._lock:
+            self._machines[task] = machine
+            self._tasks.setdefault(task, TaskState(task)).machine = machine
+            self.version += 1
+
+    def set_stragglers(self, stragglers: dict[str, str]) -> None:
+        """task -> reason, for the tasks flagged as stragglers now (others are cleared)."""
+        with self._lock:
+            changed = False
+            for task, state in self._tasks.items():
+                reason = stragglers.get(task, "")
+                if state.straggler != reason:
+                    state.straggler, changed = reason, True
+            for task, reason in stragglers.items():
+                if task not in self._tasks:
+                    self._tasks[task] = TaskState(task, straggler=reason)
+                    changed = True
+            if changed:
+                self.version += 1
+
+    def throughput_series(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        with self._lock:
+            return {k: s.view() for k, s in self._throughput.items()}
 
     def _apply(self, event: Event) -> None:
         if self._t0 is None:
@@ -158,6 +189,8 @@ class RunMetrics:
             elapsed = event.t - self._t0
             for dev in event.get("devices") or []:
                 label = f"{event.task} {dev.get('kind', '?')}{dev.get('index', 0)}"
+                if self._machines.get(event.task):  # issue 4: every machine's devices
+                    label = f"{self._machines[event.task]} · {label}"
                 util = dev.get("util")
                 if isinstance(util, (int, float)):
                     self._device_util.setdefault(label, Series()).append(elapsed, float(util))
@@ -188,6 +221,7 @@ class RunMetrics:
                 total_steps=self.total_steps,
                 epoch=self._epoch,
                 last_epoch_metrics=dict(self._epoch_metrics),
+                stragglers={t: s.straggler for t, s in self._tasks.items() if s.straggler},
             )
 
     def log_lines(self, task: str) -> list[str]:

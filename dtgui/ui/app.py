@@ -8,10 +8,11 @@ import signal
 import sys
 import time
 
-from PySide6.QtCore import QEvent, QObject, QTimer
+from PySide6.QtCore import QEvent, QObject, QThreadPool, QTimer
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
+from dtgui.launch.model_check import cancel_all as cancel_all_checks
 from dtgui.resources import resource
 
 
@@ -37,9 +38,6 @@ class _FirstPaintProbe(QObject):
 
 
 def run_gui() -> int:
-    import pyqtgraph as pg
-
-    pg.setConfigOptions(antialias=False, background="w", foreground="#374151")
     app = make_app()
     from dtgui.ui.main_window import MainWindow
 
@@ -55,5 +53,7 @@ def run_gui() -> int:
     ticker.start(300)
     ticker.timeout.connect(lambda: None)
     code = app.exec()
+    cancel_all_checks()  # a TensorFlow probe still running must not outlive the app
+    QThreadPool.globalInstance().waitForDone(5000)
     window.deleteLater()
     return int(code)

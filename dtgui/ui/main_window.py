@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QIcon
@@ -29,10 +30,12 @@ from dtgui.core.strategies import STRATEGIES, recommend
 from dtgui.launch.local_run import RunController, launch_plan
 from dtgui.launch.model_check import cancel_all as cancel_all_checks
 from dtgui.resources import resource
-from dtgui.ui.dashboard import Dashboard
 from dtgui.ui.machine_panel import MachinePanel
 from dtgui.ui.machines import MachinesPanel  # machines (issue 3)
 from dtgui.ui.workers import run_in_thread
+
+if TYPE_CHECKING:
+    from dtgui.ui.dashboard import Dashboard
 
 DEMO_STEPS = 300
 
@@ -123,10 +126,9 @@ class MainWindow(QMainWindow):
         self.machine.setMinimumWidth(320)
         self.machine.setMaximumWidth(460)
         self.home = HomePage()
-        self.dashboard = Dashboard()
+        self.dashboard: Dashboard | None = None  # made on the first run: pyqtgraph loads then
         self.pages = QStackedWidget()
         self.pages.addWidget(self.home)
-        self.pages.addWidget(self.dashboard)
         # machines (issue 3): the registered remote machines under "This machine" -------
         self.machines = MachinesPanel(local_facts=lambda: self.machine.facts)
         self.machine.setMaximumWidth(16777215)  # the column's width limits both panels
@@ -162,15 +164,15 @@ class MainWindow(QMainWindow):
         # -- end machines (issue 3) ------------------------------------------------------------
         self.act_dashboard.setEnabled(False)
         self.act_home.triggered.connect(lambda: self.pages.setCurrentWidget(self.home))
-        self.act_dashboard.triggered.connect(lambda: self.pages.setCurrentWidget(self.dashboard))
+        self.act_dashboard.triggered.connect(self._show_dashboard)
         self.act_new.triggered.connect(self.open_wizard)
         self.act_demo.triggered.connect(self.train_demo)
         self.home.train_demo.clicked.connect(self.train_demo)
         self.home.new_run.clicked.connect(self.open_wizard)
         self.machine.factsChanged.connect(self._on_facts)
-        self.dashboard.runEnded.connect(self._on_run_ended)
         self.statusBar().showMessage("Detecting this machine…")
-        QTimer.singleShot(0, self.machine.refresh)
+        # After the first paint: the probes start processes that compete for the CPU.
+        QTimer.singleShot(150, self.machine.refresh)
 
     # -- actions ---------------------------------------------------------------------------
     def train_demo(self) -> None:
@@ -226,9 +228,9 @@ class MainWindow(QMainWindow):
     def _on_started(self, controller: RunController) -> None:
         self.controller = controller
         self.home.status.setText("")
-        self.dashboard.attach(controller)
+        self._ensure_dashboard().attach(controller)
         self.act_dashboard.setEnabled(True)
-        self.pages.setCurrentWidget(self.dashboard)
+        self._show_dashboard()
         self.statusBar().showMessage(f"Running from {controller.bundle.path}")
 
     def _on_launch_error(self, text: str) -> None:
@@ -251,6 +253,21 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(first, 15000)
         QMessageBox.warning(self, "dtgui", first)
 
+    def _ensure_dashboard(self) -> Dashboard:
+        if self.dashboard is None:
+            import pyqtgraph as pg
+
+            pg.setConfigOptions(antialias=False, background="w", foreground="#374151")
+            from dtgui.ui.dashboard import Dashboard
+
+            self.dashboard = Dashboard()
+            self.dashboard.runEnded.connect(self._on_run_ended)
+            self.pages.addWidget(self.dashboard)
+        return self.dashboard
+
+    def _show_dashboard(self) -> None:
+        self.pages.setCurrentWidget(self._ensure_dashboard())
+
     def _on_run_ended(self, state: str) -> None:
         self._set_launch_enabled(True)
         message = self.controller.message if self.controller else ""
@@ -264,7 +281,8 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
         if self.controller is None or self.controller.finished:
-            self.dashboard.detach()
+            if self.dashboard is not None:
+                self.dashboard.detach()
             cancel_all_checks()
             event.accept()
             return

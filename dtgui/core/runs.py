@@ -1,0 +1,204 @@
+"""Run records and the run history (issue 4). Pure Python: no Qt, no SSH, no TensorFlow.
+
+Every run the app starts keeps its bundle under `runs_dir()/<run>/` and a record beside the
+plan, `runs_dir()/<run>/run.json`: where each task runs (machine, bundle directory there,
+process-group id), the state and, once the run has ended, its result. The record is what lets
+a new GUI session reattach to a run that kept training while dtgui was closed; it never holds
+a secret (a machine entry is the registry's entry: host, port, user, sign-in method, key
+file path).
+
+The events of remote tasks are mirrored into the local bundle's `output/` as they are read,
+so a finished run can be reopened from this machine alone.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dtgui.core.events import read_all
+from dtgui.core.settings import atomic_write_text, runs_dir
+
+RECORD_NAME = "run.json"
+RECORD_SCHEMA = 1
+STATES = ("starting", "running", "finished", "failed", "stopped")
+ENDED = ("finished", "failed", "stopped")
+
+
+@dataclass
+class MachineRecord:
+    name: str  # "local" for this machine
+    dir: str  # the bundle directory on that machine (absolute)
+    python: str = ""
+    address: str = ""  # the address in TF_CONFIG
+    machine: dict[str, Any] = field(default_factory=dict)  # Machine.to_dict(); {} for local
+
+    @property
+    def is_local(self) -> bool:
+        return self.name == "local"
+
+
+@dataclass
+class TaskRecord:
+    task: str  # "worker:0"
+    machine: str
+    pid: int = 0  # process-group id of the task on its machine (0: not started)
+
+
+@dataclass
+class RunRecord:
+    run_id: str
+    run_name: str
+    bundle: str  # the local bundle directory
+    strategy: str = ""
+    created: float = 0.0
+    state: str = "starting"
+    message: str = ""
+    final_loss: float | None = None
+    ended: float | None = None
+    restarts: int = 0
+    machines: list[MachineRecord] = field(default_factory=list)
+    tasks: list[TaskRecord] = field(default_factory=list)
+
+    # -- queries -----------------------------------------------------------------------------
+    @property
+    def path(self) -> Path:
+        return Path(self.bundle) / RECORD_NAME
+
+    @property
+    def is_active(self) -> bool:
+        """Started and not known to have ended (it may have ended while dtgui was closed)."""
+        return self.state in ("starting", "running")
+
+    @property
+    def is_multi_machine(self) -> bool:
+        return any(not m.is_local for m in self.machines)
+
+    def machine(self, name: str) -> MachineRecord | None:
+        return next((m for m in self.machines if m.name == name), None)
+
+    def pids(self) -> dict[str, int]:
+        return {t.task: t.pid for t in self.tasks if t.pid}
+
+    # -- changes -----------------------------------------------------------------------------
+    def set_pid(self, task: str, machine: str, pid: int) -> None:
+        for rec in self.tasks:
+            if rec.task == task:
+                rec.machine, rec.pid = machine, pid
+                return
+        self.tasks.append(TaskRecord(task, machine, pid))
+
+    def end(self, state: str, message: str, final_loss: float | None) -> None:
+        self.state, self.message = state, message
+        if final_loss is not None:
+            self.final_loss = final_loss
+        self.ended = time.time()
+
+    # -- JSON --------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": RECORD_SCHEMA, **asdict(self)}
+
+    def save(self) -> None:
+        atomic_write_text(self.path, json.dumps(self.to_dict(), indent=2) + "\n")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunRecord:
+        if data.get("schema") != RECORD_SCHEMA:
+            raise ValueError(f"run record schema {data.get('schema')!r} is not {RECORD_SCHEMA}")
+        known = set(cls.__dataclass_fields__)
+        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs["machines"] = [MachineRecord(**_known(MachineRecord, m))
+                              for m in data.get("machines", [])]
+        kwargs["tasks"] = [TaskRecord(**_known(TaskRecord, t)) for t in data.get("tasks", [])]
+        return cls(**kwargs)
+
+    @classmethod
+    def load(cls, bundle_dir: Path) -> RunRecord:
+        data = json.loads((Path(bundle_dir) / RECORD_NAME).read_text(encoding="utf-8"))
+        record = cls.from_dict(data)
+        record.bundle = str(Path(bundle_dir))  # the directory may have been moved
+        return record
+
+
+def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+
+
+def final_loss_from_events(bundle_dir: Path) -> float | None:
+    """The loss of the last `finished` event in the bundle's output (else the last step's)."""
+    finished: float | None = None
+    last_step: tuple[float, float] | None = None
+    for path in sorted((Path(bundle_dir) / "output").glob("events-*.jsonl")):
+        for event in read_all(path):
+            loss = event.get("loss")
+            if not isinstance(loss, (int, float)):
+                continue
+            if event.kind == "finished":
+                finished = float(loss)
+            elif event.kind == "step" and (last_step is None or event.t >= last_step[0]):
+                last_step = (event.t, float(loss))
+    if finished is not None:
+        return finished
+    return last_step[1] if last_step else None
+
+
+def state_from_events(bundle_dir: Path) -> str:
+    """For a bundle without a record (a run of an older dtgui): finished / failed / unknown."""
+    kinds = set()
+    for path in (Path(bundle_dir) / "output").glob("events-*.jsonl"):
+        kinds.update(e.kind for e in read_all(path) if e.kind in ("finished", "failed"))
+    if "failed" in kinds:
+        return "failed"
+    return "finished" if "finished" in kinds else "unknown"
+
+
+class RunHistory:
+    """The runs under `runs_dir()`, newest first, from their records."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = Path(root) if root is not None else runs_dir()
+
+    def records(self) -> list[RunRecord]:
+        out: list[RunRecord] = []
+        try:
+            entries = [p for p in self.root.iterdir() if p.is_dir()]
+        except OSError:
+            return []
+        for bundle in entries:
+            record = self._read(bundle)
+            if record is not None:
+                out.append(record)
+        out.sort(key=lambda r: r.created, reverse=True)
+        return out
+
+    def running(self) -> list[RunRecord]:
+        return [r for r in self.records() if r.is_active]
+
+    def finished(self) -> list[RunRecord]:
+        return [r for r in self.records() if not r.is_active]
+
+    def find(self, run_id: str) -> RunRecord | None:
+        return next((r for r in self.records() if r.run_id == run_id), None)
+
+    @staticmethod
+    def _read(bundle: Path) -> RunRecord | None:
+        if (bundle / RECORD_NAME).is_file():
+            try:
+                return RunRecord.load(bundle)
+            except (OSError, ValueError, TypeError, KeyError):
+                return None
+        plan_file = bundle / "plan.json"
+        if not plan_file.is_file():
+            return None
+        try:  # a run from before run records: summarised from its plan and events
+            plan = json.loads(plan_file.read_text(encoding="utf-8"))
+            created = plan_file.stat().st_mtime
+        except (OSError, ValueError):
+            return None
+        return RunRecord(run_id=bundle.name, run_name=str(plan.get("run_name", bundle.name)),
+                         bundle=str(bundle), strategy=str(plan.get("strategy", "")),
+                         created=created, state=state_from_events(bundle),
+                         final_loss=final_loss_from_events(bundle))

@@ -1,0 +1,143 @@
+"""The executor interface (issue 4): how the run policy starts, watches and signals the tasks
+of one machine. `LocalExecutor` (this machine: processes) and `SshExecutor` (a remote
+machine: SSH + SFTP) implement it; `RunController` holds the policy, written once.
+
+Every task is started the same way on every machine, from its bundle directory, detached in
+a session of its own (so it survives the GUI and a dropped connection):
+
+    sh -c WRAPPER dtgui-task <stem>     (stdin /dev/null, stdout+stderr >> output/logs/<stem>.log)
+
+The wrapper writes its pid (= the process group) to output/pids/<stem>.pid, runs
+tasks/<stem>.sh, and writes the task's exit code to output/pids/<stem>.exit. It traps
+TERM/INT/HUP only to outlive the group's SIGTERM long enough to record the code; the task
+itself gets default signal actions.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from dtgui.core.bundle import Bundle
+from dtgui.core.events import Event, parse_line
+from dtgui.core.plan import TaskSpec
+
+WRAPPER = ('trap : TERM INT HUP; echo "$$" > "output/pids/$1.pid"; sh "tasks/$1.sh"; c=$?; '
+           'echo "$c" > "output/pids/$1.exit"; exit "$c"')
+MAX_CHUNK = 4 * 1024 * 1024  # bytes of one file read per poll
+
+Progress = Callable[[str, int, int], None]  # (machine, bytes done, bytes in all)
+
+
+@dataclass
+class TaskPoll:
+    """What one poll saw of a task. Liveness is read before the files, so a task seen dead
+    has all its events in `events` (or in earlier polls)."""
+
+    task: str
+    alive: bool = True
+    stopped: bool = False  # a process of the task is stopped (SIGSTOP): it is hung
+    exit_code: int | None = None  # once it ended, when known
+    events: list[Event] = field(default_factory=list)
+    log_lines: list[str] = field(default_factory=list)
+    raw_events: bytes = b""  # the complete lines behind `events` (mirrored locally)
+    raw_log: bytes = b""
+
+
+@dataclass
+class MachinePoll:
+    machine: str
+    tasks: dict[str, TaskPoll] = field(default_factory=dict)
+    error: str = ""  # the machine could not be polled (unreachable, ...)
+
+
+class LineBuffer:
+    """Complete lines of a file read from a byte offset in chunks; keeps the offset."""
+
+    def __init__(self) -> None:
+        self.offset = 0
+
+    def take(self, chunk: bytes, at: int | None = None) -> bytes:
+        """Complete lines of `chunk` (read from `at`, default the current offset); advances
+        the offset past them. A partial last line is read again next time."""
+        if at is not None and at != self.offset:
+            return b""  # a stale answer: ignore it
+        end = chunk.rfind(b"\n")
+        if end < 0:
+            return b""
+        self.offset += end + 1
+        return chunk[: end + 1]
+
+
+def parse_events(raw: bytes, shift: float = 0.0) -> list[Event]:
+    out = []
+    for line in raw.splitlines():
+        event = parse_line(line)
+        if event is not None:
+            if shift:
+                event = Event(event.kind, event.task, event.t - shift, event.data)
+            out.append(event)
+    return out
+
+
+def split_log(raw: bytes) -> list[str]:
+    return raw.decode("utf-8", "replace").splitlines()
+
+
+class Executor(abc.ABC):
+    """Starts, watches and signals the tasks of one machine of a run."""
+
+    mirrors = False  # True: the events/logs live elsewhere and are copied into the bundle
+
+    def __init__(self, name: str, bundle: Bundle, tasks: Iterable[TaskSpec]) -> None:
+        self.name = name  # the machine ("local" for this machine)
+        self.bundle = bundle
+        self.tasks = list(tasks)
+        self.pids: dict[str, int] = {}  # task id -> process group id
+        self._events = {t.task_id: LineBuffer() for t in self.tasks}
+        self._logs = {t.task_id: LineBuffer() for t in self.tasks}
+
+    @property
+    def task_ids(self) -> list[str]:
+        return [t.task_id for t in self.tasks]
+
+    def reset_offsets(self) -> None:
+        """Read every file from the start again (reattach: nothing is lost)."""
+        for buf in (*self._events.values(), *self._logs.values()):
+            buf.offset = 0
+
+    def adopt(self, pids: dict[str, int]) -> None:
+        """Follow tasks started earlier (by another session) instead of starting them."""
+        self.pids.update({t: p for t, p in pids.items() if t in self._events and p > 0})
+
+    @property
+    def directory(self) -> str:
+        """The bundle directory on this executor's machine."""
+        return str(self.bundle.path)
+
+    @abc.abstractmethod
+    def prepare(self, progress: Progress | None = None) -> None:
+        """Make the bundle available on the machine (copy it)."""
+
+    @abc.abstractmethod
+    def busy_ports(self) -> list[str]:
+        """Sentences naming each task port on the machine that another process holds."""
+
+    @abc.abstractmethod
+    def start(self) -> dict[str, int]:
+        """Start every task of this machine; returns task id -> process group id."""
+
+    @abc.abstractmethod
+    def poll(self) -> MachinePoll:
+        """Liveness, then the new events and log lines of every task (one round trip)."""
+
+    @abc.abstractmethod
+    def signal(self, sig: int, tasks: Iterable[str] | None = None) -> None:
+        """Send `sig` to the process groups of these tasks (default: all)."""
+
+    def sync_checkpoints_from(self, source: Executor) -> None:  # noqa: B027 - optional
+        """Make the chief's checkpoints (on `source`) visible here (restart of a run)."""
+
+    def close(self) -> None:  # noqa: B027 - nothing to release by default
+        """Release connections; the tasks keep running."""

@@ -1,0 +1,165 @@
+"""Byte-exact remote commands and SFTP directory copies (issue 4).
+
+`run_bytes` is `connection.run` without decoding: a task's events and logs come back as raw
+bytes framed by length, so a multi-byte character or an invalid byte never shifts an offset.
+Every argument is quoted with shlex; nothing is interpolated. Every call blocks: use a
+background thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import posixpath
+import select
+import shlex
+import stat
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+import paramiko
+
+from dtgui.remote.connection import CommandTimeout, ConnectError
+
+Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
+
+
+def run_bytes(client: paramiko.SSHClient, argv: Sequence[str], timeout: float = 30.0, *,
+              stdin: bytes | None = None) -> tuple[int, bytes, bytes]:
+    """Run argv remotely; (exit code, stdout, stderr) as bytes. Raises CommandTimeout,
+    ConnectError when the connection is gone."""
+    args = [str(a) for a in argv]
+    if not args or any("\x00" in a for a in args):
+        raise ValueError("argv must be non-empty and hold no NUL characters")
+    transport = client.get_transport()
+    if transport is None or not transport.is_active():
+        raise ConnectError("The connection is closed.")
+    deadline = time.monotonic() + timeout
+    try:
+        chan = transport.open_session(timeout=timeout)
+    except (paramiko.SSHException, OSError, EOFError) as exc:
+        raise ConnectError(f"The connection failed: {exc or type(exc).__name__}") from None
+    try:
+        chan.settimeout(timeout)
+        chan.exec_command(shlex.join(args))
+        if stdin:
+            chan.sendall(stdin)
+        chan.shutdown_write()
+        out, err = bytearray(), bytearray()
+        while True:
+            got = False
+            while chan.recv_ready():
+                out += chan.recv(1 << 20)
+                got = True
+            while chan.recv_stderr_ready():
+                err += chan.recv_stderr(1 << 20)
+                got = True
+            if chan.exit_status_ready() and chan.eof_received and not got \
+                    and not chan.recv_ready() and not chan.recv_stderr_ready():
+                break
+            if time.monotonic() > deadline:
+                raise CommandTimeout(f"{args[0]} did not finish within {timeout:g} s.")
+            if not transport.is_active():
+                raise ConnectError("The connection was lost.")
+            if not got:
+                select.select([chan], [], [], 0.05)
+        return chan.recv_exit_status(), bytes(out), bytes(err)
+    except (paramiko.SSHException, OSError, EOFError) as exc:
+        raise ConnectError(f"The connection failed: {exc or type(exc).__name__}") from None
+    finally:
+        with contextlib.suppress(Exception):
+            chan.close()
+
+
+def run_script_bytes(client: paramiko.SSHClient, script: str, args: Sequence[str] = (),
+                     timeout: float = 30.0) -> tuple[int, bytes, bytes]:
+    """A POSIX sh script through `sh -s -- ARGS...` (script on stdin, arguments quoted)."""
+    body = "{\n" + script.strip("\n") + "\n} </dev/null\n"
+    return run_bytes(client, ["sh", "-s", "--", *args], timeout, stdin=body.encode("utf-8"))
+
+
+def local_files(root: Path, skip: Iterable[str] = ()) -> list[tuple[str, Path]]:
+    """(relative posix path, file) of every regular file under root, minus `skip` (relative
+    paths of files or directories), sorted."""
+    skipped = {s.strip("/") for s in skip}
+    out: list[tuple[str, Path]] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = Path(dirpath).relative_to(root).as_posix()
+        rel_dir = "" if rel_dir == "." else rel_dir
+        dirnames[:] = sorted(d for d in dirnames if posixpath.join(rel_dir, d) not in skipped
+                             and d != "__pycache__")
+        for name in sorted(filenames):
+            rel = posixpath.join(rel_dir, name)
+            if rel not in skipped and not name.endswith(".pyc"):
+                out.append((rel, Path(dirpath) / name))
+    return out
+
+
+def upload_tree(client: paramiko.SSHClient, root: Path, remote_dir: str, *,
+                skip: Iterable[str] = (), extra_dirs: Iterable[str] = (),
+                progress: Progress | None = None) -> int:
+    """Copy the files under `root` into `remote_dir` (absolute) with SFTP, keeping their modes.
+    Directories are made with one `mkdir -p` call. Returns the bytes copied."""
+    files = local_files(root, skip)
+    dirs = sorted({posixpath.dirname(rel) for rel, _ in files} | set(extra_dirs) | {""})
+    targets = [posixpath.join(remote_dir, d) if d else remote_dir for d in dirs]
+    code, _, err = run_bytes(client, ["mkdir", "-p", "--", *targets], 30)
+    if code != 0:
+        raise ConnectError(f"Could not make {remote_dir}: "
+                           f"{err.decode('utf-8', 'replace').strip()[-300:]}")
+    total = sum(path.stat().st_size for _, path in files)
+    done = 0
+    sftp = client.open_sftp()
+    try:
+        for rel, path in files:
+            target = posixpath.join(remote_dir, rel)
+            with open(path, "rb") as f:
+                sftp.putfo(f, target, confirm=False)
+            sftp.chmod(target, stat.S_IMODE(path.stat().st_mode))
+            done += path.stat().st_size
+            if progress is not None:
+                progress(done, total)
+    finally:
+        sftp.close()
+    return done
+
+
+def download_tree(client: paramiko.SSHClient, remote_dir: str, root: Path,
+                  skip_names: Iterable[str] = ()) -> int:
+    """Copy a remote directory tree into `root` (files whose name is in skip_names, and
+    directories of that name, are left out). Returns the files copied (0: none there)."""
+    skipped = set(skip_names)
+    sftp = client.open_sftp()
+    count = 0
+    try:
+        def walk(remote: str, local: Path) -> None:
+            nonlocal count
+            try:
+                entries = sftp.listdir_attr(remote)
+            except OSError:
+                return
+            local.mkdir(parents=True, exist_ok=True)
+            for entry in entries:
+                if entry.filename in skipped:
+                    continue
+                src = posixpath.join(remote, entry.filename)
+                if stat.S_ISDIR(entry.st_mode or 0):
+                    walk(src, local / entry.filename)
+                elif stat.S_ISREG(entry.st_mode or 0):
+                    sftp.get(src, str(local / entry.filename))
+                    count += 1
+
+        walk(remote_dir, root)
+    finally:
+        sftp.close()
+    return count
+
+
+def home_dir(client: paramiko.SSHClient) -> str:
+    """The login's home directory (absolute), as SFTP sees it."""
+    sftp = client.open_sftp()
+    try:
+        return sftp.normalize(".")
+    finally:
+        sftp.close()

@@ -1,0 +1,83 @@
+"""The whole one-machine flow through the real GUI: wizard -> live Mirrored run -> Stop.
+
+Real widgets (pytest-qt), real TensorFlow worker processes, real signals; nothing faked.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QWizard
+from runs import live_members
+
+from dtgui.ui.app import make_app
+from dtgui.ui.main_window import MainWindow
+
+pytestmark = [pytest.mark.slow, pytest.mark.gui]
+LEFT = Qt.MouseButton.LeftButton
+
+
+def click_next(qtbot, wizard) -> None:
+    before = wizard.currentId()
+    button = wizard.button(QWizard.WizardButton.NextButton)
+    assert button.isEnabled(), wizard.currentPage().findChildren(object)
+    qtbot.mouseClick(button, LEFT)
+    assert wizard.currentId() == before + 1
+
+
+def curve_points(window: MainWindow, rid: int) -> int:
+    x, _y = window.dashboard.loss_panel.curves.curves[rid].getOriginalDataset()
+    return 0 if x is None else len(x)
+
+
+def test_wizard_to_a_live_mirrored_run_then_stop_leaves_nothing(qtbot) -> None:
+    make_app([])
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.mouseClick(window.home.new_run, LEFT)
+    qtbot.waitUntil(lambda: window.wizard is not None and window.wizard.isVisible(), timeout=5000)
+    wizard = window.wizard
+
+    strategies = wizard.strategy_page.strategy_list
+    for row in range(strategies.count()):
+        item = strategies.item(row)
+        if item.data(Qt.ItemDataRole.UserRole) == "mirrored":
+            qtbot.mouseClick(strategies.viewport(), LEFT, pos=strategies.visualItemRect(item).center())
+    assert wizard.strategy_page.strategy() == "mirrored"
+    wizard.strategy_page.replicas_spin.setValue(2)
+    click_next(qtbot, wizard)
+    options = wizard.options_page
+    options.steps_spin.setValue(100000)  # long enough to be stopped by hand
+    options.checkpoint_spin.setValue(0)
+    assert options.global_label.text().startswith("64 = 32 × 2")
+    click_next(qtbot, wizard)  # model: the demo
+    click_next(qtbot, wizard)  # review
+    assert wizard.review_page.task_list.count() == 1
+    with qtbot.waitSignal(wizard.accepted, timeout=5000):
+        qtbot.mouseClick(wizard.button(QWizard.WizardButton.FinishButton), LEFT)
+
+    qtbot.waitUntil(lambda: window.controller is not None, timeout=30000)
+    assert window.pages.currentWidget() is window.dashboard
+    # Two replica curves with data, drawn by the dashboard's own timer.
+    qtbot.waitUntil(lambda: window.dashboard.loss_panel.replica_ids() == [0, 1], timeout=120000)
+    qtbot.waitUntil(lambda: min(curve_points(window, 0), curve_points(window, 1)) >= 5,
+                    timeout=60000)
+    controller = window.controller
+    assert controller.state == "running"
+    # The UI stays responsive while training: events keep being processed.
+    started = time.monotonic()
+    qtbot.wait(200)
+    assert time.monotonic() - started < 2
+
+    stop = window.dashboard.header.stop_button
+    with qtbot.waitSignal(window.dashboard.runEnded, timeout=30000) as ended:
+        qtbot.mouseClick(stop, LEFT)
+    assert ended.args == ["stopped"]
+    assert controller.state == "stopped"
+    time.sleep(0.5)
+    assert live_members(controller.pgids()) == []
+    assert window.home.train_demo.isEnabled()  # ready for the next run
+    window.close()
