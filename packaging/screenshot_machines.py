@@ -132,12 +132,15 @@ def run(lab: sshhosts.SshLab, out: Path, home: Path) -> int:
     dialog.password_radio.setChecked(True)
     dialog.secret_edit.setText(lab.password)
     shoot(app, dialog, out, "2-add-dialog")
-    dialog.ok_button.click()
 
-    # 2. The fingerprint dialog for its first connection.
+    # 2. "Test connection": the first contact shows the fingerprint dialog.
+    dialog.test_button.click()
     wait_until(app, lambda: isinstance(shown[-1], HostKeyDialog))
     shoot(app, shown[-1], out, "3-fingerprint-dialog")
     shown[-1].trust_button.click()
+    wait_until(app, lambda: dialog.test_label.text().startswith("✓"), 60)
+    shoot(app, dialog, out, "2b-add-dialog-tested")
+    dialog.ok_button.click()
 
     # 3. Import gpu-box-2 from ~/.ssh/config; accept its key too.
     panel.import_config()

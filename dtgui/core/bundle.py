@@ -78,7 +78,11 @@ def task_command(task: TaskSpec) -> str:
 
 
 def task_environment(plan: Plan, task: TaskSpec) -> dict[str, str]:
-    env: dict[str, str] = {"TF_CPP_MIN_LOG_LEVEL": "1", "PYTHONHASHSEED": str(plan.seed)}
+    env: dict[str, str] = {
+        "TF_CPP_MIN_LOG_LEVEL": "2",  # TensorFlow's start-up INFO/WARNING noise out of the logs
+        "PYTHONUNBUFFERED": "1",  # progress lines reach the log as they are printed
+        "PYTHONHASHSEED": str(plan.seed),
+    }
     config = tf_config_json(plan, task)
     if config:
         env["TF_CONFIG"] = config

@@ -37,7 +37,7 @@ from dtgui.ui.workers import run_in_thread
 if TYPE_CHECKING:
     from dtgui.ui.dashboard import Dashboard
 
-DEMO_STEPS = 300
+DEMO_STEPS = 1000
 
 
 def demo_plan(facts: MachineFacts | None) -> Plan:
