@@ -261,7 +261,8 @@ def _reach_row(r: ReachProbe) -> Check:
                 "or choose another port.")
     wait = f" within {r.timeout:g} s" if r.timeout else ""
     if r.outcome == "ok":
-        return Check(path, topic, OK, f"Connected to {where} in {r.millis:.0f} ms.")
+        took = f"{r.millis:.0f} ms" if r.millis >= 1 else "under 1 ms"
+        return Check(path, topic, OK, f"Connected to {where} in {took}.")
     if r.outcome == "timeout":
         return Check(path, topic, FAIL,
                      f"No answer from {where}{wait}: a firewall drops the connection.", firewall)

@@ -147,7 +147,8 @@ class DoctorDialog(QDialog):
         for col, width in enumerate((120, 130, 96)):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.Interactive)
             self.table.setColumnWidth(col, width)
-        header.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(3, QHeaderView.ResizeMode.Interactive)
+        self.table.setColumnWidth(3, 400)
         header.setSectionResizeMode(4, QHeaderView.ResizeMode.Stretch)
         header.sectionResized.connect(lambda *_: self.table.resizeRowsToContents())
 
