@@ -118,7 +118,7 @@ def run(lab: sshhosts.SshLab, out: Path, home: Path) -> int:
     panel = window.machines
     shown: list[QWidget] = []
     panel.dialogShown.connect(shown.append)
-    wait_until(app, lambda: panel.registry is not None)
+    wait_until(app, panel.ready)
     shoot(app, window, out, "0-main-window-empty")
 
     # 1. Add gpu-box-1 by password through the dialog.
@@ -194,6 +194,18 @@ def run(lab: sshhosts.SshLab, out: Path, home: Path) -> int:
     wait_until(app, lambda: isinstance(shown[-1], SecretPrompt))
     shoot(app, shown[-1], out, "8-password-prompt")
     shown[-1].reject()
+    settle(app)
+
+    # 7. Inline validation in the add dialog.
+    panel.add_machine()
+    dialog = shown[-1]
+    dialog.name_edit.setText("gpu-box-1")
+    dialog.host_edit.setText("gpu box; rm -rf /")
+    dialog.user_edit.setText("")
+    dialog.key_radio.setChecked(True)
+    dialog.key_edit.setText("")
+    shoot(app, dialog, out, "2c-add-dialog-invalid")
+    dialog.reject()
     settle(app)
     window.close()
     settle(app)

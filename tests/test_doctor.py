@@ -190,6 +190,9 @@ def test_a_port_held_by_another_program_is_not_free(ssh_lab, two_clients) -> Non
     with netfaults.held(h3, port):
         ports, reach = doctor_checks.run_doctor_checks(clients, machines, port, timeout=2.0)
     free = {p.machine: p.free for p in ports}
+    if h3.netns is None:  # loopback mode: one network stack, so the port is taken on both
+        assert free == {h2.name: False, h3.name: False}
+        return
     assert free == {h2.name: True, h3.name: False}
     by_pair = {(r.source, r.target): r for r in reach}
     assert by_pair[(h3.name, h2.name)].outcome == "ok"

@@ -51,7 +51,7 @@ def make_panel(qtbot):
         qtbot.addWidget(panel)
         panel.resize(640, 560)
         panel.show()
-        qtbot.waitUntil(lambda: panel.registry is not None, timeout=10_000)
+        qtbot.waitUntil(panel.ready, timeout=10_000)
         return panel
 
     return make
@@ -333,7 +333,9 @@ def test_machines_connect_in_parallel_and_the_ui_keeps_running(qtbot, make_panel
     assert all(panel.states[h.name].status == "ok" for h in ssh_lab.hosts)
     assert "did not answer within 4 s" in panel.states["silent"].message
     assert elapsed < 4 + 3
-    assert max(gaps) < 0.5, f"the UI thread stalled for {max(gaps):.2f} s"
+    # A connect on the UI thread would freeze it for the whole 4 s timeout; allow for a busy
+    # machine (other processes competing for 2 cores) but not for that.
+    assert max(gaps) < 1.5, f"the UI thread stalled for {max(gaps):.2f} s"
 
 
 # -- edit, remove, public key --------------------------------------------------------------------
@@ -443,7 +445,7 @@ def test_two_machines_keys_versions_and_the_doctor_all_by_clicking(qtbot, ssh_la
     panel = window.machines
     panel.shown = []
     panel.dialogShown.connect(panel.shown.append)
-    qtbot.waitUntil(lambda: panel.registry is not None, timeout=10_000)
+    qtbot.waitUntil(panel.ready, timeout=10_000)
 
     qtbot.mouseClick(panel.add_button, LEFT)
     fill_machine(qtbot, panel.dialog, "by-password", h2, "password", ssh_lab.password)

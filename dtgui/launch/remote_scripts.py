@@ -12,13 +12,18 @@ import json
 import re
 from dataclasses import dataclass, field
 
-# START DIR PYTHON WRAPPER STEM...: start each task detached, print "@@pid STEM PGID".
+# START DIR PYTHON WRAPPER STEM...: unpack the bundle (when copied as .bundle.tar.gz), start
+# each task detached, print "@@pid STEM PGID".
 START_SCRIPT = r"""
 cd "$1" || { echo "@@error cannot enter $1"; exit 3; }
 PYTHON=$2
 export PYTHON
 wrapper=$3
 shift 3
+if [ -f .bundle.tar.gz ]; then
+  tar -xzf .bundle.tar.gz || { echo "@@error cannot unpack the bundle in $PWD"; exit 3; }
+  rm -f .bundle.tar.gz
+fi
 mkdir -p output/logs output/pids || { echo "@@error cannot write in $PWD/output"; exit 3; }
 command -v setsid >/dev/null 2>&1 || { echo "@@error setsid is not installed"; exit 3; }
 for t in "$@"; do
@@ -103,12 +108,14 @@ print("BUSY", *busy)
 print("FREE", *[s.getsockname()[1] for s in held])
 """
 
-# python -c CHECK_CODE fast|full: the interpreter, the packages the worker needs, and (full)
-# whether TensorFlow imports. One JSON line.
+# python -c CHECK_CODE fast|full [DIR COUNT PORT...]: the interpreter, the packages the
+# worker needs, (full) whether TensorFlow imports; with DIR (relative to the home directory):
+# make it; COUNT free ports chosen and PORT... tested with a bind. One JSON line.
 CHECK_CODE = r"""
-import json, platform, shutil, sys
+import json, os, platform, shutil, socket, sys
 out = {"python": platform.python_version(), "executable": sys.executable, "packages": {},
-       "tools": {t: bool(shutil.which(t)) for t in ("setsid", "nohup", "awk", "tail")}}
+       "tools": {t: bool(shutil.which(t)) for t in ("setsid", "nohup", "awk", "tail", "tar")},
+       "home": os.path.expanduser("~")}
 try:
     import importlib.metadata as md
     for name in ("tensorflow", "tensorflow-cpu", "numpy", "psutil"):
@@ -118,7 +125,30 @@ try:
             out["packages"][name] = ""
 except Exception as exc:
     out["error"] = repr(exc)
-if sys.argv[1:] == ["full"]:
+if len(sys.argv) > 3:
+    if sys.argv[2]:
+        path = os.path.join(out["home"], sys.argv[2])
+        try:
+            os.makedirs(path, exist_ok=True)
+            out["dir"] = path
+        except OSError as exc:
+            out["dir_error"] = str(exc)
+    busy, held = [], []
+    for port in [int(p) for p in sys.argv[4:]]:
+        s = socket.socket()
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            busy.append(port)
+        finally:
+            s.close()
+    for _ in range(int(sys.argv[3])):
+        s = socket.socket()
+        s.bind(("0.0.0.0", 0))
+        held.append(s)
+    out["busy_ports"] = busy
+    out["free_ports"] = [s.getsockname()[1] for s in held]
+if sys.argv[1:2] == ["full"]:
     try:
         import tensorflow as tf
         out["tf_import"] = tf.__version__
@@ -126,7 +156,6 @@ if sys.argv[1:] == ["full"]:
         out["tf_import_error"] = (type(exc).__name__ + ": " + str(exc)).splitlines()[0][:300]
 print("DTGUICHECK " + json.dumps(out))
 """
-
 
 @dataclass
 class PollOutput:

@@ -218,10 +218,14 @@ class _Listener:
             raise ConnectError("The connection is closed; connect again.")
         args = ["sh", "-s", "--", bind, str(port), token, str(expect), f"{lifetime:g}"]
         self.chan = transport.open_session(timeout=10)
-        self.chan.exec_command(shlex.join(args))
-        body = "{\n" + _script(_LISTEN_CODE).strip("\n") + "\n} </dev/null\n"
-        self.chan.sendall(body.encode())
-        self.chan.shutdown_write()
+        try:
+            self.chan.exec_command(shlex.join(args))
+            body = "{\n" + _script(_LISTEN_CODE).strip("\n") + "\n} </dev/null\n"
+            self.chan.sendall(body.encode())
+            self.chan.shutdown_write()
+        except BaseException:
+            self.chan.close()
+            raise
 
     def _lines(self, deadline: float) -> list[str]:
         """Whatever complete lines arrive before `deadline` (or EOF)."""

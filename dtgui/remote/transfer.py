@@ -9,11 +9,13 @@ background thread.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import posixpath
 import select
 import shlex
 import stat
+import tarfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -96,6 +98,35 @@ def local_files(root: Path, skip: Iterable[str] = ()) -> list[tuple[str, Path]]:
     return out
 
 
+def make_archive(root: Path, skip: Iterable[str] = (), empty_dirs: Iterable[str] = ()) -> bytes:
+    """The files under `root` (minus `skip`) as a gzip'd tar in memory, modes kept, owners
+    dropped; `empty_dirs` are added as directories."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=6) as tar:
+        for name in empty_dirs:
+            info = tarfile.TarInfo(name)
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, int(time.time())
+            tar.addfile(info)
+        for rel, path in local_files(root, skip):
+            info = tar.gettarinfo(str(path), arcname=rel)
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            with open(path, "rb") as f:
+                tar.addfile(info, f)
+    return buf.getvalue()
+
+
+def upload_bytes(client: paramiko.SSHClient, data: bytes, remote_path: str,
+                 progress: Progress | None = None) -> None:
+    """Write `data` to `remote_path` with SFTP (its directory must exist)."""
+    sftp = client.open_sftp()
+    try:
+        sftp.putfo(io.BytesIO(data), remote_path, file_size=len(data), callback=progress,
+                   confirm=False)
+    finally:
+        sftp.close()
+
+
 def upload_tree(client: paramiko.SSHClient, root: Path, remote_dir: str, *,
                 skip: Iterable[str] = (), extra_dirs: Iterable[str] = (),
                 progress: Progress | None = None) -> int:
@@ -126,10 +157,10 @@ def upload_tree(client: paramiko.SSHClient, root: Path, remote_dir: str, *,
 
 
 def download_tree(client: paramiko.SSHClient, remote_dir: str, root: Path,
-                  skip_names: Iterable[str] = ()) -> int:
-    """Copy a remote directory tree into `root` (files whose name is in skip_names, and
-    directories of that name, are left out). Returns the files copied (0: none there)."""
-    skipped = set(skip_names)
+                  skip_prefixes: Iterable[str] = ()) -> int:
+    """Copy a remote directory tree into `root` (files and directories whose name starts
+    with one of `skip_prefixes` are left out). Returns the files copied (0: none there)."""
+    skipped = tuple(skip_prefixes)
     sftp = client.open_sftp()
     count = 0
     try:
@@ -141,7 +172,7 @@ def download_tree(client: paramiko.SSHClient, remote_dir: str, root: Path,
                 return
             local.mkdir(parents=True, exist_ok=True)
             for entry in entries:
-                if entry.filename in skipped:
+                if skipped and entry.filename.startswith(skipped):
                     continue
                 src = posixpath.join(remote, entry.filename)
                 if stat.S_ISDIR(entry.st_mode or 0):

@@ -6,7 +6,7 @@ import getpass
 import html
 import os
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
     QButtonGroup,
     QCheckBox,
@@ -239,6 +239,16 @@ class MachineDialog(QDialog):
         else:
             self.problems_label.setText("")
         self.problems_label.setVisible(bool(self.problems_label.text()))
+        QTimer.singleShot(0, self._fit)
+
+    def _fit(self) -> None:
+        """Grow to fit rows that appeared (wrapped labels need their height for the width)."""
+        layout = self.layout()
+        need = (layout.totalHeightForWidth(self.width()) if layout.hasHeightForWidth()
+                else layout.totalSizeHint().height())
+        need = max(need, layout.totalMinimumSize().height())
+        if self.height() < need:
+            self.resize(self.width(), need)
 
     def _browse(self) -> None:
         start = os.path.expanduser(self.key_edit.text().strip() or "~/.ssh")
@@ -268,7 +278,8 @@ class MachineDialog(QDialog):
         self.test_button.setEnabled(False)
         self._show_test("muted", f"Connecting to {html.escape(machine.address)}…")
         batch = self.flow.start([machine], _whoami, given)
-        batch.progress.connect(lambda _n, text: self._show_test("muted", html.escape(text)))
+        batch.progress.connect(lambda _n, text: None if batch.finished
+                               else self._show_test("muted", html.escape(text)))
         batch.done.connect(self._tested)
 
     def _tested(self, outcomes: list[Outcome]) -> None:

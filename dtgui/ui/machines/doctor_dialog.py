@@ -262,6 +262,8 @@ class DoctorDialog(QDialog):
             text = (f"✓ All {len(checks)} checks passed: these machines can train together on "
                     f"port {self.port}.")
             name = "okText"
+        if not error and not any(c.topic.startswith("Reach") for c in checks):
+            text += " (Choose two or more machines that answer to test the paths between them.)"
         repolish(self.status_label, name)
         self.status_label.setText(text)
         self._update()

@@ -55,7 +55,7 @@ class HostKeyDialog(QDialog):
         self.error = error
         name = machine_name or error.machine or error.host
         self.setWindowTitle(f"New host key — {name}")
-        self.setMinimumWidth(560)
+        self.setMinimumWidth(620)
 
         heading = _heading(f"First connection to {name}")
         intro = QLabel(
@@ -89,7 +89,12 @@ class HostKeyDialog(QDialog):
         buttons.addButton(self.trust_button, QDialogButtonBox.ButtonRole.AcceptRole)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
-        self.reject_button.setDefault(True)  # Enter must not trust a key by accident
+        # Enter must never trust a key by accident: Trust is never the default button, even
+        # when it has the focus; Reject is, and starts with the focus.
+        self.trust_button.setAutoDefault(False)
+        self.reject_button.setAutoDefault(True)
+        self.reject_button.setDefault(True)
+        self.reject_button.setFocus()
 
         text = QVBoxLayout()
         text.addWidget(heading)

@@ -64,6 +64,7 @@ class MachinesPanel(PanelActions, QWidget):
         self.states: dict[str, RowState] = {}
         self.dialog: QDialog | None = None
         self.keyring_ok, self.keyring_note = True, ""
+        self.keyring_checked = False  # the dialogs that offer "remember" wait for the answer
         self._frame = 0
 
         self.message_label = QLabel("Loading the machine list…")
@@ -145,6 +146,10 @@ class MachinesPanel(PanelActions, QWidget):
         else:
             run_in_thread(MachineRegistry, self._on_loaded, self._on_load_error, context=self)
 
+    def ready(self) -> bool:
+        """The machine list is loaded and the keyring was asked whether it works."""
+        return self.registry is not None and self.keyring_checked
+
     # -- loading -------------------------------------------------------------------------------
     def _on_loaded(self, registry: MachineRegistry) -> None:
         self.registry = registry
@@ -159,8 +164,10 @@ class MachinesPanel(PanelActions, QWidget):
     def _on_keyring(self, result: tuple[bool, str]) -> None:
         self.keyring_ok, self.keyring_note = result
         self.flow.keyring_ok, self.flow.keyring_note = result
+        self.keyring_checked = True
         if not self.keyring_ok:
             self._set_message(self.keyring_note)
+        self._update_buttons()
 
     def _set_message(self, text: str = "", error: bool = False) -> None:
         """Show `text`; a missing keyring stays mentioned whatever else is shown."""
@@ -241,10 +248,10 @@ class MachinesPanel(PanelActions, QWidget):
 
     def _update_buttons(self) -> None:
         n = len(self.selected_names())
-        loaded = self.registry is not None
+        loaded = self.registry is not None and self.keyring_checked
         for b in (self.add_button, self.import_button):
             b.setEnabled(loaded)
-        self.edit_button.setEnabled(n == 1)
+        self.edit_button.setEnabled(loaded and n == 1)
         self.remove_button.setEnabled(n >= 1)
         self.install_button.setEnabled(n == 1)
         self.refresh_button.setEnabled(loaded and bool(self.machines()))
@@ -259,7 +266,9 @@ class MachinesPanel(PanelActions, QWidget):
         if len(names) != 1:
             errors = [(n, s) for n, s in self.states.items() if s.status == "error"]
             text = (f"<span style='color:#b91c1c'>{html.escape(errors[-1][0])}: "
-                    f"{html.escape(short_message(errors[-1][1]))}</span>") if errors else ""
+                    f"{html.escape(short_message(errors[-1][1]))}</span>") if errors else (
+                "<span style='color:#6b7280'>Select a machine to see everything its probe "
+                "found.</span>" if machines else "")
             self.details_label.setText(text)
             return
         machine = self.registry.get(names[0]) if self.registry else None
@@ -288,6 +297,7 @@ class MachinesPanel(PanelActions, QWidget):
         machines = [m for m in machines if m.name not in busy]
         if not machines:
             return
+
         def action(attempt: Attempt) -> RemoteFacts:
             client = attempt.connect()
             try:
@@ -299,7 +309,8 @@ class MachinesPanel(PanelActions, QWidget):
         for m in machines:
             self._set_state(m.name, "connecting", "connecting…")
         batch = self.flow.start(machines, action, given)
-        batch.progress.connect(lambda n, t: self._set_state(n, "connecting", t))
+        batch.progress.connect(
+            lambda n, t: None if n in batch.outcomes else self._set_state(n, "connecting", t))
         batch.outcome.connect(self._on_probed)
 
     def _on_probed(self, outcome: Outcome) -> None:

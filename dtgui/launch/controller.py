@@ -1,0 +1,430 @@
+"""The run policy, written once over executors (issue 4; README "Multi-machine runs").
+
+`RunController` follows one run: a monitor thread polls every machine's executor (each
+machine on its own schedule, so an unreachable one never delays the others), feeds events and
+log lines into `RunMetrics` (mirroring remote files into the local bundle), and applies the
+policy:
+
+* a task that exits with an error, dies without a word, is stopped (SIGSTOP: hung), writes no
+  event for `stale_seconds`, or whose machine stays unreachable for `unreachable_seconds`
+  fails the run: it is marked failed with its last log lines and every other task of every
+  machine is stopped (TERM + CONT, then KILL after `stop_grace`) - or, with `max_restarts`,
+  every task is restarted from the last checkpoint;
+* when every primary task (the training workers, or the ParameterServer coordinator) has
+  finished, the servers are stopped and the run is finished;
+* `request_stop()` stops every task on every machine; `detach()` only stops watching (the
+  tasks keep running; `dtgui.launch.multihost.reattach` follows them again).
+
+Nothing here blocks the caller: `request_stop()` and `detach()` only set flags.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import sys
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
+
+from dtgui.core.bundle import Bundle, primary_tasks
+from dtgui.core.metrics import RunMetrics
+from dtgui.core.runs import RunRecord
+from dtgui.core.stragglers import describe, find_stragglers
+from dtgui.launch.executor import Executor, MachinePoll
+from dtgui.launch.local_exec import LocalExecutor
+from dtgui.launch.policy import RunPolicy, exit_text
+
+log = logging.getLogger(__name__)
+POLL_SECONDS = 0.2
+MACHINE_POLL_SECONDS = 0.4
+STRAGGLER_SECONDS = 2.0
+LOG_TAIL_LINES = 3
+
+
+class LaunchError(RuntimeError):
+    """The run could not start; the message says why and what to do."""
+
+
+class RunController:
+    def __init__(self, bundle: Bundle, metrics: RunMetrics | None = None,
+                 python: str | None = None, *, executors: list[Executor] | None = None,
+                 record: RunRecord | None = None, policy: RunPolicy | None = None) -> None:
+        self.bundle = bundle
+        self.metrics = metrics or RunMetrics(bundle.plan.steps)
+        self.python = python or sys.executable
+        self.executors = executors or [LocalExecutor(bundle, python=self.python)]
+        self.record = record
+        self.policy = policy or RunPolicy()
+        self.state = "ready"  # ready | running | stopping | finished | failed | stopped | detached
+        self.message = ""
+        self.final_loss: float | None = None
+        self.restarts = 0
+        self.launch_timings: dict[str, float] = {}  # seconds per launch step (multihost)
+        plan = bundle.plan
+        self._exec_of = {tid: ex for ex in self.executors for tid in ex.task_ids}
+        self._primaries = {t.task_id for t in primary_tasks(plan)}
+        self._machine_of = {t.task_id: t.machine_name for t in plan.tasks}
+        if plan.machines or plan.is_multi_machine:
+            for tid, machine in self._machine_of.items():
+                self.metrics.set_task_machine(tid, machine)
+        self._stop_requested = threading.Event()
+        self._detach_requested = threading.Event()
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pool = ThreadPoolExecutor(max_workers=2 * len(self.executors) + 2,
+                                        thread_name_prefix="dtgui-run")
+        self._inflight: dict[str, Future[MachinePoll]] = {}
+        self._polled_at: dict[str, float] = {}
+        self._reset_watch()
+
+    def _reset_watch(self) -> None:
+        now = time.monotonic()
+        self._alive: dict[str, bool] = {}
+        self._hung: set[str] = set()
+        self._ended: dict[str, int | None] = {}
+        self._last_event = {tid: now for tid in self._exec_of}
+        self._unreachable: dict[str, str] = {}  # machine -> why its last poll failed
+        self._answered = {ex.name: now for ex in self.executors}  # last answer (monotonic)
+        self._stragglers_at = now
+
+    # -- public API ------------------------------------------------------------------------
+    def start(self, check_ports: bool = True) -> None:
+        """Check ports, start every task on every machine (in parallel), then watch."""
+        if len(self.executors) == 1 and isinstance(self.executors[0], LocalExecutor) \
+                and any(not t.is_local for t in self.bundle.plan.tasks):
+            raise LaunchError("This bundle's tasks run on other machines: start it from the app, "
+                              "or run `bash run.sh MACHINE` on each machine (see its README).")
+        checks = [self._pool.submit(ex.busy_ports) for ex in self.executors if check_ports]
+        problems = [p for fut in checks for p in fut.result()]
+        if problems:
+            raise LaunchError(" ".join(problems))
+        self._start_all()
+        self.state = "running"
+        self._save_record("running")
+        self._spawn()
+
+    def attach(self) -> None:
+        """Watch tasks that were started earlier (their pids adopted by the executors); every
+        file is read again from its start."""
+        tasks = {t.task_id: t for t in self.bundle.plan.tasks}
+        for ex in self.executors:
+            ex.reset_offsets()
+            if ex.mirrors:  # the local copies are written again from the start
+                for tid in ex.task_ids:
+                    for path in (self.bundle.events_file(tasks[tid]),
+                                 self.bundle.log_file(tasks[tid])):
+                        path.parent.mkdir(parents=True, exist_ok=True)
+                        path.write_bytes(b"")
+        self.state = "running"
+        self._spawn()
+
+    def request_stop(self) -> None:
+        """Ask the monitor thread to end every task on every machine (returns at once)."""
+        if self.state == "running":
+            self.state = "stopping"
+        self._stop_requested.set()
+
+    def detach(self, timeout: float = 10.0) -> None:
+        """Stop watching and close the connections; the tasks keep running."""
+        self._detach_requested.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        for ex in self.executors:
+            with contextlib.suppress(Exception):
+                ex.close()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._done.wait(timeout)
+
+    @property
+    def finished(self) -> bool:
+        return self._done.is_set()
+
+    def pgids(self) -> list[int]:
+        """Process groups of this machine's tasks."""
+        return [p for ex in self.executors if isinstance(ex, LocalExecutor)
+                for p in ex.pids.values()]
+
+    # -- starting --------------------------------------------------------------------------
+    def _start_all(self) -> None:
+        for tid in self._exec_of:
+            self.metrics.set_task_state(tid, "starting")
+        futures = {ex.name: self._pool.submit(ex.start) for ex in self.executors}
+        errors = []
+        for name, fut in futures.items():
+            try:
+                fut.result()
+            except Exception as exc:  # noqa: BLE001 - every machine's reason is reported
+                errors.append(f"{name}: {exc}")
+        if errors:
+            self._signal_all(signal.SIGKILL)
+            raise LaunchError("Could not start the tasks: " + " ".join(errors))
+        if self.record is not None:
+            for ex in self.executors:
+                for tid, pid in ex.pids.items():
+                    self.record.set_pid(tid, ex.name, pid)
+
+    def _spawn(self) -> None:
+        self._thread = threading.Thread(target=self._monitor, name="run-monitor", daemon=True)
+        self._thread.start()
+
+    # -- the monitor loop ------------------------------------------------------------------
+    def _monitor(self) -> None:
+        try:
+            while not self._detach_requested.is_set():
+                self._poll_round()
+                if self._stop_requested.is_set():
+                    self._stop_all("stopped", "stopped by the user")
+                    return
+                failures = self._failures()
+                if failures:
+                    if self.restarts < self.policy.max_restarts:
+                        self._restart(failures)
+                        continue
+                    self._fail(failures)
+                    return
+                if self._primaries and all(t in self._ended and self._exit_code(t) == 0
+                                           for t in self._primaries):
+                    for tid in self._primaries:
+                        self.metrics.set_task_state(tid, "finished", exit_code=0)
+                    self._stop_all("finished", "all tasks finished")
+                    return
+                self._check_stragglers()
+                time.sleep(POLL_SECONDS)
+            self.state = "detached"
+        except Exception as exc:  # a bug must not leave the run unwatched and unstopped
+            log.exception("the run monitor failed")
+            with contextlib.suppress(Exception):
+                self._stop_all("failed", f"dtgui's run monitor failed: {exc}")
+        finally:
+            if not self._detach_requested.is_set():
+                for ex in self.executors:  # the run is over: no connection is needed
+                    with contextlib.suppress(Exception):
+                        ex.close()
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._done.set()
+
+    def _poll_round(self, wait: float = 0.3) -> None:
+        now = time.monotonic()
+        for ex in self.executors:
+            if ex.name not in self._inflight and \
+                    now - self._polled_at.get(ex.name, 0.0) >= MACHINE_POLL_SECONDS:
+                self._polled_at[ex.name] = now
+                self._inflight[ex.name] = self._pool.submit(ex.poll)
+        if self._inflight:
+            wait_futures(list(self._inflight.values()), timeout=wait)
+        for name, fut in list(self._inflight.items()):
+            if fut.done():
+                del self._inflight[name]
+                try:
+                    self._apply(fut.result())
+                except Exception as exc:  # noqa: BLE001 - counts as unreachable
+                    self._apply(MachinePoll(name, error=str(exc) or type(exc).__name__))
+
+    def _apply(self, mp: MachinePoll) -> None:
+        now = time.monotonic()
+        if mp.error:
+            self._unreachable[mp.machine] = mp.error
+            return
+        self._unreachable.pop(mp.machine, None)
+        self._answered[mp.machine] = now
+        ex = next(e for e in self.executors if e.name == mp.machine)
+        tasks = {t.task_id: t for t in self.bundle.plan.tasks}
+        for tid, tp in mp.tasks.items():
+            if ex.mirrors:
+                self._mirror(tasks[tid], tp.raw_events, tp.raw_log)
+            if tp.events:
+                self.metrics.add_events(tp.events)
+                self._last_event[tid] = now
+                self._note_loss(tid, tp.events)
+            if tp.log_lines:
+                self.metrics.add_log_lines(tid, tp.log_lines)
+            if tid in ex.pids and not tp.alive and tid not in self._ended:
+                self._ended[tid] = tp.exit_code
+            if tp.stopped:
+                self._hung.add(tid)
+
+    def _mirror(self, task, raw_events: bytes, raw_log: bytes) -> None:  # noqa: ANN001
+        for path, data in ((self.bundle.events_file(task), raw_events),
+                           (self.bundle.log_file(task), raw_log)):
+            if data:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with open(path, "ab") as f:
+                    f.write(data)
+
+    def _note_loss(self, tid: str, events: list) -> None:  # noqa: ANN001
+        if tid not in self._primaries:
+            return
+        for event in events:
+            loss = event.get("loss")
+            if event.kind in ("step", "finished") and isinstance(loss, (int, float)):
+                self.final_loss = float(loss)
+
+    # -- the policy ------------------------------------------------------------------------
+    def _exit_code(self, tid: str) -> int | None:
+        """The task's exit code, or what its last event says when the code is unknown."""
+        code = self._ended.get(tid)
+        if code is not None:
+            return code
+        status = self.metrics.snapshot().tasks.get(tid)
+        return {"finished": 0, "failed": 1}.get(status.status if status else "")
+
+    def _failures(self) -> list[tuple[str, str, int | None]]:
+        """(task, reason, exit code) of every task that fails the run now."""
+        now = time.monotonic()
+        out = []
+        for tid in self._exec_of:
+            if tid in self._ended:
+                code = self._exit_code(tid)
+                if code == 0 and tid in self._primaries:
+                    continue
+                out.append((tid, exit_text(code, tid in self._primaries), code))
+            elif tid in self._hung:
+                out.append((tid, "hung: a process of it is stopped (SIGSTOP) and never "
+                                 "continues by itself; it was killed", None))
+            elif now - self._last_event[tid] > self.policy.stale_seconds:
+                out.append((tid, f"hung: no event for {self.policy.stale_seconds:g} s; it was "
+                                 "killed", None))
+        for machine, answered in self._answered.items():
+            silent = now - answered  # a poll may still be waiting: silence is what counts
+            if silent >= self.policy.unreachable_seconds:
+                error = self._unreachable.get(machine, f"no answer for {silent:.0f} s")
+                self._unreachable.setdefault(machine, error)
+                out += [(tid, f"its machine {machine} is unreachable ({error})", None)
+                        for tid, ex in self._exec_of.items()
+                        if ex.name == machine and tid not in self._ended]
+        status = self.metrics.snapshot().tasks
+        # the cause first: a task that died or hung before one that reported a failure
+        out.sort(key=lambda f: (status.get(f[0]) is not None and status[f[0]].error != "",))
+        return out
+
+    def _error_text(self, tid: str, reason: str) -> str:
+        state = self.metrics.snapshot().tasks.get(tid)
+        error = state.error if state is not None and state.error else reason
+        tail = [line for line in self.metrics.log_lines(tid) if line.strip()][-LOG_TAIL_LINES:]
+        return error + (" — last log lines: " + " | ".join(tail) if tail else "")
+
+    def _fail(self, failures: list[tuple[str, str, int | None]]) -> None:
+        first = failures[0][0]
+        for tid, reason, code in failures:
+            self.metrics.set_task_state(tid, "failed", exit_code=code,
+                                        error=self._error_text(tid, reason))
+        state = self.metrics.snapshot().tasks[first]
+        where = f" on {self._machine_of[first]}" if self.bundle.plan.is_multi_machine else ""
+        self.message = f"{first}{where} failed: {state.error}"
+        self._stop_all("failed", self.message)
+
+    def _restart(self, failures: list[tuple[str, str, int | None]]) -> None:
+        self.restarts += 1
+        tid, reason, _ = failures[0]
+        note = (f"{tid} failed ({reason}): restarting every task from the last checkpoint "
+                f"(restart {self.restarts} of {self.policy.max_restarts})")
+        self.metrics.add_log_lines(tid, [f"[dtgui] {note}"])
+        self.message = note
+        self._end_tasks()
+        chief = next((t for t in self.bundle.plan.tasks if t.task_id in self._primaries), None)
+        source = self._exec_of.get(chief.task_id) if chief is not None else None
+        if source is not None and self.bundle.plan.strategy == "multi_worker_mirrored":
+            for ex in self.executors:
+                ex.sync_checkpoints_from(source)
+        self._reset_watch()
+        self._start_all()
+        if self.record is not None:
+            self.record.restarts = self.restarts
+        self._save_record("running")
+
+    def _check_stragglers(self) -> None:
+        now = time.monotonic()
+        if now - self._stragglers_at < STRAGGLER_SECONDS:
+            return
+        self._stragglers_at = now
+        found = find_stragglers(self.metrics.throughput_series())
+        self.metrics.set_stragglers({t: describe(t, f, self._machine_of.get(t, ""))
+                                     for t, f in found.items()})
+        if found and self.state == "running":
+            self.message = "; ".join(describe(t, f, self._machine_of.get(t, ""))
+                                     for t, f in found.items())
+
+    # -- stopping --------------------------------------------------------------------------
+    def _signal_all(self, sig: int) -> None:
+        """Signal every machine's tasks at once (unreachable machines: see _reap_later)."""
+        futures = [self._pool.submit(ex.signal, sig) for ex in self.executors
+                   if ex.name not in self._unreachable]
+        wait_futures(futures, timeout=15)
+        for fut in futures:
+            if fut.done() and fut.exception() is not None:
+                log.warning("signal %s failed: %s", sig, fut.exception())
+
+    def _all_ended(self) -> bool:
+        """Every task has ended, or cannot be asked (never started; machine unreachable)."""
+        return all(tid in self._ended or tid not in ex.pids or ex.name in self._unreachable
+                   for tid, ex in self._exec_of.items())
+
+    def _wait_ended(self, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self._poll_round(wait=0.5)
+            if self._all_ended():
+                return True
+            time.sleep(0.05)
+        return self._all_ended()
+
+    def _end_tasks(self) -> None:
+        """TERM (and CONT) every task, KILL what is left after the grace, then make sure."""
+        self._signal_all(signal.SIGTERM)
+        if not self._wait_ended(self.policy.stop_grace):
+            self._signal_all(signal.SIGKILL)
+            self._wait_ended(5.0)
+        for ex in self.executors:
+            if isinstance(ex, LocalExecutor):
+                ex.reap()
+
+    def _stop_all(self, final_state: str, message: str) -> None:
+        self._end_tasks()
+        for tid in self._exec_of:
+            code = self._ended.get(tid)
+            self.metrics.set_task_state(tid, "stopped", exit_code=code)
+        left = [t for t in self._exec_of if t not in self._ended and t in self._exec_of[t].pids]
+        self.state = final_state
+        if final_state != "failed" or not self.message:
+            self.message = message
+        if left:
+            self.message += (f" (could not confirm that {', '.join(left)} ended: their "
+                             "machine did not answer; dtgui keeps trying to stop them for "
+                             f"{self.policy.reap_seconds:g} s)")
+            self._reap_later([ex for ex in self.executors if ex.name in self._unreachable])
+        self._save_record(final_state)
+
+    def _reap_later(self, executors: list[Executor]) -> None:
+        """Keep sending SIGKILL to the tasks of unreachable machines until one gets through
+        (their processes must not outlive the run when the network comes back)."""
+        def work() -> None:
+            deadline = time.monotonic() + self.policy.reap_seconds
+            pending = list(executors)
+            while pending and time.monotonic() < deadline:
+                for ex in list(pending):
+                    try:
+                        ex.signal(signal.SIGKILL)
+                        pending.remove(ex)
+                    except Exception:  # noqa: BLE001 - still unreachable: try again
+                        time.sleep(2.0)
+            for ex in executors:
+                with contextlib.suppress(Exception):
+                    ex.close()
+
+        threading.Thread(target=work, name="dtgui-reaper", daemon=True).start()
+
+    def _save_record(self, state: str) -> None:
+        if self.record is None:
+            return
+        if state in ("finished", "failed", "stopped"):
+            self.record.end(state, self.message, self.final_loss)
+        else:
+            self.record.state = state
+        try:
+            self.record.save()
+        except OSError as exc:
+            log.warning("could not save the run record: %s", exc)

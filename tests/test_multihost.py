@@ -1,0 +1,327 @@
+"""Training across machines (issue 4), with real parts: sshd test hosts in network namespaces
+(tests/sshhosts.py), real TensorFlow tasks started over SSH, real signals.
+
+The hosts share this machine's files and process table, so a test can see every process of a
+run (`live_members`) - but each machine gets its own bundle directory, as separate machines do.
+On CPU, TensorFlow's MultiWorkerMirrored runs one replica per worker process, so "a replica
+curve per worker" means 2 hosts x 1 worker = 2 replicas (global ids 0 and 1).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import conftest_ssh
+import pytest
+import remote_python
+import sshhosts
+from conftest_ssh import machine, trust
+from runs import live_members
+
+from dtgui.core.bundle import render_bundle
+from dtgui.core.cluster import assign, place_on_machines
+from dtgui.core.events import read_all
+from dtgui.core.plan import Plan
+from dtgui.core.runs import RunHistory, RunRecord
+from dtgui.core.settings import data_dir
+from dtgui.launch.controller import LaunchError, RunController
+from dtgui.launch.multihost import Target, launch_on_machines, reattach
+from dtgui.launch.policy import RunPolicy
+from dtgui.remote.hostkeys import app_known_hosts
+
+pytestmark = pytest.mark.slow
+ssh_lab = conftest_ssh.ssh_lab
+ssh_env = conftest_ssh.ssh_env
+real_keyring = conftest_ssh.real_keyring
+FOREVER = 1_000_000
+_checks: dict[str, str] = {}  # launch-checks.json, carried from test to test (one TF import)
+
+
+@pytest.fixture(scope="module")
+def lab_python(ssh_lab: sshhosts.SshLab):
+    python = remote_python.python_for()
+    yield python
+    remote_python.cleanup()
+    shutil.rmtree(ssh_lab.home / ".cache" / "dtgui", ignore_errors=True)
+
+
+class Lab:
+    def __init__(self, lab: sshhosts.SshLab, python: str) -> None:
+        self.lab = lab
+        self.python = python
+        self.hosts = {h.name: h for h in lab.hosts}
+
+    def target(self, name: str, **kw) -> Target:
+        if name == "local":
+            return Target("local", python=sys.executable, **kw)
+        return Target(name, machine(self.lab, self.hosts[name]), python=self.python, **kw)
+
+    def launch(self, plan: Plan, placement: dict[str, str], **kw) -> RunController:
+        targets = [self.target(n) for n in dict.fromkeys(placement.values())]
+        return launch_on_machines(plan, placement, targets, **kw)
+
+
+@pytest.fixture
+def lab(ssh_lab, lab_python, ssh_env):
+    trust(*ssh_lab.hosts)
+    checks = data_dir() / "launch-checks.json"
+    if "text" in _checks:
+        checks.parent.mkdir(parents=True, exist_ok=True)
+        checks.write_text(_checks["text"])
+    yield Lab(ssh_lab, lab_python)
+    if checks.is_file():
+        _checks["text"] = checks.read_text()
+
+
+def mwms(name: str, steps: int, **kw) -> Plan:
+    return Plan(run_name=name, strategy="multi_worker_mirrored", workers=2, replicas_per_task=1,
+                steps=steps, steps_per_epoch=10, checkpoint_every=kw.pop("checkpoint_every", 0),
+                seed=7, **kw)
+
+
+def wait_for(what: Callable[[], bool], timeout: float, message: str = "") -> float:
+    start = time.monotonic()
+    while not what():
+        assert time.monotonic() - start < timeout, message or "timed out"
+        time.sleep(0.05)
+    return time.monotonic() - start
+
+
+def run_pgids(controller: RunController) -> list[int]:
+    return list(controller.record.pids().values())
+
+
+def nothing_left(controller: RunController) -> None:
+    wait_for(lambda: not live_members(run_pgids(controller)), 10,
+             f"left running: {live_members(run_pgids(controller))}")
+
+
+def losses(events_file: Path) -> dict[int, list[tuple[int, float]]]:
+    """replica id -> [(step, loss)] from one task's events."""
+    out: dict[int, list[tuple[int, float]]] = {}
+    for e in read_all(events_file):
+        if e.kind == "step":
+            for rid, loss in zip(e.get("replica_ids"), e.get("replica_losses"), strict=True):
+                out.setdefault(rid, []).append((e.get("step"), loss))
+    return out
+
+
+def step_of(controller: RunController) -> int:
+    return controller.metrics.snapshot().step
+
+
+# -- MultiWorkerMirrored over 2 hosts, and its exported bundle by hand ------------------------
+def test_mwms_over_two_hosts_then_the_exported_bundle_by_hand_is_bit_identical(
+        lab: Lab, tmp_path: Path, qtbot) -> None:
+    from dtgui.ui.dashboard import Dashboard
+
+    plan = mwms("mwms2", steps=12)
+    controller = lab.launch(plan, assign(plan, machines=["h2", "h3"]))
+    dashboard = Dashboard()
+    qtbot.addWidget(dashboard)
+    dashboard.attach(controller)
+    assert controller.wait(180), "the run did not end"
+    assert controller.state == "finished", controller.message
+    qtbot.waitUntil(lambda: dashboard.loss_panel.replica_ids() == [0, 1], timeout=5000)
+    snap = controller.metrics.snapshot()
+    assert sorted(snap.replica_loss) == [0, 1]  # one curve per worker: global replica ids
+    assert all(len(xs) == 12 for xs, _ in snap.replica_loss.values())
+    assert set(snap.throughput) == {"worker:0", "worker:1"}  # throughput per worker
+    assert {label.split(" · ")[0] for label in snap.device_util} == {"h2", "h3"}
+    assert all(label.endswith("cpu0") for label in snap.device_util)  # CPU, labelled as CPU
+    assert {t: s.machine for t, s in snap.tasks.items()} == {"worker:0": "h2", "worker:1": "h3"}
+    record = RunRecord.load(controller.bundle.path)
+    assert record.state == "finished" and record.final_loss == controller.final_loss
+    assert [m.name for m in record.machines] == ["h2", "h3"]
+    assert RunHistory().finished()[0].run_id == record.run_id
+    nothing_left(controller)
+    bundle = controller.bundle
+    in_app = {**losses(bundle.events_file(bundle.plan.tasks[0])),
+              **losses(bundle.events_file(bundle.plan.tasks[1]))}
+    controller.detach()
+
+    # Export the same placed plan; copy it to each host with scp, run it there with ssh.
+    out = render_bundle(bundle.plan, tmp_path / "exported").path
+    readme = (out / "README.md").read_text()
+    assert "bash run.sh h2" in readme and "TF_CONFIG" in readme and "10.200." in readme
+    key = str(lab.lab.plain_key)
+    opts = ["-o", f"UserKnownHostsFile={app_known_hosts()}", "-o", "StrictHostKeyChecking=yes",
+            "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-i", key]
+    procs = []
+    for task in bundle.plan.tasks:
+        host = lab.hosts[task.machine]
+        login = f"{sshhosts.TEST_USER}@{host.address}"
+        target = f"exported-{plan.run_name}-{task.machine}"
+        subprocess.run(["ssh", *opts, login, f"rm -rf {target}"], check=True, timeout=30)
+        subprocess.run(["scp", "-q", "-r", *opts, str(out), f"{login}:{target}"], check=True,
+                       timeout=60)
+        command = f"cd {target} && PYTHON={lab.python} bash run.sh {task.machine}"
+        procs.append(subprocess.Popen(["ssh", *opts, login, command], stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+    for proc in procs:
+        output, _ = proc.communicate(timeout=240)
+        assert proc.returncode == 0, output
+    by_hand: dict[int, list[tuple[int, float]]] = {}
+    for task in bundle.plan.tasks:
+        copy = lab.lab.home / f"exported-{plan.run_name}-{task.machine}"
+        by_hand.update(losses(copy / "output" / f"events-{task.file_stem}.jsonl"))
+        shutil.rmtree(copy, ignore_errors=True)
+    assert sorted(in_app) == [0, 1] and len(in_app[0]) == 12
+    assert by_hand == in_app  # bit-identical floats, every replica, every step
+
+
+# -- ParameterServer: coordinator here, 2 workers and 1 ps on separate hosts -----------------
+def test_parameter_server_over_three_hosts_and_this_machine_trains_and_finishes(lab: Lab) -> None:
+    plan = Plan(run_name="ps", strategy="parameter_server", workers=2, parameter_servers=1,
+                replicas_per_task=1, steps=20, steps_per_epoch=10, checkpoint_every=0)
+    placement = assign(plan, chief="local", workers=["h2", "h3"], ps=["h4"])
+    controller = lab.launch(plan, placement)
+    cluster = controller.bundle.plan.cluster
+    assert cluster["chief"][0].startswith(lab.lab.subnet + ".1:") or lab.lab.mode != "netns"
+    assert not any(a.startswith("127.") for addrs in cluster.values() for a in addrs)
+    assert controller.wait(240), "the run did not end"
+    assert controller.state == "finished", controller.message
+    snap = controller.metrics.snapshot()
+    assert snap.tasks["chief:0"].status == "finished" and snap.step == 20
+    assert {snap.tasks[t].status for t in ("worker:0", "worker:1", "ps:0")} == {"stopped"}
+    nothing_left(controller)
+    controller.detach()
+
+
+# -- failures: kill -9, SIGSTOP ---------------------------------------------------------------
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP], ids=["kill-9", "sigstop"])
+def test_a_killed_or_hung_worker_fails_the_run_within_10_s_and_nothing_is_left(
+        lab: Lab, sig: int) -> None:
+    plan = mwms(f"fail-{sig}", steps=FOREVER)
+    controller = lab.launch(plan, assign(plan, machines=["h2", "h3"]))
+    try:
+        wait_for(lambda: step_of(controller) >= 5, 120, "the run did not start stepping")
+        victim = controller.record.pids()["worker:1"]
+        os.killpg(victim, sig)
+        seconds = wait_for(
+            lambda: controller.metrics.snapshot().tasks["worker:1"].status == "failed", 10,
+            "the failure was not shown within 10 s")
+        assert controller.wait(30)
+    finally:
+        controller.request_stop()
+        controller.wait(30)
+    assert controller.state == "failed"
+    error = controller.metrics.snapshot().tasks["worker:1"].error
+    assert ("SIGSTOP" in error) if sig == signal.SIGSTOP else ("killed" in error), error
+    assert "last log lines" in error and controller.message.startswith("worker:1 on h3 failed")
+    print(f"{signal.Signals(sig).name}: shown as failed after {seconds:.1f} s")
+    nothing_left(controller)
+    assert RunRecord.load(controller.bundle.path).state == "failed"
+    controller.detach()
+
+
+def test_an_unreachable_machine_fails_the_run_within_10_s(lab: Lab) -> None:
+    from netfaults import firewall_unavailable, firewalled
+
+    h3 = lab.hosts["h3"]
+    if firewall_unavailable(h3):
+        pytest.skip(firewall_unavailable(h3))
+    plan = mwms("unreachable", steps=FOREVER)
+    controller = lab.launch(plan, assign(plan, machines=["h2", "h3"]))
+    h2_group = controller.record.pids()["worker:0"]
+    try:
+        wait_for(lambda: step_of(controller) >= 5, 120, "the run did not start stepping")
+        with firewalled(h3, h3.port):  # SSH to h3 is dropped: no answer at all
+            seconds = wait_for(
+                lambda: controller.metrics.snapshot().tasks["worker:1"].status == "failed", 10,
+                "the failure was not shown within 10 s")
+            assert controller.wait(30)
+            assert controller.state == "failed"
+            assert "its machine h3 is unreachable" in controller.message
+            wait_for(lambda: not live_members([h2_group]), 10, "worker:0 on h2 was left")
+        print(f"unreachable: shown as failed after {seconds:.1f} s")
+        nothing_left(controller)  # h3 answers again: its task was killed (or ended) too
+    finally:
+        controller.request_stop()
+        controller.wait(30)
+        for pgid in run_pgids(controller):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+    controller.detach()
+
+
+# -- close the GUI mid-run, reopen: reattached, no gap ----------------------------------------
+def test_closing_and_reopening_reattaches_without_a_gap(lab: Lab) -> None:
+    plan = mwms("reattach", steps=600, log_every=1)
+    first = lab.launch(plan, assign(plan, machines=["h2", "h3"]))
+    wait_for(lambda: step_of(first) >= 20, 120, "the run did not start stepping")
+    first.detach()  # the GUI closes: no controller, no SSH connection; training goes on
+    seen = step_of(first)
+    time.sleep(3)
+    records = RunHistory().running()
+    assert [r.run_id for r in records] == [first.record.run_id]
+    second = reattach(records[0])
+    try:
+        assert second.wait(240), "the reattached run did not end"
+    finally:
+        second.request_stop()
+    assert second.state == "finished", second.message
+    snap = second.metrics.snapshot()
+    for rid in (0, 1):
+        steps = [int(x) for x in snap.replica_loss[rid][0]]
+        assert steps == list(range(1, 601)), f"replica {rid} has a gap"
+    assert snap.step == 600 > seen
+    assert RunRecord.load(first.bundle.path).state == "finished"
+    nothing_left(second)
+    second.detach()
+
+
+# -- restart from the last checkpoint ---------------------------------------------------------
+def test_restart_from_the_last_checkpoint_when_enabled(lab: Lab) -> None:
+    plan = mwms("restart", steps=120, checkpoint_every=10)
+    controller = lab.launch(plan, assign(plan, machines=["h2", "h3"]),
+                            policy=RunPolicy(max_restarts=1))
+    wait_for(lambda: step_of(controller) >= 25, 120, "the run did not start stepping")
+    os.killpg(controller.record.pids()["worker:1"], signal.SIGKILL)
+    assert controller.wait(240), "the run did not end"
+    assert controller.state == "finished", controller.message
+    assert controller.restarts == 1
+    resumed = [e.get("resumed_from_step") for e in read_all(
+        controller.bundle.events_file(controller.bundle.plan.tasks[1])) if e.kind == "started"]
+    assert resumed[0] == 0 and resumed[-1] >= 20, resumed  # the mirror holds both runs
+    nothing_left(controller)
+    controller.detach()
+
+
+# -- refused before launch ----------------------------------------------------------------------
+def test_a_machine_without_tensorflow_is_refused_before_anything_starts(lab: Lab) -> None:
+    plan = mwms("nopython", steps=5)
+    targets = [lab.target("h2"), Target("h3", machine(lab.lab, lab.hosts["h3"]),
+                                        python="/usr/bin/python3")]
+    with pytest.raises(LaunchError) as info:
+        launch_on_machines(plan, assign(plan, machines=["h2", "h3"]), targets)
+    text = str(info.value)
+    assert "h3" in text and ("TensorFlow is not installed for /usr/bin/python3" in text
+                             or "does not import" in text), text
+    assert not RunHistory().records()  # nothing rendered, nothing started
+    targets[1] = Target("h3", machine(lab.lab, lab.hosts["h3"]), python="/nowhere/python3")
+    with pytest.raises(LaunchError, match="h3: the Python interpreter '/nowhere/python3' cannot"):
+        launch_on_machines(plan, assign(plan, machines=["h2", "h3"]), targets)
+
+
+def test_a_busy_port_on_a_remote_host_is_refused(lab: Lab) -> None:
+    from netfaults import held
+
+    plan = mwms("busy", steps=5)
+    h3 = lab.hosts["h3"]
+    port = 23456
+    placed = place_on_machines(plan, assign(plan, machines=["h2", "h3"]),
+                               {"h2": lab.hosts["h2"].address, "h3": h3.address},
+                               {"h2": [port + 1], "h3": [port]})
+    with held(h3, port), pytest.raises(LaunchError,
+                                       match=f"Port {port} on h3 .* in use by another process"):
+        lab.launch(placed, assign(plan, machines=["h2", "h3"]), keep_ports=True)
+    assert not RunHistory().records()  # refused before anything was written or started

@@ -1,0 +1,291 @@
+"""Issue 4 without TensorFlow or SSH: placement on machines, multi-machine bundles, run
+records and history, straggler detection, the remote scripts (run here with sh), and the run
+policy over scripted executors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dtgui.core.bundle import Bundle, render_bundle
+from dtgui.core.cluster import PlacementError, assign, busy_ports, place_on_machines
+from dtgui.core.events import Event
+from dtgui.core.metrics import RunMetrics
+from dtgui.core.plan import Plan, validate
+from dtgui.core.runs import MachineRecord, RunHistory, RunRecord
+from dtgui.core.stragglers import find_stragglers
+from dtgui.launch.controller import RunController
+from dtgui.launch.executor import WRAPPER, Executor, LineBuffer, MachinePoll, TaskPoll
+from dtgui.launch.policy import RunPolicy, exit_text
+from dtgui.launch.remote_scripts import POLL_SCRIPT, START_SCRIPT, parse_pids, parse_poll
+
+ADDR = {"local": "10.0.0.1", "a": "10.0.0.2", "b": "10.0.0.3", "c": "10.0.0.4"}
+PORTS = {"local": [5000, 5001], "a": [6000, 6001], "b": [7000], "c": [8000]}
+
+
+def mwms(**kw) -> Plan:
+    return Plan(run_name="mh", strategy="multi_worker_mirrored", workers=2, replicas_per_task=1,
+                steps=5, checkpoint_every=0, **kw)
+
+
+# -- placement ----------------------------------------------------------------------------------
+def test_mwms_places_one_worker_per_machine_with_reachable_addresses() -> None:
+    plan = mwms()
+    placed = place_on_machines(plan, assign(plan, machines=["local", "a"]), ADDR, PORTS)
+    assert [(t.task_id, t.machine_name, t.address) for t in placed.tasks] == [
+        ("worker:0", "local", "10.0.0.1:5000"), ("worker:1", "a", "10.0.0.2:6000")]
+    assert placed.cluster == {"worker": ["10.0.0.1:5000", "10.0.0.2:6000"]}
+    assert placed.is_multi_machine and placed.machine_names == ["local", "a"]
+    assert placed.machines["a"] == {"address": "10.0.0.2"}
+    assert validate(placed) == []
+    again = Plan.from_dict(json.loads(placed.to_json()))
+    assert again == placed  # machine names and the machines table survive plan.json
+
+
+def test_parameter_server_roles_go_where_they_are_assigned() -> None:
+    plan = Plan(strategy="parameter_server", workers=2, parameter_servers=1, replicas_per_task=1)
+    placement = assign(plan, chief="local", workers=["a", "b"], ps=["c"])
+    assert placement == {"chief:0": "local", "worker:0": "a", "worker:1": "b", "ps:0": "c"}
+    placed = place_on_machines(plan, placement, ADDR, PORTS)
+    assert placed.cluster == {"chief": ["10.0.0.1:5000"], "ps": ["10.0.0.4:8000"],
+                              "worker": ["10.0.0.2:6000", "10.0.0.3:7000"]}
+    with pytest.raises(PlacementError, match="2 worker"):
+        assign(plan, chief="local", workers=["a"], ps=["c"])
+
+
+def test_one_machine_alone_uses_loopback_and_a_single_task_strategy_runs_remotely() -> None:
+    plan = mwms()
+    placed = place_on_machines(plan, assign(plan, machines=["a", "a"]), {}, PORTS)
+    assert placed.cluster == {"worker": ["127.0.0.1:6000", "127.0.0.1:6001"]}
+    single = Plan(strategy="mirrored", replicas_per_task=2)
+    placed = place_on_machines(single, assign(single, machines=["b"]), {}, {})
+    assert [(t.machine, t.port) for t in placed.tasks] == [("b", 0)] and placed.cluster == {}
+    assert placed.machines == {"b": {"address": "127.0.0.1"}}
+
+
+def test_loopback_missing_addresses_and_port_clashes_are_refused() -> None:
+    plan = mwms()
+    with pytest.raises(PlacementError, match="loopback"):
+        place_on_machines(plan, assign(plan, machines=["local", "a"]),
+                          {**ADDR, "local": "127.0.0.1"}, PORTS)
+    with pytest.raises(PlacementError, match="No network address is known for a"):
+        place_on_machines(plan, assign(plan, machines=["local", "a"]), {"local": "10.0.0.1"},
+                          PORTS)
+    with pytest.raises(PlacementError, match="would share port 6000"):
+        place_on_machines(plan, assign(plan, machines=["a", "a"]), {}, {"a": [6000, 6000]})
+    with pytest.raises(PlacementError, match="No free port left on b"):
+        three = mwms().with_changes(workers=3)
+        place_on_machines(three, assign(three, machines=["a", "b", "b"]), ADDR, PORTS)
+    bad = place_on_machines(plan, assign(plan, machines=["local", "a"]), ADDR, PORTS)
+    bad = bad.with_changes(tasks=(bad.tasks[0].__class__("worker", 0, "127.0.0.1", 1, (), ""),
+                                  bad.tasks[1]))
+    assert any("cannot reach" in p for p in validate(bad))
+
+
+def test_gpu_choice_per_machine_reaches_cuda_visible_devices(tmp_path: Path) -> None:
+    plan = mwms(device_kind="gpu").with_changes(replicas_per_task=2)
+    placed = place_on_machines(plan, assign(plan, machines=["a", "b"]), ADDR,
+                               {"a": [1], "b": [2]}, gpus={"a": [2, 3], "b": [0, 1]})
+    assert [t.gpus for t in placed.tasks] == [(2, 3), (0, 1)]
+    bundle = render_bundle(placed, tmp_path / "b")
+    assert "export CUDA_VISIBLE_DEVICES=2,3" in bundle.task_script(placed.tasks[0]).read_text()
+    with pytest.raises(PlacementError, match="too few chosen GPUs"):
+        place_on_machines(plan, assign(plan, machines=["a", "b"]), ADDR, {"a": [1], "b": [2]},
+                          gpus={"a": [0], "b": [0, 1]})
+
+
+def test_busy_ports_only_checks_this_machines_tasks() -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("0.0.0.0", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        plan = mwms()
+        placed = place_on_machines(plan, assign(plan, machines=["local", "a"]), ADDR,
+                                   {"local": [port], "a": [port]})
+        problems = busy_ports(placed)
+    assert len(problems) == 1 and f"Port {port} for task worker:0" in problems[0]
+
+
+# -- the multi-machine bundle -------------------------------------------------------------------
+def test_multi_machine_bundle_readme_and_run_sh(tmp_path: Path) -> None:
+    plan = Plan(run_name="ps3", strategy="parameter_server", workers=2, parameter_servers=1,
+                replicas_per_task=1)
+    placed = place_on_machines(plan, assign(plan, chief="local", workers=["a", "b"], ps=["c"]),
+                               ADDR, PORTS, logins={"a": {"login": "me@10.0.0.2:2222",
+                                                          "python": "/opt/py/bin/python3"}})
+    bundle = render_bundle(placed, tmp_path / "b")
+    readme = (bundle.path / "README.md").read_text()
+    assert "scp -r -P 2222 . me@10.0.0.2:dtgui-ps3" in readme
+    assert "ssh -p 2222 me@10.0.0.2 'cd dtgui-ps3 && PYTHON=/opt/py/bin/python3 bash run.sh a'" \
+        in readme
+    assert readme.count("export TF_CONFIG=") == 4 and "### ps:0 on c" in readme
+    run = subprocess.run(["bash", str(bundle.path / "run.sh")], capture_output=True, text=True)
+    assert run.returncode == 2 and "MACHINE is one of: local a b c" in run.stderr
+    text = (bundle.path / "run.sh").read_text()
+    assert "  c) TASKS=(ps-0); PRIMARIES=() ;;" in text
+    assert "  local) TASKS=(chief-0); PRIMARIES=(chief-0) ;;" in text
+
+
+# -- run records and the history ---------------------------------------------------------------
+def test_run_records_and_history(tmp_path: Path) -> None:
+    old = RunRecord("r1-aaaaaa", "r1", str(tmp_path / "r1"), "mirrored", created=1.0,
+                    state="finished", final_loss=0.5)
+    new = RunRecord("r2-bbbbbb", "r2", str(tmp_path / "r2"), "multi_worker_mirrored",
+                    created=2.0, state="running",
+                    machines=[MachineRecord("h2", "/home/u/.cache/dtgui/runs/r2/h2", "python3",
+                                            "10.0.0.2", {"name": "h2", "host": "10.0.0.2"})])
+    new.set_pid("worker:0", "h2", 4242)
+    for record in (old, new):
+        record.save()
+    legacy = tmp_path / "r0"
+    (legacy / "output").mkdir(parents=True)
+    (legacy / "plan.json").write_text(json.dumps({"run_name": "r0", "strategy": "one_device"}))
+    (legacy / "output" / "events-worker-0.jsonl").write_text(
+        '{"v":1,"kind":"step","task":"worker:0","t":1,"loss":0.9}\n'
+        '{"v":1,"kind":"finished","task":"worker:0","t":2,"loss":0.7}\n')
+    os.utime(legacy / "plan.json", (0.5, 0.5))
+    history = RunHistory(tmp_path)
+    assert [r.run_id for r in history.records()] == ["r2-bbbbbb", "r1-aaaaaa", "r0"]
+    assert [r.run_id for r in history.running()] == ["r2-bbbbbb"]
+    loaded = history.find("r2-bbbbbb")
+    assert loaded.pids() == {"worker:0": 4242} and loaded.is_multi_machine
+    assert loaded.machines[0].machine["host"] == "10.0.0.2"
+    r0 = history.find("r0")
+    assert (r0.state, r0.final_loss) == ("finished", 0.7)
+    assert "password" not in (tmp_path / "r2" / "run.json").read_text()
+
+
+# -- stragglers ---------------------------------------------------------------------------------
+def test_a_clearly_slower_worker_is_flagged() -> None:
+    xs = np.arange(20.0)
+    fast = (xs, np.full(20, 1000.0))
+    assert find_stragglers({"worker:0": fast, "worker:1": fast}) == {}
+    found = find_stragglers({"worker:0": fast, "worker:1": fast,
+                             "worker:2": (xs, np.full(20, 400.0))})
+    assert list(found) == ["worker:2"] and found["worker:2"] == pytest.approx(0.4)
+    assert find_stragglers({"worker:0": fast, "chief:0": (xs, np.full(20, 1.0))}) == {}
+
+
+def test_device_curves_are_labelled_with_their_machine() -> None:
+    metrics = RunMetrics()
+    metrics.set_task_machine("worker:1", "h3")
+    metrics.add_events([Event("device", "worker:1", 5.0, {"devices": [
+        {"kind": "cpu", "index": 0, "util": 50.0, "mem_used": 2**20}]})])
+    assert list(metrics.snapshot().device_util) == ["h3 · worker:1 cpu0"]
+    assert metrics.snapshot().tasks["worker:1"].machine == "h3"
+
+
+# -- the remote scripts, run here with sh --------------------------------------------------------
+def test_start_and_poll_scripts_with_real_processes(tmp_path: Path) -> None:
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "worker-0.sh").write_text(
+        "printf 'h\\303\\251llo\\n\\377 bad byte\\n'\nexec sleep 30\n")
+    (tmp_path / "tasks" / "worker-1.sh").write_text("echo done; exit 3\n")
+    out = subprocess.run(["sh", "-s", "--", str(tmp_path), "python3", WRAPPER, "worker-0",
+                          "worker-1"], input=START_SCRIPT, capture_output=True, text=True,
+                         timeout=20)
+    pids = parse_pids(out.stdout)
+    assert set(pids) == {"worker-0", "worker-1"}, out.stdout + out.stderr
+    try:
+        assert os.getpgid(pids["worker-0"]) == pids["worker-0"]  # its own process group
+        (tmp_path / "output" / "events-worker-0.jsonl").write_bytes(b'{"v":1}\n{"v":1,"part')
+        deadline = time.monotonic() + 10
+        while not (tmp_path / "output" / "pids" / "worker-1.exit").exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        os.killpg(pids["worker-0"], signal.SIGSTOP)
+        args = [str(tmp_path), "1000", "worker-0", str(pids["worker-0"]), "0", "0",
+                "worker-1", str(pids["worker-1"]), "0", "0"]
+        raw = subprocess.run(["sh", "-s", "--", *args], input=POLL_SCRIPT.encode(),
+                             capture_output=True, timeout=20).stdout
+        poll = parse_poll(raw)
+        assert poll.complete and poll.now is not None
+        assert "T" in poll.states[pids["worker-0"]] and pids["worker-1"] not in poll.states
+        assert poll.exits == {"worker-0": None, "worker-1": 3}
+        assert poll.data[("worker-0", "log")] == (0, "héllo\n".encode() + b"\xff bad byte\n")
+        events = poll.data[("worker-0", "ev")]
+        buf = LineBuffer()
+        assert buf.take(events[1], events[0]) == b'{"v":1}\n' and buf.offset == 8
+    finally:
+        os.killpg(pids["worker-0"], signal.SIGKILL)
+
+
+# -- the run policy over scripted executors -----------------------------------------------------
+class Scripted(Executor):
+    """A machine whose polls are scripted: `alive`, `stopped`, `error` per task/machine."""
+
+    def __init__(self, name: str, bundle: Bundle, tasks: list) -> None:
+        super().__init__(name, bundle, tasks)
+        self.alive = {t.task_id: True for t in self.tasks}
+        self.stopped: set[str] = set()
+        self.error = ""
+        self.signals: list[int] = []
+
+    def prepare(self, progress=None) -> None: ...
+    def busy_ports(self) -> list[str]:
+        return []
+
+    def start(self) -> dict[str, int]:
+        self.pids = {t: 1000 + i for i, t in enumerate(self.task_ids)}
+        return self.pids
+
+    def poll(self) -> MachinePoll:
+        if self.error:
+            return MachinePoll(self.name, error=self.error)
+        now = time.time()
+        return MachinePoll(self.name, {t: TaskPoll(
+            t, alive=self.alive[t], stopped=t in self.stopped,
+            events=[Event("device", t, now, {"devices": []})],
+            log_lines=[f"{t} says hello"]) for t in self.task_ids})
+
+    def signal(self, sig: int, tasks=None) -> None:
+        self.signals.append(sig)
+        if sig == signal.SIGKILL:
+            self.alive = dict.fromkeys(self.alive, False)
+
+
+def scripted_run(tmp_path: Path, policy: RunPolicy) -> tuple[RunController, Scripted, Scripted]:
+    plan = mwms()
+    placed = place_on_machines(plan, assign(plan, machines=["a", "b"]), ADDR, PORTS)
+    bundle = render_bundle(placed, tmp_path / "b")
+    a = Scripted("a", bundle, [placed.tasks[0]])
+    b = Scripted("b", bundle, [placed.tasks[1]])
+    controller = RunController(bundle, executors=[a, b], policy=policy)
+    controller.start()
+    return controller, a, b
+
+
+def test_an_unreachable_machine_fails_its_tasks_and_the_rest_is_stopped(tmp_path: Path) -> None:
+    controller, a, b = scripted_run(tmp_path, RunPolicy(unreachable_seconds=1.0, stop_grace=0.5))
+    time.sleep(0.5)
+    b.error = "timed out"
+    started = time.monotonic()
+    assert controller.wait(10)
+    assert time.monotonic() - started < 10
+    assert controller.state == "failed"
+    assert "machine b is unreachable (timed out)" in controller.message
+    assert "worker:1 says hello" in controller.message  # its last log lines
+    assert signal.SIGTERM in a.signals and signal.SIGKILL in a.signals
+
+
+def test_a_task_that_stops_writing_events_is_hung(tmp_path: Path) -> None:
+    controller, a, b = scripted_run(tmp_path, RunPolicy(stale_seconds=1.0, stop_grace=0.5))
+    b.poll = lambda: MachinePoll("b", {"worker:1": TaskPoll("worker:1", b.alive["worker:1"])})
+    assert controller.wait(10)
+    assert controller.state == "failed" and "no event for 1 s" in controller.message
+
+
+def test_exit_texts() -> None:
+    assert "killed (SIGKILL?)" in exit_text(None, True)
+    assert "SIGKILL" in exit_text(-9, True) and "SIGKILL" in exit_text(137, False)
+    assert "server" in exit_text(0, False)
+    assert "interpreter was not found" in exit_text(127, True)
