@@ -31,11 +31,11 @@ from dtgui.launch.local_run import RunController, launch_plan
 from dtgui.launch.model_check import cancel_all as cancel_all_checks
 from dtgui.resources import resource
 from dtgui.ui.machine_panel import MachinePanel
-from dtgui.ui.machines import MachinesPanel  # machines (issue 3)
 from dtgui.ui.workers import run_in_thread
 
 if TYPE_CHECKING:
     from dtgui.ui.dashboard import Dashboard
+    from dtgui.ui.machines import MachinesPanel
 
 DEMO_STEPS = 1000
 
@@ -130,13 +130,16 @@ class MainWindow(QMainWindow):
         self.pages = QStackedWidget()
         self.pages.addWidget(self.home)
         # machines (issue 3): the registered remote machines under "This machine" -------
-        self.machines = MachinesPanel(local_facts=lambda: self.machine.facts)
+        # The machines panel loads paramiko and keyring (~0.4 s): it is built just after the
+        # first paint (or on first use), so the window shows at once.
+        self._machines: MachinesPanel | None = None
         self.machine.setMaximumWidth(16777215)  # the column's width limits both panels
         left = QWidget()
         left_layout = QVBoxLayout(left)
         left_layout.setContentsMargins(6, 0, 0, 6)
         left_layout.addWidget(self.machine, 0)
-        left_layout.addWidget(self.machines, 1)
+        self._left_layout = left_layout
+        left_layout.addStretch(1)
         left.setMinimumWidth(380)
         left.setMaximumWidth(620)
         # -- end machines (issue 3) ------------------------------------------------------------
@@ -159,7 +162,7 @@ class MainWindow(QMainWindow):
         toolbar.addSeparator()
         self.act_doctor = QAction("Cluster doctor…", self)
         self.act_doctor.setToolTip("Check that the registered machines can train together")
-        self.act_doctor.triggered.connect(self.machines.open_doctor)
+        self.act_doctor.triggered.connect(lambda: self.machines.open_doctor())
         toolbar.addAction(self.act_doctor)
         # -- end machines (issue 3) ------------------------------------------------------------
         self.act_dashboard.setEnabled(False)
@@ -173,6 +176,18 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage("Detecting this machine…")
         # After the first paint: the probes start processes that compete for the CPU.
         QTimer.singleShot(150, self.machine.refresh)
+        QTimer.singleShot(100, lambda: self.machines)
+
+    @property
+    def machines(self) -> MachinesPanel:  # machines (issue 3)
+        if self._machines is None:
+            from dtgui.ui.machines import MachinesPanel
+
+            self._machines = MachinesPanel(local_facts=lambda: self.machine.facts)
+            stretch = self._left_layout.count() - 1
+            self._left_layout.takeAt(stretch)
+            self._left_layout.addWidget(self._machines, 1)
+        return self._machines
 
     # -- actions ---------------------------------------------------------------------------
     def train_demo(self) -> None:

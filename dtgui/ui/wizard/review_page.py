@@ -28,6 +28,7 @@ from dtgui.core.plan import Plan, TaskSpec, validate
 from dtgui.core.strategies import STRATEGIES
 
 from .common import WizardContext, card, error_label, label, monospace, muted, show_errors
+from .machines_box import MachinesBox  # issue 4
 from .strategy_list import ROLE_TAGLINE, TwoLineDelegate
 
 _ROLE_INDEX = Qt.ItemDataRole.UserRole
@@ -112,6 +113,10 @@ class ReviewPage(QWizardPage):
 
         layout = QVBoxLayout(self)
         layout.addWidget(self.summary)
+        self.machines_box = MachinesBox()  # issue 4: which machine runs each task
+        self.machines_box.remember(ctx.initial)
+        self.machines_box.changed.connect(self.replan)
+        layout.addWidget(self.machines_box)
         layout.addWidget(splitter, 1)
         bottom = QHBoxLayout()
         bottom.addWidget(self.note, 1)
@@ -124,8 +129,15 @@ class ReviewPage(QWizardPage):
     # -- the plan ----------------------------------------------------------------------
     def placed_plan(self) -> Plan:
         if self._plan is None:
-            self._plan = place_local(self.ctx.draft())
+            self._plan = self._place(self.ctx.draft())
         return self._plan
+
+    def _place(self, draft: Plan) -> Plan:
+        """issue 4: on the chosen machines when any is remote, else on this machine."""
+        self.machines_box.set_plan(draft)
+        if self.machines_box.is_remote():
+            return self.machines_box.preview(draft)
+        return place_local(draft)
 
     def initializePage(self) -> None:  # noqa: N802 (Qt API)
         self.replan()
@@ -133,7 +145,7 @@ class ReviewPage(QWizardPage):
     def replan(self) -> None:
         """Place the tasks again with free ports and show the result."""
         row = max(0, self.task_list.currentRow())
-        self._plan = place_local(self.ctx.draft())
+        self._plan = self._place(self.ctx.draft())  # issue 4
         self._refresh(row)
 
     def problems(self) -> list[str]:
@@ -172,6 +184,8 @@ class ReviewPage(QWizardPage):
         self.task_list.clear()
         for i, task in enumerate(plan.tasks):
             where = task.address if task.port else "this machine, no TF_CONFIG"
+            if not task.is_local:  # issue 4
+                where = f"{task.machine} · " + (task.address if task.port else "no TF_CONFIG")
             item = QListWidgetItem(task.task_id)
             item.setData(ROLE_TAGLINE, f"{_ROLES.get(task.type, task.type)} · {where}")
             item.setToolTip(f"{_ROLES.get(task.type, task.type)}: tasks/{task.file_stem}.sh")
@@ -185,7 +199,10 @@ class ReviewPage(QWizardPage):
         self.replan_button.setEnabled(bool(plan.cluster))
         self.replan_button.setToolTip("Choose new free ports for every task." if plan.cluster
                                       else "A single-process strategy uses no ports.")
-        if plan.cluster:
+        if plan.machines:  # issue 4
+            self.note.setText(f"{count} process(es) on {len(plan.machine_names)} machine(s). "
+                              "Select a process to see its TF_CONFIG and script.")
+        elif plan.cluster:
             self.note.setText(f"{count} processes on 127.0.0.1, ports chosen free just now. "
                               "Select a process to see its TF_CONFIG and script.")
         else:

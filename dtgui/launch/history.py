@@ -1,0 +1,52 @@
+"""Opening a run from the history (issue 4): a finished run, shown from its local bundle.
+
+The bundle under `runs_dir()` holds the events and logs of every task - local ones written
+there, remote ones mirrored there as they were read - so a finished run is shown again
+without connecting anywhere. Reading it blocks on the disk: call it off the UI thread.
+"""
+
+from __future__ import annotations
+
+from dtgui.core.bundle import Bundle
+from dtgui.core.events import read_all
+from dtgui.core.metrics import RunMetrics
+from dtgui.core.runs import RunRecord
+
+
+class RunView:
+    """What the dashboard needs (metrics, state, message, finished) for an ended run."""
+
+    def __init__(self, record: RunRecord) -> None:
+        self.record = record
+        self.bundle = Bundle.open(record.bundle)
+        plan = self.bundle.plan
+        self.metrics = RunMetrics(plan.steps)
+        if plan.machines or plan.is_multi_machine:
+            for task in plan.tasks:
+                self.metrics.set_task_machine(task.task_id, task.machine_name)
+        for task in plan.tasks:
+            self.metrics.add_events(read_all(self.bundle.events_file(task)))
+            try:
+                text = self.bundle.log_file(task).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                text = ""
+            if text:
+                self.metrics.add_log_lines(task.task_id, text.splitlines())
+            state = self.metrics.snapshot().tasks.get(task.task_id)
+            if state is None or state.status in ("starting", "running"):
+                self.metrics.set_task_state(task.task_id, "stopped")
+        self.state = record.state if record.state in ("finished", "failed", "stopped") \
+            else "stopped"
+        self.message = record.message or f"run {self.state}"
+        self.final_loss = record.final_loss
+
+    @property
+    def finished(self) -> bool:
+        return True
+
+    def request_stop(self) -> None:
+        """Nothing runs any more."""
+
+
+def open_run(record: RunRecord) -> RunView:
+    return RunView(record)

@@ -1,0 +1,127 @@
+"""The Runs page (issue 4): runs still training (reattach) and the history (open).
+
+The list comes from the run records under the runs directory (`RunHistory`), read off the UI
+thread. "Reattach" follows a running run again - also one that kept training while dtgui
+was closed, or that ended meanwhile: every event is read again from the start. "Open" shows
+an ended run's curves and logs from its local bundle.
+"""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from dtgui.core.runs import RunHistory, RunRecord
+from dtgui.core.strategies import STRATEGIES
+from dtgui.ui.workers import run_in_thread
+
+COLUMNS = ("Run", "Strategy", "Machines", "State", "Final loss", "Started", "Ended")
+STATE_TEXT = {"running": "running", "starting": "starting", "finished": "finished",
+              "failed": "failed", "stopped": "stopped"}
+
+
+def _when(stamp: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp)) if stamp else ""
+
+
+class RunsPage(QWidget):
+    reattachRequested = Signal(object)  # RunRecord
+    openRequested = Signal(object)  # RunRecord
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("runsPage")
+        self.records: list[RunRecord] = []
+        title = QLabel("Runs")
+        title.setObjectName("pageTitle")
+        self.summary = QLabel("")
+        self.summary.setWordWrap(True)
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setObjectName("runsTable")
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().setVisible(False)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.refresh_button = QPushButton("Refresh")
+        self.reattach_button = QPushButton("Reattach")
+        self.reattach_button.setObjectName("primaryButton")
+        self.reattach_button.setToolTip("Follow this run again: its curves, logs and tasks, "
+                                        "including what happened while dtgui was closed.")
+        self.open_button = QPushButton("Open")
+        self.open_button.setToolTip("Show this run's curves and logs from its bundle.")
+        buttons = QHBoxLayout()
+        for button in (self.reattach_button, self.open_button, self.refresh_button):
+            buttons.addWidget(button)
+        buttons.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(24, 20, 24, 20)
+        layout.addWidget(title)
+        layout.addWidget(self.summary)
+        layout.addWidget(self.table, 1)
+        layout.addLayout(buttons)
+        self.refresh_button.clicked.connect(self.refresh)
+        self.reattach_button.clicked.connect(lambda: self._emit(self.reattachRequested))
+        self.open_button.clicked.connect(lambda: self._emit(self.openRequested))
+        self.table.itemSelectionChanged.connect(self._update_buttons)
+        self.table.itemDoubleClicked.connect(lambda _item: self._activate())
+        self._update_buttons()
+
+    def refresh(self) -> None:
+        """Read the run records (off the UI thread), then show them."""
+        run_in_thread(lambda: RunHistory().records(), self.show_records, context=self)
+
+    def show_records(self, records: list[RunRecord]) -> None:
+        self.records = list(records)
+        self.table.setRowCount(len(self.records))
+        for row, r in enumerate(self.records):
+            info = STRATEGIES.get(r.strategy)
+            machines = ", ".join(m.name for m in r.machines) or "local"
+            loss = f"{r.final_loss:.4f}" if r.final_loss is not None else ""
+            values = (r.run_name, info.title if info else r.strategy, machines,
+                      STATE_TEXT.get(r.state, r.state), loss, _when(r.created), _when(r.ended))
+            for col, value in enumerate(values):
+                item = QTableWidgetItem(value)
+                item.setToolTip(r.message if col == 3 and r.message else r.bundle)
+                if col == 4:
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                self.table.setItem(row, col, item)
+        running = sum(1 for r in self.records if r.is_active)
+        self.summary.setText(f"{running} run(s) still training (reattach to follow them), "
+                             f"{len(self.records) - running} ended." if self.records
+                             else "No runs yet.")
+        self._update_buttons()
+
+    def selected(self) -> RunRecord | None:
+        rows = self.table.selectionModel().selectedRows()
+        return self.records[rows[0].row()] if rows else None
+
+    def _update_buttons(self) -> None:
+        record = self.selected()
+        self.reattach_button.setEnabled(record is not None and record.is_active)
+        self.open_button.setEnabled(record is not None and not record.is_active)
+
+    def _emit(self, signal: Signal) -> None:
+        record = self.selected()
+        if record is not None:
+            signal.emit(record)
+
+    def _activate(self) -> None:
+        record = self.selected()
+        if record is not None:
+            (self.reattachRequested if record.is_active else self.openRequested).emit(record)
