@@ -180,7 +180,7 @@ def test_device_curves_are_labelled_with_their_machine() -> None:
     metrics.set_task_machine("worker:1", "h3")
     metrics.add_events([Event("device", "worker:1", 5.0, {"devices": [
         {"kind": "cpu", "index": 0, "util": 50.0, "mem_used": 2**20}]})])
-    assert list(metrics.snapshot().device_util) == ["h3 · worker:1 cpu0"]
+    assert list(metrics.snapshot().device_util) == ["worker:1@h3 cpu0"]
     assert metrics.snapshot().tasks["worker:1"].machine == "h3"
 
 

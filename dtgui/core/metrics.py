@@ -188,9 +188,10 @@ class RunMetrics:
         elif kind == "device":
             elapsed = event.t - self._t0
             for dev in event.get("devices") or []:
-                label = f"{event.task} {dev.get('kind', '?')}{dev.get('index', 0)}"
-                if self._machines.get(event.task):  # issue 4: every machine's devices
-                    label = f"{self._machines[event.task]} · {label}"
+                task = event.task
+                if self._machines.get(task):  # issue 4: every machine's devices, "TASK@MACHINE"
+                    task = f"{task}@{self._machines[task]}"
+                label = f"{task} {dev.get('kind', '?')}{dev.get('index', 0)}"
                 util = dev.get("util")
                 if isinstance(util, (int, float)):
                     self._device_util.setdefault(label, Series()).append(elapsed, float(util))

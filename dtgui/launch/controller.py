@@ -33,9 +33,9 @@ from dtgui.core.bundle import Bundle, primary_tasks
 from dtgui.core.metrics import RunMetrics
 from dtgui.core.runs import RunRecord
 from dtgui.core.stragglers import describe, find_stragglers
-from dtgui.launch.executor import Executor, MachinePoll
+from dtgui.launch.executor import Executor, MachinePoll, mirror
 from dtgui.launch.local_exec import LocalExecutor
-from dtgui.launch.policy import RunPolicy, exit_text
+from dtgui.launch.policy import RunPolicy, exit_text, reap_later
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.2
@@ -82,7 +82,6 @@ class RunController:
 
     def _reset_watch(self) -> None:
         now = time.monotonic()
-        self._alive: dict[str, bool] = {}
         self._hung: set[str] = set()
         self._ended: dict[str, int | None] = {}
         self._last_event = {tid: now for tid in self._exec_of}
@@ -235,7 +234,7 @@ class RunController:
         tasks = {t.task_id: t for t in self.bundle.plan.tasks}
         for tid, tp in mp.tasks.items():
             if ex.mirrors:
-                self._mirror(tasks[tid], tp.raw_events, tp.raw_log)
+                mirror(self.bundle, tasks[tid], tp.raw_events, tp.raw_log)
             if tp.events:
                 self.metrics.add_events(tp.events)
                 self._last_event[tid] = now
@@ -246,14 +245,6 @@ class RunController:
                 self._ended[tid] = tp.exit_code
             if tp.stopped:
                 self._hung.add(tid)
-
-    def _mirror(self, task, raw_events: bytes, raw_log: bytes) -> None:  # noqa: ANN001
-        for path, data in ((self.bundle.events_file(task), raw_events),
-                           (self.bundle.log_file(task), raw_log)):
-            if data:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                with open(path, "ab") as f:
-                    f.write(data)
 
     def _note_loss(self, tid: str, events: list) -> None:  # noqa: ANN001
         if tid not in self._primaries:
@@ -299,7 +290,10 @@ class RunController:
         status = self.metrics.snapshot().tasks
         # the cause first: a task that died or hung before one that reported a failure
         out.sort(key=lambda f: (status.get(f[0]) is not None and status[f[0]].error != "",))
-        return out
+        first: dict[str, tuple[str, str, int | None]] = {}
+        for failure in out:  # one reason a task: its first
+            first.setdefault(failure[0], failure)
+        return list(first.values())
 
     def _error_text(self, tid: str, reason: str) -> str:
         state = self.metrics.snapshot().tasks.get(tid)
@@ -395,27 +389,9 @@ class RunController:
             self.message += (f" (could not confirm that {', '.join(left)} ended: their "
                              "machine did not answer; dtgui keeps trying to stop them for "
                              f"{self.policy.reap_seconds:g} s)")
-            self._reap_later([ex for ex in self.executors if ex.name in self._unreachable])
+            reap_later([ex for ex in self.executors if ex.name in self._unreachable],
+                       self.policy.reap_seconds)
         self._save_record(final_state)
-
-    def _reap_later(self, executors: list[Executor]) -> None:
-        """Keep sending SIGKILL to the tasks of unreachable machines until one gets through
-        (their processes must not outlive the run when the network comes back)."""
-        def work() -> None:
-            deadline = time.monotonic() + self.policy.reap_seconds
-            pending = list(executors)
-            while pending and time.monotonic() < deadline:
-                for ex in list(pending):
-                    try:
-                        ex.signal(signal.SIGKILL)
-                        pending.remove(ex)
-                    except Exception:  # noqa: BLE001 - still unreachable: try again
-                        time.sleep(2.0)
-            for ex in executors:
-                with contextlib.suppress(Exception):
-                    ex.close()
-
-        threading.Thread(target=work, name="dtgui-reaper", daemon=True).start()
 
     def _save_record(self, state: str) -> None:
         if self.record is None:

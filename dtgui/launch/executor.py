@@ -81,6 +81,15 @@ def parse_events(raw: bytes, shift: float = 0.0) -> list[Event]:
     return out
 
 
+def mirror(bundle: Bundle, task: TaskSpec, raw_events: bytes, raw_log: bytes) -> None:
+    """Append a remote task's new events and log bytes to the local bundle's copies."""
+    for path, data in ((bundle.events_file(task), raw_events), (bundle.log_file(task), raw_log)):
+        if data:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "ab") as f:
+                f.write(data)
+
+
 def split_log(raw: bytes) -> list[str]:
     return raw.decode("utf-8", "replace").splitlines()
 

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import threading
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -41,3 +46,24 @@ def exit_text(code: int | None, primary: bool) -> str:
     if code == 127:
         return "its Python interpreter was not found (exit 127): check the machine's Python"
     return f"it exited with code {code}"
+
+
+def reap_later(executors: Sequence[Any], seconds: float) -> None:
+    """Keep sending SIGKILL to the tasks of unreachable machines until it gets through, for
+    up to `seconds` (their processes must not outlive the run when the network comes back)."""
+    def work() -> None:
+        deadline = time.monotonic() + seconds
+        pending = list(executors)
+        while pending and time.monotonic() < deadline:
+            for ex in list(pending):
+                try:
+                    ex.signal(signal.SIGKILL)
+                    pending.remove(ex)
+                except Exception:  # noqa: BLE001 - still unreachable: try again
+                    time.sleep(2.0)
+        for ex in executors:
+            with contextlib.suppress(Exception):
+                ex.close()
+
+    if executors:
+        threading.Thread(target=work, name="dtgui-reaper", daemon=True).start()

@@ -165,6 +165,9 @@ class MainWindow(QMainWindow):
         self.act_doctor.triggered.connect(lambda: self.machines.open_doctor())
         toolbar.addAction(self.act_doctor)
         # -- end machines (issue 3) ------------------------------------------------------------
+        from dtgui.ui.multi_machine import MultiMachineSupport  # issue 4: Runs, machines
+
+        self.multi = MultiMachineSupport(self, toolbar)  # issue 4
         self.act_dashboard.setEnabled(False)
         self.act_home.triggered.connect(lambda: self.pages.setCurrentWidget(self.home))
         self.act_dashboard.triggered.connect(self._show_dashboard)
@@ -200,6 +203,7 @@ class MainWindow(QMainWindow):
         if message:
             self.statusBar().showMessage(message, 10000)
         self.wizard = RunWizard(self.machine.facts, last, self)
+        self.multi.prepare_wizard(self.wizard)  # issue 4: the registered machines
         self.wizard.accepted.connect(self._on_wizard_accepted)
         self.wizard.open()
 
@@ -222,6 +226,8 @@ class MainWindow(QMainWindow):
         self.home.status.setText(f"Starting {plan.run_name}…")
         self.statusBar().showMessage(f"Writing the bundle and starting {plan.run_name}…")
         root = runs_dir()
+        if self.multi.launch(plan, root):  # issue 4: tasks on other machines
+            return
         run_in_thread(lambda: launch_plan(plan, root), self._on_started, self._on_launch_error,
                       context=self)
 
@@ -300,6 +306,8 @@ class MainWindow(QMainWindow):
                 self.dashboard.detach()
             cancel_all_checks()
             event.accept()
+            return
+        if self.multi.close_event(event):  # issue 4: keep it training, or stop it
             return
         answer = QMessageBox.question(
             self, "Stop the run?",

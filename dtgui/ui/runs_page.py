@@ -9,6 +9,7 @@ an ended run's curves and logs from its local bundle.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -36,9 +37,29 @@ def _when(stamp: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp)) if stamp else ""
 
 
+def plan_summary(record: RunRecord) -> str:
+    """One line about a run's plan (read from its bundle: call it off the UI thread)."""
+    from dtgui.core.bundle import Bundle
+
+    try:
+        plan = Bundle.open(Path(record.bundle)).plan
+    except Exception:  # noqa: BLE001 - a damaged bundle still lists
+        return record.bundle
+    info = STRATEGIES.get(plan.strategy)
+    where = ", ".join(f"{t.task_id}@{t.machine_name}" for t in plan.tasks)
+    return (f"{info.title if info else plan.strategy}: {plan.total_replicas} replica(s), "
+            f"{plan.steps} steps, global batch {plan.global_batch}, {plan.precision}; "
+            f"{where}\n{record.bundle}")
+
+
+def _history() -> list[tuple[RunRecord, str]]:
+    return [(r, plan_summary(r)) for r in RunHistory().records()]
+
+
 class RunsPage(QWidget):
     reattachRequested = Signal(object)  # RunRecord
     openRequested = Signal(object)  # RunRecord
+    loaded = Signal(list)  # the records just shown
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -84,10 +105,13 @@ class RunsPage(QWidget):
 
     def refresh(self) -> None:
         """Read the run records (off the UI thread), then show them."""
-        run_in_thread(lambda: RunHistory().records(), self.show_records, context=self)
+        run_in_thread(_history, self.show_records, context=self)
 
-    def show_records(self, records: list[RunRecord]) -> None:
-        self.records = list(records)
+    def show_records(self, rows: list) -> None:
+        """Show runs: records, or (record, plan summary) pairs."""
+        pairs = [r if isinstance(r, tuple) else (r, r.bundle) for r in rows]
+        self.records = [r for r, _ in pairs]
+        summaries = [s for _, s in pairs]
         self.table.setRowCount(len(self.records))
         for row, r in enumerate(self.records):
             info = STRATEGIES.get(r.strategy)
@@ -97,7 +121,7 @@ class RunsPage(QWidget):
                       STATE_TEXT.get(r.state, r.state), loss, _when(r.created), _when(r.ended))
             for col, value in enumerate(values):
                 item = QTableWidgetItem(value)
-                item.setToolTip(r.message if col == 3 and r.message else r.bundle)
+                item.setToolTip(r.message if col == 3 and r.message else summaries[row])
                 if col == 4:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 self.table.setItem(row, col, item)
@@ -106,6 +130,7 @@ class RunsPage(QWidget):
                              f"{len(self.records) - running} ended." if self.records
                              else "No runs yet.")
         self._update_buttons()
+        self.loaded.emit(self.records)
 
     def selected(self) -> RunRecord | None:
         rows = self.table.selectionModel().selectedRows()

@@ -26,6 +26,10 @@ def mono_label(text: str, name: str = "mono") -> QLabel:
     label.setObjectName(name)
     label.setStyleSheet(f"QLabel#{name} {{ background: #ffffff; border: 1px solid #dde1e6;"
                         " border-radius: 4px; padding: 6px 8px; }")
+    # A fingerprint must be read whole: never let the layout clip it.
+    widest = max((label.fontMetrics().horizontalAdvance(line) for line in text.splitlines()),
+                 default=0)
+    label.setMinimumWidth(widest + 24)
     return label
 
 

@@ -15,6 +15,7 @@ import socket
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QFrame,
     QGridLayout,
@@ -64,6 +65,13 @@ class MachinesBox(QFrame):
         self.grid.setHorizontalSpacing(10)
         self.grid.setVerticalSpacing(4)
         outer.addWidget(self.inner)
+        self.restart = QCheckBox("If a task fails, restart every task from the last checkpoint "
+                                 "(up to 3 times)")
+        self.restart.setObjectName("restartOnFailure")
+        self.restart.setToolTip("Off: a failed task stops the whole run. On: every task is "
+                                "stopped and started again, resuming from the newest checkpoint "
+                                "(set a checkpoint interval in the options).")
+        outer.addWidget(self.restart)
         self.hint = muted()
         outer.addWidget(self.hint)
         self.setVisible(False)
@@ -93,7 +101,9 @@ class MachinesBox(QFrame):
         while self.grid.count():
             item = self.grid.takeAt(0)
             if item.widget() is not None:
+                item.widget().hide()
                 item.widget().deleteLater()
+        self._python_labels = []
         self._combos.clear()
         self._pythons.clear()
         heading = label("Where each process runs", wrap=False)
@@ -127,6 +137,9 @@ class MachinesBox(QFrame):
     def is_remote(self) -> bool:
         return bool(self.remote_names())
 
+    def max_restarts(self) -> int:
+        return 3 if self.restart.isChecked() else 0
+
     def pythons(self) -> dict[str, str]:
         return {m: (e.text().strip() or "python3") for m, e in self._pythons.items()}
 
@@ -156,10 +169,9 @@ class MachinesBox(QFrame):
     def _rebuild_pythons(self) -> None:
         for name, edit in list(self._pythons.items()):
             self._remembered[name] = edit.text().strip()
-            self.grid.removeWidget(edit)
-            edit.deleteLater()
-        for widget in getattr(self, "_python_labels", []):
+        for widget in [*self._pythons.values(), *getattr(self, "_python_labels", [])]:
             self.grid.removeWidget(widget)
+            widget.hide()  # at once: deleteLater waits for the event loop
             widget.deleteLater()
         self._pythons.clear()
         self._python_labels: list[QLabel] = []

@@ -1,0 +1,148 @@
+"""The main window's part of issue 4: runs on several machines, the Runs page, reattaching,
+and closing dtgui without stopping a run.
+
+`MainWindow` creates one `MultiMachineSupport` and calls it from four marked places (wizard
+opened, launch, close). Everything that blocks (SSH, disk) runs in the thread pool; launch
+progress comes back through a queued signal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtGui import QAction, QCloseEvent
+from PySide6.QtWidgets import QMessageBox, QToolBar
+
+from dtgui.core.plan import Plan
+from dtgui.core.runs import RunRecord
+from dtgui.launch.policy import RunPolicy
+from dtgui.ui.runs_page import RunsPage
+from dtgui.ui.workers import run_in_thread
+
+
+class MultiMachineSupport(QObject):
+    progress = Signal(str, float)  # emitted from a launch's thread; delivered queued
+
+    def __init__(self, window: Any, toolbar: QToolBar) -> None:
+        super().__init__(window)
+        self.window = window
+        self.runs_page = RunsPage()
+        window.pages.addWidget(self.runs_page)
+        self.act_runs = QAction("Runs", window)
+        self.act_runs.setToolTip("Runs still training (reattach) and finished runs (open)")
+        self.act_runs.triggered.connect(self.show_runs)
+        toolbar.addAction(self.act_runs)
+        self.runs_page.reattachRequested.connect(self.reattach)
+        self.runs_page.openRequested.connect(self.open)
+        self.progress.connect(self._on_progress)
+        self.max_restarts = 0  # chosen in the wizard's review page
+        self.runs_page.loaded.connect(self._announce)
+        self.runs_page.refresh()
+
+    # -- hooks called by MainWindow ---------------------------------------------------------
+    def prepare_wizard(self, wizard: Any) -> None:
+        """Offer the registered machines besides this one; remember the restart choice."""
+        wizard.set_machines(self.window.machines.machines())
+        box = wizard.review_page.machines_box
+
+        def accepted() -> None:
+            self.max_restarts = box.max_restarts()
+
+        wizard.accepted.connect(accepted)
+
+    def launch(self, plan: Plan, root: Path) -> bool:
+        """Start a plan with tasks on other machines; False when every task is local."""
+        if all(t.is_local for t in plan.tasks):
+            return False
+        run_in_thread(self._launcher(plan, root), self.window._on_started,
+                      self.window._on_launch_error, context=self.window)
+        return True
+
+    def close_event(self, event: QCloseEvent) -> bool:
+        """A run is active: keep it training (detach), stop it, or cancel. Always handled."""
+        window = self.window
+        box = QMessageBox(QMessageBox.Icon.Question, "A run is still training",
+                          "A run is still training. Keep it training without dtgui (reopen "
+                          "dtgui and reattach from Runs), or stop every task of it now?",
+                          parent=window)
+        keep = box.addButton("Keep training", QMessageBox.ButtonRole.AcceptRole)
+        stop = box.addButton("Stop and quit", QMessageBox.ButtonRole.DestructiveRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.exec()
+        controller = window.controller
+        if box.clickedButton() is keep and hasattr(controller, "detach"):
+            if window.dashboard is not None:
+                window.dashboard.detach()
+            controller.detach()
+            event.accept()
+            return True
+        if box.clickedButton() is stop:
+            window._closing = True
+            controller.request_stop()
+            window.statusBar().showMessage("Stopping every task before quitting…")
+        event.ignore()
+        return True
+
+    # -- the Runs page --------------------------------------------------------------------
+    def show_runs(self) -> None:
+        self.runs_page.refresh()
+        self.window.pages.setCurrentWidget(self.runs_page)
+
+    def reattach(self, record: RunRecord) -> None:
+        window = self.window
+        if window.controller is not None and not window.controller.finished:
+            QMessageBox.information(window, "A run is shown",
+                                    "Stop the current run (or quit, keeping it training) first.")
+            return
+        from dtgui.core.machines import MachineRegistry
+        from dtgui.launch.multihost import reattach
+
+        window.statusBar().showMessage(f"Reattaching to {record.run_name}…")
+        run_in_thread(lambda: reattach(record, registry=MachineRegistry()), window._on_started,
+                      window._on_launch_error, context=window)
+
+    def open(self, record: RunRecord) -> None:
+        window = self.window
+        from dtgui.launch.history import open_run
+
+        def shown(view: Any) -> None:
+            window._ensure_dashboard().attach(view)
+            window.act_dashboard.setEnabled(True)
+            window._show_dashboard()
+
+        run_in_thread(lambda: open_run(record), shown, window._report_error, context=window)
+
+    # -- internals --------------------------------------------------------------------------
+    def _launcher(self, plan: Plan, root: Path) -> Callable[[], Any]:
+        from dtgui.launch.multihost import Target, launch_on_machines
+
+        machines = {m.name: m for m in self.window.machines.machines()}
+        targets = [Target(name) if name == "local" else
+                   Target(name, machines.get(name), plan.machines.get(name, {}).get("python", ""))
+                   for name in plan.machine_names]
+        missing = [t.name for t in targets if t.name != "local" and t.machine is None]
+        placement = {t.task_id: t.machine_name for t in plan.tasks}
+        emit = self.progress.emit
+        policy = RunPolicy(max_restarts=self.max_restarts)
+
+        def start() -> Any:
+            if missing:
+                raise RuntimeError(f"{', '.join(missing)} is no longer a registered machine")
+            return launch_on_machines(plan, placement, targets, root, progress=emit,
+                                      policy=policy)
+
+        return start
+
+    def _announce(self, records: list[RunRecord]) -> None:
+        running = [r for r in records if r.is_active]
+        if running and (self.window.controller is None or self.window.controller.finished):
+            self.window.statusBar().showMessage(
+                f"{len(running)} run(s) kept training while dtgui was closed: open Runs to "
+                "reattach.", 20000)
+
+    def _on_progress(self, text: str, fraction: float) -> None:
+        self.window.home.status.setText(f"{text}… ({fraction:.0%})")
+        self.window.statusBar().showMessage(text)
