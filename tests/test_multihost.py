@@ -195,6 +195,24 @@ def test_parameter_server_over_three_hosts_and_this_machine_trains_and_finishes(
     controller.detach()
 
 
+# -- Stop: this machine and a host, MultiWorkerMirrored ------------------------------------------
+def test_stop_ends_every_task_on_every_machine(lab: Lab) -> None:
+    plan = mwms("stop", steps=FOREVER)
+    controller = lab.launch(plan, assign(plan, machines=["local", "h2"]))
+    cluster = controller.bundle.plan.cluster["worker"]
+    assert cluster[0].split(":")[0] != "127.0.0.1"  # this machine's address facing h2
+    wait_for(lambda: step_of(controller) >= 3, 120, "the run did not start stepping")
+    started = time.monotonic()
+    controller.request_stop()
+    assert controller.wait(30)
+    assert time.monotonic() - started < 10
+    assert controller.state == "stopped"
+    assert {s.status for s in controller.metrics.snapshot().tasks.values()} == {"stopped"}
+    nothing_left(controller)
+    assert RunRecord.load(controller.bundle.path).state == "stopped"
+    controller.detach()
+
+
 # -- failures: kill -9, SIGSTOP ---------------------------------------------------------------
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP], ids=["kill-9", "sigstop"])
 def test_a_killed_or_hung_worker_fails_the_run_within_10_s_and_nothing_is_left(
