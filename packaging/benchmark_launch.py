@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -33,8 +34,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+SCRATCH = tempfile.mkdtemp(prefix="dtgui-bench-")
 for var in ("DTGUI_CONFIG_DIR", "DTGUI_DATA_DIR", "HOME"):
-    os.environ[var] = tempfile.mkdtemp(prefix=f"dtgui-bench-{var.lower()}-")
+    os.environ[var] = os.path.join(SCRATCH, var.lower())
+    os.makedirs(os.environ[var])
 os.environ.pop("SSH_AUTH_SOCK", None)
 
 import remote_python  # noqa: E402
@@ -109,8 +112,10 @@ def main() -> int:
         print(f"ratio 4 hosts / (1 host x 4 workers):       {four[0] / same[0]:.2f}  "
               "(same TensorFlow work: the cost of spreading over machines)")
     finally:
+        shutil.rmtree(lab.home / ".cache" / "dtgui", ignore_errors=True)
         lab.stop()
         remote_python.cleanup()
+        shutil.rmtree(SCRATCH, ignore_errors=True)
     return 0
 
 

@@ -195,6 +195,20 @@ def test_parameter_server_over_three_hosts_and_this_machine_trains_and_finishes(
     controller.detach()
 
 
+# -- a single-machine strategy on a remote machine -------------------------------------------------
+def test_mirrored_on_a_remote_machine(lab: Lab) -> None:
+    plan = Plan(run_name="remote-mirrored", strategy="mirrored", replicas_per_task=2, steps=6,
+                steps_per_epoch=3, checkpoint_every=0)
+    controller = lab.launch(plan, assign(plan, machines=["h4"]))
+    assert controller.bundle.plan.tasks[0].machine == "h4" and not controller.bundle.plan.cluster
+    assert controller.wait(180) and controller.state == "finished", controller.message
+    snap = controller.metrics.snapshot()
+    assert sorted(snap.replica_loss) == [0, 1]  # 2 logical CPU replicas on h4
+    assert list(snap.device_util) == ["worker:0@h4 cpu0"]
+    nothing_left(controller)
+    controller.detach()
+
+
 # -- Stop: this machine and a host, MultiWorkerMirrored ------------------------------------------
 def test_stop_ends_every_task_on_every_machine(lab: Lab) -> None:
     plan = mwms("stop", steps=FOREVER)
@@ -272,7 +286,7 @@ def test_an_unreachable_machine_fails_the_run_within_10_s(lab: Lab) -> None:
 
 # -- close the GUI mid-run, reopen: reattached, no gap ----------------------------------------
 def test_closing_and_reopening_reattaches_without_a_gap(lab: Lab) -> None:
-    plan = mwms("reattach", steps=600, log_every=1)
+    plan = mwms("reattach", steps=400, log_every=1)
     first = lab.launch(plan, assign(plan, machines=["h2", "h3"]))
     wait_for(lambda: step_of(first) >= 20, 120, "the run did not start stepping")
     first.detach()  # the GUI closes: no controller, no SSH connection; training goes on
@@ -289,8 +303,8 @@ def test_closing_and_reopening_reattaches_without_a_gap(lab: Lab) -> None:
     snap = second.metrics.snapshot()
     for rid in (0, 1):
         steps = [int(x) for x in snap.replica_loss[rid][0]]
-        assert steps == list(range(1, 601)), f"replica {rid} has a gap"
-    assert snap.step == 600 > seen
+        assert steps == list(range(1, 401)), f"replica {rid} has a gap"
+    assert snap.step == 400 > seen
     assert RunRecord.load(first.bundle.path).state == "finished"
     nothing_left(second)
     second.detach()
@@ -298,7 +312,7 @@ def test_closing_and_reopening_reattaches_without_a_gap(lab: Lab) -> None:
 
 # -- restart from the last checkpoint ---------------------------------------------------------
 def test_restart_from_the_last_checkpoint_when_enabled(lab: Lab) -> None:
-    plan = mwms("restart", steps=120, checkpoint_every=10)
+    plan = mwms("restart", steps=80, checkpoint_every=10)
     controller = lab.launch(plan, assign(plan, machines=["h2", "h3"]),
                             policy=RunPolicy(max_restarts=1))
     wait_for(lambda: step_of(controller) >= 25, 120, "the run did not start stepping")

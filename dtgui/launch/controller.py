@@ -39,7 +39,9 @@ from dtgui.launch.policy import RunPolicy, exit_text, reap_later
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.2
-MACHINE_POLL_SECONDS = 0.4
+LOCAL_POLL_SECONDS = 0.2  # this machine: a /proc scan in-process
+REMOTE_POLL_SECONDS = 0.5  # a remote machine whose tasks are training
+REMOTE_START_POLL_SECONDS = 1.0  # ... still starting (importing TensorFlow): poll less
 STRAGGLER_SECONDS = 2.0
 LOG_TAIL_LINES = 3
 
@@ -83,6 +85,7 @@ class RunController:
     def _reset_watch(self) -> None:
         now = time.monotonic()
         self._hung: set[str] = set()
+        self._stepping: set[str] = set()  # tasks that reported a step (polled more often)
         self._ended: dict[str, int | None] = {}
         self._last_event = {tid: now for tid in self._exec_of}
         self._unreachable: dict[str, str] = {}  # machine -> why its last poll failed
@@ -209,8 +212,14 @@ class RunController:
     def _poll_round(self, wait: float = 0.3) -> None:
         now = time.monotonic()
         for ex in self.executors:
+            if isinstance(ex, LocalExecutor):
+                interval = LOCAL_POLL_SECONDS
+            elif any(t in self._stepping for t in ex.task_ids):
+                interval = REMOTE_POLL_SECONDS
+            else:
+                interval = REMOTE_START_POLL_SECONDS
             if ex.name not in self._inflight and \
-                    now - self._polled_at.get(ex.name, 0.0) >= MACHINE_POLL_SECONDS:
+                    now - self._polled_at.get(ex.name, 0.0) >= interval:
                 self._polled_at[ex.name] = now
                 self._inflight[ex.name] = self._pool.submit(ex.poll)
         if self._inflight:
@@ -238,6 +247,8 @@ class RunController:
             if tp.events:
                 self.metrics.add_events(tp.events)
                 self._last_event[tid] = now
+                if any(e.kind == "step" for e in tp.events):
+                    self._stepping.add(tid)
                 self._note_loss(tid, tp.events)
             if tp.log_lines:
                 self.metrics.add_log_lines(tid, tp.log_lines)

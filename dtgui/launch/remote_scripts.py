@@ -29,11 +29,12 @@ command -v setsid >/dev/null 2>&1 || { echo "@@error setsid is not installed"; e
 for t in "$@"; do
   rm -f "output/pids/$t.exit" "output/pids/$t.pid"
   setsid nohup sh -c "$wrapper" dtgui-task "$t" >> "output/logs/$t.log" 2>&1 < /dev/null &
+  echo "@@bgpid $t $!"
 done
 for t in "$@"; do
   n=0
-  while [ ! -s "output/pids/$t.pid" ] && [ "$n" -lt 100 ]; do sleep 0.02; n=$((n + 1)); done
-  echo "@@pid $t $(cat "output/pids/$t.pid" 2>/dev/null)"
+  while [ ! -s "output/pids/$t.pid" ] && [ "$n" -lt 250 ]; do sleep 0.02; n=$((n + 1)); done
+  [ -s "output/pids/$t.pid" ] && echo "@@pid $t $(cat "output/pids/$t.pid")"
 done
 """
 
@@ -212,12 +213,18 @@ def parse_poll(out: bytes) -> PollOutput:
 
 
 def parse_pids(out: str) -> dict[str, int]:
-    pids = {}
+    """STEM -> process group: the pid the task's wrapper wrote (its session id), else the
+    pid of the background job (the same process: setsid does not fork there)."""
+    pids: dict[str, int] = {}
+    backgrounded: dict[str, int] = {}
     for line in out.splitlines():
         parts = line.split()
-        if len(parts) == 3 and parts[0] == "@@pid" and parts[2].isdigit():
-            pids[parts[1]] = int(parts[2])
-    return pids
+        if len(parts) == 3 and parts[2].isdigit():
+            if parts[0] == "@@pid":
+                pids[parts[1]] = int(parts[2])
+            elif parts[0] == "@@bgpid":
+                backgrounded[parts[1]] = int(parts[2])
+    return {**backgrounded, **pids}
 
 
 def parse_ports(out: str) -> tuple[list[int], list[int]]:
