@@ -202,7 +202,10 @@ class RunMetrics:
             state.status = "finished"
         elif kind == "failed":
             state.status = "failed"
-            state.error = str(event.get("error", "failed"))
+            # The first cause wins: a task seen hung (SIGSTOP) and then resumed by the stop's
+            # SIGCONT reports a follow-on error ("lost contact") that must not replace it.
+            if not state.error:
+                state.error = str(event.get("error", "failed"))
         elif kind == "log":
             buf = self._logs.setdefault(event.task, deque(maxlen=LOG_LINES_KEPT))
             buf.append(f"[{event.get('level', 'info')}] {event.get('message', '')}")
