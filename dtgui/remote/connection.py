@@ -15,6 +15,7 @@ within the connect timeout. Host keys are checked against the app's known_hosts 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import select
@@ -375,14 +376,28 @@ def run(client: paramiko.SSHClient, argv: Sequence[str], timeout: float = 60.0, 
     args = [str(a) for a in argv]
     if not args or any("\x00" in a for a in args):
         raise ValueError("argv must be non-empty and hold no NUL characters")
-    command = shlex.join(args)
+    code, out, err = run_bytes(client, args, timeout, stdin=stdin)
+    return code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+def run_bytes(client: paramiko.SSHClient, argv: Sequence[str], timeout: float = 30.0, *,
+              stdin: bytes | None = None) -> tuple[int, bytes, bytes]:
+    """Run argv remotely; (exit code, stdout, stderr) as bytes. Raises CommandTimeout,
+    ConnectError when the connection is gone."""
+    args = [str(a) for a in argv]
+    if not args or any("\x00" in a for a in args):
+        raise ValueError("argv must be non-empty and hold no NUL characters")
     transport = client.get_transport()
     if transport is None or not transport.is_active():
-        raise ConnectError("The connection is closed; connect again.")
+        raise ConnectError("The connection is closed.")
     deadline = time.monotonic() + timeout
-    chan = transport.open_session(timeout=timeout)
     try:
-        chan.exec_command(command)
+        chan = transport.open_session(timeout=timeout)
+    except (paramiko.SSHException, OSError, EOFError) as exc:
+        raise ConnectError(f"The connection failed: {exc or type(exc).__name__}") from None
+    try:
+        chan.settimeout(timeout)
+        chan.exec_command(shlex.join(args))
         if stdin:
             chan.sendall(stdin)
         chan.shutdown_write()
@@ -390,22 +405,33 @@ def run(client: paramiko.SSHClient, argv: Sequence[str], timeout: float = 60.0, 
         while True:
             got = False
             while chan.recv_ready():
-                out += chan.recv(65536)
+                out += chan.recv(1 << 20)
                 got = True
             while chan.recv_stderr_ready():
-                err += chan.recv_stderr(65536)
+                err += chan.recv_stderr(1 << 20)
                 got = True
             if chan.exit_status_ready() and chan.eof_received and not got \
                     and not chan.recv_ready() and not chan.recv_stderr_ready():
                 break
             if time.monotonic() > deadline:
                 raise CommandTimeout(f"{args[0]} did not finish within {timeout:g} s.")
-            if not got:  # the channel's fd wakes on stdout, stderr, EOF and close
+            if not transport.is_active():
+                raise ConnectError("The connection was lost.")
+            if not got:
                 select.select([chan], [], [], 0.05)
-        code = chan.recv_exit_status()
-        return code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+        return chan.recv_exit_status(), bytes(out), bytes(err)
+    except (paramiko.SSHException, OSError, EOFError) as exc:
+        raise ConnectError(f"The connection failed: {exc or type(exc).__name__}") from None
     finally:
-        chan.close()
+        with contextlib.suppress(Exception):
+            chan.close()
+
+
+def run_script_bytes(client: paramiko.SSHClient, script: str, args: Sequence[str] = (),
+                     timeout: float = 30.0) -> tuple[int, bytes, bytes]:
+    """A POSIX sh script through `sh -s -- ARGS...` (script on stdin, arguments quoted)."""
+    body = "{\n" + script.strip("\n") + "\n} </dev/null\n"
+    return run_bytes(client, ["sh", "-s", "--", *args], timeout, stdin=body.encode("utf-8"))
 
 
 def run_script(client: paramiko.SSHClient, script: str, args: Sequence[str] = (),

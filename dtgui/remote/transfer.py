@@ -8,77 +8,25 @@ background thread.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 import posixpath
-import select
-import shlex
 import stat
 import tarfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import paramiko
 
-from dtgui.remote.connection import CommandTimeout, ConnectError
+from dtgui.remote.connection import (  # noqa: F401 - run_bytes lives with run()
+    CommandTimeout,
+    ConnectError,
+    run_bytes,
+    run_script_bytes,
+)
 
 Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
-
-
-def run_bytes(client: paramiko.SSHClient, argv: Sequence[str], timeout: float = 30.0, *,
-              stdin: bytes | None = None) -> tuple[int, bytes, bytes]:
-    """Run argv remotely; (exit code, stdout, stderr) as bytes. Raises CommandTimeout,
-    ConnectError when the connection is gone."""
-    args = [str(a) for a in argv]
-    if not args or any("\x00" in a for a in args):
-        raise ValueError("argv must be non-empty and hold no NUL characters")
-    transport = client.get_transport()
-    if transport is None or not transport.is_active():
-        raise ConnectError("The connection is closed.")
-    deadline = time.monotonic() + timeout
-    try:
-        chan = transport.open_session(timeout=timeout)
-    except (paramiko.SSHException, OSError, EOFError) as exc:
-        raise ConnectError(f"The connection failed: {exc or type(exc).__name__}") from None
-    try:
-        chan.settimeout(timeout)
-        chan.exec_command(shlex.join(args))
-        if stdin:
-            chan.sendall(stdin)
-        chan.shutdown_write()
-        out, err = bytearray(), bytearray()
-        while True:
-            got = False
-            while chan.recv_ready():
-                out += chan.recv(1 << 20)
-                got = True
-            while chan.recv_stderr_ready():
-                err += chan.recv_stderr(1 << 20)
-                got = True
-            if chan.exit_status_ready() and chan.eof_received and not got \
-                    and not chan.recv_ready() and not chan.recv_stderr_ready():
-                break
-            if time.monotonic() > deadline:
-                raise CommandTimeout(f"{args[0]} did not finish within {timeout:g} s.")
-            if not transport.is_active():
-                raise ConnectError("The connection was lost.")
-            if not got:
-                select.select([chan], [], [], 0.05)
-        return chan.recv_exit_status(), bytes(out), bytes(err)
-    except (paramiko.SSHException, OSError, EOFError) as exc:
-        raise ConnectError(f"The connection failed: {exc or type(exc).__name__}") from None
-    finally:
-        with contextlib.suppress(Exception):
-            chan.close()
-
-
-def run_script_bytes(client: paramiko.SSHClient, script: str, args: Sequence[str] = (),
-                     timeout: float = 30.0) -> tuple[int, bytes, bytes]:
-    """A POSIX sh script through `sh -s -- ARGS...` (script on stdin, arguments quoted)."""
-    body = "{\n" + script.strip("\n") + "\n} </dev/null\n"
-    return run_bytes(client, ["sh", "-s", "--", *args], timeout, stdin=body.encode("utf-8"))
 
 
 def local_files(root: Path, skip: Iterable[str] = ()) -> list[tuple[str, Path]]:
