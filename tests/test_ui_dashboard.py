@@ -14,9 +14,16 @@ from PySide6.QtGui import QColor  # noqa: E402
 
 from dtgui.core.events import Event, parse_line  # noqa: E402
 from dtgui.core.metrics import LOG_LINES_KEPT, RunMetrics  # noqa: E402
+from dtgui.core.stragglers import describe, find_stragglers  # noqa: E402
 from dtgui.ui.curves import ENVELOPE_MIN_POINTS, Envelope  # noqa: E402
 from dtgui.ui.dashboard import Dashboard  # noqa: E402
-from dtgui.ui.run_widgets import FAILED_ROW_FG, STATE_COLOURS  # noqa: E402
+from dtgui.ui.run_widgets import (  # noqa: E402
+    FAILED_ROW_FG,
+    SLOW_ROW_BG,
+    SLOW_ROW_FG,
+    STATE_COLOURS,
+    TaskTable,
+)
 
 pytestmark = pytest.mark.gui
 
@@ -178,13 +185,14 @@ def test_failed_task_row_is_red_with_its_error(
         return next(r for r in range(table.rowCount()) if table.item(r, 0).text() == task)
 
     qtbot.waitUntil(lambda: table.rowCount() == 2
-                    and table.item(row_of("worker:1"), 1).text() == "failed", timeout=3000)
+                    and table.item(row_of("worker:1"), TaskTable.STATUS).text() == "failed",
+                    timeout=3000)
     row = row_of("worker:1")
     for col in range(table.columnCount()):
         item = table.item(row, col)
         assert item.foreground().color() == QColor(FAILED_ROW_FG[False])
         assert error in item.toolTip()
-    assert table.item(row, 5).text() == error
+    assert table.item(row, TaskTable.ERROR).text() == error
     ok = table.item(row_of("worker:0"), 0)
     assert ok.foreground().color() != QColor(FAILED_ROW_FG[False])
     assert dash.log_view.task == "worker:1"  # the failed task's log is shown
@@ -323,3 +331,138 @@ def test_envelope_matches_a_full_recomputation_while_growing() -> None:
         fresh.block = b
         for mine, other in zip((bx, top, bottom), fresh.update(x[:n], y[:n]), strict=True):
             np.testing.assert_array_equal(mine, other)
+
+
+# -- issue 4: tasks on several machines -----------------------------------------------------------
+PLACED = {"worker:0": "local", "worker:1": "h2", "worker:2": "h3", "worker:3": "lab box"}
+
+
+def cpu_device(task: str, t: float, util: float) -> Event:
+    return ev("device", task, t, devices=[{"kind": "cpu", "index": 0, "name": "Xeon",
+                                           "util": util, "mem_used": 256 * 2**20,
+                                           "mem_total": 2**33}])
+
+
+@pytest.fixture
+def placed() -> RunMetrics:
+    """A MultiWorkerMirrored run on this machine, h2, h3 and "lab box"; worker:2 (h3) runs at
+    40 % of the others' pace and is flagged the way RunController flags it."""
+    m = RunMetrics(100)
+    for task, machine in PLACED.items():  # as RunController does from the plan, before events
+        m.set_task_machine(task, machine)
+    events = [started(task, [i]) for i, task in enumerate(PLACED)]
+    for s in range(1, 11):
+        for i, task in enumerate(PLACED):
+            events.append(ev("step", task, 1000.0 + s, step=s, epoch=1,
+                             replica_losses=[loss(i, s)], replica_ids=[i], loss=1.0,
+                             examples_per_sec=40.0 if task == "worker:2" else 100.0))
+    events += [cpu_device(task, 1002.0 + i, 10.0 * (i + 1)) for i, task in enumerate(PLACED)]
+    m.add_events(events)
+    for task in PLACED:
+        m.add_log_lines(task, [f"log of {task}"])
+    found = find_stragglers(m.throughput_series())
+    assert list(found) == ["worker:2"]
+    m.set_stragglers({t: describe(t, f, PLACED[t]) for t, f in found.items()})
+    return m
+
+
+def row_of(table: TaskTable, task: str) -> int:
+    return next(r for r in range(table.rowCount()) if table.item(r, 0).text() == task)
+
+
+def test_multi_machine_run_shows_each_tasks_machine_and_flags_the_straggler(
+        qtbot, dash: Dashboard, placed: RunMetrics) -> None:
+    dash.attach(FakeController(placed))
+    table = dash.task_table
+    qtbot.waitUntil(lambda: table.rowCount() == 4 and table.item(3, 2) is not None, timeout=3000)
+    assert not table.isColumnHidden(TaskTable.MACHINE)
+    assert table.horizontalHeaderItem(TaskTable.MACHINE).text() == "Machine"
+    machines = {table.item(r, 0).text(): table.item(r, TaskTable.MACHINE).text()
+                for r in range(4)}
+    assert machines == {"worker:0": "this machine", "worker:1": "h2", "worker:2": "h3",
+                        "worker:3": "lab box"}
+
+    slow = row_of(table, "worker:2")
+    assert table.item(slow, TaskTable.STATUS).text() == "running \u00b7 slow"
+    assert not table.item(slow, 0).icon().isNull()  # the badge
+    for col in range(table.columnCount()):
+        item = table.item(slow, col)
+        assert "worker:2 on h3 is a straggler: 40% of the other workers' throughput" \
+            in item.toolTip()
+        assert item.foreground().color() == QColor(SLOW_ROW_FG[False])
+        assert item.background().color() == QColor(SLOW_ROW_BG[False])
+    for task in ("worker:0", "worker:1", "worker:3"):
+        row = row_of(table, task)
+        assert table.item(row, TaskTable.STATUS).text() == "running"
+        assert table.item(row, 0).icon().isNull()
+        assert "straggler" not in table.item(row, TaskTable.STATUS).toolTip()
+        assert table.item(row, TaskTable.STATUS).foreground().color() \
+            == QColor(STATE_COLOURS["running"])
+
+    # caught up again: the badge and the amber go away
+    placed.set_stragglers({})
+    qtbot.waitUntil(lambda: table.item(slow, TaskTable.STATUS).text() == "running",
+                    timeout=3000)
+    assert table.item(slow, 0).icon().isNull() and table.item(slow, 1).toolTip() == ""
+    assert table.item(slow, 1).foreground().color() != QColor(SLOW_ROW_FG[False])
+
+
+def test_multi_machine_device_series_and_logs_name_their_machine(
+        qtbot, dash: Dashboard, placed: RunMetrics) -> None:
+    dash.attach(FakeController(placed))
+    panel = dash.device_panel
+    expected = ["worker:0@local cpu0", "worker:1@h2 cpu0", "worker:2@h3 cpu0",
+                "worker:3@lab box cpu0"]
+    assert list(placed.snapshot().device_util) == expected
+    qtbot.waitUntil(lambda: list(panel.util.curves) == expected, timeout=3000)
+    names = [panel.util.curves[k].opts["name"] for k in expected]
+    assert len(set(names)) == 4 and "h2" in names[1] and "h3" in names[2]
+    _x, util = panel.util.curves["worker:2@h3 cpu0"].getOriginalDataset()
+    assert list(util) == [30.0]  # h3's own CPU, not h2's
+    qtbot.waitUntil(lambda: "w2@h3" in panel.readout.text(), timeout=3000)
+    readout = panel.readout.text()
+    for short, value in (("w0@local", 10), ("w1@h2", 20), ("w2@h3", 30), ("w3@lab box", 40)):
+        assert f"{short} <b>{value}%</b>" in readout
+    assert "worker:3@lab box cpu0: 40%, 256 MiB" in panel.readout.toolTip()
+
+    log = dash.log_view
+    texts = ["worker:0 (this machine)", "worker:1 (h2)", "worker:2 (h3)", "worker:3 (lab box)"]
+    qtbot.waitUntil(lambda: [log.combo.itemText(i) for i in range(log.combo.count())]
+                    == texts, timeout=3000)
+    log.select_task("worker:1")
+    assert log.task == "worker:1" and log.text.toPlainText() == "log of worker:1"
+    log.combo.setCurrentIndex(2)  # as the user picks "worker:2 (h3)"
+    assert log.task == "worker:2" and log.text.toPlainText() == "log of worker:2"
+    # a double click on a row of the task table shows that task's log
+    table = dash.task_table
+    table.cellDoubleClicked.emit(row_of(table, "worker:3"), TaskTable.MACHINE)
+    assert log.task == "worker:3" and log.text.toPlainText() == "log of worker:3"
+
+
+def test_a_run_on_this_machine_only_has_no_machine_column(
+        qtbot, dash: Dashboard, controller: FakeController, metrics: RunMetrics) -> None:
+    metrics.add_events(two_workers(1, 3) + [cpu_device("worker:1", 1003.0, 70.0)])
+    metrics.add_log_lines("worker:1", ["w1"])
+    dash.attach(controller)
+    table = dash.task_table
+    qtbot.waitUntil(lambda: table.rowCount() == 2 and table.item(1, 2) is not None,
+                    timeout=3000)
+    assert table.isColumnHidden(TaskTable.MACHINE)
+    assert [table.item(r, TaskTable.STATUS).text() for r in range(2)] == ["running"] * 2
+    assert all(table.item(r, 0).icon().isNull() for r in range(2))
+    combo = dash.log_view.combo
+    qtbot.waitUntil(lambda: combo.count() == 2, timeout=3000)
+    assert [combo.itemText(i) for i in range(2)] == ["worker:0", "worker:1"]
+    qtbot.waitUntil(lambda: "worker:1 cpu0" in dash.device_panel.util.curves, timeout=3000)
+    assert list(dash.device_panel.util.curves) == ["worker:1 cpu0"]
+    # a run placed on another machine, shown next in the same dashboard: the column appears
+    other = RunMetrics(10)
+    other.set_task_machine("worker:0", "h2")
+    other.add_events([started("worker:0", [0])])
+    dash.attach(FakeController(other))
+    qtbot.waitUntil(lambda: table.rowCount() == 1 and not table.isColumnHidden(
+        TaskTable.MACHINE), timeout=3000)
+    assert table.item(0, TaskTable.MACHINE).text() == "h2"
+    dash.attach(controller)  # and hides again for a local run
+    qtbot.waitUntil(lambda: table.rowCount() == 2, timeout=3000)
+    assert table.isColumnHidden(TaskTable.MACHINE)

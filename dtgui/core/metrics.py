@@ -145,7 +145,8 @@ class RunMetrics:
                     state.straggler, changed = reason, True
             for task, reason in stragglers.items():
                 if task not in self._tasks:
-                    self._tasks[task] = TaskState(task, straggler=reason)
+                    self._tasks[task] = TaskState(task, straggler=reason,
+                                                  machine=self._machines.get(task, ""))
                     changed = True
             if changed:
                 self.version += 1

@@ -199,7 +199,7 @@ class Dashboard(QWidget):
         self.header.set_epoch(snap.epoch, snap.last_epoch_metrics)
         self.task_table.update_tasks(snap.tasks)
         tasks = sorted(set(snap.tasks) | set(metrics.log_tasks()), key=task_sort_key)
-        self.log_view.set_tasks(tasks)
+        self.log_view.set_tasks(tasks, {t: s.machine for t, s in snap.tasks.items()})
         for task, state in snap.tasks.items():
             if state.status == "failed" and task not in self._failed_seen:
                 self._failed_seen.add(task)

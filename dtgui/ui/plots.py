@@ -309,14 +309,16 @@ class DevicePanel(PlotPanel):
 
     def show_readout(self) -> None:
         labels = list(self._colours)  # in order of appearance
-        tasks = {label.split(" ")[0] for label in labels}
+        # "worker:0 cpu0", or "worker:0@h2 cpu0" in a multi-machine run (a machine's name
+        # may hold spaces; the device part never does)
+        tasks = {label.rpartition(" ")[0] for label in labels}
         parts, tips = [], []
         for label in labels:
             u, m = self.util.last.get(label), self.mem.last.get(label)
             util = f"{u:.0f}%" if u is not None else "–"
             mem = f"{m:,.0f} MiB" if m is not None else "–"
             tips.append(f"{label}: {util}, {mem}")
-            task, _, dev = label.partition(" ")
+            task, _, dev = label.rpartition(" ")
             if len(tasks) == 1:
                 name, value = dev, f"{util} · {mem}"
             else:

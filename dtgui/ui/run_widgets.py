@@ -6,8 +6,10 @@ new log lines of a `RunMetrics`); none of them touches a file or a process.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor, QFontDatabase, QPalette
+from PySide6.QtGui import QColor, QFontDatabase, QIcon, QPainter, QPalette, QPixmap
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -26,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from dtgui.core.metrics import LOG_LINES_KEPT, RunMetrics, TaskState
+from dtgui.core.plan import is_local_machine
 from dtgui.ui.plot_base import format_elapsed
 
 STATE_COLOURS = {
@@ -39,7 +42,28 @@ STATE_COLOURS = {
 }
 FAILED_ROW_BG = {False: "#fce8e6", True: "#4c1f1d"}
 FAILED_ROW_FG = {False: "#a50e0e", True: "#f6aea9"}
+SLOW_ROW_BG = {False: "#fef7e0", True: "#3d3214"}  # issue 4: a straggler's row (amber)
+SLOW_ROW_FG = {False: "#b06000", True: "#fdd663"}
 TASK_ORDER = {"chief": 0, "worker": 1, "ps": 2, "evaluator": 3}
+THIS_MACHINE = "this machine"
+
+
+def machine_label(machine: str) -> str:
+    """A task's machine as shown: its registered name, or "this machine"."""
+    return THIS_MACHINE if is_local_machine(machine) else machine
+
+
+def badge_icon(colour: str) -> QIcon:
+    """A filled dot: the straggler badge in the task column."""
+    pix = QPixmap(12, 12)
+    pix.fill(Qt.GlobalColor.transparent)
+    painter = QPainter(pix)
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+    painter.setPen(Qt.PenStyle.NoPen)
+    painter.setBrush(QColor(colour))
+    painter.drawEllipse(1, 1, 10, 10)
+    painter.end()
+    return QIcon(pix)
 
 
 def task_sort_key(task: str) -> tuple[int, int, str]:
@@ -173,9 +197,13 @@ class RunHeader(QFrame):
 
 
 class TaskTable(QTableWidget):
-    """One row per task: status, step, replicas, exit code, error (failed rows in red)."""
+    """One row per task: machine, status, step, replicas, exit code, error (failed rows in
+    red, stragglers in amber with a "slow" badge). The Machine column shows only when a task
+    runs on another machine."""
 
-    COLUMNS = ("Task", "Status", "Step", "Replicas", "Exit", "Error")
+    COLUMNS = ("Task", "Machine", "Status", "Step", "Replicas", "Exit", "Error")
+    MACHINE, STATUS, ERROR = 1, 2, 6
+    NUMERIC = (3, 4, 5)
     taskActivated = Signal(str)
 
     def __init__(self, dark: bool = False, parent: QWidget | None = None) -> None:
@@ -195,19 +223,26 @@ class TaskTable(QTableWidget):
         header.setDefaultAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
         for col in range(len(self.COLUMNS) - 1):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
-            if col in (2, 3, 4):
+            if col in self.NUMERIC:
                 self.horizontalHeaderItem(col).setTextAlignment(
                     Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        header.setSectionResizeMode(len(self.COLUMNS) - 1, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(self.ERROR, QHeaderView.ResizeMode.Stretch)
         self.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
+        self.setColumnHidden(self.MACHINE, True)
+        self._badge = badge_icon(SLOW_ROW_FG[dark])
         self._rows: dict[str, int] = {}
         self._shown: dict[str, TaskState] = {}
         self.cellDoubleClicked.connect(self._activated)
+
+    @property
+    def machine_column_shown(self) -> bool:
+        return not self.isColumnHidden(self.MACHINE)
 
     def clear_tasks(self) -> None:
         self.setRowCount(0)
         self._rows.clear()
         self._shown.clear()
+        self.setColumnHidden(self.MACHINE, True)
 
     def update_tasks(self, tasks: dict[str, TaskState]) -> None:
         if set(tasks) - set(self._rows):
@@ -220,32 +255,44 @@ class TaskTable(QTableWidget):
             if before != state:
                 self._fill_row(self._rows[task], state, before)
                 self._shown[task] = state
+        remote = any(not is_local_machine(s.machine) for s in self._shown.values())
+        if self.machine_column_shown != remote:
+            self.setColumnHidden(self.MACHINE, not remote)
 
     def _fill_row(self, row: int, st: TaskState, before: TaskState | None) -> None:
-        values = (st.task, st.status, f"{st.step:,}", str(st.replicas or ""),
-                  "" if st.exit_code is None else str(st.exit_code), st.error)
+        slow = bool(st.straggler)
+        status = f"{st.status} \u00b7 slow" if slow else st.status
+        values = (st.task, machine_label(st.machine), status, f"{st.step:,}",
+                  str(st.replicas or ""), "" if st.exit_code is None else str(st.exit_code),
+                  st.error)
         failed = st.status == "failed"
-        restyle = before is None or before.status != st.status or before.error != st.error
-        tip = f"{st.task} failed: {st.error}" if failed and st.error else ""
+        restyle = before is None or (before.status, before.error, before.straggler) != (
+            st.status, st.error, st.straggler)
+        tip = f"{st.task} failed: {st.error}" if failed and st.error else st.straggler
         for col, text in enumerate(values):
             item = self.item(row, col)
             if item is None:
                 item = QTableWidgetItem()
                 self.setItem(row, col, item)
-                if col in (2, 3, 4):
+                if col in self.NUMERIC:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight
                                           | Qt.AlignmentFlag.AlignVCenter)
             if item.text() != text:
                 item.setText(text)
             if not restyle:
                 continue
-            item.setToolTip(tip or (st.error if col == 5 else ""))
+            item.setToolTip(tip or (st.error if col == self.ERROR else ""))
+            if col == 0:
+                item.setIcon(self._badge if slow and not failed else QIcon())
             if failed:
                 item.setBackground(QColor(FAILED_ROW_BG[self.dark]))
                 item.setForeground(QColor(FAILED_ROW_FG[self.dark]))
+            elif slow:
+                item.setBackground(QColor(SLOW_ROW_BG[self.dark]))
+                item.setForeground(QColor(SLOW_ROW_FG[self.dark]))
             else:
                 item.setData(Qt.ItemDataRole.BackgroundRole, None)
-                colour = STATE_COLOURS.get(st.status) if col == 1 else None
+                colour = STATE_COLOURS.get(st.status) if col == self.STATUS else None
                 item.setData(Qt.ItemDataRole.ForegroundRole, QColor(colour) if colour else None)
 
     def _activated(self, row: int, _col: int) -> None:
@@ -271,7 +318,7 @@ class LogView(QWidget):
         self.combo.setObjectName("logTaskCombo")
         self.combo.setMinimumContentsLength(12)
         self.combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
-        self.combo.currentTextChanged.connect(self._task_changed)
+        self.combo.currentIndexChanged.connect(self._task_changed)
         self.count_label = QLabel("")
         self.count_label.setObjectName("logCount")
         bar.addWidget(label)
@@ -292,7 +339,8 @@ class LogView(QWidget):
 
     @property
     def task(self) -> str:
-        return self.combo.currentText()
+        """The chosen task's id (the combo's text may add its machine)."""
+        return str(self.combo.currentData() or "")
 
     def set_metrics(self, metrics: RunMetrics | None) -> None:
         self._metrics = metrics
@@ -301,25 +349,33 @@ class LogView(QWidget):
         self.combo.blockSignals(False)
         self._restart()
 
-    def set_tasks(self, tasks: list[str]) -> None:
-        current = [self.combo.itemText(i) for i in range(self.combo.count())]
-        if tasks == current:
+    def set_tasks(self, tasks: list[str], machines: Mapping[str, str] | None = None) -> None:
+        """The tasks to choose from; with `machines` (task -> machine) naming another machine,
+        each entry shows its machine: "worker:1 (h3)"."""
+        machines = machines or {}
+        remote = any(not is_local_machine(machines.get(t, "")) for t in tasks)
+        items = [(f"{t} ({machine_label(machines.get(t, ''))})" if remote else t, t)
+                 for t in tasks]
+        current = [(self.combo.itemText(i), self.combo.itemData(i))
+                   for i in range(self.combo.count())]
+        if items == current:
             return
         keep = self.task
         self.combo.blockSignals(True)
         self.combo.clear()
-        self.combo.addItems(tasks)
-        self.combo.setCurrentIndex(max(0, tasks.index(keep)) if keep in tasks else 0)
+        for text, task in items:
+            self.combo.addItem(text, task)
+        self.combo.setCurrentIndex(tasks.index(keep) if keep in tasks else 0)
         self.combo.blockSignals(False)
         if self.task != keep:
             self._restart()
 
     def select_task(self, task: str) -> None:
-        index = self.combo.findText(task)
+        index = self.combo.findData(task)
         if index >= 0:
             self.combo.setCurrentIndex(index)
 
-    def _task_changed(self, _task: str) -> None:
+    def _task_changed(self, _index: int) -> None:
         self._restart()
 
     def _restart(self) -> None:
