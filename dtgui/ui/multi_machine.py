@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QMessageBox, QToolBar
 from dtgui.core.plan import Plan
 from dtgui.core.runs import RunRecord
 from dtgui.launch.policy import RunPolicy
+from dtgui.ui.launch_connect import PreConnected, connect_machines
 from dtgui.ui.runs_page import RunsPage
 from dtgui.ui.workers import run_in_thread
 
@@ -39,6 +40,7 @@ class MultiMachineSupport(QObject):
         self.runs_page.openRequested.connect(self.open)
         self.progress.connect(self._on_progress)
         self.max_restarts = 0  # chosen in the wizard's review page
+        self.connector: PreConnected | None = None  # the shown run's connections
         self.runs_page.loaded.connect(self._announce)
         self.runs_page.refresh()
 
@@ -54,11 +56,30 @@ class MultiMachineSupport(QObject):
         wizard.accepted.connect(accepted)
 
     def launch(self, plan: Plan, root: Path) -> bool:
-        """Start a plan with tasks on other machines; False when every task is local."""
+        """Start a plan with tasks on other machines; False when every task is local.
+
+        Every remote machine is connected first, asking the person for a host key, password
+        or passphrase when needed; then the launch runs in a thread."""
         if all(t.is_local for t in plan.tasks):
             return False
-        run_in_thread(self._launcher(plan, root), self.window._on_started,
-                      self.window._on_launch_error, context=self.window)
+        registered = {m.name: m for m in self.window.machines.machines()}
+        names = [n for n in plan.machine_names if n != "local"]
+        missing = [n for n in names if n not in registered]
+        if missing:
+            self.window._on_launch_error(
+                f"{', '.join(missing)} is no longer a registered machine: add it again under "
+                "Machines, or choose other machines in the wizard.")
+            return True
+
+        def ready(connector: PreConnected) -> None:
+            self.connector = connector
+            self._on_progress("Connected; checking each machine", 0.1)
+            run_in_thread(self._launcher(plan, root, registered, connector),
+                          self.window._on_started, self._failed(connector), context=self.window)
+
+        connect_machines(self.window.machines.flow, [registered[n] for n in names],
+                         ready=ready, failed=self.window._on_launch_error,
+                         progress=self._on_connect_progress)
         return True
 
     def close_event(self, event: QCloseEvent) -> bool:
@@ -97,12 +118,23 @@ class MultiMachineSupport(QObject):
             QMessageBox.information(window, "A run is shown",
                                     "Stop the current run (or quit, keeping it training) first.")
             return
-        from dtgui.core.machines import MachineRegistry
+        from dtgui.core.machines import Machine
         from dtgui.launch.multihost import reattach
 
+        panel = self.window.machines
+        registry = panel.registry
+        machines = [(registry.find(rec.name) if registry is not None else None)
+                    or Machine.from_dict(rec.machine) for rec in record.machines
+                    if not rec.is_local]
         window.statusBar().showMessage(f"Reattaching to {record.run_name}…")
-        run_in_thread(lambda: reattach(record, registry=MachineRegistry()), window._on_started,
-                      window._on_launch_error, context=window)
+
+        def ready(connector: PreConnected) -> None:
+            self.connector = connector
+            run_in_thread(lambda: reattach(record, connect=connector, registry=registry),
+                          window._on_started, self._failed(connector), context=window)
+
+        connect_machines(panel.flow, machines, ready=ready, failed=window._on_launch_error,
+                         progress=self._on_connect_progress)
 
     def open(self, record: RunRecord) -> None:
         window = self.window
@@ -116,25 +148,34 @@ class MultiMachineSupport(QObject):
         run_in_thread(lambda: open_run(record), shown, window._report_error, context=window)
 
     # -- internals --------------------------------------------------------------------------
-    def _launcher(self, plan: Plan, root: Path) -> Callable[[], Any]:
+    def _launcher(self, plan: Plan, root: Path, registered: dict[str, Any],
+                  connector: PreConnected) -> Callable[[], Any]:
         from dtgui.launch.multihost import Target, launch_on_machines
 
-        machines = {m.name: m for m in self.window.machines.machines()}
-        targets = [Target(name) if name == "local" else
-                   Target(name, machines.get(name), plan.machines.get(name, {}).get("python", ""))
+        gpus: dict[str, list[int]] = {}
+        for task in plan.tasks:  # the GPUs chosen in the wizard, per machine, in task order
+            gpus.setdefault(task.machine_name, []).extend(
+                g for g in task.gpus if g not in gpus.get(task.machine_name, []))
+        targets = [Target(name, None if name == "local" else registered[name],
+                          plan.machines.get(name, {}).get("python", ""),
+                          gpus=tuple(gpus.get(name, ())))
                    for name in plan.machine_names]
-        missing = [t.name for t in targets if t.name != "local" and t.machine is None]
         placement = {t.task_id: t.machine_name for t in plan.tasks}
         emit = self.progress.emit
         policy = RunPolicy(max_restarts=self.max_restarts)
+        return lambda: launch_on_machines(plan, placement, targets, root, progress=emit,
+                                          policy=policy, connect=connector)
 
-        def start() -> Any:
-            if missing:
-                raise RuntimeError(f"{', '.join(missing)} is no longer a registered machine")
-            return launch_on_machines(plan, placement, targets, root, progress=emit,
-                                      policy=policy)
+    def _failed(self, connector: PreConnected) -> Callable[[str], None]:
+        def failed(text: str) -> None:
+            run_in_thread(connector.close_unused, lambda _: None, lambda _: None)
+            self.window._on_launch_error(text)
 
-        return start
+        return failed
+
+    def _on_connect_progress(self, text: str) -> None:
+        self.window.home.status.setText(text)
+        self.window.statusBar().showMessage(text)
 
     def _announce(self, records: list[RunRecord]) -> None:
         running = [r for r in records if r.is_active]

@@ -1,0 +1,73 @@
+"""Connecting to a run's machines before a launch or a reattach, asking the person when needed.
+
+A launch (or reattach) first connects to every remote machine through the machines panel's
+`ConnectFlow`: an unknown host key opens the fingerprint dialog, a missing password or key
+passphrase opens the secret prompt, a changed key is refused with its explanation - the same
+dialogs as in the Machines panel, never a bare "could not start". Only when every machine is
+connected does the launch itself run (in a thread), with `PreConnected` as its connector: it
+hands out the connections made here first, then reconnects (a dropped connection during the
+run) with the secrets given now. Those stay in memory for the run's lifetime only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from dtgui.core.machines import Machine, MachineRegistry
+from dtgui.ui.machines.connect_flow import ConnectFlow, Outcome, Secrets, connect_with
+from dtgui.ui.workers import run_in_thread
+
+
+class PreConnected:
+    """A `Connector` (Machine -> connected SSH client) for `launch_on_machines` / `reattach`."""
+
+    def __init__(self, clients: dict[str, Any], secrets: Secrets,
+                 registry: MachineRegistry | None) -> None:
+        self._clients = dict(clients)
+        self._lock = threading.Lock()
+        self.secrets = secrets
+        self.registry = registry
+
+    def __call__(self, machine: Machine) -> Any:
+        with self._lock:
+            client = self._clients.pop(machine.name, None)
+        transport = client.get_transport() if client is not None else None
+        if transport is not None and transport.is_active():
+            return client
+        return connect_with(machine, self.secrets, self.registry)
+
+    def close_unused(self) -> None:
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            with contextlib.suppress(Exception):
+                client.close()
+
+
+def connect_machines(flow: ConnectFlow, machines: Sequence[Machine], *,
+                     ready: Callable[[PreConnected], None], failed: Callable[[str], None],
+                     progress: Callable[[str], None]) -> None:
+    """Connect to `machines` (asking the person through `flow` when needed), then call
+    `ready(connector)` - or `failed(message)` naming every machine that could not be reached,
+    after closing the connections that were made. Returns at once; callbacks run on the UI
+    thread."""
+    if not machines:
+        ready(PreConnected({}, Secrets(), flow.registry()))
+        return
+    batch = flow.start(list(machines), lambda attempt: attempt.connect())
+    batch.progress.connect(lambda name, text: progress(f"{name}: {text}"))
+
+    def done(outcomes: list[Outcome]) -> None:
+        clients = {o.machine.name: o.value for o in outcomes if o.ok}
+        errors = [o.message for o in outcomes if not o.ok]
+        connector = PreConnected(clients, batch.secrets, batch.registry)
+        if errors:
+            run_in_thread(connector.close_unused, lambda _: None, lambda _: None)
+            failed("Could not connect: " + " ".join(errors))
+            return
+        ready(connector)
+
+    batch.done.connect(done)

@@ -1,0 +1,143 @@
+"""Issue 4 through the real GUI: two registered machines picked in the wizard, 4 replica curves
+live, both machines' device use, Stop, nothing left anywhere.
+
+Real sshd hosts in network namespaces, real TensorFlow tasks started over SSH, real dialogs
+clicked with pytest-qt. One machine signs in with a key whose host key is already trusted; the
+other with a password that is nowhere yet and a host key dtgui has never seen: the launch
+itself asks for both, with the same dialogs as the Machines panel.
+
+On CPU, TensorFlow's MultiWorkerMirrored runs one replica per worker process, so 4 replicas on
+2 machines are 4 workers, two on each.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import conftest_ssh
+import pytest
+import remote_python
+import shiboken6
+import sshhosts
+from conftest_ssh import machine, trust
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QWizard
+from runs import live_members
+from test_gui_e2e import click_next, curve_points
+
+from dtgui.core.machines import MachineRegistry
+from dtgui.ui.app import make_app
+from dtgui.ui.machines.hostkey_dialog import HostKeyDialog
+from dtgui.ui.machines.secret_prompt import SecretPrompt
+from dtgui.ui.main_window import MainWindow
+
+ssh_lab, ssh_env, real_keyring = conftest_ssh.ssh_lab, conftest_ssh.ssh_env, conftest_ssh.real_keyring
+pytestmark = [pytest.mark.slow, pytest.mark.gui]
+LEFT = Qt.MouseButton.LeftButton
+
+
+@pytest.fixture
+def lab_python(ssh_lab: sshhosts.SshLab):
+    python = remote_python.python_for()
+    yield python
+    remote_python.cleanup()
+    shutil.rmtree(ssh_lab.home / ".cache" / "dtgui", ignore_errors=True)
+
+
+def choose(combo, data: str) -> None:
+    index = combo.findData(data)
+    assert index >= 0, f"{data} is not offered"
+    combo.setCurrentIndex(index)
+
+
+def wait_dialog(qtbot, shown: list, kind: type):
+    def open_ones() -> list:
+        return [d for d in shown if shiboken6.isValid(d) and isinstance(d, kind) and d.isVisible()]
+
+    qtbot.waitUntil(lambda: bool(open_ones()), timeout=60_000)
+    return open_ones()[-1]
+
+
+def test_two_machines_from_the_wizard_four_curves_stop_leaves_nothing(
+        qtbot, ssh_lab, ssh_env, lab_python) -> None:
+    key_host, password_host = ssh_lab.hosts[0], ssh_lab.hosts[1]
+    trust(key_host)  # the password host's key is unknown: the launch asks
+    registry = MachineRegistry()
+    registry.add(machine(ssh_lab, key_host, name="box-a"))
+    registry.add(machine(ssh_lab, password_host, auth="password", name="box-b"))
+    registry.save()
+
+    make_app([])
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitUntil(window.machines.ready, timeout=10_000)
+    shown: list = []
+    window.machines.flow.dialogShown.connect(shown.append)
+
+    qtbot.mouseClick(window.home.new_run, LEFT)
+    qtbot.waitUntil(lambda: window.wizard is not None and window.wizard.isVisible(), timeout=5000)
+    wizard = window.wizard
+    strategies = wizard.strategy_page.strategy_list
+    for row in range(strategies.count()):
+        item = strategies.item(row)
+        if item.data(Qt.ItemDataRole.UserRole) == "multi_worker_mirrored":
+            qtbot.mouseClick(strategies.viewport(), LEFT,
+                             pos=strategies.visualItemRect(item).center())
+    assert wizard.strategy_page.strategy() == "multi_worker_mirrored"
+    wizard.strategy_page.workers_spin.setValue(4)
+    click_next(qtbot, wizard)
+    wizard.options_page.steps_spin.setValue(100000)  # stopped by hand
+    wizard.options_page.checkpoint_spin.setValue(0)
+    click_next(qtbot, wizard)  # model: the demo
+    click_next(qtbot, wizard)  # review
+    box = wizard.review_page.machines_box
+    assert box.isVisible()
+    for task, where in {"worker:0": "box-a", "worker:1": "box-a",
+                        "worker:2": "box-b", "worker:3": "box-b"}.items():
+        choose(box._combos[task], where)
+    for name in ("box-a", "box-b"):
+        box._pythons[name].setText(lab_python)
+    wizard.review_page.replan()
+    plan = wizard.plan()
+    assert [t.machine for t in plan.tasks] == ["box-a", "box-a", "box-b", "box-b"]
+    assert [a.split(":")[0] for a in plan.cluster["worker"]] == [
+        key_host.address, key_host.address, password_host.address, password_host.address]
+    with qtbot.waitSignal(wizard.accepted, timeout=5000):
+        qtbot.mouseClick(wizard.button(QWizard.WizardButton.FinishButton), LEFT)
+
+    # The launch asks for box-b's password (not remembered) and host key; nothing else.
+    answered: list[str] = []
+    for _ in range(2):
+        dialog = wait_dialog(qtbot, shown, (HostKeyDialog, SecretPrompt))
+        if isinstance(dialog, HostKeyDialog):
+            assert dialog.error.host == password_host.address
+            qtbot.mouseClick(dialog.trust_button, LEFT)
+            answered.append("host key")
+        else:
+            assert dialog.kind == "password" and not dialog.remember.isChecked()
+            dialog.edit.setText(ssh_lab.password)
+            qtbot.mouseClick(dialog.ok_button, LEFT)
+            answered.append("password")
+        qtbot.waitUntil(lambda d=dialog: not shiboken6.isValid(d) or not d.isVisible())
+    assert sorted(answered) == ["host key", "password"]
+
+    qtbot.waitUntil(lambda: window.controller is not None, timeout=120_000)
+    controller = window.controller
+    dashboard = window.dashboard
+    assert window.pages.currentWidget() is dashboard
+    qtbot.waitUntil(lambda: dashboard.loss_panel.replica_ids() == [0, 1, 2, 3], timeout=180_000)
+    qtbot.waitUntil(lambda: min(curve_points(window, r) for r in range(4)) >= 3, timeout=60_000)
+    assert controller.state == "running"
+    snapshot = controller.metrics.snapshot()
+    assert {t.machine for t in snapshot.tasks.values()} == {"box-a", "box-b"}
+    # Every machine's device use (CPU here, labelled as CPU) is plotted.
+    devices = " ".join(snapshot.device_util)
+    assert "box-a" in devices and "box-b" in devices, snapshot.device_util.keys()
+
+    with qtbot.waitSignal(dashboard.runEnded, timeout=60_000) as ended:
+        qtbot.mouseClick(dashboard.header.stop_button, LEFT)
+    assert ended.args == ["stopped"]
+    pgids = list(controller.record.pids().values())
+    qtbot.waitUntil(lambda: not live_members(pgids), timeout=10_000)
+    window.close()
