@@ -411,19 +411,18 @@ def test_multi_machine_device_series_and_logs_name_their_machine(
         qtbot, dash: Dashboard, placed: RunMetrics) -> None:
     dash.attach(FakeController(placed))
     panel = dash.device_panel
-    expected = ["worker:0@local cpu0", "worker:1@h2 cpu0", "worker:2@h3 cpu0",
-                "worker:3@lab box cpu0"]
+    expected = ["local cpu0", "h2 cpu0", "h3 cpu0", "lab box cpu0"]
     assert list(placed.snapshot().device_util) == expected
     qtbot.waitUntil(lambda: list(panel.util.curves) == expected, timeout=3000)
     names = [panel.util.curves[k].opts["name"] for k in expected]
     assert len(set(names)) == 4 and "h2" in names[1] and "h3" in names[2]
-    _x, util = panel.util.curves["worker:2@h3 cpu0"].getOriginalDataset()
+    _x, util = panel.util.curves["h3 cpu0"].getOriginalDataset()
     assert list(util) == [30.0]  # h3's own CPU, not h2's
-    qtbot.waitUntil(lambda: "w2@h3" in panel.readout.text(), timeout=3000)
+    qtbot.waitUntil(lambda: "h3" in panel.readout.text(), timeout=3000)
     readout = panel.readout.text()
-    for short, value in (("w0@local", 10), ("w1@h2", 20), ("w2@h3", 30), ("w3@lab box", 40)):
+    for short, value in (("here", 10), ("h2", 20), ("h3", 30), ("lab box", 40)):
         assert f"{short} <b>{value}%</b>" in readout
-    assert "worker:3@lab box cpu0: 40%, 256 MiB" in panel.readout.toolTip()
+    assert "lab box cpu0: 40%, 256 MiB" in panel.readout.toolTip()
 
     log = dash.log_view
     texts = ["worker:0 (this machine)", "worker:1 (h2)", "worker:2 (h3)", "worker:3 (lab box)"]
@@ -466,3 +465,20 @@ def test_a_run_on_this_machine_only_has_no_machine_column(
     dash.attach(controller)  # and hides again for a local run
     qtbot.waitUntil(lambda: table.rowCount() == 2, timeout=3000)
     assert table.isColumnHidden(TaskTable.MACHINE)
+
+
+def test_tasks_sharing_a_machine_give_one_device_series_for_it() -> None:
+    """Two workers on h2 both see h2's CPU: one series, its memory the sum of theirs; when
+    the reporting task ends, the other one speaks for the machine."""
+    m = RunMetrics(100)
+    for task, machine in {"worker:0": "h2", "worker:1": "h2", "worker:2": "h3"}.items():
+        m.set_task_machine(task, machine)
+    m.add_events([cpu_device("worker:0", 1001.0, 50.0), cpu_device("worker:1", 1001.5, 52.0),
+                  cpu_device("worker:2", 1001.7, 20.0), cpu_device("worker:0", 1002.0, 60.0)])
+    snap = m.snapshot()
+    assert list(snap.device_util) == ["h2 cpu0", "h3 cpu0"]
+    assert list(snap.device_util["h2 cpu0"][1]) == [50.0, 60.0]  # worker:0's samples only
+    assert list(snap.device_mem["h2 cpu0"][1]) == [256.0, 512.0]  # then both tasks' memory
+    m.add_events([ev("failed", "worker:0", 1003.0, error="boom"),
+                  cpu_device("worker:1", 1004.0, 70.0)])
+    assert list(m.snapshot().device_util["h2 cpu0"][1]) == [50.0, 60.0, 70.0]

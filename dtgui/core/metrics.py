@@ -93,6 +93,8 @@ class RunMetrics:
         self._epoch = 0
         self._epoch_metrics: dict[str, float] = {}
         self._machines: dict[str, str] = {}  # issue 4: task -> machine (multi-machine runs)
+        self._device_owner: dict[str, str] = {}  # "machine device" -> the task reporting it
+        self._cpu_mem: dict[str, dict[str, float]] = {}  # machine -> task -> its memory
 
     # -- writers (reader thread) --------------------------------------------------------
     def add_events(self, events: Iterable[Event]) -> None:
@@ -151,6 +153,37 @@ class RunMetrics:
             if changed:
                 self.version += 1
 
+    def _apply_devices(self, event: Event) -> None:
+        """Device samples. On one machine, a series per task and device ("worker:0 cpu0").
+        In a multi-machine run, a series per machine and device ("h2 cpu0"): tasks sharing a
+        machine see the same devices (NVML and the CPU load are machine-wide), so the first
+        task reporting a device speaks for it until it ends; for the CPU, memory is the sum
+        of the tasks' own memory on that machine."""
+        elapsed = event.t - self._t0
+        machine = self._machines.get(event.task, "")
+        for dev in event.get("devices") or []:
+            name = f"{dev.get('kind', '?')}{dev.get('index', 0)}"
+            used = dev.get("mem_used")
+            util = dev.get("util")
+            if not machine:
+                label = f"{event.task} {name}"
+            else:
+                label = f"{machine} {name}"
+                if dev.get("kind") == "cpu" and isinstance(used, (int, float)):
+                    rss = self._cpu_mem.setdefault(machine, {})
+                    rss[event.task] = float(used)
+                    used = sum(rss.values())
+                owner = self._device_owner.get(label)
+                ended = owner is None or self._tasks.get(owner, TaskState(owner)).status in (
+                    "finished", "failed", "stopped")
+                if owner != event.task and not ended:
+                    continue
+                self._device_owner[label] = event.task
+            if isinstance(util, (int, float)):
+                self._device_util.setdefault(label, Series()).append(elapsed, float(util))
+            if isinstance(used, (int, float)):
+                self._device_mem.setdefault(label, Series()).append(elapsed, used / 2**20)
+
     def throughput_series(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         with self._lock:
             return {k: s.view() for k, s in self._throughput.items()}
@@ -187,18 +220,7 @@ class RunMetrics:
                 if k in ("loss", "accuracy", "epoch") and isinstance(v, (int, float))
             }
         elif kind == "device":
-            elapsed = event.t - self._t0
-            for dev in event.get("devices") or []:
-                task = event.task
-                if self._machines.get(task):  # issue 4: every machine's devices, "TASK@MACHINE"
-                    task = f"{task}@{self._machines[task]}"
-                label = f"{task} {dev.get('kind', '?')}{dev.get('index', 0)}"
-                util = dev.get("util")
-                if isinstance(util, (int, float)):
-                    self._device_util.setdefault(label, Series()).append(elapsed, float(util))
-                used = dev.get("mem_used")
-                if isinstance(used, (int, float)):
-                    self._device_mem.setdefault(label, Series()).append(elapsed, used / 2**20)
+            self._apply_devices(event)
         elif kind == "finished":
             state.status = "finished"
         elif kind == "failed":

@@ -207,7 +207,10 @@ class ThroughputPanel(PlotPanel):
 
 
 def short_task(task: str) -> str:
-    """'worker:3' -> 'w3', 'chief:0' -> 'c0', 'ps:1' -> 'ps1'."""
+    """'worker:3' -> 'w3', 'chief:0' -> 'c0', 'ps:1' -> 'ps1'; a machine name stays as it is
+    ('local' reads 'here')."""
+    if ":" not in task:
+        return "here" if task == "local" else task
     kind, _, index = task.partition(":")
     return f"{kind if kind == 'ps' else kind[:1]}{index}"
 
@@ -309,8 +312,8 @@ class DevicePanel(PlotPanel):
 
     def show_readout(self) -> None:
         labels = list(self._colours)  # in order of appearance
-        # "worker:0 cpu0", or "worker:0@h2 cpu0" in a multi-machine run (a machine's name
-        # may hold spaces; the device part never does)
+        # "worker:0 cpu0", or "h2 cpu0" in a multi-machine run (a machine's name may hold
+        # spaces; the device part never does)
         tasks = {label.rpartition(" ")[0] for label in labels}
         parts, tips = [], []
         for label in labels:
