@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import signal
 import sys
 import time
 from pathlib import Path
 
 from dtgui import __version__
+from dtgui.cli_machines import add_machine_options, resolve_counts, wants_machines
 from dtgui.core.plan import COMMUNICATIONS, PRECISIONS, Plan, PlanError, validate
 from dtgui.core.strategies import STRATEGIES
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows defaults, except empty ones (None, "", [])."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, "", []):
+            return action.help
+        return super()._get_help_string(action)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     export = sub.add_parser(
         "export", help="write a run bundle that reproduces a run without dtgui",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
     export.add_argument("outdir", type=Path, help="directory to create (must be new or empty)")
     export.add_argument("--strategy", choices=sorted(STRATEGIES), default="mirrored")
@@ -33,9 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="replicas on logical CPU devices, or on GPUs")
     export.add_argument("--replicas", type=int, default=2,
                         help="replicas per task (logical CPU devices or GPUs)")
-    export.add_argument("--workers", type=int, default=2,
-                        help="worker processes (multi_worker_mirrored, parameter_server)")
-    export.add_argument("--ps", type=int, default=1, help="parameter servers (parameter_server)")
+    export.add_argument("--workers", type=int, default=None,
+                        help="worker processes (multi_worker_mirrored, parameter_server); "
+                        "default 2, or one per machine of --workers-on")
+    export.add_argument("--ps", type=int, default=None,
+                        help="parameter servers (parameter_server); default 1, or one per "
+                        "machine of --ps-on")
     export.add_argument("--precision", choices=PRECISIONS, default="float32")
     export.add_argument("--xla", action="store_true", help="compile the step with XLA")
     export.add_argument("--communication", choices=COMMUNICATIONS, default="auto")
@@ -53,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="do not check the model file in a TensorFlow subprocess first")
     export.add_argument("--tpu-address", default="", help="grpc://HOST:PORT (strategy tpu)")
     export.add_argument("--run-name", default="", help="default: <strategy>-<time>")
+    add_machine_options(export)
 
     run = sub.add_parser("run", help="run a bundle on this machine, headless, printing progress")
     run.add_argument("bundle", type=Path, help="a directory written by dtgui export")
@@ -94,28 +109,68 @@ def _replicas(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from dtgui.core.bundle import BundleError, render_bundle
-    from dtgui.core.cluster import place_local
     from dtgui.launch.model_check import check_model_file
 
+    problems = resolve_counts(args)
+    if problems:
+        return _refuse(problems)
     plan = plan_from_args(args)
     problems = validate(plan)
     if problems:
-        for p in problems:
-            print(f"dtgui export: {p}", file=sys.stderr)
-        return 2
+        return _refuse(problems)
+    try:
+        placed, notes = _place(plan, args)
+    except ValueError as exc:
+        return _refuse(getattr(exc, "problems", [str(exc)]))
     if args.model and not args.no_check:
         result = check_model_file(args.model)
         if not result.ok:
             print(f"dtgui export: {result.error}", file=sys.stderr)
             return 2
     try:
-        bundle = render_bundle(place_local(plan), args.outdir)
+        bundle = render_bundle(placed, args.outdir)
     except (BundleError, PlanError) as exc:
         print(f"dtgui export: {exc}", file=sys.stderr)
         return 2
-    print(f"wrote {bundle.path} ({len(bundle.plan.tasks)} task(s)); run it with: "
-          f"bash {bundle.path / 'run.sh'}")
+    for note in notes:
+        print(f"dtgui export: note: {note}", file=sys.stderr)
+    run_sh = shlex.quote(str(bundle.path / "run.sh"))
+    if bundle.plan.machines:
+        on = ", ".join(f"{m} ({', '.join(t.task_id for t in bundle.plan.tasks if t.machine_name == m)})"
+                       for m in bundle.plan.machine_names)
+        print(f"wrote {bundle.path} ({len(bundle.plan.tasks)} task(s) on {on}); copy it to "
+              f"each machine and run `bash run.sh MACHINE` there: see "
+              f"{shlex.quote(str(bundle.path / 'README.md'))}")
+    else:
+        print(f"wrote {bundle.path} ({len(bundle.plan.tasks)} task(s)); run it with: "
+              f"bash {run_sh}")
     return 0
+
+
+def _refuse(problems: list[str]) -> int:
+    for p in problems:
+        print(f"dtgui export: {p}", file=sys.stderr)
+    return 2
+
+
+def _place(plan: Plan, args: argparse.Namespace) -> tuple[Plan, list[str]]:
+    """On the machines the options name, else on this machine (free ports, or from
+    --base-port). Raises ValueError (ExportOptionError with `problems`)."""
+    from dtgui.cli_machines import ExportOptionError, check_base_port, place_from_args
+    from dtgui.core.cluster import place_local, task_layout
+
+    if wants_machines(args):
+        return place_from_args(plan, args)
+    if args.base_port is None:
+        return place_local(plan), []
+    count = len(task_layout(plan))
+    problem = check_base_port(args.base_port, count)
+    if problem:
+        raise ExportOptionError([problem])
+    placed = place_local(plan, list(range(args.base_port, args.base_port + count)))
+    notes = [f"ports from {args.base_port} were not checked: make sure they are free when "
+             "the bundle runs."] if any(t.port for t in placed.tasks) else []
+    return placed, notes
 
 
 def cmd_run(args: argparse.Namespace) -> int:
