@@ -689,3 +689,18 @@ def test_hostile_text_never_reaches_a_script_unquoted(qtbot, make_wizard) -> Non
 def test_the_gui_process_does_not_import_tensorflow(make_wizard) -> None:
     make_wizard()
     assert not [m for m in sys.modules if m.split(".")[0] in ("tensorflow", "keras")]
+
+
+def test_a_generated_run_name_follows_the_strategy_and_a_typed_one_is_kept(
+        qtbot, make_wizard) -> None:
+    last = Plan(run_name="mirrored-20260101-120000", strategy="mirrored", device_kind="cpu",
+                replicas_per_task=2)
+    wizard = make_wizard(cpu_facts(), last)
+    click_strategy(qtbot, wizard, "multi_worker_mirrored")
+    click_next(qtbot, wizard)
+    name = wizard.options_page.run_name_edit.text()
+    assert name.startswith("multi-worker-mirrored-") and name != last.run_name
+    set_text(qtbot, wizard.options_page.run_name_edit, "my-experiment")
+    wizard.back()
+    click_next(qtbot, wizard)
+    assert wizard.options_page.run_name_edit.text() == "my-experiment"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QDoubleValidator, QStandardItemModel
@@ -39,6 +40,7 @@ from .common import (
 from .texts import global_batch_text, precision_hint
 
 DIGITS_EXAMPLES = 1797
+AUTO_NAME = re.compile(r"[a-z]+(-[a-z]+)*-\d{8}-\d{6}")  # as fresh_run_name makes
 PRECISION_TEXT = {"float32": "float32 (full precision)", "mixed_float16": "mixed_float16",
                   "mixed_bfloat16": "mixed_bfloat16"}
 COMMUNICATION_TEXT = {"auto": "auto (TensorFlow chooses)", "ring": "ring", "nccl": "NCCL"}
@@ -245,6 +247,10 @@ class OptionsPage(QWizardPage):
         return not self.errors_now()
 
     def initializePage(self) -> None:  # noqa: N802 (Qt API)
+        if AUTO_NAME.fullmatch(self.run_name_edit.text().strip()):
+            # a generated name (the last run's, or made for another strategy): a fresh one
+            # for this strategy and time; a name the person typed is kept
+            self._new_name()
         self._on_change()
 
     # -- reacting to the user ----------------------------------------------------------
