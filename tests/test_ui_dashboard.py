@@ -482,3 +482,22 @@ def test_tasks_sharing_a_machine_give_one_device_series_for_it() -> None:
     m.add_events([ev("failed", "worker:0", 1003.0, error="boom"),
                   cpu_device("worker:1", 1004.0, 70.0)])
     assert list(m.snapshot().device_util["h2 cpu0"][1]) == [50.0, 60.0, 70.0]
+
+
+def test_a_restart_from_a_checkpoint_continues_the_curves_from_there() -> None:
+    m = RunMetrics(100)
+    m.add_events([started("worker:0", [0, 1])])
+    m.add_events([ev("step", "worker:0", 1000.0 + s, step=s, epoch=1, replica_ids=[0, 1],
+                     replica_losses=[loss(0, s), loss(1, s)], examples_per_sec=100.0)
+                  for s in range(1, 13)])
+    # restarted after a failure; the newest checkpoint was at step 10
+    m.add_events([ev("started", "worker:0", 1020.0, replicas=2, replica_ids=[0, 1], steps=100,
+                     resumed_from_step=10)])
+    snap = m.snapshot()
+    assert list(snap.replica_loss[0][0]) == list(range(1, 11))
+    assert list(snap.throughput["worker:0"][0]) == list(range(1, 11))
+    assert snap.step == 10 and snap.tasks["worker:0"].step == 10
+    m.add_events([ev("step", "worker:0", 1021.0, step=11, epoch=1, replica_ids=[0, 1],
+                     replica_losses=[0.5, 0.5])])
+    xs, ys = m.snapshot().replica_loss[1]
+    assert list(xs) == list(range(1, 12)) and ys[-1] == 0.5

@@ -40,6 +40,10 @@ class Series:
         for x, y in zip(xs, ys, strict=True):
             self.append(float(x), float(y))
 
+    def keep_up_to(self, x: float) -> None:
+        """Drop the points after `x` (x grows along the series)."""
+        self.size = int(np.searchsorted(self._x[: self.size], x, side="right"))
+
     def view(self) -> tuple[np.ndarray, np.ndarray]:
         return self._x[: self.size], self._y[: self.size]
 
@@ -153,6 +157,17 @@ class RunMetrics:
             if changed:
                 self.version += 1
 
+    def _rewind(self, task: str, step: int, replica_ids: list) -> None:
+        """A restarted task resumed from a checkpoint at `step`: its curves continue from
+        there (the steps after it are trained again) instead of jumping back."""
+        for rid in replica_ids:
+            if int(rid) in self._replica_loss:
+                self._replica_loss[int(rid)].keep_up_to(step)
+        if task in self._throughput:
+            self._throughput[task].keep_up_to(step)
+        self._tasks[task].step = step
+        self._step = max(t.step for t in self._tasks.values())
+
     def _apply_devices(self, event: Event) -> None:
         """Device samples. On one machine, a series per task and device ("worker:0 cpu0").
         In a multi-machine run, a series per machine and device ("h2 cpu0"): tasks sharing a
@@ -199,6 +214,9 @@ class RunMetrics:
             state.status = "running"
             state.replicas = int(event.get("replicas", 0) or 0)
             self.total_steps = int(event.get("steps", self.total_steps) or self.total_steps)
+            resumed = event.get("resumed_from_step")
+            if isinstance(resumed, int) and resumed < state.step:
+                self._rewind(event.task, resumed, event.get("replica_ids") or [])
         elif kind == "step":
             step = int(event.get("step", 0))
             state.step = step

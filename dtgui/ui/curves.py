@@ -60,6 +60,10 @@ class LineSample(ItemSample):
         p.drawLine(2, 11, 18, 11)
 
 
+def _fingerprint(x: np.ndarray, y: np.ndarray) -> tuple:
+    return (len(x), float(x[-1]), float(y[-1])) if len(x) else (0,)
+
+
 def zigzag(bx: np.ndarray, top: np.ndarray, bottom: np.ndarray) -> XY:
     """Envelope blocks as the line vertices "peak" downsampling draws: (x0, max0), (x0, min0),
     (x1, max1), ... - a vertical min..max stroke per block, and the diagonal to the next block
@@ -194,7 +198,9 @@ class CurveSet:
         self.last: dict[object, float] = {}  # latest y of every series, shown or not
         self.layer = EnvelopeLayer(self.curves)
         target.getViewBox().addItem(self.layer)
-        self._fed_len: dict[object, int] = {}
+        # length and last point fed: a series rewound (a restart from a checkpoint) and grown
+        # back to the same length between two frames still differs in its last point
+        self._fed_len: dict[object, tuple] = {}
         self._pending: set[object] = set()
         self._envelopes: dict[object, Envelope] = {}
         self._extent: dict[object, tuple[int, float, float]] = {}  # seen length, min, max
@@ -216,7 +222,7 @@ class CurveSet:
             if len(y):
                 self.last[key] = float(y[-1])
                 self._grow_extent(key, y)
-            if self._fed_len.get(key) == len(x) and key in self.raw:
+            if key in self.raw and self._fed_len.get(key) == _fingerprint(x, y):
                 continue
             self.raw[key] = (x, y)
             if curve.isVisible():
@@ -273,7 +279,7 @@ class CurveSet:
 
     def _feed(self, key: object) -> None:
         x, y = self.raw[key]
-        self._fed_len[key] = len(x)
+        self._fed_len[key] = _fingerprint(x, y)
         self._pending.discard(key)
         curve = self.curves[key]
         if self.use_envelope and len(x) > ENVELOPE_MIN_POINTS:
