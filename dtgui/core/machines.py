@@ -7,8 +7,8 @@ be read is moved aside to `machines.toml.corrupt-<time>` and the app goes on wit
 with a message saying so.
 
 Validation refuses what can never be valid where a value reaches a network address or a
-command line (host, user, port). Free-text fields (name, key file, jump host name) may hold
-anything printable; they are stored as data and quoted wherever used.
+command line (host, user, port). Free-text fields (name, key file, jump host, Python) may
+hold anything printable on one line; they are stored as data and quoted wherever used.
 """
 
 from __future__ import annotations
@@ -121,6 +121,7 @@ class Machine:
     auth: str = "agent"  # "agent" | "key" | "password"
     key_file: str = ""  # for auth == "key"; "~" is expanded when used
     jump_host: str = ""  # "" | a registered machine's name | "[user@]host[:port]"
+    python: str = ""  # the interpreter with TensorFlow there; "" = python3 (quoted when used)
 
     def problems(self) -> list[str]:
         """Every reason this machine cannot be used, in plain words (empty when valid)."""
@@ -143,6 +144,8 @@ class Machine:
             out.append("The jump host must be one line.")
         elif self.jump_host.strip() and self.jump_host.strip().casefold() == name.strip().casefold():
             out.append("A machine cannot be its own jump host.")
+        if _CONTROL.search(self.python) or len(self.python) > 4096:
+            out.append("The Python interpreter must be one line (a path or a command name).")
         return out
 
     def validate(self) -> Machine:
@@ -176,6 +179,7 @@ class Machine:
                 auth=str(data.get("auth", "agent")),
                 key_file=str(data.get("key_file", "")),
                 jump_host=str(data.get("jump_host", "")),
+                python=str(data.get("python", "")),
             )
         except KeyError as exc:
             raise MachineError(f"A machine entry has no {exc.args[0]!r}.") from None

@@ -48,6 +48,7 @@ class MultiMachineSupport(QObject):
     def prepare_wizard(self, wizard: Any) -> None:
         """Offer the registered machines besides this one; remember the restart choice."""
         wizard.set_machines(self.window.machines.machines())
+        wizard.set_gpu_facts(self.window.machines.gpu_facts())
         box = wizard.review_page.machines_box
 
         def accepted() -> None:

@@ -108,6 +108,13 @@ class MachineDialog(QDialog):
 
         self.jump_edit = QLineEdit()
         self.jump_edit.setPlaceholderText("none — or a machine's name, or user@host:port")
+        self.python_edit = QLineEdit()
+        self.python_edit.setObjectName("pythonEdit")
+        self.python_edit.setPlaceholderText("python3 — or a path such as /opt/tf/bin/python3")
+        self.python_edit.setToolTip(
+            "The Python interpreter with TensorFlow on this machine: a full path (a virtual "
+            "environment's bin/python3) or a command on its PATH. Empty means python3.\n"
+            "The run wizard offers it as \"Python on <machine>\"; launch checks it first.")
 
         self.form = QFormLayout()
         self.form.setLabelAlignment(Qt.AlignmentFlag.AlignRight)
@@ -119,6 +126,7 @@ class MachineDialog(QDialog):
         self.form.addRow(self.secret_label, self.secret_edit)
         self.form.addRow("", self.remember_row)
         self.form.addRow("Jump host", self.jump_edit)
+        self.form.addRow("Python", self.python_edit)
 
         self.problems_label = QLabel("")
         self.problems_label.setWordWrap(True)
@@ -152,7 +160,7 @@ class MachineDialog(QDialog):
                                 keyring_note=keyring_note)
         self._fill(machine)
         for edit in (self.name_edit, self.host_edit, self.user_edit, self.key_edit,
-                     self.jump_edit):
+                     self.jump_edit, self.python_edit):
             edit.textChanged.connect(self._changed)
         self.port_spin.valueChanged.connect(self._changed)
         self.auth_group.buttonToggled.connect(self._changed)
@@ -172,6 +180,7 @@ class MachineDialog(QDialog):
             machine.auth, self.password_radio).setChecked(True)
         self.key_edit.setText(machine.key_file)
         self.jump_edit.setText(machine.jump_host)
+        self.python_edit.setText(machine.python)
         self.secret_edit.setPlaceholderText("unchanged (leave empty to keep the remembered one)")
 
     def auth(self) -> str:
@@ -185,7 +194,7 @@ class MachineDialog(QDialog):
             name=self.name_edit.text().strip(), host=self.host_edit.text().strip(),
             port=self.port_spin.value(), user=self.user_edit.text().strip(), auth=auth,
             key_file=self.key_edit.text().strip() if auth == "key" else "",
-            jump_host=self.jump_edit.text().strip(),
+            jump_host=self.jump_edit.text().strip(), python=self.python_edit.text().strip(),
         )
 
     def secret(self) -> tuple[str, str]:
@@ -208,6 +217,8 @@ class MachineDialog(QDialog):
                 and parse_jump_spec(jump) is None:
             out.append(f"The jump host {jump!r} is neither a registered machine nor "
                        "user@host:port.")
+        if machine.python.startswith("~"):
+            out.append("Give the Python interpreter's full path: '~' is not expanded there.")
         return out
 
     # -- behaviour ---------------------------------------------------------------------------

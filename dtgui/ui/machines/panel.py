@@ -26,8 +26,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.hardware import MachineFacts
+from dtgui.core.hardware import GpuInfo, MachineFacts
 from dtgui.core.machines import Machine, MachineRegistry, RemoteFacts
+from dtgui.core.plan import LOCAL_MACHINE
 from dtgui.remote import secrets as secret_store
 from dtgui.remote.connection import ChangedHostKeyError, ConnectError
 from dtgui.remote.probe import probe
@@ -184,6 +185,16 @@ class MachinesPanel(PanelActions, QWidget):
 
     def machines(self) -> list[Machine]:
         return self.registry.list() if self.registry is not None else []
+
+    def gpu_facts(self) -> dict[str, list[GpuInfo]]:
+        """Machine -> the GPUs its last probe found (machines not probed yet are left out),
+        and "local" -> this machine's GPUs (NVML) once detected; for the wizard's GPU picker."""
+        out = {m.name: list(state.facts.gpus) for m in self.machines()
+               if (state := self.states.get(m.name)) is not None and state.facts is not None}
+        local = self.local_facts()
+        if local is not None:
+            out[LOCAL_MACHINE] = list(local.gpus)
+        return out
 
     # -- table ---------------------------------------------------------------------------------
     def _rebuild(self) -> None:

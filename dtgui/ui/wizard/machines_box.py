@@ -3,15 +3,19 @@
 Shown on the review page. One row per task of the plan's layout (worker 0, worker 1, ... for
 MultiWorkerMirrored; coordinator, workers and parameter servers for ParameterServer; the one
 task of a single-process strategy), each a choice of "This machine" and the registered
-machines; for every remote machine in use, the Python interpreter to run the tasks with.
+machines; for every remote machine in use, the Python interpreter to run the tasks with (the
+machine's registered `python` unless the last plan used another one); for a GPU plan, the GPUs
+each machine in use may give its tasks (`GpuPicker`, from `set_gpu_facts`).
 `preview(plan)` places the plan for display: addresses are the machines' hosts (this machine:
 the address facing them), ports are only indicative - the launch chooses free ones on each
-machine, and checks each machine's Python and TensorFlow first.
+machine, and checks each machine's Python and TensorFlow first. It raises `PlacementError`
+when the checked GPUs are too few.
 """
 
 from __future__ import annotations
 
 import socket
+from collections.abc import Mapping, Sequence
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
@@ -25,14 +29,23 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.cluster import free_ports, machine_key, place_on_machines, task_layout
+from dtgui.core.cluster import (
+    PlacementError,
+    free_ports,
+    machine_key,
+    place_on_machines,
+    task_layout,
+)
+from dtgui.core.hardware import GpuInfo
 from dtgui.core.machines import Machine
 from dtgui.core.plan import LOCAL_MACHINE, Plan
 
-from .common import card, label, muted
+from .common import MULTI_TASK, card, label, muted
+from .gpu_picker import GpuPicker
 
 LOCAL_TEXT = "This machine"
 ROLE_TEXT = {"chief": "coordinator", "worker": "worker", "ps": "parameter server"}
+DEFAULT_PYTHON = "python3"
 
 
 def local_address_towards(host: str) -> str:
@@ -55,15 +68,25 @@ class MachinesBox(QFrame):
         self._combos: dict[str, QComboBox] = {}
         self._pythons: dict[str, QLineEdit] = {}
         self._remembered: dict[str, str] = {}  # machine -> python (from the last plan)
+        self._typed: dict[str, str] = {}  # machine -> python typed in this wizard
+        self._filled: dict[str, str] = {}  # machine -> the python its line edit started with
         self._chosen: dict[str, str] = {}
         self._layout_key: tuple = ()
+        self._device_kind = "cpu"
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         self.inner = card()
-        self.grid = QGridLayout(self.inner)
-        self.grid.setContentsMargins(14, 8, 14, 8)
+        inner = QVBoxLayout(self.inner)
+        inner.setContentsMargins(14, 8, 14, 8)
+        inner.setSpacing(0)
+        self.grid = QGridLayout()
+        self.grid.setContentsMargins(0, 0, 0, 0)
         self.grid.setHorizontalSpacing(10)
         self.grid.setVerticalSpacing(4)
+        inner.addLayout(self.grid)
+        self.gpus = GpuPicker()  # GPU plans: which GPUs each machine in use may give
+        self.gpus.changed.connect(self.changed)
+        inner.addWidget(self.gpus)
         outer.addWidget(self.inner)
         self.restart = QCheckBox("If a task fails, restart every task from the last checkpoint "
                                  "(up to 3 times)")
@@ -81,6 +104,11 @@ class MachinesBox(QFrame):
         self._machines = list(machines)
         self._layout_key = ()
 
+    def set_gpu_facts(self, facts: Mapping[str, Sequence[GpuInfo]]) -> None:
+        """Machine name -> its GPUs, for the GPU picker ("local" = this machine)."""
+        self.gpus.set_facts(facts)
+        self._update_gpus()
+
     def remember(self, plan: Plan | None) -> None:
         """Start from the placement and interpreters of a remembered plan."""
         if plan is None:
@@ -94,7 +122,9 @@ class MachinesBox(QFrame):
         ids = [f"{kind}:{index}" for kind, index in task_layout(plan)]
         key = (tuple(ids), tuple(m.name for m in self._machines))
         self.setVisible(bool(self._machines))
+        self._device_kind = plan.device_kind
         if key == self._layout_key:
+            self._update_gpus()
             return
         self._chosen.update(self.assignments())
         self._layout_key = key
@@ -126,6 +156,7 @@ class MachinesBox(QFrame):
             self._combos[tid] = combo
         self._python_row = (len(ids) + 1) // 2 + 1
         self._rebuild_pythons()
+        self._update_gpus()
 
     # -- outputs ---------------------------------------------------------------------------
     def assignments(self) -> dict[str, str]:
@@ -141,34 +172,76 @@ class MachinesBox(QFrame):
         return 3 if self.restart.isChecked() else 0
 
     def pythons(self) -> dict[str, str]:
-        return {m: (e.text().strip() or "python3") for m, e in self._pythons.items()}
+        return {m: (e.text().strip() or self._registered_python(m) or DEFAULT_PYTHON)
+                for m, e in self._pythons.items()}
+
+    def default_python(self, name: str) -> str:
+        """What "Python on <name>" starts with: typed in this wizard, else the last plan's
+        choice unless that was the plain default, else the machine's registered interpreter."""
+        if name in self._typed:
+            return self._typed[name]
+        remembered = self._remembered.get(name, "").strip()
+        if remembered and remembered != DEFAULT_PYTHON:
+            return remembered
+        return self._registered_python(name) or remembered or DEFAULT_PYTHON
+
+    def gpu_choice(self) -> dict[str, list[int]]:
+        """Machine -> the GPUs checked for it (machines whose GPUs are known; GPU plans only)."""
+        return self.gpus.chosen()
 
     def machine(self, name: str) -> Machine | None:
         return next((m for m in self._machines if m.name == name), None)
 
-    def preview(self, plan: Plan) -> Plan:
-        """The plan placed on the chosen machines, for display and export."""
+    def preview(self, plan: Plan, *, with_gpus: bool = True) -> Plan:
+        """The plan placed on the chosen machines, for display and export.
+
+        Raises PlacementError when it cannot be placed (too few GPUs checked on a machine)."""
         assignments = self.assignments()
         used = list(dict.fromkeys(assignments.values()))
         hosts = {name: m.host for name in used if (m := self.machine(name)) is not None}
-        if LOCAL_MACHINE in used:
+        if LOCAL_MACHINE in used and len(used) > 1:
             towards = next(iter(hosts.values()), "8.8.8.8")
             hosts[LOCAL_MACHINE] = local_address_towards(towards)
         ports = free_ports(len(assignments))
         per_machine = {m: list(ports) for m in used}
-        logins = {name: {"login": m.address, "python": self.pythons().get(name, "python3")}
+        logins = {name: {"login": m.address, "python": self.pythons().get(name, DEFAULT_PYTHON)}
                   for name in used if (m := self.machine(name)) is not None}
-        return place_on_machines(plan, assignments, hosts, per_machine, logins=logins)
+        gpus = self.gpu_choice() if with_gpus and plan.device_kind == "gpu" else {}
+        for tid, name in assignments.items():
+            if name in gpus and not gpus[name] and _holds_replicas(plan, tid):
+                where = LOCAL_TEXT if name == LOCAL_MACHINE else name
+                raise PlacementError(f"{where} has no GPU checked for task {tid}: check at "
+                                     "least one of its GPUs.")
+        try:
+            return place_on_machines(plan, assignments, hosts, per_machine, gpus=gpus,
+                                     logins=logins)
+        except PlacementError as exc:
+            text = str(exc)
+            if text.startswith(f"{LOCAL_MACHINE} "):
+                text = "This machine" + text[len(LOCAL_MACHINE):]
+            raise PlacementError(text) from exc
 
     # -- internals -------------------------------------------------------------------------
     def _on_change(self) -> None:
         self._chosen.update(self.assignments())
         self._rebuild_pythons()
+        self._update_gpus()
         self.changed.emit()
+
+    def _registered_python(self, name: str) -> str:
+        machine = self.machine(name)
+        return machine.python.strip() if machine is not None else ""
+
+    def _update_gpus(self) -> None:
+        """GPU plans placed on machines: one GPU row per machine in use; else no rows."""
+        active = self._device_kind == "gpu" and bool(self._machines) and self.is_remote()
+        self.gpus.show_machines(list(dict.fromkeys(self.assignments().values()))
+                                if active else [])
 
     def _rebuild_pythons(self) -> None:
         for name, edit in list(self._pythons.items()):
-            self._remembered[name] = edit.text().strip()
+            if edit.text().strip() != self._filled.get(name):
+                self._typed[name] = edit.text().strip()
         for widget in [*self._pythons.values(), *getattr(self, "_python_labels", [])]:
             self.grid.removeWidget(widget)
             widget.hide()  # at once: deleteLater waits for the event loop
@@ -176,7 +249,9 @@ class MachinesBox(QFrame):
         self._pythons.clear()
         self._python_labels: list[QLabel] = []
         for i, name in enumerate(self.remote_names()):
-            edit = QLineEdit(self._remembered.get(name) or "python3")
+            self._filled[name] = self.default_python(name)
+            edit = QLineEdit(self._filled[name])
+            edit.setPlaceholderText(self._registered_python(name) or DEFAULT_PYTHON)
             edit.setObjectName(f"pythonFor:{name}")
             edit.setToolTip(f"The Python interpreter (with TensorFlow) the tasks use on {name}: "
                             "checked before launch.")
@@ -190,3 +265,8 @@ class MachinesBox(QFrame):
             "Tasks on other machines: dtgui copies the bundle there over SSH, checks each "
             "machine's Python and TensorFlow, and chooses free ports on each machine at launch "
             "(the ports shown here are indicative)." if self._pythons else "")
+
+
+def _holds_replicas(plan: Plan, task_id: str) -> bool:
+    """Whether a task trains replicas (so takes GPUs): not a coordinator or parameter server."""
+    return task_id.startswith("worker:") or plan.strategy not in MULTI_TASK

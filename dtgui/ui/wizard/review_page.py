@@ -23,8 +23,8 @@ from PySide6.QtWidgets import (
 )
 
 from dtgui.core.bundle import task_script_text
-from dtgui.core.cluster import busy_ports, place_local, tf_config
-from dtgui.core.plan import Plan, TaskSpec, validate
+from dtgui.core.cluster import PlacementError, busy_ports, place_local, tf_config
+from dtgui.core.plan import LOCAL_MACHINE, Plan, TaskSpec, validate
 from dtgui.core.strategies import STRATEGIES
 
 from .common import WizardContext, card, error_label, label, monospace, muted, show_errors
@@ -52,6 +52,7 @@ class ReviewPage(QWizardPage):
                          "that starts it. Launch it here, or export it as a bundle.")
         self.setFinalPage(True)
         self._plan: Plan | None = None
+        self.placement_error = ""  # why the tasks cannot go on the chosen machines (GPUs)
 
         self.summary = card()
         self.summary_grid = QGridLayout(self.summary)
@@ -115,6 +116,8 @@ class ReviewPage(QWizardPage):
         layout.addWidget(self.summary)
         self.machines_box = MachinesBox()  # issue 4: which machine runs each task
         self.machines_box.remember(ctx.initial)
+        if ctx.facts_given:  # this machine's GPUs (NVML) until the wizard is given all facts
+            self.machines_box.set_gpu_facts({LOCAL_MACHINE: ctx.facts.gpus})
         self.machines_box.changed.connect(self.replan)
         layout.addWidget(self.machines_box)
         layout.addWidget(splitter, 1)
@@ -133,10 +136,21 @@ class ReviewPage(QWizardPage):
         return self._plan
 
     def _place(self, draft: Plan) -> Plan:
-        """issue 4: on the chosen machines when any is remote, else on this machine."""
+        """issue 4: on the chosen machines when any is remote, else on this machine.
+
+        When the chosen GPUs do not suffice, `placement_error` says why (the page cannot be
+        completed) and the tasks are shown on their machines without GPUs."""
         self.machines_box.set_plan(draft)
+        self.placement_error = ""
         if self.machines_box.is_remote():
-            return self.machines_box.preview(draft)
+            try:
+                return self.machines_box.preview(draft)
+            except PlacementError as exc:
+                self.placement_error = str(exc)
+            try:
+                return self.machines_box.preview(draft, with_gpus=False)
+            except PlacementError:
+                pass
         return place_local(draft)
 
     def initializePage(self) -> None:  # noqa: N802 (Qt API)
@@ -150,11 +164,12 @@ class ReviewPage(QWizardPage):
 
     def problems(self) -> list[str]:
         plan = self.placed_plan()
-        return validate(plan, usable_gpus=self.ctx.usable_gpus) + busy_ports(plan)
+        placement = [self.placement_error] if self.placement_error else []
+        return placement + validate(plan, usable_gpus=self.ctx.usable_gpus) + busy_ports(plan)
 
     def isComplete(self) -> bool:  # noqa: N802 (Qt API)
-        return self._plan is not None and not validate(self._plan,
-                                                       usable_gpus=self.ctx.usable_gpus)
+        return self._plan is not None and not self.placement_error and not validate(
+            self._plan, usable_gpus=self.ctx.usable_gpus)
 
     # -- showing it --------------------------------------------------------------------
     def _refresh(self, row: int) -> None:

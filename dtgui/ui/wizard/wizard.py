@@ -9,8 +9,8 @@ from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget, QWizard
 
 from dtgui.core.cluster import place_local
-from dtgui.core.hardware import MachineFacts
-from dtgui.core.plan import Plan
+from dtgui.core.hardware import GpuInfo, MachineFacts
+from dtgui.core.plan import LOCAL_MACHINE, Plan
 from dtgui.resources import resource
 
 from .common import WizardContext
@@ -84,6 +84,16 @@ class RunWizard(QWizard):
     def set_machines(self, machines: list) -> None:
         """The registered machines the review page offers besides this machine."""
         self.review_page.machines_box.set_machines(machines)
+        if self.currentId() == PAGE_REVIEW:
+            self.review_page.replan()
+
+    def set_gpu_facts(self, facts: dict[str, list[GpuInfo]]) -> None:
+        """Machine name -> its GPUs, for the review page's GPU picker ("local" = this machine;
+        when absent, this machine's GPUs come from the facts the wizard was opened with)."""
+        facts = dict(facts)
+        if LOCAL_MACHINE not in facts and self.ctx.facts_given:
+            facts[LOCAL_MACHINE] = list(self.ctx.facts.gpus)
+        self.review_page.machines_box.set_gpu_facts(facts)
         if self.currentId() == PAGE_REVIEW:
             self.review_page.replan()
 

@@ -1,0 +1,130 @@
+"""Which GPUs each machine of a placed GPU plan may use (part of the review page's machines box).
+
+One row per machine in use: a check box per GPU the machine's facts list ("0: <name> (<mem>
+GiB)", all checked at first), or a note when no GPU is known there. The facts come from the
+Machines panel's last probes (remote machines) and NVML (this machine, "local"). What is
+unchecked is remembered per machine, so GPUs that appear later start checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QCheckBox, QGridLayout, QLabel, QWidget
+
+from dtgui.core.cluster import machine_key
+from dtgui.core.hardware import GpuInfo
+from dtgui.core.plan import LOCAL_MACHINE
+
+from .common import muted
+
+PER_LINE = 3  # GPU check boxes per line (a machine with 8 GPUs takes 3 lines)
+
+
+def machine_text(name: str) -> str:
+    return "this machine" if name == LOCAL_MACHINE else name
+
+
+def gpu_text(gpu: GpuInfo) -> str:
+    return f"{gpu.index}: {gpu.name} ({gpu.mem_total / 2**30:.1f} GiB)"
+
+
+class GpuPicker(QWidget):
+    changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("gpuPicker")
+        self._facts: dict[str, list[GpuInfo]] = {}
+        self._unchecked: dict[str, set[int]] = {}
+        self._boxes: dict[str, list[tuple[int, QCheckBox]]] = {}
+        self._notes: dict[str, QLabel] = {}
+        self._shown: tuple[str, ...] | None = None
+        self.grid = QGridLayout(self)
+        self.grid.setContentsMargins(0, 6, 0, 0)
+        self.grid.setHorizontalSpacing(10)
+        self.grid.setVerticalSpacing(4)
+        self.grid.setColumnStretch(1, 1)
+        self.setVisible(False)
+
+    def set_facts(self, facts: Mapping[str, Sequence[GpuInfo]]) -> None:
+        """Machine name -> its GPUs ("local" or "" = this machine). Replaces what was known."""
+        self._facts = {machine_key(name): list(gpus) for name, gpus in facts.items()}
+        shown, self._shown = self._shown, None
+        if shown is not None:
+            self.show_machines(list(shown))
+
+    def facts(self, machine: str) -> list[GpuInfo]:
+        return list(self._facts.get(machine_key(machine), ()))
+
+    def show_machines(self, machines: Sequence[str]) -> None:
+        """One row per machine, in order; an empty list hides the picker."""
+        wanted = tuple(dict.fromkeys(machine_key(m) for m in machines))
+        self.setVisible(bool(wanted))
+        if wanted == self._shown:
+            return
+        self._shown = wanted
+        while self.grid.count():
+            item = self.grid.takeAt(0)
+            if item.widget() is not None:
+                item.widget().hide()  # at once: deleteLater waits for the event loop
+                item.widget().deleteLater()
+        self._boxes.clear()
+        self._notes.clear()
+        for row, name in enumerate(wanted):
+            self.grid.addWidget(QLabel(f"GPUs on {machine_text(name)}:"), row, 0,
+                                Qt.AlignmentFlag.AlignTop)
+            gpus = self._facts.get(name, [])
+            if not gpus:
+                where = ("this machine (none detected here)" if name == LOCAL_MACHINE
+                         else f"{name} (probe it in Machines)")
+                note = muted(f"no GPU known on {where}")
+                note.setObjectName(f"gpuNote:{name}")
+                self.grid.addWidget(note, row, 1)
+                self._notes[name] = note
+                continue
+            holder = QWidget()
+            lines = QGridLayout(holder)
+            lines.setContentsMargins(0, 0, 0, 0)
+            lines.setHorizontalSpacing(14)
+            lines.setVerticalSpacing(2)
+            lines.setColumnStretch(PER_LINE, 1)
+            boxes = []
+            for n, gpu in enumerate(gpus):
+                box = QCheckBox(gpu_text(gpu))
+                box.setObjectName(f"gpu:{name}:{gpu.index}")
+                box.setChecked(gpu.index not in self._unchecked.get(name, set()))
+                box.setToolTip(f"Let the tasks on {machine_text(name)} use GPU {gpu.index} "
+                               "(CUDA_VISIBLE_DEVICES, PCI bus order).")
+                box.toggled.connect(lambda on, n=name, i=gpu.index: self._toggled(n, i, on))
+                lines.addWidget(box, *divmod(n, PER_LINE))
+                boxes.append((gpu.index, box))
+            self.grid.addWidget(holder, row, 1)
+            self._boxes[name] = boxes
+
+    def shown(self) -> list[str]:
+        return list(self._shown or ())
+
+    def note(self, machine: str) -> str:
+        """The "no GPU known" text shown for a machine ("" when it has GPUs or is not shown)."""
+        label = self._notes.get(machine_key(machine))
+        return label.text() if label is not None else ""
+
+    def chosen(self) -> dict[str, list[int]]:
+        """Machine -> the checked GPUs, for every shown machine whose GPUs are known."""
+        return {name: [i for i, box in boxes if box.isChecked()]
+                for name, boxes in self._boxes.items()}
+
+    def set_checked(self, machine: str, indices: Sequence[int]) -> None:
+        """Check exactly `indices` on `machine` (as if clicked)."""
+        for index, box in self._boxes.get(machine_key(machine), []):
+            box.setChecked(index in indices)
+
+    def _toggled(self, machine: str, index: int, on: bool) -> None:
+        unchecked = self._unchecked.setdefault(machine, set())
+        if on:
+            unchecked.discard(index)
+        else:
+            unchecked.add(index)
+        self.changed.emit()
