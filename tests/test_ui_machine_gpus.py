@@ -294,3 +294,38 @@ def test_the_machines_panel_gives_probed_and_local_gpus(qtbot, tmp_path: Path) -
     assert box.gpus.shown() == [LOCAL_MACHINE, "h3"]
     assert box.gpus.note("h3") == "no GPU known on h3 (probe it in Machines)"
     assert [t.gpus for t in box.preview(MWM_GPU).tasks] == [(0, 1), ()]
+
+
+CPU_ONLY_HERE = MachineFacts(hostname="laptop", os_name="Linux", python="3.11", cpu_model="cpu",
+                             cpu_cores=4, ram_total=16 << 30, tf=TfView(version="2.21.0"))
+
+
+def test_a_machine_without_gpus_runs_gpu_training_on_registered_gpu_machines(qtbot) -> None:
+    """No GPU here, FAKE GPUs on a registered machine: GPU can be chosen, and the review
+    refuses to keep the GPU tasks here but accepts them on the GPU machine."""
+    wizard = RunWizard(CPU_ONLY_HERE, None)
+    qtbot.addWidget(wizard)
+    assert not wizard.strategy_page.gpu_radio.isEnabled()
+    wizard.set_machines(MACHINES)
+    wizard.set_gpu_facts({"gpu box": FAKE_GPUS})
+    page = wizard.strategy_page
+    assert page.gpu_radio.isEnabled()
+    assert page.gpu_radio.text() == "GPU — none usable by TensorFlow here, 3 on gpu box"
+    wizard.show()
+    qtbot.waitExposed(wizard)
+    page.select_strategy("mirrored")
+    page.gpu_radio.setChecked(True)
+    page.replicas_spin.setValue(2)
+    assert "place the tasks on the machines with GPUs" in page.device_note.text()
+    assert page.isComplete()
+    while wizard.currentId() != PAGE_REVIEW:
+        wizard.next()
+    review = wizard.review_page
+    assert not review.isComplete()  # two GPU replicas here, where TensorFlow has none
+    assert any("GPU" in p for p in review.problems())
+    box = review.machines_box
+    box._combos["worker:0"].setCurrentIndex(box._combos["worker:0"].findData("gpu box"))
+    assert review.isComplete(), review.problems()
+    plan = wizard.plan()
+    assert plan.tasks[0].machine_name == "gpu box" and plan.tasks[0].gpus == (0, 1)
+    assert "export CUDA_VISIBLE_DEVICES=0,1\n" in task_script_text(plan, plan.tasks[0])

@@ -48,16 +48,29 @@ class WizardContext:
         # Fields no page edits come from here; every other field comes from a page.
         self.base = Plan(log_every=log_every)
         self.parts: list[PlanPart] = []
+        self.remote_gpus: dict[str, int] = {}  # registered machine -> its probed GPUs (issue 4)
+        self.machine_names: list[str] = []  # the registered machines (issue 4)
 
     @property
     def gpu_count(self) -> int:
-        """GPUs TensorFlow can use here (0 when unknown)."""
-        return self.facts.usable_gpu_count
+        """The most GPUs one machine offers: TensorFlow's usable ones here, or a registered
+        machine's probed ones (0 when none is known)."""
+        return max([self.facts.usable_gpu_count, *self.remote_gpus.values()])
 
     @property
     def usable_gpus(self) -> int | None:
-        """For validate(): None while TensorFlow has not reported (nothing to check against)."""
+        """For validate(): None while TensorFlow has not reported (nothing to check against),
+        and when other machines have GPUs (the review checks each machine's GPUs when the
+        tasks are placed)."""
+        if self.remote_gpus:
+            return None
         return self.facts.usable_gpu_count if self.facts.tf is not None else None
+
+    def usable_gpus_for(self, plan: Plan) -> int | None:
+        """validate()'s GPU limit for a placed plan: this machine's when every task is here."""
+        if plan.tasks and all(t.is_local for t in plan.tasks):
+            return self.facts.usable_gpu_count if self.facts.tf is not None else None
+        return self.usable_gpus
 
     def gpu_unavailable_reason(self) -> str:
         if not self.facts_given:

@@ -165,11 +165,12 @@ class ReviewPage(QWizardPage):
     def problems(self) -> list[str]:
         plan = self.placed_plan()
         placement = [self.placement_error] if self.placement_error else []
-        return placement + validate(plan, usable_gpus=self.ctx.usable_gpus) + busy_ports(plan)
+        gpus = self.ctx.usable_gpus_for(plan)
+        return placement + validate(plan, usable_gpus=gpus) + busy_ports(plan)
 
     def isComplete(self) -> bool:  # noqa: N802 (Qt API)
         return self._plan is not None and not self.placement_error and not validate(
-            self._plan, usable_gpus=self.ctx.usable_gpus)
+            self._plan, usable_gpus=self.ctx.usable_gpus_for(self._plan))
 
     # -- showing it --------------------------------------------------------------------
     def _refresh(self, row: int) -> None:

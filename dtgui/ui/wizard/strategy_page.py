@@ -87,8 +87,7 @@ class StrategyPage(QWizardPage):
         gpus = ctx.gpu_count
         cores = ctx.facts.cpu_cores
         self.cpu_radio = QRadioButton(f"CPU — {cores} core{'s' if cores != 1 else ''}")
-        self.gpu_radio = QRadioButton(
-            f"GPU — {gpus} usable by TensorFlow" if gpus else "GPU — none usable by TensorFlow")
+        self.gpu_radio = QRadioButton(self._gpu_text())
         self.device_group = QButtonGroup(self)
         self.device_group.addButton(self.cpu_radio)
         self.device_group.addButton(self.gpu_radio)
@@ -111,7 +110,8 @@ class StrategyPage(QWizardPage):
         self.workers_spin = QSpinBox()
         self.workers_spin.setRange(1, 64)
         self.workers_spin.setValue(2)
-        self.workers_spin.setToolTip("Worker processes, all started on this machine.")
+        self.workers_spin.setToolTip("Worker processes; the review page chooses the machine "
+                                     "each one runs on (this machine by default).")
         self.ps_spin = QSpinBox()
         self.ps_spin.setRange(1, 16)
         self.ps_spin.setValue(1)
@@ -280,7 +280,29 @@ class StrategyPage(QWizardPage):
         mark_invalid(self.tpu_edit, tpu and any(e.startswith("TPU") for e in errors))
         self.completeChanged.emit()
 
+    def _gpu_text(self) -> str:
+        here = self.ctx.facts.usable_gpu_count
+        text = f"GPU — {here} usable by TensorFlow" if here else "GPU — none usable by TensorFlow"
+        if self.ctx.remote_gpus:
+            text += " here" + ("; " if here else ", ") + ", ".join(
+                f"{n} on {name}" for name, n in self.ctx.remote_gpus.items())
+        return text
+
+    def refresh_devices(self) -> None:
+        """The GPUs of the registered machines became known (issue 4)."""
+        self.gpu_radio.setText(self._gpu_text())
+        initial = self.ctx.initial
+        if initial is not None and initial.device_kind == "gpu" and self.ctx.gpu_count \
+                and self.device_note.text().startswith("The last run"):
+            self.device_note.setText("")
+            self.gpu_radio.setEnabled(True)
+            self.gpu_radio.setChecked(True)
+        self._on_change()
+
     def _device_hint(self) -> str:
+        if self.gpu_radio.isChecked() and not self.ctx.facts.usable_gpu_count:
+            return ("No GPU is usable here: in the review, place the tasks on the machines "
+                    "with GPUs.")
         if self.gpu_radio.isChecked():
             return "Each replica trains on its own GPU."
         if self.ctx.gpu_count:
@@ -292,7 +314,9 @@ class StrategyPage(QWizardPage):
         layout = task_layout(plan)
         names = ", ".join(f"{kind}:{index}" for kind, index in layout)
         count = len(layout)
-        procs = f"{count} process{'es' if count > 1 else ''} on this machine ({names})"
+        where = ("placed on machines in the review" if self.ctx.machine_names
+                 else "on this machine")
+        procs = f"{count} process{'es' if count > 1 else ''} {where} ({names})"
         replicas = plan.total_replicas
         if plan.strategy == "tpu":
             return f"Starts {procs}; the TPU runs one replica per core."

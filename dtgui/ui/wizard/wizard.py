@@ -84,6 +84,8 @@ class RunWizard(QWizard):
     def set_machines(self, machines: list) -> None:
         """The registered machines the review page offers besides this machine."""
         self.review_page.machines_box.set_machines(machines)
+        self.ctx.machine_names = [m.name for m in machines]
+        self.strategy_page.refresh_devices()
         if self.currentId() == PAGE_REVIEW:
             self.review_page.replan()
 
@@ -94,6 +96,9 @@ class RunWizard(QWizard):
         if LOCAL_MACHINE not in facts and self.ctx.facts_given:
             facts[LOCAL_MACHINE] = list(self.ctx.facts.gpus)
         self.review_page.machines_box.set_gpu_facts(facts)
+        self.ctx.remote_gpus = {name: len(gpus) for name, gpus in facts.items()
+                                if name != LOCAL_MACHINE and gpus}
+        self.strategy_page.refresh_devices()
         if self.currentId() == PAGE_REVIEW:
             self.review_page.replan()
 
