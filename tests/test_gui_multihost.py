@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import conftest_ssh
@@ -22,12 +23,16 @@ import remote_python
 import shiboken6
 import sshhosts
 from conftest_ssh import machine, trust
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QWizard
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import QApplication, QMessageBox, QWizard
 from runs import live_members
 from test_gui_e2e import click_next, curve_points
 
+from dtgui.core.cluster import place_on_machines
 from dtgui.core.machines import MachineRegistry
+from dtgui.core.plan import Plan
+from dtgui.core.runs import RunHistory, RunRecord
+from dtgui.launch.watcher import stop_watcher, watcher_pid
 from dtgui.ui.app import make_app
 from dtgui.ui.machines.hostkey_dialog import HostKeyDialog
 from dtgui.ui.machines.secret_prompt import SecretPrompt
@@ -36,6 +41,7 @@ from dtgui.ui.main_window import MainWindow
 ssh_lab, ssh_env, real_keyring = conftest_ssh.ssh_lab, conftest_ssh.ssh_env, conftest_ssh.real_keyring
 pytestmark = [pytest.mark.slow, pytest.mark.gui]
 LEFT = Qt.MouseButton.LeftButton
+FOREVER = 1_000_000
 
 
 @pytest.fixture
@@ -155,3 +161,102 @@ def test_two_machines_from_the_wizard_four_curves_stop_leaves_nothing(
     pgids = list(controller.record.pids().values())
     qtbot.waitUntil(lambda: not live_members(pgids), timeout=10_000)
     window.close()
+
+
+@pytest.fixture
+def windows(qtbot):
+    """Main windows made by a test; a run still active at the end is stopped (so closing the
+    window at teardown asks nothing) and every watcher is stopped."""
+    made: list[MainWindow] = []
+    yield made
+    for window in made:
+        controller = window.controller
+        if controller is not None and not controller.finished:
+            controller.request_stop()
+            controller.wait(60)
+    for window in made:
+        if window.controller is not None and window.controller.record is not None:
+            stop_watcher(window.controller.record)
+        window.close()  # not through qtbot.addWidget: its close would ask about the run
+
+
+def click_message_button(qtbot, text: str) -> None:
+    """Click `text` in the modal message box that is about to open (exec() blocks)."""
+    def click() -> None:
+        box = QApplication.activeModalWidget()
+        if not isinstance(box, QMessageBox):
+            QTimer.singleShot(50, click)
+            return
+        button = next(b for b in box.buttons() if b.text() == text)
+        button.click()
+
+    QTimer.singleShot(50, click)
+
+
+def test_close_keep_training_reopen_and_reattach_without_a_gap(
+        qtbot, ssh_lab, ssh_env, lab_python, windows) -> None:
+    """Close dtgui mid-run (Keep training): a watcher keeps the run's failure policy, holding
+    the password given at launch in memory only. Reopen: Reattach asks for the password again
+    (it was not remembered), takes the run back from the watcher, and the curves have every
+    step, including those trained while dtgui was closed."""
+    host = ssh_lab.hosts[0]
+    trust(host)
+    registry = MachineRegistry()
+    registry.add(machine(ssh_lab, host, auth="password", name="box-a"))
+    registry.save()
+    plan = Plan(run_name="closed-and-back", strategy="multi_worker_mirrored", workers=2,
+                replicas_per_task=1, steps=FOREVER, steps_per_epoch=25, checkpoint_every=0)
+    placed = place_on_machines(plan, {"worker:0": "box-a", "worker:1": "box-a"},
+                               {"box-a": host.address}, {"box-a": [0, 0]},
+                               logins={"box-a": {"python": lab_python}})
+
+    make_app([])
+    first = MainWindow()
+    windows.append(first)
+    first.show()
+    qtbot.waitUntil(first.machines.ready, timeout=10_000)
+    shown: list = []
+    first.machines.flow.dialogShown.connect(shown.append)
+    first.launch(placed)
+    give_password(qtbot, shown, ssh_lab.password)
+    qtbot.waitUntil(lambda: first.controller is not None, timeout=120_000)
+    record = first.controller.record
+    qtbot.waitUntil(lambda: first.dashboard.loss_panel.replica_ids() == [0, 1], timeout=180_000)
+    qtbot.waitUntil(lambda: min(curve_points(first, r) for r in range(2)) >= 5, timeout=60_000)
+    click_message_button(qtbot, "Keep training")
+    first.close()
+    assert not first.isVisible()
+    qtbot.waitUntil(lambda: watcher_pid(record) is not None, timeout=10_000)
+    watcher = watcher_pid(record)
+    assert ssh_lab.password.encode() not in Path(f"/proc/{watcher}/cmdline").read_bytes()
+    time.sleep(4)  # training goes on with dtgui closed
+    assert RunRecord.load(Path(record.bundle)).state == "running"
+
+    second = MainWindow()
+    windows.append(second)
+    second.show()
+    qtbot.waitUntil(second.machines.ready, timeout=10_000)
+    shown.clear()
+    second.machines.flow.dialogShown.connect(shown.append)
+    running = RunHistory().running()
+    assert [r.run_id for r in running] == [record.run_id]
+    second.multi.reattach(running[0])
+    give_password(qtbot, shown, ssh_lab.password)
+    qtbot.waitUntil(lambda: second.controller is not None, timeout=60_000)
+    assert watcher_pid(record) is None  # the GUI took the run back
+    controller = second.controller
+    qtbot.waitUntil(lambda: controller.metrics.snapshot().step >= 10, timeout=60_000)
+    for rid in (0, 1):
+        steps = [int(x) for x in controller.metrics.snapshot().replica_loss[rid][0]]
+        assert steps == list(range(1, len(steps) + 1)), f"replica {rid} has a gap"
+    with qtbot.waitSignal(second.dashboard.runEnded, timeout=60_000):
+        qtbot.mouseClick(second.dashboard.header.stop_button, LEFT)
+    pgids = list(controller.record.pids().values())
+    qtbot.waitUntil(lambda: not live_members(pgids), timeout=10_000)
+    second.close()
+
+
+def give_password(qtbot, shown: list, password: str) -> None:
+    prompt = wait_dialog(qtbot, shown, SecretPrompt)
+    prompt.edit.setText(password)
+    qtbot.mouseClick(prompt.ok_button, LEFT)

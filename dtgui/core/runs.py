@@ -60,6 +60,7 @@ class RunRecord:
     final_loss: float | None = None
     ended: float | None = None
     restarts: int = 0
+    max_restarts: int = 0  # the run's policy: restart from the last checkpoint up to N times
     machines: list[MachineRecord] = field(default_factory=list)
     tasks: list[TaskRecord] = field(default_factory=list)
 

@@ -60,6 +60,8 @@ class RunController:
         self.executors = executors or [LocalExecutor(bundle, python=self.python)]
         self.record = record
         self.policy = policy or RunPolicy()
+        if record is not None:  # a reattach (or the watcher) applies the same policy
+            record.max_restarts = self.policy.max_restarts
         self.state = "ready"  # ready | running | stopping | finished | failed | stopped | detached
         self.message = ""
         self.final_loss: float | None = None

@@ -349,6 +349,7 @@ def reattach(record: RunRecord, *, connect: Connector | None = None,
                              remote_dir=rec.dir, python=rec.python, client=clients[rec.name])
         ex.adopt(pids)
         executors.append(ex)
+    policy = policy or RunPolicy(max_restarts=record.max_restarts)
     controller = RunController(bundle, executors=executors, record=record, policy=policy)
     controller.restarts = record.restarts
     controller.attach()

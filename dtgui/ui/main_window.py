@@ -29,6 +29,7 @@ from dtgui.core.settings import load_last_plan, runs_dir, save_last_plan
 from dtgui.core.strategies import STRATEGIES, recommend
 from dtgui.launch.local_run import RunController, launch_plan
 from dtgui.launch.model_check import cancel_all as cancel_all_checks
+from dtgui.launch.policy import RunPolicy
 from dtgui.resources import resource
 from dtgui.ui.machine_panel import MachinePanel
 from dtgui.ui.workers import run_in_thread
@@ -215,9 +216,9 @@ class MainWindow(QMainWindow):
         if wizard.action() == "export":
             self.export(plan, Path(wizard.export_dir()))
         else:
-            self.launch(plan)
+            self.launch(plan, max_restarts=wizard.review_page.machines_box.max_restarts())
 
-    def launch(self, plan: Plan) -> None:
+    def launch(self, plan: Plan, max_restarts: int = 0) -> None:
         if self.controller is not None and not self.controller.finished:
             QMessageBox.information(self, "A run is active",
                                     "Stop the current run before starting another.")
@@ -226,10 +227,11 @@ class MainWindow(QMainWindow):
         self.home.status.setText(f"Starting {plan.run_name}…")
         self.statusBar().showMessage(f"Writing the bundle and starting {plan.run_name}…")
         root = runs_dir()
-        if self.multi.launch(plan, root):  # issue 4: tasks on other machines
+        policy = RunPolicy(max_restarts=max_restarts)
+        if self.multi.launch(plan, root, policy):  # issue 4: tasks on other machines
             return
-        run_in_thread(lambda: launch_plan(plan, root), self._on_started, self._on_launch_error,
-                      context=self)
+        run_in_thread(lambda: launch_plan(plan, root, policy=policy), self._on_started,
+                      self._on_launch_error, context=self)
 
     def export(self, plan: Plan, destination: Path) -> None:
         self.statusBar().showMessage(f"Exporting to {destination}…")

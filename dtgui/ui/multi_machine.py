@@ -39,24 +39,17 @@ class MultiMachineSupport(QObject):
         self.runs_page.reattachRequested.connect(self.reattach)
         self.runs_page.openRequested.connect(self.open)
         self.progress.connect(self._on_progress)
-        self.max_restarts = 0  # chosen in the wizard's review page
         self.connector: PreConnected | None = None  # the shown run's connections
         self.runs_page.loaded.connect(self._announce)
         self.runs_page.refresh()
 
     # -- hooks called by MainWindow ---------------------------------------------------------
     def prepare_wizard(self, wizard: Any) -> None:
-        """Offer the registered machines besides this one; remember the restart choice."""
+        """Offer the registered machines (and their GPUs) besides this one."""
         wizard.set_machines(self.window.machines.machines())
         wizard.set_gpu_facts(self.window.machines.gpu_facts())
-        box = wizard.review_page.machines_box
 
-        def accepted() -> None:
-            self.max_restarts = box.max_restarts()
-
-        wizard.accepted.connect(accepted)
-
-    def launch(self, plan: Plan, root: Path) -> bool:
+    def launch(self, plan: Plan, root: Path, policy: RunPolicy) -> bool:
         """Start a plan with tasks on other machines; False when every task is local.
 
         Every remote machine is connected first, asking the person for a host key, password
@@ -75,7 +68,7 @@ class MultiMachineSupport(QObject):
         def ready(connector: PreConnected) -> None:
             self.connector = connector
             self._on_progress("Connected; checking each machine", 0.1)
-            run_in_thread(self._launcher(plan, root, registered, connector),
+            run_in_thread(self._launcher(plan, root, registered, connector, policy),
                           self.window._on_started, self._failed(connector), context=self.window)
 
         connect_machines(self.window.machines.flow, [registered[n] for n in names],
@@ -99,6 +92,7 @@ class MultiMachineSupport(QObject):
             if window.dashboard is not None:
                 window.dashboard.detach()
             controller.detach()
+            self._hand_to_watcher(controller)
             event.accept()
             return True
         if box.clickedButton() is stop:
@@ -120,7 +114,9 @@ class MultiMachineSupport(QObject):
                                     "Stop the current run (or quit, keeping it training) first.")
             return
         from dtgui.core.machines import Machine
+        from dtgui.launch.history import open_run
         from dtgui.launch.multihost import reattach
+        from dtgui.launch.watcher import stop_watcher
 
         panel = self.window.machines
         registry = panel.registry
@@ -129,10 +125,21 @@ class MultiMachineSupport(QObject):
                     if not rec.is_local]
         window.statusBar().showMessage(f"Reattaching to {record.run_name}…")
 
+        def take_back(connector: PreConnected) -> Any:
+            # the watcher that enforced the policy while dtgui was closed hands the run back
+            if not stop_watcher(record):
+                raise RuntimeError("The run's watcher is restarting or stopping its tasks "
+                                   "right now: try Reattach again in a moment.")
+            fresh = RunRecord.load(Path(record.bundle))  # it may have ended or restarted it
+            if not fresh.is_active:
+                connector.close_unused()
+                return open_run(fresh)
+            return reattach(fresh, connect=connector, registry=registry)
+
         def ready(connector: PreConnected) -> None:
             self.connector = connector
-            run_in_thread(lambda: reattach(record, connect=connector, registry=registry),
-                          window._on_started, self._failed(connector), context=window)
+            run_in_thread(lambda: take_back(connector), self._on_reattached,
+                          self._failed(connector), context=window)
 
         connect_machines(panel.flow, machines, ready=ready, failed=window._on_launch_error,
                          progress=self._on_connect_progress)
@@ -150,7 +157,7 @@ class MultiMachineSupport(QObject):
 
     # -- internals --------------------------------------------------------------------------
     def _launcher(self, plan: Plan, root: Path, registered: dict[str, Any],
-                  connector: PreConnected) -> Callable[[], Any]:
+                  connector: PreConnected, policy: RunPolicy) -> Callable[[], Any]:
         from dtgui.launch.multihost import Target, launch_on_machines
 
         gpus: dict[str, list[int]] = {}
@@ -163,9 +170,38 @@ class MultiMachineSupport(QObject):
                    for name in plan.machine_names]
         placement = {t.task_id: t.machine_name for t in plan.tasks}
         emit = self.progress.emit
-        policy = RunPolicy(max_restarts=self.max_restarts)
         return lambda: launch_on_machines(plan, placement, targets, root, progress=emit,
                                           policy=policy, connect=connector)
+
+    def _on_reattached(self, result: Any) -> None:
+        if getattr(result, "executors", None) is not None:  # a RunController: still training
+            self.window._on_started(result)
+            return
+        window = self.window  # a RunView: the run ended while dtgui was closed
+        window._ensure_dashboard().attach(result)
+        window.act_dashboard.setEnabled(True)
+        window._show_dashboard()
+        window.statusBar().showMessage(
+            f"{result.record.run_name} ended while dtgui was closed "
+            f"({result.record.state}): showing its result.", 15000)
+        self.runs_page.refresh()
+
+    def _hand_to_watcher(self, controller: Any) -> None:
+        """Keep enforcing the run's failure policy while dtgui is closed (a detached process,
+        given this session's secrets on its stdin)."""
+        from dtgui.launch.watcher import start_watcher
+
+        record = getattr(controller, "record", None)
+        if record is None:
+            return
+        given = self.connector.secrets.as_dict() if self.connector is not None else {}
+        try:
+            start_watcher(record, given, controller.policy.max_restarts)
+        except OSError as exc:
+            QMessageBox.warning(
+                self.window, "The run is not watched",
+                f"The run keeps training, but nothing will stop it if a task fails while "
+                f"dtgui is closed ({exc}). Reopen dtgui and reattach to watch it.")
 
     def _failed(self, connector: PreConnected) -> Callable[[str], None]:
         def failed(text: str) -> None:

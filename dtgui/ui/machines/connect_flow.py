@@ -75,6 +75,11 @@ class Secrets:
         with self._lock:
             self._values.setdefault(name, {})[kind] = value
 
+    def as_dict(self) -> dict[str, dict[str, str]]:
+        """A copy, for the run watcher's stdin (never a file)."""
+        with self._lock:
+            return {name: dict(kinds) for name, kinds in self._values.items()}
+
 
 def connect_with(machine: Machine, given: Secrets, registry: MachineRegistry | None,
                  timeout: float = CONNECT_TIMEOUT) -> SSHClient:

@@ -44,6 +44,8 @@ from .common import MULTI_TASK, card, label, muted
 from .gpu_picker import GpuPicker
 
 LOCAL_TEXT = "This machine"
+RESTART_TIP = ("Off: a failed task stops the whole run. On: every task is stopped and started "
+               "again, resuming from the newest checkpoint.")
 ROLE_TEXT = {"chief": "coordinator", "worker": "worker", "ps": "parameter server"}
 DEFAULT_PYTHON = "python3"
 
@@ -91,9 +93,7 @@ class MachinesBox(QFrame):
         self.restart = QCheckBox("If a task fails, restart every task from the last checkpoint "
                                  "(up to 3 times)")
         self.restart.setObjectName("restartOnFailure")
-        self.restart.setToolTip("Off: a failed task stops the whole run. On: every task is "
-                                "stopped and started again, resuming from the newest checkpoint "
-                                "(set a checkpoint interval in the options).")
+        self.restart.setToolTip(RESTART_TIP)
         outer.addWidget(self.restart)
         self.hint = muted()
         outer.addWidget(self.hint)
@@ -121,7 +121,15 @@ class MachinesBox(QFrame):
         """Show one row per task of the plan's layout (kept when the layout is the same)."""
         ids = [f"{kind}:{index}" for kind, index in task_layout(plan)]
         key = (tuple(ids), tuple(m.name for m in self._machines))
-        self.setVisible(bool(self._machines))
+        self.setVisible(True)  # the restart choice applies to every run
+        self.inner.setVisible(bool(self._machines))
+        can_resume = plan.checkpoint_every > 0
+        self.restart.setEnabled(can_resume)
+        if not can_resume:
+            self.restart.setChecked(False)
+        self.restart.setToolTip(RESTART_TIP if can_resume else
+                                "Restarting needs checkpoints: set a checkpoint interval in the "
+                                "options (page 2).")
         self._device_kind = plan.device_kind
         if key == self._layout_key:
             self._update_gpus()

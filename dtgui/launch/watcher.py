@@ -1,0 +1,302 @@
+"""A headless run watcher: the run policy keeps being applied while dtgui is closed (issue 4).
+
+When the person closes dtgui with *Keep training*, the GUI detaches its `RunController` and
+calls `start_watcher(record, secrets, max_restarts)`. That starts
+
+    python -m dtgui.launch.watcher <run dir> --max-restarts N
+
+in a session of its own (it outlives the GUI and its terminal). The watcher reads the secrets
+given during the GUI session (machine name -> {"password" / "passphrase": value}) as JSON from
+its stdin - never from a file, its command line or its environment - reattaches to the run
+(`dtgui.launch.multihost.reattach`) with the same policy and follows it until the run ends: a
+task that dies, hangs or whose machine stays unreachable fails the run and every other task is
+stopped (or every task is restarted, with `max_restarts`), exactly as in the GUI.
+
+* The watcher's pid is kept in `<run dir>/watcher.pid` and its log in `<run dir>/watcher.log`.
+* SIGTERM makes it detach (the tasks keep running) and exit 0: `stop_watcher(record)` is how
+  the GUI takes the run back before it reattaches. A policy action under way (stopping the
+  tasks, a restart) is finished first, so the record always names the running tasks.
+* When reattaching fails (a machine does not answer: a laptop waking up, a network not up
+  yet), the reason is logged and it tries again every 30 s for up to 6 hours. It never stops
+  a task by itself: only the policy of an attached controller does.
+
+No Qt and no TensorFlow here (the controller is TensorFlow-free).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from dtgui.core.runs import RECORD_NAME, RunRecord
+from dtgui.core.settings import atomic_write_text
+
+MODULE = "dtgui.launch.watcher"
+PID_NAME = "watcher.pid"
+LOG_NAME = "watcher.log"
+RETRY_SECONDS = 30.0  # reattaching failed: try again after this long ...
+RETRY_FOR_SECONDS = 6 * 3600.0  # ... for up to this long
+DETACH_SECONDS = 300.0  # SIGTERM: let the policy finish what it is doing (a restart) first
+CONNECT_TIMEOUT = 10.0
+
+Secrets = Mapping[str, Mapping[str, str]]
+log = logging.getLogger("dtgui.watcher")
+_children: dict[int, subprocess.Popen[bytes]] = {}  # watchers this process started
+
+
+# -- the GUI's side ---------------------------------------------------------------------------
+def run_dir_of(record: RunRecord | Path | str) -> Path:
+    """The run's directory (the local bundle, where run.json is) from a record or a path."""
+    path = Path(record.bundle) if isinstance(record, RunRecord) else Path(record)
+    if path.name == RECORD_NAME:
+        path = path.parent
+    return Path(os.path.realpath(path))
+
+
+def start_watcher(record: RunRecord, secrets: Secrets | None, max_restarts: int) -> int:
+    """Start the watcher of a run the GUI has just detached from (`controller.detach()`);
+    returns its pid (also written to `<run dir>/watcher.pid`). A watcher already running for
+    this run is stopped first. Returns quickly (unless an old watcher has to be stopped)."""
+    run_dir = run_dir_of(record)
+    if not (run_dir / RECORD_NAME).is_file():
+        raise FileNotFoundError(f"{run_dir} has no run record ({RECORD_NAME})")
+    stop_watcher(run_dir)
+    package_root = Path(__file__).resolve().parents[2]  # `-m dtgui...` works from a checkout
+    argv = [sys.executable, "-m", MODULE, str(run_dir), "--max-restarts", str(int(max_restarts))]
+    with open(run_dir / LOG_NAME, "ab") as out:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
+                                cwd=package_root, start_new_session=True, close_fds=True)
+    # The pid file first: the watcher does nothing before it has read stdin to its end.
+    atomic_write_text(run_dir / PID_NAME, f"{proc.pid}\n")
+    payload = {str(m): {str(k): str(v) for k, v in kinds.items() if v}
+               for m, kinds in (secrets or {}).items()}
+    assert proc.stdin is not None
+    with contextlib.suppress(BrokenPipeError):
+        proc.stdin.write(json.dumps(payload).encode("utf-8"))
+    with contextlib.suppress(BrokenPipeError):
+        proc.stdin.close()
+    _children[proc.pid] = proc  # kept (not garbage) so that stop_watcher can reap it
+    return proc.pid
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
+
+
+def is_watcher(pid: int, run_dir: Path) -> bool:
+    """Whether process `pid` is the watcher of the run in `run_dir` (pids are reused: the
+    command line must say so). A zombie has no command line: it is not a watcher any more."""
+    if pid <= 0:
+        return False
+    argv = _cmdline(pid)
+    if MODULE not in argv:
+        return False
+    return any(os.path.realpath(a) == str(run_dir) for a in argv[argv.index(MODULE) + 1:]
+               if not a.startswith("-"))
+
+
+def watcher_pid(record: RunRecord | Path | str) -> int | None:
+    """The pid of the watcher following this run, or None when none is running."""
+    run_dir = run_dir_of(record)
+    try:
+        pid = int((run_dir / PID_NAME).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return pid if is_watcher(pid, run_dir) else None
+
+
+def _reap(pid: int) -> None:
+    """Collect the watcher's exit status when it is our child (no zombie is left)."""
+    proc = _children.get(pid)
+    if proc is not None and proc.poll() is not None:
+        del _children[pid]
+
+
+def stop_watcher(record: RunRecord | Path | str, timeout: float = 10.0) -> bool:
+    """Take the run back from its watcher: SIGTERM it, wait up to `timeout` s for it to
+    exit, forget it. Blocks: call it off the UI thread, before `reattach`.
+
+    Returns True when no watcher of this run is left (it exited, or none was running: then
+    reattaching is safe), False when it is still running after `timeout` (it is finishing a
+    policy action, e.g. a restart: try again). Only a process whose command line is this
+    run's watcher is ever signalled."""
+    run_dir = run_dir_of(record)
+    for child in list(_children):
+        _reap(child)
+    pid = watcher_pid(run_dir)
+    if pid is not None:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        except PermissionError:  # another user's: not ours to stop
+            return False
+        deadline = time.monotonic() + timeout
+        while True:
+            _reap(pid)
+            if not is_watcher(pid, run_dir):
+                break
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+    _forget(run_dir, pid)
+    return True
+
+
+def _forget(run_dir: Path, pid: int | None) -> None:
+    """Remove watcher.pid if it names `pid` (or, with pid None, anything not running)."""
+    path = run_dir / PID_NAME
+    try:
+        recorded = int(path.read_text().strip())
+    except (OSError, ValueError):
+        recorded = None
+    if pid is None or recorded == pid or recorded is None:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+# -- the watcher process ----------------------------------------------------------------------
+def make_connector(secrets: Secrets, registry: Any,
+                   timeout: float = CONNECT_TIMEOUT) -> Callable[[Any], Any]:
+    """Machine -> connected SSH client, with the secrets given for it and for its registered
+    jump host (what `dtgui.ui.machines.connect_flow.connect_with` does, without Qt). Secrets
+    not given come from the keyring; a question (unknown host key, missing secret) is an
+    error: nobody is there to answer it."""
+    from dtgui.remote.connection import connect
+
+    def given(name: str | None, kind: str) -> str | None:
+        return (secrets.get(name) or {}).get(kind) or None if name else None
+
+    def connect_one(machine: Any) -> Any:
+        jump = registry.find(machine.jump_host) if registry and machine.jump_host.strip() \
+            else None
+        jump_name = jump.name if jump is not None else None
+        return connect(machine, password=given(machine.name, "password"),
+                       passphrase=given(machine.name, "passphrase"), timeout=timeout,
+                       registry=registry, jump_password=given(jump_name, "password"),
+                       jump_passphrase=given(jump_name, "passphrase"))
+
+    return connect_one
+
+
+def read_secrets(stream: Any) -> dict[str, dict[str, str]]:
+    """The JSON object on stdin (to its end); anything else counts as no secrets."""
+    try:
+        data = json.loads(stream.read().decode("utf-8") or "{}")
+    except (OSError, ValueError):
+        log.warning("the secrets on stdin could not be read; using the keyring only")
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(m): {str(k): str(v) for k, v in kinds.items()}
+            for m, kinds in data.items() if isinstance(kinds, dict)}
+
+
+def watch(run_dir: Path, secrets: Secrets, max_restarts: int, stop: threading.Event, *,
+          retry_seconds: float = RETRY_SECONDS, retry_for: float = RETRY_FOR_SECONDS) -> int:
+    """Reattach to the run (retrying while it cannot be) and follow it until it ends or
+    `stop` is set (then detach). Returns the exit status of the watcher."""
+    from dtgui.core.machines import MachineRegistry
+    from dtgui.launch.controller import LaunchError
+    from dtgui.launch.multihost import reattach
+    from dtgui.launch.policy import RunPolicy
+
+    policy = RunPolicy(max_restarts=max_restarts)
+    give_up = time.monotonic() + retry_for
+    while True:
+        try:
+            record = RunRecord.load(run_dir)
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            log.error("the run record in %s cannot be read (%s); nothing to watch", run_dir, exc)
+            return 1
+        if not record.is_active:
+            log.info("run %s has already ended (%s); nothing to watch", record.run_id,
+                     record.state)
+            return 0
+        if stop.is_set():
+            return 0
+        registry = MachineRegistry()
+        try:
+            controller = reattach(record, connect=make_connector(secrets, registry),
+                                  registry=registry, policy=policy)
+            break
+        except LaunchError as exc:
+            if time.monotonic() + retry_seconds > give_up:
+                log.error("%s; gave up after %.0f s: nothing was stopped, reopen dtgui to "
+                          "take the run back", exc, retry_for)
+                return 1
+            log.warning("%s; trying again in %g s (nothing is stopped meanwhile)", exc,
+                        retry_seconds)
+        except Exception:  # a damaged bundle: no retry helps
+            log.exception("cannot reattach to run %s", record.run_id)
+            return 1
+        if stop.wait(retry_seconds):
+            log.info("SIGTERM: the run is left to dtgui")
+            return 0
+    tasks = ", ".join(f"{t.task}@{t.machine}" for t in record.tasks)
+    log.info("watching run %s (%s), max restarts %d", record.run_id, tasks, max_restarts)
+    restarts = controller.restarts
+    while not controller.wait(0.5):
+        if controller.restarts != restarts:
+            restarts = controller.restarts
+            log.warning("%s", controller.message)
+        if stop.is_set():
+            controller.detach(DETACH_SECONDS)
+            if controller.finished and controller.state != "detached":
+                break  # a policy action was under way when asked: it ended the run
+            log.info("SIGTERM: detached, the tasks keep running (dtgui takes the run back)")
+            return 0
+    log.info("the run ended: %s (%s)", controller.state, controller.message)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    parser = argparse.ArgumentParser(prog=f"python -m {MODULE}",
+                                     description="Apply a run's failure policy headless.")
+    parser.add_argument("run", help="the run directory (or its run.json)")
+    parser.add_argument("--max-restarts", type=int, default=0)
+    parser.add_argument("--retry-seconds", type=float, default=RETRY_SECONDS)
+    parser.add_argument("--retry-for", type=float, default=RETRY_FOR_SECONDS)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s watcher[%(process)d] %(levelname)s %(message)s")
+    logging.getLogger("paramiko").setLevel(logging.WARNING)
+    secrets = read_secrets(sys.stdin.buffer)
+    with contextlib.suppress(OSError):
+        sys.stdin.close()
+    run_dir = run_dir_of(args.run)
+    log.info("started for %s (secrets given for %d machine(s))", run_dir, len(secrets))
+    with contextlib.suppress(OSError):
+        atomic_write_text(run_dir / PID_NAME, f"{os.getpid()}\n")
+    try:
+        return watch(run_dir, secrets, args.max_restarts, stop,
+                     retry_seconds=args.retry_seconds, retry_for=args.retry_for)
+    except Exception:
+        log.exception("the watcher failed")
+        return 1
+    finally:
+        _forget(run_dir, os.getpid())
+        logging.shutdown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
