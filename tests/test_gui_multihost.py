@@ -119,6 +119,7 @@ def test_two_machines_from_the_wizard_four_curves_stop_leaves_nothing(
     assert [t.machine for t in plan.tasks] == ["box-a", "box-a", "box-b", "box-b"]
     assert [a.split(":")[0] for a in plan.cluster["worker"]] == [
         key_host.address, key_host.address, password_host.address, password_host.address]
+    qtbot.wait(100)  # widgets added to the shown page appear with the next events
     screenshot(wizard, "multihost-review")
     with qtbot.waitSignal(wizard.accepted, timeout=5000):
         qtbot.mouseClick(wizard.button(QWizard.WizardButton.FinishButton), LEFT)

@@ -103,8 +103,9 @@ class MachinesPanel(PanelActions, QWidget):
 
         self.add_button = button("Add…", self.add_machine, "Add a machine by host, user and "
                                  "sign-in method")
-        self.import_button = button("Import ~/.ssh/config…", self.import_config,
-                                    "Add the hosts of your OpenSSH client config")
+        self.import_button = button("Import…", self.import_config,
+                                    "Add the hosts of your OpenSSH client config "
+                                    "(~/.ssh/config)")
         self.edit_button = button("Edit…", self.edit_selected, "Change the selected machine")
         self.remove_button = button("Remove", self.remove_selected,
                                     "Forget the selected machines and their passwords")
