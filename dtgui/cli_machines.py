@@ -19,10 +19,16 @@ from __future__ import annotations
 
 import argparse
 import re
-import socket
 from collections.abc import Sequence
 
-from dtgui.core.cluster import PlacementError, assign, is_loopback, place_on_machines, task_layout
+from dtgui.core.cluster import (
+    PlacementError,
+    assign,
+    is_loopback,
+    local_address_towards,
+    place_on_machines,
+    task_layout,
+)
 from dtgui.core.machines import Machine, MachineRegistry, host_problem
 from dtgui.core.plan import LOCAL_MACHINE, Plan
 
@@ -120,18 +126,6 @@ def check_base_port(base: int, count: int) -> str:
                 f"({count} consecutive port(s) are needed on one machine; ports below "
                 f"{LOWEST_PORT} need root).")
     return ""
-
-
-def local_address_towards(host: str) -> str:
-    """The address of this machine's interface that routes to `host` (no packet is sent).
-
-    The same rule as the wizard (`dtgui.ui.wizard.machines_box.local_address_towards`)."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-            sock.connect((host, 9))
-            return sock.getsockname()[0]
-    except OSError:
-        return socket.gethostname()
 
 
 def _pairs(option: str, values: Sequence[str], problems: list[str]) -> list[tuple[str, str]]:

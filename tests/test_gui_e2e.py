@@ -27,6 +27,21 @@ def click_next(qtbot, wizard) -> None:
     assert wizard.currentId() == before + 1
 
 
+def open_wizard_on(qtbot, window: MainWindow, strategy: str):
+    """Click New run, then the strategy in the list; returns the wizard."""
+    qtbot.mouseClick(window.home.new_run, LEFT)
+    qtbot.waitUntil(lambda: window.wizard is not None and window.wizard.isVisible(), timeout=5000)
+    wizard = window.wizard
+    strategies = wizard.strategy_page.strategy_list
+    for row in range(strategies.count()):
+        item = strategies.item(row)
+        if item.data(Qt.ItemDataRole.UserRole) == strategy:
+            qtbot.mouseClick(strategies.viewport(), LEFT,
+                             pos=strategies.visualItemRect(item).center())
+    assert wizard.strategy_page.strategy() == strategy
+    return wizard
+
+
 def curve_points(window: MainWindow, rid: int) -> int:
     x, _y = window.dashboard.loss_panel.curves.curves[rid].getOriginalDataset()
     return 0 if x is None else len(x)
@@ -37,16 +52,7 @@ def test_wizard_to_a_live_mirrored_run_then_stop_leaves_nothing(qtbot) -> None:
     window = MainWindow()
     qtbot.addWidget(window)
     window.show()
-    qtbot.mouseClick(window.home.new_run, LEFT)
-    qtbot.waitUntil(lambda: window.wizard is not None and window.wizard.isVisible(), timeout=5000)
-    wizard = window.wizard
-
-    strategies = wizard.strategy_page.strategy_list
-    for row in range(strategies.count()):
-        item = strategies.item(row)
-        if item.data(Qt.ItemDataRole.UserRole) == "mirrored":
-            qtbot.mouseClick(strategies.viewport(), LEFT, pos=strategies.visualItemRect(item).center())
-    assert wizard.strategy_page.strategy() == "mirrored"
+    wizard = open_wizard_on(qtbot, window, "mirrored")
     wizard.strategy_page.replicas_spin.setValue(2)
     click_next(qtbot, wizard)
     options = wizard.options_page

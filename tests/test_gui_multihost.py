@@ -26,7 +26,7 @@ from conftest_ssh import machine, trust
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox, QWizard
 from runs import live_members
-from test_gui_e2e import click_next, curve_points
+from test_gui_e2e import click_next, curve_points, open_wizard_on
 
 from dtgui.core.cluster import place_on_machines
 from dtgui.core.machines import MachineRegistry
@@ -91,16 +91,7 @@ def test_two_machines_from_the_wizard_four_curves_stop_leaves_nothing(
     shown: list = []
     window.machines.flow.dialogShown.connect(shown.append)
 
-    qtbot.mouseClick(window.home.new_run, LEFT)
-    qtbot.waitUntil(lambda: window.wizard is not None and window.wizard.isVisible(), timeout=5000)
-    wizard = window.wizard
-    strategies = wizard.strategy_page.strategy_list
-    for row in range(strategies.count()):
-        item = strategies.item(row)
-        if item.data(Qt.ItemDataRole.UserRole) == "multi_worker_mirrored":
-            qtbot.mouseClick(strategies.viewport(), LEFT,
-                             pos=strategies.visualItemRect(item).center())
-    assert wizard.strategy_page.strategy() == "multi_worker_mirrored"
+    wizard = open_wizard_on(qtbot, window, "multi_worker_mirrored")
     wizard.strategy_page.workers_spin.setValue(4)
     click_next(qtbot, wizard)
     wizard.options_page.steps_spin.setValue(100000)  # stopped by hand

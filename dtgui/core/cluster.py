@@ -233,6 +233,17 @@ def _address(machine: str, addresses: Mapping[str, str], multi_machine: bool) ->
     return address
 
 
+def local_address_towards(host: str) -> str:
+    """The address of this machine's interface that routes to `host` (no packet is sent): the
+    address `host` reaches this machine at, for TF_CONFIG."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.connect((host, 9))
+            return sock.getsockname()[0]
+    except OSError:
+        return socket.gethostname()
+
+
 def tasks_by_machine(plan: Plan) -> dict[str, list[TaskSpec]]:
     """Machine ("local" for this machine) -> its tasks, in task order."""
     out: dict[str, list[TaskSpec]] = {}

@@ -14,7 +14,6 @@ when the checked GPUs are too few.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Mapping, Sequence
 
 from PySide6.QtCore import Signal
@@ -32,6 +31,7 @@ from PySide6.QtWidgets import (
 from dtgui.core.cluster import (
     PlacementError,
     free_ports,
+    local_address_towards,
     machine_key,
     place_on_machines,
     task_layout,
@@ -48,16 +48,6 @@ RESTART_TIP = ("Off: a failed task stops the whole run. On: every task is stoppe
                "again, resuming from the newest checkpoint.")
 ROLE_TEXT = {"chief": "coordinator", "worker": "worker", "ps": "parameter server"}
 DEFAULT_PYTHON = "python3"
-
-
-def local_address_towards(host: str) -> str:
-    """The address of this machine's interface that routes to `host` (no packet is sent)."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-            sock.connect((host, 9))
-            return sock.getsockname()[0]
-    except OSError:
-        return socket.gethostname()
 
 
 class MachinesBox(QFrame):
