@@ -232,6 +232,10 @@ def test_close_keep_training_reopen_and_reattach_without_a_gap(
     second.machines.flow.dialogShown.connect(shown.append)
     running = RunHistory().running()
     assert [r.run_id for r in running] == [record.run_id]
+    second.multi.show_runs()
+    table = second.multi.runs_page.table
+    qtbot.waitUntil(lambda: table.rowCount() == 1, timeout=10_000)
+    assert table.item(0, 3).text() == "running · watched"
     second.multi.reattach(running[0])
     give_password(qtbot, shown, ssh_lab.password)
     qtbot.waitUntil(lambda: second.controller is not None, timeout=60_000)

@@ -74,7 +74,9 @@ def test_runs_page_lists_running_and_finished_runs(qtbot) -> None:
     page.refresh()
     qtbot.waitUntil(lambda: page.table.rowCount() == 2, timeout=5000)
     assert [page.table.item(r, 0).text() for r in range(2)] == ["live", "old"]
-    assert page.table.item(1, 4).text() == "0.3333" and page.table.item(0, 3).text() == "running"
+    assert page.table.item(1, 4).text() == "0.3333"
+    assert page.table.item(0, 3).text() == "running · not watched"  # dtgui's watcher: none
+    assert "nothing stops the others" in page.table.item(0, 3).toolTip()
     assert "1 run(s) still training" in page.summary.text()
     page.table.selectRow(0)
     assert page.reattach_button.isEnabled() and not page.open_button.isEnabled()

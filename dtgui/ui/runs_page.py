@@ -52,8 +52,19 @@ def plan_summary(record: RunRecord) -> str:
             f"{where}\n{record.bundle}")
 
 
-def _history() -> list[tuple[RunRecord, str]]:
-    return [(r, plan_summary(r)) for r in RunHistory().records()]
+def _history() -> list[tuple[RunRecord, str, bool]]:
+    """(record, plan summary, watched) per run: `watched` when a run still training has its
+    headless watcher (dtgui closed with Keep training)."""
+    from dtgui.launch.watcher import watcher_pid
+
+    return [(r, plan_summary(r), r.is_active and watcher_pid(r) is not None)
+            for r in RunHistory().records()]
+
+
+UNWATCHED_TIP = ("Nobody watches this run: if a task fails, nothing stops the others. "
+                 "Reattach to watch it.")
+WATCHED_TIP = ("dtgui's watcher applies the run's failure policy while dtgui is closed; "
+               "Reattach takes the run back from it.")
 
 
 class RunsPage(QWidget):
@@ -109,19 +120,26 @@ class RunsPage(QWidget):
 
     def show_records(self, rows: list) -> None:
         """Show runs: records, or (record, plan summary) pairs."""
-        pairs = [r if isinstance(r, tuple) else (r, r.bundle) for r in rows]
-        self.records = [r for r, _ in pairs]
-        summaries = [s for _, s in pairs]
+        rows = [r if isinstance(r, tuple) else (r, r.bundle) for r in rows]
+        self.records = [r[0] for r in rows]
+        summaries = [r[1] for r in rows]
+        watched = [len(r) > 2 and bool(r[2]) for r in rows]
         self.table.setRowCount(len(self.records))
         for row, r in enumerate(self.records):
             info = STRATEGIES.get(r.strategy)
             machines = ", ".join(m.name for m in r.machines) or "local"
             loss = f"{r.final_loss:.4f}" if r.final_loss is not None else ""
+            state = STATE_TEXT.get(r.state, r.state)
+            if r.is_active:
+                state += " · watched" if watched[row] else " · not watched"
             values = (r.run_name, info.title if info else r.strategy, machines,
-                      STATE_TEXT.get(r.state, r.state), loss, _when(r.created), _when(r.ended))
+                      state, loss, _when(r.created), _when(r.ended))
             for col, value in enumerate(values):
                 item = QTableWidgetItem(value)
-                item.setToolTip(r.message if col == 3 and r.message else summaries[row])
+                tip = r.message if col == 3 and r.message else summaries[row]
+                if col == 3 and r.is_active:
+                    tip = WATCHED_TIP if watched[row] else UNWATCHED_TIP
+                item.setToolTip(tip)
                 if col == 4:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 self.table.setItem(row, col, item)
