@@ -28,7 +28,7 @@ import paramiko
 
 from dtgui.core.doctor import PortProbe, ReachProbe
 from dtgui.core.machines import Machine
-from dtgui.remote.connection import ConnectError, run, run_script
+from dtgui.remote.commands import ConnectError, run, run_script
 
 CONNECT_TIMEOUT = 3.0
 LISTENER_MARGIN = 20.0

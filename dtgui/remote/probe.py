@@ -14,7 +14,7 @@ import paramiko
 
 from dtgui.core.hardware import GpuInfo
 from dtgui.core.machines import RemoteFacts
-from dtgui.remote.connection import run_script
+from dtgui.remote.commands import run_script
 
 TF_TIMEOUT = 60
 GPU_FIELDS = "name,memory.total,memory.used,utilization.gpu,driver_version"

@@ -1,6 +1,6 @@
 """Byte-exact remote commands and SFTP directory copies (issue 4).
 
-`run_bytes` is `connection.run` without decoding: a task's events and logs come back as raw
+`run_bytes` is `commands.run` without decoding: a task's events and logs come back as raw
 bytes framed by length, so a multi-byte character or an invalid byte never shifts an offset.
 Every argument is quoted with shlex; nothing is interpolated. Every call blocks: use a
 background thread.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import paramiko
 
-from dtgui.remote.connection import (  # noqa: F401 - run_bytes lives with run()
+from dtgui.remote.commands import (  # noqa: F401 - run_bytes is re-exported
     CommandTimeout,
     ConnectError,
     run_bytes,

@@ -1,0 +1,100 @@
+"""Running commands on a connected machine: argv quoted with shlex, scripts on stdin.
+
+Every call blocks (run it on a background thread) and ends within its timeout: a command
+still running then is abandoned (`CommandTimeout`), a lost connection is a `ConnectError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import shlex
+import time
+from collections.abc import Sequence
+
+import paramiko
+
+from dtgui.remote.hostkeys import ConnectError
+
+
+class CommandTimeout(ConnectError):
+    """A remote command did not finish in time (it was abandoned, its channel closed)."""
+
+
+def run(client: paramiko.SSHClient, argv: Sequence[str], timeout: float = 60.0, *,
+        stdin: bytes | None = None) -> tuple[int, str, str]:
+    """Run argv remotely (each argument quoted with shlex; nothing is ever interpolated).
+
+    Returns (exit code, stdout, stderr); the code is -1 when the command died of a signal.
+    Raises CommandTimeout when it runs longer than `timeout` seconds.
+    """
+    if isinstance(argv, (str, bytes)):
+        raise TypeError("argv must be a list of arguments, not one string")
+    args = [str(a) for a in argv]
+    if not args or any("\x00" in a for a in args):
+        raise ValueError("argv must be non-empty and hold no NUL characters")
+    code, out, err = run_bytes(client, args, timeout, stdin=stdin)
+    return code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+def run_bytes(client: paramiko.SSHClient, argv: Sequence[str], timeout: float = 30.0, *,
+              stdin: bytes | None = None) -> tuple[int, bytes, bytes]:
+    """Run argv remotely; (exit code, stdout, stderr) as bytes. Raises CommandTimeout,
+    ConnectError when the connection is gone."""
+    args = [str(a) for a in argv]
+    if not args or any("\x00" in a for a in args):
+        raise ValueError("argv must be non-empty and hold no NUL characters")
+    transport = client.get_transport()
+    if transport is None or not transport.is_active():
+        raise ConnectError("The connection is closed.")
+    deadline = time.monotonic() + timeout
+    try:
+        chan = transport.open_session(timeout=timeout)
+    except (paramiko.SSHException, OSError, EOFError) as exc:
+        raise ConnectError(f"The connection failed: {exc or type(exc).__name__}") from None
+    try:
+        chan.settimeout(timeout)
+        chan.exec_command(shlex.join(args))
+        if stdin:
+            chan.sendall(stdin)
+        chan.shutdown_write()
+        out, err = bytearray(), bytearray()
+        while True:
+            got = False
+            while chan.recv_ready():
+                out += chan.recv(1 << 20)
+                got = True
+            while chan.recv_stderr_ready():
+                err += chan.recv_stderr(1 << 20)
+                got = True
+            if chan.exit_status_ready() and chan.eof_received and not got \
+                    and not chan.recv_ready() and not chan.recv_stderr_ready():
+                break
+            if time.monotonic() > deadline:
+                raise CommandTimeout(f"{args[0]} did not finish within {timeout:g} s.")
+            if not transport.is_active():
+                raise ConnectError("The connection was lost.")
+            if not got:
+                select.select([chan], [], [], 0.05)
+        return chan.recv_exit_status(), bytes(out), bytes(err)
+    except (paramiko.SSHException, OSError, EOFError) as exc:
+        raise ConnectError(f"The connection failed: {exc or type(exc).__name__}") from None
+    finally:
+        with contextlib.suppress(Exception):
+            chan.close()
+
+
+def run_script_bytes(client: paramiko.SSHClient, script: str, args: Sequence[str] = (),
+                     timeout: float = 30.0) -> tuple[int, bytes, bytes]:
+    """A POSIX sh script through `sh -s -- ARGS...` (script on stdin, arguments quoted)."""
+    body = "{\n" + script.strip("\n") + "\n} </dev/null\n"
+    return run_bytes(client, ["sh", "-s", "--", *args], timeout, stdin=body.encode("utf-8"))
+
+
+def run_script(client: paramiko.SSHClient, script: str, args: Sequence[str] = (),
+               timeout: float = 60.0) -> tuple[int, str, str]:
+    """Run a POSIX sh script remotely: the command line is only `sh -s -- ARGS...` (quoted),
+    the script goes on stdin, so any login shell (bash, zsh, fish, tcsh) starts it alike.
+    The script's own commands get /dev/null as stdin."""
+    body = "{\n" + script.strip("\n") + "\n} </dev/null\n"
+    return run(client, ["sh", "-s", "--", *args], timeout, stdin=body.encode("utf-8"))
