@@ -89,7 +89,8 @@ class HomePage(QWidget):
         hint = QLabel(
             "<b>New run…</b> opens the wizard: every tf.distribute strategy this machine can "
             "run, mixed precision and XLA, batch sizes, your own model file, and a review of "
-            "every task's TF_CONFIG and command before you launch or export."
+            "every task's TF_CONFIG and command before you launch or export. With machines "
+            "added under <b>Machines</b>, the review places each process on one of them."
         )
         hint.setWordWrap(True)
         hint.setObjectName("muted")
