@@ -29,7 +29,7 @@ from dtgui.core.cluster import (
     place_on_machines,
     task_layout,
 )
-from dtgui.core.machines import Machine, MachineRegistry, host_problem
+from dtgui.core.machines import Machine, MachineRegistry, host_problem, ssh_login
 from dtgui.core.plan import LOCAL_MACHINE, Plan
 
 DEFAULT_BASE_PORT = 23456
@@ -314,7 +314,7 @@ def place_from_args(plan: Plan, args: argparse.Namespace,
         machine = names.machine(name)
         info = {"python": pythons.get(name, "python3")} if machine or name in pythons else {}
         if machine is not None:
-            info["login"] = machine.address
+            info.update(ssh_login(machine, registry.list()))
         logins[name] = info
     try:
         placed = place_on_machines(plan, assignments, addresses, ports, logins=logins)

@@ -227,3 +227,42 @@ def test_a_registered_name_with_shell_characters_is_refused(
                     'user = "me"\n', encoding="utf-8")
     assert export(tmp_path / "b", *MWM, "--workers-on", "local,gpu box") == 2
     assert "rename the machine in the Machines panel" in capsys.readouterr().err
+
+
+JUMP_REGISTRY = """\
+schema = 1
+
+[[machines]]
+name = "gate"
+host = "gate.example"
+user = "ops"
+
+[[machines]]
+name = "inner"
+host = "10.9.0.2"
+user = "alice"
+jump_host = "gate"
+
+[[machines]]
+name = "inner2"
+host = "10.9.0.3"
+user = "alice"
+jump_host = "me@bastion.example:2200"
+"""
+
+
+def test_machines_behind_a_jump_host_get_ssh_dash_j_in_the_readme(tmp_path: Path) -> None:
+    path = Path(os.environ["DTGUI_CONFIG_DIR"]) / "machines.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(JUMP_REGISTRY, encoding="utf-8")
+    out = tmp_path / "j"
+    assert export(out, "--strategy", "multi_worker_mirrored", "--replicas", "1",
+                  "--workers-on", "inner,inner2") == 0
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["machines"]["inner"]["jump"] == "ops@gate.example:22"  # the registered gate
+    assert plan["machines"]["inner2"]["jump"] == "me@bastion.example:2200"  # as given
+    readme = (out / "README.md").read_text()
+    assert "scp -J ops@gate.example:22 -r . alice@10.9.0.2:dtgui-cli-mh" in readme
+    assert ("ssh -J ops@gate.example:22 alice@10.9.0.2 'cd dtgui-cli-mh && PYTHON=python3 "
+            "bash run.sh inner'") in readme
+    assert "ssh -J me@bastion.example:2200 alice@10.9.0.3 " in readme

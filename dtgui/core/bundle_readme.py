@@ -48,10 +48,11 @@ def multi_machine_readme(plan: Plan) -> str:
         if not user_host and name != "local" and address:
             user_host = address
         if user_host:
+            jump = f"-J {shlex.quote(facts['jump'])} " if facts.get("jump") else ""
             p_scp = f"-P {shlex.quote(port)} " if port != "22" else ""
             p_ssh = f"-p {shlex.quote(port)} " if port != "22" else ""
-            copies.append(f"scp -r {p_scp}. {shlex.quote(user_host + ':' + target)}")
-            starts.append(f"ssh {p_ssh}{shlex.quote(user_host)} {shlex.quote(run)} &")
+            copies.append(f"scp {jump}-r {p_scp}. {shlex.quote(user_host + ':' + target)}")
+            starts.append(f"ssh {jump}{p_ssh}{shlex.quote(user_host)} {shlex.quote(run)} &")
         else:
             copies.append(f"# {name} (this machine): use this directory, or copy it to "
                           f"~/{target}")

@@ -18,6 +18,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -383,6 +384,18 @@ class MachineRegistry:
         self._machines.remove(old)
         self.save()
         return old
+
+
+def ssh_login(machine: Machine, known: Sequence[Machine] = ()) -> dict[str, str]:
+    """How plain OpenSSH reaches `machine`, for a bundle's README: {"login": "user@host:port"}
+    and, through a jump host, {"jump": an `ssh -J` argument} - a registered machine's address
+    when `known` holds it, else the spec as given ([user@]host[:port])."""
+    info = {"login": machine.address}
+    spec = machine.jump_host.strip()
+    if spec:
+        found = next((m for m in known if m.name.casefold() == spec.casefold()), None)
+        info["jump"] = found.address if found is not None else spec
+    return info
 
 
 def resolve_jump(

@@ -82,7 +82,8 @@ class Plan:
     cluster: dict[str, list[str]] = field(default_factory=dict)
     tasks: tuple[TaskSpec, ...] = ()
     # issue 4: machine name -> {"address": reachable address, "login": "user@host:port",
-    # "python": interpreter}; empty when every task runs on this machine.
+    # "python": interpreter, "jump": an `ssh -J` argument when it goes through a jump host};
+    # empty when every task runs on this machine.
     machines: dict[str, dict[str, str]] = field(default_factory=dict)
 
     # -- derived facts ------------------------------------------------------------------

@@ -23,7 +23,7 @@ from typing import Any
 
 from dtgui.core.bundle import Bundle, render_bundle
 from dtgui.core.cluster import PlacementError, machine_key, place_on_machines
-from dtgui.core.machines import Machine, MachineRegistry
+from dtgui.core.machines import Machine, MachineRegistry, ssh_login
 from dtgui.core.plan import LOCAL_MACHINE, Plan, PlanError
 from dtgui.core.runs import MachineRecord, RunRecord
 from dtgui.core.settings import runs_dir
@@ -205,10 +205,13 @@ class _Launch:
         else:
             ports = {t.name: self.checks[t.name].free_ports for t in self.targets}
         logins = {}
+        known = [t.machine for t in self.targets if t.machine is not None]
+        if any(m.jump_host.strip() for m in known):  # a jump host may be any registered machine
+            known += MachineRegistry().list()
         for target in self.targets:
             info = {"python": target.interpreter}
             if target.machine is not None:
-                info["login"] = target.machine.address
+                info.update(ssh_login(target.machine, known))
             logins[target.name] = info
         try:
             return place_on_machines(self.plan, self.assignments, self.addresses(), ports,

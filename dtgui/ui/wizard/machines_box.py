@@ -37,7 +37,7 @@ from dtgui.core.cluster import (
     task_layout,
 )
 from dtgui.core.hardware import GpuInfo
-from dtgui.core.machines import Machine
+from dtgui.core.machines import Machine, ssh_login
 from dtgui.core.plan import LOCAL_MACHINE, Plan
 
 from .common import MULTI_TASK, card, label, muted
@@ -202,7 +202,8 @@ class MachinesBox(QFrame):
             hosts[LOCAL_MACHINE] = local_address_towards(towards)
         ports = free_ports(len(assignments))
         per_machine = {m: list(ports) for m in used}
-        logins = {name: {"login": m.address, "python": self.pythons().get(name, DEFAULT_PYTHON)}
+        logins = {name: {**ssh_login(m, self._machines),
+                         "python": self.pythons().get(name, DEFAULT_PYTHON)}
                   for name in used if (m := self.machine(name)) is not None}
         gpus = self.gpu_choice() if with_gpus and plan.device_kind == "gpu" else {}
         for tid, name in assignments.items():
