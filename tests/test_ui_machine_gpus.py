@@ -329,3 +329,23 @@ def test_a_machine_without_gpus_runs_gpu_training_on_registered_gpu_machines(qtb
     plan = wizard.plan()
     assert plan.tasks[0].machine_name == "gpu box" and plan.tasks[0].gpus == (0, 1)
     assert "export CUDA_VISIBLE_DEVICES=0,1\n" in task_script_text(plan, plan.tasks[0])
+
+
+def test_the_gpus_of_the_last_plan_are_checked_again(qtbot) -> None:
+    """The last run used GPUs 1 and 2 of "gpu box": a new wizard starts from that choice
+    (its facts arrive after the remembered plan, as in the app)."""
+    last = gpu_box_for(qtbot, MWM_GPU, ("gpu box", LOCAL_MACHINE))
+    last.gpus.set_checked("gpu box", [1, 2])
+    placed = last.preview(MWM_GPU)
+    assert placed.tasks[0].gpus == (1, 2)
+
+    box = MachinesBox()
+    qtbot.addWidget(box)
+    box.remember(placed)
+    box.set_machines(MACHINES)
+    box.set_gpu_facts({"gpu box": FAKE_GPUS})
+    box.set_plan(MWM_GPU)
+    box.show()
+    assert box.assignments() == {"worker:0": "gpu box", "worker:1": LOCAL_MACHINE}
+    assert [b.isChecked() for b in checkboxes(box, "gpu box")] == [False, True, True]
+    assert box.preview(MWM_GPU).tasks[0].gpus == (1, 2)

@@ -8,7 +8,7 @@ unchecked is remembered per machine, so GPUs that appear later start checked.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QCheckBox, QGridLayout, QLabel, QWidget
@@ -38,6 +38,7 @@ class GpuPicker(QWidget):
         self.setObjectName("gpuPicker")
         self._facts: dict[str, list[GpuInfo]] = {}
         self._unchecked: dict[str, set[int]] = {}
+        self._remembered: dict[str, set[int]] = {}  # machine -> GPUs the last plan used
         self._boxes: dict[str, list[tuple[int, QCheckBox]]] = {}
         self._notes: dict[str, QLabel] = {}
         self._shown: tuple[str, ...] | None = None
@@ -90,6 +91,8 @@ class GpuPicker(QWidget):
             lines.setHorizontalSpacing(14)
             lines.setVerticalSpacing(2)
             lines.setColumnStretch(PER_LINE, 1)
+            if name in self._remembered and name not in self._unchecked:
+                self._unchecked[name] = {g.index for g in gpus} - self._remembered[name]
             boxes = []
             for n, gpu in enumerate(gpus):
                 box = QCheckBox(gpu_text(gpu))
@@ -102,6 +105,11 @@ class GpuPicker(QWidget):
                 boxes.append((gpu.index, box))
             self.grid.addWidget(holder, row, 1)
             self._boxes[name] = boxes
+
+    def remember(self, choice: Mapping[str, Iterable[int]]) -> None:
+        """Start from the GPUs a remembered plan used on each machine (the others unchecked,
+        once that machine's GPUs are known)."""
+        self._remembered = {machine_key(m): set(gpus) for m, gpus in choice.items() if gpus}
 
     def shown(self) -> list[str]:
         return list(self._shown or ())

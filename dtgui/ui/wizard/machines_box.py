@@ -106,6 +106,11 @@ class MachinesBox(QFrame):
         self._chosen = {t.task_id: t.machine_name for t in plan.tasks}
         self._remembered = {m: info.get("python", "") for m, info in plan.machines.items()
                             if info.get("python")}
+        if plan.device_kind == "gpu" and plan.machines:
+            used: dict[str, set[int]] = {}
+            for task in plan.tasks:
+                used.setdefault(task.machine_name, set()).update(task.gpus)
+            self.gpus.remember(used)
 
     def set_plan(self, plan: Plan) -> None:
         """Show one row per task of the plan's layout (kept when the layout is the same)."""
