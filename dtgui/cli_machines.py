@@ -70,6 +70,10 @@ def add_machine_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--python", action="append", default=[], metavar="MACHINE=PATH",
                        help="the Python (with TensorFlow) to run a machine's tasks with "
                        "(repeatable; default python3)")
+    group.add_argument("--gpus", action="append", default=[], metavar="MACHINE=I,J,...",
+                       help="with --device gpu: the GPUs a machine's tasks may use, e.g. "
+                       "--gpus h2=0,1 (each task takes its own: CUDA_VISIBLE_DEVICES; "
+                       "default: every GPU)")
     group.add_argument("--address", action="append", default=[], metavar="MACHINE=ADDR",
                        help="the address the other machines reach MACHINE at (default: its "
                        "registered host; for local, this machine's address towards them)")
@@ -80,7 +84,7 @@ def add_machine_options(parser: argparse.ArgumentParser) -> None:
 
 def wants_machines(args: argparse.Namespace) -> bool:
     return bool(args.on or args.workers_on or args.chief_on or args.ps_on or args.python
-                or args.address)
+                or args.address or args.gpus)
 
 
 def _names(text: str) -> list[str]:
@@ -254,6 +258,24 @@ def place_from_args(plan: Plan, args: argparse.Namespace,
         else:
             pythons[name] = path
 
+    gpus: dict[str, list[int]] = {}
+    for raw, text in _pairs("--gpus", args.gpus, problems):
+        name = names.name(raw, f"in --gpus {raw}={text}")
+        if name is None:
+            continue
+        indices = [part.strip() for part in text.split(",")]
+        if plan.device_kind != "gpu":
+            problems.append(f"--gpus {raw}={text}: the plan trains on the CPU: add --device gpu "
+                            "(or drop --gpus).")
+        elif name not in used:
+            problems.append(f"--gpus {raw}={text}: no task runs on {name} (the tasks run on "
+                            f"{', '.join(used)}).")
+        elif not all(i.isdigit() for i in indices) or len(set(indices)) != len(indices):
+            problems.append(f"--gpus {raw}={text}: give distinct GPU numbers separated by "
+                            "commas, e.g. --gpus h2=0,1 (as nvidia-smi numbers them).")
+        else:
+            gpus[name] = [int(i) for i in indices]
+
     overrides: dict[str, str] = {}
     for raw, address in _pairs("--address", args.address, problems):
         name = names.name(raw, f"in --address {raw}={address}")
@@ -317,7 +339,8 @@ def place_from_args(plan: Plan, args: argparse.Namespace,
             info.update(ssh_login(machine, registry.list()))
         logins[name] = info
     try:
-        placed = place_on_machines(plan, assignments, addresses, ports, logins=logins)
+        placed = place_on_machines(plan, assignments, addresses, ports, gpus=gpus,
+                                   logins=logins)
     except PlacementError as exc:
         raise ExportOptionError([str(exc)]) from exc
     if any(t.port for t in placed.tasks):

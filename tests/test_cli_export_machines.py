@@ -266,3 +266,27 @@ def test_machines_behind_a_jump_host_get_ssh_dash_j_in_the_readme(tmp_path: Path
     assert ("ssh -J ops@gate.example:22 alice@10.9.0.2 'cd dtgui-cli-mh && PYTHON=python3 "
             "bash run.sh inner'") in readme
     assert "ssh -J me@bastion.example:2200 alice@10.9.0.3 " in readme
+
+
+def test_gpus_per_machine(registry: Path, tmp_path: Path,
+                          capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "g"
+    assert export(out, "--strategy", "multi_worker_mirrored", "--device", "gpu", "--replicas",
+                  "2", "--workers-on", "h2,h3", "--gpus", "h2=0,1", "--gpus", "h3=2,3",
+                  "--no-check") == 0
+    tasks = tasks_of(out)
+    assert [tasks["worker:0"]["gpus"], tasks["worker:1"]["gpus"]] == [[0, 1], [2, 3]]
+    assert "export CUDA_VISIBLE_DEVICES=2,3\n" in (out / "tasks" / "worker-1.sh").read_text()
+    capsys.readouterr()
+    for opts, message in (
+            (("--gpus", "h2=0"), "h2 has too few chosen GPUs for task worker:0 (needs 2)"),
+            (("--gpus", "h2=0,x"), "give distinct GPU numbers"),
+            (("--gpus", "h2=1,1"), "give distinct GPU numbers")):
+        bad = tmp_path / f"bad{len(message)}"
+        assert export(bad, "--strategy", "multi_worker_mirrored", "--device", "gpu",
+                      "--replicas", "2", "--workers-on", "h2,h3", "--no-check", *opts) == 2
+        assert message in capsys.readouterr().err and not bad.exists()
+    cpu = tmp_path / "cpu"
+    assert export(cpu, "--strategy", "multi_worker_mirrored", "--replicas", "1",
+                  "--workers-on", "h2,h3", "--gpus", "h2=0") == 2
+    assert "the plan trains on the CPU: add --device gpu" in capsys.readouterr().err
