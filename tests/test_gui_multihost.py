@@ -12,6 +12,7 @@ On CPU, TensorFlow's MultiWorkerMirrored runs one replica per worker process, so
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import time
@@ -23,7 +24,7 @@ import remote_python
 import shiboken6
 import sshhosts
 from conftest_ssh import machine, trust
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QCoreApplication, QEvent, Qt, QThreadPool, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox, QWizard
 from runs import live_members
 from test_gui_e2e import click_next, curve_points, open_wizard_on
@@ -170,6 +171,14 @@ def windows(qtbot):
         if window.controller is not None and window.controller.record is not None:
             stop_watcher(window.controller.record)
         window.close()  # not through qtbot.addWidget: its close would ask about the run
+    # Delete the windows here, once no background job can call back into them: left to the
+    # garbage collector, they would be deleted at a random moment of a later test.
+    QThreadPool.globalInstance().waitForDone(30_000)
+    for window in made:
+        window.deleteLater()
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    made.clear()
+    gc.collect()
 
 
 def click_message_button(qtbot, text: str) -> None:
