@@ -87,33 +87,40 @@ done
 exit 0
 """
 
+# Shared by PORTS_CODE and CHECK_CODE: which `wanted` ports are taken (a bind test), and
+# `count` free ones (bound together, so they differ).
+_PORTS_FUNCTION = r"""
+import socket
+def check_ports(count, wanted):
+    busy, held = [], []
+    for port in wanted:
+        s = socket.socket()
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            busy.append(port)
+        finally:
+            s.close()
+    for _ in range(count):
+        s = socket.socket()
+        s.bind(("0.0.0.0", 0))
+        held.append(s)
+    return busy, [s.getsockname()[1] for s in held]
+"""
+
 # python -c PORTS_CODE COUNT PORT...: which given ports are taken, and COUNT free ones.
-PORTS_CODE = r"""
-import socket, sys
-count, wanted = int(sys.argv[1]), [int(p) for p in sys.argv[2:]]
-busy = []
-for port in wanted:
-    s = socket.socket()
-    try:
-        s.bind(("0.0.0.0", port))
-    except OSError:
-        busy.append(port)
-    finally:
-        s.close()
-held = []
-for _ in range(count):
-    s = socket.socket()
-    s.bind(("0.0.0.0", 0))
-    held.append(s)
+PORTS_CODE = _PORTS_FUNCTION + r"""
+import sys
+busy, free = check_ports(int(sys.argv[1]), [int(p) for p in sys.argv[2:]])
 print("BUSY", *busy)
-print("FREE", *[s.getsockname()[1] for s in held])
+print("FREE", *free)
 """
 
 # python -c CHECK_CODE fast|full [DIR COUNT PORT...]: the interpreter, the packages the
 # worker needs, (full) whether TensorFlow imports; with DIR (relative to the home directory):
 # make it; COUNT free ports chosen and PORT... tested with a bind. One JSON line.
-CHECK_CODE = r"""
-import json, os, platform, shutil, socket, sys
+CHECK_CODE = _PORTS_FUNCTION + r"""
+import json, os, platform, shutil, sys
 out = {"python": platform.python_version(), "executable": sys.executable, "packages": {},
        "tools": {t: bool(shutil.which(t)) for t in ("setsid", "nohup", "awk", "tail", "tar")},
        "home": os.path.expanduser("~")}
@@ -134,21 +141,8 @@ if len(sys.argv) > 3:
             out["dir"] = path
         except OSError as exc:
             out["dir_error"] = str(exc)
-    busy, held = [], []
-    for port in [int(p) for p in sys.argv[4:]]:
-        s = socket.socket()
-        try:
-            s.bind(("0.0.0.0", port))
-        except OSError:
-            busy.append(port)
-        finally:
-            s.close()
-    for _ in range(int(sys.argv[3])):
-        s = socket.socket()
-        s.bind(("0.0.0.0", 0))
-        held.append(s)
-    out["busy_ports"] = busy
-    out["free_ports"] = [s.getsockname()[1] for s in held]
+    out["busy_ports"], out["free_ports"] = check_ports(int(sys.argv[3]),
+                                                       [int(p) for p in sys.argv[4:]])
 if sys.argv[1:2] == ["full"]:
     try:
         import tensorflow as tf
