@@ -11,6 +11,7 @@ from pathlib import Path
 
 from dtgui import __version__
 from dtgui.cli_machines import add_machine_options, resolve_counts, wants_machines
+from dtgui.cli_script import add_script_options, script_model_from_args
 from dtgui.core.plan import COMMUNICATIONS, PRECISIONS, Plan, PlanError, validate
 from dtgui.core.strategies import STRATEGIES
 
@@ -68,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--tpu-address", default="", help="grpc://HOST:PORT (strategy tpu)")
     export.add_argument("--run-name", default="", help="default: <strategy>-<time>")
     add_machine_options(export)
+    add_script_options(export)
 
     run = sub.add_parser("run", help="run a bundle on this machine, headless, printing progress")
     run.add_argument("bundle", type=Path, help="a directory written by dtgui export")
@@ -112,9 +114,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     from dtgui.launch.model_check import check_model_file
 
     problems = resolve_counts(args)
-    if problems:
-        return _refuse(problems)
+    script_model, script_problems = script_model_from_args(args)  # --script: the user's own
+    if problems or script_problems:
+        return _refuse(problems + script_problems)
     plan = plan_from_args(args)
+    if script_model is not None:
+        plan = plan.with_changes(model=script_model)
     problems = validate(plan)
     if problems:
         return _refuse(problems)

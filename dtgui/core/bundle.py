@@ -15,6 +15,13 @@ from pathlib import Path
 
 from dtgui.core.cluster import tf_config_json
 from dtgui.core.plan import Plan, PlanError, TaskSpec, validate
+from dtgui.core.script_bundle import (
+    prepare_project,
+    script_environment,
+    script_readme_section,
+    script_requirements,
+    write_project,
+)
 from dtgui.core.strategies import STRATEGIES
 from dtgui.resources import DEMO_DATA, WORKER_SOURCE
 
@@ -92,6 +99,7 @@ def task_environment(plan: Plan, task: TaskSpec) -> dict[str, str]:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in task.gpus)
     elif plan.device_kind == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU plan stays on the CPU even where GPUs exist
+    env.update(script_environment(plan, task))  # a user's own training script: its variables
     return env
 
 
@@ -262,12 +270,17 @@ def render_bundle(plan: Plan, destination: Path, *, overwrite: bool = False) -> 
             raise BundleError(f"model file {model_file} does not exist: choose it again.")
         plan = plan.with_changes(model={"kind": "file", "path": USER_MODEL_NAME})
     try:
+        plan, project = prepare_project(plan)  # a user's own training script: its folder
+    except (OSError, ValueError) as exc:
+        raise BundleError(str(exc)) from exc
+    try:
         destination.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", dir=destination.parent))
     except OSError as exc:
         raise BundleError(f"cannot write in {destination.parent}: {exc.strerror}") from exc
     try:
         _write_files(plan, staging, model_file)
+        write_project(staging, project)
         if destination.exists():
             shutil.rmtree(destination)
         staging.rename(destination)
@@ -277,10 +290,17 @@ def render_bundle(plan: Plan, destination: Path, *, overwrite: bool = False) -> 
     return Bundle(destination, plan)
 
 
+def project_of(plan: Plan) -> bool:
+    """Whether the plan runs a user's own training script (its project folder is bundled)."""
+    return plan.model.get("kind") == "script"
+
+
 def _write_files(plan: Plan, root: Path, model_file: Path | None) -> None:
     (root / "plan.json").write_text(plan.to_json(), encoding="utf-8")
-    (root / "README.md").write_text(readme_text(plan), encoding="utf-8")
-    (root / "requirements.txt").write_text(requirements_text(), encoding="utf-8")
+    (root / "README.md").write_text(readme_text(plan) + script_readme_section(plan),
+                                    encoding="utf-8")
+    extra = "".join(f"{pin}\n" for pin in script_requirements()) if project_of(plan) else ""
+    (root / "requirements.txt").write_text(requirements_text() + extra, encoding="utf-8")
     run_sh = root / "run.sh"
     run_sh.write_text(run_script_text(plan), encoding="utf-8")
     run_sh.chmod(0o755)

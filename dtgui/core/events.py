@@ -9,7 +9,8 @@ from typing import Any
 
 SCHEMA_VERSION = 1
 KINDS = frozenset(
-    {"started", "step", "epoch", "device", "checkpoint", "log", "finished", "failed"}
+    {"started", "step", "epoch", "device", "checkpoint", "log", "finished", "failed",
+     "scalar"}  # scalar: a number a user's own script logs (dtgui.core.scalars)
 )
 
 

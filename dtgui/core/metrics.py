@@ -16,6 +16,7 @@ from itertools import islice
 import numpy as np
 
 from dtgui.core.events import Event
+from dtgui.core.scalars import ScalarStore
 
 LOG_LINES_KEPT = 5000
 
@@ -99,6 +100,7 @@ class RunMetrics:
         self._machines: dict[str, str] = {}  # issue 4: task -> machine (multi-machine runs)
         self._device_owner: dict[str, str] = {}  # "machine device" -> the task reporting it
         self._cpu_mem: dict[str, dict[str, float]] = {}  # machine -> task -> its memory
+        self.scalars = ScalarStore()  # `scalar` events: a user's script's own numbers
 
     # -- writers (reader thread) --------------------------------------------------------
     def add_events(self, events: Iterable[Event]) -> None:
@@ -239,6 +241,10 @@ class RunMetrics:
             }
         elif kind == "device":
             self._apply_devices(event)
+        elif kind == "scalar":  # dtgui.core.scalars; a step-counting tag moves the progress
+            step = self.scalars.add(event)
+            if step is not None and step > state.step:
+                state.step, self._step = step, max(self._step, step)
         elif kind == "finished":
             state.status = "finished"
         elif kind == "failed":

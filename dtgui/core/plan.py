@@ -77,7 +77,7 @@ class Plan:
     deterministic: bool = True
     checkpoint_every: int = 50
     log_every: int = 1
-    model: dict[str, str] = field(default_factory=lambda: {"kind": "demo"})
+    model: dict[str, Any] = field(default_factory=lambda: {"kind": "demo"})
     tpu_address: str = ""
     cluster: dict[str, list[str]] = field(default_factory=dict)
     tasks: tuple[TaskSpec, ...] = ()
@@ -210,8 +210,13 @@ def validate(plan: Plan, *, usable_gpus: int | None = None) -> list[str]:
             )
     errors += _placement_problems(plan)  # issue 4
     model_kind = plan.model.get("kind")
-    if model_kind not in ("demo", "file"):
-        errors.append("Model must be the built-in demo or your own Python file.")
+    if model_kind == "script":  # a user's own training script (dtgui.core.script)
+        from dtgui.core.script import script_problems
+
+        errors += script_problems(plan.model)
+    elif model_kind not in ("demo", "file"):
+        errors.append("Model must be the built-in demo, your own Python file or your own "
+                      "training script.")
     elif model_kind == "file" and not plan.model.get("path"):
         errors.append("Choose your model file (a .py defining build_model and make_dataset).")
     return errors

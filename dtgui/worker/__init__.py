@@ -7,3 +7,19 @@ only. Importing this package does not import TensorFlow.
 from __future__ import annotations
 
 EVENT_SCHEMA_VERSION = 1
+
+
+# The optional API for a user's own training script (reporting.py); no TensorFlow on import.
+from .reporting import report, report_epoch  # noqa: E402
+
+__all__ = ["report", "report_epoch", "ReportCallback"]
+
+
+def __getattr__(name: str):  # noqa: ANN202 - ReportCallback is built on first use
+    if name == "ReportCallback":
+        from .reporting import make_report_callback_class
+
+        cls = make_report_callback_class()
+        globals()["ReportCallback"] = cls
+        return cls
+    raise AttributeError(name)

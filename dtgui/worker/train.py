@@ -75,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
                 tpu_precheck(str(plan.get("tpu_address", "") or ""))
         except UserError as exc:
             return fail(events, exc.message, exc.tb or traceback.format_exc())
+        if (plan.get("model") or {}).get("kind") == "script":  # a user's own training script
+            from .script_supervisor import supervise_script
+
+            return supervise_script(plan, plan_path, args.task, out_dir, events)
         from .supervisor import supervise
 
         return supervise(plan_path, args.task, out_dir, events)

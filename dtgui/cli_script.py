@@ -1,0 +1,86 @@
+"""`dtgui export` options for a user's own training script (README "Your own training script").
+
+    --script ENTRY --project DIR [--script-arg ARG ...] [--env K=V ...] [--legacy-keras]
+    [--data-dir PATH]
+
+ENTRY is a path inside DIR (default DIR: ENTRY's folder). Before anything is written the entry
+script and the project's modules are looked at (no run, no TensorFlow): a Keras 3 `model.fit`
+under MultiWorkerMirrored or ParameterServer is refused with both ways out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from dtgui.core.script import ScriptModel, env_name_problem, env_value_problem, script_problems
+
+
+def add_script_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "your own training script",
+        "Run your own TensorFlow script on the cluster instead of dtgui's training loop: each "
+        "task runs `python ENTRY ARGS` in the bundle's copy of the project folder, with "
+        "TF_CONFIG, CUDA_VISIBLE_DEVICES and DTGUI_* variables set (see the README).")
+    group.add_argument("--script", type=Path, default=None, metavar="ENTRY",
+                       help="the training script to run (inside --project)")
+    group.add_argument("--project", type=Path, default=None, metavar="DIR",
+                       help="the folder copied into the bundle (default: ENTRY's folder); "
+                       ".git, caches, virtualenvs and what .dtguiignore / .gitignore list are "
+                       "left out")
+    group.add_argument("--script-arg", action="append", default=[], metavar="ARG",
+                       help="one argument for the script (repeatable, in order; "
+                       "$DTGUI_TENSORBOARD_DIR and the other DTGUI_ variables are replaced)")
+    group.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                       help="a variable for every task (repeatable)")
+    group.add_argument("--legacy-keras", action="store_true",
+                       help="run with tf_keras (TF_USE_LEGACY_KERAS=1): needed for model.fit "
+                       "under multi_worker_mirrored / parameter_server")
+    group.add_argument("--data-dir", default="", metavar="PATH",
+                       help="data that stays on each machine at PATH (DTGUI_DATA_DIR)")
+
+
+def wants_script(args: argparse.Namespace) -> bool:
+    return args.script is not None or args.project is not None
+
+
+def script_model_from_args(args: argparse.Namespace) -> tuple[dict[str, Any] | None, list[str]]:
+    """The plan's model for --script/--project, and every problem with them."""
+    if not wants_script(args):
+        extra = [o for o, v in (("--script-arg", args.script_arg), ("--env", args.env),
+                                ("--legacy-keras", args.legacy_keras),
+                                ("--data-dir", args.data_dir)) if v]
+        return None, [f"{o} needs --script ENTRY." for o in extra]
+    problems: list[str] = []
+    if args.model is not None:
+        problems.append("--model and --script exclude each other: choose one.")
+    if args.script is None:
+        return None, problems + ["--project needs --script ENTRY (the script to run)."]
+    entry = args.script.expanduser()
+    given = args.project.expanduser().resolve() if args.project is not None else None
+    if entry.is_absolute():
+        entry_abs = entry
+    elif given is not None and (given / entry).exists():
+        entry_abs = given / entry  # a path inside the project
+    else:
+        entry_abs = Path.cwd() / entry
+    project = given if given is not None else entry_abs.resolve().parent
+    try:
+        rel = Path(os.path.relpath(entry_abs.resolve(), project)).as_posix()
+    except ValueError:
+        rel = str(entry)
+    env: dict[str, str] = {}
+    for item in args.env:
+        name, sep, value = item.partition("=")
+        problem = ("--env " + repr(item) + " is not KEY=VALUE.") if not sep else (
+            env_name_problem(name) or env_value_problem(name, value))
+        if problem:
+            problems.append(f"--env: {problem}")
+        else:
+            env[name] = value
+    model = ScriptModel(str(project), rel, tuple(args.script_arg), env, bool(args.legacy_keras),
+                        args.data_dir).to_dict()
+    problems += script_problems(model, must_exist=True)
+    return model, problems

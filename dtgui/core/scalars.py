@@ -1,0 +1,108 @@
+"""The `scalar` events of a run (README "Events"): every number a user's script logs, per task
+and tag, as plot-ready series. Pure Python (no Qt).
+
+`RunMetrics` hands each `scalar` event to `ScalarStore.add` (under its own lock); the dashboard
+reads `snapshot()` from the UI thread. A series whose step goes back (a script restarted from
+its checkpoint) continues from there instead of drawing a line back.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from dtgui.core.events import Event
+
+EPOCH_WORDS = ("epoch",)
+
+
+def is_loss_tag(tag: str) -> bool:
+    """A training loss: `loss`, `batch_loss`, `train/epoch_loss`, `train/loss` ... (not a
+    validation loss)."""
+    parts = tag.lower().split("/")
+    if any(p.startswith(("val", "eval", "test")) for p in parts):
+        return False
+    return parts[-1] in ("loss", "batch_loss", "epoch_loss", "train_loss", "training_loss",
+                         "total_loss")
+
+
+def is_step_tag(tag: str) -> bool:
+    """A tag whose step counts training steps (not epochs): it can drive the progress."""
+    return not any(word in tag.lower() for word in EPOCH_WORDS)
+
+
+@dataclass
+class ScalarSeries:
+    steps: np.ndarray
+    values: np.ndarray
+    size: int = 0
+
+    @classmethod
+    def empty(cls) -> ScalarSeries:
+        return cls(np.empty(64, np.float64), np.empty(64, np.float64))
+
+    def add(self, step: float, value: float) -> None:
+        if self.size and step <= self.steps[self.size - 1]:  # restarted: continue from there
+            keep = int(np.searchsorted(self.steps[: self.size], step, side="left"))
+            self.steps, self.values = self.steps.copy(), self.values.copy()
+            self.size = keep
+        if self.size == len(self.steps):
+            grow = 2 * len(self.steps)
+            self.steps = np.concatenate([self.steps[: self.size], np.empty(grow - self.size)])
+            self.values = np.concatenate([self.values[: self.size], np.empty(grow - self.size)])
+        self.steps[self.size] = step
+        self.values[self.size] = value
+        self.size += 1
+
+    def view(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.steps[: self.size], self.values[: self.size]
+
+
+class ScalarStore:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._series: dict[tuple[str, str], ScalarSeries] = {}  # (tag, task) -> series
+        self.version = 0
+
+    def add(self, event: Event) -> int | None:
+        """Store one `scalar` event; returns its step when it counts training steps (for the
+        progress), else None."""
+        tag, step, value = event.get("tag"), event.get("step"), event.get("value")
+        if not isinstance(tag, str) or not isinstance(step, (int, float)) \
+                or not isinstance(value, (int, float)) or isinstance(value, bool):
+            return None
+        with self._lock:
+            key = (tag, event.task)
+            series = self._series.get(key)
+            if series is None:
+                series = self._series[key] = ScalarSeries.empty()
+            series.add(float(step), float(value))
+            self.version += 1
+        return int(step) if is_step_tag(tag) else None
+
+    def tags(self) -> list[str]:
+        with self._lock:
+            return sorted({tag for tag, _ in self._series})
+
+    def snapshot(self) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
+        """tag -> task -> (steps, values): views that later additions never overwrite."""
+        with self._lock:
+            out: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
+            for (tag, task), series in sorted(self._series.items()):
+                out.setdefault(tag, {})[task] = series.view()
+            return out
+
+    def loss_series(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """task -> its training-loss series (the most detailed loss tag it logs: per step
+        rather than per epoch), for the main loss plot of a script that reports no steps."""
+        with self._lock:
+            best: dict[str, tuple[int, ScalarSeries]] = {}
+            for (tag, task), series in self._series.items():
+                if not is_loss_tag(tag):
+                    continue
+                rank = (2 if is_step_tag(tag) else 1) * 1_000_000 + series.size
+                if task not in best or rank > best[task][0]:
+                    best[task] = (rank, series)
+            return {task: s.view() for task, (_, s) in sorted(best.items())}
