@@ -31,7 +31,8 @@ def add_script_options(parser: argparse.ArgumentParser) -> None:
                        ".git, caches, virtualenvs and what .dtguiignore / .gitignore list are "
                        "left out")
     group.add_argument("--script-arg", action="append", default=[], metavar="ARG",
-                       help="one argument for the script (repeatable, in order; "
+                       help="one argument for the script (repeatable, in order; write "
+                       "--script-arg=--epochs=3 for one that starts with '-'; "
                        "$DTGUI_TENSORBOARD_DIR and the other DTGUI_ variables are replaced)")
     group.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                        help="a variable for every task (repeatable)")
@@ -39,7 +40,7 @@ def add_script_options(parser: argparse.ArgumentParser) -> None:
                        help="run with tf_keras (TF_USE_LEGACY_KERAS=1): needed for model.fit "
                        "under multi_worker_mirrored / parameter_server")
     group.add_argument("--data-dir", default="", metavar="PATH",
-                       help="data that stays on each machine at PATH (DTGUI_DATA_DIR)")
+                       help="data that stays on each machine at PATH (DTGUI_DATASET_DIR)")
 
 
 def wants_script(args: argparse.Namespace) -> bool:

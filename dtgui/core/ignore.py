@@ -181,6 +181,7 @@ def list_project(root: Path, max_files: int = 200_000) -> ProjectFiles:
             if len(result.files) > max_files:
                 raise ValueError(f"{root} holds more than {max_files} files: list what is not "
                                  "code in a .dtguiignore at its top.")
+    result.files.sort()
     return result
 
 

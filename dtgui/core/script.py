@@ -38,7 +38,7 @@ class ScriptModel:
     args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     legacy_keras: bool = False
-    data_dir: str = ""  # data kept on each machine at this path (DTGUI_DATA_DIR); "" = none
+    data_dir: str = ""  # data kept on each machine at this path (DTGUI_DATASET_DIR); "" = none
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": SCRIPT_KIND, "project": self.project, "entry": self.entry,

@@ -71,7 +71,7 @@ def script_environment(plan: Plan, task: TaskSpec) -> dict[str, str]:
         "DTGUI_CHECKPOINT_EVERY": str(plan.checkpoint_every),
     }
     if script.data_dir:
-        env["DTGUI_DATA_DIR"] = script.data_dir
+        env["DTGUI_DATASET_DIR"] = script.data_dir
     if script.legacy_keras:
         env["TF_USE_LEGACY_KERAS"] = "1"  # read when TensorFlow is imported: set before
     env.update(script.env)

@@ -1,0 +1,154 @@
+"""A user's own training script run by dtgui: real TensorFlow, real processes, no changes to
+the scripts (tests/script_projects/)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from runs import live_members
+
+from dtgui.core.events import read_all
+from dtgui.core.plan import Plan
+from dtgui.core.script import ScriptModel
+from dtgui.launch.local_run import RunController, launch_plan
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parent.parent
+PROJECTS = ROOT / "tests" / "script_projects"
+
+
+def script_plan(project: str, entry: str, *, strategy: str = "multi_worker_mirrored",
+                args: tuple[str, ...] = (), legacy: bool = False, **changes) -> Plan:
+    model = ScriptModel(str(PROJECTS / project), entry, args, {}, legacy).to_dict()
+    workers = 2 if strategy == "multi_worker_mirrored" else 1
+    replicas = 1 if strategy in ("multi_worker_mirrored", "one_device") else 2
+    return Plan(run_name=f"script-{project}", strategy=strategy, workers=workers,
+                replicas_per_task=replicas, checkpoint_every=0, model=model, **changes)
+
+
+def wait_done(controller: RunController, timeout: float = 240) -> None:
+    assert controller.wait(timeout), "the run did not end in time"
+
+
+def test_keras_fit_multi_worker_with_tf_keras_shows_its_tensorboard_curves_live(
+        tmp_path: Path) -> None:
+    plan = script_plan("mwm_fit", "main.py", args=("6", "3"), legacy=True)
+    controller = launch_plan(plan, tmp_path / "runs")
+    seen_live: list[int] = []
+    while not controller.wait(0.1):
+        tags = controller.metrics.scalars.snapshot()
+        states = controller.metrics.snapshot().tasks
+        if tags and all(s.status == "running" for s in states.values()):
+            seen_live.append(sum(len(x) for t in tags.values() for x, _ in t.values()))
+    assert controller.state == "finished", controller.message
+    assert seen_live, "no scalar reached the dashboard while the script trained"
+    scalars = controller.metrics.scalars.snapshot()
+    assert {"train/epoch_loss", "train/epoch_accuracy"} <= set(scalars)
+    chief = scalars["train/epoch_loss"]["worker:0"]
+    assert list(chief[0]) == [0, 1, 2, 3, 4, 5]  # one point per epoch, in order
+    assert "worker:1" in scalars["train/epoch_loss"]  # the other worker's own curve
+    loss = controller.metrics.scalars.loss_series()
+    assert set(loss) == {"worker:0", "worker:1"}
+    log = controller.bundle.log_file(controller.bundle.plan.tasks[0]).read_text()
+    assert "tf_keras" in log  # the script ran with legacy Keras
+    assert controller.metrics.snapshot().step >= 0
+
+
+def test_stop_leaves_no_process(tmp_path: Path) -> None:
+    plan = script_plan("mwm_fit", "main.py", args=("1000", "5"), legacy=True)
+    controller = launch_plan(plan, tmp_path / "runs")
+    deadline = time.monotonic() + 120
+    while not controller.metrics.scalars.tags() and time.monotonic() < deadline:
+        assert not controller.wait(0.2), controller.message
+    assert controller.metrics.scalars.tags(), "the script never wrote a scalar"
+    pgids = controller.pgids()
+    controller.request_stop()
+    wait_done(controller, 30)
+    assert controller.state == "stopped"
+    assert live_members(pgids) == []
+
+
+def test_custom_loop_report_gives_per_replica_curves(tmp_path: Path) -> None:
+    plan = script_plan("custom_loop", "train.py", strategy="mirrored", steps=5,
+                       per_replica_batch=8)
+    controller = launch_plan(plan, tmp_path / "runs")
+    wait_done(controller)
+    assert controller.state == "finished", controller.message
+    snap = controller.metrics.snapshot()
+    assert sorted(snap.replica_loss) == [0, 1]
+    for steps, losses in snap.replica_loss.values():
+        assert list(steps) == [1, 2, 3, 4, 5]
+        assert all(v > 0 for v in losses)
+    assert snap.step == 5
+    assert list(controller.metrics.scalars.snapshot()["lr"]["worker:0"][1]) == [0.05] * 5
+
+
+def test_script_that_raises_fails_the_run_with_its_own_error_line(tmp_path: Path) -> None:
+    plan = script_plan("raises", "train.py")
+    started = time.monotonic()
+    controller = launch_plan(plan, tmp_path / "runs")
+    wait_done(controller, 60)
+    assert time.monotonic() - started < 10
+    assert controller.state == "failed"
+    assert "FileNotFoundError: the labels file labels.csv is missing (dtgui test)" in \
+        controller.message
+    log = controller.metrics.log_lines("worker:0")
+    assert any("Traceback" in line for line in log)  # the log view has the script's output
+    assert live_members(controller.pgids()) == []
+    failed = [e for e in read_all(controller.bundle.events_file(plan_task(controller)))
+              if e.kind == "failed"]
+    assert failed and failed[0].get("error").startswith("FileNotFoundError: the labels file")
+
+
+def plan_task(controller: RunController):  # noqa: ANN201
+    return controller.bundle.plan.tasks[0]
+
+
+def project_copy(tmp_path: Path) -> Path:
+    """helper_data plus what must stay out of a bundle."""
+    project = tmp_path / "helper_data"
+    shutil.copytree(PROJECTS / "helper_data", project)
+    (project / ".git").mkdir()
+    (project / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (project / "__pycache__").mkdir()
+    (project / "__pycache__" / "helper.cpython-311.pyc").write_bytes(b"\0")
+    (project / ".venv" / "bin").mkdir(parents=True)
+    (project / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (project / "data" / "big.bin").write_bytes(b"\0" * 100_000)
+    (project / "scratch").mkdir()
+    (project / "scratch" / "notes.txt").write_text("x")
+    return project
+
+
+def test_project_with_helper_and_data_runs_from_the_bundle_and_by_hand(tmp_path: Path) -> None:
+    project = project_copy(tmp_path)
+    model = ScriptModel(str(project), "train.py").to_dict()
+    plan = Plan(run_name="helper", strategy="one_device", replicas_per_task=1,
+                checkpoint_every=0, model=model)
+    controller = launch_plan(plan, tmp_path / "runs")
+    wait_done(controller, 60)
+    assert controller.state == "finished", controller.message
+    bundle = controller.bundle.path
+    files = sorted(p.relative_to(bundle / "project").as_posix()
+                   for p in (bundle / "project").rglob("*") if p.is_file())
+    assert files == [".gitignore", "data/values.csv", "helper.py", "train.py"]
+    assert (bundle / "output" / "script" / "worker-0" / "result.txt").read_text() == "7\n"
+
+    out = tmp_path / "exported"
+    subprocess.run([sys.executable, "-m", "dtgui", "export", str(out), "--strategy",
+                    "one_device", "--script", str(project / "train.py"), "--project",
+                    str(project)], check=True, cwd=ROOT, timeout=60)
+    proc = subprocess.run(["bash", str(out / "run.sh")], env={**os.environ,
+                          "PYTHON": sys.executable}, capture_output=True, text=True,
+                          timeout=120, cwd="/")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (out / "output" / "script" / "worker-0" / "result.txt").read_text() == "7\n"
+    assert "read 3 values, total 7" in (out / "output" / "logs" / "worker-0.log").read_text()
+    readme = (out / "README.md").read_text()
+    assert "cd project && \"$PYTHON\" train.py" in readme
