@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--no-determinism", action="store_true",
                         help="allow non-deterministic ops (faster on GPU)")
     export.add_argument("--checkpoint-every", type=int, default=50, help="steps; 0 = off")
+    export.add_argument("--steps-per-call", type=int, default=0,
+                        help="training steps per call to the device; 0 (default) = sized "
+                        "while training to about 0.2 s a call")
     export.add_argument("--model", type=Path, default=None,
                         help="your Python file with build_model() and make_dataset()")
     export.add_argument("--no-check", action="store_true",
@@ -96,6 +99,7 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
         seed=args.seed,
         deterministic=not args.no_determinism,
         checkpoint_every=args.checkpoint_every,
+        steps_per_call=args.steps_per_call,
         model=model,
         tpu_address=args.tpu_address,
     )

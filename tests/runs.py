@@ -5,11 +5,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from dtgui.core.events import read_all
+from dtgui.core.events import STEP_KINDS, read_all, step_rows
 
 
 def replica_losses(events_file: Path) -> list[list[float]]:
-    return [e.get("replica_losses") for e in read_all(events_file) if e.kind == "step"]
+    """Every step's per-replica losses, in order (from the `steps` batches)."""
+    out: list[list[float]] = []
+    for event in read_all(events_file):
+        rows = step_rows(event.data) if event.kind in STEP_KINDS else None
+        if rows is not None:
+            out.extend(rows.losses.tolist())
+    return out
 
 
 def live_members(pgids: list[int]) -> list[str]:

@@ -222,7 +222,7 @@ def test_event_tail_reads_only_complete_lines(tmp_path: Path) -> None:
     events = tail.read_new()
     assert [e.get("step") for e in events] == [1]
     with open(path, "a") as f:
-        f.write(second[10:] + "not json\n" + json.dumps({"v": 2, "kind": "step"}) + "\n")
+        f.write(second[10:] + "not json\n" + json.dumps({"v": 3, "kind": "step"}) + "\n")
     assert [e.get("step") for e in tail.read_new()] == [2]
     resumed = EventTail(path, offset=len(first.encode()))
     assert [e.get("step") for e in resumed.read_new()] == [2]

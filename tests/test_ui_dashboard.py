@@ -301,7 +301,9 @@ def test_long_series_are_drawn_as_an_envelope_until_the_user_zooms(
     x, y = curve_xy(dash, 0)
     assert len(x) < n // 4  # the min/max envelope, not every point
     assert 0 in panel.curves.layer.paths  # drawn by the plot's envelope layer
-    assert x.max() == n and y.max() == pytest.approx(loss(0, 1)) and y.min() == loss(0, n)
+    # loss curves are kept in float32, as the training program computes them
+    assert x.max() == n and y.max() == pytest.approx(loss(0, 1))
+    assert y.min() == pytest.approx(loss(0, n), rel=1e-6)
     low, high = panel.plot.getViewBox().viewRange()[0]
     assert low <= 1 and high >= n  # following: the whole run is in view
     panel.plot.getViewBox().setXRange(100, 200)

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dtgui.core.events import STEP_KINDS, step_rows
+
 REPO = Path(__file__).resolve().parents[1]
 DIGITS = REPO / "resources" / "data" / "digits.npz"
 PYTHON = sys.executable
@@ -210,7 +212,24 @@ def json_result(proc: subprocess.Popen[str], timeout: float = 120) -> tuple[int,
 
 
 def step_losses(events: list[dict[str, Any]]) -> dict[int, list[float]]:
-    return {e["step"]: e["replica_losses"] for e in events if e["kind"] == "step"}
+    """step -> its per-replica losses, from the `steps` batches (or schema-1 `step` events)."""
+    out: dict[int, list[float]] = {}
+    for e in events:
+        rows = step_rows(e) if e["kind"] in STEP_KINDS else None
+        if rows is not None:
+            for step, losses in zip(rows.steps.tolist(), rows.losses.tolist(), strict=True):
+                out[step] = losses
+    return out
+
+
+def step_means(events: list[dict[str, Any]]) -> dict[int, float]:
+    """step -> the loss averaged over every replica of the run."""
+    out: dict[int, float] = {}
+    for e in events:
+        rows = step_rows(e) if e["kind"] in STEP_KINDS else None
+        if rows is not None:
+            out.update(zip(rows.steps.tolist(), rows.means.tolist(), strict=True))
+    return out
 
 
 def assert_trained(code: int, events: list[dict[str, Any]], steps: int, replicas: int,

@@ -239,9 +239,10 @@ bash run.sh                 # every task on this machine; PYTHON=/path/to/python
 ```
 
 Events are written as JSON lines to `output/events-<task>.jsonl` (one object a line: `kind`
-is started, step, epoch, device, checkpoint, log, finished or failed; a step has
-`replica_losses`, one float per replica). Logs: `output/logs/`. Checkpoints:
-`output/checkpoints/` (a new run in this directory resumes from them; delete `output/` to
+is started, steps, epoch, device, checkpoint, log, finished or failed; a `steps` event reports
+the steps of one training call, every step's loss per replica in a compact form;
+`python3 -m dtgui_worker.step_batch output/events-worker-0.jsonl` prints them as CSV).
+Logs: `output/logs/`. Checkpoints: `output/checkpoints/` (a new run in this directory resumes from them; delete `output/` to
 start over). TensorBoard: `tensorboard --logdir output/tensorboard`.
 
 ## Tasks

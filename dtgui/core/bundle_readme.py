@@ -95,8 +95,9 @@ when the chief has finished, stop them with Ctrl-C in their `run.sh`, or on thei
 `kill -TERM -- -$(cat output/pids/<task>.pid)`.
 
 Each machine writes the events of its own tasks to `output/events-<task>.jsonl` (JSON lines;
-a `step` event has `replica_losses`, one float per replica, and `replica_ids`, their global
-ids), logs to `output/logs/`. Checkpoints go to the chief's `output/checkpoints/`; to resume
+a `steps` event reports the steps of one training call: every step's loss per replica, in the
+compact form `dtgui_worker/step_batch.py` reads, and `replica_ids`, their global ids), logs to
+`output/logs/`. Checkpoints go to the chief's `output/checkpoints/`; to resume
 a MultiWorkerMirrored run every worker must see them: copy the chief's `output/checkpoints/`
 to the other machines first (delete `output/` everywhere to start over).
 

@@ -1,4 +1,9 @@
-"""The event schema (README "Events") and a reader that follows an events file by byte offset."""
+"""The event schema (README "Events") and a reader that follows an events file by byte offset.
+
+Schema 2 reports training steps in batches (`steps`: one event per training call, its losses
+in the compact form of `dtgui.worker.step_batch`); schema 1 files (one `step` event a step)
+are still read.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+import numpy as np
+
+from dtgui.worker import step_batch
+
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = frozenset({1, 2})
 KINDS = frozenset(
-    {"started", "step", "epoch", "device", "checkpoint", "log", "finished", "failed",
+    {"started", "step", "steps", "epoch", "device", "checkpoint", "log", "finished", "failed",
      "scalar"}  # scalar: a number a user's own script logs (dtgui.core.scalars)
 )
+STEP_KINDS = ("step", "steps")  # events that report training steps (schema 1, schema 2)
 
 
 @dataclass(frozen=True)
@@ -31,7 +42,7 @@ def parse_line(line: str | bytes) -> Event | None:
         obj = json.loads(line)
     except (json.JSONDecodeError, UnicodeDecodeError):
         return None
-    if not isinstance(obj, dict) or obj.get("v") != SCHEMA_VERSION:
+    if not isinstance(obj, dict) or obj.get("v") not in READABLE_VERSIONS:
         return None
     kind = obj.get("kind")
     if kind not in KINDS:
@@ -41,6 +52,41 @@ def parse_line(line: str | bytes) -> Event | None:
     except (TypeError, ValueError):
         t = 0.0
     return Event(kind=kind, task=str(obj.get("task", "?")), t=t, data=obj)
+
+
+@dataclass(frozen=True)
+class StepRows:
+    """The training steps one event reports: step numbers (n), each replica's loss (n, r)
+    with the global ids of those replicas, and the mean over every replica of the run (n)."""
+
+    steps: np.ndarray
+    replica_ids: list[int]
+    losses: np.ndarray
+    means: np.ndarray
+
+
+def step_rows(data: dict[str, Any]) -> StepRows | None:
+    """The steps of a `steps` event (schema 2) or a `step` event (schema 1); None when the
+    event is damaged."""
+    try:
+        if data.get("kind") == "step":
+            raw = data.get("replica_losses") or []
+            losses = np.array([[x if isinstance(x, (int, float)) else np.nan for x in raw]],
+                              dtype=np.float32)
+            ids = [int(i) for i in data.get("replica_ids") or range(losses.shape[1])]
+            mean = data.get("loss")
+            means = np.array([mean if isinstance(mean, (int, float)) else np.nan], np.float32)
+            return StepRows(np.array([int(data.get("step", 0))]), ids, losses, means)
+        count = int(data["count"])
+        ids = [int(i) for i in data["replica_ids"]]
+        if data.get("encoding") != step_batch.ENCODING or count < 0:
+            return None
+        first, stride = int(data["first"]), max(1, int(data.get("stride", 1)))
+        losses = step_batch.decode(data["losses"], count, len(ids))
+        means = step_batch.decode(data["means"], count).reshape(count)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return StepRows(first + stride * np.arange(count, dtype=np.int64), ids, losses, means)
 
 
 class EventTail:
@@ -59,6 +105,11 @@ class EventTail:
             with open(self.path, "rb") as f:
                 f.seek(self.offset)
                 chunk = f.read(max_bytes)
+                while b"\n" not in chunk and len(chunk) >= max_bytes:  # a line longer than that
+                    more = f.read(max_bytes)
+                    if not more:
+                        break
+                    chunk += more
         except FileNotFoundError:
             return []
         end = chunk.rfind(b"\n")

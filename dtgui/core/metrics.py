@@ -15,35 +15,62 @@ from itertools import islice
 
 import numpy as np
 
-from dtgui.core.events import Event
+from dtgui.core.events import Event, StepRows, step_rows
 from dtgui.core.scalars import ScalarStore
 
 LOG_LINES_KEPT = 5000
 
 
 class Series:
-    """An append-only (x, y) series backed by numpy arrays that double when full."""
+    """An append-only (x, y) series backed by numpy arrays that grow geometrically.
 
-    def __init__(self, capacity: int = 1024) -> None:
-        self._x = np.empty(capacity, dtype=np.float64)
-        self._y = np.empty(capacity, dtype=np.float64)
+    Views handed out (`view`) are never written under the holder: appends go past their end
+    and a growth or a rewind (`keep_up_to`) moves to new arrays. float32 halves the memory
+    of long loss curves (the training program computes them in float32).
+    """
+
+    def __init__(self, capacity: int = 1024, dtype: type = np.float64) -> None:
+        self._x = np.empty(max(1, capacity), dtype=dtype)
+        self._y = np.empty(max(1, capacity), dtype=dtype)
         self.size = 0
+
+    def reserve(self, capacity: int) -> None:
+        """Room for `capacity` points in all (untouched memory costs nothing until written)."""
+        if capacity > len(self._x):
+            self._grow(capacity)
+
+    def _grow(self, needed: int) -> None:
+        capacity = max(needed, 2 * len(self._x))
+        x = np.empty(capacity, dtype=self._x.dtype)
+        y = np.empty(capacity, dtype=self._y.dtype)
+        x[: self.size] = self._x[: self.size]
+        y[: self.size] = self._y[: self.size]
+        self._x, self._y = x, y
 
     def append(self, x: float, y: float) -> None:
         if self.size == len(self._x):
-            self._x = np.concatenate([self._x, np.empty_like(self._x)])
-            self._y = np.concatenate([self._y, np.empty_like(self._y)])
+            self._grow(self.size + 1)
         self._x[self.size] = x
         self._y[self.size] = y
         self.size += 1
 
     def extend(self, xs: np.ndarray, ys: np.ndarray) -> None:
-        for x, y in zip(xs, ys, strict=True):
-            self.append(float(x), float(y))
+        n = len(xs)
+        if n == 0:
+            return
+        if self.size + n > len(self._x):
+            self._grow(self.size + n)
+        self._x[self.size: self.size + n] = xs
+        self._y[self.size: self.size + n] = ys
+        self.size += n
 
     def keep_up_to(self, x: float) -> None:
-        """Drop the points after `x` (x grows along the series)."""
-        self.size = int(np.searchsorted(self._x[: self.size], x, side="right"))
+        """Drop the points after `x` (x grows along the series), in new arrays so that the
+        views already handed out keep their points."""
+        keep = int(np.searchsorted(self._x[: self.size], x, side="right"))
+        if keep < self.size:
+            self._x, self._y = self._x.copy(), self._y.copy()
+            self.size = keep
 
     def view(self) -> tuple[np.ndarray, np.ndarray]:
         return self._x[: self.size], self._y[: self.size]
@@ -61,8 +88,8 @@ class TaskState:
     replicas: int = 0
     error: str = ""
     exit_code: int | None = None
-    machine: str = ""  # issue 4: where the task runs ("" = this machine)
-    straggler: str = ""  # issue 4: why it is flagged as a straggler ("" = it is not)
+    machine: str = ""  # where the task runs ("" = this machine)
+    straggler: str = ""  # why it is flagged as a straggler ("" = it is not)
 
 
 @dataclass
@@ -77,7 +104,7 @@ class Snapshot:
     total_steps: int
     epoch: int
     last_epoch_metrics: dict[str, float] = field(default_factory=dict)
-    stragglers: dict[str, str] = field(default_factory=dict)  # issue 4: task -> reason
+    stragglers: dict[str, str] = field(default_factory=dict)  # task -> reason
 
 
 class RunMetrics:
@@ -97,19 +124,18 @@ class RunMetrics:
         self._step = 0
         self._epoch = 0
         self._epoch_metrics: dict[str, float] = {}
-        self._machines: dict[str, str] = {}  # issue 4: task -> machine (multi-machine runs)
+        self._machines: dict[str, str] = {}  # task -> machine (multi-machine runs)
         self._device_owner: dict[str, str] = {}  # "machine device" -> the task reporting it
         self._cpu_mem: dict[str, dict[str, float]] = {}  # machine -> task -> its memory
         self.scalars = ScalarStore()  # `scalar` events: a user's script's own numbers
 
     # -- writers (reader thread) --------------------------------------------------------
     def add_events(self, events: Iterable[Event]) -> None:
-        with self._lock:
-            changed = False
-            for event in events:
+        # The lock is taken per event so that the UI's snapshot never waits for a long batch
+        # (a reattach reads a whole run at once).
+        for event in events:
+            with self._lock:
                 self._apply(event)
-                changed = True
-            if changed:
                 self.version += 1
 
     def add_log_lines(self, task: str, lines: Iterable[str]) -> None:
@@ -135,7 +161,7 @@ class RunMetrics:
                 state.error = error
             self.version += 1
 
-    # -- issue 4: machines and stragglers ------------------------------------------------
+    # -- machines and stragglers --------------------------------------------------------
     def set_task_machine(self, task: str, machine: str) -> None:
         """Name the machine a task runs on (device curves are then labelled with it)."""
         with self._lock:
@@ -201,6 +227,28 @@ class RunMetrics:
             if isinstance(used, (int, float)):
                 self._device_mem.setdefault(label, Series()).append(elapsed, used / 2**20)
 
+    def _apply_steps(self, event: Event, state: TaskState, rows: StepRows) -> None:
+        step = int(rows.steps[-1])
+        state.step = step
+        if state.status == "starting":
+            state.status = "running"
+        self._step = max(self._step, step)
+        self._epoch = max(self._epoch, int(event.get("epoch", 0) or 0))
+        for column, rid in enumerate(rows.replica_ids[: rows.losses.shape[1]]):
+            series = self._replica_loss.get(rid)
+            if series is None:
+                series = self._replica_loss[rid] = Series(dtype=np.float32)
+                series.reserve(self.total_steps)
+            losses = rows.losses[:, column]
+            finite = np.isfinite(losses)
+            if finite.all():
+                series.extend(rows.steps, losses)
+            else:
+                series.extend(rows.steps[finite], losses[finite])
+        eps = event.get("examples_per_sec")
+        if isinstance(eps, (int, float)):
+            self._throughput.setdefault(event.task, Series()).append(step, float(eps))
+
     def throughput_series(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         with self._lock:
             return {k: s.view() for k, s in self._throughput.items()}
@@ -219,21 +267,10 @@ class RunMetrics:
             resumed = event.get("resumed_from_step")
             if isinstance(resumed, int) and resumed < state.step:
                 self._rewind(event.task, resumed, event.get("replica_ids") or [])
-        elif kind == "step":
-            step = int(event.get("step", 0))
-            state.step = step
-            if state.status == "starting":
-                state.status = "running"
-            self._step = max(self._step, step)
-            self._epoch = max(self._epoch, int(event.get("epoch", 0) or 0))
-            losses = event.get("replica_losses") or []
-            ids = event.get("replica_ids") or list(range(len(losses)))
-            for rid, loss in zip(ids, losses, strict=False):
-                if isinstance(loss, (int, float)):
-                    self._replica_loss.setdefault(int(rid), Series()).append(step, float(loss))
-            eps = event.get("examples_per_sec")
-            if isinstance(eps, (int, float)):
-                self._throughput.setdefault(event.task, Series()).append(step, float(eps))
+        elif kind in ("step", "steps"):
+            rows = step_rows(event.data)
+            if rows is not None and len(rows.steps):
+                self._apply_steps(event, state, rows)
         elif kind == "epoch":
             self._epoch_metrics = {
                 k: float(v) for k, v in event.data.items()

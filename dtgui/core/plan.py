@@ -58,6 +58,9 @@ class TaskSpec:
         return f"{self.host}:{self.port}"
 
 
+MAX_STEPS_PER_CALL = 10_000  # the training program's own limit (dtgui/worker/progress.py)
+
+
 @dataclass(frozen=True)
 class Plan:
     run_name: str = "run"
@@ -77,6 +80,7 @@ class Plan:
     deterministic: bool = True
     checkpoint_every: int = 50
     log_every: int = 1
+    steps_per_call: int = 0  # training steps per call to the device; 0: chosen while training
     model: dict[str, Any] = field(default_factory=lambda: {"kind": "demo"})
     tpu_address: str = ""
     cluster: dict[str, list[str]] = field(default_factory=dict)
@@ -172,6 +176,7 @@ def validate(plan: Plan, *, usable_gpus: int | None = None) -> list[str]:
     _check_int(errors, "Steps per epoch", plan.steps_per_epoch, 1, 10_000_000)
     _check_int(errors, "Checkpoint interval", plan.checkpoint_every, 0, 10_000_000)
     _check_int(errors, "Log interval", plan.log_every, 1, 100_000)
+    _check_int(errors, "Steps per call", plan.steps_per_call, 0, MAX_STEPS_PER_CALL)
     _check_int(errors, "Seed", plan.seed, 0, 2**31 - 1)
     if not isinstance(plan.learning_rate, (int, float)) or not 0 < plan.learning_rate <= 10:
         errors.append("Learning rate must be a number above 0 and at most 10 (e.g. 0.001).")

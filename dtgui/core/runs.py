@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dtgui.core.events import read_all
+from dtgui.core.events import STEP_KINDS, read_all
 from dtgui.core.settings import atomic_write_text, runs_dir
 
 RECORD_NAME = "run.json"
@@ -139,7 +139,7 @@ def final_loss_from_events(bundle_dir: Path) -> float | None:
                 continue
             if event.kind == "finished":
                 finished = float(loss)
-            elif event.kind == "step" and (last_step is None or event.t >= last_step[0]):
+            elif event.kind in STEP_KINDS and (last_step is None or event.t >= last_step[0]):
                 last_step = (event.t, float(loss))
     if finished is not None:
         return finished

@@ -30,6 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 
 from dtgui.core.bundle import Bundle, primary_tasks
+from dtgui.core.events import STEP_KINDS
 from dtgui.core.metrics import RunMetrics
 from dtgui.core.runs import RunRecord
 from dtgui.core.stragglers import describe, find_stragglers
@@ -249,7 +250,7 @@ class RunController:
             if tp.events:
                 self.metrics.add_events(tp.events)
                 self._last_event[tid] = now
-                if any(e.kind == "step" for e in tp.events):
+                if any(e.kind in STEP_KINDS for e in tp.events):
                     self._stepping.add(tid)
                 self._note_loss(tid, tp.events)
             if tp.log_lines:
@@ -264,7 +265,7 @@ class RunController:
             return
         for event in events:
             loss = event.get("loss")
-            if event.kind in ("step", "finished") and isinstance(loss, (int, float)):
+            if event.kind in (*STEP_KINDS, "finished") and isinstance(loss, (int, float)):
                 self.final_loss = float(loss)
 
     # -- the policy ------------------------------------------------------------------------

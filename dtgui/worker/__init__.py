@@ -6,7 +6,7 @@ only. Importing this package does not import TensorFlow.
 
 from __future__ import annotations
 
-EVENT_SCHEMA_VERSION = 1
+EVENT_SCHEMA_VERSION = 2
 
 
 # The optional API for a user's own training script (reporting.py); no TensorFlow on import.

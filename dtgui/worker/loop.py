@@ -1,4 +1,5 @@
-"""Dataset pipeline and the distributed train step (a custom loop; works under every strategy)."""
+"""Dataset pipeline and the distributed training call: k steps per call in one graph loop
+(a custom loop; works under every strategy)."""
 
 from __future__ import annotations
 
@@ -84,18 +85,31 @@ def distributed_dataset(source: ModelSource, info: StrategyInfo, seed: int, glob
 
 @dataclass
 class Trainer:
-    """Holds the compiled step; ``step(iterator)`` -> (replica losses, mean loss, correct)."""
+    """The compiled training call and the replica's forward+backward pass.
 
-    step: Callable[[Any], Any]
+    ``run(iterator, k, proposal)`` trains ``k`` steps on the device in one call (k a scalar
+    int32 tensor, so another k reuses the same trace) and returns ``(per_task, totals,
+    agreed)``: ``per_task`` is (k, local replicas, 2) - each local replica's mean loss and
+    correct count per step -, ``totals`` is (k, 2), their sums over every replica in sync, and
+    ``agreed`` the size of the next call every task agrees on (the mean of the tasks'
+    float32 ``proposal``). Nothing in a call copies to the host; the caller fetches all three
+    once per call. Under parameter_server ``run(iterator, k)`` is the closure the
+    coordinator schedules on a worker: it returns (k, 2) for that worker's single replica.
+    """
+
+    run: Callable[[Any, Any], Any]
     compute: Callable[..., Any]
 
 
 def make_trainer(info: StrategyInfo, model: keras.Model, optimizer: Any, loss_obj: Any,
                  global_batch: int, xla: bool, float16: bool) -> Trainer:
-    """Build the distributed step; with ``xla`` the replica's forward+backward is XLA-compiled.
+    """Build the distributed training call; with ``xla`` the replica's forward+backward is
+    XLA-compiled.
 
     The gradient all-reduce and the optimizer update stay outside the XLA cluster: they make
-    cross-replica merge calls, which XLA cannot compile.
+    cross-replica merge calls, which XLA cannot compile. The k steps of a call run in one
+    graph loop (as Keras' ``steps_per_execution``): the loop body is the same graph whatever
+    k is, so the losses do not depend on how the steps are split into calls.
     """
     strategy = info.strategy
 
@@ -120,27 +134,52 @@ def make_trainer(info: StrategyInfo, model: keras.Model, optimizer: Any, loss_ob
 
     compute_fn = tf.function(compute, jit_compile=True) if xla else compute
 
-    def replica_step(batch: Any) -> tuple[Any, Any]:
+    def replica_step(batch: Any) -> Any:
         features, labels = batch
         grads, replica_loss, correct = compute_fn(features, labels)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-        return replica_loss, correct
+        return tf.stack([replica_loss, correct])
 
     if info.coordinator is not None:
         @tf.function
-        def ps_step(iterator: Any) -> Any:
-            return strategy.run(replica_step, args=(next(iterator),))
+        def ps_steps(iterator: Any, k: Any) -> Any:
+            rows = tf.TensorArray(tf.float32, size=k, element_shape=[2])
+            for i in tf.range(k):
+                rows = rows.write(i, strategy.run(replica_step, args=(next(iterator),)))
+            return rows.stack()
 
-        return Trainer(ps_step, compute_fn)
+        return Trainer(ps_steps, compute_fn)
+
+    local = info.local_replicas
+    first_id = info.replica_ids[0] if info.replica_ids else 0
+    across_workers = info.name == "multi_worker_mirrored"
+
+    def sums_and_size(per_task: Any, proposal: Any) -> tuple[Any, Any]:
+        if not across_workers:
+            return tf.reduce_sum(per_task, axis=1), proposal
+        # One collective per call (not per step): every local replica contributes its own
+        # column, and the sum runs over every worker's replicas. The proposed size of the
+        # next call rides along: every worker must train the same number of steps per call
+        # (or their collectives would not match), so they all take the mean proposal.
+        extra = tf.reshape(tf.stack([proposal, 0.0]), [1, 1, 2])
+        table = tf.concat([per_task, tf.repeat(extra, local, axis=1)], axis=0)
+        columns = strategy.experimental_distribute_values_from_function(
+            lambda ctx: table[:, ctx.replica_id_in_sync_group - first_id, :])
+        summed = strategy.reduce(tf.distribute.ReduceOp.SUM, columns, axis=None)
+        in_sync = tf.cast(strategy.num_replicas_in_sync, tf.float32)
+        return summed[:-1], summed[-1, 0] / in_sync
 
     @tf.function
-    def step(iterator: Any) -> Any:
-        losses, correct = strategy.run(replica_step, args=(next(iterator),))
-        mean = strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None)
-        total = strategy.reduce(tf.distribute.ReduceOp.SUM, correct, axis=None)
-        return losses, mean, total
+    def run_steps(iterator: Any, k: Any, proposal: Any) -> Any:
+        rows = tf.TensorArray(tf.float32, size=k, element_shape=[local, 2])
+        for i in tf.range(k):
+            values = strategy.run(replica_step, args=(next(iterator),))
+            rows = rows.write(i, tf.stack(strategy.experimental_local_results(values)))
+        per_task = rows.stack()
+        totals, agreed = sums_and_size(per_task, proposal)
+        return per_task, totals, agreed
 
-    return Trainer(step, compute_fn)
+    return Trainer(run_steps, compute_fn)
 
 
 def _correct_count(labels: Any, logits: Any) -> Any:
@@ -156,13 +195,13 @@ def _correct_count(labels: Any, logits: Any) -> Any:
     return tf.reduce_sum(tf.cast(tf.equal(predicted, truth), tf.float32))
 
 
-def xla_functions(trainer: Trainer, iterator: Any) -> list[str]:
+def xla_functions(trainer: Trainer, iterator: Any, *args: Any) -> list[str]:
     """Names of the functions in the traced step that XLA must compile (``_XlaMustCompile``).
 
     With ``jit_compile=True`` TensorFlow compiles such a function or raises; so after a step
     has run, a non-empty list proves the replica step ran through XLA.
     """
-    graph_def = trainer.step.get_concrete_function(iterator).graph.as_graph_def()
+    graph_def = trainer.run.get_concrete_function(iterator, *args).graph.as_graph_def()
     found = []
     for fdef in graph_def.library.function:
         if fdef.attr["_XlaMustCompile"].b or any(node.attr["_XlaMustCompile"].b for node in fdef.node_def):

@@ -1,15 +1,23 @@
 """The training loops (synchronous strategies, and the parameter_server coordinator) and the
-``step`` / ``epoch`` / ``checkpoint`` events they emit."""
+``steps`` / ``epoch`` / ``checkpoint`` events they emit.
+
+Each call trains many steps on the device (``Trainer.run``) and is fetched to the host once:
+a device-to-host copy per step would stall the device (on a GPU it drains the queue of
+launched kernels). What comes back, every step's per-replica losses, is written as one
+``steps`` event per call, so the curves still have every step.
+"""
 
 from __future__ import annotations
 
 import collections
-import math
+import os
 import time
 from typing import Any
 
 import numpy as np
+import tensorflow as tf
 
+from . import step_batch
 from .checkpoints import Checkpoints
 from .events import EventWriter
 from .loop import Trainer, xla_functions
@@ -17,6 +25,47 @@ from .strategy import StrategyInfo
 from .summaries import Scalars
 
 PRINT_EVERY_SECONDS = 2.0
+TIMELINE_POINTS = 256  # (step, seconds) marks kept for the `finished` event
+# Turns off the per-call `steps` events and loss summaries (only to measure what they cost).
+LIVE_EVENTS_VARIABLE = "DTGUI_LIVE_EVENTS"
+
+
+class StepsPerCall:
+    """How many steps one call trains: the plan's number, or (0: automatic) as many as fit in
+    about TARGET_SECONDS, so the call overhead vanishes while the dashboard still gets fresh
+    steps at least twice a second. Bounded so that one event line stays under ~1 MB."""
+
+    TARGET_SECONDS = 0.2
+    MAX_STEPS = 10_000
+    MAX_VALUES = 1 << 18  # steps x replicas in one event
+
+    def __init__(self, fixed: int, replicas: int) -> None:
+        self.fixed = max(0, int(fixed))
+        self.limit = max(1, min(self.MAX_STEPS, self.MAX_VALUES // max(1, replicas)))
+        self.k = min(self.fixed, self.limit) if self.fixed else 1
+        self.proposal = float(self.k)
+        self._observed = 0
+
+    def next(self, done: int, total: int, every: int) -> int:
+        """Steps of the next call after `done`, ending at the next multiple of `every`
+        (checkpoints) and at `total`."""
+        k = min(self.k, total - done)
+        if every > 0:
+            k = min(k, every - done % every)
+        return max(1, k)
+
+    def observe(self, seconds_per_step: float) -> None:
+        """Time a call took per step; sets `proposal` (the size wanted for the next call)."""
+        self._observed += 1
+        if self.fixed or self._observed == 1 or seconds_per_step <= 0:
+            return  # the first call also traces and compiles: not a measure of a step
+        want = self.TARGET_SECONDS / seconds_per_step
+        self.proposal = float(max(1, min(self.limit, self.k * 4, max(self.k // 4, want))))
+
+    def agree(self, agreed: float) -> None:
+        """The size every task takes (MultiWorkerMirrored: the mean of their proposals)."""
+        if not self.fixed:
+            self.k = int(max(1, min(self.limit, round(agreed))))
 
 
 class Progress:
@@ -30,68 +79,99 @@ class Progress:
         self.ckpts = ckpts
         self.writer = writer
         self.global_batch = global_batch
-        self.local_batch = global_batch * info.local_replicas // max(
-            1, int(info.strategy.num_replicas_in_sync))
+        self.replicas_in_sync = max(1, int(info.strategy.num_replicas_in_sync))
+        self.local_batch = global_batch * info.local_replicas // self.replicas_in_sync
         self.start = resumed
         self.total = int(plan.get("steps", 0))
         self.per_epoch = max(1, int(plan.get("steps_per_epoch", 0) or self.total or 1))
         self.log_every = max(1, int(plan.get("log_every", 1) or 1))
-        self.ckpt_every = int(plan.get("checkpoint_every", 0) or 0)
+        self.ckpt_every = int(plan.get("checkpoint_every", 0) or 0) if ckpts is not None else 0
+        self.sizer = StepsPerCall(int(plan.get("steps_per_call", 0) or 0),
+                                  max(1, info.local_replicas))
+        self.ps_workers = max(1, sum(1 for t in plan.get("tasks", [])
+                                     if t.get("type") == "worker"))
+        self.live = os.environ.get(LIVE_EVENTS_VARIABLE, "1") != "0"
         self.task = task
         self.xla = bool(plan.get("xla"))
         self.started_at = time.time()
         self.last_loss: float | None = None
-        self._last_report = (time.time(), resumed)
+        self._last_report = (time.perf_counter(), resumed)
         self._last_print = 0.0
-        self._epoch_losses: list[float] = []
+        self._epoch_loss = 0.0
+        self._epoch_steps = 0
         self._epoch_correct = 0.0
         self._warned_nan = False
+        self._clock0 = time.perf_counter()
+        self.timeline: list[tuple[int, float]] = []  # (step, seconds since the start) per call
 
     # -- synchronous strategies ------------------------------------------------------------
     def run(self, trainer: Trainer, dataset: Any) -> None:
-        strategy = self.info.strategy
         iterator = iter(dataset)
-        for step in range(self.start + 1, self.total + 1):
-            losses, mean, correct = trainer.step(iterator)
-            replica = [float(x) for x in strategy.experimental_local_results(losses)]
-            if step == self.start + 1 and self.xla:
-                self.report_xla(trainer, iterator)
-            self.after_step(step, replica, float(mean), float(correct))
-            if self.ckpts is not None and self.ckpt_every > 0 and step % self.ckpt_every == 0:
-                self.save(step)
+        done = self.start
+        while done < self.total:
+            k = self.sizer.next(done, self.total, self.ckpt_every)
+            began = time.perf_counter()
+            per_task, totals, agreed = trainer.run(iterator, tf.constant(k, tf.int32),
+                                                   tf.constant(self.sizer.proposal, tf.float32))
+            per_task, totals = per_task.numpy(), totals.numpy()
+            self.sizer.agree(float(agreed))
+            self.sizer.observe((time.perf_counter() - began) / k)
+            if done == self.start and self.xla:
+                self.report_xla(trainer, iterator, tf.constant(1, tf.int32),
+                                tf.constant(1.0, tf.float32))
+            self.after_steps(done + 1, per_task[:, :, 0], totals[:, 0] / self.replicas_in_sync,
+                             totals[:, 1])
+            done += k
+            if self.ckpt_every > 0 and done % self.ckpt_every == 0:
+                self.save(done)
         self.finish()
 
-    # -- parameter_server: the chief schedules steps on the workers --------------------------
+    # -- parameter_server: the chief schedules calls on the workers ---------------------------
     def run_ps(self, trainer: Trainer, per_worker_dataset: Any) -> None:
+        """Keeps several calls per worker in flight (the workers train asynchronously) and
+        fetches the finished ones together."""
         coordinator = self.info.coordinator
         iterator = iter(per_worker_dataset)
-        in_flight: collections.deque[tuple[int, Any]] = collections.deque()
-        max_in_flight = 4
-        for step in range(self.start + 1, self.total + 1):
-            in_flight.append((step, coordinator.schedule(trainer.step, args=(iterator,))))
-            if step == self.start + 1 and self.xla:
-                self.report_xla(trainer, iterator)
-            boundary = self.ckpts is not None and self.ckpt_every > 0 \
-                and step % self.ckpt_every == 0
-            while in_flight and (len(in_flight) > max_in_flight or boundary):
-                self._fetch_ps(*in_flight.popleft())
+        in_flight: collections.deque[tuple[int, int, Any]] = collections.deque()
+        max_in_flight = 4 * self.ps_workers
+        done = self.start
+        fetched_at = time.perf_counter()
+        while done < self.total:
+            k = self.sizer.next(done, self.total, self.ckpt_every)
+            remote = coordinator.schedule(trainer.run, args=(iterator, tf.constant(k, tf.int32)))
+            in_flight.append((done + 1, k, remote))
+            if done == self.start and self.xla:
+                self.report_xla(trainer, iterator, tf.constant(1, tf.int32))
+            done += k
+            boundary = self.ckpt_every > 0 and done % self.ckpt_every == 0
+            if len(in_flight) >= max_in_flight or boundary:
+                batch = len(in_flight) if boundary else len(in_flight) // 2
+                fetched_at = self._fetch_ps(in_flight, batch, fetched_at)
             if boundary:
                 coordinator.join()
-                self.save(step)
-        while in_flight:
-            self._fetch_ps(*in_flight.popleft())
+                self.save(done)
+        self._fetch_ps(in_flight, len(in_flight), fetched_at)
         coordinator.join()
         self.finish()
 
-    def _fetch_ps(self, step: int, remote: Any) -> None:
-        loss, correct = remote.fetch()
-        loss_f = float(np.asarray(loss))
-        self.after_step(step, [loss_f], loss_f, float(np.asarray(correct)))
+    def _fetch_ps(self, in_flight: collections.deque[tuple[int, int, Any]], count: int,
+                  since: float) -> float:
+        if count <= 0:
+            return since
+        calls = [in_flight.popleft() for _ in range(count)]
+        rows = np.concatenate([np.asarray(r).reshape(-1, 2) for r in
+                               self.info.coordinator.fetch([c[2] for c in calls])])
+        now = time.perf_counter()
+        steps = sum(c[1] for c in calls)
+        self.sizer.observe((now - since) * self.ps_workers / max(1, steps))
+        self.sizer.agree(self.sizer.proposal)
+        self.after_steps(calls[0][0], rows[:, None, 0], rows[:, 0], rows[:, 1])
+        return now
 
-    def report_xla(self, trainer: Trainer, iterator: Any) -> None:
+    def report_xla(self, trainer: Trainer, iterator: Any, *args: Any) -> None:
         try:
-            names = xla_functions(trainer, iterator)
-        except Exception as exc:  # the check is evidence only; training goes on
+            names = xla_functions(trainer, iterator, *args)
+        except Exception as exc:  # noqa: BLE001 - the check is evidence only; training goes on
             self.events.log(f"XLA: could not inspect the step function: {exc}", level="warning")
             return
         if names:
@@ -100,53 +180,97 @@ class Progress:
             self.events.log("XLA: no XLA-compiled function found in the step", level="warning")
 
     # -- reporting ---------------------------------------------------------------------------
-    def after_step(self, step: int, replica_losses: list[float], mean: float,
-                   correct: float) -> None:
-        self.last_loss = mean
-        if not math.isfinite(mean) and not self._warned_nan:
+    def after_steps(self, first: int, replica_losses: np.ndarray, means: np.ndarray,
+                    correct: np.ndarray) -> None:
+        """Report steps first .. first+k-1: replica_losses (k, local replicas), the mean over
+        every replica in sync (k) and the number of correct predictions over all (k)."""
+        k = len(means)
+        steps = np.arange(first, first + k, dtype=np.int64)
+        last = int(steps[-1])
+        self.last_loss = float(means[-1])
+        finite = np.isfinite(means)
+        if not self._warned_nan and not finite.all():
             self._warned_nan = True
-            self.events.log(f"the loss is {mean} at step {step}: lower the learning rate or "
-                            f"check the data", level="warning")
-        self._epoch_losses.append(mean)
-        self._epoch_correct += correct
-        epoch = (step - 1) // self.per_epoch + 1
-        if self.writer is not None:
-            self.writer.scalar("loss", mean, step)
-        if step % self.log_every == 0 or step == self.total:
-            now = time.time()
-            then, then_step = self._last_report
-            rate = (step - then_step) * self.local_batch / max(now - then, 1e-9)
-            self._last_report = (now, step)
-            self.events.emit("step", step=step, epoch=epoch, replica_losses=replica_losses,
-                             replica_ids=self.info.replica_ids, loss=mean,
-                             examples_per_sec=round(rate, 2))
-            if now - self._last_print >= PRINT_EVERY_SECONDS or step == self.total \
-                    or step == self.start + 1:
-                self._last_print = now
-                print(f"[{self.task}] step {step}/{self.total} epoch {epoch} loss {mean:.4f} "
-                      f"({rate:.0f} examples/s)", flush=True)
-        if step % self.per_epoch == 0:
-            self._end_epoch(step, epoch)
+            bad = int(steps[int(np.argmin(finite))])
+            self.events.log(f"the loss is {float(means[~finite][0])} at step {bad}: lower the "
+                            f"learning rate or check the data", level="warning")
+        now = time.perf_counter()
+        then, then_step = self._last_report
+        rate = (last - then_step) * self.local_batch / max(now - then, 1e-9)
+        self._last_report = (now, last)
+        self._mark(last, now - self._clock0)
+        if self.live:
+            self._emit_steps(steps, replica_losses, means, rate)
+        self._count_epochs(steps, means, correct)
+        if now - self._last_print >= PRINT_EVERY_SECONDS or last == self.total \
+                or first == self.start + 1:
+            self._last_print = now
+            print(f"[{self.task}] step {last}/{self.total} epoch {self.epoch_of(last)} loss "
+                  f"{self.last_loss:.4f} ({rate:.0f} examples/s)", flush=True)
 
-    def _end_epoch(self, step: int, epoch: int) -> None:
-        n = len(self._epoch_losses)
+    def _mark(self, step: int, seconds: float) -> None:
+        """Keep when each call ended (at most TIMELINE_POINTS marks, thinned evenly, the
+        first and the latest always kept): the steady training rate, and the steps by wall
+        time, can be read from the `finished` event even with the live events off."""
+        self.timeline.append((step, round(seconds, 4)))
+        if len(self.timeline) > TIMELINE_POINTS:
+            self.timeline = self.timeline[:-1:2] + self.timeline[-1:]
+
+    def epoch_of(self, step: int) -> int:
+        return (step - 1) // self.per_epoch + 1
+
+    def _emit_steps(self, steps: np.ndarray, replica_losses: np.ndarray, means: np.ndarray,
+                    rate: float) -> None:
+        rows = slice(None)
+        if self.log_every > 1:
+            rows = np.flatnonzero(steps % self.log_every == 0)
+            if len(rows) == 0:
+                return
+        kept = steps[rows]
+        if self.writer is not None:
+            self.writer.series("loss", kept.tolist(), means[rows].tolist())
+        self.events.emit("steps", first=int(kept[0]), count=len(kept), stride=self.log_every,
+                         epoch=self.epoch_of(int(steps[-1])),
+                         replica_ids=self.info.replica_ids, encoding=step_batch.ENCODING,
+                         losses=step_batch.encode(replica_losses[rows]),
+                         means=step_batch.encode(means[rows]), loss=float(means[-1]),
+                         examples_per_sec=round(rate, 2))
+
+    def _count_epochs(self, steps: np.ndarray, means: np.ndarray, correct: np.ndarray) -> None:
+        """Epoch loss and accuracy over the steps of each epoch, an `epoch` event at its
+        last step (a call may span several epochs)."""
+        ends = np.flatnonzero(steps % self.per_epoch == 0)
+        begin = 0
+        for end in [*ends.tolist(), len(steps) - 1]:
+            part = slice(begin, end + 1)
+            self._epoch_loss += float(np.sum(means[part], dtype=np.float64))
+            self._epoch_correct += float(np.sum(correct[part], dtype=np.float64))
+            self._epoch_steps += len(means[part])
+            begin = end + 1
+            if steps[end] % self.per_epoch == 0:
+                self._end_epoch(int(steps[end]))
+            if begin >= len(steps):
+                break
+
+    def _end_epoch(self, step: int) -> None:
+        n = self._epoch_steps
         if n == 0:
             return
-        loss = float(np.mean(self._epoch_losses))
+        loss = self._epoch_loss / n
         accuracy = self._epoch_correct / (n * self.global_batch)
+        epoch = self.epoch_of(step)
         self.events.emit("epoch", epoch=epoch, loss=loss, accuracy=accuracy, steps=step)
         if self.writer is not None:
             self.writer.scalar("epoch_loss", loss, step)
             self.writer.scalar("epoch_accuracy", accuracy, step)
-        self._epoch_losses = []
-        self._epoch_correct = 0.0
+        self._epoch_loss, self._epoch_correct, self._epoch_steps = 0.0, 0.0, 0
 
     def save(self, step: int) -> None:
         assert self.ckpts is not None
         path = self.ckpts.save(step)
         if self.info.is_chief:
             self.events.emit("checkpoint", step=step, path=path)
-        self._last_report = (time.time(), self._last_report[1])  # rate excludes saving
+        self._last_report = (time.perf_counter(), self._last_report[1])  # rate excludes saving
 
     def finish(self) -> None:
         last = self.total

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
     QWizardPage,
 )
 
-from dtgui.core.plan import COMMUNICATIONS, PRECISIONS, Plan, validate
+from dtgui.core.plan import COMMUNICATIONS, MAX_STEPS_PER_CALL, PRECISIONS, Plan, validate
 from dtgui.core.strategies import STRATEGIES
 
 from .common import (
@@ -126,6 +126,14 @@ class OptionsPage(QWizardPage):
         self.epochs_spin.setDecimals(2)
         self.epochs_spin.setToolTip("Sets the steps to epochs × steps per epoch.")
         self.epoch_hint = muted()
+        self.per_call_spin = QSpinBox()
+        self.per_call_spin.setRange(0, MAX_STEPS_PER_CALL)
+        self.per_call_spin.setSpecialValueText("automatic")
+        self.per_call_spin.setToolTip(
+            "Training steps run on the device per call from Python (as Keras' "
+            "steps_per_execution): more steps per call remove the per-step overhead. "
+            "Automatic sizes each call to about 0.2 s, so the curves still update live. "
+            "The losses do not depend on it.")
         length = QGroupBox("Batch and length")
         lform = form_layout()
         lform.addRow("Batch per replica:", self.batch_spin)
@@ -134,6 +142,7 @@ class OptionsPage(QWizardPage):
         lform.addRow("Steps per epoch:", self.spe_spin)
         lform.addRow("Epochs:", self.epochs_spin)
         lform.addRow("", self.epoch_hint)
+        lform.addRow("Steps per call:", self.per_call_spin)
         length.setLayout(lform)
 
         # Optimizer and reproducibility, full width
@@ -159,7 +168,7 @@ class OptionsPage(QWizardPage):
         ogrid.setColumnMinimumWidth(2, 50)
 
         for spin in (self.batch_spin, self.steps_spin, self.spe_spin, self.epochs_spin,
-                     self.seed_spin, self.checkpoint_spin):
+                     self.seed_spin, self.checkpoint_spin, self.per_call_spin):
             spin.setMinimumWidth(120)
         self.lr_edit.setFixedWidth(120)
 
@@ -189,7 +198,7 @@ class OptionsPage(QWizardPage):
             combo.currentIndexChanged.connect(lambda *_: self._on_change())
         for check in (self.xla_check, self.deterministic_check):
             check.toggled.connect(lambda *_: self._on_change())
-        for spin in (self.batch_spin, self.seed_spin, self.checkpoint_spin):
+        for spin in (self.batch_spin, self.seed_spin, self.checkpoint_spin, self.per_call_spin):
             spin.valueChanged.connect(lambda *_: self._on_change())
         self.steps_spin.valueChanged.connect(self._on_length)
         self.spe_spin.valueChanged.connect(self._on_length)
@@ -218,6 +227,7 @@ class OptionsPage(QWizardPage):
             seed=self.seed_spin.value(),
             deterministic=self.deterministic_check.isChecked(),
             checkpoint_every=self.checkpoint_spin.value(),
+            steps_per_call=self.per_call_spin.value(),
             run_name=self.run_name_edit.text().strip(),
         )
 
@@ -236,6 +246,7 @@ class OptionsPage(QWizardPage):
         self.seed_spin.setValue(as_int(plan.seed, 42))
         self.deterministic_check.setChecked(bool(plan.deterministic))
         self.checkpoint_spin.setValue(as_int(plan.checkpoint_every, 50))
+        self.per_call_spin.setValue(as_int(plan.steps_per_call, 0))
         self.run_name_edit.setText(str(plan.run_name))
         self._sync_epochs()
 

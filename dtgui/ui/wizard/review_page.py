@@ -186,7 +186,8 @@ class ReviewPage(QWizardPage):
             else str(plan.global_batch))
         values["Precision"].setText(plan.precision)
         values["XLA"].setText("on" if plan.xla else "off")
-        values["Steps"].setText(f"{plan.steps} ({plan.steps_per_epoch} per epoch)")
+        per_call = f", {plan.steps_per_call} per call" if plan.steps_per_call else ""
+        values["Steps"].setText(f"{plan.steps} ({plan.steps_per_epoch} per epoch{per_call})")
         values["Learning rate"].setText(f"{plan.learning_rate:g}")
         values["Seed"].setText(f"{plan.seed}" + (", deterministic" if plan.deterministic else ""))
         model = plan.model

@@ -1,0 +1,158 @@
+"""How fast dtgui trains, side by side with hand-written TensorFlow, in one run.
+
+    .venv/bin/python packaging/benchmark_training.py [--steps 3000] [--rounds 3]
+
+For OneDevice, Mirrored over 2 logical CPUs and MultiWorkerMirrored with 2 worker processes,
+on the demo (the MLP on the bundled digits, batch 32 per replica, deterministic ops, seed 42),
+it runs, in interleaved rounds (each round in another order, so that all see the same load):
+
+- dtgui: the exported bundle, `bash run.sh`, as a user would run it;
+- dtgui with its live events off (DTGUI_LIVE_EVENTS=0): what monitoring costs;
+- a hand-written tf.distribute custom loop (packaging/benchmark_programs/handwritten_loop.py);
+- Keras `model.fit` under the same strategy (tf_keras for MultiWorkerMirrored).
+
+Each program's rate is steps per second after the first --warmup steps (tracing, start-up);
+dtgui's comes from the `timeline` of its `finished` event. Prints the medians and the ratios.
+Targets: dtgui >= 0.98 of the hand-written loop; monitoring <= 1 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from dtgui.core.cluster import free_ports  # noqa: E402
+from dtgui.resources import DEMO_DATA  # noqa: E402
+
+PROGRAMS = REPO / "packaging" / "benchmark_programs"
+STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored")
+KINDS = ("dtgui", "dtgui-no-events", "hand-written", "model.fit")
+
+
+def base_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "PYTHONPATH")}
+    env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", PYTHON=sys.executable)
+    return env
+
+
+def export_bundle(root: Path, strategy: str, steps: int) -> Path:
+    out = root / f"bundle-{strategy}"
+    args = [sys.executable, "-m", "dtgui", "export", str(out), "--strategy", strategy,
+            "--steps", str(steps), "--steps-per-epoch", str(steps), "--batch-size", "32",
+            "--checkpoint-every", "0", "--seed", "42"]
+    if strategy == "mirrored":
+        args += ["--replicas", "2"]
+    if strategy == "multi_worker_mirrored":
+        args += ["--workers", "2"]
+    subprocess.run(args, check=True, cwd=REPO, capture_output=True, env={
+        **base_env(), "PYTHONPATH": str(REPO)})
+    return out
+
+
+def run_dtgui(bundle: Path, warmup: int, live: bool) -> float:
+    shutil.rmtree(bundle / "output", ignore_errors=True)
+    env = {**base_env(), "DTGUI_LIVE_EVENTS": "1" if live else "0"}
+    proc = subprocess.run(["bash", "run.sh"], cwd=bundle, env=env, capture_output=True,
+                          text=True, timeout=900)
+    events = bundle / "output" / "events-worker-0.jsonl"
+    finished = [e for e in map(json.loads, events.read_text().splitlines())
+                if e.get("kind") == "finished"]
+    if proc.returncode != 0 or not finished:
+        raise RuntimeError(f"dtgui run failed ({proc.returncode}): {proc.stdout[-2000:]}")
+    timeline = finished[-1]["timeline"]
+    start = next(mark for mark in timeline if mark[0] >= warmup)
+    end = timeline[-1]
+    return (end[0] - start[0]) / (end[1] - start[1])
+
+
+def run_reference(program: str, strategy: str, steps: int, warmup: int) -> float:
+    args = [sys.executable, str(PROGRAMS / program), "--strategy", strategy, "--steps",
+            str(steps), "--warmup", str(warmup), "--data", str(DEMO_DATA)]
+    env = base_env()
+    if program == "keras_fit.py" and strategy == "multi_worker_mirrored":
+        env["TF_USE_LEGACY_KERAS"] = "1"
+    workers = 2 if strategy == "multi_worker_mirrored" else 1
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in free_ports(workers)]}
+    procs = []
+    for index in range(workers):
+        task_env = dict(env)
+        if workers > 1:
+            task_env["TF_CONFIG"] = json.dumps(
+                {"cluster": cluster, "task": {"type": "worker", "index": index}})
+        procs.append(subprocess.Popen(args, cwd=PROGRAMS, env=task_env, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    outputs = [p.communicate(timeout=900) for p in procs]
+    for proc, (_out, err) in zip(procs, outputs, strict=True):
+        if proc.returncode != 0:
+            raise RuntimeError(f"{program} failed: {err[-2000:]}")
+    return float(json.loads(outputs[0][0].strip().splitlines()[-1])["steps_per_second"])
+
+
+def measure(kind: str, strategy: str, bundle: Path, steps: int, warmup: int) -> float | None:
+    try:
+        if kind == "dtgui":
+            return run_dtgui(bundle, warmup, live=True)
+        if kind == "dtgui-no-events":
+            return run_dtgui(bundle, warmup, live=False)
+        if kind == "hand-written":
+            return run_reference("handwritten_loop.py", strategy, steps, warmup)
+        return run_reference("keras_fit.py", strategy, steps, warmup)
+    except (RuntimeError, subprocess.SubprocessError, OSError, ValueError, KeyError) as exc:
+        print(f"  {kind} / {strategy}: {str(exc).strip().splitlines()[-1]}", flush=True)
+        return None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--warmup", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--strategies", default=",".join(STRATEGIES))
+    parser.add_argument("--kinds", default=",".join(KINDS),
+                        help="which programs, comma-separated (default: all four)")
+    args = parser.parse_args()
+    strategies = [s for s in args.strategies.split(",") if s]
+    kinds = tuple(k for k in KINDS if k in args.kinds.split(","))
+    rates: dict[tuple[str, str], list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="dtgui-bench-") as tmp:
+        bundles = {s: export_bundle(Path(tmp), s, args.steps) for s in strategies}
+        for rnd in range(args.rounds):
+            for strategy in strategies:
+                order = kinds[rnd % len(kinds):] + kinds[:rnd % len(kinds)]
+                for kind in order:
+                    rate = measure(kind, strategy, bundles[strategy], args.steps, args.warmup)
+                    if rate is not None:
+                        rates.setdefault((strategy, kind), []).append(rate)
+                        print(f"round {rnd + 1}: {strategy:22} {kind:18} {rate:8.1f} steps/s",
+                              flush=True)
+
+    def median(strategy: str, kind: str) -> float | None:
+        values = rates.get((strategy, kind))
+        return statistics.median(values) if values else None
+
+    print(f"\nmedians of {args.rounds} rounds, {args.steps} steps, steady rate after step "
+          f"{args.warmup} (steps/s):")
+    print(f"{'strategy':22} " + " ".join(f"{k:>18}" for k in KINDS)
+          + f" {'dtgui/hand':>11} {'monitoring':>11}")
+    for strategy in strategies:
+        cells = [median(strategy, k) for k in KINDS]
+        dtgui, off, hand, _ = cells
+        ratio = f"{dtgui / hand:.2f}" if dtgui and hand else "-"
+        cost = f"{(off - dtgui) / off * 100:+.1f} %" if dtgui and off else "-"
+        print(f"{strategy:22} " + " ".join(f"{c:18.1f}" if c else f"{'-':>18}" for c in cells)
+              + f" {ratio:>11} {cost:>11}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
