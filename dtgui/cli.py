@@ -11,7 +11,7 @@ from pathlib import Path
 
 from dtgui import __version__
 from dtgui.cli_machines import add_machine_options, resolve_counts, wants_machines
-from dtgui.cli_script import add_script_options, script_model_from_args
+from dtgui.cli_script import add_script_options, script_model_from_args, script_refusal
 from dtgui.core.plan import COMMUNICATIONS, PRECISIONS, Plan, PlanError, validate
 from dtgui.core.strategies import STRATEGIES
 
@@ -124,6 +124,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     plan = plan_from_args(args)
     if script_model is not None:
         plan = plan.with_changes(model=script_model)
+        if not args.no_check and (refusal := script_refusal(plan)):
+            return _refuse([refusal])
     problems = validate(plan)
     if problems:
         return _refuse(problems)

@@ -85,3 +85,11 @@ def script_model_from_args(args: argparse.Namespace) -> tuple[dict[str, Any] | N
                         args.data_dir).to_dict()
     problems += script_problems(model, must_exist=True)
     return model, problems
+
+
+def script_refusal(plan: Any) -> str:
+    """Why the script cannot run under the plan's strategy (a static look at its code)."""
+    from dtgui.launch.script_check import study
+
+    found = study(plan)
+    return found.refusal if found is not None else ""

@@ -19,6 +19,7 @@ from dtgui.core.plan import Plan
 from dtgui.core.runs import MachineRecord, RunRecord
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.policy import RunPolicy
+from dtgui.launch.script_check import check_local
 
 __all__ = ["LaunchError", "LogTail", "RunController", "launch_plan", "unique_run_dir"]
 
@@ -64,10 +65,15 @@ def launch_plan(plan: Plan, runs_root: Path, python: str | None = None,
     """Place, render the run's bundle under `runs_root`, and start it. Blocks briefly: call it
     off the UI thread."""
     placed = plan if plan.tasks else place_local(plan)
+    problems, notes = check_local(placed, python or sys.executable)  # a user's own script
+    if problems:
+        raise LaunchError("Not launched: " + " ".join(problems))
     bundle = render_bundle(placed, unique_run_dir(runs_root, placed.run_name))
     record = new_record(bundle.path, placed)  # issue 4: the run is listed in the history
     record.machines = [MachineRecord("local", str(bundle.path), python or sys.executable)]
     controller = RunController(bundle, python=python, record=record, policy=policy)
+    if notes:
+        controller.metrics.add_log_lines(placed.tasks[0].task_id, [f"[dtgui] {n}" for n in notes])
     try:
         controller.start()
     except LaunchError as exc:

@@ -40,6 +40,7 @@ from dtgui.launch.precheck import (
     local_runner,
     ssh_runner,
 )
+from dtgui.launch.script_check import ScriptStudy, machine_problems, study
 from dtgui.launch.ssh_exec import SshExecutor, bundle_archive, remote_run_dir
 
 Connector = Callable[[Machine], Any]  # Machine -> a connected paramiko SSHClient
@@ -115,6 +116,7 @@ class _Launch:
         self.clients: dict[str, Any] = {}
         self.checks: dict[str, PythonCheck] = {}
         self.timings: dict[str, float] = {}
+        self.script: ScriptStudy | None = None
         self._t = time.monotonic()
 
     def lap(self, name: str) -> None:
@@ -158,6 +160,8 @@ class _Launch:
         """Python, TensorFlow, the run directory and the ports: one round trip a machine."""
         self.progress("Checking Python, TensorFlow and ports on every machine", 0.15)
         expected = expected_tf_version()
+        script = self.script = study(self.plan)  # a user's own script: its code, looked at
+        modules = script.modules if script is not None else ()
 
         def one(target: Target) -> PythonCheck:
             runner = local_runner(target.interpreter) if target.is_local else \
@@ -168,15 +172,17 @@ class _Launch:
             return check_python(target.name, target.interpreter, runner, expected,
                                 import_tf=not target.is_local,
                                 directory="" if target.is_local else self.relative_dir(target),
-                                port_count=count, ports=tuple(wanted))
+                                port_count=count, ports=tuple(wanted), modules=modules)
 
-        problems = []
+        problems = [script.refusal] if script is not None and script.refusal else []
         for target, result in zip(self.targets, _parallel(one, self.targets), strict=True):
             if isinstance(result, Exception):
                 problems.append(f"{target.name}: the check failed ({result}).")
                 continue
             self.checks[target.name] = result
             problems += result.problems
+            if script is not None and result.executable:
+                problems += machine_problems(script, result)
             tasks = [t for t in self.plan.tasks if self.assignments.get(t.task_id) == target.name]
             problems += [f"Port {t.port} on {target.name} (task {t.task_id}) is in use by "
                          "another process: choose other ports (or stop that process)."
@@ -248,6 +254,9 @@ def launch_on_machines(plan: Plan, assignments: Mapping[str, str], targets: list
         record.save()
         _upload(launch, executors, bundle)
         controller = RunController(bundle, executors=executors, record=record, policy=policy)
+        if launch.script is not None and launch.script.notes:
+            controller.metrics.add_log_lines(placed.tasks[0].task_id,
+                                             [f"[dtgui] {n}" for n in launch.script.notes])
         launch.progress(f"Starting {len(placed.tasks)} task(s)", 0.9)
         try:  # the ports were bind-tested (or chosen free) by the check just before
             controller.start(check_ports=False)

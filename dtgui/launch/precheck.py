@@ -41,6 +41,8 @@ class PythonCheck:
     directory: str = ""  # the directory made for the run ("" when none was asked for)
     free_ports: list[int] = field(default_factory=list)
     busy_ports: list[int] = field(default_factory=list)
+    packages: dict[str, str] = field(default_factory=dict)  # name -> version ("" = absent)
+    missing_modules: list[str] = field(default_factory=list)  # of the `modules` asked about
 
     @property
     def ok(self) -> bool:
@@ -107,13 +109,14 @@ def _remember(key: str) -> None:
 
 def check_python(machine: str, python: str, runner: Runner, expected: str | None, *,
                  import_tf: bool = True, directory: str = "", port_count: int = 0,
-                 ports: tuple[int, ...] = ()) -> PythonCheck:
+                 ports: tuple[int, ...] = (), modules: tuple[str, ...] = ()) -> PythonCheck:
     """Check one machine's interpreter; `problems` say what is wrong and what to do.
 
     In the same round trip: make `directory` (relative to the home directory), choose
     `port_count` free ports and bind-test `ports` (busy ones are in `busy_ports`)."""
     result = PythonCheck(machine, python)
-    code, out, err = runner(["fast", directory, str(port_count), *map(str, ports)])
+    mods = [f"mods={','.join(modules)}"] if modules else []  # a user's script's imports
+    code, out, err = runner(["fast", directory, str(port_count), *map(str, ports), *mods])
     data = parse_check(out)
     if data is None:
         detail = (err or out).strip().splitlines()[-1:] or [f"exit code {code}"]
@@ -129,6 +132,8 @@ def check_python(machine: str, python: str, runner: Runner, expected: str | None
     result.directory = str(data.get("dir", ""))
     result.free_ports = [int(p) for p in data.get("free_ports", [])]
     result.busy_ports = [int(p) for p in data.get("busy_ports", [])]
+    result.packages = packages
+    result.missing_modules = [str(m) for m in data.get("missing_modules", [])]
     if data.get("dir_error"):
         result.problems.append(f"{machine}: cannot make the run directory {directory!r} there: "
                                f"{data['dir_error']}")

@@ -116,9 +116,10 @@ print("BUSY", *busy)
 print("FREE", *free)
 """
 
-# python -c CHECK_CODE fast|full [DIR COUNT PORT...]: the interpreter, the packages the
-# worker needs, (full) whether TensorFlow imports; with DIR (relative to the home directory):
-# make it; COUNT free ports chosen and PORT... tested with a bind. One JSON line.
+# python -c CHECK_CODE fast|full [DIR COUNT PORT... [mods=M,N]]: the interpreter, the packages
+# the worker needs (and a user's script may: keras, tf-keras, tensorboard), (full) whether
+# TensorFlow imports; with DIR (relative to the home directory): make it; COUNT free ports
+# chosen and PORT... tested with a bind; mods=: which modules cannot be found. One JSON line.
 CHECK_CODE = _PORTS_FUNCTION + r"""
 import json, os, platform, shutil, sys
 out = {"python": platform.python_version(), "executable": sys.executable, "packages": {},
@@ -126,7 +127,8 @@ out = {"python": platform.python_version(), "executable": sys.executable, "packa
        "home": os.path.expanduser("~")}
 try:
     import importlib.metadata as md
-    for name in ("tensorflow", "tensorflow-cpu", "numpy", "psutil"):
+    for name in ("tensorflow", "tensorflow-cpu", "numpy", "psutil", "keras", "tf-keras",
+                 "tensorboard"):
         try:
             out["packages"][name] = md.version(name)
         except md.PackageNotFoundError:
@@ -141,8 +143,20 @@ if len(sys.argv) > 3:
             out["dir"] = path
         except OSError as exc:
             out["dir_error"] = str(exc)
-    out["busy_ports"], out["free_ports"] = check_ports(int(sys.argv[3]),
-                                                       [int(p) for p in sys.argv[4:]])
+    out["busy_ports"], out["free_ports"] = check_ports(
+        int(sys.argv[3]), [int(p) for p in sys.argv[4:] if p.isdigit()])
+# mods=a,b: which of these top-level modules a user's script imports cannot be found here
+for arg in sys.argv[2:]:
+    if arg.startswith("mods="):
+        import importlib.util
+        missing = []
+        for name in filter(None, arg[5:].split(",")):
+            try:
+                if importlib.util.find_spec(name) is None:
+                    missing.append(name)
+            except Exception:
+                missing.append(name)
+        out["missing_modules"] = missing
 if sys.argv[1:2] == ["full"]:
     try:
         import tensorflow as tf

@@ -1,0 +1,169 @@
+"""A static look at a user's training script and its project's modules (ast: nothing is run).
+
+What it finds: the modules imported from outside the project (each machine must have them),
+`.fit(` calls, which Keras the code reaches (`import keras`: Keras 3 always; `tf.keras`: Keras
+3, or tf_keras when TF_USE_LEGACY_KERAS=1; `import tf_keras`), and whether it writes
+TensorBoard summaries (tf.summary, keras.callbacks.TensorBoard), which need the `tensorboard`
+package since TensorFlow 2.21. Imports inside `try:` are optional and not required.
+"""
+
+from __future__ import annotations
+
+import ast
+import posixpath
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MULTI_WORKER = ("multi_worker_mirrored", "parameter_server")
+STRATEGY_TITLES = {"multi_worker_mirrored": "MultiWorkerMirrored",
+                   "parameter_server": "ParameterServer"}
+# Which pip package provides an import name, when they differ.
+PIP_NAMES = {"tf_keras": "tf-keras", "yaml": "pyyaml", "sklearn": "scikit-learn",
+             "PIL": "pillow", "cv2": "opencv-python"}
+
+
+@dataclass
+class ScriptScan:
+    imports: set[str] = field(default_factory=set)  # top-level names from outside the project
+    fit_calls: list[str] = field(default_factory=list)  # "file:line"
+    keras_imports: set[str] = field(default_factory=set)  # "keras", "tf.keras", "tf_keras"
+    summary_uses: list[str] = field(default_factory=list)  # "file:line"
+    errors: list[str] = field(default_factory=list)  # files that do not parse
+    files: list[str] = field(default_factory=list)
+
+    def keras_for_fit(self, legacy: bool) -> str:
+        """The Keras a `.fit(` in this code runs on: "keras3", "tf_keras" or ""."""
+        if "keras" in self.keras_imports:
+            return "keras3"
+        if "tf.keras" in self.keras_imports:
+            return "tf_keras" if legacy else "keras3"
+        return "tf_keras" if "tf_keras" in self.keras_imports else ""
+
+
+def local_modules(files: list[str], entry: str) -> set[str]:
+    """Top-level names the project itself provides: its top-level modules and packages, and
+    those beside the entry script (Python puts the script's folder on sys.path)."""
+    entry_dir = posixpath.dirname(entry)
+    names = set()
+    for rel in files:
+        if not rel.endswith(".py"):
+            continue
+        names.add(rel.split("/")[0].removesuffix(".py"))
+        if entry_dir and rel.startswith(entry_dir + "/"):
+            names.add(rel[len(entry_dir) + 1:].split("/")[0].removesuffix(".py"))
+    return names
+
+
+class _Visitor(ast.NodeVisitor):
+    def __init__(self, scan: ScriptScan, name: str) -> None:
+        self.scan, self.name, self.optional = scan, name, 0
+        self.tf_aliases = {"tensorflow"}
+        self.raw: set[str] = set()
+
+    def _where(self, node: ast.AST) -> str:
+        return f"{self.name}:{getattr(node, 'lineno', 0)}"
+
+    def visit_Try(self, node: ast.Try) -> None:  # noqa: N802 - ast API
+        self.optional += 1
+        for child in node.body:
+            self.visit(child)
+        self.optional -= 1
+        for child in node.handlers + node.orelse + node.finalbody:
+            self.visit(child)
+
+    visit_TryStar = visit_Try  # noqa: N815
+
+    def _module(self, module: str, node: ast.AST) -> None:
+        top = module.split(".")[0]
+        if not self.optional:
+            self.raw.add(top)
+        if module == "keras" or module.startswith("keras."):
+            self.scan.keras_imports.add("keras")
+        elif top == "tf_keras":
+            self.scan.keras_imports.add("tf_keras")
+        elif module.startswith("tensorflow.keras"):
+            self.scan.keras_imports.add("tf.keras")
+        if module.startswith(("tensorflow.summary", "tensorboard")):
+            self.scan.summary_uses.append(self._where(node))
+
+    def visit_Import(self, node: ast.Import) -> None:  # noqa: N802
+        for alias in node.names:
+            self._module(alias.name, node)
+            if alias.name == "tensorflow":
+                self.tf_aliases.add(alias.asname or "tensorflow")
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:  # noqa: N802
+        if node.level or not node.module:
+            return  # relative: the project's own
+        self._module(node.module, node)
+        for alias in node.names:
+            if node.module == "tensorflow" and alias.name == "keras":
+                self.scan.keras_imports.add("tf.keras")
+            if node.module == "tensorflow" and alias.name == "summary":
+                self.scan.summary_uses.append(self._where(node))
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:  # noqa: N802
+        if isinstance(node.value, ast.Name) and node.value.id in self.tf_aliases:
+            if node.attr == "keras":
+                self.scan.keras_imports.add("tf.keras")
+            elif node.attr == "summary":
+                self.scan.summary_uses.append(self._where(node))
+        if node.attr == "TensorBoard":
+            self.scan.summary_uses.append(self._where(node))
+        self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:  # noqa: N802
+        if node.id == "TensorBoard":  # from keras.callbacks import TensorBoard
+            self.scan.summary_uses.append(self._where(node))
+
+    def visit_Call(self, node: ast.Call) -> None:  # noqa: N802
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "fit":
+            self.scan.fit_calls.append(self._where(node))
+        self.generic_visit(node)
+
+
+def scan_project(project: Path, files: list[str], entry: str) -> ScriptScan:
+    """Look at the entry script and every .py file of the project (`files`: as listed for the
+    bundle). Reads the disk: not on a UI thread."""
+    scan = ScriptScan()
+    local = local_modules(files, entry)
+    raw: set[str] = set()
+    for rel in [entry] + sorted(f for f in files if f.endswith(".py") and f != entry):
+        try:
+            source = (project / rel).read_text(encoding="utf-8", errors="replace")
+            tree = ast.parse(source, filename=rel)
+        except (OSError, SyntaxError, ValueError) as exc:
+            scan.errors.append(f"{rel}: {exc}")
+            continue
+        visitor = _Visitor(scan, rel)
+        visitor.visit(tree)
+        raw |= visitor.raw
+        scan.files.append(rel)
+    scan.imports = {m for m in raw if m not in local and m != "__future__"}
+    return scan
+
+
+def fit_refusal(scan: ScriptScan, strategy: str, legacy: bool, entry: str) -> str:
+    """Why a Keras 3 `model.fit` cannot run under this strategy, with both ways out
+    ("" when nothing is wrong)."""
+    if strategy not in MULTI_WORKER or not scan.fit_calls:
+        return ""
+    if scan.keras_for_fit(legacy) != "keras3":
+        return ""
+    title = STRATEGY_TITLES[strategy]
+    where = ", ".join(scan.fit_calls[:3])
+    if "keras" in scan.keras_imports:
+        how = ("`import keras` always gives Keras 3, even with legacy Keras: use tf.keras "
+               "(or `import tf_keras as keras`) in the script and choose legacy Keras "
+               "(tf_keras, --legacy-keras)")
+    else:
+        how = ("choose legacy Keras (tf_keras) for this script (the wizard's checkbox, or "
+               "--legacy-keras: TF_USE_LEGACY_KERAS=1)")
+    return (f"{entry} calls .fit( ({where}) with Keras 3, whose model.fit fails under {title} "
+            "(\"Attempt to convert a value (PerReplica...) to a Tensor\"). Either " + how +
+            ", or write the model as a dtgui model file (build_model() and make_dataset()) "
+            "and let dtgui's training loop run it.")
+
+
+def pip_name(module: str) -> str:
+    return PIP_NAMES.get(module, module)

@@ -1,0 +1,106 @@
+"""Before a user's own script is launched: can it run, and on what, on every machine?
+
+Plan-level (no machine): a Keras 3 `model.fit` under MultiWorkerMirrored / ParameterServer is
+refused with both ways out (dtgui.core.script_scan). Per machine, from the pre-launch check of
+its interpreter (dtgui.launch.precheck, with the script's imports asked about): modules the
+script imports that are not installed there, tensorboard when the script writes summaries
+(TensorFlow 2.21 no longer installs it), and for legacy Keras a tf-keras that is missing or
+does not match TensorFlow's version. Notes say which Keras the script gets on each machine.
+Reads the disk and runs interpreters: call it off the UI thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dtgui.core.ignore import list_project
+from dtgui.core.plan import Plan
+from dtgui.core.script import ScriptModel, is_script
+from dtgui.core.script_scan import ScriptScan, fit_refusal, pip_name, scan_project
+from dtgui.launch.precheck import PythonCheck, check_python, expected_tf_version, local_runner
+
+PROVIDED = frozenset({"dtgui_worker", "__main__"})  # the bundle puts dtgui_worker on the path
+
+
+@dataclass
+class ScriptStudy:
+    script: ScriptModel
+    scan: ScriptScan
+    refusal: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def modules(self) -> tuple[str, ...]:
+        return tuple(sorted(self.scan.imports - PROVIDED))
+
+
+def study(plan: Plan, project: Path | None = None) -> ScriptStudy | None:
+    """The static look at a script plan's code (None for other plans). `project`: where the
+    code is (default: the plan's project folder)."""
+    if not is_script(plan.model):
+        return None
+    script = ScriptModel.from_dict(plan.model)
+    root = Path(project or script.project).expanduser()
+    listing = list_project(root)
+    scan = scan_project(root, listing.files, script.entry)
+    result = ScriptStudy(script, scan,
+                         fit_refusal(scan, plan.strategy, script.legacy_keras, script.entry))
+    result.notes += [f"{e} (not looked at: it does not parse)" for e in scan.errors]
+    return result
+
+
+def _minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def keras_facts(check: PythonCheck, legacy: bool, tf_version: str) -> tuple[list[str], str]:
+    """(problems, note) about the Keras the script gets with this interpreter."""
+    machine, python = check.machine, check.python
+    tf_keras = check.packages.get("tf-keras", "")
+    keras3 = check.packages.get("keras", "")
+    if legacy:
+        want = f"tf-keras=={tf_version}" if tf_version else "tf-keras"
+        if not tf_keras:
+            return [f"{machine}: legacy Keras (tf_keras) was chosen but tf-keras is not "
+                    f"installed for {python} ({python} -m pip install {want})."], ""
+        if tf_version and _minor(tf_keras) != _minor(tf_version):
+            return [f"{machine}: tf-keras {tf_keras} does not match TensorFlow {tf_version} "
+                    f"({python} -m pip install {want})."], ""
+        return [], f"{machine}: the script gets tf_keras {tf_keras} (TF_USE_LEGACY_KERAS=1)."
+    also = f"; tf-keras {tf_keras} is installed too" if tf_keras else ""
+    return [], f"{machine}: the script gets Keras {keras3 or '(not installed)'}{also}."
+
+
+def machine_problems(found: ScriptStudy, check: PythonCheck) -> list[str]:
+    """What this machine lacks for the script; notes go to `found.notes`."""
+    problems: list[str] = []
+    python = check.python
+    missing = [m for m in check.missing_modules if m not in PROVIDED]
+    if missing:
+        install = " ".join(sorted({pip_name(m) for m in missing}))
+        problems.append(f"{check.machine}: the script imports {', '.join(missing)}, which "
+                        f"{python} cannot find there ({python} -m pip install {install}).")
+    if found.scan.summary_uses and not check.packages.get("tensorboard"):
+        where = found.scan.summary_uses[0]
+        problems.append(
+            f"{check.machine}: the script writes TensorBoard summaries ({where}: tf.summary or "
+            "keras.callbacks.TensorBoard), which need the tensorboard package, no longer "
+            f"installed with TensorFlow 2.21 ({python} -m pip install tensorboard).")
+    keras_problems, note = keras_facts(check, found.script.legacy_keras, check.tf_version)
+    problems += keras_problems
+    if note:
+        found.notes.append(note)
+    return problems
+
+
+def check_local(plan: Plan, python: str) -> tuple[list[str], list[str]]:
+    """For a run on this machine only: (problems, notes)."""
+    found = study(plan)
+    if found is None:
+        return [], []
+    problems = [found.refusal] if found.refusal else []
+    check = check_python("local", python, local_runner(python), expected_tf_version(),
+                         import_tf=False, modules=found.modules)
+    problems += check.problems + machine_problems(found, check)
+    return problems, found.notes
