@@ -17,6 +17,7 @@ from dtgui.core.cluster import tf_config_json
 from dtgui.core.plan import Plan, PlanError, TaskSpec, validate
 from dtgui.core.script_bundle import (
     prepare_project,
+    script_comment,
     script_environment,
     script_readme_section,
     script_requirements,
@@ -109,6 +110,7 @@ def task_script_text(plan: Plan, task: TaskSpec) -> str:
         f"# Task {task.task_id} of run {plan.run_name} ({STRATEGIES[plan.strategy].title}).",
         "# Runs in the bundle directory whatever the current directory is.",
         'cd "$(dirname "$0")/.." || exit 1',
+        *script_comment(plan),
     ]
     lines += [f"export {k}={shlex.quote(v)}" for k, v in task_environment(plan, task).items()]
     lines.append(

@@ -278,10 +278,12 @@ class RunMetrics:
             }
         elif kind == "device":
             self._apply_devices(event)
-        elif kind == "scalar":  # dtgui.core.scalars; a step-counting tag moves the progress
-            step = self.scalars.add(event)
+        elif kind == "scalar":  # dtgui.core.scalars: a script's numbers move the progress
+            step, epoch = self.scalars.add(event)
             if step is not None and step > state.step:
                 state.step, self._step = step, max(self._step, step)
+            if epoch is not None:
+                self._epoch = max(self._epoch, epoch)
         elif kind == "finished":
             state.status = "finished"
         elif kind == "failed":

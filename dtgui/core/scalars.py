@@ -66,13 +66,14 @@ class ScalarStore:
         self._series: dict[tuple[str, str], ScalarSeries] = {}  # (tag, task) -> series
         self.version = 0
 
-    def add(self, event: Event) -> int | None:
-        """Store one `scalar` event; returns its step when it counts training steps (for the
-        progress), else None."""
+    def add(self, event: Event) -> tuple[int | None, int | None]:
+        """Store one `scalar` event; returns (training step, epoch) for the progress: its step
+        when the tag counts training steps, else the epoch it ends (Keras counts epochs from
+        0); None when it is not a valid scalar."""
         tag, step, value = event.get("tag"), event.get("step"), event.get("value")
         if not isinstance(tag, str) or not isinstance(step, (int, float)) \
                 or not isinstance(value, (int, float)) or isinstance(value, bool):
-            return None
+            return None, None
         with self._lock:
             key = (tag, event.task)
             series = self._series.get(key)
@@ -80,7 +81,7 @@ class ScalarStore:
                 series = self._series[key] = ScalarSeries.empty()
             series.add(float(step), float(value))
             self.version += 1
-        return int(step) if is_step_tag(tag) else None
+        return (int(step), None) if is_step_tag(tag) else (None, int(step) + 1)
 
     def tags(self) -> list[str]:
         with self._lock:

@@ -78,6 +78,15 @@ def script_environment(plan: Plan, task: TaskSpec) -> dict[str, str]:
     return env
 
 
+def script_comment(plan: Plan) -> list[str]:
+    """Comment lines for a task's shell script: what its supervisor runs."""
+    script = script_of(plan)
+    if script is None:
+        return []
+    return [f"# The supervisor below runs your script: cd {BUNDLE_PROJECT_DIR} && "
+            f"$PYTHON {shlex.join([script.entry, *script.args])}"]
+
+
 def script_requirements() -> list[str]:
     import importlib.metadata
 

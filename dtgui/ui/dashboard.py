@@ -22,6 +22,7 @@ from dtgui.core.metrics import RunMetrics, Snapshot
 from dtgui.ui.plot_base import DARK, LIGHT, make_card, title_label
 from dtgui.ui.plots import DevicePanel, LossPanel, ThroughputPanel
 from dtgui.ui.run_widgets import LogView, RunHeader, TaskTable, task_sort_key
+from dtgui.ui.scalar_panel import ScalarPanel
 
 REFRESH_MS = 50  # 20 Hz
 TEXT_SECONDS = 0.25  # numbers are for reading: at most 4 updates a second (plots: 20)
@@ -38,6 +39,20 @@ class RunSource(Protocol):
     def finished(self) -> bool: ...
 
     def request_stop(self) -> None: ...
+
+
+def script_losses(metrics: RunMetrics | None) -> dict:
+    """For a script that reports no steps: each task's training-loss scalar as the curve of
+    its task's number (worker:1 -> 1; one replica per worker on CPU), else nothing."""
+    store = getattr(metrics, "scalars", None)
+    if store is None:
+        return {}
+    out = {}
+    for task, series in store.loss_series().items():
+        kind, _, index = task.partition(":")
+        if kind in ("worker", "chief") and index.isdigit() and int(index) not in out:
+            out[int(index)] = series
+    return out
 
 
 def _titled(title: str, body: QWidget, panel: str) -> QFrame:
@@ -62,6 +77,8 @@ class Dashboard(QWidget):
         self.loss_panel = LossPanel(theme)
         self.throughput_panel = ThroughputPanel(theme)
         self.device_panel = DevicePanel(theme)
+        self.scalar_panel = ScalarPanel(theme)  # a user's script's own scalars
+        self.scalar_panel.setVisible(False)
         self.task_table = TaskTable(dark)
         self.log_view = LogView()
 
@@ -71,7 +88,11 @@ class Dashboard(QWidget):
         lower.addWidget(self.device_panel)
         self.plot_splitter = QSplitter(Qt.Orientation.Vertical)
         self.plot_splitter.setObjectName("plotSplitter")
-        self.plot_splitter.addWidget(self.loss_panel)
+        top = QSplitter(Qt.Orientation.Horizontal)
+        top.setObjectName("topPlotSplitter")
+        top.addWidget(self.loss_panel)
+        top.addWidget(self.scalar_panel)
+        self.plot_splitter.addWidget(top)
         self.plot_splitter.addWidget(lower)
         self.plot_splitter.setStretchFactor(0, 3)
         self.plot_splitter.setStretchFactor(1, 2)
@@ -88,7 +109,7 @@ class Dashboard(QWidget):
         self.splitter.setStretchFactor(0, 3)
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setSizes([620, 260])
-        for split in (lower, self.plot_splitter, bottom, self.splitter):
+        for split in (top, lower, self.plot_splitter, bottom, self.splitter):
             split.setChildrenCollapsible(False)
             split.setHandleWidth(6)
 
@@ -134,6 +155,9 @@ class Dashboard(QWidget):
         self.loss_panel.clear()
         self.throughput_panel.clear()
         self.device_panel.clear()
+        self.scalar_panel.clear()
+        self.scalar_panel.setVisible(False)
+        self.throughput_panel.setVisible(True)
         self.task_table.clear_tasks()
         self.header.set_run(run_name or getattr(plan, "run_name", "") or "run",
                             strategy or getattr(plan, "strategy", "") or "")
@@ -177,12 +201,27 @@ class Dashboard(QWidget):
     # -- internals ---------------------------------------------------------------------------
     def _redraw(self, snap: Snapshot) -> None:
         self.redraw_count += 1
-        self.loss_panel.update_data(snap.replica_loss)
+        scalars = self._scalars()
+        self.loss_panel.update_data(snap.replica_loss or script_losses(self._metrics()))
         self.throughput_panel.update_data(snap.throughput)
         self.device_panel.update_data(snap.device_util, snap.device_mem)
-        for panel in (self.loss_panel, self.throughput_panel, self.device_panel):
+        panels = [self.loss_panel, self.throughput_panel, self.device_panel]
+        if scalars:  # a user's own script: its scalars; throughput only when reported
+            self.throughput_panel.setVisible(bool(snap.throughput))
+            self.scalar_panel.setVisible(True)
+            self.scalar_panel.update_data(scalars)
+            panels.append(self.scalar_panel)
+        for panel in panels:
             panel.settle()
         self._text_snap = snap
+
+    def _metrics(self) -> RunMetrics | None:
+        return self.controller.metrics if self.controller is not None else None
+
+    def _scalars(self) -> dict:
+        metrics = self._metrics()
+        store = getattr(metrics, "scalars", None)
+        return store.snapshot() if store is not None else {}
 
     def _update_text(self, metrics: RunMetrics, force: bool) -> None:
         """Header, readouts, task table and log: from the latest snapshot, at most every
@@ -193,7 +232,8 @@ class Dashboard(QWidget):
             return
         self._text_snap = None
         self._text_time = now
-        for panel in (self.loss_panel, self.throughput_panel, self.device_panel):
+        for panel in (self.loss_panel, self.throughput_panel, self.device_panel,
+                      self.scalar_panel):
             panel.show_readout()
         self.header.set_progress(snap.step, snap.total_steps)
         self.header.set_epoch(snap.epoch, snap.last_epoch_metrics)

@@ -27,6 +27,7 @@ from dtgui.launch.model_check import ModelCheck, check_model_file
 from dtgui.ui.workers import run_in_thread
 
 from .common import WizardContext, card, label, monospace, muted
+from .script_box import ScriptBox
 
 DEMO_TEXT = ("MLP on the digits data set: 1797 real 8×8 images, 10 classes, bundled, "
              "works offline.")
@@ -44,8 +45,9 @@ class ModelPage(QWizardPage):
         super().__init__(parent)
         self.ctx = ctx
         self.setTitle("Model and data")
-        self.setSubTitle("Train the bundled demo, or your own model from a Python file. A file "
-                         "is checked in a separate TensorFlow process before you can go on.")
+        self.setSubTitle("Train the bundled demo, your own model from a Python file (checked "
+                         "in a separate TensorFlow process), or run your own training script "
+                         "as it is.")
         self._generation = 0  # ignores results of checks that were superseded
         self._checking = ""
         self._result_path = ""
@@ -53,9 +55,13 @@ class ModelPage(QWizardPage):
 
         self.demo_radio = QRadioButton("Built-in demo")
         self.file_radio = QRadioButton("My own Python file")
+        self.script_radio = QRadioButton("My own training script (model.fit or a custom loop, "
+                                         "run as it is)")
         group = QButtonGroup(self)
         group.addButton(self.demo_radio)
         group.addButton(self.file_radio)
+        group.addButton(self.script_radio)
+        self.script_box = ScriptBox()
         self.demo_radio.setChecked(True)
         demo_text = label(DEMO_TEXT)
         demo_text.setContentsMargins(26, 0, 0, 0)
@@ -104,6 +110,8 @@ class ModelPage(QWizardPage):
         details_row.setContentsMargins(26, 0, 0, 0)
         details_row.addWidget(self.details_view)
         box.addLayout(details_row, 1)
+        box.addWidget(self.script_radio)
+        box.addWidget(self.script_box, 1)
 
         contract = card()
         cbox = QVBoxLayout(contract)
@@ -122,14 +130,20 @@ class ModelPage(QWizardPage):
         self._layout.setSpacing(12)
         self._layout.addWidget(source)
         self._layout.addWidget(contract)
+        self.contract = contract
         self._layout.addStretch(1)
 
         plan = ctx.initial
         if plan is not None and isinstance(plan.model, dict) and plan.model.get("kind") == "file":
             self.file_radio.setChecked(True)
             self.path_edit.setText(str(plan.model.get("path", "")))
+        if plan is not None and isinstance(plan.model, dict) and plan.model.get("kind") == "script":
+            self.script_radio.setChecked(True)
+            self.script_box.load(plan.model)
 
         self.demo_radio.toggled.connect(self._on_kind)
+        self.script_radio.toggled.connect(self._on_kind)
+        self.script_box.changed.connect(self.completeChanged.emit)
         self.browse_button.clicked.connect(self._browse)
         self.path_edit.editingFinished.connect(self._path_edited)
         self.path_edit.textChanged.connect(lambda *_: self._show_state())
@@ -144,6 +158,8 @@ class ModelPage(QWizardPage):
     def apply(self, plan: Plan) -> Plan:
         if self.demo_radio.isChecked():
             return plan.with_changes(model={"kind": "demo"})
+        if self.script_radio.isChecked():
+            return plan.with_changes(model=self.script_box.model())
         return plan.with_changes(model={"kind": "file", "path": self.path()})
 
     def check_passed(self) -> bool:
@@ -151,9 +167,13 @@ class ModelPage(QWizardPage):
                 and self._result_path == self.path())
 
     def isComplete(self) -> bool:  # noqa: N802 (Qt API)
+        if self.script_radio.isChecked():
+            return self.script_box.ready()
         return self.demo_radio.isChecked() or self.check_passed()
 
     def initializePage(self) -> None:  # noqa: N802 (Qt API)
+        if self.script_radio.isChecked():  # the look at a script depends on the strategy
+            self.script_box.set_plan(self.ctx.draft())
         # A remembered file is checked when the page is first shown (not at start-up).
         if self.file_radio.isChecked() and self.path() and self._needs_check():
             self.start_check()
@@ -208,6 +228,8 @@ class ModelPage(QWizardPage):
         self._show_state()
         if self.file_radio.isChecked() and not self.path():
             self.path_edit.setFocus()
+        if self.script_radio.isChecked():
+            self.script_box.set_plan(self.ctx.draft())
 
     def _toggle_details(self, shown: bool) -> None:
         self.details_view.setVisible(shown)
@@ -218,6 +240,10 @@ class ModelPage(QWizardPage):
 
     def _show_state(self) -> None:
         use_file = self.file_radio.isChecked()
+        use_script = self.script_radio.isChecked()
+        self.script_box.setVisible(use_script)
+        self.contract.setVisible(not use_script)
+        self.browse_button.setEnabled(use_file)
         self.path_edit.setEnabled(use_file)
         checking = bool(self._checking) and self._checking == self.path()
         self.busy.setVisible(use_file and checking)

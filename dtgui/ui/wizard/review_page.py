@@ -29,6 +29,7 @@ from dtgui.core.strategies import STRATEGIES
 
 from .common import WizardContext, card, error_label, label, monospace, muted, show_errors
 from .machines_box import MachinesBox  # issue 4
+from .script_box import script_title, script_tooltip
 from .strategy_list import ROLE_TAGLINE, TwoLineDelegate
 
 _ROLE_INDEX = Qt.ItemDataRole.UserRole
@@ -191,8 +192,11 @@ class ReviewPage(QWizardPage):
         values["Learning rate"].setText(f"{plan.learning_rate:g}")
         values["Seed"].setText(f"{plan.seed}" + (", deterministic" if plan.deterministic else ""))
         model = plan.model
-        self._set_elided(values["Model"], "digits demo" if model.get("kind") == "demo"
-                         else Path(model.get("path", "")).name, model.get("path", ""))
+        if model.get("kind") == "script":  # a user's own training script
+            self._set_elided(values["Model"], script_title(model), script_tooltip(model))
+        else:
+            self._set_elided(values["Model"], "digits demo" if model.get("kind") == "demo"
+                             else Path(model.get("path", "")).name, model.get("path", ""))
         values["Checkpoints"].setText(f"every {plan.checkpoint_every} steps"
                                       if plan.checkpoint_every else "off")
         self._set_elided(values["Run name"], plan.run_name)

@@ -1,0 +1,96 @@
+"""The dashboard's panel of a user's script's own scalars (`scalar` events, dtgui.core.scalars):
+one tag at a time (picked in the header; a training loss first), one curve per task."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtWidgets import QComboBox, QSizePolicy, QWidget
+
+from dtgui.core.scalars import is_loss_tag, is_step_tag
+from dtgui.ui.curves import XY, make_curve
+from dtgui.ui.plot_base import PlotPanel, PlotTheme, series_colour, swatch_html
+from dtgui.ui.plots import short_task
+
+ScalarData = Mapping[str, Mapping[str, XY]]  # tag -> task -> (steps, values)
+
+
+def preferred_tag(tags: list[str]) -> str:
+    """The tag to show first: a per-step training loss, else any loss, else the first."""
+    for wanted in (lambda t: is_loss_tag(t) and is_step_tag(t), is_loss_tag, lambda t: True):
+        for tag in tags:
+            if wanted(tag):
+                return tag
+    return ""
+
+
+class ScalarPanel(PlotPanel):
+    def __init__(self, theme: PlotTheme, parent: QWidget | None = None) -> None:
+        super().__init__("Script scalars", theme, "scalars", parent=parent)
+        self.set_axis_label("bottom", "step")
+        self.tag_combo = QComboBox()
+        self.tag_combo.setObjectName("scalarTag")
+        self.tag_combo.setToolTip("Every scalar your script logs (TensorBoard files, report())")
+        self.tag_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.tag_combo.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+        self.header.insertWidget(1, self.tag_combo)
+        self.curves = self.add_curve_set(self._make)
+        self._data: ScalarData = {}
+        self._chosen = False  # the user picked a tag: keep it
+        self.tag_combo.activated.connect(self._picked)
+        self.tag_combo.currentTextChanged.connect(self._show_tag)
+
+    def _make(self, key: object, index: int) -> pg.PlotDataItem:
+        return make_curve(series_colour(index), str(key))
+
+    @property
+    def tag(self) -> str:
+        return self.tag_combo.currentText()
+
+    def tags(self) -> list[str]:
+        return [self.tag_combo.itemText(i) for i in range(self.tag_combo.count())]
+
+    def update_data(self, data: ScalarData) -> None:
+        self._data = data
+        known = self.tags()
+        if list(data) != known:
+            self.tag_combo.blockSignals(True)
+            current = self.tag
+            self.tag_combo.clear()
+            self.tag_combo.addItems(list(data))
+            best = current if self._chosen and current in data else preferred_tag(list(data))
+            self.tag_combo.setCurrentText(best)
+            self.tag_combo.blockSignals(False)
+            if best != current:
+                self._show_tag(best)
+                return
+        self.curves.update(dict(data.get(self.tag, {})))  # type: ignore[arg-type]
+
+    def _picked(self, _index: int) -> None:
+        self._chosen = True
+
+    def _show_tag(self, tag: str) -> None:
+        self.curves.clear()
+        self.reset_view()
+        self.set_axis_label("left", tag)
+        self.curves.update(dict(self._data.get(tag, {})))  # type: ignore[arg-type]
+        self.settle(force=True)
+        self.show_readout()
+
+    def clear(self) -> None:
+        self._data = {}
+        self._chosen = False
+        self.tag_combo.clear()
+        self.curves.clear()
+        self.reset_view()
+        self.readout.setText("")
+
+    def show_readout(self) -> None:
+        parts = []
+        for index, key in enumerate(self.curves.curves):
+            last = self.curves.last.get(key)
+            text = f"{last:.4g}" if last is not None and np.isfinite(last) else "–"
+            parts.append(swatch_html(series_colour(index), f"{short_task(str(key))} <b>{text}</b>"))
+        self.readout.setText("&nbsp;&nbsp;".join(parts))

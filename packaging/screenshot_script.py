@@ -1,0 +1,112 @@
+"""PNGs of a user's own training script in dtgui: the wizard's model page and review, and the
+live dashboard of a real run (tests/script_projects/mwm_fit: model.fit under
+MultiWorkerMirrored with tf_keras, 2 workers on this machine).
+
+    xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python packaging/screenshot_script.py /tmp/shots [--no-run]
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from PySide6.QtWidgets import QApplication, QWidget  # noqa: E402
+
+from dtgui.core.hardware import MachineFacts, TfView  # noqa: E402
+from dtgui.core.plan import Plan  # noqa: E402
+from dtgui.core.script import ScriptModel  # noqa: E402
+from dtgui.ui.app import make_app  # noqa: E402
+from dtgui.ui.wizard import RunWizard  # noqa: E402
+
+PROJECT = ROOT / "tests" / "script_projects" / "mwm_fit"
+
+
+def settle(app: QApplication, widget: QWidget, seconds: float = 0.0) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        for _ in range(5):
+            app.processEvents()
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    widget.repaint()
+    app.processEvents()
+
+
+def shoot(app: QApplication, widget: QWidget, out: Path, name: str) -> None:
+    settle(app, widget)
+    path = out / f"{name}.png"
+    widget.grab().save(str(path))
+    print(path)
+
+
+def wait_for(app: QApplication, test, seconds: float = 60) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + seconds
+    while not test() and time.monotonic() < deadline:
+        app.processEvents()
+        time.sleep(0.05)
+
+
+def wizard_shots(app: QApplication, out: Path) -> None:
+    facts = MachineFacts(hostname="devbox", os_name="Linux 6.1", python="3.11.2",
+                         cpu_model="Intel(R) Xeon(R) CPU", cpu_cores=2, ram_total=8 << 30,
+                         tf=TfView(version="2.21.0"))
+    model = ScriptModel(str(PROJECT), "main.py", ("3", "5"), {"MY_FLAG": "1"}).to_dict()
+    plan = Plan(run_name="my-script", strategy="multi_worker_mirrored", workers=2,
+                replicas_per_task=1, model=model)
+    wizard = RunWizard(facts, plan)
+    wizard.resize(1100, 860)
+    wizard.show()
+    wizard.next()
+    wizard.next()
+    page = wizard.model_page
+    wait_for(app, lambda: not page.script_box._looking)
+    shoot(app, wizard, out, "script-1-model-page-keras3-refused")
+    page.script_box.legacy_check.setChecked(True)
+    wait_for(app, page.isComplete)
+    shoot(app, wizard, out, "script-2-model-page-tf-keras")
+    wizard.next()
+    wizard.review_page.tabs.setCurrentIndex(1)
+    shoot(app, wizard, out, "script-3-review")
+    wizard.close()
+
+
+def dashboard_shot(app: QApplication, out: Path) -> None:
+    from dtgui.launch.local_run import launch_plan
+    from dtgui.ui.dashboard import Dashboard
+
+    model = ScriptModel(str(PROJECT), "main.py", ("40", "4"), legacy_keras=True).to_dict()
+    plan = Plan(run_name="mwm-fit-script", strategy="multi_worker_mirrored", workers=2,
+                replicas_per_task=1, checkpoint_every=0, steps=160, model=model)
+    runs = Path(tempfile.mkdtemp(prefix="dtgui-shot-"))
+    controller = launch_plan(plan, runs)
+    board = Dashboard()
+    board.resize(1500, 950)
+    board.attach(controller)
+    board.show()
+    wait_for(app, lambda: sum(len(x) for t in controller.metrics.scalars.snapshot().values()
+                              for x, _ in t.values()) >= 30 or controller.finished, 240)
+    settle(app, board, 1.0)
+    shoot(app, board, out, "script-4-dashboard")
+    controller.request_stop()
+    wait_for(app, lambda: controller.finished, 60)
+    settle(app, board, 0.5)
+
+
+def main(argv: list[str]) -> int:
+    out = Path(argv[1] if len(argv) > 1 else "/tmp/shots")
+    out.mkdir(parents=True, exist_ok=True)
+    app = make_app(argv[:1])
+    wizard_shots(app, out)
+    if "--no-run" not in argv:
+        dashboard_shot(app, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
