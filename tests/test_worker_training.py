@@ -304,3 +304,31 @@ def test_tf_probe_prints_one_json_object() -> None:
     assert isinstance(probe["built_with_cuda"], bool)
     assert any(d["device_type"] == "CPU" for d in probe["physical_devices"])
     assert probe["gpu_details"] == []  # no GPU on the test machine
+
+
+def test_steps_per_call_changes_no_loss_and_every_step_is_reported(tmp_path: Path) -> None:
+    """K steps run in one device call; the losses are bit-identical whatever K is (fixed,
+    automatic or 1), every step is in the events, and log_every still thins them."""
+    plan = make_plan(strategy="mirrored", replicas_per_task=2, steps=40, steps_per_epoch=10)
+    variants = {"one": {"steps_per_call": 1}, "seven": {"steps_per_call": 7},
+                "auto": {"steps_per_call": 0},
+                "thin": {"steps_per_call": 7, "log_every": 4}}
+    bundles = {name: make_bundle(tmp_path / name, {**plan, **extra})
+               for name, extra in variants.items()}
+    procs = {name: start_task(bundle, "worker:0") for name, bundle in bundles.items()}
+    results = {name: finish(proc, bundles[name]) for name, proc in procs.items()}
+    for name in ("one", "seven", "auto"):
+        code, events = results[name]
+        assert_trained(code, events, steps=40, replicas=2, log=log_text(bundles[name],
+                                                                         "worker:0"))
+        assert [e["epoch"] for e in kinds(events, "epoch")] == [1, 2, 3, 4]
+    reference = step_losses(results["one"][1])
+    assert step_losses(results["seven"][1]) == reference
+    assert step_losses(results["auto"][1]) == reference
+    assert [e["count"] for e in kinds(results["seven"][1], "steps")] == [7, 7, 7, 7, 7, 5]
+    assert len(kinds(results["one"][1], "steps")) == 40
+    thin = step_losses(results["thin"][1])
+    assert sorted(thin) == list(range(4, 41, 4))
+    assert all(thin[s] == reference[s] for s in thin)
+    timeline = kinds(results["auto"][1], "finished")[0]["timeline"]
+    assert timeline[-1][0] == 40 and all(a[1] <= b[1] for a, b in zip(timeline, timeline[1:]))

@@ -15,10 +15,11 @@ from itertools import islice
 
 import numpy as np
 
-from dtgui.core.events import Event, StepRows, step_rows
+from dtgui.core.events import STEP_KINDS, Event, StepRows, step_rows
 from dtgui.core.scalars import ScalarStore
 
 LOG_LINES_KEPT = 5000
+GROUP_VALUES = 1 << 20  # step losses decoded before they are applied under the lock
 
 
 class Series:
@@ -131,12 +132,35 @@ class RunMetrics:
 
     # -- writers (reader thread) --------------------------------------------------------
     def add_events(self, events: Iterable[Event]) -> None:
-        # The lock is taken per event so that the UI's snapshot never waits for a long batch
-        # (a reattach reads a whole run at once).
+        """Apply events in order. Training steps are decoded outside the lock and applied
+        in groups (consecutive batches of a task, up to GROUP_VALUES losses): reading back
+        a run of a million steps is then a few hundred array copies rather than a Python
+        loop per step and replica, and the UI's snapshot never waits long for the lock."""
+        pending: dict[str, list[tuple[Event, StepRows]]] = {}
+        held = 0
         for event in events:
+            if event.kind in STEP_KINDS:
+                rows = step_rows(event.data)
+                if rows is None or not len(rows.steps):
+                    continue
+                group = pending.setdefault(event.task, [])
+                if group and group[-1][1].replica_ids != rows.replica_ids:
+                    self._apply_step_group(pending.pop(event.task))
+                    group = pending.setdefault(event.task, [])
+                group.append((event, rows))
+                held += rows.losses.size
+                if held >= GROUP_VALUES:
+                    for task in list(pending):
+                        self._apply_step_group(pending.pop(task))
+                    held = 0
+                continue
+            if event.kind == "started" and event.task in pending:  # it may rewind the curves
+                self._apply_step_group(pending.pop(event.task))
             with self._lock:
                 self._apply(event)
                 self.version += 1
+        for task in list(pending):
+            self._apply_step_group(pending.pop(task))
 
     def add_log_lines(self, task: str, lines: Iterable[str]) -> None:
         with self._lock:
@@ -227,37 +251,54 @@ class RunMetrics:
             if isinstance(used, (int, float)):
                 self._device_mem.setdefault(label, Series()).append(elapsed, used / 2**20)
 
-    def _apply_steps(self, event: Event, state: TaskState, rows: StepRows) -> None:
-        step = int(rows.steps[-1])
-        state.step = step
-        if state.status == "starting":
-            state.status = "running"
-        self._step = max(self._step, step)
-        self._epoch = max(self._epoch, int(event.get("epoch", 0) or 0))
-        for column, rid in enumerate(rows.replica_ids[: rows.losses.shape[1]]):
-            series = self._replica_loss.get(rid)
-            if series is None:
-                series = self._replica_loss[rid] = Series(dtype=np.float32)
-                series.reserve(self.total_steps)
-            losses = rows.losses[:, column]
-            finite = np.isfinite(losses)
-            if finite.all():
-                series.extend(rows.steps, losses)
-            else:
-                series.extend(rows.steps[finite], losses[finite])
-        eps = event.get("examples_per_sec")
-        if isinstance(eps, (int, float)):
-            self._throughput.setdefault(event.task, Series()).append(step, float(eps))
+    def _apply_step_group(self, group: list[tuple[Event, StepRows]]) -> None:
+        """Consecutive step batches of one task, all of the same replicas."""
+        last_event, last_rows = group[-1]
+        ids = last_rows.replica_ids
+        steps = np.concatenate([rows.steps for _, rows in group]).astype(np.float32)
+        losses = np.concatenate([rows.losses for _, rows in group])
+        by_replica = np.ascontiguousarray(losses.T)  # one contiguous row per replica
+        all_finite = bool(np.isfinite(by_replica).all())
+        rates = [(float(rows.steps[-1]), float(e.get("examples_per_sec")))
+                 for e, rows in group if isinstance(e.get("examples_per_sec"), (int, float))]
+        epoch = max(int(e.get("epoch", 0) or 0) for e, _ in group)
+        with self._lock:
+            for event, _ in group:
+                self._note_time(event.t)
+            state = self._tasks.setdefault(last_event.task, TaskState(last_event.task))
+            state.step = int(last_rows.steps[-1])
+            if state.status == "starting":
+                state.status = "running"
+            self._step = max(self._step, state.step)
+            self._epoch = max(self._epoch, epoch)
+            for rid, ys in zip(ids, by_replica, strict=False):
+                series = self._replica_loss.get(rid)
+                if series is None:
+                    series = self._replica_loss[rid] = Series(dtype=np.float32)
+                    series.reserve(self.total_steps)
+                if all_finite:
+                    series.extend(steps, ys)
+                else:
+                    finite = np.isfinite(ys)
+                    series.extend(steps[finite], ys[finite])
+            if rates:
+                xs, ys = zip(*rates, strict=True)
+                self._throughput.setdefault(last_event.task, Series()).extend(
+                    np.array(xs), np.array(ys))
+            self.version += 1
+
+    def _note_time(self, t: float) -> None:
+        if self._t0 is None:
+            self._t0 = t
+        if self._t_last is None or t > self._t_last:
+            self._t_last = t
 
     def throughput_series(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         with self._lock:
             return {k: s.view() for k, s in self._throughput.items()}
 
     def _apply(self, event: Event) -> None:
-        if self._t0 is None:
-            self._t0 = event.t
-        if self._t_last is None or event.t > self._t_last:
-            self._t_last = event.t
+        self._note_time(event.t)
         state = self._tasks.setdefault(event.task, TaskState(event.task))
         kind = event.kind
         if kind == "started":
@@ -267,10 +308,6 @@ class RunMetrics:
             resumed = event.get("resumed_from_step")
             if isinstance(resumed, int) and resumed < state.step:
                 self._rewind(event.task, resumed, event.get("replica_ids") or [])
-        elif kind in ("step", "steps"):
-            rows = step_rows(event.data)
-            if rows is not None and len(rows.steps):
-                self._apply_steps(event, state, rows)
         elif kind == "epoch":
             self._epoch_metrics = {
                 k: float(v) for k, v in event.data.items()

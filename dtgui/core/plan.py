@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from dtgui.core.strategies import STRATEGIES
+from dtgui.worker.call_size import StepsPerCall
 
 SCHEMA = 1
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
@@ -58,7 +59,7 @@ class TaskSpec:
         return f"{self.host}:{self.port}"
 
 
-MAX_STEPS_PER_CALL = 10_000  # the training program's own limit (dtgui/worker/progress.py)
+MAX_STEPS_PER_CALL = StepsPerCall.MAX_STEPS  # the training program's own limit
 
 
 @dataclass(frozen=True)

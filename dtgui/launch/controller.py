@@ -83,6 +83,7 @@ class RunController:
                                         thread_name_prefix="dtgui-run")
         self._inflight: dict[str, Future[MachinePoll]] = {}
         self._polled_at: dict[str, float] = {}
+        self._behind: set[str] = set()  # machines with more to read than their last poll took
         self._reset_watch()
 
     def _reset_watch(self) -> None:
@@ -198,7 +199,8 @@ class RunController:
                     self._stop_all("finished", "all tasks finished")
                     return
                 self._check_stragglers()
-                time.sleep(POLL_SECONDS)
+                if not self._behind:
+                    time.sleep(POLL_SECONDS)
             self.state = "detached"
         except Exception as exc:  # a bug must not leave the run unwatched and unstopped
             log.exception("the run monitor failed")
@@ -221,6 +223,8 @@ class RunController:
                 interval = REMOTE_POLL_SECONDS
             else:
                 interval = REMOTE_START_POLL_SECONDS
+            if ex.name in self._behind:
+                interval = 0.0  # catching up (a reattach reads the whole run)
             if ex.name not in self._inflight and \
                     now - self._polled_at.get(ex.name, 0.0) >= interval:
                 self._polled_at[ex.name] = now
@@ -237,6 +241,10 @@ class RunController:
 
     def _apply(self, mp: MachinePoll) -> None:
         now = time.monotonic()
+        if mp.behind:
+            self._behind.add(mp.machine)
+        else:
+            self._behind.discard(mp.machine)
         if mp.error:
             self._unreachable[mp.machine] = mp.error
             return

@@ -25,7 +25,8 @@ from dtgui.core.plan import TaskSpec
 
 WRAPPER = ('trap : TERM INT HUP; echo "$$" > "output/pids/$1.pid"; sh "tasks/$1.sh"; c=$?; '
            'echo "$c" > "output/pids/$1.exit"; exit "$c"')
-MAX_CHUNK = 4 * 1024 * 1024  # bytes of one file read per poll
+MAX_CHUNK = 4 * 1024 * 1024  # bytes of one remote file read per poll
+LOCAL_MAX_CHUNK = 16 * 1024 * 1024  # ... of a file on this machine
 
 Progress = Callable[[str, int, int], None]  # (machine, bytes done, bytes in all)
 
@@ -50,6 +51,7 @@ class MachinePoll:
     machine: str
     tasks: dict[str, TaskPoll] = field(default_factory=dict)
     error: str = ""  # the machine could not be polled (unreachable, ...)
+    behind: bool = False  # a file had more to read than one poll takes: poll again at once
 
 
 class LineBuffer:

@@ -20,7 +20,7 @@ from dtgui.core.bundle import Bundle
 from dtgui.core.cluster import busy_ports
 from dtgui.core.plan import TaskSpec
 from dtgui.launch.executor import (
-    MAX_CHUNK,
+    LOCAL_MAX_CHUNK,
     WRAPPER,
     Executor,
     MachinePoll,
@@ -54,7 +54,7 @@ def group_states(pgids: Iterable[int]) -> dict[int, list[str]]:
     return found
 
 
-def read_chunk(path: Path, offset: int, limit: int = MAX_CHUNK) -> bytes:
+def read_chunk(path: Path, offset: int, limit: int = LOCAL_MAX_CHUNK) -> bytes:
     try:
         with open(path, "rb") as f:
             f.seek(offset)
@@ -132,10 +132,14 @@ class LocalExecutor(Executor):
             if pgid == 0 and tid not in self.procs:
                 poll.alive = False  # never started here
             ev = self._events[tid]
-            poll.raw_events = ev.take(read_chunk(self.bundle.events_file(task), ev.offset))
+            chunk = read_chunk(self.bundle.events_file(task), ev.offset)
+            result.behind |= len(chunk) >= LOCAL_MAX_CHUNK
+            poll.raw_events = ev.take(chunk)
             poll.events = parse_events(poll.raw_events)
             lg = self._logs[tid]
-            poll.raw_log = lg.take(read_chunk(self.bundle.log_file(task), lg.offset))
+            chunk = read_chunk(self.bundle.log_file(task), lg.offset)
+            result.behind |= len(chunk) >= LOCAL_MAX_CHUNK
+            poll.raw_log = lg.take(chunk)
             poll.log_lines = split_log(poll.raw_log)
             result.tasks[tid] = poll
         return result

@@ -204,6 +204,7 @@ class SshExecutor(Executor):
                 if (stem, which) in parsed.truncated:
                     buf.offset = 0  # the file was replaced: read it again
                 offset, data = parsed.data.get((stem, which), (buf.offset, b""))
+                result.behind |= len(data) >= MAX_CHUNK
                 taken = buf.take(data, offset)
                 if which == "ev":
                     poll.raw_events, poll.events = taken, parse_events(taken, shift)

@@ -1,10 +1,11 @@
 """The compact form of many steps' losses inside one ``steps`` event (no TensorFlow here).
 
-A ``steps`` event carries a (count x replicas) float32 matrix: little-endian float32, the
-bytes of each value split into four planes (all first bytes, then all second bytes, ...),
-zlib-compressed and base64-encoded. The planes holding sign and exponent are nearly constant
-along a loss curve and compress to almost nothing; the result is about half of the JSON
-numbers' size and decodes with numpy at hundreds of MB/s.
+A ``steps`` event carries a (count x replicas) float32 matrix, base64-encoded as:
+a 4-byte little-endian length N, N bytes of zlib holding the top byte of every value
+(sign and exponent: nearly constant along a loss curve, so it compresses to almost nothing),
+then the three low bytes of every value (mantissa: noise, stored as is). That is ~25 % less
+than base64 of the raw floats (a third of JSON numbers), and decodes at hundreds of MB/s:
+compressing the noisy bytes too would save 2 % more at twice the cost.
 
 The GUI's reader (``dtgui.core.events``) imports this module too, so the format is written
 once.
@@ -19,27 +20,34 @@ import zlib
 
 import numpy as np
 
-ENCODING = "f32-planes-zlib-b64"
-COMPRESS_LEVEL = 1  # level 1 is several times faster than the default for ~3 % more bytes
+ENCODING = "f32-top-byte-zlib-b64"
+COMPRESS_LEVEL = 1
 
 
 def encode(values: np.ndarray) -> str:
     """A float array (any shape) as text; the shape travels separately."""
-    raw = np.ascontiguousarray(values, dtype="<f4").reshape(-1)
-    planes = raw.view(np.uint8).reshape(-1, 4).T.tobytes()
-    return base64.b64encode(zlib.compress(planes, COMPRESS_LEVEL)).decode("ascii")
+    raw = np.ascontiguousarray(values, dtype="<f4").reshape(-1).view(np.uint8).reshape(-1, 4)
+    top = zlib.compress(np.ascontiguousarray(raw[:, 3]).tobytes(), COMPRESS_LEVEL)
+    low = np.ascontiguousarray(raw[:, :3]).tobytes()
+    return base64.b64encode(len(top).to_bytes(4, "little") + top + low).decode("ascii")
 
 
 def decode(text: str, count: int, width: int = 1) -> np.ndarray:
     """The (count, width) float32 matrix `encode` wrote; ValueError when it does not fit."""
+    n = count * width
     try:
-        planes = zlib.decompress(base64.b64decode(text, validate=True))
+        data = base64.b64decode(text, validate=True)
+        size = int.from_bytes(data[:4], "little")
+        top = zlib.decompress(data[4: 4 + size])
     except (ValueError, zlib.error) as exc:
         raise ValueError(f"damaged step batch: {exc}") from exc
-    if len(planes) != count * width * 4:
-        raise ValueError(f"step batch holds {len(planes)} bytes, expected {count}x{width} floats")
-    raw = np.frombuffer(planes, dtype=np.uint8).reshape(4, -1).T.copy()
-    return raw.view("<f4").reshape(count, width)
+    low = data[4 + size:]
+    if len(top) != n or len(low) != 3 * n:
+        raise ValueError(f"step batch holds {len(top)} values, expected {count}x{width}")
+    out = np.empty((n, 4), dtype=np.uint8)
+    out[:, :3] = np.frombuffer(low, dtype=np.uint8).reshape(n, 3)
+    out[:, 3] = np.frombuffer(top, dtype=np.uint8)
+    return out.view("<f4").reshape(count, width)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,41 @@
+"""How many training steps one call to the device runs (no TensorFlow here)."""
+
+from __future__ import annotations
+
+
+class StepsPerCall:
+    """How many steps one call trains: the plan's number, or (0: automatic) as many as fit in
+    about TARGET_SECONDS, so the call overhead vanishes while the dashboard still gets fresh
+    steps at least twice a second. Bounded so that one event line stays under ~1 MB."""
+
+    TARGET_SECONDS = 0.2
+    MAX_STEPS = 10_000
+    MAX_VALUES = 1 << 18  # steps x replicas in one event
+
+    def __init__(self, fixed: int, replicas: int) -> None:
+        self.fixed = max(0, int(fixed))
+        self.limit = max(1, min(self.MAX_STEPS, self.MAX_VALUES // max(1, replicas)))
+        self.k = min(self.fixed, self.limit) if self.fixed else 1
+        self.proposal = float(self.k)
+        self._observed = 0
+
+    def next(self, done: int, total: int, every: int) -> int:
+        """Steps of the next call after `done`, ending at the next multiple of `every`
+        (checkpoints) and at `total`."""
+        k = min(self.k, total - done)
+        if every > 0:
+            k = min(k, every - done % every)
+        return max(1, k)
+
+    def observe(self, seconds_per_step: float) -> None:
+        """Time a call took per step; sets `proposal` (the size wanted for the next call)."""
+        self._observed += 1
+        if self.fixed or self._observed == 1 or seconds_per_step <= 0:
+            return  # the first call also traces and compiles: not a measure of a step
+        want = self.TARGET_SECONDS / seconds_per_step
+        self.proposal = float(max(1, min(self.limit, self.k * 4, max(self.k // 4, want))))
+
+    def agree(self, agreed: float) -> None:
+        """The size every task takes (MultiWorkerMirrored: the mean of their proposals)."""
+        if not self.fixed:
+            self.k = int(max(1, min(self.limit, round(agreed))))
