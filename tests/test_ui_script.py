@@ -1,0 +1,146 @@
+"""The wizard's "My own training script" choice, driven through its real widgets, and the
+dashboard's scalar panel fed by real `scalar` events."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest  # noqa: E402
+from PySide6.QtCore import QPoint, Qt  # noqa: E402
+from PySide6.QtWidgets import QWizard  # noqa: E402
+
+from dtgui.core.events import parse_line  # noqa: E402
+from dtgui.core.hardware import MachineFacts, TfView  # noqa: E402
+from dtgui.core.metrics import RunMetrics  # noqa: E402
+from dtgui.core.plan import Plan  # noqa: E402
+from dtgui.ui.dashboard import Dashboard  # noqa: E402
+from dtgui.ui.wizard import RunWizard  # noqa: E402
+from dtgui.ui.wizard.wizard import PAGE_MODEL, PAGE_REVIEW  # noqa: E402
+
+pytestmark = pytest.mark.gui
+PROJECTS = Path(__file__).resolve().parent / "script_projects"
+LEFT = Qt.MouseButton.LeftButton
+
+
+def cpu_facts() -> MachineFacts:
+    return MachineFacts(hostname="t", os_name="Linux", python="3.11", cpu_model="cpu",
+                        cpu_cores=2, ram_total=8 << 30, tf=TfView(version="2.21.0"))
+
+
+def open_model_page(qtbot, strategy: str = "multi_worker_mirrored") -> RunWizard:
+    facts = cpu_facts()
+    plan = Plan(run_name="s", strategy=strategy, workers=2, replicas_per_task=1)
+    wizard = RunWizard(facts, plan)
+    qtbot.addWidget(wizard)
+    wizard.show()
+    qtbot.waitExposed(wizard)
+    wizard.next()
+    wizard.next()
+    assert wizard.currentId() == PAGE_MODEL
+    return wizard
+
+
+def next_enabled(wizard: RunWizard) -> bool:
+    return wizard.button(QWizard.WizardButton.NextButton).isEnabled()
+
+
+def test_script_choice_checks_the_project_off_the_ui_thread(qtbot, tmp_path: Path) -> None:
+    project = tmp_path / "mwm_fit"
+    shutil.copytree(PROJECTS / "mwm_fit", project)
+    (project / ".venv").mkdir()
+    (project / ".venv" / "pyvenv.cfg").write_text("")
+    wizard = open_model_page(qtbot)
+    page = wizard.model_page
+    box = page.script_box
+    radio = page.script_radio
+    qtbot.mouseClick(radio, LEFT, pos=QPoint(8, radio.height() // 2))
+    assert box.isVisible() and not page.contract.isVisible()
+    assert not next_enabled(wizard)
+    box.project_edit.setText(str(project))
+    box.entry_edit.setText("main.py")
+    box.start_look()
+    # Keras 3 model.fit under MultiWorkerMirrored: refused with both ways out, Next stays off.
+    qtbot.waitUntil(lambda: "calls .fit(" in box.errors.text(), timeout=30_000)
+    assert "legacy Keras" in box.errors.text() and "build_model()" in box.errors.text()
+    assert "2 file(s)" in box.size_label.text() and ".venv/ (a virtualenv)" in \
+        box.size_label.text()
+    assert not next_enabled(wizard)
+    box.legacy_check.setChecked(True)
+    qtbot.waitUntil(lambda: next_enabled(wizard), timeout=30_000)
+    assert "tf_keras 2.21" in box.look_label.text()
+    # Variables are validated as they are typed, with the reason.
+    box.env_edit.setPlainText("GOOD=1\n9BAD=2\n")
+    assert "not a variable name" in box.errors.text() and not next_enabled(wizard)
+    box.env_edit.setPlainText("GOOD=1\n")
+    box.args_edit.setText("4 2 '--name=a b'")
+    qtbot.waitUntil(lambda: next_enabled(wizard), timeout=5_000)
+    wizard.next()
+    assert wizard.currentId() == PAGE_REVIEW
+    model = wizard.plan().model
+    assert model["kind"] == "script" and model["entry"] == "main.py"
+    assert model["args"] == ["4", "2", "--name=a b"] and model["env"] == {"GOOD": "1"}
+    assert model["legacy_keras"] is True
+    review = wizard.review_page
+    assert review.summary_values["Model"].text().startswith("main.py")
+    script_text = review.script_view.toPlainText()
+    assert "export DTGUI_TASK=worker:0" in script_text and "TF_USE_LEGACY_KERAS=1" in script_text
+    assert "cd project && $PYTHON main.py 4 2 '--name=a b'" in script_text
+    plan_json = json.loads(wizard.plan().to_json())
+    assert plan_json["model"]["kind"] == "script"
+
+
+def test_a_remembered_script_plan_comes_back(qtbot) -> None:
+    facts = cpu_facts()
+    model = {"kind": "script", "project": str(PROJECTS / "custom_loop"), "entry": "train.py",
+             "args": ["--x"], "env": {"A": "1"}, "legacy_keras": False, "data_dir": "/d"}
+    wizard = RunWizard(facts, Plan(strategy="mirrored", model=model))
+    qtbot.addWidget(wizard)
+    box = wizard.model_page.script_box
+    assert wizard.model_page.script_radio.isChecked()
+    assert box.model() == model
+
+
+def scalar_line(task: str, tag: str, step: int, value: float) -> str:
+    return json.dumps({"v": 2, "kind": "scalar", "task": task, "t": 1.0 + step, "tag": tag,
+                       "step": step, "value": value})
+
+
+class _Run:
+    def __init__(self, metrics: RunMetrics) -> None:
+        self.metrics = metrics
+        self.state = "running"
+        self.message = ""
+        self.finished = False
+
+    def request_stop(self) -> None:
+        self.state = "stopping"
+
+
+def test_dashboard_shows_scalars_by_tag_and_the_script_loss(qtbot) -> None:
+    metrics = RunMetrics(10)
+    board = Dashboard()
+    qtbot.addWidget(board)
+    board.show()
+    board.attach(_Run(metrics), run_name="s", strategy="multi_worker_mirrored")
+    assert not board.scalar_panel.isVisible()
+    lines = [scalar_line(task, tag, step, 1.0 / (step + 1) + i)
+             for step in range(4) for i, task in enumerate(("worker:0", "worker:1"))
+             for tag in ("train/epoch_accuracy", "train/epoch_loss")]
+    metrics.add_events([e for e in map(parse_line, lines) if e is not None])
+    board.refresh()
+    panel = board.scalar_panel
+    assert panel.isVisible()
+    assert panel.tags() == ["train/epoch_accuracy", "train/epoch_loss"]
+    assert panel.tag == "train/epoch_loss"  # a loss is shown first
+    assert sorted(panel.curves.curves) == ["worker:0", "worker:1"]
+    assert sorted(board.loss_panel.replica_ids()) == [0, 1]  # the script's loss, per task
+    assert not board.throughput_panel.isVisible()  # a script reports no throughput
+    panel.tag_combo.setCurrentText("train/epoch_accuracy")
+    assert panel.tag == "train/epoch_accuracy" and len(panel.curves.curves) == 2
+    board.refresh()
+    assert metrics.snapshot().epoch == 4
