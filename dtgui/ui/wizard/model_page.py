@@ -243,7 +243,6 @@ class ModelPage(QWizardPage):
         use_script = self.script_radio.isChecked()
         self.script_box.setVisible(use_script)
         self.contract.setVisible(not use_script)
-        self.browse_button.setEnabled(use_file)
         self.path_edit.setEnabled(use_file)
         checking = bool(self._checking) and self._checking == self.path()
         self.busy.setVisible(use_file and checking)
