@@ -203,3 +203,27 @@ def test_cli_export_script_options(tmp_path: Path) -> None:
     lone = subprocess.run(run + [str(tmp_path / "d"), "--legacy-keras"],
                           capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert lone.returncode == 2 and "--legacy-keras needs --script" in lone.stderr
+
+
+def test_cli_export_script_placed_on_machines(tmp_path: Path) -> None:
+    config = Path(__import__("os").environ["DTGUI_CONFIG_DIR"])
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "machines.toml").write_text(
+        'schema = 1\n\n[[machines]]\nname = "h2"\nhost = "10.0.0.2"\nuser = "alice"\n\n'
+        '[[machines]]\nname = "h3"\nhost = "10.0.0.3"\nuser = "bob"\n', encoding="utf-8")
+    from dtgui.cli import main
+
+    project = ROOT / "tests" / "script_projects" / "mwm_fit"
+    out = tmp_path / "placed"
+    code = main(["export", str(out), "--strategy", "multi_worker_mirrored", "--workers-on",
+                 "h2,h3", "--script", str(project / "main.py"), "--legacy-keras",
+                 "--script-arg=2"])
+    assert code == 0
+    plan = json.loads((out / "plan.json").read_text())
+    assert [t["machine"] for t in plan["tasks"]] == ["h2", "h3"]
+    assert plan["model"]["project"] == "project" and (out / "project" / "mnist_setup.py").is_file()
+    readme = (out / "README.md").read_text()
+    assert "bash run.sh h2" in readme and "## Your training script" in readme
+    refused = main(["export", str(tmp_path / "refused"), "--strategy", "multi_worker_mirrored",
+                    "--workers-on", "h2,h3", "--script", str(project / "main.py")])
+    assert refused == 2 and not (tmp_path / "refused").exists()

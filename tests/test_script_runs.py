@@ -152,3 +152,33 @@ def test_project_with_helper_and_data_runs_from_the_bundle_and_by_hand(tmp_path:
     assert "read 3 values, total 7" in (out / "output" / "logs" / "worker-0.log").read_text()
     readme = (out / "README.md").read_text()
     assert "cd project && \"$PYTHON\" train.py" in readme
+
+
+def test_restart_resumes_a_script_with_backup_and_restore(tmp_path: Path) -> None:
+    """A worker killed mid-run: every task restarts, BackupAndRestore (in the checkpoint
+    folder dtgui passes) resumes the epochs, and the curve continues without a jump back."""
+    import signal
+
+    from dtgui.launch.policy import RunPolicy
+
+    plan = script_plan("mwm_fit", "main.py", args=("8", "4"), legacy=True)
+    controller = launch_plan(plan, tmp_path / "runs", policy=RunPolicy(max_restarts=1))
+
+    def chief_epochs() -> int:
+        series = controller.metrics.scalars.snapshot().get("train/epoch_loss", {})
+        return len(series.get("worker:0", ((), ()))[0])
+
+    deadline = time.monotonic() + 120
+    while chief_epochs() < 3 and not controller.finished and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert chief_epochs() >= 3, controller.message
+    events = read_all(controller.bundle.events_file(controller.bundle.plan.tasks[1]))
+    script_pid = [e.get("pid") for e in events if e.kind == "started"][-1]
+    os.kill(script_pid, signal.SIGKILL)
+    wait_done(controller)
+    assert controller.state == "finished", controller.message
+    assert controller.restarts == 1
+    steps, _ = controller.metrics.scalars.snapshot()["train/epoch_loss"]["worker:0"]
+    assert list(steps) == list(range(8))  # every epoch once, in order
+    log = controller.bundle.log_file(controller.bundle.plan.tasks[0]).read_text()
+    assert log.count("Epoch 1/8") == 1  # the second start resumed, not from the first epoch
