@@ -63,3 +63,23 @@ def test_gui_process_never_loads_tensorflow() -> None:
                           timeout=120, cwd=ROOT, env={**__import__("os").environ,
                                                       "QT_QPA_PLATFORM": "offscreen"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_script_supervisor_and_its_tensorboard_reader_never_load_tensorflow(tmp_path) -> None:
+    """The supervisor follows a script's TensorBoard files without TensorFlow (tensorboard's
+    compiled protos are fine: they need only protobuf)."""
+    code = (
+        "import sys\n"
+        "from dtgui.worker import script_supervisor, tb_follow, tfrecord, reporting\n"
+        "decode = tfrecord.event_decoder()\n"
+        "f = tb_follow.TensorBoardFollower([sys.argv[1]], lambda tag, s: None)\n"
+        "f.poll_once()\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras',\n"
+        "                                                            'tf_keras'))\n"
+        "print('LOADED', bad, decode.__qualname__)\n"
+        "sys.exit(1 if bad else 0)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "_proto_event" in proc.stdout  # tensorboard's protos were used, without TensorFlow
