@@ -201,6 +201,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"running {bundle.plan.run_name}: {len(bundle.plan.tasks)} task(s), "
           f"{bundle.plan.steps} steps; Ctrl-C stops every task")
     last_step = -1
+    last_epoch = 0
     while not controller.wait(0.5):
         snap = controller.metrics.snapshot()
         if snap.step != last_step and snap.step:
@@ -209,6 +210,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                 f"r{rid}={ys[-1]:.4f}" for rid, (_, ys) in snap.replica_loss.items() if len(ys)
             )
             print(f"step {snap.step}/{snap.total_steps}  {losses}", flush=True)
+        elif snap.epoch != last_epoch and not snap.replica_loss:  # a script's epoch scalars
+            last_epoch = snap.epoch
+            losses = "  ".join(f"{task}={ys[-1]:.4f}" for task, (_, ys)
+                               in controller.metrics.scalars.loss_series().items() if len(ys))
+            print(f"epoch {snap.epoch}  loss {losses}", flush=True)
     snap = controller.metrics.snapshot()
     for tid, state in sorted(snap.tasks.items()):
         print(f"  {tid}: {state.status}" + (f" ({state.error})" if state.error else ""))
