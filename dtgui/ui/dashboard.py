@@ -136,6 +136,7 @@ class Dashboard(QWidget):
         self._failed_seen: set[str] = set()
         self._text_snap: Snapshot | None = None  # shown in the plots, not yet in the text
         self._text_time = 0.0
+        self._script_run = False
 
     # -- public API --------------------------------------------------------------------------
     def attach(self, controller: RunSource, *, run_name: str | None = None,
@@ -152,6 +153,9 @@ class Dashboard(QWidget):
         self._failed_seen.clear()
         self._text_snap = None
         self._text_time = 0.0
+        # A user's own script counts its own steps: the plan's number is only a hint to it.
+        model = getattr(plan, "model", None)
+        self._script_run = isinstance(model, dict) and model.get("kind") == "script"
         self.loss_panel.clear()
         self.throughput_panel.clear()
         self.device_panel.clear()
@@ -183,6 +187,10 @@ class Dashboard(QWidget):
         if snap.version != self._version:
             self._version = snap.version
             self._redraw(snap)
+        else:  # series the last frame had no time for (runs with many replicas)
+            for panel in (self.loss_panel, self.throughput_panel, self.device_panel,
+                          self.scalar_panel):
+                panel.feed_backlog()
         if self._text_snap is not None:
             self._update_text(c.metrics, force=finished)
         state = c.state
@@ -235,7 +243,7 @@ class Dashboard(QWidget):
         for panel in (self.loss_panel, self.throughput_panel, self.device_panel,
                       self.scalar_panel):
             panel.show_readout()
-        self.header.set_progress(snap.step, snap.total_steps)
+        self.header.set_progress(snap.step, 0 if self._script_run else snap.total_steps)
         self.header.set_epoch(snap.epoch, snap.last_epoch_metrics)
         self.task_table.update_tasks(snap.tasks)
         tasks = sorted(set(snap.tasks) | set(metrics.log_tasks()), key=task_sort_key)
