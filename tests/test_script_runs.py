@@ -182,3 +182,25 @@ def test_restart_resumes_a_script_with_backup_and_restore(tmp_path: Path) -> Non
     assert list(steps) == list(range(8))  # every epoch once, in order
     log = controller.bundle.log_file(controller.bundle.plan.tasks[0]).read_text()
     assert log.count("Epoch 1/8") == 1  # the second start resumed, not from the first epoch
+
+
+def test_reattach_and_history_follow_a_script_run(tmp_path: Path) -> None:
+    from dtgui.core.runs import RunHistory, RunRecord
+    from dtgui.launch.multihost import reattach
+
+    plan = script_plan("mwm_fit", "main.py", args=("12", "3"), legacy=True)
+    controller = launch_plan(plan, tmp_path / "runs")
+    deadline = time.monotonic() + 120
+    while not controller.metrics.scalars.tags() and time.monotonic() < deadline:
+        assert not controller.wait(0.1), controller.message
+    controller.detach()  # the GUI closes; the tasks keep training
+    record = RunRecord.load(controller.bundle.path)
+    assert record.state == "running"
+    second = reattach(record)
+    wait_done(second)
+    assert second.state == "finished", second.message
+    steps, _ = second.metrics.scalars.snapshot()["train/epoch_loss"]["worker:0"]
+    assert list(steps) == list(range(12))  # read again from the start: no gap
+    done = RunRecord.load(controller.bundle.path)
+    assert done.state == "finished" and done.final_loss is not None
+    assert RunHistory(tmp_path / "runs").finished()[0].run_id == record.run_id
