@@ -503,3 +503,22 @@ def test_a_restart_from_a_checkpoint_continues_the_curves_from_there() -> None:
                      replica_losses=[0.5, 0.5])])
     xs, ys = m.snapshot().replica_loss[1]
     assert list(xs) == list(range(1, 12)) and ys[-1] == 0.5
+
+
+def test_many_replicas_are_drawn_by_one_layer_fed_within_a_frame_budget(
+        qtbot, dash: Dashboard, controller: FakeController, metrics: RunMetrics) -> None:
+    """128 replicas (8 tasks x 16): every series goes through the envelope layer (one
+    graphics item), no legend covers the plot, and a tick feeds series for a bounded time,
+    the rest at the next ticks, until every curve has every step."""
+    ids = tuple(range(128))
+    metrics.add_events(steps(1, 60, "worker:0", ids))
+    dash.attach(controller)
+    panel = dash.loss_panel
+    qtbot.waitUntil(lambda: len(panel.curves.layer.paths) == 128 and not panel.curves.backlog,
+                    timeout=10_000)
+    assert not panel.legend.isVisible() and panel.menu_button.isVisible()
+    for rid in (0, 77, 127):
+        x, y = curve_xy(dash, rid)
+        assert x.max() == 60 and y.min() == pytest.approx(loss(rid, 60), rel=1e-6)
+    metrics.add_events(steps(61, 62, "worker:0", ids))
+    qtbot.waitUntil(lambda: curve_xy(dash, 127)[0].max() == 62, timeout=10_000)

@@ -16,6 +16,7 @@ view and downsamples only the visible part).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 
 import numpy as np
@@ -29,11 +30,19 @@ from PySide6.QtWidgets import QStyleOptionGraphicsItem, QWidget
 XY = tuple[np.ndarray, np.ndarray]
 AUTO_DOWNSAMPLE_FACTOR = 2.0  # pyqtgraph's auto downsampling: ~2 "peak" buckets per pixel
 ENVELOPE_MIN_POINTS = 4096  # longer series are drawn as their envelope while following
+# A plot with more series than this draws every series through its envelope layer while
+# following, short ones too: one graphics item instead of one per series (pyqtgraph's
+# per-item work on every data and view change adds up to tens of ms a frame at 100+).
+MANY_SERIES = 16
 # An envelope has between BLOCKS_PER_PIXEL/2 and BLOCKS_PER_PIXEL blocks per pixel of the
 # plot's width: blocks at most 1.6 px apart (further apart, the strokes show gaps), and no
 # more vertices than that (painting time grows with them).
 BLOCKS_PER_PIXEL = 1.25
 DEFAULT_WIDTH_PX = 1200
+# A frame feeds grown series for at most this long per plot; the rest are fed first at the
+# next tick (a run with 100+ replicas refreshes its curves over a few ticks, and every tick
+# stays short enough for a 60 Hz paint and a responsive window).
+FEED_BUDGET_SECONDS = 0.006
 _EMPTY = np.empty(0)
 
 
@@ -201,7 +210,8 @@ class CurveSet:
         # length and last point fed: a series rewound (a restart from a checkpoint) and grown
         # back to the same length between two frames still differs in its last point
         self._fed_len: dict[object, tuple] = {}
-        self._pending: set[object] = set()
+        self._pending: set[object] = set()  # hidden: fed when shown again
+        self._due: dict[object, None] = {}  # grown and visible, not fed yet (oldest first)
         self._envelopes: dict[object, Envelope] = {}
         self._extent: dict[object, tuple[int, float, float]] = {}  # seen length, min, max
         self._layer_dirty = False
@@ -209,8 +219,8 @@ class CurveSet:
         self.use_envelope = True
 
     def update(self, data: Mapping[object, XY]) -> list[object]:
-        """Feed every series that grew; returns the keys whose curve was created now."""
-        self._fit_blocks_to_width()
+        """Feed the series that grew (within FEED_BUDGET_SECONDS: see `backlog`); returns
+        the keys whose curve was created now."""
         new = []
         for key, (x, y) in data.items():
             curve = self.curves.get(key)
@@ -226,16 +236,51 @@ class CurveSet:
                 continue
             self.raw[key] = (x, y)
             if curve.isVisible():
-                self._feed(key)
+                self._due.setdefault(key, None)
             else:
                 self._pending.add(key)
-        self._commit()
+        began = time.perf_counter()  # the budget is for feeding (creating curves is once)
+        if self._fit_blocks_to_width():  # the width, or the number of series, changed
+            for key, curve in self.curves.items():
+                if key in self.layer.paths and key in self.raw:
+                    if curve.isVisible():
+                        self._due.setdefault(key, None)
+                    else:
+                        self._pending.add(key)
+        self.feed_due(began)
         return new
 
+    @property
+    def backlog(self) -> bool:
+        """Series that grew but were not fed yet (the last frame's budget ran out)."""
+        return bool(self._due)
+
+    def feed_due(self, began: float | None = None) -> None:
+        """Feed the series due, oldest first, until the frame's budget is spent (at least
+        one, so every frame makes progress)."""
+        began = time.perf_counter() if began is None else began
+        for key in list(self._due):
+            del self._due[key]
+            if key not in self.raw:
+                continue
+            if not self.curves[key].isVisible():
+                self._pending.add(key)  # hidden meanwhile: fed when shown again
+                continue
+            self._feed(key)
+            if time.perf_counter() - began > FEED_BUDGET_SECONDS:
+                break
+        if not self._due:  # the layer is painted once all its series are fed
+            self._commit()
+
     def _fit_blocks_to_width(self) -> bool:
-        """Size the envelopes for the plot's width; True if that changed them."""
+        """Size the envelopes for the plot's width; True if that changed them. Painting
+        costs by the vertex: past MANY_SERIES series, each gets fewer blocks, so that all of
+        them together have as many vertices as MANY_SERIES would (a block every few pixels:
+        the envelope still shows every spike)."""
         width = self._target.getViewBox().width()
-        wanted = int(max(width if width > 50 else DEFAULT_WIDTH_PX, 200) * BLOCKS_PER_PIXEL)
+        share = min(1.0, MANY_SERIES / max(1, len(self.curves)))
+        wanted = int(max(width if width > 50 else DEFAULT_WIDTH_PX, 200) * BLOCKS_PER_PIXEL
+                     * share)
         if abs(wanted - self._max_blocks) <= self._max_blocks // 4:
             return False
         self._max_blocks = wanted
@@ -281,20 +326,28 @@ class CurveSet:
         x, y = self.raw[key]
         self._fed_len[key] = _fingerprint(x, y)
         self._pending.discard(key)
+        self._due.pop(key, None)
         curve = self.curves[key]
-        if self.use_envelope and len(x) > ENVELOPE_MIN_POINTS:
+        if self.use_envelope and (len(x) > ENVELOPE_MIN_POINTS
+                                  or len(self.curves) > MANY_SERIES):
             envelope = self._envelopes.get(key)
             if envelope is None:
                 envelope = self._envelopes[key] = Envelope(self._max_blocks)
             vx, vy = zigzag(*envelope.update(x, y))
             if key not in self.layer.paths:
                 curve.setData(_EMPTY, _EMPTY)  # the layer draws this series now
+                # an empty curve needs no clipping or downsampling: without them it ignores
+                # the view's range changes (with 100+ series, they cost milliseconds each)
+                curve.setClipToView(False)
+                curve.setDownsampling(auto=False)
             self.layer.set_series(key, vx, vy)
             self._layer_dirty = True
         else:
             if key in self.layer.paths:
                 self.layer.remove(key)
                 self._layer_dirty = True
+                curve.setDownsampling(auto=True, method="peak")
+                curve.setClipToView(True)
             curve.setData(x, y)
 
     def _commit(self) -> None:
@@ -335,5 +388,6 @@ class CurveSet:
         self.last.clear()
         self._fed_len.clear()
         self._pending.clear()
+        self._due.clear()
         self._envelopes.clear()
         self._extent.clear()

@@ -230,6 +230,15 @@ class PlotPanel(QFrame):
     def _log_y(self) -> bool:
         return bool(self.plot.ctrl.logYCheck.isChecked())
 
+    def feed_backlog(self) -> bool:
+        """Feed the series a frame's budget left for later; True if there were any."""
+        due = [curves for curves in self.curve_sets if curves.backlog]
+        for curves in due:
+            curves.feed_due()
+        if due:
+            self.settle()
+        return bool(due)
+
     def settle(self, force: bool = False) -> None:
         """After new data: while following, widen the ranges when the data leaves them (x
         with headroom, so that the axes do not change on every step), before painting."""

@@ -28,6 +28,9 @@ from dtgui.ui.plot_base import (
 )
 
 MAX_INLINE_TOGGLES = 8  # more replicas than this: only the "Replicas" menu, no chip row
+# More replicas than this: no legend (it would cover the plot, and pyqtgraph lays a legend
+# out again for every entry added); the "Replicas" menu names and toggles them.
+MAX_LEGEND_ENTRIES = 16
 
 
 class LossPanel(PlotPanel):
@@ -125,7 +128,8 @@ class LossPanel(PlotPanel):
     def _rebuild_toggles(self) -> None:
         ids = self.replica_ids()
         self.legend.clear()
-        for rid in ids:
+        self.legend.setVisible(len(ids) <= MAX_LEGEND_ENTRIES)
+        for rid in ids if len(ids) <= MAX_LEGEND_ENTRIES else ():
             self.legend.addItem(self.curves.curves[rid], f"replica {rid}")
         self.legend.setColumnCount(1 if len(ids) <= 4 else 2 if len(ids) <= 8 else 4)
         for sample, label in self.legend.items:  # repainted from pixmaps while unchanged
