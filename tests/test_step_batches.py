@@ -173,3 +173,14 @@ def test_step_batch_prints_a_bundles_losses_as_csv(tmp_path: Path) -> None:
                          capture_output=True, text=True, check=True, cwd=ROOT).stdout
     assert out.splitlines() == ["step,loss,replica_0,replica_1", "1,0.375,0.5,0.25",
                                 "2,1.5,1,2"]
+
+
+def test_export_takes_steps_per_call_and_refuses_too_many(tmp_path: Path, capsys) -> None:
+    from dtgui.cli import main
+
+    assert main(["export", str(tmp_path / "ok"), "--steps-per-call", "64"]) == 0
+    plan = json.loads((tmp_path / "ok" / "plan.json").read_text())
+    assert plan["steps_per_call"] == 64
+    assert main(["export", str(tmp_path / "big"), "--steps-per-call", "20000"]) == 2
+    assert "Steps per call" in capsys.readouterr().err
+    assert not (tmp_path / "big").exists()

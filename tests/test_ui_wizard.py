@@ -704,3 +704,16 @@ def test_a_generated_run_name_follows_the_strategy_and_a_typed_one_is_kept(
     wizard.back()
     click_next(qtbot, wizard)
     assert wizard.options_page.run_name_edit.text() == "my-experiment"
+
+
+def test_steps_per_call_is_automatic_by_default_and_can_be_fixed(qtbot, make_wizard) -> None:
+    wizard = make_wizard()
+    options = wizard.options_page
+    assert options.per_call_spin.value() == 0 and options.per_call_spin.text() == "automatic"
+    assert wizard.ctx.draft().steps_per_call == 0
+    options.per_call_spin.setValue(250)
+    walk_to_review(qtbot, wizard)
+    assert wizard.review_page.placed_plan().steps_per_call == 250
+    assert "250 per call" in wizard.review_page.summary_values["Steps"].text()
+    restored = make_wizard(None, wizard.review_page.placed_plan())
+    assert restored.options_page.per_call_spin.value() == 250
