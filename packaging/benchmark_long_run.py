@@ -107,9 +107,10 @@ def show(bundle: str, how: str) -> dict[str, float]:
     else:
         source = reattached(record)
     read = time.perf_counter() - began
-    dash.attach(source)
-    dash.timer.stop()
-    dash.refresh()
+    dash.attach(source)  # its 20 Hz timer feeds the series a frame had no time for
+    while dash.backlog:
+        app.processEvents()
+        time.sleep(0.001)
     dash.repaint()
     app.processEvents()
     drawn = time.perf_counter() - began

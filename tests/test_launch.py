@@ -119,3 +119,31 @@ def test_a_port_in_use_is_refused_before_anything_starts(tmp_path: Path) -> None
         with pytest.raises(LaunchError, match=f"Port {port} .* in use"):
             launch_plan(plan, tmp_path / "runs")
     assert not list((tmp_path / "runs").glob("*/output/pids/*.pid"))
+
+
+def test_a_stopped_local_task_is_ended_by_sigterm_not_killed(tmp_path: Path) -> None:
+    """A task frozen with SIGSTOP is seen as hung; the run's end sends SIGTERM and SIGCONT, so
+    the task acts on SIGTERM (its supervisor says "stopped (SIGTERM)") within the grace
+    instead of being SIGKILLed after it."""
+    import json
+    import signal
+
+    plan = Plan(run_name="frozen", strategy="one_device", replicas_per_task=1, steps=1_000_000,
+                checkpoint_every=0)
+    controller = launch_plan(plan, tmp_path / "runs")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and controller.metrics.snapshot().step < 3:
+        time.sleep(0.2)
+    assert controller.metrics.snapshot().step >= 3, controller.metrics.log_lines("worker:0")
+    (pgid,) = controller.pgids()
+    os.killpg(pgid, signal.SIGSTOP)
+    wait_done(controller, 60)
+    assert controller.state == "failed" and "hung" in controller.message, controller.message
+    task = controller.bundle.plan.tasks[0]
+    events = [json.loads(line) for line in
+              controller.bundle.events_file(task).read_text().splitlines()]
+    messages = [e.get("message", "") for e in events if e["kind"] == "log"]
+    assert "stopped (SIGTERM)" in messages, messages[-5:]
+    exit_file = controller.bundle.output / "pids" / f"{task.file_stem}.exit"
+    assert exit_file.read_text().strip() == "143"
+    assert live_members(controller.pgids()) == []

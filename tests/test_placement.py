@@ -16,13 +16,13 @@ import pytest
 
 from dtgui.core.bundle import Bundle, render_bundle
 from dtgui.core.cluster import PlacementError, assign, busy_ports, place_on_machines
-from dtgui.core.events import Event
+from dtgui.core.events import Event, LineBuffer
 from dtgui.core.metrics import RunMetrics
 from dtgui.core.plan import Plan, validate
 from dtgui.core.runs import MachineRecord, RunHistory, RunRecord
 from dtgui.core.stragglers import find_stragglers
 from dtgui.launch.controller import RunController
-from dtgui.launch.executor import WRAPPER, Executor, LineBuffer, MachinePoll, TaskPoll
+from dtgui.launch.executor import WRAPPER, Executor, MachinePoll, TaskPoll
 from dtgui.launch.policy import RunPolicy, exit_text
 from dtgui.launch.remote_scripts import POLL_SCRIPT, START_SCRIPT, parse_pids, parse_poll
 

@@ -89,8 +89,39 @@ def step_rows(data: dict[str, Any]) -> StepRows | None:
     return StepRows(first + stride * np.arange(count, dtype=np.int64), ids, losses, means)
 
 
+class LineBuffer:
+    """Complete lines of a file read from a byte offset in chunks; keeps the offset. The one
+    way dtgui follows a growing file (events and logs, here or over SSH)."""
+
+    def __init__(self, offset: int = 0) -> None:
+        self.offset = offset
+
+    def take(self, chunk: bytes, at: int | None = None) -> bytes:
+        """Complete lines of `chunk` (read from `at`, default the current offset); advances
+        the offset past them. A partial last line is read again next time."""
+        if at is not None and at != self.offset:
+            return b""  # a stale answer: ignore it
+        end = chunk.rfind(b"\n")
+        if end < 0:
+            return b""
+        self.offset += end + 1
+        return chunk[: end + 1]
+
+
+def parse_events(raw: bytes, shift: float = 0.0) -> list[Event]:
+    """The events of complete lines (others skipped); `shift` corrects a remote clock."""
+    out = []
+    for line in raw.splitlines():
+        event = parse_line(line)
+        if event is not None:
+            if shift:
+                event = Event(event.kind, event.task, event.t - shift, event.data)
+            out.append(event)
+    return out
+
+
 class EventTail:
-    """Reads the complete lines appended to a file since the last call (from a byte offset).
+    """Reads the events appended to a file since the last call (from a byte offset).
 
     A partly written last line is kept until its newline arrives, so nothing is parsed twice
     or lost; the offset can be saved and used to resume after a restart.
@@ -98,7 +129,11 @@ class EventTail:
 
     def __init__(self, path: Path, offset: int = 0) -> None:
         self.path = Path(path)
-        self.offset = offset
+        self._lines = LineBuffer(offset)
+
+    @property
+    def offset(self) -> int:
+        return self._lines.offset
 
     def read_new(self, max_bytes: int = 8 * 1024 * 1024) -> list[Event]:
         try:
@@ -112,16 +147,7 @@ class EventTail:
                     chunk += more
         except FileNotFoundError:
             return []
-        end = chunk.rfind(b"\n")
-        if end < 0:
-            return []
-        self.offset += end + 1
-        events = []
-        for raw in chunk[: end + 1].splitlines():
-            event = parse_line(raw)
-            if event is not None:
-                events.append(event)
-        return events
+        return parse_events(self._lines.take(chunk))
 
 
 def read_all(path: Path) -> list[Event]:

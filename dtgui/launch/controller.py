@@ -365,14 +365,14 @@ class RunController:
                                      for t, f in found.items())
 
     # -- stopping --------------------------------------------------------------------------
-    def _signal_all(self, sig: int) -> None:
+    def _signal_all(self, *sigs: int) -> None:
         """Signal every machine's tasks at once (unreachable machines: see _reap_later)."""
-        futures = [self._pool.submit(ex.signal, sig) for ex in self.executors
+        futures = [self._pool.submit(ex.signal, *sigs) for ex in self.executors
                    if ex.name not in self._unreachable]
         wait_futures(futures, timeout=15)
         for fut in futures:
             if fut.done() and fut.exception() is not None:
-                log.warning("signal %s failed: %s", sig, fut.exception())
+                log.warning("signal %s failed: %s", sigs, fut.exception())
 
     def _all_ended(self) -> bool:
         """Every task has ended, or cannot be asked (never started; machine unreachable)."""
@@ -390,7 +390,8 @@ class RunController:
 
     def _end_tasks(self) -> None:
         """TERM (and CONT) every task, KILL what is left after the grace, then make sure."""
-        self._signal_all(signal.SIGTERM)
+        # SIGCONT too: a stopped (SIGSTOP) task acts on SIGTERM only once it runs again
+        self._signal_all(signal.SIGTERM, signal.SIGCONT)
         if not self._wait_ended(self.policy.stop_grace):
             self._signal_all(signal.SIGKILL)
             self._wait_ended(5.0)

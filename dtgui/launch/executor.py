@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from dtgui.core.bundle import Bundle
-from dtgui.core.events import Event, parse_line
+from dtgui.core.events import Event, LineBuffer
 from dtgui.core.plan import TaskSpec
 
 WRAPPER = ('trap : TERM INT HUP; echo "$$" > "output/pids/$1.pid"; sh "tasks/$1.sh"; c=$?; '
@@ -52,35 +52,6 @@ class MachinePoll:
     tasks: dict[str, TaskPoll] = field(default_factory=dict)
     error: str = ""  # the machine could not be polled (unreachable, ...)
     behind: bool = False  # a file had more to read than one poll takes: poll again at once
-
-
-class LineBuffer:
-    """Complete lines of a file read from a byte offset in chunks; keeps the offset."""
-
-    def __init__(self) -> None:
-        self.offset = 0
-
-    def take(self, chunk: bytes, at: int | None = None) -> bytes:
-        """Complete lines of `chunk` (read from `at`, default the current offset); advances
-        the offset past them. A partial last line is read again next time."""
-        if at is not None and at != self.offset:
-            return b""  # a stale answer: ignore it
-        end = chunk.rfind(b"\n")
-        if end < 0:
-            return b""
-        self.offset += end + 1
-        return chunk[: end + 1]
-
-
-def parse_events(raw: bytes, shift: float = 0.0) -> list[Event]:
-    out = []
-    for line in raw.splitlines():
-        event = parse_line(line)
-        if event is not None:
-            if shift:
-                event = Event(event.kind, event.task, event.t - shift, event.data)
-            out.append(event)
-    return out
 
 
 def mirror(bundle: Bundle, task: TaskSpec, raw_events: bytes, raw_log: bytes) -> None:
@@ -144,8 +115,9 @@ class Executor(abc.ABC):
         """Liveness, then the new events and log lines of every task (one round trip)."""
 
     @abc.abstractmethod
-    def signal(self, sig: int, tasks: Iterable[str] | None = None) -> None:
-        """Send `sig` to the process groups of these tasks (default: all)."""
+    def signal(self, *sigs: int, tasks: Iterable[str] | None = None) -> None:
+        """Send each of `sigs`, in order, to the process groups of these tasks (default:
+        all)."""
 
     def sync_checkpoints_from(self, source: Executor) -> None:  # noqa: B027 - optional
         """Make the chief's checkpoints (on `source`) visible here (restart of a run)."""

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from dtgui.core.bundle import Bundle
 from dtgui.core.cluster import busy_ports
+from dtgui.core.events import parse_events
 from dtgui.core.plan import TaskSpec
 from dtgui.launch.executor import (
     LOCAL_MAX_CHUNK,
@@ -26,7 +27,6 @@ from dtgui.launch.executor import (
     MachinePoll,
     Progress,
     TaskPoll,
-    parse_events,
     split_log,
 )
 
@@ -144,12 +144,13 @@ class LocalExecutor(Executor):
             result.tasks[tid] = poll
         return result
 
-    def signal(self, sig: int, tasks: Iterable[str] | None = None) -> None:
+    def signal(self, *sigs: int, tasks: Iterable[str] | None = None) -> None:
         chosen = set(self.pids) if tasks is None else set(tasks)
         for tid, pgid in self.pids.items():
             if tid in chosen:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(pgid, sig)
+                for sig in sigs:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(pgid, sig)
 
     def reap(self) -> None:
         """Collect the exit statuses of ended children (no zombies are left)."""

@@ -14,35 +14,13 @@ from pathlib import Path
 
 from dtgui.core.bundle import render_bundle
 from dtgui.core.cluster import place_local
-from dtgui.core.events import EventTail
 from dtgui.core.plan import Plan
 from dtgui.core.runs import MachineRecord, RunRecord
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.policy import RunPolicy
 from dtgui.launch.script_check import check_local
 
-__all__ = ["LaunchError", "LogTail", "RunController", "launch_plan", "unique_run_dir"]
-
-
-class LogTail:
-    """New complete lines of a text log since the last call."""
-
-    def __init__(self, path: Path) -> None:
-        self._events = EventTail(path)
-
-    def read_lines(self) -> list[str]:
-        tail = self._events
-        try:
-            with open(tail.path, "rb") as f:
-                f.seek(tail.offset)
-                chunk = f.read(1 << 20)
-        except FileNotFoundError:
-            return []
-        end = chunk.rfind(b"\n")
-        if end < 0:
-            return []
-        tail.offset += end + 1
-        return chunk[:end].decode("utf-8", "replace").splitlines()
+__all__ = ["LaunchError", "RunController", "launch_plan", "unique_run_dir"]
 
 
 def unique_run_dir(root: Path, name: str) -> Path:

@@ -77,12 +77,15 @@ echo "@@end"
 """
 
 # SIGNAL SIG PGID...: signal each process group; CONT as well, so stopped tasks act on it.
+# sh -s SIGNALS PGID...: send each signal of the comma-separated SIGNALS (TERM,CONT), in
+# order, to each process group.
 SIGNAL_SCRIPT = r"""
-sig=$1
+sigs=$1
 shift
 for p in "$@"; do
-  kill -s "$sig" -- "-$p" 2>/dev/null
-  [ "$sig" = TERM ] && kill -s CONT -- "-$p" 2>/dev/null
+  for sig in $(printf '%s' "$sigs" | tr ',' ' '); do
+    kill -s "$sig" -- "-$p" 2>/dev/null
+  done
 done
 exit 0
 """

@@ -27,6 +27,7 @@ from pathlib import Path
 import paramiko
 
 from dtgui.core.bundle import Bundle
+from dtgui.core.events import parse_events
 from dtgui.core.plan import TaskSpec
 from dtgui.core.runs import RECORD_NAME
 from dtgui.launch.executor import (
@@ -36,7 +37,6 @@ from dtgui.launch.executor import (
     MachinePoll,
     Progress,
     TaskPoll,
-    parse_events,
     split_log,
 )
 from dtgui.launch.remote_scripts import (
@@ -219,13 +219,13 @@ class SshExecutor(Executor):
         self._offsets = [*self._offsets[-8:], remote_now - (sent + received) / 2]
         self.clock_offset = statistics.median(self._offsets)
 
-    def signal(self, sig: int, tasks: Iterable[str] | None = None) -> None:
+    def signal(self, *sigs: int, tasks: Iterable[str] | None = None) -> None:
         chosen = set(self.pids) if tasks is None else set(tasks)
         pgids = [str(p) for t, p in self.pids.items() if t in chosen and p > 0]
         if not pgids:
             return
-        name = signals.Signals(sig).name.removeprefix("SIG")
-        self._script(SIGNAL_SCRIPT, [name, *pgids], 15)
+        names = ",".join(signals.Signals(sig).name.removeprefix("SIG") for sig in sigs)
+        self._script(SIGNAL_SCRIPT, [names, *pgids], 15)
 
     # -- checkpoints (restart) -----------------------------------------------------------
     def download_checkpoints(self, local_dir: Path) -> int:

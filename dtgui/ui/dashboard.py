@@ -19,7 +19,7 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QFrame, QSplitter, QVBoxLayout, QWidget
 
 from dtgui.core.metrics import RunMetrics, Snapshot
-from dtgui.ui.plot_base import DARK, LIGHT, make_card, title_label
+from dtgui.ui.plot_base import DARK, LIGHT, PlotPanel, make_card, title_label
 from dtgui.ui.plots import DevicePanel, LossPanel, ThroughputPanel
 from dtgui.ui.run_widgets import LogView, RunHeader, TaskTable, task_sort_key
 from dtgui.ui.scalar_panel import ScalarPanel
@@ -169,7 +169,7 @@ class Dashboard(QWidget):
         self.device_panel.set_device_kind(kind)
         self.log_view.set_metrics(controller.metrics)
         self.refresh()
-        if not self._ended:
+        if not self._ended or self.backlog:
             self.timer.start()
 
     def detach(self) -> None:
@@ -188,8 +188,7 @@ class Dashboard(QWidget):
             self._version = snap.version
             self._redraw(snap)
         else:  # series the last frame had no time for (runs with many replicas)
-            for panel in (self.loss_panel, self.throughput_panel, self.device_panel,
-                          self.scalar_panel):
+            for panel in self._panels():
                 panel.feed_backlog()
         if self._text_snap is not None:
             self._update_text(c.metrics, force=finished)
@@ -203,8 +202,19 @@ class Dashboard(QWidget):
             self._ended = True
             self._elapsed = max(self._elapsed, c.metrics.event_span())
             self.header.set_elapsed(self._elapsed)
-            self.timer.stop()
             self.runEnded.emit(state)
+        if self._ended and not self.backlog:
+            self.timer.stop()
+        elif self._ended and not self.timer.isActive():
+            self.timer.start()  # an ended run still has series to feed
+
+    @property
+    def backlog(self) -> bool:
+        """Series not drawn yet: the frames' budget left them for the next ticks."""
+        return any(curves.backlog for panel in self._panels() for curves in panel.curve_sets)
+
+    def _panels(self) -> tuple[PlotPanel, ...]:
+        return (self.loss_panel, self.throughput_panel, self.device_panel, self.scalar_panel)
 
     # -- internals ---------------------------------------------------------------------------
     def _redraw(self, snap: Snapshot) -> None:
