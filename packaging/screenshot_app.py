@@ -36,14 +36,14 @@ def main() -> int:
              120)
     window.grab().save(str(out / "1-home.png"))
     window.train_demo()
-    wait_for(app, lambda: window.controller is not None, 60)
-    wait_for(app, lambda: window.controller.metrics.snapshot().step >= 150, 180)
+    wait_for(app, lambda: window.session.source is not None, 60)
+    wait_for(app, lambda: window.session.source.metrics.snapshot().step >= 150, 180)
     wait_for(app, lambda: False, 1.0)  # let the dashboard's 4 Hz text catch up
     window.grab().save(str(out / "2-dashboard-running.png"))
-    wait_for(app, lambda: window.controller.finished, 180)
+    wait_for(app, lambda: window.session.source.finished, 180)
     wait_for(app, lambda: False, 0.5)
     window.grab().save(str(out / "3-dashboard-finished.png"))
-    print(f"run {window.controller.state}; screenshots in {out}")
+    print(f"run {window.session.source.state}; screenshots in {out}")
     window.close()
     return 0
 

@@ -65,13 +65,13 @@ def test_wizard_to_a_live_mirrored_run_then_stop_leaves_nothing(qtbot) -> None:
     with qtbot.waitSignal(wizard.accepted, timeout=5000):
         qtbot.mouseClick(wizard.button(QWizard.WizardButton.FinishButton), LEFT)
 
-    qtbot.waitUntil(lambda: window.controller is not None, timeout=30000)
+    qtbot.waitUntil(lambda: window.session.source is not None, timeout=30000)
     assert window.pages.currentWidget() is window.dashboard
     # Two replica curves with data, drawn by the dashboard's own timer.
     qtbot.waitUntil(lambda: window.dashboard.loss_panel.replica_ids() == [0, 1], timeout=120000)
     qtbot.waitUntil(lambda: min(curve_points(window, 0), curve_points(window, 1)) >= 5,
                     timeout=60000)
-    controller = window.controller
+    controller = window.session.source
     assert controller.state == "running"
     # The UI stays responsive while training: events keep being processed.
     started = time.monotonic()

@@ -132,8 +132,8 @@ def test_two_machines_from_the_wizard_four_curves_stop_leaves_nothing(
         qtbot.waitUntil(lambda d=dialog: not shiboken6.isValid(d) or not d.isVisible())
     assert sorted(answered) == ["host key", "password"]
 
-    qtbot.waitUntil(lambda: window.controller is not None, timeout=120_000)
-    controller = window.controller
+    qtbot.waitUntil(lambda: window.session.source is not None, timeout=120_000)
+    controller = window.session.source
     dashboard = window.dashboard
     assert window.pages.currentWidget() is dashboard
     qtbot.waitUntil(lambda: dashboard.loss_panel.replica_ids() == [0, 1, 2, 3], timeout=180_000)
@@ -163,13 +163,13 @@ def windows(qtbot):
     made: list[MainWindow] = []
     yield made
     for window in made:
-        controller = window.controller
+        controller = window.session.source
         if controller is not None and not controller.finished:
             controller.request_stop()
             controller.wait(60)
     for window in made:
-        if window.controller is not None and window.controller.record is not None:
-            stop_watcher(window.controller.record)
+        if window.session.source is not None and window.session.source.record is not None:
+            stop_watcher(window.session.source.record)
         window.close()  # not through qtbot.addWidget: its close would ask about the run
     # Delete the windows here, once no background job can call back into them: left to the
     # garbage collector, they would be deleted at a random moment of a later test.
@@ -220,8 +220,8 @@ def test_close_keep_training_reopen_and_reattach_without_a_gap(
     first.machines.flow.dialogShown.connect(shown.append)
     first.launch(placed)
     give_password(qtbot, shown, ssh_lab.password)
-    qtbot.waitUntil(lambda: first.controller is not None, timeout=120_000)
-    record = first.controller.record
+    qtbot.waitUntil(lambda: first.session.source is not None, timeout=120_000)
+    record = first.session.source.record
     qtbot.waitUntil(lambda: first.dashboard.loss_panel.replica_ids() == [0, 1], timeout=180_000)
     qtbot.waitUntil(lambda: min(curve_points(first, r) for r in range(2)) >= 5, timeout=60_000)
     click_message_button(qtbot, "Keep training")
@@ -241,15 +241,15 @@ def test_close_keep_training_reopen_and_reattach_without_a_gap(
     second.machines.flow.dialogShown.connect(shown.append)
     running = RunHistory().running()
     assert [r.run_id for r in running] == [record.run_id]
-    second.multi.show_runs()
-    table = second.multi.runs_page.table
+    second.show_runs()
+    table = second.runs_page.table
     qtbot.waitUntil(lambda: table.rowCount() == 1, timeout=10_000)
     assert table.item(0, 3).text() == "running · watched"
-    second.multi.reattach(running[0])
+    second._reattach(running[0])
     give_password(qtbot, shown, ssh_lab.password)
-    qtbot.waitUntil(lambda: second.controller is not None, timeout=60_000)
+    qtbot.waitUntil(lambda: second.session.source is not None, timeout=60_000)
     assert watcher_pid(record) is None  # the GUI took the run back
-    controller = second.controller
+    controller = second.session.source
     qtbot.waitUntil(lambda: controller.metrics.snapshot().step >= 10, timeout=60_000)
     for rid in (0, 1):
         steps = [int(x) for x in controller.metrics.snapshot().replica_loss[rid][0]]

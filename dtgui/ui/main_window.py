@@ -25,18 +25,21 @@ from dtgui.core.bundle import render_bundle
 from dtgui.core.cluster import place_local
 from dtgui.core.hardware import MachineFacts
 from dtgui.core.plan import Plan
+from dtgui.core.runs import RunRecord
 from dtgui.core.settings import load_last_plan, runs_dir, save_last_plan
 from dtgui.core.strategies import STRATEGIES, recommend
-from dtgui.launch.local_run import RunController, launch_plan
 from dtgui.launch.model_check import cancel_all as cancel_all_checks
 from dtgui.launch.policy import RunPolicy
 from dtgui.resources import resource
 from dtgui.ui.machine_panel import MachinePanel
+from dtgui.ui.run_session import RunSession
+from dtgui.ui.runs_page import RunsPage
 from dtgui.ui.workers import run_in_thread
 
 if TYPE_CHECKING:
     from dtgui.ui.dashboard import Dashboard
     from dtgui.ui.machines import MachinesPanel
+    from dtgui.ui.wizard import RunWizard
 
 DEMO_STEPS = 1000
 
@@ -120,8 +123,8 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("dtgui — distributed TensorFlow training")
         self.setWindowIcon(QIcon(str(resource("icons", "dtgui.svg"))))
         self.resize(1400, 880)
-        self.controller: RunController | None = None
-        self.wizard = None
+        self.session = RunSession(lambda: self.machines, self)
+        self.wizard: RunWizard | None = None
         self._closing = False
 
         self.machine = MachinePanel()
@@ -167,9 +170,20 @@ class MainWindow(QMainWindow):
         self.act_doctor.triggered.connect(lambda: self.machines.open_doctor())
         toolbar.addAction(self.act_doctor)
         # -- end machines (issue 3) ------------------------------------------------------------
-        from dtgui.ui.multi_machine import MultiMachineSupport  # issue 4: Runs, machines
-
-        self.multi = MultiMachineSupport(self, toolbar)  # issue 4
+        self.runs_page = RunsPage()
+        self.pages.addWidget(self.runs_page)
+        self.act_runs = QAction("Runs", self)
+        self.act_runs.setToolTip("Runs still training (reattach) and finished runs (open)")
+        toolbar.addAction(self.act_runs)
+        self.act_runs.triggered.connect(self.show_runs)
+        self.runs_page.reattachRequested.connect(self._reattach)
+        self.runs_page.openRequested.connect(self._open_run)
+        self.runs_page.loaded.connect(self._announce_running)
+        self.runs_page.refresh()
+        self.session.started.connect(self._on_started)
+        self.session.failed.connect(self._on_launch_error)
+        self.session.progress.connect(self._on_progress)
+        self.session.ended_while_closed.connect(self._on_ended_while_closed)
         self.act_dashboard.setEnabled(False)
         self.act_home.triggered.connect(lambda: self.pages.setCurrentWidget(self.home))
         self.act_dashboard.triggered.connect(self._show_dashboard)
@@ -204,35 +218,58 @@ class MainWindow(QMainWindow):
         last, message = load_last_plan()
         if message:
             self.statusBar().showMessage(message, 10000)
-        self.wizard = RunWizard(self.machine.facts, last, self)
-        self.multi.prepare_wizard(self.wizard)  # issue 4: the registered machines
-        self.wizard.accepted.connect(self._on_wizard_accepted)
-        self.wizard.open()
+        wizard = self.wizard = RunWizard(self.machine.facts, last, self)
+        wizard.set_machines(self.machines.machines())  # tasks may go to registered machines
+        wizard.set_gpu_facts(self.machines.gpu_facts())
+        wizard.accepted.connect(self._on_wizard_accepted)
+        wizard.open()
 
     def _on_wizard_accepted(self) -> None:
         wizard = self.wizard
+        if wizard is None:
+            return
         plan = wizard.plan()
         run_in_thread(lambda: save_last_plan(plan), lambda _: None, self._report_error,
                       context=self)
-        if wizard.action() == "export":
-            self.export(plan, Path(wizard.export_dir()))
+        export_dir = wizard.export_dir()
+        if wizard.action() == "export" and export_dir is not None:
+            self.export(plan, Path(export_dir))
         else:
             self.launch(plan, max_restarts=wizard.review_page.machines_box.max_restarts())
 
     def launch(self, plan: Plan, max_restarts: int = 0) -> None:
-        if self.controller is not None and not self.controller.finished:
-            QMessageBox.information(self, "A run is active",
-                                    "Stop the current run before starting another.")
+        if not self._may_start():
             return
         self._set_launch_enabled(False)
         self.home.status.setText(f"Starting {plan.run_name}…")
         self.statusBar().showMessage(f"Writing the bundle and starting {plan.run_name}…")
-        root = runs_dir()
-        policy = RunPolicy(max_restarts=max_restarts)
-        if self.multi.launch(plan, root, policy):  # issue 4: tasks on other machines
-            return
-        run_in_thread(lambda: launch_plan(plan, root, policy=policy), self._on_started,
-                      self._on_launch_error, context=self)
+        self.session.launch(plan, runs_dir(), RunPolicy(max_restarts=max_restarts))
+
+    def show_runs(self) -> None:
+        self.runs_page.refresh()
+        self.pages.setCurrentWidget(self.runs_page)
+
+    def _reattach(self, record: RunRecord) -> None:
+        if self._may_start():
+            self.statusBar().showMessage(f"Reattaching to {record.run_name}…")
+            self.session.reattach(record)
+
+    def _open_run(self, record: RunRecord) -> None:
+        if self._may_start():
+            self.session.open(record)
+
+    def _may_start(self) -> bool:
+        """Only one run is shown at a time; a live one has to end (or be kept training
+        while dtgui closes) before another is started or reattached."""
+        if self.session.busy:
+            self.statusBar().showMessage("A run is being started: wait a moment.", 5000)
+            return False
+        if self.session.active:
+            QMessageBox.information(self, "A run is active",
+                                    "Stop the current run (or quit, keeping it training) "
+                                    "before starting or reattaching another.")
+            return False
+        return True
 
     def export(self, plan: Plan, destination: Path) -> None:
         self.statusBar().showMessage(f"Exporting to {destination}…")
@@ -249,13 +286,32 @@ class MainWindow(QMainWindow):
         if facts.tf is not None:
             self.statusBar().showMessage("Ready.", 5000)
 
-    def _on_started(self, controller: RunController) -> None:
-        self.controller = controller
+    def _on_started(self, source: object) -> None:
         self.home.status.setText("")
-        self._ensure_dashboard().attach(controller)
+        self._ensure_dashboard().attach(source)  # type: ignore[arg-type]
         self.act_dashboard.setEnabled(True)
         self._show_dashboard()
-        self.statusBar().showMessage(f"Running from {controller.bundle.path}")
+        if self.session.active:
+            self.statusBar().showMessage(f"Running from {self.session.source.bundle.path}")
+        else:
+            self._set_launch_enabled(True)
+
+    def _on_progress(self, text: str) -> None:
+        self.home.status.setText(f"{text}…" if not text.endswith(")") else text)
+        self.statusBar().showMessage(text)
+
+    def _on_ended_while_closed(self, record: RunRecord) -> None:
+        self.statusBar().showMessage(
+            f"{record.run_name} ended while dtgui was closed ({record.state}): showing its "
+            "result.", 15000)
+        self.runs_page.refresh()
+
+    def _announce_running(self, records: list[RunRecord]) -> None:
+        running = [r for r in records if r.is_active]
+        if running and not self.session.active:
+            self.statusBar().showMessage(
+                f"{len(running)} run(s) kept training while dtgui was closed: open Runs to "
+                "reattach.", 20000)
 
     def _on_launch_error(self, text: str) -> None:
         self._set_launch_enabled(True)
@@ -294,8 +350,7 @@ class MainWindow(QMainWindow):
 
     def _on_run_ended(self, state: str) -> None:
         self._set_launch_enabled(True)
-        message = self.controller.message if self.controller else ""
-        self.statusBar().showMessage(f"Run {state}: {message}")
+        self.statusBar().showMessage(f"Run {state}: {self.session.message}")
         if self._closing:
             self.close()
 
@@ -304,21 +359,31 @@ class MainWindow(QMainWindow):
             widget.setEnabled(enabled)
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
-        if self.controller is None or self.controller.finished:
+        if not self.session.active:
             if self.dashboard is not None:
                 self.dashboard.detach()
             cancel_all_checks()
             event.accept()
             return
-        if self.multi.close_event(event):  # issue 4: keep it training, or stop it
+        box = QMessageBox(QMessageBox.Icon.Question, "A run is still training",
+                          "A run is still training. Keep it training without dtgui (reopen "
+                          "dtgui and reattach from Runs), or stop every task of it now?",
+                          parent=self)
+        keep = box.addButton("Keep training", QMessageBox.ButtonRole.AcceptRole)
+        stop = box.addButton("Stop and quit", QMessageBox.ButtonRole.DestructiveRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.exec()
+        if box.clickedButton() is keep:
+            if self.dashboard is not None:
+                self.dashboard.detach()
+            warning = self.session.keep_training()
+            if warning:
+                QMessageBox.warning(self, "The run is not watched", warning)
+            cancel_all_checks()
+            event.accept()
             return
-        answer = QMessageBox.question(
-            self, "Stop the run?",
-            "A run is still training. Stop every task of it and quit?",
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-        )
-        if answer == QMessageBox.StandardButton.Yes:
+        if box.clickedButton() is stop:
             self._closing = True
-            self.controller.request_stop()
+            self.session.request_stop()
             self.statusBar().showMessage("Stopping every task before quitting…")
         event.ignore()

@@ -1,7 +1,7 @@
 """Connecting to machines from the UI: in the background, asking the person when needed.
 
-`ConnectFlow.start(machines, action)` runs `action(attempt)` for every machine in parallel on
-a background thread (one `run_in_thread` job; inside it one thread per machine). `action`
+`ConnectFlow.start(machines, action)` runs `action(attempt)` for every machine in parallel, in
+background workers (one per machine, `dtgui.ui.workers.create_worker`). `action`
 connects (usually `attempt.connect()`) and does its work. What it raises decides what happens
 next, on the UI thread:
 
@@ -22,11 +22,10 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt, QThreadPool, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, Qt, QThreadPool, QTimer, Signal
 from PySide6.QtWidgets import QDialog, QWidget
 
 from dtgui.core.machines import Machine, MachineRegistry
@@ -41,7 +40,7 @@ from dtgui.remote.hostkeys import (
 from dtgui.remote.secrets import SecretRequired
 from dtgui.ui.machines.hostkey_dialog import ChangedKeyDialog, HostKeyDialog
 from dtgui.ui.machines.secret_prompt import SecretPrompt
-from dtgui.ui.workers import run_in_thread
+from dtgui.ui.workers import create_worker, run_in_thread
 
 log = logging.getLogger(__name__)
 CONNECT_TIMEOUT = 10.0
@@ -127,23 +126,6 @@ class Outcome:
         return str(self.error) if self.error is not None else ""
 
 
-class _Sink(QObject):
-    """Lives on the UI thread; worker threads emit into it and its slots run queued there."""
-
-    attempted = Signal(object, object, object)  # Machine, value, ConnectError | None
-    progress = Signal(str, str)
-
-    def __init__(self, parent: QObject) -> None:
-        super().__init__(parent)
-        self.handler: Callable[[Machine, Any, ConnectError | None], None] | None = None
-        self.attempted.connect(self._deliver)
-
-    @Slot(object, object, object)
-    def _deliver(self, machine: Machine, value: Any, error: ConnectError | None) -> None:
-        if self.handler is not None:
-            self.handler(machine, value, error)
-
-
 def _close(value: Any) -> None:
     for item in value if isinstance(value, tuple) else (value,):
         if hasattr(item, "close") and hasattr(item, "get_transport"):
@@ -167,8 +149,6 @@ class Batch(QObject):
         self.registry: MachineRegistry | None = None
         self.outcomes: dict[str, Outcome] = {}
         self.attempts: dict[str, int] = {}
-        self.sink = _Sink(self)
-        self.sink.progress.connect(self.progress)
 
     @property
     def finished(self) -> bool:
@@ -199,44 +179,32 @@ class ConnectFlow(QObject):
         if not batch.machines:
             QTimer.singleShot(0, lambda: batch.done.emit([]))
             return batch
-        batch.sink.handler = lambda m, v, e: self._on_attempt(batch, m, v, e)
-
-        def job() -> None:
-            workers = min(16, len(batch.machines))
-            with ThreadPoolExecutor(workers, thread_name_prefix="dtgui-machine") as pool:
-                list(pool.map(lambda m: self._attempt(batch, m), batch.machines))
-
-        for m in batch.machines:
-            batch.progress.emit(m.name, "connecting…")
-        run_in_thread(job, lambda _: None, lambda text: self._job_failed(batch, text),
-                      context=batch)
+        for m in batch.machines:  # every machine at once, each in a worker of its own
+            self._retry(batch, m)
         return batch
 
-    def _attempt(self, batch: Batch, machine: Machine) -> None:
-        """Worker thread: run the action once and hand the result to the UI thread."""
-        def report(text: str) -> None:
-            with contextlib.suppress(RuntimeError):
-                batch.sink.progress.emit(machine.name, text)
-
-        value, error = None, None
+    def _attempt(self, batch: Batch, machine: Machine,
+                 report: Callable[[str], None]) -> tuple[Any, ConnectError | None]:
+        """Worker thread: run the action once; (value, None) or (None, the error)."""
         try:
-            value = batch.action(Attempt(machine, batch.secrets, batch.registry, self.timeout,
-                                         report))
+            return batch.action(Attempt(machine, batch.secrets, batch.registry, self.timeout,
+                                        report)), None
         except ConnectError as exc:
-            error = exc
-        except Exception as exc:  # a bug must not leave the row spinning forever
+            return None, exc
+        except Exception as exc:  # noqa: BLE001 - a bug must not leave the row spinning
             log.exception("working on %s failed unexpectedly", machine.name)
-            error = ConnectError(f"Unexpected error: {type(exc).__name__}: {exc}",
-                                 machine=machine.name)
-        try:
-            batch.sink.attempted.emit(machine, value, error)
-        except RuntimeError:  # the owner is gone: nobody will close what the action opened
-            _close(value)
+            return None, ConnectError(f"Unexpected error: {type(exc).__name__}: {exc}",
+                                      machine=machine.name)
 
     def _retry(self, batch: Batch, machine: Machine) -> None:
         batch.progress.emit(machine.name, "connecting…")
-        run_in_thread(lambda: self._attempt(batch, machine), lambda _: None,
-                      lambda text: self._job_failed(batch, text), context=batch)
+        create_worker(lambda worker: self._attempt(batch, machine, worker.report),
+                      on_done=lambda result: self._on_attempt(batch, machine, *result),
+                      on_error=lambda text: self._job_failed(batch, text),
+                      on_progress=lambda text: batch.progress.emit(machine.name, text),
+                      # the batch is gone: nobody will close what the action opened
+                      on_dropped=lambda result: _close(result[0]),
+                      context=batch)
 
     def _job_failed(self, batch: Batch, text: str) -> None:
         for m in batch.machines:

@@ -6,10 +6,9 @@ checks all run in the background; the dialog shows progress and never blocks.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable
+from typing import Any
 
-from PySide6.QtCore import QObject, Qt, Signal, Slot
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -36,25 +35,12 @@ from dtgui.remote.doctor_checks import run_doctor_checks
 from dtgui.remote.probe import probe
 from dtgui.ui.machines.common import plain_buttons, repolish
 from dtgui.ui.machines.connect_flow import Attempt, ConnectFlow, Outcome
-from dtgui.ui.workers import run_in_thread
+from dtgui.ui.workers import Worker, create_worker
 
 COLUMNS = ["Machine", "Check", "Status", "Detail", "Suggested fix"]
 STATUS_TEXT = {OK: "✓ OK", WARN: "⚠ Warning", FAIL: "✗ Problem"}
 STATUS_COLOR = {OK: "#15803d", WARN: "#b45309", FAIL: "#b91c1c"}
 ROW_TINT = {OK: "", WARN: "#fffbeb", FAIL: "#fef2f2"}
-
-
-class _Progress(QObject):
-    text = Signal(str)
-
-    def __init__(self, handler: Callable[[str], None], parent: QObject) -> None:
-        super().__init__(parent)
-        self._handler = handler
-        self.text.connect(self._deliver)
-
-    @Slot(str)
-    def _deliver(self, text: str) -> None:
-        self._handler(text)
 
 
 class DoctorDialog(QDialog):
@@ -168,7 +154,6 @@ class DoctorDialog(QDialog):
 
         self.flow = ConnectFlow(self, lambda: self.registry, keyring_ok=keyring_ok,
                                 keyring_note=keyring_note)
-        self._progress_sink = _Progress(self._show_progress, self)
         self._update()
 
     # -- state -----------------------------------------------------------------------------------
@@ -218,18 +203,13 @@ class DoctorDialog(QDialog):
         facts = {o.machine.name: o.value[1] for o in outcomes if o.ok}
         errors = {o.machine.name: o.message for o in outcomes if not o.ok}
         machines = {o.machine.name: o.machine for o in outcomes}
-        sink = self._progress_sink
         pairs = len(clients) * (len(clients) - 1)
         self._show_progress(f"Testing port {port} on {len(clients)} machine(s) and "
                             f"{pairs} path(s) between them…")
 
-        def emit(text: str) -> None:
-            with contextlib.suppress(RuntimeError):  # the dialog was closed meanwhile
-                sink.text.emit(text)
-
-        def work():
+        def work(worker: Worker) -> Any:
             try:
-                return run_doctor_checks(clients, machines, port, on_progress=emit)
+                return run_doctor_checks(clients, machines, port, on_progress=worker.report)
             finally:
                 for client in clients.values():
                     client.close()
@@ -241,7 +221,8 @@ class DoctorDialog(QDialog):
         def failed(text: str) -> None:
             self._finish(build_checks(self.local, facts, port, errors=errors), text)
 
-        run_in_thread(work, done, failed, context=self)
+        create_worker(work, on_done=done, on_error=failed, on_progress=self._show_progress,
+                      context=self)
 
     def _finish(self, checks: list[Check], error: str = "") -> None:
         self.running = False
