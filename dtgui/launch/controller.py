@@ -63,7 +63,9 @@ class RunController:
         self.policy = policy or RunPolicy()
         if record is not None:  # a reattach (or the watcher) applies the same policy
             record.max_restarts = self.policy.max_restarts
-        self.state = "ready"  # ready | running | stopping | finished | failed | stopped | detached
+        # ready | running | finished | failed | stopped | detached; written only by the thread
+        # that owns the run (the caller of start/attach, then the monitor thread)
+        self._state = "ready"
         self.message = ""
         self.final_loss: float | None = None
         self.restarts = 0
@@ -108,7 +110,7 @@ class RunController:
         if problems:
             raise LaunchError(" ".join(problems))
         self._start_all()
-        self.state = "running"
+        self._state = "running"
         self._save_record("running")
         self._spawn()
 
@@ -124,13 +126,17 @@ class RunController:
                                  self.bundle.log_file(tasks[tid])):
                         path.parent.mkdir(parents=True, exist_ok=True)
                         path.write_bytes(b"")
-        self.state = "running"
+        self._state = "running"
         self._spawn()
+
+    @property
+    def state(self) -> str:
+        """ready | running | stopping | finished | failed | stopped | detached."""
+        state = self._state
+        return "stopping" if state == "running" and self._stop_requested.is_set() else state
 
     def request_stop(self) -> None:
         """Ask the monitor thread to end every task on every machine (returns at once)."""
-        if self.state == "running":
-            self.state = "stopping"
         self._stop_requested.set()
 
     def detach(self, timeout: float = 10.0) -> None:
@@ -201,7 +207,7 @@ class RunController:
                 self._check_stragglers()
                 if not self._behind:
                     time.sleep(POLL_SECONDS)
-            self.state = "detached"
+            self._state = "detached"
         except Exception as exc:  # a bug must not leave the run unwatched and unstopped
             log.exception("the run monitor failed")
             with contextlib.suppress(Exception):
@@ -405,7 +411,7 @@ class RunController:
             code = self._ended.get(tid)
             self.metrics.set_task_state(tid, "stopped", exit_code=code)
         left = [t for t in self._exec_of if t not in self._ended and t in self._exec_of[t].pids]
-        self.state = final_state
+        self._state = final_state
         if final_state != "failed" or not self.message:
             self.message = message
         if left:
