@@ -25,11 +25,11 @@ from dtgui.core.cluster import (
     PlacementError,
     assign,
     is_loopback,
-    local_address_towards,
-    place_on_machines,
+    place_plan,
+    reachable_addresses,
     task_layout,
 )
-from dtgui.core.machines import Machine, MachineRegistry, host_problem, ssh_login
+from dtgui.core.machines import Machine, MachineRegistry, host_problem
 from dtgui.core.plan import LOCAL_MACHINE, Plan
 
 DEFAULT_BASE_PORT = 23456
@@ -297,22 +297,18 @@ def place_from_args(plan: Plan, args: argparse.Namespace,
         notes.append(f"--address is not used: every task runs on {used[0]}, so the tasks reach "
                      "each other at 127.0.0.1.")
 
-    addresses: dict[str, str] = {}
-    for name in used:
-        machine = names.machine(name)
-        if name in overrides:
-            addresses[name] = overrides[name]
-        elif machine is not None:
-            addresses[name] = machine.host
-            if several and is_loopback(machine.host):
+    registered = {name: m for name in used if (m := names.machine(name)) is not None}
+    addresses = reachable_addresses(used, registered, overrides)
+    if several:
+        for name, machine in registered.items():
+            if name not in overrides and is_loopback(machine.host):
                 problems.append(
                     f"{name} is registered with the loopback address {machine.host}: the other "
                     f"machines cannot reach it there. Give --address {name}=ADDR (its network "
                     "address).")
     if several and LOCAL_MACHINE in used and LOCAL_MACHINE not in overrides:
-        towards = next((a for n, a in addresses.items() if n != LOCAL_MACHINE), "8.8.8.8")
-        found = local_address_towards(towards)
-        addresses[LOCAL_MACHINE] = found
+        found = addresses[LOCAL_MACHINE]
+        towards = next((a for n, a in addresses.items() if n != LOCAL_MACHINE), "")
         if is_loopback(found) or host_problem(found):
             problems.append(
                 f"This machine's address towards {towards} was found to be {found}, which the "
@@ -331,16 +327,9 @@ def place_from_args(plan: Plan, args: argparse.Namespace,
         raise ExportOptionError(problems)
 
     ports = {m: list(range(base, base + n)) for m, n in per_machine.items()}
-    logins: dict[str, dict[str, str]] = {}
-    for name in used:
-        machine = names.machine(name)
-        info = {"python": pythons.get(name, "python3")} if machine or name in pythons else {}
-        if machine is not None:
-            info.update(ssh_login(machine, registry.list()))
-        logins[name] = info
     try:
-        placed = place_on_machines(plan, assignments, addresses, ports, gpus=gpus,
-                                   logins=logins)
+        placed = place_plan(plan, assignments, registered, ports, pythons=pythons, gpus=gpus,
+                            known=registry.list(), addresses=addresses)
     except PlacementError as exc:
         raise ExportOptionError([str(exc)]) from exc
     if any(t.port for t in placed.tasks):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import dtgui.cli_machines as cli_machines
+import dtgui.core.cluster as cluster
 from dtgui.cli import main
 
 REGISTRY = """schema = 1
@@ -132,14 +132,14 @@ def test_this_machines_address_is_found_towards_the_others(
         registry: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     asked: list[str] = []
-    monkeypatch.setattr(cli_machines, "local_address_towards",
+    monkeypatch.setattr(cluster, "local_address_towards",
                         lambda host: asked.append(host) or "10.9.8.7")
     out = tmp_path / "auto"
     assert export(out, "--strategy", "multi_worker_mirrored", "--workers-on", "local,h2") == 0
     assert asked == ["10.0.0.2"]
     assert tasks_of(out)["worker:0"]["host"] == "10.9.8.7"
     assert "reached at 10.9.8.7" in capsys.readouterr().err
-    monkeypatch.setattr(cli_machines, "local_address_towards", lambda host: "127.0.1.1")
+    monkeypatch.setattr(cluster, "local_address_towards", lambda host: "127.0.1.1")
     assert export(tmp_path / "lo", "--strategy", "multi_worker_mirrored",
                   "--workers-on", "local,h2") == 2
     assert "--address local=ADDR" in capsys.readouterr().err
@@ -147,7 +147,7 @@ def test_this_machines_address_is_found_towards_the_others(
 
 
 def test_real_local_address_lookup_sends_nothing_and_answers() -> None:
-    assert cli_machines.local_address_towards("10.0.0.2")
+    assert cluster.local_address_towards("10.0.0.2")
 
 
 def test_base_port_alone_places_tasks_here(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import socket
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 
+from dtgui.core.machines import Machine, ssh_login
 from dtgui.core.plan import LOCAL_MACHINE, Plan, TaskSpec, is_local_machine
 
 LOCAL_HOST = "127.0.0.1"
@@ -242,6 +243,54 @@ def local_address_towards(host: str) -> str:
             return sock.getsockname()[0]
     except OSError:
         return socket.gethostname()
+
+
+def reachable_addresses(used: Sequence[str], machines: Mapping[str, Machine],
+                        given: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Where the other machines reach each machine a plan uses: the address given (chosen by
+    the person, or this machine's end of its SSH connections), else a registered machine's
+    host, and for this machine (when others take part) its address towards the first other."""
+    given = given or {}
+    out: dict[str, str] = {}
+    for name in used:
+        if given.get(name):
+            out[name] = given[name]
+        elif name in machines:
+            out[name] = machines[name].host
+    if len(used) > 1 and LOCAL_MACHINE in used and LOCAL_MACHINE not in out:
+        towards = next((a for n, a in out.items() if n != LOCAL_MACHINE), "8.8.8.8")
+        out[LOCAL_MACHINE] = local_address_towards(towards)
+    return out
+
+
+def place_plan(plan: Plan, assignments: Mapping[str, str], machines: Mapping[str, Machine],
+               ports: Mapping[str, Sequence[int]], *,
+               pythons: Mapping[str, str] | None = None,
+               gpus: Mapping[str, Sequence[int]] | None = None,
+               known: Sequence[Machine] = (),
+               addresses: Mapping[str, str] | None = None) -> Plan:
+    """Place a plan on this machine and registered ones (the wizard, the launcher and
+    `dtgui export` all place tasks through here).
+
+    `machines`: the registered machines by name (this machine is "local"); `pythons`: the
+    interpreter chosen on each machine (a registered machine's default: its registered one);
+    `known`: every registered machine (jump hosts are named among them); `addresses`: given
+    addresses (see `reachable_addresses`). Raises PlacementError."""
+    used = list(dict.fromkeys(machine_key(m) for m in assignments.values()))
+    pythons = pythons or {}
+    logins: dict[str, dict[str, str]] = {}
+    for name in used:
+        machine = machines.get(name)
+        info: dict[str, str] = {}
+        if pythons.get(name):
+            info["python"] = pythons[name]
+        elif machine is not None:
+            info["python"] = machine.interpreter
+        if machine is not None:
+            info.update(ssh_login(machine, known or list(machines.values())))
+        logins[name] = info
+    return place_on_machines(plan, assignments, reachable_addresses(used, machines, addresses),
+                             ports, gpus=gpus, logins=logins)
 
 
 def tasks_by_machine(plan: Plan) -> dict[str, list[TaskSpec]]:

@@ -2,7 +2,7 @@
 
 `launch_on_machines` does, in order, each step in parallel over the machines:
 connect (SSH, host keys verified) -> check Python/TensorFlow -> choose free ports (a bind test
-on each machine) -> place the tasks (`place_on_machines`) -> render the bundle here and record
+on each machine) -> place the tasks (`place_plan`) -> render the bundle here and record
 the run -> copy the bundle (SFTP) -> check the ports again -> start every task -> watch.
 Nothing is started unless every machine passed every check; the reasons are reported
 together. `reattach` follows a recorded run again (after the GUI was closed).
@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from dtgui.core.bundle import Bundle, render_bundle
-from dtgui.core.cluster import PlacementError, machine_key, place_on_machines
-from dtgui.core.machines import Machine, MachineRegistry, ssh_login
+from dtgui.core.cluster import PlacementError, machine_key, place_plan
+from dtgui.core.machines import Machine, MachineRegistry
 from dtgui.core.plan import LOCAL_MACHINE, Plan, PlanError
 from dtgui.core.runs import MachineRecord, RunRecord
 from dtgui.core.settings import runs_dir
@@ -210,18 +210,15 @@ class _Launch:
             ports = {t.name: self.wanted_ports(t) for t in self.targets}
         else:
             ports = {t.name: self.checks[t.name].free_ports for t in self.targets}
-        logins = {}
-        known = [t.machine for t in self.targets if t.machine is not None]
+        machines = {t.name: t.machine for t in self.targets if t.machine is not None}
+        known = list(machines.values())
         if any(m.jump_host.strip() for m in known):  # a jump host may be any registered machine
             known += MachineRegistry().list()
-        for target in self.targets:
-            info = {"python": target.interpreter}
-            if target.machine is not None:
-                info.update(ssh_login(target.machine, known))
-            logins[target.name] = info
         try:
-            return place_on_machines(self.plan, self.assignments, self.addresses(), ports,
-                                     {t.name: t.gpus for t in self.targets if t.gpus}, logins)
+            return place_plan(self.plan, self.assignments, machines, ports,
+                              pythons={t.name: t.interpreter for t in self.targets},
+                              gpus={t.name: t.gpus for t in self.targets if t.gpus},
+                              known=known, addresses=self.addresses())
         except PlacementError as exc:
             raise LaunchError(str(exc)) from exc
 

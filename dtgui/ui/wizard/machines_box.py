@@ -31,13 +31,12 @@ from PySide6.QtWidgets import (
 from dtgui.core.cluster import (
     PlacementError,
     free_ports,
-    local_address_towards,
     machine_key,
-    place_on_machines,
+    place_plan,
     task_layout,
 )
 from dtgui.core.hardware import GpuInfo
-from dtgui.core.machines import Machine, ssh_login
+from dtgui.core.machines import Machine
 from dtgui.core.plan import LOCAL_MACHINE, Plan
 
 from .common import MULTI_TASK, card, label, muted
@@ -201,15 +200,10 @@ class MachinesBox(QFrame):
         Raises PlacementError when it cannot be placed (too few GPUs checked on a machine)."""
         assignments = self.assignments()
         used = list(dict.fromkeys(assignments.values()))
-        hosts = {name: m.host for name in used if (m := self.machine(name)) is not None}
-        if LOCAL_MACHINE in used and len(used) > 1:
-            towards = next(iter(hosts.values()), "8.8.8.8")
-            hosts[LOCAL_MACHINE] = local_address_towards(towards)
         ports = free_ports(len(assignments))
         per_machine = {m: list(ports) for m in used}
-        logins = {name: {**ssh_login(m, self._machines),
-                         "python": self.pythons().get(name, DEFAULT_PYTHON)}
-                  for name in used if (m := self.machine(name)) is not None}
+        registered = {name: m for name in used if (m := self.machine(name)) is not None}
+        pythons = {name: python for name, python in self.pythons().items() if name in used}
         gpus = self.gpu_choice() if with_gpus and plan.device_kind == "gpu" else {}
         for tid, name in assignments.items():
             if name in gpus and not gpus[name] and _holds_replicas(plan, tid):
@@ -217,8 +211,8 @@ class MachinesBox(QFrame):
                 raise PlacementError(f"{where} has no GPU checked for task {tid}: check at "
                                      "least one of its GPUs.")
         try:
-            return place_on_machines(plan, assignments, hosts, per_machine, gpus=gpus,
-                                     logins=logins)
+            return place_plan(plan, assignments, registered, per_machine, pythons=pythons,
+                              gpus=gpus, known=self._machines)
         except PlacementError as exc:
             text = str(exc)
             if text.startswith(f"{LOCAL_MACHINE} "):
