@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 from dtgui import __version__
-from dtgui.cli_machines import add_machine_options, resolve_counts, wants_machines
-from dtgui.cli_script import add_script_options, script_model_from_args, script_refusal
+from dtgui.cli.machines import add_machine_options, resolve_counts, wants_machines
+from dtgui.cli.script import add_script_options, script_model_from_args, script_refusal
 from dtgui.core.plan import COMMUNICATIONS, PRECISIONS, Plan, PlanError, validate
 from dtgui.core.strategies import STRATEGIES
 
@@ -167,7 +167,7 @@ def _refuse(problems: list[str]) -> int:
 def _place(plan: Plan, args: argparse.Namespace) -> tuple[Plan, list[str]]:
     """On the machines the options name, else on this machine (free ports, or from
     --base-port). Raises ValueError (ExportOptionError with `problems`)."""
-    from dtgui.cli_machines import ExportOptionError, check_base_port, place_from_args
+    from dtgui.cli.machines import ExportOptionError, check_base_port, place_from_args
     from dtgui.core.cluster import place_local, task_layout
 
     if wants_machines(args):
