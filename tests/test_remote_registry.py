@@ -41,7 +41,7 @@ def test_registry_round_trip_keeps_every_field_and_writes_schema(tmp_path: Path)
     assert "password" not in machines_file().read_text().replace('"password"', "")
     again = MachineRegistry()
     assert again.message == ""
-    assert again.list() == [a, b, c]
+    assert again.machines() == [a, b, c]
     assert [p.name for p in machines_file().parent.iterdir()] == ["machines.toml"]  # no temp left
 
 
@@ -59,7 +59,7 @@ def test_names_are_unique_and_edits_rename_jump_references() -> None:
         reg.add(Machine("x", "10.1.1.2", user="u", jump_host="; touch pwned"))
     reg.remove("inner")
     reg.remove("gateway")
-    assert MachineRegistry().list() == []
+    assert MachineRegistry().machines() == []
 
 
 def test_corrupt_file_is_kept_as_backup_and_the_app_goes_on() -> None:
@@ -67,7 +67,7 @@ def test_corrupt_file_is_kept_as_backup_and_the_app_goes_on() -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("schema = 1\n[[machines]\nname = 'oops")
     reg = MachineRegistry()
-    assert reg.list() == []
+    assert reg.machines() == []
     assert "damaged" in reg.message and "corrupt-" in reg.message
     backups = list(path.parent.glob("machines.toml.corrupt-*"))
     assert len(backups) == 1 and backups[0].read_text().startswith("schema = 1")
@@ -119,7 +119,7 @@ def test_hostile_free_text_fields_are_stored_verbatim() -> None:
     reg.add(Machine("hopper", "h2.example", user="u", jump_host=f"{HOSTILE[0]} #0"))
     again = MachineRegistry()
     assert again.message == ""
-    assert [m.name for m in again.list()][:-1] == [f"{v} #{i}" for i, v in enumerate(HOSTILE)]
+    assert [m.name for m in again.machines()][:-1] == [f"{v} #{i}" for i, v in enumerate(HOSTILE)]
     assert again.get("hopper").jump_host == "; touch pwned #0"
     assert again.get("$(reboot) #1").key_file == "/keys/$(reboot)"
 

@@ -307,7 +307,7 @@ def test_hostile_values_in_every_field_execute_nothing(ssh_lab, tmp_path: Path) 
     gw = reg.add(machine(ssh_lab, h2, name="; touch pwned $(touch pwned-n)", key_file=str(odd)))
     inner = reg.add(machine(ssh_lab, h3, name="`touch pwned-i` 'x\"", key_file=str(odd),
                             jump_host=gw.name))
-    assert MachineRegistry().list() == [gw, inner]
+    assert MachineRegistry().machines() == [gw, inner]
     for value in ("; touch pwned", "$(touch pwned-h)", "a b", "'x'"):
         for field in ("host", "user"):
             with pytest.raises(conn.InvalidMachine):

@@ -329,7 +329,7 @@ def place_from_args(plan: Plan, args: argparse.Namespace,
     ports = {m: list(range(base, base + n)) for m, n in per_machine.items()}
     try:
         placed = place_plan(plan, assignments, registered, ports, pythons=pythons, gpus=gpus,
-                            known=registry.list(), addresses=addresses)
+                            known=registry.machines(), addresses=addresses)
     except PlacementError as exc:
         raise ExportOptionError([str(exc)]) from exc
     if any(t.port for t in placed.tasks):

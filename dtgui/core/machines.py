@@ -308,7 +308,7 @@ class MachineRegistry:
         atomic_write_text(self.path, self.to_toml())
 
     # -- queries ------------------------------------------------------------------------------
-    def list(self) -> list[Machine]:
+    def machines(self) -> list[Machine]:
         return list(self._machines)
 
     def names(self) -> list[str]:

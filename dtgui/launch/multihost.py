@@ -213,7 +213,7 @@ class _Launch:
         machines = {t.name: t.machine for t in self.targets if t.machine is not None}
         known = list(machines.values())
         if any(m.jump_host.strip() for m in known):  # a jump host may be any registered machine
-            known += MachineRegistry().list()
+            known += MachineRegistry().machines()
         try:
             return place_plan(self.plan, self.assignments, machines, ports,
                               pythons={t.name: t.interpreter for t in self.targets},

@@ -73,7 +73,7 @@ class DoctorDialog(QDialog):
         boxes_layout = QHBoxLayout(boxes)
         boxes_layout.setContentsMargins(8, 4, 8, 4)
         boxes_layout.setSpacing(18)
-        for machine in registry.list():
+        for machine in registry.machines():
             box = QCheckBox(machine.name)
             box.setToolTip(machine.address)
             box.setChecked(chosen is None or machine.name in chosen)

@@ -155,7 +155,7 @@ class MachinesPanel(PanelActions, QWidget):
     # -- loading -------------------------------------------------------------------------------
     def _on_loaded(self, registry: MachineRegistry) -> None:
         self.registry = registry
-        self.states = {m.name: self.states.get(m.name, RowState()) for m in registry.list()}
+        self.states = {m.name: self.states.get(m.name, RowState()) for m in registry.machines()}
         self._rebuild()
         self._set_message(registry.message)
         self._update_buttons()
@@ -185,7 +185,7 @@ class MachinesPanel(PanelActions, QWidget):
         self.message_label.setVisible(bool(text))
 
     def machines(self) -> list[Machine]:
-        return self.registry.list() if self.registry is not None else []
+        return self.registry.machines() if self.registry is not None else []
 
     def gpu_facts(self) -> dict[str, list[GpuInfo]]:
         """Machine -> the GPUs its last probe found (machines not probed yet are left out),
