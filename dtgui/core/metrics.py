@@ -31,8 +31,8 @@ class Series:
     """
 
     def __init__(self, capacity: int = 1024, dtype: type = np.float64) -> None:
-        self._x = np.empty(max(1, capacity), dtype=dtype)
-        self._y = np.empty(max(1, capacity), dtype=dtype)
+        self._x: np.ndarray = np.empty(max(1, capacity), dtype=dtype)
+        self._y: np.ndarray = np.empty(max(1, capacity), dtype=dtype)
         self.size = 0
 
     def reserve(self, capacity: int) -> None:
@@ -226,7 +226,8 @@ class RunMetrics:
         machine see the same devices (NVML and the CPU load are machine-wide), so the first
         task reporting a device speaks for it until it ends; for the CPU, memory is the sum
         of the tasks' own memory on that machine."""
-        elapsed = event.t - self._t0
+        t0 = self._t0 if self._t0 is not None else event.t  # _apply notes the time first
+        elapsed = event.t - t0
         machine = self._machines.get(event.task, "")
         for dev in event.get("devices") or []:
             name = f"{dev.get('kind', '?')}{dev.get('index', 0)}"

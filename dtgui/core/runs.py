@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -124,8 +124,9 @@ class RunRecord:
         return record
 
 
-def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+def _known(cls: type[MachineRecord | TaskRecord], data: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
 
 
 def final_loss_from_events(bundle_dir: Path) -> float | None:
@@ -148,7 +149,7 @@ def final_loss_from_events(bundle_dir: Path) -> float | None:
 
 def state_from_events(bundle_dir: Path) -> str:
     """For a bundle without a record (a run of an older dtgui): finished / failed / unknown."""
-    kinds = set()
+    kinds: set[str] = set()
     for path in (Path(bundle_dir) / "output").glob("events-*.jsonl"):
         kinds.update(e.kind for e in read_all(path) if e.kind in ("finished", "failed"))
     if "failed" in kinds:

@@ -63,15 +63,15 @@ class _Visitor(ast.NodeVisitor):
     def _where(self, node: ast.AST) -> str:
         return f"{self.name}:{getattr(node, 'lineno', 0)}"
 
-    def visit_Try(self, node: ast.Try) -> None:  # noqa: N802 - ast API
+    def visit_Try(self, node: ast.Try | ast.TryStar) -> None:
         self.optional += 1
         for child in node.body:
             self.visit(child)
         self.optional -= 1
-        for child in node.handlers + node.orelse + node.finalbody:
-            self.visit(child)
+        for later in [*node.handlers, *node.orelse, *node.finalbody]:
+            self.visit(later)
 
-    visit_TryStar = visit_Try  # noqa: N815
+    visit_TryStar = visit_Try
 
     def _module(self, module: str, node: ast.AST) -> None:
         top = module.split(".")[0]
@@ -128,7 +128,7 @@ def scan_project(project: Path, files: list[str], entry: str) -> ScriptScan:
     scan = ScriptScan()
     local = local_modules(files, entry)
     raw: set[str] = set()
-    for rel in [entry] + sorted(f for f in files if f.endswith(".py") and f != entry):
+    for rel in [entry, *sorted(f for f in files if f.endswith(".py") and f != entry)]:
         try:
             source = (project / rel).read_text(encoding="utf-8", errors="replace")
             tree = ast.parse(source, filename=rel)

@@ -15,7 +15,7 @@ from .reporting import report, report_epoch  # noqa: E402
 __all__ = ["report", "report_epoch", "ReportCallback"]
 
 
-def __getattr__(name: str):  # noqa: ANN202 - ReportCallback is built on first use
+def __getattr__(name: str) -> type:  # ReportCallback is built on first use
     if name == "ReportCallback":
         from .reporting import make_report_callback_class
 

@@ -43,9 +43,9 @@ def check_labels(labels: Any, logits: Any, custom_loss: bool) -> None:
     import numpy as np
 
     out = _shape(logits)
-    if custom_loss or not out:
+    classes = out[-1] if out else None
+    if custom_loss or not out or classes is None:  # None: an output size unknown until run
         return
-    classes = out[-1]
     lab = np.asarray(labels)
     if lab.ndim == len(out) and lab.ndim > 1 and lab.shape[-1] == classes and classes != 1:
         raise UserError(f"Your labels look one-hot (shape {list(lab.shape)}) but the default "
@@ -94,9 +94,10 @@ def check(path: str, batch: int) -> dict[str, Any]:
         raise UserError(f"The loss on the first batch is {loss}: check the data (NaN or "
                         f"infinite values?) and the model output")
     element = ds.element_spec
+    output_shape = _shape(logits)
     return {"ok": True, "num_examples": card if card >= 0 else None,
             "input_shape": _shape(element[0]), "label_shape": _shape(element[1]),
-            "output_shape": _shape(logits)[1:] if _shape(logits) else None,
+            "output_shape": output_shape[1:] if output_shape else None,
             "num_classes": source.num_classes, "params": int(model.count_params()),
             "loss": loss, "custom_loss": source.make_loss is not None,
             "versions": {"tensorflow": tf.__version__, "keras": keras.__version__}}

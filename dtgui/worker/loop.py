@@ -97,7 +97,7 @@ class Trainer:
     coordinator schedules on a worker: it returns (k, 2) for that worker's single replica.
     """
 
-    run: Callable[[Any, Any], Any]
+    run: Any  # a tf.function (called, and traced by xla_functions); TensorFlow has no types
     compute: Callable[..., Any]
 
 

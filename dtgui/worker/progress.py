@@ -184,7 +184,7 @@ class Progress:
 
     def _emit_steps(self, steps: np.ndarray, replica_losses: np.ndarray, means: np.ndarray,
                     rate: float) -> None:
-        rows = slice(None)
+        rows: slice | np.ndarray = slice(None)
         if self.log_every > 1:
             rows = np.flatnonzero(steps % self.log_every == 0)
             if len(rows) == 0:

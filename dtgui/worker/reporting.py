@@ -103,7 +103,7 @@ def make_report_callback_class() -> type:
     TF_USE_LEGACY_KERAS). Built on first use: TensorFlow is imported only then."""
     import tensorflow as tf
 
-    class ReportCallback(tf.keras.callbacks.Callback):  # type: ignore[misc,name-defined]
+    class ReportCallback(tf.keras.callbacks.Callback):
         """Reports every batch's loss and metrics, and each epoch's, to dtgui."""
 
         def __init__(self, every: int = 1) -> None:

@@ -37,7 +37,7 @@ class _Nvml:
         self._nv: Any = None
         self._handles: list[tuple[int, Any]] = []
         try:
-            import pynvml  # type: ignore[import-not-found]
+            import pynvml
 
             pynvml.nvmlInit()
             self._nv = pynvml

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 _HEADER = 12  # length (8) + its crc (4)
 _FOOTER = 4
@@ -113,7 +113,7 @@ class RecordReader:
         return records
 
 
-def write_record(f, data: bytes) -> None:  # noqa: ANN001 - a binary file
+def write_record(f: BinaryIO, data: bytes) -> None:
     """Append one TFRecord (tests write damaged and partial files with it)."""
     header = struct.pack("<Q", len(data))
     f.write(header + struct.pack("<I", masked_crc32c(header)) + data
@@ -137,7 +137,7 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
             raise ValueError("varint too long")
 
 
-def fields(buf: bytes) -> Iterator[tuple[int, int, object]]:
+def fields(buf: bytes) -> Iterator[tuple[int, int, int | bytes]]:
     """(field number, wire type, value) of a message: ints for varint/fixed, bytes for
     length-delimited (fixed64/fixed32 come as their raw 8/4 bytes)."""
     pos = 0
@@ -161,6 +161,20 @@ def fields(buf: bytes) -> Iterator[tuple[int, int, object]]:
             raise ValueError(f"unsupported wire type {wire}")
     if pos > len(buf):
         raise ValueError("truncated message")
+
+
+def _as_int(value: int | bytes) -> int:
+    """A varint field's value; a field of another wire type where a number belongs is a
+    damaged record."""
+    if not isinstance(value, int):
+        raise ValueError("a number was expected")
+    return value
+
+
+def _as_bytes(value: int | bytes) -> bytes:
+    if not isinstance(value, bytes):
+        raise ValueError("bytes were expected")
+    return value
 
 
 # TensorFlow DataType numbers -> struct formats of one element
@@ -198,18 +212,18 @@ def tensor_scalar(dtype: int, dims: int, content: bytes, floats: list[float],
     return None
 
 
-def _packed(value: object, wire: int, fmt: str) -> list:
+def _packed(value: int | bytes, wire: int, fmt: str) -> list[float]:
     if wire == 2:
         size = struct.calcsize(fmt)
-        raw = bytes(value)  # type: ignore[arg-type]
+        raw = _as_bytes(value)
         return list(struct.unpack(f"<{len(raw) // size}{fmt}", raw[: len(raw) // size * size]))
-    return list(struct.unpack(f"<{fmt}", value))  # type: ignore[arg-type]
+    return list(struct.unpack(f"<{fmt}", _as_bytes(value)))
 
 
-def _packed_varints(value: object, wire: int) -> list[int]:
+def _packed_varints(value: int | bytes, wire: int) -> list[int]:
     if wire == 0:
-        return [int(value)]  # type: ignore[call-overload]
-    raw, out, pos = bytes(value), [], 0  # type: ignore[arg-type]
+        return [_as_int(value)]
+    raw, out, pos = _as_bytes(value), [], 0
     while pos < len(raw):
         v, pos = _varint(raw, pos)
         out.append(v - (1 << 64) if v >= 1 << 63 else v)
@@ -225,11 +239,11 @@ def _wire_tensor(buf: bytes) -> float | None:
     halves: list[int] = []
     for number, wire, value in fields(buf):
         if number == 1 and wire == 0:
-            dtype = int(value)  # type: ignore[call-overload]
+            dtype = _as_int(value)
         elif number == 2 and wire == 2:
-            dims = sum(1 for n, _, _ in fields(value) if n == 2)  # type: ignore[arg-type]
+            dims = sum(1 for n, _, _ in fields(_as_bytes(value)) if n == 2)
         elif number == 4 and wire == 2:
-            content = bytes(value)  # type: ignore[arg-type]
+            content = _as_bytes(value)
         elif number == 5:
             floats += _packed(value, wire, "f")
         elif number == 6:
@@ -244,9 +258,9 @@ def _wire_tensor(buf: bytes) -> float | None:
 def _wire_plugin(metadata: bytes) -> str:
     for number, wire, value in fields(metadata):
         if number == 1 and wire == 2:  # plugin_data
-            for n, w, v in fields(value):  # type: ignore[arg-type]
+            for n, w, v in fields(_as_bytes(value)):
                 if n == 1 and w == 2:
-                    return bytes(v).decode("utf-8", "replace")  # type: ignore[arg-type]
+                    return _as_bytes(v).decode("utf-8", "replace")
     return ""
 
 
@@ -263,34 +277,37 @@ def _wire_event(data: bytes) -> list[Scalar]:
     wall_time, step, summary = 0.0, 0, b""
     for number, wire, value in fields(data):
         if number == 1 and wire == 1:
-            wall_time = struct.unpack("<d", value)[0]  # type: ignore[arg-type]
+            wall_time = struct.unpack("<d", _as_bytes(value))[0]
         elif number == 2 and wire == 0:
-            step = int(value)  # type: ignore[call-overload]
+            step = _as_int(value)
             step = step - (1 << 64) if step >= 1 << 63 else step
         elif number == 5 and wire == 2:
-            summary = bytes(value)  # type: ignore[arg-type]
+            summary = _as_bytes(value)
     out = []
     for number, wire, value in fields(summary):
         if number != 1 or wire != 2:
             continue
         tag, number_value, plugin = "", None, ""
-        for n, w, v in fields(value):  # type: ignore[arg-type]
+        for n, w, v in fields(_as_bytes(value)):
             if n == 1 and w == 2:
-                tag = bytes(v).decode("utf-8", "replace")  # type: ignore[arg-type]
+                tag = _as_bytes(v).decode("utf-8", "replace")
             elif n == 2 and w == 5:
-                number_value = struct.unpack("<f", v)[0]  # type: ignore[arg-type]
+                number_value = struct.unpack("<f", _as_bytes(v))[0]
             elif n == 8 and w == 2:
-                number_value = _wire_tensor(bytes(v))  # type: ignore[arg-type]
+                number_value = _wire_tensor(_as_bytes(v))
             elif n == 9 and w == 2:
-                plugin = _wire_plugin(bytes(v))  # type: ignore[arg-type]
+                plugin = _wire_plugin(_as_bytes(v))
         if tag and number_value is not None:
             out.append(Scalar(tag, step, float(number_value), wall_time, plugin))
     return out
 
 
-def _proto_event(event_pb2: object) -> object:
+EventDecoder = Callable[[bytes], list[Scalar]]
+
+
+def _proto_event(event_pb2: Any) -> EventDecoder:
     def decode(data: bytes) -> list[Scalar]:
-        event = event_pb2.Event.FromString(data)  # type: ignore[attr-defined]
+        event = event_pb2.Event.FromString(data)
         out = []
         for value in event.summary.value:
             kind = value.WhichOneof("value")
@@ -313,7 +330,7 @@ def _proto_event(event_pb2: object) -> object:
     return decode
 
 
-def event_decoder(prefer_protos: bool = True):  # noqa: ANN201 - bytes -> list[Scalar]
+def event_decoder(prefer_protos: bool = True) -> EventDecoder:
     """The function decoding one event record: tensorboard's protos if importable (and not
     turned off with DTGUI_TB_WIRE=1), else the wire-format reader."""
     if prefer_protos and os.environ.get("DTGUI_TB_WIRE") != "1":
@@ -326,7 +343,7 @@ def event_decoder(prefer_protos: bool = True):  # noqa: ANN201 - bytes -> list[S
     return _wire_event
 
 
-def scalars_of(data: bytes, decoder=None) -> list[Scalar]:  # noqa: ANN001
+def scalars_of(data: bytes, decoder: EventDecoder | None = None) -> list[Scalar]:
     """The scalars of one event record ([] for a record that is not a valid Event)."""
     try:
         return (decoder or _wire_event)(data)
