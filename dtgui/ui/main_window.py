@@ -37,6 +37,7 @@ from dtgui.ui.runs_page import RunsPage
 from dtgui.ui.workers import run_in_thread
 
 if TYPE_CHECKING:
+    from dtgui.ui.compare import CompareView
     from dtgui.ui.dashboard import Dashboard
     from dtgui.ui.machines import MachinesPanel
     from dtgui.ui.wizard import RunWizard
@@ -111,7 +112,8 @@ class HomePage(QWidget):
         info = STRATEGIES[plan.strategy]
         where = "logical CPU devices" if plan.device_kind == "cpu" else "GPUs"
         self.demo_text.setText(
-            f"1797 real 8×8 handwritten digits (bundled, works offline), a 3-layer MLP, "
+            f"1797 real 8×8 handwritten digits (bundled, works offline; 297 held out to "
+            f"validate), a 3-layer MLP, "
             f"{plan.steps} steps with <b>{info.title}</b> over {plan.total_replicas} replica(s) "
             f"on {where}, global batch {plan.global_batch}. One loss curve per replica, live."
         )
@@ -178,6 +180,8 @@ class MainWindow(QMainWindow):
         self.act_runs.triggered.connect(self.show_runs)
         self.runs_page.reattachRequested.connect(self._reattach)
         self.runs_page.openRequested.connect(self._open_run)
+        self.runs_page.compareRequested.connect(self.compare_runs)
+        self.compare: CompareView | None = None  # made on first use: pyqtgraph loads then
         self.runs_page.loaded.connect(self._announce_running)
         self.runs_page.refresh()
         self.session.started.connect(self._on_started)
@@ -248,6 +252,17 @@ class MainWindow(QMainWindow):
     def show_runs(self) -> None:
         self.runs_page.refresh()
         self.pages.setCurrentWidget(self.runs_page)
+
+    def compare_runs(self, records: list[RunRecord]) -> None:
+        """Show the chosen runs side by side (read in the background)."""
+        if self.compare is None:
+            from dtgui.ui.compare import CompareView
+
+            self.compare = CompareView()
+            self.compare.closed.connect(self.show_runs)
+            self.pages.addWidget(self.compare)
+        self.compare.load(records)
+        self.pages.setCurrentWidget(self.compare)
 
     def _reattach(self, record: RunRecord) -> None:
         if self._may_start():

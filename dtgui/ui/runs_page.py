@@ -70,6 +70,7 @@ WATCHED_TIP = ("dtgui's watcher applies the run's failure policy while dtgui is 
 class RunsPage(QWidget):
     reattachRequested = Signal(object)  # RunRecord
     openRequested = Signal(object)  # RunRecord
+    compareRequested = Signal(list)  # the RunRecords selected
     loaded = Signal(list)  # the records just shown
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -84,7 +85,8 @@ class RunsPage(QWidget):
         self.table.setObjectName("runsTable")
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        # several rows (ctrl/shift-click) for Compare; Reattach and Open take one
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().setVisible(False)
         header = self.table.horizontalHeader()
@@ -97,8 +99,13 @@ class RunsPage(QWidget):
                                         "including what happened while dtgui was closed.")
         self.open_button = QPushButton("Open")
         self.open_button.setToolTip("Show this run's curves and logs from its bundle.")
+        self.compare_button = QPushButton("Compare")
+        self.compare_button.setObjectName("compareButton")
+        self.compare_button.setToolTip("Select several runs (Ctrl- or Shift-click), then "
+                                       "compare their loss curves, settings and results.")
         buttons = QHBoxLayout()
-        for button in (self.reattach_button, self.open_button, self.refresh_button):
+        for button in (self.reattach_button, self.open_button, self.compare_button,
+                       self.refresh_button):
             buttons.addWidget(button)
         buttons.addStretch(1)
         layout = QVBoxLayout(self)
@@ -110,6 +117,7 @@ class RunsPage(QWidget):
         self.refresh_button.clicked.connect(self.refresh)
         self.reattach_button.clicked.connect(lambda: self._emit(self.reattachRequested))
         self.open_button.clicked.connect(lambda: self._emit(self.openRequested))
+        self.compare_button.clicked.connect(self._compare)
         self.table.itemSelectionChanged.connect(self._update_buttons)
         self.table.itemDoubleClicked.connect(lambda _item: self._activate())
         self._update_buttons()
@@ -151,13 +159,24 @@ class RunsPage(QWidget):
         self.loaded.emit(self.records)
 
     def selected(self) -> RunRecord | None:
-        rows = self.table.selectionModel().selectedRows()
-        return self.records[rows[0].row()] if rows else None
+        """The one selected run (None when none or several are selected)."""
+        chosen = self.selected_records()
+        return chosen[0] if len(chosen) == 1 else None
+
+    def selected_records(self) -> list[RunRecord]:
+        rows = sorted(i.row() for i in self.table.selectionModel().selectedRows())
+        return [self.records[r] for r in rows if r < len(self.records)]
 
     def _update_buttons(self) -> None:
         record = self.selected()
         self.reattach_button.setEnabled(record is not None and record.is_active)
         self.open_button.setEnabled(record is not None and not record.is_active)
+        self.compare_button.setEnabled(len(self.selected_records()) >= 2)
+
+    def _compare(self) -> None:
+        chosen = self.selected_records()
+        if len(chosen) >= 2:
+            self.compareRequested.emit(chosen)
 
     def _emit(self, signal: Signal) -> None:
         record = self.selected()

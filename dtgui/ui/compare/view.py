@@ -1,0 +1,328 @@
+"""Compare runs: the chosen runs' loss curves overlaid, and their plans side by side.
+
+`CompareView.load(records)` reads the runs in a background worker (`dtgui.core.compare`
+does the reading and the numbers) and then shows, per run, the mean training loss (solid)
+and the validation loss (dashed, same colour) by step or by wall time (a toggle), and a table
+with one column per run. The table exports as CSV and the plot as PNG; both files are written
+off the UI thread.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pyqtgraph as pg
+from PySide6.QtCore import QStandardPaths, Qt, Signal
+from PySide6.QtGui import QColor, QImage
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QButtonGroup,
+    QCheckBox,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from dtgui.core.compare import FIELDS, Curve, RunSummary, summarize_run, summary_csv, table_rows
+from dtgui.core.runs import RunRecord
+from dtgui.ui.plot_base import ElapsedAxis, make_card, series_colour, swatch_icon, title_label
+from dtgui.ui.workers import Worker, create_worker, run_in_thread
+
+PLOT_BACKGROUND = "#ffffff"
+PNG_WIDTH = 1600  # pixels of an exported plot
+
+
+def _read_runs(records: Sequence[RunRecord]) -> Callable[[Worker], list[RunSummary]]:
+    def read(worker: Worker) -> list[RunSummary]:
+        out = []
+        for i, record in enumerate(records):
+            worker.report(f"Reading {record.run_name} ({i + 1} of {len(records)})")
+            out.append(summarize_run(record.bundle, record.run_name, record.state))
+        return out
+
+    return read
+
+
+def _write_text(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _write_image(path: Path, image: QImage) -> Path:
+    if not image.save(str(path), b"PNG"):
+        raise OSError(f"could not write {path}")
+    return path
+
+
+class ComparePlot(QWidget):
+    """The loss curves of several runs on one plot, by step or by wall time."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.axis_mode = "step"
+        self.summaries: list[RunSummary] = []
+        self.plot_widget = pg.PlotWidget(background=PLOT_BACKGROUND)
+        self.plot_widget.setObjectName("comparePlot")
+        self.plot: pg.PlotItem = self.plot_widget.getPlotItem()
+        self.plot.showGrid(x=True, y=True, alpha=0.18)
+        self.plot.setLabel("left", "loss")
+        self.plot.setDownsampling(auto=True, mode="peak")
+        self.plot.setClipToView(True)
+        self.legend = self.plot.addLegend(offset=(-12, 8), labelTextSize="8pt")
+        self.curves: dict[tuple[str, str], pg.PlotDataItem] = {}  # (run, "train"|"val")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.plot_widget)
+        self._set_bottom_axis()
+
+    def _set_bottom_axis(self) -> None:
+        axis = ElapsedAxis("bottom") if self.axis_mode == "time" else pg.AxisItem("bottom")
+        self.plot.setAxisItems({"bottom": axis})
+        self.plot.setLabel("bottom", "wall time (since the run's start)"
+                           if self.axis_mode == "time" else "step")
+
+    def set_axis_mode(self, mode: str) -> None:
+        """'step' or 'time' (seconds since each run's first event)."""
+        if mode == self.axis_mode:
+            return
+        self.axis_mode = mode
+        self._set_bottom_axis()
+        self._draw()
+
+    def set_log_y(self, on: bool) -> None:
+        self.plot.setLogMode(y=on)
+        self.plot.enableAutoRange()
+
+    def set_runs(self, summaries: list[RunSummary]) -> None:
+        self.summaries = summaries
+        self._draw()
+
+    def _x(self, curve: Curve) -> object:
+        return curve.seconds if self.axis_mode == "time" else curve.steps
+
+    def _draw(self) -> None:
+        for item in self.curves.values():
+            self.plot.removeItem(item)
+        self.curves.clear()
+        self.legend.clear()
+        for index, s in enumerate(self.summaries):
+            colour = series_colour(index)
+            if len(s.loss):
+                item = pg.PlotDataItem(self._x(s.loss), s.loss.values,
+                                       pen=pg.mkPen(colour, width=1.5), name=s.name,
+                                       skipFiniteCheck=True)
+                self.plot.addItem(item)
+                self.curves[(s.name, "train")] = item
+            val = s.validation.get("loss")
+            if val is not None and len(val):
+                pen = pg.mkPen(colour, width=2.5, style=Qt.PenStyle.DashLine)
+                item = pg.PlotDataItem(self._x(val), val.values, pen=pen,
+                                       symbol="o", symbolSize=5, symbolPen=pen,
+                                       symbolBrush=pg.mkBrush(colour),
+                                       name=f"{s.name} (validation)")
+                self.plot.addItem(item)
+                self.curves[(s.name, "val")] = item
+        self.plot.enableAutoRange()
+
+    def image(self) -> QImage:
+        """The plot (axes and legend) as an image, rendered at PNG_WIDTH pixels wide."""
+        from pyqtgraph.exporters import ImageExporter
+
+        exporter = ImageExporter(self.plot)
+        exporter.parameters()["width"] = PNG_WIDTH
+        exporter.parameters()["background"] = QColor(PLOT_BACKGROUND)
+        image = exporter.export(toBytes=True)
+        assert isinstance(image, QImage)
+        return image
+
+
+class CompareView(QWidget):
+    """Several finished runs side by side: curves, settings and results."""
+
+    closed = Signal()  # "Back to runs"
+    loaded = Signal(list)  # the summaries shown
+    exported = Signal(str)  # the path of a file written
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("compareView")
+        self.summaries: list[RunSummary] = []
+        self._worker: Worker | None = None
+        title = QLabel("Compare runs")
+        title.setObjectName("pageTitle")
+        self.status = QLabel("")
+        self.status.setObjectName("muted")
+        self.back_button = QPushButton("\u2190 Runs")
+        self.back_button.setToolTip("Back to the list of runs")
+        self.back_button.clicked.connect(self.closed.emit)
+        top = QHBoxLayout()
+        top.addWidget(self.back_button)
+        top.addWidget(title)
+        top.addWidget(self.status, 1)
+
+        self.plot = ComparePlot()
+        self.by_step = QToolButton()
+        self.by_time = QToolButton()
+        group = QButtonGroup(self)
+        for button, mode, text, tip in (
+                (self.by_step, "step", "by step", "Training step on the x axis"),
+                (self.by_time, "time", "by wall time",
+                 "Time since each run's first event on the x axis")):
+            button.setObjectName("compareAxis")
+            button.setText(text)
+            button.setToolTip(tip)
+            button.setCheckable(True)
+            button.setAutoRaise(True)
+            button.clicked.connect(lambda _=False, m=mode: self.set_axis_mode(m))
+            group.addButton(button)
+        self.by_step.setChecked(True)
+        self.log_check = QCheckBox("log scale")
+        self.log_check.toggled.connect(self.plot.set_log_y)
+        self.png_button = QPushButton("Save plot as PNG…")
+        self.png_button.clicked.connect(lambda: self.export_png())
+        plot_card = make_card("compare")
+        plot_layout = QVBoxLayout(plot_card)
+        plot_layout.setContentsMargins(10, 6, 10, 10)
+        header = QHBoxLayout()
+        header.addWidget(title_label("Loss"))
+        legend_text = QLabel("solid: mean training loss over every replica · dashed: "
+                             "validation loss")
+        legend_text.setObjectName("muted")
+        header.addWidget(legend_text, 1)
+        for widget in (self.by_step, self.by_time, self.log_check, self.png_button):
+            header.addWidget(widget)
+        plot_layout.addLayout(header)
+        plot_layout.addWidget(self.plot, 1)
+
+        self.table = QTableWidget(len(FIELDS), 0)
+        self.table.setObjectName("compareTable")
+        self.table.setVerticalHeaderLabels(list(FIELDS))
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ContiguousSelection)
+        self.table.setWordWrap(False)
+        self.table.horizontalHeader().setSectionResizeMode(
+            QHeaderView.ResizeMode.ResizeToContents)
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
+        self.csv_button = QPushButton("Export table as CSV…")
+        self.csv_button.clicked.connect(lambda: self.export_csv())
+        table_card = make_card("compareTable")
+        table_layout = QVBoxLayout(table_card)
+        table_layout.setContentsMargins(10, 6, 10, 10)
+        table_header = QHBoxLayout()
+        table_header.addWidget(title_label("Settings and results"))
+        table_header.addStretch(1)
+        table_header.addWidget(self.csv_button)
+        table_layout.addLayout(table_header)
+        table_layout.addWidget(self.table, 1)
+
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.addWidget(plot_card)
+        splitter.addWidget(table_card)
+        splitter.setStretchFactor(0, 3)
+        splitter.setStretchFactor(1, 2)
+        splitter.setChildrenCollapsible(False)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(16, 12, 16, 12)
+        layout.addLayout(top)
+        layout.addWidget(splitter, 1)
+        self._set_exports_enabled(False)
+
+    # -- loading -------------------------------------------------------------------------------
+    def load(self, records: Sequence[RunRecord]) -> None:
+        """Read `records`' bundles in the background, then show them."""
+        if self._worker is not None:
+            self._worker.cancel()
+        self._set_exports_enabled(False)
+        self.status.setText(f"Reading {len(records)} run(s)…")
+        self._worker = create_worker(_read_runs(list(records)), on_done=self.show_summaries,
+                                     on_error=self._failed, on_progress=self.status.setText,
+                                     context=self)
+
+    def show_summaries(self, summaries: list[RunSummary]) -> None:
+        self._worker = None
+        self.summaries = list(summaries)
+        self.plot.set_runs(self.summaries)
+        self._fill_table()
+        unreadable = [s.name for s in self.summaries if s.error]
+        text = f"{len(self.summaries)} run(s): " + ", ".join(s.name for s in self.summaries)
+        if unreadable:
+            text += f" (could not read {', '.join(unreadable)})"
+        self.status.setText(text)
+        self._set_exports_enabled(bool(self.summaries))
+        self.loaded.emit(self.summaries)
+
+    def _failed(self, text: str) -> None:
+        self._worker = None
+        self.status.setText(f"Could not read the runs: {text.splitlines()[0]}")
+
+    def _fill_table(self) -> None:
+        rows = table_rows(self.summaries)
+        self.table.setColumnCount(len(rows))
+        for col, (summary, values) in enumerate(zip(self.summaries, rows, strict=True)):
+            head = QTableWidgetItem(summary.name)
+            head.setIcon(swatch_icon(series_colour(col)))
+            head.setToolTip(summary.bundle)
+            self.table.setHorizontalHeaderItem(col, head)
+            for row, value in enumerate(values):
+                item = QTableWidgetItem(value)
+                if row == 0:
+                    item.setToolTip(summary.bundle)
+                self.table.setItem(row, col, item)
+        self.table.resizeColumnsToContents()
+
+    # -- axis ----------------------------------------------------------------------------------
+    def set_axis_mode(self, mode: str) -> None:
+        (self.by_time if mode == "time" else self.by_step).setChecked(True)
+        self.plot.set_axis_mode(mode)
+
+    # -- export --------------------------------------------------------------------------------
+    def _set_exports_enabled(self, on: bool) -> None:
+        self.csv_button.setEnabled(on)
+        self.png_button.setEnabled(on)
+
+    def ask_save_path(self, title: str, name: str, filters: str) -> Path | None:
+        """A save dialog (tests replace it); None when cancelled."""
+        folder = QStandardPaths.writableLocation(
+            QStandardPaths.StandardLocation.DocumentsLocation) or str(Path.home())
+        path, _ = QFileDialog.getSaveFileName(self, title, str(Path(folder) / name), filters)
+        return Path(path) if path else None
+
+    def _default_name(self, ext: str) -> str:
+        return f"dtgui-compare-{time.strftime('%Y%m%d-%H%M%S')}.{ext}"
+
+    def csv_text(self) -> str:
+        return summary_csv(self.summaries)
+
+    def export_csv(self, path: Path | None = None) -> None:
+        path = path or self.ask_save_path("Export the table as CSV", self._default_name("csv"),
+                                          "CSV files (*.csv)")
+        if path is None:
+            return
+        run_in_thread(lambda: _write_text(path, self.csv_text()), self._written,
+                      self._write_failed, context=self)
+
+    def export_png(self, path: Path | None = None) -> None:
+        path = path or self.ask_save_path("Save the plot as PNG", self._default_name("png"),
+                                          "PNG images (*.png)")
+        if path is None:
+            return
+        image = self.plot.image()  # rendered here (Qt paints on the UI thread), saved there
+        run_in_thread(lambda: _write_image(path, image), self._written, self._write_failed,
+                      context=self)
+
+    def _written(self, path: Path) -> None:
+        self.status.setText(f"Wrote {path}")
+        self.exported.emit(str(path))
+
+    def _write_failed(self, text: str) -> None:
+        self.status.setText(f"Could not write the file: {text.splitlines()[0]}")

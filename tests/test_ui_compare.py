@@ -1,0 +1,140 @@
+"""Compare runs with real widgets: three finished runs written as the training program writes
+them, selected in the Runs page, compared (curves by step and by wall time, the table), and
+exported as CSV and PNG."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QItemSelectionModel, Qt
+from PySide6.QtGui import QImage
+from training_events import T0, write_run
+
+from dtgui.core.compare import FIELDS, MISSING, summarize_run, summary_csv
+from dtgui.core.runs import RunRecord
+from dtgui.core.settings import runs_dir
+from dtgui.ui.compare import CompareView
+from dtgui.ui.runs_page import RunsPage
+
+pytestmark = pytest.mark.gui
+
+
+@pytest.fixture
+def three_runs() -> list[RunRecord]:
+    root = runs_dir()
+    return [
+        write_run(root, "adam-fast", plan_fields={"optimizer": "adam", "lr_schedule": "constant"},
+                  rate=0.05, seconds_per_step=0.05, examples_per_sec=1280, created=T0, seed=1),
+        write_run(root, "sgd-cosine", plan_fields={"optimizer": "sgd", "momentum": 0.9,
+                                                   "lr_schedule": "cosine"},
+                  rate=0.02, seconds_per_step=0.02, examples_per_sec=3200, created=T0 + 60,
+                  seed=2),
+        # a run from before optimizers could be chosen, without validation
+        write_run(root, "old-run", drop_fields=("optimizer", "lr_schedule", "weight_decay",
+                                                "momentum"),
+                  validation=False, created=T0 + 120, seed=3),
+    ]
+
+
+def test_summary_of_a_run_reads_curves_and_results(three_runs: list[RunRecord]) -> None:
+    s = summarize_run(three_runs[0].bundle, "adam-fast", "finished")
+    assert len(s.loss) == 120 and s.loss.steps[0] == 1 and s.loss.steps[-1] == 120
+    assert np.all(np.diff(s.loss.seconds) >= 0)
+    assert s.loss.seconds[-1] == pytest.approx(2.0 + 120 * 0.05 + 2 * 0.4, abs=0.05)
+    assert s.throughput == pytest.approx(1280)
+    assert s.optimizer == "adam" and s.schedule.startswith("constant")
+    assert list(s.validation["loss"].steps) == [40, 80, 120]
+    assert s.best_val_loss is not None and s.best_val_loss[1] == 80  # it rises after epoch 2
+    assert s.best_val_metric is not None and s.best_val_metric[0] == "accuracy"
+    assert s.best_val_metric[2] == 80  # epoch 3's accuracy dips
+    old = summarize_run(three_runs[2].bundle, "old-run")
+    assert old.optimizer == "" and old.best_val_loss is None and not old.validation
+
+
+def test_csv_has_one_row_per_run_with_plain_numbers(three_runs: list[RunRecord]) -> None:
+    summaries = [summarize_run(r.bundle, r.run_name, r.state) for r in three_runs]
+    rows = list(csv.DictReader(io.StringIO(summary_csv(summaries))))
+    assert [r["run"] for r in rows] == ["adam-fast", "sgd-cosine", "old-run"]
+    assert rows[1]["optimizer"] == "sgd, momentum 0.9"
+    assert rows[1]["schedule"] == "cosine (lr 0.01)"
+    assert rows[2]["optimizer"] == "" and rows[2]["best_val_loss"] == ""
+    assert float(rows[0]["examples_per_sec_median"]) == pytest.approx(1280)
+    assert rows[0]["global_batch"] == "64" and rows[0]["replicas"] == "2"
+    assert rows[0]["xla"] == "false" and rows[0]["steps_done"] == "120"
+    assert float(rows[0]["final_loss"]) == pytest.approx(summaries[0].final_loss)
+    assert float(rows[0]["best_val_loss"]) == pytest.approx(summaries[0].best_val_loss[0])
+    assert rows[0]["best_val_loss_step"] == "80"
+    assert rows[0]["best_val_metric"] == "accuracy"
+
+
+def test_runs_page_compares_the_selected_runs(qtbot, three_runs: list[RunRecord],
+                                              tmp_path: Path, monkeypatch) -> None:
+    page = RunsPage()
+    qtbot.addWidget(page)
+    page.refresh()
+    qtbot.waitUntil(lambda: page.table.rowCount() == 3, timeout=5000)
+    assert not page.compare_button.isEnabled()
+    page.table.selectRow(0)
+    assert page.open_button.isEnabled() and not page.compare_button.isEnabled()
+    model = page.table.selectionModel()
+    for row in (1, 2):
+        model.select(page.table.model().index(row, 0),
+                     QItemSelectionModel.SelectionFlag.Select
+                     | QItemSelectionModel.SelectionFlag.Rows)
+    assert page.compare_button.isEnabled() and not page.open_button.isEnabled()
+    with qtbot.waitSignal(page.compareRequested) as got:
+        qtbot.mouseClick(page.compare_button, Qt.MouseButton.LeftButton)
+    chosen = got.args[0]
+    assert [r.run_name for r in chosen] == ["old-run", "sgd-cosine", "adam-fast"]
+
+    view = CompareView()
+    qtbot.addWidget(view)
+    view.resize(1300, 900)
+    view.show()
+    with qtbot.waitSignal(view.loaded, timeout=10000):
+        view.load(chosen)
+    # curves: training loss for each run, validation loss (dashed) for the two that validate
+    keys = set(view.plot.curves)
+    assert {(n, "train") for n in ("old-run", "sgd-cosine", "adam-fast")} <= keys
+    assert ("adam-fast", "val") in keys and ("old-run", "val") not in keys
+    val = view.plot.curves[("adam-fast", "val")]
+    assert val.opts["pen"].style() == Qt.PenStyle.DashLine
+    x, _y = view.plot.curves[("adam-fast", "train")].getOriginalDataset()
+    assert x[-1] == 120
+    view.set_axis_mode("time")
+    x, _y = view.plot.curves[("adam-fast", "train")].getOriginalDataset()
+    assert x[-1] == pytest.approx(8.8, abs=0.05)  # seconds since its first event
+    assert view.by_time.isChecked()
+    assert view.plot.plot.getAxis("bottom").tickStrings([65.0], 1, 10) == ["1:05"]
+    x, _y = view.plot.curves[("sgd-cosine", "train")].getOriginalDataset()
+    assert x[-1] == pytest.approx(2.0 + 120 * 0.02 + 0.8, abs=0.05)  # faster per step
+    view.set_axis_mode("step")
+    assert view.plot.plot.getAxis("bottom").labelText == "step"
+    # the table: one column per run, a row per field, "—" where a run has nothing
+    assert view.table.columnCount() == 3
+    assert [view.table.horizontalHeaderItem(c).text() for c in range(3)] == [
+        "old-run", "sgd-cosine", "adam-fast"]
+    row = {name: i for i, name in enumerate(FIELDS)}
+    assert view.table.item(row["Optimizer"], 0).text() == MISSING
+    assert view.table.item(row["Optimizer"], 1).text() == "sgd, momentum 0.9"
+    assert view.table.item(row["Throughput (examples/s)"], 1).text() == "3,200"
+    assert view.table.item(row["Best validation loss"], 2).text().endswith("(step 80)")
+    assert view.table.item(row["Best validation metric"], 2).text().startswith("accuracy 0.8")
+
+    # exports through the save dialogs (answered here), written off the UI thread
+    answers = iter([tmp_path / "table.csv", tmp_path / "plot.png"])
+    monkeypatch.setattr(view, "ask_save_path", lambda *a: next(answers))
+    with qtbot.waitSignal(view.exported, timeout=5000):
+        qtbot.mouseClick(view.csv_button, Qt.MouseButton.LeftButton)
+    text = (tmp_path / "table.csv").read_text()
+    assert text == summary_csv(view.summaries)
+    assert text.splitlines()[1].startswith("old-run,finished,mirrored,local,2,")
+    with qtbot.waitSignal(view.exported, timeout=5000):
+        qtbot.mouseClick(view.png_button, Qt.MouseButton.LeftButton)
+    image = QImage(str(tmp_path / "plot.png"))
+    assert not image.isNull() and image.width() == 1600 and image.height() > 300
+    assert "plot.png" in view.status.text()

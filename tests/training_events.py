@@ -1,0 +1,110 @@
+"""Finished runs written the way the training program writes them (without TensorFlow).
+
+`write_run` renders a real bundle (render_bundle) and writes its events with the training
+program's own `EventWriter` and step codec: `started`, one `steps` event per training call
+(compact losses and means, `lr`), `epoch` with metrics, `validation`, `checkpoint`,
+`model_saved` and `finished` with its timeline. Event times come from a clock that advances
+`seconds_per_step` a step, so wall-time curves look like a real run's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import dtgui.worker.events as worker_events
+from dtgui.core.bundle import render_bundle
+from dtgui.core.cluster import place_local
+from dtgui.core.plan import Plan
+from dtgui.core.runs import RunRecord
+from dtgui.worker import step_batch
+from dtgui.worker.events import EventWriter
+
+T0 = 1_790_000_000.0
+
+
+@contextlib.contextmanager
+def clock(start: float) -> Iterator[list[float]]:
+    """EventWriter's time.time() reads `now[0]` while inside."""
+    now = [start]
+    saved = worker_events.time
+    worker_events.time = types.SimpleNamespace(time=lambda: now[0])  # type: ignore[assignment]
+    try:
+        yield now
+    finally:
+        worker_events.time = saved
+
+
+def train_loss(step: int, rate: float, floor: float) -> float:
+    return floor + 2.2 * math.exp(-step * rate)
+
+
+def write_run(root: Path, name: str, *, replicas: int = 2, steps: int = 120,
+              steps_per_call: int = 10, steps_per_epoch: int = 40, rate: float = 0.03,
+              floor: float = 0.15, seconds_per_step: float = 0.05, examples_per_sec: float = 1200,
+              plan_fields: dict[str, Any] | None = None, drop_fields: tuple[str, ...] = (),
+              validation: bool = True, lr: float = 0.01, created: float = T0,
+              seed: int = 0) -> RunRecord:
+    """A finished run under `root/name`, with its run record."""
+    plan = place_local(Plan(run_name=name, strategy="mirrored" if replicas > 1 else "one_device",
+                            replicas_per_task=replicas, steps=steps,
+                            steps_per_epoch=steps_per_epoch, learning_rate=lr))
+    bundle = render_bundle(plan, root / name)
+    data = json.loads((bundle.path / "plan.json").read_text())
+    data.update(plan_fields or {})
+    for key in drop_fields:
+        data.pop(key, None)
+    (bundle.path / "plan.json").write_text(json.dumps(data, indent=2) + "\n")
+    rng = np.random.default_rng(seed)
+    ids = list(range(replicas))
+    timeline: list[list[float]] = []
+    with clock(created) as now, EventWriter(bundle.events_file(plan.tasks[0]), "worker:0") as ev:
+        ev.emit("started", replicas=replicas, replica_ids=ids, devices=["/cpu:0"] * replicas,
+                strategy=plan.strategy, global_batch=plan.global_batch, steps=steps,
+                versions={"python": "3.11"}, pid=1, host="localhost", resumed_from_step=0)
+        now[0] += 2.0  # building the model and tracing
+        begin = now[0]
+        for first in range(1, steps + 1, steps_per_call):
+            count = min(steps_per_call, steps - first + 1)
+            rows = np.arange(first, first + count)
+            base = np.array([train_loss(int(s), rate, floor) for s in rows])
+            losses = (base[:, None] + rng.normal(0, 0.05, (count, replicas))).astype(np.float32)
+            now[0] += count * seconds_per_step
+            step_lr = lr * 0.5 * (1 + math.cos(math.pi * (first + count - 1) / steps))
+            ev.emit("steps", first=first, count=count, stride=1,
+                    epoch=(first + count - 2) // steps_per_epoch + 1, replica_ids=ids,
+                    encoding=step_batch.ENCODING, losses=step_batch.encode(losses),
+                    means=step_batch.encode(losses.mean(axis=1)),
+                    loss=float(losses.mean(axis=1)[-1]), examples_per_sec=examples_per_sec,
+                    lr=step_lr)
+            last = first + count - 1
+            timeline.append([last, round(now[0] - begin, 3)])
+            if last % steps_per_epoch == 0:
+                epoch = last // steps_per_epoch
+                ev.emit("epoch", epoch=epoch, loss=float(base[-1]), accuracy=0.5 + 0.1 * epoch,
+                        steps=last, metrics={"accuracy": 0.5 + 0.1 * epoch})
+                if validation:
+                    now[0] += 0.4
+                    val = float(train_loss(last, rate, floor) + 0.08 + 0.002 * max(0, epoch - 2))
+                    ev.emit("validation", step=last, epoch=epoch, loss=val,
+                            metrics={"accuracy": 0.55 + 0.1 * epoch - 0.01 * (epoch == 3),
+                                     "top_5": 0.9 + 0.02 * epoch},
+                            examples=360)
+                ev.emit("checkpoint", step=last, path=f"output/checkpoints/ckpt-{epoch}")
+        if validation:
+            ev.emit("model_saved", role="final", path="model/final/model.keras",
+                    savedmodel="model/final/saved_model", step=steps)
+        ev.emit("finished", steps=steps, loss=float(losses.mean(axis=1)[-1]),
+                seconds=round(now[0] - begin, 3), timeline=timeline)
+    record = RunRecord(f"{name}-{seed:06d}", name, str(bundle.path), plan.strategy,
+                       created=created, state="finished", ended=now[0],
+                       final_loss=float(losses.mean(axis=1)[-1]))
+    record.save()
+    return record
