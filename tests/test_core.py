@@ -175,8 +175,9 @@ def test_hostile_model_path_never_reaches_a_script(tmp_path: Path) -> None:
     model.write_text("def build_model(): pass\ndef make_dataset(): pass\n")
     plan = place_local(Plan(model={"kind": "file", "path": str(model)}))
     bundle = render_bundle(plan, tmp_path / "b")
-    assert bundle.plan.model == {"kind": "file", "path": "user_model.py"}
-    assert (bundle.path / "user_model.py").read_text() == model.read_text()
+    assert bundle.plan.model == {"kind": "file", "path": "project/m`id`.py",
+                                 "project": "project"}
+    assert (bundle.path / "project" / "m`id`.py").read_text() == model.read_text()
     scripts = "".join(p.read_text() for p in (bundle.path / "tasks").iterdir())
     assert "pwned" not in scripts and "reboot" not in scripts
     assert not (bundle.path / "data").exists()

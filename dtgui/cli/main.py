@@ -12,7 +12,15 @@ from pathlib import Path
 from dtgui import __version__
 from dtgui.cli.machines import add_machine_options, resolve_counts, wants_machines
 from dtgui.cli.script import add_script_options, script_model_from_args, script_refusal
-from dtgui.core.plan import COMMUNICATIONS, PRECISIONS, Plan, PlanError, validate
+from dtgui.core.plan import (
+    COMMUNICATIONS,
+    LR_SCHEDULES,
+    OPTIMIZERS,
+    PRECISIONS,
+    Plan,
+    PlanError,
+    validate,
+)
 from dtgui.core.strategies import STRATEGIES
 
 
@@ -62,6 +70,25 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--no-determinism", action="store_true",
                         help="allow non-deterministic ops (faster on GPU)")
     export.add_argument("--checkpoint-every", type=int, default=50, help="steps; 0 = off")
+    export.add_argument("--optimizer", choices=OPTIMIZERS, default="adam")
+    export.add_argument("--weight-decay", type=float, default=0.0,
+                        help="decoupled weight decay (adamw, sgd, rmsprop); 0 = none")
+    export.add_argument("--momentum", type=float, default=0.9, help="sgd momentum")
+    export.add_argument("--lr-schedule", choices=LR_SCHEDULES, default="constant",
+                        help="cosine: decays to 0 over the steps; warmup_cosine: linear from 0 "
+                        "over --warmup-steps, then cosine; step: x --lr-step-factor every "
+                        "--lr-step-every steps")
+    export.add_argument("--warmup-steps", type=int, default=0)
+    export.add_argument("--lr-step-every", type=int, default=1000)
+    export.add_argument("--lr-step-factor", type=float, default=0.1)
+    export.add_argument("--clip-norm", type=float, default=0.0,
+                        help="clip the gradient's global norm (0 = off)")
+    export.add_argument("--grad-accumulation", type=int, default=1,
+                        help="micro-batches summed per update (1 = off)")
+    export.add_argument("--validate-every", type=int, default=0,
+                        help="steps between validations; 0 (default) = every epoch")
+    export.add_argument("--save-best", action="store_true",
+                        help="also keep the model at its best validation loss")
     export.add_argument("--steps-per-call", type=int, default=0,
                         help="training steps per call to the device; 0 (default) = sized "
                         "while training to about 0.2 s a call")
@@ -100,6 +127,17 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
         deterministic=not args.no_determinism,
         checkpoint_every=args.checkpoint_every,
         steps_per_call=args.steps_per_call,
+        optimizer=args.optimizer,
+        weight_decay=args.weight_decay,
+        momentum=args.momentum,
+        lr_schedule=args.lr_schedule,
+        warmup_steps=args.warmup_steps,
+        lr_step_every=args.lr_step_every,
+        lr_step_factor=args.lr_step_factor,
+        clip_norm=args.clip_norm,
+        grad_accumulation=args.grad_accumulation,
+        validate_every=args.validate_every,
+        save_best=args.save_best,
         model=model,
         tpu_address=args.tpu_address,
     )

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dtgui.core.cluster import tf_config_json
+from dtgui.core.ignore import ProjectFiles, human_size, list_project
 from dtgui.core.plan import Plan, PlanError, TaskSpec, validate
+from dtgui.core.script import BUNDLE_PROJECT_DIR
 from dtgui.core.script_bundle import (
     prepare_project,
     script_comment,
@@ -27,7 +29,7 @@ from dtgui.core.strategies import STRATEGIES
 from dtgui.resources import DEMO_DATA, WORKER_SOURCE
 
 WORKER_PACKAGE = "dtgui_worker"
-USER_MODEL_NAME = "user_model.py"
+MAX_MODEL_PROJECT_BYTES = 1 << 30  # a model file's folder bigger than this is refused
 OUTPUT_DIR = "output"
 
 
@@ -57,7 +59,7 @@ class Bundle:
         return self.path / "tasks" / f"{task.file_stem}.sh"
 
     @classmethod
-    def open(cls, path: Path) -> Bundle:
+    def open(cls, path: str | Path) -> Bundle:
         import json
 
         plan_file = Path(path) / "plan.json"
@@ -266,14 +268,10 @@ def render_bundle(plan: Plan, destination: Path, *, overwrite: bool = False) -> 
         raise BundleError(
             f"{destination} already exists and is not empty: choose an empty or new directory."
         )
-    model_file = None
-    if plan.model.get("kind") == "file":
-        model_file = Path(plan.model["path"]).expanduser()
-        if not model_file.is_file():
-            raise BundleError(f"model file {model_file} does not exist: choose it again.")
-        plan = plan.with_changes(model={"kind": "file", "path": USER_MODEL_NAME})
     try:
-        plan, project = prepare_project(plan)  # a user's own training script: its folder
+        plan, project = prepare_model_project(plan)  # a model file's folder
+        if project is None:
+            plan, project = prepare_project(plan)  # a user's own training script: its folder
     except (OSError, ValueError) as exc:
         raise BundleError(str(exc)) from exc
     try:
@@ -282,7 +280,7 @@ def render_bundle(plan: Plan, destination: Path, *, overwrite: bool = False) -> 
     except OSError as exc:
         raise BundleError(f"cannot write in {destination.parent}: {exc.strerror}") from exc
     try:
-        _write_files(plan, staging, model_file)
+        _write_files(plan, staging)
         write_project(staging, project)
         if destination.exists():
             shutil.rmtree(destination)
@@ -298,7 +296,36 @@ def project_of(plan: Plan) -> bool:
     return plan.model.get("kind") == "script"
 
 
-def _write_files(plan: Plan, root: Path, model_file: Path | None) -> None:
+def prepare_model_project(plan: Plan) -> tuple[Plan, ProjectFiles | None]:
+    """A model file's folder goes into the bundle, so that the file's own modules and data
+    files come along (`project` in plan.json's model: the folder, default the file's own).
+    Reads the disk: not on a UI thread. Raises BundleError."""
+    if plan.model.get("kind") != "file":
+        return plan, None
+    model_file = Path(plan.model["path"]).expanduser().resolve()
+    if not model_file.is_file():
+        raise BundleError(f"model file {model_file} does not exist: choose it again.")
+    folder = Path(plan.model.get("project") or model_file.parent).expanduser().resolve()
+    if folder not in model_file.parents:
+        raise BundleError(f"the model file {model_file} is not inside its project folder "
+                          f"{folder}: choose a folder that holds it.")
+    listing = list_project(folder)
+    relative = model_file.relative_to(folder).as_posix()
+    if relative not in listing.files:
+        raise BundleError(f"{relative} is left out of the bundle by "
+                          f"{listing.rules_from or 'the'} ignore rules: the model file must be "
+                          "copied.")
+    if listing.total_bytes > MAX_MODEL_PROJECT_BYTES:
+        raise BundleError(
+            f"the model file's folder {folder} holds {human_size(listing.total_bytes)} to copy "
+            "into the bundle: put the model file in a folder of its own project, or list large "
+            "data in a .dtguiignore there (and read it from a path on each machine).")
+    model = {**plan.model, "path": f"{BUNDLE_PROJECT_DIR}/{relative}",
+             "project": BUNDLE_PROJECT_DIR}
+    return plan.with_changes(model=model), listing
+
+
+def _write_files(plan: Plan, root: Path) -> None:
     (root / "plan.json").write_text(plan.to_json(), encoding="utf-8")
     (root / "README.md").write_text(readme_text(plan) + script_readme_section(plan),
                                     encoding="utf-8")
@@ -318,6 +345,4 @@ def _write_files(plan: Plan, root: Path, model_file: Path | None) -> None:
     if plan.model.get("kind") == "demo":
         (root / "data").mkdir()
         shutil.copy2(DEMO_DATA, root / "data" / DEMO_DATA.name)
-    if model_file is not None:
-        shutil.copy2(model_file, root / USER_MODEL_NAME)
     (root / OUTPUT_DIR).mkdir()

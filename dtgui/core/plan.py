@@ -60,6 +60,9 @@ class TaskSpec:
 
 
 MAX_STEPS_PER_CALL = StepsPerCall.MAX_STEPS  # the training program's own limit
+OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
+LR_SCHEDULES = ("constant", "cosine", "warmup_cosine", "step")
+MAX_ACCUMULATION = 64  # micro-batches per update (unrolled in the step's graph)
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,18 @@ class Plan:
     checkpoint_every: int = 50
     log_every: int = 1
     steps_per_call: int = 0  # training steps per call to the device; 0: chosen while training
+    # the optimizer and its schedule (a model file's make_optimizer() replaces them)
+    optimizer: str = "adam"
+    weight_decay: float = 0.0  # decoupled weight decay (AdamW, SGD, RMSprop)
+    momentum: float = 0.9  # SGD
+    lr_schedule: str = "constant"
+    warmup_steps: int = 0  # warmup_cosine: linear from 0 to the learning rate
+    lr_step_every: int = 1000  # step: multiply the learning rate by lr_step_factor every N
+    lr_step_factor: float = 0.1
+    clip_norm: float = 0.0  # clip the global gradient norm (0: off)
+    grad_accumulation: int = 1  # micro-batches per update (1: off)
+    validate_every: int = 0  # steps between validations; 0: at the end of every epoch
+    save_best: bool = False  # also keep the model at its best validation loss
     model: dict[str, Any] = field(default_factory=lambda: {"kind": "demo"})
     tpu_address: str = ""
     cluster: dict[str, list[str]] = field(default_factory=dict)
@@ -112,6 +127,11 @@ class Plan:
         if self.strategy == "parameter_server":
             return self.per_replica_batch
         return self.per_replica_batch * self.total_replicas
+
+    @property
+    def examples_per_update(self) -> int:
+        """Examples behind one optimizer update (the global batch x accumulated micro-batches)."""
+        return self.global_batch * max(1, self.grad_accumulation)
 
     @property
     def machine_names(self) -> list[str]:
@@ -155,6 +175,33 @@ class Plan:
             raise PlanError(f"plan.json does not fit schema {SCHEMA}: {exc}") from exc
 
 
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_optimizer(plan: Plan, errors: list[str]) -> None:
+    """The optimizer, schedule, clipping, accumulation and validation fields."""
+    if plan.optimizer not in OPTIMIZERS:
+        errors.append(f"Optimizer must be one of {', '.join(OPTIMIZERS)}.")
+    if plan.lr_schedule not in LR_SCHEDULES:
+        errors.append(f"Learning-rate schedule must be one of {', '.join(LR_SCHEDULES)}.")
+    if not _number(plan.weight_decay) or not 0 <= plan.weight_decay <= 1:
+        errors.append("Weight decay must be a number from 0 to 1 (e.g. 0.01; 0 = none).")
+    if not _number(plan.momentum) or not 0 <= plan.momentum < 1:
+        errors.append("Momentum must be a number from 0 up to (not including) 1 (e.g. 0.9).")
+    if not _number(plan.clip_norm) or not 0 <= plan.clip_norm <= 1e6:
+        errors.append("Gradient clipping must be a global norm of 0 (off) or more (e.g. 1.0).")
+    if not _number(plan.lr_step_factor) or not 0 < plan.lr_step_factor <= 1:
+        errors.append("Step decay factor must be above 0 and at most 1 (e.g. 0.1).")
+    _check_int(errors, "Warm-up steps", plan.warmup_steps, 0, 10_000_000)
+    _check_int(errors, "Step decay interval", plan.lr_step_every, 1, 10_000_000)
+    _check_int(errors, "Gradient accumulation", plan.grad_accumulation, 1, MAX_ACCUMULATION)
+    _check_int(errors, "Validation interval", plan.validate_every, 0, 10_000_000)
+    if plan.lr_schedule == "warmup_cosine" and isinstance(plan.warmup_steps, int) \
+            and isinstance(plan.steps, int) and plan.warmup_steps >= plan.steps:
+        errors.append("Warm-up steps must be fewer than the steps: the cosine decay follows them.")
+
+
 def validate(plan: Plan, *, usable_gpus: int | None = None) -> list[str]:
     """Every reason this plan cannot run, as sentences that say what to change."""
     errors: list[str] = []
@@ -181,6 +228,7 @@ def validate(plan: Plan, *, usable_gpus: int | None = None) -> list[str]:
     _check_int(errors, "Seed", plan.seed, 0, 2**31 - 1)
     if not isinstance(plan.learning_rate, (int, float)) or not 0 < plan.learning_rate <= 10:
         errors.append("Learning rate must be a number above 0 and at most 10 (e.g. 0.001).")
+    _check_optimizer(plan, errors)
     if errors:
         return errors  # the checks below compare these numbers
 

@@ -19,12 +19,13 @@ class StepsPerCall:
         self.proposal = float(self.k)
         self._observed = 0
 
-    def next(self, done: int, total: int, every: int) -> int:
-        """Steps of the next call after `done`, ending at the next multiple of `every`
-        (checkpoints) and at `total`."""
+    def next(self, done: int, total: int, *intervals: int) -> int:
+        """Steps of the next call after `done`, ending at `total` and at the next multiple of
+        each interval (checkpoints, validation: they happen between calls)."""
         k = min(self.k, total - done)
-        if every > 0:
-            k = min(k, every - done % every)
+        for every in intervals:
+            if every > 0:
+                k = min(k, every - done % every)
         return max(1, k)
 
     def observe(self, seconds_per_step: float) -> None:

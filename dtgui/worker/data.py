@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 import keras
@@ -27,10 +28,21 @@ def load_digits(bundle_dir: str) -> tuple[np.ndarray, np.ndarray]:
     return features, labels.astype(np.int32)
 
 
+DEMO_VALIDATION = 297  # the last digits are held out for validation (1500 to train)
+
+
 def demo_dataset(bundle_dir: str) -> tf.data.Dataset:
-    """Unbatched (features, label) pairs of the digits set."""
+    """Unbatched (features, label) pairs of the digits the demo trains on."""
     features, labels = load_digits(bundle_dir)
-    return tf.data.Dataset.from_tensor_slices((features, labels))
+    return tf.data.Dataset.from_tensor_slices((features[:-DEMO_VALIDATION],
+                                               labels[:-DEMO_VALIDATION]))
+
+
+def demo_validation_dataset(bundle_dir: str) -> tf.data.Dataset:
+    """The held-out digits (never trained on)."""
+    features, labels = load_digits(bundle_dir)
+    return tf.data.Dataset.from_tensor_slices((features[-DEMO_VALIDATION:],
+                                               labels[-DEMO_VALIDATION:]))
 
 
 def build_demo_model() -> keras.Model:
@@ -57,11 +69,17 @@ def model_source(plan: dict[str, Any], bundle_dir: str) -> ModelSource:
     if kind == "demo":
         return ModelSource(kind="demo", path="", build_model=build_demo_model,
                            make_dataset=lambda: demo_dataset(bundle_dir),
-                           make_loss=None, num_classes=NUM_CLASSES)
+                           make_loss=None, num_classes=NUM_CLASSES,
+                           make_validation_dataset=lambda: demo_validation_dataset(bundle_dir))
     if kind == "file":
         rel = model.get("path") or ""
         if not rel:
             raise UserError('plan.json: model.kind is "file" but model.path is empty')
+        project = model.get("project") or ""
+        if project:  # the model file's folder: `import mypackage.models` resolves there
+            root = os.path.join(bundle_dir, project)
+            if root not in sys.path:
+                sys.path.insert(0, root)
         return load_model_file(os.path.join(bundle_dir, rel))
     raise UserError(f'plan.json: unknown model.kind "{kind}" (expected "demo" or "file")')
 

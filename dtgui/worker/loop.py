@@ -102,9 +102,17 @@ class Trainer:
 
 
 def make_trainer(info: StrategyInfo, model: keras.Model, optimizer: Any, loss_obj: Any,
-                 global_batch: int, xla: bool, float16: bool) -> Trainer:
+                 global_batch: int, xla: bool, float16: bool, micro_batches: int = 1,
+                 clip_norm: float = 0.0) -> Trainer:
     """Build the distributed training call; with ``xla`` the replica's forward+backward is
     XLA-compiled.
+
+    One step is one optimizer update over ``micro_batches`` consecutive batches (gradient
+    accumulation): their gradients are summed, each averaged over all of them, so the update
+    is the one of a batch ``micro_batches`` times as large. With ``clip_norm`` the summed
+    gradient of every replica is all-reduced and clipped to that global norm before the
+    update (Keras would clip each replica's part); the optimizer's own all-reduce of the
+    (then identical) gradients is kept, so each replica hands it 1/replicas of the total.
 
     The gradient all-reduce and the optimizer update stay outside the XLA cluster: they make
     cross-replica merge calls, which XLA cannot compile. The k steps of a call run in one
@@ -116,16 +124,12 @@ def make_trainer(info: StrategyInfo, model: keras.Model, optimizer: Any, loss_ob
     def compute(features: Any, labels: Any) -> tuple[Any, Any, Any]:
         with tf.GradientTape() as tape:
             logits = model(features, training=True)
-            per_example = tf.cast(loss_obj(labels, logits), tf.float32)
-            if per_example.shape.rank == 0:
-                per_example = tf.fill(tf.shape(logits)[:1], per_example)
-            elif per_example.shape.rank is not None and per_example.shape.rank > 1:
-                per_example = tf.reduce_mean(
-                    per_example, axis=list(range(1, per_example.shape.rank)))
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+            per_example = per_example_loss(loss_obj, labels, logits)
+            loss = tf.nn.compute_average_loss(per_example,
+                                              global_batch_size=global_batch * micro_batches)
             if model.losses:
                 loss += tf.nn.scale_regularization_loss(
-                    tf.add_n([tf.cast(x, tf.float32) for x in model.losses]))
+                    tf.add_n([tf.cast(x, tf.float32) for x in model.losses])) / micro_batches
             scaled = optimizer.scale_loss(loss) if float16 else loss
         grads = tape.gradient(scaled, model.trainable_variables)
         replica_loss = tf.reduce_mean(per_example)
@@ -134,18 +138,31 @@ def make_trainer(info: StrategyInfo, model: keras.Model, optimizer: Any, loss_ob
 
     compute_fn = tf.function(compute, jit_compile=True) if xla else compute
 
-    def replica_step(batch: Any) -> Any:
-        features, labels = batch
-        grads, replica_loss, correct = compute_fn(features, labels)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-        return tf.stack([replica_loss, correct])
+    def replica_step(batches: Any) -> Any:
+        total: Any = None
+        losses, correct = [], []
+        for features, labels in batches:  # the micro-batches of one update (unrolled)
+            grads, replica_loss, right = compute_fn(features, labels)
+            total = grads if total is None else [a + b for a, b in zip(total, grads, strict=True)]
+            losses.append(replica_loss)
+            correct.append(right)
+        if clip_norm > 0:
+            context = tf.distribute.get_replica_context()
+            summed = context.all_reduce(tf.distribute.ReduceOp.SUM, total)
+            clipped, _ = tf.clip_by_global_norm(summed, clip_norm)
+            total = [g / context.num_replicas_in_sync for g in clipped]
+        optimizer.apply_gradients(zip(total, model.trainable_variables, strict=True))
+        return tf.stack([tf.add_n(losses) / len(losses), tf.add_n(correct)])
+
+    def next_batches(iterator: Any) -> tuple[Any, ...]:
+        return tuple(next(iterator) for _ in range(micro_batches))
 
     if info.coordinator is not None:
         @tf.function
         def ps_steps(iterator: Any, k: Any) -> Any:
             rows = tf.TensorArray(tf.float32, size=k, element_shape=[2])
             for i in tf.range(k):
-                rows = rows.write(i, strategy.run(replica_step, args=(next(iterator),)))
+                rows = rows.write(i, strategy.run(replica_step, args=(next_batches(iterator),)))
             return rows.stack()
 
         return Trainer(ps_steps, compute_fn)
@@ -173,7 +190,7 @@ def make_trainer(info: StrategyInfo, model: keras.Model, optimizer: Any, loss_ob
     def run_steps(iterator: Any, k: Any, proposal: Any) -> Any:
         rows = tf.TensorArray(tf.float32, size=k, element_shape=[local, 2])
         for i in tf.range(k):
-            values = strategy.run(replica_step, args=(next(iterator),))
+            values = strategy.run(replica_step, args=(next_batches(iterator),))
             rows = rows.write(i, tf.stack(strategy.experimental_local_results(values)))
         per_task = rows.stack()
         totals, agreed = sums_and_size(per_task, proposal)
@@ -182,8 +199,18 @@ def make_trainer(info: StrategyInfo, model: keras.Model, optimizer: Any, loss_ob
     return Trainer(run_steps, compute_fn)
 
 
-def _correct_count(labels: Any, logits: Any) -> Any:
-    """How many predictions match the labels (sparse integer labels, else one-hot)."""
+def per_example_loss(loss_obj: Any, labels: Any, outputs: Any) -> Any:
+    """The loss of each example (float32, one value per example whatever the loss gives)."""
+    per_example = tf.cast(loss_obj(labels, outputs), tf.float32)
+    if per_example.shape.rank == 0:
+        return tf.fill(tf.shape(outputs)[:1], per_example)
+    if per_example.shape.rank is not None and per_example.shape.rank > 1:
+        return tf.reduce_mean(per_example, axis=list(range(1, per_example.shape.rank)))
+    return per_example
+
+
+def sparse_accuracy(labels: Any, logits: Any) -> Any:
+    """1.0 where the arg-max class is the label (integer labels, else one-hot), per example."""
     logits = tf.cast(logits, tf.float32)
     predicted = tf.argmax(logits, axis=-1, output_type=tf.int64)
     if labels.shape.rank is not None and logits.shape.rank is not None \
@@ -192,7 +219,11 @@ def _correct_count(labels: Any, logits: Any) -> Any:
         truth = tf.argmax(labels, axis=-1, output_type=tf.int64)
     else:
         truth = tf.cast(tf.reshape(labels, tf.shape(predicted)), tf.int64)
-    return tf.reduce_sum(tf.cast(tf.equal(predicted, truth), tf.float32))
+    return tf.cast(tf.equal(predicted, truth), tf.float32)
+
+
+def _correct_count(labels: Any, logits: Any) -> Any:
+    return tf.reduce_sum(sparse_accuracy(labels, logits))
 
 
 def xla_functions(trainer: Trainer, iterator: Any, *args: Any) -> list[str]:

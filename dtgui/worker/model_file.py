@@ -2,7 +2,9 @@
 
 The model-file contract (README, "Your own model file"): ``build_model()`` -> keras.Model
 (logits), ``make_dataset()`` -> tf.data.Dataset of unbatched (features, label) pairs,
-optional ``make_loss()`` -> keras loss with reduction="none", optional ``NUM_CLASSES``.
+optional ``make_validation_dataset()`` (the same, for validation), ``make_loss()`` -> keras
+loss with reduction="none", ``make_optimizer()`` -> keras optimizer, ``make_metrics()`` ->
+list of metrics (keras mean metrics or functions of (y_true, y_pred)), ``NUM_CLASSES``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 REQUIRED = ("build_model", "make_dataset")
+OPTIONAL = ("make_validation_dataset", "make_loss", "make_optimizer", "make_metrics")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _TF_DETECTED = re.compile(r"Detected at node .*? defined at \(most recent call last\):\n"
                           r"(?:\s*File .*\n|\s*\n)*")
@@ -84,11 +87,16 @@ class ModelSource:
     make_dataset: Callable[[], Any]
     make_loss: Callable[[], Any] | None = None
     num_classes: int | None = None
+    make_validation_dataset: Callable[[], Any] | None = None
+    make_optimizer: Callable[[], Any] | None = None
+    make_metrics: Callable[[], Any] | None = None
 
     def call(self, name: str, *args: Any) -> Any:
         """Call one of the model functions; an exception becomes a UserError naming it."""
         fn = {"build_model": self.build_model, "make_dataset": self.make_dataset,
-              "make_loss": self.make_loss}[name]
+              "make_loss": self.make_loss, "make_optimizer": self.make_optimizer,
+              "make_metrics": self.make_metrics,
+              "make_validation_dataset": self.make_validation_dataset}[name]
         if fn is None:
             raise UserError(f"No {name}() defined")
         try:
@@ -138,7 +146,7 @@ def load_model_file(path: str) -> ModelSource:
         names = " and ".join(f"{n}()" for n in missing)
         raise UserError(f"Your model file does not define {names} "
                         f"(it must define build_model() and make_dataset())")
-    for name in (*REQUIRED, "make_loss"):
+    for name in (*REQUIRED, *OPTIONAL):
         if hasattr(module, name) and not callable(getattr(module, name)):
             raise UserError(f"In your model file, {name} is not a function "
                             f"(it is a {type(getattr(module, name)).__name__})")
@@ -146,4 +154,7 @@ def load_model_file(path: str) -> ModelSource:
     return ModelSource(kind="file", path=os.path.abspath(path), build_model=module.build_model,
                        make_dataset=module.make_dataset,
                        make_loss=getattr(module, "make_loss", None),
-                       num_classes=num_classes if isinstance(num_classes, int) else None)
+                       num_classes=num_classes if isinstance(num_classes, int) else None,
+                       make_validation_dataset=getattr(module, "make_validation_dataset", None),
+                       make_optimizer=getattr(module, "make_optimizer", None),
+                       make_metrics=getattr(module, "make_metrics", None))

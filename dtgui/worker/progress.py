@@ -21,9 +21,12 @@ from . import step_batch
 from .call_size import StepsPerCall
 from .checkpoints import Checkpoints
 from .events import EventWriter
+from .export import ModelSaver
 from .loop import Trainer, xla_functions
+from .optim import learning_rate_at
 from .strategy import StrategyInfo
 from .summaries import Scalars
+from .validation import Validator
 
 PRINT_EVERY_SECONDS = 2.0
 TIMELINE_POINTS = 256  # (step, seconds) marks kept for the `finished` event
@@ -36,7 +39,8 @@ class Progress:
 
     def __init__(self, plan: dict[str, Any], info: StrategyInfo, events: EventWriter,
                  ckpts: Checkpoints | None, writer: Scalars | None, global_batch: int, resumed: int,
-                 task: str) -> None:
+                 task: str, *, optimizer: Any = None, validator: Validator | None = None,
+                 saver: ModelSaver | None = None, classification: bool = True) -> None:
         self.info = info
         self.events = events
         self.ckpts = ckpts
@@ -49,6 +53,14 @@ class Progress:
         self.per_epoch = max(1, int(plan.get("steps_per_epoch", 0) or self.total or 1))
         self.log_every = max(1, int(plan.get("log_every", 1) or 1))
         self.ckpt_every = int(plan.get("checkpoint_every", 0) or 0) if ckpts is not None else 0
+        self.optimizer = optimizer
+        self.validator = validator
+        self.saver = saver
+        self.classification = classification
+        self.micro_batches = max(1, int(plan.get("grad_accumulation", 1) or 1))
+        self.val_every = (int(plan.get("validate_every", 0) or 0) or self.per_epoch) \
+            if validator is not None else 0
+        self._validated_at = 0
         self.sizer = StepsPerCall(int(plan.get("steps_per_call", 0) or 0),
                                   max(1, info.local_replicas))
         self.ps_workers = max(1, sum(1 for t in plan.get("tasks", [])
@@ -72,7 +84,7 @@ class Progress:
         iterator = iter(dataset)
         done = self.start
         while done < self.total:
-            k = self.sizer.next(done, self.total, self.ckpt_every)
+            k = self.sizer.next(done, self.total, self.ckpt_every, self.val_every)
             began = time.perf_counter()
             per_task, totals, agreed = trainer.run(iterator, tf.constant(k, tf.int32),
                                                    tf.constant(self.sizer.proposal, tf.float32))
@@ -85,6 +97,8 @@ class Progress:
             self.after_steps(done + 1, per_task[:, :, 0], totals[:, 0] / self.replicas_in_sync,
                              totals[:, 1])
             done += k
+            if self.val_every > 0 and done % self.val_every == 0:
+                self.validate(done)
             if self.ckpt_every > 0 and done % self.ckpt_every == 0:
                 self.save(done)
         self.finish()
@@ -100,18 +114,23 @@ class Progress:
         done = self.start
         fetched_at = time.perf_counter()
         while done < self.total:
-            k = self.sizer.next(done, self.total, self.ckpt_every)
+            k = self.sizer.next(done, self.total, self.ckpt_every, self.val_every)
             remote = coordinator.schedule(trainer.run, args=(iterator, tf.constant(k, tf.int32)))
             in_flight.append((done + 1, k, remote))
             if done == self.start and self.xla:
                 self.report_xla(trainer, iterator, tf.constant(1, tf.int32))
             done += k
-            boundary = self.ckpt_every > 0 and done % self.ckpt_every == 0
+            saving = self.ckpt_every > 0 and done % self.ckpt_every == 0
+            validating = self.val_every > 0 and done % self.val_every == 0
+            boundary = saving or validating
             if len(in_flight) >= max_in_flight or boundary:
                 batch = len(in_flight) if boundary else len(in_flight) // 2
                 fetched_at = self._fetch_ps(in_flight, batch, fetched_at)
             if boundary:
                 coordinator.join()
+            if validating:
+                self.validate(done)
+            if saving:
                 self.save(done)
         self._fetch_ps(in_flight, len(in_flight), fetched_at)
         coordinator.join()
@@ -197,7 +216,12 @@ class Progress:
                          replica_ids=self.info.replica_ids, encoding=step_batch.ENCODING,
                          losses=step_batch.encode(replica_losses[rows]),
                          means=step_batch.encode(means[rows]), loss=float(means[-1]),
-                         examples_per_sec=round(rate, 2))
+                         examples_per_sec=round(rate, 2), **self._lr_field(int(steps[-1])))
+
+    def _lr_field(self, step: int) -> dict[str, float]:
+        if self.optimizer is None:
+            return {}
+        return {"lr": learning_rate_at(self.optimizer, step)}
 
     def _count_epochs(self, steps: np.ndarray, means: np.ndarray, correct: np.ndarray) -> None:
         """Epoch loss and accuracy over the steps of each epoch, an `epoch` event at its
@@ -220,13 +244,37 @@ class Progress:
         if n == 0:
             return
         loss = self._epoch_loss / n
-        accuracy = self._epoch_correct / (n * self.global_batch)
         epoch = self.epoch_of(step)
-        self.events.emit("epoch", epoch=epoch, loss=loss, accuracy=accuracy, steps=step)
+        metrics: dict[str, float] = {}
+        if self.classification:  # an arg-max "accuracy" means nothing for other tasks
+            metrics["accuracy"] = self._epoch_correct / (n * self.global_batch
+                                                         * self.micro_batches)
+        self.events.emit("epoch", epoch=epoch, loss=loss, steps=step, metrics=metrics,
+                         **metrics)
         if self.writer is not None:
             self.writer.scalar("epoch_loss", loss, step)
-            self.writer.scalar("epoch_accuracy", accuracy, step)
+            for name, value in metrics.items():
+                self.writer.scalar(f"epoch_{name}", value, step)
         self._epoch_loss, self._epoch_correct, self._epoch_steps = 0.0, 0.0, 0
+
+    def validate(self, step: int) -> None:
+        """Every task evaluates (MultiWorkerMirrored: together); each reports the same."""
+        if self.validator is None or step == self._validated_at:
+            return
+        self._validated_at = step
+        began = time.perf_counter()
+        values, examples = self.validator.run()
+        loss = values.pop("loss")
+        self.events.emit("validation", step=step, epoch=self.epoch_of(step), loss=loss,
+                         metrics=values, examples=examples)
+        if self.writer is not None:
+            self.writer.scalar("val_loss", loss, step)
+            for name, value in values.items():
+                self.writer.scalar(f"val_{name}", value, step)
+        if self.saver is not None:
+            self.saver.consider(step, loss)
+        self._last_report = (self._last_report[0] + time.perf_counter() - began,
+                             self._last_report[1])  # the training rate excludes validating
 
     def save(self, step: int) -> None:
         assert self.ckpts is not None
@@ -237,6 +285,8 @@ class Progress:
 
     def finish(self) -> None:
         last = self.total
+        if self.val_every > 0 and last > self.start:
+            self.validate(last)  # the end, when it is not on an interval
         if self.ckpts is not None and last > self.start \
                 and not (self.ckpt_every > 0 and last % self.ckpt_every == 0):
             self.save(last)

@@ -18,10 +18,13 @@ from . import loop
 from .checkpoints import Checkpoints
 from .data import make_loss, model_source
 from .events import EventWriter
+from .export import ModelSaver
 from .model_file import ModelSource, UserError
+from .optim import make_optimizer
 from .progress import Progress
 from .strategy import StrategyInfo, build_strategy, configure_devices
 from .summaries import Scalars
+from .validation import Validator, metric_functions
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 TPU_SETUP_SECONDS = 180
@@ -114,8 +117,8 @@ def build(source: ModelSource, info: StrategyInfo, plan: dict[str, Any]) -> tupl
             if not model.trainable_variables:  # a subclassed model not built yet
                 features, _ = sample_batch(source, int(plan.get("per_replica_batch", 32)))
                 model(features)
-        optimizer: Any = keras.optimizers.Adam(learning_rate=float(plan.get("learning_rate",
-                                                                            1e-3)))
+        with stage("making the optimizer"):
+            optimizer: Any = make_optimizer(plan, source)
         if float16:
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         optimizer.build(model.trainable_variables)
@@ -128,6 +131,20 @@ def build(source: ModelSource, info: StrategyInfo, plan: dict[str, Any]) -> tupl
 def sample_batch(source: ModelSource, batch: int) -> tuple[Any, Any]:
     ds = loop.check_dataset(source.call("make_dataset"))
     return next(iter(ds.batch(batch).take(1)))
+
+
+def sample_inputs(source: ModelSource) -> Any:
+    """A batch of validation (else training) inputs, kept with the saved model with what the
+    model predicts for it; None when the inputs are not one array (a dict of features)."""
+    name = "make_validation_dataset" if source.make_validation_dataset else "make_dataset"
+    features, _ = next(iter(loop.check_dataset(source.call(name)).batch(16).take(1)))
+    return features.numpy() if hasattr(features, "numpy") else None
+
+
+def is_classification(loss_obj: Any) -> bool:
+    """Whether the task is a classification (accuracy means something): judged by its loss."""
+    return isinstance(loss_obj, (keras.losses.SparseCategoricalCrossentropy,
+                                 keras.losses.CategoricalCrossentropy))
 
 
 def agree_on_step(info: StrategyInfo, step: int) -> None:
@@ -171,11 +188,24 @@ def run_task(plan: dict[str, Any], bundle_dir: str, out_dir: str, task: str,
             resumed = ckpts.restore_latest()
             agree_on_step(info, resumed)
     seed = int(plan.get("seed", 42))
+    micro_batches = max(1, int(plan.get("grad_accumulation", 1) or 1))
     with stage("making the data set"):
-        dataset = loop.distributed_dataset(source, info, seed, global_batch, resumed)
+        dataset = loop.distributed_dataset(source, info, seed, global_batch,
+                                           resumed * micro_batches)
     trainer = loop.make_trainer(info, model, optimizer, loss_obj, global_batch,
                                 xla=bool(plan.get("xla")),
-                                float16=plan.get("precision") == "mixed_float16")
+                                float16=plan.get("precision") == "mixed_float16",
+                                micro_batches=micro_batches,
+                                clip_norm=float(plan.get("clip_norm", 0.0) or 0.0))
+    classification = is_classification(loss_obj)
+    validator = None
+    if source.make_validation_dataset is not None:
+        with stage("making the validation data set"):
+            validator = Validator(info, model, loss_obj,
+                                  metric_functions(source, classification), source,
+                                  global_batch)
+    saver = ModelSaver(model, out_dir, sample_inputs(source), events,
+                       keep_best=bool(plan.get("save_best")), active=info.is_chief)
     events.emit("started", **started_fields(plan, info, global_batch, resumed))
     if resumed:
         events.log(f"resumed from the checkpoint of step {resumed}")
@@ -186,12 +216,16 @@ def run_task(plan: dict[str, Any], bundle_dir: str, out_dir: str, task: str,
     writer = None
     if info.is_chief:
         writer = Scalars(out_dir, task)
-    progress = Progress(plan, info, events, ckpts, writer, global_batch, resumed, task)
+    progress = Progress(plan, info, events, ckpts, writer, global_batch, resumed, task,
+                        optimizer=optimizer, validator=validator, saver=saver,
+                        classification=classification)
     with stage(f"training ({info.name})"):
         if info.coordinator is not None:
             progress.run_ps(trainer, dataset)
         else:
             progress.run(trainer, dataset)
+    with stage("saving the trained model"):
+        saver.final(max(total_steps, resumed))
     if writer is not None:
         writer.flush()
     events.emit("finished", steps=max(total_steps, resumed), loss=progress.last_loss,

@@ -29,7 +29,8 @@ from dtgui.ui.workers import run_in_thread
 from .common import WizardContext, card, label, monospace, muted
 from .script_box import ScriptBox
 
-DEMO_TEXT = ("MLP on the digits data set: 1797 real 8×8 images, 10 classes, bundled, "
+DEMO_TEXT = ("MLP on the digits data set: 1797 real 8×8 images (1500 to train, 297 held out to "
+             "validate), 10 classes, bundled, "
              "works offline.")
 DEMO_NETWORK = ("64 pixels → Dense 128 (relu) → Dense 64 (relu) → 10 logits; sparse categorical "
                 "cross-entropy, Adam.")

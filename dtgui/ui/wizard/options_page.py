@@ -37,9 +37,10 @@ from .common import (
     muted,
     show_errors,
 )
+from .optimizer_box import OptimizerBox
 from .texts import global_batch_text, precision_hint
 
-DIGITS_EXAMPLES = 1797
+DIGITS_EXAMPLES = 1500  # the demo trains on 1500 digits and validates on the other 297
 AUTO_NAME = re.compile(r"[a-z]+(-[a-z]+)*-\d{8}-\d{6}")  # as fresh_run_name makes
 PRECISION_TEXT = {"float32": "float32 (full precision)", "mixed_float16": "mixed_float16",
                   "mixed_bfloat16": "mixed_bfloat16"}
@@ -150,13 +151,14 @@ class OptionsPage(QWizardPage):
         validator = QDoubleValidator(0.0, 10.0, 10, self.lr_edit)
         validator.setNotation(QDoubleValidator.Notation.ScientificNotation)
         self.lr_edit.setValidator(validator)
-        self.lr_edit.setToolTip("Adam learning rate, above 0 and at most 10 (e.g. 0.001 or 1e-3).")
+        self.lr_edit.setToolTip("The learning rate (the peak of a schedule), above 0 and at "
+                                "most 10 (e.g. 0.001 or 1e-3).")
         self.seed_spin = QSpinBox()
         self.seed_spin.setRange(0, 2**31 - 1)
         self.seed_spin.setValue(42)
         self.deterministic_check = QCheckBox("Deterministic ops (reproducible, a bit slower)")
         self.deterministic_check.setChecked(True)
-        optim = QGroupBox("Optimizer and reproducibility")
+        optim = QGroupBox("Learning rate and reproducibility")
         ogrid = QGridLayout(optim)
         ogrid.setHorizontalSpacing(10)
         ogrid.addWidget(_right("Learning rate:"), 0, 0)
@@ -180,6 +182,9 @@ class OptionsPage(QWizardPage):
         grid.addWidget(numerics, 1, 0)
         grid.addWidget(length, 1, 1)
         grid.addWidget(optim, 2, 0, 1, 2)
+        self.optimizer_box = OptimizerBox()
+        self.optimizer_box.changed.connect(self._on_change)
+        grid.addWidget(self.optimizer_box, 3, 0, 1, 2)
         grid.setColumnStretch(0, 1)
         grid.setColumnStretch(1, 1)
         layout = QVBoxLayout(self)
@@ -216,7 +221,7 @@ class OptionsPage(QWizardPage):
         return value if math.isfinite(value) else math.nan
 
     def apply(self, plan: Plan) -> Plan:
-        return plan.with_changes(
+        return self.optimizer_box.apply(plan).with_changes(
             precision=str(self.precision_combo.currentData()),
             xla=self.xla_check.isChecked(),
             communication=str(self.communication_combo.currentData()),
@@ -247,6 +252,7 @@ class OptionsPage(QWizardPage):
         self.deterministic_check.setChecked(bool(plan.deterministic))
         self.checkpoint_spin.setValue(as_int(plan.checkpoint_every, 50))
         self.per_call_spin.setValue(as_int(plan.steps_per_call, 0))
+        self.optimizer_box.load(plan)
         self.run_name_edit.setText(str(plan.run_name))
         self._sync_epochs()
 
@@ -308,6 +314,7 @@ class OptionsPage(QWizardPage):
                          "" if gpu else "NCCL needs GPUs: choose auto or ring on CPU.")
 
         self.global_label.setText(global_batch_text(plan))
+        self.optimizer_box.set_effective_batch(plan.global_batch)
         if self.ctx.draft().model.get("kind", "demo") == "demo" and not tpu:
             per_epoch = max(1, DIGITS_EXAMPLES // max(1, plan.global_batch))
             self.epoch_hint.setText(f"The demo's {DIGITS_EXAMPLES} examples make about "

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 from dtgui.core.bundle import task_script_text
 from dtgui.core.cluster import PlacementError, busy_ports, place_local, tf_config
 from dtgui.core.plan import LOCAL_MACHINE, Plan, TaskSpec, validate
+from dtgui.core.plan_text import optimizer_text, schedule_text, validation_text
 from dtgui.core.strategies import STRATEGIES
 
 from .common import WizardContext, card, error_label, label, monospace, muted, show_errors
@@ -62,7 +63,8 @@ class ReviewPage(QWizardPage):
         self.summary_grid.setVerticalSpacing(4)
         self.summary_values: dict[str, QLabel] = {}
         names = ("Strategy", "Devices", "Replicas", "Global batch", "Precision", "XLA",
-                 "Steps", "Learning rate", "Seed", "Model", "Checkpoints", "Run name")
+                 "Steps", "Learning rate", "Seed", "Optimizer", "Validation", "Model",
+                 "Checkpoints", "Run name")
         for i, name in enumerate(names):
             row, col = divmod(i, 3)
             key = QLabel(name + ":")
@@ -189,7 +191,9 @@ class ReviewPage(QWizardPage):
         values["XLA"].setText("on" if plan.xla else "off")
         per_call = f", {plan.steps_per_call} per call" if plan.steps_per_call else ""
         values["Steps"].setText(f"{plan.steps} ({plan.steps_per_epoch} per epoch{per_call})")
-        values["Learning rate"].setText(f"{plan.learning_rate:g}")
+        values["Learning rate"].setText(schedule_text(plan))
+        self._set_elided(values["Optimizer"], optimizer_text(plan))
+        values["Validation"].setText(validation_text(plan))
         values["Seed"].setText(f"{plan.seed}" + (", deterministic" if plan.deterministic else ""))
         model = plan.model
         if model.get("kind") == "script":  # a user's own training script
