@@ -184,3 +184,36 @@ def test_export_takes_steps_per_call_and_refuses_too_many(tmp_path: Path, capsys
     assert main(["export", str(tmp_path / "big"), "--steps-per-call", "20000"]) == 2
     assert "Steps per call" in capsys.readouterr().err
     assert not (tmp_path / "big").exists()
+
+
+def test_validation_learning_rate_and_saved_models_reach_the_metrics(tmp_path: Path) -> None:
+    """Two MultiWorkerMirrored workers report the same validation: it is kept once a step."""
+    metrics = RunMetrics()
+    for task in ("worker:0", "worker:1"):
+        path = tmp_path / f"{task}.jsonl"
+        writer = EventWriter(path, task)
+        writer.emit("started", replicas=1, replica_ids=[int(task[-1])], steps=40)
+        for first, lr in ((1, 0.1), (21, 0.05)):
+            losses = np.full((20, 1), 1.0 / first, np.float32)
+            writer.emit("steps", first=first, count=20, stride=1, epoch=1,
+                        replica_ids=[int(task[-1])], encoding=step_batch.ENCODING,
+                        losses=step_batch.encode(losses), means=step_batch.encode(losses[:, 0]),
+                        loss=1.0, examples_per_sec=10.0, lr=lr)
+            writer.emit("validation", step=first + 19, epoch=1, loss=2.0 / first,
+                        metrics={"top_5": 0.5 + first / 100}, examples=297)
+        writer.emit("epoch", epoch=2, loss=0.7, steps=40, metrics={"top_5": 0.9})
+        if task == "worker:0":
+            writer.emit("model_saved", role="final", step=40, path="model/model.keras",
+                        savedmodel="model/saved_model")
+        writer.close()
+        metrics.add_events(read_all(path))
+    snap = metrics.snapshot()
+    assert snap.validation["loss"][0].tolist() == [20, 40]
+    assert snap.validation["loss"][1].tolist() == [2.0, 2.0 / 21]
+    assert snap.validation["top_5"][1].tolist() == [0.51, 0.71]
+    assert snap.learning_rate[0].tolist() == [20, 40]
+    assert snap.learning_rate[1].tolist() == [0.1, 0.05]
+    assert snap.models == [{"task": "worker:0", "t": snap.models[0]["t"], "role": "final",
+                            "step": 40, "path": "model/model.keras",
+                            "savedmodel": "model/saved_model"}]
+    assert snap.last_epoch_metrics["top_5"] == 0.9 and "accuracy" not in snap.last_epoch_metrics

@@ -20,6 +20,7 @@ SCHEMA_VERSION = 2
 READABLE_VERSIONS = frozenset({1, 2})
 KINDS = frozenset(
     {"started", "step", "steps", "epoch", "device", "checkpoint", "log", "finished", "failed",
+     "validation", "model_saved",
      "scalar"}  # scalar: a number a user's own script logs (dtgui.core.scalars)
 )
 STEP_KINDS = ("step", "steps")  # events that report training steps (schema 1, schema 2)

@@ -106,6 +106,10 @@ class Snapshot:
     epoch: int
     last_epoch_metrics: dict[str, float] = field(default_factory=dict)
     stragglers: dict[str, str] = field(default_factory=dict)  # task -> reason
+    # validation loss ("loss") and metrics by name: (steps, values)
+    validation: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    learning_rate: tuple[np.ndarray, np.ndarray] = (np.empty(0), np.empty(0))
+    models: list[dict[str, object]] = field(default_factory=list)  # model_saved events
 
 
 class RunMetrics:
@@ -128,6 +132,9 @@ class RunMetrics:
         self._machines: dict[str, str] = {}  # task -> machine (multi-machine runs)
         self._device_owner: dict[str, str] = {}  # "machine device" -> the task reporting it
         self._cpu_mem: dict[str, dict[str, float]] = {}  # machine -> task -> its memory
+        self._validation: dict[str, Series] = {}
+        self._learning_rate = Series()
+        self._models: list[dict[str, object]] = []
         self.scalars = ScalarStore()  # `scalar` events: a user's script's own numbers
 
     # -- writers (reader thread) --------------------------------------------------------
@@ -217,6 +224,8 @@ class RunMetrics:
                 self._replica_loss[int(rid)].keep_up_to(step)
         if task in self._throughput:
             self._throughput[task].keep_up_to(step)
+        for series in (*self._validation.values(), self._learning_rate):
+            series.keep_up_to(step)
         self._tasks[task].step = step
         self._step = max(t.step for t in self._tasks.values())
 
@@ -252,6 +261,20 @@ class RunMetrics:
             if isinstance(used, (int, float)):
                 self._device_mem.setdefault(label, Series()).append(elapsed, used / 2**20)
 
+    def _apply_validation(self, event: Event) -> None:
+        """Every MultiWorkerMirrored worker reports the same validation: kept once a step."""
+        step = event.get("step")
+        if not isinstance(step, int):
+            return
+        values = {"loss": event.get("loss"), **(event.get("metrics") or {})}
+        for name, value in values.items():
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                continue
+            series = self._validation.setdefault(str(name), Series())
+            if series.size and series.view()[0][-1] >= step:
+                continue
+            series.append(step, float(value))
+
     def _apply_step_group(self, group: list[tuple[Event, StepRows]]) -> None:
         """Consecutive step batches of one task, all of the same replicas."""
         last_event, last_rows = group[-1]
@@ -263,6 +286,8 @@ class RunMetrics:
         rates = [(float(rows.steps[-1]), float(e.get("examples_per_sec")))
                  for e, rows in group if isinstance(e.get("examples_per_sec"), (int, float))]
         epoch = max(int(e.get("epoch", 0) or 0) for e, _ in group)
+        rates_lr = [(float(rows.steps[-1]), float(e.get("lr")))
+                    for e, rows in group if isinstance(e.get("lr"), (int, float))]
         with self._lock:
             for event, _ in group:
                 self._note_time(event.t)
@@ -282,6 +307,10 @@ class RunMetrics:
                 else:
                     finite = np.isfinite(ys)
                     series.extend(steps[finite], ys[finite])
+            for x, lr in rates_lr:  # every task reports the same schedule: once a step
+                seen = self._learning_rate.view()[0]
+                if not len(seen) or seen[-1] < x:
+                    self._learning_rate.append(x, lr)
             if rates:
                 xs, ys = zip(*rates, strict=True)
                 self._throughput.setdefault(last_event.task, Series()).extend(
@@ -310,10 +339,16 @@ class RunMetrics:
             if isinstance(resumed, int) and resumed < state.step:
                 self._rewind(event.task, resumed, event.get("replica_ids") or [])
         elif kind == "epoch":
+            values = {**event.data, **(event.get("metrics") or {})}
             self._epoch_metrics = {
-                k: float(v) for k, v in event.data.items()
-                if k in ("loss", "accuracy", "epoch") and isinstance(v, (int, float))
+                k: float(v) for k, v in values.items()
+                if k not in ("v", "t", "steps") and isinstance(v, (int, float))
+                and not isinstance(v, bool)
             }
+        elif kind == "validation":
+            self._apply_validation(event)
+        elif kind == "model_saved":
+            self._models.append({k: v for k, v in event.data.items() if k not in ("v", "kind")})
         elif kind == "device":
             self._apply_devices(event)
         elif kind == "scalar":  # dtgui.core.scalars: a script's numbers move the progress
@@ -350,6 +385,9 @@ class RunMetrics:
                 epoch=self._epoch,
                 last_epoch_metrics=dict(self._epoch_metrics),
                 stragglers={t: s.straggler for t, s in self._tasks.items() if s.straggler},
+                validation={k: s.view() for k, s in self._validation.items()},
+                learning_rate=self._learning_rate.view(),
+                models=[dict(m) for m in self._models],
             )
 
     def log_lines(self, task: str) -> list[str]:
