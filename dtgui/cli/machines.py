@@ -208,12 +208,12 @@ def _choose(args: argparse.Namespace, ids: list[str], names: _Resolver,
                         strict=False):
         put(tid, raw, "--ps-on")
     for task, raw in _pairs("--on", args.on, problems):
-        tid = _task_id(task, ids)
-        if tid is None:
+        task_id = _task_id(task, ids)
+        if task_id is None:
             problems.append(f"--on {task}={raw}: {args.strategy} with these options has no task "
                             f"{task!r}; its tasks are {', '.join(ids)}.")
             continue
-        put(tid, raw, f"--on {task}={raw}")
+        put(task_id, raw, f"--on {task}={raw}")
     return {tid: chosen[tid][0] if tid in chosen else LOCAL_MACHINE for tid in ids}
 
 

@@ -12,6 +12,7 @@ Everything here blocks for seconds: call it off the UI thread.
 
 from __future__ import annotations
 
+import functools
 import socket
 import sys
 import time
@@ -283,7 +284,8 @@ def _executors(launch: _Launch, bundle: Bundle, record: RunRecord) -> list[Execu
         machine = target.machine
         assert machine is not None
         directory = launch.checks[target.name].directory
-        ex = SshExecutor(target.name, bundle, tasks, connect=lambda m=machine: launch.connect(m),
+        ex = SshExecutor(target.name, bundle, tasks,
+                         connect=functools.partial(launch.connect, machine),
                          remote_dir=directory, python=target.interpreter,
                          client=launch.clients[target.name])
         ex.dir_ready = True
@@ -316,9 +318,9 @@ def _upload(launch: _Launch, executors: list[Executor], bundle: Bundle) -> None:
               if isinstance(r, Exception)]
     if errors:
         raise LaunchError("Copying the bundle failed: " + " ".join(errors))
-    for ex in executors:
-        if not isinstance(ex, SshExecutor):
-            ex.prepare()
+    for executor in executors:
+        if not isinstance(executor, SshExecutor):
+            executor.prepare()
     launch.lap("upload")
 
 
@@ -354,7 +356,7 @@ def reattach(record: RunRecord, *, connect: Connector | None = None,
             ex: Executor = LocalExecutor(bundle, tasks, rec.python or None)
         else:
             m = machines[rec.name]
-            ex = SshExecutor(rec.name, bundle, tasks, connect=lambda m=m: connect(m),
+            ex = SshExecutor(rec.name, bundle, tasks, connect=functools.partial(connect, m),
                              remote_dir=rec.dir, python=rec.python, client=clients[rec.name])
         ex.adopt(pids)
         executors.append(ex)

@@ -19,9 +19,14 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dtgui.core.settings import atomic_write_text, data_dir, read_json_or_backup
 from dtgui.launch.remote_scripts import CHECK_CODE, parse_check
+
+if TYPE_CHECKING:
+    import paramiko
 
 MIN_PYTHON = (3, 10)
 CHECK_TIMEOUT = 120.0
@@ -74,18 +79,18 @@ def local_runner(python: str) -> Runner:
     return run
 
 
-def ssh_runner(client: object, python: str) -> Runner:
+def ssh_runner(client: paramiko.SSHClient, python: str) -> Runner:
     from dtgui.remote.transfer import run_bytes
 
     def run(args: list[str]) -> tuple[int, str, str]:
         code, out, err = run_bytes(client, ["env", "TF_CPP_MIN_LOG_LEVEL=3", python, "-c",
-                                            CHECK_CODE, *args], CHECK_TIMEOUT)  # type: ignore[arg-type]
+                                            CHECK_CODE, *args], CHECK_TIMEOUT)
         return code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
     return run
 
 
-def _cache_file():  # noqa: ANN202 - a Path
+def _cache_file() -> Path:
     return data_dir() / "launch-checks.json"
 
 
@@ -96,7 +101,7 @@ def _cache_key(result: PythonCheck, packages: dict[str, str]) -> str:
 
 def _cached(key: str) -> bool:
     data, _ = read_json_or_backup(_cache_file())
-    return bool(data) and key in data
+    return data is not None and key in data
 
 
 def _remember(key: str) -> None:

@@ -23,6 +23,7 @@ import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from typing import NoReturn
 
 import paramiko
 
@@ -84,7 +85,8 @@ class _RejectUnknown(paramiko.RejectPolicy):
     def __init__(self, machine: Machine) -> None:
         self.machine = machine
 
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey):
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str,
+                         key: paramiko.PKey) -> NoReturn:
         m = self.machine
         raise UnknownHostKeyError(
             m.host, m.port, key.get_name(), fingerprint_sha256(key), key, machine=m.name
@@ -236,6 +238,7 @@ def _connect(machine: Machine, password: str | None, passphrase: str | None,
     except MachineError as exc:
         raise InvalidMachine(str(exc), machine=machine.name) from None
     jump_client: SSHClient | None = None
+    sock: socket.socket | paramiko.Channel
     if jump_info is not None:
         via, registered = jump_info
         try:

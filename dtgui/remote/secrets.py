@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import keyring
@@ -256,7 +257,8 @@ def load_private_key(machine: Machine, passphrase: str | None) -> paramiko.PKey:
                 machine=machine.name, kind="passphrase",
             )
     try:
-        return paramiko.PKey.from_path(path, passphrase.encode("utf-8"))
+        # bytes: cryptography takes no str password (the stubs follow paramiko's docstring).
+        return paramiko.PKey.from_path(path, passphrase.encode("utf-8"))  # type: ignore[arg-type]
     except Exception:
         which = "The remembered passphrase" if remembered else "The passphrase"
         raise WrongPassphrase(
@@ -311,7 +313,7 @@ def read_public_key(path: str | Path) -> str:
 
 
 @contextlib.contextmanager
-def using_keyring(backend: keyring.backend.KeyringBackend):
+def using_keyring(backend: keyring.backend.KeyringBackend) -> Iterator[keyring.backend.KeyringBackend]:
     """Use `backend` for the duration (tests, or a dialog that picked a store)."""
     previous = keyring.get_keyring()
     keyring.set_keyring(backend)
