@@ -123,7 +123,7 @@ def test_runs_page_compares_the_selected_runs(qtbot, three_runs: list[RunRecord]
     assert view.table.item(row["Optimizer"], 1).text() == "sgd, momentum 0.9"
     assert view.table.item(row["Throughput (examples/s)"], 1).text() == "3,200"
     assert view.table.item(row["Best validation loss"], 2).text().endswith("(step 80)")
-    assert view.table.item(row["Best validation metric"], 2).text().startswith("accuracy 0.8")
+    assert view.table.item(row["Best validation metric"], 2).text().startswith("accuracy 0.75 (step 80")
 
     # exports through the save dialogs (answered here), written off the UI thread
     answers = iter([tmp_path / "table.csv", tmp_path / "plot.png"])

@@ -90,6 +90,7 @@ def controller(metrics: RunMetrics) -> FakeController:
 @pytest.fixture
 def dash(qtbot) -> Dashboard:  # type: ignore[no-untyped-def]
     d = Dashboard()
+    d.loss_panel.set_smoothing(0)  # these tests compare the drawn curves with the raw losses
     qtbot.addWidget(d)
     d.resize(1200, 800)
     d.show()

@@ -12,6 +12,7 @@ keep their data.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any, Protocol
 
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -20,9 +21,15 @@ from PySide6.QtWidgets import QFrame, QSplitter, QVBoxLayout, QWidget
 
 from dtgui.core.metrics import RunMetrics, Snapshot
 from dtgui.ui.plot_base import DARK, LIGHT, PlotPanel, make_card, title_label
-from dtgui.ui.plots import DevicePanel, LossPanel, ThroughputPanel
+from dtgui.ui.plots import DevicePanel, ThroughputPanel
 from dtgui.ui.run_widgets import LogView, RunHeader, TaskTable, task_sort_key
 from dtgui.ui.scalar_panel import ScalarPanel
+from dtgui.ui.training_plots import (
+    LearningRatePanel,
+    ModelBar,
+    TrainingLossPanel,
+    ValidationPanel,
+)
 
 REFRESH_MS = 50  # 20 Hz
 TEXT_SECONDS = 0.25  # numbers are for reading: at most 4 updates a second (plots: 20)
@@ -74,7 +81,12 @@ class Dashboard(QWidget):
         dark = self.palette().color(QPalette.ColorRole.Window).lightness() < 128
         theme = DARK if dark else LIGHT
         self.header = RunHeader()
-        self.loss_panel = LossPanel(theme)
+        self.loss_panel = TrainingLossPanel(theme)  # smoothed, with the validation loss
+        self.validation_panel = ValidationPanel(theme)  # shown once the run validates
+        self.lr_panel = LearningRatePanel(theme)  # shown once the run reports its lr
+        self.validation_panel.setVisible(False)
+        self.lr_panel.setVisible(False)
+        self.model_bar = ModelBar()  # where the trained model was saved
         self.throughput_panel = ThroughputPanel(theme)
         self.device_panel = DevicePanel(theme)
         self.scalar_panel = ScalarPanel(theme)  # a user's script's own scalars
@@ -91,7 +103,17 @@ class Dashboard(QWidget):
         top = QSplitter(Qt.Orientation.Horizontal)
         top.setObjectName("topPlotSplitter")
         top.addWidget(self.loss_panel)
+        side = QSplitter(Qt.Orientation.Vertical)
+        side.setObjectName("trainingSideSplitter")
+        side.addWidget(self.validation_panel)
+        side.addWidget(self.lr_panel)
+        side.setStretchFactor(0, 3)
+        side.setStretchFactor(1, 2)
+        top.addWidget(side)
         top.addWidget(self.scalar_panel)
+        top.setStretchFactor(0, 3)
+        top.setStretchFactor(1, 2)
+        top.setStretchFactor(2, 2)
         self.plot_splitter.addWidget(top)
         self.plot_splitter.addWidget(lower)
         self.plot_splitter.setStretchFactor(0, 3)
@@ -109,7 +131,7 @@ class Dashboard(QWidget):
         self.splitter.setStretchFactor(0, 3)
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setSizes([620, 260])
-        for split in (top, lower, self.plot_splitter, bottom, self.splitter):
+        for split in (top, side, lower, self.plot_splitter, bottom, self.splitter):
             split.setChildrenCollapsible(False)
             split.setHandleWidth(6)
 
@@ -117,6 +139,7 @@ class Dashboard(QWidget):
         layout.setContentsMargins(8, 8, 8, 8)
         layout.setSpacing(6)
         layout.addWidget(self.header)
+        layout.addWidget(self.model_bar)
         layout.addWidget(self.splitter, 1)
 
         self.timer = QTimer(self)
@@ -161,6 +184,11 @@ class Dashboard(QWidget):
         self.device_panel.clear()
         self.scalar_panel.clear()
         self.scalar_panel.setVisible(False)
+        for panel in (self.validation_panel, self.lr_panel):
+            panel.clear()
+            panel.setVisible(False)
+        output = getattr(getattr(controller, "bundle", None), "output", None)
+        self.model_bar.set_output(Path(output) if output is not None else None)
         self.throughput_panel.setVisible(True)
         self.task_table.clear_tasks()
         self.header.set_run(run_name or getattr(plan, "run_name", "") or "run",
@@ -214,7 +242,8 @@ class Dashboard(QWidget):
         return any(curves.backlog for panel in self._panels() for curves in panel.curve_sets)
 
     def _panels(self) -> tuple[PlotPanel, ...]:
-        return (self.loss_panel, self.throughput_panel, self.device_panel, self.scalar_panel)
+        return (self.loss_panel, self.throughput_panel, self.device_panel, self.scalar_panel,
+                self.validation_panel, self.lr_panel)
 
     # -- internals ---------------------------------------------------------------------------
     def _redraw(self, snap: Snapshot) -> None:
@@ -223,7 +252,8 @@ class Dashboard(QWidget):
         self.loss_panel.update_data(snap.replica_loss or script_losses(self._metrics()))
         self.throughput_panel.update_data(snap.throughput)
         self.device_panel.update_data(snap.device_util, snap.device_mem)
-        panels = [self.loss_panel, self.throughput_panel, self.device_panel]
+        panels: list[PlotPanel] = [self.loss_panel, self.throughput_panel, self.device_panel]
+        panels += self._redraw_training(snap)
         if scalars:  # a user's own script: its scalars; throughput only when reported
             self.throughput_panel.setVisible(bool(snap.throughput))
             self.scalar_panel.setVisible(True)
@@ -232,6 +262,24 @@ class Dashboard(QWidget):
         for panel in panels:
             panel.settle()
         self._text_snap = snap
+
+    def _redraw_training(self, snap: Snapshot) -> list[PlotPanel]:
+        """Validation, learning rate and saved models (schema 2 runs that report them);
+        returns the panels fed."""
+        validation: dict = getattr(snap, "validation", None) or {}
+        lr = getattr(snap, "learning_rate", None)
+        self.loss_panel.update_validation(validation.get("loss"))
+        fed: list[PlotPanel] = []
+        if any(k != "loss" and len(v[0]) for k, v in validation.items()):
+            self.validation_panel.setVisible(True)
+            self.validation_panel.update_data(validation)
+            fed.append(self.validation_panel)
+        if lr is not None and len(lr[0]):
+            self.lr_panel.setVisible(True)
+            self.lr_panel.update_data(lr)
+            fed.append(self.lr_panel)
+        self.model_bar.update_models(list(getattr(snap, "models", None) or []))
+        return fed
 
     def _metrics(self) -> RunMetrics | None:
         return self.controller.metrics if self.controller is not None else None
@@ -251,7 +299,7 @@ class Dashboard(QWidget):
         self._text_snap = None
         self._text_time = now
         for panel in (self.loss_panel, self.throughput_panel, self.device_panel,
-                      self.scalar_panel):
+                      self.scalar_panel, self.validation_panel, self.lr_panel):
             panel.show_readout()
         self.header.set_progress(snap.step, 0 if self._script_run else snap.total_steps)
         self.header.set_epoch(snap.epoch, snap.last_epoch_metrics)

@@ -59,7 +59,9 @@ def _write_text(path: Path, text: str) -> Path:
 
 
 def _write_image(path: Path, image: QImage) -> Path:
-    if not image.save(str(path), b"PNG"):
+    if path.suffix.lower() != ".png":
+        path = path.with_name(path.name + ".png")  # the format follows the name
+    if not image.save(str(path)):
         raise OSError(f"could not write {path}")
     return path
 
