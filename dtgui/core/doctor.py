@@ -5,11 +5,13 @@ measures ports and reachability from the machines themselves and fills `PortProb
 `ReachProbe`; the probe fills `RemoteFacts`. `build_checks` turns all of it into table rows,
 each `Check` with one plain detail and, for every problem, one suggested fix.
 
-Rules: every machine needs the TensorFlow version of this machine (a mismatch or a missing
-TensorFlow is a failure); a different Python major.minor is a warning; GPUs and drivers are
-listed, with a warning for a GPU whose driver does not answer or whose driver major version
-differs from the others; the chosen port must be free on every machine and reachable from
-every other machine.
+Rules: every machine needs the TensorFlow version of this machine, in the interpreter it
+will train with (its Python field; a mismatch or a missing TensorFlow is a failure); a
+different Python major.minor is a warning; GPUs and drivers are listed, with a warning for a
+GPU whose driver does not answer, whose driver major version differs from the others, or
+that TensorFlow cannot open (a CPU build); the chosen port must be free on every machine and
+reachable from every other machine. On a machine with GPUs the install fix is TensorFlow's
+CUDA build.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dtgui.core.hardware import GpuInfo, MachineFacts
+from dtgui.core.hardware import GpuInfo, MachineFacts, tf_install_command
 from dtgui.core.machines import RemoteFacts
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -155,8 +157,7 @@ def _local_rows(local: MachineFacts | None, tf_ref: str, tf_from: str) -> list[C
                              if tf_ref else "the machines are compared with each other."),
                           "Run the doctor again when the 'This machine' panel shows TensorFlow."))
     elif not local.tf.version:
-        fix = (f"pip install tensorflow=={tf_ref} on this machine" if tf_ref
-               else "pip install tensorflow on this machine")
+        fix = f"{tf_install_command(tf_ref, gpus=bool(local.gpus))} on this machine"
         rows.append(Check(LOCAL, "TensorFlow", FAIL,
                           f"TensorFlow is not usable here: {local.tf.error or 'not installed'}.",
                           fix))
@@ -173,6 +174,11 @@ def _local_rows(local: MachineFacts | None, tf_ref: str, tf_from: str) -> list[C
 
 
 def _python_rows(name: str, f: RemoteFacts, py_ref: str) -> list[Check]:
+    if not f.python_path and f.python_command != "python3":
+        return [Check(name, "Python", FAIL,
+                      f"The Python interpreter {f.python_command!r} was not found there.",
+                      f"Give the path of the Python with TensorFlow on {name} in its Python "
+                      "field (Machines panel, Edit…), or leave the field empty for python3.")]
     if not f.python_path:
         return [Check(name, "Python", FAIL, "No python3 on the PATH of the login shell.",
                       f"Install Python 3 on {name} (Debian/Ubuntu: sudo apt install python3 "
@@ -189,11 +195,11 @@ def _python_rows(name: str, f: RemoteFacts, py_ref: str) -> list[Check]:
 
 
 def _tf_rows(name: str, f: RemoteFacts, tf_ref: str, tf_from: str) -> list[Check]:
-    pin = f"pip install tensorflow=={tf_ref}" if tf_ref else "pip install tensorflow"
-    py = f.python_path or "python3"
+    pin = tf_install_command(tf_ref, gpus=bool(f.gpus))
+    py = f.python_path or f.python_command
     fix = f"{pin} on {name} (for {py})"
     if not f.python_path:
-        return [Check(name, "TensorFlow", FAIL, "Not installed: there is no python3.",
+        return [Check(name, "TensorFlow", FAIL, f"Not installed: there is no {py}.",
                       f"Install Python 3 on {name}, then {pin}.")]
     if f.tf_error and not f.tf_installed:
         return [Check(name, "TensorFlow", FAIL, f"TensorFlow is not usable: {f.tf_error}.",
@@ -224,6 +230,14 @@ def _gpu_rows(name: str, f: RemoteFacts, driver_ref: str, with_gpus: list[str]) 
                           f"{detail}; the other GPU machines run driver {driver_ref}.",
                           f"Install NVIDIA driver {driver_ref} on {name} too, so every machine "
                           "supports the CUDA version TensorFlow was built for.")]
+        if f.tf_installed and f.tf_built_with_cuda is not None and not f.tf_gpus:
+            why = ("is a CPU build" if not f.tf_built_with_cuda
+                   else "cannot open them (CUDA or cuDNN libraries missing)")
+            return [Check(name, "GPUs", WARN,
+                          f"{detail}; but TensorFlow {f.tf_version} there {why}: it trains on "
+                          "the CPU.",
+                          f"{tf_install_command(f.tf_version, gpus=True)} on {name} (for "
+                          f"{f.python_path or f.python_command}).")]
         return [Check(name, "GPUs", OK, detail)]
     if f.gpu_error and "not found" not in f.gpu_error:
         return [Check(name, "GPUs", WARN, f"No GPU list: {f.gpu_error}.",
@@ -244,7 +258,8 @@ def _port_row(p: PortProbe) -> Check:
         return Check(p.machine, topic, OK, f"Port {p.port} is free.")
     if p.free is None:
         return Check(p.machine, topic, WARN, f"Not tested: {p.detail or 'unknown reason'}.",
-                     f"Make python3 work on {p.machine}, then run the doctor again.")
+                     f"Make the Python of {p.machine} work (see its Python row), then run "
+                     "the doctor again.")
     who = f" ({p.detail})" if p.detail else ""
     return Check(p.machine, topic, FAIL,
                  f"Port {p.port} is in use by another program{who}.",

@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import platform
+import shlex
 import socket
 from dataclasses import dataclass, field
 from typing import Any
@@ -163,15 +164,28 @@ def parse_tf_probe(output: str) -> TfView:
     )
 
 
+def tf_install_command(version: str = "", gpus: bool = False) -> str:
+    """The pip command that installs TensorFlow; with GPUs its CUDA build, whose wheels bring
+    the CUDA and cuDNN libraries (plain `tensorflow` on Linux cannot open a GPU)."""
+    pin = f"=={version}" if version else ""
+    return "pip install " + shlex.quote(f"tensorflow[and-cuda]{pin}" if gpus else f"tensorflow{pin}")
+
+
 def explain(facts: MachineFacts) -> str:
     tf = facts.tf
     driver_gpus = len(facts.gpus)
     if tf is None:
         return "Asking TensorFlow what it can use…"
     if tf.error and not tf.version:
+        if driver_gpus:
+            return (
+                f"TensorFlow could not be loaded: {tf.error}. The NVIDIA driver sees "
+                f"{driver_gpus} GPU(s): install TensorFlow's CUDA build to train on them "
+                f"({tf_install_command(gpus=True)})."
+            )
         return (
             f"TensorFlow could not be loaded: {tf.error}. Install it in this environment "
-            "(pip install tensorflow) to train here."
+            f"({tf_install_command()}) to train here."
         )
     tf_gpus = len(tf.gpus)
     if driver_gpus == 0 and tf_gpus == 0:
@@ -184,13 +198,13 @@ def explain(facts: MachineFacts) -> str:
             return (
                 f"The NVIDIA driver sees {driver_gpus} GPU(s), but this TensorFlow "
                 f"{tf.version} was built without CUDA. Install the GPU build: "
-                "pip install 'tensorflow[and-cuda]' (Linux), then press Refresh."
+                f"{tf_install_command(tf.version, gpus=True)} (Linux), then press Refresh."
             )
         return (
             f"The NVIDIA driver sees {driver_gpus} GPU(s), but TensorFlow {tf.version} "
             f"(built for CUDA {tf.cuda_version or '?'}, cuDNN {tf.cudnn_version or '?'}) "
             "cannot open them. Usually the CUDA/cuDNN libraries are missing or the driver is "
-            "too old: pip install 'tensorflow[and-cuda]' and check nvidia-smi's "
+            f"too old: {tf_install_command(tf.version, gpus=True)} and check nvidia-smi's "
             "'CUDA Version' is at least the one above."
         )
     if tf_gpus < driver_gpus:

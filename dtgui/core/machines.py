@@ -156,6 +156,11 @@ class Machine:
         return self
 
     @property
+    def interpreter(self) -> str:
+        """The Python to run there: the registered one, else `python3` from the login PATH."""
+        return self.python.strip() or "python3"
+
+    @property
     def address(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{self.user}@{host}:{self.port}"
@@ -198,10 +203,13 @@ class RemoteFacts:
     cpu_model: str = ""
     cpu_cores: int = 0
     ram_total: int = 0  # bytes
-    python_path: str = ""  # "" when no python3 on PATH
+    python_command: str = "python3"  # the interpreter asked for (the machine's Python field)
+    python_path: str = ""  # where python_command was found; "" when it was not
     python_version: str = ""
     tf_version: str = ""  # a version, "not installed", or "" when unknown (see tf_error)
     tf_error: str = ""
+    tf_built_with_cuda: bool | None = None  # None: not reported
+    tf_gpus: list[str] = field(default_factory=list)  # the GPUs TensorFlow itself can open
     gpus: list[GpuInfo] = field(default_factory=list)
     driver: str = ""
     cuda_version: str = ""  # the highest CUDA the driver supports (nvidia-smi header)
@@ -225,6 +233,8 @@ class RemoteFacts:
             nvml_error=self.gpu_error,
             tf=TfView(
                 version=self.tf_version if self.tf_installed else "",
+                gpus=tuple(self.tf_gpus),
+                built_with_cuda=bool(self.tf_built_with_cuda),
                 error=self.tf_error or ("" if self.tf_installed else "TensorFlow is not installed"),
             ),
         )

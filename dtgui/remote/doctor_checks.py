@@ -6,7 +6,8 @@
   A opens a TCP connection to B's address and port. The listener answers with a random token,
   so a connection that reached something else (a proxy, another program) is told apart.
 
-Every remote program is a fixed python3 script fed through `sh -s` on stdin; ports,
+Every remote program is a fixed Python script fed through `sh -s` on stdin and run by the
+machine's own interpreter (its Python field, default python3); the interpreter, ports,
 addresses and tokens are passed as arguments, never interpolated. Everything is bounded in
 time: the listener exits by itself after its lifetime or once every source connected, and is
 killed by its pid if it is still there when its sources are done. Checks run in parallel
@@ -33,8 +34,10 @@ from dtgui.remote.commands import ConnectError, run, run_script
 CONNECT_TIMEOUT = 3.0
 LISTENER_MARGIN = 20.0
 
+# argv: PYTHON ARGS... The interpreter is looked up like a command (a path or a name on PATH).
 _PY = r"""
-py=$(command -v python3 2>/dev/null) || { echo NOPYTHON; exit 0; }
+py=$(command -v -- "$1" 2>/dev/null) || { echo NOPYTHON; exit 0; }
+shift
 exec "$py" - "$@" <<'DTGUI_PY_END'
 __CODE__
 DTGUI_PY_END
@@ -186,9 +189,10 @@ def _connect_address(host: str) -> str:
 
 
 def check_port_free(client: paramiko.SSHClient, name: str, port: int,
-                    timeout: float = 20.0) -> PortProbe:
+                    timeout: float = 20.0, *, python: str = "python3") -> PortProbe:
     try:
-        code, out, err = run_script(client, _script(_FREE_CODE), [str(int(port))], timeout)
+        code, out, err = run_script(client, _script(_FREE_CODE), [python, str(int(port))],
+                                    timeout)
     except ConnectError as exc:
         return PortProbe(name, port, None, str(exc))
     words = out.split()
@@ -199,7 +203,7 @@ def check_port_free(client: paramiko.SSHClient, name: str, port: int,
     if words[:1] == ["BINDERR"]:
         return PortProbe(name, port, None, "binding it failed: " + " ".join(words[2:]))
     if words[:1] == ["NOPYTHON"]:
-        return PortProbe(name, port, None, f"there is no python3 on {name}")
+        return PortProbe(name, port, None, f"there is no {python} on {name}")
     return PortProbe(name, port, None, (err or out).strip()[-200:] or f"exit code {code}")
 
 
@@ -207,8 +211,9 @@ class _Listener:
     """The test listener on one machine: started, waited for, stopped (killed if need be)."""
 
     def __init__(self, client: paramiko.SSHClient, bind: str, port: int, token: str,
-                 expect: int, lifetime: float) -> None:
+                 expect: int, lifetime: float, *, python: str = "python3") -> None:
         self.client = client
+        self.python = python
         self.pid = ""
         self.accepted = 0
         self.done = False
@@ -216,7 +221,7 @@ class _Listener:
         transport = client.get_transport()
         if transport is None or not transport.is_active():
             raise ConnectError("The connection is closed; connect again.")
-        args = ["sh", "-s", "--", bind, str(port), token, str(expect), f"{lifetime:g}"]
+        args = ["sh", "-s", "--", python, bind, str(port), token, str(expect), f"{lifetime:g}"]
         self.chan = transport.open_session(timeout=10)
         try:
             self.chan.exec_command(shlex.join(args))
@@ -257,7 +262,7 @@ class _Listener:
                 if words[:1] == ["BINDFAIL"]:
                     return False, "the test listener could not bind the port: " + " ".join(words[2:])
                 if words[:1] == ["NOPYTHON"]:
-                    return False, "there is no python3 there"
+                    return False, f"there is no {self.python} there"
             if self.chan.eof_received and not self._buf and not self.chan.recv_ready():
                 return False, "the test listener ended before it listened"
         return False, f"the test listener did not start within {timeout:g} s"
@@ -276,9 +281,10 @@ class _Listener:
 
 
 def try_connect(client: paramiko.SSHClient, address: str, port: int, token: str,
-                timeout: float = CONNECT_TIMEOUT) -> tuple[str, float, str]:
+                timeout: float = CONNECT_TIMEOUT, *,
+                python: str = "python3") -> tuple[str, float, str]:
     """(outcome, millis, detail) of a TCP connection opened on the machine of `client`."""
-    args = [address, str(int(port)), token, f"{timeout:g}"]
+    args = [python, address, str(int(port)), token, f"{timeout:g}"]
     try:
         code, out, err = run_script(client, _script(_CONNECT_CODE), args, timeout + 15)
     except ConnectError as exc:
@@ -292,7 +298,7 @@ def try_connect(client: paramiko.SSHClient, address: str, port: int, token: str,
                 ms = 0.0
             return words[1], ms, words[3] if len(words) > 3 else ""
         if words[:1] == ["NOPYTHON"]:
-            return "untested", 0.0, "there is no python3 on the connecting machine"
+            return "untested", 0.0, f"there is no {python} on the connecting machine"
     return "untested", 0.0, (err or out).strip()[-200:] or f"exit code {code}"
 
 
@@ -314,7 +320,8 @@ def check_reachability(
         out: list[ReachProbe] = []
         try:
             listener = _Listener(clients[b], _bind_address(machines[b].host), port, token,
-                                 len(sources), timeout + LISTENER_MARGIN)
+                                 len(sources), timeout + LISTENER_MARGIN,
+                                 python=machines[b].interpreter)
         except (ConnectError, paramiko.SSHException, OSError) as exc:
             return [ReachProbe(a, b, address, port, "untested", f"no listener on {b}: {exc}")
                     for a in sources]
@@ -325,7 +332,8 @@ def check_reachability(
                         for a in sources]
             with ThreadPoolExecutor(max(1, len(sources)), thread_name_prefix="dtgui-reach") as pool:
                 found = list(pool.map(
-                    lambda a: try_connect(clients[a], address, port, token, timeout), sources))
+                    lambda a: try_connect(clients[a], address, port, token, timeout,
+                                          python=machines[a].interpreter), sources))
             for a, (outcome, ms, detail) in zip(sources, found, strict=True):
                 out.append(ReachProbe(a, b, address, port, outcome, detail, ms, timeout,
                                       _connect_address(machines[a].host)))
@@ -353,7 +361,9 @@ def run_doctor_checks(
     if not names:
         return [], []
     with ThreadPoolExecutor(min(16, len(names)), thread_name_prefix="dtgui-port") as pool:
-        ports = list(pool.map(lambda n: check_port_free(clients[n], n, port), names))
+        ports = list(pool.map(
+            lambda n: check_port_free(clients[n], n, port, python=machines[n].interpreter),
+            names))
     if on_progress is not None:
         on_progress(f"Checked port {port} on {len(names)} machine(s).")
     free = [p.machine for p in ports if p.free]

@@ -189,7 +189,7 @@ class DoctorDialog(QDialog):
             client = attempt.connect()
             try:
                 attempt.report("probing Python, TensorFlow and GPUs…")
-                return client, probe(client)
+                return client, probe(client, attempt.machine.interpreter)
             except BaseException:
                 client.close()
                 raise

@@ -314,7 +314,7 @@ class MachinesPanel(PanelActions, QWidget):
             client = attempt.connect()
             try:
                 attempt.report("signed in; probing Python, TensorFlow and GPUs…")
-                return probe(client)
+                return probe(client, attempt.machine.interpreter)
             finally:
                 client.close()
 

@@ -50,7 +50,9 @@ def short_gpus(facts: RemoteFacts) -> str:
 def gpu_tooltip(facts: RemoteFacts) -> str:
     if not facts.gpus:
         return facts.gpu_error or "No NVIDIA GPU"
-    lines = [f"{g.index}: {g.name}, {gib(g.mem_total)}" for g in facts.gpus]
+    lines = [f"{g.index}: {g.name}, {gib(g.mem_total)}"
+             + (f", compute capability {g.compute_capability}" if g.compute_capability else "")
+             for g in facts.gpus]
     lines.append(f"driver {facts.driver or '?'}, CUDA {facts.cuda_version or '?'}")
     return "\n".join(lines)
 
@@ -63,7 +65,8 @@ def details_html(machine: Machine, facts: RemoteFacts | None) -> str:
         return head
     cpu = f"{facts.cpu_cores} cores" + (f" ({e(facts.cpu_model)})" if facts.cpu_model else "")
     py = (f"Python {e(facts.python_version)} <span style='color:#6b7280'>"
-          f"{e(facts.python_path)}</span>" if facts.python_path else "no python3")
+          f"{e(facts.python_path)}</span>" if facts.python_path
+          else f"no {e(facts.python_command)}")
     if facts.tf_installed:
         tf = f"TensorFlow {e(facts.tf_version)}"
     elif facts.tf_error:
@@ -81,5 +84,7 @@ def details_html(machine: Machine, facts: RemoteFacts | None) -> str:
         f"{py} · {tf}",
         gpus,
     ]
+    if facts.gpus:  # whether TensorFlow can use them, and what to install when it cannot
+        lines.append(e(facts.as_machine_facts().explanation()))
     lines += [f"<span style='color:#b45309'>⚠ {e(w)}</span>" for w in facts.warnings]
     return "<br>".join(lines)

@@ -1,0 +1,185 @@
+"""Remote GPUs as the probe reads them, and what dtgui says when TensorFlow cannot use them.
+
+The outputs are real ones captured on an NVIDIA H100 machine (tests/fixtures/gpu/README.md).
+The probe script itself runs here through `sh -s`, as on a remote machine, with this machine's
+Python and a stand-in `nvidia-smi` on PATH that replays those captures (there is no GPU here):
+one that knows the `compute_cap` field, and one that refuses it as drivers before it did.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dtgui.core.doctor import FAIL, OK, WARN, Check, build_checks
+from dtgui.core.hardware import MachineFacts, TfView, tf_install_command
+from dtgui.core.machines import RemoteFacts
+from dtgui.remote.probe import PROBE_SCRIPT, parse_gpu_csv, parse_probe_output
+
+FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
+H100_ROW = (FIXTURES / "nvidia-smi-query-h100.csv").read_text().strip()
+H100_PROBE = (FIXTURES / "probe-h100.txt").read_text()
+H100_PYTHON = "/opt/torch/.venv/bin/python3"
+H100_COMPUTE_CAP = "9.0"  # what NVML reported for that GPU
+
+
+def local(tf: str = "2.21.0") -> MachineFacts:
+    return MachineFacts(hostname="here", os_name="Linux", python="3.11.7", cpu_model="cpu",
+                        cpu_cores=8, ram_total=8 << 30, tf=TfView(version=tf))
+
+
+def row(checks: list[Check], machine: str, topic: str) -> Check:
+    found = [c for c in checks if c.machine == machine and c.topic.startswith(topic)]
+    assert len(found) == 1, (machine, topic, checks)
+    return found[0]
+
+
+# -- parsing the captures -------------------------------------------------------------------------
+def test_the_h100_query_row_parses_with_and_without_compute_capability() -> None:
+    (gpu,) = parse_gpu_csv([H100_ROW])
+    assert (gpu.name, gpu.mem_total, gpu.mem_used, gpu.util, gpu.driver) == (
+        "NVIDIA H100 80GB HBM3", 81559 * 2**20, 0, 0.0, "580.159.04")
+    assert gpu.compute_capability == ""
+    (gpu,) = parse_gpu_csv([f"{H100_ROW}, {H100_COMPUTE_CAP}"], with_compute_cap=True)
+    assert (gpu.name, gpu.driver, gpu.compute_capability) == (
+        "NVIDIA H100 80GB HBM3", "580.159.04", "9.0")
+    assert gpu.mem_total == 81559 * 2**20
+    (odd,) = parse_gpu_csv(["Foo, Bar GPU, 1024, 10, 5, 550.54, [N/A]"], with_compute_cap=True)
+    assert (odd.name, odd.driver, odd.compute_capability) == ("Foo, Bar GPU", "550.54", "")
+
+
+def test_the_h100_probe_without_tensorflow_says_install_the_cuda_build() -> None:
+    facts = parse_probe_output(H100_PROBE, H100_PYTHON)
+    assert (facts.python_command, facts.python_path, facts.python_version) == (
+        H100_PYTHON, H100_PYTHON, "3.12.3")
+    assert facts.tf_version == "not installed" and not facts.tf_installed
+    assert [g.name for g in facts.gpus] == ["NVIDIA H100 80GB HBM3"]
+    assert (facts.driver, facts.cuda_version) == ("580.159.04", "13.0")
+    assert facts.warnings == []
+
+    explanation = facts.as_machine_facts().explanation()
+    assert "sees 1 GPU(s)" in explanation
+    assert "pip install 'tensorflow[and-cuda]'" in explanation
+
+    checks = build_checks(local("2.21.0"), {"h100": facts}, 23456)
+    tf = row(checks, "h100", "TensorFlow")
+    assert tf.status == FAIL
+    assert tf.fix == f"pip install 'tensorflow[and-cuda]==2.21.0' on h100 (for {H100_PYTHON})"
+    gpus = row(checks, "h100", "GPUs")
+    assert gpus.status == OK and "1 × NVIDIA H100 80GB HBM3; driver 580.159.04, CUDA 13.0" \
+        in gpus.detail
+
+
+def test_a_cpu_build_of_tensorflow_beside_gpus_is_a_warning_with_the_cuda_build_as_fix() -> None:
+    text = H100_PROBE.replace(
+        "rc=1\nTraceback (most recent call last):\n  File \"<string>\", line 1, in <module>\n"
+        "ModuleNotFoundError: No module named 'tensorflow'\n",
+        "rc=0\nTFVERSION 2.21.0\nTFCUDA 0\n")
+    facts = parse_probe_output(text, H100_PYTHON)
+    assert (facts.tf_version, facts.tf_built_with_cuda, facts.tf_gpus) == ("2.21.0", False, [])
+    assert "built without CUDA" in facts.as_machine_facts().explanation()
+    assert "'tensorflow[and-cuda]==2.21.0'" in facts.as_machine_facts().explanation()
+    checks = build_checks(local("2.21.0"), {"h100": facts}, 23456)
+    assert row(checks, "h100", "TensorFlow").status == OK
+    gpus = row(checks, "h100", "GPUs")
+    assert gpus.status == WARN and "CPU build" in gpus.detail
+    assert gpus.fix.startswith("pip install 'tensorflow[and-cuda]==2.21.0' on h100")
+
+    seen = parse_probe_output(text.replace("TFCUDA 0\n", "TFCUDA 1\nTFGPU /physical_device:GPU:0\n"),
+                              H100_PYTHON)
+    assert seen.tf_gpus == ["/physical_device:GPU:0"]
+    assert row(build_checks(local(), {"h100": seen}, 1), "h100", "GPUs").status == OK
+    assert "can use all 1 GPU" in seen.as_machine_facts().explanation()
+
+
+def test_install_commands() -> None:
+    assert tf_install_command() == "pip install tensorflow"
+    assert tf_install_command("2.21.0") == "pip install tensorflow==2.21.0"
+    assert tf_install_command("2.21.0", gpus=True) == "pip install 'tensorflow[and-cuda]==2.21.0'"
+
+
+def test_a_registered_python_that_is_missing_is_named_in_the_rows() -> None:
+    facts = parse_probe_output(H100_PROBE.replace(f"{H100_PYTHON}\n3.12.3\n", ""),
+                               "/opt/conda/envs/tf/bin/python")
+    assert facts.python_path == "" and facts.tf_error == "no /opt/conda/envs/tf/bin/python"
+    assert facts.warnings == ["The Python interpreter '/opt/conda/envs/tf/bin/python' was "
+                              "not found there."]
+    checks = build_checks(local(), {"h100": facts}, 1)
+    py = row(checks, "h100", "Python")
+    assert py.status == FAIL and "/opt/conda/envs/tf/bin/python" in py.detail
+    assert "Python field" in py.fix
+    assert "there is no /opt/conda/envs/tf/bin/python" in row(checks, "h100", "TensorFlow").detail
+
+
+# -- the probe script itself, with a stand-in nvidia-smi ------------------------------------------
+def _fake_nvidia_smi(bin_dir: Path, knows_compute_cap: bool) -> None:
+    """An `nvidia-smi` that answers as the H100 machine's did (its captured outputs)."""
+    smi = H100_PROBE.split("@@smi\n", 1)[1].split("@@end", 1)[0]
+    (bin_dir / "smi-header.txt").write_text(smi)
+    (bin_dir / "query.csv").write_text(H100_ROW + "\n")
+    refuse = ('echo \'Field "compute_cap" is not a valid field to query.\'; exit 2'
+              if not knows_compute_cap else
+              f'sed "s/$/, {H100_COMPUTE_CAP}/" "$here/query.csv"; exit 0')
+    script = bin_dir / "nvidia-smi"
+    script.write_text(
+        "#!/bin/sh\n"
+        'here=$(dirname "$0")\n'
+        'case "$1" in\n'
+        f'  --query-gpu=*compute_cap*) {refuse} ;;\n'
+        '  --query-gpu=*) cat "$here/query.csv" ;;\n'
+        '  *) cat "$here/smi-header.txt" ;;\n'
+        "esac\n")
+    script.chmod(0o755)
+
+
+def _run_probe_here(python: str, bin_dir: Path) -> RemoteFacts:
+    body = "{\n" + PROBE_SCRIPT.strip("\n") + "\n} </dev/null\n"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    proc = subprocess.run(["sh", "-s", "--", python], input=body, capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return parse_probe_output(proc.stdout, python)
+
+
+@pytest.mark.slow
+def test_the_probe_asks_for_compute_capability_and_falls_back_for_old_drivers(
+        tmp_path: Path) -> None:
+    new, old = tmp_path / "new", tmp_path / "old"
+    for d, knows in ((new, True), (old, False)):
+        d.mkdir()
+        _fake_nvidia_smi(d, knows)
+    facts = _run_probe_here(sys.executable, new)
+    assert [(g.name, g.compute_capability, g.driver) for g in facts.gpus] == [
+        ("NVIDIA H100 80GB HBM3", "9.0", "580.159.04")]
+    assert facts.cuda_version == "13.0" and facts.gpu_error == ""
+    # This machine's TensorFlow (a CUDA build without the CUDA libraries) opens no GPU.
+    import importlib.metadata
+
+    assert facts.tf_version == importlib.metadata.version("tensorflow")
+    assert facts.tf_built_with_cuda is not None and facts.tf_gpus == []
+    assert "tensorflow[and-cuda]" in facts.as_machine_facts().explanation()
+    gpus = row(build_checks(local(facts.tf_version), {"box": facts}, 1), "box", "GPUs")
+    assert gpus.status == WARN and "'tensorflow[and-cuda]" in gpus.fix
+
+    facts = _run_probe_here(sys.executable, old)
+    assert [(g.name, g.compute_capability, g.mem_total) for g in facts.gpus] == [
+        ("NVIDIA H100 80GB HBM3", "", 81559 * 2**20)]
+    assert facts.gpu_error == ""
+
+
+def test_a_python_without_tensorflow_beside_a_gpu_gets_the_cuda_build(tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")],
+                   check=True, timeout=120)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _fake_nvidia_smi(bin_dir, True)
+    python = str(tmp_path / "venv" / "bin" / "python")
+    facts = _run_probe_here(python, bin_dir)
+    assert facts.python_path == python and facts.tf_version == "not installed"
+    assert "pip install 'tensorflow[and-cuda]'" in facts.as_machine_facts().explanation()
+    tf = row(build_checks(local("2.21.0"), {"box": facts}, 1), "box", "TensorFlow")
+    assert tf.fix == f"pip install 'tensorflow[and-cuda]==2.21.0' on box (for {python})"
