@@ -25,10 +25,11 @@ import remote_python
 import sshhosts
 from conftest_ssh import machine, trust
 from runs import live_members
+from worker_helpers import write_package
 
 from dtgui.core.bundle import render_bundle
 from dtgui.core.cluster import assign, place_on_machines
-from dtgui.core.events import read_all
+from dtgui.core.events import STEP_KINDS, read_all, step_rows
 from dtgui.core.plan import Plan
 from dtgui.core.runs import RunHistory, RunRecord
 from dtgui.core.settings import data_dir
@@ -108,9 +109,12 @@ def losses(events_file: Path) -> dict[int, list[tuple[int, float]]]:
     """replica id -> [(step, loss)] from one task's events."""
     out: dict[int, list[tuple[int, float]]] = {}
     for e in read_all(events_file):
-        if e.kind == "step":
-            for rid, loss in zip(e.get("replica_ids"), e.get("replica_losses"), strict=True):
-                out.setdefault(rid, []).append((e.get("step"), loss))
+        rows = step_rows(e.data) if e.kind in STEP_KINDS else None
+        if rows is None:
+            continue
+        for column, rid in enumerate(rows.replica_ids):
+            out.setdefault(rid, []).extend(
+                zip(rows.steps.tolist(), rows.losses[:, column].tolist(), strict=True))
     return out
 
 
@@ -205,6 +209,22 @@ def test_mirrored_on_a_remote_machine(lab: Lab) -> None:
     snap = controller.metrics.snapshot()
     assert sorted(snap.replica_loss) == [0, 1]  # 2 logical CPU replicas on h4
     assert list(snap.device_util) == ["h4 cpu0"]
+    nothing_left(controller)
+    controller.detach()
+
+
+def test_a_model_package_with_its_data_trains_on_a_host_and_its_model_comes_back(
+        lab: Lab, tmp_path: Path) -> None:
+    """A model file in a package folder (a sibling module, a data file read beside it) runs on
+    a remote machine from the bundle's copy of its folder; the trained model is copied back."""
+    net = write_package(tmp_path / "proj")
+    plan = Plan(run_name="remote-package", strategy="mirrored", replicas_per_task=2, steps=4,
+                steps_per_epoch=2, checkpoint_every=0,
+                model={"kind": "file", "path": str(net), "project": str(tmp_path / "proj")})
+    controller = lab.launch(plan, assign(plan, machines=["h4"]))
+    assert controller.wait(180) and controller.state == "finished", controller.message
+    assert (controller.bundle.output / "model" / "model.keras").is_file()  # copied back
+    assert (controller.bundle.path / "project" / "mymodels" / "points.csv").is_file()
     nothing_left(controller)
     controller.detach()
 

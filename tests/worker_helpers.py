@@ -247,3 +247,30 @@ def assert_trained(code: int, events: list[dict[str, Any]], steps: int, replicas
     finished = kinds(events, "finished")
     assert len(finished) == 1 and finished[0]["steps"] == steps
     return started
+
+
+PACKAGE_MODEL = {
+    "mymodels/__init__.py": "",
+    "mymodels/layers.py": (
+        "import keras\n\n\ndef head(units):\n"
+        "    return keras.layers.Dense(units, name='head')\n"),
+    "mymodels/net.py": (
+        "import os\n\nimport keras\nimport numpy as np\nimport tensorflow as tf\n\n"
+        "from mymodels.layers import head\n\n"
+        "HERE = os.path.dirname(os.path.abspath(__file__))\n\n\n"
+        "def build_model():\n"
+        "    return keras.Sequential([keras.Input(shape=(2,)), head(3)])\n\n\n"
+        "def make_dataset():\n"
+        "    rows = np.loadtxt(os.path.join(HERE, 'points.csv'), delimiter=',')\n"
+        "    return tf.data.Dataset.from_tensor_slices(\n"
+        "        (rows[:, :2].astype('float32'), rows[:, 2].astype('int32')))\n"),
+    "mymodels/points.csv": "".join(f"{i % 7 / 7:.3f},{i % 5 / 5:.3f},{i % 3}\n"
+                                   for i in range(64)),
+}
+
+
+def write_package(root: Path) -> Path:
+    for rel, text in PACKAGE_MODEL.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root / "mymodels" / "net.py"

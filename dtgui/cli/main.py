@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import shutil
 import signal
 import sys
 import time
@@ -153,7 +154,7 @@ def _replicas(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from dtgui.core.bundle import BundleError, render_bundle
-    from dtgui.launch.model_check import check_model_file
+    from dtgui.launch.model_check import check_bundled_model
 
     problems = resolve_counts(args)
     script_model, script_problems = script_model_from_args(args)  # --script: the user's own
@@ -171,16 +172,17 @@ def cmd_export(args: argparse.Namespace) -> int:
         placed, notes = _place(plan, args)
     except ValueError as exc:
         return _refuse(getattr(exc, "problems", [str(exc)]))
-    if args.model and not args.no_check:
-        result = check_model_file(args.model)
-        if not result.ok:
-            print(f"dtgui export: {result.error}", file=sys.stderr)
-            return 2
     try:
         bundle = render_bundle(placed, args.outdir)
     except (BundleError, PlanError) as exc:
         print(f"dtgui export: {exc}", file=sys.stderr)
         return 2
+    if args.model and not args.no_check:  # the bundle's copy, as the run will import it
+        problem = check_bundled_model(bundle.path, bundle.plan.model)
+        if problem:
+            shutil.rmtree(bundle.path, ignore_errors=True)
+            print(f"dtgui export: {problem}", file=sys.stderr)
+            return 2
     for note in notes:
         print(f"dtgui export: note: {note}", file=sys.stderr)
     run_sh = shlex.quote(str(bundle.path / "run.sh"))

@@ -40,6 +40,7 @@ from dtgui.launch.policy import RunPolicy, exit_text, reap_later
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.2
+MODEL_OUTPUT = "model"  # output/model: the trained model the chief saves
 LOCAL_POLL_SECONDS = 0.2  # this machine: a /proc scan in-process
 REMOTE_POLL_SECONDS = 0.5  # a remote machine whose tasks are training
 REMOTE_START_POLL_SECONDS = 1.0  # ... still starting (importing TensorFlow): poll less
@@ -407,6 +408,7 @@ class RunController:
 
     def _stop_all(self, final_state: str, message: str) -> None:
         self._end_tasks()
+        self._fetch_model()
         for tid in self._exec_of:
             code = self._ended.get(tid)
             self.metrics.set_task_state(tid, "stopped", exit_code=code)
@@ -421,6 +423,22 @@ class RunController:
             reap_later([ex for ex in self.executors if ex.name in self._unreachable],
                        self.policy.reap_seconds)
         self._save_record(final_state)
+
+    def _fetch_model(self) -> None:
+        """The trained model (written by the chief) into the local bundle: a run on other
+        machines gives its model back here."""
+        chief = next(iter(primary_tasks(self.bundle.plan)), None)
+        if chief is None or chief.task_id not in self._exec_of:
+            return
+        executor = self._exec_of[chief.task_id]
+        if executor.name in self._unreachable:
+            return
+        try:
+            executor.fetch_output(MODEL_OUTPUT)
+        except Exception as exc:  # noqa: BLE001 - the run's end must still be recorded
+            log.warning("copying the trained model from %s failed: %s", executor.name, exc)
+            self.metrics.add_log_lines(chief.task_id, [
+                f"[dtgui] the trained model could not be copied from {executor.name}: {exc}"])
 
     def _save_record(self, state: str) -> None:
         if self.record is None:

@@ -119,6 +119,11 @@ class Executor(abc.ABC):
         """Send each of `sigs`, in order, to the process groups of these tasks (default:
         all)."""
 
+    def fetch_output(self, name: str) -> int:
+        """Copy `output/<name>` of this machine into the local bundle (files copied); the
+        tasks on this machine already write there."""
+        return 0
+
     def sync_checkpoints_from(self, source: Executor) -> None:  # noqa: B027 - optional
         """Make the chief's checkpoints (on `source`) visible here (restart of a run)."""
 

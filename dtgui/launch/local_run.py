@@ -8,6 +8,7 @@ plan on this machine, renders its bundle under the runs directory, records it an
 from __future__ import annotations
 
 import secrets
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ from dtgui.core.cluster import place_local
 from dtgui.core.plan import Plan
 from dtgui.core.runs import MachineRecord, RunRecord
 from dtgui.launch.controller import LaunchError, RunController
+from dtgui.launch.model_check import check_bundled_model
 from dtgui.launch.policy import RunPolicy
 from dtgui.launch.script_check import check_local
 
@@ -47,6 +49,10 @@ def launch_plan(plan: Plan, runs_root: Path, python: str | None = None,
     if problems:
         raise LaunchError("Not launched: " + " ".join(problems))
     bundle = render_bundle(placed, unique_run_dir(runs_root, placed.run_name))
+    problem = check_bundled_model(bundle.path, bundle.plan.model, python)
+    if problem:
+        shutil.rmtree(bundle.path, ignore_errors=True)
+        raise LaunchError(f"Not launched: {problem}")
     record = new_record(bundle.path, placed)  # issue 4: the run is listed in the history
     record.machines = [MachineRecord("local", str(bundle.path), python or sys.executable)]
     controller = RunController(bundle, python=python, record=record, policy=policy)

@@ -58,12 +58,16 @@ class ModelCheck:
 
 
 def check_model_file(path: Path, python: str | None = None,
-                     timeout: float = MODEL_CHECK_TIMEOUT) -> ModelCheck:
-    """Import a user's model file in a TensorFlow subprocess and try one batch through it."""
+                     timeout: float = MODEL_CHECK_TIMEOUT,
+                     project: Path | None = None) -> ModelCheck:
+    """Import a user's model file in a TensorFlow subprocess and try one batch through it
+    (`project`: the folder its imports resolve in)."""
     path = Path(path).expanduser()
     if not path.is_file():
         return ModelCheck(False, f"{path} does not exist: choose your model file again.")
     cmd = [python or sys.executable, "-m", "dtgui.worker.check_model", str(path.resolve())]
+    if project is not None:
+        cmd += ["--project", str(project)]
     try:
         proc = _run(cmd, timeout)
     except subprocess.TimeoutExpired:
@@ -81,6 +85,18 @@ def check_model_file(path: Path, python: str | None = None,
         return ModelCheck(True, summary=summary)
     return ModelCheck(False, str(result.get("error", "the model file failed")),
                       str(result.get("traceback", "")))
+
+
+def check_bundled_model(bundle_dir: Path, model: dict[str, str],
+                        python: str | None = None) -> str:
+    """Check the bundle's own copy of a model file, as the run will import it (its folder's
+    modules and data files are there, or are missing there); "" when it passes or the plan
+    has no model file, else why it fails."""
+    if model.get("kind") != "file":
+        return ""
+    project = bundle_dir / model["project"] if model.get("project") else None
+    result = check_model_file(bundle_dir / model["path"], python, project=project)
+    return "" if result.ok else f"The model file fails in the run's bundle: {result.error}"
 
 
 def probe_tensorflow(python: str | None = None, timeout: float = TF_PROBE_TIMEOUT) -> TfView:

@@ -32,6 +32,7 @@ from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.executor import Executor
 from dtgui.launch.local_exec import LocalExecutor
 from dtgui.launch.local_run import new_record, unique_run_dir
+from dtgui.launch.model_check import check_bundled_model
 from dtgui.launch.policy import RunPolicy
 from dtgui.launch.precheck import (
     PythonCheck,
@@ -245,6 +246,9 @@ def launch_on_machines(plan: Plan, assignments: Mapping[str, str], targets: list
             bundle = render_bundle(placed, launch.bundle_dir)
         except PlanError as exc:
             raise LaunchError(str(exc)) from exc
+        problem = check_bundled_model(bundle.path, bundle.plan.model)
+        if problem:
+            raise LaunchError(problem)
         launch.lap("render")
         record = launch.record
         record.run_name, record.strategy = placed.run_name, placed.strategy

@@ -227,6 +227,10 @@ class SshExecutor(Executor):
         names = ",".join(signals.Signals(sig).name.removeprefix("SIG") for sig in sigs)
         self._script(SIGNAL_SCRIPT, [names, *pgids], 15)
 
+    def fetch_output(self, name: str) -> int:
+        return download_tree(self.client(), posixpath.join(self.remote_dir, "output", name),
+                             self.bundle.output / name)
+
     # -- checkpoints (restart) -----------------------------------------------------------
     def download_checkpoints(self, local_dir: Path) -> int:
         """Copy this machine's output/checkpoints (the chief's) to `local_dir`."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 import traceback
 from typing import Any
@@ -93,6 +94,7 @@ def check(path: str, batch: int) -> dict[str, Any]:
     if not np.isfinite(loss):
         raise UserError(f"The loss on the first batch is {loss}: check the data (NaN or "
                         f"infinite values?) and the model output")
+    check_optional(source, model, loss_obj, batch)
     element = ds.element_spec
     output_shape = _shape(logits)
     return {"ok": True, "num_examples": card if card >= 0 else None,
@@ -103,11 +105,41 @@ def check(path: str, batch: int) -> dict[str, Any]:
             "versions": {"tensorflow": tf.__version__, "keras": keras.__version__}}
 
 
+def check_optional(source: ModelSource, model: Any, loss_obj: Any, batch: int) -> None:
+    """The optional functions: a validation batch through the model, the loss and every
+    metric; an optimizer that is one."""
+    from .loop import check_dataset
+    from .optim import make_optimizer
+    from .run import is_classification
+    from .validation import metric_functions
+
+    if source.make_optimizer is not None:
+        make_optimizer({}, source)
+    metrics = metric_functions(source, is_classification(loss_obj))
+    if source.make_validation_dataset is None:
+        return
+    data = check_dataset(source.call("make_validation_dataset"))
+    first = _step("Reading the first batch of your validation data set failed",
+                  lambda: list(data.batch(batch).take(1)))
+    if not first:
+        raise UserError("make_validation_dataset() returned an empty data set")
+    features, labels = first[0]
+    outputs = _step("Your model failed on a batch of your validation data",
+                    lambda: model(features, training=False))
+    _step("The loss failed on your validation labels", lambda: loss_obj(labels, outputs))
+    for name, fn in metrics:
+        _step(f"The metric {name} failed on a validation batch", lambda f=fn: f(labels, outputs))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dtgui.worker.check_model", description=__doc__)
     parser.add_argument("file", help="the model file (defines build_model and make_dataset)")
     parser.add_argument("--batch", type=int, default=4, help="examples to try (default 4)")
+    parser.add_argument("--project", default="",
+                        help="the project folder the file's imports resolve in")
     args = parser.parse_args(argv)
+    if args.project:
+        sys.path.insert(0, os.path.abspath(args.project))
     real_stdout = sys.stdout
     try:
         with contextlib.redirect_stdout(sys.stderr):

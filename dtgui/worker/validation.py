@@ -32,6 +32,9 @@ def metric_functions(source: ModelSource, classification: bool) -> list[tuple[st
         found = [found]
     out: list[tuple[str, MetricFn]] = []
     for item in found:
+        if item in ("accuracy", "acc"):  # as Keras' compile reads it: the class with the top
+            out.append(("accuracy", sparse_accuracy))  # logit is the label
+            continue
         metric = keras.metrics.get(item) if isinstance(item, str) else item
         if isinstance(metric, keras.metrics.MeanMetricWrapper):
             fn, kwargs = metric._fn, dict(metric._fn_kwargs)  # noqa: SLF001 - its definition
