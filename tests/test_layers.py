@@ -12,6 +12,14 @@ from conftest import ROOT
 FORBIDDEN_IN_CORE = {"PySide6", "pyqtgraph", "tensorflow", "keras", "paramiko"}
 FORBIDDEN_IN_GUI = {"tensorflow", "keras"}
 
+# dtgui's own layers, bottom first: a layer imports its own modules and those below it only.
+LAYERS = ("core", "remote", "launch", "ui")
+# The TensorFlow-free parts of the training program that the GUI process shares (the event
+# encoding of step batches, the size of a call); the rest of dtgui.worker imports TensorFlow.
+SHARED_WORKER_MODULES = {"dtgui.worker.step_batch", "dtgui.worker.call_size"}
+# Where dtgui's files are (it imports nothing of dtgui).
+SHARED_MODULES = {"dtgui.resources"}
+
 
 def imported_modules(path: Path) -> set[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -22,6 +30,77 @@ def imported_modules(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module.split(".")[0])
     return names
+
+
+def _is_module(root: Path, name: str) -> bool:
+    path = root.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def dtgui_imports(root: Path, path: Path) -> set[str]:
+    """The dtgui modules a file imports, anywhere in it (also inside functions and
+    TYPE_CHECKING blocks), relative imports resolved; `from pkg import mod` is pkg.mod."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    package = parts if parts[-1] == "__init__" else parts[:-1]
+    package = [p for p in package if p != "__init__"]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1])
+                module = f"{base}.{node.module}" if node.module else base
+            else:
+                module = node.module or ""
+            for alias in node.names:
+                child = f"{module}.{alias.name}"
+                found.add(child if _is_module(root, child) else module)
+    return {m for m in found if m == "dtgui" or m.startswith("dtgui.")}
+
+
+def layer_violations(root: Path) -> list[str]:
+    problems = []
+    for rank, layer in enumerate(LAYERS):
+        allowed = {f"dtgui.{below}" for below in LAYERS[: rank + 1]}
+        for path in sorted((root / "dtgui" / layer).rglob("*.py")):
+            for module in sorted(dtgui_imports(root, path)):
+                top = ".".join(module.split(".")[:2])
+                if top in allowed or module in SHARED_MODULES | SHARED_WORKER_MODULES:
+                    continue
+                problems.append(f"{path.relative_to(root)} ({layer}) imports {module}")
+    return problems
+
+
+def test_imports_point_down_only() -> None:
+    """ui -> launch -> remote -> core (and core -> the TensorFlow-free worker modules)."""
+    assert layer_violations(ROOT) == []
+    for name in SHARED_MODULES:
+        path = ROOT.joinpath(*name.split(".")).with_suffix(".py")
+        assert not dtgui_imports(ROOT, path), f"{name} imports dtgui"
+
+
+def test_import_rule_sees_every_kind_of_import(tmp_path: Path) -> None:
+    for layer in (*LAYERS, "worker", "ui/wizard"):
+        (tmp_path / "dtgui" / layer).mkdir(parents=True)
+        (tmp_path / "dtgui" / layer / "__init__.py").write_text("")
+    (tmp_path / "dtgui" / "worker" / "step_batch.py").write_text("")
+    (tmp_path / "dtgui" / "worker" / "train.py").write_text("")
+    (tmp_path / "dtgui" / "core" / "ok.py").write_text(
+        "from dtgui.worker import step_batch\nimport dtgui.core.ok\n")
+    (tmp_path / "dtgui" / "core" / "up.py").write_text(
+        "def later() -> None:\n    from dtgui.ui import app\n")
+    (tmp_path / "dtgui" / "core" / "tf.py").write_text("from dtgui.worker import train\n")
+    (tmp_path / "dtgui" / "remote" / "typing_only.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import dtgui.launch.x\n")
+    (tmp_path / "dtgui" / "ui" / "wizard" / "page.py").write_text("from .. import app\n")
+    (tmp_path / "dtgui" / "launch" / "rel.py").write_text("from ..ui import window\n")
+    assert layer_violations(tmp_path) == [
+        "dtgui/core/tf.py (core) imports dtgui.worker.train",
+        "dtgui/core/up.py (core) imports dtgui.ui",
+        "dtgui/remote/typing_only.py (remote) imports dtgui.launch.x",
+        "dtgui/launch/rel.py (launch) imports dtgui.ui",
+    ]
 
 
 def test_core_imports_neither_qt_nor_tensorflow() -> None:

@@ -17,7 +17,10 @@ from dtgui.resources import resource
 
 
 def make_app(argv: list[str] | None = None) -> QApplication:
-    app = QApplication.instance() or QApplication(argv if argv is not None else sys.argv)
+    existing = QApplication.instance()
+    if existing is not None and not isinstance(existing, QApplication):
+        raise RuntimeError("a QCoreApplication without widgets is already running")
+    app = existing or QApplication(argv if argv is not None else sys.argv)
     app.setApplicationName("dtgui")
     app.setOrganizationName("dtgui")
     app.setWindowIcon(QIcon(str(resource("icons", "dtgui.svg"))))

@@ -306,8 +306,9 @@ class MainWindow(QMainWindow):
         self._ensure_dashboard().attach(source)  # type: ignore[arg-type]
         self.act_dashboard.setEnabled(True)
         self._show_dashboard()
-        if self.session.active:
-            self.statusBar().showMessage(f"Running from {self.session.source.bundle.path}")
+        source = self.session.source
+        if self.session.active and source is not None:
+            self.statusBar().showMessage(f"Running from {source.bundle.path}")
         else:
             self._set_launch_enabled(True)
 

@@ -136,7 +136,8 @@ class LossPanel(PlotPanel):
             for item in (sample, label, label.item):
                 item.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         while self._chip_row.count():
-            widget = self._chip_row.takeAt(0).widget()
+            item = self._chip_row.takeAt(0)
+            widget = item.widget() if item is not None else None
             if widget is not None:
                 widget.deleteLater()
         self._chips.clear()

@@ -137,9 +137,13 @@ class RunSession(QObject):
         if not isinstance(controller, RunController) or controller.finished:
             return ""
         controller.detach()
+        record = controller.record
+        if record is None:  # the app records every run it starts; a watcher needs that record
+            return ("The run keeps training, but it has no run record, so nothing will stop it "
+                    "if a task fails while dtgui is closed.")
         given = self.connector.secrets.as_dict() if self.connector is not None else {}
         try:
-            start_watcher(controller.record, given, controller.policy.max_restarts)
+            start_watcher(record, given, controller.policy.max_restarts)
         except OSError as exc:
             return (f"The run keeps training, but nothing will stop it if a task fails while "
                     f"dtgui is closed ({exc}). Reopen dtgui and reattach to watch it.")

@@ -223,9 +223,9 @@ class TaskTable(QTableWidget):
         header.setDefaultAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
         for col in range(len(self.COLUMNS) - 1):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
-            if col in self.NUMERIC:
-                self.horizontalHeaderItem(col).setTextAlignment(
-                    Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            head = self.horizontalHeaderItem(col)
+            if col in self.NUMERIC and head is not None:
+                head.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         header.setSectionResizeMode(self.ERROR, QHeaderView.ResizeMode.Stretch)
         self.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
         self.setColumnHidden(self.MACHINE, True)

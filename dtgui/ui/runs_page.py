@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, Signal, SignalInstance
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -178,7 +178,7 @@ class RunsPage(QWidget):
         if len(chosen) >= 2:
             self.compareRequested.emit(chosen)
 
-    def _emit(self, signal: Signal) -> None:
+    def _emit(self, signal: SignalInstance) -> None:
         record = self.selected()
         if record is not None:
             signal.emit(record)

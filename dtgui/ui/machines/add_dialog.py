@@ -255,6 +255,8 @@ class MachineDialog(QDialog):
     def _fit(self) -> None:
         """Grow to fit rows that appeared (wrapped labels need their height for the width)."""
         layout = self.layout()
+        if layout is None:
+            return
         need = (layout.totalHeightForWidth(self.width()) if layout.hasHeightForWidth()
                 else layout.totalSizeHint().height())
         need = max(need, layout.totalMinimumSize().height())

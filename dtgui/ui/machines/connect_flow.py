@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 CONNECT_TIMEOUT = 10.0
 MAX_ATTEMPTS = 6
 MIN_POOL_THREADS = 8
+# What connecting can ask the person (a dialog each).
+Question = UnknownHostKeyError | SecretRequired | ChangedHostKeyError
 
 
 def ensure_pool_capacity() -> None:
@@ -167,7 +169,7 @@ class ConnectFlow(QObject):
         self.timeout = timeout
         self.keyring_ok, self.keyring_note = keyring_ok, keyring_note
         self.dialog: QDialog | None = None
-        self._questions: deque[tuple[Batch, Machine, ConnectError]] = deque()
+        self._questions: deque[tuple[Batch, Machine, Question]] = deque()
         self._trusted: set[tuple[str, int, str]] = set()  # keys accepted through this flow
         ensure_pool_capacity()
 
@@ -241,7 +243,7 @@ class ConnectFlow(QObject):
             batch.done.emit([batch.outcomes[m.name] for m in batch.machines])
 
     # -- questions ----------------------------------------------------------------------------
-    def _ask(self, batch: Batch, machine: Machine, error: ConnectError) -> None:
+    def _ask(self, batch: Batch, machine: Machine, error: Question) -> None:
         self._questions.append((batch, machine, error))
         self._next_question()
 
@@ -270,7 +272,7 @@ class ConnectFlow(QObject):
                 f"No {error.kind} was given for {error.machine}; dtgui did not connect.",
                 machine=machine.name))))
         else:
-            dialog = ChangedKeyDialog(error, machine.name, parent)  # type: ignore[arg-type]
+            dialog = ChangedKeyDialog(error, machine.name, parent)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.finished.connect(self._dialog_closed)
         self.dialog = dialog
@@ -293,7 +295,11 @@ class ConnectFlow(QObject):
                 f"The host key could not be recorded: {text.splitlines()[0]}",
                 machine=machine.name)))
 
-        run_in_thread(lambda: trust_host_key(error.host, error.port, error.key), trusted, failed,
+        key = error.key
+        if key is None:  # only an error raised while connecting carries the key
+            failed("the host key was not received")
+            return
+        run_in_thread(lambda: trust_host_key(error.host, error.port, key), trusted, failed,
                       context=batch)
 
     def _got_secret(self, batch: Batch, machine: Machine, error: SecretRequired,

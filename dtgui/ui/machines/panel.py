@@ -211,6 +211,13 @@ class MachinesPanel(PanelActions, QWidget):
         self._update_details()
         self.machinesChanged.emit()
 
+    def _cell(self, row: int, col: int) -> QTableWidgetItem:
+        item = self.table.item(row, col)
+        if item is None:  # _rebuild gives every cell an item; this keeps a stray row drawable
+            item = QTableWidgetItem()
+            self.table.setItem(row, col, item)
+        return item
+
     def row_of(self, name: str) -> int:
         return next((i for i, m in enumerate(self.machines()) if m.name == name), -1)
 
@@ -225,10 +232,10 @@ class MachinesPanel(PanelActions, QWidget):
                 f.os_name if f else "", f.python_path if f else "",
                 (f.tf_error or f.tf_version) if f else "", texts.gpu_tooltip(f) if f else ""]
         for col, (text, tip) in enumerate(zip(cells, tips, strict=True)):
-            item = self.table.item(row, col)
+            item = self._cell(row, col)
             item.setText(text)
             item.setToolTip(tip)
-        self.table.item(row, 0).setIcon(status_icon(state.status, self._frame))
+        self._cell(row, 0).setIcon(status_icon(state.status, self._frame))
 
     def _set_state(self, name: str, status: str, message: str = "",
                    facts: RemoteFacts | None = None, error: ConnectError | None = None) -> None:
@@ -249,7 +256,7 @@ class MachinesPanel(PanelActions, QWidget):
         for row, machine in enumerate(self.machines()):
             if self.states.get(machine.name, RowState()).status == "connecting":
                 busy = True
-                self.table.item(row, 0).setIcon(status_icon("connecting", self._frame))
+                self._cell(row, 0).setIcon(status_icon("connecting", self._frame))
         if not busy:
             self._spinner.stop()
 

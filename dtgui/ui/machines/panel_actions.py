@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtWidgets import QMessageBox
 
@@ -18,6 +19,19 @@ from dtgui.ui.machines.import_dialog import ImportDialog
 from dtgui.ui.machines.install_key_dialog import InstallKeyDialog
 from dtgui.ui.workers import run_in_thread
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from PySide6.QtCore import SignalInstance
+    from PySide6.QtWidgets import QDialog
+    from PySide6.QtWidgets import QWidget as _Panel
+
+    from dtgui.core.hardware import MachineFacts
+    from dtgui.core.machines import MachineRegistry
+    from dtgui.ui.machines.connect_flow import ConnectFlow
+else:
+    _Panel = object
+
 
 @dataclass
 class RowState:
@@ -27,8 +41,27 @@ class RowState:
     error: ConnectError | None = None
 
 
-class PanelActions:
+class PanelActions(_Panel):
     """Mixed into MachinesPanel (`self` is the panel)."""
+
+    if TYPE_CHECKING:  # what the actions use of the panel
+        dialogShown: SignalInstance
+        registry: MachineRegistry | None
+        states: dict[str, RowState]
+        keyring_ok: bool
+        keyring_note: str
+        flow: ConnectFlow
+        local_facts: Callable[[], MachineFacts | None]
+
+        def selected_names(self) -> list[str]: ...
+        def refresh(self, names: list[str] | None = None,
+                    given: Secrets | None = None) -> None: ...
+        def _show(self, dialog: QDialog) -> None: ...
+        def _rebuild(self) -> None: ...
+        def _set_message(self, text: str = "", error: bool = False) -> None: ...
+        def _set_state(self, name: str, status: str, message: str = "",
+                       facts: RemoteFacts | None = None,
+                       error: ConnectError | None = None) -> None: ...
 
     # -- add / edit / remove / import --------------------------------------------------------------
     def add_machine(self) -> None:

@@ -68,9 +68,10 @@ class GpuPicker(QWidget):
         self._shown = wanted
         while self.grid.count():
             item = self.grid.takeAt(0)
-            if item.widget() is not None:
-                item.widget().hide()  # at once: deleteLater waits for the event loop
-                item.widget().deleteLater()
+            widget = item.widget() if item is not None else None
+            if widget is not None:
+                widget.hide()  # at once: deleteLater waits for the event loop
+                widget.deleteLater()
         self._boxes.clear()
         self._notes.clear()
         for row, name in enumerate(wanted):

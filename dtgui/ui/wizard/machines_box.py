@@ -132,10 +132,11 @@ class MachinesBox(QFrame):
         self._layout_key = key
         while self.grid.count():
             item = self.grid.takeAt(0)
-            if item.widget() is not None:
-                item.widget().hide()
-                item.widget().deleteLater()
-        self._python_labels = []
+            widget = item.widget() if item is not None else None
+            if widget is not None:
+                widget.hide()
+                widget.deleteLater()
+        self._python_labels: list[QLabel] = []
         self._combos.clear()
         self._pythons.clear()
         heading = label("Where each process runs", wrap=False)
@@ -245,7 +246,7 @@ class MachinesBox(QFrame):
             widget.hide()  # at once: deleteLater waits for the event loop
             widget.deleteLater()
         self._pythons.clear()
-        self._python_labels: list[QLabel] = []
+        self._python_labels = []
         for i, name in enumerate(self.remote_names()):
             self._filled[name] = self.default_python(name)
             edit = QLineEdit(self._filled[name])
