@@ -34,9 +34,9 @@ from dtgui.core.plan import LOCAL_MACHINE, Plan
 
 DEFAULT_BASE_PORT = 23456
 LOWEST_PORT = 1024  # below it a task needs root to listen
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
-_SAFE_PATH = re.compile(r"^[A-Za-z0-9_./+-]+$")
-_TASK = re.compile(r"^(chief|worker|ps)(?:[:-](\d+))?$")
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+_SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]+")
+_TASK = re.compile(r"(chief|worker|ps)(?:[:-](\d+))?")
 MULTI = ("multi_worker_mirrored", "parameter_server")
 
 
@@ -154,7 +154,7 @@ class _Resolver:
     def name(self, text: str, where: str) -> str | None:
         if text.casefold() in (LOCAL_MACHINE, "this"):
             return LOCAL_MACHINE
-        if not _SAFE_NAME.match(text):
+        if not _SAFE_NAME.fullmatch(text):
             self.problems.append(
                 f"Machine name {text!r} ({where}) has spaces or shell characters: use a "
                 "registered name of letters, digits, '.', '_' and '-' (rename the machine in "
@@ -169,7 +169,7 @@ class _Resolver:
                    if known else "no machine is registered: add machines in the GUI's Machines "
                    f"panel (kept in {self.registry.path}), or use local for this machine."))
             return None
-        if not _SAFE_NAME.match(machine.name):
+        if not _SAFE_NAME.fullmatch(machine.name):
             return self.name(machine.name, where)
         return machine.name
 
@@ -178,7 +178,7 @@ class _Resolver:
 
 
 def _task_id(text: str, ids: list[str]) -> str | None:
-    m = _TASK.match(text.strip().lower())
+    m = _TASK.fullmatch(text.strip().lower())
     if not m:
         return None
     return f"{m.group(1)}:{m.group(2) or 0}" if f"{m.group(1)}:{m.group(2) or 0}" in ids else None
@@ -250,7 +250,7 @@ def place_from_args(plan: Plan, args: argparse.Namespace,
         if name not in used:
             problems.append(f"--python {raw}={path}: no task runs on {name} (the tasks run on "
                             f"{', '.join(used)}).")
-        elif not _SAFE_PATH.match(path) or path.startswith("-"):
+        elif not _SAFE_PATH.fullmatch(path) or path.startswith("-"):
             problems.append(
                 f"--python {raw}={path}: give the interpreter's plain path (letters, digits, "
                 "'/', '.', '_', '+', '-'; no spaces, '~' or shell characters), e.g. "

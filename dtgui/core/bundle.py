@@ -264,6 +264,13 @@ def render_bundle(plan: Plan, destination: Path, *, overwrite: bool = False) -> 
     if not plan.tasks:
         raise PlanError("the plan has no tasks: place it first (dtgui.core.cluster.place_local)")
     destination = Path(destination).resolve()
+    if any(ord(c) < 32 or ord(c) == 127 for c in str(destination)):
+        # run.sh finds its folder with "$(dirname "$0")", which drops a trailing line break,
+        # and the README's commands are lines: such a path would give a bundle that breaks.
+        raise BundleError(
+            f"{str(destination)!r} holds a line break or another control character: choose "
+            "a directory whose path has none."
+        )
     if destination.exists() and any(destination.iterdir()) and not overwrite:
         raise BundleError(
             f"{destination} already exists and is not empty: choose an empty or new directory."

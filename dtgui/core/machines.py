@@ -37,10 +37,10 @@ SCHEMA = 1
 AUTH_METHODS = ("agent", "key", "password")
 AUTH_LABELS = {"agent": "ssh-agent", "key": "key file", "password": "password"}
 
-_LABEL = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?$")
-_USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$")
+_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
+_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_JUMP = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>\[[^\]]+\]|[^:@\s\[\]]+)(?::(?P<port>\d+))?$")
+_JUMP = re.compile(r"(?:(?P<user>[^@\s]+)@)?(?P<host>\[[^\]]+\]|[^:@\s\[\]]+)(?::(?P<port>\d+))?")
 
 
 class MachineError(ValueError):
@@ -58,7 +58,7 @@ def host_problem(host: str) -> str:
     except ValueError:
         pass
     name = host[:-1] if host.endswith(".") else host
-    if len(name) > 253 or not name or not all(_LABEL.match(p) for p in name.split(".")):
+    if len(name) > 253 or not name or not all(_LABEL.fullmatch(p) for p in name.split(".")):
         return (
             f"The host {host!r} is not a host name or IP address: use letters, digits, "
             "'-' and '.' only (no spaces, quotes or shell characters)."
@@ -69,7 +69,7 @@ def host_problem(host: str) -> str:
 def user_problem(user: str) -> str:
     if not user:
         return "The user name is empty."
-    if not _USER.match(user):
+    if not _USER.fullmatch(user):
         return (
             f"The user name {user!r} is not a valid login name: use letters, digits, "
             "'_', '.' and '-' only, starting with a letter, digit or '_'."
@@ -100,7 +100,7 @@ def parse_jump_spec(spec: str) -> tuple[str, str, int] | None:
 
     The user is "" when not given; the port is 22 when not given.
     """
-    m = _JUMP.match(spec.strip())
+    m = _JUMP.fullmatch(spec.strip())
     if not m:
         return None
     host = m.group("host")

@@ -15,7 +15,7 @@ PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 COMMUNICATIONS = ("auto", "ring", "nccl")
 DEVICE_KINDS = ("cpu", "gpu")
 MAX_REPLICAS = 64
-_RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
+_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
 LOCAL_MACHINE = "local"  # issue 4: the machine name of "this machine" in a placed plan
 
 
@@ -208,7 +208,7 @@ def validate(plan: Plan, *, usable_gpus: int | None = None) -> list[str]:
     info = STRATEGIES.get(plan.strategy)
     if info is None:
         return [f"Unknown strategy {plan.strategy!r}: choose one of {', '.join(STRATEGIES)}."]
-    if not _RUN_NAME.match(plan.run_name):
+    if not _RUN_NAME.fullmatch(plan.run_name):
         errors.append(
             "Run name: use 1-80 letters, digits, '.', '_' or '-', starting with a letter or digit."
         )

@@ -17,7 +17,7 @@ def short_os(facts: RemoteFacts) -> str:
     """'Debian GNU/Linux 12 (bookworm)' -> 'Debian 12'; 'Ubuntu 22.04.4 LTS' -> 'Ubuntu 22.04'."""
     name = facts.os_name or facts.kernel
     name = re.sub(r"\s*\(.*?\)", "", name).replace("GNU/Linux ", "").replace(" LTS", "")
-    m = re.match(r"^(Ubuntu \d+\.\d+)\.\d+$", name)
+    m = re.fullmatch(r"(Ubuntu \d+\.\d+)\.\d+", name)
     return m.group(1) if m else name.strip()
 
 
