@@ -1,11 +1,17 @@
 """A Python with this machine's TensorFlow that the SSH test account can run.
 
 The test hosts share this machine's files, so the test account could run this very
-interpreter - unless it lives where that account cannot read (a venv made from a pyenv
-Python under /root, say). Then the base interpreter is copied into a temporary directory
-with hard links (instant, no space; a plain copy when hard links are not possible), with a
-`.pth` file that adds this venv's site-packages and a wrapper that finds its libpython. The
-copy is removed by `cleanup()`.
+interpreter - unless it, or the venv's packages, live where that account cannot enter: a
+checkout in a private directory (mode 0700, as `mktemp -d` and Debian home directories are),
+or a venv made from a pyenv Python under /root. Nothing of the user's is opened up for it.
+Instead a temporary directory the account can read gets what it lacks, linked with hard links
+(instant, no space; a plain copy when the directory is on another file system):
+
+* the venv's site-packages, when the account cannot reach them;
+* the interpreter: a venv of the base Python when the account can run that, else a copy of
+  the base installation with a wrapper that finds its libpython.
+
+A `.pth` file there adds the site-packages. All of it is removed by `cleanup()`.
 """
 
 from __future__ import annotations
@@ -32,33 +38,57 @@ def runs_as(user: str, python: str) -> bool:
     return proc.returncode == 0
 
 
+def reaches(user: str, path: str | Path) -> bool:
+    """Whether `user` can open `path` (read it, and enter it when it is a directory)."""
+    check = 'test -r "$1" && { test ! -d "$1" || test -x "$1"; }'
+    return subprocess.run(["su", "-s", "/bin/sh", user, "-c", check, "sh", str(path)],
+                          capture_output=True, timeout=30, cwd="/").returncode == 0
+
+
+def _linked_copy(source: Path, target: Path) -> None:
+    if subprocess.run(["cp", "-al", str(source), str(target)],
+                      capture_output=True).returncode != 0:  # another file system
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(source, target, symlinks=True)
+
+
 def python_for(user: str = sshhosts.TEST_USER) -> str:
     """An interpreter path `user` can run that imports this machine's TensorFlow."""
     if runs_as(user, sys.executable):
         return sys.executable
-    base = Path(sys.base_prefix)
     tmp = Path(tempfile.mkdtemp(prefix="dtgui-testpython-"))
     tmp.chmod(0o755)
     _made.append(tmp)
-    copy = tmp / "base"
-    if subprocess.run(["cp", "-al", str(base), str(copy)], capture_output=True).returncode != 0:
-        shutil.rmtree(copy, ignore_errors=True)
-        shutil.copytree(base, copy, symlinks=True)
+    sites = []
+    for n, path in enumerate(p for p in site.getsitepackages() if Path(p).is_dir()):
+        if not reaches(user, path):
+            _linked_copy(Path(path), tmp / f"site-packages-{n}")
+            path = str(tmp / f"site-packages-{n}")
+        sites.append(path)
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    purelib = Path(sysconfig.get_paths(vars={"base": str(copy)})["purelib"])
+    base_python = Path(sys.base_prefix) / "bin" / version
+    if reaches(user, base_python):
+        venv = tmp / "venv"
+        subprocess.run([str(base_python), "-m", "venv", "--without-pip", str(venv)],
+                       check=True, capture_output=True, timeout=120)
+        purelib = venv / "lib" / version / "site-packages"
+        python = venv / "bin" / "python3"
+    else:
+        copy = tmp / "base"
+        _linked_copy(Path(sys.base_prefix), copy)
+        purelib = Path(sysconfig.get_paths(vars={"base": str(copy)})["purelib"])
+        python = tmp / "python3"
+        python.write_text(
+            "#!/bin/sh\n"
+            f'LD_LIBRARY_PATH="{copy / "lib"}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}" '
+            f'exec "{copy / "bin" / version}" "$@"\n')
+        python.chmod(0o755)
     purelib.mkdir(parents=True, exist_ok=True)
-    sites = [p for p in site.getsitepackages() if Path(p).is_dir()]
     lines = "".join(f"import site; site.addsitedir({p!r})\n" for p in sites)
     (purelib / "dtgui-test-venv.pth").write_text(lines)
-    wrapper = tmp / "python3"
-    wrapper.write_text(
-        "#!/bin/sh\n"
-        f'LD_LIBRARY_PATH="{copy / "lib"}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}" '
-        f'exec "{copy / "bin" / version}" "$@"\n')
-    wrapper.chmod(0o755)
-    if not runs_as(user, str(wrapper)):
-        raise RuntimeError(f"{user} cannot run TensorFlow with {wrapper} either")
-    return str(wrapper)
+    if not runs_as(user, str(python)):
+        raise RuntimeError(f"{user} cannot run TensorFlow with {python} either")
+    return str(python)
 
 
 def cleanup() -> None:
