@@ -26,13 +26,13 @@ if not os.environ.get("DISPLAY"):
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
-import pyqtgraph as pg  # noqa: E402
-from PySide6.QtWidgets import QApplication  # noqa: E402
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtWidgets import QApplication
 
-from dtgui.core.events import Event  # noqa: E402
-from dtgui.core.metrics import RunMetrics  # noqa: E402
-from dtgui.ui.dashboard import Dashboard  # noqa: E402
+from dtgui.core.events import Event
+from dtgui.core.metrics import RunMetrics
+from dtgui.ui.dashboard import Dashboard
 
 TARGET_MS = 16.0
 
@@ -79,7 +79,7 @@ class Feeder:
                 ids = list(range(w * self.per_task, (w + 1) * self.per_task))
                 row = losses[i][w * self.per_task:(w + 1) * self.per_task]
                 events.append(Event("step", f"worker:{w}", t, {
-                    "step": step, "epoch": step // 1000 + 1, "replica_losses": row,
+                    "kind": "step", "step": step, "epoch": step // 1000 + 1, "replica_losses": row,
                     "replica_ids": ids, "loss": sum(row) / len(row),
                     "examples_per_sec": eps[i][w]}))
                 if step % 40 == 0:

@@ -8,6 +8,7 @@ scaled cumulative sum (see `_ema_block`).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -22,6 +23,14 @@ def _block_size(weight: float) -> int:
     return max(1, int(EXPONENT_LIMIT / -math.log(weight)))
 
 
+@functools.lru_cache(maxsize=8)
+def _powers(weight: float) -> tuple[np.ndarray, np.ndarray]:
+    """w^k and w^-k over one block (computed once per weight: a frame smooths a few new
+    points of many series, and these would otherwise cost more than the smoothing)."""
+    k = np.arange(_block_size(weight), dtype=np.float64)
+    return np.power(weight, k), np.power(weight, -k)
+
+
 def _smooth_into(out: np.ndarray, y: np.ndarray, weight: float, state: float,
                  count: int) -> float:
     """Write the debiased average of `y` into `out` (same length), continuing from the biased
@@ -29,10 +38,8 @@ def _smooth_into(out: np.ndarray, y: np.ndarray, weight: float, state: float,
 
     Per block, from the accumulator s before it: b_k = w^(k+1) s + (1-w) sum_j<=k w^(k-j) y_j
     = w^k (w s + (1-w) cumsum(w^-j y_j)); debiased, b_k / (1 - w^(count+k+1))."""
-    step = min(_block_size(weight), max(1, len(y)))
-    k = np.arange(step, dtype=np.float64)
-    down = np.power(weight, k)
-    up = np.power(weight, -k)
+    down, up = _powers(weight)
+    step = len(down)
     for start in range(0, len(y), step):
         block = np.asarray(y[start:start + step], dtype=np.float64)
         m = len(block)

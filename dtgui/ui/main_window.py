@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from dtgui.ui.compare import CompareView
     from dtgui.ui.dashboard import Dashboard
     from dtgui.ui.machines import MachinesPanel
+    from dtgui.ui.notify import RunNotices
     from dtgui.ui.wizard import RunWizard
 
 DEMO_STEPS = 1000
@@ -182,6 +183,7 @@ class MainWindow(QMainWindow):
         self.runs_page.openRequested.connect(self._open_run)
         self.runs_page.compareRequested.connect(self.compare_runs)
         self.compare: CompareView | None = None  # made on first use: pyqtgraph loads then
+        self._run_notices: RunNotices | None = None  # made with the first run
         self.runs_page.loaded.connect(self._announce_running)
         self.runs_page.refresh()
         self.session.started.connect(self._on_started)
@@ -301,8 +303,18 @@ class MainWindow(QMainWindow):
         if facts.tf is not None:
             self.statusBar().showMessage("Ready.", 5000)
 
+    @property
+    def run_notices(self) -> RunNotices:
+        """Desktop notifications (tray, else a toast) when the shown run ends or restarts."""
+        if self._run_notices is None:
+            from dtgui.ui.notify import Notifier, RunNotices
+
+            self._run_notices = RunNotices(Notifier(self))
+        return self._run_notices
+
     def _on_started(self, source: object) -> None:
         self.home.status.setText("")
+        self.run_notices.follow(source)
         self._ensure_dashboard().attach(source)  # type: ignore[arg-type]
         self.act_dashboard.setEnabled(True)
         self._show_dashboard()
@@ -374,7 +386,7 @@ class MainWindow(QMainWindow):
         for widget in (self.act_new, self.act_demo, self.home.train_demo, self.home.new_run):
             widget.setEnabled(enabled)
 
-    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+    def closeEvent(self, event: QCloseEvent) -> None:
         if not self.session.active:
             if self.dashboard is not None:
                 self.dashboard.detach()
@@ -392,6 +404,8 @@ class MainWindow(QMainWindow):
         if box.clickedButton() is keep:
             if self.dashboard is not None:
                 self.dashboard.detach()
+            if self._run_notices is not None:
+                self._run_notices.stop()
             warning = self.session.keep_training()
             if warning:
                 QMessageBox.warning(self, "The run is not watched", warning)

@@ -1,0 +1,147 @@
+"""Desktop notifications while dtgui is open: a run finished, failed, or restarted from its
+last checkpoint.
+
+`Notifier.notify(title, text)` shows a system-tray message when the desktop has a tray
+(`QSystemTrayIcon`), else a toast in the window's corner plus the status bar (an offscreen
+or tray-less session still gets it, and tests can see it). `RunNotices` follows the shown run
+from a slow timer: it reads the controller's `finished`, `state`, `message` and `restarts`
+(attributes in memory; nothing blocks) and notifies once per change. A run opened from the
+history has already ended: it says nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
+from PySide6.QtGui import QIcon
+from PySide6.QtWidgets import QLabel, QMainWindow, QSystemTrayIcon, QWidget
+
+POLL_MS = 500
+TOAST_MS = 8000
+TRAY_MS = 10000
+TOAST_STYLE = ("QLabel#toast { background: #202124; color: #ffffff; border-radius: 6px; "
+               "padding: 10px 14px; }")
+
+
+class Toast(QLabel):
+    """A message in the bottom-right corner of a window, gone after a few seconds."""
+
+    def __init__(self, parent: QWidget) -> None:
+        super().__init__(parent)
+        self.setObjectName("toast")
+        self.setStyleSheet(TOAST_STYLE)
+        self.setTextFormat(Qt.TextFormat.RichText)
+        self.setWordWrap(True)
+        self.setMaximumWidth(420)
+        self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.timeout.connect(self.hide)
+        self.hide()
+
+    def show_message(self, title: str, text: str, ms: int = TOAST_MS) -> None:
+        self.setText(f"<b>{title}</b><br>{text}")
+        self.adjustSize()
+        parent = self.parentWidget()
+        if parent is not None:
+            self.move(max(0, parent.width() - self.width() - 16),
+                      max(0, parent.height() - self.height() - 36))
+        self.raise_()
+        self.show()
+        self._timer.start(ms)
+
+
+class Notifier(QObject):
+    """Tells the user about something that happened while they may be looking elsewhere."""
+
+    shown = Signal(str, str)  # title, text
+
+    def __init__(self, window: QWidget, icon: QIcon | None = None) -> None:
+        super().__init__(window)
+        self.window = window
+        self.history: list[tuple[str, str]] = []
+        self.toast = Toast(window)
+        self.tray: QSystemTrayIcon | None = None
+        if QSystemTrayIcon.isSystemTrayAvailable() and QSystemTrayIcon.supportsMessages():
+            self.tray = QSystemTrayIcon(icon or window.windowIcon(), self)
+            self.tray.setToolTip("dtgui")
+            self.tray.activated.connect(self._raise_window)
+
+    @property
+    def uses_tray(self) -> bool:
+        return self.tray is not None
+
+    def notify(self, title: str, text: str, warning: bool = False) -> None:
+        self.history.append((title, text))
+        if self.tray is not None:
+            if not self.tray.isVisible():
+                self.tray.show()
+            icon = (QSystemTrayIcon.MessageIcon.Warning if warning
+                    else QSystemTrayIcon.MessageIcon.Information)
+            self.tray.showMessage(title, text, icon, TRAY_MS)
+        else:
+            self.toast.show_message(title, text)
+        if isinstance(self.window, QMainWindow):
+            self.window.statusBar().showMessage(f"{title}: {text}", 15000)
+        self.shown.emit(title, text)
+
+    def _raise_window(self, *_args: object) -> None:
+        self.window.showNormal()
+        self.window.raise_()
+        self.window.activateWindow()
+
+
+class RunNotices(QObject):
+    """Notifies when the followed run finishes, fails or restarts from a checkpoint."""
+
+    def __init__(self, notifier: Notifier) -> None:
+        super().__init__(notifier)
+        self.notifier = notifier
+        self.source: Any = None
+        self.name = ""
+        self._restarts = 0
+        self._timer = QTimer(self)
+        self._timer.setInterval(POLL_MS)
+        self._timer.timeout.connect(self.check)
+
+    def follow(self, source: Any, name: str = "") -> None:
+        """Follow `source` (a RunController, or a RunView of an ended run: ignored)."""
+        self._timer.stop()
+        self.source = None
+        if source is None or bool(getattr(source, "finished", True)):
+            return
+        self.source = source
+        plan = getattr(getattr(source, "bundle", None), "plan", None)
+        self.name = name or getattr(plan, "run_name", "") or "The run"
+        self._restarts = int(getattr(source, "restarts", 0) or 0)
+        self._timer.start()
+
+    def stop(self) -> None:
+        """Stop following (dtgui closes; the run may keep training)."""
+        self._timer.stop()
+        self.source = None
+
+    def check(self) -> None:
+        source = self.source
+        if source is None:
+            return
+        restarts = int(getattr(source, "restarts", 0) or 0)
+        if restarts > self._restarts:
+            self._restarts = restarts
+            limit = getattr(getattr(source, "policy", None), "max_restarts", 0)
+            of = f" of {limit}" if limit else ""
+            self.notifier.notify(f"{self.name} restarted",
+                                 f"Restarted from its last checkpoint (restart {restarts}{of}). "
+                                 f"{getattr(source, 'message', '')}".strip(), warning=True)
+        if not bool(source.finished):
+            return
+        self.stop()
+        state, message = str(source.state), str(getattr(source, "message", "") or "")
+        if state == "finished":
+            loss = getattr(source, "final_loss", None)
+            detail = f"final loss {loss:.4g}" if isinstance(loss, (int, float)) else message
+            self.notifier.notify(f"{self.name} finished", detail or "Training finished.")
+        elif state == "failed":
+            self.notifier.notify(f"{self.name} failed", message or "A task failed.",
+                                 warning=True)

@@ -1,0 +1,260 @@
+"""The dashboard's training-quality parts with real widgets and a real RunMetrics fed with
+schema-2 events: validation loss and metrics with their best points, the learning rate, EMA
+smoothing, the saved model's bar; and the run notifications."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QObject, Qt, QUrl, Slot
+from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import QMainWindow
+
+from dtgui.core.events import Event, parse_line
+from dtgui.core.metrics import RunMetrics
+from dtgui.core.smoothing import ema
+from dtgui.ui.dashboard import Dashboard
+from dtgui.ui.notify import Notifier, RunNotices
+from dtgui.ui.training_plots import RAW_ALPHA
+from dtgui.worker import step_batch
+
+pytestmark = pytest.mark.gui
+LEFT = Qt.MouseButton.LeftButton
+
+
+def ev(kind: str, task: str = "worker:0", t: float = 1000.0, **fields: Any) -> Event:
+    event = parse_line(json.dumps({"v": 2, "kind": kind, "task": task, "t": t, **fields}))
+    assert event is not None, kind
+    return event
+
+
+def losses(first: int, count: int, replicas: int = 2, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed + first)
+    steps = np.arange(first, first + count)[:, None]
+    return (2.0 / np.sqrt(steps) + 0.1 * np.arange(replicas) + rng.normal(0, 0.05, (count, replicas))
+            ).astype(np.float32)
+
+
+def steps_event(first: int, count: int, replicas: int = 2, lr: float | None = None) -> Event:
+    values = losses(first, count, replicas)
+    extra = {"lr": lr} if lr is not None else {}
+    return ev("steps", t=1000.0 + first + count, first=first, count=count, stride=1, epoch=1,
+              replica_ids=list(range(replicas)), encoding=step_batch.ENCODING,
+              losses=step_batch.encode(values), means=step_batch.encode(values.mean(axis=1)),
+              loss=float(values.mean(axis=1)[-1]), examples_per_sec=500.0, **extra)
+
+
+def raw_loss(rid: int, last: int, replicas: int = 2) -> np.ndarray:
+    return np.concatenate([losses(f, 10, replicas)[:, rid] for f in range(1, last + 1, 10)])
+
+
+class FakeController:
+    def __init__(self, metrics: RunMetrics, output: Path | None = None) -> None:
+        self.metrics = metrics
+        self.state = "running"
+        self.message = ""
+        self.finished = False
+        self.restarts = 0
+        self.final_loss: float | None = None
+        if output is not None:
+            self.bundle = type("B", (), {"output": output, "plan": None})()
+
+    def request_stop(self) -> None:
+        self.state = "stopping"
+
+
+@pytest.fixture
+def metrics() -> RunMetrics:
+    m = RunMetrics(120)
+    m.add_events([ev("started", replicas=2, replica_ids=[0, 1], steps=120,
+                     strategy="mirrored")])
+    return m
+
+
+@pytest.fixture
+def dash(qtbot) -> Dashboard:  # type: ignore[no-untyped-def]
+    d = Dashboard()
+    qtbot.addWidget(d)
+    d.resize(1400, 900)
+    d.show()
+    yield d
+    d.detach()
+
+
+def validation(step: int, loss: float, acc: float, top5: float) -> Event:
+    return ev("validation", t=1000.0 + step, step=step, epoch=step // 40, loss=loss,
+              metrics={"accuracy": acc, "top_5": top5}, examples=360)
+
+
+def test_validation_loss_metrics_best_points_and_learning_rate(
+        qtbot, dash: Dashboard, metrics: RunMetrics) -> None:
+    dash.attach(FakeController(metrics), run_name="val")
+    assert not dash.validation_panel.isVisible() and not dash.lr_panel.isVisible()
+    events = []
+    for first in range(1, 121, 10):
+        events.append(steps_event(first, 10, lr=0.1 * (1 - (first + 9) / 120)))
+        last = first + 9
+        if last % 40 == 0:
+            i = last // 40 - 1
+            events.append(validation(last, [0.5, 0.3, 0.35][i], [0.8, 0.9, 0.88][i],
+                                     [0.97, 0.98, 0.99][i]))
+    metrics.add_events(events)
+    qtbot.waitUntil(lambda: dash.validation_panel.isVisible() and dash.lr_panel.isVisible(),
+                    timeout=3000)
+    # the validation loss on the loss plot's step axis, dashed and thick, its best starred
+    loss = dash.loss_panel
+    x, y = loss.val_curves.shown_data("validation loss")
+    np.testing.assert_array_equal(x, [40, 80, 120])
+    np.testing.assert_allclose(y, [0.5, 0.3, 0.35])
+    pen = loss.val_curves.curves["validation loss"].opts["pen"]
+    assert pen.style() == Qt.PenStyle.DashLine and pen.widthF() >= 2
+    assert loss.best_point == (80.0, pytest.approx(0.3))
+    qtbot.waitUntil(lambda: "step 80" in loss.best_label.text(), timeout=3000)
+    assert "0.3" in loss.best_label.text() and "latest 0.35" in loss.best_label.text()
+    assert "validation" in [label.text for _s, label in loss.legend.items]
+    # the other metrics: one at a time, accuracy first; best = highest
+    panel = dash.validation_panel
+    assert panel.metrics() == ["accuracy", "top_5"] and panel.current_metric == "accuracy"
+    x, y = panel.curves.shown_data("accuracy")
+    np.testing.assert_allclose(y, [0.8, 0.9, 0.88])
+    assert panel.marker.getOriginalDataset()[0].tolist() == [80.0]
+    qtbot.waitUntil(lambda: "at step 80" in panel.readout.text(), timeout=3000)
+    panel.set_metric("top_5")
+    assert panel.marker.getOriginalDataset()[0].tolist() == [120.0]
+    assert list(panel.curves.curves) == ["top_5"]
+    # the learning rate at the last step of every call
+    x, y = dash.lr_panel.curves.shown_data("lr")
+    np.testing.assert_array_equal(x, np.arange(10, 121, 10))
+    np.testing.assert_allclose(y, [0.1 * (1 - s / 120) for s in range(10, 121, 10)])
+
+
+def test_smoothing_is_tensorboards_ema_with_the_raw_points_faint_behind(
+        qtbot, dash: Dashboard, metrics: RunMetrics) -> None:
+    dash.attach(FakeController(metrics), run_name="ema")
+    metrics.add_events([steps_event(f, 10) for f in range(1, 61, 10)])
+    panel = dash.loss_panel
+    assert panel.slider.value() == 600 and panel.weight == pytest.approx(0.6)
+    qtbot.waitUntil(lambda: 1 in panel.curves.curves
+                    and len(panel.curves.shown_data(1)[0]) == 60, timeout=3000)
+    np.testing.assert_allclose(panel.curves.shown_data(1)[1], ema(raw_loss(1, 60), 0.6),
+                               rtol=1e-6)
+    _raw_x, raw_y = panel.raw_curves.shown_data(1)
+    np.testing.assert_allclose(raw_y, raw_loss(1, 60), rtol=1e-6)
+    assert panel.raw_curves.curves[1].opts["pen"].color().alpha() == RAW_ALPHA
+    # grows incrementally: the same as smoothing the whole series
+    metrics.add_events([steps_event(f, 10) for f in range(61, 121, 10)])
+    qtbot.waitUntil(lambda: len(panel.curves.shown_data(0)[0]) == 120, timeout=3000)
+    np.testing.assert_allclose(panel.curves.shown_data(0)[1], ema(raw_loss(0, 120), 0.6),
+                               rtol=1e-6)
+    # the slider
+    panel.slider.setValue(950)
+    assert panel.weight == pytest.approx(0.95) and panel.weight_label.text() == "0.950"
+    np.testing.assert_allclose(panel.curves.shown_data(0)[1], ema(raw_loss(0, 120), 0.95),
+                               rtol=1e-6)
+    # hiding a replica hides its raw points too
+    panel.set_replica_visible(0, False)
+    assert not panel.raw_curves.curves[0].isVisible()
+    panel.set_replica_visible(0, True)
+    panel.raw_check.setChecked(False)
+    assert not panel.raw_curves.curves
+    panel.raw_check.setChecked(True)
+    assert set(panel.raw_curves.curves) == {0, 1}
+    # 0: the points themselves, and no faint copies
+    panel.set_smoothing(0)
+    assert panel.slider.value() == 0 and not panel.raw_curves.curves
+    np.testing.assert_allclose(panel.curves.shown_data(0)[1], raw_loss(0, 120), rtol=1e-6)
+
+
+def test_smoothing_many_replicas_keeps_the_frame_short(qtbot, dash: Dashboard) -> None:
+    replicas, per_call = 64, 500
+    metrics = RunMetrics(20_000)
+    metrics.add_events([ev("started", replicas=replicas, replica_ids=list(range(replicas)),
+                           steps=20_000, strategy="mirrored")])
+    metrics.add_events([steps_event(f, per_call, replicas) for f in range(1, 20_001, per_call)])
+    dash.attach(FakeController(metrics), run_name="many")
+    qtbot.waitUntil(lambda: not dash.backlog, timeout=10000)
+    assert not dash.loss_panel.raw_curves.curves  # past RAW_MAX_SERIES: no faint copies
+    assert not dash.loss_panel.raw_check.isEnabled()
+    costs = []
+    for first in range(20_001, 20_001 + 10 * 50, 50):
+        metrics.add_events([steps_event(first, 50, replicas)])
+        began = time.perf_counter()
+        dash.refresh()
+        costs.append(time.perf_counter() - began)
+    # each frame smooths only the new points (a full pass over 64 x 20k would take ~60 ms)
+    assert float(np.median(costs)) < 0.05, costs
+
+
+class FileUrls(QObject):
+    def __init__(self) -> None:
+        super().__init__()
+        self.opened: list[QUrl] = []
+
+    @Slot(QUrl)
+    def open(self, url: QUrl) -> None:
+        self.opened.append(url)
+
+
+def test_saved_model_bar_opens_the_models_folder(qtbot, dash: Dashboard, metrics: RunMetrics,
+                                                 tmp_path: Path) -> None:
+    output = tmp_path / "bundle" / "output"
+    dash.attach(FakeController(metrics, output), run_name="saved")
+    assert not dash.model_bar.isVisible()
+    metrics.add_events([
+        ev("model_saved", role="best", path="model/best/model.keras",
+           savedmodel="model/best/saved_model", step=80, metric="val_loss", value=0.3),
+        ev("model_saved", role="final", path="model/final/model.keras",
+           savedmodel="model/final/saved_model", step=120)])
+    qtbot.waitUntil(dash.model_bar.isVisible, timeout=3000)
+    text = dash.model_bar.label.text()
+    assert "output/model/final/model.keras" in text and "step 120" in text
+    assert "best val_loss 0.3 at step 80" in text
+    urls = FileUrls()
+    QDesktopServices.setUrlHandler("file", urls, "open")
+    try:
+        qtbot.mouseClick(dash.model_bar.open_button, LEFT)
+    finally:
+        QDesktopServices.unsetUrlHandler("file")
+    assert [u.toLocalFile() for u in urls.opened] == [str(output / "model" / "final")]
+
+
+def test_notifications_when_a_run_restarts_finishes_or_fails(qtbot, metrics: RunMetrics) -> None:
+    window = QMainWindow()
+    qtbot.addWidget(window)
+    window.resize(900, 600)
+    window.show()
+    notifier = Notifier(window)
+    assert not notifier.uses_tray  # offscreen: no tray, the toast and status bar say it
+    notices = RunNotices(notifier)
+    run = FakeController(metrics)
+    notices.follow(run, "digits-1")
+    run.restarts = 1
+    with qtbot.waitSignal(notifier.shown, timeout=3000) as got:
+        pass
+    assert got.args[0] == "digits-1 restarted"
+    assert "restart 1" in got.args[1]
+    assert notifier.toast.isVisible() and "digits-1 restarted" in notifier.toast.text()
+    assert "digits-1 restarted" in window.statusBar().currentMessage()
+    run.state, run.finished, run.final_loss = "finished", True, 0.1234
+    with qtbot.waitSignal(notifier.shown, timeout=3000) as got:
+        pass
+    assert got.args == ["digits-1 finished", "final loss 0.1234"]
+    failing = FakeController(metrics)
+    notices.follow(failing, "digits-2")
+    failing.state, failing.finished = "failed", True
+    failing.message = "worker:1 failed: ResourceExhaustedError: OOM"
+    with qtbot.waitSignal(notifier.shown, timeout=3000) as got:
+        pass
+    assert got.args == ["digits-2 failed", "worker:1 failed: ResourceExhaustedError: OOM"]
+    # a run opened from the history has ended already: nothing to say
+    ended = FakeController(metrics)
+    ended.state, ended.finished = "finished", True
+    notices.follow(ended, "old")
+    qtbot.wait(700)
+    assert [title for title, _ in notifier.history] == [
+        "digits-1 restarted", "digits-1 finished", "digits-2 failed"]
