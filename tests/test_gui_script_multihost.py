@@ -1,0 +1,147 @@
+"""The whole story through the real GUI: point dtgui at an existing model.fit training script,
+pick two machines, launch, watch its curves and both machines' devices live, Stop; then export
+it and rerun it by hand on both machines with plain scp/ssh.
+
+Real sshd hosts in network namespaces (tests/sshhosts.py), real TensorFlow, real dialogs.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import conftest_ssh
+import pytest
+import sshhosts
+from conftest_ssh import machine, trust
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtWidgets import QWizard
+from runs import live_members
+from test_gui_e2e import click_next, open_wizard_on
+from test_gui_multihost import choose, lab_python, screenshot  # noqa: F401
+
+from dtgui.core.events import read_all
+from dtgui.core.machines import MachineRegistry
+from dtgui.remote.hostkeys import app_known_hosts
+from dtgui.ui.app import make_app
+from dtgui.ui.main_window import MainWindow
+
+ssh_lab, ssh_env, real_keyring = conftest_ssh.ssh_lab, conftest_ssh.ssh_env, conftest_ssh.real_keyring
+pytestmark = [pytest.mark.slow, pytest.mark.gui]
+LEFT = Qt.MouseButton.LeftButton
+PROJECT = Path(__file__).resolve().parent / "script_projects" / "mwm_fit"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_script_on_two_machines_from_the_gui_then_by_hand(
+        qtbot, ssh_lab, ssh_env, lab_python, tmp_path: Path) -> None:  # noqa: F811
+    host_a, host_b = ssh_lab.hosts[0], ssh_lab.hosts[1]
+    trust(host_a, host_b)
+    registry = MachineRegistry()
+    registry.add(machine(ssh_lab, host_a, name="box-a", python=lab_python))
+    registry.add(machine(ssh_lab, host_b, name="box-b", python=lab_python))
+    registry.save()
+    project = tmp_path / "my_project"
+    shutil.copytree(PROJECT, project)
+
+    make_app([])
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitUntil(window.machines.ready, timeout=10_000)
+    wizard = open_wizard_on(qtbot, window, "multi_worker_mirrored")
+    wizard.strategy_page.workers_spin.setValue(2)
+    click_next(qtbot, wizard)
+    wizard.options_page.checkpoint_spin.setValue(0)
+    click_next(qtbot, wizard)
+    page = wizard.model_page
+    radio = page.script_radio
+    qtbot.mouseClick(radio, LEFT, pos=QPoint(8, radio.height() // 2))
+    box = page.script_box
+    box.project_edit.setText(str(project))
+    box.entry_edit.setText("main.py")
+    box.args_edit.setText("1000 4")  # stopped by hand
+    box.legacy_check.setChecked(True)
+    box.start_look()
+    next_button = wizard.button(QWizard.WizardButton.NextButton)
+    qtbot.waitUntil(next_button.isEnabled, timeout=60_000)
+    screenshot(wizard, "script-multihost-model-page")
+    click_next(qtbot, wizard)
+    review = wizard.review_page.machines_box
+    for task, where in {"worker:0": "box-a", "worker:1": "box-b"}.items():
+        choose(review._combos[task], where)
+    for name in ("box-a", "box-b"):
+        review._pythons[name].setText(lab_python)
+    wizard.review_page.replan()
+    assert [t.machine for t in wizard.plan().tasks] == ["box-a", "box-b"]
+    with qtbot.waitSignal(wizard.accepted, timeout=5000):
+        qtbot.mouseClick(wizard.button(QWizard.WizardButton.FinishButton), LEFT)
+
+    qtbot.waitUntil(lambda: window.session.source is not None, timeout=120_000)
+    controller = window.session.source
+    dashboard = window.dashboard
+    panel = dashboard.scalar_panel
+
+    def curves_from_both() -> bool:
+        sets = panel.curves.curves
+        return (panel.tag == "train/epoch_loss" and sorted(sets) == ["worker:0", "worker:1"]
+                and all(len(c.getOriginalDataset()[0] or ()) >= 3 for c in sets.values()))
+
+    try:
+        qtbot.waitUntil(lambda: curves_from_both() or controller.finished, timeout=240_000)
+        assert controller.state == "running", controller.message
+        assert sorted(dashboard.loss_panel.replica_ids()) == [0, 1]
+        snapshot = controller.metrics.snapshot()
+        assert sorted(snapshot.device_util) == ["box-a cpu0", "box-b cpu0"]
+        qtbot.wait(1500)
+        screenshot(window, "script-multihost-dashboard")
+    except BaseException:
+        print("tasks:", controller.metrics.snapshot().tasks, controller.message,
+              panel.tag, list(panel.curves.curves))
+        controller.request_stop()
+        controller.wait(60)
+        raise
+    with qtbot.waitSignal(dashboard.runEnded, timeout=60_000) as ended:
+        qtbot.mouseClick(dashboard.header.stop_button, LEFT)
+    assert ended.args == ["stopped"]
+    pgids = list(controller.record.pids().values())
+    qtbot.waitUntil(lambda: not live_members(pgids), timeout=10_000)
+    window.close()
+
+    # Export the same script for the same machines and rerun it by hand with scp and ssh.
+    out = tmp_path / "exported"
+    port = random.randrange(30000, 60000)
+    subprocess.run([sys.executable, "-m", "dtgui", "export", str(out), "--strategy",
+                    "multi_worker_mirrored", "--workers-on", "box-a,box-b", "--base-port",
+                    str(port), "--script", str(project / "main.py"), "--project", str(project),
+                    "--script-arg=2", "--script-arg=3", "--legacy-keras", "--run-name", "byhand"],
+                   check=True, cwd=ROOT, timeout=60, env={**os.environ})
+    readme = (out / "README.md").read_text()
+    assert "bash run.sh box-a" in readme and "## Your training script" in readme
+    opts = ["-o", f"UserKnownHostsFile={app_known_hosts()}", "-o", "StrictHostKeyChecking=yes",
+            "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-i", str(ssh_lab.plain_key)]
+    procs = []
+    for name, host in (("box-a", host_a), ("box-b", host_b)):
+        login = f"{sshhosts.TEST_USER}@{host.address}"
+        target = f"byhand-{name}"
+        subprocess.run(["ssh", *opts, login, f"rm -rf {target}"], check=True, timeout=30)
+        subprocess.run(["scp", "-q", "-r", *opts, str(out), f"{login}:{target}"], check=True,
+                       timeout=60)
+        command = f"cd {target} && PYTHON={lab_python} bash run.sh {name}"
+        procs.append(subprocess.Popen(["ssh", *opts, login, command], stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+    for proc in procs:
+        output, _ = proc.communicate(timeout=240)
+        assert proc.returncode == 0, output
+    for name, stem in (("box-a", "worker-0"), ("box-b", "worker-1")):
+        copy = ssh_lab.home / f"byhand-{name}"
+        events = read_all(copy / "output" / f"events-{stem}.jsonl")
+        epochs = [e.get("step") for e in events
+                  if e.kind == "scalar" and e.get("tag") == "train/epoch_loss"]
+        assert epochs == [0, 1], (name, epochs)
+        assert any(e.kind == "finished" for e in events)
+        shutil.rmtree(copy, ignore_errors=True)
