@@ -11,19 +11,19 @@ from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import pytest  # noqa: E402
-from PySide6.QtCore import QPoint, Qt  # noqa: E402
-from PySide6.QtWidgets import QWizard  # noqa: E402
+import pytest
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtWidgets import QWizard
 
-from dtgui.core.hardware import GpuInfo, MachineFacts, TfView  # noqa: E402
-from dtgui.core.plan import Plan  # noqa: E402
-from dtgui.core.strategies import STRATEGIES  # noqa: E402
-from dtgui.launch.model_check import ModelCheck  # noqa: E402
-from dtgui.ui.wizard import RunWizard  # noqa: E402
-from dtgui.ui.wizard import model_page as model_page_module  # noqa: E402
-from dtgui.ui.wizard import review_page as review_page_module  # noqa: E402
-from dtgui.ui.wizard import wizard as wizard_module  # noqa: E402
-from dtgui.ui.wizard.wizard import PAGE_MODEL, PAGE_OPTIONS, PAGE_REVIEW, PAGE_STRATEGY  # noqa: E402
+from dtgui.core.hardware import GpuInfo, MachineFacts, TfView
+from dtgui.core.plan import Plan
+from dtgui.core.strategies import STRATEGIES
+from dtgui.launch.model_check import ModelCheck
+from dtgui.ui.wizard import RunWizard
+from dtgui.ui.wizard import model_page as model_page_module
+from dtgui.ui.wizard import review_page as review_page_module
+from dtgui.ui.wizard import wizard as wizard_module
+from dtgui.ui.wizard.wizard import PAGE_MODEL, PAGE_OPTIONS, PAGE_REVIEW, PAGE_STRATEGY
 
 pytestmark = pytest.mark.gui
 
@@ -717,3 +717,33 @@ def test_steps_per_call_is_automatic_by_default_and_can_be_fixed(qtbot, make_wiz
     assert "250 per call" in wizard.review_page.summary_values["Steps"].text()
     restored = make_wizard(None, wizard.review_page.placed_plan())
     assert restored.options_page.per_call_spin.value() == 250
+
+
+def test_optimizer_schedule_and_validation_reach_the_plan_and_the_review(
+        qtbot, make_wizard) -> None:
+    wizard = make_wizard()
+    box = wizard.options_page.optimizer_box
+    assert not box.decay_spin.isEnabled() and not box.warmup_spin.isEnabled()
+    box.optimizer_combo.setCurrentIndex(box.optimizer_combo.findData("adamw"))
+    assert box.decay_spin.isEnabled() and box.decay_spin.value() == 0.01  # AdamW's decay
+    box.schedule_combo.setCurrentIndex(box.schedule_combo.findData("warmup_cosine"))
+    assert box.warmup_spin.isEnabled() and not box.step_every_spin.isEnabled()
+    box.warmup_spin.setValue(10)
+    box.clip_spin.setValue(1.0)
+    box.accumulate_spin.setValue(4)
+    assert "256 examples" in box.hint.text()  # 4 x the global batch of 64
+    box.validate_spin.setValue(20)
+    box.best_check.setChecked(True)
+    walk_to_review(qtbot, wizard)
+    plan = wizard.review_page.placed_plan()
+    assert (plan.optimizer, plan.weight_decay, plan.lr_schedule, plan.warmup_steps,
+            plan.clip_norm, plan.grad_accumulation, plan.validate_every, plan.save_best) == \
+        ("adamw", 0.01, "warmup_cosine", 10, 1.0, 4, 20, True)
+    values = wizard.review_page.summary_values
+    assert values["Learning rate"].text() == "0.001, warm-up 10 steps then cosine"
+    assert values["Optimizer"].toolTip() == \
+        "AdamW (decay 0.01), clip norm 1, 4 micro-batches per update"  # elided in the label
+    assert values["Validation"].text() == "every 20 steps, best model kept"
+    restored = make_wizard(None, plan).options_page.optimizer_box
+    assert restored.optimizer_combo.currentData() == "adamw"
+    assert restored.warmup_spin.value() == 10 and restored.best_check.isChecked()

@@ -55,8 +55,8 @@ def _real(low: float, high: float, value: float, decimals: int, step: float,
 class OptimizerBox(QGroupBox):
     changed = Signal()
 
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__("Optimizer and schedule", parent)
+    def __init__(self, learning_rate: QWidget, parent: QWidget | None = None) -> None:
+        super().__init__("Optimizer, schedule and validation", parent)
         self.optimizer_combo = QComboBox()
         for key in OPTIMIZERS:
             self.optimizer_combo.addItem(OPTIMIZER_TEXT[key], key)
@@ -86,20 +86,22 @@ class OptimizerBox(QGroupBox):
 
         grid = QGridLayout(self)
         grid.setHorizontalSpacing(10)
+        grid.setVerticalSpacing(6)
         rows = [
-            ("Optimizer:", self.optimizer_combo, "Weight decay:", self.decay_spin),
-            ("Schedule:", self.schedule_combo, "Momentum:", self.momentum_spin),
-            ("Warm-up:", self.warmup_spin, "Step decay:", self._pair(self.step_every_spin,
-                                                                     self.step_factor_spin)),
-            ("Clip gradient norm:", self.clip_spin, "Accumulate:", self.accumulate_spin),
-            ("Validate every:", self.validate_spin, "", self.best_check),
+            ("Optimizer:", self.optimizer_combo, "Learning rate:", learning_rate),
+            ("Weight decay:", self.decay_spin, "Momentum:", self.momentum_spin),
+            ("Schedule:", self.schedule_combo, "Warm-up:", self.warmup_spin),
+            ("Step decay:", self._pair(self.step_every_spin, self.step_factor_spin),
+             "Clip gradient norm:", self.clip_spin),
+            ("Accumulate:", self.accumulate_spin, "Validate every:", self.validate_spin),
         ]
         for row, (left, left_widget, right, right_widget) in enumerate(rows):
             grid.addWidget(QLabel(left), row, 0)
             grid.addWidget(left_widget, row, 1)
             grid.addWidget(QLabel(right), row, 2)
             grid.addWidget(right_widget, row, 3)
-        grid.addWidget(self.hint, len(rows), 0, 1, 4)
+        grid.addWidget(self.best_check, len(rows), 1, 1, 3)
+        grid.addWidget(self.hint, len(rows) + 1, 0, 1, 4)
         grid.setColumnStretch(1, 1)
         grid.setColumnStretch(3, 1)
 

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QGridLayout,
     QGroupBox,
+    QHBoxLayout,
     QLabel,
     QLineEdit,
     QPushButton,
@@ -66,7 +67,7 @@ class OptionsPage(QWizardPage):
         super().__init__(parent)
         self.ctx = ctx
         self.setTitle("Training options")
-        self.setSubTitle("Numerics, batch size, length, optimizer and reproducibility. "
+        self.setSubTitle("Numerics, batch size, length, optimizer, schedule and validation. "
                          "Combinations that cannot run are refused with the reason below.")
 
         # Run: name and checkpoints, full width
@@ -92,6 +93,7 @@ class OptionsPage(QWizardPage):
         rgrid.addWidget(self.checkpoint_spin, 0, 4)
         rgrid.setColumnStretch(1, 1)
         rgrid.setColumnMinimumWidth(3, 130)
+        self._run_grid = rgrid
 
         # Numerics
         self.precision_combo = QComboBox()
@@ -158,21 +160,18 @@ class OptionsPage(QWizardPage):
         self.seed_spin.setValue(42)
         self.deterministic_check = QCheckBox("Deterministic ops (reproducible, a bit slower)")
         self.deterministic_check.setChecked(True)
-        optim = QGroupBox("Learning rate and reproducibility")
-        ogrid = QGridLayout(optim)
-        ogrid.setHorizontalSpacing(10)
-        ogrid.addWidget(_right("Learning rate:"), 0, 0)
-        ogrid.addWidget(self.lr_edit, 0, 1)
-        ogrid.addWidget(_right("Seed:"), 0, 2)
-        ogrid.addWidget(self.seed_spin, 0, 3)
-        ogrid.addWidget(self.deterministic_check, 0, 4)
-        ogrid.setColumnStretch(5, 1)
-        ogrid.setColumnMinimumWidth(2, 50)
+        seed_row = QHBoxLayout()
+        seed_row.addWidget(self.seed_spin)
+        seed_row.addSpacing(12)
+        seed_row.addWidget(self.deterministic_check)
+        seed_row.addStretch(1)
+        self._run_grid.addWidget(_right("Seed:"), 1, 0)
+        self._run_grid.addLayout(seed_row, 1, 1, 1, 4)
 
         for spin in (self.batch_spin, self.steps_spin, self.spe_spin, self.epochs_spin,
                      self.seed_spin, self.checkpoint_spin, self.per_call_spin):
             spin.setMinimumWidth(120)
-        self.lr_edit.setFixedWidth(120)
+        self.lr_edit.setMinimumWidth(120)
 
         self.errors = error_label()
         grid = QGridLayout()
@@ -181,10 +180,9 @@ class OptionsPage(QWizardPage):
         grid.addWidget(run, 0, 0, 1, 2)
         grid.addWidget(numerics, 1, 0)
         grid.addWidget(length, 1, 1)
-        grid.addWidget(optim, 2, 0, 1, 2)
-        self.optimizer_box = OptimizerBox()
+        self.optimizer_box = OptimizerBox(self.lr_edit)
         self.optimizer_box.changed.connect(self._on_change)
-        grid.addWidget(self.optimizer_box, 3, 0, 1, 2)
+        grid.addWidget(self.optimizer_box, 2, 0, 1, 2)
         grid.setColumnStretch(0, 1)
         grid.setColumnStretch(1, 1)
         layout = QVBoxLayout(self)
@@ -260,10 +258,10 @@ class OptionsPage(QWizardPage):
         """What is wrong with pages 1-2 (the model is page 3's business)."""
         return validate(self.ctx.draft(upto=self), usable_gpus=self.ctx.usable_gpus)
 
-    def isComplete(self) -> bool:  # noqa: N802 (Qt API)
+    def isComplete(self) -> bool:
         return not self.errors_now()
 
-    def initializePage(self) -> None:  # noqa: N802 (Qt API)
+    def initializePage(self) -> None:
         if AUTO_NAME.fullmatch(self.run_name_edit.text().strip()):
             # a generated name (the last run's, or made for another strategy): a fresh one
             # for this strategy and time; a name the person typed is kept

@@ -33,7 +33,7 @@ class RunWizard(QWizard):
         self.setWizardStyle(QWizard.WizardStyle.ModernStyle)
         self.setOption(QWizard.WizardOption.NoBackButtonOnStartPage, True)
         self.setOption(QWizard.WizardOption.HaveCustomButton1, True)
-        self.resize(900, 650)
+        self.resize(960, 760)
         self.setMinimumSize(QSize(860, 620))
         icon = resource("icons", "dtgui.svg")
         if icon.is_file():
