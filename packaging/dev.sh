@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up dtgui on Debian/Ubuntu and run it or its tests.
 #   bash packaging/dev.sh run     system packages + .venv, then open the app
-#   bash packaging/dev.sh test    the same + test packages, then the whole test suite
+#   bash packaging/dev.sh test    the same + test packages, then lint and the whole test suite
+#   bash packaging/dev.sh lint    test packages, then ruff and mypy only
 #   bash packaging/dev.sh setup   only set up
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,7 +40,7 @@ setup() {
     python3 -m venv "$VENV"
   fi
   local extras=""
-  [ "$MODE" = test ] && extras="[test]"
+  if [ "$MODE" = test ] || [ "$MODE" = lint ]; then extras="[test]"; fi
   local stamp="$VENV/.dtgui-installed$extras"
   if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     echo "dtgui: installing Python packages into $VENV (TensorFlow is large: a few minutes the first time)"
@@ -49,8 +50,20 @@ setup() {
   fi
 }
 
+# ruff and mypy read their settings (rules, checked files, strictness) from pyproject.toml.
+lint() {
+  echo "dtgui: ruff"
+  "$VENV/bin/python" -m ruff check dtgui tests packaging
+  echo "dtgui: mypy"
+  "$VENV/bin/python" -m mypy
+}
+
 case "$MODE" in
   setup) setup ;;
+  lint)
+    setup
+    lint
+    ;;
   run)
     setup
     if [ -z "${DISPLAY:-}" ] && [ -z "${WAYLAND_DISPLAY:-}" ]; then
@@ -62,8 +75,9 @@ case "$MODE" in
     ;;
   test)
     setup
+    lint
     export QT_QPA_PLATFORM=offscreen
     exec "$VENV/bin/python" -m pytest -q "$@"
     ;;
-  *) echo "usage: bash packaging/dev.sh run|test|setup" >&2; exit 2 ;;
+  *) echo "usage: bash packaging/dev.sh run|test|lint|setup" >&2; exit 2 ;;
 esac

@@ -19,12 +19,12 @@ if not os.environ.get("DISPLAY"):
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from dtgui.core.events import Event, parse_line  # noqa: E402
-from dtgui.core.metrics import RunMetrics  # noqa: E402
-from dtgui.ui.app import make_app  # noqa: E402
-from dtgui.ui.dashboard import Dashboard  # noqa: E402
+from dtgui.core.events import Event, parse_line
+from dtgui.core.metrics import RunMetrics
+from dtgui.ui.app import make_app
+from dtgui.ui.dashboard import Dashboard
 
 
 class DemoController:

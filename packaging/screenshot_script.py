@@ -45,7 +45,7 @@ def shoot(app: QApplication, widget: QWidget, out: Path, name: str) -> None:
     print(path)
 
 
-def wait_for(app: QApplication, test, seconds: float = 60) -> None:  # noqa: ANN001
+def wait_for(app: QApplication, test, seconds: float = 60) -> None:
     deadline = time.monotonic() + seconds
     while not test() and time.monotonic() < deadline:
         app.processEvents()

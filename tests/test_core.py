@@ -201,7 +201,7 @@ def test_bundle_refuses_a_non_empty_destination_and_leaves_nothing_half_written(
 
 
 def test_open_rejects_a_directory_without_plan(tmp_path: Path) -> None:
-    with pytest.raises(BundleError, match="no plan.json"):
+    with pytest.raises(BundleError, match=r"no plan\.json"):
         Bundle.open(tmp_path)
     (tmp_path / "plan.json").write_text("{broken")
     with pytest.raises(BundleError, match="cannot be read"):

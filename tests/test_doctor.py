@@ -205,7 +205,7 @@ def test_a_port_held_by_another_program_is_not_free(ssh_lab, two_clients) -> Non
 
 def test_a_listener_is_killed_when_its_source_never_arrives(ssh_lab, two_clients) -> None:
     """The listener expects one connection; none comes: it must not outlive the check."""
-    machines, clients = two_clients
+    _machines, clients = two_clients
     h2 = ssh_lab.hosts[0]
     port = 23613
     listener = doctor_checks._Listener(clients[h2.name], h2.address, port, "t0ken", 1, 120)
@@ -217,9 +217,9 @@ def test_a_listener_is_killed_when_its_source_never_arrives(ssh_lab, two_clients
 
 
 def test_hostile_looking_values_are_data(ssh_lab, two_clients) -> None:
-    machines, clients = two_clients
+    _machines, clients = two_clients
     client = clients[ssh_lab.hosts[0].name]
-    outcome, _, detail = doctor_checks.try_connect(client, "$(touch pwned).invalid", 1, "x; rm -rf /",
+    outcome, _, _detail = doctor_checks.try_connect(client, "$(touch pwned).invalid", 1, "x; rm -rf /",
                                                    timeout=1)
     assert outcome == "unresolved"
     with pytest.raises(ValueError):

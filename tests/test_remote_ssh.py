@@ -101,7 +101,7 @@ def test_password_login_through_the_keyring_and_wrong_password(ssh_lab) -> None:
     secrets.set_password(m.name, ssh_lab.password)
     conn.connect(m, timeout=5).close()
     t0 = time.monotonic()
-    with pytest.raises(conn.WrongPassword, match="password .* was not accepted"):
+    with pytest.raises(conn.WrongPassword, match=r"password .* was not accepted"):
         conn.connect(m, password="not-" + ssh_lab.password, timeout=5)
     assert time.monotonic() - t0 < 5
 
@@ -113,7 +113,7 @@ def test_passphrase_protected_key(ssh_lab) -> None:
     with pytest.raises(conn.SecretRequired) as info:
         conn.connect(m, timeout=5)
     assert info.value.kind == "passphrase"
-    with pytest.raises(conn.WrongPassphrase, match="passphrase .* is wrong"):
+    with pytest.raises(conn.WrongPassphrase, match=r"passphrase .* is wrong"):
         conn.connect(m, passphrase="wrong", timeout=5)
     conn.connect(m, passphrase=ssh_lab.passphrase, timeout=5).close()
     secrets.set_passphrase(m.name, ssh_lab.passphrase)

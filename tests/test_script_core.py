@@ -187,20 +187,20 @@ def test_cli_export_script_options(tmp_path: Path) -> None:
     project.mkdir()
     (project / "train.py").write_text("print('hi')\n")
     run = [sys.executable, "-m", "dtgui", "export"]
-    ok = subprocess.run(run + [str(tmp_path / "b"), "--strategy", "one_device", "--script",
-                               str(project / "train.py"), "--script-arg=--epochs=2",
-                               "--env", "A=1", "--legacy-keras"],
+    ok = subprocess.run([*run, str(tmp_path / "b"), "--strategy", "one_device", "--script",
+                         str(project / "train.py"), "--script-arg=--epochs=2",
+                         "--env", "A=1", "--legacy-keras"],
                         capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert ok.returncode == 0, ok.stderr
     model = json.loads((tmp_path / "b" / "plan.json").read_text())["model"]
     assert model["entry"] == "train.py" and model["args"] == ["--epochs=2"]
     assert model["env"] == {"A": "1"} and model["legacy_keras"] is True
-    bad = subprocess.run(run + [str(tmp_path / "c"), "--script", str(project / "train.py"),
-                                "--env", "1X=2", "--env", "novalue"],
+    bad = subprocess.run([*run, str(tmp_path / "c"), "--script", str(project / "train.py"),
+                          "--env", "1X=2", "--env", "novalue"],
                          capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert bad.returncode == 2 and "not a variable name" in bad.stderr
     assert "not KEY=VALUE" in bad.stderr and not (tmp_path / "c").exists()
-    lone = subprocess.run(run + [str(tmp_path / "d"), "--legacy-keras"],
+    lone = subprocess.run([*run, str(tmp_path / "d"), "--legacy-keras"],
                           capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert lone.returncode == 2 and "--legacy-keras needs --script" in lone.stderr
 

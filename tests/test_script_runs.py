@@ -106,7 +106,7 @@ def test_script_that_raises_fails_the_run_with_its_own_error_line(tmp_path: Path
     assert failed and failed[0].get("error").startswith("FileNotFoundError: the labels file")
 
 
-def plan_task(controller: RunController):  # noqa: ANN201
+def plan_task(controller: RunController):
     return controller.bundle.plan.tasks[0]
 
 

@@ -69,7 +69,7 @@ def passes(count: int) -> list[list[Event]]:
 
 
 @pytest.mark.slow
-def test_fifty_thousand_redraws_keep_none_and_memory_flat(qtbot) -> None:  # noqa: ANN001
+def test_fifty_thousand_redraws_keep_none_and_memory_flat(qtbot) -> None:
     variants = passes(7)
     metrics = RunMetrics(STEPS)
     dash = Dashboard()

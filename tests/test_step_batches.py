@@ -98,7 +98,7 @@ def test_metrics_from_batches_match_every_step_and_drop_non_finite(tmp_path: Pat
     everything = np.concatenate(batches)
     x4, y4 = snap.replica_loss[4]
     assert x4.tolist() == list(range(1, 61)) and np.array_equal(y4, everything[:, 0])
-    x5, y5 = snap.replica_loss[5]
+    x5, _y5 = snap.replica_loss[5]
     assert len(x5) == 59 and 12 not in x5.tolist()  # step 9+3 was NaN on replica 5
     assert snap.step == 60 and snap.tasks["worker:0"].status == "running"
     tx, ty = snap.throughput["worker:0"]
@@ -113,7 +113,7 @@ def test_a_restart_rewinds_the_curves_without_touching_views_handed_out(tmp_path
     writer.close()
     metrics = RunMetrics()
     metrics.add_events(read_all(path))
-    held_x, held_y = metrics.snapshot().replica_loss[0]  # what the UI may be drawing
+    _held_x, held_y = metrics.snapshot().replica_loss[0]  # what the UI may be drawing
     tail = EventTail(path, offset=path.stat().st_size)
     writer = EventWriter(path, "worker:0")
     writer.emit("started", replicas=1, replica_ids=[0], steps=20, resumed_from_step=4)

@@ -172,7 +172,7 @@ def test_regression_validation_schedule_and_accumulation(tmp_path: Path) -> None
         expected = 0.01 * i / 5 if i < 5 else \
             0.01 * 0.5 * (1 + math.cos(math.pi * (i - 5) / 15))
         assert lr == pytest.approx(expected, rel=1e-5, abs=1e-9), step
-    assert [e["metrics"] for e in kinds(events["schedule"], "epoch")][0].keys() == {"accuracy"}
+    assert next(e["metrics"] for e in kinds(events["schedule"], "epoch")).keys() == {"accuracy"}
 
     weights = {}
     for name in ("micro", "whole"):
@@ -247,6 +247,6 @@ def test_a_model_package_runs_from_the_bundle_and_a_missing_data_file_is_refused
     assert (controller.bundle.output / "model" / "model.keras").is_file()
 
     (tmp_path / "proj" / "mymodels" / "points.csv").unlink()
-    with pytest.raises(LaunchError, match="fails in the run's bundle.*points.csv"):
+    with pytest.raises(LaunchError, match=r"fails in the run's bundle.*points\.csv"):
         launch_plan(plan.with_changes(run_name="package-broken"), tmp_path / "runs")
     assert not (tmp_path / "runs" / "package-broken").exists()

@@ -7,17 +7,17 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from PySide6.QtCore import QPoint, Qt  # noqa: E402
-from PySide6.QtGui import QColor  # noqa: E402
+import numpy as np
+import pytest
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtGui import QColor
 
-from dtgui.core.events import Event, parse_line  # noqa: E402
-from dtgui.core.metrics import LOG_LINES_KEPT, RunMetrics  # noqa: E402
-from dtgui.core.stragglers import describe, find_stragglers  # noqa: E402
-from dtgui.ui.curves import ENVELOPE_MIN_POINTS, Envelope  # noqa: E402
-from dtgui.ui.dashboard import Dashboard  # noqa: E402
-from dtgui.ui.run_widgets import (  # noqa: E402
+from dtgui.core.events import Event, parse_line
+from dtgui.core.metrics import LOG_LINES_KEPT, RunMetrics
+from dtgui.core.stragglers import describe, find_stragglers
+from dtgui.ui.curves import ENVELOPE_MIN_POINTS, Envelope
+from dtgui.ui.dashboard import Dashboard
+from dtgui.ui.run_widgets import (
     FAILED_ROW_FG,
     SLOW_ROW_BG,
     SLOW_ROW_FG,
@@ -119,7 +119,7 @@ def test_one_curve_per_replica_with_its_data_after_the_timer(
     labels = [label.text for _sample, label in dash.loss_panel.legend.items]
     assert labels == ["replica 0", "replica 1", "replica 2", "replica 3"]
     assert set(dash.throughput_panel.curves.curves) == {"worker:0", "worker:1"}
-    tx, ty = dash.throughput_panel.curves.curves["worker:1"].getOriginalDataset()
+    _tx, ty = dash.throughput_panel.curves.curves["worker:1"].getOriginalDataset()
     np.testing.assert_allclose(ty, 100.0 + np.arange(1, 21))
     # the header follows the metrics (its text at most 4 times a second)
     assert dash.header.name_label.text() == "r1"
@@ -443,7 +443,7 @@ def test_multi_machine_device_series_and_logs_name_their_machine(
 
 def test_a_run_on_this_machine_only_has_no_machine_column(
         qtbot, dash: Dashboard, controller: FakeController, metrics: RunMetrics) -> None:
-    metrics.add_events(two_workers(1, 3) + [cpu_device("worker:1", 1003.0, 70.0)])
+    metrics.add_events([*two_workers(1, 3), cpu_device("worker:1", 1003.0, 70.0)])
     metrics.add_log_lines("worker:1", ["w1"])
     dash.attach(controller)
     table = dash.task_table

@@ -12,22 +12,22 @@ from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import pytest  # noqa: E402
-from keyrings.alt.file import PlaintextKeyring  # noqa: E402
-from PySide6.QtWidgets import QCheckBox, QWizard  # noqa: E402
+import pytest
+from keyrings.alt.file import PlaintextKeyring
+from PySide6.QtWidgets import QCheckBox, QWizard
 
-from dtgui.core.bundle import task_environment, task_script_text  # noqa: E402
-from dtgui.core.cluster import PlacementError  # noqa: E402
-from dtgui.core.hardware import GpuInfo, MachineFacts, TfView  # noqa: E402
-from dtgui.core.machines import Machine, MachineError, MachineRegistry, RemoteFacts  # noqa: E402
-from dtgui.core.plan import LOCAL_MACHINE, Plan  # noqa: E402
-from dtgui.remote import secrets  # noqa: E402
-from dtgui.ui.machines import MachinesPanel  # noqa: E402
-from dtgui.ui.machines.add_dialog import MachineDialog  # noqa: E402
-from dtgui.ui.machines.panel_actions import RowState  # noqa: E402
-from dtgui.ui.wizard import RunWizard  # noqa: E402
-from dtgui.ui.wizard.machines_box import MachinesBox  # noqa: E402
-from dtgui.ui.wizard.wizard import PAGE_REVIEW  # noqa: E402
+from dtgui.core.bundle import task_environment, task_script_text
+from dtgui.core.cluster import PlacementError
+from dtgui.core.hardware import GpuInfo, MachineFacts, TfView
+from dtgui.core.machines import Machine, MachineError, MachineRegistry, RemoteFacts
+from dtgui.core.plan import LOCAL_MACHINE, Plan
+from dtgui.remote import secrets
+from dtgui.ui.machines import MachinesPanel
+from dtgui.ui.machines.add_dialog import MachineDialog
+from dtgui.ui.machines.panel_actions import RowState
+from dtgui.ui.wizard import RunWizard
+from dtgui.ui.wizard.machines_box import MachinesBox
+from dtgui.ui.wizard.wizard import PAGE_REVIEW
 
 pytestmark = pytest.mark.gui
 

@@ -10,17 +10,17 @@ from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import pytest  # noqa: E402
-from PySide6.QtCore import QPoint, Qt  # noqa: E402
-from PySide6.QtWidgets import QWizard  # noqa: E402
+import pytest
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtWidgets import QWizard
 
-from dtgui.core.events import parse_line  # noqa: E402
-from dtgui.core.hardware import MachineFacts, TfView  # noqa: E402
-from dtgui.core.metrics import RunMetrics  # noqa: E402
-from dtgui.core.plan import Plan  # noqa: E402
-from dtgui.ui.dashboard import Dashboard  # noqa: E402
-from dtgui.ui.wizard import RunWizard  # noqa: E402
-from dtgui.ui.wizard.wizard import PAGE_MODEL, PAGE_REVIEW  # noqa: E402
+from dtgui.core.events import parse_line
+from dtgui.core.hardware import MachineFacts, TfView
+from dtgui.core.metrics import RunMetrics
+from dtgui.core.plan import Plan
+from dtgui.ui.dashboard import Dashboard
+from dtgui.ui.wizard import RunWizard
+from dtgui.ui.wizard.wizard import PAGE_MODEL, PAGE_REVIEW
 
 pytestmark = pytest.mark.gui
 PROJECTS = Path(__file__).resolve().parent / "script_projects"

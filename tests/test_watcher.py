@@ -325,7 +325,7 @@ real_keyring = conftest_ssh.real_keyring
 
 
 @pytest.fixture
-def lab(ssh_lab, ssh_env):  # noqa: ANN001 - the lab and the python its test user runs
+def lab(ssh_lab, ssh_env):
     python = remote_python.python_for()
     conftest_ssh.trust(*ssh_lab.hosts)
     yield ssh_lab, python

@@ -7,6 +7,7 @@ events (README, "Events").
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -333,4 +334,4 @@ def test_steps_per_call_changes_no_loss_and_every_step_is_reported(tmp_path: Pat
     assert all(thin[s] == reference[s] for s in thin)
     timeline = kinds(results["auto"][1], "finished")[0]["timeline"]
     assert timeline[-1][0] == 40
-    assert all(a[1] <= b[1] for a, b in zip(timeline, timeline[1:], strict=False))
+    assert all(a[1] <= b[1] for a, b in itertools.pairwise(timeline))

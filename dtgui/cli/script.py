@@ -58,7 +58,7 @@ def script_model_from_args(args: argparse.Namespace) -> tuple[dict[str, Any] | N
     if args.model is not None:
         problems.append("--model and --script exclude each other: choose one.")
     if args.script is None:
-        return None, problems + ["--project needs --script ENTRY (the script to run)."]
+        return None, [*problems, "--project needs --script ENTRY (the script to run)."]
     entry = args.script.expanduser()
     given = args.project.expanduser().resolve() if args.project is not None else None
     if entry.is_absolute():

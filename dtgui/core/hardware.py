@@ -90,7 +90,7 @@ def read_nvml_gpus() -> tuple[list[GpuInfo], str]:
         return [], "nvidia-ml-py is not installed"
     try:
         pynvml.nvmlInit()
-    except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+    except pynvml.NVMLError as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
         return [], f"no NVIDIA driver answered ({exc})"
     gpus: list[GpuInfo] = []
     try:
@@ -100,12 +100,12 @@ def read_nvml_gpus() -> tuple[list[GpuInfo], str]:
             mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
             try:
                 util = float(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
-            except Exception:
+            except pynvml.NVMLError:  # NotSupported on some boards
                 util = 0.0
             try:
                 major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
                 cc = f"{major}.{minor}"
-            except Exception:
+            except pynvml.NVMLError:
                 cc = ""
             gpus.append(
                 GpuInfo(

@@ -86,13 +86,13 @@ class _Visitor(ast.NodeVisitor):
         if module.startswith(("tensorflow.summary", "tensorboard")):
             self.scan.summary_uses.append(self._where(node))
 
-    def visit_Import(self, node: ast.Import) -> None:  # noqa: N802
+    def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
             self._module(alias.name, node)
             if alias.name == "tensorflow":
                 self.tf_aliases.add(alias.asname or "tensorflow")
 
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:  # noqa: N802
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if node.level or not node.module:
             return  # relative: the project's own
         self._module(node.module, node)
@@ -102,7 +102,7 @@ class _Visitor(ast.NodeVisitor):
             if node.module == "tensorflow" and alias.name == "summary":
                 self.scan.summary_uses.append(self._where(node))
 
-    def visit_Attribute(self, node: ast.Attribute) -> None:  # noqa: N802
+    def visit_Attribute(self, node: ast.Attribute) -> None:
         if isinstance(node.value, ast.Name) and node.value.id in self.tf_aliases:
             if node.attr == "keras":
                 self.scan.keras_imports.add("tf.keras")
@@ -112,11 +112,11 @@ class _Visitor(ast.NodeVisitor):
             self.scan.summary_uses.append(self._where(node))
         self.generic_visit(node)
 
-    def visit_Name(self, node: ast.Name) -> None:  # noqa: N802
+    def visit_Name(self, node: ast.Name) -> None:
         if node.id == "TensorBoard":  # from keras.callbacks import TensorBoard
             self.scan.summary_uses.append(self._where(node))
 
-    def visit_Call(self, node: ast.Call) -> None:  # noqa: N802
+    def visit_Call(self, node: ast.Call) -> None:
         if isinstance(node.func, ast.Attribute) and node.func.attr == "fit":
             self.scan.fit_calls.append(self._where(node))
         self.generic_visit(node)

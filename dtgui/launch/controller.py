@@ -275,7 +275,7 @@ class RunController:
             if tp.stopped:
                 self._hung.add(tid)
 
-    def _note_loss(self, tid: str, events: list) -> None:  # noqa: ANN001
+    def _note_loss(self, tid: str, events: list) -> None:
         if tid not in self._primaries:
             return
         for event in events:

@@ -109,7 +109,7 @@ def _read_into(keys: paramiko.HostKeys, path: Path) -> None:
             continue
         try:
             entry = paramiko.hostkeys.HostKeyEntry.from_line(line, lineno)
-        except Exception:  # InvalidHostKey (bad base64), unsupported key types, ...
+        except Exception:  # noqa: BLE001 - a line paramiko cannot parse (bad base64, unknown type, ...) is skipped
             continue
         if entry is not None and entry.key is not None:
             for name in entry.hostnames:
@@ -191,7 +191,7 @@ def forget_host_key(host: str, port: int) -> int:
     for line in lines:
         try:
             entry = paramiko.hostkeys.HostKeyEntry.from_line(line.strip())
-        except Exception:
+        except Exception:  # noqa: BLE001 - a line paramiko cannot parse is kept as it is
             entry = None
         if entry is not None and _matches(entry.hostnames, name):
             continue

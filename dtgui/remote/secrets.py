@@ -65,7 +65,7 @@ def _entry(machine: str, kind: str) -> str:
 def _backend() -> keyring.backend.KeyringBackend:
     try:
         backend = keyring.get_keyring()
-    except Exception as exc:  # a backend that fails while being chosen
+    except Exception as exc:  # noqa: BLE001 - a backend that fails while being chosen, however
         raise KeyringUnavailable(type(exc).__name__) from None
     if _is_fail(backend):
         raise KeyringUnavailable("no keyring backend is installed or running")
@@ -125,7 +125,7 @@ def get_secret(machine: str, kind: str) -> str | None:
         return backend.get_password(SERVICE, _entry(machine, kind))
     except keyring.errors.KeyringError as exc:
         raise _failure(exc) from None
-    except Exception as exc:  # D-Bus errors surface as their own types
+    except Exception as exc:  # noqa: BLE001 - D-Bus errors surface as their own types
         raise _failure(exc) from None
 
 
@@ -137,7 +137,7 @@ def set_secret(machine: str, kind: str, value: str) -> None:
     backend = _backend()
     try:
         backend.set_password(SERVICE, _entry(machine, kind), value)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - each backend fails with its own types
         raise _failure(exc) from None
 
 
@@ -148,7 +148,7 @@ def delete_secret(machine: str, kind: str) -> None:
         backend.delete_password(SERVICE, _entry(machine, kind))
     except keyring.errors.PasswordDeleteError:
         pass
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - each backend fails with its own types
         raise _failure(exc) from None
 
 
@@ -242,7 +242,7 @@ def load_private_key(machine: Machine, passphrase: str | None) -> paramiko.PKey:
     except PermissionError:
         raise KeyFileError(f"You may not read the key file {path}.",
                            machine=machine.name) from None
-    except Exception:
+    except Exception:  # noqa: BLE001 - whatever the key parsers raise on a file they cannot read
         raise KeyFileError(
             f"{path} is not a private key dtgui can read (OpenSSH or PEM: RSA, ECDSA, Ed25519).",
             machine=machine.name,
@@ -259,7 +259,7 @@ def load_private_key(machine: Machine, passphrase: str | None) -> paramiko.PKey:
     try:
         # bytes: cryptography takes no str password (the stubs follow paramiko's docstring).
         return paramiko.PKey.from_path(path, passphrase.encode("utf-8"))  # type: ignore[arg-type]
-    except Exception:
+    except Exception:  # noqa: BLE001 - the key parsers fail on a wrong passphrase in many ways
         which = "The remembered passphrase" if remembered else "The passphrase"
         raise WrongPassphrase(
             f"{which} of the key file {path} is wrong.", machine=machine.name
@@ -276,7 +276,7 @@ def check_agent(machine: Machine) -> None:
         finally:
             agent.close()
         why = "holds no keys (add one with ssh-add)"
-    except Exception:  # a stale SSH_AUTH_SOCK
+    except Exception:  # noqa: BLE001 - a stale SSH_AUTH_SOCK fails in many ways
         why = "could not be reached (is SSH_AUTH_SOCK stale?)"
     sock = os.environ.get("SSH_AUTH_SOCK", "")
     if not sock:

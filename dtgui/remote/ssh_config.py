@@ -28,7 +28,7 @@ def read_ssh_config(path: str | Path = DEFAULT_PATH) -> tuple[list[Machine], lis
         return [], [f"{path} does not exist."]
     except (OSError, UnicodeDecodeError) as exc:
         return [], [f"{path} could not be read ({exc})."]
-    except Exception as exc:  # paramiko's parser on a malformed file
+    except Exception as exc:  # noqa: BLE001 - paramiko's parser on a malformed file
         return [], [f"{path} could not be parsed ({type(exc).__name__}: {exc})."]
     machines: list[Machine] = []
     problems: list[str] = []
@@ -39,7 +39,7 @@ def read_ssh_config(path: str | Path = DEFAULT_PATH) -> tuple[list[Machine], lis
         seen.add(alias)
         try:
             entry = config.lookup(alias)
-        except Exception as exc:  # e.g. `Match exec` without invoke installed
+        except Exception as exc:  # noqa: BLE001 - e.g. `Match exec` without invoke installed
             problems.append(f"{alias}: its settings could not be worked out ({exc}).")
             continue
         try:

@@ -32,7 +32,7 @@ def make_app(argv: list[str] | None = None) -> QApplication:
 class _FirstPaintProbe(QObject):
     """For the benchmark: print the wall time of the window's first paint, then quit."""
 
-    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:
         if event.type() == QEvent.Type.Paint and not getattr(self, "_seen", False):
             self._seen = True
             print(f"FIRST_PAINT {time.time():.6f}", flush=True)

@@ -78,7 +78,7 @@ class ElapsedAxis(pg.AxisItem):
 
 
 def format_elapsed(seconds: float) -> str:
-    s = int(round(seconds))
+    s = round(seconds)
     h, rem = divmod(s, 3600)
     m, sec = divmod(rem, 60)
     return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"

@@ -12,7 +12,7 @@ EVENT_SCHEMA_VERSION = 2
 # The optional API for a user's own training script (reporting.py); no TensorFlow on import.
 from .reporting import report, report_epoch  # noqa: E402
 
-__all__ = ["report", "report_epoch", "ReportCallback"]
+__all__ = ["ReportCallback", "report", "report_epoch"]
 
 
 def __getattr__(name: str) -> type:  # ReportCallback is built on first use

@@ -59,7 +59,7 @@ def make_optimizer(plan: dict[str, Any], source: ModelSource) -> Any:
 def learning_rate_at(optimizer: Any, step: int) -> float:
     """The learning rate of update `step` (1-based; the schedule counts updates from 0)."""
     inner = getattr(optimizer, "inner_optimizer", optimizer)  # LossScaleOptimizer
-    schedule = inner._learning_rate  # noqa: SLF001 - the schedule itself, not its value now
+    schedule = inner._learning_rate  # the schedule itself, not its value now
     if isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
         return float(schedule(max(0, step - 1)))
     return float(schedule.numpy() if hasattr(schedule, "numpy") else schedule)

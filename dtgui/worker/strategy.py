@@ -111,7 +111,7 @@ def _mwms_options(plan: dict[str, Any]) -> Any:
 def _worker_devices(strategy: Any) -> list[str]:
     try:
         return [str(d) for d in strategy.extended.worker_devices]
-    except Exception:
+    except Exception:  # noqa: BLE001 - strategies without that list raise their own errors; it is informative only
         return []
 
 

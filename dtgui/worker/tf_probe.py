@@ -23,7 +23,7 @@ def probe() -> dict[str, Any]:
                               "physical_devices": [], "gpu_details": [], "error": None}
     try:
         import tensorflow as tf
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - a broken install fails in many ways; reported as text
         result["error"] = f"Cannot import tensorflow: {type(exc).__name__}: {exc}"
         result["traceback"] = traceback.format_exc()
         return result
@@ -33,14 +33,14 @@ def probe() -> dict[str, Any]:
         import keras
 
         result["keras"] = keras.__version__
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - reported as text, the probe goes on
         errors.append(f"Cannot import keras: {type(exc).__name__}: {exc}")
     try:
         result["built_with_cuda"] = bool(tf.test.is_built_with_cuda())
         info = tf.sysconfig.get_build_info()
         result["cuda_version"] = info.get("cuda_version")
         result["cudnn_version"] = info.get("cudnn_version")
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - reported as text, the probe goes on
         errors.append(f"build info: {type(exc).__name__}: {exc}")
     try:
         for dev in tf.config.list_physical_devices():
@@ -53,7 +53,7 @@ def probe() -> dict[str, Any]:
                 result["gpu_details"].append({"name": dev.name,
                                               "device_name": details.get("device_name"),
                                               "compute_capability": list(cc) if cc else None})
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - reported as text, the probe goes on
         errors.append(f"listing devices: {type(exc).__name__}: {exc}")
     if errors:
         result["error"] = "; ".join(errors)
@@ -65,7 +65,7 @@ def main() -> int:
     try:
         with contextlib.redirect_stdout(sys.stderr):
             result = probe()
-    except BaseException as exc:  # never fail: the GUI needs an answer
+    except BaseException as exc:  # noqa: BLE001 - never fail: the GUI needs an answer
         result = {"error": f"{type(exc).__name__}: {exc}"}
     real_stdout.write(json.dumps(result, default=str) + "\n")
     real_stdout.flush()

@@ -37,7 +37,7 @@ def metric_functions(source: ModelSource, classification: bool) -> list[tuple[st
             continue
         metric = keras.metrics.get(item) if isinstance(item, str) else item
         if isinstance(metric, keras.metrics.MeanMetricWrapper):
-            fn, kwargs = metric._fn, dict(metric._fn_kwargs)  # noqa: SLF001 - its definition
+            fn, kwargs = metric._fn, dict(metric._fn_kwargs)  # its definition
             out.append((metric.name, _bound(fn, kwargs)))
         elif isinstance(metric, keras.metrics.Metric):
             raise UserError(

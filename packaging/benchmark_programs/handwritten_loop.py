@@ -22,7 +22,7 @@ def main() -> None:
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
     iterator = iter(strategy.experimental_distribute_dataset(dataset(tf, args, global_batch)))
 
-    def replica_step(batch):  # noqa: ANN001, ANN202
+    def replica_step(batch):
         features, labels = batch
         with tf.GradientTape() as tape:
             per_example = loss_fn(labels, net(features, training=True))
@@ -32,7 +32,7 @@ def main() -> None:
         return loss
 
     @tf.function
-    def train_step(iterator):  # noqa: ANN001, ANN202
+    def train_step(iterator):
         losses = strategy.run(replica_step, args=(next(iterator),))
         return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
 

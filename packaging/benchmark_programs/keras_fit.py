@@ -16,7 +16,7 @@ def main() -> None:
     marks: dict[str, float] = {}
 
     class Clock(keras.callbacks.Callback):
-        def on_train_batch_end(self, batch, logs=None):  # noqa: ANN001, ANN201
+        def on_train_batch_end(self, batch, logs=None):
             if batch + 1 == args.warmup:
                 marks["warm"] = time.perf_counter()
 

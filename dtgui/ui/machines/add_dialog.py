@@ -313,7 +313,7 @@ def _whoami(attempt: Attempt) -> str:
     client = attempt.connect()
     try:
         attempt.report("signed in; asking who we are…")
-        code, out, err = run(client, ["uname", "-snr"], timeout=15)
+        code, out, _err = run(client, ["uname", "-snr"], timeout=15)
     finally:
         client.close()
     words = out.split()

@@ -193,7 +193,7 @@ class ConnectFlow(QObject):
                                         report)), None
         except ConnectError as exc:
             return None, exc
-        except Exception as exc:  # noqa: BLE001 - a bug must not leave the row spinning
+        except Exception as exc:  # a bug must not leave the row spinning
             log.exception("working on %s failed unexpectedly", machine.name)
             return None, ConnectError(f"Unexpected error: {type(exc).__name__}: {exc}",
                                       machine=machine.name)

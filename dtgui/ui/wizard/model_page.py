@@ -167,12 +167,12 @@ class ModelPage(QWizardPage):
         return (self._result is not None and self._result.ok and not self._checking
                 and self._result_path == self.path())
 
-    def isComplete(self) -> bool:  # noqa: N802 (Qt API)
+    def isComplete(self) -> bool:
         if self.script_radio.isChecked():
             return self.script_box.ready()
         return self.demo_radio.isChecked() or self.check_passed()
 
-    def initializePage(self) -> None:  # noqa: N802 (Qt API)
+    def initializePage(self) -> None:
         if self.script_radio.isChecked():  # the look at a script depends on the strategy
             self.script_box.set_plan(self.ctx.draft())
         # A remembered file is checked when the page is first shown (not at start-up).

@@ -156,7 +156,7 @@ class ReviewPage(QWizardPage):
                 pass
         return place_local(draft)
 
-    def initializePage(self) -> None:  # noqa: N802 (Qt API)
+    def initializePage(self) -> None:
         self.replan()
 
     def replan(self) -> None:
@@ -171,7 +171,7 @@ class ReviewPage(QWizardPage):
         gpus = self.ctx.usable_gpus_for(plan)
         return placement + validate(plan, usable_gpus=gpus) + busy_ports(plan)
 
-    def isComplete(self) -> bool:  # noqa: N802 (Qt API)
+    def isComplete(self) -> bool:
         return self._plan is not None and not self.placement_error and not validate(
             self._plan, usable_gpus=self.ctx.usable_gpus_for(self._plan))
 

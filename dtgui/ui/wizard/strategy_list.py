@@ -62,7 +62,7 @@ Index = QModelIndex | QPersistentModelIndex
 class TwoLineDelegate(QStyledItemDelegate):
     """The item's text in bold (a trailing \"(recommended)\" in green), ROLE_TAGLINE below."""
 
-    def sizeHint(self, option: QStyleOptionViewItem, index: Index) -> QSize:  # noqa: N802
+    def sizeHint(self, option: QStyleOptionViewItem, index: Index) -> QSize:
         metrics = QFontMetrics(option.font)
         return QSize(200, metrics.height() * 2 + 18)
 

@@ -209,7 +209,7 @@ class StrategyPage(QWizardPage):
         plan = self.apply(Plan())
         return validate(plan, usable_gpus=self.ctx.usable_gpus)
 
-    def isComplete(self) -> bool:  # noqa: N802 (Qt API)
+    def isComplete(self) -> bool:
         return not self.errors_now()
 
     # -- reacting to the user ----------------------------------------------------------
