@@ -744,6 +744,7 @@ def test_optimizer_schedule_and_validation_reach_the_plan_and_the_review(
     assert values["Optimizer"].toolTip() == \
         "AdamW (decay 0.01), clip norm 1, 4 micro-batches per update"  # elided in the label
     assert values["Validation"].text() == "every 20 steps, best model kept"
-    restored = make_wizard(None, plan).options_page.optimizer_box
+    again = make_wizard(None, plan)
+    restored = again.options_page.optimizer_box
     assert restored.optimizer_combo.currentData() == "adamw"
     assert restored.warmup_spin.value() == 10 and restored.best_check.isChecked()
