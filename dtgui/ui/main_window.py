@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QAction, QCloseEvent, QIcon
+from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -179,6 +179,10 @@ class MainWindow(QMainWindow):
         self.act_runs.setToolTip("Runs still training (reattach) and finished runs (open)")
         toolbar.addAction(self.act_runs)
         self.act_runs.triggered.connect(self.show_runs)
+        self.act_quit = QAction("Quit", self)
+        self.act_quit.setShortcut(QKeySequence("Ctrl+Q"))
+        self.act_quit.triggered.connect(self.close)  # closeEvent asks about a running run
+        self.addAction(self.act_quit)
         self.runs_page.reattachRequested.connect(self._reattach)
         self.runs_page.openRequested.connect(self._open_run)
         self.runs_page.compareRequested.connect(self.compare_runs)

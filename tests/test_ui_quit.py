@@ -1,0 +1,109 @@
+"""Ctrl+Q quits dtgui as closing its window does: at once when idle (exit code 0), and with
+the same "keep training / stop" question while a run is active. Real widgets (pytest-qt), a
+real training run, and the real `dtgui` entry point in a process of its own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QApplication, QMessageBox
+from runs import live_members
+
+import dtgui.ui.main_window as main_window
+from dtgui.ui.main_window import MainWindow
+
+pytestmark = pytest.mark.gui
+
+# Presses Ctrl+Q in the main window once it is up, then lets dtgui's own main() return.
+PRESS_CTRL_Q = """
+import sys
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QApplication
+from dtgui.cli import main
+from dtgui.ui.app import make_app
+
+make_app([])
+
+def press():
+    shown = [w for w in QApplication.topLevelWidgets()
+             if type(w).__name__ == "MainWindow" and w.isVisible()]
+    if not shown:
+        QTimer.singleShot(100, press)
+        return
+    QTest.qWaitForWindowExposed(shown[0], 5000)
+    shown[0].activateWindow()
+    QTest.qWaitForWindowActive(shown[0], 5000)
+    QTest.keyClick(shown[0], Qt.Key.Key_Q, Qt.KeyboardModifier.ControlModifier)
+
+QTimer.singleShot(200, press)
+sys.exit(main([]))
+"""
+
+
+def test_ctrl_q_quits_the_app_with_exit_code_0() -> None:
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", PRESS_CTRL_Q], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert time.monotonic() - t0 < 60
+
+
+def answer_question(qtbot, button_text: str, seen: list[str]) -> None:
+    """Click `button_text` in the message box that is about to open (exec() blocks)."""
+    def click() -> None:
+        box = QApplication.activeModalWidget()
+        if not isinstance(box, QMessageBox):
+            QTimer.singleShot(50, click)
+            return
+        seen.append(box.windowTitle())
+        next(b for b in box.buttons() if b.text() == button_text).click()
+
+    QTimer.singleShot(50, click)
+
+
+def press_ctrl_q(window: MainWindow) -> None:
+    """Ctrl+Q as a person presses it: in the active window (a window shortcut)."""
+    assert QTest.qWaitForWindowExposed(window, 5000)
+    window.activateWindow()
+    assert QTest.qWaitForWindowActive(window, 5000)
+    QTest.keyClick(window, Qt.Key.Key_Q, Qt.KeyboardModifier.ControlModifier)
+
+
+@pytest.mark.slow
+def test_ctrl_q_during_a_run_asks_keep_or_stop_and_stop_quits_leaving_nothing(
+        qtbot, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(main_window, "DEMO_STEPS", 1_000_000)  # still training when asked
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.show()
+    press_ctrl_q(window)  # idle: closes at once
+    qtbot.waitUntil(lambda: not window.isVisible(), timeout=5000)
+
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.show()
+    window.train_demo()
+    qtbot.waitUntil(lambda: window.session.source is not None
+                    and window.session.source.state == "running", timeout=120_000)
+    controller = window.session.source
+    questions: list[str] = []
+
+    answer_question(qtbot, "Cancel", questions)
+    press_ctrl_q(window)
+    assert questions == ["A run is still training"]
+    assert window.isVisible() and controller.state == "running"
+
+    answer_question(qtbot, "Stop and quit", questions)
+    press_ctrl_q(window)
+    assert questions == ["A run is still training"] * 2
+    qtbot.waitUntil(lambda: not window.isVisible(), timeout=60_000)
+    assert controller.state == "stopped"
+    time.sleep(0.5)
+    assert live_members(controller.pgids()) == []
