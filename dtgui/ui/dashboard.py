@@ -114,6 +114,8 @@ class Dashboard(QWidget):
         top.setStretchFactor(0, 3)
         top.setStretchFactor(1, 2)
         top.setStretchFactor(2, 2)
+        self._top_splitter = top
+        self._side_sized = False  # the side column got its share of the width
         self.plot_splitter.addWidget(top)
         self.plot_splitter.addWidget(lower)
         self.plot_splitter.setStretchFactor(0, 3)
@@ -187,6 +189,7 @@ class Dashboard(QWidget):
         for panel in (self.validation_panel, self.lr_panel):
             panel.clear()
             panel.setVisible(False)
+        self._side_sized = False
         output = getattr(getattr(controller, "bundle", None), "output", None)
         self.model_bar.set_output(Path(output) if output is not None else None)
         self.throughput_panel.setVisible(True)
@@ -279,6 +282,17 @@ class Dashboard(QWidget):
             self.lr_panel.update_data(lr)
             fed.append(self.lr_panel)
         self.model_bar.update_models(list(getattr(snap, "models", None) or []))
+        if fed and not self._side_sized:
+            # a column shown after the splitter was laid out gets only its minimum width
+            self._side_sized = True
+            sizes = self._top_splitter.sizes()
+            total = sum(sizes)
+            side = int(total * 0.3)
+            rest = [size for i, size in enumerate(sizes) if i != 1]
+            others = sum(rest) or 1
+            self._top_splitter.setSizes(
+                [side if i == 1 else int(size * (total - side) / others)
+                 for i, size in enumerate(sizes)])
         return fed
 
     def _metrics(self) -> RunMetrics | None:

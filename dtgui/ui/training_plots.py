@@ -41,7 +41,7 @@ from dtgui.ui.plots import LossPanel
 
 DEFAULT_SMOOTHING = 0.6
 SLIDER_STEPS = 1000  # the slider's positions: weight = position / SLIDER_STEPS (up to 0.999)
-RAW_ALPHA = 70  # the raw points behind a smoothed curve: faint
+RAW_ALPHA = 55  # the raw points behind a smoothed curve: faint
 # Raw points are drawn behind the smoothed curves of at most this many replicas: each faint
 # copy costs as much to feed and more to paint (alpha-blended) than its curve, and with 16
 # replicas of 100k steps the frame would go over its 16 ms budget (18 ms of UI-thread CPU
@@ -59,9 +59,10 @@ def validation_pen(theme: PlotTheme) -> Any:
 def validation_curve(theme: PlotTheme, name: str) -> pg.PlotDataItem:
     """A thick dashed curve with a dot per evaluation: few points, each a real measurement."""
     pen = validation_pen(theme)
+    # drawn as they are: "peak" downsampling would turn a few points into vertical strokes
     return pg.PlotDataItem(name=name, pen=pen, symbol="o", symbolSize=5, symbolPen=pen,
                            symbolBrush=pg.mkBrush(QColor(theme.text)), antialias=False,
-                           skipFiniteCheck=True)
+                           skipFiniteCheck=True, autoDownsample=False)
 
 
 def best_marker() -> pg.PlotDataItem:
@@ -263,6 +264,7 @@ class ValidationPanel(PlotPanel):
 
     def __init__(self, theme: PlotTheme, parent: QWidget | None = None) -> None:
         super().__init__("Validation", theme, "validation", parent=parent)
+        self.plot.setDownsampling(auto=False)  # a few measured points: drawn as they are
         self.set_axis_label("bottom", "step")
         self.combo = QComboBox()
         self.combo.setObjectName("validationMetric")
@@ -334,8 +336,9 @@ class ValidationPanel(PlotPanel):
         x, y = series
         text, _i = best_text(self.current_metric, x, y)
         better = "lower" if lower_is_better(self.current_metric) else "higher"
-        self.readout.setText(f"{text} · latest {float(y[-1]):.4g}" if text else "")
-        self.readout.setToolTip(f"{self.current_metric}: {better} is better")
+        self.readout.setText(text)  # the panel is narrow: the latest value is in the tooltip
+        self.readout.setToolTip(f"{self.current_metric}: {better} is better; latest "
+                                f"{float(y[-1]):.4g} at step {int(x[-1]):,}")
 
     def clear(self) -> None:
         self._data = {}
@@ -352,10 +355,16 @@ class LearningRatePanel(PlotPanel):
 
     def __init__(self, theme: PlotTheme, parent: QWidget | None = None) -> None:
         super().__init__("Learning rate", theme, "lr", parent=parent)
+        # one point per training call: "peak" downsampling (the plot's, applied to every
+        # curve it is given) drew the schedule as a staircase
+        self.plot.setDownsampling(auto=False)
         self.set_axis_label("bottom", "step")
         self.y_mode = "zero"
-        self.curves = self.add_curve_set(
-            lambda _k, _i: make_curve(QColor("#7b1fa2"), "learning rate"))
+        self.curves = self.add_curve_set(self._make)
+
+    @staticmethod
+    def _make(_key: object, _index: int) -> pg.PlotDataItem:
+        return make_curve(QColor("#7b1fa2"), "learning rate")
 
     def update_data(self, series: XY | None) -> None:
         if series is not None and len(series[0]):
@@ -363,7 +372,9 @@ class LearningRatePanel(PlotPanel):
 
     def show_readout(self) -> None:
         last = self.curves.last.get("lr")
-        self.readout.setText(f"now <b>{last:.3g}</b>" if last is not None else "")
+        extent = self.curves.y_extent()
+        peak = f" · max {extent[1]:.3g}" if extent is not None and extent[1] != last else ""
+        self.readout.setText(f"now <b>{last:.3g}</b>{peak}" if last is not None else "")
 
     def clear(self) -> None:
         self.curves.clear()

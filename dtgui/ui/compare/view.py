@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QPushButton,
+    QSlider,
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
@@ -35,11 +36,15 @@ from PySide6.QtWidgets import (
 
 from dtgui.core.compare import FIELDS, Curve, RunSummary, summarize_run, summary_csv, table_rows
 from dtgui.core.runs import RunRecord
+from dtgui.core.smoothing import ema
 from dtgui.ui.plot_base import ElapsedAxis, make_card, series_colour, swatch_icon, title_label
 from dtgui.ui.workers import Worker, create_worker, run_in_thread
 
 PLOT_BACKGROUND = "#ffffff"
 PNG_WIDTH = 1600  # pixels of an exported plot
+DEFAULT_SMOOTHING = 0.6  # as the dashboard's (TensorBoard's default too)
+RAW_ALPHA = 60
+SHOWN_FIELDS = FIELDS[1:]  # the run's name heads its column
 
 
 def _read_runs(records: Sequence[RunRecord]) -> Callable[[Worker], list[RunSummary]]:
@@ -72,6 +77,7 @@ class ComparePlot(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.axis_mode = "step"
+        self.weight = DEFAULT_SMOOTHING
         self.summaries: list[RunSummary] = []
         self.plot_widget = pg.PlotWidget(background=PLOT_BACKGROUND)
         self.plot_widget.setObjectName("comparePlot")
@@ -81,7 +87,8 @@ class ComparePlot(QWidget):
         self.plot.setDownsampling(auto=True, mode="peak")
         self.plot.setClipToView(True)
         self.legend = self.plot.addLegend(offset=(-12, 8), labelTextSize="8pt")
-        self.curves: dict[tuple[str, str], pg.PlotDataItem] = {}  # (run, "train"|"val")
+        # (run, "train" | "raw" | "val"): smoothed training loss, its raw points, validation
+        self.curves: dict[tuple[str, str], pg.PlotDataItem] = {}
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.plot_widget)
@@ -105,6 +112,11 @@ class ComparePlot(QWidget):
         self.plot.setLogMode(y=on)
         self.plot.enableAutoRange()
 
+    def set_smoothing(self, weight: float) -> None:
+        if weight != self.weight:
+            self.weight = weight
+            self._draw()
+
     def set_runs(self, summaries: list[RunSummary]) -> None:
         self.summaries = summaries
         self._draw()
@@ -120,7 +132,16 @@ class ComparePlot(QWidget):
         for index, s in enumerate(self.summaries):
             colour = series_colour(index)
             if len(s.loss):
-                item = pg.PlotDataItem(self._x(s.loss), s.loss.values,
+                x = self._x(s.loss)
+                if self.weight > 0:
+                    faint = QColor(colour)
+                    faint.setAlpha(RAW_ALPHA)
+                    raw = pg.PlotDataItem(x, s.loss.values, pen=pg.mkPen(faint, width=1),
+                                          skipFiniteCheck=True)
+                    raw.setZValue(-5)
+                    self.plot.addItem(raw)
+                    self.curves[(s.name, "raw")] = raw
+                item = pg.PlotDataItem(x, ema(s.loss.values, self.weight),
                                        pen=pg.mkPen(colour, width=1.5), name=s.name,
                                        skipFiniteCheck=True)
                 self.plot.addItem(item)
@@ -190,6 +211,15 @@ class CompareView(QWidget):
         self.by_step.setChecked(True)
         self.log_check = QCheckBox("log scale")
         self.log_check.toggled.connect(self.plot.set_log_y)
+        self.smoothing = QSlider(Qt.Orientation.Horizontal)
+        self.smoothing.setObjectName("compareSmoothing")
+        self.smoothing.setRange(0, 999)
+        self.smoothing.setValue(round(DEFAULT_SMOOTHING * 1000))
+        self.smoothing.setFixedWidth(110)
+        self.smoothing.setToolTip("Exponential moving average of the training loss, as "
+                                  "TensorBoard's (0: off); the raw points stay faint behind")
+        self.smoothing_label = QLabel(f"smoothing {DEFAULT_SMOOTHING:.2f}")
+        self.smoothing.valueChanged.connect(self._smoothing_moved)
         self.png_button = QPushButton("Save plot as PNG…")
         self.png_button.clicked.connect(lambda: self.export_png())
         plot_card = make_card("compare")
@@ -201,14 +231,15 @@ class CompareView(QWidget):
                              "validation loss")
         legend_text.setObjectName("muted")
         header.addWidget(legend_text, 1)
-        for widget in (self.by_step, self.by_time, self.log_check, self.png_button):
+        for widget in (self.smoothing_label, self.smoothing, self.by_step, self.by_time,
+                       self.log_check, self.png_button):
             header.addWidget(widget)
         plot_layout.addLayout(header)
         plot_layout.addWidget(self.plot, 1)
 
-        self.table = QTableWidget(len(FIELDS), 0)
+        self.table = QTableWidget(len(SHOWN_FIELDS), 0)
         self.table.setObjectName("compareTable")
-        self.table.setVerticalHeaderLabels(list(FIELDS))
+        self.table.setVerticalHeaderLabels(list(SHOWN_FIELDS))
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.ContiguousSelection)
         self.table.setWordWrap(False)
@@ -230,8 +261,9 @@ class CompareView(QWidget):
         splitter = QSplitter(Qt.Orientation.Vertical)
         splitter.addWidget(plot_card)
         splitter.addWidget(table_card)
-        splitter.setStretchFactor(0, 3)
-        splitter.setStretchFactor(1, 2)
+        splitter.setStretchFactor(0, 1)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([500, 420])  # every row of the table shows at 1000 px high
         splitter.setChildrenCollapsible(False)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(16, 12, 16, 12)
@@ -275,14 +307,20 @@ class CompareView(QWidget):
             head.setIcon(swatch_icon(series_colour(col)))
             head.setToolTip(summary.bundle)
             self.table.setHorizontalHeaderItem(col, head)
-            for row, value in enumerate(values):
-                item = QTableWidgetItem(value)
-                if row == 0:
-                    item.setToolTip(summary.bundle)
-                self.table.setItem(row, col, item)
+            for row, value in enumerate(values[1:]):
+                self.table.setItem(row, col, QTableWidgetItem(value))
         self.table.resizeColumnsToContents()
 
+    def row_of(self, field: str) -> int:
+        """The table row of one of FIELDS (the run's name is the column's header)."""
+        return SHOWN_FIELDS.index(field)
+
     # -- axis ----------------------------------------------------------------------------------
+    def _smoothing_moved(self, value: int) -> None:
+        weight = value / 1000
+        self.smoothing_label.setText(f"smoothing {weight:.2f}")
+        self.plot.set_smoothing(weight)
+
     def set_axis_mode(self, mode: str) -> None:
         (self.by_time if mode == "time" else self.by_step).setChecked(True)
         self.plot.set_axis_mode(mode)
