@@ -122,7 +122,7 @@ def run(lab: sshhosts.SshLab, out: Path, home: Path) -> int:
     shoot(app, window, out, "0-main-window-empty")
 
     # 1. Add gpu-box-1 by password through the dialog.
-    panel.add_machine()
+    panel.machine_actions.add_machine()
     dialog = shown[-1]
     assert isinstance(dialog, MachineDialog)
     dialog.name_edit.setText("gpu-box-1")
@@ -143,7 +143,7 @@ def run(lab: sshhosts.SshLab, out: Path, home: Path) -> int:
     dialog.ok_button.click()
 
     # 3. Import gpu-box-2 from ~/.ssh/config; accept its key too.
-    panel.import_config()
+    panel.machine_actions.import_config()
     wait_until(app, lambda: isinstance(shown[-1], ImportDialog) and shown[-1].found)
     shoot(app, shown[-1], out, "4-import-dialog")
     shown[-1].ok_button.click()
@@ -159,7 +159,7 @@ def run(lab: sshhosts.SshLab, out: Path, home: Path) -> int:
     # 4. The doctor, with one port blocked by a firewall on gpu-box-2.
     blocked = block_port(h3, BLOCKED_PORT)
     panel.table.clearSelection()
-    panel.open_doctor()
+    panel.machine_actions.open_doctor()
     doctor = shown[-1]
     assert isinstance(doctor, DoctorDialog)
     doctor.port_spin.setValue(BLOCKED_PORT if blocked else 23456)
@@ -197,7 +197,7 @@ def run(lab: sshhosts.SshLab, out: Path, home: Path) -> int:
     settle(app)
 
     # 7. Inline validation in the add dialog.
-    panel.add_machine()
+    panel.machine_actions.add_machine()
     dialog = shown[-1]
     dialog.name_edit.setText("gpu-box-1")
     dialog.host_edit.setText("gpu box; rm -rf /")

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from dtgui.core.events import STEP_KINDS, step_rows
+from dtgui.resources import DEMO_DATA
 
 REPO = Path(__file__).resolve().parents[1]
-DIGITS = REPO / "resources" / "data" / "digits.npz"
+DIGITS = DEMO_DATA
 PYTHON = sys.executable
 
 

@@ -170,7 +170,7 @@ class MainWindow(QMainWindow):
         toolbar.addSeparator()
         self.act_doctor = QAction("Cluster doctor…", self)
         self.act_doctor.setToolTip("Check that the registered machines can train together")
-        self.act_doctor.triggered.connect(lambda: self.machines.open_doctor())
+        self.act_doctor.triggered.connect(lambda: self.machines.machine_actions.open_doctor())
         toolbar.addAction(self.act_doctor)
         # -- end machines (issue 3) ------------------------------------------------------------
         self.runs_page = RunsPage()

@@ -37,7 +37,7 @@ from dtgui.ui.machines.common import repolish
 from dtgui.ui.machines.connect_flow import Attempt, ConnectFlow, Outcome, Secrets
 from dtgui.ui.machines.hostkey_dialog import ChangedKeyDialog
 from dtgui.ui.machines.icons import SPINNER_FRAMES, status_icon
-from dtgui.ui.machines.panel_actions import PanelActions, RowState
+from dtgui.ui.machines.panel_actions import MachineActions, RowState
 from dtgui.ui.workers import run_in_thread
 
 COLUMNS = ["Machine", "Address", "OS", "Python", "TF", "GPUs"]
@@ -51,7 +51,7 @@ def short_message(state: RowState) -> str:
     return state.message
 
 
-class MachinesPanel(PanelActions, QWidget):
+class MachinesPanel(QWidget):
     machinesChanged = Signal()
     factsChanged = Signal(str, object)  # machine name, RemoteFacts
     dialogShown = Signal(object)
@@ -60,6 +60,7 @@ class MachinesPanel(PanelActions, QWidget):
                  local_facts: Callable[[], MachineFacts | None] | None = None,
                  registry: MachineRegistry | None = None) -> None:
         super().__init__(parent)
+        self.machine_actions = MachineActions(self)
         self.local_facts = local_facts or (lambda: None)
         self.registry: MachineRegistry | None = None
         self.states: dict[str, RowState] = {}
@@ -86,7 +87,7 @@ class MachinesPanel(PanelActions, QWidget):
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         header.setHighlightSections(False)
         self.table.itemSelectionChanged.connect(self._update_buttons)
-        self.table.itemDoubleClicked.connect(lambda _: self.edit_selected())
+        self.table.itemDoubleClicked.connect(lambda _: self.machine_actions.edit_selected())
         self.details_label = QLabel("")
         self.details_label.setWordWrap(True)
         self.details_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -101,20 +102,20 @@ class MachinesPanel(PanelActions, QWidget):
             b.clicked.connect(lambda: slot())
             return b
 
-        self.add_button = button("Add…", self.add_machine, "Add a machine by host, user and "
+        self.add_button = button("Add…", self.machine_actions.add_machine, "Add a machine by host, user and "
                                  "sign-in method")
-        self.import_button = button("Import…", self.import_config,
+        self.import_button = button("Import…", self.machine_actions.import_config,
                                     "Add the hosts of your OpenSSH client config "
                                     "(~/.ssh/config)")
-        self.edit_button = button("Edit…", self.edit_selected, "Change the selected machine")
-        self.remove_button = button("Remove", self.remove_selected,
+        self.edit_button = button("Edit…", self.machine_actions.edit_selected, "Change the selected machine")
+        self.remove_button = button("Remove", self.machine_actions.remove_selected,
                                     "Forget the selected machines and their passwords")
         self.refresh_button = button("Refresh", self.refresh, "Connect to the selected "
                                      "machines (all when none is selected) and probe them")
-        self.install_button = button("Install my key…", self.install_key,
+        self.install_button = button("Install my key…", self.machine_actions.install_key,
                                      "Put your public key on the selected machine: a password "
                                      "once, key sign-in after")
-        self.doctor_button = button("Doctor…", self.open_doctor, "Compare the machines and test "
+        self.doctor_button = button("Doctor…", self.machine_actions.open_doctor, "Compare the machines and test "
                                     "the network between them before training")
         row1, row2 = QHBoxLayout(), QHBoxLayout()
         for b in (self.add_button, self.import_button, self.edit_button, self.remove_button):

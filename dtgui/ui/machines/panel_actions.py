@@ -1,6 +1,6 @@
 """What the machines panel's buttons do: add, edit, remove, import, install a public key,
-open the doctor. A mixin of `MachinesPanel` (kept apart to keep each module short); every
-change of the registry or the keyring runs through `run_in_thread`."""
+open the doctor, on the `MachinesPanel` that owns them. Every change of the registry or the
+keyring runs through `run_in_thread`."""
 
 from __future__ import annotations
 
@@ -20,17 +20,8 @@ from dtgui.ui.machines.install_key_dialog import InstallKeyDialog
 from dtgui.ui.workers import run_in_thread
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
 
-    from PySide6.QtCore import SignalInstance
-    from PySide6.QtWidgets import QDialog
-    from PySide6.QtWidgets import QWidget as _Panel
-
-    from dtgui.core.hardware import MachineFacts
-    from dtgui.core.machines import MachineRegistry
-    from dtgui.ui.machines.connect_flow import ConnectFlow
-else:
-    _Panel = object
+    from dtgui.ui.machines.panel import MachinesPanel
 
 
 @dataclass
@@ -41,50 +32,34 @@ class RowState:
     error: ConnectError | None = None
 
 
-class PanelActions(_Panel):
-    """Mixed into MachinesPanel (`self` is the panel)."""
+class MachineActions:
+    """What the panel's buttons do, on the panel it is given (one per panel)."""
 
-    if TYPE_CHECKING:  # what the actions use of the panel
-        dialogShown: SignalInstance
-        registry: MachineRegistry | None
-        states: dict[str, RowState]
-        keyring_ok: bool
-        keyring_note: str
-        flow: ConnectFlow
-        local_facts: Callable[[], MachineFacts | None]
-
-        def selected_names(self) -> list[str]: ...
-        def refresh(self, names: list[str] | None = None,
-                    given: Secrets | None = None) -> None: ...
-        def _show(self, dialog: QDialog) -> None: ...
-        def _rebuild(self) -> None: ...
-        def _set_message(self, text: str = "", error: bool = False) -> None: ...
-        def _set_state(self, name: str, status: str, message: str = "",
-                       facts: RemoteFacts | None = None,
-                       error: ConnectError | None = None) -> None: ...
+    def __init__(self, panel: MachinesPanel) -> None:
+        self.panel = panel
 
     # -- add / edit / remove / import --------------------------------------------------------------
     def add_machine(self) -> None:
-        dialog = MachineDialog(self.registry, keyring_ok=self.keyring_ok,
-                               keyring_note=self.keyring_note, parent=self.window())
-        dialog.flow.dialogShown.connect(self.dialogShown)
+        dialog = MachineDialog(self.panel.registry, keyring_ok=self.panel.keyring_ok,
+                               keyring_note=self.panel.keyring_note, parent=self.panel.window())
+        dialog.flow.dialogShown.connect(self.panel.dialogShown)
         dialog.accepted.connect(lambda: self._save(None, dialog))
-        self._show(dialog)
+        self.panel._show(dialog)
 
     def edit_selected(self) -> None:
-        names = self.selected_names()
-        if len(names) != 1 or self.registry is None:
+        names = self.panel.selected_names()
+        if len(names) != 1 or self.panel.registry is None:
             return
-        dialog = MachineDialog(self.registry, self.registry.get(names[0]),
-                               keyring_ok=self.keyring_ok, keyring_note=self.keyring_note,
-                               parent=self.window())
-        dialog.flow.dialogShown.connect(self.dialogShown)
+        dialog = MachineDialog(self.panel.registry, self.panel.registry.get(names[0]),
+                               keyring_ok=self.panel.keyring_ok, keyring_note=self.panel.keyring_note,
+                               parent=self.panel.window())
+        dialog.flow.dialogShown.connect(self.panel.dialogShown)
         dialog.accepted.connect(lambda: self._save(names[0], dialog))
-        self._show(dialog)
+        self.panel._show(dialog)
 
     def _save(self, old_name: str | None, dialog: MachineDialog) -> None:
         machine, (kind, value), remember = dialog.machine(), dialog.secret(), dialog.remember()
-        registry = self.registry
+        registry = self.panel.registry
         assert registry is not None
 
         def save() -> str:
@@ -102,17 +77,17 @@ class PanelActions(_Panel):
 
         def saved(note: str) -> None:
             if old_name is not None and old_name != machine.name:
-                self.states[machine.name] = self.states.pop(old_name, RowState())
-            self._rebuild()
-            self._set_message(note)
+                self.panel.states[machine.name] = self.panel.states.pop(old_name, RowState())
+            self.panel._rebuild()
+            self.panel._set_message(note)
             given = Secrets({machine.name: {kind: value}}) if kind and value else None
-            self.refresh([machine.name], given)
+            self.panel.refresh([machine.name], given)
 
-        run_in_thread(save, saved, lambda t: self._set_message(t.splitlines()[0], True),
-                      context=self)
+        run_in_thread(save, saved, lambda t: self.panel._set_message(t.splitlines()[0], True),
+                      context=self.panel)
 
     def remove_selected(self, confirm: bool = True) -> None:
-        names = self.selected_names()
+        names = self.panel.selected_names()
         if not names:
             return
         if not confirm:
@@ -121,12 +96,12 @@ class PanelActions(_Panel):
         box = QMessageBox(QMessageBox.Icon.Question, "Remove machines",
                           f"Remove {', '.join(names)}? Their remembered passwords are "
                           "forgotten too.", QMessageBox.StandardButton.Yes
-                          | QMessageBox.StandardButton.No, self.window())
+                          | QMessageBox.StandardButton.No, self.panel.window())
         box.accepted.connect(lambda: self._remove(names))
-        self._show(box)
+        self.panel._show(box)
 
     def _remove(self, names: list[str]) -> None:
-        registry = self.registry
+        registry = self.panel.registry
         assert registry is not None
 
         def remove() -> str:
@@ -143,20 +118,20 @@ class PanelActions(_Panel):
         def removed(note: str) -> None:
             for name in names:
                 if name not in registry:
-                    self.states.pop(name, None)
-            self._rebuild()
-            self._set_message(note, bool(note))
+                    self.panel.states.pop(name, None)
+            self.panel._rebuild()
+            self.panel._set_message(note, bool(note))
 
-        run_in_thread(remove, removed, lambda t: self._set_message(t.splitlines()[0], True),
-                      context=self)
+        run_in_thread(remove, removed, lambda t: self.panel._set_message(t.splitlines()[0], True),
+                      context=self.panel)
 
     def import_config(self, path: Path | None = None) -> None:
-        dialog = ImportDialog(self.registry, path, parent=self.window())
+        dialog = ImportDialog(self.panel.registry, path, parent=self.panel.window())
         dialog.accepted.connect(lambda: self._import(dialog.chosen()))
-        self._show(dialog)
+        self.panel._show(dialog)
 
     def _import(self, machines: list[Machine]) -> None:
-        registry = self.registry
+        registry = self.panel.registry
         assert registry is not None
 
         def add_all() -> tuple[list[str], list[str]]:
@@ -170,24 +145,24 @@ class PanelActions(_Panel):
 
         def done(result: tuple[list[str], list[str]]) -> None:
             added, problems = result
-            self._rebuild()
-            self._set_message(" ".join(problems), bool(problems))
+            self.panel._rebuild()
+            self.panel._set_message(" ".join(problems), bool(problems))
             if added:
-                self.refresh(added)
+                self.panel.refresh(added)
 
-        run_in_thread(add_all, done, lambda t: self._set_message(t.splitlines()[0], True),
-                      context=self)
+        run_in_thread(add_all, done, lambda t: self.panel._set_message(t.splitlines()[0], True),
+                      context=self.panel)
 
     # -- public key --------------------------------------------------------------------------------
     def install_key(self) -> None:
-        names = self.selected_names()
-        if len(names) != 1 or self.registry is None:
+        names = self.panel.selected_names()
+        if len(names) != 1 or self.panel.registry is None:
             return
-        dialog = InstallKeyDialog(self.registry.get(names[0]), parent=self.window())
+        dialog = InstallKeyDialog(self.panel.registry.get(names[0]), parent=self.panel.window())
         dialog.accepted.connect(lambda: self._install(dialog.machine, dialog.public_key(),
                                                       dialog.password(), dialog.private_key()
                                                       if dialog.switch_to_key() else ""))
-        self._show(dialog)
+        self.panel._show(dialog)
 
     def _install(self, machine: Machine, pub: str, password: str, private: str) -> None:
         def action(attempt: Attempt) -> bool:
@@ -196,44 +171,44 @@ class PanelActions(_Panel):
             return install_public_key(m, attempt.secrets.get(m.name, "password"), pub,
                                       timeout=attempt.timeout, registry=attempt.registry)
 
-        self._set_state(machine.name, "connecting", "installing your public key…")
+        self.panel._set_state(machine.name, "connecting", "installing your public key…")
         given = Secrets({machine.name: {"password": password}} if password else None)
-        batch = self.flow.start([machine], action, given)
+        batch = self.panel.flow.start([machine], action, given)
         batch.outcome.connect(lambda o: self._installed(o, private))
 
     def _installed(self, outcome: Outcome, private: str) -> None:
         machine = outcome.machine
         if not outcome.ok:
-            self._set_state(machine.name, "error", outcome.message)
+            self.panel._set_state(machine.name, "error", outcome.message)
             return
         done = "Your key was installed." if outcome.value else "Your key was already there."
-        if not private or self.registry is None:
-            self._set_state(machine.name, "unknown", done)
+        if not private or self.panel.registry is None:
+            self.panel._set_state(machine.name, "unknown", done)
             return
         keyed = replace(machine, auth="key", key_file=private)
-        registry = self.registry
+        registry = self.panel.registry
 
         def switched(_: object) -> None:
-            self._rebuild()
-            self._set_state(machine.name, "unknown", f"{done} It signs in with {private} now.")
-            self.refresh([machine.name])
+            self.panel._rebuild()
+            self.panel._set_state(machine.name, "unknown", f"{done} It signs in with {private} now.")
+            self.panel.refresh([machine.name])
 
         run_in_thread(lambda: secret_store.update_machine(registry, machine.name, keyed),
-                      switched, lambda t: self._set_message(t.splitlines()[0], True),
-                      context=self)
+                      switched, lambda t: self.panel._set_message(t.splitlines()[0], True),
+                      context=self.panel)
 
     # -- doctor ------------------------------------------------------------------------------------
     def open_doctor(self) -> None:
         from dtgui.ui.machines.doctor_dialog import DoctorDialog
 
-        if self.registry is None:
+        if self.panel.registry is None:
             return
-        chosen = self.selected_names()
+        chosen = self.panel.selected_names()
         if len(chosen) < 2:
-            chosen = [n for n, s in self.states.items() if s.status == "ok"] or self.registry.names()
-        dialog = DoctorDialog(self.registry, self.local_facts(), chosen,
-                              keyring_ok=self.keyring_ok, keyring_note=self.keyring_note,
-                              parent=self.window())
-        dialog.flow.dialogShown.connect(self.dialogShown)
-        self._show(dialog)
+            chosen = [n for n, s in self.panel.states.items() if s.status == "ok"] or self.panel.registry.names()
+        dialog = DoctorDialog(self.panel.registry, self.panel.local_facts(), chosen,
+                              keyring_ok=self.panel.keyring_ok, keyring_note=self.panel.keyring_note,
+                              parent=self.panel.window())
+        dialog.flow.dialogShown.connect(self.panel.dialogShown)
+        self.panel._show(dialog)
 
