@@ -76,7 +76,8 @@ def test_imports_point_down_only() -> None:
     """ui -> launch -> remote -> core (and core -> the TensorFlow-free worker modules)."""
     assert layer_violations(ROOT) == []
     for name in SHARED_MODULES:
-        path = ROOT.joinpath(*name.split(".")).with_suffix(".py")
+        path = ROOT.joinpath(*name.split("."))
+        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
         assert not dtgui_imports(ROOT, path), f"{name} imports dtgui"
 
 
