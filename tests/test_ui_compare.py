@@ -150,3 +150,45 @@ def test_runs_page_compares_the_selected_runs(qtbot, three_runs: list[RunRecord]
     image = QImage(str(tmp_path / "plot.png"))
     assert not image.isNull() and image.width() == 1600 and image.height() > 300
     assert "plot.png" in view.status.text()
+
+
+@pytest.mark.slow
+def test_a_real_training_run_is_compared_with_its_validation_and_saved_model(
+        qtbot, tmp_path: Path) -> None:
+    """A real (tiny) TensorFlow run exported and run by hand, as the bundle's README says,
+    then found in the Runs page (a bundle without a run record) and compared."""
+    import os
+    import subprocess
+    import sys
+
+    bundle = runs_dir() / "real-sgd"
+    subprocess.run([sys.executable, "-m", "dtgui", "export", str(bundle), "--strategy",
+                    "mirrored", "--replicas", "2", "--steps", "40", "--steps-per-epoch", "20",
+                    "--optimizer", "sgd", "--lr-schedule", "cosine", "--save-best",
+                    "--run-name", "real-sgd"], check=True, capture_output=True, timeout=120)
+    done = subprocess.run(["bash", "run.sh"], cwd=bundle, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHON": sys.executable})
+    assert done.returncode == 0, done.stdout + done.stderr
+    write_run(runs_dir(), "written", created=T0, seed=7)
+    page = RunsPage()
+    qtbot.addWidget(page)
+    page.refresh()
+    qtbot.waitUntil(lambda: page.table.rowCount() == 2, timeout=5000)
+    page.table.selectAll()
+    with qtbot.waitSignal(page.compareRequested) as got:
+        qtbot.mouseClick(page.compare_button, Qt.MouseButton.LeftButton)
+    view = CompareView()
+    qtbot.addWidget(view)
+    with qtbot.waitSignal(view.loaded, timeout=10000):
+        view.load(got.args[0])
+    real = next(s for s in view.summaries if s.name == "real-sgd")
+    assert real.state == "finished" and real.steps_done == 40 and len(real.loss) == 40
+    assert list(real.validation["loss"].steps) == [20, 40]
+    assert real.best_val_loss is not None and real.best_val_metric is not None
+    assert real.best_val_metric[0] == "accuracy"
+    assert real.optimizer.startswith("sgd") and real.schedule.startswith("cosine")
+    assert real.throughput is not None and real.throughput > 0
+    assert ("real-sgd", "val") in view.plot.curves
+    col = [s.name for s in view.summaries].index("real-sgd")
+    assert view.table.item(view.row_of("Optimizer"), col).text().startswith("sgd")
+    assert (bundle / "output" / "model" / "best" / "model.keras").is_file()
