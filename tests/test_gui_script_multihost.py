@@ -37,6 +37,11 @@ PROJECT = Path(__file__).resolve().parent / "script_projects" / "mwm_fit"
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def points(curve) -> int:  # noqa: ANN001 - a pyqtgraph curve
+    x, _y = curve.getOriginalDataset()
+    return 0 if x is None else len(x)
+
+
 def test_script_on_two_machines_from_the_gui_then_by_hand(
         qtbot, ssh_lab, ssh_env, lab_python, tmp_path: Path) -> None:  # noqa: F811
     host_a, host_b = ssh_lab.hosts[0], ssh_lab.hosts[1]
@@ -89,7 +94,7 @@ def test_script_on_two_machines_from_the_gui_then_by_hand(
     def curves_from_both() -> bool:
         sets = panel.curves.curves
         return (panel.tag == "train/epoch_loss" and sorted(sets) == ["worker:0", "worker:1"]
-                and all(len(c.getOriginalDataset()[0] or ()) >= 3 for c in sets.values()))
+                and all(points(c) >= 3 for c in sets.values()))
 
     try:
         qtbot.waitUntil(lambda: curves_from_both() or controller.finished, timeout=240_000)
