@@ -75,3 +75,13 @@ def test_machine_problems_without_tensorboard_or_matching_tf_keras() -> None:
     check.packages["tf-keras"] = ""
     assert "not installed" in keras_facts(check, True, "2.21.0")[0][0]
     assert keras_facts(check, False, "2.21.0")[1] == "h2: the script gets Keras 3.15.1."
+
+
+def test_data_folder_on_each_machine_must_exist(tmp_path: Path) -> None:
+    model = ScriptModel(str(PROJECTS / "helper_data"), "train.py",
+                        data_dir=str(tmp_path / "no-such-data")).to_dict()
+    plan = Plan(run_name="d", strategy="one_device", replicas_per_task=1, model=model)
+    problems, _ = check_local(plan, sys.executable)
+    assert any("no-such-data" in p and "does not exist" in p for p in problems)
+    (tmp_path / "no-such-data").mkdir()
+    assert check_local(plan, sys.executable)[0] == []

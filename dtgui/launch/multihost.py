@@ -164,6 +164,7 @@ class _Launch:
         expected = expected_tf_version()
         script = self.script = study(self.plan)  # a user's own script: its code, looked at
         modules = script.modules if script is not None else ()
+        data_dir = script.script.data_dir if script is not None else ""
 
         def one(target: Target) -> PythonCheck:
             runner = local_runner(target.interpreter) if target.is_local else \
@@ -174,7 +175,8 @@ class _Launch:
             return check_python(target.name, target.interpreter, runner, expected,
                                 import_tf=not target.is_local,
                                 directory="" if target.is_local else self.relative_dir(target),
-                                port_count=count, ports=tuple(wanted), modules=modules)
+                                port_count=count, ports=tuple(wanted), modules=modules,
+                                data_dir=data_dir)
 
         problems = [script.refusal] if script is not None and script.refusal else []
         for target, result in zip(self.targets, _parallel(one, self.targets), strict=True):

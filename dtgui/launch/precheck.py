@@ -48,6 +48,7 @@ class PythonCheck:
     busy_ports: list[int] = field(default_factory=list)
     packages: dict[str, str] = field(default_factory=dict)  # name -> version ("" = absent)
     missing_modules: list[str] = field(default_factory=list)  # of the `modules` asked about
+    data_dir_found: bool | None = None  # the `data_dir` asked about exists (None: not asked)
 
     @property
     def ok(self) -> bool:
@@ -114,13 +115,15 @@ def _remember(key: str) -> None:
 
 def check_python(machine: str, python: str, runner: Runner, expected: str | None, *,
                  import_tf: bool = True, directory: str = "", port_count: int = 0,
-                 ports: tuple[int, ...] = (), modules: tuple[str, ...] = ()) -> PythonCheck:
+                 ports: tuple[int, ...] = (), modules: tuple[str, ...] = (),
+                 data_dir: str = "") -> PythonCheck:
     """Check one machine's interpreter; `problems` say what is wrong and what to do.
 
     In the same round trip: make `directory` (relative to the home directory), choose
     `port_count` free ports and bind-test `ports` (busy ones are in `busy_ports`)."""
     result = PythonCheck(machine, python)
     mods = [f"mods={','.join(modules)}"] if modules else []  # a user's script's imports
+    mods += [f"isdir={data_dir}"] if data_dir else []  # ... and the data it expects there
     code, out, err = runner(["fast", directory, str(port_count), *map(str, ports), *mods])
     data = parse_check(out)
     if data is None:
@@ -138,6 +141,7 @@ def check_python(machine: str, python: str, runner: Runner, expected: str | None
     result.free_ports = [int(p) for p in data.get("free_ports", [])]
     result.busy_ports = [int(p) for p in data.get("busy_ports", [])]
     result.packages = packages
+    result.data_dir_found = data.get("isdir") if data_dir else None
     result.missing_modules = [str(m) for m in data.get("missing_modules", [])]
     if data.get("dir_error"):
         result.problems.append(f"{machine}: cannot make the run directory {directory!r} there: "

@@ -122,7 +122,8 @@ print("FREE", *free)
 # python -c CHECK_CODE fast|full [DIR COUNT PORT... [mods=M,N]]: the interpreter, the packages
 # the worker needs (and a user's script may: keras, tf-keras, tensorboard), (full) whether
 # TensorFlow imports; with DIR (relative to the home directory): make it; COUNT free ports
-# chosen and PORT... tested with a bind; mods=: which modules cannot be found. One JSON line.
+# chosen and PORT... tested with a bind; mods=: which modules cannot be found; isdir=PATH:
+# whether that folder exists. One JSON line.
 CHECK_CODE = _PORTS_FUNCTION + r"""
 import json, os, platform, shutil, sys
 out = {"python": platform.python_version(), "executable": sys.executable, "packages": {},
@@ -160,6 +161,8 @@ for arg in sys.argv[2:]:
             except Exception:
                 missing.append(name)
         out["missing_modules"] = missing
+    elif arg.startswith("isdir="):  # the data a script expects on every machine
+        out["isdir"] = os.path.isdir(os.path.expanduser(arg[6:]))
 if sys.argv[1:2] == ["full"]:
     try:
         import tensorflow as tf

@@ -87,6 +87,9 @@ def machine_problems(found: ScriptStudy, check: PythonCheck) -> list[str]:
             f"{check.machine}: the script writes TensorBoard summaries ({where}: tf.summary or "
             "keras.callbacks.TensorBoard), which need the tensorboard package, no longer "
             f"installed with TensorFlow 2.21 ({python} -m pip install tensorboard).")
+    if found.script.data_dir and check.data_dir_found is False:
+        problems.append(f"{check.machine}: the data folder {found.script.data_dir} (given as on "
+                        "each machine) does not exist there.")
     keras_problems, note = keras_facts(check, found.script.legacy_keras, check.tf_version)
     problems += keras_problems
     if note:
@@ -101,6 +104,6 @@ def check_local(plan: Plan, python: str) -> tuple[list[str], list[str]]:
         return [], []
     problems = [found.refusal] if found.refusal else []
     check = check_python("local", python, local_runner(python), expected_tf_version(),
-                         import_tf=False, modules=found.modules)
+                         import_tf=False, modules=found.modules, data_dir=found.script.data_dir)
     problems += check.problems + machine_problems(found, check)
     return problems, found.notes
