@@ -269,3 +269,41 @@ def test_notifications_when_a_run_restarts_finishes_or_fails(qtbot, metrics: Run
     qtbot.wait(700)
     assert [title for title, _ in notifier.history] == [
         "digits-1 restarted", "digits-1 finished", "digits-2 failed"]
+
+
+@pytest.mark.slow
+def test_a_real_run_shows_validation_learning_rate_and_its_saved_model(
+        qtbot, dash: Dashboard, tmp_path: Path) -> None:
+    """The real controller and training program: a tiny demo run with a schedule, validation
+    every 20 steps and the best model kept, followed live to its end."""
+    from dtgui.core.plan import Plan
+    from dtgui.core.settings import runs_dir
+    from dtgui.launch.local_run import launch_plan
+
+    plan = Plan(run_name="live-val", strategy="mirrored", replicas_per_task=2, steps=60,
+                steps_per_epoch=30, optimizer="adamw", lr_schedule="warmup_cosine",
+                warmup_steps=10, validate_every=20, save_best=True, checkpoint_every=0)
+    controller = launch_plan(plan, runs_dir())
+    window = QMainWindow()
+    qtbot.addWidget(window)
+    notices = RunNotices(Notifier(window))
+    notices.follow(controller)
+    try:
+        dash.attach(controller)
+        with qtbot.waitSignal(dash.runEnded, timeout=240_000) as ended:
+            pass
+    finally:
+        controller.request_stop()
+        controller.wait(30)
+    assert ended.args == ["finished"], controller.message
+    qtbot.waitUntil(lambda: not dash.backlog, timeout=5000)
+    x, y = dash.loss_panel.val_curves.shown_data("validation loss")
+    assert x.tolist() == [20, 40, 60] and np.all(np.isfinite(y))
+    assert dash.loss_panel.best_point is not None
+    assert dash.validation_panel.isVisible() and "accuracy" in dash.validation_panel.metrics()
+    lr_x, lr_y = dash.lr_panel.curves.shown_data("lr")
+    assert len(lr_x) >= 2 and lr_y[-1] < lr_y.max()  # the cosine decays after the warm-up
+    assert dash.model_bar.isVisible() and dash.model_bar.folder is not None
+    assert (dash.model_bar.folder / "model.keras").is_file()
+    qtbot.waitUntil(lambda: bool(notices.notifier.history), timeout=3000)
+    assert notices.notifier.history[-1][0] == "live-val finished"
