@@ -1,4 +1,5 @@
-"""Command line: `dtgui` (GUI), `dtgui export OUTDIR`, `dtgui run OUTDIR`."""
+"""Command line: `dtgui` (GUI), `dtgui export OUTDIR`, `dtgui run OUTDIR`,
+`dtgui install-desktop`."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import time
 from pathlib import Path
 
 from dtgui import __version__
+from dtgui.cli.desktop import add_install_desktop, cmd_install_desktop
 from dtgui.cli.machines import add_machine_options, resolve_counts, wants_machines
 from dtgui.cli.script import add_script_options, script_model_from_args, script_refusal
 from dtgui.core.plan import (
@@ -104,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run a bundle on this machine, headless, printing progress")
     run.add_argument("bundle", type=Path, help="a directory written by dtgui export")
+    add_install_desktop(sub)
     return parser
 
 
@@ -268,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_export(args)
     if args.command == "run":
         return cmd_run(args)
+    if args.command == "install-desktop":
+        return cmd_install_desktop(args)
     from dtgui.ui.app import run_gui
 
     return run_gui()

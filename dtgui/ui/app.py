@@ -23,6 +23,7 @@ def make_app(argv: list[str] | None = None) -> QApplication:
     app = existing or QApplication(argv if argv is not None else sys.argv)
     app.setApplicationName("dtgui")
     app.setOrganizationName("dtgui")
+    app.setDesktopFileName("dtgui")  # ties the windows to dtgui.desktop (its icon and name)
     app.setWindowIcon(QIcon(str(resource("icons", "dtgui.svg"))))
     with contextlib.suppress(OSError):  # unstyled is still usable
         app.setStyleSheet(resource("style.qss").read_text(encoding="utf-8"))
