@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pyqtgraph as pg
 from PySide6.QtCore import QStandardPaths, Qt, Signal
-from PySide6.QtGui import QColor, QImage
+from PySide6.QtGui import QColor, QImage, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QButtonGroup,
@@ -37,10 +37,17 @@ from PySide6.QtWidgets import (
 from dtgui.core.compare import FIELDS, Curve, RunSummary, summarize_run, summary_csv, table_rows
 from dtgui.core.runs import RunRecord
 from dtgui.core.smoothing import ema
-from dtgui.ui.plot_base import ElapsedAxis, make_card, series_colour, swatch_icon, title_label
+from dtgui.ui.plot_base import (
+    DARK,
+    LIGHT,
+    ElapsedAxis,
+    make_card,
+    series_colour,
+    swatch_icon,
+    title_label,
+)
 from dtgui.ui.workers import Worker, create_worker, run_in_thread
 
-PLOT_BACKGROUND = "#ffffff"
 PNG_WIDTH = 1600  # pixels of an exported plot
 DEFAULT_SMOOTHING = 0.6  # as the dashboard's (TensorBoard's default too)
 RAW_ALPHA = 60
@@ -79,14 +86,21 @@ class ComparePlot(QWidget):
         self.axis_mode = "step"
         self.weight = DEFAULT_SMOOTHING
         self.summaries: list[RunSummary] = []
-        self.plot_widget = pg.PlotWidget(background=PLOT_BACKGROUND)
+        dark = self.palette().color(QPalette.ColorRole.Window).lightness() < 128
+        self.theme = DARK if dark else LIGHT  # as the dashboard's plots
+        self.plot_widget = pg.PlotWidget(background=self.theme.background)
         self.plot_widget.setObjectName("comparePlot")
         self.plot: pg.PlotItem = self.plot_widget.getPlotItem()
-        self.plot.showGrid(x=True, y=True, alpha=0.18)
-        self.plot.setLabel("left", "loss")
+        self.plot.showGrid(x=True, y=True, alpha=self.theme.grid_alpha)
+        self._label("left", "loss")
+        self.plot.getAxis("left").setPen(pg.mkPen(self.theme.axis))
+        self.plot.getAxis("left").setTextPen(pg.mkPen(self.theme.text))
         self.plot.setDownsampling(auto=True, mode="peak")
         self.plot.setClipToView(True)
-        self.legend = self.plot.addLegend(offset=(-12, 8), labelTextSize="8pt")
+        self.legend = self.plot.addLegend(offset=(-12, 8), labelTextSize="8pt",
+                                          labelTextColor=self.theme.text,
+                                          brush=pg.mkBrush(self.theme.legend_fill),
+                                          pen=pg.mkPen(self.theme.legend_border))
         # (run, "train" | "raw" | "val"): smoothed training loss, its raw points, validation
         self.curves: dict[tuple[str, str], pg.PlotDataItem] = {}
         layout = QVBoxLayout(self)
@@ -96,9 +110,14 @@ class ComparePlot(QWidget):
 
     def _set_bottom_axis(self) -> None:
         axis = ElapsedAxis("bottom") if self.axis_mode == "time" else pg.AxisItem("bottom")
+        axis.setPen(pg.mkPen(self.theme.axis))
+        axis.setTextPen(pg.mkPen(self.theme.text))
         self.plot.setAxisItems({"bottom": axis})
-        self.plot.setLabel("bottom", "wall time (since the run's start)"
-                           if self.axis_mode == "time" else "step")
+        self._label("bottom", "wall time (since the run's start)"
+                    if self.axis_mode == "time" else "step")
+
+    def _label(self, name: str, text: str) -> None:
+        self.plot.setLabel(name, text, color=self.theme.text, **{"font-size": "9pt"})
 
     def set_axis_mode(self, mode: str) -> None:
         """'step' or 'time' (seconds since each run's first event)."""
@@ -163,7 +182,7 @@ class ComparePlot(QWidget):
 
         exporter = ImageExporter(self.plot)
         exporter.parameters()["width"] = PNG_WIDTH
-        exporter.parameters()["background"] = QColor(PLOT_BACKGROUND)
+        exporter.parameters()["background"] = QColor(self.theme.background)
         image = exporter.export(toBytes=True)
         assert isinstance(image, QImage)
         return image
