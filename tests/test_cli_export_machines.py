@@ -1,4 +1,4 @@
-"""`dtgui export` with machine options (issue 4): the real CLI, a real registry file, no
+"""`dtgui export` with machine options: the real CLI, a real registry file, no
 network (nothing is contacted at export time)."""
 
 from __future__ import annotations

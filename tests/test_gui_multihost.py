@@ -1,4 +1,4 @@
-"""Issue 4 through the real GUI: two registered machines picked in the wizard, 4 replica curves
+"""Several machines through the real GUI: two registered machines picked in the wizard, 4 replica curves
 live, both machines' device use, Stop, nothing left anywhere.
 
 Real sshd hosts in network namespaces, real TensorFlow tasks started over SSH, real dialogs

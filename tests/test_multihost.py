@@ -1,4 +1,4 @@
-"""Training across machines (issue 4), with real parts: sshd test hosts in network namespaces
+"""Training across machines, with real parts: sshd test hosts in network namespaces
 (tests/sshhosts.py), real TensorFlow tasks started over SSH, real signals.
 
 The hosts share this machine's files and process table, so a test can see every process of a

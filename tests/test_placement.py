@@ -1,4 +1,4 @@
-"""Issue 4 without TensorFlow or SSH: placement on machines, multi-machine bundles, run
+"""Several machines without TensorFlow or SSH: placement on machines, multi-machine bundles, run
 records and history, straggler detection, the remote scripts (run here with sh), and the run
 policy over scripted executors."""
 

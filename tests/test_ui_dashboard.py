@@ -336,7 +336,7 @@ def test_envelope_matches_a_full_recomputation_while_growing() -> None:
             np.testing.assert_array_equal(mine, other)
 
 
-# -- issue 4: tasks on several machines -----------------------------------------------------------
+# -- tasks on several machines -----------------------------------------------------------------
 PLACED = {"worker:0": "local", "worker:1": "h2", "worker:2": "h3", "worker:3": "lab box"}
 
 

@@ -432,7 +432,8 @@ def test_doctor_on_two_machines_shows_a_reachable_and_a_blocked_port_and_tf(
 def test_two_machines_keys_versions_and_the_doctor_all_by_clicking(qtbot, ssh_lab,
                                                                     ssh_env: Path) -> None:
     """One machine by password, one from ~/.ssh/config, their host keys accepted, their
-    versions and GPUs shown, and the doctor run from the toolbar: the issue's "done when"."""
+    versions and GPUs shown, and the doctor run from the toolbar: setting up two machines
+    from start to end."""
     from dtgui.ui.main_window import MainWindow
 
     h2, h3 = ssh_lab.hosts[0], ssh_lab.hosts[1]

@@ -1,4 +1,4 @@
-"""Issue 4's GUI parts with real widgets: choosing machines in the wizard's review page, the
+"""The multi-machine GUI parts with real widgets: choosing machines in the wizard's review page, the
 Runs page (reattach / open), and opening a finished run from its bundle."""
 
 from __future__ import annotations

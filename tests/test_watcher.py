@@ -1,4 +1,4 @@
-"""The headless run watcher (issue 4): the failure policy holds while dtgui is closed.
+"""The headless run watcher: the failure policy holds while dtgui is closed.
 
 Real processes: real MultiWorkerMirrored training on this machine (2 worker processes, one
 replica each), detached as the GUI does on *Keep training*, then watched by a real

@@ -1,4 +1,4 @@
-"""`dtgui export` machine options (issue 4): place a run's tasks on registered machines.
+"""`dtgui export` machine options: place a run's tasks on registered machines.
 
 The same placement the wizard's "Where each process runs" makes, from the command line:
 

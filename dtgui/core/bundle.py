@@ -125,7 +125,7 @@ def task_script_text(plan: Plan, task: TaskSpec) -> str:
 def run_script_text(plan: Plan) -> str:
     stems = [t.file_stem for t in plan.tasks]
     primaries = [t.file_stem for t in primary_tasks(plan)]
-    if plan.is_multi_machine:  # issue 4: `bash run.sh MACHINE` runs that machine's tasks
+    if plan.is_multi_machine:  # `bash run.sh MACHINE` runs that machine's tasks
         return _RUN_SH.format(run_name=plan.run_name, tasks="", primaries="").replace(
             "TASKS=()\nPRIMARIES=()\n", _machine_selection(plan))
     return _RUN_SH.format(
@@ -136,7 +136,7 @@ def run_script_text(plan: Plan) -> str:
 
 
 def _machine_selection(plan: Plan) -> str:
-    """issue 4: the bash `case` choosing the tasks of the machine named by $1."""
+    """The bash `case` choosing the tasks of the machine named by $1."""
     primaries = {t.task_id for t in primary_tasks(plan)}
     names = plan.machine_names
     lines = ['MACHINE="${1:-}"', 'case "$MACHINE" in']
@@ -219,7 +219,7 @@ def requirements_text() -> str:
 
 
 def readme_text(plan: Plan) -> str:
-    if plan.is_multi_machine or plan.machines:  # issue 4
+    if plan.is_multi_machine or plan.machines:
         from dtgui.core.bundle_readme import multi_machine_readme
 
         return multi_machine_readme(plan)

@@ -1,4 +1,4 @@
-"""README.md of a bundle whose tasks run on several machines (issue 4).
+"""README.md of a bundle whose tasks run on several machines.
 
 It tells a person how to reproduce the run by hand with plain ssh/scp and python: which
 machine runs which task, the exact environment (TF_CONFIG, CUDA_VISIBLE_DEVICES) and command

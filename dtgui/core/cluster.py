@@ -99,7 +99,7 @@ def busy_ports(plan: Plan) -> list[str]:
     for task in plan.tasks:
         if not task.port or not task.is_local:
             continue
-        # issue 4: a task reachable from other machines listens on every address
+        # a task reachable from other machines listens on every address
         host = task.host if is_loopback(task.host) else "0.0.0.0"
         if not port_is_free(task.port, host):
             problems.append(
@@ -110,7 +110,7 @@ def busy_ports(plan: Plan) -> list[str]:
 
 
 
-# -- issue 4: tasks on several machines ---------------------------------------------------------
+# -- tasks on several machines -----------------------------------------------------------------
 def is_loopback(host: str) -> bool:
     if host in ("localhost", "localhost.localdomain"):
         return True

@@ -16,7 +16,7 @@ COMMUNICATIONS = ("auto", "ring", "nccl")
 DEVICE_KINDS = ("cpu", "gpu")
 MAX_REPLICAS = 64
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
-LOCAL_MACHINE = "local"  # issue 4: the machine name of "this machine" in a placed plan
+LOCAL_MACHINE = "local"  # the machine name of "this machine" in a placed plan
 
 
 def is_local_machine(name: str) -> bool:
@@ -35,7 +35,7 @@ class TaskSpec:
     host: str = "127.0.0.1"
     port: int = 0
     gpus: tuple[int, ...] = ()
-    machine: str = ""  # issue 4: "" / "local" = this machine, else a registered machine's name
+    machine: str = ""  # "" / "local" = this machine, else a registered machine's name
 
     @property
     def is_local(self) -> bool:
@@ -101,7 +101,7 @@ class Plan:
     tpu_address: str = ""
     cluster: dict[str, list[str]] = field(default_factory=dict)
     tasks: tuple[TaskSpec, ...] = ()
-    # issue 4: machine name -> {"address": reachable address, "login": "user@host:port",
+    # machine name -> {"address": reachable address, "login": "user@host:port",
     # "python": interpreter, "jump": an `ssh -J` argument when it goes through a jump host};
     # empty when every task runs on this machine.
     machines: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -262,7 +262,7 @@ def validate(plan: Plan, *, usable_gpus: int | None = None) -> list[str]:
                 f"This plan needs {need} GPU(s) but TensorFlow can use {usable_gpus} here: "
                 "lower the replicas or train on CPU."
             )
-    errors += _placement_problems(plan)  # issue 4
+    errors += _placement_problems(plan)
     model_kind = plan.model.get("kind")
     if model_kind == "script":  # a user's own training script (dtgui.core.script)
         from dtgui.core.script import script_problems
@@ -284,7 +284,7 @@ def _check_int(errors: list[str], name: str, value: object, low: int, high: int)
 
 
 def _placement_problems(plan: Plan) -> list[str]:
-    """issue 4: a plan placed on several machines must use addresses they can all reach."""
+    """A plan placed on several machines must use addresses they can all reach."""
     problems = []
     if plan.is_multi_machine:
         for task in plan.tasks:

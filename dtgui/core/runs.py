@@ -1,4 +1,4 @@
-"""Run records and the run history (issue 4). Pure Python: no Qt, no SSH, no TensorFlow.
+"""Run records and the run history. Pure Python: no Qt, no SSH, no TensorFlow.
 
 Every run the app starts keeps its bundle under `runs_dir()/<run>/` and a record beside the
 plan, `runs_dir()/<run>/run.json`: where each task runs (machine, bundle directory there,

@@ -1,4 +1,4 @@
-"""Straggler detection (issue 4): a worker clearly slower than the rest.
+"""Straggler detection: a worker clearly slower than the rest.
 
 Input: the per-task throughput series of `RunMetrics` (examples/s at each reported step).
 A worker is a straggler when the median of its last `window` reports is below `ratio` times

@@ -1,4 +1,4 @@
-"""The run policy, written once over executors (issue 4; README "Multi-machine runs").
+"""The run policy, written once over executors (README "Multi-machine runs").
 
 `RunController` follows one run: a monitor thread polls every machine's executor (each
 machine on its own schedule, so an unreachable one never delays the others), feeds events and

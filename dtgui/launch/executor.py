@@ -1,4 +1,4 @@
-"""The executor interface (issue 4): how the run policy starts, watches and signals the tasks
+"""The executor interface: how the run policy starts, watches and signals the tasks
 of one machine. `LocalExecutor` (this machine: processes) and `SshExecutor` (a remote
 machine: SSH + SFTP) implement it; `RunController` holds the policy, written once.
 

@@ -1,4 +1,4 @@
-"""Opening a run from the history (issue 4): a finished run, shown from its local bundle.
+"""Opening a run from the history: a finished run, shown from its local bundle.
 
 The bundle under `runs_dir()` holds the events and logs of every task - local ones written
 there, remote ones mirrored there as they were read - so a finished run is shown again

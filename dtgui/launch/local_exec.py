@@ -1,4 +1,4 @@
-"""LocalExecutor (issue 4): the tasks of this machine, as processes in sessions of their own.
+"""LocalExecutor: the tasks of this machine, as processes in sessions of their own.
 
 Tasks this process started are `Popen` children (their exit codes come from `wait`); tasks
 adopted from a run record (a new GUI session) are followed through /proc and their

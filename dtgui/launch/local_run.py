@@ -1,6 +1,6 @@
 """Runs a bundle's tasks on this machine and follows them until the run ends.
 
-The run policy lives in `dtgui.launch.controller.RunController` (issue 4: one policy over
+The run policy lives in `dtgui.launch.controller.RunController` (one policy over
 executors); a local run is that controller with one `LocalExecutor`. `launch_plan` places a
 plan on this machine, renders its bundle under the runs directory, records it and starts it.
 """
@@ -35,7 +35,7 @@ def unique_run_dir(root: Path, name: str) -> Path:
 
 
 def new_record(bundle_dir: Path, plan: Plan) -> RunRecord:
-    """The run record of a run about to start (issue 4): its id is unique across machines."""
+    """The run record of a run about to start: its id is unique across machines."""
     return RunRecord(run_id=f"{bundle_dir.name}-{secrets.token_hex(3)}", run_name=plan.run_name,
                      bundle=str(bundle_dir), strategy=plan.strategy, created=time.time())
 
@@ -53,7 +53,7 @@ def launch_plan(plan: Plan, runs_root: Path, python: str | None = None,
     if problem:
         shutil.rmtree(bundle.path, ignore_errors=True)
         raise LaunchError(f"Not launched: {problem}")
-    record = new_record(bundle.path, placed)  # issue 4: the run is listed in the history
+    record = new_record(bundle.path, placed)  # the run is listed in the history
     record.machines = [MachineRecord("local", str(bundle.path), python or sys.executable)]
     controller = RunController(bundle, python=python, record=record, policy=policy)
     if notes:

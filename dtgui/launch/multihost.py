@@ -1,4 +1,4 @@
-"""Launching a plan on several machines, and reattaching to a run (issue 4).
+"""Launching a plan on several machines, and reattaching to a run.
 
 `launch_on_machines` does, in order, each step in parallel over the machines:
 connect (SSH, host keys verified) -> check Python/TensorFlow -> choose free ports (a bind test

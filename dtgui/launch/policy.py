@@ -1,4 +1,4 @@
-"""What the run policy is allowed to do, and how a task's end is put into words (issue 4)."""
+"""What the run policy is allowed to do, and how a task's end is put into words."""
 
 from __future__ import annotations
 

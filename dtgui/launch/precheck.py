@@ -1,4 +1,4 @@
-"""Before a launch (issue 4): can each machine's Python run the bundle?
+"""Before a launch: can each machine's Python run the bundle?
 
 For every machine of the plan, its chosen interpreter is run once with `CHECK_CODE`: the
 Python version, the installed TensorFlow / numpy / psutil versions (package metadata: no

@@ -1,4 +1,4 @@
-"""The fixed shell and Python snippets run on remote machines (issue 4), and their parsers.
+"""The fixed shell and Python snippets run on remote machines, and their parsers.
 
 Each script is constant text sent on stdin to `sh -s -- ARGS...` (or `python -c CODE ARGS`);
 every value (directories, task names, pids, offsets, interpreter paths) is an argument, quoted

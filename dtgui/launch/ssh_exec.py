@@ -1,4 +1,4 @@
-"""SshExecutor (issue 4): the tasks of one remote machine, over one SSH connection.
+"""SshExecutor: the tasks of one remote machine, over one SSH connection.
 
 * prepare: the bundle is copied with SFTP to `remote_dir` (one `mkdir -p`, then the files).
 * start: one `sh -s` round trip starts every task of the machine detached (`setsid nohup`,

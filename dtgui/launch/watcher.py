@@ -1,4 +1,4 @@
-"""A headless run watcher: the run policy keeps being applied while dtgui is closed (issue 4).
+"""A headless run watcher: the run policy keeps being applied while dtgui is closed.
 
 When the person closes dtgui with *Keep training*, the GUI detaches its `RunController` and
 calls `start_watcher(record, secrets, max_restarts)`. That starts

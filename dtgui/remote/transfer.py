@@ -1,4 +1,4 @@
-"""Byte-exact remote commands and SFTP directory copies (issue 4).
+"""Byte-exact remote commands and SFTP directory copies.
 
 `run_bytes` is `commands.run` without decoding: a task's events and logs come back as raw
 bytes framed by length, so a multi-byte character or an invalid byte never shifts an offset.

@@ -137,7 +137,7 @@ class MainWindow(QMainWindow):
         self.dashboard: Dashboard | None = None  # made on the first run: pyqtgraph loads then
         self.pages = QStackedWidget()
         self.pages.addWidget(self.home)
-        # machines (issue 3): the registered remote machines under "This machine" -------
+        # The left column: this machine, and under it the registered remote machines.
         # The machines panel loads paramiko and keyring (~0.4 s): it is built just after the
         # first paint (or on first use), so the window shows at once.
         self._machines: MachinesPanel | None = None
@@ -150,12 +150,11 @@ class MainWindow(QMainWindow):
         left_layout.addStretch(1)
         left.setMinimumWidth(380)
         left.setMaximumWidth(620)
-        # -- end machines (issue 3) ------------------------------------------------------------
         splitter = QSplitter()
-        splitter.addWidget(left)  # machines (issue 3): was self.machine
+        splitter.addWidget(left)
         splitter.addWidget(self.pages)
         splitter.setStretchFactor(1, 1)
-        splitter.setSizes([470, 930])  # machines (issue 3): was [360, 1040]
+        splitter.setSizes([470, 930])  # wide enough for the machines table's columns
         self.setCentralWidget(splitter)
 
         toolbar = self.addToolBar("Main")
@@ -166,13 +165,11 @@ class MainWindow(QMainWindow):
         self.act_dashboard = QAction("Dashboard", self)
         for act in (self.act_home, self.act_new, self.act_demo, self.act_dashboard):
             toolbar.addAction(act)
-        # machines (issue 3): the cluster doctor --------------------------------------------
         toolbar.addSeparator()
         self.act_doctor = QAction("Cluster doctor…", self)
         self.act_doctor.setToolTip("Check that the registered machines can train together")
         self.act_doctor.triggered.connect(lambda: self.machines.machine_actions.open_doctor())
         toolbar.addAction(self.act_doctor)
-        # -- end machines (issue 3) ------------------------------------------------------------
         self.runs_page = RunsPage()
         self.pages.addWidget(self.runs_page)
         self.act_runs = QAction("Runs", self)
@@ -208,7 +205,7 @@ class MainWindow(QMainWindow):
         QTimer.singleShot(100, lambda: self.machines)
 
     @property
-    def machines(self) -> MachinesPanel:  # machines (issue 3)
+    def machines(self) -> MachinesPanel:
         if self._machines is None:
             from dtgui.ui.machines import MachinesPanel
 

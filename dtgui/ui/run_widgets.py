@@ -42,7 +42,7 @@ STATE_COLOURS = {
 }
 FAILED_ROW_BG = {False: "#fce8e6", True: "#4c1f1d"}
 FAILED_ROW_FG = {False: "#a50e0e", True: "#f6aea9"}
-SLOW_ROW_BG = {False: "#fef7e0", True: "#3d3214"}  # issue 4: a straggler's row (amber)
+SLOW_ROW_BG = {False: "#fef7e0", True: "#3d3214"}  # a straggler's row (amber)
 SLOW_ROW_FG = {False: "#b06000", True: "#fdd663"}
 TASK_ORDER = {"chief": 0, "worker": 1, "ps": 2, "evaluator": 3}
 THIS_MACHINE = "this machine"

@@ -1,4 +1,4 @@
-"""The Runs page (issue 4): runs still training (reattach) and the history (open).
+"""The Runs page: runs still training (reattach) and the history (open).
 
 The list comes from the run records under the runs directory (`RunHistory`), read off the UI
 thread. "Reattach" follows a running run again - also one that kept training while dtgui

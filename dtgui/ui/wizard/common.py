@@ -48,8 +48,8 @@ class WizardContext:
         # Fields no page edits come from here; every other field comes from a page.
         self.base = Plan(log_every=log_every)
         self.parts: list[PlanPart] = []
-        self.remote_gpus: dict[str, int] = {}  # registered machine -> its probed GPUs (issue 4)
-        self.machine_names: list[str] = []  # the registered machines (issue 4)
+        self.remote_gpus: dict[str, int] = {}  # registered machine -> its probed GPUs
+        self.machine_names: list[str] = []  # the registered machines
 
     @property
     def gpu_count(self) -> int:

@@ -1,4 +1,4 @@
-"""Where each task runs (issue 4): this machine or a registered machine, per task.
+"""Where each task runs: this machine or a registered machine, per task.
 
 Shown on the review page. One row per task of the plan's layout (worker 0, worker 1, ... for
 MultiWorkerMirrored; coordinator, workers and parameter servers for ParameterServer; the one

@@ -29,7 +29,7 @@ from dtgui.core.plan_text import optimizer_text, schedule_text, validation_text
 from dtgui.core.strategies import STRATEGIES
 
 from .common import WizardContext, card, error_label, label, monospace, muted, show_errors
-from .machines_box import MachinesBox  # issue 4
+from .machines_box import MachinesBox
 from .script_box import script_title, script_tooltip
 from .strategy_list import ROLE_TAGLINE, TwoLineDelegate
 
@@ -117,7 +117,7 @@ class ReviewPage(QWizardPage):
 
         layout = QVBoxLayout(self)
         layout.addWidget(self.summary)
-        self.machines_box = MachinesBox()  # issue 4: which machine runs each task
+        self.machines_box = MachinesBox()  # which machine runs each task
         self.machines_box.remember(ctx.initial)
         if ctx.facts_given:  # this machine's GPUs (NVML) until the wizard is given all facts
             self.machines_box.set_gpu_facts({LOCAL_MACHINE: ctx.facts.gpus})
@@ -139,7 +139,7 @@ class ReviewPage(QWizardPage):
         return self._plan
 
     def _place(self, draft: Plan) -> Plan:
-        """issue 4: on the chosen machines when any is remote, else on this machine.
+        """On the chosen machines when any is remote, else on this machine.
 
         When the chosen GPUs do not suffice, `placement_error` says why (the page cannot be
         completed) and the tasks are shown on their machines without GPUs."""
@@ -162,7 +162,7 @@ class ReviewPage(QWizardPage):
     def replan(self) -> None:
         """Place the tasks again with free ports and show the result."""
         row = max(0, self.task_list.currentRow())
-        self._plan = self._place(self.ctx.draft())  # issue 4
+        self._plan = self._place(self.ctx.draft())
         self._refresh(row)
 
     def problems(self) -> list[str]:
@@ -209,7 +209,7 @@ class ReviewPage(QWizardPage):
         self.task_list.clear()
         for i, task in enumerate(plan.tasks):
             where = task.address if task.port else "this machine, no TF_CONFIG"
-            if not task.is_local:  # issue 4
+            if not task.is_local:
                 where = f"{task.machine} · " + (task.address if task.port else "no TF_CONFIG")
             item = QListWidgetItem(task.task_id)
             item.setData(ROLE_TAGLINE, f"{_ROLES.get(task.type, task.type)} · {where}")
@@ -224,7 +224,7 @@ class ReviewPage(QWizardPage):
         self.replan_button.setEnabled(bool(plan.cluster))
         self.replan_button.setToolTip("Choose new free ports for every task." if plan.cluster
                                       else "A single-process strategy uses no ports.")
-        if plan.machines:  # issue 4
+        if plan.machines:
             self.note.setText(f"{count} process(es) on {len(plan.machine_names)} machine(s). "
                               "Select a process to see its TF_CONFIG and script.")
         elif plan.cluster:

@@ -289,7 +289,7 @@ class StrategyPage(QWizardPage):
         return text
 
     def refresh_devices(self) -> None:
-        """The GPUs of the registered machines became known (issue 4)."""
+        """The GPUs of the registered machines became known."""
         self.gpu_radio.setText(self._gpu_text())
         initial = self.ctx.initial
         if initial is not None and initial.device_kind == "gpu" and self.ctx.gpu_count \

@@ -80,7 +80,7 @@ class RunWizard(QWizard):
             return self.review_page.placed_plan()
         return place_local(self.ctx.draft())
 
-    # issue 4: machines -----------------------------------------------------------------------
+    # -- machines ------------------------------------------------------------------------------
     def set_machines(self, machines: list) -> None:
         """The registered machines the review page offers besides this machine."""
         self.review_page.machines_box.set_machines(machines)
@@ -105,7 +105,6 @@ class RunWizard(QWizard):
     def machine_pythons(self) -> dict[str, str]:
         """Remote machine -> the Python interpreter chosen for it (launch checks it)."""
         return self.review_page.machines_box.pythons()
-    # -- end issue 4 --------------------------------------------------------------------------
 
     def action(self) -> str:
         """"launch" or "export" once accepted; "" before."""
