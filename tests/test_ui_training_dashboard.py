@@ -181,6 +181,28 @@ def test_smoothing_is_tensorboards_ema_with_the_raw_points_faint_behind(
     np.testing.assert_allclose(panel.curves.shown_data(0)[1], raw_loss(0, 120), rtol=1e-6)
 
 
+def test_smoothing_after_a_restart_follows_the_retrained_steps(
+        qtbot, dash: Dashboard, metrics: RunMetrics) -> None:
+    dash.attach(FakeController(metrics), run_name="restart")
+    metrics.add_events([steps_event(f, 10) for f in range(1, 61, 10)])
+    panel = dash.loss_panel
+    qtbot.waitUntil(lambda: 0 in panel.curves.curves
+                    and len(panel.curves.shown_data(0)[0]) == 60, timeout=3000)
+    # resumed from step 40's checkpoint: steps 41.. are trained again, with other losses
+    metrics.add_events([ev("started", t=2000.0, replicas=2, replica_ids=[0, 1], steps=120,
+                           resumed_from_step=40)])
+    again = [steps_event(f, 10) for f in range(41, 81, 10)]
+    for event in again:
+        rows = step_batch.decode(event.data["losses"], 10, 2) + 0.5
+        event.data["losses"] = step_batch.encode(rows)
+    metrics.add_events(again)
+    qtbot.waitUntil(lambda: len(panel.curves.shown_data(0)[0]) == 80, timeout=3000)
+    drawn(qtbot, dash)
+    x, raw = metrics.snapshot().replica_loss[0]
+    assert x.tolist() == list(range(1, 81)) and raw[45] > raw[35] + 0.3
+    np.testing.assert_allclose(panel.curves.shown_data(0)[1], ema(raw, 0.6), rtol=1e-6)
+
+
 def test_smoothing_many_replicas_keeps_the_frame_short(qtbot, dash: Dashboard) -> None:
     replicas, per_call = 64, 500
     metrics = RunMetrics(20_000)
