@@ -219,3 +219,24 @@ def test_a_real_training_run_is_compared_with_its_validation_and_saved_model(
     col = [s.name for s in view.summaries].index("real-sgd")
     assert view.table.item(view.row_of("Optimizer"), col).text().startswith("sgd")
     assert (bundle / "output" / "model" / "best" / "model.keras").is_file()
+
+
+def test_main_window_opens_the_compare_view_from_runs_and_goes_back(
+        qtbot, three_runs: list[RunRecord], monkeypatch) -> None:
+    from dtgui.ui.machine_panel import MachinePanel
+    from dtgui.ui.main_window import MainWindow
+
+    monkeypatch.setattr(MachinePanel, "refresh", lambda self: None)  # no TensorFlow probe
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.show()
+    window.show_runs()
+    page = window.runs_page
+    qtbot.waitUntil(lambda: page.table.rowCount() == 3, timeout=5000)
+    page.table.selectAll()
+    qtbot.mouseClick(page.compare_button, Qt.MouseButton.LeftButton)
+    view = window.compare
+    assert view is not None and window.pages.currentWidget() is view
+    qtbot.waitUntil(lambda: view.table.columnCount() == 3, timeout=10000)
+    qtbot.mouseClick(view.back_button, Qt.MouseButton.LeftButton)
+    assert window.pages.currentWidget() is page
