@@ -533,6 +533,7 @@ def test_real_check_passes_a_good_model_file(qtbot, make_wizard, tmp_path: Path)
     assert "Checking good_model.py" in page.status_label.text()
     qtbot.waitUntil(lambda: not page.busy.isVisible(), timeout=90_000)
     assert page.status_label.text().startswith("✓"), page.status_label.text()
+    assert f"its folder {path.parent} goes into the bundle (1 file," in page.status_label.text()
     assert next_button(wizard).isEnabled()
     click_next(qtbot, wizard)
     assert wizard.plan().model == {"kind": "file", "path": str(path)}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import shiboken6
@@ -22,6 +23,7 @@ from PySide6.QtWidgets import (
     QWizardPage,
 )
 
+from dtgui.core.ignore import human_size, list_project
 from dtgui.core.plan import Plan
 from dtgui.launch.model_check import ModelCheck, check_model_file
 from dtgui.ui.workers import run_in_thread
@@ -37,8 +39,20 @@ DEMO_NETWORK = ("64 pixels → Dense 128 (relu) → Dense 64 (relu) → 10 logit
 CONTRACT = """\
 def build_model():    # -> keras.Model, built inside strategy.scope(); outputs logits
 def make_dataset():   # -> tf.data.Dataset of unbatched (features, label) pairs
-def make_loss():      # optional -> keras loss with reduction="none"
-NUM_CLASSES = 10      # optional, informational"""
+# optional: make_validation_dataset(), make_loss() (reduction="none"),
+#           make_optimizer(), make_metrics() (mean metrics or fn(y_true, y_pred))
+# the file's folder is copied into the bundle: its modules and data files come along"""
+
+
+def with_folder(result: ModelCheck, folder: Path) -> ModelCheck:
+    """The check's summary, and what of the file's folder goes into the bundle."""
+    if not result.ok:
+        return result
+    listing = list_project(folder)
+    count = len(listing.files)
+    note = (f"; its folder {folder} goes into the bundle ({count} file{'s' * (count != 1)}, "
+            f"{human_size(listing.total_bytes)})")
+    return replace(result, summary=result.summary + note)
 
 
 class ModelPage(QWizardPage):
@@ -193,7 +207,7 @@ class ModelPage(QWizardPage):
         self._result = None
         self._result_path = ""
         self._show_state()
-        run_in_thread(lambda: check_model_file(Path(path)),
+        run_in_thread(lambda: with_folder(check_model_file(Path(path)), Path(path).parent),
                       lambda result: self._on_result(generation, path, result),
                       lambda text: self._on_result(generation, path, ModelCheck(
                           False, "The check could not run: " + (text.strip().splitlines() or ["?"])[0],
