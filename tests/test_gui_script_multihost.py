@@ -37,7 +37,7 @@ PROJECT = Path(__file__).resolve().parent / "script_projects" / "mwm_fit"
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def points(curve) -> int:  # noqa: ANN001 - a pyqtgraph curve
+def points(curve) -> int:
     x, _y = curve.getOriginalDataset()
     return 0 if x is None else len(x)
 
