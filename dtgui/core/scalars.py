@@ -14,24 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from dtgui.core.events import Event
+from dtgui.worker.script_env import is_loss_tag, is_step_tag
 
-EPOCH_WORDS = ("epoch",)
-
-
-def is_loss_tag(tag: str) -> bool:
-    """A training loss: `loss`, `batch_loss`, `train/epoch_loss`, `train/loss` ... (not a
-    validation loss)."""
-    parts = tag.lower().split("/")
-    if any(p.startswith(("val", "eval", "test")) for p in parts):
-        return False
-    return parts[-1] in ("loss", "batch_loss", "epoch_loss", "train_loss", "training_loss",
-                         "total_loss")
-
-
-def is_step_tag(tag: str) -> bool:
-    """A tag whose step counts training steps (not epochs): it can drive the progress."""
-    return not any(word in tag.lower() for word in EPOCH_WORDS)
-
+__all__ = ["ScalarStore", "is_loss_tag", "is_step_tag"]
 
 @dataclass
 class ScalarSeries:

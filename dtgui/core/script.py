@@ -14,6 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from dtgui.worker.script_env import expand_references
+
+__all__ = ["expand_references"]  # `$DTGUI_X` in arguments and values: the supervisor's rule
+
 SCRIPT_KIND = "script"
 BUNDLE_PROJECT_DIR = "project"
 # A name a POSIX shell accepts in `export NAME=...`.
@@ -27,8 +31,6 @@ RESERVED_PREFIX = "DTGUI_"
 # The variables dtgui gives every task of a script run (README "Your own training script").
 PATH_VARIABLES = ("DTGUI_RUN_DIR", "DTGUI_PROJECT_DIR", "DTGUI_OUTPUT_DIR",
                   "DTGUI_TENSORBOARD_DIR", "DTGUI_CHECKPOINT_DIR", "DTGUI_EVENTS_FILE")
-# `$DTGUI_X` / `${DTGUI_X}` in an argument or a variable's value: dtgui's own variables only.
-_REFERENCE = re.compile(r"\$(?:\{(DTGUI_[A-Z0-9_]+)\}|(DTGUI_[A-Z0-9_]+))")
 
 
 @dataclass(frozen=True)
@@ -107,12 +109,6 @@ def env_value_problem(name: str, value: str) -> str:
 
 def env_lines(env: Mapping[str, str]) -> str:
     return "".join(f"{k}={v}\n" for k, v in env.items())
-
-
-def expand_references(text: str, values: Mapping[str, str]) -> str:
-    """Replace `$DTGUI_X` and `${DTGUI_X}` with dtgui's values; anything else is kept as
-    written (no shell runs the arguments)."""
-    return _REFERENCE.sub(lambda m: values.get(m.group(1) or m.group(2), m.group(0)), text)
 
 
 def entry_problem(project: str, entry: str, *, must_exist: bool = True) -> str:

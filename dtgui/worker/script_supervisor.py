@@ -24,6 +24,7 @@ import time
 from typing import Any
 
 from .events import EventWriter
+from .script_env import expand_references, is_loss_tag, task_paths
 from .supervisor import (
     CHILD_ENV,
     STOP_CODES,
@@ -38,28 +39,6 @@ from .tb_follow import TensorBoardFollower
 from .telemetry import Telemetry
 
 TAIL_BYTES = 64 * 1024
-_REFERENCE_CHARS = "$"
-LOSS_TAGS = ("loss", "batch_loss", "epoch_loss")
-
-
-def task_paths(bundle_dir: str, out_dir: str, task: str) -> dict[str, str]:
-    stem = task.replace(":", "-")
-    return {
-        "DTGUI_RUN_DIR": bundle_dir,
-        "DTGUI_PROJECT_DIR": os.path.join(bundle_dir, "project"),
-        "DTGUI_OUTPUT_DIR": os.path.join(out_dir, "script", stem),
-        "DTGUI_TENSORBOARD_DIR": os.path.join(out_dir, "tensorboard", stem),
-        "DTGUI_CHECKPOINT_DIR": os.path.join(out_dir, "checkpoints"),
-        "DTGUI_EVENTS_FILE": os.path.join(out_dir, f"events-{stem}.jsonl"),
-    }
-
-
-def expand(text: str, values: dict[str, str]) -> str:
-    """`$DTGUI_X` / `${DTGUI_X}` -> dtgui's value (the same rule as dtgui.core.script)."""
-    import re
-
-    return re.sub(r"\$(?:\{(DTGUI_[A-Z0-9_]+)\}|(DTGUI_[A-Z0-9_]+))",
-                  lambda m: values.get(m.group(1) or m.group(2), m.group(0)), text)
 
 
 def last_error_line(text: str) -> str:
@@ -123,8 +102,8 @@ def supervise_script(plan: dict[str, Any], plan_path: str, task: str, out_dir: s
     values = {k: v for k, v in env.items() if k.startswith("DTGUI_")}
     values.update(paths)
     for key, value in list(env.items()):
-        if key in (model.get("env") or {}) and _REFERENCE_CHARS in value:
-            env[key] = expand(value, values)
+        if key in (model.get("env") or {}) and "$" in value:
+            env[key] = expand_references(value, values)
     env.update(paths)
     env[CHILD_ENV] = str(os.getpid())
     env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
@@ -132,7 +111,7 @@ def supervise_script(plan: dict[str, Any], plan_path: str, task: str, out_dir: s
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     project = os.path.join(bundle_dir, str(model.get("project", "project")))
     command = [sys.executable, str(model.get("entry", "")),
-               *(expand(str(a), values) for a in model.get("args") or ())]
+               *(expand_references(str(a), values) for a in model.get("args") or ())]
 
     last_loss: list[float] = []
     last_step = [0]
@@ -141,7 +120,7 @@ def supervise_script(plan: dict[str, Any], plan_path: str, task: str, out_dir: s
         events.emit("scalar", tag=tag, step=scalar.step, value=scalar.value,
                     wall_time=scalar.wall_time)
         last_step[0] = max(last_step[0], scalar.step)
-        if tag.rsplit("/", 1)[-1] in LOSS_TAGS:
+        if is_loss_tag(tag):
             last_loss[:] = [scalar.value]
 
     for sig in STOP_CODES:
