@@ -19,11 +19,11 @@ from dtgui.core.plan import Plan, validate
 from dtgui.core.scalars import is_loss_tag
 from dtgui.core.script import (
     ScriptModel,
-    expand_references,
     parse_env_lines,
     script_problems,
     split_args,
 )
+from dtgui.worker.script_env import expand_references
 
 ROOT = Path(__file__).resolve().parent.parent
 

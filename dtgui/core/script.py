@@ -9,14 +9,11 @@ to the bundle, the folder's copy). Pure Python: no Qt, no TensorFlow.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
-
-from dtgui.worker.script_env import expand_references
-
-__all__ = ["expand_references"]  # `$DTGUI_X` in arguments and values: the supervisor's rule
 
 SCRIPT_KIND = "script"
 BUNDLE_PROJECT_DIR = "project"
@@ -28,9 +25,6 @@ RESERVED_ENV = frozenset({
     "TF_USE_LEGACY_KERAS", "PYTHONUNBUFFERED", "PYTHONHASHSEED",
 })
 RESERVED_PREFIX = "DTGUI_"
-# The variables dtgui gives every task of a script run (README "Your own training script").
-PATH_VARIABLES = ("DTGUI_RUN_DIR", "DTGUI_PROJECT_DIR", "DTGUI_OUTPUT_DIR",
-                  "DTGUI_TENSORBOARD_DIR", "DTGUI_CHECKPOINT_DIR", "DTGUI_EVENTS_FILE")
 
 
 @dataclass(frozen=True)
@@ -150,15 +144,11 @@ def script_problems(model: Mapping[str, Any], *, must_exist: bool = False) -> li
 
 
 def quoted_args(args: Iterable[str]) -> str:
-    import shlex
-
     return shlex.join(list(args))
 
 
 def split_args(text: str) -> tuple[list[str], str]:
-    """Arguments typed as a shell would split them; ("", problem) when the quoting is open."""
-    import shlex
-
+    """Arguments typed as a shell would split them; ([], problem) when the quoting is open."""
     try:
         return shlex.split(text), ""
     except ValueError as exc:
