@@ -204,3 +204,19 @@ def test_reattach_and_history_follow_a_script_run(tmp_path: Path) -> None:
     done = RunRecord.load(controller.bundle.path)
     assert done.state == "finished" and done.final_loss is not None
     assert RunHistory(tmp_path / "runs").finished()[0].run_id == record.run_id
+
+
+def test_parameter_server_script_servers_are_stopped_when_the_chief_ends(tmp_path: Path) -> None:
+    model = ScriptModel(str(PROJECTS / "ps_loop"), "train.py").to_dict()
+    plan = Plan(run_name="ps-script", strategy="parameter_server", workers=2,
+                parameter_servers=1, replicas_per_task=1, steps=5, checkpoint_every=0,
+                model=model)
+    controller = launch_plan(plan, tmp_path / "runs")
+    wait_done(controller)
+    assert controller.state == "finished", controller.message
+    snap = controller.metrics.snapshot()
+    assert snap.tasks["chief:0"].status == "finished"
+    assert {snap.tasks[t].status for t in ("worker:0", "worker:1", "ps:0")} == {"stopped"}
+    steps, _ = controller.metrics.scalars.snapshot()["loss"]["chief:0"]
+    assert list(steps) == [1, 2, 3, 4, 5] and snap.step == 5
+    assert live_members(controller.pgids()) == []
