@@ -103,7 +103,7 @@ def check_local(plan: Plan, python: str) -> tuple[list[str], list[str]]:
     if found is None:
         return [], []
     problems = [found.refusal] if found.refusal else []
-    check = check_python("local", python, local_runner(python), expected_tf_version(),
+    check = check_python("this machine", python, local_runner(python), expected_tf_version(),
                          import_tf=False, modules=found.modules, data_dir=found.script.data_dir)
     problems += check.problems + machine_problems(found, check)
     return problems, found.notes
