@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from dtgui.core.plan import COMMUNICATIONS, MAX_STEPS_PER_CALL, PRECISIONS, Plan, validate
+from dtgui.core.script import is_script
 from dtgui.core.strategies import STRATEGIES
 
 from .common import (
@@ -40,6 +41,11 @@ from .common import (
 )
 from .optimizer_box import OptimizerBox
 from .texts import global_batch_text, precision_hint
+
+SCRIPT_OPTIONS_NOTE = (
+    "Your own training script: precision, XLA, steps, batch size and learning rate reach it "
+    "only as DTGUI_PRECISION, DTGUI_XLA, DTGUI_STEPS, DTGUI_PER_REPLICA_BATCH / "
+    "DTGUI_GLOBAL_BATCH and DTGUI_LEARNING_RATE, for it to read; the optimizer is its own.")
 
 DIGITS_EXAMPLES = 1500  # the demo trains on 1500 digits and validates on the other 297
 AUTO_NAME = re.compile(r"[a-z]+(-[a-z]+)*-\d{8}-\d{6}")  # as fresh_run_name makes
@@ -185,7 +191,13 @@ class OptionsPage(QWizardPage):
         grid.addWidget(self.optimizer_box, 2, 0, 1, 2)
         grid.setColumnStretch(0, 1)
         grid.setColumnStretch(1, 1)
+        # A user's own training script (chosen on the next page, or remembered) gets these
+        # options only as DTGUI_* variables: dtgui cannot impose them on it.
+        self.script_note = muted(SCRIPT_OPTIONS_NOTE)
+        self.script_note.setObjectName("scriptOptionsNote")
+        self.script_note.setVisible(False)
         layout = QVBoxLayout(self)
+        layout.addWidget(self.script_note)
         layout.addLayout(grid)
         layout.addStretch(1)
         layout.addWidget(self.errors)
@@ -266,6 +278,11 @@ class OptionsPage(QWizardPage):
             # a generated name (the last run's, or made for another strategy): a fresh one
             # for this strategy and time; a name the person typed is kept
             self._new_name()
+        script = is_script(self.ctx.draft().model)
+        self.script_note.setVisible(script)
+        self.optimizer_box.setEnabled(not script)
+        self.optimizer_box.setToolTip("Your training script builds its own optimizer." if script
+                                      else "")
         self._on_change()
 
     # -- reacting to the user ----------------------------------------------------------
