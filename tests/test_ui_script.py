@@ -144,3 +144,19 @@ def test_dashboard_shows_scalars_by_tag_and_the_script_loss(qtbot) -> None:
     assert panel.tag == "train/epoch_accuracy" and len(panel.curves.curves) == 2
     board.refresh()
     assert metrics.snapshot().epoch == 4
+
+
+def test_options_page_says_a_script_gets_them_as_variables(qtbot) -> None:
+    model = {"kind": "script", "project": str(PROJECTS / "custom_loop"), "entry": "train.py"}
+    wizard = RunWizard(cpu_facts(), Plan(strategy="mirrored", model=model))
+    qtbot.addWidget(wizard)
+    wizard.show()
+    qtbot.waitExposed(wizard)
+    wizard.next()
+    options = wizard.options_page
+    assert options.script_note.isVisible() and "DTGUI_PRECISION" in options.script_note.text()
+    assert not options.optimizer_box.isEnabled()
+    wizard.back()
+    wizard.model_page.demo_radio.setChecked(True)
+    wizard.next()
+    assert not options.script_note.isVisible() and options.optimizer_box.isEnabled()
