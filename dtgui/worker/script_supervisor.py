@@ -179,7 +179,9 @@ def supervise_script(plan: dict[str, Any], plan_path: str, task: str, out_dir: s
         return _stopped(events, -code)
     line = last_error_line(relay.text() if relay is not None else "")
     if code < 0:
-        error = f"The script was killed by {_signal_name(-code)}"
+        hint = " (out of memory? the kernel's OOM killer sends SIGKILL)" \
+            if -code == signal.SIGKILL else ""
+        error = f"The script was killed by {_signal_name(-code)}{hint}"
     else:
         error = line or f"The script exited with code {code}"
         if line:
