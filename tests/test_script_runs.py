@@ -220,3 +220,16 @@ def test_parameter_server_script_servers_are_stopped_when_the_chief_ends(tmp_pat
     steps, _ = controller.metrics.scalars.snapshot()["loss"]["chief:0"]
     assert list(steps) == [1, 2, 3, 4, 5] and snap.step == 5
     assert live_members(controller.pgids()) == []
+
+
+def test_tensorboard_files_the_script_writes_where_it_likes_are_followed(tmp_path: Path) -> None:
+    """keras.callbacks.TensorBoard() writes to ./logs (in the bundle's project/): its files are
+    this task's, told by the writer's process id in their names."""
+    model = ScriptModel(str(PROJECTS / "default_logs"), "train.py").to_dict()
+    plan = Plan(run_name="logs", strategy="one_device", replicas_per_task=1,
+                checkpoint_every=0, model=model)
+    controller = launch_plan(plan, tmp_path / "runs")
+    wait_done(controller)
+    assert controller.state == "finished", controller.message
+    steps, _ = controller.metrics.scalars.snapshot()["logs/train/epoch_loss"]["worker:0"]
+    assert list(steps) == [0, 1, 2]

@@ -186,3 +186,25 @@ def _event(step: int, tag: str, value: float) -> bytes:
     summary = _field(1, 2, val)
     return (_field(1, 1, struct.pack("<d", 1.0)) + _field(2, 0, _varint(step))
             + _field(5, 2, summary))
+
+
+def test_shared_folders_give_each_task_only_its_own_files(tmp_path: Path) -> None:
+    from dtgui.worker.tb_follow import file_pid
+
+    assert file_pid("events.out.tfevents.1795421841.vm.10626.0.v2") == 10626
+    assert file_pid("events.out.tfevents.17.host.example.com.42.3.v2") == 42
+    assert file_pid("events.out.tfevents.1795421841.vm") is None
+    logs = tmp_path / "project" / "logs" / "train"
+    logs.mkdir(parents=True)
+    for pid, value in ((111, 1.0), (222, 2.0)):
+        with open(logs / f"events.out.tfevents.5.vm.{pid}.0.v2", "wb") as f:
+            tfrecord.write_record(f, _event(1, "epoch_loss", value))
+    skipped = tmp_path / "project" / "skipped"
+    skipped.mkdir()
+    with open(skipped / "events.out.tfevents.5.vm.111.1.v2", "wb") as f:
+        tfrecord.write_record(f, _event(1, "other", 9.0))
+    seen: list[tuple[str, float]] = []
+    follower = TensorBoardFollower([str(tmp_path / "own")], lambda tag, s: seen.append(
+        (tag, s.value)), shared=[str(tmp_path / "project")], pid=111, skip=[str(skipped)])
+    follower.poll_once()
+    assert seen == [("logs/train/epoch_loss", 1.0)]

@@ -126,8 +126,11 @@ def supervise_script(plan: dict[str, Any], plan_path: str, task: str, out_dir: s
     for sig in STOP_CODES:
         signal.signal(sig, _raise_stop)
     started = time.time()
-    follower = TensorBoardFollower([paths["DTGUI_TENSORBOARD_DIR"], paths["DTGUI_OUTPUT_DIR"]],
-                                   on_scalar)
+    follower = TensorBoardFollower(
+        [paths["DTGUI_TENSORBOARD_DIR"], paths["DTGUI_OUTPUT_DIR"]], on_scalar,
+        shared=[project, out_dir],  # where the script may write on its own (e.g. ./logs)
+        skip=[os.path.join(out_dir, d) for d in ("tensorboard", "script", "checkpoints",
+                                                 "logs", "pids")])
     telemetry: Telemetry | None = None
     proc: subprocess.Popen[bytes] | None = None
     relay: _Relay | None = None
@@ -141,6 +144,7 @@ def supervise_script(plan: dict[str, Any], plan_path: str, task: str, out_dir: s
             os.close(write_fd)
         relay = _Relay(read_fd)
         relay.start()
+        follower.pid = proc.pid
         replicas = int(env.get("DTGUI_REPLICAS_PER_TASK", "0") or 0)
         events.emit("started", replicas=replicas, replica_ids=[], devices=[],
                     strategy=plan.get("strategy", ""), steps=int(plan.get("steps", 0) or 0),

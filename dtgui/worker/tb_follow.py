@@ -6,6 +6,13 @@ reads the records appended since the last look (dtgui_worker.tfrecord) and emits
 ``scalar`` event (``tag``, ``step``, ``value``, ``wall_time``) per scalar. A tag is prefixed
 with the file's folder below the followed one (``train/epoch_loss``, ``validation/...``);
 tf_keras's per-worker scratch folders (``workertemp_1``) are left out of the name.
+
+Files a script writes where it likes - Keras' TensorBoard callback defaults to ``logs/`` in the
+current folder (the bundle's project/), or a TB_LOG_DIR under the run's output - are followed
+too, from `shared` folders that every task of a machine shares: there a file belongs to the
+task whose script wrote it, told by the process id TensorFlow puts in its name
+(``events.out.tfevents.<time>.<host>.<pid>.<n>.v2``). Shared folders are looked through less
+often (they may be large), skipping the folders in `skip`.
 """
 
 from __future__ import annotations
@@ -20,6 +27,21 @@ EmitScalar = Callable[[str, Scalar], None]  # (full tag, scalar)
 SCALAR_PLUGIN = "scalars"
 
 
+SHARED_EVERY = 4  # shared folders: every 4th look (2 s)
+
+
+def file_pid(name: str) -> int | None:
+    """The writer's process id in a TF2 event file's name (None when it has none)."""
+    parts = name.removesuffix(".v2").split(".")
+    if len(parts) >= 7 and parts[-1].isdigit() and parts[-2].isdigit():
+        return int(parts[-2])
+    return None
+
+
+def _is_event_file(name: str) -> bool:
+    return "tfevents" in name and not name.endswith((".tmp", ".part"))
+
+
 def _tag_prefix(root: str, directory: str) -> str:
     rel = os.path.relpath(directory, root)
     if rel in (".", ""):
@@ -29,8 +51,14 @@ def _tag_prefix(root: str, directory: str) -> str:
 
 
 class TensorBoardFollower:
-    def __init__(self, roots: list[str], emit: EmitScalar, interval: float = 0.5) -> None:
+    def __init__(self, roots: list[str], emit: EmitScalar, interval: float = 0.5, *,
+                 shared: list[str] | tuple[str, ...] = (), pid: int | None = None,
+                 skip: list[str] | tuple[str, ...] = ()) -> None:
         self.roots = [os.path.abspath(r) for r in roots]
+        self.shared = [os.path.abspath(r) for r in shared]
+        self.pid = pid  # the script's process: its files in the shared folders are this task's
+        self._skip = {os.path.abspath(r) for r in (*skip, *self.roots)}
+        self._looks = 0
         self.emit = emit
         self.interval = interval
         self._readers: dict[str, tuple[RecordReader, str]] = {}  # real path -> reader, prefix
@@ -42,24 +70,34 @@ class TensorBoardFollower:
         self.problems: list[str] = []
         self.last: dict[str, Scalar] = {}  # full tag -> its latest scalar
 
-    def _discover(self) -> None:
+    def _discover(self, everything: bool = False) -> None:
         for root in self.roots:
-            if not os.path.isdir(root):
-                continue
-            for directory, dirs, files in os.walk(root):
-                dirs.sort()
-                for name in sorted(files):
-                    if "tfevents" not in name or name.endswith((".tmp", ".part")):
-                        continue
-                    path = os.path.join(directory, name)
-                    real = os.path.realpath(path)
-                    if real not in self._readers:
-                        self._readers[real] = (RecordReader(path),
-                                               _tag_prefix(root, directory))
+            self._walk(root, mine=None)
+        if self.pid is not None and (everything or self._looks % SHARED_EVERY == 0):
+            for root in self.shared:
+                self._walk(root, mine=self.pid)
+        self._looks += 1
 
-    def poll_once(self) -> int:
-        """Read what was appended; returns how many scalars were emitted."""
-        self._discover()
+    def _walk(self, root: str, mine: int | None) -> None:
+        """Find new event files under `root`; with `mine`, only that process's files."""
+        if not os.path.isdir(root):
+            return
+        for directory, dirs, files in os.walk(root):
+            if mine is not None:
+                dirs[:] = [d for d in dirs if os.path.join(directory, d) not in self._skip]
+            dirs.sort()
+            for name in sorted(files):
+                if not _is_event_file(name) or (mine is not None and file_pid(name) != mine):
+                    continue
+                path = os.path.join(directory, name)
+                real = os.path.realpath(path)
+                if real not in self._readers:
+                    self._readers[real] = (RecordReader(path), _tag_prefix(root, directory))
+
+    def poll_once(self, everything: bool = False) -> int:
+        """Read what was appended (`everything`: look through the shared folders now too);
+        returns how many scalars were emitted."""
+        self._discover(everything)
         emitted = 0
         for reader, prefix in list(self._readers.values()):
             records = reader.read_new()
@@ -98,7 +136,7 @@ class TensorBoardFollower:
             self._thread.join(5)
         if drain:
             try:
-                self.poll_once()
+                self.poll_once(everything=True)
             except Exception as exc:  # noqa: BLE001
                 self.problems.append(f"following TensorBoard files: {exc}")
         for reader, _ in self._readers.values():
