@@ -27,7 +27,7 @@ from runs import live_members
 
 from dtgui.core.bundle import render_bundle
 from dtgui.core.cluster import assign, place_local
-from dtgui.core.events import read_all
+from dtgui.core.events import STEP_KINDS, read_all, step_rows
 from dtgui.core.machines import Machine
 from dtgui.core.plan import Plan
 from dtgui.core.runs import MachineRecord, RunRecord, TaskRecord
@@ -63,8 +63,8 @@ def log_of(run_dir: Path) -> str:
 
 
 def steps_written(run_dir: Path, task: str = "worker-0") -> int:
-    steps = [e.get("step") for e in read_all(run_dir / "output" / f"events-{task}.jsonl")
-             if e.kind == "step"]
+    steps = [int(rows.steps[-1]) for e in read_all(run_dir / "output" / f"events-{task}.jsonl")
+             if e.kind in STEP_KINDS and (rows := step_rows(e.data)) is not None]
     return max(steps, default=0)
 
 
@@ -218,7 +218,7 @@ def test_with_restarts_the_watcher_restarts_every_task_and_the_gui_takes_the_new
             events = list(read_all(run_dir / "output" / "events-worker-0.jsonl"))
             starts = [i for i, e in enumerate(events) if e.kind == "started"]
             last = starts[-1]
-            if len(starts) < 2 or not any(e.kind == "step" for e in events[last:]):
+            if len(starts) < 2 or not any(e.kind in STEP_KINDS for e in events[last:]):
                 return []
             return [events[last].get("resumed_from_step")]
         stepping = wait_for(resumed, 180, "the restarted tasks do not step")

@@ -25,20 +25,28 @@ def model_dir(out_dir: str, kind: str) -> str:
 
 
 def save_model(model: keras.Model, out_dir: str, kind: str, sample: Any) -> dict[str, str]:
-    """Write the model ("final" or "best"); returns the paths relative to `out_dir`."""
+    """Write the model ("final" or "best"); returns the paths relative to `out_dir` (and
+    `savedmodel_error` when the SavedModel could not be exported)."""
     folder = model_dir(out_dir, kind)
     keras_path = os.path.join(folder, "model.keras")
     served = os.path.join(folder, "saved_model")
     os.makedirs(folder, exist_ok=True)
     shutil.rmtree(served, ignore_errors=True)  # a better "best" replaces the last one
     model.save(keras_path)
-    model.export(served, verbose=False)
+    paths = {"path": os.path.relpath(keras_path, out_dir)}
+    try:
+        # Exported from the saved file reloaded here, not from the training model: under
+        # ParameterServer its variables live on the parameter servers, which would each
+        # write their part of the export on their own machine.
+        keras.models.load_model(keras_path).export(served, verbose=False)
+        paths["savedmodel"] = os.path.relpath(served, out_dir)
+    except Exception as exc:  # noqa: BLE001 - the .keras file is saved: report, go on
+        paths["savedmodel_error"] = f"{type(exc).__name__}: {exc}"[:300]
     if sample is not None:
         inputs = np.asarray(sample)[:SAMPLE_EXAMPLES]
         outputs = np.asarray(model(inputs, training=False))
         np.savez(os.path.join(folder, "sample.npz"), inputs=inputs, outputs=outputs)
-    return {"path": os.path.relpath(keras_path, out_dir),
-            "savedmodel": os.path.relpath(served, out_dir)}
+    return paths
 
 
 class ModelSaver:
@@ -67,4 +75,10 @@ class ModelSaver:
 
     def _save(self, kind: str, step: int, **fields: Any) -> None:
         paths = save_model(self.model, self.out_dir, kind, self.sample)
+        error = paths.pop("savedmodel_error", "")
+        if error:
+            self.events.log(f"the {kind} model is saved as {paths['path']}, but its SavedModel "
+                            f"export failed ({error}): register the model's custom objects "
+                            f"(keras.saving.register_keras_serializable) to export it",
+                            level="warning")
         self.events.emit("model_saved", role=kind, step=step, **paths, **fields)
