@@ -28,12 +28,15 @@ def preferred_tag(tags: list[str]) -> str:
 
 class ScalarPanel(PlotPanel):
     def __init__(self, theme: PlotTheme, parent: QWidget | None = None) -> None:
-        super().__init__("Script scalars", theme, "scalars", parent=parent)
+        super().__init__("Scalars", theme, "scalars", parent=parent)
         self.set_axis_label("bottom", "step")
         self.tag_combo = QComboBox()
         self.tag_combo.setObjectName("scalarTag")
         self.tag_combo.setToolTip("Every scalar your script logs (TensorBoard files, report())")
-        self.tag_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        # Long tags must not push the latest values out of a narrow panel.
+        self.tag_combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.tag_combo.setMinimumContentsLength(14)
         self.tag_combo.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         self.header.insertWidget(1, self.tag_combo)
         self.curves = self.add_curve_set(self._make)
