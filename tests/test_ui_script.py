@@ -160,3 +160,21 @@ def test_options_page_says_a_script_gets_them_as_variables(qtbot) -> None:
     wizard.model_page.demo_radio.setChecked(True)
     wizard.next()
     assert not options.script_note.isVisible() and options.optimizer_box.isEnabled()
+
+
+def test_what_this_machine_lacks_is_a_warning_not_a_stop(qtbot, tmp_path: Path) -> None:
+    """The tasks may all run on other machines: each is checked at launch."""
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "train.py").write_text("import dtgui_no_such_module_xyz\n")
+    wizard = open_model_page(qtbot, strategy="mirrored")
+    page = wizard.model_page
+    radio = page.script_radio
+    qtbot.mouseClick(radio, LEFT, pos=QPoint(8, radio.height() // 2))
+    box = page.script_box
+    box.project_edit.setText(str(project))
+    box.entry_edit.setText("train.py")
+    box.start_look()
+    qtbot.waitUntil(lambda: next_enabled(wizard), timeout=30_000)
+    assert "⚠" in box.look_label.text() and "dtgui_no_such_module_xyz" in box.look_label.text()
+    assert not box.errors.isVisible()

@@ -47,7 +47,8 @@ class ProjectLook:
     """What the background look at the project found."""
 
     summary: str = ""
-    problems: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # the script cannot run: Next stays off
+    warnings: list[str] = field(default_factory=list)  # this machine lacks something
     notes: list[str] = field(default_factory=list)
 
 
@@ -56,7 +57,7 @@ def look_at_project(plan: Plan) -> ProjectLook:
     and a subprocess: runs in a background thread."""
     from dtgui.core.ignore import list_project
     from dtgui.core.script_bundle import project_summary
-    from dtgui.launch.script_check import check_local
+    from dtgui.launch.script_check import check_local, study
 
     script = ScriptModel.from_dict(plan.model)
     look = ProjectLook()
@@ -65,8 +66,13 @@ def look_at_project(plan: Plan) -> ProjectLook:
     except (OSError, ValueError) as exc:
         look.problems.append(str(exc))
         return look
+    # The Keras 3 fit refusal holds wherever the tasks run; what this machine lacks matters
+    # only if tasks run here, and every machine is checked at launch: a warning here.
+    found = study(plan)
+    refusal = found.refusal if found is not None else ""
+    look.problems += [refusal] if refusal else []
     problems, notes = check_local(plan, sys.executable)
-    look.problems += problems
+    look.warnings += [p for p in problems if p != refusal]
     look.notes += notes
     return look
 
@@ -252,9 +258,12 @@ class ScriptBox(QWidget):
                                     if self._look.summary else "")
         else:
             self.size_label.setText("")
-        notes = self._look.notes if fresh and self._look is not None else []
-        self.look_label.setText("\n".join(f"• {n}" for n in notes))
-        self.look_label.setVisible(bool(notes))
+        look = self._look if fresh and self._look is not None else ProjectLook()
+        lines = [f"⚠ {w} (every machine is checked again at launch)" for w in look.warnings]
+        lines += [f"• {n}" for n in look.notes]
+        self.look_label.setText("\n".join(lines))
+        self.look_label.setStyleSheet("color: #b45309;" if look.warnings else "")
+        self.look_label.setVisible(bool(lines))
         show_errors(self.errors, self.problems())
         self.changed.emit()
 
