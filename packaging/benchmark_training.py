@@ -7,7 +7,10 @@ on the demo (the MLP on the bundled digits, batch 32 per replica, deterministic 
 it runs, in interleaved rounds (each round in another order, so that all see the same load):
 
 - dtgui: the exported bundle, `bash run.sh`, as a user would run it;
-- dtgui with its live events off (DTGUI_LIVE_EVENTS=0): what monitoring costs;
+- dtgui with its live events off (DTGUI_LIVE_EVENTS=0): what monitoring costs, side by side;
+  and, less sensitive to the machine's load, the time each dtgui run spends writing its live
+  events and loss summaries (`reporting_seconds` of its `finished` event) over its training
+  time;
 - a hand-written tf.distribute custom loop (packaging/benchmark_programs/handwritten_loop.py);
 - Keras `model.fit` under the same strategy (tf_keras for MultiWorkerMirrored).
 
@@ -37,6 +40,7 @@ from dtgui.resources import DEMO_DATA  # noqa: E402
 PROGRAMS = REPO / "packaging" / "benchmark_programs"
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored")
 KINDS = ("dtgui", "dtgui-no-events", "hand-written", "model.fit")
+REPORTING: list[float] = []  # per dtgui run: time writing live events / training time
 
 
 def base_env() -> dict[str, str]:
@@ -72,6 +76,8 @@ def run_dtgui(bundle: Path, warmup: int, live: bool) -> float:
     timeline = finished[-1]["timeline"]
     start = next(mark for mark in timeline if mark[0] >= warmup)
     end = timeline[-1]
+    if live:  # what the live events cost, timed inside the same run
+        REPORTING.append(finished[-1].get("reporting_seconds", 0.0) / timeline[-1][1])
     return (end[0] - start[0]) / (end[1] - start[1])
 
 
@@ -151,6 +157,10 @@ def main() -> int:
         cost = f"{(off - dtgui) / off * 100:+.1f} %" if dtgui and off else "-"
         print(f"{strategy:22} " + " ".join(f"{c:18.1f}" if c else f"{'-':>18}" for c in cells)
               + f" {ratio:>11} {cost:>11}")
+    if REPORTING:
+        print(f"\nlive events and loss summaries, timed inside each dtgui run: "
+              f"{statistics.median(REPORTING) * 100:.2f} % of the training time (median of "
+              f"{len(REPORTING)} runs; max {max(REPORTING) * 100:.2f} %)")
     return 0
 
 

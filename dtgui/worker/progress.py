@@ -77,6 +77,7 @@ class Progress:
         self._epoch_correct = 0.0
         self._warned_nan = False
         self._clock0 = time.perf_counter()
+        self.reporting_seconds = 0.0  # spent writing the live events and loss summaries
         self.timeline: list[tuple[int, float]] = []  # (step, seconds since the start) per call
 
     # -- synchronous strategies ------------------------------------------------------------
@@ -182,7 +183,9 @@ class Progress:
         self._last_report = (now, last)
         self._mark(last, now - self._clock0)
         if self.live:
+            began = time.perf_counter()
             self._emit_steps(steps, replica_losses, means, rate)
+            self.reporting_seconds += time.perf_counter() - began
         self._count_epochs(steps, means, correct)
         if now - self._last_print >= PRINT_EVERY_SECONDS or last == self.total \
                 or first == self.start + 1:

@@ -230,6 +230,7 @@ def run_task(plan: dict[str, Any], bundle_dir: str, out_dir: str, task: str,
         writer.flush()
     events.emit("finished", steps=max(total_steps, resumed), loss=progress.last_loss,
                 seconds=round(time.time() - progress.started_at, 3),
-                timeline=progress.timeline)
+                timeline=progress.timeline,
+                reporting_seconds=round(progress.reporting_seconds, 4))
     print(f"[{task}] finished {total_steps} steps, loss {progress.last_loss}", flush=True)
     return 0
