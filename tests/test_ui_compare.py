@@ -48,7 +48,7 @@ def test_summary_of_a_run_reads_curves_and_results(three_runs: list[RunRecord]) 
     assert np.all(np.diff(s.loss.seconds) >= 0)
     assert s.loss.seconds[-1] == pytest.approx(2.0 + 120 * 0.05 + 2 * 0.4, abs=0.05)
     assert s.throughput == pytest.approx(1280)
-    assert s.optimizer == "adam" and s.schedule.startswith("constant")
+    assert s.optimizer == "Adam" and s.schedule == "0.01"  # a constant learning rate
     assert list(s.validation["loss"].steps) == [40, 80, 120]
     assert s.best_val_loss is not None and s.best_val_loss[1] == 80  # it rises after epoch 2
     assert s.best_val_metric is not None and s.best_val_metric[0] == "accuracy"
@@ -87,8 +87,8 @@ def test_csv_has_one_row_per_run_with_plain_numbers(three_runs: list[RunRecord])
     summaries = [summarize_run(r.bundle, r.run_name, r.state) for r in three_runs]
     rows = list(csv.DictReader(io.StringIO(summary_csv(summaries))))
     assert [r["run"] for r in rows] == ["adam-fast", "sgd-cosine", "old-run"]
-    assert rows[1]["optimizer"] == "sgd, momentum 0.9"
-    assert rows[1]["schedule"] == "cosine (lr 0.01)"
+    assert rows[1]["optimizer"] == "SGD (momentum 0.9)"
+    assert rows[1]["schedule"] == "0.01, cosine decay"
     assert rows[2]["optimizer"] == "" and rows[2]["best_val_loss"] == ""
     assert float(rows[0]["examples_per_sec_median"]) == pytest.approx(1280)
     assert rows[0]["global_batch"] == "64" and rows[0]["replicas"] == "2"
@@ -213,7 +213,7 @@ def test_a_real_training_run_is_compared_with_its_validation_and_saved_model(
     assert list(real.validation["loss"].steps) == [20, 40]
     assert real.best_val_loss is not None and real.best_val_metric is not None
     assert real.best_val_metric[0] == "accuracy"
-    assert real.optimizer.startswith("sgd") and real.schedule.startswith("cosine")
+    assert real.optimizer.startswith("SGD") and real.schedule.endswith("cosine decay")
     assert real.throughput is not None and real.throughput > 0
     assert ("real-sgd", "val") in view.plot.curves
     col = [s.name for s in view.summaries].index("real-sgd")

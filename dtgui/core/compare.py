@@ -89,43 +89,9 @@ def task_key(task: str) -> tuple[int, int, str]:
     return TASK_ORDER.get(kind, 9), int(index) if index.isdigit() else 0, task
 
 
-def _optimizer_text(plan: dict[str, Any]) -> str:
-    name = plan.get("optimizer")
-    if isinstance(name, dict):
-        name = name.get("name") or name.get("kind")
-    if not name:
-        return ""
-    text = str(name)
-    decay = plan.get("weight_decay")
-    if isinstance(decay, (int, float)) and decay:
-        text += f", weight decay {decay:g}"
-    if text.startswith("sgd") and isinstance(plan.get("momentum"), (int, float)):
-        text += f", momentum {plan['momentum']:g}"
-    return text
-
-
-def _schedule_text(plan: dict[str, Any]) -> str:
-    kind = plan.get("lr_schedule")
-    if isinstance(kind, dict):
-        kind = kind.get("kind") or kind.get("name")
-    if not kind:
-        return ""
-    lr = plan.get("learning_rate")
-    text = str(kind)
-    if isinstance(lr, (int, float)):
-        text += f" (lr {lr:g})"
-    warmup = plan.get("warmup_steps")
-    if kind == "warmup_cosine" and isinstance(warmup, int) and warmup:
-        text += f", warm-up {warmup}"
-    if kind == "step":
-        every, factor = plan.get("lr_step_every"), plan.get("lr_step_factor")
-        if isinstance(every, int) and isinstance(factor, (int, float)):
-            text += f", x{factor:g} every {every}"
-    return text
-
-
 def _plan_facts(summary: RunSummary, plan: dict[str, Any]) -> None:
     from dtgui.core.plan import Plan, PlanError
+    from dtgui.core.plan_text import optimizer_text, schedule_text
 
     summary.strategy = str(plan.get("strategy", ""))
     summary.precision = str(plan.get("precision", ""))
@@ -133,12 +99,14 @@ def _plan_facts(summary: RunSummary, plan: dict[str, Any]) -> None:
     summary.xla = bool(xla) if isinstance(xla, bool) else None
     steps = plan.get("steps")
     summary.steps = int(steps) if isinstance(steps, int) else 0
-    summary.optimizer = _optimizer_text(plan)
-    summary.schedule = _schedule_text(plan)
     try:
         parsed = Plan.from_dict(plan)
     except (PlanError, TypeError, ValueError, KeyError):
         return
+    if "optimizer" in plan:  # runs from before optimizers could be chosen show none
+        summary.optimizer = optimizer_text(parsed)
+    if "lr_schedule" in plan:
+        summary.schedule = schedule_text(parsed)
     summary.replicas = parsed.total_replicas
     summary.global_batch = parsed.global_batch
     summary.machines = ", ".join(parsed.machine_names) or "local"
