@@ -158,7 +158,7 @@ def test_runs_page_compares_the_selected_runs(qtbot, three_runs: list[RunRecord]
     row = {name: view.row_of(name) for name in FIELDS[1:]}
     assert view.table.rowCount() == len(FIELDS) - 1  # the run's name heads its column
     assert view.table.item(row["Optimizer"], 0).text() == MISSING
-    assert view.table.item(row["Optimizer"], 1).text() == "sgd, momentum 0.9"
+    assert view.table.item(row["Optimizer"], 1).text() == "SGD (momentum 0.9)"
     assert view.table.item(row["Throughput (examples/s)"], 1).text() == "3,200"
     assert view.table.item(row["Best validation loss"], 2).text().endswith("(step 80)")
     assert view.table.item(row["Best validation metric"], 2).text().startswith("accuracy 0.")
