@@ -241,11 +241,11 @@ def test_saved_model_bar_opens_the_models_folder(qtbot, dash: Dashboard, metrics
     metrics.add_events([
         ev("model_saved", role="best", path="model/best/model.keras",
            savedmodel="model/best/saved_model", step=80, metric="val_loss", value=0.3),
-        ev("model_saved", role="final", path="model/final/model.keras",
-           savedmodel="model/final/saved_model", step=120)])
+        ev("model_saved", role="final", path="model/model.keras",
+           savedmodel="model/saved_model", step=120)])
     qtbot.waitUntil(dash.model_bar.isVisible, timeout=3000)
     text = dash.model_bar.label.text()
-    assert "output/model/final/model.keras" in text and "step 120" in text
+    assert "output/model/model.keras" in text and "step 120" in text
     assert "best val_loss 0.3 at step 80" in text
     urls = FileUrls()
     QDesktopServices.setUrlHandler("file", urls, "open")

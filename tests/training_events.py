@@ -111,8 +111,8 @@ def write_run(root: Path, name: str, *, replicas: int = 2, steps: int = 120,
                                 metric="val_loss", value=val)
                 ev.emit("checkpoint", step=last, path=f"output/checkpoints/ckpt-{epoch}")
         if validation:
-            ev.emit("model_saved", role="final", path="model/final/model.keras",
-                    savedmodel="model/final/saved_model", step=steps)
+            ev.emit("model_saved", role="final", path="model/model.keras",
+                    savedmodel="model/saved_model", step=steps)
         ev.emit("finished", steps=steps, loss=float(losses.mean(axis=1)[-1]),
                 seconds=round(now[0] - begin, 3), timeline=timeline)
     record = RunRecord(f"{name}-{seed:06d}", name, str(bundle.path), plan.strategy,
