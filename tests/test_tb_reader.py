@@ -3,6 +3,7 @@ cross-checked with TensorBoard's own reader; partial and damaged files."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -45,26 +46,37 @@ def tf_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+TENSORBOARD_READER = """
+import json, sys
+from tensorboard.backend.event_processing import event_accumulator
+from tensorboard.util import tensor_util
+
+root = sys.argv[1]
+out = {}
+for run in ("tf2", "tf1"):
+    acc = event_accumulator.EventAccumulator(root + "/" + run,
+                                             size_guidance={"tensors": 0, "scalars": 0})
+    acc.Reload()
+    for tag in acc.Tags()["tensors"]:
+        events = acc.Tensors(tag)
+        arrays = [tensor_util.make_ndarray(e.tensor_proto) for e in events]
+        if all(a.shape == () and a.dtype.kind in "fiu" for a in arrays):
+            out[run + "/" + tag] = [(e.step, float(a)) for e, a in zip(events, arrays)]
+    for tag in acc.Tags()["scalars"]:
+        out[run + "/" + tag] = [(e.step, e.value) for e in acc.Scalars(tag)]
+print(json.dumps(out))
+"""
+
+
 def tensorboard_scalars(root: Path) -> dict[str, list[tuple[int, float]]]:
-    """What TensorBoard's own reader (EventAccumulator) sees as scalars, by run/tag."""
-    from tensorboard.backend.event_processing import event_accumulator
-
-    out = {}
-    for run in ("tf2", "tf1"):
-        acc = event_accumulator.EventAccumulator(str(root / run), size_guidance={"tensors": 0,
-                                                                                 "scalars": 0})
-        acc.Reload()
-        for tag in acc.Tags()["tensors"]:
-            events = acc.Tensors(tag)
-            from tensorboard.util import tensor_util
-
-            arrays = [tensor_util.make_ndarray(e.tensor_proto) for e in events]
-            if all(a.shape == () and a.dtype.kind in "fiu" for a in arrays):
-                out[f"{run}/{tag}"] = [(e.step, float(a)) for e, a in zip(events, arrays,
-                                                                           strict=True)]
-        for tag in acc.Tags()["scalars"]:
-            out[f"{run}/{tag}"] = [(e.step, e.value) for e in acc.Scalars(tag)]
-    return out
+    """What TensorBoard's own reader (EventAccumulator) sees as scalars, by run/tag. In a
+    subprocess: TensorBoard's reader imports TensorFlow when it is installed, and this test
+    process must stay free of it (the GUI tests check that it is)."""
+    out = subprocess.run([sys.executable, "-c", TENSORBOARD_READER, str(root)],
+                         capture_output=True, text=True, check=True, timeout=180).stdout
+    found = json.loads(out.strip().splitlines()[-1])
+    return {tag: [(int(step), float(value)) for step, value in values]
+            for tag, values in found.items()}
 
 
 def dtgui_scalars(root: Path) -> dict[str, list[tuple[int, float]]]:

@@ -217,7 +217,7 @@ def test_a_real_training_run_is_compared_with_its_validation_and_saved_model(
     assert real.throughput is not None and real.throughput > 0
     assert ("real-sgd", "val") in view.plot.curves
     col = [s.name for s in view.summaries].index("real-sgd")
-    assert view.table.item(view.row_of("Optimizer"), col).text().startswith("sgd")
+    assert view.table.item(view.row_of("Optimizer"), col).text().startswith("SGD")
     assert (bundle / "output" / "model" / "best" / "model.keras").is_file()
 
 

@@ -181,7 +181,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"dtgui export: {exc}", file=sys.stderr)
         return 2
     if args.model and not args.no_check:  # the bundle's copy, as the run will import it
-        problem = check_bundled_model(bundle.path, bundle.plan.model)
+        problem = check_bundled_model(bundle)
         if problem:
             shutil.rmtree(bundle.path, ignore_errors=True)
             print(f"dtgui export: {problem}", file=sys.stderr)

@@ -49,7 +49,7 @@ def launch_plan(plan: Plan, runs_root: Path, python: str | None = None,
     if problems:
         raise LaunchError("Not launched: " + " ".join(problems))
     bundle = render_bundle(placed, unique_run_dir(runs_root, placed.run_name))
-    problem = check_bundled_model(bundle.path, bundle.plan.model, python)
+    problem = check_bundled_model(bundle, python)
     if problem:
         shutil.rmtree(bundle.path, ignore_errors=True)
         raise LaunchError(f"Not launched: {problem}")

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from dtgui.core.bundle import Bundle
+from dtgui.core.cluster import tf_config_json
 from dtgui.core.hardware import TfView, parse_tf_probe
 
 MODEL_CHECK_TIMEOUT = 120.0
@@ -22,10 +25,12 @@ _running: set[subprocess.Popen[str]] = set()
 _running_lock = threading.Lock()
 
 
-def _run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+def _run(cmd: list[str], timeout: float,
+         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """subprocess.run that `cancel_all()` can end early (on application exit)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+                            stdin=subprocess.DEVNULL, start_new_session=True,
+                            env={**os.environ, **env} if env else None)
     with _running_lock:
         _running.add(proc)
     try:
@@ -59,9 +64,10 @@ class ModelCheck:
 
 def check_model_file(path: Path, python: str | None = None,
                      timeout: float = MODEL_CHECK_TIMEOUT,
-                     project: Path | None = None) -> ModelCheck:
+                     project: Path | None = None,
+                     env: dict[str, str] | None = None) -> ModelCheck:
     """Import a user's model file in a TensorFlow subprocess and try one batch through it
-    (`project`: the folder its imports resolve in)."""
+    (`project`: the folder its imports resolve in; `env`: variables the file may read)."""
     path = Path(path).expanduser()
     if not path.is_file():
         return ModelCheck(False, f"{path} does not exist: choose your model file again.")
@@ -69,7 +75,7 @@ def check_model_file(path: Path, python: str | None = None,
     if project is not None:
         cmd += ["--project", str(project)]
     try:
-        proc = _run(cmd, timeout)
+        proc = _run(cmd, timeout, env)
     except subprocess.TimeoutExpired:
         return ModelCheck(False, f"Checking {path.name} took longer than {timeout:.0f} s: does "
                                  "make_dataset() or build_model() wait on something?")
@@ -87,15 +93,17 @@ def check_model_file(path: Path, python: str | None = None,
                       str(result.get("traceback", "")))
 
 
-def check_bundled_model(bundle_dir: Path, model: dict[str, str],
-                        python: str | None = None) -> str:
+def check_bundled_model(bundle: Bundle, python: str | None = None) -> str:
     """Check the bundle's own copy of a model file, as the run will import it (its folder's
-    modules and data files are there, or are missing there); "" when it passes or the plan
-    has no model file, else why it fails."""
+    modules and data files are there, or are missing there; TF_CONFIG is the first task's);
+    "" when it passes or the plan has no model file, else why it fails."""
+    model = bundle.plan.model
     if model.get("kind") != "file":
         return ""
-    project = bundle_dir / model["project"] if model.get("project") else None
-    result = check_model_file(bundle_dir / model["path"], python, project=project)
+    project = bundle.path / model["project"] if model.get("project") else None
+    config = tf_config_json(bundle.plan, bundle.plan.tasks[0]) if bundle.plan.tasks else ""
+    result = check_model_file(bundle.path / model["path"], python, project=project,
+                              env={"TF_CONFIG": config} if config else None)
     return "" if result.ok else f"The model file fails in the run's bundle: {result.error}"
 
 

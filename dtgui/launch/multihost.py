@@ -248,7 +248,7 @@ def launch_on_machines(plan: Plan, assignments: Mapping[str, str], targets: list
             bundle = render_bundle(placed, launch.bundle_dir)
         except PlanError as exc:
             raise LaunchError(str(exc)) from exc
-        problem = check_bundled_model(bundle.path, bundle.plan.model)
+        problem = check_bundled_model(bundle)
         if problem:
             raise LaunchError(problem)
         launch.lap("render")
