@@ -253,7 +253,7 @@ def test_saved_model_bar_opens_the_models_folder(qtbot, dash: Dashboard, metrics
         qtbot.mouseClick(dash.model_bar.open_button, LEFT)
     finally:
         QDesktopServices.unsetUrlHandler("file")
-    assert [u.toLocalFile() for u in urls.opened] == [str(output / "model" / "final")]
+    assert [u.toLocalFile() for u in urls.opened] == [str(output / "model")]
 
 
 def test_notifications_when_a_run_restarts_finishes_or_fails(qtbot, metrics: RunMetrics) -> None:
