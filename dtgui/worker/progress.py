@@ -213,7 +213,7 @@ class Progress:
                 return
         kept = steps[rows]
         if self.writer is not None:
-            self.writer.series("loss", kept.tolist(), means[rows].tolist())
+            self.writer.series("loss", kept, means[rows])
         self.events.emit("steps", first=int(kept[0]), count=len(kept), stride=self.log_every,
                          epoch=self.epoch_of(int(steps[-1])),
                          replica_ids=self.info.replica_ids, encoding=step_batch.ENCODING,

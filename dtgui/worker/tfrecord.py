@@ -34,12 +34,12 @@ def _crc32c_table() -> list[int]:
     return table
 
 
-_TABLE = _crc32c_table()
+CRC32C_TABLE = _crc32c_table()
 
 
 def crc32c(data: bytes) -> int:
     crc = 0xFFFFFFFF
-    table = _TABLE
+    table = CRC32C_TABLE
     for byte in data:
         crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
     return crc ^ 0xFFFFFFFF
