@@ -223,6 +223,36 @@ def test_smoothing_many_replicas_keeps_the_frame_short(qtbot, dash: Dashboard) -
     assert float(np.median(costs)) < 0.05, costs
 
 
+def test_new_smoothing_on_an_ended_long_run_redraws_every_envelope(
+        qtbot, dash: Dashboard) -> None:
+    replicas, steps = 20, 6000  # envelopes: more series than MANY_SERIES, longer than 4096
+    metrics = RunMetrics(steps)
+    metrics.add_events([ev("started", replicas=replicas, replica_ids=list(range(replicas)),
+                           steps=steps, strategy="mirrored")])
+    metrics.add_events([steps_event(f, 500, replicas) for f in range(1, steps + 1, 500)])
+    controller = FakeController(metrics)
+    controller.finished = True
+    dash.attach(controller, run_name="ended")
+    qtbot.waitUntil(lambda: not dash.backlog and not dash.timer.isActive(), timeout=10000)
+    panel = dash.loss_panel
+    x, raw = metrics.snapshot().replica_loss[7]
+    assert 7 in panel.curves.layer.paths
+    _x, shown = panel.curves.shown_data(7)
+    assert shown.max() == pytest.approx(ema(raw, 0.6).max(), rel=1e-6)
+    panel.slider.setValue(950)  # the run has ended: the change itself must bring frames
+    qtbot.waitUntil(lambda: not dash.backlog, timeout=10000)
+    for rid in (0, 7, 19):
+        x, raw = metrics.snapshot().replica_loss[rid]
+        _x, shown = panel.curves.shown_data(rid)
+        smoothed = ema(raw, 0.95)
+        assert shown.max() == pytest.approx(smoothed.max(), rel=1e-6)
+        assert shown.min() == pytest.approx(smoothed.min(), rel=1e-6)
+    lo, hi = panel.curves.y_extent() or (0.0, 0.0)
+    every = [ema(metrics.snapshot().replica_loss[r][1], 0.95) for r in range(replicas)]
+    assert (lo, hi) == (pytest.approx(min(e.min() for e in every)),
+                        pytest.approx(max(e.max() for e in every)))
+
+
 class FileUrls(QObject):
     def __init__(self) -> None:
         super().__init__()

@@ -2,8 +2,9 @@
 
 `ema(y, weight)` smooths a whole series; `Ema` keeps the state of one growing series so that a
 redraw smooths only the points added since the last one (the dashboard redraws 20 times a
-second). Neither loops over points in Python: a block of points is smoothed at once with a
-scaled cumulative sum (see `_ema_block`).
+second). Neither loops over points in Python: blocks of points are smoothed at once with
+scaled cumulative sums (see `_smooth_finite_into`), ~10 ms for a million points. A NaN or
+infinite point is drawn as it is and skipped by the average, as TensorBoard does.
 """
 
 from __future__ import annotations
@@ -31,25 +32,61 @@ def _powers(weight: float) -> tuple[np.ndarray, np.ndarray]:
     return np.power(weight, k), np.power(weight, -k)
 
 
-def _smooth_into(out: np.ndarray, y: np.ndarray, weight: float, state: float,
-                 count: int) -> float:
-    """Write the debiased average of `y` into `out` (same length), continuing from the biased
-    accumulator `state` after `count` points; returns the new accumulator.
+def _smooth_finite_into(out: np.ndarray, y: np.ndarray, weight: float, state: float,
+                        count: int) -> float:
+    """Write the debiased average of the finite `y` into `out` (same length), continuing from
+    the biased accumulator `state` after `count` points; returns the new accumulator.
 
-    Per block, from the accumulator s before it: b_k = w^(k+1) s + (1-w) sum_j<=k w^(k-j) y_j
-    = w^k (w s + (1-w) cumsum(w^-j y_j)); debiased, b_k / (1 - w^(count+k+1))."""
+    The points are cut into blocks of m (a row each of an (blocks, m) matrix). Within a block,
+    from the accumulator s before it: b_k = w^(k+1) s + (1-w) sum_j<=k w^(k-j) y_j
+    = w^(k+1) s + w^k (1-w) cumsum(w^-j y_j): the cumulative sums of every block at once,
+    then the accumulators entering each block (a short loop over blocks), then their terms.
+    Debiased: b_i / (1 - w^(count+i+1))."""
+    n = len(y)
+    if n == 0:
+        return state
     down, up = _powers(weight)
-    step = len(down)
-    for start in range(0, len(y), step):
-        block = np.asarray(y[start:start + step], dtype=np.float64)
-        m = len(block)
-        biased = down[:m] * (weight * state + (1.0 - weight) * np.cumsum(up[:m] * block))
-        state = float(biased[-1])
-        # w^(count+start+1+k) = w^(count+start+1) w^k: once it is below float64's resolution
-        # the debiasing divisor is exactly 1
-        lead = weight ** (count + start + 1)
-        out[start:start + m] = biased if lead < 1e-17 else biased / (1.0 - lead * down[:m])
+    m = min(len(down), n)
+    rows = -(-n // m)
+    # in place, a pass each: this runs over every point of every series on Open
+    blocks = np.empty((rows, m), dtype=np.float64)
+    flat = blocks.reshape(-1)
+    flat[:n] = y
+    flat[n:] = 0.0
+    blocks *= up[:m] * (1.0 - weight)
+    np.cumsum(blocks, axis=1, out=blocks)
+    # b_k = w^k (w s + c_k): the accumulators s entering each block, from each block's end
+    carry, last = weight * down[m - 1], down[m - 1]
+    entering = np.empty(rows, dtype=np.float64)
+    for row, end in enumerate(blocks[:, -1].tolist()):
+        entering[row] = state
+        state = carry * state + last * end
+    blocks += (weight * entering)[:, None]
+    blocks *= down[:m]
+    out[:] = flat[:n]
+    state = float(flat[n - 1])  # after the last real point (the last block may be padded)
+    # w^(count+i+1) below float64's resolution: the debiasing divisor is exactly 1
+    biased_points = max(0, min(n, math.ceil(math.log(1e-17) / math.log(weight)) - count))
+    if biased_points:
+        out[:biased_points] /= 1.0 - weight ** (count + 1 + np.arange(biased_points))
     return state
+
+
+def _smooth_into(out: np.ndarray, y: np.ndarray, weight: float, state: float,
+                 count: int) -> tuple[float, int]:
+    """`_smooth_finite_into`, where a NaN or infinite point is shown as it is and left out of
+    the average (as TensorBoard does: one bad step does not blank the rest of the curve).
+    Returns the accumulator and the count of finite points."""
+    if math.isfinite(float(np.sum(y, dtype=np.float64))):  # one pass, no mask: all finite
+        return _smooth_finite_into(out, y, weight, state, count), count + len(y)
+    y = np.asarray(y, dtype=np.float64)
+    finite = np.isfinite(y)
+    good = y[finite]
+    smoothed = np.empty(len(good), dtype=np.float64)
+    state = _smooth_finite_into(smoothed, good, weight, state, count)
+    out[:] = y
+    out[finite] = smoothed
+    return state, count + len(good)
 
 
 def clamp_weight(weight: float) -> float:
@@ -67,6 +104,11 @@ def ema(y: np.ndarray, weight: float) -> np.ndarray:
     return out
 
 
+def _same_point(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """Equal, a NaN equal to a NaN (a NaN loss is still the same last point)."""
+    return all(p == q or (p != p and q != q) for p, q in zip(a, b, strict=True))
+
+
 class Ema:
     """The smoothed values of one append-only series, extended incrementally.
 
@@ -81,6 +123,7 @@ class Ema:
         self._out = np.empty(0, dtype=np.float64)
         self._n = 0
         self._state = 0.0
+        self._finite = 0  # finite points among the first _n (the debiasing counts them)
         self._last: tuple[float, float] | None = None  # (x, y) of the last point smoothed
 
     def set_weight(self, weight: float) -> bool:
@@ -98,17 +141,17 @@ class Ema:
         if self.weight == 0.0:
             return np.asarray(y)
         grew = (self._last is not None and n >= self._n
-                and (float(x[self._n - 1]), float(y[self._n - 1])) == self._last)
+                and _same_point((float(x[self._n - 1]), float(y[self._n - 1])), self._last))
         if not grew:
             self._out = np.empty(max(n, 16), dtype=np.float64)  # views handed out stay intact
-            self._n, self._state = 0, 0.0
+            self._n, self._state, self._finite = 0, 0.0, 0
         if n > len(self._out):
             grown = np.empty(max(n, 2 * len(self._out)), dtype=np.float64)
             grown[: self._n] = self._out[: self._n]
             self._out = grown
         if n > self._n:
-            self._state = _smooth_into(self._out[self._n:n], y[self._n:], self.weight,
-                                       self._state, self._n)
+            self._state, self._finite = _smooth_into(self._out[self._n:n], y[self._n:n],
+                                                     self.weight, self._state, self._finite)
             self._n = n
         self._last = (float(x[n - 1]), float(y[n - 1])) if n else None
         return self._out[:n]

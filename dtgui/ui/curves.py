@@ -204,6 +204,10 @@ class CurveSet:
         self._factory = factory
         self.curves: dict[object, pg.PlotDataItem] = {}
         self.raw: dict[object, XY] = {}  # the latest full series of every curve
+        # Applied to a series when it is fed (the loss panel's smoothing): only the series a
+        # frame feeds are transformed, within its budget.
+        self.transform: Callable[[object, np.ndarray, np.ndarray], np.ndarray] | None = None
+        self.drawn: dict[object, XY] = {}  # what was last fed: the series, transformed
         self.last: dict[object, float] = {}  # latest y of every series, shown or not
         self.layer = EnvelopeLayer(self.curves)
         target.getViewBox().addItem(self.layer)
@@ -231,7 +235,6 @@ class CurveSet:
                 new.append(key)
             if len(y):
                 self.last[key] = float(y[-1])
-                self._grow_extent(key, y)
             if key in self.raw and self._fed_len.get(key) == _fingerprint(x, y):
                 continue
             self.raw[key] = (x, y)
@@ -287,6 +290,19 @@ class CurveSet:
         self._envelopes.clear()
         return True
 
+    def redo_all(self) -> None:
+        """After the transform changed: every series is fed again (within the budget)."""
+        self._envelopes.clear()
+        self._extent.clear()
+        self._fed_len.clear()
+        for key, curve in self.curves.items():
+            if key in self.raw:
+                if curve.isVisible():
+                    self._due.setdefault(key, None)
+                else:
+                    self._pending.add(key)
+        self.feed_due()
+
     def refit(self) -> None:
         """After the plot was resized: envelopes with as many blocks as it now has pixels."""
         if self._fit_blocks_to_width():
@@ -301,7 +317,7 @@ class CurveSet:
     def shown_data(self, key: object) -> XY:
         """What is drawn for a series now: its envelope's vertices, or the curve's data."""
         if key in self.layer.paths:
-            x, y = zigzag(*self._envelopes[key].update(*self.raw[key]))
+            x, y = zigzag(*self._envelopes[key].update(*self.drawn[key]))
             return x, y
         x, y = self.curves[key].getOriginalDataset()
         return (x, y) if x is not None and y is not None else (_EMPTY, _EMPTY)
@@ -325,6 +341,11 @@ class CurveSet:
     def _feed(self, key: object) -> None:
         x, y = self.raw[key]
         self._fed_len[key] = _fingerprint(x, y)
+        if self.transform is not None:
+            y = self.transform(key, x, y)
+        self.drawn[key] = (x, y)
+        if len(y):
+            self._grow_extent(key, y)
         self._pending.discard(key)
         self._due.pop(key, None)
         curve = self.curves[key]
@@ -385,6 +406,7 @@ class CurveSet:
         self.layer.commit()
         self.curves.clear()
         self.raw.clear()
+        self.drawn.clear()
         self.last.clear()
         self._fed_len.clear()
         self._pending.clear()

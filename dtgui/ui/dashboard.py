@@ -32,6 +32,10 @@ from dtgui.ui.training_plots import (
 )
 
 REFRESH_MS = 50  # 20 Hz
+# While series wait to be fed (the first frame of a long run, 100+ replicas), frames come this
+# often instead: each still takes at most a frame's feed budget, so the window stays
+# responsive, and the whole dashboard is drawn sooner.
+BACKLOG_MS = 10
 TEXT_SECONDS = 0.25  # numbers are for reading: at most 4 updates a second (plots: 20)
 
 
@@ -148,6 +152,8 @@ class Dashboard(QWidget):
         self.timer.setObjectName("dashboardTimer")
         self.timer.setInterval(REFRESH_MS)
         self.timer.timeout.connect(self.refresh)
+        for panel in self._panels():
+            panel.backlogged.connect(self._wake)
         self.header.stop_button.clicked.connect(self._stop_clicked)
         self.task_table.taskActivated.connect(self.log_view.select_task)
 
@@ -234,10 +240,21 @@ class Dashboard(QWidget):
             self._elapsed = max(self._elapsed, c.metrics.event_span())
             self.header.set_elapsed(self._elapsed)
             self.runEnded.emit(state)
-        if self._ended and not self.backlog:
+        backlog = self.backlog
+        if self._ended and not backlog:
             self.timer.stop()
-        elif self._ended and not self.timer.isActive():
+            return
+        interval = BACKLOG_MS if backlog else REFRESH_MS
+        if self.timer.interval() != interval:
+            self.timer.setInterval(interval)
+        if not self.timer.isActive():
             self.timer.start()  # an ended run still has series to feed
+
+    def _wake(self) -> None:
+        """A panel has series to feed (the smoothing changed, say): frames until they are."""
+        if self.controller is not None and not self.timer.isActive():
+            self.timer.setInterval(BACKLOG_MS)
+            self.timer.start()
 
     @property
     def backlog(self) -> bool:

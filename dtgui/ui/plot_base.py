@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QFont, QIcon, QPainter, QPalette, QPen, QPixmap
 from PySide6.QtWidgets import (
     QFrame,
@@ -107,6 +107,10 @@ def title_label(text: str) -> QLabel:
 
 class PlotPanel(QFrame):
     """A titled card: a header row (title, live readout, tools) above a pyqtgraph plot."""
+
+    # A change made here (not new data) left series to feed at the next frames: the
+    # dashboard's timer must run, even for an ended run.
+    backlogged = Signal()
 
     def __init__(self, title: str, theme: PlotTheme, panel: str,
                  bottom_axis: pg.AxisItem | None = None, parent: QWidget | None = None) -> None:

@@ -5,7 +5,8 @@ metrics, the learning rate, and where the trained model was saved.
   0 to 0.999, default 0.6; the raw points faint behind, or hidden), the validation loss as a
   thick dashed curve on the same step axis, and its best point marked (a star, and the value
   and step in the panel's second row). The EMA is computed incrementally in numpy
-  (`dtgui.core.smoothing.Ema`): a frame smooths only the new points of each series.
+  (`dtgui.core.smoothing.Ema`) when a series is fed: a frame smooths only the new points of
+  the series it feeds.
 * `ValidationPanel`: one validation metric at a time (a picker), its best point marked.
 * `LearningRatePanel`: the learning rate by step (from the `steps` events' `lr`).
 * `ModelBar`: the saved model's path and an "Open folder" button.
@@ -92,6 +93,7 @@ class TrainingLossPanel(LossPanel):
         self._data: Mapping[int, XY] = {}
         self._val: XY | None = None
         # drawn behind the smoothed curves (z below), in the same colours, faint
+        self.curves.transform = self._smooth
         self.raw_curves = self.add_curve_set(self._make_raw)
         self.raw_curves.layer.setZValue(-5)
         self.val_curves = self.add_curve_set(lambda _k, _i: validation_curve(theme, VALIDATION_KEY))
@@ -170,21 +172,23 @@ class TrainingLossPanel(LossPanel):
         self._redraw_all()
 
     def _redraw_all(self) -> None:
-        if not self.raw_shown:
+        if self.raw_shown:
+            self.raw_curves.update(self._data)  # type: ignore[arg-type]
+        else:
             self.raw_curves.clear()
-        self.update_data(self._data)
+        self.curves.redo_all()
         self.settle(force=True)
+        if self.curves.backlog:
+            self.backlogged.emit()
 
-    def smoothed(self, data: Mapping[int, XY]) -> dict[int, XY]:
+    def _smooth(self, key: object, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """The curves' transform: a series smoothed when it is fed."""
         if self.weight == 0:
-            return dict(data)
-        out = {}
-        for key, (x, y) in data.items():
-            ema = self._emas.get(key)
-            if ema is None:
-                ema = self._emas[key] = Ema(self.weight)
-            out[key] = (x, ema.update(x, y))
-        return out
+            return y
+        ema = self._emas.get(key)
+        if ema is None:
+            ema = self._emas[key] = Ema(self.weight)
+        return ema.update(x, y)
 
     def update_data(self, data: Mapping[int, XY]) -> None:
         few = len(data) <= RAW_MAX_SERIES
@@ -196,7 +200,7 @@ class TrainingLossPanel(LossPanel):
         self._data = data
         if self.raw_shown:
             self.raw_curves.update(data)  # type: ignore[arg-type]
-        super().update_data(self.smoothed(data))
+        super().update_data(data)
 
     def set_replica_visible(self, rid: int, visible: bool) -> None:
         raw = self.raw_curves.curves.get(rid)
