@@ -189,6 +189,57 @@ def test_regression_validation_schedule_and_accumulation(tmp_path: Path) -> None
     assert loss["micro"] == pytest.approx(loss["whole"], rel=1e-5)
 
 
+ZERO_LINEAR_MODEL = '''
+import keras
+import numpy as np
+import tensorflow as tf
+
+
+def build_model():
+    return keras.Sequential([keras.Input(shape=(4,)),
+                             keras.layers.Dense(1, kernel_initializer="zeros")])
+
+
+def make_dataset():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(256, 4)).astype("float32")
+    # small targets: the float16 gradients of the scaled loss do not overflow (the first
+    # update would be skipped) while their norm stays far above clip_norm
+    y = (0.05 * (x @ np.array([3.0, -2.0, 1.0, 5.0]) + 4.0)).astype("float32")[:, None]
+    return tf.data.Dataset.from_tensor_slices((x, y))
+
+
+def make_loss():
+    return keras.losses.MeanSquaredError()
+'''
+
+
+def test_clipping_bounds_the_update_of_every_replica_together_and_under_float16(
+        tmp_path: Path) -> None:
+    """One SGD step (rate 1) from zero weights with the gradient's norm far above clip_norm:
+    the weights move by exactly clip_norm, the gradient summed over both replicas clipped
+    (clipping each replica's part would move them less), and under mixed_float16 too (the
+    gradient there is of the scaled loss)."""
+    base = make_plan(steps=1, steps_per_epoch=1, per_replica_batch=32, optimizer="sgd",
+                     momentum=0.0, learning_rate=1.0, clip_norm=0.001)
+    variants = {
+        "mirrored": {**base, "strategy": "mirrored", "replicas_per_task": 2},
+        "float16": {**base, "precision": "mixed_float16"},
+    }
+    bundles = {name: make_bundle(tmp_path / name, plan, user_model=ZERO_LINEAR_MODEL)
+               for name, plan in variants.items()}
+    wait({name: start_task(bundle, "worker:0") for name, bundle in bundles.items()}, bundles)
+    code = ("import keras, json, sys, numpy as np; m = keras.models.load_model(sys.argv[1]); "
+            "print(json.dumps(float(np.sqrt(sum(float((w.astype('float64') ** 2).sum()) "
+            "for w in m.get_weights())))))")
+    for name, bundle in bundles.items():
+        out = subprocess.run([PYTHON, "-c", code,
+                              str(bundle / "output" / "model" / "model.keras")],
+                             capture_output=True, text=True, timeout=120, check=True)
+        moved = json.loads(out.stdout.strip().splitlines()[-1])
+        assert moved == pytest.approx(0.001, rel=1e-3), name
+
+
 def test_validation_metrics_are_exact_and_equal_on_every_worker(tmp_path: Path) -> None:
     """MultiWorkerMirrored, 2 workers: each reports the same validation, and it equals a
     direct evaluation of the saved model on the same data; the saved model and its SavedModel

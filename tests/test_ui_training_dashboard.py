@@ -235,14 +235,14 @@ def test_new_smoothing_on_an_ended_long_run_redraws_every_envelope(
     dash.attach(controller, run_name="ended")
     qtbot.waitUntil(lambda: not dash.backlog and not dash.timer.isActive(), timeout=10000)
     panel = dash.loss_panel
-    x, raw = metrics.snapshot().replica_loss[7]
+    _steps, raw = metrics.snapshot().replica_loss[7]
     assert 7 in panel.curves.layer.paths
     _x, shown = panel.curves.shown_data(7)
     assert shown.max() == pytest.approx(ema(raw, 0.6).max(), rel=1e-6)
     panel.slider.setValue(950)  # the run has ended: the change itself must bring frames
     qtbot.waitUntil(lambda: not dash.backlog, timeout=10000)
     for rid in (0, 7, 19):
-        x, raw = metrics.snapshot().replica_loss[rid]
+        _steps, raw = metrics.snapshot().replica_loss[rid]
         _x, shown = panel.curves.shown_data(rid)
         smoothed = ema(raw, 0.95)
         assert shown.max() == pytest.approx(smoothed.max(), rel=1e-6)

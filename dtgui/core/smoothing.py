@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -24,12 +25,19 @@ def _block_size(weight: float) -> int:
     return max(1, int(EXPONENT_LIMIT / -math.log(weight)))
 
 
+class _Powers(NamedTuple):
+    down: np.ndarray  # w^k over one block
+    up: np.ndarray  # (1-w) w^-k over one block
+    biased: int  # points after which w^count is below float64's resolution: no debiasing
+
+
 @functools.lru_cache(maxsize=8)
-def _powers(weight: float) -> tuple[np.ndarray, np.ndarray]:
-    """w^k and w^-k over one block (computed once per weight: a frame smooths a few new
-    points of many series, and these would otherwise cost more than the smoothing)."""
+def _powers(weight: float) -> _Powers:
+    """Computed once per weight: a frame smooths a few new points of many series, and these
+    would otherwise cost more than the smoothing."""
     k = np.arange(_block_size(weight), dtype=np.float64)
-    return np.power(weight, k), np.power(weight, -k)
+    return _Powers(np.power(weight, k), (1.0 - weight) * np.power(weight, -k),
+                   math.ceil(math.log(1e-17) / math.log(weight)))
 
 
 def _smooth_finite_into(out: np.ndarray, y: np.ndarray, weight: float, state: float,
@@ -39,35 +47,40 @@ def _smooth_finite_into(out: np.ndarray, y: np.ndarray, weight: float, state: fl
 
     The points are cut into blocks of m (a row each of an (blocks, m) matrix). Within a block,
     from the accumulator s before it: b_k = w^(k+1) s + (1-w) sum_j<=k w^(k-j) y_j
-    = w^(k+1) s + w^k (1-w) cumsum(w^-j y_j): the cumulative sums of every block at once,
-    then the accumulators entering each block (a short loop over blocks), then their terms.
+    = w^k (w s + cumsum((1-w) w^-j y_j)_k): the cumulative sums of every block at once, then
+    the accumulators entering each block (a short loop over blocks), then their terms.
     Debiased: b_i / (1 - w^(count+i+1))."""
     n = len(y)
     if n == 0:
         return state
-    down, up = _powers(weight)
-    m = min(len(down), n)
-    rows = -(-n // m)
-    # in place, a pass each: this runs over every point of every series on Open
-    blocks = np.empty((rows, m), dtype=np.float64)
-    flat = blocks.reshape(-1)
-    flat[:n] = y
-    flat[n:] = 0.0
-    blocks *= up[:m] * (1.0 - weight)
-    np.cumsum(blocks, axis=1, out=blocks)
-    # b_k = w^k (w s + c_k): the accumulators s entering each block, from each block's end
-    carry, last = weight * down[m - 1], down[m - 1]
-    entering = np.empty(rows, dtype=np.float64)
-    for row, end in enumerate(blocks[:, -1].tolist()):
-        entering[row] = state
-        state = carry * state + last * end
-    blocks += (weight * entering)[:, None]
-    blocks *= down[:m]
-    out[:] = flat[:n]
-    state = float(flat[n - 1])  # after the last real point (the last block may be padded)
-    # w^(count+i+1) below float64's resolution: the debiasing divisor is exactly 1
-    biased_points = max(0, min(n, math.ceil(math.log(1e-17) / math.log(weight)) - count))
-    if biased_points:
+    down, up, biased = _powers(weight)
+    if n <= len(down):  # one block (a frame's new points): the fewest numpy calls
+        block = np.multiply(y, up[:n])
+        np.cumsum(block, out=block)
+        block += weight * state
+        np.multiply(block, down[:n], out=out)
+    else:
+        m = len(down)
+        rows = -(-n // m)
+        # in place, a pass each: this runs over every point of every series on Open
+        blocks = np.empty((rows, m), dtype=np.float64)
+        flat = blocks.reshape(-1)
+        flat[:n] = y
+        flat[n:] = 0.0
+        blocks *= up
+        np.cumsum(blocks, axis=1, out=blocks)
+        # the accumulators entering each block, from each block's end
+        carry, last = weight * down[m - 1], down[m - 1]
+        entering = np.empty(rows, dtype=np.float64)
+        for row, end in enumerate(blocks[:, -1].tolist()):
+            entering[row] = state
+            state = carry * state + last * end
+        blocks += (weight * entering)[:, None]
+        blocks *= down
+        out[:] = flat[:n]
+    state = float(out[n - 1])  # the biased accumulator after the last point
+    biased_points = min(n, biased - count)
+    if biased_points > 0:
         out[:biased_points] /= 1.0 - weight ** (count + 1 + np.arange(biased_points))
     return state
 

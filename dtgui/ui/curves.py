@@ -24,7 +24,7 @@ import pyqtgraph as pg
 from pyqtgraph import functions as fn
 from pyqtgraph.graphicsItems.LegendItem import ItemSample
 from PySide6.QtCore import QRectF
-from PySide6.QtGui import QColor, QPainter, QPainterPath, QPen
+from PySide6.QtGui import QColor, QPainter, QPen, QPolygonF
 from PySide6.QtWidgets import QStyleOptionGraphicsItem, QWidget
 
 XY = tuple[np.ndarray, np.ndarray]
@@ -144,17 +144,24 @@ class Envelope:
 
 class EnvelopeLayer(pg.GraphicsObject):
     """Draws the envelopes of several series (each in its curve's pen, only while its curve is
-    visible) as one graphics item."""
+    visible) as one graphics item. Each is one polyline, its vertices copied straight into a
+    QPolygonF (a QPainterPath would cost 5x more to build, for every series every frame)."""
 
     def __init__(self, curves: dict[object, pg.PlotDataItem]) -> None:
         super().__init__()
         self._curves = curves
-        self.paths: dict[object, tuple[QPainterPath, np.ndarray]] = {}  # path, [x0 x1 y0 y1]
+        self.paths: dict[object, tuple[QPolygonF, np.ndarray]] = {}  # line, [x0 x1 y0 y1]
         self._rect = QRectF()
 
-    def set_series(self, key: object, vx: np.ndarray, vy: np.ndarray) -> None:
-        bounds = np.array([vx[0], vx[-1], vy.min(), vy.max()])
-        self.paths[key] = (fn.arrayToQPath(vx, vy, connect="all"), bounds)
+    def set_series(self, key: object, vx: np.ndarray, vy: np.ndarray,
+                   y_range: tuple[float, float] | None = None) -> None:
+        """The vertices of a series' envelope; y_range: their min and max, when known."""
+        lo, hi = y_range if y_range is not None else (float(vy.min()), float(vy.max()))
+        line = fn.create_qpolygonf(len(vx))
+        points = fn.ndarray_from_qpolygonf(line)
+        points[:, 0] = vx
+        points[:, 1] = vy
+        self.paths[key] = (line, np.array([vx[0], vx[-1], lo, hi]))
 
     def remove(self, key: object) -> None:
         self.paths.pop(key, None)
@@ -188,11 +195,11 @@ class EnvelopeLayer(pg.GraphicsObject):
     def paint(self, p: QPainter, option: QStyleOptionGraphicsItem,
               widget: QWidget | None = None) -> None:
         p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
-        for key, (path, _bounds) in self.paths.items():
+        for key, (line, _bounds) in self.paths.items():
             curve = self._curves.get(key)
             if curve is not None and curve.isVisible():
                 p.setPen(QPen(curve.opts["pen"]))
-                p.drawPath(path)
+                p.drawPolyline(line)
 
 
 class CurveSet:
@@ -361,7 +368,8 @@ class CurveSet:
                 # the view's range changes (with 100+ series, they cost milliseconds each)
                 curve.setClipToView(False)
                 curve.setDownsampling(auto=False)
-            self.layer.set_series(key, vx, vy)
+            extent = self._extent.get(key)
+            self.layer.set_series(key, vx, vy, extent[1:] if extent is not None else None)
             self._layer_dirty = True
         else:
             if key in self.layer.paths:

@@ -101,6 +101,22 @@ class Trainer:
     compute: Callable[..., Any]
 
 
+def loss_scale(optimizer: Any) -> Any:
+    """The factor a LossScaleOptimizer's `scale_loss` multiplies the loss by now."""
+    return optimizer.dynamic_scale if optimizer.built else optimizer.initial_scale
+
+
+def applied_learning_rate(optimizer: Any) -> Any:
+    """In the graph: the learning rate of the optimizer's last update (its schedule at the
+    number of updates applied, minus one). Fetched with the call's other results: read
+    eagerly after each call it would cost ~0.5 ms, a quarter of what reporting may cost."""
+    inner = getattr(optimizer, "inner_optimizer", optimizer)  # LossScaleOptimizer
+    schedule = inner._learning_rate  # the schedule itself, not its value now
+    if isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
+        return tf.cast(schedule(tf.maximum(inner.iterations - 1, 0)), tf.float32)
+    return tf.cast(tf.convert_to_tensor(schedule), tf.float32)
+
+
 def make_trainer(info: StrategyInfo, model: keras.Model, optimizer: Any, loss_obj: Any,
                  global_batch: int, xla: bool, float16: bool, micro_batches: int = 1,
                  clip_norm: float = 0.0) -> Trainer:
@@ -111,8 +127,9 @@ def make_trainer(info: StrategyInfo, model: keras.Model, optimizer: Any, loss_ob
     accumulation): their gradients are summed, each averaged over all of them, so the update
     is the one of a batch ``micro_batches`` times as large. With ``clip_norm`` the summed
     gradient of every replica is all-reduced and clipped to that global norm before the
-    update (Keras would clip each replica's part); the optimizer's own all-reduce of the
-    (then identical) gradients is kept, so each replica hands it 1/replicas of the total.
+    update (Keras would clip each replica's part; under mixed_float16, the scaled gradient),
+    and the optimizer's own all-reduce of the (then identical) gradients is kept, so each
+    replica hands it 1/replicas of the total.
 
     The gradient all-reduce and the optimizer update stay outside the XLA cluster: they make
     cross-replica merge calls, which XLA cannot compile. The k steps of a call run in one
@@ -149,7 +166,11 @@ def make_trainer(info: StrategyInfo, model: keras.Model, optimizer: Any, loss_ob
         if clip_norm > 0:
             context = tf.distribute.get_replica_context()
             summed = context.all_reduce(tf.distribute.ReduceOp.SUM, total)
-            clipped, _ = tf.clip_by_global_norm(summed, clip_norm)
+            # Under mixed_float16 the gradient is of the scaled loss (the optimizer unscales
+            # it): clipping it to clip_norm x scale is clipping the true gradient to
+            # clip_norm. A non-finite gradient stays non-finite (the optimizer skips it).
+            limit = clip_norm * loss_scale(optimizer) if float16 else clip_norm
+            clipped, _ = tf.clip_by_global_norm(summed, limit)
             total = [g / context.num_replicas_in_sync for g in clipped]
         optimizer.apply_gradients(zip(total, model.trainable_variables, strict=True))
         return tf.stack([tf.add_n(losses) / len(losses), tf.add_n(correct)])
@@ -194,7 +215,7 @@ def make_trainer(info: StrategyInfo, model: keras.Model, optimizer: Any, loss_ob
             rows = rows.write(i, tf.stack(strategy.experimental_local_results(values)))
         per_task = rows.stack()
         totals, agreed = sums_and_size(per_task, proposal)
-        return per_task, totals, agreed
+        return per_task, totals, agreed, applied_learning_rate(optimizer)
 
     return Trainer(run_steps, compute_fn)
 

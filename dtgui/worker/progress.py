@@ -87,8 +87,8 @@ class Progress:
         while done < self.total:
             k = self.sizer.next(done, self.total, self.ckpt_every, self.val_every)
             began = time.perf_counter()
-            per_task, totals, agreed = trainer.run(iterator, tf.constant(k, tf.int32),
-                                                   tf.constant(self.sizer.proposal, tf.float32))
+            per_task, totals, agreed, lr = trainer.run(
+                iterator, tf.constant(k, tf.int32), tf.constant(self.sizer.proposal, tf.float32))
             per_task, totals = per_task.numpy(), totals.numpy()
             self.sizer.agree(float(agreed))
             self.sizer.observe((time.perf_counter() - began) / k)
@@ -96,7 +96,7 @@ class Progress:
                 self.report_xla(trainer, iterator, tf.constant(1, tf.int32),
                                 tf.constant(1.0, tf.float32))
             self.after_steps(done + 1, per_task[:, :, 0], totals[:, 0] / self.replicas_in_sync,
-                             totals[:, 1])
+                             totals[:, 1], float(lr))
             done += k
             if self.val_every > 0 and done % self.val_every == 0:
                 self.validate(done)
@@ -164,9 +164,10 @@ class Progress:
 
     # -- reporting ---------------------------------------------------------------------------
     def after_steps(self, first: int, replica_losses: np.ndarray, means: np.ndarray,
-                    correct: np.ndarray) -> None:
+                    correct: np.ndarray, lr: float | None = None) -> None:
         """Report steps first .. first+k-1: replica_losses (k, local replicas), the mean over
-        every replica in sync (k) and the number of correct predictions over all (k)."""
+        every replica in sync (k), the number of correct predictions over all (k) and the
+        learning rate of the last step (None: read from the optimizer)."""
         k = len(means)
         steps = np.arange(first, first + k, dtype=np.int64)
         last = int(steps[-1])
@@ -184,7 +185,7 @@ class Progress:
         self._mark(last, now - self._clock0)
         if self.live:
             began = time.perf_counter()
-            self._emit_steps(steps, replica_losses, means, rate)
+            self._emit_steps(steps, replica_losses, means, rate, lr)
             self.reporting_seconds += time.perf_counter() - began
         self._count_epochs(steps, means, correct)
         if now - self._last_print >= PRINT_EVERY_SECONDS or last == self.total \
@@ -205,7 +206,7 @@ class Progress:
         return (step - 1) // self.per_epoch + 1
 
     def _emit_steps(self, steps: np.ndarray, replica_losses: np.ndarray, means: np.ndarray,
-                    rate: float) -> None:
+                    rate: float, lr: float | None) -> None:
         rows: slice | np.ndarray = slice(None)
         if self.log_every > 1:
             rows = np.flatnonzero(steps % self.log_every == 0)
@@ -219,12 +220,12 @@ class Progress:
                          replica_ids=self.info.replica_ids, encoding=step_batch.ENCODING,
                          losses=step_batch.encode(replica_losses[rows]),
                          means=step_batch.encode(means[rows]), loss=float(means[-1]),
-                         examples_per_sec=round(rate, 2), **self._lr_field(int(steps[-1])))
+                         examples_per_sec=round(rate, 2), **self._lr_field(int(steps[-1]), lr))
 
-    def _lr_field(self, step: int) -> dict[str, float]:
+    def _lr_field(self, step: int, lr: float | None) -> dict[str, float]:
         if self.optimizer is None:
             return {}
-        return {"lr": learning_rate_at(self.optimizer, step)}
+        return {"lr": learning_rate_at(self.optimizer, step) if lr is None else lr}
 
     def _count_epochs(self, steps: np.ndarray, means: np.ndarray, correct: np.ndarray) -> None:
         """Epoch loss and accuracy over the steps of each epoch, an `epoch` event at its
