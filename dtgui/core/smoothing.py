@@ -90,8 +90,10 @@ def _smooth_into(out: np.ndarray, y: np.ndarray, weight: float, state: float,
     """`_smooth_finite_into`, where a NaN or infinite point is shown as it is and left out of
     the average (as TensorBoard does: one bad step does not blank the rest of the curve).
     Returns the accumulator and the count of finite points."""
-    if math.isfinite(float(np.sum(y, dtype=np.float64))):  # one pass, no mask: all finite
-        return _smooth_finite_into(out, y, weight, state, count), count + len(y)
+    smoothed_state = _smooth_finite_into(out, y, weight, state, count)
+    # A NaN or infinity reaches every later sum: a finite last accumulator means all were.
+    if math.isfinite(smoothed_state):
+        return smoothed_state, count + len(y)
     y = np.asarray(y, dtype=np.float64)
     finite = np.isfinite(y)
     good = y[finite]

@@ -91,19 +91,31 @@ class Envelope:
     partial last block, then the exact last point (a block of its own). Complete blocks are
     computed once; only the partial block is recomputed per call. There are between
     `max_blocks / 2` and `max_blocks` blocks: when there would be more, neighbours are merged
-    (the block size doubles).
+    (the block size doubles). The arrays returned are views of buffers the next update
+    writes: read them (or copy them) before.
     """
 
     def __init__(self, max_blocks: int = int(DEFAULT_WIDTH_PX * BLOCKS_PER_PIXEL)) -> None:
         self.max_blocks = max_blocks
+        # complete blocks, then the partial one and the last point
+        self._buffers = np.empty((3, max_blocks + 2))
         self.reset()
 
     def reset(self) -> None:
         self.block = 0
-        self.done = 0  # complete blocks in bx/bmax/bmin
-        self.bx = np.empty(0)
-        self.bmax = np.empty(0)
-        self.bmin = np.empty(0)
+        self.done = 0  # complete blocks at the start of the buffers
+
+    @property
+    def bx(self) -> np.ndarray:
+        return self._buffers[0, : self.done]
+
+    @property
+    def bmax(self) -> np.ndarray:
+        return self._buffers[1, : self.done]
+
+    @property
+    def bmin(self) -> np.ndarray:
+        return self._buffers[2, : self.done]
 
     def update(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         n = len(x)
@@ -117,27 +129,29 @@ class Envelope:
             self._merge()
         b = self.block
         full = n // b
+        bx, top, bottom = self._buffers
         if full > self.done:
             seg = slice(self.done * b, full * b)
             blocks = y[seg].reshape(-1, b)
-            self.bmax = np.concatenate([self.bmax[: self.done], blocks.max(axis=1)])
-            self.bmin = np.concatenate([self.bmin[: self.done], blocks.min(axis=1)])
-            self.bx = np.concatenate([self.bx[: self.done], x[seg][::b]])
+            blocks.max(axis=1, out=top[self.done: full])
+            blocks.min(axis=1, out=bottom[self.done: full])
+            bx[self.done: full] = x[seg][::b]
             self.done = full
-        tail = y[full * b:]
-        extra_x, extra_top, extra_bottom = [float(x[-1])], [float(y[-1])], [float(y[-1])]
-        if len(tail) > 1:
-            extra_x.insert(0, float(x[full * b]))
-            extra_top.insert(0, float(tail.max()))
-            extra_bottom.insert(0, float(tail.min()))
-        return (np.concatenate([self.bx, extra_x]), np.concatenate([self.bmax, extra_top]),
-                np.concatenate([self.bmin, extra_bottom]))
+        end = full
+        if n - full * b > 1:  # the partial block
+            tail = y[full * b:]
+            bx[end], top[end], bottom[end] = x[full * b], tail.max(), tail.min()
+            end += 1
+        bx[end] = x[-1]
+        top[end] = bottom[end] = y[-1]
+        return bx[: end + 1], top[: end + 1], bottom[: end + 1]
 
     def _merge(self) -> None:
         pairs = self.done // 2
-        self.bmax = np.maximum(self.bmax[0:2 * pairs:2], self.bmax[1:2 * pairs:2])
-        self.bmin = np.minimum(self.bmin[0:2 * pairs:2], self.bmin[1:2 * pairs:2])
-        self.bx = self.bx[0:2 * pairs:2].copy()
+        bx, top, bottom = self._buffers
+        np.maximum(top[0:2 * pairs:2], top[1:2 * pairs:2], out=top[:pairs])
+        np.minimum(bottom[0:2 * pairs:2], bottom[1:2 * pairs:2], out=bottom[:pairs])
+        bx[:pairs] = bx[0:2 * pairs:2]
         self.done = pairs  # an odd last block becomes part of the partial tail again
         self.block *= 2
 
@@ -153,15 +167,18 @@ class EnvelopeLayer(pg.GraphicsObject):
         self.paths: dict[object, tuple[QPolygonF, np.ndarray]] = {}  # line, [x0 x1 y0 y1]
         self._rect = QRectF()
 
-    def set_series(self, key: object, vx: np.ndarray, vy: np.ndarray,
+    def set_series(self, key: object, bx: np.ndarray, top: np.ndarray, bottom: np.ndarray,
                    y_range: tuple[float, float] | None = None) -> None:
-        """The vertices of a series' envelope; y_range: their min and max, when known."""
-        lo, hi = y_range if y_range is not None else (float(vy.min()), float(vy.max()))
-        line = fn.create_qpolygonf(len(vx))
+        """A series' envelope blocks (see `zigzag`, here written straight into the polyline);
+        y_range: their min and max, when known."""
+        lo, hi = y_range if y_range is not None else (float(bottom.min()), float(top.max()))
+        line = fn.create_qpolygonf(2 * len(bx))
         points = fn.ndarray_from_qpolygonf(line)
-        points[:, 0] = vx
-        points[:, 1] = vy
-        self.paths[key] = (line, np.array([vx[0], vx[-1], lo, hi]))
+        points[0::2, 0] = bx
+        points[1::2, 0] = bx
+        points[0::2, 1] = top
+        points[1::2, 1] = bottom
+        self.paths[key] = (line, np.array([bx[0], bx[-1], lo, hi]))
 
     def remove(self, key: object) -> None:
         self.paths.pop(key, None)
@@ -361,7 +378,7 @@ class CurveSet:
             envelope = self._envelopes.get(key)
             if envelope is None:
                 envelope = self._envelopes[key] = Envelope(self._max_blocks)
-            vx, vy = zigzag(*envelope.update(x, y))
+            blocks = envelope.update(x, y)
             if key not in self.layer.paths:
                 curve.setData(_EMPTY, _EMPTY)  # the layer draws this series now
                 # an empty curve needs no clipping or downsampling: without them it ignores
@@ -369,7 +386,7 @@ class CurveSet:
                 curve.setClipToView(False)
                 curve.setDownsampling(auto=False)
             extent = self._extent.get(key)
-            self.layer.set_series(key, vx, vy, extent[1:] if extent is not None else None)
+            self.layer.set_series(key, *blocks, extent[1:] if extent is not None else None)
             self._layer_dirty = True
         else:
             if key in self.layer.paths:
