@@ -43,8 +43,8 @@ def open_wizard_on(qtbot, window: MainWindow, strategy: str):
 
 
 def curve_points(window: MainWindow, rid: int) -> int:
-    x, _y = window.dashboard.loss_panel.curves.curves[rid].getOriginalDataset()
-    return 0 if x is None else len(x)
+    curves = window.dashboard.loss_panel.curves
+    return len(curves.shown_data(rid)[0]) if rid in curves.raw else 0
 
 
 def test_wizard_to_a_live_mirrored_run_then_stop_leaves_nothing(qtbot) -> None:

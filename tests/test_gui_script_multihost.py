@@ -37,9 +37,8 @@ PROJECT = Path(__file__).resolve().parent / "script_projects" / "mwm_fit"
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def points(curve) -> int:
-    x, _y = curve.getOriginalDataset()
-    return 0 if x is None else len(x)
+def points(curves, key) -> int:
+    return len(curves.shown_data(key)[0]) if key in curves.raw else 0
 
 
 def test_script_on_two_machines_from_the_gui_then_by_hand(
@@ -94,7 +93,7 @@ def test_script_on_two_machines_from_the_gui_then_by_hand(
     def curves_from_both() -> bool:
         sets = panel.curves.curves
         return (panel.tag == "train/epoch_loss" and sorted(sets) == ["worker:0", "worker:1"]
-                and all(points(c) >= 3 for c in sets.values()))
+                and all(points(panel.curves, key) >= 3 for key in sets))
 
     try:
         qtbot.waitUntil(lambda: curves_from_both() or controller.finished, timeout=240_000)

@@ -119,7 +119,7 @@ def test_one_curve_per_replica_with_its_data_after_the_timer(
     labels = [label.text for _sample, label in dash.loss_panel.legend.items]
     assert labels == ["replica 0", "replica 1", "replica 2", "replica 3"]
     assert set(dash.throughput_panel.curves.curves) == {"worker:0", "worker:1"}
-    _tx, ty = dash.throughput_panel.curves.curves["worker:1"].getOriginalDataset()
+    _tx, ty = dash.throughput_panel.curves.shown_data("worker:1")
     np.testing.assert_allclose(ty, 100.0 + np.arange(1, 21))
     # the header follows the metrics (its text at most 4 times a second)
     assert dash.header.name_label.text() == "r1"
@@ -132,7 +132,7 @@ def test_one_curve_per_replica_with_its_data_after_the_timer(
          "mem_total": 2**34}])])
     qtbot.waitUntil(lambda: "worker:0 cpu0" in dash.device_panel.util.curves, timeout=3000)
     assert "CPU" in dash.device_panel.title_label.text()
-    _x, util = dash.device_panel.util.curves["worker:0 cpu0"].getOriginalDataset()
+    _x, util = dash.device_panel.util.shown_data("worker:0 cpu0")
     assert list(util) == [55.0]
     assert dash.device_panel.mem.last["worker:0 cpu0"] == 512.0
 
@@ -419,7 +419,7 @@ def test_multi_machine_device_series_and_logs_name_their_machine(
     qtbot.waitUntil(lambda: list(panel.util.curves) == expected, timeout=3000)
     names = [panel.util.curves[k].opts["name"] for k in expected]
     assert len(set(names)) == 4 and "h2" in names[1] and "h3" in names[2]
-    _x, util = panel.util.curves["h3 cpu0"].getOriginalDataset()
+    _x, util = panel.util.shown_data("h3 cpu0")
     assert list(util) == [30.0]  # h3's own CPU, not h2's
     qtbot.waitUntil(lambda: "h3" in panel.readout.text(), timeout=3000)
     readout = panel.readout.text()

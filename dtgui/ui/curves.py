@@ -25,7 +25,7 @@ from pyqtgraph import functions as fn
 from pyqtgraph.graphicsItems.LegendItem import ItemSample
 from PySide6.QtCore import QRectF
 from PySide6.QtGui import QColor, QPainter, QPen, QPolygonF
-from PySide6.QtWidgets import QStyleOptionGraphicsItem, QWidget
+from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
 XY = tuple[np.ndarray, np.ndarray]
 AUTO_DOWNSAMPLE_FACTOR = 2.0  # pyqtgraph's auto downsampling: ~2 "peak" buckets per pixel
@@ -42,8 +42,9 @@ DEFAULT_WIDTH_PX = 1200
 # A frame feeds grown series for at most this long per plot; the rest are fed first at the
 # next tick (a run with 100+ replicas refreshes its curves over a few ticks, and every tick
 # stays short enough for a 60 Hz paint and a responsive window).
-FEED_BUDGET_SECONDS = 0.006
+FEED_BUDGET_SECONDS = 0.004
 _EMPTY = np.empty(0)
+DYNAMIC_RANGE_LIMIT = 1e6  # pyqtgraph's default for a PlotDataItem
 
 
 def make_curve(colour: QColor, name: str) -> pg.PlotDataItem:
@@ -163,6 +164,9 @@ class EnvelopeLayer(pg.GraphicsObject):
 
     def __init__(self, curves: dict[object, pg.PlotDataItem]) -> None:
         super().__init__()
+        # Painted into a cached pixmap, drawn again only when its series or the view's range
+        # change (not when the rest of the plot repaints): 100+ polylines cost ~8 ms.
+        self.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         self._curves = curves
         self.paths: dict[object, tuple[QPolygonF, np.ndarray]] = {}  # line, [x0 x1 y0 y1]
         self._rect = QRectF()
@@ -220,12 +224,19 @@ class EnvelopeLayer(pg.GraphicsObject):
 
 
 class CurveSet:
-    """The curves of one plot, keyed by series name."""
+    """The curves of one plot, keyed by series name.
+
+    With `layer_only`, every series is drawn by the envelope layer while following, short
+    ones too (as a line through its points): a PlotDataItem's setData costs ~0.5 ms of
+    pyqtgraph's own work, and the dashboard's plain curves change on every frame. Curves with
+    symbols or dashes (validation) are PlotDataItems."""
 
     def __init__(self, target: pg.PlotItem,
-                 factory: Callable[[object, int], pg.PlotDataItem]) -> None:
+                 factory: Callable[[object, int], pg.PlotDataItem],
+                 layer_only: bool = False) -> None:
         self._target = target
         self._factory = factory
+        self.layer_only = layer_only
         self.curves: dict[object, pg.PlotDataItem] = {}
         self.raw: dict[object, XY] = {}  # the latest full series of every curve
         # Applied to a series when it is fed (the loss panel's smoothing): only the series a
@@ -341,8 +352,11 @@ class CurveSet:
     def shown_data(self, key: object) -> XY:
         """What is drawn for a series now: its envelope's vertices, or the curve's data."""
         if key in self.layer.paths:
-            x, y = zigzag(*self._envelopes[key].update(*self.drawn[key]))
-            return x, y
+            envelope = self._envelopes[key]
+            blocks = envelope.update(*self.drawn[key])
+            if envelope.block == 1:  # a line through the points themselves
+                return self.drawn[key]
+            return zigzag(*blocks)
         x, y = self.curves[key].getOriginalDataset()
         return (x, y) if x is not None and y is not None else (_EMPTY, _EMPTY)
 
@@ -373,7 +387,7 @@ class CurveSet:
         self._pending.discard(key)
         self._due.pop(key, None)
         curve = self.curves[key]
-        if self.use_envelope and (len(x) > ENVELOPE_MIN_POINTS
+        if self.use_envelope and (self.layer_only or len(x) > ENVELOPE_MIN_POINTS
                                   or len(self.curves) > MANY_SERIES):
             envelope = self._envelopes.get(key)
             if envelope is None:
@@ -385,6 +399,7 @@ class CurveSet:
                 # the view's range changes (with 100+ series, they cost milliseconds each)
                 curve.setClipToView(False)
                 curve.setDownsampling(auto=False)
+                curve.setDynamicRangeLimit(None)  # else every y range change updates it
             extent = self._extent.get(key)
             self.layer.set_series(key, *blocks, extent[1:] if extent is not None else None)
             self._layer_dirty = True
@@ -394,6 +409,7 @@ class CurveSet:
                 self._layer_dirty = True
                 curve.setDownsampling(auto=True, method="peak")
                 curve.setClipToView(True)
+                curve.setDynamicRangeLimit(DYNAMIC_RANGE_LIMIT)
             curve.setData(x, y)
 
     def _commit(self) -> None:

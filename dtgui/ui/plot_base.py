@@ -33,6 +33,8 @@ PALETTE = (
     "#e6550d", "#31a354", "#756bb1", "#636363",
 )
 FOLLOW_HEADROOM = 0.08  # while following a run, the x range ends this fraction past the data
+Y_PAD = 0.05  # while following, the y range is the data's and this fraction of it each side
+Y_REFIT_FILL = 0.7  # ... and fitted again once the data fills less of it than this
 
 
 def series_colour(index: int) -> QColor:
@@ -171,8 +173,9 @@ class PlotPanel(QFrame):
         view.sigStateChanged.connect(self._view_state_changed)
         view.sigResized.connect(self._view_resized)
 
-    def add_curve_set(self, factory: Callable[[object, int], pg.PlotDataItem]) -> CurveSet:
-        curves = CurveSet(self.plot, factory)
+    def add_curve_set(self, factory: Callable[[object, int], pg.PlotDataItem],
+                      layer_only: bool = False) -> CurveSet:
+        curves = CurveSet(self.plot, factory, layer_only)
         self.curve_sets.append(curves)
         return curves
 
@@ -271,11 +274,16 @@ class PlotPanel(QFrame):
         lo, hi = min(s[0] for s in spans), max(s[1] for s in spans)
         if self.y_mode == "zero":
             lo, hi = min(lo, 0.0), max(hi, 0.0)
-        if self._y_span != (lo, hi):
-            self._y_span = (lo, hi)
-            pad = (hi - lo) * 0.05 or max(abs(hi) * 0.05, 1e-6)
-            view.setYRange(lo - (0 if self.y_mode == "zero" and lo == 0 else pad), hi + pad,
-                           padding=0)
+        if self._y_span is not None:
+            # Kept while the data stays inside and fills most of it: a new range re-lays out
+            # the axis and makes every item of the plot recompute (several ms a frame).
+            shown_lo, shown_hi = self._y_span
+            if shown_lo <= lo and hi <= shown_hi \
+                    and hi - lo >= Y_REFIT_FILL * (shown_hi - shown_lo):
+                return
+        pad = (hi - lo) * Y_PAD or max(abs(hi) * Y_PAD, 1e-6)
+        self._y_span = (lo - (0 if self.y_mode == "zero" and lo == 0 else pad), hi + pad)
+        view.setYRange(*self._y_span, padding=0)
 
     def _x_extent(self) -> tuple[float | None, float | None]:
         lo: float | None = None

@@ -46,7 +46,7 @@ class LossPanel(PlotPanel):
                                     verSpacing=-2, horSpacing=4, sampleType=LineSample)
         self.legend.setParentItem(self.plot.getViewBox())
         self.legend.sigSampleClicked.connect(self._legend_clicked)
-        self.curves = self.add_curve_set(self._make)
+        self.curves = self.add_curve_set(self._make, layer_only=True)
         self._chips: dict[int, QCheckBox] = {}
         self._chip_row = QHBoxLayout()
         self._chip_row.setSpacing(6)
@@ -184,7 +184,7 @@ class ThroughputPanel(PlotPanel):
         super().__init__("Throughput", theme, "throughput", parent=parent)
         self.set_axis_label("left", "examples/s")
         self.set_axis_label("bottom", "step")
-        self.curves = self.add_curve_set(self._make)
+        self.curves = self.add_curve_set(self._make, layer_only=True)
         self.y_mode = "zero"
 
     def _make(self, key: object, index: int) -> pg.PlotDataItem:
@@ -234,8 +234,8 @@ class DevicePanel(PlotPanel):
         super().__init__("Device use", theme, "device", bottom_axis=ElapsedAxis("bottom"),
                          parent=parent)
         self.set_axis_label("bottom", "elapsed")
-        self.util = self.add_curve_set(self._make_util)
-        self.mem = self.add_curve_set(self._make_mem)
+        self.util = self.add_curve_set(self._make_util, layer_only=True)
+        self.mem = self.add_curve_set(self._make_mem, layer_only=True)
         self.y_mode = "zero"
         self._colours: dict[str, QColor] = {}
         self.device_kind = ""

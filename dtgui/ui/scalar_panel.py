@@ -39,7 +39,7 @@ class ScalarPanel(PlotPanel):
         self.tag_combo.setMinimumContentsLength(14)
         self.tag_combo.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         self.header.insertWidget(1, self.tag_combo)
-        self.curves = self.add_curve_set(self._make)
+        self.curves = self.add_curve_set(self._make, layer_only=True)
         self._data: ScalarData = {}
         self._chosen = False  # the user picked a tag: keep it
         self.tag_combo.activated.connect(self._picked)

@@ -94,7 +94,7 @@ class TrainingLossPanel(LossPanel):
         self._val: XY | None = None
         # drawn behind the smoothed curves (z below), in the same colours, faint
         self.curves.transform = self._smooth
-        self.raw_curves = self.add_curve_set(self._make_raw)
+        self.raw_curves = self.add_curve_set(self._make_raw, layer_only=True)
         self.raw_curves.layer.setZValue(-5)
         self.val_curves = self.add_curve_set(lambda _k, _i: validation_curve(theme, VALIDATION_KEY))
         self.marker = best_marker()
