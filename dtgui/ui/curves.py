@@ -21,11 +21,10 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 import pyqtgraph as pg
-from pyqtgraph import functions as fn
 from pyqtgraph.graphicsItems.LegendItem import ItemSample
-from PySide6.QtCore import QRectF
-from PySide6.QtGui import QColor, QPainter, QPen, QPolygonF
-from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
+from PySide6.QtGui import QColor, QPainter
+
+from dtgui.ui.envelope_layer import EnvelopeLayer
 
 XY = tuple[np.ndarray, np.ndarray]
 AUTO_DOWNSAMPLE_FACTOR = 2.0  # pyqtgraph's auto downsampling: ~2 "peak" buckets per pixel
@@ -44,7 +43,6 @@ DEFAULT_WIDTH_PX = 1200
 # stays short enough for a 60 Hz paint and a responsive window).
 FEED_BUDGET_SECONDS = 0.004
 _EMPTY = np.empty(0)
-DYNAMIC_RANGE_LIMIT = 1e6  # pyqtgraph's default for a PlotDataItem
 
 
 def make_curve(colour: QColor, name: str) -> pg.PlotDataItem:
@@ -157,72 +155,6 @@ class Envelope:
         self.block *= 2
 
 
-class EnvelopeLayer(pg.GraphicsObject):
-    """Draws the envelopes of several series (each in its curve's pen, only while its curve is
-    visible) as one graphics item. Each is one polyline, its vertices copied straight into a
-    QPolygonF (a QPainterPath would cost 5x more to build, for every series every frame)."""
-
-    def __init__(self, curves: dict[object, pg.PlotDataItem]) -> None:
-        super().__init__()
-        # Painted into a cached pixmap, drawn again only when its series or the view's range
-        # change (not when the rest of the plot repaints): 100+ polylines cost ~8 ms.
-        self.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
-        self._curves = curves
-        self.paths: dict[object, tuple[QPolygonF, np.ndarray]] = {}  # line, [x0 x1 y0 y1]
-        self._rect = QRectF()
-
-    def set_series(self, key: object, bx: np.ndarray, top: np.ndarray, bottom: np.ndarray,
-                   y_range: tuple[float, float] | None = None) -> None:
-        """A series' envelope blocks (see `zigzag`, here written straight into the polyline);
-        y_range: their min and max, when known."""
-        lo, hi = y_range if y_range is not None else (float(bottom.min()), float(top.max()))
-        line = fn.create_qpolygonf(2 * len(bx))
-        points = fn.ndarray_from_qpolygonf(line)
-        points[0::2, 0] = bx
-        points[1::2, 0] = bx
-        points[0::2, 1] = top
-        points[1::2, 1] = bottom
-        self.paths[key] = (line, np.array([bx[0], bx[-1], lo, hi]))
-
-    def remove(self, key: object) -> None:
-        self.paths.pop(key, None)
-
-    def commit(self) -> None:
-        """After set_series/remove: new bounds, repaint."""
-        self.prepareGeometryChange()
-        if self.paths:
-            b = np.array([v[1] for v in self.paths.values()])
-            x0, x1, y0, y1 = b[:, 0].min(), b[:, 1].max(), b[:, 2].min(), b[:, 3].max()
-            self._rect = QRectF(x0, y0, x1 - x0, y1 - y0)
-        else:
-            self._rect = QRectF()
-        self.update()
-
-    def boundingRect(self) -> QRectF:
-        # one device pixel of margin for the pen (in data units: the view's pixel size)
-        px, py = self.pixelVectors()
-        mx = px.length() if px is not None else 0.0
-        my = py.length() if py is not None else 0.0
-        return self._rect.adjusted(-mx, -my, mx, my)
-
-    def dataBounds(self, ax: int, frac: float = 1.0,
-                   orthoRange: tuple[float, float] | None = None
-                   ) -> tuple[float, float] | tuple[None, None]:
-        if not self.paths:
-            return None, None
-        r = self._rect
-        return (r.left(), r.right()) if ax == 0 else (r.top(), r.bottom())
-
-    def paint(self, p: QPainter, option: QStyleOptionGraphicsItem,
-              widget: QWidget | None = None) -> None:
-        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
-        for key, (line, _bounds) in self.paths.items():
-            curve = self._curves.get(key)
-            if curve is not None and curve.isVisible():
-                p.setPen(QPen(curve.opts["pen"]))
-                p.drawPolyline(line)
-
-
 class CurveSet:
     """The curves of one plot, keyed by series name.
 
@@ -250,6 +182,7 @@ class CurveSet:
         # back to the same length between two frames still differs in its last point
         self._fed_len: dict[object, tuple] = {}
         self._pending: set[object] = set()  # hidden: fed when shown again
+        self._in_plot: set[object] = set()  # curves drawing their series themselves
         self._due: dict[object, None] = {}  # grown and visible, not fed yet (oldest first)
         self._envelopes: dict[object, Envelope] = {}
         self._extent: dict[object, tuple[int, float, float]] = {}  # seen length, min, max
@@ -264,9 +197,9 @@ class CurveSet:
         for key, (x, y) in data.items():
             curve = self.curves.get(key)
             if curve is None:
+                # in the plot only while it draws its series itself (see `_feed`)
                 curve = self._factory(key, len(self.curves))
                 self.curves[key] = curve
-                self._target.addItem(curve)
                 new.append(key)
             if len(y):
                 self.last[key] = float(y[-1])
@@ -393,13 +326,14 @@ class CurveSet:
             if envelope is None:
                 envelope = self._envelopes[key] = Envelope(self._max_blocks)
             blocks = envelope.update(x, y)
-            if key not in self.layer.paths:
-                curve.setData(_EMPTY, _EMPTY)  # the layer draws this series now
-                # an empty curve needs no clipping or downsampling: without them it ignores
-                # the view's range changes (with 100+ series, they cost milliseconds each)
-                curve.setClipToView(False)
-                curve.setDownsampling(auto=False)
-                curve.setDynamicRangeLimit(None)  # else every y range change updates it
+            if key in self._in_plot:
+                # The layer draws this series now; its curve leaves the plot, keeping only its
+                # pen, name and visibility: three Python graphics items (the curve, its line
+                # and its scatter) that the view would otherwise call back on every range
+                # change and paint, for each of 100+ series.
+                self._in_plot.discard(key)
+                curve.setData(_EMPTY, _EMPTY)
+                self._target.removeItem(curve)
             extent = self._extent.get(key)
             self.layer.set_series(key, *blocks, extent[1:] if extent is not None else None)
             self._layer_dirty = True
@@ -407,9 +341,9 @@ class CurveSet:
             if key in self.layer.paths:
                 self.layer.remove(key)
                 self._layer_dirty = True
-                curve.setDownsampling(auto=True, method="peak")
-                curve.setClipToView(True)
-                curve.setDynamicRangeLimit(DYNAMIC_RANGE_LIMIT)
+            if key not in self._in_plot:
+                self._in_plot.add(key)
+                self._target.addItem(curve)
             curve.setData(x, y)
 
     def _commit(self) -> None:
@@ -440,8 +374,9 @@ class CurveSet:
         self._commit()
 
     def clear(self) -> None:
-        for curve in self.curves.values():
-            self._target.removeItem(curve)
+        for key in self._in_plot:
+            self._target.removeItem(self.curves[key])
+        self._in_plot.clear()
         for key in list(self.layer.paths):
             self.layer.remove(key)
         self.layer.commit()

@@ -1,0 +1,203 @@
+"""One graphics item that draws the envelopes of many series, painted off the UI thread when
+they are many.
+
+Each series is one polyline (its vertices copied straight into a QPolygonF: a QPainterPath
+would cost 5x more to build, for every series every frame), drawn in its curve's pen while
+its curve is visible. Stroking costs by the pixel: 128 series of 200 blocks, each a vertical
+min..max stroke, take 15-50 ms to paint on a busy 2-core machine, too long for the UI thread
+to stay responsive. So past RENDER_THREAD_MIN_VERTICES the polylines are drawn into a QImage
+by a background thread (QPainter on a QImage is safe off the UI thread, and PySide6 lets the
+UI thread run meanwhile), and paint() only draws the latest image, mapped to the current view
+(a range change shows the previous image stretched for the ~20 ms a new one takes). Fewer
+vertices are painted directly, into a cached pixmap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
+
+import numpy as np
+import pyqtgraph as pg
+from pyqtgraph import functions as fn
+from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QImage, QPainter, QPen, QPolygonF, QTransform
+from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
+
+RENDER_THREAD_MIN_VERTICES = 20_000  # ~10 ms of stroking on this machine's slowest
+MAX_IMAGE_SIDE = 8192
+# One thread for every plot: renders are short and each layer has at most one in flight.
+_RENDERER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dtgui-plot-render")
+
+
+class LayerImage(NamedTuple):
+    image: QImage
+    transform: QTransform  # item (data) coordinates -> the image's logical pixels
+    generation: int  # the layer's data when it was drawn
+
+
+def render_lines(lines: list[tuple[QPolygonF, QPen]], transform: QTransform, size: QSize,
+                 ratio: float) -> QImage:
+    """The polylines, in data coordinates, drawn into a transparent image (in a worker
+    thread: no widget is touched)."""
+    image = QImage(max(1, round(size.width() * ratio)), max(1, round(size.height() * ratio)),
+                   QImage.Format.Format_ARGB32_Premultiplied)
+    image.setDevicePixelRatio(ratio)
+    image.fill(Qt.GlobalColor.transparent)
+    painter = QPainter(image)
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+    painter.setTransform(transform)
+    for line, pen in lines:
+        painter.setPen(pen)
+        painter.drawPolyline(line)
+    painter.end()
+    return image
+
+
+class EnvelopeLayer(pg.GraphicsObject):
+    """Draws the envelopes of several series (each in its curve's pen, only while its curve is
+    visible) as one graphics item."""
+
+    _rendered = Signal(object)  # a LayerImage (None if drawing failed), from the render thread
+
+    def __init__(self, curves: dict[object, pg.PlotDataItem]) -> None:
+        super().__init__()
+        self._curves = curves
+        self.paths: dict[object, tuple[QPolygonF, np.ndarray]] = {}  # line, [x0 x1 y0 y1]
+        self._rect = QRectF()
+        self.vertices = 0
+        self.generation = 0  # counts the changes of what is drawn
+        self.image: LayerImage | None = None
+        self._in_flight = False
+        self._rendered.connect(self._take_image)
+        # Direct painting goes into a cached pixmap, painted again only when the series or
+        # the view's range change (not when the rest of the plot repaints).
+        self.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+
+    @property
+    def threaded(self) -> bool:
+        return self.vertices >= RENDER_THREAD_MIN_VERTICES
+
+    def set_series(self, key: object, bx: np.ndarray, top: np.ndarray, bottom: np.ndarray,
+                   y_range: tuple[float, float] | None = None) -> None:
+        """A series' envelope blocks (the vertices of `curves.zigzag`, written straight into
+        the polyline); y_range: their min and max, when known."""
+        lo, hi = y_range if y_range is not None else (float(bottom.min()), float(top.max()))
+        line = fn.create_qpolygonf(2 * len(bx))
+        points = fn.ndarray_from_qpolygonf(line)
+        points[0::2, 0] = bx
+        points[1::2, 0] = bx
+        points[0::2, 1] = top
+        points[1::2, 1] = bottom
+        self.paths[key] = (line, np.array([bx[0], bx[-1], lo, hi]))
+
+    def remove(self, key: object) -> None:
+        self.paths.pop(key, None)
+
+    def commit(self) -> None:
+        """After set_series/remove (or a curve shown or hidden): new bounds, repaint."""
+        self.prepareGeometryChange()
+        if self.paths:
+            b = np.array([v[1] for v in self.paths.values()])
+            x0, x1, y0, y1 = b[:, 0].min(), b[:, 1].max(), b[:, 2].min(), b[:, 3].max()
+            self._rect = QRectF(x0, y0, x1 - x0, y1 - y0)
+        else:
+            self._rect = QRectF()
+        self.vertices = sum(line.size() for line, _b in self.paths.values())
+        self.generation += 1
+        threaded = self.threaded
+        mode = QGraphicsItem.CacheMode.NoCache if threaded else \
+            QGraphicsItem.CacheMode.DeviceCoordinateCache
+        if self.cacheMode() != mode:
+            self.setCacheMode(mode)
+        if not threaded:
+            self.image = None
+        self.update()
+
+    def boundingRect(self) -> QRectF:
+        # one device pixel of margin for the pen (in data units: the view's pixel size)
+        px, py = self.pixelVectors()
+        mx = px.length() if px is not None else 0.0
+        my = py.length() if py is not None else 0.0
+        return self._rect.adjusted(-mx, -my, mx, my)
+
+    def dataBounds(self, ax: int, frac: float = 1.0,
+                   orthoRange: tuple[float, float] | None = None
+                   ) -> tuple[float, float] | tuple[None, None]:
+        if not self.paths:
+            return None, None
+        r = self._rect
+        return (r.left(), r.right()) if ax == 0 else (r.top(), r.bottom())
+
+    def _visible_lines(self) -> list[tuple[QPolygonF, QPen]]:
+        lines = []
+        for key, (line, _bounds) in self.paths.items():
+            curve = self._curves.get(key)
+            if curve is not None and curve.isVisible():
+                lines.append((line, QPen(curve.opts["pen"])))
+        return lines
+
+    def paint(self, p: QPainter, option: QStyleOptionGraphicsItem,
+              widget: QWidget | None = None) -> None:
+        if not self.threaded:
+            p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+            for line, pen in self._visible_lines():
+                p.setPen(pen)
+                p.drawPolyline(line)
+            return
+        wanted = self._target()
+        image = self.image
+        if image is not None:
+            # image pixels -> data -> the device: exactly the image when the view is as it
+            # was drawn for, stretched to the new range until the next one comes
+            inverse, invertible = image.transform.inverted()
+            if invertible:
+                p.save()
+                p.setWorldTransform(inverse * p.worldTransform())
+                p.drawImage(QPointF(0, 0), image.image)
+                p.restore()
+        if wanted is not None and (image is None or image.generation != self.generation
+                                   or image.transform != wanted[0]
+                                   or image.image.deviceIndependentSize().toSize()
+                                   != wanted[1]):
+            self._request(*wanted)
+
+    def _target(self) -> tuple[QTransform, QSize, float] | None:
+        """Data -> viewport pixels of the visible part of the view box, its size and the
+        screen's pixel ratio (None while the layer is not shown in a view)."""
+        scene = self.scene()
+        box = self.getViewBox()
+        if scene is None or box is None or not scene.views():
+            return None
+        view = scene.views()[0]
+        visible = view.mapFromScene(box.mapRectToScene(box.boundingRect())).boundingRect()
+        if visible.width() <= 0 or visible.height() <= 0:
+            return None
+        size = QSize(min(visible.width(), MAX_IMAGE_SIDE), min(visible.height(), MAX_IMAGE_SIDE))
+        transform = self.deviceTransform(view.viewportTransform()) \
+            * QTransform.fromTranslate(-visible.left(), -visible.top())
+        return transform, size, view.devicePixelRatioF()
+
+    def _request(self, transform: QTransform, size: QSize, ratio: float) -> None:
+        if self._in_flight:
+            return  # when it comes, paint() asks again if the view or data moved on
+        self._in_flight = True
+        lines, generation = self._visible_lines(), self.generation
+
+        def work() -> None:
+            result: LayerImage | None = None
+            try:
+                result = LayerImage(render_lines(lines, transform, size, ratio), transform,
+                                    generation)
+            finally:  # None: the layer asks again at its next paint
+                with contextlib.suppress(RuntimeError):  # the layer was deleted meanwhile
+                    self._rendered.emit(result)
+
+        _RENDERER.submit(work)
+
+    def _take_image(self, image: LayerImage | None) -> None:
+        self._in_flight = False
+        if image is not None:
+            self.image = image
+            self.update()
