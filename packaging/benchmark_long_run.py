@@ -108,7 +108,7 @@ def show(bundle: str, how: str) -> dict[str, float]:
         source = reattached(record)
     read = time.perf_counter() - began
     dash.attach(source)  # its 20 Hz timer feeds the series a frame had no time for
-    while dash.backlog:
+    while not dash.fully_drawn:  # every series fed, and painted (by the render thread too)
         app.processEvents()
         time.sleep(0.001)
     dash.repaint()

@@ -17,6 +17,7 @@ from dtgui.core.metrics import LOG_LINES_KEPT, RunMetrics
 from dtgui.core.stragglers import describe, find_stragglers
 from dtgui.ui.curves import ENVELOPE_MIN_POINTS, Envelope
 from dtgui.ui.dashboard import Dashboard
+from dtgui.ui.plot_base import series_colour
 from dtgui.ui.run_widgets import (
     FAILED_ROW_FG,
     SLOW_ROW_BG,
@@ -504,6 +505,38 @@ def test_a_restart_from_a_checkpoint_continues_the_curves_from_there() -> None:
                      replica_losses=[0.5, 0.5])])
     xs, ys = m.snapshot().replica_loss[1]
     assert list(xs) == list(range(1, 12)) and ys[-1] == 0.5
+
+
+def test_many_long_series_are_painted_off_the_ui_thread_and_follow_the_view(
+        qtbot, dash: Dashboard, controller: FakeController, metrics: RunMetrics) -> None:
+    """128 replicas x 400 steps: too many vertices to stroke on the UI thread, so the layer's
+    image is drawn by the render thread; it shows the series, and a new one comes when the
+    data or the view's size changes."""
+    ids = tuple(range(128))
+    metrics.add_events(steps(1, 400, "worker:0", ids))
+    dash.attach(controller)
+    panel = dash.loss_panel
+    layer = panel.curves.layer
+    qtbot.waitUntil(lambda: len(layer.paths) == 128 and dash.fully_drawn, timeout=20_000)
+    assert layer.threaded and layer.image is not None
+    assert layer.image.generation == layer.generation
+
+    def colour_shown(rid: int) -> bool:
+        # replica 127 has the highest loss: the top band, drawn last (on top)
+        image = panel.plot_widget.grab().toImage()
+        wanted = series_colour(rid).rgb()
+        return any(image.pixel(x, y) == wanted for x in range(0, image.width(), 3)
+                   for y in range(image.height()))
+
+    assert colour_shown(127)
+    before = layer.image
+    metrics.add_events(steps(401, 420, "worker:0", ids))
+    qtbot.waitUntil(lambda: dash.fully_drawn and layer.image is not before, timeout=20_000)
+    size = layer.image.image.deviceIndependentSize()
+    dash.resize(1000, 700)
+    qtbot.waitUntil(lambda: layer.image is not None
+                    and layer.image.image.deviceIndependentSize() != size, timeout=20_000)
+    assert colour_shown(127)
 
 
 def test_many_replicas_are_drawn_by_one_layer_fed_within_a_frame_budget(

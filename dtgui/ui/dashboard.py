@@ -261,6 +261,12 @@ class Dashboard(QWidget):
         """Series not drawn yet: the frames' budget left them for the next ticks."""
         return any(curves.backlog for panel in self._panels() for curves in panel.curve_sets)
 
+    @property
+    def fully_drawn(self) -> bool:
+        """Every series fed and every plot's image of them painted (see envelope_layer)."""
+        return not self.backlog and all(curves.layer.drawn for panel in self._panels()
+                                        for curves in panel.curve_sets)
+
     def _panels(self) -> tuple[PlotPanel, ...]:
         return (self.loss_panel, self.throughput_panel, self.device_panel, self.scalar_panel,
                 self.validation_panel, self.lr_panel)

@@ -79,6 +79,12 @@ class EnvelopeLayer(pg.GraphicsObject):
     def threaded(self) -> bool:
         return self.vertices >= RENDER_THREAD_MIN_VERTICES
 
+    @property
+    def drawn(self) -> bool:
+        """What is shown is the current data (painted directly, or its image has come)."""
+        return not self.threaded or (self.image is not None
+                                     and self.image.generation == self.generation)
+
     def set_series(self, key: object, bx: np.ndarray, top: np.ndarray, bottom: np.ndarray,
                    y_range: tuple[float, float] | None = None) -> None:
         """A series' envelope blocks (the vertices of `curves.zigzag`, written straight into
