@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 if not os.environ.get("DISPLAY"):
@@ -137,9 +138,10 @@ def main() -> int:
     dash.show()
     dash.attach(controller, run_name="digits-mwm-20261122-014000",
                 strategy="multi_worker_mirrored", device_kind="cpu")
-    for _ in range(20):
+    deadline = time.monotonic() + 30
+    while not dash.fully_drawn and time.monotonic() < deadline:  # series fed, images painted
         app.processEvents()
-        dash.refresh()
+        time.sleep(0.005)
     dash.repaint()
     app.processEvents()
     ok = dash.grab().save(str(args.out))

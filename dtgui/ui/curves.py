@@ -37,6 +37,7 @@ MANY_SERIES = 16
 # plot's width: blocks at most 1.6 px apart (further apart, the strokes show gaps), and no
 # more vertices than that (painting time grows with them).
 BLOCKS_PER_PIXEL = 1.25
+MIN_BLOCK_SHARE = 0.5  # of BLOCKS_PER_PIXEL, for plots of many series (painted off-thread)
 DEFAULT_WIDTH_PX = 1200
 # A frame feeds grown series for at most this long per plot; the rest are fed first at the
 # next tick (a run with 100+ replicas refreshes its curves over a few ticks, and every tick
@@ -245,11 +246,11 @@ class CurveSet:
 
     def _fit_blocks_to_width(self) -> bool:
         """Size the envelopes for the plot's width; True if that changed them. Painting
-        costs by the vertex: past MANY_SERIES series, each gets fewer blocks, so that all of
-        them together have as many vertices as MANY_SERIES would (a block every few pixels:
-        the envelope still shows every spike)."""
+        costs by the vertex: past MANY_SERIES series, each gets fewer blocks, down to
+        MIN_BLOCK_SHARE of them (blocks further apart than ~3 px show the zigzag's diagonals
+        as a sawtooth)."""
         width = self._target.getViewBox().width()
-        share = min(1.0, MANY_SERIES / max(1, len(self.curves)))
+        share = max(MIN_BLOCK_SHARE, min(1.0, MANY_SERIES / max(1, len(self.curves))))
         wanted = int(max(width if width > 50 else DEFAULT_WIDTH_PX, 200) * BLOCKS_PER_PIXEL
                      * share)
         if abs(wanted - self._max_blocks) <= self._max_blocks // 4:
