@@ -24,7 +24,7 @@ import pyqtgraph as pg
 from pyqtgraph.graphicsItems.LegendItem import ItemSample
 from PySide6.QtGui import QColor, QPainter
 
-from dtgui.ui.envelope_layer import EnvelopeLayer
+from dtgui.ui.envelope_layer import EnvelopeLayer, band, zigzag
 
 XY = tuple[np.ndarray, np.ndarray]
 AUTO_DOWNSAMPLE_FACTOR = 2.0  # pyqtgraph's auto downsampling: ~2 "peak" buckets per pixel
@@ -37,7 +37,6 @@ MANY_SERIES = 16
 # plot's width: blocks at most 1.6 px apart (further apart, the strokes show gaps), and no
 # more vertices than that (painting time grows with them).
 BLOCKS_PER_PIXEL = 1.25
-MIN_BLOCK_SHARE = 0.5  # of BLOCKS_PER_PIXEL, for plots of many series (painted off-thread)
 DEFAULT_WIDTH_PX = 1200
 # A frame feeds grown series for at most this long per plot; the rest are fed first at the
 # next tick (a run with 100+ replicas refreshes its curves over a few ticks, and every tick
@@ -71,17 +70,6 @@ class LineSample(ItemSample):
 
 def _fingerprint(x: np.ndarray, y: np.ndarray) -> tuple:
     return (len(x), float(x[-1]), float(y[-1])) if len(x) else (0,)
-
-
-def zigzag(bx: np.ndarray, top: np.ndarray, bottom: np.ndarray) -> XY:
-    """Envelope blocks as the line vertices "peak" downsampling draws: (x0, max0), (x0, min0),
-    (x1, max1), ... - a vertical min..max stroke per block, and the diagonal to the next block
-    fills the pixel columns between two blocks."""
-    vx = np.repeat(bx, 2)
-    vy = np.empty(len(vx))
-    vy[0::2] = top
-    vy[1::2] = bottom
-    return vx, vy
 
 
 class Envelope:
@@ -189,6 +177,7 @@ class CurveSet:
         self._extent: dict[object, tuple[int, float, float]] = {}  # seen length, min, max
         self._layer_dirty = False
         self._max_blocks = int(DEFAULT_WIDTH_PX * BLOCKS_PER_PIXEL)
+        self._filled = False  # envelopes drawn as filled bands (blocks a few pixels apart)
         self.use_envelope = True
 
     def update(self, data: Mapping[object, XY]) -> list[object]:
@@ -246,11 +235,12 @@ class CurveSet:
 
     def _fit_blocks_to_width(self) -> bool:
         """Size the envelopes for the plot's width; True if that changed them. Painting
-        costs by the vertex: past MANY_SERIES series, each gets fewer blocks, down to
-        MIN_BLOCK_SHARE of them (blocks further apart than ~3 px show the zigzag's diagonals
-        as a sawtooth)."""
+        costs by the vertex: past MANY_SERIES series, each gets fewer blocks, so that all of
+        them together have as many vertices as MANY_SERIES would (a block every few pixels,
+        drawn as a filled band: the envelope still shows every spike)."""
         width = self._target.getViewBox().width()
-        share = max(MIN_BLOCK_SHARE, min(1.0, MANY_SERIES / max(1, len(self.curves))))
+        share = min(1.0, MANY_SERIES / max(1, len(self.curves)))
+        self._filled = share < 1.0
         wanted = int(max(width if width > 50 else DEFAULT_WIDTH_PX, 200) * BLOCKS_PER_PIXEL
                      * share)
         if abs(wanted - self._max_blocks) <= self._max_blocks // 4:
@@ -290,7 +280,7 @@ class CurveSet:
             blocks = envelope.update(*self.drawn[key])
             if envelope.block == 1:  # a line through the points themselves
                 return self.drawn[key]
-            return zigzag(*blocks)
+            return (band if key in self.layer.filled else zigzag)(*blocks)
         x, y = self.curves[key].getOriginalDataset()
         return (x, y) if x is not None and y is not None else (_EMPTY, _EMPTY)
 
@@ -336,7 +326,8 @@ class CurveSet:
                 curve.setData(_EMPTY, _EMPTY)
                 self._target.removeItem(curve)
             extent = self._extent.get(key)
-            self.layer.set_series(key, *blocks, extent[1:] if extent is not None else None)
+            self.layer.set_series(key, *blocks, extent[1:] if extent is not None else None,
+                                  filled=self._filled)
             self._layer_dirty = True
         else:
             if key in self.layer.paths:

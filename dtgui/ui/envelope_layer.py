@@ -22,7 +22,7 @@ import numpy as np
 import pyqtgraph as pg
 from pyqtgraph import functions as fn
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QImage, QPainter, QPen, QPolygonF, QTransform
+from PySide6.QtGui import QBrush, QImage, QPainter, QPen, QPolygonF, QTransform
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
 RENDER_THREAD_MIN_VERTICES = 20_000  # ~10 ms of stroking on this machine's slowest
@@ -31,13 +31,43 @@ MAX_IMAGE_SIDE = 8192
 _RENDERER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dtgui-plot-render")
 
 
+def zigzag(bx: np.ndarray, top: np.ndarray, bottom: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Envelope blocks as the line "peak" downsampling draws: (x0, max0), (x0, min0), (x1, max1),
+    ... a vertical min..max stroke per block, and the diagonal to the next block fills the pixel
+    columns between two blocks (when they are at most ~2 px apart)."""
+    vx = np.repeat(bx, 2)
+    vy = np.empty(len(vx))
+    vy[0::2] = top
+    vy[1::2] = bottom
+    return vx, vy
+
+
+def band(bx: np.ndarray, top: np.ndarray, bottom: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Envelope blocks as the outline of the band between their maxima and minima (along the
+    top, back along the bottom): filled, it shows blocks several pixels apart as a band, where
+    the zigzag's diagonals would draw a sawtooth."""
+    return np.concatenate([bx, bx[::-1]]), np.concatenate([top, bottom[::-1]])
+
+
 class LayerImage(NamedTuple):
     image: QImage
     transform: QTransform  # item (data) coordinates -> the image's logical pixels
     generation: int  # the layer's data when it was drawn
 
 
-def render_lines(lines: list[tuple[QPolygonF, QPen]], transform: QTransform, size: QSize,
+def draw_lines(painter: QPainter, lines: list[tuple[QPolygonF, QPen, bool]]) -> None:
+    """Each polyline in its pen; a band filled in its pen's colour too (its outline keeps a
+    flat stretch, a band of no height, visible)."""
+    for line, pen, filled in lines:
+        painter.setPen(pen)
+        if filled:
+            painter.setBrush(QBrush(pen.color()))
+            painter.drawPolygon(line)
+        else:
+            painter.drawPolyline(line)
+
+
+def render_lines(lines: list[tuple[QPolygonF, QPen, bool]], transform: QTransform, size: QSize,
                  ratio: float) -> QImage:
     """The polylines, in data coordinates, drawn into a transparent image (in a worker
     thread: no widget is touched)."""
@@ -48,9 +78,7 @@ def render_lines(lines: list[tuple[QPolygonF, QPen]], transform: QTransform, siz
     painter = QPainter(image)
     painter.setRenderHint(QPainter.RenderHint.Antialiasing, False)
     painter.setTransform(transform)
-    for line, pen in lines:
-        painter.setPen(pen)
-        painter.drawPolyline(line)
+    draw_lines(painter, lines)
     painter.end()
     return image
 
@@ -65,6 +93,7 @@ class EnvelopeLayer(pg.GraphicsObject):
         super().__init__()
         self._curves = curves
         self.paths: dict[object, tuple[QPolygonF, np.ndarray]] = {}  # line, [x0 x1 y0 y1]
+        self.filled: set[object] = set()  # drawn as a filled band
         self._rect = QRectF()
         self.vertices = 0
         self.generation = 0  # counts the changes of what is drawn
@@ -81,25 +110,34 @@ class EnvelopeLayer(pg.GraphicsObject):
 
     @property
     def drawn(self) -> bool:
-        """What is shown is the current data (painted directly, or its image has come)."""
-        return not self.threaded or (self.image is not None
-                                     and self.image.generation == self.generation)
+        """What is shown is the current data in the current view (painted directly, or its
+        image has come and was drawn for the view as it is)."""
+        if not self.threaded:
+            return True
+        image, wanted = self.image, self._target()
+        return image is not None and image.generation == self.generation and (
+            wanted is None or (image.transform == wanted[0]
+                               and image.image.deviceIndependentSize().toSize() == wanted[1]))
 
     def set_series(self, key: object, bx: np.ndarray, top: np.ndarray, bottom: np.ndarray,
-                   y_range: tuple[float, float] | None = None) -> None:
-        """A series' envelope blocks (the vertices of `curves.zigzag`, written straight into
-        the polyline); y_range: their min and max, when known."""
+                   y_range: tuple[float, float] | None = None, filled: bool = False) -> None:
+        """A series' envelope blocks, drawn as their `zigzag`, or `filled` as their `band`;
+        y_range: their min and max, when known."""
         lo, hi = y_range if y_range is not None else (float(bottom.min()), float(top.max()))
-        line = fn.create_qpolygonf(2 * len(bx))
+        vx, vy = (band if filled else zigzag)(bx, top, bottom)
+        line = fn.create_qpolygonf(len(vx))
         points = fn.ndarray_from_qpolygonf(line)
-        points[0::2, 0] = bx
-        points[1::2, 0] = bx
-        points[0::2, 1] = top
-        points[1::2, 1] = bottom
+        points[:, 0] = vx
+        points[:, 1] = vy
         self.paths[key] = (line, np.array([bx[0], bx[-1], lo, hi]))
+        if filled:
+            self.filled.add(key)
+        else:
+            self.filled.discard(key)
 
     def remove(self, key: object) -> None:
         self.paths.pop(key, None)
+        self.filled.discard(key)
 
     def commit(self) -> None:
         """After set_series/remove (or a curve shown or hidden): new bounds, repaint."""
@@ -136,21 +174,19 @@ class EnvelopeLayer(pg.GraphicsObject):
         r = self._rect
         return (r.left(), r.right()) if ax == 0 else (r.top(), r.bottom())
 
-    def _visible_lines(self) -> list[tuple[QPolygonF, QPen]]:
+    def _visible_lines(self) -> list[tuple[QPolygonF, QPen, bool]]:
         lines = []
         for key, (line, _bounds) in self.paths.items():
             curve = self._curves.get(key)
             if curve is not None and curve.isVisible():
-                lines.append((line, QPen(curve.opts["pen"])))
+                lines.append((line, QPen(curve.opts["pen"]), key in self.filled))
         return lines
 
     def paint(self, p: QPainter, option: QStyleOptionGraphicsItem,
               widget: QWidget | None = None) -> None:
         if not self.threaded:
             p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
-            for line, pen in self._visible_lines():
-                p.setPen(pen)
-                p.drawPolyline(line)
+            draw_lines(p, self._visible_lines())
             return
         wanted = self._target()
         image = self.image
