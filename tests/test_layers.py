@@ -147,6 +147,20 @@ def test_gui_process_never_loads_tensorflow() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_the_main_window_module_loads_without_ssh_or_plotting() -> None:
+    """The window paints before the machines panel (paramiko, keyring) and the dashboard
+    (pyqtgraph) are built: importing it must not bring them."""
+    code = ("import sys\n"
+            "import dtgui.ui.main_window\n"
+            "bad = sorted(m for m in ('paramiko', 'keyring', 'pyqtgraph') if m in sys.modules)\n"
+            "print('LOADED', bad)\n"
+            "sys.exit(1 if bad else 0)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT, env={**__import__("os").environ,
+                                                      "QT_QPA_PLATFORM": "offscreen"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_script_supervisor_and_its_tensorboard_reader_never_load_tensorflow(tmp_path) -> None:
     """The supervisor follows a script's TensorBoard files without TensorFlow (tensorboard's
     compiled protos are fine: they need only protobuf)."""

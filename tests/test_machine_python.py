@@ -101,9 +101,8 @@ def test_a_hostile_python_field_is_data(ssh_lab) -> None:
 @pytest.mark.gui
 def test_panel_and_doctor_dialog_show_the_registered_pythons_tensorflow(
         qtbot, ssh_lab, venv_python: str) -> None:
-    from dtgui.ui.machines import MachinesPanel
     from dtgui.ui.machines.doctor_dialog import DoctorDialog
-    from dtgui.ui.machines.panel import COLUMNS
+    from dtgui.ui.machines.panel import COLUMNS, MachinesPanel
 
     h2, h3 = ssh_lab.hosts[0], ssh_lab.hosts[1]
     trust(h2, h3)

@@ -22,8 +22,8 @@ from dtgui.core.hardware import GpuInfo, MachineFacts, TfView
 from dtgui.core.machines import Machine, MachineError, MachineRegistry, RemoteFacts
 from dtgui.core.plan import LOCAL_MACHINE, Plan
 from dtgui.remote import secrets
-from dtgui.ui.machines import MachinesPanel
 from dtgui.ui.machines.add_dialog import MachineDialog
+from dtgui.ui.machines.panel import MachinesPanel
 from dtgui.ui.machines.panel_actions import RowState
 from dtgui.ui.wizard import RunWizard
 from dtgui.ui.wizard.machines_box import MachinesBox

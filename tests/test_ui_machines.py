@@ -25,12 +25,12 @@ from dtgui.core.hardware import MachineFacts, TfView
 from dtgui.core.machines import MachineRegistry
 from dtgui.core.settings import config_dir
 from dtgui.remote import hostkeys, secrets
-from dtgui.ui.machines import MachinesPanel
 from dtgui.ui.machines.add_dialog import MachineDialog
 from dtgui.ui.machines.doctor_dialog import DoctorDialog
 from dtgui.ui.machines.hostkey_dialog import ChangedKeyDialog, HostKeyDialog
 from dtgui.ui.machines.import_dialog import ImportDialog
 from dtgui.ui.machines.install_key_dialog import InstallKeyDialog
+from dtgui.ui.machines.panel import MachinesPanel
 from dtgui.ui.machines.secret_prompt import SecretPrompt
 
 ssh_lab, ssh_env, real_keyring = conftest_ssh.ssh_lab, conftest_ssh.ssh_env, conftest_ssh.real_keyring

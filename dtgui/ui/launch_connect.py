@@ -14,11 +14,13 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dtgui.core.machines import Machine, MachineRegistry
-from dtgui.ui.machines.connect_flow import ConnectFlow, Outcome, Secrets, connect_with
 from dtgui.ui.workers import run_in_thread
+
+if TYPE_CHECKING:  # at run time imported on use: it brings paramiko, not wanted at start-up
+    from dtgui.ui.machines.connect_flow import ConnectFlow, Outcome, Secrets
 
 
 class PreConnected:
@@ -31,12 +33,21 @@ class PreConnected:
         self.secrets = secrets
         self.registry = registry
 
+    @classmethod
+    def nothing(cls, registry: MachineRegistry | None = None) -> PreConnected:
+        """For a run on this machine only: no connection, no secret."""
+        from dtgui.ui.machines.connect_flow import Secrets
+
+        return cls({}, Secrets(), registry)
+
     def __call__(self, machine: Machine) -> Any:
         with self._lock:
             client = self._clients.pop(machine.name, None)
         transport = client.get_transport() if client is not None else None
         if transport is not None and transport.is_active():
             return client
+        from dtgui.ui.machines.connect_flow import connect_with
+
         return connect_with(machine, self.secrets, self.registry)
 
     def close_unused(self) -> None:
@@ -55,7 +66,7 @@ def connect_machines(flow: ConnectFlow, machines: Sequence[Machine], *,
     after closing the connections that were made. Returns at once; callbacks run on the UI
     thread."""
     if not machines:
-        ready(PreConnected({}, Secrets(), flow.registry()))
+        ready(PreConnected.nothing(flow.registry()))
         return
     batch = flow.start(list(machines), lambda attempt: attempt.connect())
     batch.progress.connect(lambda name, text: progress(f"{name}: {text}"))

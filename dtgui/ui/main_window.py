@@ -39,7 +39,7 @@ from dtgui.ui.workers import run_in_thread
 if TYPE_CHECKING:
     from dtgui.ui.compare import CompareView
     from dtgui.ui.dashboard import Dashboard
-    from dtgui.ui.machines import MachinesPanel
+    from dtgui.ui.machines.panel import MachinesPanel
     from dtgui.ui.notify import RunNotices
     from dtgui.ui.wizard import RunWizard
 
@@ -207,7 +207,7 @@ class MainWindow(QMainWindow):
     @property
     def machines(self) -> MachinesPanel:
         if self._machines is None:
-            from dtgui.ui.machines import MachinesPanel
+            from dtgui.ui.machines.panel import MachinesPanel
 
             self._machines = MachinesPanel(local_facts=lambda: self.machine.facts)
             stretch = self._left_layout.count() - 1

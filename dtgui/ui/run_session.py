@@ -20,13 +20,12 @@ from dtgui.core.plan import Plan
 from dtgui.core.runs import RunRecord
 from dtgui.launch.policy import RunPolicy
 from dtgui.ui.launch_connect import PreConnected, connect_machines
-from dtgui.ui.machines.connect_flow import Secrets
 from dtgui.ui.workers import Worker, create_worker, run_in_thread
 
 if TYPE_CHECKING:
     from dtgui.launch.controller import RunController
     from dtgui.launch.history import RunView
-    from dtgui.ui.machines import MachinesPanel
+    from dtgui.ui.machines.panel import MachinesPanel
 
     RunSource = RunController | RunView
 
@@ -81,7 +80,7 @@ class RunSession(QObject):
         if names:
             self._connect([registered[n] for n in names], start)
         else:
-            start(PreConnected({}, Secrets(), None))
+            start(PreConnected.nothing())
 
     def reattach(self, record: RunRecord) -> None:
         """Take a run that kept training while dtgui was closed back from its watcher."""
