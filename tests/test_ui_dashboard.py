@@ -17,7 +17,7 @@ from dtgui.core.metrics import LOG_LINES_KEPT, RunMetrics
 from dtgui.core.stragglers import describe, find_stragglers
 from dtgui.ui.curves import ENVELOPE_MIN_POINTS, Envelope
 from dtgui.ui.dashboard import Dashboard
-from dtgui.ui.plot_base import series_colour
+from dtgui.ui.plot_base import ElapsedAxis, series_colour
 from dtgui.ui.run_widgets import (
     FAILED_ROW_FG,
     SLOW_ROW_BG,
@@ -505,6 +505,14 @@ def test_a_restart_from_a_checkpoint_continues_the_curves_from_there() -> None:
                      replica_losses=[0.5, 0.5])])
     xs, ys = m.snapshot().replica_loss[1]
     assert list(xs) == list(range(1, 12)) and ys[-1] == 0.5
+
+
+def test_elapsed_axis_never_repeats_a_label(qtbot) -> None:  # type: ignore[no-untyped-def]
+    axis = ElapsedAxis("bottom")
+    for low, high in ((0.0, 1.3), (0.0, 7.0), (0.0, 4000.0)):
+        labels = [label for spacing, values in axis.tickValues(low, high, 600)
+                  for label in axis.tickStrings(values, 1.0, spacing)]
+        assert labels and len(labels) == len(set(labels)), (low, high, labels)
 
 
 def test_many_long_series_are_painted_off_the_ui_thread_and_follow_the_view(

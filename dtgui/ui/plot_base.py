@@ -73,7 +73,14 @@ def swatch_html(colour: QColor, text: str) -> str:
 
 
 class ElapsedAxis(pg.AxisItem):
-    """Seconds since the start shown as m:ss (or h:mm:ss)."""
+    """Seconds since the start shown as m:ss (or h:mm:ss), ticks at least a second apart (a
+    run's first second would otherwise read "0:00 0:00 0:01 0:01")."""
+
+    def tickSpacing(self, minVal: float, maxVal: float,
+                    size: float) -> list[tuple[float, float]]:
+        levels = [(spacing, offset) for spacing, offset in
+                  super().tickSpacing(minVal, maxVal, size) if spacing >= 1]
+        return levels or [(1.0, 0.0)]
 
     def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
         return [format_elapsed(v) if v >= 0 else "" for v in values]
