@@ -128,7 +128,8 @@ def test_validation_loss_metrics_best_points_and_learning_rate(
     x, y = panel.curves.shown_data("accuracy")
     np.testing.assert_allclose(y, [0.8, 0.9, 0.88])
     assert panel.marker.getOriginalDataset()[0].tolist() == [80.0]
-    qtbot.waitUntil(lambda: "at step 80" in panel.readout.text(), timeout=3000)
+    qtbot.waitUntil(lambda: "0.9" in panel.readout.text(), timeout=3000)
+    assert "best 0.9 at step 80" in panel.readout.toolTip()
     panel.set_metric("top_5")
     assert panel.marker.getOriginalDataset()[0].tolist() == [120.0]
     assert list(panel.curves.curves) == ["top_5"]

@@ -8,6 +8,7 @@ out again on every frame. How the curves are fed is in `dtgui.ui.curves`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -86,6 +87,25 @@ class ElapsedAxis(pg.AxisItem):
         return [format_elapsed(v) if v >= 0 else "" for v in values]
 
 
+class SpacedAxis(pg.AxisItem):
+    """A value axis whose labelled ticks are at least MIN_GAP_PX apart: in a short panel (the
+    learning rate's) pyqtgraph's own choice put five labels in 35 px, over each other."""
+
+    MIN_GAP_PX = 16.0
+
+    def tickSpacing(self, minVal: float, maxVal: float,
+                    size: float) -> list[tuple[float, float]]:
+        levels = super().tickSpacing(minVal, maxVal, size)
+        if not maxVal > minVal or size <= 0:
+            return levels
+        need = self.MIN_GAP_PX * (maxVal - minVal) / size  # data units between two labels
+        kept = [(spacing, offset) for spacing, offset in levels if spacing >= need]
+        if kept:
+            return kept
+        power = 10.0 ** math.floor(math.log10(need))
+        return [(next(m * power for m in (1, 2, 5, 10) if m * power >= need), 0.0)]
+
+
 def format_elapsed(seconds: float) -> str:
     s = round(seconds)
     h, rem = divmod(s, 3600)
@@ -148,7 +168,9 @@ class PlotPanel(QFrame):
         self.header.addWidget(self.title_label)
         self.header.addWidget(self.readout, 1)
         layout.addWidget(header_row)
-        axes = {"bottom": bottom_axis} if bottom_axis is not None else None
+        axes: dict[str, pg.AxisItem] = {"left": SpacedAxis("left")}
+        if bottom_axis is not None:
+            axes["bottom"] = bottom_axis
         self.plot_widget = pg.PlotWidget(background=theme.background, axisItems=axes)
         self.plot_widget.setObjectName(panel + "Plot")
         self.plot_widget.setAntialiasing(False)

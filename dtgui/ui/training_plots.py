@@ -338,10 +338,13 @@ class ValidationPanel(PlotPanel):
             self.readout.setText("")
             return
         x, y = series
-        text, _i = best_text(self.current_metric, x, y)
+        _text, i = best_text(self.current_metric, x, y)
         better = "lower" if lower_is_better(self.current_metric) else "higher"
-        self.readout.setText(text)  # the panel is narrow: the latest value is in the tooltip
-        self.readout.setToolTip(f"{self.current_metric}: {better} is better; latest "
+        # the panel is narrow: "★ 0.93", the best value (the star marks its point on the plot),
+        # its step and the latest value in the tooltip
+        self.readout.setText(f"\u2605 <b>{float(y[i]):.4g}</b>" if i is not None else "")
+        best = f"best {float(y[i]):.4g} at step {int(x[i]):,}; " if i is not None else ""
+        self.readout.setToolTip(f"{self.current_metric}: {better} is better; {best}latest "
                                 f"{float(y[-1]):.4g} at step {int(x[-1]):,}")
 
     def clear(self) -> None:
