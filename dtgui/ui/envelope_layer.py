@@ -3,12 +3,12 @@ they are many.
 
 Each series is one polyline (its vertices copied straight into a QPolygonF: a QPainterPath
 would cost 5x more to build, for every series every frame), drawn in its curve's pen while
-its curve is visible. Stroking costs by the pixel: 128 series of 200 blocks, each a vertical
-min..max stroke, take 15-50 ms to paint on a busy 2-core machine, too long for the UI thread
-to stay responsive. So past RENDER_THREAD_MIN_VERTICES the polylines are drawn into a QImage
+its curve is visible: its envelope's `zigzag`, or with many series, whose blocks are a few
+pixels apart, its filled `band`. Stroking costs by the pixel: 128 series of 200 blocks take
+15-50 ms to paint on a busy 2-core machine, too long for the UI thread to stay responsive. So past RENDER_THREAD_MIN_VERTICES the polylines are drawn into a QImage
 by a background thread (QPainter on a QImage is safe off the UI thread, and PySide6 lets the
 UI thread run meanwhile), and paint() only draws the latest image, mapped to the current view
-(a range change shows the previous image stretched for the ~20 ms a new one takes). Fewer
+(a range change shows the previous image stretched for the 20-50 ms a new one takes). Fewer
 vertices are painted directly, into a cached pixmap.
 """
 
