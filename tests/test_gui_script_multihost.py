@@ -18,11 +18,12 @@ import conftest_ssh
 import pytest
 import sshhosts
 from conftest_ssh import machine, trust
-from PySide6.QtCore import QPoint, Qt
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QWizard
 from runs import live_members
 from test_gui_e2e import click_next, open_wizard_on
 from test_gui_multihost import choose, lab_python, screenshot  # noqa: F401
+from test_ui_script import pick_script
 
 from dtgui.core.events import read_all
 from dtgui.core.machines import MachineRegistry
@@ -62,12 +63,7 @@ def test_script_on_two_machines_from_the_gui_then_by_hand(
     click_next(qtbot, wizard)
     wizard.options_page.checkpoint_spin.setValue(0)
     click_next(qtbot, wizard)
-    page = wizard.model_page
-    radio = page.script_radio
-    qtbot.mouseClick(radio, LEFT, pos=QPoint(8, radio.height() // 2))
-    box = page.script_box
-    box.project_edit.setText(str(project))
-    box.entry_edit.setText("main.py")
+    box = pick_script(qtbot, wizard.model_page, project, "main.py")
     box.args_edit.setText("1000 4")  # stopped by hand
     box.legacy_check.setChecked(True)
     box.start_look()

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -43,6 +44,17 @@ def open_model_page(qtbot, strategy: str = "multi_worker_mirrored") -> RunWizard
     wizard.next()
     assert wizard.currentId() == PAGE_MODEL
     return wizard
+
+
+def pick_script(qtbot, page: Any, project: Path, entry: str) -> Any:  # type: ignore[no-untyped-def]
+    """Click "My own training script" on the model page and name the project and its entry
+    file; returns the script box."""
+    radio = page.script_radio
+    qtbot.mouseClick(radio, LEFT, pos=QPoint(8, radio.height() // 2))
+    box = page.script_box
+    box.project_edit.setText(str(project))
+    box.entry_edit.setText(entry)
+    return box
 
 
 def next_enabled(wizard: RunWizard) -> bool:
@@ -168,12 +180,7 @@ def test_what_this_machine_lacks_is_a_warning_not_a_stop(qtbot, tmp_path: Path) 
     project.mkdir()
     (project / "train.py").write_text("import dtgui_no_such_module_xyz\n")
     wizard = open_model_page(qtbot, strategy="mirrored")
-    page = wizard.model_page
-    radio = page.script_radio
-    qtbot.mouseClick(radio, LEFT, pos=QPoint(8, radio.height() // 2))
-    box = page.script_box
-    box.project_edit.setText(str(project))
-    box.entry_edit.setText("train.py")
+    box = pick_script(qtbot, wizard.model_page, project, "train.py")
     box.start_look()
     qtbot.waitUntil(lambda: next_enabled(wizard), timeout=30_000)
     assert "⚠" in box.look_label.text() and "dtgui_no_such_module_xyz" in box.look_label.text()
