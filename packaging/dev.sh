@@ -78,7 +78,8 @@ case "$MODE" in
     setup
     lint
     export QT_QPA_PLATFORM=offscreen
-    exec "$VENV/bin/python" -m pytest -q "$@"
+    # the 25 slowest tests are listed at the end: where the suite's time goes
+    exec "$VENV/bin/python" -m pytest -q --durations=25 "$@"
     ;;
   *) echo "usage: bash packaging/dev.sh run|test|lint|setup" >&2; exit 2 ;;
 esac
