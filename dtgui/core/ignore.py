@@ -1,22 +1,20 @@
-"""Which files of a user's project folder go into a bundle: gitignore rules in pure Python.
+"""Which files of a user's project folder go into a bundle.
 
 Always left out: `.git` and other version-control folders, Python caches, virtualenvs (a
 folder holding `pyvenv.cfg`), and symbolic links to folders (data that stays on each machine).
-Then the patterns of `.dtguiignore`, else `.gitignore`, at the folder's top, with git's rules:
-`#` comments, `!` re-includes, a trailing `/` matches folders only, a pattern with a `/`
-before its end is anchored at the top (else it matches at any depth), `*` and `?` stop at `/`,
-`[a-z]` classes, `**/` (any leading folders), `/**` (everything inside), `/**/` (zero or more
-folders), `\\` escapes; the last matching pattern wins, and nothing inside an ignored folder
-can be re-included (git does not look inside it either).
+Then the patterns of `.dtguiignore`, else `.gitignore`, at the folder's top, matched with git's
+rules by `pathspec`: the last matching pattern wins, and nothing inside an ignored folder can be
+re-included (git does not look inside it either, and neither does the walk below).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pathspec
 
 IGNORE_FILES = (".dtguiignore", ".gitignore")
 ALWAYS_SKIPPED_DIRS = frozenset({
@@ -25,100 +23,30 @@ ALWAYS_SKIPPED_DIRS = frozenset({
 })
 ALWAYS_SKIPPED_SUFFIXES = (".pyc", ".pyo")
 
-
-@dataclass(frozen=True)
-class Rule:
-    pattern: str
-    regex: re.Pattern[str]
-    negated: bool
-    dir_only: bool
+Rules = pathspec.GitIgnoreSpec
 
 
-def _translate(glob: str) -> str:
-    """A gitignore glob (no leading/trailing slash handling) to a regex body."""
-    out: list[str] = []
-    i, n = 0, len(glob)
-    while i < n:
-        c = glob[i]
-        if c == "\\" and i + 1 < n:
-            out.append(re.escape(glob[i + 1]))
-            i += 2
-            continue
-        if c == "*":
-            if glob.startswith("**", i):
-                before = i == 0 or glob[i - 1] == "/"
-                after = i + 2 == n or glob[i + 2] == "/"
-                if before and after:
-                    if i + 2 == n:  # trailing /** : everything inside
-                        out.append(".*")
-                        i += 2
-                    else:  # **/ : zero or more folders
-                        out.append("(?:.*/)?")
-                        i += 3
-                    continue
-            out.append("[^/]*")
-            i += 1
-            while i < n and glob[i] == "*":
-                i += 1
-            continue
-        if c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            end = glob.find("]", i + 2 if glob[i + 1: i + 2] in ("!", "^", "]") else i + 1)
-            if end < 0:
-                out.append(re.escape(c))
-            else:
-                body = glob[i + 1: end]
-                if body[:1] in ("!", "^"):
-                    body = "^" + body[1:]
-                out.append("[" + body.replace("\\", "\\\\") + "]")
-                i = end + 1
-                continue
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return "".join(out)
+def _git_line(line: str) -> str:
+    """`abc/**` matches everything inside `abc` but, in git, not `abc` itself (so a later
+    `!abc/keep` re-includes a file there); pathspec reads it as `abc/`. `abc/**/*` is what git
+    means."""
+    stripped = line.rstrip()
+    if stripped.endswith("/**"):
+        return stripped + "/*"
+    return line
 
 
-def parse_rule(line: str) -> Rule | None:
-    """One line of a gitignore file; None for blanks and comments."""
-    line = line.rstrip("\n").rstrip("\r")
-    stripped = line
-    while stripped.endswith(" ") and not stripped.endswith("\\ "):
-        stripped = stripped[:-1]
-    if not stripped or stripped.startswith("#"):
-        return None
-    negated = stripped.startswith("!")
-    if negated or stripped.startswith("\\!") or stripped.startswith("\\#"):
-        stripped = stripped[1:]
-    dir_only = stripped.endswith("/") and not stripped.endswith("\\/")
-    body = stripped.rstrip("/") if dir_only else stripped
-    if not body:
-        return None
-    anchored = "/" in body
-    body = body.lstrip("/")
-    regex = _translate(body)
-    if not anchored:
-        regex = "(?:.*/)?" + regex
-    return Rule(line, re.compile(regex + r"\Z", re.DOTALL), negated, dir_only)
+def parse_rules(text: str) -> Rules:
+    """The rules of a gitignore file's text."""
+    return pathspec.GitIgnoreSpec.from_lines(_git_line(line) for line in text.splitlines())
 
 
-def parse_rules(text: str) -> list[Rule]:
-    return [r for r in (parse_rule(line) for line in text.splitlines()) if r is not None]
-
-
-def is_ignored(rules: list[Rule], relpath: str, is_dir: bool) -> bool:
+def is_ignored(rules: Rules, relpath: str, is_dir: bool) -> bool:
     """Whether the last matching rule ignores `relpath` (posix, relative to the top)."""
-    ignored = False
-    for rule in rules:
-        if rule.dir_only and not is_dir:
-            continue
-        if rule.regex.match(relpath):
-            ignored = not rule.negated
-    return ignored
+    return rules.match_file(relpath + "/" if is_dir else relpath)
 
 
-def read_rules(root: Path) -> tuple[list[Rule], str]:
+def read_rules(root: Path) -> tuple[Rules, str]:
     """The rules of the first ignore file found at the top of `root`, and its name."""
     for name in IGNORE_FILES:
         path = root / name
@@ -126,7 +54,7 @@ def read_rules(root: Path) -> tuple[list[Rule], str]:
             return parse_rules(path.read_text(encoding="utf-8", errors="replace")), name
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             continue
-    return [], ""
+    return parse_rules(""), ""
 
 
 def is_virtualenv(path: Path) -> bool:
