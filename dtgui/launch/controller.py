@@ -28,10 +28,12 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
+from pathlib import Path
 
 from dtgui.core.bundle import Bundle, primary_tasks
 from dtgui.core.events import STEP_KINDS
 from dtgui.core.metrics import RunMetrics
+from dtgui.core.plan import Plan
 from dtgui.core.runs import RunRecord
 from dtgui.core.stragglers import describe, find_stragglers
 from dtgui.launch.executor import Executor, MachinePoll, mirror
@@ -155,6 +157,23 @@ class RunController:
     @property
     def finished(self) -> bool:
         return self._done.is_set()
+
+    # read by the UI (dtgui.launch.run_source.RunSource)
+    @property
+    def plan(self) -> Plan:
+        return self.bundle.plan
+
+    @property
+    def run_name(self) -> str:
+        return self.bundle.plan.run_name
+
+    @property
+    def output_dir(self) -> Path:
+        return self.bundle.output
+
+    @property
+    def max_restarts(self) -> int:
+        return self.policy.max_restarts
 
     def pgids(self) -> list[int]:
         """Process groups of this machine's tasks."""

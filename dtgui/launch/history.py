@@ -7,14 +7,18 @@ without connecting anywhere. Reading it blocks on the disk: call it off the UI t
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from dtgui.core.bundle import Bundle
 from dtgui.core.events import read_all
 from dtgui.core.metrics import RunMetrics
+from dtgui.core.plan import Plan
 from dtgui.core.runs import RunRecord
 
 
 class RunView:
-    """What the dashboard needs (metrics, state, message, finished) for an ended run."""
+    """An ended run as the UI follows it (`dtgui.launch.run_source.RunSource`): nothing in it
+    changes any more."""
 
     def __init__(self, record: RunRecord) -> None:
         self.record = record
@@ -39,13 +43,30 @@ class RunView:
             else "stopped"
         self.message = record.message or f"run {self.state}"
         self.final_loss = record.final_loss
+        self.restarts = record.restarts
+        self.max_restarts = record.max_restarts
 
     @property
     def finished(self) -> bool:
         return True
 
+    @property
+    def plan(self) -> Plan:
+        return self.bundle.plan
+
+    @property
+    def run_name(self) -> str:
+        return self.bundle.plan.run_name
+
+    @property
+    def output_dir(self) -> Path:
+        return self.bundle.output
+
     def request_stop(self) -> None:
         """Nothing runs any more."""
+
+    def detach(self) -> None:
+        """Nothing is followed."""
 
 
 def open_run(record: RunRecord) -> RunView:
