@@ -1,178 +1,38 @@
-"""A training plan: every choice the wizard makes, validated, and frozen to plan.json."""
+"""Validating a training plan: every reason the wizard's choices cannot run, as sentences.
+
+The plan itself (`Plan`, `TaskSpec`, plan.json) is dtgui.worker.plan, which every bundle
+carries; it is re-exported here for the rest of the app.
+"""
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
 
-from dtgui.core.strategies import STRATEGIES
 from dtgui.worker.call_size import StepsPerCall
+from dtgui.worker.plan import (
+    COMMUNICATIONS,
+    DEVICE_KINDS,
+    LOCAL_HOST,
+    LOCAL_MACHINE,
+    LR_SCHEDULES,
+    OPTIMIZERS,
+    PRECISIONS,
+    SCHEMA,
+    Plan,
+    PlanError,
+    TaskSpec,
+    is_local_machine,
+)
+from dtgui.worker.strategies import STRATEGIES, Strategy
 
-SCHEMA = 1
-PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
-COMMUNICATIONS = ("auto", "ring", "nccl")
-DEVICE_KINDS = ("cpu", "gpu")
+__all__ = ["COMMUNICATIONS", "DEVICE_KINDS", "LOCAL_HOST", "LOCAL_MACHINE", "LR_SCHEDULES",
+           "MAX_ACCUMULATION", "MAX_REPLICAS", "MAX_STEPS_PER_CALL", "OPTIMIZERS", "PRECISIONS",
+           "SCHEMA", "Plan", "PlanError", "TaskSpec", "is_local_machine", "validate"]
+
 MAX_REPLICAS = 64
-_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
-LOCAL_MACHINE = "local"  # the machine name of "this machine" in a placed plan
-
-
-def is_local_machine(name: str) -> bool:
-    """True for this machine ("" or "local"); any other name is a registered machine."""
-    return name in ("", LOCAL_MACHINE)
-
-
-class PlanError(ValueError):
-    """A plan that cannot run; the message says what to change."""
-
-
-@dataclass(frozen=True)
-class TaskSpec:
-    type: str  # worker | chief | ps
-    index: int
-    host: str = "127.0.0.1"
-    port: int = 0
-    gpus: tuple[int, ...] = ()
-    machine: str = ""  # "" / "local" = this machine, else a registered machine's name
-
-    @property
-    def is_local(self) -> bool:
-        return is_local_machine(self.machine)
-
-    @property
-    def machine_name(self) -> str:
-        """The machine's name, "local" for this machine."""
-        return LOCAL_MACHINE if self.is_local else self.machine
-
-    @property
-    def task_id(self) -> str:
-        return f"{self.type}:{self.index}"
-
-    @property
-    def file_stem(self) -> str:
-        return f"{self.type}-{self.index}"
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
-
-
 MAX_STEPS_PER_CALL = StepsPerCall.MAX_STEPS  # the training program's own limit
-OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
-LR_SCHEDULES = ("constant", "cosine", "warmup_cosine", "step")
 MAX_ACCUMULATION = 64  # micro-batches per update (unrolled in the step's graph)
-
-
-@dataclass(frozen=True)
-class Plan:
-    run_name: str = "run"
-    strategy: str = "mirrored"
-    device_kind: str = "cpu"
-    replicas_per_task: int = 2
-    workers: int = 1  # worker tasks (multi_worker_mirrored, parameter_server)
-    parameter_servers: int = 0  # ps tasks (parameter_server)
-    precision: str = "float32"
-    xla: bool = False
-    communication: str = "auto"
-    per_replica_batch: int = 32
-    steps: int = 100
-    steps_per_epoch: int = 25
-    learning_rate: float = 0.001
-    seed: int = 42
-    deterministic: bool = True
-    checkpoint_every: int = 50
-    log_every: int = 1
-    steps_per_call: int = 0  # training steps per call to the device; 0: chosen while training
-    # the optimizer and its schedule (a model file's make_optimizer() replaces them)
-    optimizer: str = "adam"
-    weight_decay: float = 0.0  # decoupled weight decay (AdamW, SGD, RMSprop)
-    momentum: float = 0.9  # SGD
-    lr_schedule: str = "constant"
-    warmup_steps: int = 0  # warmup_cosine: linear from 0 to the learning rate
-    lr_step_every: int = 1000  # step: multiply the learning rate by lr_step_factor every N
-    lr_step_factor: float = 0.1
-    clip_norm: float = 0.0  # clip the global gradient norm (0: off)
-    grad_accumulation: int = 1  # micro-batches per update (1: off)
-    validate_every: int = 0  # steps between validations; 0: at the end of every epoch
-    save_best: bool = False  # also keep the model at its best validation loss
-    model: dict[str, Any] = field(default_factory=lambda: {"kind": "demo"})
-    tpu_address: str = ""
-    cluster: dict[str, list[str]] = field(default_factory=dict)
-    tasks: tuple[TaskSpec, ...] = ()
-    # machine name -> {"address": reachable address, "login": "user@host:port",
-    # "python": interpreter, "jump": an `ssh -J` argument when it goes through a jump host};
-    # empty when every task runs on this machine.
-    machines: dict[str, dict[str, str]] = field(default_factory=dict)
-
-    # -- derived facts ------------------------------------------------------------------
-    @property
-    def compute_tasks(self) -> int:
-        """Tasks that hold replicas (the coordinator and parameter servers hold none)."""
-        if self.strategy in ("multi_worker_mirrored", "parameter_server"):
-            return self.workers
-        return 1
-
-    @property
-    def total_replicas(self) -> int:
-        if self.strategy == "one_device":
-            return 1
-        if self.strategy == "parameter_server":
-            return self.workers
-        return self.compute_tasks * self.replicas_per_task
-
-    @property
-    def global_batch(self) -> int:
-        if self.strategy == "parameter_server":
-            return self.per_replica_batch
-        return self.per_replica_batch * self.total_replicas
-
-    @property
-    def examples_per_update(self) -> int:
-        """Examples behind one optimizer update (the global batch x accumulated micro-batches)."""
-        return self.global_batch * max(1, self.grad_accumulation)
-
-    @property
-    def machine_names(self) -> list[str]:
-        """The machines the tasks are placed on, in task order ("local" = this machine)."""
-        return list(dict.fromkeys(t.machine_name for t in self.tasks))
-
-    @property
-    def is_multi_machine(self) -> bool:
-        return len(self.machine_names) > 1
-
-    def with_changes(self, **changes: Any) -> Plan:
-        return replace(self, **changes)
-
-    # -- JSON -----------------------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["tasks"] = [
-            {"type": t.type, "index": t.index, "host": t.host, "port": t.port, "gpus": list(t.gpus),
-             "machine": t.machine}
-            for t in self.tasks
-        ]
-        return {"schema": SCHEMA, **data}
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n"
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Plan:
-        if data.get("schema") != SCHEMA:
-            raise PlanError(f"plan schema {data.get('schema')!r} is not {SCHEMA}; re-export it")
-        known = {f for f in cls.__dataclass_fields__}
-        kwargs = {k: v for k, v in data.items() if k in known}
-        kwargs["tasks"] = tuple(
-            TaskSpec(t["type"], int(t["index"]), t.get("host", "127.0.0.1"), int(t.get("port", 0)),
-                     tuple(t.get("gpus", ())), str(t.get("machine", "")))
-            for t in data.get("tasks", ())
-        )
-        try:
-            return cls(**kwargs)
-        except TypeError as exc:
-            raise PlanError(f"plan.json does not fit schema {SCHEMA}: {exc}") from exc
+_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
 
 
 def _number(value: object) -> bool:
@@ -205,8 +65,8 @@ def _check_optimizer(plan: Plan, errors: list[str]) -> None:
 def validate(plan: Plan, *, usable_gpus: int | None = None) -> list[str]:
     """Every reason this plan cannot run, as sentences that say what to change."""
     errors: list[str] = []
-    info = STRATEGIES.get(plan.strategy)
-    if info is None:
+    strategy = Strategy.named(plan.strategy)
+    if strategy is None:
         return [f"Unknown strategy {plan.strategy!r}: choose one of {', '.join(STRATEGIES)}."]
     if not _RUN_NAME.fullmatch(plan.run_name):
         errors.append(
@@ -232,38 +92,37 @@ def validate(plan: Plan, *, usable_gpus: int | None = None) -> list[str]:
     if errors:
         return errors  # the checks below compare these numbers
 
-    if plan.strategy == "one_device" and plan.replicas_per_task != 1:
-        errors.append("OneDevice trains exactly one replica: set replicas to 1.")
-    if plan.strategy == "multi_worker_mirrored":
+    if strategy.one_replica and plan.replicas_per_task != 1:
+        errors.append(f"{strategy.title} trains exactly one replica: set replicas to 1.")
+    if strategy.multi_process:
         _check_int(errors, "Workers", plan.workers, 1, 64)
-        if plan.device_kind == "cpu" and plan.replicas_per_task != 1:
-            errors.append(
-                "MultiWorkerMirrored on CPU runs one replica per worker process (TensorFlow's "
-                "collectives use one CPU device per worker): set replicas to 1 and add workers."
-            )
-    if plan.strategy == "parameter_server":
-        _check_int(errors, "Workers", plan.workers, 1, 64)
+    if strategy.collective_across_workers and not plan.on_gpu and plan.replicas_per_task != 1:
+        errors.append(
+            f"{strategy.title} on CPU runs one replica per worker process (TensorFlow's "
+            "collectives use one CPU device per worker): set replicas to 1 and add workers."
+        )
+    if "ps" in strategy.task_types:
         _check_int(errors, "Parameter servers", plan.parameter_servers, 1, 16)
-    if plan.strategy == "tpu" and not plan.tpu_address.strip():
+    if strategy.uses_tpu and not plan.tpu_address.strip():
         errors.append("TPU needs an address (grpc://HOST:PORT or a TPU name).")
     if plan.communication == "nccl":
         if plan.device_kind != "gpu":
             errors.append("NCCL communication needs GPUs: choose auto or ring on CPU.")
-        if not info.supports_communication:
-            errors.append(f"{info.title} has no collective communication option: use auto.")
-    if plan.precision == "mixed_float16" and plan.device_kind == "cpu" and plan.strategy == "tpu":
+        if not strategy.supports_communication:
+            errors.append(f"{strategy.title} has no collective communication option: use auto.")
+    if plan.precision == "mixed_float16" and not plan.on_gpu and strategy.uses_tpu:
         errors.append("TPUs use bfloat16: choose mixed_bfloat16.")
-    if plan.xla and plan.strategy == "parameter_server":
-        errors.append("XLA is not supported with ParameterServer in dtgui: turn XLA off.")
-    if plan.device_kind == "gpu" and usable_gpus is not None:
-        need = plan.replicas_per_task if plan.strategy != "one_device" else 1
-        if plan.strategy not in ("multi_worker_mirrored", "parameter_server") and need > usable_gpus:
+    if plan.xla and not strategy.supports_xla:
+        errors.append(f"XLA is not supported with {strategy.title} in dtgui: turn XLA off.")
+    if plan.on_gpu and usable_gpus is not None:
+        need = strategy.gpus_per_task(plan.replicas_per_task)
+        if not strategy.multi_process and need > usable_gpus:
             errors.append(
                 f"This plan needs {need} GPU(s) but TensorFlow can use {usable_gpus} here: "
                 "lower the replicas or train on CPU."
             )
     errors += _placement_problems(plan)
-    model_kind = plan.model.get("kind")
+    model_kind = plan.model_kind
     if model_kind == "script":  # a user's own training script (dtgui.core.script)
         from dtgui.core.script import script_problems
 
@@ -293,11 +152,11 @@ def _placement_problems(plan: Plan) -> list[str]:
                     f"Task {task.task_id} on {task.machine_name} uses the address {task.host}, "
                     "which the other machines cannot reach: give the machine's network address."
                 )
-    if plan.device_kind == "gpu" and plan.strategy == "multi_worker_mirrored":
+    if plan.on_gpu and plan.strategy.collective_across_workers:
         for task in plan.tasks:
             if task.gpus and len(task.gpus) != plan.replicas_per_task:
                 problems.append(
-                    f"MultiWorkerMirrored needs the same number of GPUs on every worker: "
+                    f"{plan.strategy.title} needs the same number of GPUs on every worker: "
                     f"{task.task_id} on {task.machine_name} has {len(task.gpus)}, the plan "
                     f"{plan.replicas_per_task}."
                 )

@@ -1,0 +1,172 @@
+"""The catalogue of tf.distribute strategies dtgui offers: their names and every fact about them.
+
+Every question about a strategy ("does it run several processes?", "which tasks does it
+need?", "how many GPUs does a task take?") is answered here, by a property of `Strategy`.
+The values are the names written in plan.json, settings and run records. No TensorFlow:
+the GUI process and every bundle share this module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Strategy(str, Enum):
+    ONE_DEVICE = "one_device"
+    MIRRORED = "mirrored"
+    CENTRAL_STORAGE = "central_storage"
+    MULTI_WORKER_MIRRORED = "multi_worker_mirrored"
+    PARAMETER_SERVER = "parameter_server"
+    TPU = "tpu"
+
+    def __str__(self) -> str:  # the plan.json name in f-strings, logs and file contents
+        return str(self.value)
+
+    @classmethod
+    def named(cls, name: object) -> Strategy | None:
+        """The strategy called `name`, None when there is none."""
+        try:
+            return cls(name)
+        except ValueError:
+            return None
+
+    @property
+    def _facts(self) -> _Facts:
+        return _FACTS[self]
+
+    @property
+    def title(self) -> str:  # type: ignore[override]  # str.title() is no use on a name
+        """The name shown to people ("MultiWorkerMirrored")."""
+        return self._facts.title
+
+    @property
+    def summary(self) -> str:
+        return self._facts.summary
+
+    @property
+    def tf_class(self) -> str:
+        """The TensorFlow class that implements it."""
+        return self._facts.tf_class
+
+    @property
+    def multi_process(self) -> bool:
+        """Runs as a cluster of task processes (TF_CONFIG, one port per task, may span
+        machines); the others run as one process on one machine."""
+        return self in (Strategy.MULTI_WORKER_MIRRORED, Strategy.PARAMETER_SERVER)
+
+    @property
+    def has_coordinator(self) -> bool:
+        """A chief task dispatches steps to workers and holds no replica itself; its exit
+        ends the run while the worker and ps tasks serve until they are stopped."""
+        return self is Strategy.PARAMETER_SERVER
+
+    @property
+    def asynchronous(self) -> bool:
+        """Workers update the variables independently (no all-reduce)."""
+        return self is Strategy.PARAMETER_SERVER
+
+    @property
+    def collective_across_workers(self) -> bool:
+        """Workers run collectives together: they must agree on the step to resume from and
+        on the steps per call, and share the chief's checkpoints."""
+        return self is Strategy.MULTI_WORKER_MIRRORED
+
+    @property
+    def task_types(self) -> tuple[str, ...]:
+        """The kinds of task a run has, coordinator first."""
+        if self is Strategy.PARAMETER_SERVER:
+            return ("chief", "worker", "ps")
+        return ("worker",)
+
+    def holds_replicas(self, task_type: str) -> bool:
+        """Whether a task of this type trains replicas (the coordinator and the parameter
+        servers hold none)."""
+        return task_type == "worker" or not self.multi_process
+
+    @property
+    def one_replica(self) -> bool:
+        """Trains exactly one replica."""
+        return self is Strategy.ONE_DEVICE
+
+    @property
+    def one_replica_per_worker(self) -> bool:
+        """Each worker trains one replica on its own batch (total replicas = workers, the
+        batch of a step is one worker's)."""
+        return self is Strategy.PARAMETER_SERVER
+
+    @property
+    def one_gpu_per_task(self) -> bool:
+        """A task takes one GPU, whatever the replicas per task; the others take one GPU
+        per replica."""
+        return self in (Strategy.ONE_DEVICE, Strategy.PARAMETER_SERVER)
+
+    def gpus_per_task(self, replicas_per_task: int) -> int:
+        """The GPUs a replica-holding task takes."""
+        return 1 if self.one_gpu_per_task else replicas_per_task
+
+    @property
+    def supports_communication(self) -> bool:
+        """Has a choice of collective communication (auto, ring, NCCL)."""
+        return self in (Strategy.MIRRORED, Strategy.MULTI_WORKER_MIRRORED)
+
+    @property
+    def supports_xla(self) -> bool:
+        return self is not Strategy.PARAMETER_SERVER
+
+    @property
+    def uses_tpu(self) -> bool:
+        """Trains on a Cloud TPU reached at an address (not on this machine's devices)."""
+        return self is Strategy.TPU
+
+    @property
+    def fit_needs_legacy_keras(self) -> bool:
+        """Keras 3's model.fit fails under it (a PerReplica value reaches a Tensor
+        conversion): a user's script that calls .fit( needs tf_keras."""
+        return self.multi_process
+
+
+@dataclass(frozen=True)
+class _Facts:
+    title: str
+    summary: str
+    tf_class: str
+
+
+_FACTS: dict[Strategy, _Facts] = {
+    Strategy.ONE_DEVICE: _Facts(
+        "OneDevice",
+        "Trains on a single device (one GPU, or the CPU). The baseline: no distribution "
+        "overhead, and the simplest to debug.",
+        "tf.distribute.OneDeviceStrategy"),
+    Strategy.MIRRORED: _Facts(
+        "Mirrored",
+        "Synchronous data parallelism on one machine: every device (GPU, or logical CPU "
+        "device) holds a copy of the model and gradients are all-reduced each step.",
+        "tf.distribute.MirroredStrategy"),
+    Strategy.CENTRAL_STORAGE: _Facts(
+        "CentralStorage",
+        "Synchronous data parallelism on one machine with the variables kept on the CPU "
+        "and the computation replicated across devices. Useful when GPU memory is tight.",
+        "tf.distribute.experimental.CentralStorageStrategy"),
+    Strategy.MULTI_WORKER_MIRRORED: _Facts(
+        "MultiWorkerMirrored",
+        "Synchronous data parallelism across several worker processes (here: processes on "
+        "this machine talking over 127.0.0.1). Each worker mirrors the model on its local "
+        "devices; gradients are all-reduced across all of them.",
+        "tf.distribute.MultiWorkerMirroredStrategy"),
+    Strategy.PARAMETER_SERVER: _Facts(
+        "ParameterServer",
+        "Asynchronous training: a coordinator dispatches steps to workers, variables live on "
+        "parameter servers. Tolerates slow workers; losses are reported per step by the "
+        "coordinator.",
+        "tf.distribute.ParameterServerStrategy"),
+    Strategy.TPU: _Facts(
+        "TPU",
+        "Trains on a Cloud TPU reached at a grpc:// address. dtgui checks that the address "
+        "answers before launching and never waits on it for more than a few seconds.",
+        "tf.distribute.TPUStrategy"),
+}
+
+# Every strategy by its plan.json name, in the order they are offered.
+STRATEGIES: dict[str, Strategy] = {s.value: s for s in Strategy}
