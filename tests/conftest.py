@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -21,3 +22,13 @@ def isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.setenv("DTGUI_CONFIG_DIR", str(base / "config"))
     monkeypatch.setenv("DTGUI_DATA_DIR", str(base / "data"))
     return base
+
+
+@pytest.fixture
+def stub_python() -> Iterator[Callable[..., str]]:
+    """`stub_python(python=..., step_seconds=..., fail=...)`: an interpreter path whose tasks
+    train with tests/stub_task.py instead of TensorFlow (runs.stub_python); removed after."""
+    import runs
+
+    yield runs.stub_python
+    runs.remove_stub_pythons()

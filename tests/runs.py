@@ -1,11 +1,19 @@
-"""Helpers for tests that run real bundles: losses from events, processes left behind."""
+"""Helpers for tests that run real bundles: losses from events, processes left behind, and a
+Python whose tasks train with a stub instead of TensorFlow."""
 
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
+import sys
+import tempfile
 from pathlib import Path
 
 from dtgui.core.events import STEP_KINDS, read_all, step_rows
+
+STUB_TASK = Path(__file__).with_name("stub_task.py")
+_stub_dirs: list[Path] = []
 
 
 def replica_losses(events_file: Path) -> list[list[float]]:
@@ -33,3 +41,33 @@ def live_members(pgids: list[int]) -> list[str]:
         if pgid in pgids and state != "Z":
             left.append(f"pid {entry.name} ({stat.split(' ', 2)[1]}) state {state}")
     return left
+
+
+def stub_python(python: str = sys.executable, step_seconds: float = 0.02, fail: str = "") -> str:
+    """An interpreter path for a launch (`python=`, a target's python) whose tasks run the
+    bundle's real supervisor with tests/stub_task.py as the training child: the run policy
+    without TensorFlow. Every other command goes to `python` (probes, port checks).
+    `fail`: "TASK=ERROR", that task reports ERROR and exits 1. In a directory the SSH test
+    account can read; `remove_stub_pythons()` removes them."""
+    folder = Path(tempfile.mkdtemp(prefix="dtgui-stub-python-"))
+    folder.chmod(0o755)
+    _stub_dirs.append(folder)
+    stub = folder / STUB_TASK.name
+    shutil.copyfile(STUB_TASK, stub)
+    stub.chmod(0o644)
+    wrapper = folder / "python3"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        'case "$1 $2" in\n'
+        f'  "-m dtgui_worker."*) export DTGUI_STUB_STEP_SECONDS={step_seconds} '
+        f"DTGUI_STUB_FAIL={shlex.quote(fail)}\n"
+        f'    exec {shlex.quote(python)} {shlex.quote(str(stub))} "$0" "$@" ;;\n'
+        "esac\n"
+        f'exec {shlex.quote(python)} "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def remove_stub_pythons() -> None:
+    while _stub_dirs:
+        shutil.rmtree(_stub_dirs.pop(), ignore_errors=True)

@@ -1,0 +1,138 @@
+"""A stand-in for TensorFlow training, run by the bundle's own supervisor (no TensorFlow here).
+
+The run policy (stop, crash, hang, restart, reattach, the watcher) is tested with this in place
+of the training child: the task starts as always (the bundle's task script runs
+``$PYTHON -m dtgui_worker.train ...``), but `$PYTHON` is a wrapper (`runs.stub_python`) that
+runs this file. As the task's first process it runs the bundle's real supervisor, which starts
+its training child with `sys.executable`, the wrapper again; as that child (``--child``) it
+writes what the training loop writes (started, steps with per-replica losses, epoch,
+checkpoint, finished; a failed event when asked to) and sleeps between calls, so a run that
+never ends costs no CPU. Telemetry, signals, exit codes and the "stopped" event come from the
+real supervisor.
+
+argv: WRAPPER -m MODULE ARGS... Behaviour, from the wrapper's environment:
+  DTGUI_STUB_STEP_SECONDS  seconds a step takes (default 0.02)
+  DTGUI_STUB_FAIL          "TASK=ERROR": that task reports ERROR and exits 1 before it steps
+Checkpoints: the chief writes output/checkpoints/stub-step (the step it reached); a task that
+starts again resumes from there, as the training loop resumes from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import runpy
+import socket
+import sys
+import time
+
+CALL_STEPS = 5  # steps in one "device call": one `steps` event
+MARKER = "stub-step"
+
+
+def replica_ids(plan: dict, kind: str, index: int) -> list[int]:
+    per_task = int(plan.get("replicas_per_task", 1) or 1)
+    if plan.get("strategy") == "multi_worker_mirrored":
+        return [index * per_task + k for k in range(per_task)]
+    if plan.get("strategy") == "parameter_server":
+        return [0] if kind == "chief" else []
+    return list(range(per_task))
+
+
+def child(argv: list[str]) -> int:
+    import numpy as np
+    from dtgui_worker import step_batch
+    from dtgui_worker.events import EventWriter
+
+    supervisor = importlib.import_module("dtgui_worker.supervisor")
+    if hasattr(supervisor, "child_setup"):
+        supervisor.child_setup()  # die with the supervisor, default signal actions
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--plan")
+    parser.add_argument("--task")
+    parser.add_argument("--out", default="output")
+    args, _ = parser.parse_known_args(argv)
+    with open(args.plan, encoding="utf-8") as f:
+        plan = json.load(f)
+    task: str = args.task
+    kind, index = task.split(":")[0], int(task.split(":")[1])
+    events = EventWriter(os.path.join(args.out, f"events-{task.replace(':', '-')}.jsonl"), task)
+    fail = os.environ.get("DTGUI_STUB_FAIL", "")
+    if fail.partition("=")[0] == task:
+        error = fail.partition("=")[2]
+        events.emit("failed", error=error, traceback=f"RuntimeError: {error}")
+        print(f"[{task}] FAILED: {error}", flush=True)
+        return 1
+    ids = replica_ids(plan, kind, index)
+    checkpoints = os.path.join(args.out, "checkpoints")
+    marker = os.path.join(checkpoints, MARKER)
+    resumed = 0
+    if os.path.isfile(marker):
+        with open(marker, encoding="utf-8") as f:
+            resumed = int(f.read().strip() or 0)
+    total = int(plan.get("steps", 0))
+    started = {"replicas": len(ids), "replica_ids": ids, "devices": ["/cpu:0"] * len(ids),
+               "strategy": plan.get("strategy"), "global_batch": 16, "steps": total,
+               "versions": {"python": sys.version.split()[0]}, "pid": os.getpid(),
+               "host": socket.gethostname(), "resumed_from_step": resumed,
+               "supervisor_pid": os.getppid()}
+    events.emit("started", **started)
+    if not ids:  # a parameter_server server: serves until it is stopped
+        print(f"[{task}] serving", flush=True)
+        while True:
+            time.sleep(3600)
+    seconds = float(os.environ.get("DTGUI_STUB_STEP_SECONDS", "0.02"))
+    per_epoch = int(plan.get("steps_per_epoch", 0) or 0) or total
+    every = int(plan.get("checkpoint_every", 0) or 0)
+    chief = (kind == "chief" or plan.get("strategy") != "parameter_server") and index == 0
+    step, begin, timeline, loss = resumed, time.time(), [], 0.0
+    while step < total:
+        bounds = [total, step + CALL_STEPS, *(step + n - step % n for n in (per_epoch, every)
+                                              if n)]
+        count = min(bounds) - step
+        time.sleep(count * seconds)
+        rows = np.arange(step + 1, step + count + 1, dtype=np.float32)[:, None]
+        losses = (2.0 / np.sqrt(rows) + 0.01 * np.array(ids, dtype=np.float32)).astype(
+            np.float32)
+        means = losses.mean(axis=1)
+        loss = float(means[-1])
+        epoch = step // per_epoch + 1
+        events.emit("steps", first=step + 1, count=count, stride=1, epoch=epoch,
+                    replica_ids=ids, encoding=step_batch.ENCODING,
+                    losses=step_batch.encode(losses), means=step_batch.encode(means),
+                    loss=loss, examples_per_sec=800.0, lr=0.01)
+        step += count
+        timeline.append([step, round(time.time() - begin, 3)])
+        print(f"[{task}] step {step}/{total} epoch {epoch} loss {loss:.4f}", flush=True)
+        if step % per_epoch == 0:
+            events.emit("epoch", epoch=step // per_epoch, loss=loss, steps=step,
+                        metrics={"accuracy": 0.5})
+        if every and step % every == 0 and chief:
+            os.makedirs(checkpoints, exist_ok=True)
+            with open(marker + ".tmp", "w", encoding="utf-8") as f:
+                f.write(f"{step}\n")
+            os.replace(marker + ".tmp", marker)
+            events.emit("checkpoint", step=step, path=f"output/checkpoints/ckpt-{step}")
+    events.emit("finished", steps=step, loss=loss, seconds=round(time.time() - begin, 3),
+                timeline=timeline)
+    print(f"[{task}] finished {step} steps, loss {loss}", flush=True)
+    return 0
+
+
+def main() -> int:
+    wrapper, args = sys.argv[1], sys.argv[2:]
+    sys.path.insert(0, os.getcwd())  # the bundle: its own dtgui_worker
+    if "--child" in args:
+        return child(args[2:])
+    # the supervisor, for real: its child is started with sys.executable, this wrapper
+    sys.executable = wrapper
+    assert args[0] == "-m", args
+    sys.argv = [args[1], *args[2:]]
+    runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
