@@ -8,27 +8,33 @@ pixels apart, its filled `band`. Stroking costs by the pixel: 128 series of 200 
 15-50 ms to paint on a busy 2-core machine, too long for the UI thread to stay responsive. So past RENDER_THREAD_MIN_VERTICES the polylines are drawn into a QImage
 by a background thread (QPainter on a QImage is safe off the UI thread, and PySide6 lets the
 UI thread run meanwhile), and paint() only draws the latest image, mapped to the current view
-(a range change shows the previous image stretched for the 20-50 ms a new one takes). Fewer
+(a range change shows the previous image stretched for the 20-50 ms a new one takes). The
+render thread is the one-thread pool `dtgui.ui.workers.dedicated_pool(RENDER_POOL)`, shared
+by every plot, each layer with at most one image in flight: when it comes, the layer asks
+for the next one if the data or the view moved on meanwhile (the latest wins). Fewer
 vertices are painted directly, into a cached pixmap.
 """
 
 from __future__ import annotations
 
-import contextlib
-from concurrent.futures import ThreadPoolExecutor
+import logging
 from typing import NamedTuple
 
 import numpy as np
 import pyqtgraph as pg
 from pyqtgraph import functions as fn
-from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QBrush, QImage, QPainter, QPen, QPolygonF, QTransform
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
+
+from dtgui.ui.workers import Worker, create_worker, dedicated_pool
 
 RENDER_THREAD_MIN_VERTICES = 20_000  # ~10 ms of stroking on this machine's slowest
 MAX_IMAGE_SIDE = 8192
 # One thread for every plot: renders are short and each layer has at most one in flight.
-_RENDERER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dtgui-plot-render")
+RENDER_POOL = "dtgui-plot-render"
+
+log = logging.getLogger(__name__)
 
 
 def zigzag(bx: np.ndarray, top: np.ndarray, bottom: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -87,8 +93,6 @@ class EnvelopeLayer(pg.GraphicsObject):
     """Draws the envelopes of several series (each in its curve's pen, only while its curve is
     visible) as one graphics item."""
 
-    _rendered = Signal(object)  # a LayerImage (None if drawing failed), from the render thread
-
     def __init__(self, curves: dict[object, pg.PlotDataItem]) -> None:
         super().__init__()
         self._curves = curves
@@ -99,7 +103,6 @@ class EnvelopeLayer(pg.GraphicsObject):
         self.generation = 0  # counts the changes of what is drawn
         self.image: LayerImage | None = None
         self._in_flight = False
-        self._rendered.connect(self._take_image)
         # Direct painting goes into a cached pixmap, painted again only when the series or
         # the view's range change (not when the rest of the plot repaints).
         self.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
@@ -227,19 +230,18 @@ class EnvelopeLayer(pg.GraphicsObject):
         self._in_flight = True
         lines, generation = self._visible_lines(), self.generation
 
-        def work() -> None:
-            result: LayerImage | None = None
-            try:
-                result = LayerImage(render_lines(lines, transform, size, ratio), transform,
-                                    generation)
-            finally:  # None: the layer asks again at its next paint
-                with contextlib.suppress(RuntimeError):  # the layer was deleted meanwhile
-                    self._rendered.emit(result)
+        def work(_worker: Worker) -> LayerImage:
+            return LayerImage(render_lines(lines, transform, size, ratio), transform, generation)
 
-        _RENDERER.submit(work)
+        # Delivered on the UI thread, or not at all once the layer is deleted.
+        create_worker(work, on_done=self._take_image, on_error=self._render_failed,
+                      context=self, pool=dedicated_pool(RENDER_POOL))
 
-    def _take_image(self, image: LayerImage | None) -> None:
+    def _take_image(self, image: LayerImage) -> None:
         self._in_flight = False
-        if image is not None:
-            self.image = image
-            self.update()
+        self.image = image
+        self.update()
+
+    def _render_failed(self, exc: BaseException) -> None:
+        self._in_flight = False  # the layer asks again at its next paint
+        log.warning("the plot could not be drawn", exc_info=exc)

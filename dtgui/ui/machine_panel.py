@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
 
 from dtgui.core.hardware import MachineFacts, TfView, detect_local
 from dtgui.launch.model_check import probe_tensorflow
-from dtgui.ui.workers import run_in_thread
+from dtgui.ui.workers import error_message, run_in_thread
 
 
 def _gib(n: int) -> str:
@@ -116,10 +116,10 @@ class MachinePanel(QWidget):
         self._explanation.setText(self.facts.explanation())
         self.factsChanged.emit(self.facts)
 
-    def _on_error(self, text: str) -> None:
+    def _on_error(self, exc: BaseException) -> None:
         self._probing = False
         self._refresh.setEnabled(True)
-        self._explanation.setText(f"Detection failed: {text.splitlines()[0]}")
+        self._explanation.setText(f"Detection failed: {error_message(exc)}")
 
     def _show_gpus(self, facts: MachineFacts) -> None:
         self._gpus.setRowCount(len(facts.gpus))

@@ -46,7 +46,7 @@ from dtgui.ui.plot_base import (
     swatch_icon,
     title_label,
 )
-from dtgui.ui.workers import Worker, create_worker, run_in_thread
+from dtgui.ui.workers import Worker, create_worker, error_message, run_in_thread
 
 PNG_WIDTH = 1600  # pixels of an exported plot
 DEFAULT_SMOOTHING = 0.6  # as the dashboard's (TensorBoard's default too)
@@ -314,9 +314,9 @@ class CompareView(QWidget):
         self._set_exports_enabled(bool(self.summaries))
         self.loaded.emit(self.summaries)
 
-    def _failed(self, text: str) -> None:
+    def _failed(self, exc: BaseException) -> None:
         self._worker = None
-        self.status.setText(f"Could not read the runs: {text.splitlines()[0]}")
+        self.status.setText(f"Could not read the runs: {error_message(exc)}")
 
     def _fill_table(self) -> None:
         rows = table_rows(self.summaries)
@@ -383,5 +383,5 @@ class CompareView(QWidget):
         self.status.setText(f"Wrote {path}")
         self.exported.emit(str(path))
 
-    def _write_failed(self, text: str) -> None:
-        self.status.setText(f"Could not write the file: {text.splitlines()[0]}")
+    def _write_failed(self, exc: BaseException) -> None:
+        self.status.setText(f"Could not write the file: {error_message(exc)}")

@@ -35,7 +35,7 @@ from dtgui.remote.doctor_checks import run_doctor_checks
 from dtgui.remote.probe import probe
 from dtgui.ui.machines.common import plain_buttons, repolish
 from dtgui.ui.machines.connect_flow import Attempt, ConnectFlow, Outcome
-from dtgui.ui.workers import Worker, create_worker
+from dtgui.ui.workers import Worker, create_worker, error_message
 
 COLUMNS = ["Machine", "Check", "Status", "Detail", "Suggested fix"]
 STATUS_TEXT = {OK: "✓ OK", WARN: "⚠ Warning", FAIL: "✗ Problem"}
@@ -218,8 +218,9 @@ class DoctorDialog(QDialog):
             ports, reach = result
             self._finish(build_checks(self.local, facts, port, ports, reach, errors))
 
-        def failed(text: str) -> None:
-            self._finish(build_checks(self.local, facts, port, errors=errors), text)
+        def failed(exc: BaseException) -> None:
+            self._finish(build_checks(self.local, facts, port, errors=errors),
+                         error_message(exc))
 
         create_worker(work, on_done=done, on_error=failed, on_progress=self._show_progress,
                       context=self)
@@ -231,7 +232,7 @@ class DoctorDialog(QDialog):
         self._fill()
         fails, warns = summary(checks)
         if error:
-            text, name = f"The checks stopped: {error.splitlines()[0]}", "errorText"
+            text, name = f"The checks stopped: {error}", "errorText"
         elif fails or warns:
             parts = [f"{n} {w}{'s' if n != 1 else ''}" for n, w in
                      ((fails, "problem"), (warns, "warning")) if n]

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 from dtgui.core.machines import AUTH_LABELS, Machine, MachineRegistry
 from dtgui.remote.ssh_config import DEFAULT_PATH, read_ssh_config
 from dtgui.ui.machines.common import plain_buttons
-from dtgui.ui.workers import run_in_thread
+from dtgui.ui.workers import error_message, run_in_thread
 
 
 def default_config_path() -> Path:
@@ -102,9 +102,9 @@ class ImportDialog(QDialog):
         self.problems_label.setText("\n".join(f"Not imported: {p}" for p in problems))
         self._update()
 
-    def _on_error(self, text: str) -> None:
+    def _on_error(self, exc: BaseException) -> None:
         self.path_label.setText(f"<b>{self.path}</b>")
-        self.problems_label.setText(f"Could not read it: {text.splitlines()[0]}")
+        self.problems_label.setText(f"Could not read it: {error_message(exc)}")
 
     def _update(self, *_: object) -> None:
         n = len(self.chosen())

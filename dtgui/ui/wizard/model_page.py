@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 from dtgui.core.ignore import human_size, list_project
 from dtgui.core.plan import Plan
 from dtgui.launch.model_check import ModelCheck, check_model_file
-from dtgui.ui.workers import run_in_thread
+from dtgui.ui.workers import error_details, error_message, run_in_thread
 
 from .common import WizardContext, card, label, monospace, muted
 from .script_box import ScriptBox
@@ -209,9 +209,9 @@ class ModelPage(QWizardPage):
         self._show_state()
         run_in_thread(lambda: with_folder(check_model_file(Path(path)), Path(path).parent),
                       lambda result: self._on_result(generation, path, result),
-                      lambda text: self._on_result(generation, path, ModelCheck(
-                          False, "The check could not run: " + (text.strip().splitlines() or ["?"])[0],
-                          text)))
+                      lambda exc: self._on_result(generation, path, ModelCheck(
+                          False, "The check could not run: " + error_message(exc),
+                          error_details(exc))))
         # No `context`: a relay deleted with the page while the check runs would make the
         # worker thread emit on a dead object; the result is dropped in _on_result instead.
 

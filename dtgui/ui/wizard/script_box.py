@@ -34,7 +34,7 @@ from dtgui.core.script import (
     quoted_args,
     split_args,
 )
-from dtgui.ui.workers import run_in_thread
+from dtgui.ui.workers import error_message, run_in_thread
 
 from .common import error_label, label, monospace, muted, show_errors
 
@@ -213,9 +213,8 @@ class ScriptBox(QWidget):
         plan = self._plan.with_changes(model=model)
         run_in_thread(lambda: look_at_project(plan),
                       lambda look: self._on_look(generation, key, look),
-                      lambda text: self._on_look(generation, key, ProjectLook(
-                          problems=["Looking at the project failed: "
-                                    + (text.strip().splitlines() or ["?"])[0]])))
+                      lambda exc: self._on_look(generation, key, ProjectLook(
+                          problems=["Looking at the project failed: " + error_message(exc)])))
         self._show()
 
     def _on_look(self, generation: int, key: str, look: ProjectLook) -> None:

@@ -1,0 +1,87 @@
+"""Background work: results and exceptions reach the UI thread, a destroyed context drops
+them, and every pool (the plots' render thread too) is drained at the application's exit."""
+
+from __future__ import annotations
+
+import threading
+
+import shiboken6
+from PySide6.QtCore import QObject, QThreadPool
+
+from dtgui.ui import workers
+from dtgui.ui.workers import (
+    create_worker,
+    dedicated_pool,
+    error_details,
+    error_message,
+    run_in_thread,
+)
+
+
+class Boom(RuntimeError):
+    pass
+
+
+def test_an_exception_reaches_on_error_as_the_exception_with_its_traceback(qtbot) -> None:  # type: ignore[no-untyped-def]
+    ui_thread = threading.get_ident()
+    got: list[tuple[BaseException, int]] = []
+
+    def work() -> None:
+        raise Boom("the disk is full\nsecond line")
+
+    run_in_thread(work, lambda _r: None, lambda exc: got.append((exc, threading.get_ident())))
+    qtbot.waitUntil(lambda: bool(got), timeout=5000)
+    exc, thread = got[0]
+    assert isinstance(exc, Boom) and thread == ui_thread
+    assert error_message(exc) == "the disk is full"
+    details = error_details(exc)
+    assert "Traceback" in details and "in work" in details and "Boom: the disk is full" in details
+    assert error_message(KeyError()) == "KeyError"  # an exception without a message
+
+
+def test_results_and_progress_reach_the_ui_thread_and_a_destroyed_context_drops_them(
+        qtbot) -> None:  # type: ignore[no-untyped-def]
+    seen: list[object] = []
+    create_worker(lambda w: (w.report("half"), 42)[1], on_done=seen.append,
+                  on_progress=seen.append)
+    qtbot.waitUntil(lambda: 42 in seen, timeout=5000)
+    assert seen == ["half", 42]
+
+    context = QObject()
+    release = threading.Event()
+    dropped: list[object] = []
+    delivered: list[object] = []
+
+    def slow(_w: workers.Worker) -> str:
+        release.wait(5)
+        return "late"
+
+    create_worker(slow, on_done=delivered.append, on_dropped=dropped.append, context=context)
+    context.deleteLater()
+    qtbot.waitUntil(lambda: not shiboken6.isValid(context), timeout=5000)
+    release.set()
+    qtbot.waitUntil(lambda: dropped == ["late"], timeout=5000)
+    qtbot.wait(50)
+    assert delivered == []
+
+
+def test_shutdown_drains_every_pool_and_asks_running_work_to_stop(qtbot) -> None:  # type: ignore[no-untyped-def]
+    pool = dedicated_pool("test-render")
+    assert dedicated_pool("test-render") is pool and pool.maxThreadCount() == 1
+    started, stopped = threading.Event(), threading.Event()
+    ran: list[str] = []
+
+    def until_cancelled(worker: workers.Worker) -> None:
+        started.set()
+        worker.cancelled.wait(10)
+        stopped.set()
+
+    create_worker(until_cancelled)  # in the global pool
+    create_worker(lambda _w: ran.append("render"), pool=pool)
+    assert started.wait(5)
+    create_worker(lambda _w: ran.append("queued"), pool=pool)  # may still be queued
+    assert workers.shutdown(5000)
+    assert stopped.is_set()  # the running work was asked to stop and was waited for
+    assert QThreadPool.globalInstance().activeThreadCount() == 0
+    assert pool.activeThreadCount() == 0
+    assert "render" in ran
