@@ -31,13 +31,13 @@ from dtgui.core.cluster import (
 )
 from dtgui.core.machines import Machine, MachineRegistry, host_problem
 from dtgui.core.plan import LOCAL_MACHINE, Plan
+from dtgui.core.strategies import Strategy
 
 DEFAULT_BASE_PORT = 23456
 LOWEST_PORT = 1024  # below it a task needs root to listen
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]+")
 _TASK = re.compile(r"(chief|worker|ps)(?:[:-](\d+))?")
-MULTI = ("multi_worker_mirrored", "parameter_server")
 
 
 class ExportOptionError(ValueError):
@@ -94,9 +94,9 @@ def _names(text: str) -> list[str]:
 def resolve_counts(args: argparse.Namespace) -> list[str]:
     """Fill `args.workers` / `args.ps` (None = not given) from the shorthands; problems."""
     problems: list[str] = []
-    strategy = args.strategy
+    strategy = Strategy(args.strategy)
     workers_on, ps_on = _names(args.workers_on), _names(args.ps_on)
-    if strategy in MULTI:
+    if strategy.multi_process:
         if args.workers is None:
             args.workers = len(workers_on) or 2
         elif workers_on and len(workers_on) != args.workers:
@@ -107,7 +107,7 @@ def resolve_counts(args: argparse.Namespace) -> list[str]:
         if len(workers_on) > 1:
             problems.append(f"--strategy {strategy} runs one task (worker:0): give --workers-on "
                             "one machine, or choose multi_worker_mirrored or parameter_server.")
-    if strategy == "parameter_server":
+    if "ps" in strategy.task_types:
         if args.ps is None:
             args.ps = len(ps_on) or 1
         elif ps_on and len(ps_on) != args.ps:
@@ -234,7 +234,7 @@ def place_from_args(plan: Plan, args: argparse.Namespace,
                         "commas, e.g. --workers-on h2,h2,h3.")
     wanted = _choose(args, ids, names, problems)
     order = [wanted[t] for t in ids]
-    if plan.strategy == "parameter_server":
+    if plan.strategy.has_coordinator:
         assignments = assign(plan, chief=order[0], workers=order[1:1 + plan.workers],
                              ps=order[1 + plan.workers:])
     else:

@@ -24,7 +24,7 @@ from dtgui.core.plan import (
     PlanError,
     validate,
 )
-from dtgui.core.strategies import STRATEGIES
+from dtgui.core.strategies import STRATEGIES, Strategy
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -111,15 +111,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def plan_from_args(args: argparse.Namespace) -> Plan:
-    multi = args.strategy in ("multi_worker_mirrored", "parameter_server")
+    strategy = Strategy(args.strategy)
     model = {"kind": "file", "path": str(args.model.resolve())} if args.model else {"kind": "demo"}
     return Plan(
-        run_name=args.run_name or f"{args.strategy}-{time.strftime('%Y%m%d-%H%M%S')}",
-        strategy=args.strategy,
+        run_name=args.run_name or f"{strategy}-{time.strftime('%Y%m%d-%H%M%S')}",
+        strategy=strategy,
         device_kind=args.device,
-        replicas_per_task=_replicas(args),
-        workers=args.workers if multi else 1,
-        parameter_servers=args.ps if args.strategy == "parameter_server" else 0,
+        replicas_per_task=_replicas(strategy, args),
+        workers=args.workers if strategy.multi_process else 1,
+        parameter_servers=args.ps if "ps" in strategy.task_types else 0,
         precision=args.precision,
         xla=args.xla,
         communication=args.communication,
@@ -147,10 +147,10 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
     )
 
 
-def _replicas(args: argparse.Namespace) -> int:
-    if args.strategy in ("one_device", "parameter_server"):
+def _replicas(strategy: Strategy, args: argparse.Namespace) -> int:
+    if strategy.one_replica or strategy.one_replica_per_worker:
         return 1
-    if args.strategy == "multi_worker_mirrored" and args.device == "cpu":
+    if strategy.collective_across_workers and args.device == "cpu":
         return 1  # TensorFlow's collectives use one CPU device per worker process
     return args.replicas
 
@@ -230,7 +230,7 @@ def _place(plan: Plan, args: argparse.Namespace) -> tuple[Plan, list[str]]:
 def cmd_run(args: argparse.Namespace) -> int:
     from dtgui.core.bundle import Bundle, BundleError
     from dtgui.core.plan import PlanError
-    from dtgui.launch.local_run import LaunchError, RunController
+    from dtgui.launch.controller import LaunchError, RunController
 
     try:
         bundle = Bundle.open(args.bundle)
@@ -262,6 +262,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     for tid, state in sorted(snap.tasks.items()):
         print(f"  {tid}: {state.status}" + (f" ({state.error})" if state.error else ""))
     print(f"run {controller.state}: {controller.message}")
+    loss = controller.final_loss
+    if loss is not None:
+        print(f"final loss {loss:.4g}")
     return {"finished": 0, "stopped": 130}.get(controller.state, 1)
 
 

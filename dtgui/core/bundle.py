@@ -25,7 +25,6 @@ from dtgui.core.script_bundle import (
     script_requirements,
     write_project,
 )
-from dtgui.core.strategies import STRATEGIES
 from dtgui.resources import DEMO_DATA, WORKER_SOURCE
 
 WORKER_PACKAGE = "dtgui_worker"
@@ -74,9 +73,9 @@ class Bundle:
 
 def primary_tasks(plan: Plan) -> list[TaskSpec]:
     """Tasks whose exit ends the run; the others are servers that the launcher stops."""
-    if plan.strategy == "parameter_server":
+    if plan.strategy.has_coordinator:
         return [t for t in plan.tasks if t.type == "chief"]
-    return [t for t in plan.tasks if t.type == "worker"]
+    return plan.worker_tasks
 
 
 def task_command(task: TaskSpec) -> str:
@@ -109,7 +108,7 @@ def task_environment(plan: Plan, task: TaskSpec) -> dict[str, str]:
 def task_script_text(plan: Plan, task: TaskSpec) -> str:
     lines = [
         "#!/bin/sh",
-        f"# Task {task.task_id} of run {plan.run_name} ({STRATEGIES[plan.strategy].title}).",
+        f"# Task {task.task_id} of run {plan.run_name} ({plan.strategy.title}).",
         "# Runs in the bundle directory whatever the current directory is.",
         'cd "$(dirname "$0")/.." || exit 1',
         *script_comment(plan),
@@ -223,7 +222,6 @@ def readme_text(plan: Plan) -> str:
         from dtgui.core.bundle_readme import multi_machine_readme
 
         return multi_machine_readme(plan)
-    info = STRATEGIES[plan.strategy]
     rows = []
     for task in plan.tasks:
         env = task_environment(plan, task)
@@ -232,7 +230,7 @@ def readme_text(plan: Plan) -> str:
         ) + f"{task_command(task)}\n```\n")
     return f"""# dtgui run bundle: {plan.run_name}
 
-Strategy: {info.title} — {plan.total_replicas} replica(s), global batch {plan.global_batch},
+Strategy: {plan.strategy.title} — {plan.total_replicas} replica(s), global batch {plan.global_batch},
 {plan.steps} steps, precision {plan.precision}, XLA {"on" if plan.xla else "off"}, seed {plan.seed}.
 
 This directory reproduces the run without dtgui.

@@ -10,7 +10,6 @@ from __future__ import annotations
 import shlex
 
 from dtgui.core.plan import Plan, TaskSpec
-from dtgui.core.strategies import STRATEGIES
 
 
 def _login(plan: Plan, machine: str) -> tuple[str, str]:
@@ -32,7 +31,6 @@ def _task_block(plan: Plan, task: TaskSpec) -> str:
 
 
 def multi_machine_readme(plan: Plan) -> str:
-    info = STRATEGIES[plan.strategy]
     target = f"dtgui-{plan.run_name}"
     rows, starts, copies = [], [], []
     for name in plan.machine_names:
@@ -60,7 +58,7 @@ def multi_machine_readme(plan: Plan) -> str:
     tasks = "\n".join(_task_block(plan, t) for t in plan.tasks)
     return f"""# dtgui run bundle: {plan.run_name} ({len(plan.machine_names)} machines)
 
-Strategy: {info.title} — {plan.total_replicas} replica(s), global batch {plan.global_batch},
+Strategy: {plan.strategy.title} — {plan.total_replicas} replica(s), global batch {plan.global_batch},
 {plan.steps} steps, precision {plan.precision}, XLA {"on" if plan.xla else "off"}, seed {plan.seed}.
 
 This directory reproduces the run without dtgui, with plain ssh and python. The tasks find

@@ -50,12 +50,12 @@ def script_environment(plan: Plan, task: TaskSpec) -> dict[str, str]:
     script = script_of(plan)
     if script is None:
         return {}
-    computing = task.type == "worker" or plan.strategy not in ("parameter_server",)
+    computing = plan.strategy.holds_replicas(task.type)
     env = {
         "DTGUI_TASK": task.task_id,
         "DTGUI_TASK_TYPE": task.type,
         "DTGUI_TASK_INDEX": str(task.index),
-        "DTGUI_STRATEGY": plan.strategy,
+        "DTGUI_STRATEGY": str(plan.strategy),
         "DTGUI_NUM_WORKERS": str(plan.compute_tasks),
         "DTGUI_DEVICE_KIND": plan.device_kind,
         "DTGUI_REPLICAS_PER_TASK": str(plan.replicas_per_task if computing else 0),

@@ -14,9 +14,8 @@ import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 
-MULTI_WORKER = ("multi_worker_mirrored", "parameter_server")
-STRATEGY_TITLES = {"multi_worker_mirrored": "MultiWorkerMirrored",
-                   "parameter_server": "ParameterServer"}
+from dtgui.worker.strategies import Strategy
+
 # Which pip package provides an import name, when they differ.
 PIP_NAMES = {"tf_keras": "tf-keras", "yaml": "pyyaml", "sklearn": "scikit-learn",
              "PIL": "pillow", "cv2": "opencv-python"}
@@ -146,11 +145,12 @@ def scan_project(project: Path, files: list[str], entry: str) -> ScriptScan:
 def fit_refusal(scan: ScriptScan, strategy: str, legacy: bool, entry: str) -> str:
     """Why a Keras 3 `model.fit` cannot run under this strategy, with both ways out
     ("" when nothing is wrong)."""
-    if strategy not in MULTI_WORKER or not scan.fit_calls:
+    known = Strategy.named(strategy)
+    if known is None or not known.fit_needs_legacy_keras or not scan.fit_calls:
         return ""
     if scan.keras_for_fit(legacy) != "keras3":
         return ""
-    title = STRATEGY_TITLES[strategy]
+    title = known.title
     where = ", ".join(scan.fit_calls[:3])
     if "keras" in scan.keras_imports:
         how = ("`import keras` always gives Keras 3, even with legacy Keras: use tf.keras "

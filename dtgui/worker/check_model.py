@@ -110,11 +110,12 @@ def check_optional(source: ModelSource, model: Any, loss_obj: Any, batch: int) -
     metric; an optimizer that is one."""
     from .loop import check_dataset
     from .optim import make_optimizer
+    from .plan import Plan
     from .run import is_classification
     from .validation import metric_functions
 
     if source.make_optimizer is not None:
-        make_optimizer({}, source)
+        make_optimizer(Plan(), source)
     metrics = metric_functions(source, is_classification(loss_obj))
     if source.make_validation_dataset is None:
         return

@@ -8,7 +8,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from .strategy import StrategyInfo
+from .distribute import BuiltStrategy
 
 MAX_TO_KEEP = 3
 
@@ -16,7 +16,7 @@ MAX_TO_KEEP = 3
 class Checkpoints:
     """Saves to ``<out>/checkpoints`` (MWMS non-chief workers: a temp dir they then delete)."""
 
-    def __init__(self, out_dir: str, info: StrategyInfo, model: Any, optimizer: Any,
+    def __init__(self, out_dir: str, info: BuiltStrategy, model: Any, optimizer: Any,
                  step_var: tf.Variable) -> None:
         self.main_dir = os.path.join(out_dir, "checkpoints")
         self.info = info

@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from .model_file import ModelSource, UserError, load_model_file
+from .plan import Plan
 
 DEMO_DATA = os.path.join("data", "digits.npz")
 NUM_CLASSES = 10
@@ -62,10 +63,10 @@ def default_loss() -> keras.losses.Loss:
     return keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
 
 
-def model_source(plan: dict[str, Any], bundle_dir: str) -> ModelSource:
-    """The demo, or the user's file at ``plan["model"]["path"]`` (relative to the bundle)."""
-    model = plan.get("model") or {"kind": "demo"}
-    kind = model.get("kind", "demo")
+def model_source(plan: Plan, bundle_dir: str) -> ModelSource:
+    """The demo, or the user's file at ``plan.model["path"]`` (relative to the bundle)."""
+    model = plan.model
+    kind = plan.model_kind
     if kind == "demo":
         return ModelSource(kind="demo", path="", build_model=build_demo_model,
                            make_dataset=lambda: demo_dataset(bundle_dir),

@@ -10,8 +10,8 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from .distribute import BuiltStrategy
 from .model_file import ModelSource, UserError
-from .strategy import StrategyInfo
 
 SHUFFLE_BUFFER = 4096
 SHUFFLE_BYTES = 256 * 1024 * 1024
@@ -54,7 +54,7 @@ def batched(ds: tf.data.Dataset, seed: Any, batch: int, skip_batches: int) -> tf
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
-def distributed_dataset(source: ModelSource, info: StrategyInfo, seed: int, global_batch: int,
+def distributed_dataset(source: ModelSource, info: BuiltStrategy, seed: int, global_batch: int,
                         skip_batches: int) -> Any:
     """The plan's data, distributed over the strategy's replicas (an iterable)."""
     strategy = info.strategy
@@ -117,7 +117,7 @@ def applied_learning_rate(optimizer: Any) -> Any:
     return tf.cast(tf.convert_to_tensor(schedule), tf.float32)
 
 
-def make_trainer(info: StrategyInfo, model: keras.Model, optimizer: Any, loss_obj: Any,
+def make_trainer(info: BuiltStrategy, model: keras.Model, optimizer: Any, loss_obj: Any,
                  global_batch: int, xla: bool, float16: bool, micro_batches: int = 1,
                  clip_norm: float = 0.0) -> Trainer:
     """Build the distributed training call; with ``xla`` the replica's forward+backward is
@@ -190,7 +190,7 @@ def make_trainer(info: StrategyInfo, model: keras.Model, optimizer: Any, loss_ob
 
     local = info.local_replicas
     first_id = info.replica_ids[0] if info.replica_ids else 0
-    across_workers = info.name == "multi_worker_mirrored"
+    across_workers = info.name.collective_across_workers
 
     def sums_and_size(per_task: Any, proposal: Any) -> tuple[Any, Any]:
         if not across_workers:

@@ -9,30 +9,31 @@ from typing import Any
 import keras
 
 from .model_file import ModelSource, UserError
+from .plan import LR_SCHEDULES, OPTIMIZERS, Plan
 
 
-def learning_rate(plan: dict[str, Any]) -> Any:
+def learning_rate(plan: Plan) -> Any:
     """A float, or a keras schedule of the optimizer step (one step = one update)."""
-    lr = float(plan.get("learning_rate", 1e-3))
-    kind = plan.get("lr_schedule", "constant") or "constant"
-    steps = max(1, int(plan.get("steps", 1)))
+    lr = float(plan.learning_rate)
+    kind = plan.lr_schedule
+    steps = max(1, plan.steps)
     if kind == "constant":
         return lr
     if kind == "cosine":
         return keras.optimizers.schedules.CosineDecay(lr, decay_steps=steps)
     if kind == "warmup_cosine":
-        warmup = int(plan.get("warmup_steps", 0) or 0)
+        warmup = plan.warmup_steps
         return keras.optimizers.schedules.CosineDecay(
             0.0, decay_steps=max(1, steps - warmup), warmup_target=lr, warmup_steps=warmup)
     if kind == "step":
         return keras.optimizers.schedules.ExponentialDecay(
-            lr, decay_steps=max(1, int(plan.get("lr_step_every", 1000))),
-            decay_rate=float(plan.get("lr_step_factor", 0.1)), staircase=True)
-    raise UserError(f'Unknown learning-rate schedule "{kind}" in plan.json (expected '
-                    f"constant, cosine, warmup_cosine or step)")
+            lr, decay_steps=max(1, plan.lr_step_every),
+            decay_rate=float(plan.lr_step_factor), staircase=True)
+    raise UserError(f'Unknown learning-rate schedule "{kind}" in plan.json (expected one of '
+                    f"{', '.join(LR_SCHEDULES)})")
 
 
-def make_optimizer(plan: dict[str, Any], source: ModelSource) -> Any:
+def make_optimizer(plan: Plan, source: ModelSource) -> Any:
     """The model file's make_optimizer() if it has one, else the plan's choice."""
     if source.make_optimizer is not None:
         optimizer = source.call("make_optimizer")
@@ -40,20 +41,20 @@ def make_optimizer(plan: dict[str, Any], source: ModelSource) -> Any:
             raise UserError(f"make_optimizer() must return a keras optimizer, it returned a "
                             f"{type(optimizer).__name__}")
         return optimizer
-    name = plan.get("optimizer", "adam") or "adam"
+    name = plan.optimizer
     lr = learning_rate(plan)
-    decay = float(plan.get("weight_decay", 0.0) or 0.0) or None
+    decay = float(plan.weight_decay) or None
     if name == "adam":
         return keras.optimizers.Adam(learning_rate=lr)
     if name == "adamw":
         return keras.optimizers.AdamW(learning_rate=lr, weight_decay=decay or 0.0)
     if name == "sgd":
-        return keras.optimizers.SGD(learning_rate=lr, momentum=float(plan.get("momentum", 0.9)),
+        return keras.optimizers.SGD(learning_rate=lr, momentum=float(plan.momentum),
                                     weight_decay=decay)
     if name == "rmsprop":
         return keras.optimizers.RMSprop(learning_rate=lr, weight_decay=decay)
-    raise UserError(f'Unknown optimizer "{name}" in plan.json (expected adam, adamw, sgd or '
-                    f"rmsprop)")
+    raise UserError(f'Unknown optimizer "{name}" in plan.json (expected one of '
+                    f"{', '.join(OPTIMIZERS)})")
 
 
 def learning_rate_at(optimizer: Any, step: int) -> float:

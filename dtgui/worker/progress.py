@@ -20,11 +20,12 @@ import tensorflow as tf
 from . import step_batch
 from .call_size import StepsPerCall
 from .checkpoints import Checkpoints
+from .distribute import BuiltStrategy
 from .events import EventWriter
 from .export import ModelSaver
 from .loop import Trainer, xla_functions
 from .optim import learning_rate_at
-from .strategy import StrategyInfo
+from .plan import Plan
 from .summaries import Scalars
 from .validation import Validator
 
@@ -37,7 +38,7 @@ LIVE_EVENTS_VARIABLE = "DTGUI_LIVE_EVENTS"
 class Progress:
     """Runs steps ``resumed+1 .. steps`` and reports them."""
 
-    def __init__(self, plan: dict[str, Any], info: StrategyInfo, events: EventWriter,
+    def __init__(self, plan: Plan, info: BuiltStrategy, events: EventWriter,
                  ckpts: Checkpoints | None, writer: Scalars | None, global_batch: int, resumed: int,
                  task: str, *, optimizer: Any = None, validator: Validator | None = None,
                  saver: ModelSaver | None = None, classification: bool = True) -> None:
@@ -49,25 +50,22 @@ class Progress:
         self.replicas_in_sync = max(1, int(info.strategy.num_replicas_in_sync))
         self.local_batch = global_batch * info.local_replicas // self.replicas_in_sync
         self.start = resumed
-        self.total = int(plan.get("steps", 0))
-        self.per_epoch = max(1, int(plan.get("steps_per_epoch", 0) or self.total or 1))
-        self.log_every = max(1, int(plan.get("log_every", 1) or 1))
-        self.ckpt_every = int(plan.get("checkpoint_every", 0) or 0) if ckpts is not None else 0
+        self.total = plan.steps
+        self.per_epoch = max(1, plan.steps_per_epoch)
+        self.log_every = max(1, plan.log_every)
+        self.ckpt_every = plan.checkpoint_every if ckpts is not None else 0
         self.optimizer = optimizer
         self.validator = validator
         self.saver = saver
         self.classification = classification
-        self.micro_batches = max(1, int(plan.get("grad_accumulation", 1) or 1))
-        self.val_every = (int(plan.get("validate_every", 0) or 0) or self.per_epoch) \
-            if validator is not None else 0
+        self.micro_batches = plan.micro_batches
+        self.val_every = max(1, plan.validation_interval) if validator is not None else 0
         self._validated_at = 0
-        self.sizer = StepsPerCall(int(plan.get("steps_per_call", 0) or 0),
-                                  max(1, info.local_replicas))
-        self.ps_workers = max(1, sum(1 for t in plan.get("tasks", [])
-                                     if t.get("type") == "worker"))
+        self.sizer = StepsPerCall(plan.steps_per_call, max(1, info.local_replicas))
+        self.ps_workers = max(1, len(plan.worker_tasks))
         self.live = os.environ.get(LIVE_EVENTS_VARIABLE, "1") != "0"
         self.task = task
-        self.xla = bool(plan.get("xla"))
+        self.xla = plan.xla
         self.started_at = time.time()
         self.last_loss: float | None = None
         self._last_report = (time.perf_counter(), resumed)

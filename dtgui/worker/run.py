@@ -17,16 +17,16 @@ import tensorflow as tf
 from . import loop
 from .checkpoints import Checkpoints
 from .data import make_loss, model_source
+from .distribute import BuiltStrategy, build_strategy, configure_devices
 from .events import EventWriter
 from .export import ModelSaver
 from .model_file import ModelSource, UserError
 from .optim import make_optimizer
+from .plan import PRECISIONS, Plan
 from .progress import Progress
-from .strategy import StrategyInfo, build_strategy, configure_devices
 from .summaries import Scalars
 from .validation import Validator, metric_functions
 
-PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 TPU_SETUP_SECONDS = 180
 
 
@@ -42,14 +42,14 @@ def stage(name: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def watchdog(plan: dict[str, Any], events: EventWriter) -> Iterator[None]:
+def watchdog(plan: Plan, events: EventWriter) -> Iterator[None]:
     """TPU set-up can hang when a peer accepts the connection but never answers: bound it."""
-    if plan.get("strategy") != "tpu":
+    if not plan.strategy.uses_tpu:
         yield
         return
 
     def give_up() -> None:
-        address = plan.get("tpu_address", "")
+        address = plan.tpu_address
         events.emit("failed", error=f"The TPU at {address} did not finish connecting within "
                                     f"{TPU_SETUP_SECONDS} s: check the address and that the "
                                     f"TPU is up and idle", traceback="")
@@ -70,29 +70,29 @@ def versions() -> dict[str, str]:
             "keras": keras.__version__}
 
 
-def configure(plan: dict[str, Any]) -> None:
+def configure(plan: Plan) -> None:
     """Logical CPUs, seeds, determinism and the mixed-precision policy (before any op runs)."""
     with stage("configuring the devices"):
         configure_devices(plan)
-    keras.utils.set_random_seed(int(plan.get("seed", 42)))
-    if plan.get("deterministic"):
+    keras.utils.set_random_seed(plan.seed)
+    if plan.deterministic:
         tf.config.experimental.enable_op_determinism()
-    precision = plan.get("precision", "float32")
+    precision = plan.precision
     if precision not in PRECISIONS:
         raise UserError(f'Unknown precision "{precision}" (expected {", ".join(PRECISIONS)})')
     keras.mixed_precision.set_global_policy(precision)
 
 
-def started_fields(plan: dict[str, Any], info: StrategyInfo, global_batch: int,
+def started_fields(plan: Plan, info: BuiltStrategy, global_batch: int,
                    resumed: int) -> dict[str, Any]:
     return {"replicas": info.local_replicas, "replica_ids": info.replica_ids,
-            "devices": info.devices, "strategy": info.name, "global_batch": global_batch,
-            "steps": int(plan.get("steps", 0)), "versions": versions(), "pid": os.getpid(),
+            "devices": info.devices, "strategy": str(info.name), "global_batch": global_batch,
+            "steps": plan.steps, "versions": versions(), "pid": os.getpid(),
             "host": socket.gethostname(), "resumed_from_step": resumed,
             "supervisor_pid": os.getppid()}
 
 
-def serve(plan: dict[str, Any], info: StrategyInfo, task: str, events: EventWriter) -> int:
+def serve(plan: Plan, info: BuiltStrategy, task: str, events: EventWriter) -> int:
     """A parameter_server worker/ps task: a gRPC server that runs until it is stopped."""
     events.emit("started", **started_fields(plan, info, 0, 0))
     address = ""
@@ -105,9 +105,9 @@ def serve(plan: dict[str, Any], info: StrategyInfo, task: str, events: EventWrit
     return 0
 
 
-def build(source: ModelSource, info: StrategyInfo, plan: dict[str, Any]) -> tuple[Any, ...]:
+def build(source: ModelSource, info: BuiltStrategy, plan: Plan) -> tuple[Any, ...]:
     """Model, optimizer, loss and step counter, created inside strategy.scope()."""
-    float16 = plan.get("precision") == "mixed_float16"
+    float16 = plan.precision == "mixed_float16"
     with info.strategy.scope():
         with stage("building the model"):
             model = source.call("build_model")
@@ -115,7 +115,7 @@ def build(source: ModelSource, info: StrategyInfo, plan: dict[str, Any]) -> tupl
                 raise UserError(f"build_model() must return a keras.Model, it returned a "
                                 f"{type(model).__name__}")
             if not model.trainable_variables:  # a subclassed model not built yet
-                features, _ = sample_batch(source, int(plan.get("per_replica_batch", 32)))
+                features, _ = sample_batch(source, plan.per_replica_batch)
                 model(features)
         with stage("making the optimizer"):
             optimizer: Any = make_optimizer(plan, source)
@@ -147,9 +147,10 @@ def is_classification(loss_obj: Any) -> bool:
                                  keras.losses.CategoricalCrossentropy))
 
 
-def agree_on_step(info: StrategyInfo, step: int) -> None:
-    """MWMS: every worker must resume from the same step, or the collectives would hang."""
-    if info.name != "multi_worker_mirrored":
+def agree_on_step(info: BuiltStrategy, step: int) -> None:
+    """Workers that run collectives together must resume from the same step, or the
+    collectives would hang."""
+    if not info.name.collective_across_workers:
         return
     strategy = info.strategy
     value = tf.constant(float(step), tf.float64)
@@ -165,38 +166,36 @@ def agree_on_step(info: StrategyInfo, step: int) -> None:
                         f"every worker must see the chief's <out>/checkpoints directory")
 
 
-def run_task(plan: dict[str, Any], bundle_dir: str, out_dir: str, task: str,
+def run_task(plan: Plan, bundle_dir: str, out_dir: str, task: str,
              events: EventWriter) -> int:
     configure(plan)
-    if plan.get("strategy") == "multi_worker_mirrored" or (
-            plan.get("strategy") == "parameter_server" and task.startswith("chief:")):
+    if plan.strategy.collective_across_workers or (
+            plan.strategy.has_coordinator and task.startswith("chief:")):
         events.log("connecting to the cluster: waits until the other tasks are up")
-    with stage(f"creating the {plan.get('strategy')} strategy"), watchdog(plan, events):
+    with stage(f"creating the {plan.strategy} strategy"), watchdog(plan, events):
         info = build_strategy(plan, task)
     if info.is_server:
         return serve(plan, info, task, events)
     source = model_source(plan, bundle_dir)
     model, optimizer, loss_obj, step_var = build(source, info, plan)
-    per_replica = int(plan.get("per_replica_batch", 32))
-    global_batch = per_replica * int(info.strategy.num_replicas_in_sync)
-    total_steps = int(plan.get("steps", 0))
+    global_batch = plan.per_replica_batch * int(info.strategy.num_replicas_in_sync)
+    total_steps = plan.steps
     ckpts = None
     resumed = 0
-    if int(plan.get("checkpoint_every", 0) or 0) > 0:
+    if plan.checkpoint_every > 0:
         with stage("restoring the latest checkpoint"):
             ckpts = Checkpoints(out_dir, info, model, optimizer, step_var)
             resumed = ckpts.restore_latest()
             agree_on_step(info, resumed)
-    seed = int(plan.get("seed", 42))
-    micro_batches = max(1, int(plan.get("grad_accumulation", 1) or 1))
+    micro_batches = plan.micro_batches
     with stage("making the data set"):
-        dataset = loop.distributed_dataset(source, info, seed, global_batch,
+        dataset = loop.distributed_dataset(source, info, plan.seed, global_batch,
                                            resumed * micro_batches)
     trainer = loop.make_trainer(info, model, optimizer, loss_obj, global_batch,
-                                xla=bool(plan.get("xla")),
-                                float16=plan.get("precision") == "mixed_float16",
+                                xla=plan.xla,
+                                float16=plan.precision == "mixed_float16",
                                 micro_batches=micro_batches,
-                                clip_norm=float(plan.get("clip_norm", 0.0) or 0.0))
+                                clip_norm=float(plan.clip_norm))
     classification = is_classification(loss_obj)
     validator = None
     if source.make_validation_dataset is not None:
@@ -205,7 +204,7 @@ def run_task(plan: dict[str, Any], bundle_dir: str, out_dir: str, task: str,
                                   metric_functions(source, classification), source,
                                   global_batch)
     saver = ModelSaver(model, out_dir, sample_inputs(source), events,
-                       keep_best=bool(plan.get("save_best")), active=info.is_chief)
+                       keep_best=plan.save_best, active=info.is_chief)
     events.emit("started", **started_fields(plan, info, global_batch, resumed))
     if resumed:
         events.log(f"resumed from the checkpoint of step {resumed}")

@@ -15,9 +15,9 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from .distribute import BuiltStrategy
 from .loop import check_dataset, per_example_loss, sparse_accuracy
 from .model_file import ModelSource, UserError
-from .strategy import StrategyInfo
 
 MetricFn = Callable[[Any, Any], Any]
 
@@ -64,7 +64,7 @@ def _bound(fn: MetricFn, kwargs: dict[str, Any]) -> MetricFn:
 class Validator:
     """Evaluates the model on the model file's validation data (see the module's docstring)."""
 
-    def __init__(self, info: StrategyInfo, model: keras.Model, loss_obj: Any,
+    def __init__(self, info: BuiltStrategy, model: keras.Model, loss_obj: Any,
                  metrics: list[tuple[str, MetricFn]], source: ModelSource,
                  global_batch: int) -> None:
         self.names = ["loss", *(name for name, _ in metrics)]

@@ -1,4 +1,4 @@
-"""Build the tf.distribute strategy a plan asks for (plan.json schema 1)."""
+"""Build the tf.distribute strategy a plan asks for, for one task."""
 
 from __future__ import annotations
 
@@ -13,16 +13,15 @@ import tensorflow as tf
 
 from .model_file import UserError, one_line
 from .netcheck import tpu_precheck
-
-STRATEGIES = ("one_device", "mirrored", "central_storage", "multi_worker_mirrored",
-              "parameter_server", "tpu")
+from .plan import COMMUNICATIONS, Plan
+from .strategies import Strategy
 
 
 @dataclass
-class StrategyInfo:
+class BuiltStrategy:
     """A built strategy plus what the training loop needs to know about this task."""
 
-    name: str
+    name: Strategy
     strategy: Any = None
     local_replicas: int = 1
     replica_ids: list[int] = field(default_factory=lambda: [0])
@@ -56,11 +55,11 @@ def tf_config() -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def configure_devices(plan: dict[str, Any]) -> None:
+def configure_devices(plan: Plan) -> None:
     """Before TensorFlow initialises: GPUs grow their memory on demand (tasks may share a
     host); on CPU, make ``replicas_per_task`` logical CPU devices."""
-    replicas = int(plan.get("replicas_per_task", 1) or 1)
-    if plan.get("device_kind", "cpu") == "gpu":
+    replicas = plan.replicas_per_task
+    if plan.on_gpu:
         for gpu in tf.config.list_physical_devices("GPU"):
             with contextlib.suppress(RuntimeError, ValueError):
                 tf.config.experimental.set_memory_growth(gpu, True)
@@ -72,10 +71,10 @@ def configure_devices(plan: dict[str, Any]) -> None:
         cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(replicas)])
 
 
-def local_devices(plan: dict[str, Any]) -> list[str]:
+def local_devices(plan: Plan) -> list[str]:
     """The device strings of this task's replicas (``/cpu:i`` or ``/gpu:i``)."""
-    replicas = max(1, int(plan.get("replicas_per_task", 1) or 1))
-    if plan.get("device_kind", "cpu") == "gpu":
+    replicas = max(1, plan.replicas_per_task)
+    if plan.on_gpu:
         found = len(tf.config.list_logical_devices("GPU"))
         if found < replicas:
             raise UserError(f"The plan needs {replicas} GPU(s) per task but TensorFlow sees "
@@ -85,9 +84,13 @@ def local_devices(plan: dict[str, Any]) -> list[str]:
     return [f"/cpu:{i}" for i in range(min(replicas, found))]
 
 
-def _mirrored_ops(plan: dict[str, Any]) -> Any:
-    comm = plan.get("communication", "auto")
-    on_gpu = plan.get("device_kind", "cpu") == "gpu"
+def _unknown_communication(comm: str) -> UserError:
+    return UserError(f'Unknown communication "{comm}" (expected {", ".join(COMMUNICATIONS)})')
+
+
+def _mirrored_ops(plan: Plan) -> Any:
+    comm = plan.communication
+    on_gpu = plan.on_gpu
     if comm == "nccl":
         if not on_gpu:
             raise UserError('communication "nccl" needs GPUs; use "auto" or "ring" on CPUs')
@@ -96,15 +99,15 @@ def _mirrored_ops(plan: dict[str, Any]) -> Any:
         return tf.distribute.HierarchicalCopyAllReduce()
     if comm == "auto":
         return None if on_gpu else tf.distribute.ReductionToOneDevice()
-    raise UserError(f'Unknown communication "{comm}" (expected auto, ring or nccl)')
+    raise _unknown_communication(comm)
 
 
-def _mwms_options(plan: dict[str, Any]) -> Any:
+def _mwms_options(plan: Plan) -> Any:
     impl = tf.distribute.experimental.CommunicationImplementation
-    comm = plan.get("communication", "auto")
+    comm = plan.communication
     table = {"auto": impl.AUTO, "ring": impl.RING, "nccl": impl.NCCL}
     if comm not in table:
-        raise UserError(f'Unknown communication "{comm}" (expected auto, ring or nccl)')
+        raise _unknown_communication(comm)
     return tf.distribute.experimental.CommunicationOptions(implementation=table[comm])
 
 
@@ -115,38 +118,36 @@ def _worker_devices(strategy: Any) -> list[str]:
         return []
 
 
-def build_strategy(plan: dict[str, Any], task: str) -> StrategyInfo:
-    """Build the plan's strategy for this task (after split_cpu)."""
-    name = plan.get("strategy", "one_device")
-    if name not in STRATEGIES:
-        raise UserError(f'Unknown strategy "{name}" in plan.json (expected one of '
-                        f'{", ".join(STRATEGIES)})')
+def build_strategy(plan: Plan, task: str) -> BuiltStrategy:
+    """Build the plan's strategy for this task (after configure_devices)."""
+    name = Strategy(plan.strategy)  # train.load_plan refused unknown names
     task_type, task_index = parse_task(task)
-    if name == "one_device":
-        device = "/gpu:0" if plan.get("device_kind") == "gpu" else "/cpu:0"
-        local_devices({**plan, "replicas_per_task": 1})
+    if name is Strategy.ONE_DEVICE:
+        device = "/gpu:0" if plan.on_gpu else "/cpu:0"
+        local_devices(plan.with_changes(replicas_per_task=1))
         strategy = tf.distribute.OneDeviceStrategy(device)
-        return StrategyInfo(name, strategy, 1, [0], [device])
-    if name == "mirrored":
+        return BuiltStrategy(name, strategy, 1, [0], [device])
+    if name is Strategy.MIRRORED:
         devices = local_devices(plan)
         strategy = tf.distribute.MirroredStrategy(devices=devices,
                                                   cross_device_ops=_mirrored_ops(plan))
         n = strategy.num_replicas_in_sync
-        return StrategyInfo(name, strategy, n, list(range(n)), _worker_devices(strategy))
-    if name == "central_storage":
+        return BuiltStrategy(name, strategy, n, list(range(n)), _worker_devices(strategy))
+    if name is Strategy.CENTRAL_STORAGE:
         devices = local_devices(plan)
         strategy = tf.distribute.experimental.CentralStorageStrategy(
             compute_devices=devices, parameter_device="/cpu:0")
         n = strategy.num_replicas_in_sync
-        return StrategyInfo(name, strategy, n, list(range(n)), _worker_devices(strategy) or devices)
-    if name == "multi_worker_mirrored":
+        return BuiltStrategy(name, strategy, n, list(range(n)),
+                             _worker_devices(strategy) or devices)
+    if name is Strategy.MULTI_WORKER_MIRRORED:
         return _build_mwms(plan, task_type, task_index)
-    if name == "parameter_server":
+    if name is Strategy.PARAMETER_SERVER:
         return _build_ps(task_type, task_index)
     return _build_tpu(plan)
 
 
-def _build_mwms(plan: dict[str, Any], task_type: str, task_index: int) -> StrategyInfo:
+def _build_mwms(plan: Plan, task_type: str, task_index: int) -> BuiltStrategy:
     config = tf_config()
     strategy = tf.distribute.MultiWorkerMirroredStrategy(
         communication_options=_mwms_options(plan))
@@ -158,11 +159,11 @@ def _build_mwms(plan: dict[str, Any], task_type: str, task_index: int) -> Strate
     is_chief = (kind == "chief") or (kind == "worker" and index == 0
                                      and "chief" not in config.get("cluster", {}))
     ids = [index * local + r for r in range(local)]
-    return StrategyInfo("multi_worker_mirrored", strategy, local, ids, devices,
-                        is_chief=is_chief, worker_index=index)
+    return BuiltStrategy(Strategy.MULTI_WORKER_MIRRORED, strategy, local, ids, devices,
+                         is_chief=is_chief, worker_index=index)
 
 
-def _build_ps(task_type: str, task_index: int) -> StrategyInfo:
+def _build_ps(task_type: str, task_index: int) -> BuiltStrategy:
     config = tf_config()
     if not config.get("cluster"):
         raise UserError("parameter_server needs TF_CONFIG with a cluster (chief, worker, ps); "
@@ -174,16 +175,17 @@ def _build_ps(task_type: str, task_index: int) -> StrategyInfo:
         os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
         server = tf.distribute.Server(resolver.cluster_spec(), job_name=job, task_index=index,
                                       protocol=resolver.rpc_layer or "grpc", start=True)
-        return StrategyInfo("parameter_server", None, 0, [], [f"/job:{job}/task:{index}"],
-                            is_chief=False, worker_index=index, server=server)
+        return BuiltStrategy(Strategy.PARAMETER_SERVER, None, 0, [],
+                             [f"/job:{job}/task:{index}"], is_chief=False, worker_index=index,
+                             server=server)
     strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
     coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
-    return StrategyInfo("parameter_server", strategy, 1, [0], ["/job:chief/replica:0/task:0"],
-                        coordinator=coordinator)
+    return BuiltStrategy(Strategy.PARAMETER_SERVER, strategy, 1, [0],
+                         ["/job:chief/replica:0/task:0"], coordinator=coordinator)
 
 
-def _build_tpu(plan: dict[str, Any]) -> StrategyInfo:
-    address = tpu_precheck(str(plan.get("tpu_address", "") or ""))
+def _build_tpu(plan: Plan) -> BuiltStrategy:
+    address = tpu_precheck(plan.tpu_address)
     try:
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=address)
         tf.config.experimental_connect_to_cluster(resolver)
@@ -194,4 +196,4 @@ def _build_tpu(plan: dict[str, Any]) -> StrategyInfo:
                         f"version", traceback.format_exc()) from exc
     strategy = tf.distribute.TPUStrategy(resolver)
     n = strategy.num_replicas_in_sync
-    return StrategyInfo("tpu", strategy, n, list(range(n)), _worker_devices(strategy))
+    return BuiltStrategy(Strategy.TPU, strategy, n, list(range(n)), _worker_devices(strategy))
