@@ -223,10 +223,10 @@ def test_a_real_training_run_is_compared_with_its_validation_and_saved_model(
 
 def test_main_window_opens_the_compare_view_from_runs_and_goes_back(
         qtbot, three_runs: list[RunRecord], monkeypatch) -> None:
-    from dtgui.ui.machine_panel import MachinePanel
+    from dtgui.ui.local_machine import LocalMachinePanel
     from dtgui.ui.main_window import MainWindow
 
-    monkeypatch.setattr(MachinePanel, "refresh", lambda self: None)  # no TensorFlow probe
+    monkeypatch.setattr(LocalMachinePanel, "refresh", lambda self: None)  # no TensorFlow probe
     window = MainWindow()
     qtbot.addWidget(window)
     window.show()

@@ -1,4 +1,5 @@
-"""'This machine': CPU, RAM, GPUs (NVML) and what TensorFlow can use, side by side."""
+"""The panel 'This machine' (the computer dtgui runs on): CPU, RAM, GPUs (NVML) and what
+TensorFlow can use, side by side. The registered remote machines are `ui.machines.panel`."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.1f} GiB"
 
 
-class MachinePanel(QWidget):
+class LocalMachinePanel(QWidget):
     """Detects this machine in the background and shows the result; emits `factsChanged`."""
 
     factsChanged = Signal(object)  # MachineFacts
