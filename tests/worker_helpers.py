@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -151,15 +150,6 @@ def log_text(bundle: Path, task: str, out: str = "output") -> str:
 
 def kinds(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [e for e in events if e["kind"] == kind]
-
-
-def wait_for(predicate: Any, timeout: float, interval: float = 0.2) -> bool:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return bool(predicate())
 
 
 GOOD_MODEL = '''
