@@ -28,6 +28,7 @@ from dtgui.worker import step_batch
 from dtgui.worker.events import EventWriter
 
 T0 = 1_790_000_000.0
+AGAIN_SHIFT = 1.0  # how much higher the steps trained again after a restart are
 
 
 @contextlib.contextmanager
@@ -52,8 +53,12 @@ def write_run(root: Path, name: str, *, replicas: int = 2, steps: int = 120,
               plan_fields: dict[str, Any] | None = None, drop_fields: tuple[str, ...] = (),
               validation: bool = True, lr: float = 0.01, created: float = T0,
               seed: int = 0, overfit_from: int = 3, overfit: float = 0.1,
-              warmup: int = 0, save_best: bool = False) -> RunRecord:
-    """A finished run under `root/name`, with its run record."""
+              warmup: int = 0, save_best: bool = False,
+              restart: tuple[int, int] | None = None) -> RunRecord:
+    """A finished run under `root/name`, with its run record. `restart` (crashed after step,
+    resumed from step): the task trained to the first, restarted from the checkpoint of the
+    second and trained the steps after it again (their losses and validation AGAIN_SHIFT
+    higher, so that a reader shows which pass it kept)."""
     plan = place_local(Plan(run_name=name, strategy="mirrored" if replicas > 1 else "one_device",
                             replicas_per_task=replicas, steps=steps,
                             steps_per_epoch=steps_per_epoch, learning_rate=lr))
@@ -73,10 +78,23 @@ def write_run(root: Path, name: str, *, replicas: int = 2, steps: int = 120,
                 versions={"python": "3.11"}, pid=1, host="localhost", resumed_from_step=0)
         now[0] += 2.0  # building the model and tracing
         begin = now[0]
-        for first in range(1, steps + 1, steps_per_call):
-            count = min(steps_per_call, steps - first + 1)
+        passes = [(1, steps, 0.0)]
+        if restart is not None:
+            crashed, resumed = restart
+            passes = [(1, crashed, 0.0), (resumed + 1, steps, AGAIN_SHIFT)]
+        calls = [(first, min(steps_per_call, end - first + 1), shift)
+                 for start, end, shift in passes
+                 for first in range(start, end + 1, steps_per_call)]
+        for first, count, shift in calls:
+            if restart is not None and first == restart[1] + 1 and shift:
+                now[0] += 5.0  # the restart
+                ev.emit("started", replicas=replicas, replica_ids=ids,
+                        devices=["/cpu:0"] * replicas, strategy=plan.strategy,
+                        global_batch=plan.global_batch, steps=steps,
+                        versions={"python": "3.11"}, pid=2, host="localhost",
+                        resumed_from_step=restart[1])
             rows = np.arange(first, first + count)
-            base = np.array([train_loss(int(s), rate, floor) for s in rows])
+            base = np.array([train_loss(int(s), rate, floor) + shift for s in rows])
             losses = (base[:, None] + rng.normal(0, 0.05, (count, replicas))).astype(np.float32)
             now[0] += count * seconds_per_step
             at = first + count - 1
@@ -99,7 +117,7 @@ def write_run(root: Path, name: str, *, replicas: int = 2, steps: int = 120,
                     now[0] += 0.4
                     # it overfits from `overfit_from` on: the validation loss rises again
                     worse = overfit * max(0, epoch - overfit_from + 1)
-                    val = float(train_loss(last, rate, floor) + 0.08 + worse)
+                    val = float(train_loss(last, rate, floor) + 0.08 + worse + shift)
                     ev.emit("validation", step=last, epoch=epoch, loss=val,
                             metrics={"accuracy": 1.0 - 0.45 * val,
                                      "top_5": min(0.995, 0.9 + 0.02 * epoch)},

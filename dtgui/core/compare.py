@@ -1,10 +1,11 @@
 """Comparing finished runs: each run's curves and summary row, and the table as CSV.
 
 Pure Python + numpy (no Qt): `summarize_run(bundle_dir)` reads a bundle's plan.json and
-events files (it blocks on the disk: call it off the UI thread) into a `RunSummary` holding
-the mean training loss and the validation loss by step and by wall time, the plan's settings,
-the median throughput and the final and best values. `table_rows` and `summary_csv` turn
-summaries into the compare view's table and its CSV export.
+events files (it blocks on the disk: call it off the UI thread) through the run's
+`RunCurves` (dtgui.core.run_curves, the reducer the dashboard uses too) into a `RunSummary`
+holding the mean training loss and the validation loss by step and by wall time, the plan's
+settings, the median throughput and the final and best values. `table_rows` and
+`summary_csv` turn summaries into the compare view's table and its CSV export.
 """
 
 from __future__ import annotations
@@ -12,52 +13,21 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from dtgui.core.events import STEP_KINDS, Event, read_all, step_rows
+from dtgui.core.run_curves import (
+    Curve,
+    RunCurves,
+    best_point,
+    bundle_curves,
+    median_throughput,
+    preferred_metric,
+)
 
 MISSING = "\u2014"  # shown for a value a run does not have (an older run's optimizer)
-# validation metrics where lower is better (the others, such as accuracy, higher is better)
-LOWER_IS_BETTER = ("loss", "error", "mae", "mse", "rmse", "mape", "msle", "hinge",
-                   "crossentropy", "perplexity")
-TASK_ORDER = {"chief": 0, "worker": 1, "ps": 2, "evaluator": 3}
-
-
-def lower_is_better(metric: str) -> bool:
-    name = metric.lower()
-    return any(word in name for word in LOWER_IS_BETTER)
-
-
-def best_index(values: np.ndarray, metric: str) -> int | None:
-    """Where a metric's curve is best (the first such point), None if it has no finite value."""
-    values = np.asarray(values, dtype=np.float64)
-    finite = np.isfinite(values)
-    if not finite.any():
-        return None
-    masked = np.where(finite, values, np.inf if lower_is_better(metric) else -np.inf)
-    return int(np.argmin(masked) if lower_is_better(metric) else np.argmax(masked))
-
-
-def _empty() -> np.ndarray:
-    return np.empty(0, dtype=np.float64)
-
-
-@dataclass
-class Curve:
-    """A curve by step, with the wall time of each point (seconds since the run's first
-    event)."""
-
-    steps: np.ndarray = field(default_factory=_empty)
-    values: np.ndarray = field(default_factory=_empty)
-    seconds: np.ndarray = field(default_factory=_empty)
-
-    def __len__(self) -> int:
-        return len(self.steps)
 
 
 @dataclass
@@ -82,11 +52,6 @@ class RunSummary:
     loss: Curve = field(default_factory=Curve)  # mean training loss over every replica
     validation: dict[str, Curve] = field(default_factory=dict)  # "loss" and each metric
     error: str = ""  # why the run could not be read (it is still listed)
-
-
-def task_key(task: str) -> tuple[int, int, str]:
-    kind, _, index = task.partition(":")
-    return TASK_ORDER.get(kind, 9), int(index) if index.isdigit() else 0, task
 
 
 def _plan_facts(summary: RunSummary, plan: dict[str, Any]) -> None:
@@ -114,83 +79,6 @@ def _plan_facts(summary: RunSummary, plan: dict[str, Any]) -> None:
         summary.name = parsed.run_name
 
 
-class _Reader:
-    """Folds one task's events into curves: steps rewound at a resume, like the dashboard."""
-
-    def __init__(self, t0: float) -> None:
-        self.t0 = t0
-        self.steps: list[np.ndarray] = []
-        self.means: list[np.ndarray] = []
-        self.ends: list[tuple[float, float]] = []  # (last step of a call, its time)
-        self.rates: list[float] = []
-        self.validation: dict[str, list[tuple[float, float, float]]] = {}
-        self.finished_loss: float | None = None
-        self.timeline: list[tuple[float, float]] = []
-
-    def add(self, event: Event) -> None:
-        if event.kind in STEP_KINDS:
-            rows = step_rows(event.data)
-            if rows is None or not len(rows.steps):
-                return
-            self.steps.append(rows.steps.astype(np.float64))
-            self.means.append(rows.means.astype(np.float64))
-            self.ends.append((float(rows.steps[-1]), event.t - self.t0))
-            rate = event.get("examples_per_sec")
-            if isinstance(rate, (int, float)) and rate > 0:
-                self.rates.append(float(rate))
-        elif event.kind == "started":
-            resumed = event.get("resumed_from_step")
-            start = resumed if isinstance(resumed, int) and resumed > 0 else 0
-            if start:
-                self._rewind(start)
-            # the first call's steps ran between the start and its end
-            self.ends = [e for e in self.ends if e[0] < start]
-            self.ends.append((float(start), event.t - self.t0))
-        elif event.kind == "validation":
-            step = event.get("step")
-            if not isinstance(step, (int, float)):
-                return
-            values = dict(event.get("metrics") or {})
-            values["loss"] = event.get("loss")
-            for name, value in values.items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    self.validation.setdefault(str(name), []).append(
-                        (float(step), float(value), event.t - self.t0))
-        elif event.kind == "finished":
-            loss = event.get("loss")
-            if isinstance(loss, (int, float)):
-                self.finished_loss = float(loss)
-
-    def _rewind(self, step: int) -> None:
-        if not self.steps:
-            return
-        steps, means = np.concatenate(self.steps), np.concatenate(self.means)
-        keep = steps <= step
-        self.steps, self.means = [steps[keep]], [means[keep]]
-        self.ends = [e for e in self.ends if e[0] < step]
-        for name, points in self.validation.items():
-            self.validation[name] = [p for p in points if p[0] <= step]
-
-    def loss_curve(self) -> Curve:
-        if not self.steps:
-            return Curve()
-        steps, means = np.concatenate(self.steps), np.concatenate(self.means)
-        finite = np.isfinite(means)
-        steps, means = steps[finite], means[finite]
-        ends = np.array(self.ends, dtype=np.float64).reshape(-1, 2)
-        # a call's steps share one event time: in between, the time grows linearly
-        order = np.argsort(ends[:, 0], kind="stable")
-        seconds = np.interp(steps, ends[order, 0], ends[order, 1]) if len(ends) else steps * 0
-        return Curve(steps, means, seconds)
-
-    def validation_curves(self) -> dict[str, Curve]:
-        out = {}
-        for name, points in self.validation.items():
-            arr = np.array(points, dtype=np.float64).reshape(-1, 3)
-            out[name] = Curve(arr[:, 0], arr[:, 1], arr[:, 2])
-        return out
-
-
 def summarize_run(bundle_dir: Path | str, name: str = "", state: str = "") -> RunSummary:
     """Read one run's bundle (plan.json and output/events-*.jsonl). Blocks on the disk."""
     bundle = Path(bundle_dir)
@@ -204,61 +92,25 @@ def summarize_run(bundle_dir: Path | str, name: str = "", state: str = "") -> Ru
         _plan_facts(summary, plan)
     if not summary.name:
         summary.name = bundle.name
-    files = sorted((bundle / "output").glob("events-*.jsonl"))
-    per_task: dict[str, list[Event]] = {}
-    for path in files:
-        for event in read_all(path):
-            per_task.setdefault(event.task, []).append(event)
-    if not per_task:
-        return summary
-    t0 = min(events[0].t for events in per_task.values() if events)
-    readers = {}
-    for task in sorted(per_task, key=task_key):
-        reader = _Reader(t0)
-        for event in per_task[task]:
-            reader.add(event)
-        readers[task] = reader
-    _fold(summary, readers)
+    _fold(summary, bundle_curves(bundle, summary.steps))
     return summary
 
 
-def _fold(summary: RunSummary, readers: dict[str, _Reader]) -> None:
-    # The mean over every replica is the same on every worker: the first task that trained
-    # gives the curve (the ParameterServer chief; worker 0 otherwise).
-    trained = [r for r in readers.values() if r.steps]
-    main = trained[0] if trained else None
-    if main is not None:
-        summary.loss = main.loss_curve()
-        if len(summary.loss):
-            summary.steps_done = int(summary.loss.steps[-1])
-        summary.final_loss = main.finished_loss
-        if summary.final_loss is None and len(summary.loss):
-            summary.final_loss = float(summary.loss.values[-1])
-    # examples/s: each task counts its own examples, so the run's rate is their sum
-    medians = [float(np.median(r.rates)) for r in readers.values() if r.rates]
-    summary.throughput = sum(medians) if medians else None
-    validating = [r for r in readers.values() if r.validation]
-    if validating:
-        summary.validation = validating[0].validation_curves()
+def _fold(summary: RunSummary, curves: RunCurves) -> None:
+    summary.loss = curves.loss_curve()
+    summary.steps_done = curves.steps_done()
+    summary.final_loss = curves.final_loss()
+    summary.throughput = median_throughput(curves.throughput_views())
+    summary.validation = curves.validation_curves()
     val_loss = summary.validation.get("loss")
     if val_loss is not None:
-        i = best_index(val_loss.values, "loss")
-        if i is not None:
-            summary.best_val_loss = (float(val_loss.values[i]), int(val_loss.steps[i]))
+        summary.best_val_loss = best_point(val_loss.steps, val_loss.values, "loss")
     metric = preferred_metric([m for m in summary.validation if m != "loss"])
     if metric:
         curve = summary.validation[metric]
-        i = best_index(curve.values, metric)
-        if i is not None:
-            summary.best_val_metric = (metric, float(curve.values[i]), int(curve.steps[i]))
-
-
-def preferred_metric(names: Sequence[str]) -> str:
-    """The validation metric to show first: accuracy when there is one."""
-    for name in names:
-        if name == "accuracy":
-            return name
-    return names[0] if names else ""
+        best = best_point(curve.steps, curve.values, metric)
+        if best is not None:
+            summary.best_val_metric = (metric, *best)
 
 
 # -- the table ------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ class RunSource(Protocol):
 
     @property
     def final_loss(self) -> float | None:
-        """The chief's last reported training loss (None before the first step)."""
+        """The run's final loss (RunCurves.final_loss; None before the first step)."""
 
     @property
     def metrics(self) -> RunMetrics:

@@ -1,0 +1,121 @@
+"""One reducer of events into curves: the dashboard, Compare, the history and the final loss
+agree, restarts included."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from training_events import AGAIN_SHIFT, T0, write_run
+
+from dtgui.core.compare import summarize_run
+from dtgui.core.events import Event, read_all
+from dtgui.core.metrics import RunMetrics
+from dtgui.core.run_curves import RunCurves, bundle_curves, final_loss_of_bundle
+from dtgui.core.runs import RECORD_NAME, RunHistory, RunRecord
+from dtgui.launch.history import open_run
+
+
+def dashboard_of(record: RunRecord) -> RunMetrics:
+    """The dashboard's metrics of a run, fed as a live run feeds them: a poll at a time."""
+    metrics = RunMetrics()
+    events = read_all(Path(record.bundle) / "output" / "events-worker-0.jsonl")
+    for i in range(0, len(events), 7):
+        metrics.add_events(events[i: i + 7])
+    return metrics
+
+
+@pytest.mark.parametrize("restart", [(90, 40), (90, 0)], ids=["from-step-40", "from-scratch"])
+def test_compare_and_the_dashboard_agree_after_a_restart(tmp_path: Path,
+                                                         restart: tuple[int, int]) -> None:
+    """The run trained to step 90 (validating at 40 and 80), restarted from `resumed` and
+    trained to 120 again: both views drop the rewound points, the re-trained ones count."""
+    crashed, resumed = restart
+    record = write_run(tmp_path, "restarted", steps=120, steps_per_epoch=40, restart=restart)
+    summary = summarize_run(record.bundle, "restarted")
+    live = dashboard_of(record).snapshot()
+    opened = open_run(record).metrics.snapshot()
+    for snap in (live, opened):
+        for name, curve in summary.validation.items():
+            steps, values = snap.validation[name]
+            assert steps.tolist() == curve.steps.tolist() == [40, 80, 120]
+            np.testing.assert_allclose(values, curve.values)
+        assert set(snap.validation) == set(summary.validation)
+        steps, _ = snap.replica_loss[0]
+        assert steps.tolist() == summary.loss.steps.tolist() == list(range(1, 121))
+    val_steps = summary.validation["loss"].steps.tolist()
+    assert val_steps == [40, 80, 120]  # each once, none drawn back
+    first_pass = write_run(tmp_path, "plain", steps=120, steps_per_epoch=40).bundle
+    plain = summarize_run(first_pass).validation["loss"].values
+    again = summary.validation["loss"].values
+    kept_from_first = 1 if resumed >= 40 else 0  # step 40's validation survives a resume at 40
+    np.testing.assert_allclose(again[:kept_from_first], plain[:kept_from_first])
+    np.testing.assert_allclose(again[kept_from_first:], plain[kept_from_first:] + AGAIN_SHIFT)
+    # the mean loss: the steps after the checkpoint as trained the second time
+    assert np.all(summary.loss.values[resumed:] > AGAIN_SHIFT)
+    assert np.all(np.diff(summary.loss.seconds) >= 0)
+    assert crashed > resumed
+
+
+def test_final_loss_is_the_same_from_every_reader(tmp_path: Path) -> None:
+    record = write_run(tmp_path, "restarted", steps=120, steps_per_epoch=40, restart=(90, 40))
+    expected = record.final_loss
+    assert expected is not None
+    assert summarize_run(record.bundle).final_loss == pytest.approx(expected)  # Compare
+    assert dashboard_of(record).final_loss() == pytest.approx(expected)  # a live run
+    assert open_run(record).final_loss == pytest.approx(expected)  # the history's dashboard
+    assert final_loss_of_bundle(record.bundle) == pytest.approx(expected)
+    (Path(record.bundle) / RECORD_NAME).unlink()  # a bundle of an older dtgui: from events
+    found = RunHistory(tmp_path).records()
+    assert [r.final_loss for r in found] == [pytest.approx(expected)]
+
+
+def event(kind: str, task: str = "worker:0", t: float = T0, **data: object) -> Event:
+    return Event(kind, task, t, {"v": 2, "kind": kind, "task": task, "t": t, **data})
+
+
+def steps(first: int, losses: list[float], task: str = "worker:0", t: float = T0,
+          **data: object) -> Event:
+    return event("step", task, t, step=first, replica_losses=losses, replica_ids=[0],
+                 loss=float(np.mean(losses)), **data)
+
+
+def test_final_loss_without_a_finished_event_is_the_main_tasks_last_step() -> None:
+    curves = RunCurves()
+    # two workers report the same mean; the first in task order stands for the run, in
+    # whichever order their events arrive
+    curves.add_events([steps(1, [2.0], "worker:1"), steps(2, [1.5], "worker:1")])
+    curves.add_events([steps(1, [2.0]), steps(2, [1.25])])
+    assert curves.main_task == "worker:0" and curves.final_loss() == 1.25
+    assert curves.loss_curve().values.tolist() == [2.0, 1.25]
+    # a restart from step 1: the final loss is step 1's until step 2 is trained again
+    curves.add_events([event("started", resumed_from_step=1, replica_ids=[0])])
+    assert curves.final_loss() == 2.0
+    curves.add_events([steps(2, [0.5]), event("finished", loss=0.5)])
+    assert curves.final_loss() == 0.5
+
+
+def test_a_scripts_final_loss_is_its_loss_scalar_else_its_finished_loss() -> None:
+    curves = RunCurves()
+    curves.add_events([event("scalar", tag="train/epoch_loss", step=e, value=1.0 / (e + 1))
+                       for e in range(3)])
+    assert curves.main_task == "worker:0" and curves.final_loss() == pytest.approx(1 / 3)
+    curves.add_events([event("finished", loss=0.3)])
+    assert curves.final_loss() == 0.3
+
+
+def test_the_parameter_server_chief_gives_the_final_loss(tmp_path: Path) -> None:
+    curves = RunCurves()
+    curves.add_events([event("finished", "worker:0", loss=None),  # a server task ends
+                       steps(1, [0.7], "chief:0"), event("finished", "chief:0", loss=0.7)])
+    assert curves.main_task == "chief:0" and curves.final_loss() == 0.7
+
+
+def test_bundle_curves_read_every_tasks_events_file(tmp_path: Path) -> None:
+    record = write_run(tmp_path, "one", steps=40, steps_per_epoch=20)
+    curves = bundle_curves(record.bundle)
+    assert curves.steps_done() == 40 and curves.span() > 0
+    plan = json.loads((Path(record.bundle) / "plan.json").read_text())
+    assert plan["steps"] == curves.total_steps
