@@ -24,6 +24,7 @@ from dtgui.core.plan import (
     PlanError,
     validate,
 )
+from dtgui.core.run_state import RunState
 from dtgui.core.strategies import STRATEGIES, Strategy
 
 
@@ -265,7 +266,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     loss = controller.final_loss
     if loss is not None:
         print(f"final loss {loss:.4g}")
-    return {"finished": 0, "stopped": 130}.get(controller.state, 1)
+    return {RunState.FINISHED: 0, RunState.STOPPED: 130}.get(controller.state, 1)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,13 +19,15 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from dtgui.core.events import STEP_KINDS, read_all
+from dtgui.core.events import read_all
+from dtgui.core.run_curves import final_loss_of_bundle
+from dtgui.core.run_state import ENDED, RunState
 from dtgui.core.settings import atomic_write_text, runs_dir
 
 RECORD_NAME = "run.json"
 RECORD_SCHEMA = 1
-STATES = ("starting", "running", "finished", "failed", "stopped")
-ENDED = ("finished", "failed", "stopped")
+
+__all__ = ["ENDED", "RECORD_NAME", "RunHistory", "RunRecord", "RunState"]
 
 
 @dataclass
@@ -55,7 +57,7 @@ class RunRecord:
     bundle: str  # the local bundle directory
     strategy: str = ""
     created: float = 0.0
-    state: str = "starting"
+    state: RunState = RunState.STARTING
     message: str = ""
     final_loss: float | None = None
     ended: float | None = None
@@ -63,6 +65,9 @@ class RunRecord:
     max_restarts: int = 0  # the run's policy: restart from the last checkpoint up to N times
     machines: list[MachineRecord] = field(default_factory=list)
     tasks: list[TaskRecord] = field(default_factory=list)
+
+    def __post_init__(self) -> None:  # a name read from run.json becomes its state
+        self.state = RunState.named(self.state)
 
     # -- queries -----------------------------------------------------------------------------
     @property
@@ -72,7 +77,7 @@ class RunRecord:
     @property
     def is_active(self) -> bool:
         """Started and not known to have ended (it may have ended while dtgui was closed)."""
-        return self.state in ("starting", "running")
+        return self.state.active
 
     @property
     def is_multi_machine(self) -> bool:
@@ -92,7 +97,7 @@ class RunRecord:
                 return
         self.tasks.append(TaskRecord(task, machine, pid))
 
-    def end(self, state: str, message: str, final_loss: float | None) -> None:
+    def end(self, state: RunState, message: str, final_loss: float | None) -> None:
         self.state, self.message = state, message
         if final_loss is not None:
             self.final_loss = final_loss
@@ -129,32 +134,14 @@ def _known(cls: type[MachineRecord | TaskRecord], data: dict[str, Any]) -> dict[
     return {k: v for k, v in data.items() if k in names}
 
 
-def final_loss_from_events(bundle_dir: Path) -> float | None:
-    """The loss of the last `finished` event in the bundle's output (else the last step's)."""
-    finished: float | None = None
-    last_step: tuple[float, float] | None = None
-    for path in sorted((Path(bundle_dir) / "output").glob("events-*.jsonl")):
-        for event in read_all(path):
-            loss = event.get("loss")
-            if not isinstance(loss, (int, float)):
-                continue
-            if event.kind == "finished":
-                finished = float(loss)
-            elif event.kind in STEP_KINDS and (last_step is None or event.t >= last_step[0]):
-                last_step = (event.t, float(loss))
-    if finished is not None:
-        return finished
-    return last_step[1] if last_step else None
-
-
-def state_from_events(bundle_dir: Path) -> str:
+def state_from_events(bundle_dir: Path) -> RunState:
     """For a bundle without a record (a run of an older dtgui): finished / failed / unknown."""
     kinds: set[str] = set()
     for path in (Path(bundle_dir) / "output").glob("events-*.jsonl"):
         kinds.update(e.kind for e in read_all(path) if e.kind in ("finished", "failed"))
     if "failed" in kinds:
-        return "failed"
-    return "finished" if "finished" in kinds else "unknown"
+        return RunState.FAILED
+    return RunState.FINISHED if "finished" in kinds else RunState.UNKNOWN
 
 
 class RunHistory:
@@ -203,4 +190,4 @@ class RunHistory:
         return RunRecord(run_id=bundle.name, run_name=str(plan.get("run_name", bundle.name)),
                          bundle=str(bundle), strategy=str(plan.get("strategy", "")),
                          created=created, state=state_from_events(bundle),
-                         final_loss=final_loss_from_events(bundle))
+                         final_loss=final_loss_of_bundle(bundle))
