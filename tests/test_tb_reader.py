@@ -1,5 +1,6 @@
-"""dtgui's TensorFlow-free TensorBoard event reader against files written by real TensorFlow,
-cross-checked with TensorBoard's own reader; partial and damaged files."""
+"""dtgui's TensorFlow-free TensorBoard event reader (TFRecord framing, tensorboard's Event
+protos) against files written by real TensorFlow, cross-checked with TensorBoard's own reader;
+partial and damaged files."""
 
 from __future__ import annotations
 
@@ -88,10 +89,7 @@ def dtgui_scalars(root: Path) -> dict[str, list[tuple[int, float]]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("wire", [False, True], ids=["tensorboard-protos", "wire-reader"])
-def test_reader_matches_tensorboard(tf_files: Path, wire: bool, monkeypatch) -> None:
-    if wire:
-        monkeypatch.setenv("DTGUI_TB_WIRE", "1")
+def test_reader_matches_tensorboard(tf_files: Path) -> None:
     ours = dtgui_scalars(tf_files)
     theirs = tensorboard_scalars(tf_files)
     assert set(ours) == {"tf2/loss", "tf2/lr", "tf2/count", "tf1/acc"}
@@ -100,15 +98,6 @@ def test_reader_matches_tensorboard(tf_files: Path, wire: bool, monkeypatch) -> 
         assert [s for s, _ in ours[tag]] == [s for s, _ in points], tag
         assert [v for _, v in ours[tag]] == pytest.approx([v for _, v in points]), tag
     assert ours["tf2/loss"][0] == (1, 1.0)
-
-
-@pytest.mark.slow
-def test_wire_reader_equals_protos_record_by_record(tf_files: Path) -> None:
-    protos = tfrecord.event_decoder(prefer_protos=True)
-    assert protos is not tfrecord._wire_event
-    for path in sorted(tf_files.rglob("*tfevents*")):
-        for record in tfrecord.RecordReader(str(path)).read_new():
-            assert tfrecord.scalars_of(record, protos) == tfrecord.scalars_of(record)
 
 
 @pytest.mark.slow
@@ -150,10 +139,28 @@ def test_damaged_record_is_reported_and_skipped(tmp_path: Path) -> None:
     assert reader.read_new() == [] and reader.damaged
 
 
-def test_crc32c_known_values() -> None:
-    assert tfrecord.crc32c(b"") == 0
-    assert tfrecord.crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value
-    assert tfrecord.crc32c(b"\x00" * 32) == 0x8A9136AA  # RFC 3720 B.4
+@pytest.mark.parametrize("crc32c", [tfrecord.crc32c, tfrecord.python_crc32c],
+                         ids=["google-crc32c", "python"])
+def test_crc32c_known_values(crc32c) -> None:
+    assert crc32c(b"") == 0
+    assert crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value
+    assert crc32c(b"\x00" * 32) == 0x8A9136AA  # RFC 3720 B.4
+    data = bytes(range(256)) * 3
+    assert crc32c(data) == tfrecord.python_crc32c(data)
+
+
+def test_the_c_crc32c_is_used_where_installed() -> None:
+    assert tfrecord.crc32c is not tfrecord.python_crc32c
+
+
+def test_without_tensorboard_the_follower_says_why_it_reads_nothing(tmp_path: Path,
+                                                                     monkeypatch) -> None:
+    monkeypatch.setattr(tfrecord, "event_pb2", None)
+    with open(tmp_path / "events.out.tfevents.1.test", "wb") as f:
+        tfrecord.write_record(f, _event(1, "loss", 1.0))
+    follower = TensorBoardFollower([str(tmp_path)], lambda tag, s: None)
+    assert follower.poll_once() == 0 and follower.poll_once() == 0
+    assert len(follower.problems) == 1 and "tensorboard package" in follower.problems[0]
 
 
 def test_deleted_file_is_read_to_its_end(tmp_path: Path) -> None:

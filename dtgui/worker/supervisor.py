@@ -1,14 +1,17 @@
-"""The supervisor: the task's first process. It never imports TensorFlow.
+"""The supervisor: a task's first process. It never imports TensorFlow.
 
-It runs the training in a child process and stays responsive whatever TensorFlow does:
+It runs the task's work in a child process and stays responsive whatever that child does:
 TensorFlow can hold the GIL for minutes inside C++ (MultiWorkerMirroredStrategy() waiting for
 its peers, a stuck collective), so a Python signal handler in the training process may never
-run. Here:
+run. The child is one of two kinds (`Child`): dtgui's own training loop (`TrainingChild`,
+``python -m dtgui_worker.train --child``) or a user's own script (`script_child.ScriptChild`).
+For both:
 
 * SIGTERM / SIGINT (to the task's process group, or to this process) -> the child is stopped
   (SIGTERM, then SIGKILL after 1 s), a ``log`` event "stopped" is written, exit 143 / 130.
 * telemetry (``device`` events) runs here, so it keeps flowing while the child is busy.
-* a child that dies without reporting (segfault, OOM killer) gets a ``failed`` event.
+* a child killed by a signal (segfault, the OOM killer) gets a ``failed`` event.
+* the child dies with this process (PR_SET_PDEATHSIG on Linux).
 """
 
 from __future__ import annotations
@@ -18,9 +21,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from .events import EventWriter
+from .plan import Plan
 from .telemetry import Telemetry
 
 STOP_CODES = {signal.SIGTERM: 143, signal.SIGINT: 130}
@@ -28,6 +34,7 @@ CHILD_ENV = "DTGUI_WORKER_SUPERVISOR"
 # TensorFlow's preemption notifier (MultiWorkerMirrored) installs its own SIGTERM handler
 # in the training process, which then ignores SIGTERM: SIGKILL it after this grace.
 STOP_GRACE_SECONDS = 1.0
+TAIL_BYTES = 64 * 1024  # the end of a child's output kept for its `failed` event
 
 
 class StopRequested(Exception):
@@ -48,16 +55,160 @@ def package_root() -> str:
     return root
 
 
-def child_command(plan: str, task: str, out: str) -> list[str]:
-    return [sys.executable, "-m", f"{__package__}.train", "--plan", plan, "--task", task,
-            "--out", out, "--child"]
-
-
-def _signal_name(sig: int) -> str:
+def signal_name(sig: int) -> str:
     try:
         return signal.Signals(sig).name
     except ValueError:
         return f"signal {sig}"
+
+
+class Child:
+    """What differs between the kinds of child; the supervision itself is `supervise`."""
+
+    title = "The child process"  # how a `failed` event names it
+    cwd: str | None = None
+    capture_output = False  # through this process, keeping the tail for the `failed` event
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def environment(self, env: dict[str, str]) -> None:
+        """Add this kind's variables to the child's environment (a copy of ours)."""
+
+    def started(self, pid: int) -> None:
+        """The child runs (its `started` event, followers of its files)."""
+
+    def stopped(self) -> None:
+        """The task is being stopped: end what `started` began, without waiting."""
+
+    def exited(self) -> None:
+        """The child ended by itself: collect what it left before the task's end is told."""
+
+    def outcome(self, code: int, output: str) -> int | None:
+        """The task's exit code for a child that exited with `code` >= 0 (None: a failure
+        with `failure`'s wording)."""
+        return code if code == 0 else None
+
+    def failure(self, code: int, output: str) -> tuple[str, int]:
+        """The `failed` event's error, and the task's exit code, for exit `code` >= 0."""
+        return f"{self.title} exited with code {code}", 1
+
+
+class TrainingChild(Child):
+    """dtgui's training loop (train.py ``--child``): it writes its own started, finished and
+    failed events and exits 0 or 1."""
+
+    title = "The training process"
+
+    def __init__(self, plan_path: str, task: str, out_dir: str) -> None:
+        self.plan_path, self.task, self.out_dir = plan_path, task, out_dir
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", f"{__package__}.train", "--plan", self.plan_path,
+                "--task", self.task, "--out", self.out_dir, "--child"]
+
+    def outcome(self, code: int, output: str) -> int | None:
+        return code if code in (0, 1) else None  # 1: it wrote its own `failed` event
+
+    def failure(self, code: int, output: str) -> tuple[str, int]:
+        return f"{self.title} exited with code {code} without reporting an error", 1
+
+
+def supervise_task(plan: Plan, plan_path: str, task: str, out_dir: str,
+                   events: EventWriter) -> int:
+    """Run the task's child (the plan's model says which kind) to its end; returns this
+    task's exit code."""
+    child: Child
+    if plan.model_kind == "script":
+        from .script_child import ScriptChild
+
+        child = ScriptChild(plan, plan_path, task, out_dir, events)
+    else:
+        child = TrainingChild(plan_path, task, out_dir)
+    return supervise(child, events)
+
+
+def child_environment() -> dict[str, str]:
+    """Our environment, plus what every child needs."""
+    env = dict(os.environ)
+    env[CHILD_ENV] = str(os.getpid())
+    # GPU indices in CUDA_VISIBLE_DEVICES are NVML's (PCI bus order); make CUDA agree.
+    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    root = package_root()  # this package importable: train.py, and report() for a script
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def _die_with_parent_hook() -> Callable[[], None] | None:
+    """Runs in the child between fork and exec: SIGKILL it when this process dies (Linux);
+    if this process died already, exit at once. Resolved here: nothing is imported after the
+    fork."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def hook() -> None:
+        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return hook
+
+
+class OutputRelay(threading.Thread):
+    """Copies a child's output to our stdout (the task's log) as it comes, keeping its end."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__(name="child-output", daemon=True)
+        self.fd = fd
+        self.tail = bytearray()
+
+    def run(self) -> None:
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            with contextlib.suppress(OSError):
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(1, view):]
+            self.tail += data
+            if len(self.tail) > 2 * TAIL_BYTES:
+                del self.tail[:-TAIL_BYTES]
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+    def text(self) -> str:
+        return bytes(self.tail[-TAIL_BYTES:]).decode("utf-8", "replace")
+
+
+def _start(child: Child, command: list[str], env: dict[str, str]) -> tuple[
+        subprocess.Popen[bytes], OutputRelay | None]:
+    hook = _die_with_parent_hook()
+    if not child.capture_output:
+        return subprocess.Popen(command, cwd=child.cwd, env=env, preexec_fn=hook), None
+    read_fd, write_fd = os.pipe()
+    try:
+        proc = subprocess.Popen(command, cwd=child.cwd, env=env,
+                                stdin=subprocess.DEVNULL, stdout=write_fd, stderr=write_fd,
+                                preexec_fn=hook)
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)
+    relay = OutputRelay(read_fd)
+    relay.start()
+    return proc, relay
 
 
 def _end_child(proc: subprocess.Popen[bytes]) -> None:
@@ -73,20 +224,19 @@ def _end_child(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-def supervise(plan_path: str, task: str, out_dir: str, events: EventWriter) -> int:
-    """Run the training child to its end; returns this task's exit code."""
+def supervise(child: Child, events: EventWriter) -> int:
+    """Run `child` to its end; returns this task's exit code."""
     for sig in STOP_CODES:
         signal.signal(sig, _raise_stop)
-    env = dict(os.environ)
-    env[CHILD_ENV] = str(os.getpid())
-    # GPU indices in CUDA_VISIBLE_DEVICES are NVML's (PCI bus order); make CUDA agree.
-    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-    root = package_root()
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env = child_environment()
+    child.environment(env)
+    command = child.command()
     telemetry: Telemetry | None = None
     proc: subprocess.Popen[bytes] | None = None
+    relay: OutputRelay | None = None
     try:
-        proc = subprocess.Popen(child_command(plan_path, task, out_dir), env=env)
+        proc, relay = _start(child, command, env)
+        child.started(proc.pid)
         telemetry = Telemetry(events).start()
         code = proc.wait()
     except StopRequested as stop:
@@ -94,45 +244,39 @@ def supervise(plan_path: str, task: str, out_dir: str, events: EventWriter) -> i
         code = _stopped(events, stop.sig)
         if proc is not None:
             _end_child(proc)
+        child.stopped()
         return code
+    except OSError as exc:
+        where = f" in {child.cwd}" if child.cwd else ""
+        events.emit("failed", error=f"could not start {' '.join(command[1:])}{where}: {exc}",
+                    traceback="")
+        return 1
     finally:
         for sig in STOP_CODES:
             signal.signal(sig, signal.SIG_IGN)  # a second signal must not cut the clean-up
         if telemetry is not None:
             telemetry.stop()
-    if code in (0, 1):  # the child wrote its own finished / failed event
-        return code
-    if -code in STOP_CODES:  # the group's SIGTERM/SIGINT reached the child first
+    if relay is not None:
+        relay.join(5)
+    child.exited()
+    output = relay.text() if relay is not None else ""
+    if code < 0 and -code in STOP_CODES:  # the group's SIGTERM/SIGINT reached the child first
         return _stopped(events, -code)
     if code < 0:
         hint = " (out of memory? the kernel's OOM killer sends SIGKILL)" \
             if -code == signal.SIGKILL else ""
-        error = f"The training process was killed by {_signal_name(-code)}{hint}"
+        error, result = f"{child.title} was killed by {signal_name(-code)}{hint}", 1
     else:
-        error = f"The training process exited with code {code} without reporting an error"
-    events.emit("failed", error=error, traceback="")
-    print(f"[{task}] FAILED: {error}", flush=True)
-    return 1
+        exit_code = child.outcome(code, output)
+        if exit_code is not None:
+            return exit_code
+        error, result = child.failure(code, output)
+    events.emit("failed", error=error, traceback=output[-4000:])
+    print(f"[{events.task}] FAILED: {error}", flush=True)
+    return result
 
 
 def _stopped(events: EventWriter, sig: int) -> int:
-    events.log(f"stopped ({_signal_name(sig)})", level="warning")
-    print(f"[{events.task}] stopped by {_signal_name(sig)}", flush=True)
+    events.log(f"stopped ({signal_name(sig)})", level="warning")
+    print(f"[{events.task}] stopped by {signal_name(sig)}", flush=True)
     return STOP_CODES.get(signal.Signals(sig), 143)
-
-
-def child_setup() -> None:
-    """In the training child: default signal actions, and die with the supervisor."""
-    for sig in STOP_CODES:
-        signal.signal(sig, signal.SIG_DFL)
-    parent = os.environ.get(CHILD_ENV, "")
-    if not parent.isdigit() or not sys.platform.startswith("linux"):
-        return
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
-    if os.getppid() != int(parent):  # the supervisor died before prctl: give up now
-        os._exit(1)

@@ -2,7 +2,7 @@
 
 Runs in the TensorFlow-free supervisor (a thread). Every `interval` seconds it looks for
 `*tfevents*` files under its folders (the task's DTGUI_TENSORBOARD_DIR and DTGUI_OUTPUT_DIR),
-reads the records appended since the last look (dtgui_worker.tfrecord) and emits one
+reads the records appended since the last look (tfrecord.py) and emits one
 ``scalar`` event (``tag``, ``step``, ``value``, ``wall_time``) per scalar. A tag is prefixed
 with the file's folder below the followed one (``train/epoch_loss``, ``validation/...``);
 tf_keras's per-worker scratch folders (``workertemp_1``) are left out of the name.
@@ -64,6 +64,7 @@ class TensorBoardFollower:
         self._readers: dict[str, tuple[RecordReader, str]] = {}  # real path -> reader, prefix
         self._plugins: dict[str, str] = {}  # full tag -> plugin named by its first metadata
         self._decode = event_decoder()
+        self._no_decoder_told = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.count = 0
@@ -98,6 +99,12 @@ class TensorBoardFollower:
         """Read what was appended (`everything`: look through the shared folders now too);
         returns how many scalars were emitted."""
         self._discover(everything)
+        if self._decode is None:
+            if self._readers and not self._no_decoder_told:
+                self._no_decoder_told = True
+                self.problems.append("TensorBoard files are not followed: the tensorboard "
+                                     "package is not installed for this Python")
+            return 0
         emitted = 0
         for reader, prefix in list(self._readers.values()):
             records = reader.read_new()

@@ -12,15 +12,15 @@ The first process (the supervisor, no TensorFlow) runs the training in a child p
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import traceback
-from typing import Any
 
 from .events import EventWriter
 from .model_file import UserError, describe_failure
 from .netcheck import tpu_precheck
+from .plan import Plan, PlanError
+from .strategies import STRATEGIES, Strategy
 
 
 def task_slug(task: str) -> str:
@@ -38,17 +38,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def load_plan(path: str) -> dict[str, Any]:
-    if not os.path.isfile(path):
-        raise UserError(f"plan.json not found: {os.path.abspath(path)}")
+def load_plan(path: str) -> Plan:
+    """The plan, or a UserError that says what is wrong with plan.json."""
     try:
-        with open(path, encoding="utf-8") as f:
-            plan = json.load(f)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"plan.json is not valid JSON: {exc}") from exc
-    schema = plan.get("schema") if isinstance(plan, dict) else None
-    if schema != 1:
-        raise UserError(f"plan.json has schema {schema}; this worker reads schema 1")
+        plan = Plan.load(path)
+    except PlanError as exc:
+        raise UserError(str(exc)) from exc
+    if Strategy.named(plan.strategy) is None:
+        raise UserError(f'Unknown strategy "{plan.strategy}" in plan.json (expected one of '
+                        f'{", ".join(STRATEGIES)})')
     return plan
 
 
@@ -71,26 +69,19 @@ def main(argv: list[str] | None = None) -> int:
             return child_main(plan_path, args.task, out_dir, events)
         try:  # checks that need no TensorFlow fail here, in a fraction of a second
             plan = load_plan(plan_path)
-            if plan.get("strategy") == "tpu":  # an absent TPU would hang TensorFlow
-                tpu_precheck(str(plan.get("tpu_address", "") or ""))
+            if plan.strategy.uses_tpu:  # an absent TPU would hang TensorFlow
+                tpu_precheck(plan.tpu_address)
         except UserError as exc:
             return fail(events, exc.message, exc.tb or traceback.format_exc())
-        if (plan.get("model") or {}).get("kind") == "script":  # a user's own training script
-            from .script_supervisor import supervise_script
+        from .supervisor import supervise_task
 
-            return supervise_script(plan, plan_path, args.task, out_dir, events)
-        from .supervisor import supervise
-
-        return supervise(plan_path, args.task, out_dir, events)
+        return supervise_task(plan, plan_path, args.task, out_dir, events)
     finally:
         events.close()
 
 
 def child_main(plan_path: str, task: str, out_dir: str, events: EventWriter) -> int:
     """The training process: every exception becomes one ``failed`` event and exit 1."""
-    from .supervisor import child_setup
-
-    child_setup()
     stage = "reading the plan"
     try:
         plan = load_plan(plan_path)

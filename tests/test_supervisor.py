@@ -1,0 +1,133 @@
+"""The task supervisor with small stand-in children (no TensorFlow): how each kind's end
+becomes the task's events and exit code, stop by signal, and the child dying with it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from conftest import ROOT
+
+from dtgui.worker.script_child import last_error_line
+
+# Runs `supervise` in its own process (it installs signal handlers) with a child that runs
+# CHILD_CODE; argv: events file, child code, kind ("training" or "script").
+SUPERVISED = textwrap.dedent("""
+    import sys
+    from dtgui.worker.events import EventWriter
+    from dtgui.worker.supervisor import Child, TrainingChild, supervise
+
+    events_path, code, kind = sys.argv[1:4]
+    base = TrainingChild if kind == "training" else Child
+
+    class Stand(base):
+        capture_output = kind == "script"
+        def __init__(self):
+            pass
+        def command(self):
+            return [sys.executable, "-c", code]
+
+    events = EventWriter(events_path, "worker:0")
+    sys.exit(supervise(Stand(), events))
+""")
+
+
+def supervised(tmp_path: Path, code: str, kind: str = "training",
+               timeout: float = 60) -> tuple[int, list[dict], str]:
+    events = tmp_path / "events.jsonl"
+    proc = subprocess.run([sys.executable, "-c", SUPERVISED, str(events), code, kind],
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    lines = events.read_text().splitlines() if events.exists() else []
+    return proc.returncode, [json.loads(x) for x in lines], proc.stdout + proc.stderr
+
+
+def failures(events: list[dict]) -> list[dict]:
+    return [e for e in events if e.get("kind") == "failed"]
+
+
+def test_a_child_killed_by_sigkill_is_told_as_perhaps_out_of_memory(tmp_path: Path) -> None:
+    code, events, out = supervised(tmp_path, "import os; os.kill(os.getpid(), 9)")
+    assert code == 1, out
+    (failed,) = failures(events)
+    assert failed["error"] == ("The training process was killed by SIGKILL (out of memory? "
+                               "the kernel's OOM killer sends SIGKILL)")
+
+
+def test_the_training_child_reports_its_own_end_else_the_supervisor_does(
+        tmp_path: Path) -> None:
+    for exit_code in (0, 1):  # the child wrote finished / failed itself
+        code, events, _ = supervised(tmp_path, f"raise SystemExit({exit_code})")
+        assert code == exit_code and failures(events) == []
+    code, events, _ = supervised(tmp_path, "raise SystemExit(3)")
+    assert code == 1
+    assert failures(events)[-1]["error"] == ("The training process exited with code 3 "
+                                             "without reporting an error")
+
+
+def test_a_captured_child_fails_with_its_last_error_line_and_output(tmp_path: Path) -> None:
+    code, events, out = supervised(tmp_path, "print('working'); raise KeyError('x')", "script")
+    assert code == 1
+    (failed,) = failures(events)
+    assert failed["error"] == "The child process exited with code 1"  # the base kind's words
+    assert "KeyError" in failed["traceback"] and "working" in out  # relayed to the log
+
+
+def test_sigterm_stops_the_child_and_says_so(tmp_path: Path) -> None:
+    events_path = tmp_path / "events.jsonl"
+    pid_file = tmp_path / "child.pid"
+    child = (f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); "
+             "time.sleep(600)")
+    proc = subprocess.Popen([sys.executable, "-c", SUPERVISED, str(events_path), child,
+                             "training"], cwd=ROOT)
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child_pid = int(pid_file.read_text())
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 143
+    events = [json.loads(x) for x in events_path.read_text().splitlines()]
+    assert [e["message"] for e in events if e["kind"] == "log"] == ["stopped (SIGTERM)"]
+    assert not _alive(child_pid)
+
+
+def test_the_child_dies_with_a_killed_supervisor(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child.pid"
+    child = (f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); "
+             "time.sleep(600)")
+    proc = subprocess.Popen([sys.executable, "-c", SUPERVISED, str(tmp_path / "e.jsonl"),
+                             child, "script"], cwd=ROOT)
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child_pid = int(pid_file.read_text())
+    proc.kill()  # no clean-up runs: PR_SET_PDEATHSIG ends the child
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while _alive(child_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child_pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (not yet reaped by init) is gone for this purpose
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_last_error_line_is_the_exception_of_the_last_traceback() -> None:
+    text = ("noise\nTraceback (most recent call last):\n  File \"t.py\", line 1\n"
+            "    boom()\nValueError: bad units\n")
+    assert last_error_line(text) == "ValueError: bad units"
+    assert last_error_line("a\n\nlast words\n\n") == "last words"
