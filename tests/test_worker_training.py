@@ -2,7 +2,7 @@
 
 Plans are written by hand into a temp bundle; the program runs as
 ``python -m dtgui.worker.train --plan plan.json --task T --out output`` and we read its
-events (README, "Events").
+events (docs/bundle-format.md).
 """
 
 from __future__ import annotations

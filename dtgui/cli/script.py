@@ -1,4 +1,4 @@
-"""`dtgui export` options for a user's own training script (README "Your own training script").
+"""`dtgui export` options for a user's own training script (docs/own-scripts.md).
 
     --script ENTRY --project DIR [--script-arg ARG ...] [--env K=V ...] [--legacy-keras]
     [--data-dir PATH]
@@ -23,7 +23,7 @@ def add_script_options(parser: argparse.ArgumentParser) -> None:
         "your own training script",
         "Run your own TensorFlow script on the cluster instead of dtgui's training loop: each "
         "task runs `python ENTRY ARGS` in the bundle's copy of the project folder, with "
-        "TF_CONFIG, CUDA_VISIBLE_DEVICES and DTGUI_* variables set (see the README).")
+        "TF_CONFIG, CUDA_VISIBLE_DEVICES and DTGUI_* variables set (see docs/own-scripts.md).")
     group.add_argument("--script", type=Path, default=None, metavar="ENTRY",
                        help="the training script to run (inside --project)")
     group.add_argument("--project", type=Path, default=None, metavar="DIR",

@@ -1,6 +1,6 @@
 """Render a plan to a run bundle: the one directory that both the app and Export produce.
 
-See README "Run bundle layout". Rendering goes to a temporary sibling directory that is
+See docs/bundle-format.md. Rendering goes to a temporary sibling directory that is
 renamed into place at the end, so a failure never leaves a half-written bundle.
 """
 

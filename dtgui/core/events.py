@@ -1,4 +1,4 @@
-"""The event schema (README "Events") and a reader that follows an events file by byte offset.
+"""The event schema (docs/bundle-format.md) and a reader that follows an events file by byte offset.
 
 Schema 2 reports training steps in batches (`steps`: one event per training call, its losses
 in the compact form of `dtgui.worker.step_batch`); schema 1 files (one `step` event a step)

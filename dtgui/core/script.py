@@ -1,4 +1,4 @@
-"""A user's own training script as a plan's model (README "Your own training script").
+"""A user's own training script as a plan's model (docs/own-scripts.md).
 
 plan.json holds it as ``{"kind": "script", "project": DIR, "entry": "train.py", "args": [...],
 "env": {"KEY": "VALUE"}, "legacy_keras": false, "data_dir": ""}``. Before the bundle is

@@ -46,7 +46,7 @@ def write_project(root: Path, listing: ProjectFiles | None) -> None:
 
 
 def script_environment(plan: Plan, task: TaskSpec) -> dict[str, str]:
-    """The variables a script task's shell script exports (README "Your own training script")."""
+    """The variables a script task's shell script exports (docs/own-scripts.md)."""
     script = script_of(plan)
     if script is None:
         return {}

@@ -1,4 +1,4 @@
-"""JSON-lines event writer (schema version 2, README "Events"). No TensorFlow here.
+"""JSON-lines event writer (schema version 2, docs/bundle-format.md). No TensorFlow here.
 
 Two processes of a task (the supervisor and the training process) append to the same file:
 each event is a single ``os.write`` on an O_APPEND descriptor, so lines never interleave.

@@ -1,6 +1,6 @@
 """Loading the user's model file, and one-line errors a person can act on. No TF import here.
 
-The model-file contract (README, "Your own model file"): ``build_model()`` -> keras.Model
+The model-file contract (docs/model-file.md): ``build_model()`` -> keras.Model
 (logits), ``make_dataset()`` -> tf.data.Dataset of unbatched (features, label) pairs,
 optional ``make_validation_dataset()`` (the same, for validation), ``make_loss()`` -> keras
 loss with reduction="none", ``make_optimizer()`` -> keras optimizer, ``make_metrics()`` ->

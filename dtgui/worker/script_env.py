@@ -16,7 +16,7 @@ LOSS_NAMES = ("loss", "batch_loss", "epoch_loss", "train_loss", "training_loss",
 
 
 def task_paths(bundle_dir: str, out_dir: str, task: str) -> dict[str, str]:
-    """The path variables of a script task (README "Your own training script")."""
+    """The path variables of a script task (docs/own-scripts.md)."""
     stem = task.replace(":", "-")
     return {
         "DTGUI_RUN_DIR": bundle_dir,

@@ -2,7 +2,7 @@
 --out output``.
 
 The bundle directory is the one holding plan.json; ``--out`` is relative to the current
-directory. Events go to ``<out>/events-<task>.jsonl`` (README, "Events"). Exit codes: 0 done,
+directory. Events go to ``<out>/events-<task>.jsonl`` (docs/bundle-format.md). Exit codes: 0 done,
 1 failed, 143 stopped by SIGTERM (130 by SIGINT).
 
 The first process (the supervisor, no TensorFlow) runs the training in a child process
