@@ -106,6 +106,21 @@ def test_a_scripts_final_loss_is_its_loss_scalar_else_its_finished_loss() -> Non
     assert curves.final_loss() == 0.3
 
 
+def test_a_scripts_loss_curve_is_its_loss_scalar_with_wall_times() -> None:
+    """A script reports no steps: Compare draws the loss scalar the dashboard draws."""
+    metrics = RunMetrics()
+    scalars = [event("scalar", t=T0 + e, tag="epoch_loss", step=e, value=1.0 / (e + 1))
+               for e in range(4)]
+    scalars.insert(3, event("scalar", t=T0 + 2.5, tag="epoch_loss", step=1, value=0.9))
+    metrics.add_events([event("started", t=T0 - 1), *scalars])  # restarted after epoch 2
+    curve = metrics.curves.loss_curve()
+    steps, values = metrics.scalars.loss_series()["worker:0"]
+    assert curve.steps.tolist() == steps.tolist() == [0, 1, 3]  # epoch 1 again, then 3
+    assert curve.values.tolist() == values.tolist() == [1.0, 0.9, 1 / 4]
+    assert curve.seconds.tolist() == [1.0, 3.5, 4.0]  # since the first event
+    assert metrics.final_loss() == 0.25
+
+
 def test_the_parameter_server_chief_gives_the_final_loss(tmp_path: Path) -> None:
     curves = RunCurves()
     curves.add_events([event("finished", "worker:0", loss=None),  # a server task ends

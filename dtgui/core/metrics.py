@@ -18,7 +18,14 @@ from itertools import islice
 import numpy as np
 
 from dtgui.core.events import Event
-from dtgui.core.run_curves import GROUP_VALUES, RunCurves, Series, StepBatch, step_batches
+from dtgui.core.run_curves import (
+    GROUP_VALUES,
+    RunCurves,
+    Series,
+    StepBatch,
+    series_of,
+    step_batches,
+)
 from dtgui.core.scalars import ScalarStore
 
 __all__ = ["GROUP_VALUES", "LOG_LINES_KEPT", "RunMetrics", "Series", "Snapshot", "TaskState"]
@@ -177,9 +184,9 @@ class RunMetrics:
                     continue
                 self._device_owner[label] = event.task
             if isinstance(util, (int, float)):
-                self._device_util.setdefault(label, Series()).append(elapsed, float(util))
+                series_of(self._device_util, label).append(elapsed, float(util))
             if isinstance(used, (int, float)):
-                self._device_mem.setdefault(label, Series()).append(elapsed, used / 2**20)
+                series_of(self._device_mem, label).append(elapsed, used / 2**20)
 
     def _apply_steps(self, batch: StepBatch) -> None:
         """Consecutive step calls of one task: its progress, then its curves."""

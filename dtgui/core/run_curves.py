@@ -20,12 +20,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
 from dtgui.core.events import STEP_KINDS, Event, StepRows, read_all, step_rows
-from dtgui.core.scalars import ScalarStore
+from dtgui.core.scalars import ScalarStore, is_loss_tag
 
+K = TypeVar("K")
 GROUP_VALUES = 1 << 20  # step losses decoded before they are applied (one batch at most)
 TASK_ORDER = {"chief": 0, "worker": 1, "ps": 2, "evaluator": 3}
 # validation metrics where lower is better (the others, such as accuracy, higher is better)
@@ -147,6 +149,14 @@ class Series:
         return float(self._x[self.size - 1]) if self.size else None
 
 
+def series_of(series: dict[K, Series], key: K) -> Series:
+    """series[key], made empty the first time (without building one each call)."""
+    found = series.get(key)
+    if found is None:
+        found = series[key] = Series()
+    return found
+
+
 def _empty() -> np.ndarray:
     return np.empty(0, dtype=np.float64)
 
@@ -176,6 +186,7 @@ class StepBatch:
     by_replica: np.ndarray  # (replicas, n) float32, one contiguous row per replica
     all_finite: bool
     means: np.ndarray  # the mean over every replica of the run, by step (n)
+    means_finite: np.ndarray | None  # where the means are finite (None: everywhere)
     rates: list[tuple[float, float]]  # (last step of a call, examples/s)
     rates_lr: list[tuple[float, float]]  # (last step of a call, learning rate)
     ends: list[tuple[float, float]]  # (last step of a call, its event time)
@@ -213,9 +224,10 @@ def decode_batch(group: list[tuple[Event, StepRows]]) -> StepBatch:
     if last_loss is None and len(last_rows.means):
         last_loss = float(last_rows.means[-1])
     times = [e.t for e, _ in group]
+    finite = np.isfinite(means)
     return StepBatch(task=last_event.task, replica_ids=last_rows.replica_ids, steps=steps,
                      by_replica=by_replica, all_finite=bool(np.isfinite(by_replica).all()),
-                     means=means, rates=rates, rates_lr=rates_lr, ends=ends, epoch=epoch,
+                     means=means, means_finite=None if finite.all() else finite, rates=rates, rates_lr=rates_lr, ends=ends, epoch=epoch,
                      last_step=int(last_rows.steps[-1]), last_loss=last_loss,
                      t_first=min(times), t_last=max(times))
 
@@ -274,6 +286,7 @@ class RunCurves:
         self._mean_loss = Series(dtype=np.float32)  # the main task's mean loss by step
         self._ends: dict[str, Series] = {}  # task -> (step, time) at each call's end
         self._validated_at = Series()  # (step, time) of each validation kept
+        self._loss_scalar_at: dict[tuple[str, str], Series] = {}  # (tag, task) -> (step, time)
         self._trained_to: dict[str, int] = {}  # task -> the last step it trained
         self._last_loss: dict[str, float] = {}  # task -> the loss it reported last
         self._finished_loss: dict[str, float] = {}  # task -> the loss its `finished` gave
@@ -309,16 +322,17 @@ class RunCurves:
             else:
                 finite = np.isfinite(ys)
                 series.extend(steps[finite], ys[finite])
-        if not self._loss_task or task_key(task) < task_key(self._loss_task):
+        if task != self._loss_task and (
+                not self._loss_task or task_key(task) < task_key(self._loss_task)):
             self._loss_task, self._mean_loss = task, Series(dtype=np.float32)
             self._mean_loss.reserve(self.total_steps)
         if task == self._loss_task:
-            finite = np.isfinite(batch.means)
-            if finite.all():
+            finite = batch.means_finite
+            if finite is None:
                 self._mean_loss.extend(steps, batch.means)
             else:
                 self._mean_loss.extend(steps[finite], batch.means[finite])
-        ends = self._ends.setdefault(task, Series())
+        ends = series_of(self._ends, task)
         for x, t in batch.ends:
             ends.append(x, t)
         for x, lr in batch.rates_lr:  # every task reports the same schedule: once a step
@@ -327,7 +341,7 @@ class RunCurves:
                 self.learning_rate.append(x, lr)
         if batch.rates:
             xs, ys = zip(*batch.rates, strict=True)
-            self.throughput.setdefault(task, Series()).extend(np.array(xs), np.array(ys))
+            series_of(self.throughput, task).extend(np.array(xs), np.array(ys))
         if batch.last_loss is not None:
             self._last_loss[task] = batch.last_loss
 
@@ -353,7 +367,14 @@ class RunCurves:
     def add_scalar(self, event: Event) -> tuple[int | None, int | None]:
         """A script's `scalar` event; returns what it says of the progress (ScalarStore.add)."""
         self.note_time(event.t)
-        return self.scalars.add(event)
+        progress = self.scalars.add(event)
+        tag, step = event.get("tag"), event.get("step")
+        if progress != (None, None) and is_loss_tag(tag):  # the time of a script's loss
+            at = series_of(self._loss_scalar_at, (tag, event.task))
+            if at.last_x is not None and step <= at.last_x:  # restarted: as ScalarStore does
+                at.keep_up_to(step, inclusive=False)
+            at.append(step, event.t)
+        return progress
 
     def _started(self, event: Event) -> bool:
         """A task (re)started. Resumed from a checkpoint before the step it had trained to,
@@ -361,7 +382,7 @@ class RunCurves:
         task, t = event.task, event.t
         resumed = event.get("resumed_from_step")
         start = resumed if isinstance(resumed, int) and resumed > 0 else 0
-        ends = self._ends.setdefault(task, Series())
+        ends = series_of(self._ends, task)
         ends.keep_up_to(start, inclusive=False)
         ends.append(start, t)  # the first call's steps ran between the start and its end
         self._finished_loss.pop(task, None)
@@ -397,7 +418,7 @@ class RunCurves:
             number = _number(value)
             if number is None:
                 continue
-            series = self.validation.setdefault(str(name), Series())
+            series = series_of(self.validation, str(name))
             if series.size and series.last_x is not None and series.last_x >= step:
                 continue
             series.append(step, number)
@@ -444,7 +465,7 @@ class RunCurves:
         xs, ys = self._mean_loss.view()
         steps, values = xs.astype(np.float64), ys.astype(np.float64)
         if not len(steps):
-            return Curve()
+            return self._script_loss_curve()
         ends_x, ends_t = self._ends.get(self._loss_task, Series()).view()
         if len(ends_x):
             order = np.argsort(ends_x, kind="stable")
@@ -452,6 +473,18 @@ class RunCurves:
         else:
             seconds = np.zeros_like(steps)
         return Curve(steps, values, seconds)
+
+    def _script_loss_curve(self) -> Curve:
+        """A script reports no steps: its main task's loss scalar, as the dashboard plots it."""
+        task = self.main_task
+        tag = self.scalars.loss_tags().get(task)
+        if tag is None:
+            return Curve()
+        steps, values = self.scalars.snapshot()[tag][task]
+        _, times = self._loss_scalar_at.get((tag, task), Series()).view()
+        seconds = times - (self.t_first or 0.0) if len(times) == len(steps) \
+            else np.zeros_like(steps)
+        return Curve(steps.copy(), values.copy(), seconds)
 
     def validation_curves(self) -> dict[str, Curve]:
         """The validation loss ("loss") and each metric, with the wall time of each point."""

@@ -1,4 +1,4 @@
-"""The `scalar` events of a run (README "Events"): every number a user's script logs, per task
+"""The `scalar` events of a run (docs/bundle-format.md): every number a user's script logs, per task
 and tag, as plot-ready series. Pure Python (no Qt).
 
 `RunMetrics` hands each `scalar` event to `ScalarStore.add` (under its own lock); the dashboard
@@ -84,11 +84,20 @@ class ScalarStore:
         """task -> its training-loss series (the most detailed loss tag it logs: per step
         rather than per epoch), for the main loss plot of a script that reports no steps."""
         with self._lock:
-            best: dict[str, tuple[int, ScalarSeries]] = {}
-            for (tag, task), series in self._series.items():
-                if not is_loss_tag(tag):
-                    continue
-                rank = (2 if is_step_tag(tag) else 1) * 1_000_000 + series.size
-                if task not in best or rank > best[task][0]:
-                    best[task] = (rank, series)
-            return {task: s.view() for task, (_, s) in sorted(best.items())}
+            return {task: self._series[(tag, task)].view()
+                    for task, tag in sorted(self._loss_tags().items())}
+
+    def loss_tags(self) -> dict[str, str]:
+        """task -> the tag of its training-loss series (see `loss_series`)."""
+        with self._lock:
+            return self._loss_tags()
+
+    def _loss_tags(self) -> dict[str, str]:
+        best: dict[str, tuple[int, str]] = {}
+        for (tag, task), series in self._series.items():
+            if not is_loss_tag(tag):
+                continue
+            rank = (2 if is_step_tag(tag) else 1) * 1_000_000 + series.size
+            if task not in best or rank > best[task][0]:
+                best[task] = (rank, tag)
+        return {task: tag for task, (_, tag) in best.items()}

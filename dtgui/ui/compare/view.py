@@ -34,7 +34,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.compare import FIELDS, Curve, RunSummary, summarize_run, summary_csv, table_rows
+from dtgui.core.compare import FIELDS, RunSummary, summarize_run, summary_csv, table_rows
+from dtgui.core.run_curves import Curve
 from dtgui.core.runs import RunRecord
 from dtgui.core.smoothing import ema
 from dtgui.ui.plot_base import (
