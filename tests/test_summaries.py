@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dtgui.worker import summaries
+from dtgui.worker import summaries, tfrecord
 
 READER = """
 import json, sys
@@ -70,6 +70,6 @@ def test_the_matrix_path_writes_the_same_bytes_as_one_record_at_a_time() -> None
     steps = np.concatenate([np.arange(0, 300), np.arange(16_380, 16_390), [2**40]])
     values = np.linspace(-3, 3, len(steps), dtype=np.float32)
     values[7] = np.nan
-    one_by_one = b"".join(summaries._frame(summaries.scalar_event("loss", int(s), float(v), 7.5))
+    one_by_one = b"".join(tfrecord.frame(summaries.scalar_event("loss", int(s), float(v), 7.5))
                           for s, v in zip(steps, values, strict=True))
     assert summaries.scalar_records("loss", steps, values, 7.5) == one_by_one

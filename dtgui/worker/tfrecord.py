@@ -127,11 +127,16 @@ class RecordReader:
         return records
 
 
+def frame(data: bytes) -> bytes:
+    """One TFRecord: `data` with its length and their checksums."""
+    header = struct.pack("<Q", len(data))
+    return header + struct.pack("<I", masked_crc32c(header)) + data \
+        + struct.pack("<I", masked_crc32c(data))
+
+
 def write_record(f: BinaryIO, data: bytes) -> None:
     """Append one TFRecord (tests write damaged and partial files with it)."""
-    header = struct.pack("<Q", len(data))
-    f.write(header + struct.pack("<I", masked_crc32c(header)) + data
-            + struct.pack("<I", masked_crc32c(data)))
+    f.write(frame(data))
 
 
 @dataclass(frozen=True)
