@@ -6,11 +6,17 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from dtgui.core.bundle import Bundle
 from dtgui.core.events import SCHEMA_VERSION, Event, parse_line
+from dtgui.core.metrics import RunMetrics
+from dtgui.core.plan import Plan
+from dtgui.core.run_state import RunState
+from dtgui.core.runs import RunRecord
 from dtgui.worker import step_batch
 
 
@@ -70,3 +76,57 @@ def started_event(replica_ids: list[int], steps: int = 100, task: str = "worker:
     """The `started` event a task writes once its strategy is built."""
     return event("started", task, replicas=len(replica_ids), replica_ids=replica_ids,
                  steps=steps, strategy=strategy, **fields)
+
+
+class FakeRun:
+    """A whole run as the UI follows it (`dtgui.launch.run_source.RunSource`), moved by hand:
+    set `state`, `message`, `restarts`, `final_loss`, feed `metrics`, then `end(...)`."""
+
+    def __init__(self, metrics: RunMetrics | None = None, plan: Plan | None = None,
+                 path: Path | str = "fake-run", max_restarts: int = 0,
+                 record: RunRecord | None = None) -> None:
+        plan = plan or Plan(run_name="fake-run")
+        self.metrics = metrics or RunMetrics(plan.steps)
+        self.bundle = Bundle(Path(path), plan)
+        self.state = RunState.RUNNING
+        self.message = ""
+        self.finished = False
+        self.restarts = 0
+        self.max_restarts = max_restarts
+        self.final_loss: float | None = None
+        self.record = record
+        self.stop_calls = 0  # request_stop() calls
+        self.detached = False
+
+    @property
+    def plan(self) -> Plan:
+        return self.bundle.plan
+
+    @property
+    def run_name(self) -> str:
+        return self.bundle.plan.run_name
+
+    @property
+    def output_dir(self) -> Path:
+        return self.bundle.output
+
+    def request_stop(self) -> None:
+        self.stop_calls += 1
+        if not self.finished:
+            self.state = RunState.STOPPING
+
+    def detach(self) -> None:
+        self.detached = True
+
+    def restart(self, message: str = "restarting every task from the last checkpoint") -> None:
+        self.restarts += 1
+        self.message = message
+
+    def end(self, state: str = "finished", message: str = "",
+            final_loss: float | None = None) -> None:
+        """End the run as the controller does: its state and message first, then finished."""
+        self.message = message or f"run {state}"
+        if final_loss is not None:
+            self.final_loss = final_loss
+        self.state = RunState(state)
+        self.finished = True

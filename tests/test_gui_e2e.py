@@ -79,9 +79,9 @@ def test_wizard_to_a_live_mirrored_run_then_stop_leaves_nothing(qtbot) -> None:
     assert time.monotonic() - started < 2
 
     stop = window.dashboard.header.stop_button
-    with qtbot.waitSignal(window.dashboard.runEnded, timeout=30000) as ended:
+    with qtbot.waitSignal(window.session.ended, timeout=30000) as ended:
         qtbot.mouseClick(stop, LEFT)
-    assert ended.args == ["stopped"]
+    assert ended.args[0] == "stopped"
     assert controller.state == "stopped"
     time.sleep(0.5)
     assert live_members(controller.pgids()) == []

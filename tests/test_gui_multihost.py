@@ -148,9 +148,9 @@ def test_two_machines_from_the_wizard_four_curves_stop_leaves_nothing(
     # Every machine's device use (CPU here, labelled as CPU) is plotted.
     assert sorted(snapshot.device_util) == ["box-a cpu0", "box-b cpu0"]
 
-    with qtbot.waitSignal(dashboard.runEnded, timeout=60_000) as ended:
+    with qtbot.waitSignal(window.session.ended, timeout=60_000) as ended:
         qtbot.mouseClick(dashboard.header.stop_button, LEFT)
-    assert ended.args == ["stopped"]
+    assert ended.args[0] == "stopped"
     pgids = list(controller.record.pids().values())
     qtbot.waitUntil(lambda: not live_members(pgids), timeout=10_000)
     window.close()
@@ -254,7 +254,7 @@ def test_close_keep_training_reopen_and_reattach_without_a_gap(
     for rid in (0, 1):
         steps = [int(x) for x in controller.metrics.snapshot().replica_loss[rid][0]]
         assert steps == list(range(1, len(steps) + 1)), f"replica {rid} has a gap"
-    with qtbot.waitSignal(second.dashboard.runEnded, timeout=60_000):
+    with qtbot.waitSignal(second.session.ended, timeout=60_000):
         qtbot.mouseClick(second.dashboard.header.stop_button, LEFT)
     pgids = list(controller.record.pids().values())
     qtbot.waitUntil(lambda: not live_members(pgids), timeout=10_000)

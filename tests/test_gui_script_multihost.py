@@ -105,9 +105,9 @@ def test_script_on_two_machines_from_the_gui_then_by_hand(
         controller.request_stop()
         controller.wait(60)
         raise
-    with qtbot.waitSignal(dashboard.runEnded, timeout=60_000) as ended:
+    with qtbot.waitSignal(window.session.ended, timeout=60_000) as ended:
         qtbot.mouseClick(dashboard.header.stop_button, LEFT)
-    assert ended.args == ["stopped"]
+    assert ended.args[0] == "stopped"
     pgids = list(controller.record.pids().values())
     qtbot.waitUntil(lambda: not live_members(pgids), timeout=10_000)
     window.close()

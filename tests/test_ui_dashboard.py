@@ -9,15 +9,18 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import numpy as np
 import pytest
+from fakes import FakeRun
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QColor
 
 from dtgui.core.events import Event, parse_line
 from dtgui.core.metrics import LOG_LINES_KEPT, RunMetrics
+from dtgui.core.run_state import RunState
 from dtgui.core.stragglers import describe, find_stragglers
 from dtgui.ui.curves import ENVELOPE_MIN_POINTS, Envelope
 from dtgui.ui.dashboard import Dashboard
 from dtgui.ui.plot_base import ElapsedAxis, series_colour
+from dtgui.ui.run_session import RunSession
 from dtgui.ui.run_widgets import (
     FAILED_ROW_FG,
     SLOW_ROW_BG,
@@ -29,21 +32,6 @@ from dtgui.ui.run_widgets import (
 pytestmark = pytest.mark.gui
 
 LEFT = Qt.MouseButton.LeftButton
-
-
-class FakeController:
-    """The part of RunController the dashboard uses."""
-
-    def __init__(self, metrics: RunMetrics) -> None:
-        self.metrics = metrics
-        self.state = "running"
-        self.message = ""
-        self.finished = False
-        self.stop_calls = 0
-
-    def request_stop(self) -> None:
-        self.stop_calls += 1
-        self.state = "stopping"
 
 
 def ev(kind: str, task: str = "worker:0", t: float = 1000.0, **fields: object) -> Event:
@@ -84,8 +72,8 @@ def metrics() -> RunMetrics:
 
 
 @pytest.fixture
-def controller(metrics: RunMetrics) -> FakeController:
-    return FakeController(metrics)
+def controller(metrics: RunMetrics) -> FakeRun:
+    return FakeRun(metrics)
 
 
 @pytest.fixture
@@ -99,13 +87,22 @@ def dash(qtbot) -> Dashboard:  # type: ignore[no-untyped-def]
     d.detach()
 
 
+def follow(dash: Dashboard, run: FakeRun) -> RunSession:
+    """Show `run` as the app does: the run's life (state, end) comes from a RunSession."""
+    session = RunSession(parent=dash)
+    dash.listen(session)
+    session.started.connect(dash.attach)
+    session.show(run)
+    return session
+
+
 def curve_xy(dash: Dashboard, rid: int) -> tuple[np.ndarray, np.ndarray]:
     """What the loss plot draws for a replica (its points, or its envelope's)."""
     return dash.loss_panel.curves.shown_data(rid)
 
 
 def test_one_curve_per_replica_with_its_data_after_the_timer(
-        qtbot, dash: Dashboard, controller: FakeController, metrics: RunMetrics) -> None:
+        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     dash.attach(controller, run_name="r1", strategy="multi_worker_mirrored")
     assert dash.timer.isActive() and dash.timer.interval() == 50
     metrics.add_events(two_workers(1, 20))  # after attach: only the timer can show them
@@ -139,7 +136,7 @@ def test_one_curve_per_replica_with_its_data_after_the_timer(
 
 
 def test_checkboxes_and_legend_show_and_hide_replicas(
-        qtbot, dash: Dashboard, controller: FakeController, metrics: RunMetrics) -> None:
+        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     metrics.add_events(two_workers(1, 10))
     dash.attach(controller)
     panel = dash.loss_panel
@@ -174,12 +171,12 @@ def test_checkboxes_and_legend_show_and_hide_replicas(
 
 
 def test_failed_task_row_is_red_with_its_error(
-        qtbot, dash: Dashboard, controller: FakeController, metrics: RunMetrics) -> None:
+        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     metrics.add_events(two_workers(1, 5))
-    dash.attach(controller)
+    follow(dash, controller)
     error = "ResourceExhaustedError: OOM when allocating tensor"
     metrics.add_events([ev("failed", "worker:1", 1006.0, error=error, traceback="...")])
-    controller.state = "failed"
+    controller.state = RunState.FAILED
     controller.message = f"worker:1 failed: {error}"
     table = dash.task_table
 
@@ -204,7 +201,7 @@ def test_failed_task_row_is_red_with_its_error(
 
 
 def test_log_view_appends_only_new_lines_and_survives_the_buffer_wrapping(
-        qtbot, dash: Dashboard, controller: FakeController, metrics: RunMetrics) -> None:
+        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     dash.attach(controller)
     text = dash.log_view.text
     metrics.add_log_lines("worker:0", ["line 1", "line 2"])
@@ -243,30 +240,30 @@ def test_log_view_appends_only_new_lines_and_survives_the_buffer_wrapping(
     assert text.toPlainText() == "w1 a\nw1 b"
 
 
-def test_stop_button_requests_stop_once_and_run_ended_is_emitted_once(
-        qtbot, dash: Dashboard, controller: FakeController, metrics: RunMetrics) -> None:
+def test_stop_button_requests_stop_once_and_the_end_is_shown_once(
+        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     metrics.add_events(two_workers(1, 30))
-    dash.attach(controller)
+    ended: list[tuple[str, str]] = []
+    session = follow(dash, controller)
+    session.ended.connect(lambda state, message: ended.append((state, message)))
     stop = dash.header.stop_button
     qtbot.waitUntil(stop.isEnabled, timeout=3000)
-    ended: list[str] = []
-    dash.runEnded.connect(ended.append)
     qtbot.mouseClick(stop, LEFT)
     assert controller.stop_calls == 1
     assert not stop.isEnabled() and stop.text() == "Stopping…"
     qtbot.mouseClick(stop, LEFT)  # disabled: no second request
     assert controller.stop_calls == 1
+    qtbot.waitUntil(lambda: "stopping" in dash.header.state_label.text().lower(), timeout=3000)
     dash.refresh()
     assert stop.text() == "Stopping…" and not stop.isEnabled() and ended == []
 
-    with qtbot.waitSignal(dash.runEnded, timeout=3000) as blocker:
-        controller.state = "stopped"
-        controller.finished = True
-    assert blocker.args == ["stopped"]
+    with qtbot.waitSignal(session.ended, timeout=3000) as blocker:
+        controller.end("stopped", "stopped by the user")
+    assert blocker.args == ["stopped", "stopped by the user"]
     for _ in range(5):
         dash.refresh()
-    qtbot.wait(200)
-    assert ended == ["stopped"]
+    qtbot.wait(300)
+    assert ended == [("stopped", "stopped by the user")]
     assert not dash.timer.isActive()
     assert not stop.isEnabled() and stop.text() == "Stop"
     assert STATE_COLOURS["stopped"] in dash.header.state_label.styleSheet()
@@ -274,8 +271,19 @@ def test_stop_button_requests_stop_once_and_run_ended_is_emitted_once(
     assert len(curve_xy(dash, 0)[0]) == 30
 
 
+def test_a_run_that_ended_before_it_was_shown_is_drawn_whole_and_still(
+        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+    metrics.add_events(two_workers(1, 12))
+    controller.end("finished", "all tasks finished")
+    dash.attach(controller)
+    qtbot.waitUntil(lambda: not dash.timer.isActive(), timeout=3000)
+    assert len(curve_xy(dash, 3)[0]) == 12
+    assert STATE_COLOURS["finished"] in dash.header.state_label.styleSheet()
+    assert not dash.header.stop_button.isEnabled()
+
+
 def test_redraw_only_when_the_metrics_version_changed(
-        qtbot, dash: Dashboard, controller: FakeController, metrics: RunMetrics) -> None:
+        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     metrics.add_events(two_workers(1, 5))
     dash.attach(controller)
     dash.timer.stop()  # drive the ticks by hand
@@ -294,7 +302,7 @@ def test_redraw_only_when_the_metrics_version_changed(
 
 
 def test_long_series_are_drawn_as_an_envelope_until_the_user_zooms(
-        qtbot, dash: Dashboard, controller: FakeController, metrics: RunMetrics) -> None:
+        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     n = ENVELOPE_MIN_POINTS * 3
     metrics.add_events(steps(1, n, "worker:0", (0,)))
     dash.attach(controller)
@@ -376,7 +384,7 @@ def row_of(table: TaskTable, task: str) -> int:
 
 def test_multi_machine_run_shows_each_tasks_machine_and_flags_the_straggler(
         qtbot, dash: Dashboard, placed: RunMetrics) -> None:
-    dash.attach(FakeController(placed))
+    dash.attach(FakeRun(placed))
     table = dash.task_table
     qtbot.waitUntil(lambda: table.rowCount() == 4 and table.item(3, 2) is not None, timeout=3000)
     assert not table.isColumnHidden(TaskTable.MACHINE)
@@ -413,7 +421,7 @@ def test_multi_machine_run_shows_each_tasks_machine_and_flags_the_straggler(
 
 def test_multi_machine_device_series_and_logs_name_their_machine(
         qtbot, dash: Dashboard, placed: RunMetrics) -> None:
-    dash.attach(FakeController(placed))
+    dash.attach(FakeRun(placed))
     panel = dash.device_panel
     expected = ["local cpu0", "h2 cpu0", "h3 cpu0", "lab box cpu0"]
     assert list(placed.snapshot().device_util) == expected
@@ -443,7 +451,7 @@ def test_multi_machine_device_series_and_logs_name_their_machine(
 
 
 def test_a_run_on_this_machine_only_has_no_machine_column(
-        qtbot, dash: Dashboard, controller: FakeController, metrics: RunMetrics) -> None:
+        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     metrics.add_events([*two_workers(1, 3), cpu_device("worker:1", 1003.0, 70.0)])
     metrics.add_log_lines("worker:1", ["w1"])
     dash.attach(controller)
@@ -462,7 +470,7 @@ def test_a_run_on_this_machine_only_has_no_machine_column(
     other = RunMetrics(10)
     other.set_task_machine("worker:0", "h2")
     other.add_events([started("worker:0", [0])])
-    dash.attach(FakeController(other))
+    dash.attach(FakeRun(other))
     qtbot.waitUntil(lambda: table.rowCount() == 1 and not table.isColumnHidden(
         TaskTable.MACHINE), timeout=3000)
     assert table.item(0, TaskTable.MACHINE).text() == "h2"
@@ -516,7 +524,7 @@ def test_elapsed_axis_never_repeats_a_label(qtbot) -> None:  # type: ignore[no-u
 
 
 def test_many_long_series_are_painted_off_the_ui_thread_and_follow_the_view(
-        qtbot, dash: Dashboard, controller: FakeController, metrics: RunMetrics) -> None:
+        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     """128 replicas x 400 steps: too many vertices to stroke on the UI thread, so the layer's
     image is drawn by the render thread; it shows the series, and a new one comes when the
     data or the view's size changes."""
@@ -548,7 +556,7 @@ def test_many_long_series_are_painted_off_the_ui_thread_and_follow_the_view(
 
 
 def test_many_replicas_are_drawn_by_one_layer_fed_within_a_frame_budget(
-        qtbot, dash: Dashboard, controller: FakeController, metrics: RunMetrics) -> None:
+        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     """128 replicas (8 tasks x 16): every series goes through the envelope layer (one
     graphics item), no legend covers the plot, and a tick feeds series for a bounded time,
     the rest at the next ticks, until every curve has every step."""

@@ -10,13 +10,16 @@ import sys
 import time
 
 import pytest
+from fakes import FakeRun
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QMessageBox
 from runs import live_members
 
 import dtgui.ui.main_window as main_window
+from dtgui.core.plan import Plan
 from dtgui.ui.main_window import MainWindow
+from dtgui.ui.run_session import LIFE_MS
 
 pytestmark = pytest.mark.gui
 
@@ -107,3 +110,28 @@ def test_ctrl_q_during_a_run_asks_keep_or_stop_and_stop_quits_leaving_nothing(
     assert controller.state == "stopped"
     time.sleep(0.5)
     assert live_members(controller.pgids()) == []
+
+
+def test_stop_and_quit_quits_when_the_session_tells_the_end_with_no_view_watching(
+        qtbot) -> None:
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.show()
+    run = FakeRun(plan=Plan(run_name="quit-me"))
+    window.session.show(run)
+    dashboard = window.dashboard
+    assert dashboard is not None and window.pages.currentWidget() is dashboard
+    dashboard.detach()  # no view's timer follows the run any more: only the session does
+    ended: list[str] = []
+    window.session.ended.connect(lambda state, _message: ended.append(state))
+    questions: list[str] = []
+
+    answer_question(qtbot, "Stop and quit", questions)
+    window.close()
+    assert questions == ["A run is still training"] and run.stop_calls == 1
+    qtbot.wait(3 * LIFE_MS)
+    assert window.isVisible()  # still stopping: dtgui waits for the end
+    run.end("stopped", "stopped by the user")
+    qtbot.waitUntil(lambda: not window.isVisible(), timeout=3000)
+    assert ended == ["stopped"] and not dashboard.timer.isActive()
+    assert questions == ["A run is still training"]  # the end closed it: no second question

@@ -12,6 +12,7 @@ from typing import Any
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
+from fakes import FakeRun
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QWizard
 
@@ -122,23 +123,12 @@ def scalar_line(task: str, tag: str, step: int, value: float) -> str:
                        "step": step, "value": value})
 
 
-class _Run:
-    def __init__(self, metrics: RunMetrics) -> None:
-        self.metrics = metrics
-        self.state = "running"
-        self.message = ""
-        self.finished = False
-
-    def request_stop(self) -> None:
-        self.state = "stopping"
-
-
 def test_dashboard_shows_scalars_by_tag_and_the_script_loss(qtbot) -> None:
     metrics = RunMetrics(10)
     board = Dashboard()
     qtbot.addWidget(board)
     board.show()
-    board.attach(_Run(metrics), run_name="s", strategy="multi_worker_mirrored")
+    board.attach(FakeRun(metrics), run_name="s", strategy="multi_worker_mirrored")
     assert not board.scalar_panel.isVisible()
     lines = [scalar_line(task, tag, step, 1.0 / (step + 1) + i)
              for step in range(4) for i, task in enumerate(("worker:0", "worker:1"))

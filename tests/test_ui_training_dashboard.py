@@ -11,15 +11,18 @@ from typing import Any
 
 import numpy as np
 import pytest
+from fakes import FakeRun
 from PySide6.QtCore import QObject, Qt, QUrl, Slot
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QMainWindow
 
 from dtgui.core.events import Event, parse_line
 from dtgui.core.metrics import RunMetrics
+from dtgui.core.plan import Plan
 from dtgui.core.smoothing import ema
 from dtgui.ui.dashboard import Dashboard
 from dtgui.ui.notify import Notifier, RunNotices
+from dtgui.ui.run_session import RunSession
 from dtgui.ui.training_plots import RAW_ALPHA
 from dtgui.worker import step_batch
 
@@ -53,21 +56,6 @@ def raw_loss(rid: int, last: int, replicas: int = 2) -> np.ndarray:
     return np.concatenate([losses(f, 10, replicas)[:, rid] for f in range(1, last + 1, 10)])
 
 
-class FakeController:
-    def __init__(self, metrics: RunMetrics, output: Path | None = None) -> None:
-        self.metrics = metrics
-        self.state = "running"
-        self.message = ""
-        self.finished = False
-        self.restarts = 0
-        self.final_loss: float | None = None
-        if output is not None:
-            self.bundle = type("B", (), {"output": output, "plan": None})()
-
-    def request_stop(self) -> None:
-        self.state = "stopping"
-
-
 @pytest.fixture
 def metrics() -> RunMetrics:
     m = RunMetrics(120)
@@ -98,7 +86,7 @@ def validation(step: int, loss: float, acc: float, top5: float) -> Event:
 
 def test_validation_loss_metrics_best_points_and_learning_rate(
         qtbot, dash: Dashboard, metrics: RunMetrics) -> None:
-    dash.attach(FakeController(metrics), run_name="val")
+    dash.attach(FakeRun(metrics), run_name="val")
     assert not dash.validation_panel.isVisible() and not dash.lr_panel.isVisible()
     events = []
     for first in range(1, 121, 10):
@@ -141,7 +129,7 @@ def test_validation_loss_metrics_best_points_and_learning_rate(
 
 def test_smoothing_is_tensorboards_ema_with_the_raw_points_faint_behind(
         qtbot, dash: Dashboard, metrics: RunMetrics) -> None:
-    dash.attach(FakeController(metrics), run_name="ema")
+    dash.attach(FakeRun(metrics), run_name="ema")
     metrics.add_events([steps_event(f, 10) for f in range(1, 61, 10)])
     panel = dash.loss_panel
     assert panel.slider.value() == 600 and panel.weight == pytest.approx(0.6)
@@ -184,7 +172,7 @@ def test_smoothing_is_tensorboards_ema_with_the_raw_points_faint_behind(
 
 def test_smoothing_after_a_restart_follows_the_retrained_steps(
         qtbot, dash: Dashboard, metrics: RunMetrics) -> None:
-    dash.attach(FakeController(metrics), run_name="restart")
+    dash.attach(FakeRun(metrics), run_name="restart")
     metrics.add_events([steps_event(f, 10) for f in range(1, 61, 10)])
     panel = dash.loss_panel
     qtbot.waitUntil(lambda: 0 in panel.curves.curves
@@ -210,7 +198,7 @@ def test_smoothing_many_replicas_keeps_the_frame_short(qtbot, dash: Dashboard) -
     metrics.add_events([ev("started", replicas=replicas, replica_ids=list(range(replicas)),
                            steps=20_000, strategy="mirrored")])
     metrics.add_events([steps_event(f, per_call, replicas) for f in range(1, 20_001, per_call)])
-    dash.attach(FakeController(metrics), run_name="many")
+    dash.attach(FakeRun(metrics), run_name="many")
     qtbot.waitUntil(lambda: not dash.backlog, timeout=10000)
     assert not dash.loss_panel.raw_curves.curves  # past RAW_MAX_SERIES: no faint copies
     assert not dash.loss_panel.raw_check.isEnabled()
@@ -231,8 +219,8 @@ def test_new_smoothing_on_an_ended_long_run_redraws_every_envelope(
     metrics.add_events([ev("started", replicas=replicas, replica_ids=list(range(replicas)),
                            steps=steps, strategy="mirrored")])
     metrics.add_events([steps_event(f, 500, replicas) for f in range(1, steps + 1, 500)])
-    controller = FakeController(metrics)
-    controller.finished = True
+    controller = FakeRun(metrics)
+    controller.end("finished")
     dash.attach(controller, run_name="ended")
     qtbot.waitUntil(lambda: not dash.backlog and not dash.timer.isActive(), timeout=10000)
     panel = dash.loss_panel
@@ -266,8 +254,9 @@ class FileUrls(QObject):
 
 def test_saved_model_bar_opens_the_models_folder(qtbot, dash: Dashboard, metrics: RunMetrics,
                                                  tmp_path: Path) -> None:
-    output = tmp_path / "bundle" / "output"
-    dash.attach(FakeController(metrics, output), run_name="saved")
+    run = FakeRun(metrics, path=tmp_path / "bundle")
+    output = run.output_dir
+    dash.attach(run, run_name="saved")
     assert not dash.model_bar.isVisible()
     metrics.add_events([
         ev("model_saved", role="best", path="model/best/model.keras",
@@ -294,32 +283,33 @@ def test_notifications_when_a_run_restarts_finishes_or_fails(qtbot, metrics: Run
     window.show()
     notifier = Notifier(window)
     assert not notifier.uses_tray  # offscreen: no tray, the toast and status bar say it
-    notices = RunNotices(notifier)
-    run = FakeController(metrics)
-    notices.follow(run, "digits-1")
-    run.restarts = 1
+    session = RunSession(parent=window)
+    RunNotices(notifier, session)
+    run = FakeRun(metrics, Plan(run_name="digits-1"), max_restarts=3)
+    session.show(run)
     with qtbot.waitSignal(notifier.shown, timeout=3000) as got:
-        pass
+        run.restart()
     assert got.args[0] == "digits-1 restarted"
-    assert "restart 1" in got.args[1]
+    assert "restart 1 of 3" in got.args[1]
     assert notifier.toast.isVisible() and "digits-1 restarted" in notifier.toast.text()
     assert "digits-1 restarted" in window.statusBar().currentMessage()
-    run.state, run.finished, run.final_loss = "finished", True, 0.1234
     with qtbot.waitSignal(notifier.shown, timeout=3000) as got:
-        pass
+        run.end("finished", final_loss=0.1234)
     assert got.args == ["digits-1 finished", "final loss 0.1234"]
-    failing = FakeController(metrics)
-    notices.follow(failing, "digits-2")
-    failing.state, failing.finished = "failed", True
-    failing.message = "worker:1 failed: ResourceExhaustedError: OOM"
+    failing = FakeRun(metrics, Plan(run_name="digits-2"))
+    session.show(failing)
     with qtbot.waitSignal(notifier.shown, timeout=3000) as got:
-        pass
+        failing.end("failed", "worker:1 failed: ResourceExhaustedError: OOM")
     assert got.args == ["digits-2 failed", "worker:1 failed: ResourceExhaustedError: OOM"]
+    stopped = FakeRun(metrics, Plan(run_name="digits-3"))
+    session.show(stopped)
+    with qtbot.waitSignal(session.ended, timeout=3000):
+        stopped.end("stopped")  # the user stopped it: nothing to tell them
     # a run opened from the history has ended already: nothing to say
-    ended = FakeController(metrics)
-    ended.state, ended.finished = "finished", True
-    notices.follow(ended, "old")
-    qtbot.wait(700)
+    ended = FakeRun(metrics, Plan(run_name="old"))
+    ended.end("finished", final_loss=0.5)
+    session.show(ended)
+    qtbot.wait(3 * 100)
     assert [title for title, _ in notifier.history] == [
         "digits-1 restarted", "digits-1 finished", "digits-2 failed"]
 
@@ -329,9 +319,8 @@ def test_a_real_run_shows_validation_learning_rate_and_its_saved_model(
         qtbot, dash: Dashboard, tmp_path: Path) -> None:
     """The real controller and training program: a tiny demo run with a schedule, validation
     every 20 steps and the best model kept, followed live to its end."""
-    from dtgui.core.plan import Plan
     from dtgui.core.settings import runs_dir
-    from dtgui.launch.local_run import launch_plan
+    from dtgui.launch.pipeline import launch_plan
 
     plan = Plan(run_name="live-val", strategy="mirrored", replicas_per_task=2, steps=60,
                 steps_per_epoch=30, optimizer="adamw", lr_schedule="warmup_cosine",
@@ -339,16 +328,17 @@ def test_a_real_run_shows_validation_learning_rate_and_its_saved_model(
     controller = launch_plan(plan, runs_dir())
     window = QMainWindow()
     qtbot.addWidget(window)
-    notices = RunNotices(Notifier(window))
-    notices.follow(controller)
+    session = RunSession(parent=window)
+    notices = RunNotices(Notifier(window), session)
+    dash.listen(session)
+    session.started.connect(dash.attach)
     try:
-        dash.attach(controller)
-        with qtbot.waitSignal(dash.runEnded, timeout=240_000) as ended:
-            pass
+        with qtbot.waitSignal(session.ended, timeout=240_000) as ended:
+            session.show(controller)
     finally:
         controller.request_stop()
         controller.wait(30)
-    assert ended.args == ["finished"], controller.message
+    assert ended.args[0] == "finished", controller.message
     qtbot.waitUntil(lambda: not dash.backlog, timeout=5000)
     x, y = dash.loss_panel.val_curves.shown_data("validation loss")
     assert x.tolist() == [20, 40, 60] and np.all(np.isfinite(y))

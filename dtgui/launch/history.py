@@ -13,6 +13,7 @@ from dtgui.core.bundle import Bundle
 from dtgui.core.events import read_all
 from dtgui.core.metrics import RunMetrics
 from dtgui.core.plan import Plan
+from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
 
 
@@ -39,10 +40,10 @@ class RunView:
             state = self.metrics.snapshot().tasks.get(task.task_id)
             if state is None or state.status in ("starting", "running"):
                 self.metrics.set_task_state(task.task_id, "stopped")
-        self.state = record.state if record.state in ("finished", "failed", "stopped") \
-            else "stopped"
+        self.state = record.state if record.state.ended else RunState.STOPPED
         self.message = record.message or f"run {self.state}"
-        self.final_loss = record.final_loss
+        loss = self.metrics.final_loss()  # the one definition, from the events read back
+        self.final_loss = loss if loss is not None else record.final_loss
         self.restarts = record.restarts
         self.max_restarts = record.max_restarts
 

@@ -15,6 +15,7 @@ from typing import Protocol
 from dtgui.core.bundle import Bundle
 from dtgui.core.metrics import RunMetrics
 from dtgui.core.plan import Plan
+from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
 
 
@@ -22,8 +23,8 @@ class RunSource(Protocol):
     """A run as the UI follows it."""
 
     @property
-    def state(self) -> str:
-        """ready | running | stopping | finished | failed | stopped | detached."""
+    def state(self) -> RunState:
+        """Ready, running, stopping; then finished, failed, stopped or detached."""
 
     @property
     def message(self) -> str:

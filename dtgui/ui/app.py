@@ -8,12 +8,13 @@ import signal
 import sys
 import time
 
-from PySide6.QtCore import QEvent, QObject, QThreadPool, QTimer
+from PySide6.QtCore import QEvent, QObject, QTimer
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
 from dtgui.launch.model_check import cancel_all as cancel_all_checks
 from dtgui.resources import resource
+from dtgui.ui.workers import shutdown as shutdown_background_work
 
 
 def make_app(argv: list[str] | None = None) -> QApplication:
@@ -33,8 +34,12 @@ def make_app(argv: list[str] | None = None) -> QApplication:
 class _FirstPaintProbe(QObject):
     """For the benchmark: print the wall time of the window's first paint, then quit."""
 
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._seen = False
+
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:
-        if event.type() == QEvent.Type.Paint and not getattr(self, "_seen", False):
+        if event.type() == QEvent.Type.Paint and not self._seen:
             self._seen = True
             print(f"FIRST_PAINT {time.time():.6f}", flush=True)
             QTimer.singleShot(0, QApplication.quit)
@@ -58,6 +63,6 @@ def run_gui() -> int:
     ticker.timeout.connect(lambda: None)
     code = app.exec()
     cancel_all_checks()  # a TensorFlow probe still running must not outlive the app
-    QThreadPool.globalInstance().waitForDone(5000)
+    shutdown_background_work(5000)  # every pool, the plots' render thread too
     window.deleteLater()
     return int(code)

@@ -1,25 +1,27 @@
 """The live run dashboard: header, loss/throughput/device plots, task table and logs.
 
-`Dashboard.attach(controller)` follows a run. A 20 Hz QTimer takes
-`controller.metrics.snapshot()` and redraws only when `snapshot.version` changed (never once
-per event); the controller's own thread fills the metrics, so nothing here blocks: no file,
-no process, no network. Plots are redrawn on every new version; the numbers (header, panel
+`Dashboard.attach(source)` shows a run (`dtgui.launch.run_source.RunSource`). A 20 Hz QTimer
+takes `source.metrics.snapshot()` and redraws only when `snapshot.version` changed (never once
+per event); the run's own thread fills the metrics, so nothing here blocks: no file, no
+process, no network. Plots are redrawn on every new version; the numbers (header, panel
 readouts, task table) and the log at most 4 times a second, which is as fast as anyone reads
-them. When `controller.finished` turns true, `runEnded(state)` is emitted once and the plots
-keep their data.
+them. The run's life comes from `dtgui.ui.run_session.RunSession`: its `state_changed` and
+`ended` signals call `show_state` and `show_end`; after the end the plots keep their data and
+the timer stops once every series is drawn.
 """
 
 from __future__ import annotations
 
 import time
-from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QFrame, QSplitter, QVBoxLayout, QWidget
 
 from dtgui.core.metrics import RunMetrics, Snapshot
+from dtgui.core.run_state import RunState
+from dtgui.launch.run_source import RunSource
 from dtgui.ui.plot_base import DARK, LIGHT, PlotPanel, make_card, title_label
 from dtgui.ui.plots import DevicePanel, ThroughputPanel
 from dtgui.ui.run_widgets import LogView, RunHeader, TaskTable, task_sort_key
@@ -31,6 +33,9 @@ from dtgui.ui.training_plots import (
     ValidationPanel,
 )
 
+if TYPE_CHECKING:
+    from dtgui.ui.run_session import RunSession
+
 REFRESH_MS = 50  # 20 Hz
 # While series wait to be fed (the first frame of a long run, 100+ replicas), frames come this
 # often instead: each still takes at most a frame's feed budget, so the window stays
@@ -39,27 +44,13 @@ BACKLOG_MS = 10
 TEXT_SECONDS = 0.25  # numbers are for reading: at most 4 updates a second (plots: 20)
 
 
-class RunSource(Protocol):
-    """What the dashboard needs from a run (`dtgui.launch.local_run.RunController`)."""
-
-    metrics: RunMetrics
-    state: str
-    message: str
-
-    @property
-    def finished(self) -> bool: ...
-
-    def request_stop(self) -> None: ...
-
-
 def script_losses(metrics: RunMetrics | None) -> dict:
     """For a script that reports no steps: each task's training-loss scalar as the curve of
     its task's number (worker:1 -> 1; one replica per worker on CPU), else nothing."""
-    store = getattr(metrics, "scalars", None)
-    if store is None:
+    if metrics is None:
         return {}
     out = {}
-    for task, series in store.loss_series().items():
+    for task, series in metrics.scalars.loss_series().items():
         kind, _, index = task.partition(":")
         if kind in ("worker", "chief") and index.isdigit() and int(index) not in out:
             out[int(index)] = series
@@ -77,8 +68,6 @@ def _titled(title: str, body: QWidget, panel: str) -> QFrame:
 
 
 class Dashboard(QWidget):
-    runEnded = Signal(str)
-
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("dashboard")
@@ -172,9 +161,11 @@ class Dashboard(QWidget):
     # -- public API --------------------------------------------------------------------------
     def attach(self, controller: RunSource, *, run_name: str | None = None,
                strategy: str | None = None, device_kind: str | None = None) -> None:
-        """Show `controller`'s run. Name, strategy and device kind default to its bundle's plan."""
+        """Show `controller`'s run. Name, strategy and device kind default to its plan's. A run
+        that has ended already (from the history) is shown ended at once; a live one's
+        changes come through `show_state` and `show_end`."""
         self.detach()
-        plan: Any = getattr(getattr(controller, "bundle", None), "plan", None)
+        plan = controller.plan
         self.controller = controller
         self._version = -1
         self._ended = False
@@ -185,8 +176,7 @@ class Dashboard(QWidget):
         self._text_snap = None
         self._text_time = 0.0
         # A user's own script counts its own steps: the plan's number is only a hint to it.
-        model = getattr(plan, "model", None)
-        self._script_run = isinstance(model, dict) and model.get("kind") == "script"
+        self._script_run = plan.model_kind == "script"
         self.loss_panel.clear()
         self.throughput_panel.clear()
         self.device_panel.clear()
@@ -196,18 +186,44 @@ class Dashboard(QWidget):
             panel.clear()
             panel.setVisible(False)
         self._side_sized = False
-        output = getattr(getattr(controller, "bundle", None), "output", None)
-        self.model_bar.set_output(Path(output) if output is not None else None)
+        self.model_bar.set_output(controller.output_dir)
         self.throughput_panel.setVisible(True)
         self.task_table.clear_tasks()
-        self.header.set_run(run_name or getattr(plan, "run_name", "") or "run",
-                            strategy or getattr(plan, "strategy", "") or "")
-        kind = device_kind or getattr(plan, "device_kind", "") or ""
-        self.device_panel.set_device_kind(kind)
+        self.header.set_run(run_name or controller.run_name or "run",
+                            strategy or plan.strategy or "")
+        self.device_panel.set_device_kind(device_kind or plan.device_kind or "")
         self.log_view.set_metrics(controller.metrics)
-        self.refresh()
+        finished = controller.finished  # first: an ended run's state and message are final
+        self.show_state(controller.state, controller.message)
+        if finished:
+            self.show_end(controller.state, controller.message)
+        else:
+            self.refresh()
         if not self._ended or self.backlog:
             self.timer.start()
+
+    def listen(self, session: RunSession) -> None:
+        """Take the shown run's state and end from `session` (it tells each change once)."""
+        session.state_changed.connect(self.show_state)
+        session.ended.connect(self.show_end)
+
+    def show_state(self, state: str, message: str) -> None:
+        """The run's state changed (RunSession.state_changed)."""
+        self.header.set_state(state, message)
+        self._update_stop_button(state, self._ended)
+
+    def show_end(self, state: str, message: str) -> None:
+        """The run ended (RunSession.ended): its complete metrics are drawn, the numbers
+        written out, the elapsed time kept; the plots keep their data."""
+        c = self.controller
+        if c is None or self._ended:
+            return
+        self._ended = True
+        self.header.set_state(state, message)
+        self._update_stop_button(state, True)
+        self.refresh()
+        self._elapsed = max(self._elapsed, c.metrics.event_span())
+        self.header.set_elapsed(self._elapsed)
 
     def detach(self) -> None:
         """Stop following the run (what is shown stays)."""
@@ -215,11 +231,10 @@ class Dashboard(QWidget):
         self.controller = None
 
     def refresh(self) -> None:
-        """One timer tick: redraw if the metrics changed, update state, detect the end."""
+        """One timer tick: redraw if the metrics changed; the numbers at reading speed."""
         c = self.controller
         if c is None:
             return
-        finished = bool(c.finished)  # read first: a finished run's metrics are complete
         snap = c.metrics.snapshot()
         if snap.version != self._version:
             self._version = snap.version
@@ -228,18 +243,10 @@ class Dashboard(QWidget):
             for panel in self._panels():
                 panel.feed_backlog()
         if self._text_snap is not None:
-            self._update_text(c.metrics, force=finished)
-        state = c.state
-        self.header.set_state(state, c.message)
+            self._update_text(c.metrics, force=self._ended)
         if not self._ended:
             self._elapsed = max(time.monotonic() - self._started, c.metrics.event_span())
             self.header.set_elapsed(self._elapsed)
-        self._update_stop_button(state, finished)
-        if finished and not self._ended:
-            self._ended = True
-            self._elapsed = max(self._elapsed, c.metrics.event_span())
-            self.header.set_elapsed(self._elapsed)
-            self.runEnded.emit(state)
         backlog = self.backlog
         if self._ended and not backlog:
             self.timer.stop()
@@ -292,19 +299,19 @@ class Dashboard(QWidget):
     def _redraw_training(self, snap: Snapshot) -> list[PlotPanel]:
         """Validation, learning rate and saved models (schema 2 runs that report them);
         returns the panels fed."""
-        validation: dict = getattr(snap, "validation", None) or {}
-        lr = getattr(snap, "learning_rate", None)
+        validation = snap.validation
+        lr = snap.learning_rate
         self.loss_panel.update_validation(validation.get("loss"))
         fed: list[PlotPanel] = []
         if any(k != "loss" and len(v[0]) for k, v in validation.items()):
             self.validation_panel.setVisible(True)
             self.validation_panel.update_data(validation)
             fed.append(self.validation_panel)
-        if lr is not None and len(lr[0]):
+        if len(lr[0]):
             self.lr_panel.setVisible(True)
             self.lr_panel.update_data(lr)
             fed.append(self.lr_panel)
-        self.model_bar.update_models(list(getattr(snap, "models", None) or []))
+        self.model_bar.update_models(list(snap.models))
         if fed and not self._side_sized:
             # a column shown after the splitter was laid out gets only its minimum width
             self._side_sized = True
@@ -323,8 +330,7 @@ class Dashboard(QWidget):
 
     def _scalars(self) -> dict:
         metrics = self._metrics()
-        store = getattr(metrics, "scalars", None)
-        return store.snapshot() if store is not None else {}
+        return metrics.scalars.snapshot() if metrics is not None else {}
 
     def _update_text(self, metrics: RunMetrics, force: bool) -> None:
         """Header, readouts, task table and log: from the latest snapshot, at most every
@@ -363,9 +369,9 @@ class Dashboard(QWidget):
         if finished:
             button.setText("Stop")
             button.setEnabled(False)
-        elif self._stop_requested or state == "stopping":
+        elif self._stop_requested or state == RunState.STOPPING:
             button.setText("Stopping…")
             button.setEnabled(False)
         else:
             button.setText("Stop")
-            button.setEnabled(state == "running")
+            button.setEnabled(state == RunState.RUNNING)

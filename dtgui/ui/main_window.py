@@ -27,14 +27,15 @@ from dtgui.core.hardware import MachineFacts
 from dtgui.core.plan import Plan
 from dtgui.core.runs import RunRecord
 from dtgui.core.settings import load_last_plan, runs_dir, save_last_plan
-from dtgui.core.strategies import STRATEGIES, recommend
+from dtgui.core.strategies import STRATEGIES, Strategy, recommend
 from dtgui.launch.model_check import cancel_all as cancel_all_checks
 from dtgui.launch.policy import RunPolicy
+from dtgui.launch.run_source import RunSource
 from dtgui.resources import resource
-from dtgui.ui.machine_panel import MachinePanel
+from dtgui.ui.local_machine import LocalMachinePanel
 from dtgui.ui.run_session import RunSession
 from dtgui.ui.runs_page import RunsPage
-from dtgui.ui.workers import run_in_thread
+from dtgui.ui.workers import error_message, run_in_thread
 
 if TYPE_CHECKING:
     from dtgui.ui.compare import CompareView
@@ -49,7 +50,7 @@ DEMO_STEPS = 1000
 def demo_plan(facts: MachineFacts | None) -> Plan:
     """The one-click demo: the recommended strategy for this machine on the digits MLP."""
     if facts is None:
-        strategy, replicas, device = "mirrored", 2, "cpu"
+        strategy, replicas, device = Strategy.MIRRORED, 2, "cpu"
     else:
         rec = recommend(facts)
         strategy, replicas = rec.strategy, rec.replicas
@@ -130,7 +131,7 @@ class MainWindow(QMainWindow):
         self.wizard: RunWizard | None = None
         self._closing = False
 
-        self.machine = MachinePanel()
+        self.machine = LocalMachinePanel()
         self.machine.setMinimumWidth(320)
         self.machine.setMaximumWidth(460)
         self.home = HomePage()
@@ -191,6 +192,7 @@ class MainWindow(QMainWindow):
         self.session.failed.connect(self._on_launch_error)
         self.session.progress.connect(self._on_progress)
         self.session.ended_while_closed.connect(self._on_ended_while_closed)
+        self.session.ended.connect(self._on_run_ended)
         self.act_dashboard.setEnabled(False)
         self.act_home.triggered.connect(lambda: self.pages.setCurrentWidget(self.home))
         self.act_dashboard.triggered.connect(self._show_dashboard)
@@ -310,20 +312,20 @@ class MainWindow(QMainWindow):
         if self._run_notices is None:
             from dtgui.ui.notify import Notifier, RunNotices
 
-            self._run_notices = RunNotices(Notifier(self))
+            self._run_notices = RunNotices(Notifier(self), self.session)
         return self._run_notices
 
-    def _on_started(self, source: object) -> None:
+    def _on_started(self, source: RunSource) -> None:
         self.home.status.setText("")
-        self.run_notices.follow(source)
-        self._ensure_dashboard().attach(source)  # type: ignore[arg-type]
+        _ = self.run_notices  # listening before the run can restart or end
+        self._ensure_dashboard().attach(source)
         self.act_dashboard.setEnabled(True)
         self._show_dashboard()
-        source = self.session.source
-        if self.session.active and source is not None:
+        if self.session.active:
             self.statusBar().showMessage(f"Running from {source.bundle.path}")
-        else:
+        elif not self.session.following:  # from the history: it ended before it was shown
             self._set_launch_enabled(True)
+            self.statusBar().showMessage(f"Run {source.state}: {source.message}")
 
     def _on_progress(self, text: str) -> None:
         self.home.status.setText(f"{text}…" if not text.endswith(")") else text)
@@ -357,8 +359,8 @@ class MainWindow(QMainWindow):
             "  python3 -m pip install -r requirements.txt\n  bash run.sh",
         )
 
-    def _report_error(self, text: str) -> None:
-        first = text.splitlines()[0]
+    def _report_error(self, exc: BaseException) -> None:
+        first = error_message(exc)
         self.statusBar().showMessage(first, 15000)
         QMessageBox.warning(self, "dtgui", first)
 
@@ -370,16 +372,17 @@ class MainWindow(QMainWindow):
             from dtgui.ui.dashboard import Dashboard
 
             self.dashboard = Dashboard()
-            self.dashboard.runEnded.connect(self._on_run_ended)
+            self.dashboard.listen(self.session)
             self.pages.addWidget(self.dashboard)
         return self.dashboard
 
     def _show_dashboard(self) -> None:
         self.pages.setCurrentWidget(self._ensure_dashboard())
 
-    def _on_run_ended(self, state: str) -> None:
+    def _on_run_ended(self, state: str, message: str) -> None:
+        """The shown run ended (RunSession.ended): after "Stop and quit", dtgui quits now."""
         self._set_launch_enabled(True)
-        self.statusBar().showMessage(f"Run {state}: {self.session.message}")
+        self.statusBar().showMessage(f"Run {state}: {message}")
         if self._closing:
             self.close()
 
@@ -405,9 +408,7 @@ class MainWindow(QMainWindow):
         if box.clickedButton() is keep:
             if self.dashboard is not None:
                 self.dashboard.detach()
-            if self._run_notices is not None:
-                self._run_notices.stop()
-            warning = self.session.keep_training()
+            warning = self.session.keep_training()  # the session stops following it
             if warning:
                 QMessageBox.warning(self, "The run is not watched", warning)
             cancel_all_checks()

@@ -3,21 +3,24 @@ last checkpoint.
 
 `Notifier.notify(title, text)` shows a system-tray message when the desktop has a tray
 (`QSystemTrayIcon`), else a toast in the window's corner plus the status bar (an offscreen
-or tray-less session still gets it, and tests can see it). `RunNotices` follows the shown run
-from a slow timer: it reads the controller's `finished`, `state`, `message` and `restarts`
-(attributes in memory; nothing blocks) and notifies once per change. A run opened from the
-history has already ended: it says nothing.
+or tray-less session still gets it, and tests can see it). `RunNotices` subscribes to the
+`RunSession`'s `restarted` and `ended` signals, which are told once each and only for a run
+followed live: a run opened from the history has already ended, and says nothing.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QLabel, QMainWindow, QSystemTrayIcon, QWidget
 
-POLL_MS = 500
+from dtgui.core.run_state import RunState
+
+if TYPE_CHECKING:
+    from dtgui.ui.run_session import RunSession
+
 TOAST_MS = 8000
 TRAY_MS = 10000
 TOAST_STYLE = ("QLabel#toast { background: #202124; color: #ffffff; border-radius: 6px; "
@@ -93,55 +96,33 @@ class Notifier(QObject):
 
 
 class RunNotices(QObject):
-    """Notifies when the followed run finishes, fails or restarts from a checkpoint."""
+    """Notifies when the shown run finishes, fails or restarts from a checkpoint."""
 
-    def __init__(self, notifier: Notifier) -> None:
+    def __init__(self, notifier: Notifier, session: RunSession) -> None:
         super().__init__(notifier)
         self.notifier = notifier
-        self.source: Any = None
-        self.name = ""
-        self._restarts = 0
-        self._timer = QTimer(self)
-        self._timer.setInterval(POLL_MS)
-        self._timer.timeout.connect(self.check)
+        self.session = session
+        session.restarted.connect(self._restarted)
+        session.ended.connect(self._ended)
 
-    def follow(self, source: Any, name: str = "") -> None:
-        """Follow `source` (a RunController, or a RunView of an ended run: ignored)."""
-        self._timer.stop()
-        self.source = None
-        if source is None or bool(getattr(source, "finished", True)):
-            return
-        self.source = source
-        plan = getattr(getattr(source, "bundle", None), "plan", None)
-        self.name = name or getattr(plan, "run_name", "") or "The run"
-        self._restarts = int(getattr(source, "restarts", 0) or 0)
-        self._timer.start()
+    def _name(self) -> str:
+        source = self.session.source
+        return (source.run_name if source is not None else "") or "The run"
 
-    def stop(self) -> None:
-        """Stop following (dtgui closes; the run may keep training)."""
-        self._timer.stop()
-        self.source = None
+    def _restarted(self, restarts: int) -> None:
+        source = self.session.source
+        limit = source.max_restarts if source is not None else 0
+        of = f" of {limit}" if limit else ""
+        self.notifier.notify(f"{self._name()} restarted",
+                             f"Restarted from its last checkpoint (restart {restarts}{of}). "
+                             f"{self.session.message}".strip(), warning=True)
 
-    def check(self) -> None:
-        source = self.source
-        if source is None:
-            return
-        restarts = int(getattr(source, "restarts", 0) or 0)
-        if restarts > self._restarts:
-            self._restarts = restarts
-            limit = getattr(getattr(source, "policy", None), "max_restarts", 0)
-            of = f" of {limit}" if limit else ""
-            self.notifier.notify(f"{self.name} restarted",
-                                 f"Restarted from its last checkpoint (restart {restarts}{of}). "
-                                 f"{getattr(source, 'message', '')}".strip(), warning=True)
-        if not bool(source.finished):
-            return
-        self.stop()
-        state, message = str(source.state), str(getattr(source, "message", "") or "")
-        if state == "finished":
-            loss = getattr(source, "final_loss", None)
-            detail = f"final loss {loss:.4g}" if isinstance(loss, (int, float)) else message
-            self.notifier.notify(f"{self.name} finished", detail or "Training finished.")
-        elif state == "failed":
-            self.notifier.notify(f"{self.name} failed", message or "A task failed.",
+    def _ended(self, state: str, message: str) -> None:
+        if state == RunState.FINISHED:
+            source = self.session.source
+            loss = source.final_loss if source is not None else None
+            detail = f"final loss {loss:.4g}" if loss is not None else message
+            self.notifier.notify(f"{self._name()} finished", detail or "Training finished.")
+        elif state == RunState.FAILED:
+            self.notifier.notify(f"{self._name()} failed", message or "A task failed.",
                                  warning=True)

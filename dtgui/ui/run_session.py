@@ -1,10 +1,14 @@
 """The run the window shows, whatever kind it is: launch, reattach, open, stop, keep training.
 
-One `RunSession` owns the shown run: a live `RunController` (tasks on this machine, on
-registered machines, or both: the controller does not care) or a `RunView` (a run that has
-ended, from the history). The main window follows its typed signals and never asks which kind
-it holds. Everything that blocks (SSH, disk, processes) runs in background workers; remote
-machines are connected first through the Machines panel's dialogs (host keys, passwords).
+One `RunSession` owns the shown run (a `dtgui.launch.run_source.RunSource`): a live
+`RunController` (tasks on this machine, on registered machines, or both: the controller does
+not care) or a `RunView` (a run that has ended, from the history). It is the one place that
+follows the run's life: a timer of its own reads the run's state (in memory) and says each
+change once, as typed signals (`state_changed`, `restarted`, `ended`). The dashboard, the
+notifications and the main window subscribe; none of them watches the run for its end, and
+the session never asks which kind of run it holds. Everything that blocks (SSH, disk,
+processes) runs in background workers; remote machines are connected first through the
+Machines panel's dialogs (host keys, passwords).
 """
 
 from __future__ import annotations
@@ -13,38 +17,47 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 
 from dtgui.core.machines import Machine
 from dtgui.core.plan import Plan
 from dtgui.core.runs import RunRecord
 from dtgui.launch.policy import RunPolicy
-from dtgui.ui.launch_connect import PreConnected, connect_machines
-from dtgui.ui.workers import Worker, create_worker, run_in_thread
+from dtgui.launch.run_source import RunSource
+from dtgui.remote.connector import Connector
+from dtgui.ui.launch_connect import connect_machines
+from dtgui.ui.workers import Worker, create_worker, error_message, run_in_thread
 
 if TYPE_CHECKING:
-    from dtgui.launch.controller import RunController
-    from dtgui.launch.history import RunView
     from dtgui.ui.machines.panel import MachinesPanel
 
-    RunSource = RunController | RunView
+LIFE_MS = 100  # how often the followed run's state is read (memory only: nothing blocks)
 
 
 class RunSession(QObject):
-    """Launches, reattaches to or opens one run at a time and says what happens."""
+    """Launches, reattaches to or opens one run at a time and says what happens to it."""
 
-    started = Signal(object)  # RunController | RunView: the run to show now
+    started = Signal(object)  # RunSource: the run to show now
+    state_changed = Signal(str, str)  # state, message: once per change of either
+    restarted = Signal(int)  # restarts so far: once per restart from the last checkpoint
+    ended = Signal(str, str)  # final state, message: once, when a run followed live ends
     progress = Signal(str)  # what a launch or reattach is doing
     failed = Signal(str)  # a launch, reattach or open could not be done: why
     ended_while_closed = Signal(object)  # RunRecord of a run that ended while dtgui was closed
 
-    def __init__(self, machines: Callable[[], MachinesPanel], parent: QObject | None = None,
-                 ) -> None:
+    def __init__(self, machines: Callable[[], MachinesPanel] | None = None,
+                 parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self._machines = machines
+        self._machines = machines  # None: runs on this machine only (tests)
         self.source: RunSource | None = None
-        self.connector: PreConnected | None = None  # the shown run's SSH connections
+        self.connector: Connector | None = None  # the shown run's SSH connections
         self.busy = False  # a launch or reattach is under way
+        self._following = False  # the shown run is live: its changes are told
+        self._said = ("", "")  # the state and message last told
+        self._restarts = 0  # the restarts last told
+        self._life = QTimer(self)
+        self._life.setInterval(LIFE_MS)
+        self._life.timeout.connect(self._read_life)
 
     # -- state -------------------------------------------------------------------------------
     @property
@@ -56,12 +69,17 @@ class RunSession(QObject):
     def message(self) -> str:
         return self.source.message if self.source is not None else ""
 
+    @property
+    def following(self) -> bool:
+        """The shown run's changes (state, restarts, its end) are still to be told."""
+        return self._following
+
     # -- starting a run ------------------------------------------------------------------------
     def launch(self, plan: Plan, root: Path, policy: RunPolicy) -> None:
         """Write the bundle and start every task (remote machines are connected first)."""
         names = [n for n in plan.machine_names if n != "local"]
         # a run on this machine alone needs no machines panel (paramiko, the keyring)
-        registered = {m.name: m for m in self._machines().machines()} if names else {}
+        registered = {m.name: m for m in self._panel().machines()} if names else {}
         missing = [n for n in names if n not in registered]
         if missing:
             self.failed.emit(f"{', '.join(missing)} is no longer a registered machine: add it "
@@ -69,26 +87,26 @@ class RunSession(QObject):
             return
         self.busy = True
 
-        def start(connector: PreConnected) -> None:
+        def start(connector: Connector) -> None:
             self.connector = connector
             self.progress.emit("Connected; checking each machine" if names
                                else f"Writing the bundle and starting {plan.run_name}")
             create_worker(self._launcher(plan, root, registered, connector, policy),
-                          on_done=self._show, on_error=self._failed(connector),
+                          on_done=self._launched, on_error=self._failed(connector),
                           on_progress=self.progress.emit, context=self)
 
         if names:
             self._connect([registered[n] for n in names], start)
         else:
-            start(PreConnected.nothing())
+            start(Connector())
 
     def reattach(self, record: RunRecord) -> None:
         """Take a run that kept training while dtgui was closed back from its watcher."""
         from dtgui.launch.history import open_run
-        from dtgui.launch.multihost import reattach
+        from dtgui.launch.pipeline import reattach
         from dtgui.launch.watcher import stop_watcher
 
-        panel = self._machines()
+        panel = self._panel()
         registry = panel.registry
         machines = [(registry.find(rec.name) if registry is not None else None)
                     or Machine.from_dict(rec.machine) for rec in record.machines
@@ -96,7 +114,7 @@ class RunSession(QObject):
         self.busy = True
         self.progress.emit(f"Reattaching to {record.run_name}")
 
-        def take_back(connector: PreConnected) -> Any:
+        def take_back(connector: Connector) -> Any:
             # the watcher that kept the policy while dtgui was closed hands the run back
             if not stop_watcher(record):
                 raise RuntimeError("The run's watcher is restarting or stopping its tasks "
@@ -107,7 +125,7 @@ class RunSession(QObject):
                 return open_run(fresh)
             return reattach(fresh, connect=connector, registry=registry)
 
-        def start(connector: PreConnected) -> None:
+        def start(connector: Connector) -> None:
             self.connector = connector
             run_in_thread(lambda: take_back(connector), self._reattached,
                           self._failed(connector), context=self)
@@ -119,7 +137,12 @@ class RunSession(QObject):
         from dtgui.launch.history import open_run
 
         self.busy = True
-        run_in_thread(lambda: open_run(record), self._show, self._open_failed, context=self)
+        run_in_thread(lambda: open_run(record), lambda view: self._show(view, live=False),
+                      lambda exc: self._open_failed(error_message(exc)), context=self)
+
+    def show(self, source: RunSource) -> None:
+        """Show a run made elsewhere; one still going is followed to its end."""
+        self._show(source, live=not source.finished)
 
     # -- a shown run -----------------------------------------------------------------------------
     def request_stop(self) -> None:
@@ -129,73 +152,107 @@ class RunSession(QObject):
     def keep_training(self) -> str:
         """Let the active run go on without dtgui: stop following it and hand it to a
         headless watcher that keeps its failure policy. Returns a warning ("" if none)."""
-        from dtgui.launch.controller import RunController
         from dtgui.launch.watcher import start_watcher
 
-        controller = self.source
-        if not isinstance(controller, RunController) or controller.finished:
+        source = self.source
+        if source is None or source.finished:
             return ""
-        controller.detach()
-        record = controller.record
+        self._unfollow()  # its tasks go on: it has not ended
+        source.detach()
+        record = source.record
         if record is None:  # the app records every run it starts; a watcher needs that record
             return ("The run keeps training, but it has no run record, so nothing will stop it "
                     "if a task fails while dtgui is closed.")
         given = self.connector.secrets.as_dict() if self.connector is not None else {}
         try:
-            start_watcher(record, given, controller.policy.max_restarts)
+            start_watcher(record, given, source.max_restarts)
         except OSError as exc:
             return (f"The run keeps training, but nothing will stop it if a task fails while "
                     f"dtgui is closed ({exc}). Reopen dtgui and reattach to watch it.")
         return ""
 
+    def stop_following(self) -> None:
+        """Tell nothing more about the shown run (dtgui closes)."""
+        self._unfollow()
+
+    # -- the run's life ------------------------------------------------------------------------
+    def _follow(self, source: RunSource) -> None:
+        self._said = (source.state, source.message)
+        self._restarts = source.restarts
+        self._following = True
+        self._life.start()
+
+    def _unfollow(self) -> None:
+        self._life.stop()
+        self._following = False
+
+    def _read_life(self) -> None:
+        """One look at the followed run: each change is told once."""
+        source = self.source
+        if source is None or not self._following:
+            self._unfollow()
+            return
+        finished = source.finished  # first: an ended run's state and message are final
+        restarts = source.restarts
+        now = (source.state, source.message)
+        if restarts > self._restarts:
+            self._restarts = restarts
+            self.restarted.emit(restarts)
+        if now != self._said:
+            self._said = now
+            self.state_changed.emit(*now)
+        if finished:
+            self._unfollow()
+            self.ended.emit(*now)
+
     # -- internals ---------------------------------------------------------------------------------
+    def _panel(self) -> MachinesPanel:
+        if self._machines is None:
+            raise RuntimeError("this session has no machines panel: it runs on this machine only")
+        return self._machines()
+
     def _connect(self, machines: list[Machine],
-                 then: Callable[[PreConnected], None]) -> None:
-        connect_machines(self._machines().flow, machines, ready=then,
+                 then: Callable[[Connector], None]) -> None:
+        connect_machines(self._panel().flow, machines, ready=then,
                          failed=self._open_failed, progress=self.progress.emit)
 
     def _launcher(self, plan: Plan, root: Path, registered: dict[str, Machine],
-                  connector: PreConnected, policy: RunPolicy) -> Callable[[Worker], Any]:
-        from dtgui.launch.local_run import launch_plan
-        from dtgui.launch.multihost import Target, launch_on_machines
-
-        if all(t.is_local for t in plan.tasks):
-            return lambda _worker: launch_plan(plan, root, policy=policy)
-        gpus: dict[str, list[int]] = {}
-        for task in plan.tasks:  # the GPUs chosen in the wizard, per machine, in task order
-            gpus.setdefault(task.machine_name, []).extend(
-                g for g in task.gpus if g not in gpus.get(task.machine_name, []))
-        targets = [Target(name, None if name == "local" else registered[name],
-                          plan.machines.get(name, {}).get("python", ""),
-                          gpus=tuple(gpus.get(name, ())))
-                   for name in plan.machine_names]
-        placement = {t.task_id: t.machine_name for t in plan.tasks}
+                  connector: Connector, policy: RunPolicy) -> Callable[[Worker], Any]:
+        from dtgui.launch.pipeline import launch_plan
+        from dtgui.launch.targets import plan_targets
 
         def launch(worker: Worker) -> Any:
             def report(text: str, fraction: float) -> None:
                 worker.report(f"{text}… ({fraction:.0%})")
 
-            return launch_on_machines(plan, placement, targets, root, progress=report,
-                                      policy=policy, connect=connector)
+            return launch_plan(plan, root, targets=plan_targets(plan, registered),
+                               connect=connector, policy=policy, progress=report)
 
         return launch
 
-    def _show(self, source: RunSource) -> None:
+    def _show(self, source: RunSource, live: bool) -> None:
+        """Show `source`; a live run (even one that ended a moment ago) is followed until its
+        end is told."""
+        self._unfollow()
         self.busy = False
         self.source = source
+        if live:
+            self._follow(source)
         self.started.emit(source)
 
-    def _reattached(self, source: RunSource) -> None:
-        from dtgui.launch.history import RunView
+    def _launched(self, source: RunSource) -> None:
+        self._show(source, live=True)
 
-        self._show(source)
-        if isinstance(source, RunView):  # its watcher saw it end while dtgui was closed
+    def _reattached(self, source: RunSource) -> None:
+        ended = source.finished  # its watcher saw it end while dtgui was closed
+        self._show(source, live=not ended)
+        if ended and source.record is not None:
             self.ended_while_closed.emit(source.record)
 
-    def _failed(self, connector: PreConnected) -> Callable[[str], None]:
-        def failed(text: str) -> None:
+    def _failed(self, connector: Connector) -> Callable[[BaseException], None]:
+        def failed(exc: BaseException) -> None:
             run_in_thread(connector.close_unused, lambda _: None, lambda _: None)
-            self._open_failed(text)
+            self._open_failed(error_message(exc))
 
         return failed
 
