@@ -85,3 +85,47 @@ def test_shutdown_drains_every_pool_and_asks_running_work_to_stop(qtbot) -> None
     assert QThreadPool.globalInstance().activeThreadCount() == 0
     assert pool.activeThreadCount() == 0
     assert "render" in ran
+
+
+def test_the_plots_render_thread_is_the_one_thread_render_pool_and_a_failed_render_is_retried(
+        qtbot, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import numpy as np
+    import pyqtgraph as pg
+
+    from dtgui.ui import envelope_layer
+    from dtgui.ui.envelope_layer import RENDER_POOL, EnvelopeLayer
+
+    threads: list[int] = []
+    failures = [Boom("the first image fails")]
+    render = envelope_layer.render_lines
+
+    def recording(*args: object) -> object:
+        threads.append(threading.get_ident())
+        if failures:
+            raise failures.pop()
+        return render(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(envelope_layer, "render_lines", recording)
+    widget = pg.PlotWidget()
+    qtbot.addWidget(widget)
+    curves = {k: pg.PlotDataItem(pen=pg.mkPen("b")) for k in range(128)}
+    layer = EnvelopeLayer(curves)  # type: ignore[arg-type]
+    widget.addItem(layer)
+    bx = np.arange(200, dtype=float)
+    for k in curves:
+        layer.set_series(k, bx, bx * 0 + k + 1.0, bx * 0 + k)
+    layer.commit()
+    widget.resize(600, 400)
+    widget.show()
+    qtbot.waitExposed(widget)
+    assert layer.threaded
+    qtbot.waitUntil(lambda: len(threads) >= 1, timeout=10_000)
+    layer.update()  # the next paint asks again after the failure
+    qtbot.waitUntil(lambda: layer.image is not None, timeout=10_000)
+    assert layer.drawn or layer.image.generation == layer.generation
+    pool_thread: list[int] = []
+    create_worker(lambda _w: pool_thread.append(threading.get_ident()),
+                  pool=dedicated_pool(RENDER_POOL))
+    qtbot.waitUntil(lambda: bool(pool_thread), timeout=5000)
+    assert set(threads) == {pool_thread[0]} != {threading.get_ident()}
+    assert workers.shutdown(5000) and dedicated_pool(RENDER_POOL).activeThreadCount() == 0
