@@ -1,30 +1,70 @@
 """Remote GPUs as the probe reads them, and what dtgui says when TensorFlow cannot use them.
 
-The outputs are real ones captured on an NVIDIA H100 machine (tests/fixtures/gpu/README.md).
-The probe script itself runs here through `sh -s`, as on a remote machine, with this machine's
-Python and a stand-in `nvidia-smi` on PATH that replays those captures (there is no GPU here):
-one that knows the `compute_cap` field, and one that refuses it as drivers before it did.
+The outputs are real ones captured on an NVIDIA H100 machine (tests/fixtures/gpu/README.md),
+read into the machine probe's answers. The machine probe itself runs here as it runs on any
+machine (its source on stdin of the interpreter), with this machine's Python and a stand-in
+`nvidia-smi` on PATH that replays those captures (there is no GPU here): one that knows the
+`compute_cap` field, and one that refuses it as drivers before it did.
 """
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dtgui.core.doctor import FAIL, OK, WARN, Check, build_checks
 from dtgui.core.hardware import MachineFacts, TfView, tf_install_command
 from dtgui.core.machines import RemoteFacts
-from dtgui.remote.probe import PROBE_SCRIPT, parse_gpu_csv, parse_probe_output
+from dtgui.remote.commands import LocalRunner
+from dtgui.remote.probe import ProbeAnswer, parse_gpu_csv, probe, read_probe
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
 H100_ROW = (FIXTURES / "nvidia-smi-query-h100.csv").read_text().strip()
 H100_PROBE = (FIXTURES / "probe-h100.txt").read_text()
 H100_PYTHON = "/opt/torch/.venv/bin/python3"
 H100_COMPUTE_CAP = "9.0"  # what NVML reported for that GPU
+NO_TENSORFLOW = ProbeAnswer({"tensorflow": {
+    "tensorflow": None, "not_installed": True,
+    "error": "ModuleNotFoundError: No module named 'tensorflow'"}})
+
+
+def capture_sections(text: str) -> dict[str, list[str]]:
+    """The capture's `@@name` sections."""
+    sections: dict[str, list[str]] = {}
+    current: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("@@"):
+            current = sections.setdefault(line[2:].strip(), [])
+        else:
+            current.append(line.rstrip())
+    return sections
+
+
+def h100_answer(with_python: bool = True) -> ProbeAnswer:
+    """The H100 machine's capture as the machine probe answers `facts --system --gpus`."""
+    s = capture_sections(H100_PROBE)
+    uname = s["uname"]
+    data: dict[str, Any] = {
+        "system": {"hostname": s["hostname"][0], "os_name": s["os_release"][0],
+                   "kernel": f"{uname[0]} {uname[1]}", "arch": uname[2],
+                   "cpu_cores": int(s["nproc"][0]), "cpu_model": s["cpu"][0].strip(),
+                   "ram_total": int(s["mem"][0].split()[1]) * 1024},
+        "gpus": {"source": "nvidia-smi", "compute_cap": False, "rc": "0",
+                 "rows": [r for r in s["gpus"] if not r.startswith("rc=")],
+                 "header": s["smi"]}}
+    if with_python:
+        data.update(executable=s["python"][0], python=s["python"][1])
+    return ProbeAnswer(data)
+
+
+def tensorflow_answer(version: str, cuda: bool, gpus: int = 0) -> ProbeAnswer:
+    devices = [{"name": f"/physical_device:GPU:{i}", "device_type": "GPU"} for i in range(gpus)]
+    return ProbeAnswer({"tensorflow": {"tensorflow": version, "built_with_cuda": cuda,
+                                       "physical_devices": devices, "error": None}})
 
 
 def local(tf: str = "2.21.0") -> MachineFacts:
@@ -53,10 +93,11 @@ def test_the_h100_query_row_parses_with_and_without_compute_capability() -> None
 
 
 def test_the_h100_probe_without_tensorflow_says_install_the_cuda_build() -> None:
-    facts = parse_probe_output(H100_PROBE, H100_PYTHON)
+    facts = read_probe(H100_PYTHON, h100_answer(), NO_TENSORFLOW)
     assert (facts.python_command, facts.python_path, facts.python_version) == (
         H100_PYTHON, H100_PYTHON, "3.12.3")
     assert facts.tf_version == "not installed" and not facts.tf_installed
+    assert (facts.hostname, facts.os_name, facts.cpu_cores) == ("vm", "Ubuntu 24.04.3 LTS", 16)
     assert [g.name for g in facts.gpus] == ["NVIDIA H100 80GB HBM3"]
     assert (facts.driver, facts.cuda_version) == ("580.159.04", "13.0")
     assert facts.warnings == []
@@ -75,11 +116,7 @@ def test_the_h100_probe_without_tensorflow_says_install_the_cuda_build() -> None
 
 
 def test_a_cpu_build_of_tensorflow_beside_gpus_is_a_warning_with_the_cuda_build_as_fix() -> None:
-    text = H100_PROBE.replace(
-        "rc=1\nTraceback (most recent call last):\n  File \"<string>\", line 1, in <module>\n"
-        "ModuleNotFoundError: No module named 'tensorflow'\n",
-        "rc=0\nTFVERSION 2.21.0\nTFCUDA 0\n")
-    facts = parse_probe_output(text, H100_PYTHON)
+    facts = read_probe(H100_PYTHON, h100_answer(), tensorflow_answer("2.21.0", cuda=False))
     assert (facts.tf_version, facts.tf_built_with_cuda, facts.tf_gpus) == ("2.21.0", False, [])
     assert "built without CUDA" in facts.as_machine_facts().explanation()
     assert "'tensorflow[and-cuda]==2.21.0'" in facts.as_machine_facts().explanation()
@@ -89,8 +126,7 @@ def test_a_cpu_build_of_tensorflow_beside_gpus_is_a_warning_with_the_cuda_build_
     assert gpus.status == WARN and "CPU build" in gpus.detail
     assert gpus.fix.startswith("pip install 'tensorflow[and-cuda]==2.21.0' on h100")
 
-    seen = parse_probe_output(text.replace("TFCUDA 0\n", "TFCUDA 1\nTFGPU /physical_device:GPU:0\n"),
-                              H100_PYTHON)
+    seen = read_probe(H100_PYTHON, h100_answer(), tensorflow_answer("2.21.0", cuda=True, gpus=1))
     assert seen.tf_gpus == ["/physical_device:GPU:0"]
     assert row(build_checks(local(), {"h100": seen}, 1), "h100", "GPUs").status == OK
     assert "can use all 1 GPU" in seen.as_machine_facts().explanation()
@@ -103,11 +139,13 @@ def test_install_commands() -> None:
 
 
 def test_a_registered_python_that_is_missing_is_named_in_the_rows() -> None:
-    facts = parse_probe_output(H100_PROBE.replace(f"{H100_PYTHON}\n3.12.3\n", ""),
-                               "/opt/conda/envs/tf/bin/python")
+    # The registered interpreter is not there: the machine's python3 still tells the system.
+    facts = read_probe("/opt/conda/envs/tf/bin/python", ProbeAnswer(None, 127, "not found"),
+                       system=h100_answer(with_python=False))
     assert facts.python_path == "" and facts.tf_error == "no /opt/conda/envs/tf/bin/python"
     assert facts.warnings == ["The Python interpreter '/opt/conda/envs/tf/bin/python' was "
                               "not found there."]
+    assert [g.name for g in facts.gpus] == ["NVIDIA H100 80GB HBM3"]
     checks = build_checks(local(), {"h100": facts}, 1)
     py = row(checks, "h100", "Python")
     assert py.status == FAIL and "/opt/conda/envs/tf/bin/python" in py.detail
@@ -115,7 +153,7 @@ def test_a_registered_python_that_is_missing_is_named_in_the_rows() -> None:
     assert "there is no /opt/conda/envs/tf/bin/python" in row(checks, "h100", "TensorFlow").detail
 
 
-# -- the probe script itself, with a stand-in nvidia-smi ------------------------------------------
+# -- the machine probe itself, with a stand-in nvidia-smi -----------------------------------------
 def _fake_nvidia_smi(bin_dir: Path, knows_compute_cap: bool) -> None:
     """An `nvidia-smi` that answers as the H100 machine's did (its captured outputs)."""
     smi = H100_PROBE.split("@@smi\n", 1)[1].split("@@end", 1)[0]
@@ -136,23 +174,19 @@ def _fake_nvidia_smi(bin_dir: Path, knows_compute_cap: bool) -> None:
     script.chmod(0o755)
 
 
-def _run_probe_here(python: str, bin_dir: Path) -> RemoteFacts:
-    body = "{\n" + PROBE_SCRIPT.strip("\n") + "\n} </dev/null\n"
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
-    proc = subprocess.run(["sh", "-s", "--", python], input=body, capture_output=True,
-                          text=True, env=env, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    return parse_probe_output(proc.stdout, python)
+def _run_probe_here(python: str, bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> RemoteFacts:
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    return probe(LocalRunner(), python)
 
 
 @pytest.mark.slow
 def test_the_probe_asks_for_compute_capability_and_falls_back_for_old_drivers(
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     new, old = tmp_path / "new", tmp_path / "old"
     for d, knows in ((new, True), (old, False)):
         d.mkdir()
         _fake_nvidia_smi(d, knows)
-    facts = _run_probe_here(sys.executable, new)
+    facts = _run_probe_here(sys.executable, new, monkeypatch)
     assert [(g.name, g.compute_capability, g.driver) for g in facts.gpus] == [
         ("NVIDIA H100 80GB HBM3", "9.0", "580.159.04")]
     assert facts.cuda_version == "13.0" and facts.gpu_error == ""
@@ -165,20 +199,21 @@ def test_the_probe_asks_for_compute_capability_and_falls_back_for_old_drivers(
     gpus = row(build_checks(local(facts.tf_version), {"box": facts}, 1), "box", "GPUs")
     assert gpus.status == WARN and "'tensorflow[and-cuda]" in gpus.fix
 
-    facts = _run_probe_here(sys.executable, old)
+    facts = _run_probe_here(sys.executable, old, monkeypatch)
     assert [(g.name, g.compute_capability, g.mem_total) for g in facts.gpus] == [
         ("NVIDIA H100 80GB HBM3", "", 81559 * 2**20)]
     assert facts.gpu_error == ""
 
 
-def test_a_python_without_tensorflow_beside_a_gpu_gets_the_cuda_build(tmp_path: Path) -> None:
+def test_a_python_without_tensorflow_beside_a_gpu_gets_the_cuda_build(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")],
                    check=True, timeout=120)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     _fake_nvidia_smi(bin_dir, True)
     python = str(tmp_path / "venv" / "bin" / "python")
-    facts = _run_probe_here(python, bin_dir)
+    facts = _run_probe_here(python, bin_dir, monkeypatch)
     assert facts.python_path == python and facts.tf_version == "not installed"
     assert "pip install 'tensorflow[and-cuda]'" in facts.as_machine_facts().explanation()
     tf = row(build_checks(local("2.21.0"), {"box": facts}, 1), "box", "TensorFlow")

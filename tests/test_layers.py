@@ -16,10 +16,11 @@ FORBIDDEN_IN_GUI = {"tensorflow", "keras"}
 LAYERS = ("core", "remote", "launch", "ui")
 # The TensorFlow-free parts of the training program that the GUI process shares (the event
 # encoding of step batches, the size of a call, a user's script's paths, variable references
-# and loss tags, the plan and the strategy catalogue); the rest of dtgui.worker imports TensorFlow.
+# and loss tags, the plan and the strategy catalogue, the machine probe: ports, system, GPUs);
+# the rest of dtgui.worker imports TensorFlow.
 SHARED_WORKER_MODULES = {"dtgui.worker.step_batch", "dtgui.worker.call_size",
                          "dtgui.worker.script_env", "dtgui.worker.plan",
-                         "dtgui.worker.strategies"}
+                         "dtgui.worker.strategies", "dtgui.worker.machine_probe"}
 # Where dtgui's files are (it imports nothing of dtgui).
 SHARED_MODULES = {"dtgui.resources"}
 

@@ -23,7 +23,7 @@ from dtgui.core.machines import (
     tomllib,
 )
 from dtgui.remote import secrets
-from dtgui.remote.probe import parse_gpu_csv, parse_probe_output
+from dtgui.remote.probe import ProbeAnswer, parse_gpu_csv, read_probe
 from dtgui.remote.ssh_config import read_ssh_config
 
 real_keyring = conftest_ssh.real_keyring
@@ -175,16 +175,21 @@ def test_gpu_csv_and_probe_output_parse_robustly() -> None:
     assert [g.name for g in gpus] == ["NVIDIA A100-SXM4-40GB", "Tesla T4"]
     assert gpus[0].mem_total == 40960 * 2**20 and gpus[0].util == 37.0
     assert gpus[1].mem_used == 0 and gpus[1].driver == "535.104.05"
-    text = ("@@hostname\nbox\n@@uname\nLinux\n6.1.0\nx86_64\n@@nproc\n8\n@@mem\n"
-            "MemTotal:       16318480 kB\n@@python\n/usr/bin/python3\n3.11.2\n@@tf\nrc=1\n"
-            "ModuleNotFoundError: No module named 'tensorflow'\n@@gpus\n"
-            "NVIDIA GeForce RTX 3090, 24576, 10, 5, 550.54\nrc=0\n@@smi\n"
-            "| NVIDIA-SMI 550.54   Driver Version: 550.54   CUDA Version: 12.4     |\n@@end\n")
-    facts = parse_probe_output(text)
+    answer = ProbeAnswer({"python": "3.11.2", "executable": "/usr/bin/python3",
+                          "system": {"hostname": "box", "kernel": "Linux 6.1.0", "arch": "x86_64",
+                                     "cpu_cores": 8, "ram_total": 16318480 * 1024},
+                          "gpus": {"source": "nvidia-smi", "rc": "0", "compute_cap": False,
+                                   "rows": ["NVIDIA GeForce RTX 3090, 24576, 10, 5, 550.54"],
+                                   "header": ["| NVIDIA-SMI 550.54   Driver Version: 550.54   "
+                                              "CUDA Version: 12.4     |"]}})
+    tf = ProbeAnswer({"tensorflow": {"tensorflow": None, "not_installed": True,
+                                     "error": "ModuleNotFoundError: No module named 'tensorflow'"}})
+    facts = read_probe("python3", answer, tf)
     assert (facts.cpu_cores, facts.ram_total) == (8, 16318480 * 1024)
     assert facts.tf_version == "not installed" and facts.cuda_version == "12.4"
     assert facts.gpus[0].name == "NVIDIA GeForce RTX 3090" and facts.driver == "550.54"
-    assert parse_probe_output("").warnings  # nothing at all: warnings, no exception
+    # no answer at all: warnings, no exception
+    assert read_probe("python3", ProbeAnswer(None, 1, "Segmentation fault")).warnings
 
 
 def test_ssh_config_import(tmp_path: Path) -> None:

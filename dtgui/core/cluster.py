@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import errno
 import ipaddress
 import json
 import socket
 from collections.abc import Mapping, Sequence
-from contextlib import ExitStack
 
 from dtgui.core.machines import Machine, ssh_login
 from dtgui.core.plan import LOCAL_MACHINE, Plan, TaskSpec, is_local_machine
+from dtgui.worker.machine_probe import choose_free_ports as free_ports  # the one port check,
+from dtgui.worker.machine_probe import port_is_free  # as on other machines: bound like TF
 
 LOCAL_HOST = "127.0.0.1"
 
@@ -21,28 +21,6 @@ class PortInUseError(RuntimeError):
 
 class PlacementError(ValueError):
     """Tasks cannot be placed on the chosen machines; the message says what to change."""
-
-
-def free_ports(count: int, host: str = LOCAL_HOST) -> list[int]:
-    """`count` distinct ports that are free on `host` right now (bound together, then released)."""
-    with ExitStack() as stack:
-        ports = []
-        for _ in range(count):
-            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind((host, 0))
-            ports.append(sock.getsockname()[1])
-        return ports
-
-
-def port_is_free(port: int, host: str = LOCAL_HOST) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((host, port))
-        except OSError as exc:
-            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
-                return False
-            raise
-    return True
 
 
 def task_layout(plan: Plan) -> list[tuple[str, int]]:
@@ -99,9 +77,7 @@ def busy_ports(plan: Plan) -> list[str]:
     for task in plan.tasks:
         if not task.port or not task.is_local:
             continue
-        # a task reachable from other machines listens on every address
-        host = task.host if is_loopback(task.host) else "0.0.0.0"
-        if not port_is_free(task.port, host):
+        if not port_is_free(task.port):
             problems.append(
                 f"Port {task.port} for task {task.task_id} is in use by another process: "
                 "press Re-plan ports in the review page (or stop that process)."

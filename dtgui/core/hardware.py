@@ -1,19 +1,19 @@
 """What this machine has (CPU, RAM, GPUs through NVML) and what TensorFlow can use of it.
 
-Detection reads /proc and NVML only; it never imports TensorFlow. What TensorFlow sees comes
-from `python -m dtgui.worker.tf_probe` run in a subprocess, parsed by `parse_tf_probe`.
+Detection reads /proc and NVML (through the machine probe's functions, in this process); it
+never imports TensorFlow. What TensorFlow sees comes from the machine probe run in a
+subprocess (`dtgui.remote.probe.tensorflow_view`), read by `tf_view`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
 import platform
 import shlex
-import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from dtgui.worker import machine_probe
 
 
 @dataclass(frozen=True)
@@ -64,92 +64,32 @@ class MachineFacts:
         return explain(self)
 
 
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.lower().startswith(("model name", "hardware", "processor\t: arm")):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _ram_total() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 0
-
-
 def read_nvml_gpus() -> tuple[list[GpuInfo], str]:
     """GPUs as the NVIDIA driver sees them; an explanation instead when NVML is unavailable."""
-    try:
-        import pynvml  # nvidia-ml-py
-    except ImportError:
-        return [], "nvidia-ml-py is not installed"
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
-        return [], f"no NVIDIA driver answered ({exc})"
-    gpus: list[GpuInfo] = []
-    try:
-        driver = _text(pynvml.nvmlSystemGetDriverVersion())
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
-            try:
-                util = float(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
-            except pynvml.NVMLError:  # NotSupported on some boards
-                util = 0.0
-            try:
-                major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
-                cc = f"{major}.{minor}"
-            except pynvml.NVMLError:
-                cc = ""
-            gpus.append(
-                GpuInfo(
-                    index=i,
-                    name=_text(pynvml.nvmlDeviceGetName(handle)),
-                    mem_total=int(mem.total),
-                    mem_used=int(mem.used),
-                    util=util,
-                    driver=driver,
-                    compute_capability=cc,
-                )
-            )
-    finally:
-        with contextlib.suppress(Exception):
-            pynvml.nvmlShutdown()
-    return gpus, ""
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    found = machine_probe.nvml_gpus()
+    if "error" in found:
+        return [], str(found["error"])
+    return [GpuInfo(**g) for g in found["gpus"]], ""
 
 
 def detect_local() -> MachineFacts:
     """Everything but the TensorFlow view. Reads files and NVML: call it off the UI thread."""
+    system = machine_probe.system_facts()
     gpus, nvml_error = read_nvml_gpus()
     return MachineFacts(
-        hostname=socket.gethostname(),
-        os_name=f"{platform.system()} {platform.release()}",
+        hostname=system["hostname"],
+        os_name=system["os_name"] or system["kernel"],
         python=platform.python_version(),
-        cpu_model=_cpu_model(),
-        cpu_cores=os.cpu_count() or 1,
-        ram_total=_ram_total(),
+        cpu_model=system["cpu_model"],
+        cpu_cores=system["cpu_cores"] or 1,
+        ram_total=system["ram_total"],
         gpus=gpus,
         nvml_error=nvml_error,
     )
 
 
-def parse_tf_probe(output: str) -> TfView:
-    """Parse the JSON printed by `python -m dtgui.worker.tf_probe`."""
-    try:
-        data = json.loads(output.strip().splitlines()[-1])
-    except (json.JSONDecodeError, IndexError):
-        tail = output.strip()[-300:] or "no output"
-        return TfView(error=f"the TensorFlow probe printed no result: {tail}")
+def tf_view(data: Mapping[str, Any]) -> TfView:
+    """TensorFlow's view from what the machine probe's `--tensorflow devices` reported."""
     devices = data.get("physical_devices") or []
     gpus = tuple(
         str(d.get("name", "GPU")) for d in devices if str(d.get("device_type", "")).upper() == "GPU"

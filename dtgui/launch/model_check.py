@@ -16,7 +16,7 @@ from pathlib import Path
 
 from dtgui.core.bundle import Bundle
 from dtgui.core.cluster import tf_config_json
-from dtgui.core.hardware import TfView, parse_tf_probe
+from dtgui.core.hardware import TfView
 
 MODEL_CHECK_TIMEOUT = 120.0
 TF_PROBE_TIMEOUT = 90.0
@@ -47,6 +47,8 @@ def _run(cmd: list[str], timeout: float,
 
 def cancel_all() -> None:
     """Kill every check still running (the caller is quitting)."""
+    if "dtgui.remote.commands" in sys.modules:  # never imported: none of its commands runs
+        sys.modules["dtgui.remote.commands"].cancel_local_commands()
     with _running_lock:
         procs = list(_running)
     for proc in procs:
@@ -108,12 +110,8 @@ def check_bundled_model(bundle: Bundle, python: str | None = None) -> str:
 
 
 def probe_tensorflow(python: str | None = None, timeout: float = TF_PROBE_TIMEOUT) -> TfView:
-    """What TensorFlow can use on this machine, asked in a subprocess."""
-    cmd = [python or sys.executable, "-m", "dtgui.worker.tf_probe"]
-    try:
-        proc = _run(cmd, timeout)
-    except subprocess.TimeoutExpired:
-        return TfView(error=f"TensorFlow did not answer within {timeout:.0f} s")
-    except OSError as exc:
-        return TfView(error=f"could not start {cmd[0]}: {exc.strerror}")
-    return parse_tf_probe(proc.stdout)
+    """What TensorFlow can use on this machine, asked in a subprocess (the machine probe)."""
+    from dtgui.remote.commands import LocalRunner
+    from dtgui.remote.probe import tensorflow_view
+
+    return tensorflow_view(LocalRunner(), python or sys.executable, timeout)

@@ -1,12 +1,14 @@
 """Before a launch: can each machine's Python run the bundle?
 
-For every machine of the plan, its chosen interpreter is run once with `CHECK_CODE`: the
-Python version, the installed TensorFlow / numpy / psutil versions (package metadata: no
-TensorFlow import), and the tools the launcher needs (setsid, nohup, awk, tail). TensorFlow
-must be the version this machine has (the bundle's pinned version). The first time a machine
-passes, TensorFlow is also imported there (a broken install fails here, with its error, and not
-in the middle of a run); a passing import is remembered in `data_dir()/launch-checks.json`
-for that exact interpreter and versions, so later launches skip the import.
+For every machine of the plan, its chosen interpreter runs the machine probe once
+(`dtgui.remote.probe`, the same command on this machine and over SSH): the Python version,
+the installed TensorFlow / numpy / psutil versions (package metadata: no TensorFlow import),
+the tools the launcher needs (setsid, nohup, awk, tail, tar), and in the same round trip the
+run directory, free ports and the ports the plan wants. TensorFlow must be the version this
+machine has (the bundle's pinned version). The first time a machine passes, TensorFlow is also
+imported there (a broken install fails here, with its error, and not in the middle of a run);
+a passing import is remembered in `data_dir()/launch-checks.json` for that exact interpreter
+and versions, so later launches skip the import.
 """
 
 from __future__ import annotations
@@ -14,23 +16,19 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import json
-import os
-import subprocess
+import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from dtgui.core.settings import atomic_write_text, data_dir, read_json_or_backup
-from dtgui.launch.remote_scripts import CHECK_CODE, parse_check
-
-if TYPE_CHECKING:
-    import paramiko
+from dtgui.remote.commands import CommandRunner, CommandTimeout
+from dtgui.remote.probe import ask, ask_tensorflow
+from dtgui.worker.machine_probe import TOOLS
 
 MIN_PYTHON = (3, 10)
 CHECK_TIMEOUT = 120.0
-Runner = Callable[[list[str]], tuple[int, str, str]]  # CHECK_CODE's args -> (code, out, err)
 
 
 @dataclass
@@ -65,32 +63,6 @@ def expected_tf_version() -> str | None:
     return None
 
 
-def local_runner(python: str) -> Runner:
-    def run(args: list[str]) -> tuple[int, str, str]:
-        try:
-            proc = subprocess.run([python, "-c", CHECK_CODE, *args], capture_output=True,
-                                  text=True, timeout=CHECK_TIMEOUT,
-                                  env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
-        except FileNotFoundError:
-            return 127, "", f"{python}: not found"
-        except subprocess.TimeoutExpired:
-            return 124, "", f"{python} did not answer within {CHECK_TIMEOUT:g} s"
-        return proc.returncode, proc.stdout, proc.stderr
-
-    return run
-
-
-def ssh_runner(client: paramiko.SSHClient, python: str) -> Runner:
-    from dtgui.remote.transfer import run_bytes
-
-    def run(args: list[str]) -> tuple[int, str, str]:
-        code, out, err = run_bytes(client, ["env", "TF_CPP_MIN_LOG_LEVEL=3", python, "-c",
-                                            CHECK_CODE, *args], CHECK_TIMEOUT)
-        return code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
-
-    return run
-
-
 def _cache_file() -> Path:
     return data_dir() / "launch-checks.json"
 
@@ -113,24 +85,28 @@ def _remember(key: str) -> None:
         atomic_write_text(_cache_file(), json.dumps(data, indent=1) + "\n")
 
 
-def check_python(machine: str, python: str, runner: Runner, expected: str | None, *,
+def check_python(machine: str, python: str, runner: CommandRunner, expected: str | None, *,
                  import_tf: bool = True, directory: str = "", port_count: int = 0,
                  ports: tuple[int, ...] = (), modules: tuple[str, ...] = (),
                  data_dir: str = "") -> PythonCheck:
-    """Check one machine's interpreter; `problems` say what is wrong and what to do.
+    """Check one machine's interpreter (`runner`: that machine's); `problems` say what is
+    wrong and what to do.
 
     In the same round trip: make `directory` (relative to the home directory), choose
-    `port_count` free ports and bind-test `ports` (busy ones are in `busy_ports`)."""
+    `port_count` free ports and test `ports` (busy ones are in `busy_ports`), look for the
+    `modules` a user's script imports and its `data_dir`."""
     result = PythonCheck(machine, python)
-    mods = [f"mods={','.join(modules)}"] if modules else []  # a user's script's imports
-    mods += [f"isdir={data_dir}"] if data_dir else []  # ... and the data it expects there
-    code, out, err = runner(["fast", directory, str(port_count), *map(str, ports), *mods])
-    data = parse_check(out)
+    args = ["facts", "--packages", "--free-ports", str(port_count)]
+    args += ["--dir", directory] if directory else []
+    for port in ports:
+        args += ["--test-port", str(port)]
+    for module in modules:  # a user's script's imports
+        args += ["--module", module]
+    args += ["--data-dir", data_dir] if data_dir else []  # ... and the data it expects there
+    answer = ask(runner, python, args, CHECK_TIMEOUT)
+    data = answer.data
     if data is None:
-        detail = (err or out).strip().splitlines()[-1:] or [f"exit code {code}"]
-        result.problems.append(
-            f"{machine}: the Python interpreter {python!r} cannot be run there ({detail[0][:200]})."
-            " Choose the machine's Python with TensorFlow installed.")
+        result.problems.append(_no_answer(machine, python, runner, answer.detail))
         return result
     result.executable = str(data.get("executable", ""))
     result.python_version = str(data.get("python", ""))
@@ -138,14 +114,17 @@ def check_python(machine: str, python: str, runner: Runner, expected: str | None
     result.tf_version = packages.get("tensorflow") or packages.get("tensorflow-cpu") or ""
     result.home = str(data.get("home", ""))
     result.directory = str(data.get("dir", ""))
-    result.free_ports = [int(p) for p in data.get("free_ports", [])]
-    result.busy_ports = [int(p) for p in data.get("busy_ports", [])]
+    checked = data.get("ports") or {}
+    result.free_ports = [int(p) for p in checked.get("free", [])]
+    result.busy_ports = [int(p) for p in checked.get("busy", {})]
     result.packages = packages
-    result.data_dir_found = data.get("isdir") if data_dir else None
+    result.data_dir_found = bool(data.get("isdir")) if data_dir else None
     result.missing_modules = [str(m) for m in data.get("missing_modules", [])]
     if data.get("dir_error"):
         result.problems.append(f"{machine}: cannot make the run directory {directory!r} there: "
                                f"{data['dir_error']}")
+    for port, why in (checked.get("errors") or {}).items():
+        result.problems.append(f"{machine}: port {port} could not be tested there ({why}).")
     result.problems += _problems(machine, python, result, packages, data, expected)
     if result.problems or not import_tf:
         return result
@@ -153,20 +132,35 @@ def check_python(machine: str, python: str, runner: Runner, expected: str | None
     if _cached(key):
         result.tf_imported = True
         return result
-    code, out, err = runner(["full"])
-    full = parse_check(out) or {}
-    if full.get("tf_import"):
+    imported = ask_tensorflow(runner, python, devices=False, timeout=CHECK_TIMEOUT)
+    tf = (imported.data or {}).get("tensorflow") or {}
+    if tf.get("tensorflow"):
         result.tf_imported = True
         _remember(key)
     else:
-        why = full.get("tf_import_error") or (err or out).strip()[-200:] or f"exit code {code}"
+        why = (tf.get("error") or (imported.data or {}).get("error") or imported.detail
+               or f"exit code {imported.code}")
         result.problems.append(f"{machine}: TensorFlow {result.tf_version} is installed for "
                                f"{python} but does not import: {why}")
     return result
 
 
+def _no_answer(machine: str, python: str, runner: CommandRunner, detail: str) -> str:
+    """Why the interpreter gave no answer: not there, too old to run the probe, or broken."""
+    try:
+        code, out, err = runner.run([python, "--version"], 30)
+    except CommandTimeout:
+        code, out, err = 124, b"", b""
+    m = re.search(rb"Python (\d+)\.(\d+)\S*", out + err) if code == 0 else None
+    if m and (int(m.group(1)), int(m.group(2))) < MIN_PYTHON:
+        return (f"{machine}: {python} is Python {m.group(0)[7:].decode()}; dtgui's worker needs "
+                f"Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer.")
+    return (f"{machine}: the Python interpreter {python!r} cannot be run there "
+            f"({detail[:200]}). Choose the machine's Python with TensorFlow installed.")
+
+
 def _problems(machine: str, python: str, result: PythonCheck, packages: dict[str, str],
-              data: dict, expected: str | None) -> list[str]:
+              data: dict[str, Any], expected: str | None) -> list[str]:
     out = []
     try:
         version = tuple(int(x) for x in result.python_version.split(".")[:2])
@@ -188,7 +182,7 @@ def _problems(machine: str, python: str, result: PythonCheck, packages: dict[str
             out.append(f"{machine}: {python} lacks the package {name} ({python} -m pip "
                        f"install {name}).")
     tools = data.get("tools") or {}
-    missing = [t for t in ("setsid", "nohup", "awk", "tail", "tar") if not tools.get(t, True)]
+    missing = [t for t in TOOLS if not tools.get(t, True)]
     if missing:
         out.append(f"{machine}: {', '.join(missing)} not found (Debian/Ubuntu: coreutils, "
                    "util-linux, mawk, tar).")

@@ -1,14 +1,15 @@
-"""The fixed shell and Python snippets run on remote machines, and their parsers.
+"""The fixed shell scripts that start, watch and signal a run's tasks on a remote machine,
+and their parsers. (What a machine has, and its ports, is asked by the machine probe:
+`dtgui.remote.probe`.)
 
-Each script is constant text sent on stdin to `sh -s -- ARGS...` (or `python -c CODE ARGS`);
-every value (directories, task names, pids, offsets, interpreter paths) is an argument, quoted
-by shlex on the command line and used as "$1"... inside: nothing is ever interpolated into
-code. Output is line-framed text; file contents come framed by their byte length.
+Each script is constant text sent on stdin to `sh -s -- ARGS...`; every value (directories,
+task names, pids, offsets, interpreter paths) is an argument, quoted by shlex on the command
+line and used as "$1"... inside: nothing is ever interpolated into code. Output is
+line-framed text; file contents come framed by their byte length.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 
@@ -90,88 +91,6 @@ done
 exit 0
 """
 
-# Shared by PORTS_CODE and CHECK_CODE: which `wanted` ports are taken (a bind test), and
-# `count` free ones (bound together, so they differ).
-_PORTS_FUNCTION = r"""
-import socket
-def check_ports(count, wanted):
-    busy, held = [], []
-    for port in wanted:
-        s = socket.socket()
-        try:
-            s.bind(("0.0.0.0", port))
-        except OSError:
-            busy.append(port)
-        finally:
-            s.close()
-    for _ in range(count):
-        s = socket.socket()
-        s.bind(("0.0.0.0", 0))
-        held.append(s)
-    return busy, [s.getsockname()[1] for s in held]
-"""
-
-# python -c PORTS_CODE COUNT PORT...: which given ports are taken, and COUNT free ones.
-PORTS_CODE = _PORTS_FUNCTION + r"""
-import sys
-busy, free = check_ports(int(sys.argv[1]), [int(p) for p in sys.argv[2:]])
-print("BUSY", *busy)
-print("FREE", *free)
-"""
-
-# python -c CHECK_CODE fast|full [DIR COUNT PORT... [mods=M,N]]: the interpreter, the packages
-# the worker needs (and a user's script may: keras, tf-keras, tensorboard), (full) whether
-# TensorFlow imports; with DIR (relative to the home directory): make it; COUNT free ports
-# chosen and PORT... tested with a bind; mods=: which modules cannot be found; isdir=PATH:
-# whether that folder exists. One JSON line.
-CHECK_CODE = _PORTS_FUNCTION + r"""
-import json, os, platform, shutil, sys
-out = {"python": platform.python_version(), "executable": sys.executable, "packages": {},
-       "tools": {t: bool(shutil.which(t)) for t in ("setsid", "nohup", "awk", "tail", "tar")},
-       "home": os.path.expanduser("~")}
-try:
-    import importlib.metadata as md
-    for name in ("tensorflow", "tensorflow-cpu", "numpy", "psutil", "keras", "tf-keras",
-                 "tensorboard"):
-        try:
-            out["packages"][name] = md.version(name)
-        except md.PackageNotFoundError:
-            out["packages"][name] = ""
-except Exception as exc:
-    out["error"] = repr(exc)
-if len(sys.argv) > 3:
-    if sys.argv[2]:
-        path = os.path.join(out["home"], sys.argv[2])
-        try:
-            os.makedirs(path, exist_ok=True)
-            out["dir"] = path
-        except OSError as exc:
-            out["dir_error"] = str(exc)
-    out["busy_ports"], out["free_ports"] = check_ports(
-        int(sys.argv[3]), [int(p) for p in sys.argv[4:] if p.isdigit()])
-# mods=a,b: which of these top-level modules a user's script imports cannot be found here
-for arg in sys.argv[2:]:
-    if arg.startswith("mods="):
-        import importlib.util
-        missing = []
-        for name in filter(None, arg[5:].split(",")):
-            try:
-                if importlib.util.find_spec(name) is None:
-                    missing.append(name)
-            except Exception:
-                missing.append(name)
-        out["missing_modules"] = missing
-    elif arg.startswith("isdir="):  # the data a script expects on every machine
-        out["isdir"] = os.path.isdir(os.path.expanduser(arg[6:]))
-if sys.argv[1:2] == ["full"]:
-    try:
-        import tensorflow as tf
-        out["tf_import"] = tf.__version__
-    except BaseException as exc:
-        out["tf_import_error"] = (type(exc).__name__ + ": " + str(exc)).splitlines()[0][:300]
-print("DTGUICHECK " + json.dumps(out))
-"""
-
 @dataclass
 class PollOutput:
     now: float | None = None
@@ -239,27 +158,3 @@ def parse_pids(out: str) -> dict[str, int]:
             elif parts[0] == "@@bgpid":
                 backgrounded[parts[1]] = int(parts[2])
     return {**backgrounded, **pids}
-
-
-def parse_ports(out: str) -> tuple[list[int], list[int]]:
-    """(busy, free) from PORTS_CODE's output."""
-    busy: list[int] = []
-    free: list[int] = []
-    for line in out.splitlines():
-        parts = line.split()
-        if parts and parts[0] == "BUSY":
-            busy = [int(p) for p in parts[1:]]
-        elif parts and parts[0] == "FREE":
-            free = [int(p) for p in parts[1:]]
-    return busy, free
-
-
-def parse_check(out: str) -> dict | None:
-    for line in out.splitlines():
-        if line.startswith("DTGUICHECK "):
-            try:
-                data = json.loads(line[len("DTGUICHECK "):])
-            except ValueError:
-                return None
-            return data if isinstance(data, dict) else None
-    return None

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dtgui.core.ignore import list_project
 from dtgui.core.plan import Plan
 from dtgui.core.script import ScriptModel, is_script
 from dtgui.core.script_scan import ScriptScan, fit_refusal, pip_name, scan_project
-from dtgui.launch.precheck import PythonCheck, check_python, expected_tf_version, local_runner
+
+if TYPE_CHECKING:  # the check (and paramiko with it) is imported only when a script is checked
+    from dtgui.launch.precheck import PythonCheck
 
 PROVIDED = frozenset({"dtgui_worker", "__main__"})  # the bundle puts dtgui_worker on the path
 
@@ -102,8 +105,11 @@ def check_local(plan: Plan, python: str) -> tuple[list[str], list[str]]:
     found = study(plan)
     if found is None:
         return [], []
+    from dtgui.launch.precheck import check_python, expected_tf_version
+    from dtgui.remote.commands import LocalRunner
+
     problems = [found.refusal] if found.refusal else []
-    check = check_python("this machine", python, local_runner(python), expected_tf_version(),
+    check = check_python("this machine", python, LocalRunner(), expected_tf_version(),
                          import_tf=False, modules=found.modules, data_dir=found.script.data_dir)
     problems += check.problems + machine_problems(found, check)
     return problems, found.notes

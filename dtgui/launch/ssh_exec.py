@@ -41,14 +41,14 @@ from dtgui.launch.executor import (
 )
 from dtgui.launch.remote_scripts import (
     POLL_SCRIPT,
-    PORTS_CODE,
     SIGNAL_SCRIPT,
     START_SCRIPT,
     parse_pids,
     parse_poll,
-    parse_ports,
 )
+from dtgui.remote.commands import SshRunner
 from dtgui.remote.connection import ConnectError
+from dtgui.remote.probe import ask
 from dtgui.remote.transfer import (
     download_tree,
     make_archive,
@@ -152,11 +152,12 @@ class SshExecutor(Executor):
         ports = [t.port for t in self.tasks if t.port]
         if not ports:
             return []
-        code, out, err = run_bytes(self.client(), [self.python, "-c", PORTS_CODE, "0",
-                                                   *map(str, ports)], 30)
-        if code != 0:
-            return [f"Could not check the ports on {self.name}: {_text(err)[-300:]}"]
-        busy, _ = parse_ports(_text(out))
+        args = ["facts"] + [a for p in ports for a in ("--test-port", str(p))]
+        answer = ask(SshRunner(self.client()), self.python, args, 30)
+        if answer.data is None:
+            return [f"Could not check the ports on {self.name}: {answer.detail}"]
+        checked = answer.data.get("ports") or {}
+        busy = [int(p) for p in (*checked.get("busy", {}), *checked.get("errors", {}))]
         return [f"Port {t.port} on {self.name} (task {t.task_id}) is in use by another process: "
                 "choose other ports (or stop that process)." for t in self.tasks if t.port in busy]
 

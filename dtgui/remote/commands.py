@@ -1,16 +1,24 @@
-"""Running commands on a connected machine: argv quoted with shlex, scripts on stdin.
+"""Running commands on a machine: argv quoted with shlex, scripts on stdin.
+
+`CommandRunner` runs one argv the same way on this machine (`LocalRunner`, a subprocess) and
+on a connected one (`SshRunner`, an SSH exec), so a check is written once for both.
 
 Every call blocks (run it on a background thread) and ends within its timeout: a command
 still running then is abandoned (`CommandTimeout`), a lost connection is a `ConnectError`.
+An interpreter or program that is not there gives exit code 127, as a shell says it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import select
 import shlex
+import subprocess
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 import paramiko
 
@@ -18,7 +26,73 @@ from dtgui.remote.hostkeys import ConnectError
 
 
 class CommandTimeout(ConnectError):
-    """A remote command did not finish in time (it was abandoned, its channel closed)."""
+    """A command did not finish in time (it was abandoned: killed here, its channel closed
+    over SSH)."""
+
+
+NOT_FOUND = 127  # the exit code of a command that is not there
+
+
+class CommandRunner(Protocol):
+    """Runs argv on one machine: (exit code, stdout, stderr). `env` is added to the command's
+    environment. Raises CommandTimeout, ConnectError (over SSH)."""
+
+    def run(self, argv: Sequence[str], timeout: float, *, stdin: bytes | None = None,
+            env: Mapping[str, str] | None = None) -> tuple[int, bytes, bytes]: ...
+
+
+class LocalRunner:
+    """Commands on this machine, as subprocesses (in their own session, so that
+    `cancel_local_commands` can end them when the application quits)."""
+
+    def run(self, argv: Sequence[str], timeout: float, *, stdin: bytes | None = None,
+            env: Mapping[str, str] | None = None) -> tuple[int, bytes, bytes]:
+        args = [str(a) for a in argv]
+        try:
+            proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True,
+                                    env={**os.environ, **(env or {})})
+        except FileNotFoundError:
+            return NOT_FOUND, b"", f"{args[0]}: not found".encode()
+        except PermissionError as exc:
+            return 126, b"", f"{args[0]}: {exc.strerror}".encode()
+        with _local_lock:
+            _local.add(proc)
+        try:
+            out, err = proc.communicate(stdin or b"", timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise CommandTimeout(f"{args[0]} did not finish within {timeout:g} s.") from None
+        finally:
+            with _local_lock:
+                _local.discard(proc)
+        return proc.returncode, out, err
+
+
+_local: set[subprocess.Popen[bytes]] = set()
+_local_lock = threading.Lock()
+
+
+def cancel_local_commands() -> None:
+    """Kill every LocalRunner command still running (the application is quitting)."""
+    with _local_lock:
+        procs = list(_local)
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+
+
+class SshRunner:
+    """Commands on a connected machine, each argument quoted (see `run_bytes`)."""
+
+    def __init__(self, client: paramiko.SSHClient) -> None:
+        self.client = client
+
+    def run(self, argv: Sequence[str], timeout: float, *, stdin: bytes | None = None,
+            env: Mapping[str, str] | None = None) -> tuple[int, bytes, bytes]:
+        prefix = ["env", *(f"{k}={v}" for k, v in env.items())] if env else []
+        return run_bytes(self.client, [*prefix, *argv], timeout, stdin=stdin)
 
 
 def run(client: paramiko.SSHClient, argv: Sequence[str], timeout: float = 60.0, *,

@@ -135,22 +135,6 @@ def known_keys(host: str, port: int) -> dict[str, paramiko.PKey]:
     return {t: entry[t] for t in entry} if entry else {}
 
 
-def check_host_key(host: str, port: int, key: paramiko.PKey, *, machine: str = "") -> None:
-    """Raise UnknownHostKeyError / ChangedHostKeyError unless `key` is the one on record."""
-    known = known_keys(host, port)
-    if not known:
-        raise UnknownHostKeyError(
-            host, port, key.get_name(), fingerprint_sha256(key), key, machine=machine
-        )
-    ours = known.get(key.get_name())
-    if ours != key:
-        expected = ours or next(iter(known.values()))
-        raise ChangedHostKeyError(
-            host, port, key.get_name(), fingerprint_sha256(key),
-            expected.get_name(), fingerprint_sha256(expected), machine=machine,
-        )
-
-
 def trust_host_key(host: str, port: int, key: paramiko.PKey, *, replace: bool = False) -> None:
     """Record `key` for host:port in the app's known_hosts (the person accepted it).
 

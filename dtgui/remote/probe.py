@@ -1,100 +1,188 @@
-"""What a remote machine has: OS, CPU cores, RAM, Python, TensorFlow, GPUs (nvidia-smi), CUDA.
+"""What a machine has, asked by running dtgui's machine probe there with its own Python.
 
-One fixed shell script runs remotely through `sh -s -- PYTHON` (the script on stdin; the
-machine's registered interpreter is its one argument, quoted, never part of the script). It
-prints sections headed `@@<name>`, which `parse_probe_output` reads; anything missing or odd
-gives an empty field and a warning, never an exception. TensorFlow is imported in its own
-process of that interpreter under `timeout 60`: a TensorFlow in a venv or conda env is found
-when the machine's Python field points there. nvidia-smi is asked for the compute capability
-too; drivers that do not know that field are asked again without it.
+`ask` runs the program `dtgui/worker/machine_probe.py` through a `CommandRunner`: the command
+is `PYTHON - ARGS...` with the program's source on stdin, the same on this machine (a
+subprocess) and over SSH, so no login shell ever parses code. An interpreter that is not
+there exits 127. The pre-launch check, the doctor and the machines panel all ask through here.
+
+`probe` gathers the machines panel's `RemoteFacts` in two answers: the system and GPUs first,
+then TensorFlow in a process of its own under a time limit, so that a hanging import loses
+nothing else. When the machine's registered interpreter is missing, the system is still asked
+of its python3. The `read_*` functions turn answers into facts and never raise.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import paramiko
 
-from dtgui.core.hardware import GpuInfo
+from dtgui.core.hardware import GpuInfo, TfView, tf_view
 from dtgui.core.machines import RemoteFacts
-from dtgui.remote.commands import run_script
+from dtgui.remote.commands import NOT_FOUND, CommandRunner, CommandTimeout, SshRunner
+from dtgui.worker import machine_probe
 
-TF_TIMEOUT = 60
-GPU_FIELDS = "name,memory.total,memory.used,utilization.gpu,driver_version"
-# One print per line, so that the shell can keep these lines apart from TensorFlow's warnings.
-TF_CODE = ("import tensorflow as tf; print('TFVERSION', tf.__version__); "
-           "print('TFCUDA', int(tf.test.is_built_with_cuda())); "
-           "[print('TFGPU', d.name) for d in tf.config.list_physical_devices('GPU')]")
-
-PROBE_SCRIPT = r"""
-export LC_ALL=C TF_CPP_MIN_LOG_LEVEL=3
-t() { if command -v timeout >/dev/null 2>&1; then timeout "$@"; else shift; "$@"; fi; }
-echo @@hostname; hostname 2>/dev/null || uname -n
-echo @@uname; uname -s; uname -r; uname -m
-echo @@os_release; if [ -r /etc/os-release ]; then . /etc/os-release; echo "$PRETTY_NAME"; \
-  else sw_vers -productName 2>/dev/null && sw_vers -productVersion 2>/dev/null; fi
-echo @@nproc; nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || sysctl -n hw.ncpu
-echo @@cpu; grep -m1 -i -E '^(model name|hardware|cpu model)' /proc/cpuinfo 2>/dev/null \
-  | cut -d: -f2- || sysctl -n machdep.cpu.brand_string 2>/dev/null
-echo @@mem; grep -m1 '^MemTotal:' /proc/meminfo 2>/dev/null || \
-  echo "bytes $(sysctl -n hw.memsize 2>/dev/null)"
-echo @@python; py=$(command -v -- "${1:-python3}" 2>/dev/null); echo "$py"
-if [ -n "$py" ]; then "$py" -c 'import platform; print(platform.python_version())' 2>&1; fi
-echo @@tf
-if [ -n "$py" ]; then
-  out=$(t __TF_TIMEOUT__ "$py" -c "__TF_CODE__" 2>&1)
-  echo "rc=$?"; printf '%s\n' "$out" | grep '^TF[A-Z]* '
-  printf '%s\n' "$out" | grep -v '^TF[A-Z]* ' | tail -n 5
-fi
-echo @@gpus
-if command -v nvidia-smi >/dev/null 2>&1; then
-  out=$(t 20 nvidia-smi --query-gpu=__GPU_FIELDS__,compute_cap --format=csv,noheader,nounits 2>&1)
-  rc=$?
-  if [ "$rc" = 0 ]; then echo "query=compute_cap"; else
-    out=$(t 20 nvidia-smi --query-gpu=__GPU_FIELDS__ --format=csv,noheader,nounits 2>&1); rc=$?
-  fi
-  printf '%s\n' "$out"; echo "rc=$rc"
-  echo @@smi; t 20 nvidia-smi 2>/dev/null | head -n 6
-else echo "rc=notfound"; fi
-echo @@end
-""".replace("__TF_TIMEOUT__", str(TF_TIMEOUT)).replace("__GPU_FIELDS__", GPU_FIELDS).replace(
-    "__TF_CODE__", TF_CODE)
+TF_TIMEOUT = 60.0
+FACTS_TIMEOUT = 45.0
+ANSWER_MARGIN = 30.0  # beyond the program's own time limit: starting it, the connection
+PROBE_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3"}
+NOT_INSTALLED = "TensorFlow is not installed"
 
 
-def probe(client: paramiko.SSHClient, python: str = "python3",
-          timeout: float = TF_TIMEOUT + 45.0) -> RemoteFacts:
-    """Run the probe script on a connected machine (blocks; call off the UI thread).
+@dataclass(frozen=True)
+class ProbeAnswer:
+    """The program's answer (`data`), or None with its exit code and last words."""
 
-    `python`: the machine's interpreter (`Machine.interpreter`), a path or a command name.
-    """
+    data: dict[str, Any] | None
+    code: int = 0
+    detail: str = ""
+
+    @property
+    def python_missing(self) -> bool:
+        return self.data is None and self.code == NOT_FOUND
+
+
+@functools.cache
+def probe_source() -> bytes:
+    return Path(machine_probe.__file__).read_bytes()
+
+
+def parse_answer(out: str) -> dict[str, Any] | None:
+    """The JSON object of the program's `DTGUIPROBE` line (None when there is none)."""
+    for line in reversed(out.splitlines()):
+        if line.startswith(machine_probe.MARKER):
+            try:
+                data = json.loads(line[len(machine_probe.MARKER):])
+            except ValueError:
+                return None
+            return data if isinstance(data, dict) else None
+    return None
+
+
+def ask(runner: CommandRunner, python: str, args: Sequence[str],
+        timeout: float = FACTS_TIMEOUT) -> ProbeAnswer:
+    """Run the machine probe with `python` (a path or a command name) and these arguments.
+    Raises ConnectError when the connection is lost."""
+    try:
+        code, out, err = runner.run([python, "-", *args], timeout, stdin=probe_source(),
+                                    env=PROBE_ENV)
+    except CommandTimeout:
+        return ProbeAnswer(None, 124, f"{python} did not answer within {timeout:g} s")
+    text = out.decode("utf-8", "replace")
+    data = parse_answer(text)
+    if data is not None:
+        return ProbeAnswer(data, code)
+    words = (err.decode("utf-8", "replace") or text).strip().splitlines()
+    return ProbeAnswer(None, code, words[-1][:300] if words else f"exit code {code}")
+
+
+def ask_tensorflow(runner: CommandRunner, python: str, devices: bool = True,
+                   timeout: float = TF_TIMEOUT) -> ProbeAnswer:
+    """Import TensorFlow in a process of its own, ended after `timeout` s."""
+    return ask(runner, python, ["facts", "--tensorflow", "devices" if devices else "import",
+                                "--time-limit", f"{timeout:g}"], timeout + ANSWER_MARGIN)
+
+
+def tensorflow_view(runner: CommandRunner, python: str, timeout: float = TF_TIMEOUT) -> TfView:
+    """What TensorFlow can use with this interpreter."""
+    return read_tensorflow(ask_tensorflow(runner, python, timeout=timeout), python, timeout)
+
+
+def probe(machine: paramiko.SSHClient | CommandRunner, python: str = "python3",
+          timeout: float = TF_TIMEOUT) -> RemoteFacts:
+    """Everything the machines panel shows of a machine (blocks; call off the UI thread).
+
+    `machine`: a connection (or a runner); `python`: its interpreter (`Machine.interpreter`),
+    a path or a command name; `timeout`: how long TensorFlow may take to import."""
+    runner = SshRunner(machine) if isinstance(machine, paramiko.SSHClient) else machine
     python = python.strip() or "python3"
-    code, out, err = run_script(client, PROBE_SCRIPT, [python], timeout=timeout)
-    facts = parse_probe_output(out, python)
-    if code != 0 or "@@end" not in out:
-        facts.warnings.append(
-            f"The probe stopped early (exit code {code}): {err.strip()[-300:] or 'no message'}"
-        )
+    found = ask(runner, python, ["facts", "--system", "--gpus"])
+    system = None
+    if found.python_missing and python != "python3":
+        system = ask(runner, "python3", ["facts", "--system", "--gpus"])
+    tf = ask_tensorflow(runner, python, timeout=timeout) if found.data is not None else None
+    return read_probe(python, found, tf, system, tf_timeout=timeout)
+
+
+def read_probe(python: str, found: ProbeAnswer, tf: ProbeAnswer | None = None,
+               system: ProbeAnswer | None = None, *, tf_timeout: float = TF_TIMEOUT
+               ) -> RemoteFacts:
+    """Facts from the answers of `python` (`found`: the system and GPUs, `tf`: TensorFlow's
+    devices) and, when `python` is missing, of the machine's python3 (`system`)."""
+    facts = RemoteFacts(python_command=python)
+    data = found.data or (system.data if system is not None else None) or {}
+    _read_system(facts, data.get("system") or {})
+    if "gpus" in data:
+        read_gpus(facts, data["gpus"])
+    if found.data is not None:
+        facts.python_path = str(found.data.get("executable") or python)
+        facts.python_version = str(found.data.get("python") or "")
+    elif found.python_missing:
+        facts.warnings.append("No python3 on the machine's PATH." if python == "python3" else
+                              f"The Python interpreter {python!r} was not found there.")
+    else:
+        facts.warnings.append(f"{python} gave no answer (exit code {found.code}): "
+                              f"{found.detail or 'no message'}")
+    if not facts.python_path:
+        facts.tf_version, facts.tf_error = "not installed", f"no {python}"
+        return facts
+    if tf is not None:
+        view = read_tensorflow(tf, python, tf_timeout)
+        facts.tf_built_with_cuda = tf_built_with_cuda(tf)
+        facts.tf_gpus = list(view.gpus)
+        if view.version:
+            facts.tf_version = view.version
+        elif view.error == NOT_INSTALLED:
+            facts.tf_version = "not installed"
+        else:
+            facts.tf_error = view.error
     return facts
 
 
-def _sections(text: str) -> dict[str, list[str]]:
-    sections: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    for line in text.splitlines():
-        if line.startswith("@@"):
-            current = sections.setdefault(line[2:].strip(), [])
-        elif current is not None:
-            current.append(line.rstrip())
-    return sections
+def read_tensorflow(answer: ProbeAnswer, python: str, timeout: float = TF_TIMEOUT) -> TfView:
+    """TensorFlow's view from `ask_tensorflow`'s answer; `error` says why there is none."""
+    if answer.python_missing:
+        return TfView(error=f"there is no {python}")
+    if answer.data is None:
+        return TfView(error=f"importing TensorFlow failed (exit {answer.code}): {answer.detail}")
+    if answer.data.get("timed_out"):
+        return TfView(error=f"importing TensorFlow took longer than {timeout:g} s")
+    tf = answer.data.get("tensorflow") or {}
+    if not tf.get("tensorflow") and tf.get("not_installed"):
+        return TfView(error=NOT_INSTALLED)
+    view = tf_view(tf)
+    if not view.version:
+        return TfView(error=f"importing TensorFlow failed: {view.error or 'no answer'}")
+    return view
 
 
-def _first(lines: list[str]) -> str:
-    return next((line.strip() for line in lines if line.strip()), "")
+def tf_built_with_cuda(answer: ProbeAnswer) -> bool | None:
+    tf = (answer.data or {}).get("tensorflow") or {}
+    value = tf.get("built_with_cuda")
+    return None if value is None else bool(value)
 
 
-def _int(text: str) -> int:
-    m = re.search(r"\d+", text)
-    return int(m.group()) if m else 0
+def _read_system(facts: RemoteFacts, system: Mapping[str, Any]) -> None:
+    facts.hostname = str(system.get("hostname") or "")
+    facts.os_name = str(system.get("os_name") or "")
+    facts.kernel = str(system.get("kernel") or "")
+    facts.arch = str(system.get("arch") or "")
+    facts.cpu_model = str(system.get("cpu_model") or "")
+    facts.cpu_cores = _int(system.get("cpu_cores"))
+    facts.ram_total = _int(system.get("ram_total"))
+
+
+def _int(value: object) -> int:
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return 0
 
 
 def _float(text: str) -> float:
@@ -102,6 +190,33 @@ def _float(text: str) -> float:
         return float(text.strip())
     except ValueError:  # "[N/A]", "[Not Supported]"
         return 0.0
+
+
+def read_gpus(facts: RemoteFacts, gpus: Mapping[str, Any]) -> None:
+    """The GPUs of the machine probe's answer: NVML's list, or nvidia-smi's text."""
+    if gpus.get("source") == "nvml":
+        facts.gpus = [gpu_from_nvml(g) for g in gpus.get("gpus") or []]
+        facts.cuda_version = str(gpus.get("cuda_version") or "")
+    else:
+        rc = str(gpus.get("rc", ""))
+        if rc == "notfound":
+            facts.gpu_error = "nvidia-smi not found (no NVIDIA driver)"
+            return
+        rows = [str(r) for r in gpus.get("rows") or [] if str(r).strip()]
+        m = re.search(r"CUDA Version:\s*([0-9.]+)", "\n".join(gpus.get("header") or []))
+        facts.cuda_version = m.group(1) if m else ""
+        facts.gpus = parse_gpu_csv(rows, with_compute_cap=bool(gpus.get("compute_cap")))
+        if not facts.gpus and (rc != "0" or rows):
+            facts.gpu_error = f"nvidia-smi failed: {(rows[-1] if rows else 'exit ' + rc)[-200:]}"
+    if facts.gpus:
+        facts.driver = facts.gpus[0].driver
+
+
+def gpu_from_nvml(g: Mapping[str, Any]) -> GpuInfo:
+    return GpuInfo(index=_int(g.get("index")), name=str(g.get("name", "")),
+                   mem_total=_int(g.get("mem_total")), mem_used=_int(g.get("mem_used")),
+                   util=float(g.get("util") or 0.0), driver=str(g.get("driver", "")),
+                   compute_capability=str(g.get("compute_capability", "")))
 
 
 def parse_gpu_csv(lines: list[str], with_compute_cap: bool = False) -> list[GpuInfo]:
@@ -127,79 +242,3 @@ def parse_gpu_csv(lines: list[str], with_compute_cap: bool = False) -> list[GpuI
             )
         )
     return gpus
-
-
-def parse_probe_output(text: str, python: str = "python3") -> RemoteFacts:
-    """The probe script's output; `python` is the interpreter it was asked to use."""
-    s = _sections(text)
-    facts = RemoteFacts(hostname=_first(s.get("hostname", [])), python_command=python)
-    uname = [line.strip() for line in s.get("uname", []) if line.strip()]
-    if len(uname) >= 3:
-        facts.kernel, facts.arch = f"{uname[0]} {uname[1]}", uname[2]
-    facts.os_name = " ".join(x.strip() for x in s.get("os_release", []) if x.strip()) or (
-        uname[0] if uname else ""
-    )
-    facts.cpu_cores = _int(_first(s.get("nproc", [])))
-    facts.cpu_model = _first(s.get("cpu", []))
-    mem = _first(s.get("mem", []))
-    if mem.startswith("MemTotal"):
-        facts.ram_total = _int(mem) * 1024  # kB
-    elif mem.startswith("bytes"):
-        facts.ram_total = _int(mem)
-    py = [line.strip() for line in s.get("python", []) if line.strip()]
-    if py:
-        facts.python_path = py[0]
-        if len(py) > 1 and re.fullmatch(r"\d+\.\d+\.\d+\S*", py[1]):
-            facts.python_version = py[1]
-        else:
-            facts.warnings.append(f"{py[0]} did not report its version.")
-    elif python == "python3":
-        facts.warnings.append("No python3 on the machine's PATH.")
-    else:
-        facts.warnings.append(f"The Python interpreter {python!r} was not found there.")
-    _parse_tf(facts, s.get("tf", []))
-    _parse_gpus(facts, s.get("gpus", []), s.get("smi", []))
-    return facts
-
-
-def _parse_tf(facts: RemoteFacts, lines: list[str]) -> None:
-    if not facts.python_path:
-        facts.tf_version, facts.tf_error = "not installed", f"no {facts.python_command}"
-        return
-    body = [line for line in lines if line.strip()]
-    rc = body[0][3:] if body and body[0].startswith("rc=") else ""
-    for line in body:
-        key, _, value = line.partition(" ")
-        if key == "TFVERSION":
-            facts.tf_version = value.strip()
-        elif key == "TFCUDA":
-            facts.tf_built_with_cuda = value.strip() == "1"
-        elif key == "TFGPU":
-            facts.tf_gpus.append(value.strip())
-    if facts.tf_version:
-        return
-    joined = "\n".join(body)
-    if "No module named 'tensorflow'" in joined or "No module named tensorflow" in joined:
-        facts.tf_version = "not installed"
-    elif rc == "124":
-        facts.tf_error = f"importing TensorFlow took longer than {TF_TIMEOUT} s"
-    else:
-        last = body[-1].strip() if len(body) > 1 else "no output"
-        facts.tf_error = f"importing TensorFlow failed (exit {rc or '?'}): {last[-200:]}"
-
-
-def _parse_gpus(facts: RemoteFacts, lines: list[str], smi: list[str]) -> None:
-    with_cc = "query=compute_cap" in lines
-    rows = [line for line in lines
-            if line.strip() and not line.startswith(("rc=", "query="))]
-    rc = next((line[3:] for line in lines if line.startswith("rc=")), "")
-    if rc == "notfound":
-        facts.gpu_error = "nvidia-smi not found (no NVIDIA driver)"
-        return
-    m = re.search(r"CUDA Version:\s*([0-9.]+)", "\n".join(smi))
-    facts.cuda_version = m.group(1) if m else ""
-    facts.gpus = parse_gpu_csv(rows, with_compute_cap=with_cc)
-    if facts.gpus:
-        facts.driver = facts.gpus[0].driver
-    elif rc != "0" or rows:
-        facts.gpu_error = f"nvidia-smi failed: {(rows[-1] if rows else 'exit ' + rc)[-200:]}"

@@ -49,11 +49,6 @@ def read_ssh_config(path: str | Path = DEFAULT_PATH) -> tuple[list[Machine], lis
     return machines, problems
 
 
-def import_ssh_config(path: str | Path = DEFAULT_PATH) -> list[Machine]:
-    """The machines an ssh config defines (see `read_ssh_config` for what was skipped)."""
-    return read_ssh_config(path)[0]
-
-
 def _aliases(path: Path) -> list[str]:
     """Host aliases in file order (paramiko's get_hostnames() is an unordered set)."""
     aliases: list[str] = []

@@ -6,11 +6,8 @@ only. Importing this package does not import TensorFlow.
 
 from __future__ import annotations
 
-EVENT_SCHEMA_VERSION = 2
-
-
 # The optional API for a user's own training script (reporting.py); no TensorFlow on import.
-from .reporting import report, report_epoch  # noqa: E402
+from .reporting import report, report_epoch
 
 __all__ = ["ReportCallback", "report", "report_epoch"]
 
