@@ -4,6 +4,7 @@ agree, restarts included."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -13,9 +14,12 @@ from training_events import AGAIN_SHIFT, T0, write_run
 from dtgui.core.compare import summarize_run
 from dtgui.core.events import Event, read_all
 from dtgui.core.metrics import RunMetrics
+from dtgui.core.plan import Plan
 from dtgui.core.run_curves import RunCurves, bundle_curves, final_loss_of_bundle
 from dtgui.core.runs import RECORD_NAME, RunHistory, RunRecord
 from dtgui.launch.history import open_run
+from dtgui.launch.pipeline import launch_plan
+from dtgui.launch.targets import Target
 
 
 def dashboard_of(record: RunRecord) -> RunMetrics:
@@ -70,6 +74,25 @@ def test_final_loss_is_the_same_from_every_reader(tmp_path: Path) -> None:
     (Path(record.bundle) / RECORD_NAME).unlink()  # a bundle of an older dtgui: from events
     found = RunHistory(tmp_path).records()
     assert [r.final_loss for r in found] == [pytest.approx(expected)]
+
+
+def test_a_launched_runs_final_loss_is_the_same_in_its_record_and_every_view(
+        tmp_path: Path, stub_python: Callable[..., str]) -> None:
+    """Two MultiWorkerMirrored workers (stub training, real supervisor and controller): the
+    controller's final loss, saved in the record, is what Compare and the history show."""
+    plan = Plan(run_name="final", strategy="multi_worker_mirrored", workers=2,
+                replicas_per_task=1, steps=20, checkpoint_every=0)
+    controller = launch_plan(plan, tmp_path / "runs",
+                             targets=[Target(python=stub_python(step_seconds=0.005))])
+    assert controller.wait(120), "the run did not end in time"
+    assert controller.state == "finished", controller.message
+    loss = controller.final_loss
+    assert loss is not None
+    record = RunRecord.load(controller.bundle.path)
+    assert record.final_loss == loss
+    assert summarize_run(record.bundle).final_loss == loss
+    assert open_run(record).final_loss == loss
+    assert final_loss_of_bundle(record.bundle) == loss
 
 
 def event(kind: str, task: str = "worker:0", t: float = T0, **data: object) -> Event:
