@@ -20,11 +20,12 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QFrame, QSplitter, QVBoxLayout, QWidget
 
 from dtgui.core.metrics import RunMetrics, Snapshot
+from dtgui.core.run_curves import task_key
 from dtgui.core.run_state import RunState
 from dtgui.launch.run_source import RunSource
 from dtgui.ui.plot_base import DARK, LIGHT, PlotPanel, make_card, title_label
 from dtgui.ui.plots import DevicePanel, ThroughputPanel
-from dtgui.ui.run_widgets import LogView, RunHeader, TaskTable, task_sort_key
+from dtgui.ui.run_widgets import LogView, RunHeader, TaskTable
 from dtgui.ui.scalar_panel import ScalarPanel
 from dtgui.ui.training_plots import (
     LearningRatePanel,
@@ -347,7 +348,7 @@ class Dashboard(QWidget):
         self.header.set_progress(snap.step, 0 if self._script_run else snap.total_steps)
         self.header.set_epoch(snap.epoch, snap.last_epoch_metrics)
         self.task_table.update_tasks(snap.tasks)
-        tasks = sorted(set(snap.tasks) | set(metrics.log_tasks()), key=task_sort_key)
+        tasks = sorted(set(snap.tasks) | set(metrics.log_tasks()), key=task_key)
         self.log_view.set_tasks(tasks, {t: s.machine for t, s in snap.tasks.items()})
         for task, state in snap.tasks.items():
             if state.status == "failed" and task not in self._failed_seen:
