@@ -1,4 +1,4 @@
-"""The optional two-line API for a user's own script (README "Your own training script"):
+"""The optional two-line API for a user's own script (docs/own-scripts.md):
 
     from dtgui_worker import report
     report(step, loss=loss, accuracy=acc)              # the task's loss and any metrics
@@ -17,6 +17,7 @@ import threading
 from typing import Any
 
 from .events import EventWriter
+from .strategies import Strategy
 
 _writer: EventWriter | None = None
 _lock = threading.Lock()
@@ -51,8 +52,9 @@ def _number(value: Any) -> float | None:
 def replica_ids(count: int) -> list[int]:
     """Global ids of this task's `count` replicas: a MultiWorkerMirrored worker i holds
     i*count .. i*count+count-1; a single task or the ParameterServer coordinator 0..count-1."""
+    strategy = Strategy.named(os.environ.get("DTGUI_STRATEGY", ""))
     if os.environ.get("DTGUI_TASK_TYPE", "worker") != "worker" or \
-            os.environ.get("DTGUI_STRATEGY") == "parameter_server":
+            (strategy is not None and strategy.has_coordinator):
         base = 0
     else:
         base = int(os.environ.get("DTGUI_TASK_INDEX", "0") or 0) * count
@@ -112,10 +114,10 @@ def make_report_callback_class() -> type:
             self.step = 0
             self.epoch = 0
 
-        def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
             self.epoch = epoch + 1
 
-        def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
             self.step += 1
             if self.step % self.every:
                 return
@@ -124,7 +126,7 @@ def make_report_callback_class() -> type:
             report(self.step, loss=loss, epoch=self.epoch,
                    **{f"batch/{k}": v for k, v in logs.items()})
 
-        def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
             report_epoch(epoch + 1, self.step, **dict(logs or {}))
 
     return ReportCallback
