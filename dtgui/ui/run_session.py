@@ -114,7 +114,8 @@ class RunSession(QObject):
         self.busy = True
         self.progress.emit(f"Reattaching to {record.run_name}")
 
-        def take_back(connector: Connector) -> Any:
+        def take_back(connector: Connector) -> tuple[RunSource, bool]:
+            """The run, and whether it is still live."""
             # the watcher that kept the policy while dtgui was closed hands the run back
             if not stop_watcher(record):
                 raise RuntimeError("The run's watcher is restarting or stopping its tasks "
@@ -122,8 +123,8 @@ class RunSession(QObject):
             fresh = RunRecord.load(Path(record.bundle))  # it may have ended or restarted it
             if not fresh.is_active:
                 connector.close_unused()
-                return open_run(fresh)
-            return reattach(fresh, connect=connector, registry=registry)
+                return open_run(fresh), False
+            return reattach(fresh, connect=connector, registry=registry), True
 
         def start(connector: Connector) -> None:
             self.connector = connector
@@ -170,10 +171,6 @@ class RunSession(QObject):
             return (f"The run keeps training, but nothing will stop it if a task fails while "
                     f"dtgui is closed ({exc}). Reopen dtgui and reattach to watch it.")
         return ""
-
-    def stop_following(self) -> None:
-        """Tell nothing more about the shown run (dtgui closes)."""
-        self._unfollow()
 
     # -- the run's life ------------------------------------------------------------------------
     def _follow(self, source: RunSource) -> None:
@@ -243,10 +240,10 @@ class RunSession(QObject):
     def _launched(self, source: RunSource) -> None:
         self._show(source, live=True)
 
-    def _reattached(self, source: RunSource) -> None:
-        ended = source.finished  # its watcher saw it end while dtgui was closed
-        self._show(source, live=not ended)
-        if ended and source.record is not None:
+    def _reattached(self, taken: tuple[RunSource, bool]) -> None:
+        source, live = taken
+        self._show(source, live=live)
+        if not live and source.record is not None:  # its watcher saw it end
             self.ended_while_closed.emit(source.record)
 
     def _failed(self, connector: Connector) -> Callable[[BaseException], None]:
