@@ -3,7 +3,7 @@
     sudo .venv/bin/python packaging/benchmark_launch.py [--repeat 3]
 
 Starts real SSH test hosts (tests/sshhosts.py: sshd in network namespaces, as root), then
-launches MultiWorkerMirrored runs through `launch_on_machines` and measures, per launch, the
+launches MultiWorkerMirrored runs through `launch_plan` and measures, per launch, the
 wall time from Start (the call) to every task stepping (each task's first `step` event seen by
 the controller). The Python/TensorFlow check is warmed once first (later launches skip the
 TensorFlow import, as in the app).
@@ -46,9 +46,10 @@ from conftest_ssh import machine, trust  # noqa: E402
 
 from dtgui.core.cluster import assign  # noqa: E402
 from dtgui.core.plan import Plan  # noqa: E402
-from dtgui.launch.multihost import Target, launch_on_machines  # noqa: E402
+from dtgui.launch.pipeline import STEPS, launch_plan  # noqa: E402
+from dtgui.launch.targets import Target  # noqa: E402
 
-LAUNCH_STEPS = ("connect", "check", "ports", "render", "upload", "start")
+LAUNCH_STEPS = tuple(step.name for step in STEPS)
 
 
 def one_launch(lab: sshhosts.SshLab, python: str, hosts: list[str], workers: int,
@@ -60,7 +61,7 @@ def one_launch(lab: sshhosts.SshLab, python: str, hosts: list[str], workers: int
     by_name = {h.name: h for h in lab.hosts}
     targets = [Target(h, machine(lab, by_name[h]), python=python) for h in hosts]
     start = time.monotonic()
-    controller = launch_on_machines(plan, assign(plan, machines=placement), targets)
+    controller = launch_plan(plan, targets=targets, assignments=assign(plan, machines=placement))
     try:
         launcher = sum(controller.launch_timings.get(s, 0.0) for s in LAUNCH_STEPS)
         tasks = [t.task_id for t in controller.bundle.plan.tasks]

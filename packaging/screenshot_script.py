@@ -77,7 +77,7 @@ def wizard_shots(app: QApplication, out: Path) -> None:
 
 
 def dashboard_shot(app: QApplication, out: Path) -> None:
-    from dtgui.launch.local_run import launch_plan
+    from dtgui.launch.pipeline import launch_plan
     from dtgui.ui.dashboard import Dashboard
 
     model = ScriptModel(str(PROJECT), "main.py", ("40", "4"), legacy_keras=True).to_dict()

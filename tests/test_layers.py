@@ -137,7 +137,7 @@ def test_gui_process_never_loads_tensorflow() -> None:
         "from dtgui.ui.wizard import RunWizard\n"
         "w = MainWindow(); w.show(); app.processEvents()\n"
         "wiz = RunWizard(None, None, w); wiz.show(); app.processEvents()\n"
-        "import dtgui.cli, dtgui.core.bundle, dtgui.launch.local_run\n"
+        "import dtgui.cli, dtgui.core.bundle, dtgui.launch.pipeline\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras'))\n"
         "print('LOADED', bad)\n"
         "wiz.close(); w.close()\n"

@@ -22,6 +22,7 @@ from dtgui.core.machines import MachineRegistry
 from dtgui.core.settings import config_dir
 from dtgui.remote import connection as conn
 from dtgui.remote import hostkeys, secrets
+from dtgui.remote.connector import Connector
 from dtgui.remote.probe import probe
 from dtgui.remote.ssh_config import read_ssh_config
 
@@ -199,26 +200,28 @@ def test_unreachable_refused_unresolved_and_silent_hosts(ssh_lab) -> None:
     assert "did not answer within 1.5 s" in str(err)
 
 
-def test_connect_many_in_parallel(ssh_lab) -> None:
+def test_connecting_to_many_machines_in_parallel(ssh_lab) -> None:
     trust(*ssh_lab.hosts)
     good = [machine(ssh_lab, h) for h in ssh_lab.hosts]
     bad = [machine(ssh_lab, ssh_lab.hosts[0], name="gone", host=ssh_lab.unused_address),
            machine(ssh_lab, ssh_lab.hosts[0], name="typo", host="no-such-host.invalid"),
            machine(ssh_lab, ssh_lab.hosts[1], name="wrongpw", auth="password")]
     t0 = time.monotonic()
-    results = conn.connect_many(good + bad, passwords={"wrongpw": "nope"}, timeout=4)
+    connector = Connector({"wrongpw": {"password": "nope"}}, timeout=4)
+    found = connector.connect_all(good + bad)
     elapsed = time.monotonic() - t0
-    assert list(results) == [m.name for m in good + bad]
+    assert len(found) == len(good + bad)
+    results = {m.name: r for m, r in zip(good + bad, found, strict=True)}
     try:
-        assert all(results[m.name].ok for m in good), {k: r.error for k, r in results.items()}
-        assert isinstance(results["gone"].error, (conn.HostUnreachable, conn.ConnectTimeout))
-        assert isinstance(results["typo"].error, conn.NameNotResolved)
-        assert isinstance(results["wrongpw"].error, conn.WrongPassword)
+        assert all(not isinstance(results[m.name], Exception) for m in good), results
+        assert isinstance(results["gone"], (conn.HostUnreachable, conn.ConnectTimeout))
+        assert isinstance(results["typo"], conn.NameNotResolved)
+        assert isinstance(results["wrongpw"], conn.WrongPassword)
         assert elapsed < 4.5  # in parallel: the slowest, not the sum
     finally:
         for r in results.values():
-            if r.client:
-                r.client.close()
+            if not isinstance(r, Exception):
+                r.close()
 
 
 def test_jump_host_by_name_and_by_address(ssh_lab) -> None:

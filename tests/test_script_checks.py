@@ -13,7 +13,7 @@ from dtgui.core.ignore import list_project
 from dtgui.core.plan import Plan
 from dtgui.core.script import ScriptModel
 from dtgui.core.script_scan import fit_refusal, scan_project
-from dtgui.launch.local_run import LaunchError, launch_plan
+from dtgui.launch.pipeline import LaunchError, launch_plan
 from dtgui.launch.precheck import PythonCheck
 from dtgui.launch.script_check import check_local, keras_facts, machine_problems, study
 

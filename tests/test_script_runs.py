@@ -16,7 +16,8 @@ from runs import live_members
 from dtgui.core.events import read_all
 from dtgui.core.plan import Plan
 from dtgui.core.script import ScriptModel
-from dtgui.launch.local_run import RunController, launch_plan
+from dtgui.launch.controller import RunController
+from dtgui.launch.pipeline import launch_plan
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
@@ -186,7 +187,7 @@ def test_restart_resumes_a_script_with_backup_and_restore(tmp_path: Path) -> Non
 
 def test_reattach_and_history_follow_a_script_run(tmp_path: Path) -> None:
     from dtgui.core.runs import RunHistory, RunRecord
-    from dtgui.launch.multihost import reattach
+    from dtgui.launch.pipeline import reattach
 
     plan = script_plan("mwm_fit", "main.py", args=("12", "3"), legacy=True)
     controller = launch_plan(plan, tmp_path / "runs")

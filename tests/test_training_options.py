@@ -287,7 +287,7 @@ def test_a_model_package_runs_from_the_bundle_and_a_missing_data_file_is_refused
     """The model file's folder is bundled: a sibling module imports and a data file beside the
     file is read. Without the data file the check of the bundle's copy refuses the launch."""
     from dtgui.core.plan import Plan
-    from dtgui.launch.local_run import LaunchError, launch_plan
+    from dtgui.launch.pipeline import LaunchError, launch_plan
 
     net = write_package(tmp_path / "proj")
     plan = Plan(run_name="package", strategy="one_device", replicas_per_task=1, steps=3,

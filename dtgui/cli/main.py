@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_HelpFormatter,
     )
     export.add_argument("outdir", type=Path, help="directory to create (must be new or empty)")
-    export.add_argument("--strategy", choices=sorted(STRATEGIES), default="mirrored")
+    export.add_argument("--strategy", choices=sorted(STRATEGIES), default=Strategy.MIRRORED.value)
     export.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
                         help="replicas on logical CPU devices, or on GPUs")
     export.add_argument("--replicas", type=int, default=2,

@@ -1,4 +1,4 @@
-"""The run policy, written once over executors (README "Multi-machine runs").
+"""The run policy, written once over executors (docs/machines.md).
 
 `RunController` follows one run: a monitor thread polls every machine's executor (each
 machine on its own schedule, so an unreachable one never delays the others), feeds events and
@@ -13,7 +13,7 @@ policy:
 * when every primary task (the training workers, or the ParameterServer coordinator) has
   finished, the servers are stopped and the run is finished;
 * `request_stop()` stops every task on every machine; `detach()` only stops watching (the
-  tasks keep running; `dtgui.launch.multihost.reattach` follows them again).
+  tasks keep running; `dtgui.launch.pipeline.reattach` follows them again).
 
 Nothing here blocks the caller: `request_stop()` and `detach()` only set flags.
 """
@@ -34,11 +34,14 @@ from dtgui.core.bundle import Bundle, primary_tasks
 from dtgui.core.events import STEP_KINDS
 from dtgui.core.metrics import RunMetrics
 from dtgui.core.plan import Plan
+from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
 from dtgui.core.stragglers import describe, find_stragglers
 from dtgui.launch.executor import Executor, MachinePoll, mirror
 from dtgui.launch.local_exec import LocalExecutor
 from dtgui.launch.policy import RunPolicy, exit_text, reap_later
+from dtgui.launch.targets import Target, make_executor
+from dtgui.remote.parallel import each, each_value
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.2
@@ -61,18 +64,18 @@ class RunController:
         self.bundle = bundle
         self.metrics = metrics or RunMetrics(bundle.plan.steps)
         self.python = python or sys.executable
-        self.executors = executors or [LocalExecutor(bundle, python=self.python)]
+        self.executors = executors or [make_executor(Target(python=self.python), bundle,
+                                                     str(bundle.path))]
         self.record = record
         self.policy = policy or RunPolicy()
         if record is not None:  # a reattach (or the watcher) applies the same policy
             record.max_restarts = self.policy.max_restarts
         # ready | running | finished | failed | stopped | detached; written only by the thread
         # that owns the run (the caller of start/attach, then the monitor thread)
-        self._state = "ready"
+        self._state = RunState.READY
         self.message = ""
-        self.final_loss: float | None = None
         self.restarts = 0
-        self.launch_timings: dict[str, float] = {}  # seconds per launch step (multihost)
+        self.launch_timings: dict[str, float] = {}  # seconds per launch step (pipeline.STEPS)
         plan = bundle.plan
         self._exec_of = {tid: ex for ex in self.executors for tid in ex.task_ids}
         self._primaries = {t.task_id for t in primary_tasks(plan)}
@@ -108,13 +111,14 @@ class RunController:
                 and any(not t.is_local for t in self.bundle.plan.tasks):
             raise LaunchError("This bundle's tasks run on other machines: start it from the app, "
                               "or run `bash run.sh MACHINE` on each machine (see its README).")
-        checks = [self._pool.submit(ex.busy_ports) for ex in self.executors if check_ports]
-        problems = [p for fut in checks for p in fut.result()]
+        checked = each_value(lambda ex: ex.busy_ports(), self.executors if check_ports else [],
+                             name="dtgui-ports")
+        problems = [p for found in checked for p in found]
         if problems:
             raise LaunchError(" ".join(problems))
         self._start_all()
-        self._state = "running"
-        self._save_record("running")
+        self._state = RunState.RUNNING
+        self._save_record(RunState.RUNNING)
         self._spawn()
 
     def attach(self) -> None:
@@ -129,14 +133,14 @@ class RunController:
                                  self.bundle.log_file(tasks[tid])):
                         path.parent.mkdir(parents=True, exist_ok=True)
                         path.write_bytes(b"")
-        self._state = "running"
+        self._state = RunState.RUNNING
         self._spawn()
 
     @property
-    def state(self) -> str:
-        """ready | running | stopping | finished | failed | stopped | detached."""
+    def state(self) -> RunState:
         state = self._state
-        return "stopping" if state == "running" and self._stop_requested.is_set() else state
+        return RunState.STOPPING if state is RunState.RUNNING and self._stop_requested.is_set() \
+            else state
 
     def request_stop(self) -> None:
         """Ask the monitor thread to end every task on every machine (returns at once)."""
@@ -184,13 +188,9 @@ class RunController:
     def _start_all(self) -> None:
         for tid in self._exec_of:
             self.metrics.set_task_state(tid, "starting")
-        futures = {ex.name: self._pool.submit(ex.start) for ex in self.executors}
-        errors = []
-        for name, fut in futures.items():
-            try:
-                fut.result()
-            except Exception as exc:  # noqa: BLE001 - every machine's reason is reported
-                errors.append(f"{name}: {exc}")
+        started = each(lambda ex: ex.start(), self.executors, name="dtgui-start")
+        errors = [f"{ex.name}: {result}" for ex, result in zip(self.executors, started, strict=True)
+                  if isinstance(result, Exception)]  # every machine's reason is reported
         if errors:
             self._signal_all(signal.SIGKILL)
             raise LaunchError("Could not start the tasks: " + " ".join(errors))
@@ -209,7 +209,7 @@ class RunController:
             while not self._detach_requested.is_set():
                 self._poll_round()
                 if self._stop_requested.is_set():
-                    self._stop_all("stopped", "stopped by the user")
+                    self._stop_all(RunState.STOPPED, "stopped by the user")
                     return
                 failures = self._failures()
                 if failures:
@@ -222,16 +222,16 @@ class RunController:
                                            for t in self._primaries):
                     for tid in self._primaries:
                         self.metrics.set_task_state(tid, "finished", exit_code=0)
-                    self._stop_all("finished", "all tasks finished")
+                    self._stop_all(RunState.FINISHED, "all tasks finished")
                     return
                 self._check_stragglers()
                 if not self._behind:
                     time.sleep(POLL_SECONDS)
-            self._state = "detached"
+            self._state = RunState.DETACHED
         except Exception as exc:  # a bug must not leave the run unwatched and unstopped
             log.exception("the run monitor failed")
             with contextlib.suppress(Exception):
-                self._stop_all("failed", f"dtgui's run monitor failed: {exc}")
+                self._stop_all(RunState.FAILED, f"dtgui's run monitor failed: {exc}")
         finally:
             if not self._detach_requested.is_set():
                 for ex in self.executors:  # the run is over: no connection is needed
@@ -286,7 +286,6 @@ class RunController:
                 self._last_event[tid] = now
                 if any(e.kind in STEP_KINDS for e in tp.events):
                     self._stepping.add(tid)
-                self._note_loss(tid, tp.events)
             if tp.log_lines:
                 self.metrics.add_log_lines(tid, tp.log_lines)
             if tid in ex.pids and not tp.alive and tid not in self._ended:
@@ -294,13 +293,10 @@ class RunController:
             if tp.stopped:
                 self._hung.add(tid)
 
-    def _note_loss(self, tid: str, events: list) -> None:
-        if tid not in self._primaries:
-            return
-        for event in events:
-            loss = event.get("loss")
-            if event.kind in (*STEP_KINDS, "finished") and isinstance(loss, (int, float)):
-                self.final_loss = float(loss)
+    @property
+    def final_loss(self) -> float | None:
+        """The run's final loss so far (RunCurves.final_loss: the one definition)."""
+        return self.metrics.final_loss()
 
     # -- the policy ------------------------------------------------------------------------
     def _exit_code(self, tid: str) -> int | None:
@@ -357,7 +353,7 @@ class RunController:
         state = self.metrics.snapshot().tasks[first]
         where = f" on {self._machine_of[first]}" if self.bundle.plan.is_multi_machine else ""
         self.message = f"{first}{where} failed: {state.error}"
-        self._stop_all("failed", self.message)
+        self._stop_all(RunState.FAILED, self.message)
 
     def _restart(self, failures: list[tuple[str, str, int | None]]) -> None:
         self.restarts += 1
@@ -369,14 +365,14 @@ class RunController:
         self._end_tasks()
         chief = next((t for t in self.bundle.plan.tasks if t.task_id in self._primaries), None)
         source = self._exec_of.get(chief.task_id) if chief is not None else None
-        if source is not None and self.bundle.plan.strategy == "multi_worker_mirrored":
+        if source is not None and self.bundle.plan.strategy.collective_across_workers:
             for ex in self.executors:
                 ex.sync_checkpoints_from(source)
         self._reset_watch()
         self._start_all()
         if self.record is not None:
             self.record.restarts = self.restarts
-        self._save_record("running")
+        self._save_record(RunState.RUNNING)
 
     def _check_stragglers(self) -> None:
         now = time.monotonic()
@@ -386,7 +382,7 @@ class RunController:
         found = find_stragglers(self.metrics.throughput_series())
         self.metrics.set_stragglers({t: describe(t, f, self._machine_of.get(t, ""))
                                      for t, f in found.items()})
-        if found and self.state == "running":
+        if found and self.state is RunState.RUNNING:
             self.message = "; ".join(describe(t, f, self._machine_of.get(t, ""))
                                      for t, f in found.items())
 
@@ -425,7 +421,7 @@ class RunController:
             if isinstance(ex, LocalExecutor):
                 ex.reap()
 
-    def _stop_all(self, final_state: str, message: str) -> None:
+    def _stop_all(self, final_state: RunState, message: str) -> None:
         self._end_tasks()
         self._fetch_model()
         for tid in self._exec_of:
@@ -433,7 +429,7 @@ class RunController:
             self.metrics.set_task_state(tid, "stopped", exit_code=code)
         left = [t for t in self._exec_of if t not in self._ended and t in self._exec_of[t].pids]
         self._state = final_state
-        if final_state != "failed" or not self.message:
+        if final_state is not RunState.FAILED or not self.message:
             self.message = message
         if left:
             self.message += (f" (could not confirm that {', '.join(left)} ended: their "
@@ -459,10 +455,10 @@ class RunController:
             self.metrics.add_log_lines(chief.task_id, [
                 f"[dtgui] the trained model could not be copied from {executor.name}: {exc}"])
 
-    def _save_record(self, state: str) -> None:
+    def _save_record(self, state: RunState) -> None:
         if self.record is None:
             return
-        if state in ("finished", "failed", "stopped"):
+        if state.ended:
             self.record.end(state, self.message, self.final_loss)
         else:
             self.record.state = state

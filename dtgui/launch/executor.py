@@ -16,19 +16,21 @@ itself gets default signal actions.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from dtgui.core.bundle import Bundle
 from dtgui.core.events import Event, LineBuffer
 from dtgui.core.plan import TaskSpec
 
+if TYPE_CHECKING:  # paramiko is imported only where a machine is remote
+    from dtgui.remote.transfer import CopyProgress
+
 WRAPPER = ('trap : TERM INT HUP; echo "$$" > "output/pids/$1.pid"; sh "tasks/$1.sh"; c=$?; '
            'echo "$c" > "output/pids/$1.exit"; exit "$c"')
 MAX_CHUNK = 4 * 1024 * 1024  # bytes of one remote file read per poll
 LOCAL_MAX_CHUNK = 16 * 1024 * 1024  # ... of a file on this machine
-
-Progress = Callable[[str, int, int], None]  # (machine, bytes done, bytes in all)
 
 
 @dataclass
@@ -99,8 +101,8 @@ class Executor(abc.ABC):
         return str(self.bundle.path)
 
     @abc.abstractmethod
-    def prepare(self, progress: Progress | None = None) -> None:
-        """Make the bundle available on the machine (copy it)."""
+    def prepare(self, progress: CopyProgress | None = None) -> None:
+        """Make the bundle available on the machine (copy it; `progress` hears how far)."""
 
     @abc.abstractmethod
     def busy_ports(self) -> list[str]:

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dtgui.core.bundle import Bundle
 from dtgui.core.cluster import busy_ports
@@ -25,10 +26,12 @@ from dtgui.launch.executor import (
     WRAPPER,
     Executor,
     MachinePoll,
-    Progress,
     TaskPoll,
     split_log,
 )
+
+if TYPE_CHECKING:  # paramiko is imported only where a machine is remote
+    from dtgui.remote.transfer import CopyProgress
 
 
 def group_states(pgids: Iterable[int]) -> dict[int, list[str]]:
@@ -77,7 +80,7 @@ class LocalExecutor(Executor):
         self.python = python or sys.executable
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
-    def prepare(self, progress: Progress | None = None) -> None:
+    def prepare(self, progress: CopyProgress | None = None) -> None:
         out = self.bundle.output
         (out / "logs").mkdir(parents=True, exist_ok=True)
         (out / "pids").mkdir(parents=True, exist_ok=True)

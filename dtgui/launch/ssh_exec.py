@@ -9,8 +9,8 @@
 * signal: `kill -s SIG -- -PGID` for each task's process group.
 
 A lost connection is re-opened on the next call (the tasks do not depend on it). Secrets are
-never on a command line, in the environment or in a file: `connect` (a closure over
-`dtgui.remote.connection.connect`) holds them in memory only.
+never on a command line, in the environment or in a file: `reconnect` (a
+`dtgui.remote.connector.Connector` bound to the machine) holds them in memory only.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from dtgui.launch.executor import (
     WRAPPER,
     Executor,
     MachinePoll,
-    Progress,
     TaskPoll,
     split_log,
 )
@@ -46,21 +45,20 @@ from dtgui.launch.remote_scripts import (
     parse_pids,
     parse_poll,
 )
-from dtgui.remote.commands import SshRunner
+from dtgui.remote.commands import SshRunner, run_bytes, run_script_bytes
 from dtgui.remote.connection import ConnectError
 from dtgui.remote.probe import ask
 from dtgui.remote.transfer import (
+    CopyProgress,
     download_tree,
     make_archive,
-    run_bytes,
-    run_script_bytes,
     upload_bytes,
     upload_tree,
 )
 
 POLL_TIMEOUT = 4.0
 CLOCK_SHIFT_MIN = 0.5  # seconds of clock difference worth correcting on the time axis
-Connector = Callable[[], paramiko.SSHClient]
+Reconnect = Callable[[], paramiko.SSHClient]  # a new connection to the executor's machine
 
 
 def remote_run_dir(home: str, run_id: str, machine: str) -> str:
@@ -84,10 +82,10 @@ class SshExecutor(Executor):
     mirrors = True
 
     def __init__(self, name: str, bundle: Bundle, tasks: Iterable[TaskSpec], *,
-                 connect: Connector, remote_dir: str, python: str = "python3",
+                 reconnect: Reconnect, remote_dir: str, python: str = "python3",
                  client: paramiko.SSHClient | None = None) -> None:
         super().__init__(name, bundle, tasks)
-        self._connect = connect
+        self._reconnect = reconnect
         self.remote_dir = remote_dir
         self.python = python or "python3"
         self._client = client
@@ -110,7 +108,7 @@ class SshExecutor(Executor):
                 if client is not None:
                     client.close()
                 self._client = None
-                client = self._connect()
+                client = self._reconnect()
                 transport = client.get_transport()
                 if transport is not None:
                     transport.set_keepalive(5)
@@ -134,19 +132,15 @@ class SshExecutor(Executor):
             raise
 
     # -- executor --------------------------------------------------------------------------
-    def prepare(self, progress: Progress | None = None) -> None:
+    def prepare(self, progress: CopyProgress | None = None) -> None:
         """Copy the bundle: one .tar.gz over SFTP into the run directory (which the launch
         check made); START_SCRIPT unpacks it. One file, not one SFTP exchange per file."""
-        def report(done: int, total: int) -> None:
-            if progress is not None:
-                progress(self.name, done, total)
-
         if self.archive is None:
             self.archive = bundle_archive(self.bundle)
         if not self.dir_ready:
             run_bytes(self.client(), ["mkdir", "-p", "--", self.remote_dir], 30)
         upload_bytes(self.client(), self.archive,
-                     posixpath.join(self.remote_dir, ".bundle.tar.gz"), report)
+                     posixpath.join(self.remote_dir, ".bundle.tar.gz"), progress)
 
     def busy_ports(self) -> list[str]:
         ports = [t.port for t in self.tasks if t.port]

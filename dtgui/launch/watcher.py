@@ -8,7 +8,8 @@ calls `start_watcher(record, secrets, max_restarts)`. That starts
 in a session of its own (it outlives the GUI and its terminal). The watcher reads the secrets
 given during the GUI session (machine name -> {"password" / "passphrase": value}) as JSON from
 its stdin - never from a file, its command line or its environment - reattaches to the run
-(`dtgui.launch.multihost.reattach`) with the same policy and follows it until the run ends: a
+(`dtgui.launch.pipeline.reattach`, connecting through `dtgui.remote.connector.Connector`
+with those secrets) with the same policy and follows it until the run ends: a
 task that dies, hangs or whose machine stays unreachable fails the run and every other task is
 stopped (or every task is restarted, with `max_restarts`), exactly as in the GUI.
 
@@ -35,12 +36,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from dtgui.core.run_state import RunState
 from dtgui.core.runs import RECORD_NAME, RunRecord
 from dtgui.core.settings import atomic_write_text
+from dtgui.remote.connector import GivenSecrets, Secrets
 
 MODULE = "dtgui.launch.watcher"
 PID_NAME = "watcher.pid"
@@ -48,9 +50,7 @@ LOG_NAME = "watcher.log"
 RETRY_SECONDS = 30.0  # reattaching failed: try again after this long ...
 RETRY_FOR_SECONDS = 6 * 3600.0  # ... for up to this long
 DETACH_SECONDS = 300.0  # SIGTERM: let the policy finish what it is doing (a restart) first
-CONNECT_TIMEOUT = 10.0
 
-Secrets = Mapping[str, Mapping[str, str]]
 log = logging.getLogger("dtgui.watcher")
 _children: dict[int, subprocess.Popen[bytes]] = {}  # watchers this process started
 
@@ -64,7 +64,8 @@ def run_dir_of(record: RunRecord | Path | str) -> Path:
     return Path(os.path.realpath(path))
 
 
-def start_watcher(record: RunRecord, secrets: Secrets | None, max_restarts: int) -> int:
+def start_watcher(record: RunRecord, secrets: Secrets | GivenSecrets | None,
+                  max_restarts: int) -> int:
     """Start the watcher of a run the GUI has just detached from (`controller.detach()`);
     returns its pid (also written to `<run dir>/watcher.pid`). A watcher already running for
     this run is stopped first. Returns quickly (unless an old watcher has to be stopped)."""
@@ -79,8 +80,7 @@ def start_watcher(record: RunRecord, secrets: Secrets | None, max_restarts: int)
                                 cwd=package_root, start_new_session=True, close_fds=True)
     # The pid file first: the watcher does nothing before it has read stdin to its end.
     atomic_write_text(run_dir / PID_NAME, f"{proc.pid}\n")
-    payload = {str(m): {str(k): str(v) for k, v in kinds.items() if v}
-               for m, kinds in (secrets or {}).items()}
+    payload = (secrets if isinstance(secrets, Secrets) else Secrets(secrets)).as_dict()
     assert proc.stdin is not None
     with contextlib.suppress(BrokenPipeError):
         proc.stdin.write(json.dumps(payload).encode("utf-8"))
@@ -171,50 +171,29 @@ def _forget(run_dir: Path, pid: int | None) -> None:
 
 
 # -- the watcher process ----------------------------------------------------------------------
-def make_connector(secrets: Secrets, registry: Any,
-                   timeout: float = CONNECT_TIMEOUT) -> Callable[[Any], Any]:
-    """Machine -> connected SSH client, with the secrets given for it and for its registered
-    jump host (what `dtgui.ui.machines.connect_flow.connect_with` does, without Qt). Secrets
-    not given come from the keyring; a question (unknown host key, missing secret) is an
-    error: nobody is there to answer it."""
-    from dtgui.remote.connection import connect
-
-    def given(name: str | None, kind: str) -> str | None:
-        return (secrets.get(name) or {}).get(kind) or None if name else None
-
-    def connect_one(machine: Any) -> Any:
-        jump = registry.find(machine.jump_host) if registry and machine.jump_host.strip() \
-            else None
-        jump_name = jump.name if jump is not None else None
-        return connect(machine, password=given(machine.name, "password"),
-                       passphrase=given(machine.name, "passphrase"), timeout=timeout,
-                       registry=registry, jump_password=given(jump_name, "password"),
-                       jump_passphrase=given(jump_name, "passphrase"))
-
-    return connect_one
-
-
-def read_secrets(stream: Any) -> dict[str, dict[str, str]]:
+def read_secrets(stream: Any) -> Secrets:
     """The JSON object on stdin (to its end); anything else counts as no secrets."""
     try:
         data = json.loads(stream.read().decode("utf-8") or "{}")
     except (OSError, ValueError):
         log.warning("the secrets on stdin could not be read; using the keyring only")
-        return {}
+        return Secrets()
     if not isinstance(data, dict):
-        return {}
-    return {str(m): {str(k): str(v) for k, v in kinds.items()}
-            for m, kinds in data.items() if isinstance(kinds, dict)}
+        return Secrets()
+    return Secrets({str(m): {str(k): str(v) for k, v in kinds.items()}
+                    for m, kinds in data.items() if isinstance(kinds, dict)})
 
 
-def watch(run_dir: Path, secrets: Secrets, max_restarts: int, stop: threading.Event, *,
+def watch(run_dir: Path, secrets: Secrets | GivenSecrets, max_restarts: int,
+          stop: threading.Event, *,
           retry_seconds: float = RETRY_SECONDS, retry_for: float = RETRY_FOR_SECONDS) -> int:
     """Reattach to the run (retrying while it cannot be) and follow it until it ends or
     `stop` is set (then detach). Returns the exit status of the watcher."""
     from dtgui.core.machines import MachineRegistry
     from dtgui.launch.controller import LaunchError
-    from dtgui.launch.multihost import reattach
+    from dtgui.launch.pipeline import reattach
     from dtgui.launch.policy import RunPolicy
+    from dtgui.remote.connector import Connector
 
     policy = RunPolicy(max_restarts=max_restarts)
     give_up = time.monotonic() + retry_for
@@ -232,7 +211,7 @@ def watch(run_dir: Path, secrets: Secrets, max_restarts: int, stop: threading.Ev
             return 0
         registry = MachineRegistry()
         try:
-            controller = reattach(record, connect=make_connector(secrets, registry),
+            controller = reattach(record, connect=Connector(secrets, registry),
                                   registry=registry, policy=policy)
             break
         except LaunchError as exc:
@@ -257,7 +236,7 @@ def watch(run_dir: Path, secrets: Secrets, max_restarts: int, stop: threading.Ev
             log.warning("%s", controller.message)
         if stop.is_set():
             controller.detach(DETACH_SECONDS)
-            if controller.finished and controller.state != "detached":
+            if controller.finished and controller.state is not RunState.DETACHED:
                 break  # a policy action was under way when asked: it ended the run
             log.info("SIGTERM: detached, the tasks keep running (dtgui takes the run back)")
             return 0

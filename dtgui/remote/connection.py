@@ -20,9 +20,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import NoReturn
 
 import paramiko
@@ -41,10 +39,10 @@ from dtgui.remote.secrets import AgentUnavailable, KeyFileError, SecretRequired,
 
 __all__ = [
     "AgentUnavailable", "AuthMethodRefused", "ChangedHostKeyError", "CommandTimeout",
-    "ConnectError", "ConnectResult", "ConnectTimeout", "ConnectionRefused", "HostUnreachable",
+    "ConnectError", "ConnectTimeout", "ConnectionRefused", "HostUnreachable",
     "InvalidMachine", "KeyFileError", "KeyRefused", "NameNotResolved", "SecretRequired",
     "SshProtocolError", "UnknownHostKeyError", "WrongPassphrase", "WrongPassword", "connect",
-    "connect_many", "install_public_key", "run", "run_script",
+    "install_public_key", "run", "run_script",
 ]
 
 log = logging.getLogger(__name__)
@@ -91,18 +89,6 @@ class _RejectUnknown(paramiko.RejectPolicy):
         raise UnknownHostKeyError(
             m.host, m.port, key.get_name(), fingerprint_sha256(key), key, machine=m.name
         )
-
-
-@dataclass
-class ConnectResult:
-    machine: Machine
-    client: paramiko.SSHClient | None = None
-    error: ConnectError | None = None
-    seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.client is not None
 
 
 # -- network ----------------------------------------------------------------------------------
@@ -328,36 +314,6 @@ def _handshake(client: SSHClient, machine: Machine, sock: socket.socket | parami
     transport = client.get_transport()
     if transport is None or not transport.is_authenticated():  # the watchdog won the race
         raise ConnectTimeout(f"{addr} did not answer within {timeout:g} s.", machine=name)
-
-
-def connect_many(
-    machines: Sequence[Machine], *, passwords: Mapping[str, str] | None = None,
-    passphrases: Mapping[str, str] | None = None, timeout: float = 10.0,
-    registry: MachineRegistry | None = None, max_workers: int = 16,
-) -> dict[str, ConnectResult]:
-    """Connect to every machine at once (one thread each); name -> result, in input order."""
-    passwords, passphrases = passwords or {}, passphrases or {}
-
-    def one(machine: Machine) -> ConnectResult:
-        start = time.monotonic()
-        try:
-            client = connect(machine, password=passwords.get(machine.name),
-                             passphrase=passphrases.get(machine.name), timeout=timeout,
-                             registry=registry)
-            return ConnectResult(machine, client=client, seconds=time.monotonic() - start)
-        except ConnectError as exc:
-            return ConnectResult(machine, error=exc, seconds=time.monotonic() - start)
-        except Exception as exc:  # a bug must not hide the other machines' results
-            log.exception("connecting to %s failed unexpectedly", machine.name)
-            err = ConnectError(f"Unexpected error: {type(exc).__name__}: {exc}", machine=machine.name)
-            return ConnectResult(machine, error=err, seconds=time.monotonic() - start)
-
-    if not machines:
-        return {}
-    workers = max(1, min(max_workers, len(machines)))
-    with ThreadPoolExecutor(workers, thread_name_prefix="dtgui-connect") as pool:
-        results = list(pool.map(one, machines))
-    return {r.machine.name: r for r in results}
 
 
 # Runs via run_script with LINE and KEY_ID as $1 and $2: the key is data, never code.

@@ -1,9 +1,7 @@
-"""Byte-exact remote commands and SFTP directory copies.
+"""Copying files to and from a connected machine: one archive, or directory trees, over SFTP.
 
-`run_bytes` is `commands.run` without decoding: a task's events and logs come back as raw
-bytes framed by length, so a multi-byte character or an invalid byte never shifts an offset.
-Every argument is quoted with shlex; nothing is interpolated. Every call blocks: use a
-background thread.
+Byte-exact remote commands are in `dtgui.remote.commands` (`run_bytes`). Every call blocks:
+use a background thread.
 """
 
 from __future__ import annotations
@@ -19,14 +17,9 @@ from pathlib import Path
 
 import paramiko
 
-from dtgui.remote.commands import (  # noqa: F401 - run_bytes is re-exported
-    CommandTimeout,
-    ConnectError,
-    run_bytes,
-    run_script_bytes,
-)
+from dtgui.remote.commands import ConnectError, run_bytes
 
-Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
+CopyProgress = Callable[[int, int], None]  # (bytes copied, bytes in all)
 
 
 def local_files(root: Path, skip: Iterable[str] = ()) -> list[tuple[str, Path]]:
@@ -65,7 +58,7 @@ def make_archive(root: Path, skip: Iterable[str] = (), empty_dirs: Iterable[str]
 
 
 def upload_bytes(client: paramiko.SSHClient, data: bytes, remote_path: str,
-                 progress: Progress | None = None) -> None:
+                 progress: CopyProgress | None = None) -> None:
     """Write `data` to `remote_path` with SFTP (its directory must exist)."""
     sftp = client.open_sftp()
     try:
@@ -77,7 +70,7 @@ def upload_bytes(client: paramiko.SSHClient, data: bytes, remote_path: str,
 
 def upload_tree(client: paramiko.SSHClient, root: Path, remote_dir: str, *,
                 skip: Iterable[str] = (), extra_dirs: Iterable[str] = (),
-                progress: Progress | None = None) -> int:
+                progress: CopyProgress | None = None) -> int:
     """Copy the files under `root` into `remote_dir` (absolute) with SFTP, keeping their modes.
     Directories are made with one `mkdir -p` call. Returns the bytes copied."""
     files = local_files(root, skip)
@@ -134,11 +127,3 @@ def download_tree(client: paramiko.SSHClient, remote_dir: str, root: Path,
         sftp.close()
     return count
 
-
-def home_dir(client: paramiko.SSHClient) -> str:
-    """The login's home directory (absolute), as SFTP sees it."""
-    sftp = client.open_sftp()
-    try:
-        return sftp.normalize(".")
-    finally:
-        sftp.close()

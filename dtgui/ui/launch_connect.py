@@ -4,69 +4,33 @@ A launch (or reattach) first connects to every remote machine through the machin
 `ConnectFlow`: an unknown host key opens the fingerprint dialog, a missing password or key
 passphrase opens the secret prompt, a changed key is refused with its explanation - the same
 dialogs as in the Machines panel, never a bare "could not start". Only when every machine is
-connected does the launch itself run (in a thread), with `PreConnected` as its connector: it
-hands out the connections made here first, then reconnects (a dropped connection during the
-run) with the secrets given now. Those stay in memory for the run's lifetime only.
+connected does the launch itself run (in a thread), with a `dtgui.remote.connector.Connector`
+that hands out the connections made here first, then reconnects (a dropped connection during
+the run) with the secrets given now. Those stay in memory for the run's lifetime only.
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from dtgui.core.machines import Machine, MachineRegistry
+from dtgui.core.machines import Machine
+from dtgui.remote.connector import Connector
 from dtgui.ui.workers import run_in_thread
 
 if TYPE_CHECKING:  # at run time imported on use: it brings paramiko, not wanted at start-up
-    from dtgui.ui.machines.connect_flow import ConnectFlow, Outcome, Secrets
-
-
-class PreConnected:
-    """A `Connector` (Machine -> connected SSH client) for `launch_on_machines` / `reattach`."""
-
-    def __init__(self, clients: dict[str, Any], secrets: Secrets,
-                 registry: MachineRegistry | None) -> None:
-        self._clients = dict(clients)
-        self._lock = threading.Lock()
-        self.secrets = secrets
-        self.registry = registry
-
-    @classmethod
-    def nothing(cls, registry: MachineRegistry | None = None) -> PreConnected:
-        """For a run on this machine only: no connection, no secret."""
-        from dtgui.ui.machines.connect_flow import Secrets
-
-        return cls({}, Secrets(), registry)
-
-    def __call__(self, machine: Machine) -> Any:
-        with self._lock:
-            client = self._clients.pop(machine.name, None)
-        transport = client.get_transport() if client is not None else None
-        if transport is not None and transport.is_active():
-            return client
-        from dtgui.ui.machines.connect_flow import connect_with
-
-        return connect_with(machine, self.secrets, self.registry)
-
-    def close_unused(self) -> None:
-        with self._lock:
-            clients, self._clients = list(self._clients.values()), {}
-        for client in clients:
-            with contextlib.suppress(Exception):
-                client.close()
+    from dtgui.ui.machines.connect_flow import ConnectFlow, Outcome
 
 
 def connect_machines(flow: ConnectFlow, machines: Sequence[Machine], *,
-                     ready: Callable[[PreConnected], None], failed: Callable[[str], None],
+                     ready: Callable[[Connector], None], failed: Callable[[str], None],
                      progress: Callable[[str], None]) -> None:
     """Connect to `machines` (asking the person through `flow` when needed), then call
     `ready(connector)` - or `failed(message)` naming every machine that could not be reached,
     after closing the connections that were made. Returns at once; callbacks run on the UI
     thread."""
     if not machines:
-        ready(PreConnected.nothing(flow.registry()))
+        ready(Connector(registry=flow.registry()))
         return
     batch = flow.start(list(machines), lambda attempt: attempt.connect())
     batch.progress.connect(lambda name, text: progress(f"{name}: {text}"))
@@ -74,7 +38,7 @@ def connect_machines(flow: ConnectFlow, machines: Sequence[Machine], *,
     def done(outcomes: list[Outcome]) -> None:
         clients = {o.machine.name: o.value for o in outcomes if o.ok}
         errors = [o.message for o in outcomes if not o.ok]
-        connector = PreConnected(clients, batch.secrets, batch.registry)
+        connector = Connector(batch.secrets, batch.registry, clients=clients)
         if errors:
             run_in_thread(connector.close_unused, lambda _: None, lambda _: None)
             failed("Could not connect: " + " ".join(errors))

@@ -26,8 +26,9 @@ from PySide6.QtWidgets import (
 
 from dtgui.core.machines import Machine, MachineRegistry, parse_jump_spec
 from dtgui.remote.commands import run
+from dtgui.remote.connector import Secrets
 from dtgui.ui.machines.common import plain_buttons, repolish
-from dtgui.ui.machines.connect_flow import Attempt, ConnectFlow, Outcome, Secrets
+from dtgui.ui.machines.connect_flow import Attempt, ConnectFlow, Outcome
 
 SECRET_KIND = {"password": "password", "key": "passphrase"}
 

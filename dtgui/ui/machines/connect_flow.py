@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -30,7 +29,8 @@ from PySide6.QtWidgets import QDialog, QWidget
 
 from dtgui.core.machines import Machine, MachineRegistry
 from dtgui.remote import secrets as secret_store
-from dtgui.remote.connection import SSHClient, connect
+from dtgui.remote.connection import SSHClient
+from dtgui.remote.connector import CONNECT_TIMEOUT, Connector, Secrets
 from dtgui.remote.hostkeys import (
     ChangedHostKeyError,
     ConnectError,
@@ -40,10 +40,9 @@ from dtgui.remote.hostkeys import (
 from dtgui.remote.secrets import SecretRequired
 from dtgui.ui.machines.hostkey_dialog import ChangedKeyDialog, HostKeyDialog
 from dtgui.ui.machines.secret_prompt import SecretPrompt
-from dtgui.ui.workers import create_worker, run_in_thread
+from dtgui.ui.workers import create_worker, error_message, run_in_thread
 
 log = logging.getLogger(__name__)
-CONNECT_TIMEOUT = 10.0
 MAX_ATTEMPTS = 6
 MIN_POOL_THREADS = 8
 # What connecting can ask the person (a dialog each).
@@ -58,43 +57,6 @@ def ensure_pool_capacity() -> None:
         pool.setMaxThreadCount(MIN_POOL_THREADS)
 
 
-class Secrets:
-    """Passwords and passphrases given during one batch: machine name -> kind -> value.
-    Held in memory only, for as long as the batch runs."""
-
-    def __init__(self, initial: dict[str, dict[str, str]] | None = None) -> None:
-        self._lock = threading.Lock()
-        self._values = {k: dict(v) for k, v in (initial or {}).items()}
-
-    def get(self, name: str | None, kind: str) -> str | None:
-        if not name:
-            return None
-        with self._lock:
-            return self._values.get(name, {}).get(kind) or None
-
-    def set(self, name: str, kind: str, value: str) -> None:
-        with self._lock:
-            self._values.setdefault(name, {})[kind] = value
-
-    def as_dict(self) -> dict[str, dict[str, str]]:
-        """A copy, for the run watcher's stdin (never a file)."""
-        with self._lock:
-            return {name: dict(kinds) for name, kinds in self._values.items()}
-
-
-def connect_with(machine: Machine, given: Secrets, registry: MachineRegistry | None,
-                 timeout: float = CONNECT_TIMEOUT) -> SSHClient:
-    """`connect` with the secrets given for the machine and for its registered jump host."""
-    jump = registry.find(machine.jump_host) if registry and machine.jump_host.strip() else None
-    jump_name = jump.name if jump is not None else None
-    return connect(
-        machine, password=given.get(machine.name, "password"),
-        passphrase=given.get(machine.name, "passphrase"), timeout=timeout, registry=registry,
-        jump_password=given.get(jump_name, "password"),
-        jump_passphrase=given.get(jump_name, "passphrase"),
-    )
-
-
 @dataclass
 class Attempt:
     """What an action gets (on a worker thread): the machine, the secrets given so far, the
@@ -107,7 +69,7 @@ class Attempt:
     report: Callable[[str], None]
 
     def connect(self) -> SSHClient:
-        return connect_with(self.machine, self.secrets, self.registry, self.timeout)
+        return Connector(self.secrets, self.registry, timeout=self.timeout).connect(self.machine)
 
 
 Action = Callable[[Attempt], Any]
@@ -202,16 +164,16 @@ class ConnectFlow(QObject):
         batch.progress.emit(machine.name, "connecting…")
         create_worker(lambda worker: self._attempt(batch, machine, worker.report),
                       on_done=lambda result: self._on_attempt(batch, machine, *result),
-                      on_error=lambda text: self._job_failed(batch, text),
+                      on_error=lambda exc: self._job_failed(batch, exc),
                       on_progress=lambda text: batch.progress.emit(machine.name, text),
                       # the batch is gone: nobody will close what the action opened
                       on_dropped=lambda result: _close(result[0]),
                       context=batch)
 
-    def _job_failed(self, batch: Batch, text: str) -> None:
+    def _job_failed(self, batch: Batch, exc: BaseException) -> None:
         for m in batch.machines:
             if m.name not in batch.outcomes:
-                self._finish(batch, Outcome(m, error=ConnectError(text.splitlines()[0])))
+                self._finish(batch, Outcome(m, error=ConnectError(error_message(exc))))
 
     # -- results (UI thread) ------------------------------------------------------------------
     def _on_attempt(self, batch: Batch, machine: Machine, value: Any,
@@ -290,17 +252,17 @@ class ConnectFlow(QObject):
         def trusted(_: object) -> None:
             self._retry(batch, machine)
 
-        def failed(text: str) -> None:
+        def failed(message: str) -> None:
             self._finish(batch, Outcome(machine, error=ConnectError(
-                f"The host key could not be recorded: {text.splitlines()[0]}",
+                f"The host key could not be recorded: {message}",
                 machine=machine.name)))
 
         key = error.key
         if key is None:  # only an error raised while connecting carries the key
             failed("the host key was not received")
             return
-        run_in_thread(lambda: trust_host_key(error.host, error.port, key), trusted, failed,
-                      context=batch)
+        run_in_thread(lambda: trust_host_key(error.host, error.port, key), trusted,
+                      lambda exc: failed(error_message(exc)), context=batch)
 
     def _got_secret(self, batch: Batch, machine: Machine, error: SecretRequired,
                     dialog: SecretPrompt) -> None:
@@ -309,6 +271,6 @@ class ConnectFlow(QObject):
         if remember:
             owner, kind = error.machine, error.kind
             run_in_thread(lambda: secret_store.set_secret(owner, kind, value), lambda _: None,
-                          lambda text: batch.progress.emit(machine.name, text.splitlines()[0]),
+                          lambda exc: batch.progress.emit(machine.name, error_message(exc)),
                           context=batch)
         self._retry(batch, machine)

@@ -31,14 +31,15 @@ from dtgui.core.machines import Machine, MachineRegistry, RemoteFacts
 from dtgui.core.plan import LOCAL_MACHINE
 from dtgui.remote import secrets as secret_store
 from dtgui.remote.connection import ChangedHostKeyError, ConnectError
+from dtgui.remote.connector import Secrets
 from dtgui.remote.probe import probe
 from dtgui.ui.machines import texts
 from dtgui.ui.machines.common import repolish
-from dtgui.ui.machines.connect_flow import Attempt, ConnectFlow, Outcome, Secrets
+from dtgui.ui.machines.connect_flow import Attempt, ConnectFlow, Outcome
 from dtgui.ui.machines.hostkey_dialog import ChangedKeyDialog
 from dtgui.ui.machines.icons import SPINNER_FRAMES, status_icon
 from dtgui.ui.machines.panel_actions import MachineActions, RowState
-from dtgui.ui.workers import run_in_thread
+from dtgui.ui.workers import error_message, run_in_thread
 
 COLUMNS = ["Machine", "Address", "OS", "Python", "TF", "GPUs"]
 
@@ -161,8 +162,8 @@ class MachinesPanel(QWidget):
         self._set_message(registry.message)
         self._update_buttons()
 
-    def _on_load_error(self, text: str) -> None:
-        self._set_message(f"The machine list could not be loaded: {text.splitlines()[0]}", True)
+    def _on_load_error(self, exc: BaseException) -> None:
+        self._set_message(f"The machine list could not be loaded: {error_message(exc)}", True)
 
     def _on_keyring(self, result: tuple[bool, str]) -> None:
         self.keyring_ok, self.keyring_note = result

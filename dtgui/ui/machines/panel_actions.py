@@ -13,11 +13,12 @@ from PySide6.QtWidgets import QMessageBox
 from dtgui.core.machines import Machine, RemoteFacts
 from dtgui.remote import secrets as secret_store
 from dtgui.remote.connection import ConnectError, install_public_key
+from dtgui.remote.connector import Secrets
 from dtgui.ui.machines.add_dialog import MachineDialog
-from dtgui.ui.machines.connect_flow import Attempt, Outcome, Secrets
+from dtgui.ui.machines.connect_flow import Attempt, Outcome
 from dtgui.ui.machines.import_dialog import ImportDialog
 from dtgui.ui.machines.install_key_dialog import InstallKeyDialog
-from dtgui.ui.workers import run_in_thread
+from dtgui.ui.workers import error_message, run_in_thread
 
 if TYPE_CHECKING:
 
@@ -83,7 +84,7 @@ class MachineActions:
             given = Secrets({machine.name: {kind: value}}) if kind and value else None
             self.panel.refresh([machine.name], given)
 
-        run_in_thread(save, saved, lambda t: self.panel._set_message(t.splitlines()[0], True),
+        run_in_thread(save, saved, lambda exc: self.panel._set_message(error_message(exc), True),
                       context=self.panel)
 
     def remove_selected(self, confirm: bool = True) -> None:
@@ -122,7 +123,7 @@ class MachineActions:
             self.panel._rebuild()
             self.panel._set_message(note, bool(note))
 
-        run_in_thread(remove, removed, lambda t: self.panel._set_message(t.splitlines()[0], True),
+        run_in_thread(remove, removed, lambda exc: self.panel._set_message(error_message(exc), True),
                       context=self.panel)
 
     def import_config(self, path: Path | None = None) -> None:
@@ -150,7 +151,7 @@ class MachineActions:
             if added:
                 self.panel.refresh(added)
 
-        run_in_thread(add_all, done, lambda t: self.panel._set_message(t.splitlines()[0], True),
+        run_in_thread(add_all, done, lambda exc: self.panel._set_message(error_message(exc), True),
                       context=self.panel)
 
     # -- public key --------------------------------------------------------------------------------
@@ -194,7 +195,7 @@ class MachineActions:
             self.panel.refresh([machine.name])
 
         run_in_thread(lambda: secret_store.update_machine(registry, machine.name, keyed),
-                      switched, lambda t: self.panel._set_message(t.splitlines()[0], True),
+                      switched, lambda exc: self.panel._set_message(error_message(exc), True),
                       context=self.panel)
 
     # -- doctor ------------------------------------------------------------------------------------
