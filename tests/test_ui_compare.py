@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PySide6.QtCore import QItemSelectionModel, Qt
 from PySide6.QtGui import QImage
-from training_events import T0, write_run
+from training_events import AGAIN_SHIFT, T0, write_run
 
 from dtgui.core.compare import FIELDS, MISSING, summarize_run, summary_csv
 from dtgui.core.runs import RunRecord
@@ -61,26 +60,15 @@ def test_a_run_restarted_from_a_checkpoint_continues_from_the_resumed_step(
         tmp_path: Path) -> None:
     """After a restart the steps after the checkpoint are trained again: the curve keeps the
     second pass (as the dashboard does), and its wall time goes on growing."""
-    record = write_run(tmp_path, "restarted", steps=80, steps_per_epoch=40, seed=8)
-    events = Path(record.bundle) / "output" / "events-worker-0.jsonl"
-    lines = events.read_text().splitlines()
-    started = next(line for line in lines if '"kind":"started"' in line)
-    cut = next(i for i, line in enumerate(lines) if '"first":61' in line)
-    resumed = started.replace('"resumed_from_step":0', '"resumed_from_step":40')
-    resumed = resumed.replace(f'"t":{T0}', f'"t":{T0 + 100}')
-    # the first pass went to step 60, then the run restarted from step 40's checkpoint
-    again = []
-    for line in lines:
-        if '"kind":"steps"' in line and ('"first":41' in line or '"first":51' in line
-                                          or '"first":61' in line or '"first":71' in line):
-            t = json.loads(line)["t"]
-            again.append(line.replace(f'"t":{t}', f'"t":{t + 100}'))
-    events.write_text("\n".join([*lines[:cut], resumed, *again]) + "\n")
+    record = write_run(tmp_path, "restarted", steps=80, steps_per_epoch=40, seed=8,
+                       restart=(60, 40))
     s = summarize_run(record.bundle, "restarted")
     assert s.loss.steps.tolist() == list(range(1, 81))
     assert np.all(np.diff(s.loss.seconds) >= 0)
-    assert s.loss.seconds[-1] > 100  # the second pass came 100 s later
-    assert list(s.validation["loss"].steps) == [40]  # step 80's validation was not rewritten
+    assert s.loss.seconds[-1] > 2.0 + 100 * 0.05 + 5.0  # 100 steps trained, the restart
+    assert np.all(s.loss.values[40:] > AGAIN_SHIFT)  # the second pass
+    assert list(s.validation["loss"].steps) == [40, 80]
+    assert s.final_loss == pytest.approx(record.final_loss)
 
 
 def test_csv_has_one_row_per_run_with_plain_numbers(three_runs: list[RunRecord]) -> None:
