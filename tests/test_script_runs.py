@@ -37,6 +37,14 @@ def wait_done(controller: RunController, timeout: float = 240) -> None:
     assert controller.wait(timeout), "the run did not end in time"
 
 
+def wait_for_scalars(controller: RunController, poll: float = 0.2) -> None:
+    """Until the script's first scalar arrives (the run must not end before)."""
+    deadline = time.monotonic() + 120
+    while not controller.metrics.scalars.tags() and time.monotonic() < deadline:
+        assert not controller.wait(poll), controller.message
+    assert controller.metrics.scalars.tags(), "the script never wrote a scalar"
+
+
 def test_keras_fit_multi_worker_with_tf_keras_shows_its_tensorboard_curves_live(
         tmp_path: Path) -> None:
     plan = script_plan("mwm_fit", "main.py", args=("6", "3"), legacy=True)
@@ -64,10 +72,7 @@ def test_keras_fit_multi_worker_with_tf_keras_shows_its_tensorboard_curves_live(
 def test_stop_leaves_no_process(tmp_path: Path) -> None:
     plan = script_plan("mwm_fit", "main.py", args=("1000", "5"), legacy=True)
     controller = launch_plan(plan, tmp_path / "runs")
-    deadline = time.monotonic() + 120
-    while not controller.metrics.scalars.tags() and time.monotonic() < deadline:
-        assert not controller.wait(0.2), controller.message
-    assert controller.metrics.scalars.tags(), "the script never wrote a scalar"
+    wait_for_scalars(controller)
     pgids = controller.pgids()
     controller.request_stop()
     wait_done(controller, 30)
@@ -191,9 +196,7 @@ def test_reattach_and_history_follow_a_script_run(tmp_path: Path) -> None:
 
     plan = script_plan("mwm_fit", "main.py", args=("12", "3"), legacy=True)
     controller = launch_plan(plan, tmp_path / "runs")
-    deadline = time.monotonic() + 120
-    while not controller.metrics.scalars.tags() and time.monotonic() < deadline:
-        assert not controller.wait(0.1), controller.message
+    wait_for_scalars(controller, 0.1)
     controller.detach()  # the GUI closes; the tasks keep training
     record = RunRecord.load(controller.bundle.path)
     assert record.state == "running"
