@@ -144,7 +144,7 @@ def system_facts() -> dict[str, Any]:
     uname = platform.uname()
     return {"hostname": uname.node or socket.gethostname(), "os_name": _os_name(),
             "kernel": f"{uname.system} {uname.release}", "arch": uname.machine,
-            "cpu_cores": os.cpu_count() or 0, "cpu_model": _cpu_model(),
+            "cpu_cores": os.cpu_count() or 0, "cpu_model": cpu_model_name(),
             "ram_total": _ram_total()}
 
 
@@ -160,7 +160,8 @@ def _os_name() -> str:
     return f"macOS {mac}" if mac else platform.system()
 
 
-def _cpu_model() -> str:
+def cpu_model_name() -> str:
+    """The CPU's model name (also the telemetry's name of the CPU)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:

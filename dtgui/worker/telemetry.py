@@ -4,25 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import platform
 import threading
 from typing import Any
 
 import psutil
 
 from .events import EventWriter
-
-
-def cpu_model_name() -> str:
-    """The CPU's model name from /proc/cpuinfo, else whatever platform knows."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "CPU"
+from .machine_probe import cpu_model_name
 
 
 def _text(value: Any) -> str:
