@@ -15,10 +15,6 @@ from dtgui.worker.machine_probe import port_is_free  # as on other machines: bou
 LOCAL_HOST = "127.0.0.1"
 
 
-class PortInUseError(RuntimeError):
-    """A port a task needs is taken by another process."""
-
-
 class PlacementError(ValueError):
     """Tasks cannot be placed on the chosen machines; the message says what to change."""
 

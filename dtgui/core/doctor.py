@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from dtgui.core.hardware import GpuInfo, MachineFacts, tf_install_command
 from dtgui.core.machines import RemoteFacts
 
-OK, WARN, FAIL = "ok", "warn", "fail"
-STATUSES = (OK, WARN, FAIL)
+OK, WARN, FAIL = "ok", "warn", "fail"  # Check.status
 LOCAL = "this machine"
 DEFAULT_PORT = 23456
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-import socket
-import time
 from pathlib import Path
 
 import paramiko
@@ -192,31 +190,3 @@ def _matches(patterns: list[str], name: str) -> bool:
         if pattern == name:
             return True
     return False
-
-
-def fetch_host_key(
-    host: str, port: int = 22, timeout: float = 10.0, *, sock: socket.socket | None = None
-) -> paramiko.PKey:
-    """The key a server offers, read without authenticating (nothing is trusted here).
-
-    Prefers the key types on record so a known host answers with the key we can compare.
-    `sock` may be an open socket or a jump host's `direct-tcpip` channel.
-    """
-    deadline = time.monotonic() + timeout
-    own = sock is None
-    if sock is None:
-        sock = socket.create_connection((host, port), timeout=timeout)
-    transport = paramiko.Transport(sock)
-    try:
-        known = known_keys(host, port)
-        if known:
-            opts = transport.get_security_options()
-            first = [t for t in known if t in opts.key_types]
-            opts.key_types = first + [t for t in opts.key_types if t not in first]
-        transport.banner_timeout = max(0.1, deadline - time.monotonic())
-        transport.start_client(timeout=max(0.1, deadline - time.monotonic()))
-        return transport.get_remote_server_key()
-    finally:
-        transport.close()
-        if own:
-            sock.close()
