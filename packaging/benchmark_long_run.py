@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -131,12 +132,24 @@ class _Reattached:
     finished = True
     state = "finished"
     message = ""
+    record = None
+    restarts = max_restarts = 0
 
-    def __init__(self, bundle: object, metrics: object) -> None:
+    def __init__(self, bundle: Any, metrics: Any) -> None:
         self.bundle = bundle
         self.metrics = metrics
+        self.plan = bundle.plan
+        self.run_name = bundle.plan.run_name
+        self.output_dir = bundle.output
+
+    @property
+    def final_loss(self) -> float | None:
+        return self.metrics.final_loss()
 
     def request_stop(self) -> None:
+        pass
+
+    def detach(self) -> None:
         pass
 
 
