@@ -19,7 +19,9 @@ from dtgui.core.events import EventTail, parse_line
 from dtgui.core.hardware import GpuInfo, MachineFacts, TfView, explain, tf_view
 from dtgui.core.metrics import RunMetrics, Series
 from dtgui.core.plan import Plan, PlanError, validate
-from dtgui.core.strategies import STRATEGIES, recommend
+from dtgui.core.run_state import RunState
+from dtgui.core.runs import RunRecord
+from dtgui.core.strategies import STRATEGIES, Strategy, recommend
 
 
 def facts(gpus: int = 0, tf_gpus: int = 0, cores: int = 2, cuda: bool = True) -> MachineFacts:
@@ -92,6 +94,36 @@ def test_plan_round_trips_through_json() -> None:
     assert again == plan
     with pytest.raises(PlanError):
         Plan.from_dict({"schema": 99})
+
+
+def test_plan_json_keeps_the_strategy_name_and_old_files_take_the_defaults() -> None:
+    data = json.loads(Plan(strategy="tpu", tpu_address="grpc://10.0.0.1:8470").to_json())
+    assert data["strategy"] == "tpu"  # the name, as plan.json has always held it
+    old = Plan.from_dict({"schema": 1, "strategy": "one_device", "steps": 7, "retired": 1})
+    assert old.strategy is Strategy.ONE_DEVICE and old.steps == 7
+    assert old.steps_per_epoch == Plan().steps_per_epoch  # one set of defaults
+    assert Plan.from_dict({"schema": 1, "strategy": "nope"}).strategy == "nope"  # refused later
+
+
+def test_the_strategy_catalogue_answers_for_every_strategy() -> None:
+    assert list(STRATEGIES) == [s.value for s in Strategy]
+    for strategy in Strategy:
+        assert f"{strategy}" == strategy.value and strategy.title and strategy.summary
+        assert strategy.tf_class.startswith("tf.distribute.")
+        layout = task_layout(Plan(strategy=strategy, workers=2, parameter_servers=1))
+        assert strategy.multi_process == (len(layout) > 1), strategy
+        assert layout[0][0] == strategy.task_types[0]
+    assert [s for s in Strategy if s.has_coordinator] == [Strategy.PARAMETER_SERVER]
+    assert Strategy.named("nope") is None
+
+
+def test_run_states_read_from_records() -> None:
+    record = RunRecord.from_dict({"schema": 1, "run_id": "r", "run_name": "r", "bundle": "/b",
+                                  "state": "finished"})
+    assert record.state is RunState.FINISHED and record.state.ended and not record.is_active
+    assert json.loads(json.dumps(record.to_dict()))["state"] == "finished"
+    assert RunRecord(run_id="r", run_name="r", bundle="/b", state="running").is_active
+    assert RunState.named("from-a-newer-dtgui") is RunState.UNKNOWN
 
 
 # -- placement and TF_CONFIG -----------------------------------------------------------------

@@ -298,14 +298,14 @@ def render_bundle(plan: Plan, destination: Path, *, overwrite: bool = False) -> 
 
 def project_of(plan: Plan) -> bool:
     """Whether the plan runs a user's own training script (its project folder is bundled)."""
-    return plan.model.get("kind") == "script"
+    return plan.model_kind == "script"
 
 
 def prepare_model_project(plan: Plan) -> tuple[Plan, ProjectFiles | None]:
     """A model file's folder goes into the bundle, so that the file's own modules and data
     files come along (`project` in plan.json's model: the folder, default the file's own).
     Reads the disk: not on a UI thread. Raises BundleError."""
-    if plan.model.get("kind") != "file":
+    if plan.model_kind != "file":
         return plan, None
     model_file = Path(plan.model["path"]).expanduser().resolve()
     if not model_file.is_file():
@@ -347,7 +347,7 @@ def _write_files(plan: Plan, root: Path) -> None:
     shutil.copytree(
         WORKER_SOURCE, root / WORKER_PACKAGE, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
     )
-    if plan.model.get("kind") == "demo":
+    if plan.model_kind == "demo":
         (root / "data").mkdir()
         shutil.copy2(DEMO_DATA, root / "data" / DEMO_DATA.name)
     (root / OUTPUT_DIR).mkdir()

@@ -29,8 +29,6 @@ from dtgui.core.strategies import STRATEGIES
 from dtgui.ui.workers import run_in_thread
 
 COLUMNS = ("Run", "Strategy", "Machines", "State", "Final loss", "Started", "Ended")
-STATE_TEXT = {"running": "running", "starting": "starting", "finished": "finished",
-              "failed": "failed", "stopped": "stopped"}
 
 
 def _when(stamp: float | None) -> str:
@@ -137,7 +135,7 @@ class RunsPage(QWidget):
             info = STRATEGIES.get(r.strategy)
             machines = ", ".join(m.name for m in r.machines) or "local"
             loss = f"{r.final_loss:.4f}" if r.final_loss is not None else ""
-            state = STATE_TEXT.get(r.state, r.state)
+            state = str(r.state)
             if r.is_active:
                 state += " · watched" if watched[row] else " · not watched"
             values = (r.run_name, info.title if info else r.strategy, machines,

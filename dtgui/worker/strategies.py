@@ -50,6 +50,21 @@ class Strategy(str, Enum):
         return self._facts.tf_class
 
     @property
+    def tagline(self) -> str:
+        """Its shape in a few words ("several worker processes · sync")."""
+        return self._facts.tagline
+
+    @property
+    def good_for(self) -> str:
+        """When to choose it."""
+        return self._facts.good_for
+
+    @property
+    def updates(self) -> str:
+        """How the replicas' updates are combined."""
+        return self._facts.updates
+
+    @property
     def multi_process(self) -> bool:
         """Runs as a cluster of task processes (TF_CONFIG, one port per task, may span
         machines); the others run as one process on one machine."""
@@ -131,6 +146,9 @@ class _Facts:
     title: str
     summary: str
     tf_class: str
+    tagline: str
+    good_for: str
+    updates: str
 
 
 _FACTS: dict[Strategy, _Facts] = {
@@ -138,34 +156,53 @@ _FACTS: dict[Strategy, _Facts] = {
         "OneDevice",
         "Trains on a single device (one GPU, or the CPU). The baseline: no distribution "
         "overhead, and the simplest to debug.",
-        "tf.distribute.OneDeviceStrategy"),
+        "tf.distribute.OneDeviceStrategy",
+        "1 device · 1 process",
+        "Debugging, small models, and a baseline to compare the others with.",
+        "One replica: nothing to synchronise."),
     Strategy.MIRRORED: _Facts(
         "Mirrored",
         "Synchronous data parallelism on one machine: every device (GPU, or logical CPU "
         "device) holds a copy of the model and gradients are all-reduced each step.",
-        "tf.distribute.MirroredStrategy"),
+        "tf.distribute.MirroredStrategy",
+        "several devices · 1 process · sync",
+        "One machine with several GPUs (or CPU cores) and a model that fits on one device.",
+        "Synchronous: gradients are all-reduced every step."),
     Strategy.CENTRAL_STORAGE: _Facts(
         "CentralStorage",
         "Synchronous data parallelism on one machine with the variables kept on the CPU "
         "and the computation replicated across devices. Useful when GPU memory is tight.",
-        "tf.distribute.experimental.CentralStorageStrategy"),
+        "tf.distribute.experimental.CentralStorageStrategy",
+        "several devices · variables on CPU",
+        "One machine whose devices are short of memory for the variables.",
+        "Synchronous: variables on the CPU, updated once per step."),
     Strategy.MULTI_WORKER_MIRRORED: _Facts(
         "MultiWorkerMirrored",
         "Synchronous data parallelism across several worker processes (here: processes on "
         "this machine talking over 127.0.0.1). Each worker mirrors the model on its local "
         "devices; gradients are all-reduced across all of them.",
-        "tf.distribute.MultiWorkerMirroredStrategy"),
+        "tf.distribute.MultiWorkerMirroredStrategy",
+        "several worker processes · sync",
+        "Several machines training one model in lock-step (here: several processes on this "
+        "machine).",
+        "Synchronous: collective all-reduce across the workers."),
     Strategy.PARAMETER_SERVER: _Facts(
         "ParameterServer",
         "Asynchronous training: a coordinator dispatches steps to workers, variables live on "
         "parameter servers. Tolerates slow workers; losses are reported per step by the "
         "coordinator.",
-        "tf.distribute.ParameterServerStrategy"),
+        "tf.distribute.ParameterServerStrategy",
+        "coordinator, workers, PS · async",
+        "Many workers of uneven speed, or variables too large for one device.",
+        "Asynchronous: workers update the parameter servers independently."),
     Strategy.TPU: _Facts(
         "TPU",
         "Trains on a Cloud TPU reached at a grpc:// address. dtgui checks that the address "
         "answers before launching and never waits on it for more than a few seconds.",
-        "tf.distribute.TPUStrategy"),
+        "tf.distribute.TPUStrategy",
+        "a Cloud TPU over grpc://",
+        "Google Cloud TPUs (a TPU VM, or a TPU node reached over the network).",
+        "Synchronous across the TPU cores."),
 }
 
 # Every strategy by its plan.json name, in the order they are offered.

@@ -12,9 +12,9 @@ from PySide6.QtWidgets import QFormLayout, QFrame, QLabel, QSizePolicy, QWidget
 
 from dtgui.core.hardware import MachineFacts
 from dtgui.core.plan import Plan
-from dtgui.core.strategies import Recommendation, recommend
+from dtgui.core.strategies import Recommendation, Strategy, recommend
 
-MULTI_TASK = ("multi_worker_mirrored", "parameter_server")
+MULTI_TASK = tuple(s for s in Strategy if s.multi_process)
 
 
 def default_facts() -> MachineFacts:

@@ -308,17 +308,17 @@ class OptionsPage(QWizardPage):
         plan = self.ctx.draft(upto=self)
         info = STRATEGIES[plan.strategy]
         gpu = plan.device_kind == "gpu"
-        tpu = plan.strategy == "tpu"
+        tpu = plan.strategy.uses_tpu
 
         set_item_enabled(self.precision_combo, PRECISIONS.index("mixed_float16"), not tpu,
                          "TPUs use bfloat16: choose mixed_bfloat16." if tpu else "")
         self.precision_hint.setText(precision_hint(plan, self.ctx.facts))
 
         # A choice that became invalid stays visible (and refused below) until changed.
-        xla_ok = plan.strategy != "parameter_server"
+        xla_ok = info.supports_xla
         self.xla_check.setEnabled(xla_ok or self.xla_check.isChecked())
         self.xla_check.setToolTip("" if xla_ok else
-                                  "XLA is not supported with ParameterServer in dtgui.")
+                                  f"XLA is not supported with {info.title} in dtgui.")
         comm_ok = info.supports_communication
         self.communication_combo.setEnabled(
             comm_ok or self.communication_combo.currentData() != "auto")

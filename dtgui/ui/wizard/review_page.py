@@ -181,11 +181,11 @@ class ReviewPage(QWizardPage):
         info = STRATEGIES[plan.strategy]
         values = self.summary_values
         values["Strategy"].setText(info.title)
-        values["Devices"].setText("TPU" if plan.strategy == "tpu" else plan.device_kind.upper())
-        values["Replicas"].setText("one per TPU core" if plan.strategy == "tpu"
-                                   else str(plan.total_replicas))
+        tpu = info.uses_tpu
+        values["Devices"].setText("TPU" if tpu else plan.device_kind.upper())
+        values["Replicas"].setText("one per TPU core" if tpu else str(plan.total_replicas))
         values["Global batch"].setText(
-            f"{plan.per_replica_batch} × cores" if plan.strategy == "tpu"
+            f"{plan.per_replica_batch} × cores" if tpu
             else str(plan.global_batch))
         values["Precision"].setText(plan.precision)
         values["XLA"].setText("on" if plan.xla else "off")

@@ -20,41 +20,11 @@ ROLE_KEY = Qt.ItemDataRole.UserRole
 ROLE_TAGLINE = Qt.ItemDataRole.UserRole + 1
 RECOMMENDED = "(recommended)"
 
-TAGLINES = {
-    "one_device": "1 device · 1 process",
-    "mirrored": "several devices · 1 process · sync",
-    "central_storage": "several devices · variables on CPU",
-    "multi_worker_mirrored": "several worker processes · sync",
-    "parameter_server": "coordinator, workers, PS · async",
-    "tpu": "a Cloud TPU over grpc://",
-}
-GOOD_FOR = {
-    "one_device": "Debugging, small models, and a baseline to compare the others with.",
-    "mirrored": "One machine with several GPUs (or CPU cores) and a model that fits on one "
-                "device.",
-    "central_storage": "One machine whose devices are short of memory for the variables.",
-    "multi_worker_mirrored": "Several machines training one model in lock-step (here: "
-                             "several processes on this machine).",
-    "parameter_server": "Many workers of uneven speed, or variables too large for one device.",
-    "tpu": "Google Cloud TPUs (a TPU VM, or a TPU node reached over the network).",
-}
-
-API = {
-    "one_device": "tf.distribute.OneDeviceStrategy",
-    "mirrored": "tf.distribute.MirroredStrategy",
-    "central_storage": "tf.distribute.experimental.CentralStorageStrategy",
-    "multi_worker_mirrored": "tf.distribute.MultiWorkerMirroredStrategy",
-    "parameter_server": "tf.distribute.ParameterServerStrategy",
-    "tpu": "tf.distribute.TPUStrategy",
-}
-UPDATES = {
-    "one_device": "One replica: nothing to synchronise.",
-    "mirrored": "Synchronous: gradients are all-reduced every step.",
-    "central_storage": "Synchronous: variables on the CPU, updated once per step.",
-    "multi_worker_mirrored": "Synchronous: collective all-reduce across the workers.",
-    "parameter_server": "Asynchronous: workers update the parameter servers independently.",
-    "tpu": "Synchronous across the TPU cores.",
-}
+# The catalogue's texts by strategy name.
+TAGLINES = {key: s.tagline for key, s in STRATEGIES.items()}
+GOOD_FOR = {key: s.good_for for key, s in STRATEGIES.items()}
+API = {key: s.tf_class for key, s in STRATEGIES.items()}
+UPDATES = {key: s.updates for key, s in STRATEGIES.items()}
 
 Index = QModelIndex | QPersistentModelIndex
 

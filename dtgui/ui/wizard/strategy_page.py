@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
 
 from dtgui.core.cluster import task_layout
 from dtgui.core.plan import MAX_REPLICAS, Plan, validate
-from dtgui.core.strategies import STRATEGIES
+from dtgui.core.strategies import STRATEGIES, Strategy
 
 from .common import (
     MULTI_TASK,
@@ -161,14 +161,14 @@ class StrategyPage(QWizardPage):
         self.select_strategy(rec.strategy)
 
     # -- the plan ----------------------------------------------------------------------
-    def strategy(self) -> str:
-        return self.strategy_list.key() or self.ctx.recommendation.strategy
+    def strategy(self) -> Strategy:
+        return Strategy.named(self.strategy_list.key()) or self.ctx.recommendation.strategy
 
     def select_strategy(self, key: str) -> None:
         self.strategy_list.select(key)
 
     def device_kind(self) -> str:
-        return "gpu" if self.gpu_radio.isChecked() and self.strategy() != "tpu" else "cpu"
+        return "gpu" if self.gpu_radio.isChecked() and not self.strategy().uses_tpu else "cpu"
 
     def apply(self, plan: Plan) -> Plan:
         strategy = self.strategy()
@@ -176,9 +176,9 @@ class StrategyPage(QWizardPage):
             strategy=strategy,
             device_kind=self.device_kind(),
             replicas_per_task=self.replicas_spin.value(),
-            workers=self.workers_spin.value() if strategy in MULTI_TASK else 1,
-            parameter_servers=self.ps_spin.value() if strategy == "parameter_server" else 0,
-            tpu_address=self.tpu_edit.text().strip() if strategy == "tpu" else "",
+            workers=self.workers_spin.value() if strategy.multi_process else 1,
+            parameter_servers=self.ps_spin.value() if "ps" in strategy.task_types else 0,
+            tpu_address=self.tpu_edit.text().strip() if strategy.uses_tpu else "",
         )
 
     def load(self, plan: Plan) -> None:
@@ -195,7 +195,7 @@ class StrategyPage(QWizardPage):
             self.cpu_radio.setChecked(True)
         if plan.strategy in MULTI_TASK:
             self.workers_spin.setValue(as_int(plan.workers, 2))
-        if plan.strategy == "parameter_server":
+        if plan.strategy in STRATEGIES and "ps" in plan.strategy.task_types:
             self.ps_spin.setValue(as_int(plan.parameter_servers, 1))
         self.tpu_edit.setText(str(plan.tpu_address or ""))
         replicas = as_int(plan.replicas_per_task, 1)
@@ -233,7 +233,7 @@ class StrategyPage(QWizardPage):
             self.recommend_label.setText(
                 f"★ Recommended here: {STRATEGIES[rec.strategy].title}. {rec.reason}")
 
-        tpu = strategy == "tpu"
+        tpu = strategy.uses_tpu
         self.cpu_radio.setEnabled(not tpu)
         self.gpu_radio.setEnabled(not tpu and self.ctx.gpu_count > 0)
         self.cpu_radio.setToolTip("Not used by the TPU strategy." if tpu else "")
@@ -252,8 +252,7 @@ class StrategyPage(QWizardPage):
         device = self.device_kind()
         reason = fixed_replicas_reason(strategy, device)
         self.replicas_spin.blockSignals(True)
-        if device == "gpu" and strategy in ("mirrored", "central_storage",
-                                            "multi_worker_mirrored"):
+        if device == "gpu" and not strategy.one_gpu_per_task and not strategy.uses_tpu:
             self.replicas_spin.setMaximum(max(1, self.ctx.gpu_count))
         else:
             self.replicas_spin.setMaximum(MAX_REPLICAS)
@@ -271,8 +270,8 @@ class StrategyPage(QWizardPage):
             f"at most {self.ctx.gpu_count} (the usable GPUs)" if device == "gpu" else
             "logical CPU devices, one replica each"))
 
-        self.form.setRowVisible(self.workers_spin, strategy in MULTI_TASK)
-        self.form.setRowVisible(self.ps_spin, strategy == "parameter_server")
+        self.form.setRowVisible(self.workers_spin, strategy.multi_process)
+        self.form.setRowVisible(self.ps_spin, "ps" in strategy.task_types)
         self.form.setRowVisible(self.tpu_edit, tpu)
         self.processes_label.setText(self._processes_text())
         errors = self.errors_now()
@@ -318,6 +317,6 @@ class StrategyPage(QWizardPage):
                  else "on this machine")
         procs = f"{count} process{'es' if count > 1 else ''} {where} ({names})"
         replicas = plan.total_replicas
-        if plan.strategy == "tpu":
+        if plan.strategy.uses_tpu:
             return f"Starts {procs}; the TPU runs one replica per core."
         return f"Starts {procs} training {replicas} replica{'s' if replicas > 1 else ''} in total."

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dtgui.core.hardware import MachineFacts
 from dtgui.core.plan import Plan
+from dtgui.core.strategies import Strategy
 
 PRECISION_HINT = ("bfloat16 is fast on TPUs and recent CPUs/GPUs (Ampere+); float16 needs a GPU "
                   "with tensor cores (compute capability ≥ 7.0) to be faster.")
@@ -16,9 +17,9 @@ def plural(count: int, word: str) -> str:
 def global_batch_text(plan: Plan) -> str:
     """The global batch and how it is made, e.g. "64 = 32 × 2 replicas"."""
     batch = plan.per_replica_batch
-    if plan.strategy == "parameter_server":
+    if plan.strategy.one_replica_per_worker:
         return f"{plan.global_batch} (each step runs on one worker)"
-    if plan.strategy == "tpu":
+    if plan.strategy.uses_tpu:
         return f"{batch} × the TPU's cores"
     return f"{plan.global_batch} = {batch} × {plural(plan.total_replicas, 'replica')}"
 
@@ -37,7 +38,7 @@ def gpu_verdict(compute_capability: str) -> str:
 
 def precision_hint(plan: Plan, facts: MachineFacts) -> str:
     """The general rule, then what it means for this plan on this machine."""
-    if plan.strategy == "tpu":
+    if plan.strategy.uses_tpu:
         return PRECISION_HINT + " On a TPU, mixed_bfloat16 is the fast choice."
     if plan.device_kind != "gpu":
         return (PRECISION_HINT + " This run is on the CPU: keep float32 unless the CPU has "
@@ -53,15 +54,15 @@ def precision_hint(plan: Plan, facts: MachineFacts) -> str:
     return PRECISION_HINT + " Here: " + "; ".join(parts) + "."
 
 
-def fixed_replicas_reason(strategy: str, device_kind: str) -> str:
+def fixed_replicas_reason(strategy: Strategy, device_kind: str) -> str:
     """Why the replicas per task are fixed at 1 for this choice ('' when the user chooses)."""
-    if strategy == "one_device":
-        return "OneDevice trains exactly one replica."
-    if strategy == "parameter_server":
+    if strategy.one_replica:
+        return f"{strategy.title} trains exactly one replica."
+    if strategy.one_replica_per_worker:
         return "One replica per worker: add workers for more."
-    if strategy == "tpu":
+    if strategy.uses_tpu:
         return "The TPU decides: one replica per TPU core."
-    if strategy == "multi_worker_mirrored" and device_kind == "cpu":
+    if strategy.collective_across_workers and device_kind == "cpu":
         # MultiWorkerMirroredStrategy uses one CPU device per worker, however many logical
         # CPU devices the task makes.
         return "One CPU replica per worker: add workers for more."
