@@ -13,7 +13,8 @@ import pytest
 from conftest import ROOT
 
 from dtgui.core.events import EventTail, parse_line, read_all, step_rows
-from dtgui.core.metrics import RunMetrics, Series
+from dtgui.core.metrics import RunMetrics
+from dtgui.core.run_curves import Series
 from dtgui.worker import step_batch
 from dtgui.worker.call_size import StepsPerCall
 from dtgui.worker.events import EventWriter

@@ -419,7 +419,7 @@ class RunCurves:
             if number is None:
                 continue
             series = series_of(self.validation, str(name))
-            if series.size and series.last_x is not None and series.last_x >= step:
+            if series.last_x is not None and series.last_x >= step:
                 continue
             series.append(step, number)
             kept = True
