@@ -15,7 +15,7 @@ from pathlib import Path
 
 from dtgui.core.cluster import tf_config_json
 from dtgui.core.ignore import ProjectFiles, human_size, list_project
-from dtgui.core.plan import Plan, PlanError, TaskSpec, validate
+from dtgui.core.plan import PLAN_NAME, Plan, PlanError, TaskSpec, validate
 from dtgui.core.script import BUNDLE_PROJECT_DIR
 from dtgui.core.script_bundle import (
     prepare_project,
@@ -61,7 +61,7 @@ class Bundle:
     def open(cls, path: str | Path) -> Bundle:
         import json
 
-        plan_file = Path(path) / "plan.json"
+        plan_file = Path(path) / PLAN_NAME
         try:
             data = json.loads(plan_file.read_text(encoding="utf-8"))
         except FileNotFoundError as exc:
@@ -81,7 +81,7 @@ def primary_tasks(plan: Plan) -> list[TaskSpec]:
 def task_command(task: TaskSpec) -> str:
     """The command a task's script executes (its environment is set by the script)."""
     return shlex.join(
-        ["python3", "-m", f"{WORKER_PACKAGE}.train", "--plan", "plan.json",
+        ["python3", "-m", f"{WORKER_PACKAGE}.train", "--plan", PLAN_NAME,
          "--task", task.task_id, "--out", OUTPUT_DIR]
     )
 
@@ -331,7 +331,7 @@ def prepare_model_project(plan: Plan) -> tuple[Plan, ProjectFiles | None]:
 
 
 def _write_files(plan: Plan, root: Path) -> None:
-    (root / "plan.json").write_text(plan.to_json(), encoding="utf-8")
+    (root / PLAN_NAME).write_text(plan.to_json(), encoding="utf-8")
     (root / "README.md").write_text(readme_text(plan) + script_readme_section(plan),
                                     encoding="utf-8")
     extra = "".join(f"{pin}\n" for pin in script_requirements()) if project_of(plan) else ""

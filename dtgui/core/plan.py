@@ -16,6 +16,7 @@ from dtgui.worker.plan import (
     LOCAL_MACHINE,
     LR_SCHEDULES,
     OPTIMIZERS,
+    PLAN_NAME,
     PRECISIONS,
     SCHEMA,
     Plan,
@@ -26,7 +27,8 @@ from dtgui.worker.plan import (
 from dtgui.worker.strategies import STRATEGIES, Strategy
 
 __all__ = ["COMMUNICATIONS", "DEVICE_KINDS", "LOCAL_HOST", "LOCAL_MACHINE", "LR_SCHEDULES",
-           "MAX_ACCUMULATION", "MAX_REPLICAS", "MAX_STEPS_PER_CALL", "OPTIMIZERS", "PRECISIONS",
+           "MAX_ACCUMULATION", "MAX_REPLICAS", "MAX_STEPS_PER_CALL", "OPTIMIZERS", "PLAN_NAME",
+           "PRECISIONS",
            "SCHEMA", "Plan", "PlanError", "TaskSpec", "is_local_machine", "validate"]
 
 MAX_REPLICAS = 64

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dtgui.core.events import read_all
+from dtgui.core.plan import PLAN_NAME
 from dtgui.core.run_curves import final_loss_of_bundle
 from dtgui.core.run_state import ENDED, RunState
 from dtgui.core.settings import atomic_write_text, runs_dir
@@ -179,13 +180,15 @@ class RunHistory:
                 return RunRecord.load(bundle)
             except (OSError, ValueError, TypeError, KeyError):
                 return None
-        plan_file = bundle / "plan.json"
+        plan_file = bundle / PLAN_NAME
         if not plan_file.is_file():
             return None
-        try:  # a run from before run records: summarised from its plan and events
+        try:  # a run from before run records (and plan schemas): its name and strategy
             plan = json.loads(plan_file.read_text(encoding="utf-8"))
             created = plan_file.stat().st_mtime
         except (OSError, ValueError):
+            return None
+        if not isinstance(plan, dict):
             return None
         return RunRecord(run_id=bundle.name, run_name=str(plan.get("run_name", bundle.name)),
                          bundle=str(bundle), strategy=str(plan.get("strategy", "")),

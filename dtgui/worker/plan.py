@@ -15,6 +15,7 @@ from typing import Any
 from .strategies import Strategy
 
 SCHEMA = 1
+PLAN_NAME = "plan.json"  # its file in a bundle
 LOCAL_MACHINE = "local"  # the machine name of "this machine" in a placed plan
 LOCAL_HOST = "127.0.0.1"
 # The choices of the plan's fields that take one of a few names.
