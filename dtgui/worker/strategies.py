@@ -8,17 +8,78 @@ the GUI process and every bundle share this module.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 
 
 class Strategy(str, Enum):
-    ONE_DEVICE = "one_device"
-    MIRRORED = "mirrored"
-    CENTRAL_STORAGE = "central_storage"
-    MULTI_WORKER_MIRRORED = "multi_worker_mirrored"
-    PARAMETER_SERVER = "parameter_server"
-    TPU = "tpu"
+    """A strategy: its plan.json name (the value), the texts people read about it, and its
+    facts (the properties below)."""
+
+    title: str  # type: ignore[assignment]  # the name shown to people; str.title() is no use here
+    summary: str
+    tf_class: str  # the TensorFlow class that implements it
+    tagline: str  # its shape in a few words ("several worker processes · sync")
+    good_for: str  # when to choose it
+    updates: str  # how the replicas' updates are combined
+
+    ONE_DEVICE = (
+        "one_device", "OneDevice",
+        "Trains on a single device (one GPU, or the CPU). The baseline: no distribution "
+        "overhead, and the simplest to debug.",
+        "tf.distribute.OneDeviceStrategy",
+        "1 device · 1 process",
+        "Debugging, small models, and a baseline to compare the others with.",
+        "One replica: nothing to synchronise.")
+    MIRRORED = (
+        "mirrored", "Mirrored",
+        "Synchronous data parallelism on one machine: every device (GPU, or logical CPU "
+        "device) holds a copy of the model and gradients are all-reduced each step.",
+        "tf.distribute.MirroredStrategy",
+        "several devices · 1 process · sync",
+        "One machine with several GPUs (or CPU cores) and a model that fits on one device.",
+        "Synchronous: gradients are all-reduced every step.")
+    CENTRAL_STORAGE = (
+        "central_storage", "CentralStorage",
+        "Synchronous data parallelism on one machine with the variables kept on the CPU "
+        "and the computation replicated across devices. Useful when GPU memory is tight.",
+        "tf.distribute.experimental.CentralStorageStrategy",
+        "several devices · variables on CPU",
+        "One machine whose devices are short of memory for the variables.",
+        "Synchronous: variables on the CPU, updated once per step.")
+    MULTI_WORKER_MIRRORED = (
+        "multi_worker_mirrored", "MultiWorkerMirrored",
+        "Synchronous data parallelism across several worker processes (here: processes on "
+        "this machine talking over 127.0.0.1). Each worker mirrors the model on its local "
+        "devices; gradients are all-reduced across all of them.",
+        "tf.distribute.MultiWorkerMirroredStrategy",
+        "several worker processes · sync",
+        "Several machines training one model in lock-step (here: several processes on this "
+        "machine).",
+        "Synchronous: collective all-reduce across the workers.")
+    PARAMETER_SERVER = (
+        "parameter_server", "ParameterServer",
+        "Asynchronous training: a coordinator dispatches steps to workers, variables live on "
+        "parameter servers. Tolerates slow workers; losses are reported per step by the "
+        "coordinator.",
+        "tf.distribute.ParameterServerStrategy",
+        "coordinator, workers, PS · async",
+        "Many workers of uneven speed, or variables too large for one device.",
+        "Asynchronous: workers update the parameter servers independently.")
+    TPU = (
+        "tpu", "TPU",
+        "Trains on a Cloud TPU reached at a grpc:// address. dtgui checks that the address "
+        "answers before launching and never waits on it for more than a few seconds.",
+        "tf.distribute.TPUStrategy",
+        "a Cloud TPU over grpc://",
+        "Google Cloud TPUs (a TPU VM, or a TPU node reached over the network).",
+        "Synchronous across the TPU cores.")
+
+    def __new__(cls, name: str, *texts: str) -> Strategy:
+        member = str.__new__(cls, name)
+        member._value_ = name
+        (member.title, member.summary, member.tf_class, member.tagline, member.good_for,
+         member.updates) = texts
+        return member
 
     def __str__(self) -> str:  # the plan.json name in f-strings, logs and file contents
         return str(self.value)
@@ -26,43 +87,12 @@ class Strategy(str, Enum):
     @classmethod
     def named(cls, name: object) -> Strategy | None:
         """The strategy called `name`, None when there is none."""
+        if not isinstance(name, str):
+            return None
         try:
             return cls(name)
         except ValueError:
             return None
-
-    @property
-    def _facts(self) -> _Facts:
-        return _FACTS[self]
-
-    @property
-    def title(self) -> str:  # type: ignore[override]  # str.title() is no use on a name
-        """The name shown to people ("MultiWorkerMirrored")."""
-        return self._facts.title
-
-    @property
-    def summary(self) -> str:
-        return self._facts.summary
-
-    @property
-    def tf_class(self) -> str:
-        """The TensorFlow class that implements it."""
-        return self._facts.tf_class
-
-    @property
-    def tagline(self) -> str:
-        """Its shape in a few words ("several worker processes · sync")."""
-        return self._facts.tagline
-
-    @property
-    def good_for(self) -> str:
-        """When to choose it."""
-        return self._facts.good_for
-
-    @property
-    def updates(self) -> str:
-        """How the replicas' updates are combined."""
-        return self._facts.updates
 
     @property
     def multi_process(self) -> bool:
@@ -140,70 +170,6 @@ class Strategy(str, Enum):
         conversion): a user's script that calls .fit( needs tf_keras."""
         return self.multi_process
 
-
-@dataclass(frozen=True)
-class _Facts:
-    title: str
-    summary: str
-    tf_class: str
-    tagline: str
-    good_for: str
-    updates: str
-
-
-_FACTS: dict[Strategy, _Facts] = {
-    Strategy.ONE_DEVICE: _Facts(
-        "OneDevice",
-        "Trains on a single device (one GPU, or the CPU). The baseline: no distribution "
-        "overhead, and the simplest to debug.",
-        "tf.distribute.OneDeviceStrategy",
-        "1 device · 1 process",
-        "Debugging, small models, and a baseline to compare the others with.",
-        "One replica: nothing to synchronise."),
-    Strategy.MIRRORED: _Facts(
-        "Mirrored",
-        "Synchronous data parallelism on one machine: every device (GPU, or logical CPU "
-        "device) holds a copy of the model and gradients are all-reduced each step.",
-        "tf.distribute.MirroredStrategy",
-        "several devices · 1 process · sync",
-        "One machine with several GPUs (or CPU cores) and a model that fits on one device.",
-        "Synchronous: gradients are all-reduced every step."),
-    Strategy.CENTRAL_STORAGE: _Facts(
-        "CentralStorage",
-        "Synchronous data parallelism on one machine with the variables kept on the CPU "
-        "and the computation replicated across devices. Useful when GPU memory is tight.",
-        "tf.distribute.experimental.CentralStorageStrategy",
-        "several devices · variables on CPU",
-        "One machine whose devices are short of memory for the variables.",
-        "Synchronous: variables on the CPU, updated once per step."),
-    Strategy.MULTI_WORKER_MIRRORED: _Facts(
-        "MultiWorkerMirrored",
-        "Synchronous data parallelism across several worker processes (here: processes on "
-        "this machine talking over 127.0.0.1). Each worker mirrors the model on its local "
-        "devices; gradients are all-reduced across all of them.",
-        "tf.distribute.MultiWorkerMirroredStrategy",
-        "several worker processes · sync",
-        "Several machines training one model in lock-step (here: several processes on this "
-        "machine).",
-        "Synchronous: collective all-reduce across the workers."),
-    Strategy.PARAMETER_SERVER: _Facts(
-        "ParameterServer",
-        "Asynchronous training: a coordinator dispatches steps to workers, variables live on "
-        "parameter servers. Tolerates slow workers; losses are reported per step by the "
-        "coordinator.",
-        "tf.distribute.ParameterServerStrategy",
-        "coordinator, workers, PS · async",
-        "Many workers of uneven speed, or variables too large for one device.",
-        "Asynchronous: workers update the parameter servers independently."),
-    Strategy.TPU: _Facts(
-        "TPU",
-        "Trains on a Cloud TPU reached at a grpc:// address. dtgui checks that the address "
-        "answers before launching and never waits on it for more than a few seconds.",
-        "tf.distribute.TPUStrategy",
-        "a Cloud TPU over grpc://",
-        "Google Cloud TPUs (a TPU VM, or a TPU node reached over the network).",
-        "Synchronous across the TPU cores."),
-}
 
 # Every strategy by its plan.json name, in the order they are offered.
 STRATEGIES: dict[str, Strategy] = {s.value: s for s in Strategy}
