@@ -1,23 +1,29 @@
-"""The app runs what it exports: real bundles, real TensorFlow processes, real signals."""
+"""The app runs what it exports: real bundles, real processes, real signals. The exported
+bundle trains with TensorFlow; the run policy (stop, crash, hang) is tested with the bundle's
+real supervisor over a stub training child (tests/stub_task.py)."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from fakes import wait_for
 from runs import live_members, replica_losses
 
-from dtgui.core.bundle import render_bundle
 from dtgui.core.cluster import place_local
 from dtgui.core.plan import Plan
-from dtgui.launch.local_run import LaunchError, RunController, launch_plan
+from dtgui.launch.controller import RunController
+from dtgui.launch.pipeline import LaunchError, launch_plan
+from dtgui.launch.targets import Target
 
-pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -25,10 +31,13 @@ def wait_done(controller: RunController, timeout: float = 240) -> None:
     assert controller.wait(timeout), "the run did not end in time"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("strategy", "replicas"), [("one_device", 1), ("mirrored", 2)])
 def test_exported_bundle_reproduces_the_in_app_run_bit_for_bit(
     tmp_path: Path, strategy: str, replicas: int
 ) -> None:
+    """By hand: `bash run.sh` with plain python (mirrored), or `dtgui run` (one_device), which
+    prints its progress and exits 0."""
     plan = Plan(run_name=f"repro-{strategy}", strategy=strategy, replicas_per_task=replicas,
                 steps=8, steps_per_epoch=4, checkpoint_every=0, seed=1234)
     controller = launch_plan(plan, tmp_path / "runs")
@@ -44,69 +53,62 @@ def test_exported_bundle_reproduces_the_in_app_run_bit_for_bit(
          "--checkpoint-every", "0", "--seed", "1234", "--run-name", f"repro-{strategy}"],
         check=True, cwd=ROOT,
     )
-    env = {**os.environ, "PYTHON": sys.executable}
-    proc = subprocess.run(["bash", str(out / "run.sh")], env=env, capture_output=True,
-                          text=True, timeout=300, cwd="/")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    if strategy == "mirrored":
+        env = {**os.environ, "PYTHON": sys.executable}
+        proc = subprocess.run(["bash", str(out / "run.sh")], env=env, capture_output=True,
+                              text=True, timeout=300, cwd="/")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    else:
+        proc = subprocess.run([sys.executable, "-m", "dtgui", "run", str(out)],
+                              capture_output=True, text=True, timeout=300, cwd=ROOT)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "step 8/8" in proc.stdout and "run finished" in proc.stdout
     by_hand = replica_losses(out / "output" / "events-worker-0.jsonl")
 
     assert len(in_app) == 8 and all(len(step) == replicas for step in in_app)
     assert by_hand == in_app  # bit-identical floats, every replica, every step
 
 
-def test_dtgui_run_prints_progress_and_exits_0(tmp_path: Path) -> None:
-    bundle = render_bundle(place_local(Plan(steps=5, checkpoint_every=0, run_name="cli")),
-                           tmp_path / "b")
-    proc = subprocess.run([sys.executable, "-m", "dtgui", "run", str(bundle.path)],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "step 5/5" in proc.stdout and "run finished" in proc.stdout
+def stepping(controller: RunController, steps: int = 3) -> None:
+    wait_for(lambda: controller.metrics.snapshot().step >= steps or controller.finished, 60,
+             f"the run did not start stepping: {controller.metrics.log_lines('worker:0')}")
+    assert not controller.finished, controller.message
 
 
-def test_stop_leaves_no_process_behind(tmp_path: Path) -> None:
+def nothing_left(controller: RunController) -> None:
+    wait_for(lambda: not live_members(controller.pgids()), 10,
+             f"left running: {live_members(controller.pgids())}")
+
+
+def test_stop_leaves_no_process_behind(tmp_path: Path,
+                                       stub_python: Callable[..., str]) -> None:
     plan = Plan(run_name="stop", strategy="multi_worker_mirrored", workers=2,
                 replicas_per_task=1, steps=100000, checkpoint_every=0)
-    controller = launch_plan(plan, tmp_path / "runs")
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and controller.metrics.snapshot().step < 3:
-        time.sleep(0.2)
-    assert controller.metrics.snapshot().step >= 3, controller.metrics.log_lines("worker:0")
+    controller = launch_plan(plan, tmp_path / "runs", targets=[Target(python=stub_python())])
+    stepping(controller)
     started = time.monotonic()
     controller.request_stop()
     wait_done(controller, 30)
     assert time.monotonic() - started < 10
     assert controller.state == "stopped"
-    time.sleep(0.5)
-    assert live_members(controller.pgids()) == []
+    nothing_left(controller)
     states = {t: s.status for t, s in controller.metrics.snapshot().tasks.items()}
     assert set(states.values()) == {"stopped"}, states
 
 
 def test_a_crashing_worker_fails_the_run_with_its_error_and_stops_the_rest(
-    tmp_path: Path,
+    tmp_path: Path, stub_python: Callable[..., str]
 ) -> None:
-    model = tmp_path / "model.py"
-    model.write_text(
-        "import os, signal, tensorflow as tf, keras\n"
-        "def build_model():\n"
-        "    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])\n"
-        "def make_dataset():\n"
-        "    if os.environ['TF_CONFIG'].find('\"index\":1') > 0:\n"
-        "        raise RuntimeError('disk full while reading shard 1')\n"
-        "    x = tf.random.stateless_uniform((64, 4), seed=(1, 2))\n"
-        "    return tf.data.Dataset.from_tensor_slices((x, tf.zeros((64,), tf.int32)))\n"
-    )
     plan = Plan(run_name="crash", strategy="multi_worker_mirrored", workers=2,
-                replicas_per_task=1, steps=100000, checkpoint_every=0,
-                model={"kind": "file", "path": str(model)})
-    controller = launch_plan(plan, tmp_path / "runs")
-    wait_done(controller, 120)
+                replicas_per_task=1, steps=100000, checkpoint_every=0)
+    python = stub_python(fail="worker:1=disk full while reading shard 1")
+    controller = launch_plan(plan, tmp_path / "runs", targets=[Target(python=python)])
+    wait_done(controller, 60)
     assert controller.state == "failed"
     assert "disk full while reading shard 1" in controller.message
     snap = controller.metrics.snapshot()
     assert snap.tasks["worker:1"].status == "failed"
-    time.sleep(0.5)
-    assert live_members(controller.pgids()) == []
+    nothing_left(controller)
 
 
 def test_a_port_in_use_is_refused_before_anything_starts(tmp_path: Path) -> None:
@@ -121,20 +123,15 @@ def test_a_port_in_use_is_refused_before_anything_starts(tmp_path: Path) -> None
     assert not list((tmp_path / "runs").glob("*/output/pids/*.pid"))
 
 
-def test_a_stopped_local_task_is_ended_by_sigterm_not_killed(tmp_path: Path) -> None:
+def test_a_stopped_local_task_is_ended_by_sigterm_not_killed(
+        tmp_path: Path, stub_python: Callable[..., str]) -> None:
     """A task frozen with SIGSTOP is seen as hung; the run's end sends SIGTERM and SIGCONT, so
     the task acts on SIGTERM (its supervisor says "stopped (SIGTERM)") within the grace
     instead of being SIGKILLed after it."""
-    import json
-    import signal
-
     plan = Plan(run_name="frozen", strategy="one_device", replicas_per_task=1, steps=1_000_000,
                 checkpoint_every=0)
-    controller = launch_plan(plan, tmp_path / "runs")
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and controller.metrics.snapshot().step < 3:
-        time.sleep(0.2)
-    assert controller.metrics.snapshot().step >= 3, controller.metrics.log_lines("worker:0")
+    controller = launch_plan(plan, tmp_path / "runs", targets=[Target(python=stub_python())])
+    stepping(controller)
     (pgid,) = controller.pgids()
     os.killpg(pgid, signal.SIGSTOP)
     wait_done(controller, 60)
@@ -146,4 +143,4 @@ def test_a_stopped_local_task_is_ended_by_sigterm_not_killed(tmp_path: Path) -> 
     assert "stopped (SIGTERM)" in messages, messages[-5:]
     exit_file = controller.bundle.output / "pids" / f"{task.file_stem}.exit"
     assert exit_file.read_text().strip() == "143"
-    assert live_members(controller.pgids()) == []
+    nothing_left(controller)

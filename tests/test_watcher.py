@@ -1,9 +1,11 @@
 """The headless run watcher: the failure policy holds while dtgui is closed.
 
-Real processes: real MultiWorkerMirrored training on this machine (2 worker processes, one
-replica each), detached as the GUI does on *Keep training*, then watched by a real
-`python -m dtgui.launch.watcher` process; real signals (kill -9 of a worker, SIGTERM to the
-watcher). The cheap tests use `sleep` processes as tasks: the watcher must never kill those.
+Real processes: a MultiWorkerMirrored run on this machine (2 worker processes, one replica
+each; each task is the bundle's real supervisor over a stub training child, tests/stub_task.py:
+the policy, not TensorFlow, is under test), detached as the GUI does on *Keep training*, then
+watched by a real `python -m dtgui.launch.watcher` process; real signals (kill -9 of a worker,
+SIGTERM to the watcher). Other tests use `sleep` processes as tasks: the watcher must never
+kill those.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import conftest_ssh
 import pytest
 import remote_python
 from conftest_ssh import machine
+from fakes import wait_for
 from runs import live_members
 
 from dtgui.core.bundle import render_bundle
@@ -34,27 +37,19 @@ from dtgui.core.runs import MachineRecord, RunRecord, TaskRecord
 from dtgui.core.settings import config_dir, data_dir, runs_dir
 from dtgui.launch.controller import RunController
 from dtgui.launch.local_exec import LocalExecutor
-from dtgui.launch.local_run import launch_plan
-from dtgui.launch.multihost import Target, launch_on_machines, reattach
+from dtgui.launch.pipeline import launch_plan, reattach
+from dtgui.launch.targets import Target
 from dtgui.launch.watcher import (
     LOG_NAME,
     PID_NAME,
     is_watcher,
-    make_connector,
     start_watcher,
     stop_watcher,
     watcher_pid,
 )
+from dtgui.remote.connector import Connector
 
 FOREVER = 1_000_000
-
-
-def wait_for(what: Callable[[], object], timeout: float, message: str = "") -> float:
-    start = time.monotonic()
-    while not what():
-        assert time.monotonic() - start < timeout, message or "timed out"
-        time.sleep(0.05)
-    return time.monotonic() - start
 
 
 def log_of(run_dir: Path) -> str:
@@ -93,16 +88,16 @@ def files_holding(needle: bytes, *roots: Path) -> list[str]:
     return found
 
 
-def launch_detached(name: str, checkpoint_every: int = 0,
+def launch_detached(name: str, python: str, checkpoint_every: int = 0,
                     min_step: int = 3) -> tuple[RunController, Path, list[int]]:
-    """A 2-worker MultiWorkerMirrored run on this machine, stepping, then detached (the GUI
-    closed with *Keep training*)."""
+    """A 2-worker MultiWorkerMirrored run on this machine (its tasks run with `python`),
+    stepping, then detached (the GUI closed with *Keep training*)."""
     plan = Plan(run_name=name, strategy="multi_worker_mirrored", workers=2, replicas_per_task=1,
                 steps=FOREVER, steps_per_epoch=10, checkpoint_every=checkpoint_every, seed=3)
-    controller = launch_plan(plan, runs_dir())
+    controller = launch_plan(plan, runs_dir(), targets=[Target(python=python)])
     pgids = list(controller.record.pids().values())
     try:
-        wait_for(lambda: controller.metrics.snapshot().step >= min_step, 180,
+        wait_for(lambda: controller.metrics.snapshot().step >= min_step, 60,
                  f"the run did not start stepping: {controller.metrics.log_lines('worker:0')}")
     except BaseException:
         controller.request_stop()
@@ -112,10 +107,10 @@ def launch_detached(name: str, checkpoint_every: int = 0,
     return controller, controller.bundle.path, pgids
 
 
-# -- real TensorFlow runs ---------------------------------------------------------------------
-@pytest.mark.slow
-def test_a_killed_worker_fails_the_detached_run_and_nothing_is_left() -> None:
-    controller, run_dir, pgids = launch_detached("watched-kill")
+# -- runs of the bundle's supervisor over a stub training child ------------------------------
+def test_a_killed_worker_fails_the_detached_run_and_nothing_is_left(
+        stub_python: Callable[..., str]) -> None:
+    controller, run_dir, pgids = launch_detached("watched-kill", stub_python())
     token = "watcher-secret-" + secrets.token_hex(16)
     try:
         pid = start_watcher(RunRecord.load(run_dir), {"h9": {"password": token}}, 0)
@@ -145,10 +140,9 @@ def test_a_killed_worker_fails_the_detached_run_and_nothing_is_left() -> None:
     assert token not in log_of(run_dir)
 
 
-@pytest.mark.slow
 def test_sigterm_hands_the_run_back_training_goes_on_and_secrets_stay_in_memory(
-        isolated_dirs: Path, tmp_path: Path) -> None:
-    controller, run_dir, pgids = launch_detached("watched-handback")
+        isolated_dirs: Path, tmp_path: Path, stub_python: Callable[..., str]) -> None:
+    controller, run_dir, pgids = launch_detached("watched-handback", stub_python())
     token = "watcher-secret-" + secrets.token_hex(16)
     second: RunController | None = None
     try:
@@ -194,11 +188,10 @@ def test_sigterm_hands_the_run_back_training_goes_on_and_secrets_stay_in_memory(
     assert leaks == [], f"the secret was written to {leaks}"
 
 
-@pytest.mark.slow
 def test_with_restarts_the_watcher_restarts_every_task_and_the_gui_takes_the_new_ones_back(
-        ) -> None:
-    controller, run_dir, pgids = launch_detached("watched-restart", checkpoint_every=10,
-                                                 min_step=25)
+        stub_python: Callable[..., str]) -> None:
+    controller, run_dir, pgids = launch_detached("watched-restart", stub_python(),
+                                                 checkpoint_every=10, min_step=25)
     second: RunController | None = None
     new: list[int] = []
     try:
@@ -211,7 +204,8 @@ def test_with_restarts_the_watcher_restarts_every_task_and_the_gui_takes_the_new
         record = RunRecord.load(run_dir)
         new = list(record.pids().values())
         assert record.state == "running" and not set(new) & set(pgids), (pgids, new)
-        assert "restarting every task from the last checkpoint" in log_of(run_dir)
+        wait_for(lambda: "restarting every task from the last checkpoint" in log_of(run_dir), 10,
+                 f"the restart is not in the watcher's log: {log_of(run_dir)}")
         wait_for(lambda: not live_members(pgids), 10, f"old tasks left: {live_members(pgids)}")
 
         def resumed() -> list[int]:
@@ -221,7 +215,7 @@ def test_with_restarts_the_watcher_restarts_every_task_and_the_gui_takes_the_new
             if len(starts) < 2 or not any(e.kind in STEP_KINDS for e in events[last:]):
                 return []
             return [events[last].get("resumed_from_step")]
-        stepping = wait_for(resumed, 180, "the restarted tasks do not step")
+        stepping = wait_for(resumed, 60, "the restarted tasks do not step")
         assert resumed()[0] >= 20
         print(f"restart recorded {restarted:.1f} s after the kill; stepping again "
               f"{restarted + stepping:.1f} s after it, from step {resumed()[0]}")
@@ -325,14 +319,13 @@ real_keyring = conftest_ssh.real_keyring
 
 
 @pytest.fixture
-def lab(ssh_lab, ssh_env):
-    python = remote_python.python_for()
+def lab(ssh_lab, ssh_env, stub_python):
+    python = stub_python(remote_python.python_for())
     conftest_ssh.trust(*ssh_lab.hosts)
     yield ssh_lab, python
     remote_python.cleanup()
 
 
-@pytest.mark.slow
 def test_over_ssh_a_killed_remote_worker_fails_the_detached_run(lab, isolated_dirs: Path,
                                                                 tmp_path: Path) -> None:
     ssh_lab, python = lab
@@ -342,12 +335,12 @@ def test_over_ssh_a_killed_remote_worker_fails_the_detached_run(lab, isolated_di
                       python=python) for n in ("h2", "h3")]
     plan = Plan(run_name="watched-ssh", strategy="multi_worker_mirrored", workers=2,
                 replicas_per_task=1, steps=FOREVER, steps_per_epoch=10, checkpoint_every=0)
-    controller = launch_on_machines(plan, assign(plan, machines=["h2", "h3"]), targets,
-                                    connect=make_connector(given, None))
+    controller = launch_plan(plan, targets=targets, assignments=assign(plan, machines=["h2", "h3"]),
+                             connect=Connector(given))
     run_dir = controller.bundle.path
     pgids = list(controller.record.pids().values())  # the hosts share this process table
     try:
-        wait_for(lambda: controller.metrics.snapshot().step >= 3, 180, "no step")
+        wait_for(lambda: controller.metrics.snapshot().step >= 3, 60, "no step")
         controller.detach()
         pid = start_watcher(RunRecord.load(run_dir), given, 0)  # the passphrase: stdin only
         wait_for(lambda: "watching run" in log_of(run_dir), 60,
