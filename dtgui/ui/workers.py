@@ -13,7 +13,7 @@ that. The UI thread never waits.
 
 `dedicated_pool(name)` is a pool of one thread for one kind of work that must not queue
 behind the rest (the plots' painting). `shutdown()` at the application's exit asks every
-running worker to stop, drops queued work and waits briefly for every pool.
+running worker to stop and waits briefly for every pool.
 """
 
 from __future__ import annotations
@@ -177,13 +177,15 @@ def run_in_thread(
 
 
 def shutdown(wait_ms: int = 5000) -> bool:
-    """At the application's exit: ask every running worker to stop, drop the work still
-    queued and wait up to `wait_ms` in all for every pool to finish. True if all did."""
+    """At the application's exit: ask every running worker to stop, drop what the dedicated
+    pools still have queued (images nobody will see) and wait up to `wait_ms` in all for every
+    pool to finish. Work queued in the global pool still runs (a settings file written as the
+    window closed). True if all finished."""
     for worker in list(_live):
         worker.cancelled.set()
-    pools = [QThreadPool.globalInstance(), *_pools.values()]
-    for pool in pools:
+    for pool in _pools.values():
         pool.clear()
+    pools = [*_pools.values(), QThreadPool.globalInstance()]
     deadline = time.monotonic() + wait_ms / 1000
     done = True
     for pool in pools:
