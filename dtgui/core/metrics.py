@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice
 
 import numpy as np
@@ -26,7 +26,9 @@ from dtgui.core.run_curves import (
     series_of,
     step_batches,
 )
+from dtgui.core.run_state import RunState
 from dtgui.core.scalars import ScalarStore
+from dtgui.core.script_progress import ScriptProgress
 
 __all__ = ["GROUP_VALUES", "LOG_LINES_KEPT", "RunMetrics", "Series", "Snapshot", "TaskState"]
 
@@ -36,7 +38,7 @@ LOG_LINES_KEPT = 5000
 @dataclass
 class TaskState:
     task: str
-    status: str = "starting"  # starting | running | finished | failed | stopped
+    status: RunState = RunState.STARTING  # starting, running, finished, failed or stopped
     step: int = 0
     replicas: int = 0
     error: str = ""
@@ -62,6 +64,7 @@ class Snapshot:
     validation: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     learning_rate: tuple[np.ndarray, np.ndarray] = (np.empty(0), np.empty(0))
     models: list[dict[str, object]] = field(default_factory=list)  # model_saved events
+    script_progress: ScriptProgress = field(default_factory=ScriptProgress)  # a script's own
 
 
 class RunMetrics:
@@ -121,11 +124,12 @@ class RunMetrics:
 
     def set_task_state(self, task: str, status: str, *, exit_code: int | None = None,
                        error: str = "") -> None:
+        new = RunState.named(status)
         with self._lock:
             state = self._tasks.setdefault(task, TaskState(task))
-            if state.status in ("failed", "finished") and status == "stopped":
-                return
-            state.status = status
+            if state.status in (RunState.FAILED, RunState.FINISHED) and new is RunState.STOPPED:
+                return  # a task that ended on its own keeps its finished or failed
+            state.status = new
             if exit_code is not None:
                 state.exit_code = exit_code
             if error and not state.error:
@@ -178,8 +182,7 @@ class RunMetrics:
                     rss[event.task] = float(used)
                     used = sum(rss.values())
                 owner = self._device_owner.get(label)
-                ended = owner is None or self._tasks.get(owner, TaskState(owner)).status in (
-                    "finished", "failed", "stopped")
+                ended = owner is None or self._tasks.get(owner, TaskState(owner)).status.ended
                 if owner != event.task and not ended:
                     continue
                 self._device_owner[label] = event.task
@@ -192,8 +195,8 @@ class RunMetrics:
         """Consecutive step calls of one task: its progress, then its curves."""
         state = self._tasks.setdefault(batch.task, TaskState(batch.task))
         state.step = batch.last_step
-        if state.status == "starting":
-            state.status = "running"
+        if state.status is RunState.STARTING:
+            state.status = RunState.RUNNING
         self._step = max(self._step, state.step)
         self._epoch = max(self._epoch, batch.epoch)
         self.curves.add_steps(batch)
@@ -214,7 +217,7 @@ class RunMetrics:
             return
         rewound = self.curves.add_event(event)  # the curves, the final loss, the times
         if kind == "started":
-            state.status = "running"
+            state.status = RunState.RUNNING
             state.replicas = int(event.get("replicas", 0) or 0)
             if rewound:  # resumed from a checkpoint: the steps after it are trained again
                 state.step = int(event.get("resumed_from_step"))
@@ -226,14 +229,18 @@ class RunMetrics:
                 if k not in ("v", "t", "steps") and isinstance(v, (int, float))
                 and not isinstance(v, bool)
             }
+        elif kind == "progress" and event.get("unit") == "epoch":  # a script's epochs
+            done = event.get("done")
+            if isinstance(done, int):
+                self._epoch = max(self._epoch, done)
         elif kind == "model_saved":
             self._models.append({k: v for k, v in event.data.items() if k not in ("v", "kind")})
         elif kind == "device":
             self._apply_devices(event)
         elif kind == "finished":
-            state.status = "finished"
+            state.status = RunState.FINISHED
         elif kind == "failed":
-            state.status = "failed"
+            state.status = RunState.FAILED
             # The first cause wins: a task seen hung (SIGSTOP) and then resumed by the stop's
             # SIGCONT reports a follow-on error ("lost contact") that must not replace it.
             if not state.error:
@@ -261,6 +268,7 @@ class RunMetrics:
                 validation={k: s.view() for k, s in self.curves.validation.items()},
                 learning_rate=self.curves.learning_rate.view(),
                 models=[dict(m) for m in self._models],
+                script_progress=replace(self.curves.script_progress),
             )
 
     def log_lines(self, task: str) -> list[str]:

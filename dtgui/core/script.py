@@ -11,12 +11,15 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-SCRIPT_KIND = "script"
-BUNDLE_PROJECT_DIR = "project"
+# The script model itself is part of the plan every bundle carries.
+from dtgui.worker.plan import BUNDLE_PROJECT_DIR as BUNDLE_PROJECT_DIR
+from dtgui.worker.plan import SCRIPT_KIND as SCRIPT_KIND
+from dtgui.worker.plan import ScriptModel as ScriptModel
+from dtgui.worker.printed_metrics import compile_patterns
+
 # A name a POSIX shell accepts in `export NAME=...`.
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Set by dtgui for every task: a user's variable must not replace them.
@@ -25,34 +28,6 @@ RESERVED_ENV = frozenset({
     "TF_USE_LEGACY_KERAS", "PYTHONUNBUFFERED", "PYTHONHASHSEED",
 })
 RESERVED_PREFIX = "DTGUI_"
-
-
-@dataclass(frozen=True)
-class ScriptModel:
-    project: str
-    entry: str
-    args: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)
-    legacy_keras: bool = False
-    data_dir: str = ""  # data kept on each machine at this path (DTGUI_DATASET_DIR); "" = none
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": SCRIPT_KIND, "project": self.project, "entry": self.entry,
-                "args": list(self.args), "env": dict(self.env),
-                "legacy_keras": self.legacy_keras, "data_dir": self.data_dir}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ScriptModel:
-        env = data.get("env") or {}
-        return cls(project=str(data.get("project", "")), entry=str(data.get("entry", "")),
-                   args=tuple(str(a) for a in data.get("args") or ()),
-                   env={str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {},
-                   legacy_keras=bool(data.get("legacy_keras", False)),
-                   data_dir=str(data.get("data_dir", "") or ""))
-
-    def command(self) -> list[str]:
-        """What runs in the project folder: python ENTRY ARGS (python = the task's)."""
-        return ["python3", self.entry, *self.args]
 
 
 def is_script(model: Mapping[str, Any] | None) -> bool:
@@ -140,6 +115,7 @@ def script_problems(model: Mapping[str, Any], *, must_exist: bool = False) -> li
     if script.data_dir and not script.data_dir.startswith(("/", "~")):
         problems.append("The data folder on each machine must be an absolute path "
                         "(e.g. /data/imagenet).")
+    problems += [f"Printed metrics: {p}" for p in compile_patterns(script.patterns)[1]]
     return problems
 
 

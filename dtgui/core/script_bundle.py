@@ -13,14 +13,14 @@ from pathlib import Path
 
 from dtgui.core.ignore import ProjectFiles, copy_project, human_size, list_project
 from dtgui.core.plan import Plan, TaskSpec
-from dtgui.core.script import BUNDLE_PROJECT_DIR, ScriptModel, entry_problem, is_script
+from dtgui.core.script import BUNDLE_PROJECT_DIR, ScriptModel, entry_problem
 
 TENSORBOARD_REQUIREMENT = "tensorboard"
 TF_KERAS_REQUIREMENT = "tf-keras"
 
 
 def script_of(plan: Plan) -> ScriptModel | None:
-    return ScriptModel.from_dict(plan.model) if is_script(plan.model) else None
+    return plan.script
 
 
 def prepare_project(plan: Plan) -> tuple[Plan, ProjectFiles | None]:

@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from .model_file import ModelSource, UserError, load_model_file
-from .plan import Plan
+from .plan import DEMO_KIND, FILE_KIND, Plan
 
 DEMO_DATA = os.path.join("data", "digits.npz")
 NUM_CLASSES = 10
@@ -64,25 +64,24 @@ def default_loss() -> keras.losses.Loss:
 
 
 def model_source(plan: Plan, bundle_dir: str) -> ModelSource:
-    """The demo, or the user's file at ``plan.model["path"]`` (relative to the bundle)."""
-    model = plan.model
+    """The demo, or the user's model file (its path relative to the bundle)."""
     kind = plan.model_kind
-    if kind == "demo":
+    if kind == DEMO_KIND:
         return ModelSource(kind="demo", path="", build_model=build_demo_model,
                            make_dataset=lambda: demo_dataset(bundle_dir),
                            make_loss=None, num_classes=NUM_CLASSES,
                            make_validation_dataset=lambda: demo_validation_dataset(bundle_dir))
-    if kind == "file":
-        rel = model.get("path") or ""
-        if not rel:
+    model = plan.model_file
+    if model is not None:
+        if not model.path:
             raise UserError('plan.json: model.kind is "file" but model.path is empty')
-        project = model.get("project") or ""
-        if project:  # the model file's folder: `import mypackage.models` resolves there
-            root = os.path.join(bundle_dir, project)
+        if model.project:  # the model file's folder: `import mypackage.models` resolves there
+            root = os.path.join(bundle_dir, model.project)
             if root not in sys.path:
                 sys.path.insert(0, root)
-        return load_model_file(os.path.join(bundle_dir, rel))
-    raise UserError(f'plan.json: unknown model.kind "{kind}" (expected "demo" or "file")')
+        return load_model_file(os.path.join(bundle_dir, model.path))
+    raise UserError(f'plan.json: unknown model.kind "{kind}" (expected "{DEMO_KIND}" or '
+                    f'"{FILE_KIND}")')
 
 
 def make_loss(source: ModelSource) -> Any:

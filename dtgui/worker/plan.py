@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -29,6 +30,11 @@ LR_SCHEDULES = ("constant", "cosine", "warmup_cosine", "step")
 def is_local_machine(name: str) -> bool:
     """True for this machine ("" or "local"); any other name is a registered machine."""
     return name in ("", LOCAL_MACHINE)
+
+
+# The model kinds: the built-in demo, a user's model file, a user's own training script.
+DEMO_KIND, FILE_KIND, SCRIPT_KIND = "demo", "file", "script"
+BUNDLE_PROJECT_DIR = "project"  # a bundle's copy of the user's project folder
 
 
 class PlanError(ValueError):
@@ -78,6 +84,61 @@ class TaskSpec:
 
 
 @dataclass(frozen=True)
+class ModelFile:
+    """A user's model file (build_model, make_dataset ...): plan.json's model of kind "file".
+    In a bundle `path` is relative to the bundle and `project` the folder put on sys.path."""
+
+    path: str
+    project: str = ""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ModelFile:
+        return cls(path=str(data.get("path") or ""), project=str(data.get("project") or ""))
+
+
+@dataclass(frozen=True)
+class ScriptModel:
+    """A user's own training script: plan.json's model of kind "script". Before the bundle is
+    written `project` is the user's folder (absolute); in a bundle it is BUNDLE_PROJECT_DIR."""
+
+    project: str
+    entry: str
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    legacy_keras: bool = False
+    data_dir: str = ""  # data kept on each machine at this path (DTGUI_DATASET_DIR); "" = none
+    # metrics from the lines it prints (printed_metrics.py): the built-in reading, the user's
+    # patterns (regular expressions with named groups), and which tasks: "chief" (the main
+    # task) or "all"
+    printed_metrics: bool = True
+    patterns: tuple[str, ...] = ()
+    metrics_tasks: str = "chief"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": SCRIPT_KIND, "project": self.project, "entry": self.entry,
+                "args": list(self.args), "env": dict(self.env),
+                "legacy_keras": self.legacy_keras, "data_dir": self.data_dir,
+                "printed_metrics": self.printed_metrics, "patterns": list(self.patterns),
+                "metrics_tasks": self.metrics_tasks}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ScriptModel:
+        env = data.get("env") or {}
+        return cls(project=str(data.get("project", "")), entry=str(data.get("entry", "")),
+                   args=tuple(str(a) for a in data.get("args") or ()),
+                   env={str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {},
+                   legacy_keras=bool(data.get("legacy_keras", False)),
+                   data_dir=str(data.get("data_dir", "") or ""),
+                   printed_metrics=bool(data.get("printed_metrics", True)),
+                   patterns=tuple(str(p) for p in data.get("patterns") or ()),
+                   metrics_tasks="all" if data.get("metrics_tasks") == "all" else "chief")
+
+    def command(self) -> list[str]:
+        """What runs in the project folder: python ENTRY ARGS (python = the task's)."""
+        return ["python3", self.entry, *self.args]
+
+
+@dataclass(frozen=True)
 class Plan:
     run_name: str = "run"
     # A `Strategy`; a name that is none stays a str so that validation can say so.
@@ -110,8 +171,8 @@ class Plan:
     grad_accumulation: int = 1  # micro-batches per update (1: off)
     validate_every: int = 0  # steps between validations; 0: at the end of every epoch
     save_best: bool = False  # also keep the model at its best validation loss
-    # {"kind": "demo"}, {"kind": "file", "path": ...} or a user's script (dtgui.core.script)
-    model: dict[str, Any] = field(default_factory=lambda: {"kind": "demo"})
+    # {"kind": "demo"}, a ModelFile's or a ScriptModel's fields with their kind
+    model: dict[str, Any] = field(default_factory=lambda: {"kind": DEMO_KIND})
     tpu_address: str = ""
     cluster: dict[str, list[str]] = field(default_factory=dict)
     tasks: tuple[TaskSpec, ...] = ()
@@ -168,8 +229,18 @@ class Plan:
 
     @property
     def model_kind(self) -> str:
-        """"demo", "file" or "script"."""
+        """DEMO_KIND, FILE_KIND or SCRIPT_KIND."""
         return str(self.model.get("kind", ""))
+
+    @property
+    def model_file(self) -> ModelFile | None:
+        """The user's model file, None for another kind of model."""
+        return ModelFile.from_dict(self.model) if self.model_kind == FILE_KIND else None
+
+    @property
+    def script(self) -> ScriptModel | None:
+        """The user's own training script, None for another kind of model."""
+        return ScriptModel.from_dict(self.model) if self.model_kind == SCRIPT_KIND else None
 
     @property
     def worker_tasks(self) -> list[TaskSpec]:

@@ -6,6 +6,10 @@ variables (script_env.py). Since it knows nothing of dtgui:
 * its output is kept as it passes to the task's log, so a script that exits non-zero gets a
   ``failed`` event with its own last error line (the exception line of its traceback);
 * the TensorBoard event files it writes become ``scalar`` events (tb_follow.py);
+* so do the numbers it prints (``Epoch: 0, accuracy: 0.33, train_loss: 1.82.``, or the user's
+  patterns: printed_metrics.py), on the main task (or every task, as the plan says), with
+  ``progress`` events from ``Epoch 3/10`` and the like; a metric that TensorBoard files give
+  too is taken from those alone;
 * ``started`` and ``finished`` are written here.
 """
 
@@ -15,10 +19,10 @@ import os
 import socket
 import sys
 import time
-from typing import Any
 
 from .events import EventWriter
-from .plan import Plan
+from .plan import BUNDLE_PROJECT_DIR, Plan, ScriptModel
+from .printed_metrics import MAX_LINE, LineParser, LineResult, metric_name
 from .script_env import expand_references, is_loss_tag, task_paths
 from .supervisor import Child
 from .tb_follow import TensorBoardFollower
@@ -45,17 +49,22 @@ class ScriptChild(Child):
     def __init__(self, plan: Plan, plan_path: str, task: str, out_dir: str,
                  events: EventWriter) -> None:
         self.plan = plan
-        self.model: dict[str, Any] = plan.model
+        self.script = plan.script or ScriptModel(BUNDLE_PROJECT_DIR, "")
         self.events = events
         self.out_dir = out_dir
         bundle_dir = os.path.dirname(plan_path)
         self.paths = task_paths(bundle_dir, out_dir, task)
         self.values = {k: v for k, v in os.environ.items() if k.startswith("DTGUI_")}
         self.values.update(self.paths)
-        self.cwd = os.path.join(bundle_dir, str(self.model.get("project", "project")))
+        self.cwd = os.path.join(bundle_dir, self.script.project or BUNDLE_PROJECT_DIR)
         self.started_at = time.time()
-        self.last_loss: float | None = None
+        self.last_loss: float | None = None  # from TensorBoard files
+        self.printed_loss: float | None = None
         self.last_step = 0
+        self.parser = printed_parser(plan, self.script, task)
+        self._pending = b""
+        self._progress: tuple[str, int, int] | None = None
+        self._epochs_total = 0
         self.follower = TensorBoardFollower(
             [self.paths["DTGUI_TENSORBOARD_DIR"], self.paths["DTGUI_OUTPUT_DIR"]],
             self._on_scalar,
@@ -64,13 +73,13 @@ class ScriptChild(Child):
                                                      "logs", "pids")])
 
     def command(self) -> list[str]:
-        return [sys.executable, str(self.model.get("entry", "")),
-                *(expand_references(str(a), self.values) for a in self.model.get("args") or ())]
+        return [sys.executable, self.script.entry,
+                *(expand_references(a, self.values) for a in self.script.args)]
 
     def environment(self, env: dict[str, str]) -> None:
         for key in ("DTGUI_OUTPUT_DIR", "DTGUI_TENSORBOARD_DIR", "DTGUI_CHECKPOINT_DIR"):
             os.makedirs(self.paths[key], exist_ok=True)
-        own = self.model.get("env") or {}
+        own = self.script.env
         for key, value in list(env.items()):
             if key in own and "$" in value:
                 env[key] = expand_references(value, self.values)
@@ -82,6 +91,47 @@ class ScriptChild(Child):
         self.last_step = max(self.last_step, scalar.step)
         if is_loss_tag(tag):
             self.last_loss = scalar.value
+
+    def output(self, data: bytes) -> None:
+        if self.parser is None:
+            return
+        lines = (self._pending + data).replace(b"\r", b"\n").split(b"\n")
+        self._pending = lines.pop()[-4 * MAX_LINE:]
+        for raw in lines:
+            self._read_line(raw.decode("utf-8", "replace"))
+
+    def _read_line(self, line: str) -> None:
+        assert self.parser is not None
+        result = self.parser.feed(line)
+        taken = {metric_name(tag) for tag in list(self.follower.last)}
+        for reading in result.readings:
+            if metric_name(reading.name) in taken:
+                continue  # the TensorBoard files give it: once is enough
+            step = int(reading.step) if reading.step.is_integer() else reading.step
+            self.events.emit("scalar", tag=reading.name, step=step, value=reading.value,
+                             source="printed", axis=reading.axis)
+            if is_loss_tag(reading.name):
+                self.printed_loss = reading.value
+        self._note_progress(result)
+
+    def _note_progress(self, result: LineResult) -> None:
+        """A `progress` event when what the line tells moves it: `Epoch 3/10`; an epoch's or
+        a step's values (steps against DTGUI_STEPS)."""
+        assert self.parser is not None
+        progress = result.progress
+        if progress is not None and progress[0] == "epoch":
+            self._epochs_total = progress[2]
+        if progress is None and result.readings:
+            first = result.readings[0]
+            if first.axis == "epoch":
+                progress = ("epoch", self.parser.epochs_done(first.step), self._epochs_total)
+            elif first.axis == "step":
+                progress = ("step", int(first.step), self.plan.steps)
+        if progress is None or progress == self._progress:
+            return
+        self._progress = progress
+        unit, done, total = progress
+        self.events.emit("progress", unit=unit, done=done, total=total)
 
     def started(self, pid: int) -> None:
         self.started_at = time.time()
@@ -102,13 +152,19 @@ class ScriptChild(Child):
 
     def exited(self) -> None:
         self.follower.stop(drain=True)  # scalars first: a task seen ended has all its events
+        if self.parser is not None and self._pending:
+            self._read_line(self._pending.decode("utf-8", "replace"))
+            self._pending = b""
+        for problem in (self.parser.problems if self.parser is not None else [])[:3]:
+            self.events.log(problem, level="warning")
         for problem in self.follower.problems[:3]:
             self.events.log(problem, level="warning")
 
     def outcome(self, code: int, output: str) -> int | None:
         if code != 0:
             return None
-        self.events.emit("finished", steps=self.last_step, loss=self.last_loss,
+        loss = self.last_loss if self.last_loss is not None else self.printed_loss
+        self.events.emit("finished", steps=self.last_step, loss=loss,
                          seconds=round(time.time() - self.started_at, 3),
                          scalars=self.follower.count)
         return 0
@@ -118,3 +174,22 @@ class ScriptChild(Child):
         error = f"{line} (the script exited with code {code})" if line \
             else f"The script exited with code {code}"
         return error, code if 0 < code < 128 else 1
+
+
+def printed_parser(plan: Plan, script: ScriptModel, task: str) -> LineParser | None:
+    """The reader of this task's printed lines: on the main task (the coordinator, else worker
+    0) unless the script's metrics come from every task; None when nothing is read."""
+    if not script.printed_metrics and not script.patterns:
+        return None
+    if script.metrics_tasks != "all" and task != main_task(plan, task):
+        return None
+    return LineParser(script.patterns, defaults=script.printed_metrics)
+
+
+def main_task(plan: Plan, task: str) -> str:
+    """The task whose numbers stand for the run: the chief (a coordinator), else worker 0."""
+    ids = [t.task_id for t in plan.tasks] or [task]
+    for wanted in ("chief:0", "worker:0"):
+        if wanted in ids:
+            return wanted
+    return ids[0]
