@@ -20,7 +20,8 @@ LAYERS = ("core", "remote", "launch", "ui")
 # the rest of dtgui.worker imports TensorFlow.
 SHARED_WORKER_MODULES = {"dtgui.worker.step_batch", "dtgui.worker.call_size",
                          "dtgui.worker.script_env", "dtgui.worker.plan",
-                         "dtgui.worker.strategies", "dtgui.worker.machine_probe"}
+                         "dtgui.worker.strategies", "dtgui.worker.machine_probe",
+                         "dtgui.worker.printed_metrics"}
 # Where dtgui's files are (it imports nothing of dtgui).
 SHARED_MODULES = {"dtgui.resources"}
 

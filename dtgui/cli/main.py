@@ -231,6 +231,7 @@ def _place(plan: Plan, args: argparse.Namespace) -> tuple[Plan, list[str]]:
 def cmd_run(args: argparse.Namespace) -> int:
     from dtgui.core.bundle import Bundle, BundleError
     from dtgui.core.plan import PlanError
+    from dtgui.core.plan_text import script_summary, script_text
     from dtgui.launch.controller import LaunchError, RunController
 
     try:
@@ -242,8 +243,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     signal.signal(signal.SIGINT, lambda *_: controller.request_stop())
     signal.signal(signal.SIGTERM, lambda *_: controller.request_stop())
-    print(f"running {bundle.plan.run_name}: {len(bundle.plan.tasks)} task(s), "
-          f"{bundle.plan.steps} steps; Ctrl-C stops every task")
+    plan = bundle.plan
+    if plan.script is not None:  # its own steps: the plan's options are only hints to it
+        print(f"running {plan.run_name}: {len(plan.tasks)} task(s), your "
+              f"{script_summary(plan)}; Ctrl-C stops every task\n{script_text(plan)}")
+    else:
+        print(f"running {plan.run_name}: {len(plan.tasks)} task(s), "
+              f"{plan.steps} steps; Ctrl-C stops every task")
     last_step = -1
     last_epoch = 0
     while not controller.wait(0.5):
@@ -258,7 +264,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             last_epoch = snap.epoch
             losses = "  ".join(f"{task}={ys[-1]:.4f}" for task, (_, ys)
                                in controller.metrics.scalars.loss_series().items() if len(ys))
-            print(f"epoch {snap.epoch}  loss {losses}", flush=True)
+            told = snap.script_progress
+            where = told.text() if told.unit == "epoch" else f"epoch {snap.epoch}"
+            left = told.seconds_left()
+            print(f"{where}  loss {losses}" + (f"  ~{left:.0f} s left" if left else ""),
+                  flush=True)
     snap = controller.metrics.snapshot()
     for tid, state in sorted(snap.tasks.items()):
         print(f"  {tid}: {state.status}" + (f" ({state.error})" if state.error else ""))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -92,4 +93,7 @@ def script_refusal(plan: Any) -> str:
     from dtgui.launch.script_check import study
 
     found = study(plan)
+    if found is not None:
+        for warning in found.warnings:  # it may fail: said with the fix, not refused
+            print(f"dtgui export: warning: {warning}", file=sys.stderr)
     return found.refusal if found is not None else ""

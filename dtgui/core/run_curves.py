@@ -26,6 +26,7 @@ import numpy as np
 
 from dtgui.core.events import STEP_KINDS, Event, StepRows, read_all, step_rows
 from dtgui.core.scalars import ScalarStore, is_loss_tag
+from dtgui.core.script_progress import ScriptProgress
 
 K = TypeVar("K")
 GROUP_VALUES = 1 << 20  # step losses decoded before they are applied (one batch at most)
@@ -280,6 +281,7 @@ class RunCurves:
         self.validation: dict[str, Series] = {}
         self.learning_rate = Series()
         self.scalars = ScalarStore()  # `scalar` events: a user's script's own numbers
+        self.script_progress = ScriptProgress()  # the main task's `progress` events
         self.t_first: float | None = None
         self.t_last: float | None = None
         self._loss_task = ""  # the main task (see the class doc)
@@ -290,6 +292,7 @@ class RunCurves:
         self._trained_to: dict[str, int] = {}  # task -> the last step it trained
         self._last_loss: dict[str, float] = {}  # task -> the loss it reported last
         self._finished_loss: dict[str, float] = {}  # task -> the loss its `finished` gave
+        self._progress_task = ""  # the first task in task order that started
 
     # -- folding ----------------------------------------------------------------------------
     def add_events(self, events: Iterable[Event]) -> None:
@@ -353,11 +356,16 @@ class RunCurves:
             steps = event.get("steps")
             if isinstance(steps, int) and steps:
                 self.total_steps = steps
+            if not self._progress_task or task_key(event.task) <= task_key(self._progress_task):
+                self._progress_task = event.task
+                self.script_progress.start(event.t)
             return self._started(event)
         if kind == "validation":
             self._validation(event)
         elif kind == "scalar":
             self.add_scalar(event)
+        elif kind == "progress" and event.task == self._progress_task:
+            self.script_progress.add(event)
         elif kind == "finished":
             loss = _number(event.get("loss"))
             if loss is not None:

@@ -4,7 +4,9 @@ What it finds: the modules imported from outside the project (each machine must 
 `.fit(` calls, which Keras the code reaches (`import keras`: Keras 3 always; `tf.keras`: Keras
 3, or tf_keras when TF_USE_LEGACY_KERAS=1; `import tf_keras`), and whether it writes
 TensorBoard summaries (tf.summary, keras.callbacks.TensorBoard), which need the `tensorboard`
-package since TensorFlow 2.21. Imports inside `try:` are optional and not required.
+package since TensorFlow 2.21. Imports inside `try:` are optional and not required. Calls of
+Keras 2-only names (`metric.reset_states()`, `optimizer.get_updates(...)`) are noted: under
+Keras 3 they fail when reached.
 """
 
 from __future__ import annotations
@@ -16,6 +18,19 @@ from pathlib import Path
 
 from dtgui.worker.strategies import Strategy
 
+# Calls that exist in Keras 2 (tf_keras) only: under Keras 3 they raise AttributeError when
+# reached (often after the first epoch). Name -> (what it is, Keras 3's way).
+KERAS2_ONLY = {
+    "reset_states": ("Metric.reset_states", "reset_state()"),
+    "get_updates": ("optimizer.get_updates", "apply_gradients()"),
+    "get_gradients": ("optimizer.get_gradients", "tf.GradientTape"),
+    "fit_generator": ("Model.fit_generator", "fit()"),
+    "evaluate_generator": ("Model.evaluate_generator", "evaluate()"),
+    "predict_generator": ("Model.predict_generator", "predict()"),
+    "add_update": ("Layer.add_update", "assign in call()"),
+    "add_metric": ("Layer.add_metric", "a Metric object"),
+    "get_session": ("backend.get_session", "eager TensorFlow"),
+}
 # Which pip package provides an import name, when they differ.
 PIP_NAMES = {"tf_keras": "tf-keras", "yaml": "pyyaml", "sklearn": "scikit-learn",
              "PIL": "pillow", "cv2": "opencv-python"}
@@ -28,6 +43,7 @@ class ScriptScan:
     keras_imports: set[str] = field(default_factory=set)  # "keras", "tf.keras", "tf_keras"
     summary_uses: list[str] = field(default_factory=list)  # "file:line"
     errors: list[str] = field(default_factory=list)  # files that do not parse
+    keras2_calls: list[tuple[str, str]] = field(default_factory=list)  # (name, "file:line")
     files: list[str] = field(default_factory=list)
 
     def keras_for_fit(self, legacy: bool) -> str:
@@ -118,6 +134,8 @@ class _Visitor(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         if isinstance(node.func, ast.Attribute) and node.func.attr == "fit":
             self.scan.fit_calls.append(self._where(node))
+        if isinstance(node.func, ast.Attribute) and node.func.attr in KERAS2_ONLY:
+            self.scan.keras2_calls.append((node.func.attr, self._where(node)))
         self.generic_visit(node)
 
 
@@ -163,6 +181,26 @@ def fit_refusal(scan: ScriptScan, strategy: str, legacy: bool, entry: str) -> st
             "(\"Attempt to convert a value (PerReplica...) to a Tensor\"). Either " + how +
             ", or write the model as a dtgui model file (build_model() and make_dataset()) "
             "and let dtgui's training loop run it.")
+
+
+def keras2_warning(scan: ScriptScan, legacy: bool) -> str:
+    """Why the script may fail under Keras 3 with Keras 2-only calls, and the fix ("" when it
+    calls none, or gets Keras 2)."""
+    if not scan.keras2_calls or scan.keras_for_fit(legacy) != "keras3":
+        return ""  # Keras 2 (tf_keras), or no Keras at all: the names are its own
+    found: dict[str, list[str]] = {}
+    for name, where in scan.keras2_calls:
+        found.setdefault(name, []).append(where)
+    calls = "; ".join(f"{KERAS2_ONLY[name][0]} at {', '.join(places[:2])} (Keras 3: "
+                      f"{KERAS2_ONLY[name][1]})" for name, places in found.items())
+    if "keras" in scan.keras_imports:
+        fix = ("`import keras` is Keras 3 whatever the setting: use tf.keras (or `import "
+               "tf_keras as keras`) and choose legacy Keras, or use Keras 3's names")
+    else:
+        fix = ("choose legacy Keras (tf_keras: the wizard's checkbox, or --legacy-keras), "
+               "or use Keras 3's names")
+    return (f"The script gets Keras 3 but calls Keras 2-only names, which fail when reached: "
+            f"{calls}. To fix: {fix}.")
 
 
 def pip_name(module: str) -> str:

@@ -341,9 +341,10 @@ def _start(launch: Launch) -> None:
     placed = launch.placed
     controller = RunController(launch.bundle, executors=launch.executors, record=launch.record,
                                policy=launch.policy)
-    if launch.script is not None and launch.script.notes:
-        controller.metrics.add_log_lines(placed.tasks[0].task_id,
-                                         [f"[dtgui] {n}" for n in launch.script.notes])
+    if launch.script is not None and (launch.script.notes or launch.script.warnings):
+        controller.metrics.add_log_lines(
+            placed.tasks[0].task_id, [f"[dtgui] warning: {w}" for w in launch.script.warnings]
+            + [f"[dtgui] {n}" for n in launch.script.notes])
     launch.progress(f"Starting {len(placed.tasks)} task(s)", 0.9)
     # ports the check chose free or bind-tested on every machine are not tested again
     tested = len(launch.checked) == len(launch.targets)

@@ -5,7 +5,8 @@ refused with both ways out (dtgui.core.script_scan). Per machine, from the pre-l
 its interpreter (dtgui.launch.precheck, with the script's imports asked about): modules the
 script imports that are not installed there, tensorboard when the script writes summaries
 (TensorFlow 2.21 no longer installs it), and for legacy Keras a tf-keras that is missing or
-does not match TensorFlow's version. Notes say which Keras the script gets on each machine.
+does not match TensorFlow's version. Notes say which Keras the script gets on each machine;
+warnings, with their fix, that code the script gets Keras 3 for calls Keras 2-only names.
 Reads the disk and runs interpreters: call it off the UI thread.
 """
 
@@ -18,7 +19,13 @@ from typing import TYPE_CHECKING
 from dtgui.core.ignore import list_project
 from dtgui.core.plan import Plan
 from dtgui.core.script import ScriptModel, is_script
-from dtgui.core.script_scan import ScriptScan, fit_refusal, pip_name, scan_project
+from dtgui.core.script_scan import (
+    ScriptScan,
+    fit_refusal,
+    keras2_warning,
+    pip_name,
+    scan_project,
+)
 
 if TYPE_CHECKING:  # the check (and paramiko with it) is imported only when a script is checked
     from dtgui.launch.precheck import PythonCheck
@@ -32,6 +39,7 @@ class ScriptStudy:
     scan: ScriptScan
     refusal: str = ""
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # it may fail: each with its fix
 
     @property
     def modules(self) -> tuple[str, ...]:
@@ -50,6 +58,8 @@ def study(plan: Plan, project: Path | None = None) -> ScriptStudy | None:
     result = ScriptStudy(script, scan,
                          fit_refusal(scan, plan.strategy, script.legacy_keras, script.entry))
     result.notes += [f"{e} (not looked at: it does not parse)" for e in scan.errors]
+    warning = keras2_warning(scan, script.legacy_keras)
+    result.warnings += [warning] if warning else []
     return result
 
 

@@ -20,6 +20,7 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QFrame, QSplitter, QVBoxLayout, QWidget
 
 from dtgui.core.metrics import RunMetrics, Snapshot
+from dtgui.core.plan_text import script_summary, script_text
 from dtgui.core.run_curves import task_key
 from dtgui.core.run_state import RunState
 from dtgui.launch.run_source import RunSource
@@ -192,6 +193,8 @@ class Dashboard(QWidget):
         self.task_table.clear_tasks()
         self.header.set_run(run_name or controller.run_name or "run",
                             strategy or plan.strategy or "")
+        if self._script_run:
+            self.header.set_script(script_summary(plan), script_text(plan, indent=""))
         self.device_panel.set_device_kind(device_kind or plan.device_kind or "")
         self.log_view.set_metrics(controller.metrics)
         finished = controller.finished  # first: an ended run's state and message are final
@@ -345,7 +348,10 @@ class Dashboard(QWidget):
         for panel in (self.loss_panel, self.throughput_panel, self.device_panel,
                       self.scalar_panel, self.validation_panel, self.lr_panel):
             panel.show_readout()
-        self.header.set_progress(snap.step, 0 if self._script_run else snap.total_steps)
+        if self._script_run and snap.script_progress.unit:  # what the script told
+            self.header.set_script_progress(snap.script_progress)
+        else:  # a script counts its own steps: the plan's number is only a hint to it
+            self.header.set_progress(snap.step, 0 if self._script_run else snap.total_steps)
         self.header.set_epoch(snap.epoch, snap.last_epoch_metrics)
         self.task_table.update_tasks(snap.tasks)
         tasks = sorted(set(snap.tasks) | set(metrics.log_tasks()), key=task_key)

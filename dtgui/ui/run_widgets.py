@@ -29,22 +29,24 @@ from PySide6.QtWidgets import (
 
 from dtgui.core.metrics import LOG_LINES_KEPT, RunMetrics, TaskState
 from dtgui.core.plan import is_local_machine
+from dtgui.core.run_curves import task_key
+from dtgui.core.run_state import RunState
+from dtgui.core.script_progress import ScriptProgress
 from dtgui.ui.plot_base import format_elapsed
 
-STATE_COLOURS = {
-    "ready": "#5f6368",
-    "starting": "#5f6368",
-    "running": "#1a73e8",
-    "stopping": "#e37400",
-    "finished": "#188038",
-    "failed": "#d93025",
-    "stopped": "#b06000",
+STATE_COLOURS: dict[str, str] = {  # by RunState (a str)
+    RunState.READY: "#5f6368",
+    RunState.STARTING: "#5f6368",
+    RunState.RUNNING: "#1a73e8",
+    RunState.STOPPING: "#e37400",
+    RunState.FINISHED: "#188038",
+    RunState.FAILED: "#d93025",
+    RunState.STOPPED: "#b06000",
 }
 FAILED_ROW_BG = {False: "#fce8e6", True: "#4c1f1d"}
 FAILED_ROW_FG = {False: "#a50e0e", True: "#f6aea9"}
 SLOW_ROW_BG = {False: "#fef7e0", True: "#3d3214"}  # a straggler's row (amber)
 SLOW_ROW_FG = {False: "#b06000", True: "#fdd663"}
-TASK_ORDER = {"chief": 0, "worker": 1, "ps": 2, "evaluator": 3}
 THIS_MACHINE = "this machine"
 
 
@@ -64,11 +66,6 @@ def badge_icon(colour: str) -> QIcon:
     painter.drawEllipse(1, 1, 10, 10)
     painter.end()
     return QIcon(pix)
-
-
-def task_sort_key(task: str) -> tuple[int, int, str]:
-    kind, _, index = task.partition(":")
-    return TASK_ORDER.get(kind, 9), int(index) if index.isdigit() else 0, task
 
 
 class RunHeader(QFrame):
@@ -156,11 +153,11 @@ class RunHeader(QFrame):
             self.state_label.setStyleSheet(f"color: {colour};")
             self.state_label.setProperty("state", state)
         self.state_label.setToolTip(message)
-        show = state == "failed" and bool(message)
+        show = state == RunState.FAILED and bool(message)
         if show and self.message_label.text() != message:
             self.message_label.setText(message)
             self.message_label.setToolTip(message)
-            self.message_label.setStyleSheet(f"color: {STATE_COLOURS['failed']};")
+            self.message_label.setStyleSheet(f"color: {STATE_COLOURS[RunState.FAILED]};")
         if self.message_label.isVisibleTo(self) != show:
             self.message_label.setVisible(show)
 
@@ -175,6 +172,26 @@ class RunHeader(QFrame):
             text = f"step <b>{step:,}</b>"
         self.progress.setFormat(f"step {step} of {total}" if total > 0 else f"step {step}")
         self.step_label.setText(text)
+
+    def set_script_progress(self, progress: ScriptProgress) -> None:
+        """A user's own script: how far it says it is, and the time left at its pace."""
+        fraction, left = progress.fraction, progress.seconds_left()
+        self.progress.setRange(0, 1000 if fraction is not None else 1)
+        self.progress.setValue(round(1000 * fraction) if fraction is not None else 0)
+        text = progress.text() or "no progress told"
+        self.progress.setFormat(text)
+        if fraction is not None:
+            text += f" &nbsp;({100 * fraction:.0f}%)"
+        if left is not None and fraction is not None and fraction < 1:
+            text += f" &nbsp;· about {format_elapsed(left)} left"
+        self.step_label.setText(text)
+
+    def set_script(self, summary: str, details: str) -> None:
+        """What a script run is (entry, arguments, Keras) beside the strategy; all of it in
+        the tooltip."""
+        strategy = self.strategy_label.text().split(" · ")[0]
+        self.strategy_label.setText(f"{strategy} · {summary}" if summary else strategy)
+        self.strategy_label.setToolTip(details)
 
     def set_epoch(self, epoch: int, metrics: dict[str, float]) -> None:
         parts = [f"epoch <b>{epoch}</b>" if epoch else "epoch –"]
@@ -247,7 +264,7 @@ class TaskTable(QTableWidget):
     def update_tasks(self, tasks: dict[str, TaskState]) -> None:
         if set(tasks) - set(self._rows):
             self._rows = {t: i for i, t in enumerate(sorted(set(tasks) | set(self._rows),
-                                                            key=task_sort_key))}
+                                                            key=task_key))}
             self.setRowCount(len(self._rows))
             self._shown.clear()
         for task, state in tasks.items():

@@ -45,6 +45,11 @@ def plan_summary(record: RunRecord) -> str:
         return record.bundle
     info = STRATEGIES.get(plan.strategy)
     where = ", ".join(f"{t.task_id}@{t.machine_name}" for t in plan.tasks)
+    if plan.script is not None:  # its own steps and options: not the plan's defaults
+        from dtgui.core.plan_text import script_summary, script_text
+
+        return (f"{info.title if info else plan.strategy}: your {script_summary(plan)}; "
+                f"{where}\n{script_text(plan, indent='')}\n{record.bundle}")
     return (f"{info.title if info else plan.strategy}: {plan.total_replicas} replica(s), "
             f"{plan.steps} steps, global batch {plan.global_batch}, {plan.precision}; "
             f"{where}\n{record.bundle}")

@@ -84,6 +84,10 @@ class Child:
     def exited(self) -> None:
         """The child ended by itself: collect what it left before the task's end is told."""
 
+    def output(self, data: bytes) -> None:
+        """A piece of the child's output as it passes (with `capture_output`; the relay's
+        thread)."""
+
     def outcome(self, code: int, output: str) -> int | None:
         """The task's exit code for a child that exited with `code` >= 0 (None: a failure
         with `failure`'s wording)."""
@@ -164,10 +168,11 @@ def _die_with_parent_hook() -> Callable[[], None] | None:
 class OutputRelay(threading.Thread):
     """Copies a child's output to our stdout (the task's log) as it comes, keeping its end."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, read: Callable[[bytes], None] | None = None) -> None:
         super().__init__(name="child-output", daemon=True)
         self.fd = fd
         self.tail = bytearray()
+        self.read = read  # also handed each piece (the script child reads printed metrics)
 
     def run(self) -> None:
         while True:
@@ -182,6 +187,12 @@ class OutputRelay(threading.Thread):
                 while view:
                     view = view[os.write(1, view):]
             self.tail += data
+            if self.read is not None:
+                try:
+                    self.read(data)
+                except Exception as exc:  # noqa: BLE001 - reading must never stop the relay
+                    self.read = None
+                    print(f"[dtgui] reading the output stopped: {exc}", flush=True)
             if len(self.tail) > 2 * TAIL_BYTES:
                 del self.tail[:-TAIL_BYTES]
         with contextlib.suppress(OSError):
@@ -206,7 +217,7 @@ def _start(child: Child, command: list[str], env: dict[str, str]) -> tuple[
         raise
     finally:
         os.close(write_fd)
-    relay = OutputRelay(read_fd)
+    relay = OutputRelay(read_fd, child.output)
     relay.start()
     return proc, relay
 

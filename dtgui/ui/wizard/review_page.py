@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
@@ -25,7 +26,12 @@ from PySide6.QtWidgets import (
 from dtgui.core.bundle import task_script_text
 from dtgui.core.cluster import PlacementError, busy_ports, place_local, tf_config
 from dtgui.core.plan import LOCAL_MACHINE, Plan, TaskSpec, validate
-from dtgui.core.plan_text import optimizer_text, schedule_text, validation_text
+from dtgui.core.plan_text import (
+    optimizer_text,
+    schedule_text,
+    script_rows,
+    validation_text,
+)
 from dtgui.core.strategies import STRATEGIES
 
 from .common import WizardContext, card, error_label, label, monospace, muted, show_errors
@@ -77,6 +83,11 @@ class ReviewPage(QWizardPage):
             self.summary_grid.addWidget(value, row, col * 2 + 1)
         for col in (1, 3, 5):
             self.summary_grid.setColumnStretch(col, 1)
+        # a user's own script: what runs, what it is given, what of dtgui's does not apply
+        self.script_info = label(name="scriptReview", selectable=True)
+        self.script_info.setTextFormat(Qt.TextFormat.RichText)
+        self.script_info.setVisible(False)
+        self.summary_grid.addWidget(self.script_info, len(names) // 3 + 1, 0, 1, 6)
 
         self.task_list = QListWidget()
         self.task_list.setObjectName("taskList")
@@ -204,6 +215,7 @@ class ReviewPage(QWizardPage):
         values["Checkpoints"].setText(f"every {plan.checkpoint_every} steps"
                                       if plan.checkpoint_every else "off")
         self._set_elided(values["Run name"], plan.run_name)
+        self._show_script(plan)
 
         self.task_list.blockSignals(True)
         self.task_list.clear()
@@ -234,6 +246,35 @@ class ReviewPage(QWizardPage):
             self.note.setText("One process: a single-process strategy needs no TF_CONFIG.")
         show_errors(self.warnings, self.problems())
         self.completeChanged.emit()
+
+    def _show_script(self, plan: Plan) -> None:
+        """A script run: dtgui's own options that do not apply say so instead of showing
+        their defaults; the hints show as the variables the script gets."""
+        values = self.summary_values
+        rows = script_rows(plan)
+        for name in ("Steps", "Learning rate", "Optimizer", "Validation", "Checkpoints",
+                     "Precision", "XLA"):
+            values[name].setStyleSheet("" if not rows else "color: #6b7280;")
+        self.script_info.setVisible(bool(rows))
+        if not rows:
+            self.script_info.clear()
+            for name in ("Steps", "Validation", "Checkpoints"):
+                values[name].setToolTip("")
+            return
+        own = "not used: the script's own"
+        values["Steps"].setText(f"{own} (DTGUI_STEPS={plan.steps} as a hint)")
+        values["Learning rate"].setText(f"hint DTGUI_LEARNING_RATE={plan.learning_rate:g}")
+        values["Optimizer"].setText(own)
+        values["Validation"].setText(own)
+        values["Checkpoints"].setText(f"{own} (DTGUI_CHECKPOINT_DIR)")
+        values["Precision"].setText(f"hint DTGUI_PRECISION={plan.precision}")
+        values["XLA"].setText(f"hint DTGUI_XLA={'1' if plan.xla else '0'}")
+        for name in ("Steps", "Optimizer", "Validation", "Checkpoints"):
+            values[name].setToolTip("dtgui's own training loop is not used: your script "
+                                    "trains its own way.")
+        self.script_info.setText("<br>".join(
+            f"<span style='color:#6b7280'>{html.escape(key)}:</span> {html.escape(value)}"
+            for key, value in rows if key != "Project"))
 
     @staticmethod
     def _set_elided(widget: QLabel, text: str, tooltip: str = "") -> None:

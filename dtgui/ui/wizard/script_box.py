@@ -1,7 +1,8 @@
 """The model page's "My own training script" fields: project folder, entry script, arguments,
-variables, data on each machine, legacy Keras; and, from a background thread, what the bundle
-will copy (files, size, what is left out) and what a look at the code finds (the Keras 3
-model.fit refusal, which Keras this machine gives the script, modules it lacks)."""
+variables, data on each machine, legacy Keras, metrics from printed lines (printed_box.py);
+and, from a background thread, what the bundle will copy (files, size, what is left out) and
+what a look at the code finds (the Keras 3 model.fit refusal, Keras 2-only calls the script
+would reach under Keras 3, which Keras this machine gives the script, modules it lacks)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from dtgui.core.script import (
 from dtgui.ui.workers import error_message, run_in_thread
 
 from .common import error_label, label, monospace, muted, show_errors
+from .printed_box import PrintedMetricsBox
 
 HINTED = ("DTGUI_STEPS, DTGUI_PER_REPLICA_BATCH / DTGUI_GLOBAL_BATCH, DTGUI_LEARNING_RATE, "
           "DTGUI_PRECISION, DTGUI_XLA and DTGUI_SEED")
@@ -48,6 +50,7 @@ class ProjectLook:
 
     summary: str = ""
     problems: list[str] = field(default_factory=list)  # the script cannot run: Next stays off
+    advice: list[str] = field(default_factory=list)  # it may fail wherever it runs, with the fix
     warnings: list[str] = field(default_factory=list)  # this machine lacks something
     notes: list[str] = field(default_factory=list)
 
@@ -71,6 +74,7 @@ def look_at_project(plan: Plan) -> ProjectLook:
     found = study(plan)
     refusal = found.refusal if found is not None else ""
     look.problems += [refusal] if refusal else []
+    look.advice += found.warnings if found is not None else []
     problems, notes = check_local(plan, sys.executable)
     look.warnings += [p for p in problems if p != refusal]
     look.notes += notes
@@ -103,6 +107,7 @@ class ScriptBox(QWidget):
             "Keras 3's model.fit fails under MultiWorkerMirrored and ParameterServer; tf.keras "
             "is tf_keras (Keras 2) when TF_USE_LEGACY_KERAS=1 is set before TensorFlow is "
             "imported. `import keras` stays Keras 3.")
+        self.printed_box = PrintedMetricsBox()
         self.size_label = muted()
         self.size_label.setObjectName("projectSize")
         self.look_label = label(name="scriptLook", selectable=True)
@@ -121,6 +126,7 @@ class ScriptBox(QWidget):
         form.addRow("Environment:", self.env_edit)
         form.addRow("Data on each machine:", self.data_edit)
         form.addRow("", self.legacy_check)
+        form.addRow("Metrics:", self.printed_box)
         for widget in (self.size_label, self.look_label, self.errors, self.hint_label):
             outer.addWidget(widget)
         outer.addStretch(1)
@@ -137,6 +143,7 @@ class ScriptBox(QWidget):
         self.args_edit.textChanged.connect(lambda *_: self._show())
         self.env_edit.textChanged.connect(self._show)
         self.legacy_check.toggled.connect(lambda *_: self.start_look())
+        self.printed_box.changed.connect(self._show)
 
     # -- the plan ----------------------------------------------------------------------
     def load(self, model: dict[str, Any]) -> None:
@@ -149,15 +156,18 @@ class ScriptBox(QWidget):
         self.env_edit.setPlainText(env_lines(script.env))
         self.data_edit.setText(script.data_dir)
         self.legacy_check.setChecked(script.legacy_keras)
+        self.printed_box.load(script)
 
     def model(self) -> dict[str, Any]:
         args, _ = split_args(self.args_edit.text())
         env, _ = parse_env_lines(self.env_edit.toPlainText())
         project = self.project_edit.text().strip()
         project = str(Path(project).expanduser().absolute()) if project else ""
+        printed, patterns, tasks = self.printed_box.values()
         return ScriptModel(project, self.entry_edit.text().strip(), tuple(args), env,
-                           self.legacy_check.isChecked(), self.data_edit.text().strip()
-                           ).to_dict()
+                           self.legacy_check.isChecked(), self.data_edit.text().strip(),
+                           printed_metrics=printed, patterns=patterns,
+                           metrics_tasks=tasks).to_dict()
 
     def problems(self) -> list[str]:
         """What must change before going on (typing errors; the look's findings)."""
@@ -168,6 +178,7 @@ class ScriptBox(QWidget):
             out.append(problem)
         out += [p for p in [split_args(self.args_edit.text())[1]] if p]
         out += parse_env_lines(self.env_edit.toPlainText())[1]
+        out += self.printed_box.problems()
         data = model["data_dir"]
         if data and not data.startswith(("/", "~")):
             out.append("The data folder on each machine must be an absolute path.")
@@ -186,7 +197,8 @@ class ScriptBox(QWidget):
             f"dtgui cannot impose steps ({plan.steps}), batch ({plan.per_replica_batch} per "
             f"replica), learning rate ({plan.learning_rate:g}), precision ({plan.precision}), "
             f"XLA ({'on' if plan.xla else 'off'}) or the optimizer on your script: they reach "
-            f"it as {HINTED}. Its TensorBoard scalars are plotted live.")
+            f"it as {HINTED}. Its TensorBoard scalars, report() calls and the numbers it "
+            "prints are plotted live.")
         self.start_look()
 
     # -- the background look -------------------------------------------------------------
@@ -258,10 +270,13 @@ class ScriptBox(QWidget):
         else:
             self.size_label.setText("")
         look = self._look if fresh and self._look is not None else ProjectLook()
-        lines = [f"⚠ {w} (every machine is checked again at launch)" for w in look.warnings]
+        self.printed_box.entry = self.entry_edit.text().strip()
+        lines = [f"⚠ {a}" for a in look.advice]
+        lines += [f"⚠ {w} (every machine is checked again at launch)" for w in look.warnings]
         lines += [f"• {n}" for n in look.notes]
         self.look_label.setText("\n".join(lines))
-        self.look_label.setStyleSheet("color: #b45309;" if look.warnings else "")
+        self.look_label.setStyleSheet("color: #b45309;" if look.warnings or look.advice
+                                      else "")
         self.look_label.setVisible(bool(lines))
         show_errors(self.errors, self.problems())
         self.changed.emit()

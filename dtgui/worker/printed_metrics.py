@@ -1,0 +1,238 @@
+"""Numbers a user's script prints, read as metrics (docs/own-scripts.md). Stdlib only.
+
+The one parser of printed lines: the supervisor's script child (script_child.py) feeds it the
+script's output as it passes, and the wizard's preview feeds it sample lines.
+
+Out of the box a line gives one value per pair it holds: ``name: 1.23``, ``name=1.23`` or
+``name 1.23`` (the last form only when the whole line is such pairs, so that prose such as
+``Found 6000 images`` gives nothing). The x of the line's values is its ``step``, ``iter``,
+``batch`` (a step axis) or, where only an epoch is given, its ``epoch`` (an epoch axis); a line
+with neither counts lines that gave values. ``Epoch 3/10`` (or ``step 40/100``) tells the
+progress. Source-file positions and TensorFlow's own log lines are left alone.
+
+A user's patterns are regular expressions with named groups: a group named ``step``,
+``iter``, ``batch`` or ``epoch`` gives the x, every other group a value of that name. A line
+that one of them matches is read by it alone; other lines by the defaults (unless turned off).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)\b"
+STEP_WORDS = ("step", "steps", "global_step", "iter", "iters", "iteration", "batch")
+EPOCH_WORDS = ("epoch",)
+AXES = ("step", "epoch", "line")  # what a value's x counts
+_PAIR = re.compile(
+    r"(?<![\w./\\-])(?P<name>[A-Za-z_][\w./-]*[A-Za-z0-9_]|[A-Za-z_])"
+    r"(?:\s*(?P<sep>[:=])\s*|\s+)"
+    rf"(?P<value>{NUMBER})(?![\w/]|[.:]\S)(?:%)?", re.IGNORECASE)
+_COUNT_OF = re.compile(
+    r"(?<![\w-])(?P<word>epoch|step|iter(?:ation)?|batch)\s*[:=]?\s*(?P<n>\d+)\s*(?:/|\bof\b)\s*"
+    r"(?P<total>\d+)(?![\w.])", re.IGNORECASE)
+_FILLER = re.compile(r"[^A-Za-z]*")  # what may sit between pairs for `name 1.23` to count
+_SOURCE_FILE = re.compile(r"\.(?:py|h|hpp|cc|cpp|c|cu|so)$", re.IGNORECASE)
+# glog (`I1124 17:11:31.1234 ...`) and TensorFlow's C++ log (`2026-11-24 17:11:31.12: I ...`)
+_LOG_LINE = re.compile(r"^\s*(?:[IWEF]\d{4} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
+                       r"(?:\.\d+)?: [IWEF] )")
+MAX_LINE = 4000  # longer lines are not looked at (a dumped array, a progress bar's backspaces)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One printed value: its name, value, x and what the x counts (AXES)."""
+
+    name: str
+    value: float
+    step: float
+    axis: str
+
+
+@dataclass
+class LineResult:
+    readings: list[Reading] = field(default_factory=list)
+    progress: tuple[str, int, int] | None = None  # ("epoch" | "step", done, total)
+    pattern: int = -1  # the user pattern that read it (-1: the defaults)
+
+
+def _axis_of(name: str) -> str:
+    low = name.lower()
+    if low in STEP_WORDS:
+        return "step"
+    if low in EPOCH_WORDS:
+        return "epoch"
+    return ""
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def compile_patterns(patterns: Iterable[str]) -> tuple[list[re.Pattern[str]], list[str]]:
+    """The patterns that compile, and why each other one does not (a sentence each)."""
+    compiled, problems = [], []
+    for number, text in enumerate(patterns, 1):
+        if not text.strip():
+            continue
+        problem = pattern_problem(text)
+        if problem:
+            problems.append(f"Pattern {number}: {problem}")
+        else:
+            compiled.append(re.compile(text))
+    return compiled, problems
+
+
+def pattern_problem(text: str) -> str:
+    """Why `text` cannot be a metric pattern ("" when it can)."""
+    try:
+        pattern = re.compile(text)
+    except re.error as exc:
+        return f"{text!r} is not a regular expression: {exc}"
+    values = [g for g in pattern.groupindex if not _axis_of(g)]
+    if not values:
+        return (f"{text!r} names no value: give each number a named group, e.g. "
+                r"(?P<loss>\S+)")
+    return ""
+
+
+def metric_name(tag: str) -> str:
+    """The name a tag stands for whatever wrote it, to tell the same metric from two sources:
+    TensorBoard's ``train/epoch_loss`` and a printed ``loss`` are both ``loss``;
+    ``validation/epoch_accuracy`` and ``val_accuracy`` both ``val_accuracy``."""
+    parts = [p for p in tag.lower().split("/") if p]
+    if not parts:
+        return ""
+    last = parts[-1]
+    for prefix in ("epoch_", "batch_", "train_", "training_"):
+        if last.startswith(prefix) and len(last) > len(prefix):
+            last = last[len(prefix):]
+            break
+    if any(p.startswith(("val", "eval")) for p in parts[:-1]) and not last.startswith("val"):
+        last = "val_" + last
+    if last.startswith("validation_"):
+        last = "val_" + last[len("validation_"):]
+    return last
+
+
+class LineParser:
+    """Reads printed lines into values; keeps the line counter and the epochs' numbering."""
+
+    def __init__(self, patterns: Sequence[str] = (), *, defaults: bool = True) -> None:
+        self.patterns, self.problems = compile_patterns(patterns)
+        self.defaults = defaults
+        self.lines = 0  # lines that gave values (the x where a line gives none)
+        self.first_epoch: int | None = None  # 0 or 1: how the script numbers its epochs
+
+    def feed(self, line: str) -> LineResult:
+        result = LineResult()
+        line = line.strip()
+        if not line or len(line) > MAX_LINE:
+            return result
+        for index, pattern in enumerate(self.patterns):
+            match = pattern.search(line)
+            if match is not None:
+                result.pattern = index
+                self._read(result, [(k, v) for k, v in match.groupdict().items()
+                                    if v is not None], None)
+                return result
+        if self.defaults and not _LOG_LINE.match(line):
+            self._read(result, *self._default_pairs(line))
+        return result
+
+    def feed_text(self, text: str) -> list[LineResult]:
+        """Every line of `text` (lines end at \\n or \\r, as a terminal shows them)."""
+        return [self.feed(line) for line in text.replace("\r", "\n").split("\n")]
+
+    def _default_pairs(self, line: str) -> tuple[list[tuple[str, str]],
+                                                 tuple[str, int, int] | None]:
+        counted = _COUNT_OF.search(line)
+        progress = None
+        rest = line
+        if counted is not None:
+            word = "epoch" if counted["word"].lower() == "epoch" else "step"
+            progress = (word, int(counted["n"]), int(counted["total"]))
+            rest = line[:counted.start()] + " " + line[counted.end():]
+        pairs: list[tuple[str, str]] = []
+        spaced = False
+        leftover, last = [], 0
+        for match in _PAIR.finditer(rest):
+            name = match["name"]
+            if _SOURCE_FILE.search(name):
+                continue
+            leftover.append(rest[last:match.start()])
+            last = match.end()
+            pairs.append((name, match["value"]))
+            spaced = spaced or match["sep"] is None
+        leftover.append(rest[last:])
+        if spaced and not all(_FILLER.fullmatch(piece) for piece in leftover):
+            # `name 1.23` only where the line is nothing but pairs: keep the `:` / `=` ones
+            explicit = {m.start(): m for m in _PAIR.finditer(rest) if m["sep"] is not None}
+            pairs = [(m["name"], m["value"]) for m in explicit.values()
+                     if not _SOURCE_FILE.search(m["name"])]
+        if progress is not None:
+            pairs.append((progress[0], str(progress[1])))
+        return pairs, progress
+
+    def _read(self, result: LineResult, pairs: list[tuple[str, str]],
+              progress: tuple[str, int, int] | None = None) -> None:
+        x: dict[str, float] = {}
+        values: list[tuple[str, float]] = []
+        for name, text in pairs:
+            number = _number(text)
+            if number is None:
+                continue
+            axis = _axis_of(name)
+            if axis:
+                x.setdefault(axis, number)
+            else:
+                values.append((name, number))
+        if "epoch" in x and self.first_epoch is None and math.isfinite(x["epoch"]) \
+                and progress is None:  # `Epoch 3/10` counts from 1 whatever the script does
+            self.first_epoch = 0 if x["epoch"] == 0 else 1
+        if progress is not None:
+            kind, n, total = progress
+            if kind == "epoch" and not values:
+                n -= 1  # `Epoch 3/10` alone opens epoch 3: two are done
+            result.progress = (kind, max(0, n), total)
+        if not values:
+            return
+        self.lines += 1
+        if "step" in x:
+            step, axis = x["step"], "step"
+        elif "epoch" in x:
+            step, axis = x["epoch"], "epoch"
+        else:
+            step, axis = float(self.lines), "line"
+        result.readings = [Reading(name, value, step, axis) for name, value in values]
+
+    def epochs_done(self, epoch: float) -> int:
+        """Epochs finished when a line gives values for `epoch` (0-based numbering: +1)."""
+        return int(epoch) + (1 if self.first_epoch == 0 else 0)
+
+
+def preview(lines: Iterable[str], patterns: Sequence[str] = (), *,
+            defaults: bool = True) -> list[tuple[str, LineResult]]:
+    """What each sample line gives (the wizard shows it as the user types)."""
+    parser = LineParser(patterns, defaults=defaults)
+    return [(line, parser.feed(line)) for line in lines]
+
+
+def describe(result: LineResult) -> str:
+    """A line's values in a few words: "train_loss 1.82, accuracy 0.33 @ epoch 0"."""
+    if not result.readings and result.progress is None:
+        return ""
+    parts = [f"{r.name} {r.value:g}" for r in result.readings]
+    text = ", ".join(parts)
+    if result.readings:
+        first = result.readings[0]
+        text += f" @ {first.axis} {first.step:g}"
+    if result.progress is not None:
+        kind, done, total = result.progress
+        text += ("; " if text else "") + f"{kind}s {done} of {total} done"
+    return text
