@@ -61,6 +61,8 @@ def test_default_pairs(line: str, expected: dict[str, tuple[float, float, str]])
     "2026-11-24 17:11:31.123: I external/xla/cuda_driver.cc:152] failed call",
     '  File "/home/me/train.py", line 12, in <module>',
     "version 2.21.0 at 12:00:01",
+    "done: 0 errors",
+    "accuracy: 93.5% on the test set",
 ])
 def test_prose_and_log_lines_give_nothing(line: str) -> None:
     assert LineParser().feed(line).readings == []

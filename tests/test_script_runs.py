@@ -15,6 +15,7 @@ from runs import live_members
 
 from dtgui.core.events import read_all
 from dtgui.core.plan import Plan
+from dtgui.core.run_curves import final_loss_of_bundle
 from dtgui.core.script import ScriptModel
 from dtgui.launch.controller import RunController
 from dtgui.launch.pipeline import launch_plan
@@ -237,3 +238,48 @@ def test_tensorboard_files_the_script_writes_where_it_likes_are_followed(tmp_pat
     assert controller.state == "finished", controller.message
     steps, _ = controller.metrics.scalars.snapshot()["logs/train/epoch_loss"]["worker:0"]
     assert list(steps) == [0, 1, 2]
+
+
+def test_a_tutorial_custom_loop_that_only_prints_gets_live_epoch_curves(tmp_path: Path) -> None:
+    """TensorFlow's multi-worker custom-loop tutorial (in-memory data): no report(), no
+    TensorBoard files, one printed line per epoch. Its numbers are the run's curves, on the
+    epoch axis; the run's final loss is the last loss it printed."""
+    plan = script_plan("mwm_custom_loop", "main.py", args=("3", "4"), legacy=True)
+    controller = launch_plan(plan, tmp_path / "runs")
+    wait_for_scalars(controller)  # live: before the run ends
+    wait_done(controller)
+    assert controller.state == "finished", controller.message
+    scalars = controller.metrics.scalars
+    shown = scalars.snapshot()
+    assert {"accuracy", "train_loss"} <= set(shown)
+    steps, losses = shown["train_loss"]["worker:0"]
+    assert list(steps) == [0, 1, 2]
+    assert set(shown["train_loss"]) == {"worker:0"}  # the main task's, by default
+    assert scalars.axes()["train_loss"] == "epoch"
+    log = controller.bundle.log_file(plan_task(controller)).read_text()
+    printed = [float(line.split("train_loss: ")[1].rstrip(".\n"))
+               for line in log.splitlines() if "train_loss: " in line]
+    assert len(printed) == 3 and list(losses) == pytest.approx(printed)
+    assert controller.final_loss == pytest.approx(printed[-1])
+    snap = controller.metrics.snapshot()
+    assert (snap.script_progress.unit, snap.script_progress.done) == ("epoch", 3)
+    assert snap.epoch == 3
+    assert final_loss_of_bundle(controller.bundle.path) == pytest.approx(printed[-1])
+
+
+def test_a_user_pattern_reads_the_script_s_own_log_format(tmp_path: Path) -> None:
+    pattern = r"\[it (?P<step>\d+)\] loss=(?P<loss>\S+) lr=(?P<lr>\S+)"
+    model = ScriptModel(str(PROJECTS / "it_lines"), "train.py", patterns=(pattern,)).to_dict()
+    plan = Plan(run_name="it-lines", strategy="one_device", replicas_per_task=1, steps=80,
+                checkpoint_every=0, model=model)
+    controller = launch_plan(plan, tmp_path / "runs")
+    wait_done(controller, 60)
+    assert controller.state == "finished", controller.message
+    shown = controller.metrics.scalars.snapshot()
+    assert set(shown) == {"loss", "lr"}  # its last line, "done: 0 errors", is prose
+    steps, losses = shown["loss"]["worker:0"]
+    assert list(steps) == [10, 20, 30, 40, 50, 60, 70, 80]
+    assert list(shown["lr"]["worker:0"][1]) == [0.001] * 8
+    assert controller.final_loss == pytest.approx(losses[-1])
+    progress = controller.metrics.snapshot().script_progress
+    assert (progress.unit, progress.done, progress.total) == ("step", 80, 80)

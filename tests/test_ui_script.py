@@ -20,6 +20,7 @@ from dtgui.core.events import parse_line
 from dtgui.core.hardware import MachineFacts, TfView
 from dtgui.core.metrics import RunMetrics
 from dtgui.core.plan import Plan
+from dtgui.core.script import ScriptModel
 from dtgui.ui.dashboard import Dashboard
 from dtgui.ui.wizard import RunWizard
 from dtgui.ui.wizard.wizard import PAGE_MODEL, PAGE_REVIEW
@@ -115,7 +116,8 @@ def test_a_remembered_script_plan_comes_back(qtbot) -> None:
     qtbot.addWidget(wizard)
     box = wizard.model_page.script_box
     assert wizard.model_page.script_radio.isChecked()
-    assert box.model() == model
+    assert box.model() == ScriptModel.from_dict(model).to_dict()
+    assert box.model()["printed_metrics"] is True and box.model()["metrics_tasks"] == "chief"
 
 
 def scalar_line(task: str, tag: str, step: int, value: float) -> str:
@@ -175,3 +177,94 @@ def test_what_this_machine_lacks_is_a_warning_not_a_stop(qtbot, tmp_path: Path) 
     qtbot.waitUntil(lambda: next_enabled(wizard), timeout=30_000)
     assert "⚠" in box.look_label.text() and "dtgui_no_such_module_xyz" in box.look_label.text()
     assert not box.errors.isVisible()
+
+
+IT_PATTERN = r"\[it (?P<step>\d+)\] loss=(?P<loss>\S+) lr=(?P<lr>\S+)"
+
+
+def test_printed_metric_patterns_are_tried_live_on_sample_lines(qtbot, tmp_path: Path) -> None:
+    wizard = open_model_page(qtbot)
+    box = pick_script(qtbot, wizard.model_page, PROJECTS / "mwm_custom_loop", "main.py")
+    printed = box.printed_box
+    printed.sample_edit.setPlainText("Epoch: 0, accuracy: 0.327567, train_loss: 1.820119.\n"
+                                     "[it 120] loss=0.53 lr=1e-3\n")
+    shown = printed.preview_label.text()
+    assert "train_loss 1.82012" in shown and "@ epoch 0" in shown and "built-in" in shown
+    printed.patterns_edit.setPlainText("(unclosed")
+    assert "not a regular expression" in box.errors.text()
+    printed.patterns_edit.setPlainText(IT_PATTERN)
+    assert "not a regular expression" not in box.errors.text()
+    shown = printed.preview_label.text()
+    assert "loss 0.53, lr 0.001 @ step 120 (pattern 1)" in shown
+    printed.tasks_combo.setCurrentIndex(printed.tasks_combo.findData("all"))
+    model = box.model()
+    assert model["patterns"] == [IT_PATTERN] and model["metrics_tasks"] == "all"
+
+
+def test_samples_come_from_the_script_s_last_run(qtbot, tmp_path: Path, monkeypatch) -> None:
+    bundle = tmp_path / "runs" / "last"
+    logs = bundle / "output" / "logs"
+    logs.mkdir(parents=True)
+    plan = Plan(run_name="last", model=ScriptModel("project", "main.py").to_dict())
+    (bundle / "plan.json").write_text(plan.to_json())
+    (logs / "worker-0.log").write_text("starting\nEpoch: 0, accuracy: 0.3, train_loss: 1.8.\n")
+    monkeypatch.setenv("DTGUI_DATA_DIR", str(tmp_path))
+    wizard = open_model_page(qtbot)
+    box = pick_script(qtbot, wizard.model_page, PROJECTS / "mwm_custom_loop", "main.py")
+    box.start_look()
+    qtbot.mouseClick(box.printed_box.last_run_button, LEFT)
+    qtbot.waitUntil(lambda: "train_loss 1.8" in box.printed_box.preview_label.text(),
+                    timeout=10_000)
+    assert "run last" in box.printed_box.note.text()
+
+
+def test_keras2_calls_are_a_warning_on_the_model_page_until_legacy_keras(qtbot) -> None:
+    wizard = open_model_page(qtbot)
+    box = pick_script(qtbot, wizard.model_page, PROJECTS / "mwm_custom_loop", "main.py")
+    box.start_look()
+    qtbot.waitUntil(lambda: "Metric.reset_states" in box.look_label.text(), timeout=30_000)
+    assert "choose legacy Keras" in box.look_label.text()
+    assert next_enabled(wizard)  # a warning: the run may still be launched
+    box.legacy_check.setChecked(True)
+    qtbot.waitUntil(lambda: "tf_keras" in box.look_label.text(), timeout=30_000)
+    assert "reset_states" not in box.look_label.text()
+
+
+def test_the_review_of_a_script_run_shows_the_script_not_dtgui_s_defaults(qtbot) -> None:
+    model = ScriptModel(str(PROJECTS / "mwm_custom_loop"), "main.py", ("3", "7"),
+                        {"DATA": "/d"}, True).to_dict()
+    wizard = RunWizard(cpu_facts(), Plan(run_name="s", strategy="multi_worker_mirrored",
+                                         workers=2, replicas_per_task=1, model=model))
+    qtbot.addWidget(wizard)
+    wizard.show()
+    review = wizard.review_page
+    review.initializePage()
+    values = {k: v.text() for k, v in review.summary_values.items()}
+    assert "Adam" not in values["Optimizer"] and "script's own" in values["Optimizer"]
+    assert "script's own" in values["Steps"] and "25 per epoch" not in values["Steps"]
+    assert "script's own" in values["Validation"] and "every epoch" not in values["Validation"]
+    assert "script's own" in values["Checkpoints"]
+    info = review.script_info.text()
+    assert review.script_info.isVisibleTo(review)
+    assert "main.py 3 7" in info and "DATA=/d" in info and "TF_USE_LEGACY_KERAS=1" in info
+    assert "DTGUI_STEPS=100" in info and "do not apply" in info
+
+
+def test_the_header_shows_a_script_s_own_progress_and_time_left(qtbot) -> None:
+    metrics = RunMetrics(10)
+    model = ScriptModel("project", "main.py", ("3",), legacy_keras=True).to_dict()
+    plan = Plan(strategy="multi_worker_mirrored", workers=2, model=model)
+    board = Dashboard()
+    qtbot.addWidget(board)
+    board.show()
+    board.attach(FakeRun(metrics, plan=plan), run_name="s")
+    assert "script main.py 3 · tf_keras" in board.header.strategy_label.text()
+    assert "DTGUI_STEPS=" in board.header.strategy_label.toolTip()
+    lines = [json.dumps({"v": 2, "kind": "started", "task": "worker:0", "t": 0.0}),
+             json.dumps({"v": 2, "kind": "progress", "task": "worker:0", "t": 20.0,
+                         "unit": "epoch", "done": 2, "total": 10})]
+    metrics.add_events([e for e in map(parse_line, lines) if e is not None])
+    qtbot.waitUntil(lambda: "epoch 2 / 10" in board.header.step_label.text(), timeout=5_000)
+    assert "(20%)" in board.header.step_label.text()
+    assert "left" in board.header.step_label.text()
+    assert board.header.progress.value() == 200

@@ -120,6 +120,13 @@ def metric_name(tag: str) -> str:
     return last
 
 
+def _ends_pair(line: str, end: int, starts: set[int]) -> bool:
+    """A value is followed by the line's end, punctuation or the next pair, not by a word
+    (`done: 0 errors` is prose)."""
+    after = len(line) - len(line[end:].lstrip())
+    return after >= len(line) or not line[after].isalpha() or after in starts
+
+
 class LineParser:
     """Reads printed lines into values; keeps the line counter and the epochs' numbering."""
 
@@ -161,9 +168,11 @@ class LineParser:
         pairs: list[tuple[str, str]] = []
         spaced = False
         leftover, last = [], 0
-        for match in _PAIR.finditer(rest):
+        matches = list(_PAIR.finditer(rest))
+        starts = {m.start() for m in matches}
+        for match in matches:
             name = match["name"]
-            if _SOURCE_FILE.search(name):
+            if _SOURCE_FILE.search(name) or not _ends_pair(rest, match.end(), starts):
                 continue
             leftover.append(rest[last:match.start()])
             last = match.end()
@@ -172,9 +181,8 @@ class LineParser:
         leftover.append(rest[last:])
         if spaced and not all(_FILLER.fullmatch(piece) for piece in leftover):
             # `name 1.23` only where the line is nothing but pairs: keep the `:` / `=` ones
-            explicit = {m.start(): m for m in _PAIR.finditer(rest) if m["sep"] is not None}
-            pairs = [(m["name"], m["value"]) for m in explicit.values()
-                     if not _SOURCE_FILE.search(m["name"])]
+            pairs = [(m["name"], m["value"]) for m in matches if m["sep"] is not None
+                     and not _SOURCE_FILE.search(m["name"]) and _ends_pair(rest, m.end(), starts)]
         if progress is not None:
             pairs.append((progress[0], str(progress[1])))
         return pairs, progress
