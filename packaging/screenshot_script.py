@@ -24,6 +24,7 @@ from dtgui.ui.app import make_app  # noqa: E402
 from dtgui.ui.wizard import RunWizard  # noqa: E402
 
 PROJECT = ROOT / "tests" / "script_projects" / "mwm_fit"
+CUSTOM_LOOP = ROOT / "tests" / "script_projects" / "mwm_custom_loop"
 
 
 def settle(app: QApplication, widget: QWidget, seconds: float = 0.0) -> None:
@@ -76,6 +77,35 @@ def wizard_shots(app: QApplication, out: Path) -> None:
     wizard.close()
 
 
+def custom_loop_shots(app: QApplication, out: Path) -> None:
+    """The tutorial's custom loop (it only prints): the Keras 2 warning under Keras 3, the
+    printed-metrics preview on its lines, and the review of a script run."""
+    facts = MachineFacts(hostname="devbox", os_name="Linux 6.1", python="3.11.2",
+                         cpu_model="Intel(R) Xeon(R) CPU", cpu_cores=2, ram_total=8 << 30,
+                         tf=TfView(version="2.21.0"))
+    model = ScriptModel(str(CUSTOM_LOOP), "main.py", ("3", "7"),
+                        patterns=(r"\[it (?P<step>\d+)\] loss=(?P<loss>\S+) lr=(?P<lr>\S+)",)
+                        ).to_dict()
+    plan = Plan(run_name="tutorial-loop", strategy="multi_worker_mirrored", workers=2,
+                replicas_per_task=1, model=model)
+    wizard = RunWizard(facts, plan)
+    wizard.resize(1100, 980)
+    wizard.show()
+    wizard.next()
+    wizard.next()
+    box = wizard.model_page.script_box
+    box.printed_box.sample_edit.setPlainText(
+        "Epoch: 0, accuracy: 0.327567, train_loss: 1.820119.\n[it 120] loss=0.53 lr=1e-3\n"
+        "Found 6000 images belonging to 10 classes.")
+    wait_for(app, lambda: not box._looking)
+    shoot(app, wizard, out, "script-5-custom-loop-keras2-warning")
+    box.legacy_check.setChecked(True)
+    wait_for(app, wizard.model_page.isComplete)
+    wizard.next()
+    shoot(app, wizard, out, "script-6-custom-loop-review")
+    wizard.close()
+
+
 def dashboard_shot(app: QApplication, out: Path) -> None:
     from dtgui.launch.pipeline import launch_plan
     from dtgui.ui.dashboard import Dashboard
@@ -103,6 +133,7 @@ def main(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     app = make_app(argv[:1])
     wizard_shots(app, out)
+    custom_loop_shots(app, out)
     if "--no-run" not in argv:
         dashboard_shot(app, out)
     return 0

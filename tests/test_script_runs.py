@@ -283,3 +283,22 @@ def test_a_user_pattern_reads_the_script_s_own_log_format(tmp_path: Path) -> Non
     assert controller.final_loss == pytest.approx(losses[-1])
     progress = controller.metrics.snapshot().script_progress
     assert (progress.unit, progress.done, progress.total) == ("step", 80, 80)
+
+
+def test_dtgui_run_says_what_a_script_run_is_and_its_progress(tmp_path: Path, capsys) -> None:
+    from dtgui.cli import main
+
+    out = tmp_path / "bundle"
+    pattern = r"\[it (?P<step>\d+)\] loss=(?P<loss>\S+) lr=(?P<lr>\S+)"
+    assert main(["export", str(out), "--strategy", "one_device", "--steps", "40",
+                      "--script", str(PROJECTS / "it_lines" / "train.py"),
+                      "--metric-pattern", pattern, "--env", "MY_FLAG=1"]) == 0
+    capsys.readouterr()
+    assert main(["run", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("running ") and "your script train.py · Keras 3" in lines[0]
+    text = "\n".join(lines)
+    assert "Environment: MY_FLAG=1" in text and "DTGUI_STEPS=40" in text
+    assert "1 pattern" in text and "do not apply" in text
+    assert "100 steps" not in lines[0]
+    assert any(line.startswith("final loss ") for line in lines)

@@ -252,9 +252,20 @@ def cmd_run(args: argparse.Namespace) -> int:
               f"{plan.steps} steps; Ctrl-C stops every task")
     last_step = -1
     last_epoch = 0
+    told = ""
     while not controller.wait(0.5):
         snap = controller.metrics.snapshot()
-        if snap.step != last_step and snap.step:
+        if plan.script is not None and snap.script_progress.unit:  # what the script tells
+            progress = snap.script_progress
+            if progress.text() != told:
+                told = progress.text()
+                losses = "  ".join(f"{task}={ys[-1]:.4f}" for task, (_, ys)
+                                   in controller.metrics.scalars.loss_series().items() if len(ys))
+                left = progress.seconds_left()
+                print(told + (f"  loss {losses}" if losses else "")
+                      + (f"  ~{left:.0f} s left" if left and progress.done < progress.total
+                         else ""), flush=True)
+        elif snap.step != last_step and snap.step:
             last_step = snap.step
             losses = "  ".join(
                 f"r{rid}={ys[-1]:.4f}" for rid, (_, ys) in snap.replica_loss.items() if len(ys)
@@ -264,11 +275,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             last_epoch = snap.epoch
             losses = "  ".join(f"{task}={ys[-1]:.4f}" for task, (_, ys)
                                in controller.metrics.scalars.loss_series().items() if len(ys))
-            told = snap.script_progress
-            where = told.text() if told.unit == "epoch" else f"epoch {snap.epoch}"
-            left = told.seconds_left()
-            print(f"{where}  loss {losses}" + (f"  ~{left:.0f} s left" if left else ""),
-                  flush=True)
+            print(f"epoch {snap.epoch}  loss {losses}", flush=True)
     snap = controller.metrics.snapshot()
     for tid, state in sorted(snap.tasks.items()):
         print(f"  {tid}: {state.status}" + (f" ({state.error})" if state.error else ""))

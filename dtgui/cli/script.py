@@ -1,7 +1,7 @@
 """`dtgui export` options for a user's own training script (docs/own-scripts.md).
 
     --script ENTRY --project DIR [--script-arg ARG ...] [--env K=V ...] [--legacy-keras]
-    [--data-dir PATH]
+    [--data-dir PATH] [--metric-pattern REGEX ...] [--no-printed-metrics] [--metrics-from all]
 
 ENTRY is a path inside DIR (default DIR: ENTRY's folder). Before anything is written the entry
 script and the project's modules are looked at (no run, no TensorFlow): a Keras 3 `model.fit`
@@ -42,6 +42,15 @@ def add_script_options(parser: argparse.ArgumentParser) -> None:
                        "under multi_worker_mirrored / parameter_server")
     group.add_argument("--data-dir", default="", metavar="PATH",
                        help="data that stays on each machine at PATH (DTGUI_DATASET_DIR)")
+    group.add_argument("--metric-pattern", action="append", default=[], metavar="REGEX",
+                       help="read metrics from printed lines this regular expression matches: "
+                       "named groups, step/epoch for the x and any other for a value "
+                       "(repeatable)")
+    group.add_argument("--no-printed-metrics", action="store_true",
+                       help="do not read name: value pairs from the lines the script prints "
+                       "(patterns still apply)")
+    group.add_argument("--metrics-from", choices=("chief", "all"), default="chief",
+                       help="whose printed lines are read: the main task (default) or all")
 
 
 def wants_script(args: argparse.Namespace) -> bool:
@@ -53,7 +62,9 @@ def script_model_from_args(args: argparse.Namespace) -> tuple[dict[str, Any] | N
     if not wants_script(args):
         extra = [o for o, v in (("--script-arg", args.script_arg), ("--env", args.env),
                                 ("--legacy-keras", args.legacy_keras),
-                                ("--data-dir", args.data_dir)) if v]
+                                ("--data-dir", args.data_dir),
+                                ("--metric-pattern", args.metric_pattern),
+                                ("--no-printed-metrics", args.no_printed_metrics)) if v]
         return None, [f"{o} needs --script ENTRY." for o in extra]
     problems: list[str] = []
     if args.model is not None:
@@ -83,7 +94,9 @@ def script_model_from_args(args: argparse.Namespace) -> tuple[dict[str, Any] | N
         else:
             env[name] = value
     model = ScriptModel(str(project), rel, tuple(args.script_arg), env, bool(args.legacy_keras),
-                        args.data_dir).to_dict()
+                        args.data_dir, printed_metrics=not args.no_printed_metrics,
+                        patterns=tuple(args.metric_pattern),
+                        metrics_tasks=args.metrics_from).to_dict()
     problems += script_problems(model, must_exist=True)
     return model, problems
 

@@ -77,7 +77,7 @@ def printed_metrics_text(plan: Plan) -> str:
         return ""
     how = []
     if script.printed_metrics:
-        how.append("`name: value` pairs")
+        how.append("name: value pairs")
     if script.patterns:
         how.append(f"{len(script.patterns)} pattern{'s' if len(script.patterns) > 1 else ''}")
     if not how:
@@ -106,7 +106,8 @@ def script_rows(plan: Plan) -> list[tuple[str, str]]:
     if script is None:
         return []
     rows = [("Script", shlex.join([script.entry, *script.args])),
-            ("Project", script.project),
+            ("Project", script.project if script.project.startswith(("/", "~"))
+             else f"{script.project}/ in the bundle"),
             ("Environment", ", ".join(f"{k}={v}" for k, v in script.env.items()) or "none"),
             ("Keras", keras_text(plan)),
             ("Passed to it", hint_text(plan) + " (hints: the script reads them or not)"),

@@ -26,8 +26,7 @@ from dtgui.worker.printed_metrics import compile_patterns, describe, preview
 from .common import label, monospace, muted
 
 PREVIEW_LINES = 12
-TASK_CHOICES = (("chief", "on the main task (the chief, else worker 0)"),
-                ("all", "on every task"))
+TASK_CHOICES = (("chief", "main task"), ("all", "every task"))
 SAMPLE_HINT = "Epoch: 0, accuracy: 0.327567, train_loss: 1.820119."
 
 
@@ -36,10 +35,16 @@ class PrintedMetricsBox(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.defaults_check = QCheckBox("Curves from the lines it prints: name: 1.2, name=1.2, "
-                                        "name 1.2 (x: step, iter, batch or epoch in the line)")
+        self.defaults_check = QCheckBox("Curves from the lines it prints (name: 1.2, name=1.2)")
+        self.defaults_check.setToolTip(
+            "Several pairs a line: `name: 1.2`, `name=1.2`, or `name 1.2` where the line is "
+            "only pairs. The x is the step, iter or batch in the same line, else its epoch "
+            "(an epoch axis), else a line count. `Epoch 3/10` moves the progress. A metric "
+            "the script's TensorBoard files or report() give is taken from those alone.")
         self.defaults_check.setChecked(True)
         self.tasks_combo = QComboBox()
+        self.tasks_combo.setToolTip("Which tasks' lines are read: the main task (the chief, "
+                                    "else worker 0), or every task (a curve each)")
         for key, text in TASK_CHOICES:
             self.tasks_combo.addItem(text, key)
         self.patterns_edit = QPlainTextEdit()

@@ -253,7 +253,7 @@ class ReviewPage(QWizardPage):
         values = self.summary_values
         rows = script_rows(plan)
         for name in ("Steps", "Learning rate", "Optimizer", "Validation", "Checkpoints",
-                     "Precision", "XLA"):
+                     "Precision", "XLA", "Global batch", "Seed"):
             values[name].setStyleSheet("" if not rows else "color: #6b7280;")
         self.script_info.setVisible(bool(rows))
         if not rows:
@@ -269,6 +269,8 @@ class ReviewPage(QWizardPage):
         values["Checkpoints"].setText(f"{own} (DTGUI_CHECKPOINT_DIR)")
         values["Precision"].setText(f"hint DTGUI_PRECISION={plan.precision}")
         values["XLA"].setText(f"hint DTGUI_XLA={'1' if plan.xla else '0'}")
+        values["Global batch"].setText(f"hint DTGUI_GLOBAL_BATCH={plan.global_batch}")
+        values["Seed"].setText(f"hint DTGUI_SEED={plan.seed}")
         for name in ("Steps", "Optimizer", "Validation", "Checkpoints"):
             values[name].setToolTip("dtgui's own training loop is not used: your script "
                                     "trains its own way.")

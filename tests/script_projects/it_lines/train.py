@@ -11,5 +11,5 @@ for it in range(10, steps + 1, 10):
     loss *= 0.8
     print(f"[it {it}] loss={loss:.4f} lr=1e-3")
     sys.stdout.flush()
-    time.sleep(0.05)
+    time.sleep(float(os.environ.get("IT_SLEEP", "0.05")))
 print("done: 0 errors")
