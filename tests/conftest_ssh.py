@@ -13,6 +13,7 @@ from pathlib import Path
 
 import paramiko
 import pytest
+import remote_python
 import sshhosts
 from keyrings.alt.file import PlaintextKeyring
 
@@ -46,6 +47,7 @@ def _get_lab() -> sshhosts.SshLab:
 def ssh_lab() -> sshhosts.SshLab:
     lab = _get_lab()
     yield lab
+    remote_python.cleanup()  # the test account's Python, made once a session
     with _lock:
         global _lab
         if _lab is not None:

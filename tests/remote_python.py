@@ -11,11 +11,15 @@ Instead a temporary directory the account can read gets what it lacks, linked wi
 * the interpreter: a venv of the base Python when the account can run that, else a copy of
   the base installation with a wrapper that finds its libpython.
 
-A `.pth` file there adds the site-packages. All of it is removed by `cleanup()`.
+A `.pth` file there adds the site-packages. It is made once a test session (the first
+`python_for()`), and removed by `cleanup()` when the SSH test hosts stop
+(`conftest_ssh.ssh_lab`). The copy of a base installation leaves out the base's own
+site-packages when the venv does not use them (tens of thousands of files, for nothing).
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import site
@@ -28,6 +32,7 @@ from pathlib import Path
 import sshhosts
 
 _made: list[Path] = []
+_pythons: dict[str, str] = {}  # user -> the interpreter made for it this session
 
 
 def runs_as(user: str, python: str) -> bool:
@@ -45,15 +50,39 @@ def reaches(user: str, path: str | Path) -> bool:
                           capture_output=True, timeout=30, cwd="/").returncode == 0
 
 
-def _linked_copy(source: Path, target: Path) -> None:
+def _linked_copy(source: Path, target: Path, leave_out: Path | None = None) -> None:
+    """`source` copied to `target` as hard links, without `leave_out` (a path under
+    `source`; its parent directories are made, empty)."""
+    if leave_out is not None and leave_out.is_relative_to(source) and leave_out != source:
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copystat(source, target)
+        inner = source / leave_out.relative_to(source).parts[0]
+        for entry in source.iterdir():
+            if entry == inner:
+                _linked_copy(entry, target / entry.name, leave_out)
+            elif entry != leave_out:
+                _linked_copy(entry, target / entry.name)
+        return
     if subprocess.run(["cp", "-al", str(source), str(target)],
                       capture_output=True).returncode != 0:  # another file system
         shutil.rmtree(target, ignore_errors=True)
-        shutil.copytree(source, target, symlinks=True)
+        if source.is_dir() and not source.is_symlink():
+            shutil.copytree(source, target, symlinks=True)
+        else:
+            shutil.copy2(source, target, follow_symlinks=False)
 
 
 def python_for(user: str = sshhosts.TEST_USER) -> str:
-    """An interpreter path `user` can run that imports this machine's TensorFlow."""
+    """An interpreter path `user` can run that imports this machine's TensorFlow (made once a
+    session)."""
+    if user not in _pythons:
+        if not _made:
+            atexit.register(cleanup)  # should the session end without its teardown
+        _pythons[user] = _make_python(user)
+    return _pythons[user]
+
+
+def _make_python(user: str) -> str:
     if runs_as(user, sys.executable):
         return sys.executable
     tmp = Path(tempfile.mkdtemp(prefix="dtgui-testpython-"))
@@ -75,7 +104,10 @@ def python_for(user: str = sshhosts.TEST_USER) -> str:
         python = venv / "bin" / "python3"
     else:
         copy = tmp / "base"
-        _linked_copy(Path(sys.base_prefix), copy)
+        base_site = Path(sysconfig.get_paths(vars={"base": sys.base_prefix})["purelib"])
+        used = {Path(p).resolve() for p in site.getsitepackages()}
+        _linked_copy(Path(sys.base_prefix), copy,
+                     None if base_site.resolve() in used else base_site)
         purelib = Path(sysconfig.get_paths(vars={"base": str(copy)})["purelib"])
         python = tmp / "python3"
         python.write_text(
@@ -92,5 +124,6 @@ def python_for(user: str = sshhosts.TEST_USER) -> str:
 
 
 def cleanup() -> None:
+    _pythons.clear()
     while _made:
         shutil.rmtree(_made.pop(), ignore_errors=True)

@@ -47,9 +47,8 @@ FOREVER = 1_000_000
 
 @pytest.fixture
 def lab_python(ssh_lab: sshhosts.SshLab):
-    python = remote_python.python_for()
+    python = remote_python.python_for()  # made once a session
     yield python
-    remote_python.cleanup()
     shutil.rmtree(ssh_lab.home / ".cache" / "dtgui", ignore_errors=True)
 
 

@@ -34,9 +34,7 @@ SSH_WAIT = 120_000
 
 @pytest.fixture(scope="module")
 def venv_python(ssh_lab: sshhosts.SshLab) -> str:
-    python = remote_python.python_for()
-    yield python
-    remote_python.cleanup()
+    return remote_python.python_for()  # made once a session
 
 
 def test_probe_and_doctor_checks_run_the_registered_python(ssh_lab, venv_python: str) -> None:

@@ -5,6 +5,11 @@ The hosts share this machine's files and process table, so a test can see every 
 run (`live_members`) - but each machine gets its own bundle directory, as separate machines do.
 On CPU, TensorFlow's MultiWorkerMirrored runs one replica per worker process, so "a replica
 curve per worker" means 2 hosts x 1 worker = 2 replicas (global ids 0 and 1).
+
+One real TensorFlow run a strategy family (MultiWorkerMirrored, ParameterServer, a
+single-process strategy); the run policy (stop, kill -9, SIGSTOP, an unreachable machine,
+reattach, restart) is tested with the bundle's real supervisor over a stub training child
+(`Lab.launch(..., stub=True)`, tests/stub_task.py).
 """
 
 from __future__ import annotations
@@ -16,7 +21,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import conftest_ssh
@@ -24,7 +28,8 @@ import pytest
 import remote_python
 import sshhosts
 from conftest_ssh import machine, trust
-from runs import live_members
+from fakes import wait_for
+from runs import live_members, remove_stub_python, stub_python
 from worker_helpers import write_package
 
 from dtgui.core.bundle import render_bundle
@@ -34,23 +39,25 @@ from dtgui.core.plan import Plan
 from dtgui.core.runs import RunHistory, RunRecord
 from dtgui.core.settings import data_dir
 from dtgui.launch.controller import LaunchError, RunController
-from dtgui.launch.multihost import Target, launch_on_machines, reattach
+from dtgui.launch.pipeline import launch_plan, reattach
 from dtgui.launch.policy import RunPolicy
+from dtgui.launch.targets import Target
 from dtgui.remote.hostkeys import app_known_hosts
 
-pytestmark = pytest.mark.slow
 ssh_lab = conftest_ssh.ssh_lab
 ssh_env = conftest_ssh.ssh_env
 real_keyring = conftest_ssh.real_keyring
 FOREVER = 1_000_000
 _checks: dict[str, str] = {}  # launch-checks.json, carried from test to test (one TF import)
+_stubs: dict[str, str] = {}  # python -> the stub python over it (runs.stub_python)
 
 
 @pytest.fixture(scope="module")
 def lab_python(ssh_lab: sshhosts.SshLab):
     python = remote_python.python_for()
     yield python
-    remote_python.cleanup()
+    while _stubs:
+        remove_stub_python(_stubs.popitem()[1])
     shutil.rmtree(ssh_lab.home / ".cache" / "dtgui", ignore_errors=True)
 
 
@@ -60,14 +67,21 @@ class Lab:
         self.python = python
         self.hosts = {h.name: h for h in lab.hosts}
 
-    def target(self, name: str, **kw) -> Target:
+    def target(self, name: str, stub: bool = False, **kw) -> Target:
+        """`stub`: its tasks train with the stub child instead of TensorFlow."""
+        python = sys.executable if name == "local" else self.python
+        if stub:
+            if python not in _stubs:
+                _stubs[python] = stub_python(python)
+            python = _stubs[python]
         if name == "local":
-            return Target("local", python=sys.executable, **kw)
-        return Target(name, machine(self.lab, self.hosts[name]), python=self.python, **kw)
+            return Target("local", python=python, **kw)
+        return Target(name, machine(self.lab, self.hosts[name]), python=python, **kw)
 
-    def launch(self, plan: Plan, placement: dict[str, str], **kw) -> RunController:
-        targets = [self.target(n) for n in dict.fromkeys(placement.values())]
-        return launch_on_machines(plan, placement, targets, **kw)
+    def launch(self, plan: Plan, placement: dict[str, str], stub: bool = False,
+               **kw) -> RunController:
+        targets = [self.target(n, stub) for n in dict.fromkeys(placement.values())]
+        return launch_plan(plan, targets=targets, assignments=placement, **kw)
 
 
 @pytest.fixture
@@ -86,14 +100,6 @@ def mwms(name: str, steps: int, **kw) -> Plan:
     return Plan(run_name=name, strategy="multi_worker_mirrored", workers=2, replicas_per_task=1,
                 steps=steps, steps_per_epoch=10, checkpoint_every=kw.pop("checkpoint_every", 0),
                 seed=7, **kw)
-
-
-def wait_for(what: Callable[[], bool], timeout: float, message: str = "") -> float:
-    start = time.monotonic()
-    while not what():
-        assert time.monotonic() - start < timeout, message or "timed out"
-        time.sleep(0.05)
-    return time.monotonic() - start
 
 
 def run_pgids(controller: RunController) -> list[int]:
@@ -122,7 +128,13 @@ def step_of(controller: RunController) -> int:
     return controller.metrics.snapshot().step
 
 
+def steps_in(events_file: Path) -> int:
+    """The last step an events file reports."""
+    return max((step for rows in losses(events_file).values() for step, _ in rows), default=0)
+
+
 # -- MultiWorkerMirrored over 2 hosts, and its exported bundle by hand ------------------------
+@pytest.mark.slow
 def test_mwms_over_two_hosts_then_the_exported_bundle_by_hand_is_bit_identical(
         lab: Lab, tmp_path: Path, qtbot) -> None:
     from dtgui.ui.dashboard import Dashboard
@@ -182,6 +194,7 @@ def test_mwms_over_two_hosts_then_the_exported_bundle_by_hand_is_bit_identical(
 
 
 # -- ParameterServer: coordinator here, 2 workers and 1 ps on separate hosts -----------------
+@pytest.mark.slow
 def test_parameter_server_over_three_hosts_and_this_machine_trains_and_finishes(lab: Lab) -> None:
     plan = Plan(run_name="ps", strategy="parameter_server", workers=2, parameter_servers=1,
                 replicas_per_task=1, steps=20, steps_per_epoch=10, checkpoint_every=0)
@@ -199,30 +212,24 @@ def test_parameter_server_over_three_hosts_and_this_machine_trains_and_finishes(
     controller.detach()
 
 
-# -- a single-machine strategy on a remote machine -------------------------------------------------
-def test_mirrored_on_a_remote_machine(lab: Lab) -> None:
-    plan = Plan(run_name="remote-mirrored", strategy="mirrored", replicas_per_task=2, steps=6,
-                steps_per_epoch=3, checkpoint_every=0)
-    controller = lab.launch(plan, assign(plan, machines=["h4"]))
-    assert controller.bundle.plan.tasks[0].machine == "h4" and not controller.bundle.plan.cluster
-    assert controller.wait(180) and controller.state == "finished", controller.message
-    snap = controller.metrics.snapshot()
-    assert sorted(snap.replica_loss) == [0, 1]  # 2 logical CPU replicas on h4
-    assert list(snap.device_util) == ["h4 cpu0"]
-    nothing_left(controller)
-    controller.detach()
-
-
-def test_a_model_package_with_its_data_trains_on_a_host_and_its_model_comes_back(
+# -- a single-machine strategy on a remote machine, with a model package ---------------------
+@pytest.mark.slow
+def test_mirrored_model_package_with_its_data_trains_on_a_host_and_its_model_comes_back(
         lab: Lab, tmp_path: Path) -> None:
     """A model file in a package folder (a sibling module, a data file read beside it) runs on
-    a remote machine from the bundle's copy of its folder; the trained model is copied back."""
+    a remote machine from the bundle's copy of its folder, with 2 logical CPU replicas there;
+    the trained model is copied back."""
     net = write_package(tmp_path / "proj")
     plan = Plan(run_name="remote-package", strategy="mirrored", replicas_per_task=2, steps=4,
                 steps_per_epoch=2, checkpoint_every=0,
                 model={"kind": "file", "path": str(net), "project": str(tmp_path / "proj")})
     controller = lab.launch(plan, assign(plan, machines=["h4"]))
+    assert controller.bundle.plan.tasks[0].machine == "h4" and not controller.bundle.plan.cluster
     assert controller.wait(180) and controller.state == "finished", controller.message
+    snap = controller.metrics.snapshot()
+    assert sorted(snap.replica_loss) == [0, 1]  # 2 logical CPU replicas on h4
+    assert all(len(xs) == 4 for xs, _ in snap.replica_loss.values())
+    assert list(snap.device_util) == ["h4 cpu0"]
     assert (controller.bundle.output / "model" / "model.keras").is_file()  # copied back
     assert (controller.bundle.path / "project" / "mymodels" / "points.csv").is_file()
     nothing_left(controller)
@@ -232,10 +239,10 @@ def test_a_model_package_with_its_data_trains_on_a_host_and_its_model_comes_back
 # -- Stop: this machine and a host, MultiWorkerMirrored ------------------------------------------
 def test_stop_ends_every_task_on_every_machine(lab: Lab) -> None:
     plan = mwms("stop", steps=FOREVER)
-    controller = lab.launch(plan, assign(plan, machines=["local", "h2"]))
+    controller = lab.launch(plan, assign(plan, machines=["local", "h2"]), stub=True)
     cluster = controller.bundle.plan.cluster["worker"]
     assert cluster[0].split(":")[0] != "127.0.0.1"  # this machine's address facing h2
-    wait_for(lambda: step_of(controller) >= 3, 120, "the run did not start stepping")
+    wait_for(lambda: step_of(controller) >= 3, 60, "the run did not start stepping")
     started = time.monotonic()
     controller.request_stop()
     assert controller.wait(30)
@@ -252,9 +259,9 @@ def test_stop_ends_every_task_on_every_machine(lab: Lab) -> None:
 def test_a_killed_or_hung_worker_fails_the_run_within_10_s_and_nothing_is_left(
         lab: Lab, sig: int) -> None:
     plan = mwms(f"fail-{sig}", steps=FOREVER)
-    controller = lab.launch(plan, assign(plan, machines=["h2", "h3"]))
+    controller = lab.launch(plan, assign(plan, machines=["h2", "h3"]), stub=True)
     try:
-        wait_for(lambda: step_of(controller) >= 5, 120, "the run did not start stepping")
+        wait_for(lambda: step_of(controller) >= 5, 60, "the run did not start stepping")
         victim = controller.record.pids()["worker:1"]
         os.killpg(victim, sig)
         seconds = wait_for(
@@ -281,10 +288,10 @@ def test_an_unreachable_machine_fails_the_run_within_10_s(lab: Lab) -> None:
     if firewall_unavailable(h3):
         pytest.skip(firewall_unavailable(h3))
     plan = mwms("unreachable", steps=FOREVER)
-    controller = lab.launch(plan, assign(plan, machines=["h2", "h3"]))
+    controller = lab.launch(plan, assign(plan, machines=["h2", "h3"]), stub=True)
     h2_group = controller.record.pids()["worker:0"]
     try:
-        wait_for(lambda: step_of(controller) >= 5, 120, "the run did not start stepping")
+        wait_for(lambda: step_of(controller) >= 5, 60, "the run did not start stepping")
         with firewalled(h3, h3.port):  # SSH to h3 is dropped: no answer at all
             seconds = wait_for(
                 lambda: controller.metrics.snapshot().tasks["worker:1"].status == "failed", 10,
@@ -307,11 +314,13 @@ def test_an_unreachable_machine_fails_the_run_within_10_s(lab: Lab) -> None:
 # -- close the GUI mid-run, reopen: reattached, no gap ----------------------------------------
 def test_closing_and_reopening_reattaches_without_a_gap(lab: Lab) -> None:
     plan = mwms("reattach", steps=400, log_every=1)
-    first = lab.launch(plan, assign(plan, machines=["h2", "h3"]))
-    wait_for(lambda: step_of(first) >= 20, 120, "the run did not start stepping")
+    first = lab.launch(plan, assign(plan, machines=["h2", "h3"]), stub=True)
+    wait_for(lambda: step_of(first) >= 20, 60, "the run did not start stepping")
     first.detach()  # the GUI closes: no controller, no SSH connection; training goes on
     seen = step_of(first)
-    time.sleep(3)
+    on_h2 = Path({m.name: m.dir for m in first.record.machines}["h2"])
+    wait_for(lambda: steps_in(on_h2 / "output" / "events-worker-0.jsonl") >= seen + 50, 30,
+             "training did not go on while nobody watched")
     records = RunHistory().running()
     assert [r.run_id for r in records] == [first.record.run_id]
     second = reattach(records[0])
@@ -333,9 +342,9 @@ def test_closing_and_reopening_reattaches_without_a_gap(lab: Lab) -> None:
 # -- restart from the last checkpoint ---------------------------------------------------------
 def test_restart_from_the_last_checkpoint_when_enabled(lab: Lab) -> None:
     plan = mwms("restart", steps=80, checkpoint_every=10)
-    controller = lab.launch(plan, assign(plan, machines=["h2", "h3"]),
+    controller = lab.launch(plan, assign(plan, machines=["h2", "h3"]), stub=True,
                             policy=RunPolicy(max_restarts=1))
-    wait_for(lambda: step_of(controller) >= 25, 120, "the run did not start stepping")
+    wait_for(lambda: step_of(controller) >= 25, 60, "the run did not start stepping")
     os.killpg(controller.record.pids()["worker:1"], signal.SIGKILL)
     assert controller.wait(240), "the run did not end"
     assert controller.state == "finished", controller.message
@@ -353,14 +362,14 @@ def test_a_machine_without_tensorflow_is_refused_before_anything_starts(lab: Lab
     targets = [lab.target("h2"), Target("h3", machine(lab.lab, lab.hosts["h3"]),
                                         python="/usr/bin/python3")]
     with pytest.raises(LaunchError) as info:
-        launch_on_machines(plan, assign(plan, machines=["h2", "h3"]), targets)
+        launch_plan(plan, targets=targets, assignments=assign(plan, machines=["h2", "h3"]))
     text = str(info.value)
     assert "h3" in text and ("TensorFlow is not installed for /usr/bin/python3" in text
                              or "does not import" in text), text
     assert not RunHistory().records()  # nothing rendered, nothing started
     targets[1] = Target("h3", machine(lab.lab, lab.hosts["h3"]), python="/nowhere/python3")
     with pytest.raises(LaunchError, match="h3: the Python interpreter '/nowhere/python3' cannot"):
-        launch_on_machines(plan, assign(plan, machines=["h2", "h3"]), targets)
+        launch_plan(plan, targets=targets, assignments=assign(plan, machines=["h2", "h3"]))
 
 
 def test_a_busy_port_on_a_remote_host_is_refused(lab: Lab) -> None:

@@ -94,14 +94,14 @@ def test_the_installed_dtgui_exports_and_trains_the_demo(venv: Path) -> None:
     work = venv.parent
     out = work / "demo-bundle"
     run([venv / "bin" / "dtgui", "export", out, "--run-name", "installed-demo",
-         "--strategy", "mirrored", "--replicas", "2", "--steps", "30"], cwd=work)
+         "--strategy", "mirrored", "--replicas", "2", "--steps", "6"], cwd=work)
     assert (out / "data" / "digits.npz").is_file()
     assert (out / "dtgui_worker" / "train.py").is_file()
     text = run([venv / "bin" / "dtgui", "run", out], cwd=work, timeout=900)
     events = [json.loads(line) for line in
               (out / "output" / "events-worker-0.jsonl").read_text().splitlines()]
     finished = [e for e in events if e["kind"] == "finished"]
-    assert finished and finished[-1]["steps"] == 30, text[-2000:]
+    assert finished and finished[-1]["steps"] == 6, text[-2000:]
     started = next(e for e in events if e["kind"] == "started")
     assert started["replicas"] == 2
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import conftest_ssh
 import pytest
-from test_multihost import Lab, lab, lab_python, nothing_left, wait_for  # noqa: F401
+from fakes import wait_for
+from test_multihost import Lab, lab, lab_python, nothing_left  # noqa: F401
 
 from dtgui.core.cluster import assign
 from dtgui.core.plan import Plan
