@@ -198,7 +198,7 @@ def test_printed_losses_give_the_final_loss_and_the_epoch_progress() -> None:
     progress = curves.script_progress
     assert (progress.unit, progress.done, progress.total) == ("epoch", 3, 5)
     assert progress.seconds_left() == pytest.approx(20.0)  # 30 s for 3 epochs: 2 left
-    assert progress.text() == "epoch 3 / 5"
+    assert progress.text() == "3 / 5 epochs"
     assert curves.loss_curve().steps.tolist() == [0, 1, 2]
 
 

@@ -264,7 +264,15 @@ def test_the_header_shows_a_script_s_own_progress_and_time_left(qtbot) -> None:
              json.dumps({"v": 2, "kind": "progress", "task": "worker:0", "t": 20.0,
                          "unit": "epoch", "done": 2, "total": 10})]
     metrics.add_events([e for e in map(parse_line, lines) if e is not None])
-    qtbot.waitUntil(lambda: "epoch 2 / 10" in board.header.step_label.text(), timeout=5_000)
+    qtbot.waitUntil(lambda: "2 / 10 epochs" in board.header.step_label.text(), timeout=5_000)
     assert "(20%)" in board.header.step_label.text()
     assert "left" in board.header.step_label.text()
     assert board.header.progress.value() == 200
+    assert not board.header.epoch_label.isVisible()  # the progress says the epochs already
+    printed = json.dumps({"v": 2, "kind": "scalar", "task": "worker:0", "t": 20.0,
+                          "tag": "train_loss", "step": 1, "value": 1.4, "source": "printed",
+                          "axis": "epoch"})
+    metrics.add_events([e for e in map(parse_line, [printed]) if e is not None])
+    qtbot.waitUntil(lambda: board.scalar_panel.tag == "train_loss", timeout=5_000)
+    assert board.scalar_panel.plot.getAxis("bottom").labelText == "epoch"
+    assert board.loss_panel.plot.getAxis("bottom").labelText == "epoch"

@@ -52,7 +52,9 @@ class ScriptProgress:
         return max(0.0, spent / self.done * (self.total - self.done))
 
     def text(self) -> str:
-        """"epoch 3 / 10", "step 400 / 1,000", "epoch 3" ("" when it told nothing)."""
+        """What is done: "3 / 10 epochs", "400 / 1,000 steps", "3 epochs" ("" when it told
+        nothing)."""
         if not self.unit:
             return ""
-        return f"{self.unit} {self.done:,}" + (f" / {self.total:,}" if self.total else "")
+        return f"{self.done:,}" + (f" / {self.total:,}" if self.total else "") + \
+            f" {self.unit}{'' if self.done == 1 and not self.total else 's'}"

@@ -27,7 +27,7 @@ from dtgui.launch.run_source import RunSource
 from dtgui.ui.plot_base import DARK, LIGHT, PlotPanel, make_card, title_label
 from dtgui.ui.plots import DevicePanel, ThroughputPanel
 from dtgui.ui.run_widgets import LogView, RunHeader, TaskTable
-from dtgui.ui.scalar_panel import ScalarPanel
+from dtgui.ui.scalar_panel import AXIS_LABELS, ScalarPanel
 from dtgui.ui.training_plots import (
     LearningRatePanel,
     ModelBar,
@@ -159,6 +159,7 @@ class Dashboard(QWidget):
         self._text_snap: Snapshot | None = None  # shown in the plots, not yet in the text
         self._text_time = 0.0
         self._script_run = False
+        self._loss_axis = "step"
 
     # -- public API --------------------------------------------------------------------------
     def attach(self, controller: RunSource, *, run_name: str | None = None,
@@ -180,6 +181,7 @@ class Dashboard(QWidget):
         # A user's own script counts its own steps: the plan's number is only a hint to it.
         self._script_run = plan.model_kind == "script"
         self.loss_panel.clear()
+        self._label_loss_axis("step")
         self.throughput_panel.clear()
         self.device_panel.clear()
         self.scalar_panel.clear()
@@ -283,6 +285,12 @@ class Dashboard(QWidget):
                 self.validation_panel, self.lr_panel)
 
     # -- internals ---------------------------------------------------------------------------
+    def _label_loss_axis(self, text: str) -> None:
+        """The loss plot's x: steps, or what a script's loss scalar counts (its epochs)."""
+        if text != self._loss_axis:
+            self._loss_axis = text
+            self.loss_panel.set_axis_label("bottom", text)
+
     def _redraw(self, snap: Snapshot) -> None:
         self.redraw_count += 1
         scalars = self._scalars()
@@ -294,7 +302,13 @@ class Dashboard(QWidget):
         if scalars:  # a user's own script: its scalars; throughput only when reported
             self.throughput_panel.setVisible(bool(snap.throughput))
             self.scalar_panel.setVisible(True)
-            self.scalar_panel.update_data(scalars)
+            metrics = self._metrics()
+            axes = metrics.scalars.axes() if metrics is not None else {}
+            self.scalar_panel.update_data(scalars, axes)
+            if not snap.replica_loss and metrics is not None:  # the loss plot is a scalar's
+                tags = sorted(set(metrics.scalars.loss_tags().values()))
+                self._label_loss_axis(next((AXIS_LABELS[axes[t]] for t in tags if t in axes),
+                                           "step"))
             panels.append(self.scalar_panel)
         for panel in panels:
             panel.settle()

@@ -172,6 +172,7 @@ class RunHeader(QFrame):
             text = f"step <b>{step:,}</b>"
         self.progress.setFormat(f"step {step} of {total}" if total > 0 else f"step {step}")
         self.step_label.setText(text)
+        self.epoch_label.setVisible(True)
 
     def set_script_progress(self, progress: ScriptProgress) -> None:
         """A user's own script: how far it says it is, and the time left at its pace."""
@@ -185,6 +186,7 @@ class RunHeader(QFrame):
         if left is not None and fraction is not None and fraction < 1:
             text += f" &nbsp;· about {format_elapsed(left)} left"
         self.step_label.setText(text)
+        self.epoch_label.setVisible(progress.unit != "epoch")  # said here already
 
     def set_script(self, summary: str, details: str) -> None:
         """What a script run is (entry, arguments, Keras) beside the strategy; all of it in

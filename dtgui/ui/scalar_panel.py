@@ -15,6 +15,7 @@ from dtgui.ui.plot_base import PlotPanel, PlotTheme, series_colour, swatch_html
 from dtgui.ui.plots import short_task
 
 ScalarData = Mapping[str, Mapping[str, XY]]  # tag -> task -> (steps, values)
+AXIS_LABELS = {"step": "step", "epoch": "epoch", "line": "printed line"}  # ScalarStore.axes()
 
 
 def preferred_tag(tags: list[str]) -> str:
@@ -32,7 +33,8 @@ class ScalarPanel(PlotPanel):
         self.set_axis_label("bottom", "step")
         self.tag_combo = QComboBox()
         self.tag_combo.setObjectName("scalarTag")
-        self.tag_combo.setToolTip("Every scalar your script logs (TensorBoard files, report())")
+        self.tag_combo.setToolTip("Every scalar your script logs (TensorBoard files, report(), "
+                                  "the numbers it prints)")
         # Long tags must not push the latest values out of a narrow panel.
         self.tag_combo.setSizeAdjustPolicy(
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
@@ -41,6 +43,7 @@ class ScalarPanel(PlotPanel):
         self.header.insertWidget(1, self.tag_combo)
         self.curves = self.add_curve_set(self._make, layer_only=True)
         self._data: ScalarData = {}
+        self._axes: Mapping[str, str] = {}  # tag -> what its x counts
         self._chosen = False  # the user picked a tag: keep it
         self.tag_combo.activated.connect(self._picked)
         self.tag_combo.currentTextChanged.connect(self._show_tag)
@@ -55,8 +58,12 @@ class ScalarPanel(PlotPanel):
     def tags(self) -> list[str]:
         return [self.tag_combo.itemText(i) for i in range(self.tag_combo.count())]
 
-    def update_data(self, data: ScalarData) -> None:
+    def update_data(self, data: ScalarData, axes: Mapping[str, str] | None = None) -> None:
+        """The scalars by tag and task; `axes`: what each tag's x counts (default: steps)."""
         self._data = data
+        if axes is not None and axes.get(self.tag) != self._axes.get(self.tag):
+            self.set_axis_label("bottom", AXIS_LABELS.get(axes.get(self.tag, ""), "step"))
+        self._axes = axes if axes is not None else self._axes
         known = self.tags()
         if list(data) != known:
             self.tag_combo.blockSignals(True)
@@ -78,12 +85,14 @@ class ScalarPanel(PlotPanel):
         self.curves.clear()
         self.reset_view()
         self.set_axis_label("left", tag)
+        self.set_axis_label("bottom", AXIS_LABELS.get(self._axes.get(tag, ""), "step"))
         self.curves.update(dict(self._data.get(tag, {})))  # type: ignore[arg-type]
         self.settle(force=True)
         self.show_readout()
 
     def clear(self) -> None:
         self._data = {}
+        self._axes = {}
         self._chosen = False
         self.tag_combo.clear()
         self.curves.clear()
