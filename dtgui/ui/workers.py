@@ -146,6 +146,15 @@ def dedicated_pool(name: str) -> QThreadPool:
     return pool
 
 
+def allow_threads(count: int) -> None:
+    """Let the global pool run at least `count` pieces of work at once: work that waits on
+    the network rather than the CPU (SSH), so a slow machine never holds up a save or a probe
+    of this machine."""
+    pool = QThreadPool.globalInstance()
+    if pool.maxThreadCount() < count:
+        pool.setMaxThreadCount(count)
+
+
 def create_worker(
     fn: Callable[[Worker], Any],
     *,

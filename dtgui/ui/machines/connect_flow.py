@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt, QThreadPool, QTimer, Signal
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import QDialog, QWidget
 
 from dtgui.core.machines import Machine, MachineRegistry
@@ -40,21 +40,13 @@ from dtgui.remote.hostkeys import (
 from dtgui.remote.secrets import SecretRequired
 from dtgui.ui.machines.hostkey_dialog import ChangedKeyDialog, HostKeyDialog
 from dtgui.ui.machines.secret_prompt import SecretPrompt
-from dtgui.ui.workers import create_worker, error_message, run_in_thread
+from dtgui.ui.workers import allow_threads, create_worker, error_message, run_in_thread
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 6
 MIN_POOL_THREADS = 8
 # What connecting can ask the person (a dialog each).
 Question = UnknownHostKeyError | SecretRequired | ChangedHostKeyError
-
-
-def ensure_pool_capacity() -> None:
-    """SSH work waits on the network, not the CPU: let more than `cores` jobs run at once, so
-    a slow probe never holds up a save or the local TensorFlow probe."""
-    pool = QThreadPool.globalInstance()
-    if pool.maxThreadCount() < MIN_POOL_THREADS:
-        pool.setMaxThreadCount(MIN_POOL_THREADS)
 
 
 @dataclass
@@ -133,7 +125,7 @@ class ConnectFlow(QObject):
         self.dialog: QDialog | None = None
         self._questions: deque[tuple[Batch, Machine, Question]] = deque()
         self._trusted: set[tuple[str, int, str]] = set()  # keys accepted through this flow
-        ensure_pool_capacity()
+        allow_threads(MIN_POOL_THREADS)  # SSH work waits on the network, not the CPU
 
     # -- starting --------------------------------------------------------------------------
     def start(self, machines: Sequence[Machine], action: Action,
