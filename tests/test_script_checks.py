@@ -85,3 +85,23 @@ def test_data_folder_on_each_machine_must_exist(tmp_path: Path) -> None:
     assert any("no-such-data" in p and "does not exist" in p for p in problems)
     (tmp_path / "no-such-data").mkdir()
     assert check_local(plan, sys.executable)[0] == []
+
+
+def test_keras2_calls_are_a_warning_at_launch_under_keras3_not_with_legacy_keras(
+        tmp_path: Path) -> None:
+    """The tutorial's custom loop calls Metric.reset_states (Keras 2 only): under Keras 3 the
+    launch goes on, with the warning and its fix in the first task's log; with legacy Keras
+    there is nothing to warn of."""
+    controller = launch_plan(plan_for(PROJECTS / "mwm_custom_loop", "main.py"),
+                             tmp_path / "runs")
+    try:
+        warnings = [line for line in controller.metrics.log_lines("worker:0")
+                    if line.startswith("[dtgui] warning:")]
+        assert len(warnings) == 1
+        assert "Metric.reset_states at main.py:" in warnings[0]
+        assert "choose legacy Keras" in warnings[0]
+    finally:
+        controller.request_stop()
+        assert controller.wait(60)
+    legacy = study(plan_for(PROJECTS / "mwm_custom_loop", "main.py", legacy=True))
+    assert legacy is not None and legacy.warnings == []

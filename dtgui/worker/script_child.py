@@ -103,7 +103,7 @@ class ScriptChild(Child):
     def _read_line(self, line: str) -> None:
         assert self.parser is not None
         result = self.parser.feed(line)
-        taken = {metric_name(tag) for tag in list(self.follower.last)}
+        taken = {metric_name(tag) for tag in tuple(self.follower.last)}  # (one C-level copy)
         for reading in result.readings:
             if metric_name(reading.name) in taken:
                 continue  # the TensorBoard files give it: once is enough
@@ -112,6 +112,8 @@ class ScriptChild(Child):
                              source="printed", axis=reading.axis)
             if is_loss_tag(reading.name):
                 self.printed_loss = reading.value
+            if reading.axis == "step":
+                self.last_step = max(self.last_step, int(reading.step))
         self._note_progress(result)
 
     def _note_progress(self, result: LineResult) -> None:
