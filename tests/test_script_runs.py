@@ -71,7 +71,8 @@ def test_keras_fit_multi_worker_with_tf_keras_shows_its_tensorboard_curves_live(
 
 
 def test_stop_leaves_no_process(tmp_path: Path) -> None:
-    plan = script_plan("mwm_fit", "main.py", args=("1000", "5"), legacy=True)
+    # the policy, not TensorFlow: a script without it (sleepy_loop) under the real supervisor
+    plan = script_plan("sleepy_loop", "train.py", args=("1000", "0.2"))
     controller = launch_plan(plan, tmp_path / "runs")
     wait_for_scalars(controller)
     pgids = controller.pgids()
@@ -195,7 +196,7 @@ def test_reattach_and_history_follow_a_script_run(tmp_path: Path) -> None:
     from dtgui.core.runs import RunHistory, RunRecord
     from dtgui.launch.pipeline import reattach
 
-    plan = script_plan("mwm_fit", "main.py", args=("12", "3"), legacy=True)
+    plan = script_plan("sleepy_loop", "train.py", args=("12", "0.3"))  # no TensorFlow
     controller = launch_plan(plan, tmp_path / "runs")
     wait_for_scalars(controller, 0.1)
     controller.detach()  # the GUI closes; the tasks keep training
