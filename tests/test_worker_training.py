@@ -88,21 +88,6 @@ def test_one_device_with_xla_trains_through_xla(tmp_path: Path) -> None:
         assert event["v"] == 2 and event["task"] == "worker:0" and isinstance(event["t"], float)
 
 
-def test_mirrored_two_logical_cpus_is_deterministic(tmp_path: Path) -> None:
-    plan = make_plan(strategy="mirrored", replicas_per_task=2, steps=5, deterministic=True)
-    bundle = make_bundle(tmp_path, plan)
-    procs = [start_task(bundle, "worker:0", out=out) for out in ("run-a", "run-b")]
-    results = [finish(p, bundle, out=out) for p, out in zip(procs, ("run-a", "run-b"),
-                                                           strict=True)]
-    for code, events in results:
-        started = assert_trained(code, events, steps=5, replicas=2)
-        assert started["replica_ids"] == [0, 1] and started["global_batch"] == 32
-        assert len(started["devices"]) == 2
-    a, b = (step_losses(events) for _, events in results)
-    assert a == b  # bit-identical per-replica losses, run to run
-    assert a[1][0] != a[1][1]  # each replica saw its own slice of the batch
-
-
 def test_central_storage_with_mixed_bfloat16(tmp_path: Path) -> None:
     bundle = make_bundle(tmp_path, make_plan(strategy="central_storage", replicas_per_task=2,
                                              precision="mixed_bfloat16", steps=3))
@@ -305,10 +290,13 @@ def test_check_model_good_and_bad_files(tmp_path: Path) -> None:
         assert "traceback" in result
 
 
-def test_steps_per_call_changes_no_loss_and_every_step_is_reported(tmp_path: Path) -> None:
-    """K steps run in one device call; the losses are bit-identical whatever K is (fixed,
-    automatic or 1), every step is in the events, and log_every still thins them."""
-    plan = make_plan(strategy="mirrored", replicas_per_task=2, steps=40, steps_per_epoch=10)
+def test_mirrored_is_deterministic_whatever_the_steps_per_call(tmp_path: Path) -> None:
+    """Mirrored on two logical CPUs, deterministic: K steps run in one device call, and the
+    per-replica losses are bit-identical whatever K is (fixed, automatic or 1) - so, from
+    run to run too (separate processes); every step is in the events, and log_every still
+    thins them."""
+    plan = make_plan(strategy="mirrored", replicas_per_task=2, steps=40, steps_per_epoch=10,
+                     deterministic=True)
     variants = {"one": {"steps_per_call": 1}, "seven": {"steps_per_call": 7},
                 "auto": {"steps_per_call": 0},
                 "thin": {"steps_per_call": 7, "log_every": 4}}
@@ -318,10 +306,13 @@ def test_steps_per_call_changes_no_loss_and_every_step_is_reported(tmp_path: Pat
     results = {name: finish(proc, bundles[name]) for name, proc in procs.items()}
     for name in ("one", "seven", "auto"):
         code, events = results[name]
-        assert_trained(code, events, steps=40, replicas=2, log=log_text(bundles[name],
-                                                                         "worker:0"))
+        started = assert_trained(code, events, steps=40, replicas=2,
+                                 log=log_text(bundles[name], "worker:0"))
+        assert started["replica_ids"] == [0, 1] and started["global_batch"] == 32
+        assert len(started["devices"]) == 2
         assert [e["epoch"] for e in kinds(events, "epoch")] == [1, 2, 3, 4]
     reference = step_losses(results["one"][1])
+    assert reference[1][0] != reference[1][1]  # each replica saw its own slice of the batch
     assert step_losses(results["seven"][1]) == reference
     assert step_losses(results["auto"][1]) == reference
     # calls end at each validation (every epoch of 10 steps)
