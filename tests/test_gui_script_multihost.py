@@ -1,6 +1,7 @@
 """The whole story through the real GUI: point dtgui at an existing model.fit training script,
-pick two machines, launch, watch its curves and both machines' devices live, Stop; then export
-it and rerun it by hand on both machines with plain scp/ssh.
+pick two machines, launch, watch its curves (one a worker) and both machines' devices live,
+with the note of the Keras the script gets there, Stop (nothing is left); then export it and
+rerun it by hand on both machines with plain scp/ssh.
 
 Real sshd hosts in network namespaces (tests/sshhosts.py), real TensorFlow, real dialogs.
 """
@@ -97,6 +98,10 @@ def test_script_on_two_machines_from_the_gui_then_by_hand(
         assert sorted(dashboard.loss_panel.replica_ids()) == [0, 1]
         snapshot = controller.metrics.snapshot()
         assert sorted(snapshot.device_util) == ["box-a cpu0", "box-b cpu0"]
+        assert {t: s.machine for t, s in snapshot.tasks.items()} == {"worker:0": "box-a",
+                                                                    "worker:1": "box-b"}
+        notes = [line for line in controller.metrics.log_lines("worker:0") if "[dtgui]" in line]
+        assert any("box-a: the script gets tf_keras 2.21" in n for n in notes), notes
         qtbot.wait(1500)
         screenshot(window, "script-multihost-dashboard")
     except BaseException:
