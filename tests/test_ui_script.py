@@ -186,6 +186,9 @@ def test_printed_metric_patterns_are_tried_live_on_sample_lines(qtbot, tmp_path:
     wizard = open_model_page(qtbot)
     box = pick_script(qtbot, wizard.model_page, PROJECTS / "mwm_custom_loop", "main.py")
     printed = box.printed_box
+    assert not printed.more.isVisible()  # the patterns and the try open on demand
+    qtbot.mouseClick(printed.more_button, LEFT)
+    assert printed.more.isVisible() and printed.preview_label.isHidden()
     printed.sample_edit.setPlainText("Epoch: 0, accuracy: 0.327567, train_loss: 1.820119.\n"
                                      "[it 120] loss=0.53 lr=1e-3\n")
     shown = printed.preview_label.text()
@@ -212,6 +215,7 @@ def test_samples_come_from_the_script_s_last_run(qtbot, tmp_path: Path, monkeypa
     wizard = open_model_page(qtbot)
     box = pick_script(qtbot, wizard.model_page, PROJECTS / "mwm_custom_loop", "main.py")
     box.start_look()
+    qtbot.mouseClick(box.printed_box.more_button, LEFT)
     qtbot.mouseClick(box.printed_box.last_run_button, LEFT)
     qtbot.waitUntil(lambda: "train_loss 1.8" in box.printed_box.preview_label.text(),
                     timeout=10_000)

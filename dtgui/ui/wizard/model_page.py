@@ -6,7 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import shiboken6
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSize, Qt
 from PySide6.QtWidgets import (
     QButtonGroup,
     QFileDialog,
@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QRadioButton,
+    QScrollArea,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -54,6 +55,21 @@ def with_folder(result: ModelCheck, folder: Path) -> ModelCheck:
             f"{human_size(listing.total_bytes)})")
     return replace(result, summary=result.summary + note)
 
+
+
+class FittingScrollArea(QScrollArea):
+    """Asks for its whole content's height (so it is shown whole where there is room) and
+    scrolls where there is not."""
+
+    def sizeHint(self) -> QSize:
+        widget = self.widget()
+        if widget is None:
+            return super().sizeHint()
+        hint = widget.sizeHint()
+        return QSize(hint.width(), hint.height() + 2 * self.frameWidth())
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(200, 160)
 
 class ModelPage(QWizardPage):
     def __init__(self, ctx: WizardContext, parent: QWidget | None = None) -> None:
@@ -125,8 +141,20 @@ class ModelPage(QWizardPage):
         details_row.setContentsMargins(26, 0, 0, 0)
         details_row.addWidget(self.details_view)
         box.addLayout(details_row, 1)
+        self._source_box, self._details_row = box, details_row
         box.addWidget(self.script_radio)
-        box.addWidget(self.script_box, 1)
+        # The script's fields scroll rather than squeeze in a small window.
+        self.script_scroll = FittingScrollArea()
+        self.script_scroll.setWidget(self.script_box)
+        self.script_scroll.setWidgetResizable(True)
+        self.script_scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.script_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        viewport = self.script_scroll.viewport()
+        viewport.setObjectName("scriptViewport")  # the group box's white shows through
+        viewport.setStyleSheet("#scriptViewport { background: transparent; }")
+        self.script_box.setObjectName("scriptBox")
+        self.script_box.setStyleSheet("#scriptBox { background: transparent; }")
+        box.addWidget(self.script_scroll, 1)
 
         contract = card()
         cbox = QVBoxLayout(contract)
@@ -250,13 +278,23 @@ class ModelPage(QWizardPage):
         self.details_view.setVisible(shown)
         self.details_button.setArrowType(
             Qt.ArrowType.DownArrow if shown else Qt.ArrowType.RightArrow)
-        self._layout.setStretch(0, 1 if shown else 0)
-        self._layout.setStretch(2, 0 if shown else 1)
+        self._fit()
+
+    def _fit(self) -> None:
+        """The model box fills the page when it shows the check's details or the script's
+        fields (which then take its room), else it keeps its own height."""
+        use_script = self.script_radio.isChecked()
+        fill = use_script or self.details_button.isChecked()
+        self._layout.setStretch(0, 1 if fill else 0)
+        self._layout.setStretch(2, 0 if fill else 1)
+        self._source_box.setStretchFactor(self._details_row, 0 if use_script else 1)
 
     def _show_state(self) -> None:
         use_file = self.file_radio.isChecked()
         use_script = self.script_radio.isChecked()
         self.script_box.setVisible(use_script)
+        self.script_scroll.setVisible(use_script)
+        self._fit()
         self.contract.setVisible(not use_script)
         self.path_edit.setEnabled(use_file)
         checking = bool(self._checking) and self._checking == self.path()

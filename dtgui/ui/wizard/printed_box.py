@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QPlainTextEdit,
     QPushButton,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -66,6 +67,12 @@ class PrintedMetricsBox(QWidget):
         self.preview_label.setTextFormat(Qt.TextFormat.RichText)
         self.preview_label.setFont(monospace())
         self.note = muted()
+        self.more_button = QToolButton()
+        self.more_button.setText("Patterns, try")
+        self.more_button.setToolTip("Your own patterns, and sample lines to try them on")
+        self.more_button.setCheckable(True)
+        self.more_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.more_button.setArrowType(Qt.ArrowType.RightArrow)
 
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
@@ -73,14 +80,21 @@ class PrintedMetricsBox(QWidget):
         top = QHBoxLayout()
         top.addWidget(self.defaults_check, 1)
         top.addWidget(self.tasks_combo)
+        top.addWidget(self.more_button)
         outer.addLayout(top)
-        outer.addWidget(self.patterns_edit)
+        self.more = QWidget()  # the patterns and the live try, shown on demand
+        more = QVBoxLayout(self.more)
+        more.setContentsMargins(0, 0, 0, 0)
+        more.setSpacing(4)
+        more.addWidget(self.patterns_edit)
         samples = QHBoxLayout()
         samples.addWidget(self.sample_edit, 1)
         samples.addWidget(self.last_run_button, 0, Qt.AlignmentFlag.AlignTop)
-        outer.addLayout(samples)
-        outer.addWidget(self.preview_label)
-        outer.addWidget(self.note)
+        more.addLayout(samples)
+        more.addWidget(self.preview_label)
+        more.addWidget(self.note)
+        outer.addWidget(self.more)
+        self.more.setVisible(False)
 
         self.entry = ""
         self._generation = 0
@@ -89,12 +103,24 @@ class PrintedMetricsBox(QWidget):
         self.patterns_edit.textChanged.connect(self._changed)
         self.sample_edit.textChanged.connect(self.show_preview)
         self.last_run_button.clicked.connect(self.take_last_run)
+        self.more_button.toggled.connect(self.show_more)
         self.show_preview()
+
+    def show_more(self, shown: bool = True) -> None:
+        """Show (or hide) the patterns and the live try."""
+        if self.more_button.isChecked() != shown:
+            self.more_button.setChecked(shown)  # toggled: back here
+            return
+        self.more.setVisible(shown)
+        self.more_button.setArrowType(Qt.ArrowType.DownArrow if shown
+                                      else Qt.ArrowType.RightArrow)
 
     # -- the plan ----------------------------------------------------------------------
     def load(self, script: ScriptModel) -> None:
         self.defaults_check.setChecked(script.printed_metrics)
         self.patterns_edit.setPlainText("\n".join(script.patterns))
+        if script.patterns:
+            self.show_more()
         index = self.tasks_combo.findData(script.metrics_tasks)
         self.tasks_combo.setCurrentIndex(max(0, index))
 
