@@ -137,19 +137,19 @@ def test_newline_in_name_and_missing_key_file_are_refused() -> None:
 def test_secrets_live_in_the_keyring_and_go_with_the_machine(real_keyring) -> None:
     reg = MachineRegistry()
     reg.add(Machine("m; $(x)", "h.example", user="u", auth="password"))
-    secrets.set_password("m; $(x)", "pw-AAA")
-    secrets.set_passphrase("m; $(x)", "pp-BBB")
+    secrets.set_secret("m; $(x)", "password", "pw-AAA")
+    secrets.set_secret("m; $(x)", "passphrase", "pp-BBB")
     assert real_keyring.get_password("dtgui", "password:m; $(x)") == "pw-AAA"
     assert "pw-AAA" not in machines_file().read_text()
     _, msg = secrets.update_machine(reg, "m; $(x)", Machine("renamed", "h.example", user="u",
                                                             auth="password"))
     assert msg == ""
-    assert secrets.get_password("renamed") == "pw-AAA"
-    assert secrets.get_password("m; $(x)") is None
-    assert secrets.get_passphrase("renamed") is None  # not a key machine: forgotten
+    assert secrets.get_secret("renamed", "password") == "pw-AAA"
+    assert secrets.get_secret("m; $(x)", "password") is None
+    assert secrets.get_secret("renamed", "passphrase") is None  # not a key machine: forgotten
     machine, msg = secrets.remove_machine(reg, "renamed")
     assert msg == "" and machine.name == "renamed"
-    assert secrets.get_password("renamed") is None
+    assert secrets.get_secret("renamed", "password") is None
     assert "pw-AAA" not in Path(real_keyring.file_path).read_text()
 
 
@@ -157,9 +157,9 @@ def test_no_keyring_backend_gives_a_plain_message_not_a_crash() -> None:
     with secrets.using_keyring(keyring.backends.fail.Keyring()):
         assert not secrets.available()
         with pytest.raises(secrets.KeyringUnavailable, match="ask for passwords"):
-            secrets.get_password("m")
+            secrets.get_secret("m", "password")
         with pytest.raises(secrets.KeyringUnavailable):
-            secrets.set_password("m", "x")
+            secrets.set_secret("m", "password", "x")
         reg = MachineRegistry()
         reg.add(Machine("m", "h.example", user="u"))
         machine, msg = secrets.remove_machine(reg, "m")

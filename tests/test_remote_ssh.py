@@ -99,7 +99,7 @@ def test_password_login_through_the_keyring_and_wrong_password(ssh_lab) -> None:
     with pytest.raises(conn.SecretRequired) as info:
         conn.connect(m, timeout=5)
     assert info.value.kind == "password"
-    secrets.set_password(m.name, ssh_lab.password)
+    secrets.set_secret(m.name, "password", ssh_lab.password)
     conn.connect(m, timeout=5).close()
     t0 = time.monotonic()
     with pytest.raises(conn.WrongPassword, match=r"password .* was not accepted"):
@@ -117,9 +117,9 @@ def test_passphrase_protected_key(ssh_lab) -> None:
     with pytest.raises(conn.WrongPassphrase, match=r"passphrase .* is wrong"):
         conn.connect(m, passphrase="wrong", timeout=5)
     conn.connect(m, passphrase=ssh_lab.passphrase, timeout=5).close()
-    secrets.set_passphrase(m.name, ssh_lab.passphrase)
+    secrets.set_secret(m.name, "passphrase", ssh_lab.passphrase)
     conn.connect(m, timeout=5).close()
-    secrets.set_passphrase(m.name, "stale")
+    secrets.set_secret(m.name, "passphrase", "stale")
     with pytest.raises(conn.WrongPassphrase, match="remembered passphrase"):
         conn.connect(m, timeout=5)
 
@@ -243,7 +243,7 @@ def test_jump_host_by_name_and_by_address(ssh_lab) -> None:
     conn.connect(machine(ssh_lab, h3, jump_host=spec), timeout=5).close()
     # An address as jump host signs in like the target, with the target's remembered secret.
     by_pw = machine(ssh_lab, h3, name="pw-inner", auth="password", jump_host=spec)
-    secrets.set_password(by_pw.name, ssh_lab.password)
+    secrets.set_secret(by_pw.name, "password", ssh_lab.password)
     client = conn.connect(by_pw, timeout=5)
     assert client.jump is not None and client.jump.get_transport().is_active()
     client.close()
@@ -370,7 +370,7 @@ def test_password_appears_in_no_file_log_command_line_or_environment(
     caplog.set_level(logging.DEBUG)
     reg = MachineRegistry()
     m = reg.add(machine(ssh_lab, h, name="leaky", auth="password"))
-    secrets.set_password(m.name, ssh_lab.password)
+    secrets.set_secret(m.name, "password", ssh_lab.password)
     client = conn.connect(m, timeout=5)
     seen: list[str] = []
 

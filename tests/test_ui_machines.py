@@ -150,7 +150,7 @@ def test_add_by_password_trust_the_fingerprint_and_see_the_probe(qtbot, make_pan
     select(panel, "box-pw")
     assert f"Python {facts.python_version}" in panel.details_label.text()
     assert f"{facts.cpu_cores} cores" in panel.details_label.text()
-    assert secrets.get_password("box-pw") == ssh_lab.password
+    assert secrets.get_secret("box-pw", "password") == ssh_lab.password
     assert MachineRegistry().get("box-pw").auth == "password"
     assert ssh_lab.password not in (config_dir() / "machines.toml").read_text()
 
@@ -224,7 +224,7 @@ def test_wrong_password_is_shown_on_the_row_in_plain_words(qtbot, make_panel, ss
     assert "was not accepted: wrong password" in message and "Traceback" not in message
     assert message in panel.table.item(panel.row_of("box-wrong"), 0).toolTip()
     assert "wrong password" in panel.details_label.text()  # the only machine: shown below
-    assert secrets.get_password("box-wrong") is None  # not remembered
+    assert secrets.get_secret("box-wrong", "password") is None  # not remembered
 
 
 def test_a_changed_host_key_is_refused_with_no_way_to_accept(qtbot, make_panel, ssh_lab) -> None:
@@ -261,7 +261,7 @@ def test_password_asked_when_needed_and_remembered_on_request(qtbot, make_panel,
     qtbot.mouseClick(prompt.ok_button, LEFT)
     wait_status(qtbot, panel, "ask-me", "ok", "error")
     assert panel.states["ask-me"].status == "ok", panel.states["ask-me"].message
-    qtbot.waitUntil(lambda: secrets.get_password("ask-me") == ssh_lab.password)
+    qtbot.waitUntil(lambda: secrets.get_secret("ask-me", "password") == ssh_lab.password)
     # Cancelling the question ends that machine with a plain message.
     secrets.delete_secrets("ask-me")
     qtbot.mouseClick(panel.refresh_button, LEFT)
@@ -343,7 +343,7 @@ def test_edit_renames_with_its_secret_and_remove_forgets_both(qtbot, make_panel,
     h = ssh_lab.hosts[0]
     trust(h)
     MachineRegistry().add(machine(ssh_lab, h, name="old-name", auth="password"))
-    secrets.set_password("old-name", ssh_lab.password)
+    secrets.set_secret("old-name", "password", ssh_lab.password)
     panel = make_panel()
     select(panel, "old-name")
     qtbot.mouseClick(panel.edit_button, LEFT)
@@ -353,15 +353,15 @@ def test_edit_renames_with_its_secret_and_remove_forgets_both(qtbot, make_panel,
     qtbot.mouseClick(dialog.ok_button, LEFT)
     wait_status(qtbot, panel, "new-name", "ok", "error")
     assert panel.states["new-name"].status == "ok", panel.states["new-name"].message
-    assert secrets.get_password("new-name") == ssh_lab.password
-    assert secrets.get_password("old-name") is None
+    assert secrets.get_secret("new-name", "password") == ssh_lab.password
+    assert secrets.get_secret("old-name", "password") is None
     select(panel, "new-name")
     qtbot.mouseClick(panel.remove_button, LEFT)
     box = panel.dialog
     assert isinstance(box, QMessageBox)
     qtbot.mouseClick(box.button(QMessageBox.StandardButton.Yes), LEFT)
     qtbot.waitUntil(lambda: panel.table.rowCount() == 0, timeout=10_000)
-    assert MachineRegistry().names() == [] and secrets.get_password("new-name") is None
+    assert MachineRegistry().names() == [] and secrets.get_secret("new-name", "password") is None
 
 
 def test_install_my_public_key_then_sign_in_with_it(qtbot, make_panel, ssh_lab,
@@ -384,7 +384,7 @@ def test_install_my_public_key_then_sign_in_with_it(qtbot, make_panel, ssh_lab,
     assert MachineRegistry().get("to-key").key_file == "~/.ssh/id_ed25519"
     authorized = (ssh_lab.home / ".ssh" / "authorized_keys").read_text()
     assert Path(f"{key}.pub").read_text().strip() in authorized
-    assert secrets.get_password("to-key") is None  # no password kept
+    assert secrets.get_secret("to-key", "password") is None  # no password kept
 
 
 # -- the doctor ---------------------------------------------------------------------------------

@@ -157,22 +157,6 @@ def delete_secrets(machine: str) -> None:
         delete_secret(machine, kind)
 
 
-def get_password(machine: str) -> str | None:
-    return get_secret(machine, "password")
-
-
-def set_password(machine: str, value: str) -> None:
-    set_secret(machine, "password", value)
-
-
-def get_passphrase(machine: str) -> str | None:
-    return get_secret(machine, "passphrase")
-
-
-def set_passphrase(machine: str, value: str) -> None:
-    set_secret(machine, "passphrase", value)
-
-
 def remove_machine(registry: MachineRegistry, name: str) -> tuple[Machine, str]:
     """Remove a machine and its secrets. Returns (machine, message); the message is not
     empty when the keyring could not be reached (the machine is removed anyway)."""
