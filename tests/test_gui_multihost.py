@@ -15,7 +15,6 @@ from __future__ import annotations
 import gc
 import os
 import shutil
-import time
 from pathlib import Path
 
 import conftest_ssh
@@ -24,9 +23,10 @@ import remote_python
 import shiboken6
 import sshhosts
 from conftest_ssh import machine, trust
+from fakes import wait_for
 from PySide6.QtCore import QCoreApplication, QEvent, Qt, QThreadPool, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox, QWizard
-from runs import live_members
+from runs import live_members, replica_losses
 from test_gui_e2e import click_next, curve_points, open_wizard_on
 
 from dtgui.core.cluster import place_on_machines
@@ -194,11 +194,12 @@ def click_message_button(qtbot, text: str) -> None:
 
 
 def test_close_keep_training_reopen_and_reattach_without_a_gap(
-        qtbot, ssh_lab, ssh_env, lab_python, windows) -> None:
+        qtbot, ssh_lab, ssh_env, lab_python, windows, stub_python) -> None:
     """Close dtgui mid-run (Keep training): a watcher keeps the run's failure policy, holding
     the password given at launch in memory only. Reopen: Reattach asks for the password again
     (it was not remembered), takes the run back from the watcher, and the curves have every
-    step, including those trained while dtgui was closed."""
+    step, including those trained while dtgui was closed. The tasks train with the stub child
+    under the real supervisor (tests/stub_task.py): the policy, not TensorFlow."""
     host = ssh_lab.hosts[0]
     trust(host)
     registry = MachineRegistry()
@@ -208,7 +209,7 @@ def test_close_keep_training_reopen_and_reattach_without_a_gap(
                 replicas_per_task=1, steps=FOREVER, steps_per_epoch=25, checkpoint_every=0)
     placed = place_on_machines(plan, {"worker:0": "box-a", "worker:1": "box-a"},
                                {"box-a": host.address}, {"box-a": [0, 0]},
-                               logins={"box-a": {"python": lab_python}})
+                               logins={"box-a": {"python": stub_python(lab_python)}})
 
     make_app([])
     first = MainWindow()
@@ -229,7 +230,10 @@ def test_close_keep_training_reopen_and_reattach_without_a_gap(
     qtbot.waitUntil(lambda: watcher_pid(record) is not None, timeout=10_000)
     watcher = watcher_pid(record)
     assert ssh_lab.password.encode() not in Path(f"/proc/{watcher}/cmdline").read_bytes()
-    time.sleep(4)  # training goes on with dtgui closed
+    events = Path(record.machines[0].dir) / "output" / "events-worker-0.jsonl"
+    closed_at = len(replica_losses(events))
+    wait_for(lambda: len(replica_losses(events)) >= closed_at + 50, 30,
+             "training did not go on with dtgui closed")
     assert RunRecord.load(Path(record.bundle)).state == "running"
 
     second = MainWindow()
