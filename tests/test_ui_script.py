@@ -282,18 +282,23 @@ def test_the_header_shows_a_script_s_own_progress_and_time_left(qtbot) -> None:
     assert board.loss_panel.plot.getAxis("bottom").labelText == "epoch"
 
 
-def test_the_run_history_says_what_a_script_run_was(tmp_path: Path) -> None:
+def test_the_run_history_says_what_a_script_run_was(qtbot, tmp_path: Path) -> None:
     from dtgui.core.bundle import render_bundle
     from dtgui.core.cluster import place_local
     from dtgui.core.runs import RunRecord
-    from dtgui.ui.runs_page import plan_summary
+    from dtgui.ui.runs_page import RunsPage, plan_summary, run_texts
 
     model = ScriptModel(str(PROJECTS / "mwm_custom_loop"), "main.py", ("3",), {"A": "1"},
                         True).to_dict()
     plan = Plan(run_name="h", strategy="multi_worker_mirrored", workers=2,
                 replicas_per_task=1, model=model)
     bundle = render_bundle(place_local(plan), tmp_path / "h")
-    text = plan_summary(RunRecord(run_id="h", run_name="h", bundle=str(bundle.path),
-                                  strategy="multi_worker_mirrored", created=0.0))
+    record = RunRecord(run_id="h", run_name="h", bundle=str(bundle.path),
+                       strategy="multi_worker_mirrored", created=0.0)
+    text = plan_summary(record)
     assert "your script main.py 3 · tf_keras" in text and "A=1" in text
     assert "do not apply" in text and "100 steps" not in text
+    page = RunsPage()
+    qtbot.addWidget(page)
+    page.show_records([(record, *run_texts(record)[:1], False, run_texts(record)[1])])
+    assert page.table.item(0, 1).text() == "MultiWorkerMirrored · script main.py 3 · tf_keras"

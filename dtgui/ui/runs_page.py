@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from dtgui.core.plan import Plan
 from dtgui.core.runs import RunHistory, RunRecord
 from dtgui.core.strategies import STRATEGIES
 from dtgui.ui.workers import run_in_thread
@@ -37,12 +38,23 @@ def _when(stamp: float | None) -> str:
 
 def plan_summary(record: RunRecord) -> str:
     """One line about a run's plan (read from its bundle: call it off the UI thread)."""
+    return run_texts(record)[0]
+
+
+def run_texts(record: RunRecord) -> tuple[str, str]:
+    """(the plan's summary, what the run trained: "" for dtgui's loop, "script main.py ·
+    tf_keras" for a user's script), read from its bundle: call it off the UI thread."""
     from dtgui.core.bundle import Bundle
+    from dtgui.core.plan_text import script_summary
 
     try:
         plan = Bundle.open(Path(record.bundle)).plan
     except Exception:  # noqa: BLE001 - a damaged bundle still lists
-        return record.bundle
+        return record.bundle, ""
+    return _summary(record, plan), script_summary(plan)
+
+
+def _summary(record: RunRecord, plan: Plan) -> str:
     info = STRATEGIES.get(plan.strategy)
     where = ", ".join(f"{t.task_id}@{t.machine_name}" for t in plan.tasks)
     if plan.script is not None:  # its own steps and options: not the plan's defaults
@@ -55,13 +67,18 @@ def plan_summary(record: RunRecord) -> str:
             f"{where}\n{record.bundle}")
 
 
-def _history() -> list[tuple[RunRecord, str, bool]]:
-    """(record, plan summary, watched) per run: `watched` when a run still training has its
-    headless watcher (dtgui closed with Keep training)."""
+def _history() -> list[tuple[RunRecord, str, bool, str]]:
+    """(record, plan summary, watched, what it trained) per run: `watched` when a run still
+    training has its headless watcher (dtgui closed with Keep training); what it trained:
+    a user's script in a few words ("" for dtgui's loop)."""
     from dtgui.launch.watcher import watcher_pid
 
-    return [(r, plan_summary(r), r.is_active and watcher_pid(r) is not None)
-            for r in RunHistory().records()]
+    rows = []
+    for record in RunHistory().records():
+        summary, trained = run_texts(record)
+        rows.append((record, summary, record.is_active and watcher_pid(record) is not None,
+                     trained))
+    return rows
 
 
 UNWATCHED_TIP = ("Nobody watches this run: if a task fails, nothing stops the others. "
@@ -135,6 +152,7 @@ class RunsPage(QWidget):
         self.records = [r[0] for r in rows]
         summaries = [r[1] for r in rows]
         watched = [len(r) > 2 and bool(r[2]) for r in rows]
+        trained = [str(r[3]) if len(r) > 3 else "" for r in rows]  # a user's script
         self.table.setRowCount(len(self.records))
         for row, r in enumerate(self.records):
             info = STRATEGIES.get(r.strategy)
@@ -143,7 +161,9 @@ class RunsPage(QWidget):
             state = str(r.state)
             if r.is_active:
                 state += " · watched" if watched[row] else " · not watched"
-            values = (r.run_name, info.title if info else r.strategy, machines,
+            strategy = info.title if info else r.strategy
+            values = (r.run_name, f"{strategy} · {trained[row]}" if trained[row] else strategy,
+                      machines,
                       state, loss, _when(r.created), _when(r.ended))
             for col, value in enumerate(values):
                 item = QTableWidgetItem(value)
