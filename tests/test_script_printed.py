@@ -138,6 +138,7 @@ def test_the_main_task_turns_printed_lines_into_scalars_and_progress(tmp_path: P
     assert progress == [("epoch", 0, 3), ("epoch", 1, 3), ("epoch", 2, 3), ("epoch", 3, 3)]
     finished = next(e for e in events if e.kind == "finished")
     assert finished.get("loss") == pytest.approx(1.1003)  # the last printed loss
+    assert finished.get("loss_from") == "printed"
 
 
 def test_other_tasks_are_read_only_when_asked(tmp_path: Path) -> None:
@@ -182,6 +183,22 @@ def test_a_metric_given_by_tensorboard_is_not_taken_again_from_printed_lines() -
     assert set(shown["loss"]) == {"worker:1"}  # worker 0 gives its loss by TensorBoard
     assert curves.final_loss() == 0.8
     assert curves.scalars.axes()["lr"] == "line"
+
+
+def test_a_script_calling_report_keeps_its_steps_loss_over_a_printed_one() -> None:
+    from fakes import steps_event
+
+    curves = RunCurves()
+    steps = steps_event(1, 5)
+    curves.add_events([
+        event("started", 0.0, steps=100),
+        event("scalar", 1.0, tag="loss", step=1, value=9.0, source="printed", axis="line"),
+        steps,
+        event("scalar", 7.0, tag="acc", step=2, value=0.5, source="printed", axis="line"),
+        event("finished", 8.0, loss=9.0, loss_from="printed"),
+    ])
+    assert set(curves.scalars.snapshot()) == {"acc"}  # its loss is the steps' (report())
+    assert curves.final_loss() == pytest.approx(steps.get("loss"))
 
 
 def test_printed_losses_give_the_final_loss_and_the_epoch_progress() -> None:

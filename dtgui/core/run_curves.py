@@ -293,6 +293,7 @@ class RunCurves:
         self._last_loss: dict[str, float] = {}  # task -> the loss it reported last
         self._finished_loss: dict[str, float] = {}  # task -> the loss its `finished` gave
         self._progress_task = ""  # the first task in task order that started
+        self._printed_finish: set[str] = set()  # tasks whose `finished` loss was printed
 
     # -- folding ----------------------------------------------------------------------------
     def add_events(self, events: Iterable[Event]) -> None:
@@ -313,6 +314,8 @@ class RunCurves:
         self.note_time(batch.t_first)
         self.note_time(batch.t_last)
         task = batch.task
+        if task not in self._trained_to:  # its loss by steps: a printed one is not taken
+            self.scalars.given_elsewhere(task, "loss")
         self._trained_to[task] = batch.last_step
         steps = batch.steps
         for rid, ys in zip(batch.replica_ids, batch.by_replica, strict=False):
@@ -370,6 +373,8 @@ class RunCurves:
             loss = _number(event.get("loss"))
             if loss is not None:
                 self._finished_loss[event.task] = loss
+                if event.get("loss_from") == "printed":  # the steps' loss says it better
+                    self._printed_finish.add(event.task)
         return False
 
     def add_scalar(self, event: Event) -> tuple[int | None, int | None]:
@@ -394,6 +399,7 @@ class RunCurves:
         ends.keep_up_to(start, inclusive=False)
         ends.append(start, t)  # the first call's steps ran between the start and its end
         self._finished_loss.pop(task, None)
+        self._printed_finish.discard(task)
         trained = self._trained_to.get(task, 0)
         if not isinstance(resumed, int) or resumed >= trained:
             return False
@@ -447,11 +453,13 @@ class RunCurves:
     def final_loss(self) -> float | None:
         """The run's final loss, the one definition every view shows: the training loss its
         main task reported last (its `finished` event's, else its last training call's; for
-        a script, which reports no steps, its loss scalar's last value)."""
+        a script, which reports no steps, its loss scalar's last value, printed or not; a
+        printed loss never replaces the steps' loss of a script calling report())."""
         task = self.main_task
         if not task:
             return None
-        if task in self._finished_loss:
+        if task in self._finished_loss and not (
+                task in self._printed_finish and task in self._last_loss):
             return self._finished_loss[task]
         if task in self._last_loss:
             return self._last_loss[task]

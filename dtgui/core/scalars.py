@@ -8,8 +8,9 @@ its checkpoint) continues from there instead of drawing a line back.
 Each series knows what its x counts (`axis`: "step", "epoch", or "line" for printed lines that
 give no step) and where it came from (`source`: "printed" for the script's printed lines). A
 printed series is not shown while the same task gives the same metric another way (TensorBoard
-files, `report()`): `train/epoch_loss` and a printed `loss` are one metric
-(printed_metrics.metric_name), taken once.
+files, `report()`'s scalars, or its training steps for the loss: `given_elsewhere`):
+`train/epoch_loss` and a printed `loss` are one metric (printed_metrics.metric_name), taken
+once.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class ScalarStore:
         self._lock = threading.Lock()
         self._series: dict[tuple[str, str], ScalarSeries] = {}  # (tag, task) -> series
         self._taken: set[tuple[str, str]] | None = None  # (metric name, task) not printed
+        self._elsewhere: set[tuple[str, str]] = set()  # given by other events (report()'s loss)
         self.version = 0
 
     def add(self, event: Event) -> tuple[int | None, int | None]:
@@ -90,10 +92,20 @@ class ScalarStore:
         """The series to show: a printed one only where no other source gives its metric."""
         if self._taken is None:
             self._taken = {(metric_name(tag), task) for (tag, task), s in self._series.items()
-                           if not s.printed}
+                           if not s.printed} | self._elsewhere
         taken = self._taken
         return {key: s for key, s in self._series.items()
                 if not s.printed or (metric_name(key[0]), key[1]) not in taken}
+
+    def given_elsewhere(self, task: str, name: str) -> None:
+        """`task` gives metric `name` by other events (report()'s training steps give its
+        loss): a printed one of that name is not shown."""
+        key = (metric_name(name), task)
+        with self._lock:
+            if key not in self._elsewhere:
+                self._elsewhere.add(key)
+                self._taken = None
+                self.version += 1
 
     def tags(self) -> list[str]:
         with self._lock:

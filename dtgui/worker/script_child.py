@@ -166,7 +166,8 @@ class ScriptChild(Child):
         if code != 0:
             return None
         loss = self.last_loss if self.last_loss is not None else self.printed_loss
-        self.events.emit("finished", steps=self.last_step, loss=loss,
+        printed = {"loss_from": "printed"} if self.last_loss is None and loss is not None else {}
+        self.events.emit("finished", steps=self.last_step, loss=loss, **printed,
                          seconds=round(time.time() - self.started_at, 3),
                          scalars=self.follower.count)
         return 0
