@@ -9,7 +9,10 @@ A `Target` is one machine of a run. Its `TargetKind` says how dtgui reaches it:
 The launch pipeline (`dtgui.launch.pipeline`) and a reattach ask a target's kind what applies
 to it: whether it needs a connection, how commands run there (`command_runner`: the same check
 runs locally or over SSH), and which executor follows its tasks (`make_executor`, used by the
-launch and by the reattach alike). A new kind of target adds a member and its cases here.
+launch, the reattach and a bundle run here alike). A new kind of target (a Slurm job) adds a
+member and its cases here: how it is reached (`needs_connection`), how commands run there
+(`command_runner`), what follows its tasks (`make_executor`), and what the run record keeps of
+it (`machine_record`, read back by `Target.of_record`).
 """
 
 from __future__ import annotations
