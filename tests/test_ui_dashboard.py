@@ -117,6 +117,7 @@ def test_one_curve_per_replica_with_its_data_after_the_timer(
     labels = [label.text for _sample, label in dash.loss_panel.legend.items]
     assert labels == ["replica 0", "replica 1", "replica 2", "replica 3"]
     assert set(dash.throughput_panel.curves.curves) == {"worker:0", "worker:1"}
+    qtbot.waitUntil(lambda: not dash.backlog, timeout=3000)  # a busy machine: later frames
     _tx, ty = dash.throughput_panel.curves.shown_data("worker:1")
     np.testing.assert_allclose(ty, 100.0 + np.arange(1, 21))
     # the header follows the metrics (its text at most 4 times a second)

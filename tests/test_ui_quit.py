@@ -132,6 +132,6 @@ def test_stop_and_quit_quits_when_the_session_tells_the_end_with_no_view_watchin
     qtbot.wait(3 * LIFE_MS)
     assert window.isVisible()  # still stopping: dtgui waits for the end
     run.end("stopped", "stopped by the user")
-    qtbot.waitUntil(lambda: not window.isVisible(), timeout=3000)
+    qtbot.waitUntil(lambda: not window.isVisible(), timeout=10_000)
     assert ended == ["stopped"] and not dashboard.timer.isActive()
     assert questions == ["A run is still training"]  # the end closed it: no second question
