@@ -102,7 +102,7 @@ def probe(machine: paramiko.SSHClient | CommandRunner, python: str = "python3",
     a path or a command name; `timeout`: how long TensorFlow may take to import."""
     runner = SshRunner(machine) if isinstance(machine, paramiko.SSHClient) else machine
     python = python.strip() or "python3"
-    found = ask(runner, python, ["facts", "--system", "--gpus"])
+    found = ask(runner, python, ["facts", "--system", "--gpus", "--which", python])
     system = None
     if found.python_missing and python != "python3":
         system = ask(runner, "python3", ["facts", "--system", "--gpus"])
@@ -121,7 +121,8 @@ def read_probe(python: str, found: ProbeAnswer, tf: ProbeAnswer | None = None,
     if "gpus" in data:
         read_gpus(facts, data["gpus"])
     if found.data is not None:
-        facts.python_path = str(found.data.get("executable") or python)
+        facts.python_path = str(found.data.get("which") or found.data.get("executable")
+                                or python)
         facts.python_version = str(found.data.get("python") or "")
     elif found.python_missing:
         facts.warnings.append("No python3 on the machine's PATH." if python == "python3" else

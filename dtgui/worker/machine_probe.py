@@ -330,6 +330,8 @@ def facts(args: argparse.Namespace) -> dict[str, Any]:
     home = os.path.expanduser("~")
     out: dict[str, Any] = {"python": platform.python_version(), "executable": sys.executable,
                            "home": home}
+    if args.which:  # the interpreter as it was named, not where it ends up (a shim, a wrapper)
+        out["which"] = shutil.which(args.which) or ""
     if args.packages:
         try:
             out["packages"] = package_versions()
@@ -466,6 +468,7 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("--who", action="store_true", help="name who holds a busy port")
     f.add_argument("--module", action="append", default=[], help="can it be imported?")
     f.add_argument("--data-dir", default="", help="does this folder exist?")
+    f.add_argument("--which", default="", help="where this command is found on PATH")
     f.add_argument("--time-limit", type=float, default=0.0,
                    help="answer `timed_out` and exit after this many seconds")
     li = sub.add_parser("listen")
