@@ -84,6 +84,8 @@ def test_a_user_pattern_reads_its_lines_alone() -> None:
         ("loss", 0.53, 120.0, "step"), ("lr", 0.001, 120.0, "step")]
     assert values(parser, "val_loss: 0.7") == {"val_loss": (0.7, 2.0, "line")}  # the defaults
     assert LineParser([IT_PATTERN], defaults=False).feed("val_loss: 0.7").readings == []
+    grabbing = LineParser([r"loss=(?P<loss>\S+)"])  # \S+ takes the comma after the number
+    assert [r.value for r in grabbing.feed("loss=0.53, lr=1").readings] == [0.53]
     shown = preview(["[it 120] loss=0.53 lr=1e-3", "nothing here"], [IT_PATTERN])
     assert [len(r.readings) for _, r in shown] == [2, 0]
 

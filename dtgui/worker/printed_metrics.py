@@ -68,8 +68,10 @@ def _axis_of(name: str) -> str:
 
 
 def _number(text: str) -> float | None:
+    """The number a pair or a pattern's group gives (a group may take the punctuation after
+    it: `0.53,`)."""
     try:
-        return float(text)
+        return float(text.strip().rstrip(".,;:)]}%") or text)
     except ValueError:
         return None
 
@@ -151,10 +153,6 @@ class LineParser:
         if self.defaults and not _LOG_LINE.match(line):
             self._read(result, *self._default_pairs(line))
         return result
-
-    def feed_text(self, text: str) -> list[LineResult]:
-        """Every line of `text` (lines end at \\n or \\r, as a terminal shows them)."""
-        return [self.feed(line) for line in text.replace("\r", "\n").split("\n")]
 
     def _default_pairs(self, line: str) -> tuple[list[tuple[str, str]],
                                                  tuple[str, int, int] | None]:
