@@ -143,6 +143,13 @@ def test_the_main_task_turns_printed_lines_into_scalars_and_progress(tmp_path: P
     assert finished.get("loss_from") == "printed"
 
 
+def test_a_total_the_script_prints_beats_dtgui_steps(tmp_path: Path) -> None:
+    child = script_child(tmp_path)
+    child.output(b"step 40/100 loss 0.3\nstep 50: loss=0.2\nstep nan: loss=0.1\n")
+    assert [(e.get("unit"), e.get("done"), e.get("total")) for e in events_of(tmp_path)
+            if e.kind == "progress"] == [("step", 40, 100), ("step", 50, 100)]
+
+
 def test_other_tasks_are_read_only_when_asked(tmp_path: Path) -> None:
     other = script_child(tmp_path, "worker:1")
     other.output(b"loss: 0.5\n")

@@ -195,11 +195,11 @@ class LineParser:
                 continue
             axis = _axis_of(name)
             if axis:
-                x.setdefault(axis, number)
+                if math.isfinite(number):
+                    x.setdefault(axis, number)
             else:
                 values.append((name, number))
-        if "epoch" in x and self.first_epoch is None and math.isfinite(x["epoch"]) \
-                and progress is None:  # `Epoch 3/10` counts from 1 whatever the script does
+        if "epoch" in x and self.first_epoch is None and progress is None:  # `Epoch 3/10` counts from 1 whatever the script does
             self.first_epoch = 0 if x["epoch"] == 0 else 1
         if progress is not None:
             kind, n, total = progress

@@ -64,7 +64,8 @@ class ScriptChild(Child):
         self.parser = printed_parser(plan, self.script, task)
         self._pending = b""
         self._progress: tuple[str, int, int] | None = None
-        self._epochs_total = 0
+        self._epochs_total = 0  # what `Epoch 3/10` said (0: not said)
+        self._steps_total = 0  # what `step 40/100` said (0: DTGUI_STEPS)
         self.follower = TensorBoardFollower(
             [self.paths["DTGUI_TENSORBOARD_DIR"], self.paths["DTGUI_OUTPUT_DIR"]],
             self._on_scalar,
@@ -123,12 +124,14 @@ class ScriptChild(Child):
         progress = result.progress
         if progress is not None and progress[0] == "epoch":
             self._epochs_total = progress[2]
+        elif progress is not None:
+            self._steps_total = progress[2]
         if progress is None and result.readings:
             first = result.readings[0]
             if first.axis == "epoch":
                 progress = ("epoch", self.parser.epochs_done(first.step), self._epochs_total)
             elif first.axis == "step":
-                progress = ("step", int(first.step), self.plan.steps)
+                progress = ("step", int(first.step), self._steps_total or self.plan.steps)
         if progress is None or progress == self._progress:
             return
         self._progress = progress
