@@ -102,12 +102,7 @@ def run(client: paramiko.SSHClient, argv: Sequence[str], timeout: float = 60.0, 
     Returns (exit code, stdout, stderr); the code is -1 when the command died of a signal.
     Raises CommandTimeout when it runs longer than `timeout` seconds.
     """
-    if isinstance(argv, (str, bytes)):
-        raise TypeError("argv must be a list of arguments, not one string")
-    args = [str(a) for a in argv]
-    if not args or any("\x00" in a for a in args):
-        raise ValueError("argv must be non-empty and hold no NUL characters")
-    code, out, err = run_bytes(client, args, timeout, stdin=stdin)
+    code, out, err = run_bytes(client, argv, timeout, stdin=stdin)
     return code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
 
@@ -115,6 +110,8 @@ def run_bytes(client: paramiko.SSHClient, argv: Sequence[str], timeout: float = 
               stdin: bytes | None = None) -> tuple[int, bytes, bytes]:
     """Run argv remotely; (exit code, stdout, stderr) as bytes. Raises CommandTimeout,
     ConnectError when the connection is gone."""
+    if isinstance(argv, (str, bytes)):
+        raise TypeError("argv must be a list of arguments, not one string")
     args = [str(a) for a in argv]
     if not args or any("\x00" in a for a in args):
         raise ValueError("argv must be non-empty and hold no NUL characters")
@@ -160,15 +157,15 @@ def run_bytes(client: paramiko.SSHClient, argv: Sequence[str], timeout: float = 
 
 def run_script_bytes(client: paramiko.SSHClient, script: str, args: Sequence[str] = (),
                      timeout: float = 30.0) -> tuple[int, bytes, bytes]:
-    """A POSIX sh script through `sh -s -- ARGS...` (script on stdin, arguments quoted)."""
+    """Run a POSIX sh script remotely: the command line is only `sh -s -- ARGS...` (quoted),
+    the script goes on stdin, so any login shell (bash, zsh, fish, tcsh) starts it alike.
+    The script's own commands get /dev/null as stdin."""
     body = "{\n" + script.strip("\n") + "\n} </dev/null\n"
     return run_bytes(client, ["sh", "-s", "--", *args], timeout, stdin=body.encode("utf-8"))
 
 
 def run_script(client: paramiko.SSHClient, script: str, args: Sequence[str] = (),
                timeout: float = 60.0) -> tuple[int, str, str]:
-    """Run a POSIX sh script remotely: the command line is only `sh -s -- ARGS...` (quoted),
-    the script goes on stdin, so any login shell (bash, zsh, fish, tcsh) starts it alike.
-    The script's own commands get /dev/null as stdin."""
-    body = "{\n" + script.strip("\n") + "\n} </dev/null\n"
-    return run(client, ["sh", "-s", "--", *args], timeout, stdin=body.encode("utf-8"))
+    """`run_script_bytes`, its output decoded."""
+    code, out, err = run_script_bytes(client, script, args, timeout)
+    return code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
