@@ -12,12 +12,13 @@ from typing import Any
 import numpy as np
 
 from dtgui.core.bundle import Bundle
-from dtgui.core.events import SCHEMA_VERSION, Event, parse_line
+from dtgui.core.events import Event, parse_line
 from dtgui.core.metrics import RunMetrics
 from dtgui.core.plan import Plan
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
 from dtgui.worker import step_batch
+from dtgui.worker.events import SCHEMA_VERSION  # the version the worker writes
 
 
 def wait_for(condition: Callable[[], object], timeout: float, message: str = "",

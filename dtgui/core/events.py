@@ -16,8 +16,7 @@ import numpy as np
 
 from dtgui.worker import step_batch
 
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = frozenset({1, 2})
+READABLE_VERSIONS = frozenset({1, 2})  # of the events' "v" (the worker writes its SCHEMA_VERSION)
 KINDS = frozenset(
     {"started", "step", "steps", "epoch", "device", "checkpoint", "log", "finished", "failed",
      "validation", "model_saved",
