@@ -271,3 +271,20 @@ def test_a_plan_json_keeps_the_printed_metrics_fields(tmp_path: Path) -> None:
     plan = Plan(model=model.to_dict())
     back = Plan.from_dict(json.loads(plan.to_json())).script
     assert back == model
+
+
+def test_compare_shows_a_script_run_by_what_it_printed(tmp_path: Path) -> None:
+    from dtgui.core.compare import FIELDS, MISSING, summarize_run, table_rows
+
+    child = script_child(tmp_path)
+    (tmp_path / "plan.json").write_text(child.plan.to_json())
+    child.output("\n".join(TUTORIAL_LINES).encode() + b"\n")
+    child.outcome(0, "")
+    summary = summarize_run(tmp_path)
+    assert summary.final_loss == pytest.approx(1.1003)
+    assert summary.optimizer == summary.schedule == "the script's own"
+    assert summary.loss.steps.tolist() == [0, 1, 2]
+    [row] = table_rows([summary])
+    shown = dict(zip(FIELDS, row, strict=True))
+    assert shown["Optimizer"] == "the script's own" and shown["Steps"] == MISSING
+    assert shown["Final loss"] == "1.1"

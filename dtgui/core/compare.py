@@ -56,7 +56,7 @@ class RunSummary:
 
 def _plan_facts(summary: RunSummary, plan: dict[str, Any]) -> None:
     from dtgui.core.plan import Plan, PlanError
-    from dtgui.core.plan_text import optimizer_text, schedule_text
+    from dtgui.core.plan_text import SCRIPT_OWN, optimizer_text, schedule_text
 
     summary.strategy = str(plan.get("strategy", ""))
     summary.precision = str(plan.get("precision", ""))
@@ -68,10 +68,14 @@ def _plan_facts(summary: RunSummary, plan: dict[str, Any]) -> None:
         parsed = Plan.from_dict(plan)
     except (PlanError, TypeError, ValueError, KeyError):
         return
-    if "optimizer" in plan:  # runs from before optimizers could be chosen show none
-        summary.optimizer = optimizer_text(parsed)
-    if "lr_schedule" in plan:
-        summary.schedule = schedule_text(parsed)
+    if parsed.script is not None:  # it trains its own way: the plan's values are hints
+        summary.optimizer = summary.schedule = SCRIPT_OWN
+        summary.steps = 0
+    else:
+        if "optimizer" in plan:  # runs from before optimizers could be chosen show none
+            summary.optimizer = optimizer_text(parsed)
+        if "lr_schedule" in plan:
+            summary.schedule = schedule_text(parsed)
     summary.replicas = parsed.total_replicas
     summary.global_batch = parsed.global_batch
     summary.machines = ", ".join(parsed.machine_names) or "local"

@@ -46,6 +46,7 @@ def validation_text(plan: Plan) -> str:
 # -- a user's own script -------------------------------------------------------------------
 # dtgui's own training options that a user's script does not take (it trains its own way);
 # their values reach it only as DTGUI_* hints.
+SCRIPT_OWN = "the script's own"  # an option of dtgui's that a user's script decides itself
 NOT_FOR_SCRIPTS = ("steps", "optimizer", "learning-rate schedule", "validation", "checkpoints")
 HINT_VARIABLES = ("DTGUI_STEPS", "DTGUI_EPOCHS", "DTGUI_PER_REPLICA_BATCH", "DTGUI_GLOBAL_BATCH",
                   "DTGUI_LEARNING_RATE", "DTGUI_SEED", "DTGUI_PRECISION", "DTGUI_XLA")

@@ -27,6 +27,7 @@ from dtgui.core.bundle import task_script_text
 from dtgui.core.cluster import PlacementError, busy_ports, place_local, tf_config
 from dtgui.core.plan import LOCAL_MACHINE, Plan, TaskSpec, validate
 from dtgui.core.plan_text import (
+    SCRIPT_OWN,
     optimizer_text,
     schedule_text,
     script_rows,
@@ -261,7 +262,7 @@ class ReviewPage(QWizardPage):
             for name in ("Steps", "Validation", "Checkpoints"):
                 values[name].setToolTip("")
             return
-        own = "not used: the script's own"
+        own = f"not used: {SCRIPT_OWN}"
         values["Steps"].setText(f"{own} (DTGUI_STEPS={plan.steps} as a hint)")
         values["Learning rate"].setText(f"hint DTGUI_LEARNING_RATE={plan.learning_rate:g}")
         values["Optimizer"].setText(own)
