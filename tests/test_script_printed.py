@@ -288,3 +288,29 @@ def test_compare_shows_a_script_run_by_what_it_printed(tmp_path: Path) -> None:
     shown = dict(zip(FIELDS, row, strict=True))
     assert shown["Optimizer"] == "the script's own" and shown["Steps"] == MISSING
     assert shown["Final loss"] == "1.1"
+
+
+def test_sample_lines_come_from_the_last_run_of_this_very_script(tmp_path: Path) -> None:
+    import os
+
+    from dtgui.core.script_samples import last_run_output
+
+    def run(name: str, source: str, printed: str, created: float) -> None:
+        bundle = tmp_path / "runs" / name
+        (bundle / "project").mkdir(parents=True)
+        (bundle / "project" / "main.py").write_text(source)
+        (bundle / "output" / "logs").mkdir(parents=True)
+        (bundle / "output" / "logs" / "worker-0.log").write_text(printed)
+        plan = Plan(run_name=name, model=ScriptModel("project", "main.py").to_dict())
+        (bundle / "plan.json").write_text(plan.to_json())
+        os.utime(bundle / "plan.json", (created, created))
+
+    run("mine", "print('mine')\n", "starting\nloss: 1.0\n", 100.0)
+    run("other", "print('another project')\n", "loss: 9.0\n", 200.0)  # newer
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "main.py").write_text("print('mine')\n")
+    assert last_run_output("main.py", tmp_path / "runs", project=project) == (
+        ["starting", "loss: 1.0"], "mine")
+    assert last_run_output("main.py", tmp_path / "runs") == (["loss: 9.0"], "other")
+    assert last_run_output("train.py", tmp_path / "runs") == ([], "")

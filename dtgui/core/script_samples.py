@@ -9,31 +9,45 @@ from pathlib import Path
 
 from dtgui.core.plan import PLAN_NAME, Plan, PlanError
 from dtgui.core.runs import RunHistory
+from dtgui.core.script import BUNDLE_PROJECT_DIR
 
 SAMPLE_LINES = 40
 TAIL_BYTES = 64 * 1024
 
 
-def last_run_output(entry: str, root: Path | None = None,
-                    lines: int = SAMPLE_LINES) -> tuple[list[str], str]:
+def last_run_output(entry: str, root: Path | None = None, lines: int = SAMPLE_LINES, *,
+                    project: Path | None = None) -> tuple[list[str], str]:
     """The last `lines` non-empty lines the main task of the newest run of the script `entry`
-    printed, and that run's name ("" when there is none)."""
+    printed, and that run's name ("" when there is none). With the `project` folder, a run of
+    this very script (its bundle's copy of the entry is the same file) goes first."""
+    runs: list[tuple[Path, Plan, str]] = []
     for record in RunHistory(root).records():
         bundle = Path(record.bundle)
         try:
             plan = Plan.load(str(bundle / PLAN_NAME))
         except PlanError:
             continue
-        if plan.script is None or plan.script.entry != entry:
-            continue
+        if plan.script is not None and plan.script.entry == entry:
+            runs.append((bundle, plan, record.run_name))
+    mine = _read(project / entry) if project is not None else None
+    if mine is not None:
+        runs.sort(key=lambda run: _read(run[0] / BUNDLE_PROJECT_DIR / entry) != mine)
+    for bundle, plan, name in runs:
         logs = bundle / "output" / "logs"
         for stem in ("chief-0", "worker-0", *(t.file_stem for t in plan.tasks)):
             text = _tail(logs / f"{stem}.log")
             if text:
                 shown = [ln.rstrip() for ln in text.replace("\r", "\n").split("\n")
                          if ln.strip()]
-                return shown[-lines:], record.run_name
+                return shown[-lines:], name
     return [], ""
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
 
 
 def _tail(path: Path) -> str:

@@ -6,6 +6,7 @@ parser (dtgui.worker.printed_metrics), so it shows what a run will plot."""
 from __future__ import annotations
 
 import html
+from pathlib import Path
 
 import shiboken6
 from PySide6.QtCore import Qt, Signal
@@ -96,7 +97,8 @@ class PrintedMetricsBox(QWidget):
         outer.addWidget(self.more)
         self.more.setVisible(False)
 
-        self.entry = ""
+        self.entry = ""  # the script's entry and project folder (the script box sets them)
+        self.project = ""
         self._generation = 0
         self.defaults_check.toggled.connect(lambda *_: self._changed())
         self.tasks_combo.currentIndexChanged.connect(lambda *_: self._changed())
@@ -166,14 +168,14 @@ class PrintedMetricsBox(QWidget):
         """Fill the samples with the end of the newest run of this script (disk: a thread)."""
         from dtgui.core.script_samples import last_run_output
 
-        entry = self.entry
+        entry, project = self.entry, self.project
         if not entry:
             self.note.setText("Choose the entry script first.")
             return
         self._generation += 1
         generation = self._generation
         self.note.setText("Reading its last run…")
-        run_in_thread(lambda: last_run_output(entry),
+        run_in_thread(lambda: last_run_output(entry, project=Path(project) if project else None),
                       lambda found: self._took(generation, found),
                       lambda exc: self._took(generation, ([], ""), error_message(exc)))
 

@@ -271,6 +271,7 @@ class ScriptBox(QWidget):
             self.size_label.setText("")
         look = self._look if fresh and self._look is not None else ProjectLook()
         self.printed_box.entry = self.entry_edit.text().strip()
+        self.printed_box.project = self.project_edit.text().strip()
         lines = [f"⚠ {a}" for a in look.advice]
         lines += [f"⚠ {w} (every machine is checked again at launch)" for w in look.warnings]
         lines += [f"• {n}" for n in look.notes]
