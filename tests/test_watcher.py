@@ -323,7 +323,6 @@ def lab(ssh_lab, ssh_env, stub_python):
     python = stub_python(remote_python.python_for())
     conftest_ssh.trust(*ssh_lab.hosts)
     yield ssh_lab, python
-    remote_python.cleanup()
 
 
 def test_over_ssh_a_killed_remote_worker_fails_the_detached_run(lab, isolated_dirs: Path,

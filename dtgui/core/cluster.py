@@ -8,11 +8,9 @@ import socket
 from collections.abc import Mapping, Sequence
 
 from dtgui.core.machines import Machine, ssh_login
-from dtgui.core.plan import LOCAL_MACHINE, Plan, TaskSpec, is_local_machine
+from dtgui.core.plan import LOCAL_HOST, LOCAL_MACHINE, Plan, TaskSpec, is_local_machine
 from dtgui.worker.machine_probe import choose_free_ports as free_ports  # the one port check,
 from dtgui.worker.machine_probe import port_is_free  # as on other machines: bound like TF
-
-LOCAL_HOST = "127.0.0.1"
 
 
 class PlacementError(ValueError):
@@ -21,21 +19,14 @@ class PlacementError(ValueError):
 
 def task_layout(plan: Plan) -> list[tuple[str, int]]:
     """(type, index) of every task the strategy needs, coordinator first."""
-    if plan.strategy == "multi_worker_mirrored":
-        return [("worker", i) for i in range(plan.workers)]
-    if plan.strategy == "parameter_server":
-        return (
-            [("chief", 0)]
-            + [("worker", i) for i in range(plan.workers)]
-            + [("ps", i) for i in range(plan.parameter_servers)]
-        )
-    return [("worker", 0)]
+    counts = {"chief": 1, "worker": plan.compute_tasks, "ps": plan.parameter_servers}
+    return [(kind, i) for kind in plan.strategy.task_types for i in range(counts[kind])]
 
 
 def place_local(plan: Plan, ports: list[int] | None = None) -> Plan:
     """Put every task on this machine with free ports; fills `tasks` and `cluster`."""
     layout = task_layout(plan)
-    multi = len(layout) > 1 or plan.strategy == "multi_worker_mirrored"
+    multi = plan.strategy.multi_process
     if not multi:
         return plan.with_changes(tasks=(TaskSpec("worker", 0, LOCAL_HOST, 0),), cluster={})
     ports = ports if ports is not None else free_ports(len(layout))
@@ -106,14 +97,14 @@ def assign(plan: Plan, *, machines: Sequence[str] = (), chief: str = "",
     Single-task strategies: the first of `machines` (default this machine).
     """
     layout = task_layout(plan)
-    if plan.strategy == "parameter_server":
+    if plan.strategy.has_coordinator:
         if len(workers) != plan.workers or len(ps) != plan.parameter_servers:
             raise PlacementError(
                 f"Choose a machine for each of the {plan.workers} worker(s) and "
                 f"{plan.parameter_servers} parameter server(s)."
             )
         wanted = [chief or LOCAL_MACHINE, *workers, *ps]
-    elif plan.strategy == "multi_worker_mirrored":
+    elif plan.strategy.multi_process:
         wanted = list(machines or workers)
         if len(wanted) != plan.workers:
             raise PlacementError(f"Choose one machine for each of the {plan.workers} worker(s).")
@@ -148,7 +139,7 @@ def place_on_machines(plan: Plan, assignments: Mapping[str, str],
         )
     used = list(dict.fromkeys(wanted[t] for t in ids))
     multi_machine = len(used) > 1
-    multi_task = len(layout) > 1 or plan.strategy == "multi_worker_mirrored"
+    multi_task = plan.strategy.multi_process
     hosts = {m: _address(m, addresses, multi_machine) for m in used}
     free = {m: list(ports.get(m, ())) for m in used}
     gpu_pool = {m: list((gpus or {}).get(m, ())) for m in used}
@@ -161,11 +152,8 @@ def place_on_machines(plan: Plan, assignments: Mapping[str, str],
                 raise PlacementError(f"No free port left on {machine} for task {tid}.")
             port = int(free[machine].pop(0))
         chosen: tuple[int, ...] = ()
-        holds_replicas = kind == "worker" or plan.strategy not in (
-            "multi_worker_mirrored", "parameter_server")
-        if gpu_pool[machine] and holds_replicas and plan.device_kind == "gpu":
-            need = 1 if plan.strategy in ("one_device", "parameter_server") \
-                else plan.replicas_per_task
+        if gpu_pool[machine] and plan.strategy.holds_replicas(kind) and plan.on_gpu:
+            need = plan.strategy.gpus_per_task(plan.replicas_per_task)
             if len(gpu_pool[machine]) < need:
                 raise PlacementError(
                     f"{machine} has too few chosen GPUs for task {tid} (needs {need}).")
@@ -264,10 +252,3 @@ def place_plan(plan: Plan, assignments: Mapping[str, str], machines: Mapping[str
     return place_on_machines(plan, assignments, reachable_addresses(used, machines, addresses),
                              ports, gpus=gpus, logins=logins)
 
-
-def tasks_by_machine(plan: Plan) -> dict[str, list[TaskSpec]]:
-    """Machine ("local" for this machine) -> its tasks, in task order."""
-    out: dict[str, list[TaskSpec]] = {}
-    for task in plan.tasks:
-        out.setdefault(task.machine_name, []).append(task)
-    return out
