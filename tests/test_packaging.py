@@ -98,6 +98,7 @@ def test_the_installed_dtgui_exports_and_trains_the_demo(venv: Path) -> None:
     assert (out / "data" / "digits.npz").is_file()
     assert (out / "dtgui_worker" / "train.py").is_file()
     text = run([venv / "bin" / "dtgui", "run", out], cwd=work, timeout=900)
+    assert "step 6/6" in text and "run finished" in text, text[-2000:]  # its progress
     events = [json.loads(line) for line in
               (out / "output" / "events-worker-0.jsonl").read_text().splitlines()]
     finished = [e for e in events if e["kind"] == "finished"]
