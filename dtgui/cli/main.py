@@ -1,4 +1,4 @@
-"""Command line: `dtgui` (GUI), `dtgui export OUTDIR`, `dtgui run OUTDIR`,
+"""Command line: `dtgui` (GUI), `dtgui export OUTDIR`, `dtgui run OUTDIR`, `dtgui sweep OUT`,
 `dtgui install-desktop`."""
 
 from __future__ import annotations
@@ -13,8 +13,14 @@ from pathlib import Path
 
 from dtgui import __version__
 from dtgui.cli.desktop import add_install_desktop, cmd_install_desktop
-from dtgui.cli.machines import add_machine_options, resolve_counts, wants_machines
+from dtgui.cli.machines import (
+    ExportOptionError,
+    add_machine_options,
+    resolve_counts,
+    wants_machines,
+)
 from dtgui.cli.script import add_script_options, script_model_from_args, script_refusal
+from dtgui.cli.slurm import add_slurm_options, export_slurm, fill_counts
 from dtgui.core.plan import (
     COMMUNICATIONS,
     LR_SCHEDULES,
@@ -52,6 +58,20 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_HelpFormatter,
     )
     export.add_argument("outdir", type=Path, help="directory to create (must be new or empty)")
+    add_export_options(export)
+
+    run = sub.add_parser("run", help="run a bundle on this machine (a Slurm bundle: submit it "
+                         "here, the login node, and follow the job), headless, printing progress")
+    run.add_argument("bundle", type=Path, help="a directory written by dtgui export")
+    from dtgui.cli.sweep import add_sweep  # it takes the export options below
+
+    add_sweep(sub, _HelpFormatter)
+    add_install_desktop(sub)
+    return parser
+
+
+def add_export_options(export: argparse.ArgumentParser) -> None:
+    """The options that describe a run (dtgui export, dtgui sweep)."""
     export.add_argument("--strategy", choices=sorted(STRATEGIES), default=Strategy.MIRRORED.value)
     export.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
                         help="replicas on logical CPU devices, or on GPUs")
@@ -104,11 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--run-name", default="", help="default: <strategy>-<time>")
     add_machine_options(export)
     add_script_options(export)
-
-    run = sub.add_parser("run", help="run a bundle on this machine, headless, printing progress")
-    run.add_argument("bundle", type=Path, help="a directory written by dtgui export")
-    add_install_desktop(sub)
-    return parser
+    add_slurm_options(export)
 
 
 def plan_from_args(args: argparse.Namespace) -> Plan:
@@ -160,18 +176,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     from dtgui.core.bundle import BundleError, render_bundle
     from dtgui.launch.model_check import check_bundled_model
 
-    problems = resolve_counts(args)
-    script_model, script_problems = script_model_from_args(args)  # --script: the user's own
-    if problems or script_problems:
-        return _refuse(problems + script_problems)
-    plan = plan_from_args(args)
-    if script_model is not None:
-        plan = plan.with_changes(model=script_model)
-        if not args.no_check and (refusal := script_refusal(plan)):
-            return _refuse([refusal])
-    problems = validate(plan)
-    if problems:
-        return _refuse(problems)
+    try:
+        plan = checked_plan(args)
+    except ExportOptionError as exc:
+        return _refuse(exc.problems)
+    if args.slurm:  # one Slurm job: its tasks are placed on the nodes Slurm gives
+        return export_slurm(plan, args)
     try:
         placed, notes = _place(plan, args)
     except ValueError as exc:
@@ -202,6 +212,26 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def checked_plan(args: argparse.Namespace) -> Plan:
+    """The plan the export options describe, checked and not yet placed; ExportOptionError
+    holds every problem."""
+    if args.slurm:
+        fill_counts(args)
+    problems = resolve_counts(args)
+    script_model, script_problems = script_model_from_args(args)  # --script: the user's own
+    if problems or script_problems:
+        raise ExportOptionError(problems + script_problems)
+    plan = plan_from_args(args)
+    if script_model is not None:
+        plan = plan.with_changes(model=script_model)
+        if not args.no_check and (refusal := script_refusal(plan)):
+            raise ExportOptionError([refusal])
+    problems = validate(plan)
+    if problems:
+        raise ExportOptionError(problems)
+    return plan
+
+
 def _refuse(problems: list[str]) -> int:
     for p in problems:
         print(f"dtgui export: {p}", file=sys.stderr)
@@ -211,7 +241,7 @@ def _refuse(problems: list[str]) -> int:
 def _place(plan: Plan, args: argparse.Namespace) -> tuple[Plan, list[str]]:
     """On the machines the options name, else on this machine (free ports, or from
     --base-port). Raises ValueError (ExportOptionError with `problems`)."""
-    from dtgui.cli.machines import ExportOptionError, check_base_port, place_from_args
+    from dtgui.cli.machines import check_base_port, place_from_args
     from dtgui.core.cluster import place_local, task_layout
 
     if wants_machines(args):
@@ -232,15 +262,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     from dtgui.core.bundle import Bundle, BundleError
     from dtgui.core.plan import PlanError
     from dtgui.core.plan_text import script_summary, script_text
+    from dtgui.core.slurm import SlurmError, SlurmJob
     from dtgui.launch.controller import LaunchError, RunController
 
     try:
         bundle = Bundle.open(args.bundle)
-        controller = RunController(bundle)
+        job = SlurmJob.load(bundle.path)
+        if job is not None:
+            from dtgui.cli.slurm import slurm_controller
+
+            controller = slurm_controller(bundle, job)
+        else:
+            controller = RunController(bundle)
         controller.start()
-    except (BundleError, PlanError, LaunchError) as exc:
+    except (BundleError, PlanError, LaunchError, SlurmError) as exc:
         print(f"dtgui run: {exc}", file=sys.stderr)
         return 2
+    if job is not None:
+        print(f"submitted Slurm job {controller.executors[0].job_id}; Ctrl-C cancels it",
+              flush=True)
     signal.signal(signal.SIGINT, lambda *_: controller.request_stop())
     signal.signal(signal.SIGTERM, lambda *_: controller.request_stop())
     plan = bundle.plan
@@ -292,6 +332,10 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_export(args)
     if args.command == "run":
         return cmd_run(args)
+    if args.command == "sweep":
+        from dtgui.cli.sweep import cmd_sweep
+
+        return cmd_sweep(args)
     if args.command == "install-desktop":
         return cmd_install_desktop(args)
     from dtgui.ui.app import run_gui

@@ -1,0 +1,159 @@
+"""`dtgui sweep OUT`: run a sweep from the command line (docs/sweeps.md).
+
+The run is described by the export options (`dtgui.cli.main.add_export_options`: strategy,
+model, script, placement); `--param` names what varies. Each trial is printed as it ends; the
+trials are in OUT/trials.csv and the Optuna study (OUT/study.db unless --storage). Given a
+folder that holds a sweep already, the sweep goes on from its study: `--trials` more than it
+had adds trials.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import signal
+import sys
+from pathlib import Path
+
+from dtgui.core.plan import Plan
+from dtgui.core.sweep import (
+    DEFAULT_OBJECTIVE,
+    DIRECTIONS,
+    PRUNERS,
+    SEARCHES,
+    SWEEP_FILE,
+    SweepError,
+    SweepSpec,
+    load_sweep,
+    parse_param,
+)
+
+PROG = "dtgui sweep"
+
+
+def add_sweep(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+              formatter: type[argparse.HelpFormatter]) -> None:
+    from dtgui.cli.main import add_export_options
+
+    sweep = sub.add_parser(
+        "sweep", help="train a run setup many times with settings varied (an Optuna search)",
+        formatter_class=formatter,
+        description="Runs trials of the run the export options describe, K at a time, "
+        "with the --param values chosen by the search; prints each trial as it ends.")
+    sweep.add_argument("out", type=Path, help="the sweep's folder (new, or a sweep to go on "
+                       "with)")
+    group = sweep.add_argument_group("sweep")
+    group.add_argument("--param", action="append", default=[], metavar="NAME=SPACE",
+                       help="a parameter and its values: lr=loguniform:1e-4:1e-1, "
+                       "batch-size=choice:16,32,64, warmup=int:0:100, clip-norm=uniform:0:5, "
+                       "DTGUI_X=... or --option=... (your script's); repeat for each")
+    group.add_argument("--trials", type=int, default=None, help="trials in all (default 10)")
+    group.add_argument("--parallel", type=int, default=None,
+                       help="trials at once (default 1)")
+    group.add_argument("--search", choices=SEARCHES, default=None,
+                       help="tpe (Bayesian; default), random, or grid (every combination)")
+    group.add_argument("--objective", default=None,
+                       help=f"what is compared: {DEFAULT_OBJECTIVE} (best validation loss; the "
+                       "default), val_METRIC, loss (the final training loss) or a scalar "
+                       "your script reports")
+    group.add_argument("--direction", choices=DIRECTIONS, default=None,
+                       help="default: the objective's own sense (accuracy is maximised)")
+    group.add_argument("--pruner", choices=PRUNERS, default=None,
+                       help="stop clearly worse trials early: median (default), halving "
+                       "(successive halving) or none")
+    group.add_argument("--storage", default=None, metavar="URL",
+                       help="an Optuna storage URL (postgresql://..., mysql://...); default "
+                       "SQLite in OUT")
+    group.add_argument("--search-seed", type=int, default=None,
+                       help="seed of the search's sampler (default 0)")
+    add_export_options(sweep)
+
+
+def _run_name(args: argparse.Namespace) -> str:
+    if args.run_name:
+        return str(args.run_name)
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", args.out.resolve().name).strip("-._")
+    return name[:70] or "sweep"
+
+
+def _spec(args: argparse.Namespace) -> SweepSpec:
+    params = []
+    problems: list[str] = []
+    for text in args.param:
+        try:
+            params.append(parse_param(text))
+        except SweepError as exc:
+            problems += exc.problems
+    if problems:
+        raise SweepError(problems)
+    return SweepSpec(params=tuple(params), trials=args.trials or 10,
+                     parallel=args.parallel or 1, search=args.search or "tpe",
+                     objective=args.objective or DEFAULT_OBJECTIVE,
+                     direction=args.direction or "", pruner=args.pruner or "median",
+                     storage=args.storage or "", seed=args.search_seed or 0)
+
+
+def _resumed(args: argparse.Namespace) -> tuple[SweepSpec, Plan]:
+    """The sweep in OUT, with the counts given now."""
+    spec, plan = load_sweep(args.out)
+    if args.param and tuple(parse_param(p) for p in args.param) != spec.params:
+        over = ", ".join(p.to_text() for p in spec.params)
+        raise SweepError([f"{args.out} holds a sweep over {over}: its parameters stay (leave "
+                          "out --param to go on with it, or choose a new folder)."])
+    changes = {k: v for k, v in (("trials", args.trials), ("parallel", args.parallel)) if v}
+    return dataclasses.replace(spec, **changes), plan
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from dtgui.cli.machines import ExportOptionError, place_from_args, wants_machines
+    from dtgui.cli.main import checked_plan
+
+    try:
+        if (args.out / SWEEP_FILE).is_file():
+            spec, plan = _resumed(args)
+            print(f"going on with the sweep in {args.out}")
+        else:
+            spec = _spec(args)
+            plan = checked_plan(args).with_changes(run_name=_run_name(args))
+            if wants_machines(args):  # every trial on the machines named
+                plan, notes = place_from_args(plan, args)
+                for note in notes:
+                    print(f"{PROG}: note: {note}", file=sys.stderr)
+        return _run(args.out, spec, plan)
+    except (SweepError, ExportOptionError) as exc:
+        for problem in exc.problems:
+            print(f"{PROG}: {problem}", file=sys.stderr)
+        return 2
+
+
+def _run(out: Path, spec: SweepSpec, plan: Plan) -> int:
+    from dtgui.core.sweep_study import TRIALS_CSV, sorted_rows
+    from dtgui.launch.sweep_queue import SweepQueue
+
+    queue = SweepQueue(out, spec, plan,
+                       on_trial_end=lambda row: print(row.text(spec.objective), flush=True))
+    stopped = []
+
+    def stop(*_: object) -> None:
+        stopped.append(True)
+        queue.request_stop()
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    for note in queue.notes:
+        print(f"{PROG}: note: {note}", file=sys.stderr)
+    print(f"sweep {plan.run_name}: {spec.trials} trial(s), {spec.parallel} at a time, "
+          f"{spec.search} search over {', '.join(p.to_text() for p in spec.params)}; "
+          f"{spec.goal} {spec.objective}; Ctrl-C stops", flush=True)
+    rows = queue.run()
+    ranked = sorted_rows(rows, spec.goal)
+    counts = {s: sum(1 for r in rows if r.state == s) for s in ("finished", "pruned", "failed")}
+    print(f"sweep {'stopped' if stopped else 'complete'}: "
+          + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+    if ranked and ranked[0].objective is not None:
+        print(f"best: {ranked[0].text(spec.objective)}\n  run: {ranked[0].run}")
+    print(f"trials: {out / TRIALS_CSV}")
+    if stopped:
+        return 130
+    return 0 if any(r.objective is not None for r in rows) else 1

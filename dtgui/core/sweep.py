@@ -1,0 +1,411 @@
+"""A sweep: one run setup trained many times with some of its settings varied (docs/sweeps.md).
+
+A `SweepSpec` names the parameters that vary, each with its `Space` (a list of values, or a
+uniform / log-uniform range of ints or floats), the search (grid, random, TPE), the number of
+trials, how many run at once, the objective and its direction, and the pruner. `Param`s reach
+a run in one of three ways (`ParamTarget`): a field of the plan (learning rate, batch size,
+optimizer, weight decay, schedule, warm-up, clip norm ... or the `DTGUI_*` variable a script
+reads it from), a `DTGUI_*` variable of the user's own script, or an argument of that script.
+`apply(plan, values)` makes a trial's plan. Everything here is pure: parsing and validation
+say what is wrong in sentences (`SweepError`); the Optuna study is `dtgui.core.sweep_study`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dtgui.core.plan import Plan, validate
+from dtgui.core.run_curves import lower_is_better
+from dtgui.core.script import ScriptModel
+
+SWEEP_FILE = "sweep.json"  # the sweep's settings and base plan, in its folder
+SWEEP_SCHEMA = 1
+SEARCHES = ("tpe", "random", "grid")
+PRUNERS = ("median", "halving", "none")
+DIRECTIONS = ("minimize", "maximize")
+DEFAULT_OBJECTIVE = "val_loss"
+
+
+class SweepError(ValueError):
+    """A sweep that cannot run; the message says what to change."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__(" ".join(problems))
+        self.problems = list(problems)
+
+
+class SpaceKind(str, enum.Enum):
+    CHOICE = "choice"  # one of a list of values
+    UNIFORM = "uniform"  # a float range
+    LOGUNIFORM = "loguniform"  # a float range, searched on a log scale
+    INT = "int"  # an int range
+    LOGINT = "logint"  # an int range on a log scale
+
+    @property
+    def is_range(self) -> bool:
+        return self is not SpaceKind.CHOICE
+
+    @property
+    def is_log(self) -> bool:
+        return self in (SpaceKind.LOGUNIFORM, SpaceKind.LOGINT)
+
+    @property
+    def is_int(self) -> bool:
+        return self in (SpaceKind.INT, SpaceKind.LOGINT)
+
+
+Value = int | float | str
+
+
+@dataclass(frozen=True)
+class Space:
+    """The values a parameter may take: `values` for a choice, `low`..`high` for a range."""
+
+    kind: SpaceKind
+    values: tuple[Value, ...] = ()
+    low: float = 0.0
+    high: float = 0.0
+
+    def grid(self) -> list[Value] | None:
+        """Every value, for a grid search (None for a float range: it has no list)."""
+        if self.kind is SpaceKind.CHOICE:
+            return list(self.values)
+        if self.kind.is_int:
+            return list(range(int(self.low), int(self.high) + 1))
+        return None
+
+    def extremes(self) -> list[Value]:
+        """The values that validation tries: every choice, or both ends of the range."""
+        if self.kind is SpaceKind.CHOICE:
+            return list(self.values)
+        if self.kind.is_int:
+            return [int(self.low), int(self.high)]
+        return [self.low, self.high]
+
+    def text(self) -> str:
+        if self.kind is SpaceKind.CHOICE:
+            return "choice:" + ",".join(str(v) for v in self.values)
+        low, high = (int(self.low), int(self.high)) if self.kind.is_int else (self.low,
+                                                                                self.high)
+        return f"{self.kind.value}:{low:g}:{high:g}"
+
+
+class ParamTarget(str, enum.Enum):
+    PLAN = "plan"  # a field of the plan
+    ENV = "env"  # a DTGUI_* variable of the user's own script
+    ARG = "arg"  # an argument of the user's own script
+
+
+# What a parameter may be called -> the plan field it sets. The `DTGUI_*` names are the
+# variables a script task reads those fields from (dtgui.core.script_bundle).
+PLAN_FIELDS: dict[str, str] = {
+    "lr": "learning_rate", "learning-rate": "learning_rate",
+    "DTGUI_LEARNING_RATE": "learning_rate",
+    "batch-size": "per_replica_batch", "batch": "per_replica_batch",
+    "DTGUI_PER_REPLICA_BATCH": "per_replica_batch",
+    "optimizer": "optimizer", "weight-decay": "weight_decay", "momentum": "momentum",
+    "schedule": "lr_schedule", "lr-schedule": "lr_schedule",
+    "warmup": "warmup_steps", "warm-up": "warmup_steps", "warmup-steps": "warmup_steps",
+    "lr-step-every": "lr_step_every", "lr-step-factor": "lr_step_factor",
+    "clip-norm": "clip_norm", "grad-accumulation": "grad_accumulation",
+    "steps": "steps", "DTGUI_STEPS": "steps",
+    "steps-per-epoch": "steps_per_epoch", "DTGUI_STEPS_PER_EPOCH": "steps_per_epoch",
+    "seed": "seed", "DTGUI_SEED": "seed",
+    "precision": "precision", "DTGUI_PRECISION": "precision",
+}
+# The plan fields a user's own script is told (as DTGUI_* variables); it reads no others.
+SCRIPT_SEES = frozenset({"learning_rate", "per_replica_batch", "steps", "steps_per_epoch",
+                         "seed", "precision"})
+_FIELD_TYPES = {f.name: f.type for f in dataclasses.fields(Plan)}
+_NAME = re.compile(r"(DTGUI_[A-Z0-9_]+|--?[A-Za-z0-9][\w.-]*|[a-z][a-z0-9-]*)")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One varied parameter: its name as the user wrote it, where it goes, its space."""
+
+    name: str
+    target: ParamTarget
+    key: str  # the plan field, the variable, or the script's option (e.g. "--dropout")
+    space: Space
+
+    @property
+    def kind(self) -> str:
+        """"int", "float" or "str": how a value is read and given to the run."""
+        if self.target is ParamTarget.PLAN:
+            return {"int": "int", "float": "float"}.get(str(_FIELD_TYPES[self.key]), "str")
+        if self.space.kind.is_range:
+            return "int" if self.space.kind.is_int else "float"
+        return "str"
+
+    def to_text(self) -> str:
+        return f"{self.name}={self.space.text()}"
+
+
+def _number(text: str, name: str, problems: list[str]) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        problems.append(f"{name}: {text!r} is not a number.")
+        return None
+    if not math.isfinite(value):
+        problems.append(f"{name}: {text!r} is not a finite number.")
+        return None
+    return value
+
+
+def _target(name: str) -> tuple[ParamTarget, str] | None:
+    if name in PLAN_FIELDS:
+        return ParamTarget.PLAN, PLAN_FIELDS[name]
+    if name.replace("_", "-") in PLAN_FIELDS:
+        return ParamTarget.PLAN, PLAN_FIELDS[name.replace("_", "-")]
+    if name.startswith("DTGUI_"):
+        return ParamTarget.ENV, name
+    if name.startswith("-"):
+        return ParamTarget.ARG, name
+    if name.startswith("arg:") and len(name) > 4:
+        return ParamTarget.ARG, name[4:]
+    return None
+
+
+def parse_param(text: str) -> Param:
+    """`NAME=KIND:...` as the command line takes it: `lr=loguniform:1e-4:1e-1`,
+    `batch-size=choice:16,32,64`, `warmup=int:0:100`, `DTGUI_DROPOUT=uniform:0:0.5`,
+    `--depth=choice:2,4` (a script argument). Raises SweepError saying what is wrong."""
+    name, eq, spec = text.partition("=")
+    name = name.strip()
+    if not eq or not name or not spec.strip():
+        raise SweepError([f"--param {text!r}: write NAME=SPACE, e.g. lr=loguniform:1e-4:1e-1 "
+                          "or batch-size=choice:16,32,64."])
+    target = _target(name) if _NAME.fullmatch(name.removeprefix("arg:")) else None
+    if target is None:
+        known = ", ".join(sorted(n for n in PLAN_FIELDS if not n.startswith("DTGUI_")))
+        raise SweepError([f"--param {name}: not a parameter dtgui can vary. Use one of {known}, "
+                          "a DTGUI_* variable, or a script option such as --dropout."])
+    kind_text, _, rest = spec.strip().partition(":")
+    try:
+        kind = SpaceKind(kind_text.strip().lower())
+    except ValueError:
+        raise SweepError([f"--param {name}: unknown space {kind_text!r}; use one of "
+                          + ", ".join(k.value for k in SpaceKind) + "."]) from None
+    problems: list[str] = []
+    if kind is SpaceKind.CHOICE:
+        values = [v.strip() for v in rest.split(",")]
+        if not rest.strip() or any(not v for v in values):
+            raise SweepError([f"--param {name}: the list of values is empty (choice:A,B,C)."])
+        space = Space(kind, values=tuple(values))
+    else:
+        parts = rest.split(":")
+        if len(parts) != 2:
+            raise SweepError([f"--param {name}: a range is {kind.value}:LOW:HIGH."])
+        low, high = (_number(p.strip(), name, problems) for p in parts)
+        if low is None or high is None:
+            raise SweepError(problems)
+        space = Space(kind, low=low, high=high)
+    return typed(Param(name, target[0], target[1], space))
+
+
+def typed(param: Param) -> Param:
+    """The parameter with its values read as the kind it takes; SweepError when they are not
+    of that kind, or the range is empty, inverted or not positive on a log scale."""
+    space, name, kind = param.space, param.name, param.kind
+    problems: list[str] = []
+    if space.kind is SpaceKind.CHOICE:
+        values: list[Value] = []
+        for v in space.values:
+            text = str(v)
+            if kind == "int":
+                number = _number(text, name, problems)
+                if number is not None and number != int(number):
+                    problems.append(f"{name}: {text!r} is not a whole number.")
+                elif number is not None:
+                    values.append(int(number))
+            elif kind == "float":
+                number = _number(text, name, problems)
+                if number is not None:
+                    values.append(number)
+            else:
+                values.append(text)
+        if len(set(values)) != len(values):
+            problems.append(f"{name}: a value is listed twice.")
+        if problems:
+            raise SweepError(problems)
+        return dataclasses.replace(param, space=Space(space.kind, values=tuple(values)))
+    if kind == "str":
+        raise SweepError([f"{name} takes names, not numbers: give a list (choice:A,B)."])
+    if kind == "int" and not space.kind.is_int:
+        raise SweepError([f"{name} is a whole number: use int:LOW:HIGH or "
+                          "logint:LOW:HIGH (or a list)."])
+    if space.kind.is_int and (space.low != int(space.low) or space.high != int(space.high)):
+        problems.append(f"{name}: an int range needs whole numbers ({space.text()}).")
+    if space.low == space.high:
+        problems.append(f"{name}: the range {space.low:g}..{space.high:g} is empty (LOW must "
+                        "be below HIGH; for one value use choice:VALUE).")
+    elif space.low > space.high:
+        problems.append(f"{name}: the range {space.low:g}..{space.high:g} is inverted (LOW must "
+                        "be below HIGH).")
+    if space.kind.is_log and space.low <= 0:
+        problems.append(f"{name}: a log-scale range must be above 0 ({space.low:g}).")
+    if problems:
+        raise SweepError(problems)
+    return param
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """What a sweep varies and how it searches (its base plan is kept beside it)."""
+
+    params: tuple[Param, ...]
+    trials: int = 10
+    parallel: int = 1
+    search: str = "tpe"
+    objective: str = DEFAULT_OBJECTIVE
+    direction: str = ""  # "" = the objective's own sense (accuracy is maximised)
+    pruner: str = "median"
+    storage: str = ""  # "" = SQLite in the sweep's folder; else an Optuna storage URL
+    seed: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def goal(self) -> str:
+        """The direction: given, or the objective's sense."""
+        if self.direction:
+            return self.direction
+        return "minimize" if lower_is_better(self.objective) else "maximize"
+
+    def grid_size(self) -> int:
+        sizes = [len(p.space.grid() or ()) for p in self.params]
+        return math.prod(sizes) if sizes else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SWEEP_SCHEMA, "params": [p.to_text() for p in self.params],
+                "trials": self.trials, "parallel": self.parallel, "search": self.search,
+                "objective": self.objective, "direction": self.direction,
+                "pruner": self.pruner, "storage": self.storage, "seed": self.seed,
+                "extra": self.extra}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SweepSpec:
+        if data.get("schema") != SWEEP_SCHEMA:
+            raise SweepError([f"sweep schema {data.get('schema')!r} is not {SWEEP_SCHEMA}."])
+        return cls(params=tuple(parse_param(p) for p in data.get("params", ())),
+                   trials=int(data.get("trials", 10)), parallel=int(data.get("parallel", 1)),
+                   search=str(data.get("search", "tpe")),
+                   objective=str(data.get("objective", DEFAULT_OBJECTIVE)),
+                   direction=str(data.get("direction", "")),
+                   pruner=str(data.get("pruner", "median")),
+                   storage=str(data.get("storage", "")), seed=int(data.get("seed", 0)),
+                   extra=dict(data.get("extra") or {}))
+
+
+def check(spec: SweepSpec, plan: Plan) -> list[str]:
+    """Every reason the sweep cannot run over `plan`, as sentences."""
+    problems: list[str] = []
+    if not spec.params:
+        problems.append("Name at least one parameter to vary (--param NAME=SPACE).")
+    if spec.trials < 1:
+        problems.append("The number of trials must be at least 1.")
+    if spec.parallel < 1:
+        problems.append("The number of trials at once must be at least 1.")
+    if spec.search not in SEARCHES:
+        problems.append(f"Search {spec.search!r}: use one of {', '.join(SEARCHES)}.")
+    if spec.pruner not in PRUNERS:
+        problems.append(f"Pruner {spec.pruner!r}: use one of {', '.join(PRUNERS)}.")
+    if spec.direction and spec.direction not in DIRECTIONS:
+        problems.append(f"Direction {spec.direction!r}: use minimize or maximize.")
+    if not spec.objective.strip():
+        problems.append("Name the objective (val_loss, val_accuracy, loss or a scalar).")
+    names = [p.name for p in spec.params]
+    keys = [(p.target, p.key) for p in spec.params]
+    if len(set(keys)) != len(keys):
+        problems.append(f"A parameter is named twice ({', '.join(names)}).")
+    if spec.search == "grid":
+        floats = [p.name for p in spec.params if p.space.grid() is None]
+        if floats:
+            problems.append(f"A grid search needs a list of values (or an int range) for "
+                            f"{', '.join(floats)}.")
+    script = plan.script
+    for p in spec.params:
+        if p.target is not ParamTarget.PLAN and script is None:
+            problems.append(f"{p.name}: only your own training script takes "
+                            f"{'variables' if p.target is ParamTarget.ENV else 'arguments'}; "
+                            f"the {plan.model_kind} model cannot take it.")
+        elif p.target is ParamTarget.PLAN and script is not None and p.key not in SCRIPT_SEES:
+            problems.append(f"{p.name}: your script is not told this setting (it reads only "
+                            "the DTGUI_* variables of docs/own-scripts.md); vary a script "
+                            "argument (--name=...) or your own DTGUI_* variable instead.")
+    for p in spec.params:  # the plan must be valid at every end of every space
+        for value in p.space.extremes():
+            for problem in validate(apply(plan, {p.name: value}, spec.params)):
+                problems.append(f"{p.name}={value}: {problem}")
+                break
+    return list(dict.fromkeys(problems))
+
+
+def apply(plan: Plan, values: Mapping[str, Value], params: Sequence[Param]) -> Plan:
+    """The plan of one trial: `values` by parameter name."""
+    changes: dict[str, Any] = {}
+    env: dict[str, str] = {}
+    args: dict[str, str] = {}
+    for p in params:
+        if p.name not in values:
+            continue
+        value = values[p.name]
+        if p.target is ParamTarget.PLAN:
+            changes[p.key] = value
+        elif p.target is ParamTarget.ENV:
+            env[p.key] = _text(value)
+        else:
+            args[p.key] = _text(value)
+    script = plan.script
+    if script is not None and (env or args):
+        changes["model"] = _with_script(script, env, args).to_dict()
+    return plan.with_changes(**changes) if changes else plan
+
+
+def _text(value: Value) -> str:
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _with_script(script: ScriptModel, env: Mapping[str, str],
+                 args: Mapping[str, str]) -> ScriptModel:
+    """The script with its variables set and its options given: an option it already has
+    gets the new value (`--x V` or `--x=V`), another is added as `--x V`."""
+    out = list(script.args)
+    for option, value in args.items():
+        for i, arg in enumerate(out):
+            if arg == option and i + 1 < len(out):
+                out[i + 1] = value
+                break
+            if arg.startswith(option + "="):
+                out[i] = f"{option}={value}"
+                break
+        else:
+            out += [option, value]
+    return dataclasses.replace(script, env={**script.env, **env}, args=tuple(out))
+
+
+# -- the sweep's folder --------------------------------------------------------------------
+def save_sweep(folder: Path, spec: SweepSpec, plan: Plan) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    data = {"spec": spec.to_dict(), "plan": plan.to_dict()}
+    tmp = folder / (SWEEP_FILE + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(folder / SWEEP_FILE)
+
+
+def load_sweep(folder: Path) -> tuple[SweepSpec, Plan]:
+    path = folder / SWEEP_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return SweepSpec.from_dict(data["spec"]), Plan.from_dict(data["plan"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SweepError([f"{path} cannot be read: {exc}"]) from exc

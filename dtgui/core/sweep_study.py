@@ -1,0 +1,232 @@
+"""A sweep's Optuna study: its storage, sampler and pruner, the objective read from a run's
+curves, and the table of its trials (docs/sweeps.md).
+
+The study is the one record of a sweep's trials: their parameters, state, objective value and
+what dtgui adds as user attributes (the run's bundle, machine, times, error line, best step).
+Its storage is SQLite in the sweep's folder unless the sweep names an Optuna storage URL
+(PostgreSQL, MySQL ...); a URL that cannot be reached is a `SweepError` at once.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from dtgui.core.run_curves import task_key
+from dtgui.core.sweep import Param, SpaceKind, SweepError, SweepSpec, Value
+
+STUDY_FILE = "study.db"
+STUDY_NAME = "sweep"
+TRIALS_CSV = "trials.csv"
+CONNECT_SECONDS = 10  # a server URL that does not answer in this time is unreachable
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)  # dtgui says what each trial did
+
+# What dtgui calls a trial's end; Optuna's state for it.
+TRIAL_STATES = {TrialState.COMPLETE: "finished", TrialState.PRUNED: "pruned",
+                TrialState.FAIL: "failed", TrialState.RUNNING: "running",
+                TrialState.WAITING: "waiting"}
+
+
+def storage_url(spec: SweepSpec, folder: Path) -> str:
+    return spec.storage or f"sqlite:///{(folder / STUDY_FILE).resolve()}"
+
+
+def shown_url(url: str) -> str:
+    """The URL without its password (for messages)."""
+    return re.sub(r"(//[^:/@]+:)[^@]*@", r"\1***@", url)
+
+
+def open_storage(url: str) -> optuna.storages.RDBStorage:
+    """Optuna's storage at `url`, connected; SweepError when it cannot be reached."""
+    engine: dict[str, Any] = {}
+    if url.startswith(("postgresql", "mysql")):  # no answer: an error, not a long wait
+        engine["connect_args"] = {"connect_timeout": CONNECT_SECONDS}
+    try:
+        return optuna.storages.RDBStorage(url, engine_kwargs=engine)
+    except Exception as exc:  # every driver has its own errors
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SweepError([f"The study storage {shown_url(url)} cannot be reached: {reason}"]) \
+            from exc
+
+
+def sampler(spec: SweepSpec) -> optuna.samplers.BaseSampler:
+    if spec.search == "grid":
+        grid: dict[str, Sequence[Any]] = {p.name: p.space.grid() or [] for p in spec.params}
+        return optuna.samplers.GridSampler(grid, seed=spec.seed)
+    if spec.search == "random":
+        return optuna.samplers.RandomSampler(seed=spec.seed)
+    # trials run in parallel: those still running count as their worst (constant liar), so
+    # that TPE does not propose the same point to every free slot
+    return optuna.samplers.TPESampler(seed=spec.seed, constant_liar=True)
+
+
+def pruner(spec: SweepSpec) -> optuna.pruners.BasePruner:
+    if spec.pruner == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=0)
+    if spec.pruner == "halving":
+        return optuna.pruners.SuccessiveHalvingPruner()
+    return optuna.pruners.NopPruner()
+
+
+def open_study(spec: SweepSpec, folder: Path) -> optuna.Study:
+    """The sweep's study (made the first time, loaded again on a resume)."""
+    storage = open_storage(storage_url(spec, folder))
+    try:
+        return optuna.create_study(storage=storage, study_name=STUDY_NAME,
+                                   direction="maximize" if spec.goal == "maximize" else "minimize", sampler=sampler(spec),
+                                   pruner=pruner(spec), load_if_exists=True)
+    except ValueError as exc:  # e.g. the stored study's direction differs
+        raise SweepError([f"The study in {shown_url(storage.url)} cannot be used: {exc}"]) \
+            from exc
+
+
+def trial_count(spec: SweepSpec) -> int:
+    """The trials the sweep runs: as asked, at most every point of a grid."""
+    return min(spec.trials, spec.grid_size()) if spec.search == "grid" else spec.trials
+
+
+def suggest(trial: optuna.Trial, params: Sequence[Param]) -> dict[str, Value]:
+    """A trial's values, asked of its sampler."""
+    out: dict[str, Value] = {}
+    for p in params:
+        space = p.space
+        if space.kind is SpaceKind.CHOICE or isinstance(trial.study.sampler,
+                                                        optuna.samplers.GridSampler):
+            choices = space.grid() or []
+            chosen = trial.suggest_categorical(p.name, choices)
+            out[p.name] = chosen if chosen is not None else choices[0]
+        elif space.kind.is_int:
+            out[p.name] = trial.suggest_int(p.name, int(space.low), int(space.high),
+                                            log=space.kind.is_log)
+        else:
+            out[p.name] = trial.suggest_float(p.name, space.low, space.high,
+                                              log=space.kind.is_log)
+    return out
+
+
+# -- the objective ---------------------------------------------------------------------------
+Points = tuple[np.ndarray, np.ndarray]
+
+
+def objective_points(objective: str, validation: Mapping[str, Points],
+                     scalars: Mapping[str, Mapping[str, Points]]) -> Points | None:
+    """The (steps, values) the objective is read from: `val_loss` / `val_X` = the validation
+    loss / metric X, else a validation metric or a reported scalar of that name (the main
+    task's). None while the run has reported none of it."""
+    name = objective.removeprefix("val_") if objective.startswith("val_") else objective
+    for key in (name, objective):
+        if key in validation and len(validation[key][0]):
+            return validation[key]
+    for tag in (objective, f"val/{name}", f"validation/{name}"):
+        by_task = scalars.get(tag)
+        if by_task:
+            task = min(by_task, key=task_key)
+            if len(by_task[task][0]):
+                return by_task[task]
+    return None
+
+
+def best_of(points: Points, goal: str) -> tuple[float, int] | None:
+    """(best value, its step) in the goal's direction; None without a finite value."""
+    steps, values = (np.asarray(a, dtype=np.float64) for a in points)
+    finite = np.isfinite(values)
+    if not finite.any():
+        return None
+    masked = np.where(finite, values, np.inf if goal == "minimize" else -np.inf)
+    i = int(np.argmin(masked) if goal == "minimize" else np.argmax(masked))
+    return float(values[i]), int(steps[i])
+
+
+# -- the table of trials ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class TrialRow:
+    """One trial as the command line, the CSV and the sweep view show it."""
+
+    number: int
+    state: str  # finished | pruned | failed | running | waiting
+    params: dict[str, Any]
+    objective: float | None
+    best_step: int | None
+    seconds: float | None
+    machine: str
+    run: str  # the run's bundle directory
+    error: str
+    started: float | None
+    ended: float | None
+
+    @classmethod
+    def of(cls, trial: FrozenTrial) -> TrialRow:
+        attrs = trial.user_attrs
+        started, ended = attrs.get("started"), attrs.get("ended")
+        best_step = attrs.get("best_step")
+        value = trial.value if trial.state in (TrialState.COMPLETE, TrialState.PRUNED) else None
+        return cls(trial.number, TRIAL_STATES.get(trial.state, trial.state.name.lower()),
+                   dict(trial.params), value,
+                   int(best_step) if isinstance(best_step, int) else None,
+                   ended - started if isinstance(started, float) and isinstance(ended, float)
+                   else None,
+                   str(attrs.get("machine", "")), str(attrs.get("bundle", "")),
+                   str(attrs.get("error", "")),
+                   started if isinstance(started, float) else None,
+                   ended if isinstance(ended, float) else None)
+
+    def text(self, objective: str) -> str:
+        """One line for the command line."""
+        values = "  ".join(f"{k}={_short(v)}" for k, v in self.params.items())
+        told = f"{objective} {self.objective:.4g}" if self.objective is not None else ""
+        if self.best_step is not None and told:
+            told += f" (step {self.best_step})"
+        time = f"{self.seconds:.0f} s" if self.seconds is not None else ""
+        parts = [f"trial {self.number}", self.state, values, told, time,
+                 self.error if self.state == "failed" else ""]
+        return "  ".join(p for p in parts if p)
+
+
+def _short(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def rows(study: optuna.Study) -> list[TrialRow]:
+    return [TrialRow.of(t) for t in study.get_trials(deepcopy=False)]
+
+
+def sorted_rows(rows_: Iterable[TrialRow], goal: str) -> list[TrialRow]:
+    """Best objective first; trials without one after, by number."""
+    sign = 1.0 if goal == "minimize" else -1.0
+    return sorted(rows_, key=lambda r: (r.objective is None,
+                                        sign * r.objective if r.objective is not None else 0.0,
+                                        r.number))
+
+
+def csv_text(rows_: Sequence[TrialRow], params: Sequence[Param], objective: str) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    names = [p.name for p in params]
+    writer.writerow(["trial", "state", objective, "best_step", *names, "seconds", "machine",
+                     "run", "error"])
+    for r in rows_:
+        writer.writerow([r.number, r.state, "" if r.objective is None else repr(r.objective),
+                         "" if r.best_step is None else r.best_step,
+                         *(r.params.get(n, "") for n in names),
+                         "" if r.seconds is None else f"{r.seconds:.1f}", r.machine, r.run,
+                         r.error])
+    return out.getvalue()
+
+
+def write_csv(folder: Path, study: optuna.Study, spec: SweepSpec) -> Path:
+    path = folder / TRIALS_CSV
+    tmp = path.with_suffix(".csv.tmp")
+    tmp.write_text(csv_text(sorted_rows(rows(study), spec.goal), spec.params, spec.objective),
+                   encoding="utf-8")
+    tmp.replace(path)
+    return path

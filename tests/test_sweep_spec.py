@@ -1,0 +1,171 @@
+"""Sweeps without TensorFlow: the parameters and their spaces, what a trial's plan is, the
+checks against the run setup, the study's storage, and the queue's handling of a failing
+trial (tasks run the stub child under the real supervisor)."""
+
+from __future__ import annotations
+
+import csv
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dtgui.cli.main import main
+from dtgui.core.plan import Plan
+from dtgui.core.script import ScriptModel
+from dtgui.core.strategies import Strategy
+from dtgui.core.sweep import (
+    ParamTarget,
+    SpaceKind,
+    SweepError,
+    SweepSpec,
+    apply,
+    check,
+    load_sweep,
+    parse_param,
+)
+from dtgui.core.sweep_study import STUDY_FILE, TRIALS_CSV, best_of, objective_points, open_study
+from dtgui.launch.pipeline import launch_plan
+from dtgui.launch.sweep_queue import Slot, SweepQueue
+from dtgui.launch.targets import Target
+
+
+def test_a_param_names_where_it_goes_and_its_values_are_typed() -> None:
+    lr = parse_param("lr=loguniform:1e-4:1e-1")
+    assert (lr.target, lr.key, lr.kind, lr.space.kind) == (
+        ParamTarget.PLAN, "learning_rate", "float", SpaceKind.LOGUNIFORM)
+    assert (lr.space.low, lr.space.high) == (1e-4, 1e-1)
+    batch = parse_param("batch-size=choice:16,32,64")
+    assert batch.key == "per_replica_batch" and batch.space.values == (16, 32, 64)
+    assert parse_param("optimizer=choice:adam,sgd").space.values == ("adam", "sgd")
+    assert parse_param("warm-up=int:0:20").space.grid() == list(range(21))
+    assert parse_param("DTGUI_LEARNING_RATE=uniform:0.01:0.1").key == "learning_rate"
+    assert parse_param("DTGUI_DROPOUT=uniform:0:0.5").target is ParamTarget.ENV
+    depth = parse_param("--depth=choice:2,4")
+    assert (depth.target, depth.key, depth.space.values) == (ParamTarget.ARG, "--depth",
+                                                              ("2", "4"))
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("lr=loguniform:1e-1:1e-4", "inverted"),
+    ("lr=uniform:0.1:0.1", "empty"),
+    ("lr=loguniform:0:0.1", "above 0"),
+    ("lr=choice:", "empty"),
+    ("batch-size=uniform:16:64", "whole number"),
+    ("batch-size=choice:16,32.5", "not a whole number"),
+    ("optimizer=uniform:0:1", "takes names"),
+    ("lr=gaussian:0:1", "unknown space"),
+    ("lr=uniform:a:1", "not a number"),
+    ("colour=choice:red,blue", "not a parameter dtgui can vary"),
+    ("lr", "NAME=SPACE"),
+])
+def test_bad_spaces_are_refused_with_the_reason(text: str, says: str) -> None:
+    with pytest.raises(SweepError, match=says):
+        parse_param(text)
+
+
+def test_a_trial_plan_carries_its_values_and_the_script_gets_its_own() -> None:
+    plan = Plan()
+    params = (parse_param("lr=loguniform:1e-4:1e-1"), parse_param("batch-size=choice:16,32"))
+    trial = apply(plan, {"lr": 0.01, "batch-size": 16}, params)
+    assert (trial.learning_rate, trial.per_replica_batch) == (0.01, 16)
+
+    script = ScriptModel(project="/p", entry="train.py", args=("--depth", "3", "--width=8"))
+    sp = plan.with_changes(model=script.to_dict())
+    script_params = (parse_param("--depth=choice:2,4"), parse_param("--width=choice:16,32"),
+                     parse_param("--drop=choice:0.1,0.2"), parse_param("DTGUI_X=choice:1,2"))
+    got = apply(sp, {"--depth": "4", "--width": "16", "--drop": "0.2", "DTGUI_X": "2"},
+                script_params).script
+    assert got is not None
+    assert got.args == ("--depth", "4", "--width=16", "--drop", "0.2")
+    assert got.env == {"DTGUI_X": "2"}
+
+
+def test_check_says_what_the_model_cannot_take() -> None:
+    demo = Plan()
+    spec = SweepSpec(params=(parse_param("--depth=choice:2,4"),
+                             parse_param("optimizer=choice:adam,lion"),
+                             parse_param("lr=uniform:0.1:20")))
+    problems = " ".join(check(spec, demo))
+    assert "--depth: only your own training script takes arguments" in problems
+    assert "optimizer=lion" in problems
+    assert "lr=20" in problems
+    script = demo.with_changes(model=ScriptModel("/p", "t.py").to_dict())
+    problems = " ".join(check(SweepSpec(params=(parse_param("optimizer=choice:adam,sgd"),)),
+                              script))
+    assert "your script is not told this setting" in problems
+    grid = SweepSpec(params=(parse_param("lr=uniform:0.1:0.2"),), search="grid")
+    assert "grid search needs a list" in " ".join(check(grid, demo))
+    assert check(SweepSpec(params=(parse_param("lr=choice:0.1,0.2"),), search="grid"),
+                 demo) == []
+
+
+def test_the_objective_is_read_from_validation_or_a_scalar() -> None:
+    np = pytest.importorskip("numpy")
+    validation = {"loss": (np.array([4, 8]), np.array([2.0, 1.5])),
+                  "accuracy": (np.array([4, 8]), np.array([0.5, 0.4]))}
+    scalars = {"val/f1": {"worker:1": (np.array([1]), np.array([0.2])),
+                          "worker:0": (np.array([1, 2]), np.array([0.3, 0.6]))}}
+    points = objective_points("val_loss", validation, scalars)
+    assert points is not None and best_of(points, "minimize") == (1.5, 8)
+    points = objective_points("val_accuracy", validation, scalars)
+    assert points is not None and best_of(points, "maximize") == (0.5, 4)
+    points = objective_points("val_f1", validation, scalars)  # the main task's scalar
+    assert points is not None and best_of(points, "maximize") == (0.6, 2)
+    assert objective_points("val_auc", validation, scalars) is None
+    assert SweepSpec(params=(), objective="val_accuracy").goal == "maximize"
+    assert SweepSpec(params=(), objective="val_loss").goal == "minimize"
+
+
+def test_bad_input_on_the_command_line_is_a_clear_error_without_tensorflow(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "sweep"
+    assert main(["sweep", str(out), "--param", "lr=loguniform:1e-1:1e-4"]) == 2
+    assert "lr: the range 0.1..0.0001 is inverted" in capsys.readouterr().err
+    assert main(["sweep", str(out), "--param", "lr=loguniform:1e-4:1e-1",
+                 "--storage", "sqlite:////nonexistent/dir/study.db"]) == 2
+    err = capsys.readouterr().err
+    assert "The study storage sqlite:////nonexistent/dir/study.db cannot be reached" in err
+    assert main(["sweep", str(out), "--param", "lr=loguniform:1e-4:1e-1", "--storage",
+                 "postgresql://me:secret@127.0.0.1:1/db"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot be reached" in err and "secret" not in err
+    assert main(["sweep", str(out), "--param", "DTGUI_X=choice:1,2"]) == 2
+    assert "the demo model cannot take it" in capsys.readouterr().err
+    assert not (out / "sweep.json").exists()
+    assert "tensorflow" not in sys.modules
+
+
+def test_a_failing_trial_is_marked_failed_and_the_others_go_on(
+        tmp_path: Path, stub_python: Callable[..., str]) -> None:
+    """Two slots; trial 1's tasks fail. Every trial ends, the study holds them all (the
+    objective is the final training loss: the stub child reports no validation)."""
+    good, bad = stub_python(), stub_python(fail="worker:0=the data ran out")
+    plan = Plan(run_name="stub", strategy=Strategy.ONE_DEVICE, replicas_per_task=1, steps=6,
+                checkpoint_every=0)
+
+    def launch(trial_plan: Plan, root: Path, **kwargs: Any) -> Any:
+        python = bad if trial_plan.run_name.endswith("t001") else good
+        return launch_plan(trial_plan, root, **{**kwargs, "targets": [Target(python=python)]})
+
+    spec = SweepSpec(params=(parse_param("lr=loguniform:1e-4:1e-1"),), trials=4, parallel=2,
+                     search="random", objective="loss", pruner="none")
+    ended: list[str] = []
+    queue = SweepQueue(tmp_path / "s", spec, plan, slots=[Slot("a"), Slot("b")],
+                       launch=launch, on_trial_end=lambda row: ended.append(row.state))
+    rows = {r.number: r for r in queue.run()}
+    assert sorted(ended) == ["failed", "finished", "finished", "finished"]
+    assert rows[1].state == "failed" and "the data ran out" in rows[1].error, rows[1]
+    assert all(rows[n].objective is not None for n in (0, 2, 3))
+    with (tmp_path / "s" / TRIALS_CSV).open() as f:
+        assert [r["state"] for r in csv.DictReader(f)].count("finished") == 3
+    # the sweep folder holds its state: opened again with more trials, it adds them
+    spec2, plan2 = load_sweep(tmp_path / "s")
+    assert spec2 == spec and plan2 == plan
+    more = SweepQueue(tmp_path / "s", SweepSpec(**{**spec.__dict__, "trials": 5}), plan,
+                      slots=[Slot("a")], launch=launch)
+    assert len(more.run()) == 5
+    assert len(open_study(spec, tmp_path / "s").trials) == 5
+    assert (tmp_path / "s" / STUDY_FILE).is_file()
