@@ -27,6 +27,7 @@ import tomli_w
 
 from dtgui.core.hardware import GpuInfo, MachineFacts, TfView
 from dtgui.core.settings import atomic_write_text, config_dir
+from dtgui.core.slurm import SlurmDefaults, SlurmError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -123,6 +124,11 @@ class Machine:
     key_file: str = ""  # for auth == "key"; "~" is expanded when used
     jump_host: str = ""  # "" | a registered machine's name | "[user@]host[:port]"
     python: str = ""  # the interpreter with TensorFlow there; "" = python3 (quoted when used)
+    slurm: SlurmDefaults | None = None  # a Slurm cluster's login node: its jobs' defaults
+
+    @property
+    def is_slurm(self) -> bool:
+        return self.slurm is not None
 
     def problems(self) -> list[str]:
         """Every reason this machine cannot be used, in plain words (empty when valid)."""
@@ -147,6 +153,8 @@ class Machine:
             out.append("A machine cannot be its own jump host.")
         if _CONTROL.search(self.python) or len(self.python) > 4096:
             out.append("The Python interpreter must be one line (a path or a command name).")
+        if self.slurm is not None:
+            out += self.slurm.problems()
         return out
 
     def validate(self) -> Machine:
@@ -170,7 +178,11 @@ class Machine:
         return Path(os.path.expanduser(self.key_file))
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data.pop("slurm")  # TOML has no null: a machine that is no cluster has no table
+        if self.slurm is not None:
+            data["slurm"] = self.slurm.to_dict()
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Machine:
@@ -186,7 +198,10 @@ class Machine:
                 key_file=str(data.get("key_file", "")),
                 jump_host=str(data.get("jump_host", "")),
                 python=str(data.get("python", "")),
+                slurm=SlurmDefaults.from_dict(data["slurm"]) if "slurm" in data else None,
             )
+        except SlurmError as exc:
+            raise MachineError(f"The Slurm settings of {data.get('name')!r}: {exc}") from None
         except KeyError as exc:
             raise MachineError(f"A machine entry has no {exc.args[0]!r}.") from None
         return machine.validate()

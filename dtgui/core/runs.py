@@ -38,6 +38,7 @@ class MachineRecord:
     python: str = ""
     address: str = ""  # the address in TF_CONFIG
     machine: dict[str, Any] = field(default_factory=dict)  # Machine.to_dict(); {} for local
+    job_id: str = ""  # the Slurm job holding its tasks ("" = processes started by dtgui)
 
     @property
     def is_local(self) -> bool:

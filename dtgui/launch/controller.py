@@ -198,6 +198,9 @@ class RunController:
             for ex in self.executors:
                 for tid, pid in ex.pids.items():
                     self.record.set_pid(tid, ex.name, pid)
+                machine = self.record.machine(ex.name)
+                if machine is not None and ex.job_id:
+                    machine.job_id = ex.job_id
 
     def _spawn(self) -> None:
         self._thread = threading.Thread(target=self._monitor, name="run-monitor", daemon=True)
@@ -281,7 +284,7 @@ class RunController:
         for tid, tp in mp.tasks.items():
             if ex.mirrors:
                 mirror(self.bundle, tasks[tid], tp.raw_events, tp.raw_log)
-            if tp.events:
+            if tp.events or tp.queued:  # a task waiting in a queue is not hung
                 self.metrics.add_events(tp.events)
                 self._last_event[tid] = now
                 if any(e.kind in STEP_KINDS for e in tp.events):

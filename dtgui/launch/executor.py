@@ -41,6 +41,7 @@ class TaskPoll:
     task: str
     alive: bool = True
     stopped: bool = False  # a process of the task is stopped (SIGSTOP): it is hung
+    queued: bool = False  # not started yet: waiting in a batch queue (not hung)
     exit_code: int | None = None  # once it ended, when known
     events: list[Event] = field(default_factory=list)
     log_lines: list[str] = field(default_factory=list)
@@ -79,6 +80,7 @@ class Executor(abc.ABC):
         self.bundle = bundle
         self.tasks = list(tasks)
         self.pids: dict[str, int] = {}  # task id -> process group id
+        self.job_id = ""  # the batch job holding the tasks, where a scheduler queues them
         self._events = {t.task_id: LineBuffer() for t in self.tasks}
         self._logs = {t.task_id: LineBuffer() for t in self.tasks}
 

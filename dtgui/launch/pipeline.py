@@ -9,13 +9,15 @@ a user's own script, and copies nothing.
     check        Python and TensorFlow, the run directory, free ports (or the plan's ports
                  bind-tested), a user's script's imports: one round trip a machine
                  (`dtgui.launch.precheck`); this machine alone is checked only for a script
-    place        the tasks on their machines with those ports (`dtgui.core.cluster.place_plan`)
-    render       the bundle under the runs directory
+    place        the tasks on their machines with those ports (`dtgui.core.cluster.place_plan`);
+                 on a Slurm cluster, in rank order (their ports are chosen on the nodes)
+    render       the bundle under the runs directory (with its batch script for Slurm)
     check model  a model file imported from the bundle in a TensorFlow subprocess
     record       the run record (the history lists the run from now on) and one executor a
                  target (`dtgui.launch.targets.make_executor`)
     upload       the bundle copied to every remote target
-    start        every task, then the run policy watches (`RunController`)
+    start        every task (a Slurm cluster: `sbatch`), then the run policy watches
+                 (`RunController`)
 
 Nothing is started unless every machine passed every check, and the reasons are reported
 together; a failure once the record is written marks it failed. `reattach(record)` follows a
@@ -50,6 +52,7 @@ from dtgui.launch.policy import RunPolicy
 from dtgui.launch.script_check import ScriptStudy, machine_problems, study
 from dtgui.launch.targets import (
     Target,
+    TargetKind,
     command_runner,
     machine_record,
     make_executor,
@@ -157,9 +160,17 @@ class Launch:
         return [t for t in self.targets if t.needs_connection]
 
     @property
+    def slurm(self) -> Target | None:
+        """The Slurm cluster the run is one job on (then the only target), or None."""
+        return next((t for t in self.targets if t.kind is TargetKind.SLURM), None)
+
+    @property
     def checked(self) -> list[Target]:
         """The targets the check step runs on: every remote one; this machine when other
-        machines take part (versions must agree, ports be found) or a script is looked at."""
+        machines take part (versions must agree, ports be found) or a script is looked at.
+        A Slurm job's nodes are not the login node: Slurm itself refuses what cannot run."""
+        if self.slurm is not None:
+            return []
         return [t for t in self.targets if not t.is_local or len(self.targets) > 1
                 or self.script is not None]
 
@@ -187,7 +198,9 @@ class Launch:
     def run_dir(self, target: Target) -> str:
         """The bundle directory on the target."""
         assert self.bundle is not None
-        return str(self.bundle.path) if target.is_local else self.checks[target.name].directory
+        if not target.needs_connection:
+            return str(self.bundle.path)
+        return self.checks[target.name].directory
 
     def addresses(self) -> dict[str, str]:
         """Given addresses; this machine's is the end of its SSH connections."""
@@ -255,6 +268,9 @@ def _check(launch: Launch) -> None:
 
 
 def _place(launch: Launch) -> None:
+    if launch.slurm is not None:
+        _place_on_cluster(launch, launch.slurm)
+        return
     ports: dict[str, list[int]] = {}
     for target in launch.targets:
         if launch.keep_ports:
@@ -276,11 +292,29 @@ def _place(launch: Launch) -> None:
         raise LaunchError(f"Not launched: {exc}") from exc
 
 
+def _place_on_cluster(launch: Launch, target: Target) -> None:
+    from dtgui.core.slurm import job_problems
+    from dtgui.core.slurm_bundle import place_on_cluster
+
+    assert target.slurm is not None
+    if len(launch.targets) > 1:
+        raise LaunchError("Not launched: a run on a Slurm cluster runs all its tasks there; "
+                          "it cannot take other machines too.")
+    launch.placed = place_on_cluster(launch.plan, target.slurm)
+    problems = job_problems(launch.placed, target.slurm)
+    if problems:
+        raise LaunchError("Not launched: " + " ".join(problems))
+
+
 def _render(launch: Launch) -> None:
     try:
         launch.bundle = render_bundle(launch.placed, launch.bundle_dir)
     except PlanError as exc:
         raise LaunchError(f"Not launched: {exc}") from exc
+    if launch.slurm is not None and launch.slurm.slurm is not None:
+        from dtgui.core.slurm_bundle import write_slurm_files
+
+        write_slurm_files(launch.bundle, launch.slurm.slurm)
 
 
 def _check_model(launch: Launch) -> None:

@@ -5,6 +5,8 @@ A `Target` is one machine of a run. Its `TargetKind` says how dtgui reaches it:
 * `LOCAL`: this machine; its tasks are processes started here (`LocalExecutor`).
 * `SSH`: a registered machine; its tasks are started and watched over one SSH connection
   (`SshExecutor`), the bundle copied there first.
+* `SLURM`: a Slurm cluster, reached at its login node (this machine, or a registered machine
+  over SSH); the tasks are one batch job (`SlurmExecutor`, `dtgui.core.slurm` for the job).
 
 The launch pipeline (`dtgui.launch.pipeline`) and a reattach ask a target's kind what applies
 to it: whether it needs a connection, how commands run there (`command_runner`: the same check
@@ -28,6 +30,7 @@ from dtgui.core.bundle import Bundle
 from dtgui.core.machines import Machine, MachineRegistry
 from dtgui.core.plan import LOCAL_MACHINE, Plan
 from dtgui.core.runs import MachineRecord
+from dtgui.core.slurm import SlurmJob
 from dtgui.launch.executor import Executor
 from dtgui.launch.local_exec import LocalExecutor
 
@@ -42,6 +45,7 @@ LOCAL_LABEL = "this machine"  # how messages name the local target
 class TargetKind(enum.Enum):
     LOCAL = "local"  # processes on this machine
     SSH = "ssh"  # a registered machine, over SSH
+    SLURM = "slurm"  # a Slurm cluster: the tasks are one batch job
 
 
 @dataclass(frozen=True)
@@ -53,9 +57,13 @@ class Target:
     python: str = ""  # "" = this process's interpreter here, `python3` on a remote machine
     address: str = ""  # the address the other machines reach it at ("" = found out)
     gpus: tuple[int, ...] = ()
+    slurm: SlurmJob | None = None  # a Slurm cluster: the job the tasks are (machine: its
+    # login node over SSH; None: this machine is the login node)
 
     @property
     def kind(self) -> TargetKind:
+        if self.slurm is not None:
+            return TargetKind.SLURM
         return TargetKind.LOCAL if self.machine is None else TargetKind.SSH
 
     @property
@@ -64,7 +72,7 @@ class Target:
 
     @property
     def needs_connection(self) -> bool:
-        return self.kind is TargetKind.SSH
+        return self.machine is not None
 
     @property
     def interpreter(self) -> str:
@@ -79,6 +87,10 @@ class Target:
     def of_record(cls, rec: MachineRecord, registry: MachineRegistry | None = None) -> Target:
         """The target of a recorded run's machine (its registered settings when it is still
         registered, else those recorded at launch)."""
+        if rec.job_id:  # a Slurm job: its settings are the bundle's (make_executor)
+            machine = Machine.from_dict(rec.machine) if rec.machine else None
+            return cls(rec.name, machine, rec.python, rec.address,
+                       slurm=SlurmJob(cluster=rec.name))
         if rec.is_local:
             return cls(LOCAL_MACHINE, None, rec.python, rec.address)
         found = registry.find(rec.name) if registry is not None else None
@@ -103,7 +115,7 @@ def command_runner(target: Target, client: SSHClient | None) -> CommandRunner:
     its SSH connection."""
     from dtgui.remote.commands import LocalRunner, SshRunner
 
-    if target.kind is TargetKind.SSH:
+    if target.needs_connection:
         assert client is not None, f"{target.name} is not connected"
         return SshRunner(client)
     return LocalRunner()
@@ -124,6 +136,15 @@ def make_executor(target: Target, bundle: Bundle, run_dir: str, *,
     tasks = [t for t in bundle.plan.tasks if t.machine_name == target.name]
     if target.kind is TargetKind.LOCAL:
         return LocalExecutor(bundle, tasks, target.interpreter)
+    if target.kind is TargetKind.SLURM:
+        from dtgui.launch.controller import LaunchError
+        from dtgui.launch.slurm_exec import SlurmExecutor
+
+        if target.machine is not None:  # the login node over SSH: not yet followed
+            raise LaunchError(f"{target.name}: runs on a Slurm cluster reached over SSH are "
+                              "not supported yet: export the bundle (dtgui export --slurm) "
+                              "and submit it on the login node (sbatch job.sbatch)")
+        return SlurmExecutor(target.name, bundle, tasks, command_runner(target, None), run_dir)
     from dtgui.launch.ssh_exec import SshExecutor
 
     assert target.machine is not None and connector is not None

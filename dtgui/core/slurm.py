@@ -1,0 +1,527 @@
+"""Slurm clusters: a cluster's defaults, the job a run asks for, its batch script, and what
+Slurm's commands answer (docs/slurm.md).
+
+Pure Python (no paramiko, no Qt, no TensorFlow). Every value that reaches the batch script
+or a command line is validated here (no shell metacharacters, no line breaks) and quoted
+where it is used; the commands themselves run through a `dtgui.remote.commands.CommandRunner`
+(`dtgui.remote.slurm`), on the login node.
+
+The batch script starts one Slurm task per dtgui task (`srun`, block distribution: ranks
+0..T-1 on the first node, ...). Each task runs `dtgui_worker.slurm_task`, which forms
+TF_CONFIG from Slurm's allocation (the nodes' addresses from `scontrol`, port = a base drawn
+from the job id + the task's rank, so tasks sharing a node or an address never collide) and
+then the bundle's own task script.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from dtgui.core.plan import Plan, TaskSpec
+
+JOB_FILE = "job.sbatch"  # the batch script in the bundle
+JOB_SETTINGS = "slurm.json"  # the job's settings in the bundle (what dtgui submits)
+LOCAL_CLUSTER = "local"  # this machine is the cluster's login node
+JOB_LOG = "output/logs/slurm-%j.log"  # the batch step's own output
+
+_NAME = re.compile(r"[A-Za-z0-9_.+-]{1,128}")  # partition, account, QoS
+_CONSTRAINT = re.compile(r"[A-Za-z0-9_.&|,:*\[\]()!-]{1,256}")
+_MODULE = re.compile(r"[A-Za-z0-9_./+:-]{1,128}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_TIME = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
+UNLIMITED = ("UNLIMITED", "INFINITE", "infinite")
+
+
+class SlurmError(ValueError):
+    """A Slurm value that cannot be used, or a command Slurm refused; the message says why."""
+
+
+# -- values --------------------------------------------------------------------------------
+def time_seconds(text: str) -> int | None:
+    """Slurm's time forms (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) in seconds;
+    None for UNLIMITED or a text that is none of them."""
+    text = text.strip()
+    m = _TIME.fullmatch(text)
+    if not m or text in UNLIMITED:
+        return None
+    days, a, b, c = m.groups()
+    parts = [int(x) for x in (a, b, c) if x is not None]
+    if days is not None:  # D-HH[:MM[:SS]]
+        h, mi, s = [*parts, 0, 0][:3]
+        return int(days) * 86400 + h * 3600 + mi * 60 + s
+    if len(parts) == 1:
+        return parts[0] * 60
+    if len(parts) == 2:
+        return parts[0] * 60 + parts[1]
+    return parts[0] * 3600 + parts[1] * 60 + parts[2]
+
+
+def time_text(seconds: int) -> str:
+    """Seconds as Slurm's [D-]HH:MM:SS."""
+    days, rest = divmod(seconds, 86400)
+    h, rest = divmod(rest, 3600)
+    mi, s = divmod(rest, 60)
+    return (f"{days}-" if days else "") + f"{h:02d}:{mi:02d}:{s:02d}"
+
+
+def home_path(path: str) -> str:
+    """`path` as one shell word, a leading ~/ meaning the home directory."""
+    if path.startswith("~/"):
+        return '"$HOME"/' + shlex.quote(path[2:])
+    return shlex.quote(path)
+
+
+def _field_problems(values: dict[str, str], pattern: re.Pattern[str], what: str) -> list[str]:
+    return [f"The {label} {value!r} may hold only letters, digits and {what}."
+            for label, value in values.items() if value and not pattern.fullmatch(value)]
+
+
+@dataclass(frozen=True)
+class SlurmDefaults:
+    """A registered cluster's defaults for its jobs, and how Python is found on its nodes."""
+
+    partition: str = ""  # "" = the cluster's default partition
+    account: str = ""
+    qos: str = ""
+    time_limit: str = ""  # Slurm's time form; "" = the partition's default
+    gpus_per_node: int = 0
+    constraint: str = ""  # --constraint (node features)
+    modules: tuple[str, ...] = ()  # `module load` each, in order
+    venv: str = ""  # a virtual environment's directory on the shared filesystem
+    conda_env: str = ""  # a conda environment's name or prefix
+    shared_dir: str = "dtgui-runs"  # where bundles go on the shared filesystem (under home)
+
+    def problems(self) -> list[str]:
+        out = _field_problems({"partition": self.partition, "account": self.account,
+                               "QoS": self.qos}, _NAME, "_ . + -")
+        out += _field_problems({"constraint": self.constraint}, _CONSTRAINT,
+                               "the operators & | , : * [ ] ( ) !")
+        out += [f"The module {m!r} may hold only letters, digits and _ . / + : -"
+                for m in self.modules if not _MODULE.fullmatch(m)]
+        if self.time_limit and time_seconds(self.time_limit) is None:
+            out.append(f"The time limit {self.time_limit!r} is not a Slurm time "
+                       "(HH:MM:SS, MM, D-HH:MM...).")
+        if not isinstance(self.gpus_per_node, int) or not 0 <= self.gpus_per_node <= 64:
+            out.append("GPUs per node must be a whole number from 0 to 64.")
+        for label, value in (("virtual environment", self.venv), ("conda environment",
+                                                                   self.conda_env),
+                             ("shared directory", self.shared_dir)):
+            if _CONTROL.search(value) or len(value) > 4096:
+                out.append(f"The {label} must be one line.")
+        return out
+
+    def validate(self) -> SlurmDefaults:
+        problems = self.problems()
+        if problems:
+            raise SlurmError(" ".join(problems))
+        return self
+
+    def setup_lines(self) -> list[str]:
+        """The shell lines that make the nodes' Python (quoted)."""
+        lines = [f"module load {shlex.quote(m)}" for m in self.modules]
+        if self.conda_env:
+            lines.append(f"conda activate {shlex.quote(self.conda_env)}")
+        if self.venv:
+            lines.append(f". {home_path(self.venv.rstrip('/') + '/bin/activate')}")
+        return lines
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["modules"] = list(self.modules)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SlurmDefaults:
+        if not isinstance(data, dict):
+            raise SlurmError("The Slurm settings are not a table.")
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        try:
+            known["modules"] = tuple(str(m) for m in known.get("modules", ()))
+            known["gpus_per_node"] = int(known.get("gpus_per_node", 0))
+            for key in ("partition", "account", "qos", "time_limit", "constraint", "venv",
+                        "conda_env", "shared_dir"):
+                if key in known:
+                    known[key] = str(known[key])
+        except (TypeError, ValueError) as exc:
+            raise SlurmError(f"The Slurm settings cannot be read: {exc}") from None
+        return cls(**known).validate()
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    """What one run asks of a cluster: written to the bundle as slurm.json."""
+
+    cluster: str = LOCAL_CLUSTER  # a registered cluster's name, or "local"
+    nodes: int = 1
+    tasks_per_node: int = 1
+    gpus_per_node: int = 0
+    partition: str = ""
+    account: str = ""
+    qos: str = ""
+    time_limit: str = ""
+    constraint: str = ""
+    setup: tuple[str, ...] = ()  # shell lines run before the tasks (module load, activate)
+    python: str = ""  # the nodes' interpreter after setup ("" = python3)
+    job_name: str = ""
+
+    @property
+    def tasks(self) -> int:
+        return self.nodes * self.tasks_per_node
+
+    @property
+    def interpreter(self) -> str:
+        return self.python.strip() or "python3"
+
+    def problems(self) -> list[str]:
+        out = SlurmDefaults(self.partition, self.account, self.qos, self.time_limit,
+                            self.gpus_per_node, self.constraint).problems()
+        if not 1 <= self.nodes <= 10000:
+            out.append("Nodes must be a whole number from 1.")
+        if not 1 <= self.tasks_per_node <= 1024:
+            out.append("Tasks per node must be a whole number from 1.")
+        if _CONTROL.search(self.python) or any(_CONTROL.search(s) for s in self.setup):
+            out.append("The Python and the setup lines must be single lines.")
+        if self.job_name and not _NAME.fullmatch(self.job_name):
+            out.append(f"The job name {self.job_name!r} may hold only letters, digits and "
+                       "_ . + -")
+        return out
+
+    def validate(self) -> SlurmJob:
+        problems = self.problems()
+        if problems:
+            raise SlurmError(" ".join(problems))
+        return self
+
+    @classmethod
+    def from_defaults(cls, cluster: str, defaults: SlurmDefaults, **overrides: Any) -> SlurmJob:
+        """The job with a cluster's defaults, then the given values that are not None."""
+        job = cls(cluster=cluster, gpus_per_node=defaults.gpus_per_node,
+                  partition=defaults.partition, account=defaults.account, qos=defaults.qos,
+                  time_limit=defaults.time_limit, constraint=defaults.constraint,
+                  setup=tuple(defaults.setup_lines()))
+        return replace(job, **{k: v for k, v in overrides.items() if v is not None})
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["setup"] = list(self.setup)
+        return json.dumps(data, indent=2) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SlurmJob:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known["setup"] = tuple(str(s) for s in known.get("setup", ()))
+        return cls(**known).validate()
+
+    @classmethod
+    def load(cls, bundle_dir: str | Path) -> SlurmJob | None:
+        """The job of a Slurm bundle; None for a bundle that is not one. SlurmError when the
+        file cannot be read."""
+        path = Path(bundle_dir) / JOB_SETTINGS
+        try:
+            return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, TypeError) as exc:
+            raise SlurmError(f"{path} cannot be read ({exc}): export the run again") from exc
+
+
+# -- the tasks of a Slurm run --------------------------------------------------------------
+def slurm_tasks(plan: Plan, layout: Sequence[tuple[str, int]], cluster: str) -> Plan:
+    """The plan with its tasks on the cluster, in rank order (chief, then servers, then
+    workers, as `layout` gives them); hosts and ports are Slurm's at run time."""
+    tasks = tuple(TaskSpec(kind, index, host=cluster, port=0, machine=cluster)
+                  for kind, index in layout)
+    return plan.with_changes(tasks=tasks)
+
+
+def job_problems(plan: Plan, job: SlurmJob) -> list[str]:
+    """Why the plan's tasks do not fit the job (before anything is submitted)."""
+    out = job.problems()
+    if job.tasks != len(plan.tasks):
+        out.append(f"The run has {len(plan.tasks)} task(s) but the job asks for {job.nodes} "
+                   f"node(s) x {job.tasks_per_node} task(s) per node = {job.tasks}: make "
+                   "them equal.")
+    return out
+
+
+def rank_order(tasks: Iterable[TaskSpec]) -> list[str]:
+    """Task ids by Slurm rank: rank r runs the r-th."""
+    return [t.task_id for t in tasks]
+
+
+def batch_script(plan: Plan, job: SlurmJob) -> str:
+    """job.sbatch: one Slurm task per dtgui task, the nodes' Python set up first."""
+    directives = [f"--job-name={job.job_name or 'dtgui-' + _safe_name(plan.run_name)}",
+                  f"--nodes={job.nodes}", f"--ntasks-per-node={job.tasks_per_node}",
+                  f"--output={JOB_LOG}"]
+    if job.gpus_per_node:
+        directives.append(f"--gpus-per-node={job.gpus_per_node}")
+    for flag, value in (("partition", job.partition), ("account", job.account),
+                        ("qos", job.qos), ("time", job.time_limit),
+                        ("constraint", job.constraint)):
+        if value:
+            directives.append(f"--{flag}={value}")
+    ranks = ",".join(rank_order(plan.tasks))
+    lines = ["#!/bin/bash",
+             f"# Run {plan.run_name} ({plan.strategy.title}) as one Slurm job: "
+             f"{job.nodes} node(s) x {job.tasks_per_node} task(s).",
+             "# Submit it from the bundle directory on the shared filesystem:",
+             f"#   sbatch {JOB_FILE}",
+             *[f"#SBATCH {d}" for d in directives],
+             "",
+             "set -u",
+             "# The job runs in the directory it was submitted from (or sbatch --chdir)",
+             '[ -f plan.json ] || { echo "submit job.sbatch from its bundle directory: '
+             'cd BUNDLE; sbatch job.sbatch" >&2; exit 2; }',
+             *job.setup,
+             f'export PYTHON="${{PYTHON:-{_dq(job.interpreter)}}}"',
+             "mkdir -p output/logs output/pids",
+             "# The nodes' addresses in node order: TF_CONFIG is formed from them on each node",
+             'DTGUI_SLURM_HOSTS="$("$PYTHON" -m dtgui_worker.slurm_task --hosts)" || exit 1',
+             "export DTGUI_SLURM_HOSTS",
+             f"export DTGUI_SLURM_TASKS={shlex.quote(ranks)}",
+             "# One task a rank; a task that fails ends the others",
+             "srun --kill-on-bad-exit=1 --distribution=block --ntasks="
+             f"{job.tasks} \"$PYTHON\" -m dtgui_worker.slurm_task",
+             ""]
+    return "\n".join(lines)
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.+-]", "-", name)[:100] or "run"
+
+
+def _dq(text: str) -> str:
+    """`text` inside double quotes of a shell word."""
+    return re.sub(r'(["\\$`])', r"\\\1", text)
+
+
+def readme_section(plan: Plan, job: SlurmJob) -> str:
+    where = ("this machine (the login node)" if job.cluster == LOCAL_CLUSTER
+             else f"the login node of {job.cluster}")
+    return f"""
+## On a Slurm cluster
+
+This bundle is also one Slurm job: {job.nodes} node(s) x {job.tasks_per_node} task(s) per node
+({len(plan.tasks)} task(s): {", ".join(rank_order(plan.tasks))}, by rank). Put the bundle on
+the cluster's shared filesystem and, on {where}:
+
+```sh
+cd /path/to/this/bundle
+sbatch {JOB_FILE}
+```
+
+`{JOB_FILE}` sets up Python on the nodes, then `srun` starts one task a rank; each task forms
+its TF_CONFIG from Slurm's allocation (`dtgui_worker.slurm_task`: the nodes' addresses from
+`scontrol`, port = a base from the job id + the rank) and runs `tasks/<task>.sh`. Logs:
+`output/logs/<task>.log` and `output/logs/slurm-<job id>.log`; events
+`output/events-<task>.jsonl`. `scancel <job id>` stops it.
+"""
+
+
+# -- what Slurm answers --------------------------------------------------------------------
+SINFO_FORMAT = "%P|%a|%D|%T|%c|%m|%G|%l"
+SQUEUE_FORMAT = "%i|%P|%j|%T|%r|%S|%M|%l|%D"
+
+
+@dataclass
+class Partition:
+    name: str
+    default: bool = False
+    available: bool = True
+    nodes: int = 0
+    states: dict[str, int] = field(default_factory=dict)  # node state -> node count
+    cpus: int = 0  # per node (the largest)
+    memory_mb: int = 0  # per node (the largest)
+    gpus_per_node: int = 0  # the largest
+    time_limit: int | None = None  # seconds; None = unlimited
+
+    @property
+    def idle_nodes(self) -> int:
+        return self.states.get("idle", 0)
+
+
+@dataclass(frozen=True)
+class QueuedJob:
+    job_id: str
+    partition: str
+    name: str
+    state: str
+    reason: str
+    start: str  # expected start time ("N/A" when Slurm does not know)
+    elapsed: str
+    time_limit: str
+    nodes: int
+
+
+def _int(text: str) -> int:
+    m = re.match(r"\d+", text.strip())
+    return int(m.group()) if m else 0
+
+
+def gres_gpus(gres: str) -> int:
+    """GPUs in a gres text ("gpu:a100:4(S:0-1),shard:8" -> 4; "(null)" -> 0)."""
+    total = 0
+    for part in gres.split(","):
+        fields = part.split("(")[0].split(":")
+        if fields[0] == "gpu" and len(fields) >= 2:
+            total += _int(fields[-1])
+    return total
+
+
+def parse_sinfo(text: str) -> list[Partition]:
+    """`sinfo -h -o SINFO_FORMAT` (one line per partition and node state)."""
+    found: dict[str, Partition] = {}
+    for line in text.splitlines():
+        cols = line.strip().split("|")
+        if len(cols) != 8:
+            continue
+        name, avail, nodes, state, cpus, memory, gres, limit = cols
+        default = name.endswith("*")
+        name = name.rstrip("*")
+        part = found.setdefault(name, Partition(name, default))
+        part.available = avail.strip() == "up"
+        count = _int(nodes)
+        part.nodes += count
+        key = state.strip().rstrip("*~#!%$@^-")
+        part.states[key] = part.states.get(key, 0) + count
+        part.cpus = max(part.cpus, _int(cpus.split("/")[-1]) if "/" in cpus else _int(cpus))
+        part.memory_mb = max(part.memory_mb, _int(memory))
+        part.gpus_per_node = max(part.gpus_per_node, gres_gpus(gres))
+        part.time_limit = time_seconds(limit)
+    return list(found.values())
+
+
+def parse_squeue(text: str) -> list[QueuedJob]:
+    """`squeue -h -o SQUEUE_FORMAT`."""
+    jobs = []
+    for line in text.splitlines():
+        cols = line.strip().split("|")
+        if len(cols) == 9:
+            job_id, partition, name, state, reason, start, elapsed, limit = cols[:8]
+            jobs.append(QueuedJob(job_id, partition, name, state, reason, start, elapsed,
+                                  limit, _int(cols[8])))
+    return jobs
+
+
+def parse_version(text: str) -> str:
+    """`sinfo --version` ("slurm 22.05.8") -> "22.05.8"."""
+    m = re.search(r"\d+\.\d+(?:\.\d+)?", text)
+    return m.group() if m else ""
+
+
+def parse_job_id(text: str) -> str:
+    """`sbatch --parsable` prints "ID" or "ID;CLUSTER"."""
+    first = text.strip().splitlines()[-1] if text.strip() else ""
+    job_id = first.split(";")[0].strip()
+    if not job_id.isdigit():
+        raise SlurmError(f"sbatch did not print a job id: {text.strip()!r}")
+    return job_id
+
+
+def parse_scontrol(text: str) -> dict[str, str]:
+    """`scontrol show job -o ID`: its Key=Value fields (a value may hold spaces only in the
+    last fields, such as Command; those are not needed here)."""
+    out: dict[str, str] = {}
+    for token in text.split():
+        key, sep, value = token.partition("=")
+        if sep and key not in out:
+            out[key] = value
+    return out
+
+
+def submit_error(stderr: str) -> str:
+    """sbatch's refusal in one sentence ("Invalid partition name specified")."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    for line in reversed(lines):
+        m = re.search(r"error:\s*(?:Batch job submission failed:\s*)?(.+)", line)
+        if m:
+            return m.group(1).strip()
+    return lines[-1] if lines else "sbatch failed without a message"
+
+
+# -- a job's state -------------------------------------------------------------------------
+QUEUED_STATES = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "RESV_DEL_HOLD",
+                           "SUSPENDED", "RESIZING", "STOPPED", "SIGNALING", "STAGE_OUT"})
+ACTIVE_STATES = QUEUED_STATES | {"RUNNING", "COMPLETING"}
+FAILED_TEXT = {
+    "CANCELLED": "the Slurm job was cancelled",
+    "TIMEOUT": "the Slurm job reached its time limit",
+    "FAILED": "the Slurm job failed",
+    "NODE_FAIL": "a node of the Slurm job failed",
+    "OUT_OF_MEMORY": "the Slurm job ran out of memory",
+    "PREEMPTED": "the Slurm job was preempted",
+    "BOOT_FAIL": "a node of the Slurm job failed to boot",
+    "DEADLINE": "the Slurm job reached its deadline",
+}
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """One look at a job: its state, why it waits, when it is expected to start, its exit."""
+
+    job_id: str
+    state: str  # Slurm's JobState (PENDING, RUNNING, COMPLETED, ...); "" = unknown to Slurm
+    reason: str = ""
+    start: str = ""  # expected or actual start time
+    exit_code: int | None = None  # the batch script's exit code, once ended
+    signal: int = 0
+    time_limit: str = ""
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+    @property
+    def queued(self) -> bool:
+        return self.state in QUEUED_STATES
+
+    @property
+    def ended(self) -> bool:
+        return bool(self.state) and not self.active
+
+    def describe(self) -> str:
+        """One sentence a person reads: where the job is."""
+        if self.state == "PENDING":
+            why = f" ({self.reason})" if self.reason and self.reason != "None" else ""
+            start = (f", expected to start {self.start}" if self.start and self.start
+                     not in ("N/A", "Unknown", "None") else "")
+            return f"Slurm job {self.job_id} is waiting in the queue{why}{start}"
+        if self.state in FAILED_TEXT:
+            extra = f" ({self.time_limit})" if self.state == "TIMEOUT" and self.time_limit else ""
+            return f"{FAILED_TEXT[self.state]}{extra} (job {self.job_id})"
+        if not self.state:
+            return f"Slurm job {self.job_id} is no longer known to Slurm"
+        return f"Slurm job {self.job_id} is {self.state.lower()}"
+
+
+def status_from_scontrol(job_id: str, fields: dict[str, str]) -> JobStatus:
+    code, _, sig = fields.get("ExitCode", "").partition(":")
+    return JobStatus(job_id, fields.get("JobState", ""), fields.get("Reason", ""),
+                     fields.get("StartTime", ""),
+                     int(code) if code.isdigit() else None, _int(sig),
+                     fields.get("TimeLimit", ""))
+
+
+def status_from_squeue(job_id: str, line: str) -> JobStatus | None:
+    """`squeue -h -j ID -o '%T|%r|%S|%l'`; None when the job is no longer queued."""
+    cols = line.strip().split("|")
+    if len(cols) != 4 or not cols[0]:
+        return None
+    return JobStatus(job_id, cols[0], cols[1], cols[2], time_limit=cols[3])
+
+
+def job_from_args(cluster: str, defaults: SlurmDefaults, *, nodes: int | None,
+                  tasks_per_node: int | None, gpus_per_node: int | None,
+                  partition: str | None, time_limit: str | None,
+                  account: str | None, python: str = "") -> SlurmJob:
+    return SlurmJob.from_defaults(
+        cluster, defaults, nodes=nodes, tasks_per_node=tasks_per_node,
+        gpus_per_node=gpus_per_node, partition=partition, time_limit=time_limit,
+        account=account, python=python or None).validate()

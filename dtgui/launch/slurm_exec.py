@@ -1,0 +1,164 @@
+"""SlurmExecutor: the tasks of a run as one Slurm job, driven by the run policy like any
+machine's tasks (`RunController`).
+
+`start` submits the bundle's job.sbatch (`sbatch --parsable`); every task's "pid" is the job
+id (kept in the run record, which is how a reattach finds the job). `poll` asks Slurm the
+job's state (`squeue`, then `scontrol show job` once it left the queue) and reads every
+task's events, log and exit file from the bundle directory on the shared filesystem:
+
+* while the job waits in the queue, its tasks count as alive and queued (not hung), and the
+  first task's log says why it waits and when Slurm expects it to start;
+* a task that wrote its exit file has ended with that code;
+* once the job has ended, a task without an exit code ended with the job: when the job did
+  not complete (cancelled, time limit, node failure), a `failed` event says so in Slurm's
+  words, so the run fails with that reason; the batch step's own log is shown too.
+
+`signal(SIGTERM)` is `scancel`, `signal(SIGKILL)` is `scancel --full --signal=KILL`: the job,
+every step and every process of it end, and nothing is left in the queue.
+"""
+
+from __future__ import annotations
+
+import signal as signals
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dtgui.core.bundle import Bundle
+from dtgui.core.events import Event, parse_events
+from dtgui.core.plan import TaskSpec
+from dtgui.core.slurm import JOB_FILE, JobStatus, SlurmError
+from dtgui.launch.executor import LOCAL_MAX_CHUNK, Executor, MachinePoll, TaskPoll, split_log
+from dtgui.launch.local_exec import read_chunk, read_exit_code
+from dtgui.remote import slurm
+
+if TYPE_CHECKING:
+    from dtgui.remote.commands import CommandRunner
+    from dtgui.remote.transfer import CopyProgress
+
+JOB_LOG_LINES = 20  # lines of the batch step's log shown when the job ends
+
+
+class SlurmExecutor(Executor):
+    """The tasks of `bundle` as one Slurm job submitted on the login node `runner` reaches;
+    `run_dir`: the bundle directory on the shared filesystem (here, for now)."""
+
+    def __init__(self, name: str, bundle: Bundle, tasks: Iterable[TaskSpec],
+                 runner: CommandRunner, run_dir: str) -> None:
+        super().__init__(name, bundle, tasks)
+        self.runner = runner
+        self.run_dir = run_dir
+        self.status: JobStatus | None = None  # the last look at the job
+        self._told = ""  # the queue sentence last written to the log
+        self._job_log_shown = False
+
+    @property
+    def directory(self) -> str:
+        return self.run_dir
+
+    @property
+    def _out(self) -> Path:
+        return Path(self.run_dir) / "output"
+
+    def adopt(self, pids: dict[str, int]) -> None:
+        super().adopt(pids)
+        if self.pids and not self.job_id:
+            self.job_id = str(next(iter(self.pids.values())))
+
+    def prepare(self, progress: CopyProgress | None = None) -> None:
+        for sub in ("logs", "pids"):
+            (self._out / sub).mkdir(parents=True, exist_ok=True)
+
+    def busy_ports(self) -> list[str]:
+        return []  # the tasks' ports are chosen on the nodes, from the job id
+
+    def start(self) -> dict[str, int]:
+        self.prepare()
+        for task in self.tasks:  # a resubmission starts with no exit codes
+            (self._out / "pids" / f"{task.file_stem}.exit").unlink(missing_ok=True)
+        self.job_id = slurm.submit(self.runner, self.run_dir, JOB_FILE)
+        self.status = None
+        self._told, self._job_log_shown = "", False
+        self.pids = {t.task_id: int(self.job_id) for t in self.tasks}
+        return dict(self.pids)
+
+    def poll(self) -> MachinePoll:
+        result = MachinePoll(self.name)
+        if not self.job_id:
+            for task in self.tasks:
+                result.tasks[task.task_id] = TaskPoll(task.task_id, alive=False)
+            return result
+        status = slurm.status(self.runner, self.job_id)  # liveness first, then the files
+        self.status = status
+        notes = self._queue_notes(status)
+        for i, task in enumerate(self.tasks):
+            tid = task.task_id
+            poll = TaskPoll(tid)
+            code = read_exit_code(self._out / "pids" / f"{task.file_stem}.exit")
+            if code is not None:
+                poll.alive, poll.exit_code = False, code
+            elif status.ended or not status.state:
+                poll.alive = False
+            else:
+                poll.queued = status.queued
+            self._read(task, poll, result)
+            if i == 0:
+                poll.log_lines = notes + poll.log_lines
+            failed = not poll.alive and status.ended and status.state != "COMPLETED" and \
+                code != 0
+            if failed:
+                poll.events.append(Event("failed", tid, time.time(),
+                                         {"error": status.describe()}))
+            if i == 0 and status.ended and not self._job_log_shown:
+                self._job_log_shown = True
+                poll.log_lines += self._job_log_tail()
+            result.tasks[tid] = poll
+        return result
+
+    def _queue_notes(self, status: JobStatus) -> list[str]:
+        """A log line each time the job's place in the queue changes."""
+        if not status.queued:
+            return []
+        text = status.describe()
+        if status.state == "PENDING" and status.start in ("", "N/A", "Unknown"):
+            start = slurm.expected_start(self.runner, self.job_id)
+            if start:
+                text += f", expected to start {start}"
+        if text == self._told:
+            return []
+        self._told = text
+        return [f"[dtgui] {text}"]
+
+    def _read(self, task: TaskSpec, poll: TaskPoll, result: MachinePoll) -> None:
+        tid = task.task_id
+        ev = self._events[tid]
+        chunk = read_chunk(self._out / f"events-{task.file_stem}.jsonl", ev.offset)
+        result.behind |= len(chunk) >= LOCAL_MAX_CHUNK
+        poll.raw_events = ev.take(chunk)
+        poll.events = parse_events(poll.raw_events)
+        lg = self._logs[tid]
+        chunk = read_chunk(self._out / "logs" / f"{task.file_stem}.log", lg.offset)
+        result.behind |= len(chunk) >= LOCAL_MAX_CHUNK
+        poll.raw_log = lg.take(chunk)
+        poll.log_lines = split_log(poll.raw_log)
+
+    def _job_log_tail(self) -> list[str]:
+        path = self._out / "logs" / f"slurm-{self.job_id}.log"
+        lines = [line for line in split_log(read_chunk(path, 0)) if line.strip()]
+        return [f"[slurm] {line}" for line in lines[-JOB_LOG_LINES:]]
+
+    def _all_exited(self) -> bool:
+        return all((self._out / "pids" / f"{t.file_stem}.exit").exists() for t in self.tasks)
+
+    def signal(self, *sigs: int, tasks: Iterable[str] | None = None) -> None:
+        """The job is one: TERM cancels it, KILL kills every process of it; others wait."""
+        if not self.job_id or self._all_exited():
+            return  # every task has ended: the job ends by itself (and completes)
+        if signals.SIGKILL in sigs:
+            slurm.cancel(self.runner, self.job_id, "KILL")
+        elif signals.SIGTERM in sigs or signals.SIGINT in sigs:
+            slurm.cancel(self.runner, self.job_id)
+
+
+__all__ = ["SlurmError", "SlurmExecutor"]

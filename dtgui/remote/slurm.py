@@ -1,0 +1,119 @@
+"""Slurm's commands on a cluster's login node, through a `CommandRunner` (the same argv here,
+when this machine is the login node, or over SSH). The answers are read by
+`dtgui.core.slurm`; every argument is a separate argv word (quoted over SSH).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from dtgui.core.slurm import (
+    SINFO_FORMAT,
+    SQUEUE_FORMAT,
+    JobStatus,
+    Partition,
+    QueuedJob,
+    SlurmError,
+    parse_job_id,
+    parse_scontrol,
+    parse_sinfo,
+    parse_squeue,
+    parse_version,
+    status_from_scontrol,
+    status_from_squeue,
+    submit_error,
+)
+
+if TYPE_CHECKING:
+    from dtgui.remote.commands import CommandRunner
+
+TIMEOUT = 30.0
+
+
+@dataclass
+class ClusterFacts:
+    """What the probe of a cluster found."""
+
+    version: str = ""
+    partitions: list[Partition] = field(default_factory=list)
+    jobs: list[QueuedJob] = field(default_factory=list)  # the user's own
+    problems: list[str] = field(default_factory=list)
+
+    def partition(self, name: str) -> Partition | None:
+        """The named partition, or the default one for ""."""
+        if not name:
+            return next((p for p in self.partitions if p.default), None)
+        return next((p for p in self.partitions if p.name == name), None)
+
+
+def _text(runner: CommandRunner, argv: Sequence[str], what: str) -> str:
+    code, out, err = runner.run(list(argv), TIMEOUT)
+    if code != 0:
+        reason = err.decode("utf-8", "replace").strip() or f"exit {code}"
+        raise SlurmError(f"{what} failed: {reason}")
+    return out.decode("utf-8", "replace")
+
+
+def probe(runner: CommandRunner, user: str = "") -> ClusterFacts:
+    """Slurm's version, the partitions, and the user's jobs ("" = the login user)."""
+    facts = ClusterFacts()
+    try:
+        facts.version = parse_version(_text(runner, ["sinfo", "--version"], "sinfo"))
+    except SlurmError as exc:
+        facts.problems.append(f"{exc} (is Slurm's client installed on the login node?)")
+        return facts
+    try:
+        facts.partitions = parse_sinfo(_text(runner, ["sinfo", "-h", "-o", SINFO_FORMAT],
+                                             "sinfo"))
+    except SlurmError as exc:
+        facts.problems.append(str(exc))
+    who = ["-u", user] if user else ["--me"]
+    try:
+        facts.jobs = parse_squeue(_text(runner, ["squeue", "-h", *who, "-o", SQUEUE_FORMAT],
+                                        "squeue"))
+    except SlurmError as exc:
+        facts.problems.append(str(exc))
+    return facts
+
+
+def submit(runner: CommandRunner, directory: str, script: str) -> str:
+    """`sbatch --parsable` of `script` in `directory` (the job's working directory): the job
+    id. SlurmError with sbatch's own reason when it refuses the job."""
+    code, out, err = runner.run(["sbatch", "--parsable", f"--chdir={directory}",
+                                 f"{directory.rstrip('/')}/{script}"], TIMEOUT)
+    if code != 0:
+        raise SlurmError(f"Slurm refused the job: {submit_error(err.decode('utf-8', 'replace'))}")
+    return parse_job_id(out.decode("utf-8", "replace"))
+
+
+def status(runner: CommandRunner, job_id: str) -> JobStatus:
+    """The job's state: `squeue` while it is queued or running, then `scontrol show job`
+    (which answers without accounting, for a few minutes after the end)."""
+    code, out, _ = runner.run(["squeue", "-h", "-j", job_id, "-o", "%T|%r|%S|%l"], TIMEOUT)
+    if code == 0:
+        found = status_from_squeue(job_id, out.decode("utf-8", "replace").strip())
+        if found is not None and found.active:
+            return found
+    code, out, _ = runner.run(["scontrol", "show", "job", "-o", job_id], TIMEOUT)
+    fields = parse_scontrol(out.decode("utf-8", "replace")) if code == 0 else {}
+    return status_from_scontrol(job_id, fields)
+
+
+def expected_start(runner: CommandRunner, job_id: str) -> str:
+    """`squeue --start`: when Slurm expects the pending job to start ("" when unknown)."""
+    code, out, _ = runner.run(["squeue", "-h", "--start", "-j", job_id, "-o", "%S"], TIMEOUT)
+    text = out.decode("utf-8", "replace").strip() if code == 0 else ""
+    return "" if text in ("N/A", "Unknown", "") else text
+
+
+def cancel(runner: CommandRunner, job_id: str, signal_name: str = "") -> None:
+    """`scancel` the job (with `--signal=NAME --full`: that signal to every process)."""
+    argv = ["scancel", job_id] if not signal_name else \
+        ["scancel", "--full", f"--signal={signal_name}", job_id]
+    code, _, err = runner.run(argv, TIMEOUT)
+    if code != 0:
+        text = err.decode("utf-8", "replace").strip()
+        if "already completing or completed" not in text and "Invalid job id" not in text:
+            raise SlurmError(f"scancel {job_id} failed: {text}")

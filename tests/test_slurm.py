@@ -1,0 +1,182 @@
+"""Slurm without a cluster: a cluster's settings and their validation, what Slurm's commands
+answer (real output of Slurm 22.05), the batch script, TF_CONFIG from an allocation, and
+`dtgui export --slurm`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dtgui.core.machines import Machine, MachineError, MachineRegistry
+from dtgui.core.plan import Plan
+from dtgui.core.slurm import (
+    JobStatus,
+    SlurmDefaults,
+    SlurmError,
+    SlurmJob,
+    batch_script,
+    gres_gpus,
+    parse_job_id,
+    parse_scontrol,
+    parse_sinfo,
+    parse_squeue,
+    parse_version,
+    status_from_scontrol,
+    submit_error,
+    time_seconds,
+)
+from dtgui.core.slurm_bundle import place_on_cluster, render_slurm_bundle
+from dtgui.core.strategies import Strategy
+from dtgui.worker import slurm_task
+
+# Captured from the test cluster (tests/fixtures/slurm) and Slurm 22.05.8.
+SINFO = "debug*|up|2|idle|2|4000|(null)|infinite\n"
+SINFO_GPU = ("gpu|up|3|mixed|64|512000|gpu:a100:4(S:0-1)|2-00:00:00\n"
+             "gpu|up|1|drained*|64|512000|gpu:a100:4(S:0-1)|2-00:00:00\n"
+             "cpu*|up|10|idle|128|256000|(null)|1:00:00\n")
+SQUEUE = "2|debug|wrap|PENDING|Resources|2026-11-24T18:00:00|0:00|UNLIMITED|2\n"
+SCONTROL = ("JobId=2 JobName=wrap UserId=root(0) GroupId=root(0) MCS_label=N/A "
+            "Priority=4294901758 Nice=0 Account=(null) QOS=(null) JobState=CANCELLED "
+            "Reason=None Dependency=(null) Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 "
+            "ExitCode=0:0 RunTime=00:00:00 TimeLimit=UNLIMITED TimeMin=N/A "
+            "StartTime=2026-11-24T17:39:30 EndTime=2026-11-24T17:39:30 Partition=debug "
+            "NodeList= NumNodes=2 WorkDir=/work/main StdOut=/work/main/slurm-2.out\n")
+REFUSED = ("sbatch: error: invalid partition specified: nosuch\n"
+           "sbatch: error: Batch job submission failed: Invalid partition name specified\n")
+
+
+def mwms(workers: int = 2) -> Plan:
+    return Plan(run_name="slurm-test", strategy=Strategy("multi_worker_mirrored"),
+                workers=workers, replicas_per_task=1, steps=10)
+
+
+def test_time_forms() -> None:
+    assert time_seconds("30") == 1800
+    assert time_seconds("1:30") == 90
+    assert time_seconds("01:00:00") == 3600
+    assert time_seconds("2-00:00:00") == 2 * 86400
+    assert time_seconds("1-12") == 86400 + 12 * 3600
+    assert time_seconds("infinite") is None and time_seconds("1h") is None
+
+
+def test_cluster_settings_refuse_shell_words_and_quote_paths(tmp_path: Path) -> None:
+    for bad in (SlurmDefaults(partition="gpu;rm -rf ~"), SlurmDefaults(account="a b"),
+                SlurmDefaults(qos="$(id)"), SlurmDefaults(constraint="a\nb"),
+                SlurmDefaults(modules=("cuda`id`",)), SlurmDefaults(time_limit="soon"),
+                SlurmDefaults(venv="/a\n/b"), SlurmDefaults(gpus_per_node=-1)):
+        with pytest.raises(SlurmError):
+            bad.validate()
+    ok = SlurmDefaults(partition="gpu", constraint="a100&ib", modules=("cuda/12.2",),
+                       venv="~/envs/tf 2", conda_env="tf").validate()
+    assert ok.setup_lines() == ["module load cuda/12.2", "conda activate tf",
+                                ". \"$HOME\"/'envs/tf 2/bin/activate'"]
+    # a cluster is a login node with defaults; it round-trips through the registry's TOML
+    registry = MachineRegistry(tmp_path / "machines.toml")
+    cluster = Machine("hpc", "login.example.org", user="me", slurm=ok)
+    registry.add(cluster)
+    registry.save()
+    again = MachineRegistry(tmp_path / "machines.toml")
+    assert again.load() == ""
+    assert again.get("hpc") == cluster and again.get("hpc").is_slurm
+    with pytest.raises(MachineError, match="partition"):
+        Machine("x", "h", user="u", slurm=SlurmDefaults(partition="a|b")).validate()
+
+
+def test_sinfo_squeue_version_scontrol() -> None:
+    (debug,) = parse_sinfo(SINFO)
+    assert (debug.name, debug.default, debug.nodes, debug.idle_nodes, debug.cpus,
+            debug.memory_mb, debug.gpus_per_node, debug.time_limit) == \
+        ("debug", True, 2, 2, 2, 4000, 0, None)
+    gpu, cpu = parse_sinfo(SINFO_GPU)
+    assert gpu.nodes == 4 and gpu.states == {"mixed": 3, "drained": 1}
+    assert gpu.gpus_per_node == 4 and gpu.time_limit == 2 * 86400 and not gpu.default
+    assert cpu.default and cpu.time_limit == 3600
+    assert gres_gpus("gpu:2,gpu:v100:1(S:0)") == 3 and gres_gpus("(null)") == 0
+    (job,) = parse_squeue(SQUEUE)
+    assert (job.job_id, job.state, job.reason, job.nodes) == ("2", "PENDING", "Resources", 2)
+    assert parse_version("slurm-wlm 22.05.8\n") == "22.05.8"
+    status = status_from_scontrol("2", parse_scontrol(SCONTROL))
+    assert status.state == "CANCELLED" and status.ended and status.exit_code == 0
+    assert "cancelled" in status.describe()
+    assert parse_job_id("17\n") == "17" and parse_job_id("18;cluster\n") == "18"
+    with pytest.raises(SlurmError):
+        parse_job_id("sbatch: error\n")
+    assert submit_error(REFUSED) == "Invalid partition name specified"
+
+
+def test_job_states_in_words() -> None:
+    waiting = JobStatus("5", "PENDING", "Priority", "2026-11-25T03:00:00")
+    assert waiting.queued and not waiting.ended
+    assert waiting.describe() == ("Slurm job 5 is waiting in the queue (Priority), expected "
+                                  "to start 2026-11-25T03:00:00")
+    timeout = JobStatus("6", "TIMEOUT", time_limit="00:10:00")
+    assert timeout.ended and "reached its time limit (00:10:00)" in timeout.describe()
+    assert JobStatus("7", "RUNNING").active and not JobStatus("7", "RUNNING").queued
+
+
+def test_tf_config_from_the_allocation_never_shares_a_port() -> None:
+    assert slurm_task.tasks_per_node("2(x2),1") == [2, 2, 1]
+    ids = ["worker:0", "worker:1", "worker:2", "worker:3"]
+    # two nodes with the same address (as the test cluster's), two tasks each
+    configs = [slurm_task.tf_config(ids, r, ["127.0.0.1", "127.0.0.1"], [2, 2], "17")
+               for r in range(4)]
+    addresses = configs[0]["cluster"]["worker"]  # type: ignore[index]
+    assert len(set(addresses)) == 4
+    assert [c["task"] for c in configs] == [{"type": "worker", "index": i} for i in range(4)]
+    # ParameterServer: chief, then servers, then workers, by rank; hosts by block layout
+    ps = slurm_task.tf_config(["chief:0", "ps:0", "worker:0", "worker:1"], 2,
+                              ["n1", "n2"], [2, 2], "3")
+    base = slurm_task.port_base("3")
+    assert ps == {"cluster": {"chief": [f"n1:{base}"], "ps": [f"n1:{base + 1}"],
+                              "worker": [f"n2:{base + 2}", f"n2:{base + 3}"]},
+                  "task": {"type": "worker", "index": 0}}
+
+
+def test_batch_script_and_bundle(tmp_path: Path) -> None:
+    job = SlurmJob(nodes=2, tasks_per_node=1, gpus_per_node=1, partition="gpu",
+                   account="lab", time_limit="00:30:00", python="/opt/my env/bin/python",
+                   setup=("module load cuda/12",))
+    script = batch_script(place_on_cluster(mwms(), job), job)
+    for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1",
+                 "#SBATCH --gpus-per-node=1", "#SBATCH --partition=gpu",
+                 "#SBATCH --account=lab", "#SBATCH --time=00:30:00", "module load cuda/12",
+                 'export PYTHON="${PYTHON:-/opt/my env/bin/python}"',
+                 "export DTGUI_SLURM_TASKS=worker:0,worker:1"):
+        assert line in script.splitlines()
+    bundle = render_slurm_bundle(mwms(), tmp_path / "b", job)
+    assert (bundle.path / "job.sbatch").read_text() == script
+    assert SlurmJob.load(bundle.path) == job
+    assert "sbatch job.sbatch" in (bundle.path / "README.md").read_text()
+    task = (bundle.path / "tasks" / "worker-0.sh").read_text()
+    assert '[ -n "${DTGUI_SLURM_TASKS:-}" ] || export TF_CONFIG=' in task
+    with pytest.raises(ValueError, match="3 task"):
+        render_slurm_bundle(mwms(3), tmp_path / "c", job)
+
+
+def test_export_slurm_command(tmp_path: Path) -> None:
+    out = tmp_path / "job"
+    done = subprocess.run(
+        [sys.executable, "-m", "dtgui.cli.main", "export", str(out), "--strategy",
+         "multi_worker_mirrored", "--steps", "4", "--slurm", "local", "--nodes", "2",
+         "--partition", "debug", "--time", "00:05:00"],
+        capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "sbatch job.sbatch" in done.stdout
+    settings = json.loads((out / "slurm.json").read_text())
+    assert settings["nodes"] == 2 and settings["partition"] == "debug"
+    assert settings["python"] == sys.executable
+    bad = subprocess.run(
+        [sys.executable, "-m", "dtgui.cli.main", "export", str(tmp_path / "bad"),
+         "--strategy", "multi_worker_mirrored", "--slurm", "local", "--partition", "a;b"],
+        capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "partition" in bad.stderr and not (tmp_path / "bad").exists()
+    unknown = subprocess.run(
+        [sys.executable, "-m", "dtgui.cli.main", "export", str(tmp_path / "u"),
+         "--strategy", "multi_worker_mirrored", "--slurm", "nosuchcluster"],
+        capture_output=True, text=True, timeout=120,
+        env={**__import__("os").environ, "XDG_CONFIG_HOME": str(tmp_path / "cfg")})
+    assert unknown.returncode == 2 and "no Slurm cluster is registered" in unknown.stderr
