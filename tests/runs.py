@@ -3,6 +3,7 @@ Python whose tasks train with a stub instead of TensorFlow."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import shlex
 import shutil
@@ -13,7 +14,7 @@ from pathlib import Path
 from dtgui.core.events import STEP_KINDS, read_all, step_rows
 
 STUB_TASK = Path(__file__).with_name("stub_task.py")
-_stub_dirs: list[Path] = []
+_stubs: dict[tuple[str, float, str], str] = {}  # (python, step seconds, fail) -> wrapper
 
 
 def replica_losses(events_file: Path) -> list[list[float]]:
@@ -48,10 +49,19 @@ def stub_python(python: str = sys.executable, step_seconds: float = 0.02, fail: 
     bundle's real supervisor with tests/stub_task.py as the training child: the run policy
     without TensorFlow. Every other command goes to `python` (probes, port checks).
     `fail`: "TASK=ERROR", that task reports ERROR and exits 1. In a directory the SSH test
-    account can read; `remove_stub_pythons()` removes them."""
+    account can read; made once a session for the same arguments (so the launch check's
+    memory of it holds from test to test) and removed when the session ends."""
+    key = (python, step_seconds, fail)
+    if key not in _stubs:
+        if not _stubs:
+            atexit.register(_remove_stubs)
+        _stubs[key] = _make_stub(python, step_seconds, fail)
+    return _stubs[key]
+
+
+def _make_stub(python: str, step_seconds: float, fail: str) -> str:
     folder = Path(tempfile.mkdtemp(prefix="dtgui-stub-python-"))
     folder.chmod(0o755)
-    _stub_dirs.append(folder)
     stub = folder / STUB_TASK.name
     shutil.copyfile(STUB_TASK, stub)
     stub.chmod(0o644)
@@ -68,6 +78,6 @@ def stub_python(python: str = sys.executable, step_seconds: float = 0.02, fail: 
     return str(wrapper)
 
 
-def remove_stub_pythons() -> None:
-    while _stub_dirs:
-        shutil.rmtree(_stub_dirs.pop(), ignore_errors=True)
+def _remove_stubs() -> None:
+    while _stubs:
+        shutil.rmtree(Path(_stubs.popitem()[1]).parent, ignore_errors=True)

@@ -29,7 +29,7 @@ import remote_python
 import sshhosts
 from conftest_ssh import machine, trust
 from fakes import wait_for
-from runs import live_members, remove_stub_python, stub_python
+from runs import live_members, stub_python
 from worker_helpers import write_package
 
 from dtgui.core.bundle import render_bundle
@@ -37,7 +37,6 @@ from dtgui.core.cluster import assign, place_on_machines
 from dtgui.core.events import STEP_KINDS, read_all, step_rows
 from dtgui.core.plan import Plan
 from dtgui.core.runs import RunHistory, RunRecord
-from dtgui.core.settings import data_dir
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.pipeline import launch_plan, reattach
 from dtgui.launch.policy import RunPolicy
@@ -48,16 +47,12 @@ ssh_lab = conftest_ssh.ssh_lab
 ssh_env = conftest_ssh.ssh_env
 real_keyring = conftest_ssh.real_keyring
 FOREVER = 1_000_000
-_checks: dict[str, str] = {}  # launch-checks.json, carried from test to test (one TF import)
-_stubs: dict[str, str] = {}  # python -> the stub python over it (runs.stub_python)
 
 
 @pytest.fixture(scope="module")
 def lab_python(ssh_lab: sshhosts.SshLab):
     python = remote_python.python_for()
     yield python
-    while _stubs:
-        remove_stub_python(_stubs.popitem()[1])
     shutil.rmtree(ssh_lab.home / ".cache" / "dtgui", ignore_errors=True)
 
 
@@ -71,9 +66,7 @@ class Lab:
         """`stub`: its tasks train with the stub child instead of TensorFlow."""
         python = sys.executable if name == "local" else self.python
         if stub:
-            if python not in _stubs:
-                _stubs[python] = stub_python(python)
-            python = _stubs[python]
+            python = stub_python(python)
         if name == "local":
             return Target("local", python=python, **kw)
         return Target(name, machine(self.lab, self.hosts[name]), python=python, **kw)
@@ -87,13 +80,7 @@ class Lab:
 @pytest.fixture
 def lab(ssh_lab, lab_python, ssh_env):
     trust(*ssh_lab.hosts)
-    checks = data_dir() / "launch-checks.json"
-    if "text" in _checks:
-        checks.parent.mkdir(parents=True, exist_ok=True)
-        checks.write_text(_checks["text"])
-    yield Lab(ssh_lab, lab_python)
-    if checks.is_file():
-        _checks["text"] = checks.read_text()
+    return Lab(ssh_lab, lab_python)  # the launch check's memory carries on (conftest.py)
 
 
 def mwms(name: str, steps: int, **kw) -> Plan:
