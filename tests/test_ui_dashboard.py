@@ -142,6 +142,8 @@ def test_checkboxes_and_legend_show_and_hide_replicas(
     dash.attach(controller)
     panel = dash.loss_panel
     qtbot.waitUntil(lambda: len(panel.replica_ids()) == 4, timeout=3000)
+    # every series is fed within a frame budget: hide replica 1 once its 10 points are drawn
+    qtbot.waitUntil(lambda: len(curve_xy(dash, 1)[0]) == 10, timeout=3000)
     chip = panel._chips[1]
     chip.setChecked(False)
     assert not panel.curves.curves[1].isVisible()
