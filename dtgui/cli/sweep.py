@@ -151,7 +151,7 @@ def _run(out: Path, spec: SweepSpec, plan: Plan) -> int:
     counts = {s: sum(1 for r in rows if r.state == s) for s in ("finished", "pruned", "failed")}
     print(f"sweep {'stopped' if stopped else 'complete'}: "
           + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
-    if ranked and ranked[0].objective is not None:
+    if ranked and ranked[0].state == "finished":
         print(f"best: {ranked[0].text(spec.objective)}\n  run: {ranked[0].run}")
     print(f"trials: {out / TRIALS_CSV}")
     if stopped:

@@ -201,9 +201,12 @@ def rows(study: optuna.Study) -> list[TrialRow]:
 
 
 def sorted_rows(rows_: Iterable[TrialRow], goal: str) -> list[TrialRow]:
-    """Best objective first; trials without one after, by number."""
+    """Finished trials by their objective, best first (the first is the study's best), then
+    pruned ones (their objective is their last value before they were stopped), then the
+    others by number."""
     sign = 1.0 if goal == "minimize" else -1.0
-    return sorted(rows_, key=lambda r: (r.objective is None,
+    rank = {"finished": 0, "pruned": 1}
+    return sorted(rows_, key=lambda r: (rank.get(r.state, 2) if r.objective is not None else 2,
                                         sign * r.objective if r.objective is not None else 0.0,
                                         r.number))
 
