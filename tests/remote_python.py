@@ -124,6 +124,11 @@ def _make_python(user: str) -> str:
 
 
 def cleanup() -> None:
+    """Forget the interpreters made and remove their directories, in a process of its own:
+    thousands of hard links take seconds to unlink, and nothing waits for them."""
     _pythons.clear()
-    while _made:
-        shutil.rmtree(_made.pop(), ignore_errors=True)
+    if _made:
+        subprocess.Popen(["rm", "-rf", "--", *map(str, _made)], start_new_session=True,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+        _made.clear()
