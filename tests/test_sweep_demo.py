@@ -5,6 +5,7 @@ pruner has values)."""
 from __future__ import annotations
 
 import csv
+import itertools
 import subprocess
 import sys
 from pathlib import Path
@@ -44,7 +45,7 @@ def test_a_six_trial_sweep_of_the_demo_runs_two_at_a_time(tmp_path: Path) -> Non
     assert study.best_value == min(t.value for t in complete if t.value is not None)
     # two at a time: some trials' runs overlapped
     spans = sorted((t.user_attrs["started"], t.user_attrs["ended"]) for t in trials)
-    assert any(b[0] < a[1] for a, b in zip(spans, spans[1:], strict=False)), spans
+    assert any(b[0] < a[1] for a, b in itertools.pairwise(spans)), spans
     # each trial is a run of its own with its curves
     for t in trials:
         if t.state is not TrialState.FAIL:

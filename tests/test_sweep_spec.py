@@ -169,3 +169,40 @@ def test_a_failing_trial_is_marked_failed_and_the_others_go_on(
     assert len(more.run()) == 5
     assert len(open_study(spec, tmp_path / "s").trials) == 5
     assert (tmp_path / "s" / STUDY_FILE).is_file()
+
+
+def test_a_sweep_opened_again_settles_and_follows_the_trials_dtgui_left_running(
+        tmp_path: Path, stub_python: Callable[..., str]) -> None:
+    """dtgui stopped mid-sweep: one trial's run ended while it was away, one still runs,
+    one never started. Opened again, the queue settles the first from its bundle, follows
+    the second to its end, marks the third failed, and runs the trial still owed."""
+    python = stub_python(step_seconds=0.3)
+    plan = Plan(run_name="back", strategy=Strategy.ONE_DEVICE, replicas_per_task=1, steps=8,
+                checkpoint_every=0)
+    spec = SweepSpec(params=(parse_param("lr=choice:0.01,0.02,0.03,0.04"),), trials=4,
+                     parallel=2, search="random", objective="loss", pruner="none")
+    folder = tmp_path / "s"
+    queue = SweepQueue(folder, spec, plan, slots=[Slot("a", (Target(python=python),))])
+    study = queue.study
+    runs = []
+    for n in range(2):  # what the queue had started before dtgui stopped
+        trial = study.ask()
+        trial.suggest_categorical("lr", [0.01, 0.02, 0.03, 0.04])
+        controller = launch_plan(plan.with_changes(run_name=f"back-t{n:03d}",
+                                                   steps=2 if n == 0 else 30),
+                                 queue.trials_root, targets=[Target(python=python)])
+        trial.set_user_attr("bundle", str(controller.bundle.path))
+        trial.set_user_attr("started", 1.0)
+        runs.append(controller)
+    assert runs[0].wait(60) and runs[0].state == "finished", runs[0].message
+    runs[1].detach()  # dtgui went away; its tasks go on
+    assert not runs[1].finished or runs[1].state == "detached"
+    study.ask().suggest_categorical("lr", [0.01, 0.02, 0.03, 0.04])  # never launched
+
+    again = SweepQueue(folder, spec, plan, slots=[Slot("a", (Target(python=python),)),
+                                                  Slot("b", (Target(python=python),))])
+    rows = {r.number: r for r in again.run()}
+    assert [rows[n].state for n in range(4)] == ["finished", "finished", "failed", "finished"]
+    assert "before its run started" in rows[2].error
+    assert rows[1].objective is not None and rows[1].seconds is not None
+    assert rows[1].machine in ("a", "b")  # followed again on a slot

@@ -298,8 +298,10 @@ class SweepQueue:
                 except (LaunchError, OSError, ValueError) as exc:
                     log.warning("trial %d cannot be followed again: %s", frozen.number, exc)
                 else:
+                    slot = free.pop(0)
+                    trial.set_user_attr("machine", slot.name)
                     started = frozen.user_attrs.get("started", time.time())
-                    self._running[frozen.number] = Running(trial, free.pop(0), controller,
+                    self._running[frozen.number] = Running(trial, slot, controller,
                                                            float(started))
                     continue
             curves = bundle_curves(Path(str(bundle)))
