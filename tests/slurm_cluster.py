@@ -64,13 +64,19 @@ class SlurmCluster:
         return path.read_text(errors="replace") if path.exists() else ""
 
     def stop(self) -> None:
-        for path in self.pid_files:
+        pids = []
+        for path in self.pid_files:  # every daemon at once, then wait for them
             with contextlib.suppress(OSError, ValueError):
                 pid = int(path.read_text().split()[0])
                 os.kill(pid, signal.SIGTERM)
-                for _ in range(50):
+                pids.append(pid)
+        deadline = time.monotonic() + 10
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                while time.monotonic() < deadline:
                     os.kill(pid, 0)
                     time.sleep(0.1)
+                os.kill(pid, signal.SIGKILL)
         if self.munged_pid:
             with contextlib.suppress(OSError):
                 os.kill(self.munged_pid, signal.SIGTERM)

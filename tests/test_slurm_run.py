@@ -1,0 +1,171 @@
+"""Runs on a real Slurm (slurmctld + two slurmd + munged on this machine, tests/slurm_cluster.py)
+through the one launch pipeline, with this machine as the login node: a MultiWorkerMirrored
+run of the built-in loop on two nodes, Stop (running and pending), a task that fails, a job
+Slurm refuses, a reattach from the job id, and `dtgui export --slurm` + `dtgui run`.
+
+The run policy cases use the stub training child (tests/stub_task.py) under the real
+supervisor; the TensorFlow run is the real thing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from fakes import wait_for
+from slurm_cluster import SlurmCluster, SlurmUnavailable, start_cluster
+
+from dtgui.core.plan import Plan
+from dtgui.core.run_state import RunState
+from dtgui.core.runs import RunRecord
+from dtgui.core.slurm import SlurmJob
+from dtgui.core.strategies import Strategy
+from dtgui.launch.controller import LaunchError, RunController
+from dtgui.launch.pipeline import launch_plan, reattach
+from dtgui.launch.targets import Target
+from dtgui.remote.commands import LocalRunner
+from dtgui.remote.slurm import probe
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    try:
+        cluster = start_cluster(tmp_path_factory.mktemp("slurm"))
+    except SlurmUnavailable as exc:
+        pytest.skip(f"Slurm cannot run here: {exc}")
+    yield cluster
+    cluster.stop()
+
+
+def mwms(steps: int, name: str = "slurm-run") -> Plan:
+    return Plan(run_name=name, strategy=Strategy("multi_worker_mirrored"), workers=2,
+                replicas_per_task=1, steps=steps, steps_per_epoch=max(steps // 2, 1),
+                checkpoint_every=0)
+
+
+def launch(plan: Plan, root: Path, python: str, **job: object) -> RunController:
+    settings = SlurmJob(nodes=2, tasks_per_node=1, python=python, **job)  # type: ignore[arg-type]
+    return launch_plan(plan, root, targets=[Target(python=python, slurm=settings)])
+
+
+def processes_in(directory: Path) -> list[int]:
+    """Processes whose working directory is `directory` (a task of the run)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if os.readlink(f"/proc/{entry.name}/cwd") == str(directory):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def nothing_left(slurm: SlurmCluster, controller: RunController, keep: tuple[str, ...] = ()
+                 ) -> None:
+    job = controller.executors[0].job_id
+    wait_for(lambda: job not in slurm.queue(), 15, f"job {job} is still queued")
+    wait_for(lambda: not processes_in(controller.bundle.path), 10, "a task process is left")
+    assert [j for j in slurm.queue() if j not in keep] == []
+
+
+def test_probe_of_the_login_node(slurm: SlurmCluster) -> None:
+    facts = probe(LocalRunner())
+    assert facts.problems == [] and facts.version.startswith("22.")
+    debug = facts.partition("")
+    assert debug is not None and debug.name == "debug" and debug.nodes == 2
+    assert debug.cpus == 2 and debug.memory_mb == 4000 and debug.idle_nodes == 2
+
+
+def test_multi_worker_mirrored_on_two_nodes(slurm: SlurmCluster, tmp_path: Path) -> None:
+    controller = launch(mwms(6), tmp_path, sys.executable)
+    assert controller.wait(150), controller.metrics.log_lines("worker:0")[-5:]
+    assert controller.state is RunState.FINISHED, controller.message
+    snap = controller.metrics.snapshot()
+    assert sorted(snap.replica_loss) == [0, 1]  # a replica on each node
+    assert all(len(ys) == 6 for _, ys in snap.replica_loss.values())
+    record = RunRecord.load(controller.bundle.path)
+    assert record.machines[0].job_id == controller.executors[0].job_id != ""
+    assert record.state is RunState.FINISHED
+    nothing_left(slurm, controller)
+
+
+def test_stop_cancels_the_job_and_leaves_nothing(slurm: SlurmCluster, tmp_path: Path,
+                                                 stub_python: Callable[..., str]) -> None:
+    controller = launch(mwms(100000), tmp_path, stub_python(step_seconds=0.1))
+    wait_for(lambda: controller.metrics.snapshot().step >= 5, 30, "no steps")
+    controller.request_stop()
+    assert controller.wait(30)
+    assert controller.state is RunState.STOPPED, controller.message
+    nothing_left(slurm, controller)
+
+
+def test_pending_job_says_why_and_stop_cancels_it(slurm: SlurmCluster, tmp_path: Path,
+                                                  stub_python: Callable[..., str]) -> None:
+    # every core of both nodes, as often as the partition shares a core (OverSubscribe=FORCE:4)
+    blockers = tuple(slurm.run("sbatch", "--parsable", "-N2", "--ntasks-per-node=2",
+                               f"--chdir={tmp_path}", "--wrap", "sleep 120").stdout.strip()
+                     for _ in range(4))
+    try:
+        controller = launch(mwms(100), tmp_path / "runs", stub_python())
+        wait_for(lambda: any("is waiting in the queue (Resources" in line
+                             for line in controller.metrics.log_lines("worker:0")), 20,
+                 "the queue reason is not shown")
+        assert controller.state is RunState.RUNNING  # queued: not hung, not failed
+        controller.request_stop()
+        assert controller.wait(30)
+        assert controller.state is RunState.STOPPED
+        nothing_left(slurm, controller, keep=blockers)
+    finally:
+        slurm.run("scancel", *blockers)
+
+
+def test_a_task_that_fails_fails_the_run_with_its_error(slurm: SlurmCluster, tmp_path: Path,
+                                                        stub_python: Callable[..., str]) -> None:
+    python = stub_python(fail="worker:1=ValueError: the data is broken")
+    controller = launch(mwms(200), tmp_path, python)
+    assert controller.wait(60)
+    assert controller.state is RunState.FAILED
+    assert "the data is broken" in controller.message
+    nothing_left(slurm, controller)
+
+
+def test_a_refused_job_is_a_clear_error(slurm: SlurmCluster, tmp_path: Path,
+                                        stub_python: Callable[..., str]) -> None:
+    with pytest.raises(LaunchError, match="Slurm refused the job: Invalid partition name"):
+        launch(mwms(10), tmp_path, stub_python(), partition="nosuch")
+    assert slurm.queue() == []
+
+
+def test_reattach_from_the_job_id(slurm: SlurmCluster, tmp_path: Path,
+                                  stub_python: Callable[..., str]) -> None:
+    controller = launch(mwms(60), tmp_path, stub_python(step_seconds=0.1))
+    wait_for(lambda: controller.metrics.snapshot().step >= 10, 30, "no steps")
+    controller.detach()
+    assert controller.state is RunState.DETACHED
+    again = reattach(RunRecord.load(controller.bundle.path))
+    assert again.executors[0].job_id == controller.executors[0].job_id
+    assert again.wait(60) and again.state is RunState.FINISHED, again.message
+    steps = again.metrics.snapshot().replica_loss[0][0]
+    assert list(steps) == list(range(1, 61))  # the whole history, no gap
+    nothing_left(slurm, again)
+
+
+def test_dtgui_run_submits_an_exported_job(slurm: SlurmCluster, tmp_path: Path,
+                                           stub_python: Callable[..., str]) -> None:
+    out = tmp_path / "bundle"
+    python = stub_python()
+    export = subprocess.run(
+        [sys.executable, "-m", "dtgui.cli.main", "export", str(out), "--strategy",
+         "multi_worker_mirrored", "--steps", "20", "--slurm", "local", "--nodes", "2",
+         "--python", f"local={python}"], capture_output=True, text=True, timeout=120)
+    assert export.returncode == 0, export.stderr
+    run = subprocess.run([sys.executable, "-m", "dtgui.cli.main", "run", str(out)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "submitted Slurm job" in run.stdout and "run finished" in run.stdout
+    assert RunRecord.load(out).machines[0].job_id
+    assert slurm.queue() == []
