@@ -16,7 +16,7 @@ APT_RUN=(python3 python3-venv python3-pip
   libxcb-icccm4 libxcb-keysyms1 libxcb-cursor0 libxcb-image0 libxcb-render-util0
   libxcb-shape0 libxcb-randr0 libxcb-xinerama0 libxcb-xkb1 libxcb-xfixes0 fonts-dejavu-core)
 APT_TEST=(xvfb xauth openssh-server iproute2 procps dbus dbus-x11 gnome-keyring nftables
-  desktop-file-utils)
+  desktop-file-utils slurmctld slurmd slurm-client munge)
 
 need_apt() {
   local missing=()
