@@ -18,7 +18,7 @@ running worker to stop and waits briefly for every pool.
 
 from __future__ import annotations
 
-import contextlib
+import itertools
 import logging
 import threading
 import time
@@ -26,11 +26,14 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+import shiboken6
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal, Slot
 
 log = logging.getLogger(__name__)
 
-_live: set[Worker] = set()  # workers whose results are still to be delivered
+_live: dict[int, Worker] = {}  # workers whose results are still to be delivered, by id
+_live_lock = threading.Lock()
+_ids = itertools.count(1)
 _pools: dict[str, QThreadPool] = {}  # the dedicated pools, by name
 
 
@@ -46,82 +49,90 @@ def error_details(exc: BaseException) -> str:
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
 
 
-class Worker(QObject):
-    """One piece of background work. Lives on the UI thread; the signals the work emits from
-    the pool reach its slots queued, on the UI thread."""
+class _Relay(QObject):
+    """The one QObject that work in the pools emits through. It lives on the UI thread for the
+    whole session, so a pool thread never touches an object the UI thread may be deleting (a
+    closed dialog, a plot torn down while its image was painted): the UI thread alone looks
+    the worker up and checks that its context still exists."""
 
-    returned = Signal(object)
-    errored = Signal(object)  # the BaseException the work raised
-    progressed = Signal(object)
+    delivered = Signal(int, str, object)  # worker id, "returned" | "errored" | "progressed", value
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.delivered.connect(self._deliver)
+
+    @Slot(int, str, object)
+    def _deliver(self, key: int, what: str, value: Any) -> None:
+        with _live_lock:
+            worker = _live.get(key)
+            if worker is not None and what != "progressed":
+                del _live[key]
+        if worker is None:
+            return
+        if not worker.context_alive():
+            if what == "returned" and worker.on_dropped is not None:
+                _run_detached(worker.on_dropped, value)  # it may block (closing connections)
+            return
+        callback = {"returned": worker.on_done, "errored": worker.on_error,
+                    "progressed": worker.on_progress}[what]
+        if callback is not None:
+            callback(value)
+        elif what == "errored":
+            log.error("background work failed", exc_info=value)
+
+
+_relay: _Relay | None = None
+
+
+def _the_relay() -> _Relay:
+    global _relay
+    if _relay is None:  # made by the first create_worker, on the UI thread
+        _relay = _Relay()
+    return _relay
+
+
+class Worker:
+    """One piece of background work. The work runs on a pool thread; what it returns, raises
+    or reports reaches the callbacks on the UI thread, unless its context has been destroyed
+    by then."""
 
     def __init__(self, fn: Callable[[Worker], Any], context: QObject | None = None) -> None:
-        super().__init__(context)
         self._fn = fn
+        self._context = context
+        self._key = next(_ids)
         self.cancelled = threading.Event()
         self.on_done: Callable[[Any], None] | None = None
         self.on_error: Callable[[BaseException], None] | None = None
         self.on_progress: Callable[[Any], None] | None = None
         self.on_dropped: Callable[[Any], None] | None = None
-        # Connected to this object's own slots: they run on its (the UI) thread, queued.
-        self.returned.connect(self._deliver_result)
-        self.errored.connect(self._deliver_error)
-        self.progressed.connect(self._deliver_progress)
 
     def start(self, pool: QThreadPool | None = None) -> Worker:
-        _live.add(self)
+        self._relay = _the_relay()
+        with _live_lock:
+            _live[self._key] = self
         (pool or QThreadPool.globalInstance()).start(_Job(self))
         return self
 
+    def context_alive(self) -> bool:
+        """On the UI thread: the context (if any) still exists."""
+        return self._context is None or shiboken6.isValid(self._context)
+
     def report(self, value: Any) -> None:
         """From the work: hand `value` to `on_progress` (dropped if the context is gone)."""
-        with contextlib.suppress(RuntimeError):
-            self.progressed.emit(value)
+        self._relay.delivered.emit(self._key, "progressed", value)
 
     def cancel(self) -> None:
         """Ask the work to stop (it checks `cancelled`); its result is still delivered."""
         self.cancelled.set()
-
-    @Slot(object)
-    def _deliver_result(self, result: Any) -> None:
-        _live.discard(self)
-        self.deleteLater()  # delivered: nothing more comes (a context may outlive many)
-        if self.on_done is not None:
-            self.on_done(result)
-
-    @Slot(object)
-    def _deliver_error(self, exc: BaseException) -> None:
-        _live.discard(self)
-        self.deleteLater()
-        if self.on_error is not None:
-            self.on_error(exc)
-        else:
-            log.error("background work failed", exc_info=exc)
-
-    @Slot(object)
-    def _deliver_progress(self, value: Any) -> None:
-        if self.on_progress is not None:
-            self.on_progress(value)
 
     def _run(self) -> None:  # on a pool thread
         try:
             result = self._fn(self)
         except BaseException as exc:  # delivered to the UI (with its traceback); the app goes on
             log.debug("background work failed", exc_info=exc)
-            if not self._emit(self.errored, exc):
-                _live.discard(self)
+            self._relay.delivered.emit(self._key, "errored", exc)
             return
-        if not self._emit(self.returned, result):
-            _live.discard(self)
-            if self.on_dropped is not None:
-                self.on_dropped(result)
-
-    @staticmethod
-    def _emit(signal: Any, value: Any) -> bool:
-        try:
-            signal.emit(value)
-        except RuntimeError:  # the context was destroyed: nobody waits for it any more
-            return False
-        return True
+        self._relay.delivered.emit(self._key, "returned", result)
 
 
 class _Job(QRunnable):
@@ -132,6 +143,14 @@ class _Job(QRunnable):
 
     def run(self) -> None:
         self._worker._run()
+
+
+def _run_detached(fn: Callable[[Any], None], value: Any) -> None:
+    """Run `fn(value)` in the global pool with nobody waiting for it."""
+    def work(_worker: Worker) -> None:
+        fn(value)
+
+    Worker(work).start()
 
 
 def dedicated_pool(name: str) -> QThreadPool:
@@ -190,10 +209,12 @@ def shutdown(wait_ms: int = 5000) -> bool:
     pools still have queued (images nobody will see) and wait up to `wait_ms` in all for every
     pool to finish. Work queued in the global pool still runs (a settings file written as the
     window closed). True if all finished."""
-    for worker in list(_live):
-        worker.cancelled.set()
-    for pool in _pools.values():
+    for pool in _pools.values():  # first, or a cancelled piece would let the next one start
         pool.clear()
+    with _live_lock:
+        running = list(_live.values())
+    for worker in running:
+        worker.cancelled.set()
     pools = [*_pools.values(), QThreadPool.globalInstance()]
     deadline = time.monotonic() + wait_ms / 1000
     done = True
