@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import traceback
@@ -71,6 +72,40 @@ def configure_devices(plan: Plan) -> None:
         cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(replicas)])
 
 
+def fixed_device_buffers() -> bool:
+    """Turn tf.data's autotuning off for the per-device buffers of distributed input.
+
+    A distributed dataset's iterator (experimental_distribute_dataset, and a validation
+    loop over one) feeds each replica from its own small dataset, a fixed-size prefetch from
+    the host's pipeline: there is nothing to tune in it, yet tf.data starts an autotuning
+    thread per device. That thread sleeps between rounds for a period that doubles up to a
+    minute, and (TensorFlow 2.21) does not wake when its iterator is cancelled: releasing
+    the iterator waits out each device's sleep in turn, with the GIL held. At 16 replicas the
+    end of a run waited minutes. The host's own pipeline keeps its autotuning (its thread
+    does wake). Returns False when this TensorFlow builds the per-device datasets some other
+    way (then nothing is changed).
+    """
+    try:
+        from tensorflow.python.data.ops import multi_device_iterator_ops as ops
+    except ImportError:
+        return False
+    make = getattr(ops, "_create_device_dataset", None)
+    if make is None:
+        return False
+    if getattr(make, "dtgui_fixed", False):
+        return True
+
+    @functools.wraps(make)
+    def fixed(*args: Any, **kwargs: Any) -> Any:
+        options = tf.data.Options()
+        options.autotune.enabled = False
+        return make(*args, **kwargs).with_options(options)
+
+    fixed.dtgui_fixed = True  # type: ignore[attr-defined]
+    ops._create_device_dataset = fixed
+    return True
+
+
 def local_devices(plan: Plan) -> list[str]:
     """The device strings of this task's replicas (``/cpu:i`` or ``/gpu:i``)."""
     replicas = max(1, plan.replicas_per_task)
@@ -122,6 +157,7 @@ def build_strategy(plan: Plan, task: str) -> BuiltStrategy:
     """Build the plan's strategy for this task (after configure_devices)."""
     name = Strategy(plan.strategy)  # train.load_plan refused unknown names
     task_type, task_index = parse_task(task)
+    fixed_device_buffers()
     if name is Strategy.ONE_DEVICE:
         device = "/gpu:0" if plan.on_gpu else "/cpu:0"
         local_devices(plan.with_changes(replicas_per_task=1))

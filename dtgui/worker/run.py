@@ -23,6 +23,7 @@ from .export import ModelSaver
 from .model_file import ModelSource, UserError
 from .optim import make_optimizer
 from .plan import PRECISIONS, Plan
+from .process_exit import keep
 from .progress import Progress
 from .summaries import Scalars
 from .validation import Validator, metric_functions
@@ -222,11 +223,16 @@ def run_task(plan: Plan, bundle_dir: str, out_dir: str, task: str,
         if info.coordinator is not None:
             progress.run_ps(trainer, dataset)
         else:
-            progress.run(trainer, dataset)
+            # Never released, whether training ends or fails: releasing the iterator winds
+            # tf.data's threads down (seconds, more with many replicas), which must not stand
+            # between the last step and the saved model, nor delay the process's end.
+            inputs = iter(dataset)
+            keep(inputs)
+            progress.run(trainer, inputs)
     with stage("saving the trained model"):
         saver.final(max(total_steps, resumed))
     if writer is not None:
-        writer.flush()
+        writer.close()
     events.emit("finished", steps=max(total_steps, resumed), loss=progress.last_loss,
                 seconds=round(time.time() - progress.started_at, 3),
                 timeline=progress.timeline,

@@ -20,6 +20,7 @@ from .events import EventWriter
 from .model_file import UserError, describe_failure
 from .netcheck import tpu_precheck
 from .plan import Plan, PlanError
+from .process_exit import leave
 from .strategies import STRATEGIES, Strategy
 
 
@@ -66,7 +67,9 @@ def main(argv: list[str] | None = None) -> int:
                          args.task)
     try:
         if args.child:
-            return child_main(plan_path, args.task, out_dir, events)
+            code = child_main(plan_path, args.task, out_dir, events)
+            events.close()
+            leave(code)  # everything is written: TensorFlow's teardown is not waited for
         try:  # checks that need no TensorFlow fail here, in a fraction of a second
             plan = load_plan(plan_path)
             if plan.strategy.uses_tpu:  # an absent TPU would hang TensorFlow
