@@ -7,18 +7,21 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
 from dtgui.core.machines import Machine, MachineError, MachineRegistry
 from dtgui.core.plan import Plan
+from dtgui.core.run_state import RunState
 from dtgui.core.slurm import (
     JobStatus,
     SlurmDefaults,
     SlurmError,
     SlurmJob,
     batch_script,
+    fit_problems,
     gres_gpus,
     parse_job_id,
     parse_scontrol,
@@ -31,6 +34,8 @@ from dtgui.core.slurm import (
 )
 from dtgui.core.slurm_bundle import place_on_cluster, render_slurm_bundle
 from dtgui.core.strategies import Strategy
+from dtgui.launch.controller import RunController
+from dtgui.launch.slurm_exec import SlurmExecutor
 from dtgui.worker import slurm_task
 
 # Captured from the test cluster (tests/fixtures/slurm) and Slurm 22.05.8.
@@ -180,3 +185,69 @@ def test_export_slurm_command(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120,
         env={**__import__("os").environ, "XDG_CONFIG_HOME": str(tmp_path / "cfg")})
     assert unknown.returncode == 2 and "no Slurm cluster is registered" in unknown.stderr
+
+
+def test_a_job_that_cannot_fit_is_refused_before_submit() -> None:
+    partitions = parse_sinfo(SINFO_GPU)
+    assert fit_problems(SlurmJob(nodes=2, partition="gpu", gpus_per_node=4,
+                                 time_limit="1-00:00:00"), partitions) == []
+    problems = fit_problems(SlurmJob(nodes=5, partition="gpu", gpus_per_node=8,
+                                     time_limit="3-00:00:00"), partitions)
+    assert problems == [
+        "The job asks for 5 node(s) but the partition gpu has 4.",
+        "The job asks for 8 GPU(s) per node but the nodes of gpu have 4.",
+        "The time limit 3-00:00:00 is over the partition gpu's 2-00:00:00."]
+    assert fit_problems(SlurmJob(partition="big"), partitions) == [
+        "The cluster has no partition 'big' (it has: gpu, cpu)."]
+    assert fit_problems(SlurmJob(time_limit="02:00:00"), partitions) == [  # the default: cpu
+        "The time limit 02:00:00 is over the partition cpu's 01:00:00."]
+
+
+class FakeSlurm:
+    """A login node whose Slurm answers from a table: argv[0] -> stdout."""
+
+    def __init__(self, answers: dict[str, str]) -> None:
+        self.answers = answers
+        self.calls: list[list[str]] = []
+
+    def run(self, argv: Sequence[str], timeout: float, *, stdin: bytes | None = None,
+            env: Mapping[str, str] | None = None) -> tuple[int, bytes, bytes]:
+        self.calls.append(list(argv))
+        key = "squeue --start" if "--start" in argv else argv[0]
+        return 0, self.answers.get(key, "").encode(), b""
+
+
+def slurm_executor(tmp_path: Path, answers: dict[str, str]) -> SlurmExecutor:
+    bundle = render_slurm_bundle(mwms(), tmp_path / "b", SlurmJob(nodes=2))
+    executor = SlurmExecutor("local", bundle, bundle.plan.tasks, FakeSlurm(answers),
+                             str(bundle.path))
+    executor.adopt({"worker:0": 12, "worker:1": 12})
+    return executor
+
+
+def test_a_pending_job_is_queued_not_hung(tmp_path: Path) -> None:
+    executor = slurm_executor(tmp_path, {"squeue": "PENDING|Priority|N/A|1:00:00\n",
+                                         "squeue --start": "2026-11-25T03:00:00\n"})
+    assert executor.job_id == "12"
+    first = executor.poll().tasks
+    assert all(t.alive and t.queued for t in first.values())
+    assert first["worker:0"].log_lines == [
+        "[dtgui] Slurm job 12 is waiting in the queue (Priority), expected to start "
+        "2026-11-25T03:00:00"]
+    assert executor.poll().tasks["worker:0"].log_lines == []  # said once, until it changes
+
+
+def test_a_time_limit_fails_the_run_as_such(tmp_path: Path) -> None:
+    executor = slurm_executor(tmp_path, {
+        "scontrol": "JobId=12 JobState=TIMEOUT Reason=TimeLimit ExitCode=0:15 "
+                    "TimeLimit=00:10:00\n"})
+    log = executor.bundle.output / "logs" / "slurm-12.log"
+    log.write_text("slurmstepd: error: *** JOB 12 CANCELLED DUE TO TIME LIMIT ***\n")
+    controller = RunController(executor.bundle, executors=[executor])
+    controller.attach()
+    assert controller.wait(20)
+    assert controller.state is RunState.FAILED
+    assert "the Slurm job reached its time limit (00:10:00) (job 12)" in controller.message
+    assert any("CANCELLED DUE TO TIME LIMIT" in line
+               for line in controller.metrics.log_lines("worker:0"))
+    assert not any(c[0] == "scancel" for c in executor.runner.calls)  # type: ignore[attr-defined]

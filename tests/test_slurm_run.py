@@ -133,11 +133,23 @@ def test_a_task_that_fails_fails_the_run_with_its_error(slurm: SlurmCluster, tmp
     nothing_left(slurm, controller)
 
 
-def test_a_refused_job_is_a_clear_error(slurm: SlurmCluster, tmp_path: Path,
-                                        stub_python: Callable[..., str]) -> None:
-    with pytest.raises(LaunchError, match="Slurm refused the job: Invalid partition name"):
-        launch(mwms(10), tmp_path, stub_python(), partition="nosuch")
+def test_a_job_that_cannot_run_is_a_clear_error(slurm: SlurmCluster, tmp_path: Path,
+                                                stub_python: Callable[..., str]) -> None:
+    python = stub_python()
+    # what sinfo tells is checked before anything is written
+    with pytest.raises(LaunchError, match="no partition 'nosuch' \\(it has: debug\\)"):
+        launch(mwms(10), tmp_path, python, partition="nosuch")
+    with pytest.raises(LaunchError, match="asks for 3 node\\(s\\) but the partition debug "
+                                          "has 2"):
+        launch_plan(mwms(10, "three"), tmp_path, targets=[Target(slurm=SlurmJob(
+            nodes=3, tasks_per_node=1, python=python))])
+    assert list(tmp_path.iterdir()) == []
+    # what only sbatch knows: its refusal, in its words; the run is recorded as failed
+    with pytest.raises(LaunchError, match="Slurm refused the job: Invalid feature"):
+        launch(mwms(10), tmp_path, python, constraint="nosuchfeature")
     assert slurm.queue() == []
+    (record,) = [RunRecord.load(p) for p in tmp_path.iterdir()]
+    assert record.state is RunState.FAILED and "Invalid feature" in record.message
 
 
 def test_reattach_from_the_job_id(slurm: SlurmCluster, tmp_path: Path,

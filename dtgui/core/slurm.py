@@ -525,3 +525,31 @@ def job_from_args(cluster: str, defaults: SlurmDefaults, *, nodes: int | None,
         cluster, defaults, nodes=nodes, tasks_per_node=tasks_per_node,
         gpus_per_node=gpus_per_node, partition=partition, time_limit=time_limit,
         account=account, python=python or None).validate()
+
+
+def fit_problems(job: SlurmJob, partitions: Sequence[Partition]) -> list[str]:
+    """Why the job cannot run on the cluster's partitions (`sinfo`), before it is submitted:
+    an unknown partition, more nodes or GPUs per node than it has, a time over its limit."""
+    if not partitions:
+        return []  # sinfo said nothing: Slurm judges at submit
+    part = next((p for p in partitions if p.name == job.partition), None) if job.partition \
+        else next((p for p in partitions if p.default), None)
+    if part is None:
+        if not job.partition:
+            return []
+        names = ", ".join(p.name for p in partitions)
+        return [f"The cluster has no partition {job.partition!r} (it has: {names})."]
+    out = []
+    if not part.available:
+        out.append(f"The partition {part.name} is not up.")
+    if job.nodes > part.nodes:
+        out.append(f"The job asks for {job.nodes} node(s) but the partition {part.name} has "
+                   f"{part.nodes}.")
+    if job.gpus_per_node > part.gpus_per_node:
+        out.append(f"The job asks for {job.gpus_per_node} GPU(s) per node but the nodes of "
+                   f"{part.name} have {part.gpus_per_node or 'none'}.")
+    asked = time_seconds(job.time_limit) if job.time_limit else None
+    if asked is not None and part.time_limit is not None and asked > part.time_limit:
+        out.append(f"The time limit {job.time_limit} is over the partition {part.name}'s "
+                   f"{time_text(part.time_limit)}.")
+    return out

@@ -8,7 +8,8 @@ a user's own script, and copies nothing.
     connect      every target reached over SSH (host keys verified)
     check        Python and TensorFlow, the run directory, free ports (or the plan's ports
                  bind-tested), a user's script's imports: one round trip a machine
-                 (`dtgui.launch.precheck`); this machine alone is checked only for a script
+                 (`dtgui.launch.precheck`); this machine alone is checked only for a script;
+                 a Slurm job against the cluster's partitions (`sinfo`)
     place        the tasks on their machines with those ports (`dtgui.core.cluster.place_plan`);
                  on a Slurm cluster, in rank order (their ports are chosen on the nodes)
     render       the bundle under the runs directory (with its batch script for Slurm)
@@ -228,6 +229,9 @@ def _connect(launch: Launch) -> None:
 
 def _check(launch: Launch) -> None:
     """Python, TensorFlow, the run directory and the ports: one round trip a machine."""
+    if launch.slurm is not None:
+        _check_cluster(launch, launch.slurm)
+        return
     from dtgui.launch.precheck import check_python, check_versions_agree, expected_tf_version
     from dtgui.remote.parallel import each
 
@@ -263,6 +267,23 @@ def _check(launch: Launch) -> None:
                      and t.port in result.busy_ports]
     if expected is None and not problems:
         problems += check_versions_agree(list(launch.checks.values()))
+    if problems:
+        raise LaunchError("Not launched: " + " ".join(problems))
+
+
+def _check_cluster(launch: Launch, target: Target) -> None:
+    """The job against the cluster's partitions (`sinfo` on the login node)."""
+    from dtgui.core.slurm import SlurmError, fit_problems
+    from dtgui.remote.slurm import probe
+
+    assert target.slurm is not None
+    launch.progress(f"Asking Slurm about {target.label}", 0.15)
+    try:
+        facts = probe(command_runner(target, launch.clients.get(target.name)))
+    except SlurmError as exc:
+        raise LaunchError(f"Not launched: {exc}") from exc
+    problems = facts.problems[:1] if not facts.version else fit_problems(target.slurm,
+                                                                         facts.partitions)
     if problems:
         raise LaunchError("Not launched: " + " ".join(problems))
 
@@ -397,7 +418,7 @@ class Step:
 
 STEPS: tuple[Step, ...] = (
     Step("connect", _connect, lambda launch: bool(launch.remote)),
-    Step("check", _check, lambda launch: bool(launch.checked)),
+    Step("check", _check, lambda launch: bool(launch.checked) or launch.slurm is not None),
     Step("place", _place),
     Step("render", _render),
     Step("check model", _check_model, lambda launch: launch.plan.model.get("kind") == "file"),

@@ -52,6 +52,7 @@ class SlurmExecutor(Executor):
         self.status: JobStatus | None = None  # the last look at the job
         self._told = ""  # the queue sentence last written to the log
         self._job_log_shown = False
+        self._cause_shown = False  # a task's own failure was shown (see poll)
 
     @property
     def directory(self) -> str:
@@ -79,7 +80,7 @@ class SlurmExecutor(Executor):
             (self._out / "pids" / f"{task.file_stem}.exit").unlink(missing_ok=True)
         self.job_id = slurm.submit(self.runner, self.run_dir, JOB_FILE)
         self.status = None
-        self._told, self._job_log_shown = "", False
+        self._told, self._job_log_shown, self._cause_shown = "", False, False
         self.pids = {t.task_id: int(self.job_id) for t in self.tasks}
         return dict(self.pids)
 
@@ -92,11 +93,20 @@ class SlurmExecutor(Executor):
         status = slurm.status(self.runner, self.job_id)  # liveness first, then the files
         self.status = status
         notes = self._queue_notes(status)
+        codes = {t.task_id: read_exit_code(self._out / "pids" / f"{t.file_stem}.exit")
+                 for t in self.tasks}
+        # srun ends every task once one fails: the first poll that sees a task's own failure
+        # shows the others still running, so that the run fails with that task's error
+        cause = any(c is not None and 0 < c <= 128 for c in codes.values())
+        hold = cause and not self._cause_shown
+        self._cause_shown |= cause
         for i, task in enumerate(self.tasks):
             tid = task.task_id
             poll = TaskPoll(tid)
-            code = read_exit_code(self._out / "pids" / f"{task.file_stem}.exit")
-            if code is not None:
+            code = codes[tid]
+            if hold and not (code is not None and 0 < code <= 128):
+                pass  # ended by srun because of another task (shown next poll)
+            elif code is not None:
                 poll.alive, poll.exit_code = False, code
             elif status.ended or not status.state:
                 poll.alive = False
@@ -106,7 +116,7 @@ class SlurmExecutor(Executor):
             if i == 0:
                 poll.log_lines = notes + poll.log_lines
             failed = not poll.alive and status.ended and status.state != "COMPLETED" and \
-                code != 0
+                (code is None or not 0 <= code <= 128) and not cause  # killed with the job
             if failed:
                 poll.events.append(Event("failed", tid, time.time(),
                                          {"error": status.describe()}))
@@ -153,8 +163,8 @@ class SlurmExecutor(Executor):
 
     def signal(self, *sigs: int, tasks: Iterable[str] | None = None) -> None:
         """The job is one: TERM cancels it, KILL kills every process of it; others wait."""
-        if not self.job_id or self._all_exited():
-            return  # every task has ended: the job ends by itself (and completes)
+        if not self.job_id or self._all_exited() or (self.status and self.status.ended):
+            return  # the job has ended, or ends by itself now that every task has
         if signals.SIGKILL in sigs:
             slurm.cancel(self.runner, self.job_id, "KILL")
         elif signals.SIGTERM in sigs or signals.SIGINT in sigs:
