@@ -233,3 +233,70 @@ def write_csv(folder: Path, study: optuna.Study, spec: SweepSpec) -> Path:
                    encoding="utf-8")
     tmp.replace(path)
     return path
+
+
+# -- reading a sweep back (the sweep view) ---------------------------------------------------
+@dataclass(frozen=True)
+class SweepTable:
+    """A sweep as its view shows it: its settings and its trials, best first."""
+
+    folder: Path
+    spec: SweepSpec
+    rows: list[TrialRow]
+
+    @property
+    def best(self) -> TrialRow | None:
+        first = self.rows[0] if self.rows else None
+        return first if first is not None and first.state == "finished" else None
+
+
+def read_sweep(folder: Path) -> SweepTable:
+    """The sweep in `folder` (blocks on the disk or the storage: off the UI thread).
+    SweepError when it holds none or its study cannot be read."""
+    from dtgui.core.sweep import load_sweep
+
+    spec, _plan = load_sweep(folder)
+    storage = open_storage(storage_url(spec, folder))
+    try:
+        study = optuna.load_study(study_name=STUDY_NAME, storage=storage)
+    except KeyError as exc:
+        raise SweepError([f"{folder} holds no study yet."]) from exc
+    return SweepTable(folder, spec, sorted_rows(rows(study), spec.goal))
+
+
+def axis_values(rows_: Sequence[TrialRow], param: Param) -> list[float | None]:
+    """Each trial's value of `param` as a number to plot: the value, or a choice's index
+    among its choices for names (None when the trial has none)."""
+    choices = list(param.space.values)
+    out: list[float | None] = []
+    for r in rows_:
+        value = r.params.get(param.name)
+        if value is None:
+            out.append(None)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out.append(float(value))
+        else:
+            out.append(float(choices.index(value)) if value in choices else None)
+    return out
+
+
+def parallel_coordinates(rows_: Sequence[TrialRow],
+                         params: Sequence[Param]) -> tuple[list[str], list[list[float | None]]]:
+    """Axes (each parameter, then the objective) and each trial's position on them, 0..1
+    (log-scale parameters on a log scale); None where a trial has no value."""
+    columns: list[list[float | None]] = []
+    for p in params:
+        values = axis_values(rows_, p)
+        if p.space.kind.is_log:
+            values = [float(np.log10(v)) if v is not None and v > 0 else None for v in values]
+        columns.append(values)
+    columns.append([r.objective for r in rows_])
+    scaled = []
+    for values in columns:
+        known = [v for v in values if v is not None and np.isfinite(v)]
+        low, high = (min(known), max(known)) if known else (0.0, 1.0)
+        span = high - low or 1.0
+        scaled.append([None if v is None or not np.isfinite(v) else (v - low) / span
+                       for v in values])
+    lines = [[column[i] for column in scaled] for i in range(len(rows_))]
+    return [*(p.name for p in params), "objective"], lines

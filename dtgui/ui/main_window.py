@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence
 from PySide6.QtWidgets import (
+    QFileDialog,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from dtgui.ui.dashboard import Dashboard
     from dtgui.ui.machines.panel import MachinesPanel
     from dtgui.ui.notify import RunNotices
+    from dtgui.ui.sweep_view import SweepView
     from dtgui.ui.wizard import RunWizard
 
 DEMO_STEPS = 1000
@@ -177,6 +179,12 @@ class MainWindow(QMainWindow):
         self.act_runs.setToolTip("Runs still training (reattach) and finished runs (open)")
         toolbar.addAction(self.act_runs)
         self.act_runs.triggered.connect(self.show_runs)
+        self.act_sweep = QAction("Sweep…", self)
+        self.act_sweep.setToolTip("Open a sweep's folder (dtgui sweep OUT): its trials, best "
+                                  "first, and plots of the objective")
+        toolbar.addAction(self.act_sweep)
+        self.act_sweep.triggered.connect(self._choose_sweep)
+        self.sweep_view: SweepView | None = None  # made on first use: Optuna loads then
         self.act_quit = QAction("Quit", self)
         self.act_quit.setShortcut(QKeySequence("Ctrl+Q"))
         self.act_quit.triggered.connect(self.close)  # closeEvent asks about a running run
@@ -268,6 +276,24 @@ class MainWindow(QMainWindow):
             self.pages.addWidget(self.compare)
         self.compare.load(records)
         self.pages.setCurrentWidget(self.compare)
+
+    def open_sweep(self, folder: Path) -> None:
+        """Show the sweep in `folder` (its trials read in the background)."""
+        if self.sweep_view is None:
+            from dtgui.ui.sweep_view import SweepView
+
+            self.sweep_view = SweepView()
+            self.sweep_view.closed.connect(self.show_runs)
+            self.sweep_view.compareRequested.connect(self.compare_runs)
+            self.sweep_view.openRequested.connect(self._open_run)
+            self.pages.addWidget(self.sweep_view)
+        self.sweep_view.open(folder)
+        self.pages.setCurrentWidget(self.sweep_view)
+
+    def _choose_sweep(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Open a sweep's folder", str(Path.home()))
+        if folder:
+            self.open_sweep(Path(folder))
 
     def _reattach(self, record: RunRecord) -> None:
         if self._may_start():

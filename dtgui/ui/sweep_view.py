@@ -1,0 +1,319 @@
+"""The sweep view: a sweep's trials, live, best first, with a parallel-coordinates plot and
+the objective against each parameter (docs/sweeps.md).
+
+`SweepView.open(folder)` reads the sweep (its study) in the background every few seconds
+while it is shown (`dtgui.core.sweep_study.read_sweep`); the queue itself runs elsewhere
+(`dtgui sweep`, which goes on while dtgui is closed). The selected trials open in Compare, the
+best one's run opens like any run, and the table exports as CSV.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QHideEvent, QShowEvent
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from dtgui.core.runs import RunRecord
+from dtgui.core.sweep_study import (
+    TRIALS_CSV,
+    SweepTable,
+    TrialRow,
+    axis_values,
+    csv_text,
+    parallel_coordinates,
+    read_sweep,
+)
+from dtgui.ui.plot_base import series_colour
+from dtgui.ui.workers import Worker, create_worker, error_message
+
+REFRESH_MS = 3000
+STATE_COLOURS = {"finished": "#2ca02c", "pruned": "#ff7f0e", "failed": "#d62728",
+                 "running": "#1f77b4", "waiting": "#7f7f7f"}
+
+
+def _record(row: TrialRow) -> RunRecord | None:
+    try:
+        return RunRecord.load(Path(row.run)) if row.run else None
+    except (OSError, ValueError):
+        return None
+
+
+class SweepView(QWidget):
+    compareRequested = Signal(list)  # list[RunRecord]: the selected trials' runs
+    openRequested = Signal(object)  # RunRecord: the best trial's run
+    closed = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.folder: Path | None = None
+        self.table_data: SweepTable | None = None
+        self._worker: Worker | None = None
+        self.title = QLabel("No sweep")
+        self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.status = QLabel("")
+        self.table = QTableWidget(0, 0)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.itemSelectionChanged.connect(self._selection_changed)
+        self.parallel = pg.PlotWidget(background="w")
+        self.parallel.setMouseEnabled(False, False)
+        self.parallel.hideButtons()
+        self.scatter_tabs = QTabWidget()
+        plots = QTabWidget()
+        plots.addTab(self.parallel, "Parallel coordinates")
+        plots.addTab(self.scatter_tabs, "Objective by parameter")
+        self.compare_button = QPushButton("Compare selected")
+        self.compare_button.clicked.connect(self._compare)
+        self.best_button = QPushButton("Open best run")
+        self.best_button.clicked.connect(self._open_best)
+        self.csv_button = QPushButton("Export CSV…")
+        self.csv_button.clicked.connect(self._export_csv)
+        back = QPushButton("Close")
+        back.clicked.connect(self.closed)
+        top = QHBoxLayout()
+        top.addWidget(self.title, 1)
+        for button in (self.best_button, self.compare_button, self.csv_button, back):
+            top.addWidget(button)
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.addWidget(self.table)
+        splitter.addWidget(plots)
+        splitter.setSizes([400, 400])
+        layout = QVBoxLayout(self)
+        layout.addLayout(top)
+        layout.addWidget(self.status)
+        layout.addWidget(splitter, 1)
+        self._timer = QTimer(self)
+        self._timer.setInterval(REFRESH_MS)
+        self._timer.timeout.connect(self.refresh)
+        self._set_enabled()
+
+    # -- reading ---------------------------------------------------------------------------
+    def open(self, folder: Path) -> None:
+        """Show the sweep in `folder` (read in the background, then again every few seconds
+        while trials are running)."""
+        self.folder = Path(folder)
+        self.table_data = None
+        self.title.setText(f"Sweep {self.folder}")
+        self.status.setText("Reading the sweep…")
+        self.refresh()
+        self._timer.start()
+
+    def refresh(self) -> None:
+        if self.folder is None or self._worker is not None:
+            return
+        folder = self.folder
+        self._worker = create_worker(lambda _w: read_sweep(folder), on_done=self.show_table,
+                                     on_error=self._failed, context=self)
+
+    def _failed(self, exc: BaseException) -> None:
+        self._worker = None
+        self._timer.stop()
+        self.status.setText(f"The sweep cannot be read: {error_message(exc)}")
+
+    def show_table(self, data: SweepTable) -> None:
+        self._worker = None
+        if self.folder is None or data.folder != self.folder:
+            return
+        selected = self._selected_numbers()
+        self.table_data = data
+        spec = data.spec
+        counts = {s: sum(1 for r in data.rows if r.state == s)
+                  for s in ("finished", "pruned", "failed", "running")}
+        told = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no trial yet"
+        best = data.best
+        self.status.setText(
+            f"{len(data.rows)} of {spec.trials} trial(s): {told}. {spec.search} search, "
+            f"{spec.goal} {spec.objective}"
+            + (f"; best: trial {best.number} ({best.objective:.4g})"
+               if best is not None and best.objective is not None else ""))
+        if not counts["running"] and len(data.rows) >= spec.trials:
+            self._timer.stop()  # the sweep is over: nothing changes any more
+        self._fill_table(data, selected)
+        self._draw_parallel(data)
+        self._draw_scatters(data)
+        self._set_enabled()
+
+    # -- the table -------------------------------------------------------------------------
+    def _fill_table(self, data: SweepTable, selected: set[int]) -> None:
+        names = [p.name for p in data.spec.params]
+        headers = ["trial", "state", data.spec.objective, "best step", *names, "time",
+                   "machine", "error"]
+        self.table.blockSignals(True)
+        self.table.setColumnCount(len(headers))
+        self.table.setHorizontalHeaderLabels(headers)
+        self.table.setRowCount(len(data.rows))
+        for i, row in enumerate(data.rows):
+            cells = [str(row.number), row.state,
+                     "" if row.objective is None else f"{row.objective:.5g}",
+                     "" if row.best_step is None else str(row.best_step),
+                     *(_value_text(row.params.get(n)) for n in names),
+                     "" if row.seconds is None else f"{row.seconds:.0f} s", row.machine,
+                     row.error]
+            for j, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setData(Qt.ItemDataRole.UserRole, row.number)
+                if j == 1:
+                    item.setForeground(pg.mkColor(STATE_COLOURS.get(row.state, "#000")))
+                if j == len(cells) - 1 and row.error:
+                    item.setToolTip(row.error)
+                self.table.setItem(i, j, item)
+            if row.number in selected:
+                self.table.selectRow(i)
+        self.table.blockSignals(False)
+        self.table.resizeColumnsToContents()
+
+    def _selected_numbers(self) -> set[int]:
+        out = set()
+        for index in self.table.selectionModel().selectedRows():
+            item = self.table.item(index.row(), 0)
+            if item is not None:
+                out.add(int(item.data(Qt.ItemDataRole.UserRole)))
+        return out
+
+    def selected_rows(self) -> list[TrialRow]:
+        if self.table_data is None:
+            return []
+        numbers = self._selected_numbers()
+        return [r for r in self.table_data.rows if r.number in numbers]
+
+    def _selection_changed(self) -> None:
+        self._set_enabled()
+
+    def _set_enabled(self) -> None:
+        data = self.table_data
+        self.compare_button.setEnabled(len([r for r in self.selected_rows() if r.run]) >= 1)
+        self.best_button.setEnabled(data is not None and data.best is not None)
+        self.csv_button.setEnabled(data is not None and bool(data.rows))
+
+    # -- the plots -------------------------------------------------------------------------
+    def _draw_parallel(self, data: SweepTable) -> None:
+        plot = self.parallel
+        plot.clear()
+        axes, lines = parallel_coordinates(data.rows, data.spec.params)
+        best = data.best
+        for row, line in zip(data.rows, lines, strict=True):
+            xs = [float(i) for i, v in enumerate(line) if v is not None]
+            ys = [float(v) for v in line if v is not None]
+            if len(xs) < 2:
+                continue
+            if best is not None and row.number == best.number:
+                pen = pg.mkPen("#111111", width=3)
+            elif row.state == "failed":  # it has no objective: a faint line
+                pen = pg.mkPen("#bbbbbb", width=1, style=Qt.PenStyle.DashLine)
+            else:
+                pen = pg.mkPen(STATE_COLOURS.get(row.state, "#7f7f7f"), width=1.2)
+            plot.plot(xs, ys, pen=pen)
+        axis = plot.getAxis("bottom")
+        axis.setTicks([list(enumerate(axes))])
+        plot.getAxis("left").setTicks([[(0.0, "low"), (1.0, "high")]])
+        plot.setXRange(-0.2, max(1, len(axes) - 1) + 0.2)
+        plot.setYRange(-0.05, 1.05)
+
+    def _draw_scatters(self, data: SweepTable) -> None:
+        tabs = self.scatter_tabs
+        current = tabs.currentIndex()
+        while tabs.count():
+            widget = tabs.widget(0)
+            tabs.removeTab(0)
+            if widget is not None:
+                widget.deleteLater()
+        with_value = [r for r in data.rows if r.objective is not None]
+        for k, param in enumerate(data.spec.params):
+            plot = pg.PlotWidget(background="w")
+            plot.setLabel("left", data.spec.objective)
+            plot.setLabel("bottom", param.name)
+            plot.getAxis("bottom").enableAutoSIPrefix(False)
+            xs = axis_values(with_value, param)
+            points = [(x, r.objective) for x, r in zip(xs, with_value, strict=True)
+                      if x is not None and r.objective is not None]
+            log = param.space.kind.is_log
+            if log:
+                points = [(math.log10(x), y) for x, y in points if x > 0]
+                plot.getAxis("bottom").setLogMode(True)
+            if param.space.kind.value == "choice" and not all(
+                    isinstance(v, (int, float)) for v in param.space.values):
+                plot.getAxis("bottom").setTicks(
+                    [[(float(i), str(v)) for i, v in enumerate(param.space.values)]])
+            if points:
+                brushes = [pg.mkBrush(STATE_COLOURS.get(r.state, "#7f7f7f"))
+                           for r, x in zip(with_value, xs, strict=True)
+                           if x is not None and (not log or x > 0)]
+                plot.addItem(pg.ScatterPlotItem(
+                    [p[0] for p in points], [p[1] for p in points], size=9, brush=brushes,
+                    pen=pg.mkPen(series_colour(k))))
+            tabs.addTab(plot, param.name)
+        if 0 <= current < tabs.count():
+            tabs.setCurrentIndex(current)
+
+    # -- actions ---------------------------------------------------------------------------
+    def _compare(self) -> None:
+        records = [rec for rec in (_record(r) for r in self.selected_rows()) if rec is not None]
+        if records:
+            self.compareRequested.emit(records)
+
+    def _open_best(self) -> None:
+        data = self.table_data
+        if data is None or data.best is None:
+            return
+        record = _record(data.best)
+        if record is not None:
+            self.openRequested.emit(record)
+
+    def _export_csv(self) -> None:
+        data = self.table_data
+        if data is None:
+            return
+        path, _ = QFileDialog.getSaveFileName(self, "Export the sweep's trials",
+                                              str(data.folder / TRIALS_CSV), "CSV (*.csv)")
+        if path:
+            self.export_csv(Path(path))
+
+    def export_csv(self, path: Path) -> None:
+        """Write the table as shown (in the background)."""
+        data = self.table_data
+        if data is None:
+            return
+        text = csv_text(data.rows, data.spec.params, data.spec.objective)
+
+        def write(_w: Worker) -> Path:
+            tmp = path.with_suffix(path.suffix + ".tmp")
+            tmp.write_text(text, encoding="utf-8")
+            shutil.move(str(tmp), str(path))
+            return path
+
+        create_worker(write, on_done=lambda p: self.status.setText(f"Wrote {p}"),
+                      on_error=lambda exc: self.status.setText(
+                          f"The CSV could not be written: {error_message(exc)}"),
+                      context=self)
+
+    def hideEvent(self, event: QHideEvent) -> None:
+        self._timer.stop()
+        super().hideEvent(event)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        if self.folder is not None:
+            self._timer.start()
+        super().showEvent(event)
+
+
+def _value_text(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "" if value is None else str(value)
