@@ -47,7 +47,8 @@ def mwms(steps: int, name: str = "slurm-run") -> Plan:
 
 
 def launch(plan: Plan, root: Path, python: str, **job: object) -> RunController:
-    settings = SlurmJob(nodes=2, tasks_per_node=1, python=python, **job)  # type: ignore[arg-type]
+    settings = SlurmJob(**{"nodes": 2, "tasks_per_node": 1, "python": python,  # type: ignore[arg-type]
+                           **job})
     return launch_plan(plan, root, targets=[Target(python=python, slurm=settings)])
 
 
@@ -90,6 +91,19 @@ def test_multi_worker_mirrored_on_two_nodes(slurm: SlurmCluster, tmp_path: Path)
     record = RunRecord.load(controller.bundle.path)
     assert record.machines[0].job_id == controller.executors[0].job_id != ""
     assert record.state is RunState.FINISHED
+    nothing_left(slurm, controller)
+
+
+def test_parameter_server_by_rank(slurm: SlurmCluster, tmp_path: Path,
+                                  stub_python: Callable[..., str]) -> None:
+    """chief, server and two workers on 2 nodes x 2 tasks; when the chief has finished the
+    servers and workers are ended with the job, and the run is finished."""
+    plan = Plan(run_name="slurm-ps", strategy=Strategy("parameter_server"), workers=2,
+                parameter_servers=1, steps=20, steps_per_epoch=10, checkpoint_every=0)
+    controller = launch(plan, tmp_path, stub_python(), tasks_per_node=2)
+    assert [t.task_id for t in controller.plan.tasks] == ["chief:0", "worker:0", "worker:1",
+                                                           "ps:0"]
+    assert controller.wait(60) and controller.state is RunState.FINISHED, controller.message
     nothing_left(slurm, controller)
 
 

@@ -232,14 +232,6 @@ class SlurmJob:
 
 
 # -- the tasks of a Slurm run --------------------------------------------------------------
-def slurm_tasks(plan: Plan, layout: Sequence[tuple[str, int]], cluster: str) -> Plan:
-    """The plan with its tasks on the cluster, in rank order (chief, then servers, then
-    workers, as `layout` gives them); hosts and ports are Slurm's at run time."""
-    tasks = tuple(TaskSpec(kind, index, host=cluster, port=0, machine=cluster)
-                  for kind, index in layout)
-    return plan.with_changes(tasks=tasks)
-
-
 def job_problems(plan: Plan, job: SlurmJob) -> list[str]:
     """Why the plan's tasks do not fit the job (before anything is submitted)."""
     out = job.problems()
@@ -251,7 +243,8 @@ def job_problems(plan: Plan, job: SlurmJob) -> list[str]:
 
 
 def rank_order(tasks: Iterable[TaskSpec]) -> list[str]:
-    """Task ids by Slurm rank: rank r runs the r-th."""
+    """Task ids by Slurm rank: rank r runs the r-th of the plan's tasks (the coordinator
+    first, then the workers, then the parameter servers: `core.cluster.task_layout`)."""
     return [t.task_id for t in tasks]
 
 
