@@ -42,7 +42,8 @@ def test_a_param_names_where_it_goes_and_its_values_are_typed() -> None:
     assert parse_param("optimizer=choice:adam,sgd").space.values == ("adam", "sgd")
     assert parse_param("warm-up=int:0:20").space.grid() == list(range(21))
     assert parse_param("DTGUI_LEARNING_RATE=uniform:0.01:0.1").key == "learning_rate"
-    assert parse_param("DTGUI_DROPOUT=uniform:0:0.5").target is ParamTarget.ENV
+    dropout = parse_param("env:DROPOUT=uniform:0:0.5")
+    assert (dropout.target, dropout.key) == (ParamTarget.ENV, "DROPOUT")
     depth = parse_param("--depth=choice:2,4")
     assert (depth.target, depth.key, depth.space.values) == (ParamTarget.ARG, "--depth",
                                                               ("2", "4"))
@@ -60,6 +61,8 @@ def test_a_param_names_where_it_goes_and_its_values_are_typed() -> None:
     ("lr=uniform:a:1", "not a number"),
     ("colour=choice:red,blue", "not a parameter dtgui can vary"),
     ("lr", "NAME=SPACE"),
+    ("DTGUI_TASK=choice:1,2", "dtgui sets this variable itself"),
+    ("env:DTGUI_X=choice:1,2", "dtgui sets this variable itself"),
 ])
 def test_bad_spaces_are_refused_with_the_reason(text: str, says: str) -> None:
     with pytest.raises(SweepError, match=says):
@@ -75,12 +78,12 @@ def test_a_trial_plan_carries_its_values_and_the_script_gets_its_own() -> None:
     script = ScriptModel(project="/p", entry="train.py", args=("--depth", "3", "--width=8"))
     sp = plan.with_changes(model=script.to_dict())
     script_params = (parse_param("--depth=choice:2,4"), parse_param("--width=choice:16,32"),
-                     parse_param("--drop=choice:0.1,0.2"), parse_param("DTGUI_X=choice:1,2"))
-    got = apply(sp, {"--depth": "4", "--width": "16", "--drop": "0.2", "DTGUI_X": "2"},
+                     parse_param("--drop=choice:0.1,0.2"), parse_param("env:X=choice:1,2"))
+    got = apply(sp, {"--depth": "4", "--width": "16", "--drop": "0.2", "env:X": "2"},
                 script_params).script
     assert got is not None
     assert got.args == ("--depth", "4", "--width=16", "--drop", "0.2")
-    assert got.env == {"DTGUI_X": "2"}
+    assert got.env == {"X": "2"}
 
 
 def test_check_says_what_the_model_cannot_take() -> None:
@@ -132,7 +135,7 @@ def test_bad_input_on_the_command_line_is_a_clear_error_without_tensorflow(
                  "postgresql://me:secret@127.0.0.1:1/db"]) == 2
     err = capsys.readouterr().err
     assert "cannot be reached" in err and "secret" not in err
-    assert main(["sweep", str(out), "--param", "DTGUI_X=choice:1,2"]) == 2
+    assert main(["sweep", str(out), "--param", "env:X=choice:1,2"]) == 2
     assert "the demo model cannot take it" in capsys.readouterr().err
     assert not (out / "sweep.json").exists()
     assert "tensorflow" not in sys.modules

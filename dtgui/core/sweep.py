@@ -5,7 +5,7 @@ uniform / log-uniform range of ints or floats), the search (grid, random, TPE), 
 trials, how many run at once, the objective and its direction, and the pruner. `Param`s reach
 a run in one of three ways (`ParamTarget`): a field of the plan (learning rate, batch size,
 optimizer, weight decay, schedule, warm-up, clip norm ... or the `DTGUI_*` variable a script
-reads it from), a `DTGUI_*` variable of the user's own script, or an argument of that script.
+reads it from), a variable of the user's own script (`env:NAME`), or an argument of that script.
 `apply(plan, values)` makes a trial's plan. Everything here is pure: parsing and validation
 say what is wrong in sentences (`SweepError`); the Optuna study is `dtgui.core.sweep_study`.
 """
@@ -100,7 +100,7 @@ class Space:
 
 class ParamTarget(str, enum.Enum):
     PLAN = "plan"  # a field of the plan
-    ENV = "env"  # a DTGUI_* variable of the user's own script
+    ENV = "env"  # an environment variable of the user's own script (not one of dtgui's)
     ARG = "arg"  # an argument of the user's own script
 
 
@@ -120,12 +120,14 @@ PLAN_FIELDS: dict[str, str] = {
     "steps-per-epoch": "steps_per_epoch", "DTGUI_STEPS_PER_EPOCH": "steps_per_epoch",
     "seed": "seed", "DTGUI_SEED": "seed",
     "precision": "precision", "DTGUI_PRECISION": "precision",
+    "checkpoint-every": "checkpoint_every", "DTGUI_CHECKPOINT_EVERY": "checkpoint_every",
 }
 # The plan fields a user's own script is told (as DTGUI_* variables); it reads no others.
 SCRIPT_SEES = frozenset({"learning_rate", "per_replica_batch", "steps", "steps_per_epoch",
-                         "seed", "precision"})
+                         "seed", "precision", "checkpoint_every"})
 _FIELD_TYPES = {f.name: f.type for f in dataclasses.fields(Plan)}
-_NAME = re.compile(r"(DTGUI_[A-Z0-9_]+|--?[A-Za-z0-9][\w.-]*|[a-z][a-z0-9-]*)")
+_NAME = re.compile(r"(env:[A-Za-z_][A-Za-z0-9_]*|arg:-?-?[A-Za-z0-9][\w.-]*|"
+                   r"DTGUI_[A-Z0-9_]+|--?[A-Za-z0-9][\w.-]*|[a-z][a-z0-9-]*)")
 
 
 @dataclass(frozen=True)
@@ -167,8 +169,8 @@ def _target(name: str) -> tuple[ParamTarget, str] | None:
         return ParamTarget.PLAN, PLAN_FIELDS[name]
     if name.replace("_", "-") in PLAN_FIELDS:
         return ParamTarget.PLAN, PLAN_FIELDS[name.replace("_", "-")]
-    if name.startswith("DTGUI_"):
-        return ParamTarget.ENV, name
+    if name.startswith("env:") and not name[4:].startswith("DTGUI_"):
+        return ParamTarget.ENV, name[4:]
     if name.startswith("-"):
         return ParamTarget.ARG, name
     if name.startswith("arg:") and len(name) > 4:
@@ -178,18 +180,25 @@ def _target(name: str) -> tuple[ParamTarget, str] | None:
 
 def parse_param(text: str) -> Param:
     """`NAME=KIND:...` as the command line takes it: `lr=loguniform:1e-4:1e-1`,
-    `batch-size=choice:16,32,64`, `warmup=int:0:100`, `DTGUI_DROPOUT=uniform:0:0.5`,
-    `--depth=choice:2,4` (a script argument). Raises SweepError saying what is wrong."""
+    `batch-size=choice:16,32,64`, `warmup=int:0:100`, `DTGUI_LEARNING_RATE=...` (a value
+    dtgui sets from a setting), `--depth=choice:2,4` (a script argument),
+    `env:DROPOUT=uniform:0:0.5` (a variable of the script). Raises SweepError saying what is
+    wrong."""
     name, eq, spec = text.partition("=")
     name = name.strip()
     if not eq or not name or not spec.strip():
         raise SweepError([f"--param {text!r}: write NAME=SPACE, e.g. lr=loguniform:1e-4:1e-1 "
                           "or batch-size=choice:16,32,64."])
-    target = _target(name) if _NAME.fullmatch(name.removeprefix("arg:")) else None
+    target = _target(name) if _NAME.fullmatch(name) else None
     if target is None:
+        if name.removeprefix("env:").startswith("DTGUI_"):
+            told = ", ".join(n for n in PLAN_FIELDS if n.startswith("DTGUI_"))
+            raise SweepError([f"--param {name}: dtgui sets this variable itself; the DTGUI_* "
+                              f"values a sweep can vary are {told}."])
         known = ", ".join(sorted(n for n in PLAN_FIELDS if not n.startswith("DTGUI_")))
         raise SweepError([f"--param {name}: not a parameter dtgui can vary. Use one of {known}, "
-                          "a DTGUI_* variable, or a script option such as --dropout."])
+                          "a DTGUI_* value dtgui sets from them, a script option such as "
+                          "--dropout, or env:NAME for a variable of your script."])
     kind_text, _, rest = spec.strip().partition(":")
     try:
         kind = SpaceKind(kind_text.strip().lower())
@@ -341,7 +350,7 @@ def check(spec: SweepSpec, plan: Plan) -> list[str]:
         elif p.target is ParamTarget.PLAN and script is not None and p.key not in SCRIPT_SEES:
             problems.append(f"{p.name}: your script is not told this setting (it reads only "
                             "the DTGUI_* variables of docs/own-scripts.md); vary a script "
-                            "argument (--name=...) or your own DTGUI_* variable instead.")
+                            "argument (--name=...) or a variable of your own (env:NAME) instead.")
     for p in spec.params:  # the plan must be valid at every end of every space
         for value in p.space.extremes():
             for problem in validate(apply(plan, {p.name: value}, spec.params)):

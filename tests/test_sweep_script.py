@@ -1,0 +1,71 @@
+"""A sweep of an own script's argument and variable, run in the background by its own
+process (`dtgui sweep FOLDER`, as the GUI starts it): the sweep view is closed mid-sweep and
+opened again, and shows every trial once the process has ended. No TensorFlow: the script
+prints its losses, which dtgui reads."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from pytestqt.qtbot import QtBot
+
+from dtgui.core.plan import Plan
+from dtgui.core.script import ScriptModel
+from dtgui.core.strategies import Strategy
+from dtgui.core.sweep import SweepError, SweepSpec, parse_param
+from dtgui.core.sweep_study import read_sweep
+from dtgui.launch.sweep_process import LOG_FILE, start_sweep, stop_sweep, sweep_pid
+from dtgui.ui.sweep_view import SweepView
+
+PROJECT = Path(__file__).resolve().parent / "script_projects" / "sweep_target"
+pytestmark = pytest.mark.gui
+
+
+def script_plan(*args: str) -> Plan:
+    model = ScriptModel(str(PROJECT), "train.py", args).to_dict()
+    return Plan(run_name="xsweep", strategy=Strategy.ONE_DEVICE, replicas_per_task=1,
+                checkpoint_every=0, model=model)
+
+
+def test_a_script_sweep_goes_on_in_its_own_process_while_the_view_is_closed(
+        qtbot: QtBot, tmp_path: Path) -> None:
+    folder = tmp_path / "xs"
+    spec = SweepSpec(params=(parse_param("--x=uniform:0:1"),
+                             parse_param("env:OFFSET=choice:0,0.5")),
+                     trials=4, parallel=2, search="random", pruner="none")
+    pid = start_sweep(folder, spec, script_plan("--steps", "5", "--seconds", "0.3"))
+    assert sweep_pid(folder) == pid
+    with pytest.raises(SweepError, match="already runs"):
+        start_sweep(folder, spec, script_plan())
+
+    view = SweepView()
+    qtbot.addWidget(view)
+    view.show()
+    view.open(folder)
+    qtbot.waitUntil(lambda: view.table.rowCount() >= 1, timeout=60_000)
+    view.close()  # dtgui closed mid-sweep: the sweep's process goes on
+    view.deleteLater()
+
+    deadline = time.monotonic() + 120
+    while sweep_pid(folder) is not None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    log = (folder / LOG_FILE).read_text()
+    assert sweep_pid(folder) is None, log
+    assert "sweep complete: 4 finished" in log, log
+
+    again = SweepView()
+    qtbot.addWidget(again)
+    again.show()
+    again.open(folder)
+    qtbot.waitUntil(lambda: again.table.rowCount() == 4, timeout=30_000)
+    table = read_sweep(folder)
+    assert all(r.state == "finished" and r.objective is not None for r in table.rows)
+    best = table.rows[0]
+    # its objective is its best printed val_loss: (x - 0.3)^2 + offset + 1/5 at the last step
+    assert best.objective == pytest.approx(
+        (float(best.params["--x"]) - 0.3) ** 2 + float(best.params["env:OFFSET"]) + 0.2,
+        abs=1e-4)
+    assert best.best_step == 5
+    assert not stop_sweep(folder)  # nothing runs any more
