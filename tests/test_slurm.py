@@ -234,7 +234,9 @@ def test_a_pending_job_is_queued_not_hung(tmp_path: Path) -> None:
     assert first["worker:0"].log_lines == [
         "[dtgui] Slurm job 12 is waiting in the queue (Priority), expected to start "
         "2026-11-25T03:00:00"]
-    assert executor.poll().tasks["worker:0"].log_lines == []  # said once, until it changes
+    again = executor.poll()
+    assert again.tasks["worker:0"].log_lines == []  # said once, until it changes
+    assert again.note.startswith("Slurm job 12 is waiting in the queue (Priority)")
 
 
 def test_a_time_limit_fails_the_run_as_such(tmp_path: Path) -> None:

@@ -129,6 +129,7 @@ def test_pending_job_says_why_and_stop_cancels_it(slurm: SlurmCluster, tmp_path:
                              for line in controller.metrics.log_lines("worker:0")), 20,
                  "the queue reason is not shown")
         assert controller.state is RunState.RUNNING  # queued: not hung, not failed
+        assert "is waiting in the queue (Resources)" in controller.message  # the run's view
         controller.request_stop()
         assert controller.wait(30)
         assert controller.state is RunState.STOPPED

@@ -92,6 +92,7 @@ class RunController:
         self._inflight: dict[str, Future[MachinePoll]] = {}
         self._polled_at: dict[str, float] = {}
         self._behind: set[str] = set()  # machines with more to read than their last poll took
+        self._notes: dict[str, str] = {}  # machine -> its note (MachinePoll.note)
         self._reset_watch()
 
     def _reset_watch(self) -> None:
@@ -279,6 +280,7 @@ class RunController:
             return
         self._unreachable.pop(mp.machine, None)
         self._answered[mp.machine] = now
+        self._note(mp.machine, mp.note)
         ex = next(e for e in self.executors if e.name == mp.machine)
         tasks = {t.task_id: t for t in self.bundle.plan.tasks}
         for tid, tp in mp.tasks.items():
@@ -295,6 +297,15 @@ class RunController:
                 self._ended[tid] = tp.exit_code
             if tp.stopped:
                 self._hung.add(tid)
+
+    def _note(self, machine: str, note: str) -> None:
+        """A machine's note is the run's message while it lasts (the run's view shows why a
+        queued job waits)."""
+        old = self._notes.get(machine, "")
+        if note != old:
+            self._notes[machine] = note
+            if note or self.message == old:
+                self.message = note
 
     @property
     def final_loss(self) -> float | None:

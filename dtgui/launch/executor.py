@@ -55,6 +55,7 @@ class MachinePoll:
     tasks: dict[str, TaskPoll] = field(default_factory=dict)
     error: str = ""  # the machine could not be polled (unreachable, ...)
     behind: bool = False  # a file had more to read than one poll takes: poll again at once
+    note: str = ""  # what the machine says of its tasks now (a batch job waiting in its queue)
 
 
 def mirror(bundle: Bundle, task: TaskSpec, raw_events: bytes, raw_log: bytes) -> None:

@@ -93,6 +93,7 @@ class SlurmExecutor(Executor):
         status = slurm.status(self.runner, self.job_id)  # liveness first, then the files
         self.status = status
         notes = self._queue_notes(status)
+        result.note = self._told if status.queued else ""
         codes = {t.task_id: read_exit_code(self._out / "pids" / f"{t.file_stem}.exit")
                  for t in self.tasks}
         # srun ends every task once one fails: the first poll that sees a task's own failure
