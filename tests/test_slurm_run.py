@@ -9,6 +9,7 @@ supervisor; the TensorFlow run is the real thing."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -25,6 +26,7 @@ from dtgui.core.slurm import SlurmJob
 from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.pipeline import launch_plan, reattach
+from dtgui.launch.policy import RunPolicy
 from dtgui.launch.targets import Target
 from dtgui.remote.commands import LocalRunner
 from dtgui.remote.slurm import probe
@@ -169,7 +171,7 @@ def test_a_job_that_cannot_run_is_a_clear_error(slurm: SlurmCluster, tmp_path: P
 
 def test_reattach_from_the_job_id(slurm: SlurmCluster, tmp_path: Path,
                                   stub_python: Callable[..., str]) -> None:
-    controller = launch(mwms(60), tmp_path, stub_python(step_seconds=0.1))
+    controller = launch(mwms(40), tmp_path, stub_python(step_seconds=0.1))
     wait_for(lambda: controller.metrics.snapshot().step >= 10, 30, "no steps")
     controller.detach()
     assert controller.state is RunState.DETACHED
@@ -177,7 +179,7 @@ def test_reattach_from_the_job_id(slurm: SlurmCluster, tmp_path: Path,
     assert again.executors[0].job_id == controller.executors[0].job_id
     assert again.wait(60) and again.state is RunState.FINISHED, again.message
     steps = again.metrics.snapshot().replica_loss[0][0]
-    assert list(steps) == list(range(1, 61))  # the whole history, no gap
+    assert list(steps) == list(range(1, 41))  # the whole history, no gap
     nothing_left(slurm, again)
 
 
@@ -196,3 +198,45 @@ def test_dtgui_run_submits_an_exported_job(slurm: SlurmCluster, tmp_path: Path,
     assert "submitted Slurm job" in run.stdout and "run finished" in run.stdout
     assert RunRecord.load(out).machines[0].job_id
     assert slurm.queue() == []
+
+
+def test_a_restart_resubmits_the_job(slurm: SlurmCluster, tmp_path: Path,
+                                     stub_python: Callable[..., str]) -> None:
+    python = stub_python(fail="worker:1=RuntimeError: out of luck")
+    settings = SlurmJob(nodes=2, tasks_per_node=1, python=python)
+    controller = launch_plan(mwms(50), tmp_path, targets=[Target(python=python, slurm=settings)],
+                             policy=RunPolicy(max_restarts=1))
+    first = controller.executors[0].job_id
+    assert controller.wait(60) and controller.state is RunState.FAILED
+    assert controller.restarts == 1 and "out of luck" in controller.message
+    second = RunRecord.load(controller.bundle.path).machines[0].job_id
+    assert second != first  # submitted again, and the record follows the new job
+    logs = sorted(p.name for p in (controller.bundle.output / "logs").glob("slurm-*.log"))
+    assert logs == sorted([f"slurm-{first}.log", f"slurm-{second}.log"])
+    nothing_left(slurm, controller)
+
+
+def test_ctrl_c_in_dtgui_run_cancels_the_job(slurm: SlurmCluster, tmp_path: Path,
+                                             stub_python: Callable[..., str]) -> None:
+    out = tmp_path / "bundle"
+    export = subprocess.run(
+        [sys.executable, "-m", "dtgui.cli.main", "export", str(out), "--strategy",
+         "multi_worker_mirrored", "--steps", "100000", "--slurm", "local",
+         "--python", f"local={stub_python(step_seconds=0.1)}"],
+        capture_output=True, text=True, timeout=120)
+    assert export.returncode == 0, export.stderr
+    run = subprocess.Popen([sys.executable, "-m", "dtgui.cli.main", "run", str(out)],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert run.stdout is not None
+        for line in run.stdout:
+            if line.startswith("step "):
+                break
+        run.send_signal(signal.SIGINT)
+        rest = run.communicate(timeout=60)[0]
+    finally:
+        run.kill()
+    assert run.returncode == 130, rest
+    assert "run stopped" in rest
+    assert slurm.queue() == []
+    wait_for(lambda: not processes_in(out), 10, "a task process is left")
