@@ -69,3 +69,46 @@ def test_a_script_sweep_goes_on_in_its_own_process_while_the_view_is_closed(
         abs=1e-4)
     assert best.best_step == 5
     assert not stop_sweep(folder)  # nothing runs any more
+
+
+def test_a_sweep_set_up_in_the_app_starts_in_the_background_and_stops(
+        qtbot: QtBot, tmp_path: Path) -> None:
+    """Sweep > New sweep of the last run setup: the dialog says what is wrong as it is typed;
+    Start sweep starts the sweep's process and shows its view; Stop sweep stops it."""
+    from dtgui.core.settings import save_last_plan
+    from dtgui.ui.app import make_app
+    from dtgui.ui.main_window import MainWindow
+    from dtgui.ui.sweep_dialog import SweepDialog
+
+    save_last_plan(script_plan("--steps", "400", "--seconds", "0.05"))
+    make_app([])
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.show()
+    window.new_sweep()
+    dialog = window.findChild(SweepDialog)
+    assert dialog is not None
+    ok = dialog.buttons.buttons()[0]
+    dialog.params_edit.setPlainText("--x=uniform:1:0\n")
+    assert "inverted" in dialog.problems.text() and not ok.isEnabled()
+    dialog.params_edit.setPlainText("--x=uniform:0:1\noptimizer=choice:adam,sgd\n")
+    assert "your script is not told this setting" in dialog.problems.text()
+    dialog.params_edit.setPlainText("--x=uniform:0:1\n")
+    assert "Choose the sweep's folder" in dialog.problems.text()
+    folder = tmp_path / "from-app"
+    dialog.folder_edit.setText(str(folder))
+    dialog.trials_spin.setValue(3)
+    assert dialog.problems.text() == "" and ok.isEnabled()
+    dialog.accept()
+
+    qtbot.waitUntil(lambda: window.sweep_view is not None
+                    and window.sweep_view.process is not None, timeout=30_000)
+    view = window.sweep_view
+    assert view is not None and window.pages.currentWidget() is view
+    qtbot.waitUntil(lambda: view.table.rowCount() == 2, timeout=60_000)  # two at a time
+    assert view.stop_button.isEnabled()
+    view.stop_button.click()
+    qtbot.waitUntil(lambda: sweep_pid(folder) is None, timeout=60_000)
+    log = (folder / LOG_FILE).read_text()
+    assert "sweep stopped: 2 failed" in log, log
+    assert [r.error for r in read_sweep(folder).rows] == ["stopped", "stopped"]

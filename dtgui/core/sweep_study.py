@@ -46,13 +46,15 @@ def shown_url(url: str) -> str:
     return re.sub(r"(//[^:/@]+:)[^@]*@", r"\1***@", url)
 
 
-def open_storage(url: str) -> optuna.storages.RDBStorage:
-    """Optuna's storage at `url`, connected; SweepError when it cannot be reached."""
+def open_storage(url: str, *, create: bool = True) -> optuna.storages.RDBStorage:
+    """Optuna's storage at `url`, connected; SweepError when it cannot be reached. `create`:
+    make its tables when they are not there (a reader leaves that to the sweep)."""
     engine: dict[str, Any] = {}
     if url.startswith(("postgresql", "mysql")):  # no answer: an error, not a long wait
         engine["connect_args"] = {"connect_timeout": CONNECT_SECONDS}
     try:
-        return optuna.storages.RDBStorage(url, engine_kwargs=engine)
+        return optuna.storages.RDBStorage(url, engine_kwargs=engine,
+                                          skip_table_creation=not create)
     except Exception as exc:  # every driver has its own errors
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SweepError([f"The study storage {shown_url(url)} cannot be reached: {reason}"]) \
@@ -256,7 +258,10 @@ def read_sweep(folder: Path) -> SweepTable:
     from dtgui.core.sweep import load_sweep
 
     spec, _plan = load_sweep(folder)
-    storage = open_storage(storage_url(spec, folder))
+    url = storage_url(spec, folder)
+    if not spec.storage and not (folder / STUDY_FILE).is_file():
+        raise SweepError([f"{folder} holds no study yet."])
+    storage = open_storage(url, create=False)
     try:
         study = optuna.load_study(study_name=STUDY_NAME, storage=storage)
     except KeyError as exc:

@@ -19,19 +19,22 @@ from pathlib import Path
 
 from dtgui.core.plan import Plan
 from dtgui.core.sweep import SweepError, SweepSpec, check, save_sweep
+from dtgui.core.sweep_study import open_study
 
 PID_FILE = "sweep.pid"
 LOG_FILE = "sweep.log"
 
 
 def start_sweep(folder: Path, spec: SweepSpec, plan: Plan, python: str = "") -> int:
-    """Start the sweep in the background; its pid. SweepError when it cannot run, or when a
-    sweep process already runs in `folder`."""
+    """Start the sweep in the background; its pid. SweepError when it cannot run (its
+    storage cannot be reached ...), or when a sweep process already runs in `folder`."""
     problems = check(spec, plan)
     if problems:
         raise SweepError(problems)
     if sweep_pid(folder) is not None:
         raise SweepError([f"A sweep already runs in {folder}."])
+    folder.mkdir(parents=True, exist_ok=True)
+    open_study(spec, folder)  # made here, once: the view and the process only open it
     save_sweep(folder, spec, plan)
     with (folder / LOG_FILE).open("ab") as log:
         proc = subprocess.Popen([python or sys.executable, "-m", "dtgui", "sweep", str(folder)],

@@ -14,10 +14,12 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QMainWindow,
+    QMenu,
     QMessageBox,
     QPushButton,
     QSplitter,
     QStackedWidget,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from dtgui.ui.dashboard import Dashboard
     from dtgui.ui.machines.panel import MachinesPanel
     from dtgui.ui.notify import RunNotices
+    from dtgui.ui.sweep_dialog import SweepDialog
     from dtgui.ui.sweep_view import SweepView
     from dtgui.ui.wizard import RunWizard
 
@@ -179,11 +182,18 @@ class MainWindow(QMainWindow):
         self.act_runs.setToolTip("Runs still training (reattach) and finished runs (open)")
         toolbar.addAction(self.act_runs)
         self.act_runs.triggered.connect(self.show_runs)
-        self.act_sweep = QAction("Sweep…", self)
-        self.act_sweep.setToolTip("Open a sweep's folder (dtgui sweep OUT): its trials, best "
-                                  "first, and plots of the objective")
+        self.act_sweep = QAction("Sweep", self)
+        self.act_sweep.setToolTip("Train the last run setup many times with settings varied, "
+                                  "or open a sweep's folder")
+        sweep_menu = QMenu(self)
+        sweep_menu.addAction("New sweep of the last run setup…").triggered.connect(
+            self.new_sweep)
+        sweep_menu.addAction("Open a sweep…").triggered.connect(self._choose_sweep)
+        self.act_sweep.setMenu(sweep_menu)
         toolbar.addAction(self.act_sweep)
-        self.act_sweep.triggered.connect(self._choose_sweep)
+        sweep_button = toolbar.widgetForAction(self.act_sweep)
+        if isinstance(sweep_button, QToolButton):
+            sweep_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         self.sweep_view: SweepView | None = None  # made on first use: Optuna loads then
         self.act_quit = QAction("Quit", self)
         self.act_quit.setShortcut(QKeySequence("Ctrl+Q"))
@@ -289,6 +299,30 @@ class MainWindow(QMainWindow):
             self.pages.addWidget(self.sweep_view)
         self.sweep_view.open(folder)
         self.pages.setCurrentWidget(self.sweep_view)
+
+    def new_sweep(self) -> None:
+        """Set up a sweep of the last run setup (the wizard remembers it); it runs in a process
+        of its own, shown by the sweep view."""
+        from dtgui.ui.sweep_dialog import SweepDialog
+
+        plan, message = load_last_plan()
+        if plan is None:
+            self.statusBar().showMessage(message or "Set up a run first (New run…): a sweep "
+                                         "trains it with settings varied.", 10000)
+            return
+        dialog = SweepDialog(plan, parent=self)
+        dialog.accepted.connect(lambda: self._start_sweep(dialog))
+        dialog.open()
+
+    def _start_sweep(self, dialog: SweepDialog) -> None:
+        from dtgui.launch.sweep_process import start_sweep
+
+        folder, spec, plan = dialog.folder(), dialog.spec(), dialog.base_plan
+        if folder is None:
+            return
+        self.statusBar().showMessage(f"Starting the sweep in {folder}…")
+        run_in_thread(lambda: start_sweep(folder, spec, plan),
+                      lambda _pid: self.open_sweep(folder), self._report_error, context=self)
 
     def _choose_sweep(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Open a sweep's folder", str(Path.home()))

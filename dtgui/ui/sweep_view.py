@@ -3,7 +3,7 @@ the objective against each parameter (docs/sweeps.md).
 
 `SweepView.open(folder)` reads the sweep (its study) in the background every few seconds
 while it is shown (`dtgui.core.sweep_study.read_sweep`); the queue itself runs elsewhere
-(`dtgui sweep`, which goes on while dtgui is closed). The selected trials open in Compare, the
+(`dtgui sweep`, which goes on while dtgui is closed; Stop asks it to stop). The selected trials open in Compare, the
 best one's run opens like any run, and the table exports as CSV.
 """
 
@@ -40,8 +40,9 @@ from dtgui.core.sweep_study import (
     parallel_coordinates,
     read_sweep,
 )
+from dtgui.launch.sweep_process import stop_sweep, sweep_pid
 from dtgui.ui.plot_base import series_colour
-from dtgui.ui.workers import Worker, create_worker, error_message
+from dtgui.ui.workers import Worker, create_worker, error_message, run_in_thread
 
 REFRESH_MS = 3000
 STATE_COLOURS = {"finished": "#2ca02c", "pruned": "#ff7f0e", "failed": "#d62728",
@@ -64,6 +65,7 @@ class SweepView(QWidget):
         super().__init__(parent)
         self.folder: Path | None = None
         self.table_data: SweepTable | None = None
+        self.process: int | None = None  # the pid of the sweep's process while it runs
         self._worker: Worker | None = None
         self.title = QLabel("No sweep")
         self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -85,11 +87,15 @@ class SweepView(QWidget):
         self.best_button.clicked.connect(self._open_best)
         self.csv_button = QPushButton("Export CSV…")
         self.csv_button.clicked.connect(self._export_csv)
+        self.stop_button = QPushButton("Stop sweep")
+        self.stop_button.setToolTip("Stop the running trials and start no more")
+        self.stop_button.clicked.connect(self.stop)
         back = QPushButton("Close")
         back.clicked.connect(self.closed)
         top = QHBoxLayout()
         top.addWidget(self.title, 1)
-        for button in (self.best_button, self.compare_button, self.csv_button, back):
+        for button in (self.best_button, self.compare_button, self.csv_button,
+                       self.stop_button, back):
             top.addWidget(button)
         splitter = QSplitter(Qt.Orientation.Vertical)
         splitter.addWidget(self.table)
@@ -119,12 +125,17 @@ class SweepView(QWidget):
         if self.folder is None or self._worker is not None:
             return
         folder = self.folder
-        self._worker = create_worker(lambda _w: read_sweep(folder), on_done=self.show_table,
-                                     on_error=self._failed, context=self)
+        self._worker = create_worker(lambda _w: (read_sweep(folder), sweep_pid(folder)),
+                                     on_done=self._read, on_error=self._failed, context=self)
+
+    def _read(self, result: tuple[SweepTable, int | None]) -> None:
+        data, self.process = result
+        self.show_table(data)
 
     def _failed(self, exc: BaseException) -> None:
         self._worker = None
-        self._timer.stop()
+        if self.table_data is None:  # not a sweep: no use reading it again
+            self._timer.stop()
         self.status.setText(f"The sweep cannot be read: {error_message(exc)}")
 
     def show_table(self, data: SweepTable) -> None:
@@ -142,8 +153,10 @@ class SweepView(QWidget):
             f"{len(data.rows)} of {spec.trials} trial(s): {told}. {spec.search} search, "
             f"{spec.goal} {spec.objective}"
             + (f"; best: trial {best.number} ({best.objective:.4g})"
-               if best is not None and best.objective is not None else ""))
-        if not counts["running"] and len(data.rows) >= spec.trials:
+               if best is not None and best.objective is not None else "")
+            + (f". Running in the background (process {self.process})."
+               if self.process is not None else ""))
+        if self.process is None and not counts["running"] and len(data.rows) >= spec.trials:
             self._timer.stop()  # the sweep is over: nothing changes any more
         self._fill_table(data, selected)
         self._draw_parallel(data)
@@ -201,6 +214,17 @@ class SweepView(QWidget):
         self.compare_button.setEnabled(len([r for r in self.selected_rows() if r.run]) >= 1)
         self.best_button.setEnabled(data is not None and data.best is not None)
         self.csv_button.setEnabled(data is not None and bool(data.rows))
+        self.stop_button.setEnabled(self.process is not None)
+
+    def stop(self) -> None:
+        """Ask the sweep's process to stop (in the background)."""
+        folder = self.folder
+        if folder is None:
+            return
+        self.stop_button.setEnabled(False)
+        self.status.setText("Stopping the sweep…")
+        run_in_thread(lambda: stop_sweep(folder), lambda _stopped: self.refresh(),
+                      self._failed, context=self)
 
     # -- the plots -------------------------------------------------------------------------
     def _draw_parallel(self, data: SweepTable) -> None:
