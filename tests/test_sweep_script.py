@@ -112,3 +112,30 @@ def test_a_sweep_set_up_in_the_app_starts_in_the_background_and_stops(
     log = (folder / LOG_FILE).read_text()
     assert "sweep stopped: 2 failed" in log, log
     assert [r.error for r in read_sweep(folder).rows] == ["stopped", "stopped"]
+
+
+def test_trials_far_worse_than_the_median_are_pruned_early_and_keep_their_curves(
+        tmp_path: Path) -> None:
+    """One trial at a time, in a set order: two good ones finish, then the pruner stops the
+    two whose validation loss is far above theirs at the same steps."""
+    from optuna.trial import TrialState
+
+    from dtgui.core.run_curves import bundle_curves
+    from dtgui.launch.sweep_queue import SweepQueue
+
+    spec = SweepSpec(params=(parse_param("--x=choice:0.3,0.35,3,4"),), trials=4, parallel=1,
+                     search="random", pruner="median")
+    queue = SweepQueue(tmp_path / "p", spec, script_plan("--steps", "40", "--seconds", "0.1"))
+    for x in ("0.3", "0.35", "3", "4"):
+        queue.study.enqueue_trial({"--x": x})
+    rows = {r.number: r for r in queue.run()}
+    assert [rows[n].state for n in range(4)] == ["finished", "finished", "pruned", "pruned"]
+    for n in (2, 3):
+        pruned = queue.study.trials[n]
+        assert pruned.state is TrialState.PRUNED
+        steps = sorted(pruned.intermediate_values)
+        assert steps and steps[-1] < 40, steps  # stopped well before its last step
+        curves = bundle_curves(rows[n].run)  # its curves are kept
+        assert curves.scalars.snapshot()["val_loss"]
+    assert rows[2].seconds is not None and rows[0].seconds is not None
+    assert rows[2].seconds < rows[0].seconds

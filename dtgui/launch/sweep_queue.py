@@ -192,7 +192,9 @@ class SweepQueue:
         return [TrialRow.of(t) for t in self.study.get_trials(deepcopy=False)]
 
     def _started_count(self) -> int:
-        return len(self.study.get_trials(deepcopy=False))
+        """Trials started (an enqueued one waits for a slot: it counts once asked)."""
+        return len(self.study.get_trials(deepcopy=False, states=(
+            TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)))
 
     def _start(self, slot: Slot) -> None:
         trial = self.study.ask()
