@@ -29,6 +29,7 @@ from dtgui.remote.commands import run
 from dtgui.remote.connector import Secrets
 from dtgui.ui.machines.common import plain_buttons, repolish
 from dtgui.ui.machines.connect_flow import Attempt, ConnectFlow, Outcome
+from dtgui.ui.machines.slurm_fields import SlurmFields
 
 SECRET_KIND = {"password": "password", "key": "passphrase"}
 
@@ -128,6 +129,7 @@ class MachineDialog(QDialog):
         self.form.addRow("", self.remember_row)
         self.form.addRow("Jump host", self.jump_edit)
         self.form.addRow("Python", self.python_edit)
+        self.slurm_fields = SlurmFields()
 
         self.problems_label = QLabel("")
         self.problems_label.setWordWrap(True)
@@ -152,6 +154,7 @@ class MachineDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(20, 18, 20, 16)
         layout.addLayout(self.form)
+        layout.addWidget(self.slurm_fields)
         layout.addWidget(self.problems_label)
         layout.addLayout(test_row)
         layout.addStretch(1)
@@ -165,6 +168,7 @@ class MachineDialog(QDialog):
             edit.textChanged.connect(self._changed)
         self.port_spin.valueChanged.connect(self._changed)
         self.auth_group.buttonToggled.connect(self._changed)
+        self.slurm_fields.changed.connect(self._changed)
         self._update()
 
     # -- values ----------------------------------------------------------------------------
@@ -182,6 +186,7 @@ class MachineDialog(QDialog):
         self.key_edit.setText(machine.key_file)
         self.jump_edit.setText(machine.jump_host)
         self.python_edit.setText(machine.python)
+        self.slurm_fields.fill(machine.slurm)
         self.secret_edit.setPlaceholderText("unchanged (leave empty to keep the remembered one)")
 
     def auth(self) -> str:
@@ -196,6 +201,7 @@ class MachineDialog(QDialog):
             port=self.port_spin.value(), user=self.user_edit.text().strip(), auth=auth,
             key_file=self.key_edit.text().strip() if auth == "key" else "",
             jump_host=self.jump_edit.text().strip(), python=self.python_edit.text().strip(),
+            slurm=self.slurm_fields.defaults(),
         )
 
     def secret(self) -> tuple[str, str]:
