@@ -17,6 +17,7 @@ from dtgui.core.metrics import RunMetrics
 from dtgui.core.plan import Plan
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
+from dtgui.launch.run_source import BundledRun
 from dtgui.worker import step_batch
 from dtgui.worker.events import SCHEMA_VERSION  # the version the worker writes
 
@@ -79,7 +80,7 @@ def started_event(replica_ids: list[int], steps: int = 100, task: str = "worker:
                  steps=steps, strategy=strategy, **fields)
 
 
-class FakeRun:
+class FakeRun(BundledRun):
     """A whole run as the UI follows it (`dtgui.launch.run_source.RunSource`), moved by hand:
     set `state`, `message`, `restarts`, `final_loss`, feed `metrics`, then `end(...)`."""
 
@@ -98,18 +99,6 @@ class FakeRun:
         self.record = record
         self.stop_calls = 0  # request_stop() calls
         self.detached = False
-
-    @property
-    def plan(self) -> Plan:
-        return self.bundle.plan
-
-    @property
-    def run_name(self) -> str:
-        return self.bundle.plan.run_name
-
-    @property
-    def output_dir(self) -> Path:
-        return self.bundle.output
 
     def request_stop(self) -> None:
         self.stop_calls += 1

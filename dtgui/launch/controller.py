@@ -28,18 +28,17 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
-from pathlib import Path
 
 from dtgui.core.bundle import Bundle, primary_tasks
 from dtgui.core.events import STEP_KINDS
 from dtgui.core.metrics import RunMetrics
-from dtgui.core.plan import Plan
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
 from dtgui.core.stragglers import describe, find_stragglers
 from dtgui.launch.executor import Executor, MachinePoll, mirror
 from dtgui.launch.local_exec import LocalExecutor
 from dtgui.launch.policy import RunPolicy, exit_text, reap_later
+from dtgui.launch.run_source import BundledRun
 from dtgui.launch.targets import Target, make_executor
 from dtgui.remote.parallel import each, each_value
 
@@ -57,7 +56,7 @@ class LaunchError(RuntimeError):
     """The run could not start; the message says why and what to do."""
 
 
-class RunController:
+class RunController(BundledRun):
     def __init__(self, bundle: Bundle, metrics: RunMetrics | None = None,
                  python: str | None = None, *, executors: list[Executor] | None = None,
                  record: RunRecord | None = None, policy: RunPolicy | None = None) -> None:
@@ -164,18 +163,6 @@ class RunController:
         return self._done.is_set()
 
     # read by the UI (dtgui.launch.run_source.RunSource)
-    @property
-    def plan(self) -> Plan:
-        return self.bundle.plan
-
-    @property
-    def run_name(self) -> str:
-        return self.bundle.plan.run_name
-
-    @property
-    def output_dir(self) -> Path:
-        return self.bundle.output
-
     @property
     def max_restarts(self) -> int:
         return self.policy.max_restarts

@@ -7,17 +7,15 @@ without connecting anywhere. Reading it blocks on the disk: call it off the UI t
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from dtgui.core.bundle import Bundle
 from dtgui.core.events import read_all
 from dtgui.core.metrics import RunMetrics
-from dtgui.core.plan import Plan
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
+from dtgui.launch.run_source import BundledRun
 
 
-class RunView:
+class RunView(BundledRun):
     """An ended run as the UI follows it (`dtgui.launch.run_source.RunSource`): nothing in it
     changes any more."""
 
@@ -50,18 +48,6 @@ class RunView:
     @property
     def finished(self) -> bool:
         return True
-
-    @property
-    def plan(self) -> Plan:
-        return self.bundle.plan
-
-    @property
-    def run_name(self) -> str:
-        return self.bundle.plan.run_name
-
-    @property
-    def output_dir(self) -> Path:
-        return self.bundle.output
 
     def request_stop(self) -> None:
         """Nothing runs any more."""

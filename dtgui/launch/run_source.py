@@ -75,3 +75,22 @@ class RunSource(Protocol):
 
     def detach(self) -> None:
         """Stop following the run; its tasks keep running (an ended run ignores it)."""
+
+
+class BundledRun:
+    """What a run reads off its bundle, written once for every kind of run (live, ended, a
+    test's stand-in): the plan, its name and the output folder."""
+
+    bundle: Bundle
+
+    @property
+    def plan(self) -> Plan:
+        return self.bundle.plan
+
+    @property
+    def run_name(self) -> str:
+        return self.bundle.plan.run_name
+
+    @property
+    def output_dir(self) -> Path:
+        return self.bundle.output
