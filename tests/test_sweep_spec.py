@@ -209,3 +209,26 @@ def test_a_sweep_opened_again_settles_and_follows_the_trials_dtgui_left_running(
     assert "before its run started" in rows[2].error
     assert rows[1].objective is not None and rows[1].seconds is not None
     assert rows[1].machine in ("a", "b")  # followed again on a slot
+
+
+def test_gpu_trials_take_idle_gpus_only_and_say_when_fewer_than_asked() -> None:
+    from dtgui.core.hardware import GpuInfo
+    from dtgui.launch.sweep_queue import gpu_slots, idle, slots_for
+
+    gib = 1 << 30
+    gpus = [GpuInfo(0, "A", 16 * gib, 300 << 20, 0.0), GpuInfo(1, "A", 16 * gib, 12 * gib, 5.0),
+            GpuInfo(2, "A", 16 * gib, 0, 95.0), GpuInfo(3, "A", 16 * gib, 0, 0.0)]
+    assert idle(gpus) == [0, 3]  # 1: its memory is taken; 2: busy
+    assert [s.targets[0].gpus for s in gpu_slots([0, 1, 2, 3], 2)] == [(0, 1), (2, 3)]
+    assert [s.targets[0].gpus for s in gpu_slots([0, 3, 5], 1)] == [(0,), (3,), (5,)]
+    plan = Plan(device_kind="gpu", strategy=Strategy.ONE_DEVICE, replicas_per_task=1)
+    notes: list[str] = []
+    slots = slots_for(plan, 4, notes, gpus=lambda: [0, 3])
+    assert [s.name for s in slots] == ["gpu 0", "gpu 3"]
+    assert "4 trials at once were asked, but 2 group(s) of 1 free GPU(s)" in notes[0]
+    mirrored = Plan(device_kind="gpu", strategy=Strategy.MIRRORED, replicas_per_task=2)
+    assert [s.targets[0].gpus for s in slots_for(mirrored, 2, [], gpus=lambda: [0, 1, 3])] \
+        == [(0, 1)]
+    with pytest.raises(SweepError, match="No GPU of this machine is free"):
+        slots_for(plan, 2, [], gpus=list)
+    assert [s.name for s in slots_for(Plan(), 3, [])] == ["local-1", "local-2", "local-3"]

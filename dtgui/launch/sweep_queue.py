@@ -31,6 +31,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
+from dtgui.core.hardware import GpuInfo
 from dtgui.core.machines import MachineRegistry
 from dtgui.core.plan import Plan
 from dtgui.core.run_curves import bundle_curves
@@ -70,9 +71,15 @@ def local_slots(count: int) -> list[Slot]:
     return [Slot(f"local-{i + 1}") for i in range(count)]
 
 
+def idle(gpus: Sequence[GpuInfo]) -> list[int]:
+    """The indexes of the GPUs no other process uses: little of their memory taken, little
+    utilisation."""
+    return [g.index for g in gpus if g.mem_total and g.mem_used / g.mem_total < BUSY_MEMORY
+            and g.util < BUSY_UTILISATION]
+
+
 def free_gpus(python: str = "") -> list[int]:
-    """This machine's GPUs that no other process uses (memory and utilisation from the one
-    machine probe)."""
+    """This machine's idle GPUs, from the one machine probe."""
     import sys
 
     from dtgui.core.machines import RemoteFacts
@@ -83,9 +90,7 @@ def free_gpus(python: str = "") -> list[int]:
     facts = RemoteFacts()
     if answer.data is not None and "gpus" in answer.data:
         read_gpus(facts, answer.data["gpus"])
-    return [g.index for g in facts.gpus
-            if g.mem_total and g.mem_used / g.mem_total < BUSY_MEMORY
-            and g.util < BUSY_UTILISATION]
+    return idle(facts.gpus)
 
 
 def gpu_slots(gpus: Sequence[int], per_trial: int) -> list[Slot]:
@@ -95,7 +100,8 @@ def gpu_slots(gpus: Sequence[int], per_trial: int) -> list[Slot]:
     return [Slot(f"gpu {','.join(map(str, g))}", (Target(gpus=g),)) for g in groups]
 
 
-def slots_for(plan: Plan, parallel: int, notes: list[str]) -> list[Slot]:
+def slots_for(plan: Plan, parallel: int, notes: list[str],
+              gpus: Callable[[], list[int]] = free_gpus) -> list[Slot]:
     """The slots of a sweep over `plan`: its machines when it is placed on others; free GPU
     groups of this machine for a GPU plan; else `parallel` of this machine. More trials at
     once than free devices: said in `notes`, and they wait."""
@@ -108,7 +114,7 @@ def slots_for(plan: Plan, parallel: int, notes: list[str]) -> list[Slot]:
         return local_slots(parallel)
     per_trial = max(1, plan.strategy.gpus_per_task(plan.replicas_per_task)) \
         * plan.compute_tasks
-    slots = gpu_slots(free_gpus(), per_trial)
+    slots = gpu_slots(gpus(), per_trial)
     if len(slots) < parallel:
         notes.append(f"{parallel} trials at once were asked, but {len(slots)} group(s) of "
                      f"{per_trial} free GPU(s) are here: the others wait for one.")
