@@ -157,7 +157,8 @@ def build_strategy(plan: Plan, task: str) -> BuiltStrategy:
     """Build the plan's strategy for this task (after configure_devices)."""
     name = Strategy(plan.strategy)  # train.load_plan refused unknown names
     task_type, task_index = parse_task(task)
-    fixed_device_buffers()
+    if not name.uses_tpu:  # CPU and GPU devices: the options op it adds has kernels there
+        fixed_device_buffers()
     if name is Strategy.ONE_DEVICE:
         device = "/gpu:0" if plan.on_gpu else "/cpu:0"
         local_devices(plan.with_changes(replicas_per_task=1))
