@@ -77,13 +77,24 @@ class SlurmCluster:
                     os.kill(pid, 0)
                     time.sleep(0.1)
                 os.kill(pid, signal.SIGKILL)
-        if self.munged_pid:
+        if self.munged_pid and not _slurm_daemons():  # another test session may still use it
             with contextlib.suppress(OSError):
                 os.kill(self.munged_pid, signal.SIGTERM)
         if self.old_conf is None:
             os.environ.pop("SLURM_CONF", None)
         else:
             os.environ["SLURM_CONF"] = self.old_conf
+
+
+def _slurm_daemons() -> list[int]:
+    """Pids of every slurmctld and slurmd running here (any test session's)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if Path(entry.path, "comm").read_text().strip() in ("slurmctld", "slurmd"):
+                    found.append(int(entry.name))
+    return found
 
 
 def _start_munge() -> int:

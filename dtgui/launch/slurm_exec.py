@@ -22,6 +22,7 @@ from __future__ import annotations
 import signal as signals
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,6 +41,24 @@ if TYPE_CHECKING:
 JOB_LOG_LINES = 20  # lines of the batch step's log shown when the job ends
 
 
+@dataclass
+class TaskFiles:
+    """What one poll read of a task's files."""
+
+    exit_code: int | None = None
+    raw_events: bytes = b""
+    raw_log: bytes = b""
+    behind: bool = False  # more to read than one poll takes
+
+    @property
+    def events(self) -> list[Event]:
+        return parse_events(self.raw_events)
+
+    @property
+    def log_lines(self) -> list[str]:
+        return split_log(self.raw_log)
+
+
 class SlurmExecutor(Executor):
     """The tasks of `bundle` as one Slurm job submitted on the login node `runner` reaches;
     `run_dir`: the bundle directory on the shared filesystem (here, for now)."""
@@ -53,6 +72,7 @@ class SlurmExecutor(Executor):
         self._told = ""  # the queue sentence last written to the log
         self._job_log_shown = False
         self._cause_shown = False  # a task's own failure was shown (see poll)
+        self._codes: dict[str, int | None] = {}  # the tasks' exit codes at the last poll
 
     @property
     def directory(self) -> str:
@@ -74,13 +94,18 @@ class SlurmExecutor(Executor):
     def busy_ports(self) -> list[str]:
         return []  # the tasks' ports are chosen on the nodes, from the job id
 
-    def start(self) -> dict[str, int]:
+    def _clear_exit_codes(self) -> None:
+        """A resubmission starts with no exit codes."""
         self.prepare()
-        for task in self.tasks:  # a resubmission starts with no exit codes
+        for task in self.tasks:
             (self._out / "pids" / f"{task.file_stem}.exit").unlink(missing_ok=True)
+
+    def start(self) -> dict[str, int]:
+        self._clear_exit_codes()
         self.job_id = slurm.submit(self.runner, self.run_dir, JOB_FILE)
         self.status = None
         self._told, self._job_log_shown, self._cause_shown = "", False, False
+        self._codes = {}
         self.pids = {t.task_id: int(self.job_id) for t in self.tasks}
         return dict(self.pids)
 
@@ -94,8 +119,8 @@ class SlurmExecutor(Executor):
         self.status = status
         notes = self._queue_notes(status)
         result.note = self._told if status.queued else ""
-        codes = {t.task_id: read_exit_code(self._out / "pids" / f"{t.file_stem}.exit")
-                 for t in self.tasks}
+        files = self._read_files()
+        codes = self._codes = {tid: found.exit_code for tid, found in files.items()}
         # srun ends every task once one fails: the first poll that sees a task's own failure
         # shows the others still running, so that the run fails with that task's error
         cause = any(c is not None and 0 < c <= 128 for c in codes.values())
@@ -113,7 +138,10 @@ class SlurmExecutor(Executor):
                 poll.alive = False
             else:
                 poll.queued = status.queued
-            self._read(task, poll, result)
+            found = files[tid]
+            poll.raw_events, poll.events = found.raw_events, found.events
+            poll.raw_log, poll.log_lines = found.raw_log, found.log_lines
+            result.behind |= found.behind
             if i == 0:
                 poll.log_lines = notes + poll.log_lines
             failed = not poll.alive and status.ended and status.state != "COMPLETED" and \
@@ -141,26 +169,34 @@ class SlurmExecutor(Executor):
         self._told = text
         return [f"[dtgui] {text}"]
 
-    def _read(self, task: TaskSpec, poll: TaskPoll, result: MachinePoll) -> None:
-        tid = task.task_id
-        ev = self._events[tid]
-        chunk = read_chunk(self._out / f"events-{task.file_stem}.jsonl", ev.offset)
-        result.behind |= len(chunk) >= LOCAL_MAX_CHUNK
-        poll.raw_events = ev.take(chunk)
-        poll.events = parse_events(poll.raw_events)
-        lg = self._logs[tid]
-        chunk = read_chunk(self._out / "logs" / f"{task.file_stem}.log", lg.offset)
-        result.behind |= len(chunk) >= LOCAL_MAX_CHUNK
-        poll.raw_log = lg.take(chunk)
-        poll.log_lines = split_log(poll.raw_log)
+    # -- the files in the run directory (here; over SSH in RemoteSlurmExecutor) ----------
+    def _read_files(self) -> dict[str, TaskFiles]:
+        """Every task's exit code (None: not written) and the new lines of its files."""
+        out = {}
+        for task in self.tasks:
+            tid = task.task_id
+            found = TaskFiles(read_exit_code(self._out / "pids" / f"{task.file_stem}.exit"))
+            chunk = read_chunk(self._out / f"events-{task.file_stem}.jsonl",
+                               self._events[tid].offset)
+            found.behind |= len(chunk) >= LOCAL_MAX_CHUNK
+            found.raw_events = self._events[tid].take(chunk)
+            chunk = read_chunk(self._out / "logs" / f"{task.file_stem}.log",
+                               self._logs[tid].offset)
+            found.behind |= len(chunk) >= LOCAL_MAX_CHUNK
+            found.raw_log = self._logs[tid].take(chunk)
+            out[tid] = found
+        return out
+
+    def _job_log_text(self) -> str:
+        return read_chunk(self._out / "logs" / f"slurm-{self.job_id}.log", 0).decode(
+            "utf-8", "replace")
 
     def _job_log_tail(self) -> list[str]:
-        path = self._out / "logs" / f"slurm-{self.job_id}.log"
-        lines = [line for line in split_log(read_chunk(path, 0)) if line.strip()]
+        lines = [line for line in self._job_log_text().splitlines() if line.strip()]
         return [f"[slurm] {line}" for line in lines[-JOB_LOG_LINES:]]
 
     def _all_exited(self) -> bool:
-        return all((self._out / "pids" / f"{t.file_stem}.exit").exists() for t in self.tasks)
+        return bool(self._codes) and all(c is not None for c in self._codes.values())
 
     def signal(self, *sigs: int, tasks: Iterable[str] | None = None) -> None:
         """The job is one: TERM cancels it, KILL kills every process of it; others wait."""
