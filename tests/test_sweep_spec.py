@@ -232,3 +232,20 @@ def test_gpu_trials_take_idle_gpus_only_and_say_when_fewer_than_asked() -> None:
     with pytest.raises(SweepError, match="No GPU of this machine is free"):
         slots_for(plan, 2, [], gpus=list)
     assert [s.name for s in slots_for(Plan(), 3, [])] == ["local-1", "local-2", "local-3"]
+
+
+def test_trials_on_named_machines_one_each(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from dtgui.core.machines import Machine, MachineRegistry
+    from dtgui.launch.sweep_queue import machine_slots
+
+    registry = MachineRegistry(tmp_path / "machines.toml")
+    registry.add(Machine(name="gpu1", host="10.0.0.5", user="me"))
+    slots = machine_slots(["local", "gpu1", "gpu1"], registry)
+    assert [s.name for s in slots] == ["local #1", "gpu1 #2", "gpu1 #3"]
+    assert [s.targets[0].name for s in slots] == ["local", "gpu1", "gpu1"]
+    with pytest.raises(SweepError, match="No machine named nowhere is registered"):
+        machine_slots(["gpu1", "nowhere"], registry)
+    assert main(["sweep", str(tmp_path / "s"), "--param", "lr=choice:0.1,0.01",
+                 "--trial-on", "local,local", "--on", "local"]) == 2
+    assert "--trial-on runs each trial on one machine" in capsys.readouterr().err

@@ -65,6 +65,10 @@ def add_sweep(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     group.add_argument("--storage", default=None, metavar="URL",
                        help="an Optuna storage URL (postgresql://..., mysql://...); default "
                        "SQLite in OUT")
+    group.add_argument("--trial-on", default="", metavar="NAMES",
+                       help="run each trial whole on one machine: comma-separated registered "
+                       "machines (local = this one; a name twice takes two trials at once); "
+                       "as many trials at once as names")
     group.add_argument("--search-seed", type=int, default=None,
                        help="seed of the search's sampler (default 0)")
     add_export_options(sweep)
@@ -87,11 +91,14 @@ def _spec(args: argparse.Namespace) -> SweepSpec:
             problems += exc.problems
     if problems:
         raise SweepError(problems)
+    machines = [n.strip() for n in args.trial_on.split(",") if n.strip()]
     return SweepSpec(params=tuple(params), trials=args.trials or 10,
-                     parallel=args.parallel or 1, search=args.search or "tpe",
+                     parallel=len(machines) or args.parallel or 1,
+                     search=args.search or "tpe",
                      objective=args.objective or DEFAULT_OBJECTIVE,
                      direction=args.direction or "", pruner=args.pruner or "median",
-                     storage=args.storage or "", seed=args.search_seed or 0)
+                     storage=args.storage or "", seed=args.search_seed or 0,
+                     extra={"trial_on": machines} if machines else {})
 
 
 def _resumed(args: argparse.Namespace) -> tuple[SweepSpec, Plan]:
@@ -116,6 +123,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         else:
             spec = _spec(args)
             plan = checked_plan(args).with_changes(run_name=_run_name(args))
+            if args.trial_on and wants_machines(args):
+                raise SweepError(["--trial-on runs each trial on one machine: leave out the "
+                                  "placement options (--on, --workers-on ...)."])
             if wants_machines(args):  # every trial on the machines named
                 plan, notes = place_from_args(plan, args)
                 for note in notes:
@@ -129,9 +139,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def _run(out: Path, spec: SweepSpec, plan: Plan) -> int:
     from dtgui.core.sweep_study import TRIALS_CSV, sorted_rows
-    from dtgui.launch.sweep_queue import SweepQueue
+    from dtgui.launch.sweep_queue import SweepQueue, machine_slots
 
-    queue = SweepQueue(out, spec, plan,
+    machines = [str(n) for n in spec.extra.get("trial_on", [])]
+    queue = SweepQueue(out, spec, plan, slots=machine_slots(machines) if machines else None,
                        on_trial_end=lambda row: print(row.text(spec.objective), flush=True))
     stopped = []
 

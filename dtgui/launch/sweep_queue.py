@@ -31,9 +31,10 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
+from dtgui.core.cluster import task_layout
 from dtgui.core.hardware import GpuInfo
 from dtgui.core.machines import MachineRegistry
-from dtgui.core.plan import Plan
+from dtgui.core.plan import Plan, is_local_machine
 from dtgui.core.run_curves import bundle_curves
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
@@ -69,6 +70,27 @@ class Slot:
 
 def local_slots(count: int) -> list[Slot]:
     return [Slot(f"local-{i + 1}") for i in range(count)]
+
+
+def machine_slots(names: Sequence[str], registry: MachineRegistry | None = None) -> list[Slot]:
+    """A slot a name: each trial runs whole on one machine ("local" = this one; a name
+    given twice takes two trials at once). SweepError names an unknown machine."""
+    known = registry or MachineRegistry()
+    slots, unknown = [], []
+    for i, name in enumerate(names):
+        if is_local_machine(name):
+            slots.append(Slot(f"local #{i + 1}"))
+            continue
+        machine = known.find(name)
+        if machine is None:
+            unknown.append(name)
+        else:
+            slots.append(Slot(f"{machine.name} #{i + 1}",
+                              (Target(machine.name, machine, machine.python),)))
+    if unknown:
+        raise SweepError([f"No machine named {', '.join(unknown)} is registered (known: "
+                          f"{', '.join(known.names()) or 'none'}; local = this machine)."])
+    return slots
 
 
 def idle(gpus: Sequence[GpuInfo]) -> list[int]:
@@ -207,16 +229,18 @@ class SweepQueue:
         number = trial.number
         values = suggest(trial, self.spec.params)
         plan = apply(self.plan, values, self.spec.params).with_changes(
-            run_name=f"{self.plan.run_name}-t{number:03d}", tasks=(), cluster={}) \
-            if all(t.is_local for t in self.plan.tasks) else \
-            apply(self.plan, values, self.spec.params).with_changes(
-                run_name=f"{self.plan.run_name}-t{number:03d}")
+            run_name=f"{self.plan.run_name}-t{number:03d}")
+        assignments = None  # a plan placed on other machines: its placement
+        if all(t.is_local for t in plan.tasks):  # placed here or not yet: on the slot's machine
+            plan = plan.with_changes(tasks=(), cluster={})
+            name = slot.targets[0].name
+            assignments = {f"{kind}:{index}": name for kind, index in task_layout(plan)}
         trial.set_user_attr("machine", slot.name)
         started = time.time()
         trial.set_user_attr("started", started)
         try:
             controller = self.launch(plan, self.trials_root, targets=list(slot.targets),
-                                     keep_ports=False)
+                                     assignments=assignments, keep_ports=False)
         except (LaunchError, SweepError, OSError, ValueError) as exc:
             self._end(trial, TrialState.FAIL, error=_first_line(str(exc)))
             return
