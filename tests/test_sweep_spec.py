@@ -249,3 +249,6 @@ def test_trials_on_named_machines_one_each(tmp_path: Path,
     assert main(["sweep", str(tmp_path / "s"), "--param", "lr=choice:0.1,0.01",
                  "--trial-on", "local,local", "--on", "local"]) == 2
     assert "--trial-on runs each trial on one machine" in capsys.readouterr().err
+    assert main(["sweep", str(tmp_path / "s"), "--param", "lr=choice:0.1,0.01",
+                 "--slurm", "cluster"]) == 2
+    assert "does not run its trials on a Slurm cluster yet" in capsys.readouterr().err

@@ -123,6 +123,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         else:
             spec = _spec(args)
             plan = checked_plan(args).with_changes(run_name=_run_name(args))
+            if getattr(args, "slurm", None):
+                raise SweepError(["A sweep does not run its trials on a Slurm cluster yet: "
+                                  "leave out --slurm (or run each trial with dtgui export "
+                                  "--slurm)."])
             if args.trial_on and wants_machines(args):
                 raise SweepError(["--trial-on runs each trial on one machine: leave out the "
                                   "placement options (--on, --workers-on ...)."])
