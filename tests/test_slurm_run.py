@@ -9,20 +9,27 @@ supervisor; the TensorFlow run is the real thing."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import conftest_ssh
 import pytest
+import remote_python
+import runs
+import sshhosts
+from conftest_ssh import machine, trust
 from fakes import wait_for
 from slurm_cluster import SlurmCluster, SlurmUnavailable, start_cluster
 
 from dtgui.core.plan import Plan
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
-from dtgui.core.slurm import SlurmJob
+from dtgui.core.slurm import SlurmDefaults, SlurmJob
 from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.pipeline import launch_plan, reattach
@@ -31,15 +38,23 @@ from dtgui.launch.targets import Target
 from dtgui.remote.commands import LocalRunner
 from dtgui.remote.slurm import probe
 
+ssh_lab, ssh_env, real_keyring = conftest_ssh.ssh_lab, conftest_ssh.ssh_env, conftest_ssh.real_keyring
+
 
 @pytest.fixture(scope="module")
-def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+def slurm() -> Iterator[SlurmCluster]:
+    # outside pytest's private temporary directory: jobs of the SSH test account run scripts
+    # from the nodes' spool directories
+    root = Path(tempfile.mkdtemp(prefix="dtgui-slurm-"))
+    root.chmod(0o755)
     try:
-        cluster = start_cluster(tmp_path_factory.mktemp("slurm"))
+        cluster = start_cluster(root)
     except SlurmUnavailable as exc:
+        shutil.rmtree(root, ignore_errors=True)
         pytest.skip(f"Slurm cannot run here: {exc}")
     yield cluster
     cluster.stop()
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def mwms(steps: int, name: str = "slurm-run") -> Plan:
@@ -240,3 +255,50 @@ def test_ctrl_c_in_dtgui_run_cancels_the_job(slurm: SlurmCluster, tmp_path: Path
     assert "run stopped" in rest
     assert slurm.queue() == []
     wait_for(lambda: not processes_in(out), 10, "a task process is left")
+
+
+@pytest.fixture
+def login_node(slurm: SlurmCluster, ssh_lab: sshhosts.SshLab) -> Iterator[sshhosts.Host]:
+    """An SSH test host as the cluster's login node: Slurm's commands there read the default
+    /etc/slurm/slurm.conf, which names the controller at an address the host reaches."""
+    conf = Path("/etc/slurm/slurm.conf")
+    if conf.exists():
+        pytest.skip(f"{conf} exists: this machine has a Slurm of its own")
+    address = f"{ssh_lab.subnet}.1" if ssh_lab.subnet else "127.0.0.1"
+    text = slurm.conf.read_text()
+    conf.write_text(text.replace("(127.0.0.1)", f"({address})", 1))
+    try:
+        yield ssh_lab.hosts[0]
+    finally:
+        conf.unlink(missing_ok=True)
+
+
+def test_a_cluster_reached_over_ssh(slurm: SlurmCluster, ssh_env: Path, login_node: sshhosts.Host,
+                                    ssh_lab: sshhosts.SshLab, tmp_path: Path) -> None:
+    """Registered by its login node: the bundle goes to the shared filesystem over SFTP, the
+    job is submitted and followed there, its events mirrored here; Stop cancels it."""
+    trust(login_node)
+    python = runs.stub_python(python=remote_python.python_for(), step_seconds=0.05)
+    cluster = machine(ssh_lab, login_node, python=python,
+                      slurm=SlurmDefaults(partition="debug", shared_dir="cluster-runs"))
+    controller = launch_plan(mwms(40), tmp_path, targets=[
+        Target.cluster(cluster, nodes=2, tasks_per_node=1)])
+    run_dir = controller.record.machines[0].dir  # type: ignore[union-attr]
+    assert run_dir.startswith(str(ssh_lab.home / "cluster-runs"))
+    assert controller.wait(60) and controller.state is RunState.FINISHED, (
+        controller.message, controller.metrics.log_lines("worker:0")[-8:])
+    snap = controller.metrics.snapshot()
+    assert sorted(snap.replica_loss) == [0, 1]
+    assert (controller.bundle.output / "events-worker-1.jsonl").stat().st_size > 0
+    assert RunRecord.load(controller.bundle.path).machines[0].job_id
+    assert slurm.queue() == []
+    # Stop over SSH: scancel on the login node; nothing left in the queue or on the nodes
+    endless = launch_plan(mwms(100000, "endless"), tmp_path, targets=[
+        Target.cluster(cluster, nodes=2, tasks_per_node=1)])
+    wait_for(lambda: endless.metrics.snapshot().step >= 5, 30, "no steps over SSH")
+    endless.request_stop()
+    assert endless.wait(30) and endless.state is RunState.STOPPED, endless.message
+    job = endless.executors[0].job_id
+    wait_for(lambda: job not in slurm.queue(), 15, f"job {job} is still queued")
+    wait_for(lambda: not processes_in(Path(endless.executors[0].directory)), 10,
+             "a task process is left")

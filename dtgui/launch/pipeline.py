@@ -142,6 +142,7 @@ class Launch:
         self.script: ScriptStudy | None = study(plan)  # a user's own script, looked at
         self.clients: dict[str, SSHClient] = {}
         self.checks: dict[str, PythonCheck] = {}
+        self.cluster_dir = ""  # a Slurm run's directory on the cluster's shared filesystem
         self.placed = plan
         self.bundle: Bundle | None = None
         self.executors: list[Executor] = []
@@ -201,6 +202,8 @@ class Launch:
         assert self.bundle is not None
         if not target.needs_connection:
             return str(self.bundle.path)
+        if target.kind is TargetKind.SLURM:
+            return self.cluster_dir  # on the shared filesystem (the check made it)
         return self.checks[target.name].directory
 
     def addresses(self) -> dict[str, str]:
@@ -278,14 +281,23 @@ def _check_cluster(launch: Launch, target: Target) -> None:
 
     assert target.slurm is not None
     launch.progress(f"Asking Slurm about {target.label}", 0.15)
+    runner = command_runner(target, launch.clients.get(target.name))
     try:
-        facts = probe(command_runner(target, launch.clients.get(target.name)))
+        facts = probe(runner)
     except SlurmError as exc:
         raise LaunchError(f"Not launched: {exc}") from exc
     problems = facts.problems[:1] if not facts.version else fit_problems(target.slurm,
                                                                          facts.partitions)
     if problems:
         raise LaunchError("Not launched: " + " ".join(problems))
+    if target.machine is not None:  # the run's directory on the shared filesystem
+        shared = target.machine.slurm.shared_dir if target.machine.slurm else "dtgui-runs"
+        code, out, err = runner.run(["sh", "-c", 'mkdir -p -- "$HOME/$1" && cd -- "$HOME/$1" '
+                                     "&& pwd", "sh", f"{shared}/{launch.record.run_id}"], 30)
+        if code != 0:
+            raise LaunchError(f"Not launched: cannot make the run's directory under {shared} "
+                              f"on {target.label}: {err.decode('utf-8', 'replace').strip()}")
+        launch.cluster_dir = out.decode("utf-8", "replace").strip()
 
 
 def _place(launch: Launch) -> None:
@@ -364,11 +376,13 @@ def _record(launch: Launch) -> None:
 
 
 def _upload(launch: Launch) -> None:
+    from dtgui.launch.slurm_remote import RemoteSlurmExecutor
     from dtgui.launch.ssh_exec import SshExecutor, bundle_archive
     from dtgui.remote.parallel import each
 
     assert launch.bundle is not None
-    remote = [ex for ex in launch.executors if isinstance(ex, SshExecutor)]
+    remote = [ex for ex in launch.executors
+              if isinstance(ex, SshExecutor | RemoteSlurmExecutor)]
     archive = bundle_archive(launch.bundle)
     done: dict[str, int] = {}
     shown = [0.0]
@@ -381,7 +395,7 @@ def _upload(launch: Launch) -> None:
             launch.progress(f"Copying the bundle ({len(archive) // 1024} KiB) to "
                             f"{len(remote)} machine(s)", 0.3 + 0.55 * fraction)
 
-    def copy(executor: SshExecutor) -> None:
+    def copy(executor: SshExecutor | RemoteSlurmExecutor) -> None:
         executor.archive = archive
         executor.prepare(lambda sent, _total: report(executor.name, sent))
 
@@ -442,6 +456,9 @@ def launch_plan(plan: Plan, runs_root: Path | None = None, *,
     use the ports already in `plan.tasks` (bind-tested first) instead of choosing free ones;
     by default kept for a plan placed on this machine alone (they were chosen free here).
     """
+    clusters = [t for t in targets if t.kind is TargetKind.SLURM]
+    if assignments is None and clusters:  # a Slurm job: every task is on the cluster
+        assignments = {f"{kind}:{index}": clusters[0].name for kind, index in task_layout(plan)}
     if assignments is None:  # the plan's own placement, or every task on this machine
         assignments = {t.task_id: t.machine_name for t in plan.tasks} if plan.tasks \
             else {f"{kind}:{index}": LOCAL_MACHINE for kind, index in task_layout(plan)}

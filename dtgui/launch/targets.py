@@ -6,7 +6,8 @@ A `Target` is one machine of a run. Its `TargetKind` says how dtgui reaches it:
 * `SSH`: a registered machine; its tasks are started and watched over one SSH connection
   (`SshExecutor`), the bundle copied there first.
 * `SLURM`: a Slurm cluster, reached at its login node (this machine, or a registered machine
-  over SSH); the tasks are one batch job (`SlurmExecutor`, `dtgui.core.slurm` for the job).
+  over SSH); the tasks are one batch job (`SlurmExecutor`, `RemoteSlurmExecutor` over SSH;
+  `dtgui.core.slurm` for the job).
 
 The launch pipeline (`dtgui.launch.pipeline`) and a reattach ask a target's kind what applies
 to it: whether it needs a connection, how commands run there (`command_runner`: the same check
@@ -59,6 +60,15 @@ class Target:
     gpus: tuple[int, ...] = ()
     slurm: SlurmJob | None = None  # a Slurm cluster: the job the tasks are (machine: its
     # login node over SSH; None: this machine is the login node)
+
+    @classmethod
+    def cluster(cls, machine: Machine, **job: object) -> Target:
+        """A registered cluster as the target of one job: its defaults, then `job`'s values
+        that are not None (SlurmJob's fields)."""
+        assert machine.slurm is not None, f"{machine.name} is not a Slurm cluster"
+        settings = SlurmJob.from_defaults(machine.name, machine.slurm,
+                                          python=machine.python or None, **job)
+        return cls(machine.name, machine, machine.python, slurm=settings)
 
     @property
     def kind(self) -> TargetKind:
@@ -137,13 +147,17 @@ def make_executor(target: Target, bundle: Bundle, run_dir: str, *,
     if target.kind is TargetKind.LOCAL:
         return LocalExecutor(bundle, tasks, target.interpreter)
     if target.kind is TargetKind.SLURM:
-        from dtgui.launch.controller import LaunchError
+        if target.machine is not None:  # the login node over SSH
+            from dtgui.launch.slurm_remote import RemoteSlurmExecutor
+
+            assert connector is not None
+            remote = RemoteSlurmExecutor(target.name, bundle, tasks, run_dir=run_dir,
+                                         reconnect=functools.partial(connector, target.machine),
+                                         client=client)
+            remote.dir_ready = dir_ready
+            return remote
         from dtgui.launch.slurm_exec import SlurmExecutor
 
-        if target.machine is not None:  # the login node over SSH: not yet followed
-            raise LaunchError(f"{target.name}: runs on a Slurm cluster reached over SSH are "
-                              "not supported yet: export the bundle (dtgui export --slurm) "
-                              "and submit it on the login node (sbatch job.sbatch)")
         return SlurmExecutor(target.name, bundle, tasks, command_runner(target, None), run_dir)
     from dtgui.launch.ssh_exec import SshExecutor
 
