@@ -1,8 +1,10 @@
 """Several machines through the real GUI: two registered machines picked in the wizard, 4 replica curves
 live, both machines' device use, Stop, nothing left anywhere.
 
-Real sshd hosts in network namespaces, real TensorFlow tasks started over SSH, real dialogs
-clicked with pytest-qt. One machine signs in with a key whose host key is already trusted; the
+Real sshd hosts in network namespaces, tasks started over SSH under the real supervisor with
+the stub training child (tests/stub_task.py: per-replica losses as the training loop writes
+them, no TensorFlow; MultiWorkerMirrored over SSH trains for real in tests/test_multihost.py),
+real dialogs clicked with pytest-qt. One machine signs in with a key whose host key is already trusted; the
 other with a password that is nowhere yet and a host key dtgui has never seen: the launch
 itself asks for both, with the same dialogs as the Machines panel.
 
@@ -75,7 +77,7 @@ def wait_dialog(qtbot, shown: list, kind: type):
 
 
 def test_two_machines_from_the_wizard_four_curves_stop_leaves_nothing(
-        qtbot, ssh_lab, ssh_env, lab_python) -> None:
+        qtbot, ssh_lab, ssh_env, lab_python, stub_python) -> None:
     key_host, password_host = ssh_lab.hosts[0], ssh_lab.hosts[1]
     trust(key_host)  # the password host's key is unknown: the launch asks
     registry = MachineRegistry()
@@ -104,7 +106,7 @@ def test_two_machines_from_the_wizard_four_curves_stop_leaves_nothing(
                         "worker:2": "box-b", "worker:3": "box-b"}.items():
         choose(box._combos[task], where)
     for name in ("box-a", "box-b"):
-        box._pythons[name].setText(lab_python)
+        box._pythons[name].setText(stub_python(lab_python))
     wizard.review_page.replan()
     plan = wizard.plan()
     assert [t.machine for t in plan.tasks] == ["box-a", "box-a", "box-b", "box-b"]
