@@ -26,6 +26,8 @@ from conftest_ssh import machine, trust
 from fakes import wait_for
 from slurm_cluster import SlurmCluster, SlurmUnavailable, start_cluster
 
+from dtgui.cli.main import main as cli_main
+from dtgui.core.machines import MachineRegistry
 from dtgui.core.plan import Plan
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
@@ -302,3 +304,20 @@ def test_a_cluster_reached_over_ssh(slurm: SlurmCluster, ssh_env: Path, login_no
     wait_for(lambda: job not in slurm.queue(), 15, f"job {job} is still queued")
     wait_for(lambda: not processes_in(Path(endless.executors[0].directory)), 10,
              "a task process is left")
+    # dtgui export --slurm CLUSTER, then dtgui run: over SSH to the registered login node
+    registry = MachineRegistry()
+    registry.add(cluster)
+    registry.save()
+    out = tmp_path / "exported"
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    try:
+        assert cli_main(["export", str(out), "--strategy", "multi_worker_mirrored",
+                         "--steps", "20", "--slurm", cluster.name, "--nodes", "2"]) == 0
+        assert cli_main(["run", str(out)]) == 0
+    finally:
+        signal.signal(signal.SIGINT, handlers[0])
+        signal.signal(signal.SIGTERM, handlers[1])
+    record = RunRecord.load(out)
+    assert record.machines[0].job_id and record.machines[0].dir.startswith(
+        str(ssh_lab.home / "cluster-runs"))
+    assert (out / "output" / "events-worker-1.jsonl").stat().st_size > 0  # mirrored here

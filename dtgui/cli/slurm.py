@@ -16,6 +16,8 @@ from dtgui.core.strategies import Strategy
 
 if TYPE_CHECKING:
     from dtgui.launch.controller import RunController
+    from dtgui.launch.executor import Executor
+    from dtgui.launch.targets import Target
 
 
 def add_slurm_options(parser: argparse.ArgumentParser) -> None:
@@ -102,19 +104,56 @@ def export_slurm(plan: Plan, args: argparse.Namespace) -> int:
 
 
 def slurm_controller(bundle: Bundle, job: SlurmJob) -> RunController:
-    """A RunController submitting and following the Slurm bundle from this machine (the
-    login node), with a run record in the bundle (reattach finds the job from it)."""
+    """A RunController submitting and following the Slurm bundle, with a run record in the
+    bundle (a reattach finds the job from it). This machine is the login node (`local`), or
+    the registered cluster's login node is reached over SSH and the bundle copied to its
+    shared filesystem first. Raises LaunchError."""
     from dtgui.launch.controller import LaunchError, RunController
     from dtgui.launch.pipeline import new_record
     from dtgui.launch.targets import Target, machine_record, make_executor
 
-    if job.cluster != LOCAL_CLUSTER:
-        raise LaunchError(f"this bundle is a job for the cluster {job.cluster}: copy it to "
-                          "the cluster's shared filesystem and run `sbatch job.sbatch` there "
-                          "(or `dtgui run` on its login node)")
-    target = Target(LOCAL_MACHINE, None, job.python, slurm=job)
     record = new_record(Path(bundle.path), bundle.plan)
-    record.machines.append(machine_record(target, str(bundle.path), ""))
+    if job.cluster == LOCAL_CLUSTER:
+        target = Target(LOCAL_MACHINE, None, job.python, slurm=job)
+        executor = make_executor(target, bundle, str(bundle.path))
+        run_dir = str(bundle.path)
+    else:
+        target, executor, run_dir = _on_cluster(bundle, job, record.run_id)
+    record.machines.append(machine_record(target, run_dir, ""))
     record.save()
-    return RunController(bundle, executors=[make_executor(target, bundle, str(bundle.path))],
-                         record=record)
+    if executor.name != target.name:
+        raise LaunchError("internal: the executor is not the target's")
+    return RunController(bundle, executors=[executor], record=record)
+
+
+def _on_cluster(bundle: Bundle, job: SlurmJob, run_id: str) -> tuple[Target, Executor, str]:
+    """The registered cluster's login node over SSH: the run's directory made on the shared
+    filesystem and the bundle copied there."""
+    from dtgui.core.machines import MachineRegistry
+    from dtgui.launch.controller import LaunchError
+    from dtgui.launch.ssh_exec import bundle_archive
+    from dtgui.launch.targets import Target, make_executor
+    from dtgui.remote.commands import SshRunner
+    from dtgui.remote.connector import Connector
+    from dtgui.remote.slurm import make_run_dir
+
+    registry = MachineRegistry()
+    machine = registry.find(job.cluster)
+    if machine is None or machine.slurm is None:
+        raise LaunchError(f"no Slurm cluster is registered as {job.cluster!r}: add its login "
+                          "node in the Machines panel (or submit job.sbatch there by hand)")
+    connector = Connector(registry=registry)
+    (client,) = connector.connect_all([machine])
+    if isinstance(client, Exception):
+        raise LaunchError(f"cannot connect to {machine.name}: {client}")
+    target = Target(machine.name, machine, job.python, slurm=job)
+    try:
+        run_dir = make_run_dir(SshRunner(client), machine.slurm.shared_dir, run_id)
+    except SlurmError as exc:
+        client.close()
+        raise LaunchError(f"{machine.name}: {exc}") from exc
+    executor = make_executor(target, bundle, run_dir, connector=connector, client=client,
+                             dir_ready=True)
+    executor.archive = bundle_archive(bundle)  # type: ignore[attr-defined]
+    executor.prepare()
+    return target, executor, run_dir

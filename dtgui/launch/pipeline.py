@@ -291,13 +291,13 @@ def _check_cluster(launch: Launch, target: Target) -> None:
     if problems:
         raise LaunchError("Not launched: " + " ".join(problems))
     if target.machine is not None:  # the run's directory on the shared filesystem
+        from dtgui.remote.slurm import make_run_dir
+
         shared = target.machine.slurm.shared_dir if target.machine.slurm else "dtgui-runs"
-        code, out, err = runner.run(["sh", "-c", 'mkdir -p -- "$HOME/$1" && cd -- "$HOME/$1" '
-                                     "&& pwd", "sh", f"{shared}/{launch.record.run_id}"], 30)
-        if code != 0:
-            raise LaunchError(f"Not launched: cannot make the run's directory under {shared} "
-                              f"on {target.label}: {err.decode('utf-8', 'replace').strip()}")
-        launch.cluster_dir = out.decode("utf-8", "replace").strip()
+        try:
+            launch.cluster_dir = make_run_dir(runner, shared, launch.record.run_id)
+        except SlurmError as exc:
+            raise LaunchError(f"Not launched: {target.label}: {exc}") from exc
 
 
 def _place(launch: Launch) -> None:

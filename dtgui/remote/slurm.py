@@ -78,6 +78,17 @@ def probe(runner: CommandRunner, user: str = "") -> ClusterFacts:
     return facts
 
 
+def make_run_dir(runner: CommandRunner, shared_dir: str, run_id: str) -> str:
+    """The run's directory `~/<shared_dir>/<run_id>` on the cluster's shared filesystem, made
+    there; its absolute path. SlurmError when it cannot be made."""
+    code, out, err = runner.run(["sh", "-c", 'mkdir -p -- "$HOME/$1" && cd -- "$HOME/$1" && pwd',
+                                 "sh", f"{shared_dir}/{run_id}"], TIMEOUT)
+    if code != 0:
+        raise SlurmError(f"cannot make the run's directory under {shared_dir}: "
+                         f"{err.decode('utf-8', 'replace').strip()}")
+    return out.decode("utf-8", "replace").strip()
+
+
 def submit(runner: CommandRunner, directory: str, script: str) -> str:
     """`sbatch --parsable` of `script` in `directory` (the job's working directory): the job
     id. SlurmError with sbatch's own reason when it refuses the job."""
