@@ -64,6 +64,10 @@ class SlurmCluster:
         return path.read_text(errors="replace") if path.exists() else ""
 
     def stop(self) -> None:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):  # no job outlives it
+            jobs = self.queue()
+            if jobs:
+                self.run("scancel", *jobs)
         pids = []
         for path in self.pid_files:  # every daemon at once, then wait for them
             with contextlib.suppress(OSError, ValueError):
@@ -76,6 +80,9 @@ class SlurmCluster:
                 while time.monotonic() < deadline:
                     os.kill(pid, 0)
                     time.sleep(0.1)
+                os.kill(pid, signal.SIGKILL)
+        for pid in _job_steps(self.conf):  # a job's step daemons, should one be left
+            with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         if self.munged_pid and not _slurm_daemons():  # another test session may still use it
             with contextlib.suppress(OSError):
@@ -93,6 +100,19 @@ def _slurm_daemons() -> list[int]:
         if entry.name.isdigit():
             with contextlib.suppress(OSError):
                 if Path(entry.path, "comm").read_text().strip() in ("slurmctld", "slurmd"):
+                    found.append(int(entry.name))
+    return found
+
+
+def _job_steps(conf: Path) -> list[int]:
+    """Pids of the slurmstepd processes of the cluster whose configuration is `conf`."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if Path(entry.path, "comm").read_text().strip() == "slurmstepd" and \
+                        f"SLURM_CONF={conf}".encode() in \
+                        Path(entry.path, "environ").read_bytes().split(b"\0"):
                     found.append(int(entry.name))
     return found
 
