@@ -34,8 +34,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from dtgui.core.cluster import free_ports  # noqa: E402
 from dtgui.resources import DEMO_DATA  # noqa: E402
+from dtgui.worker.machine_probe import choose_free_ports as free_ports  # noqa: E402
 
 PROGRAMS = REPO / "packaging" / "benchmark_programs"
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored")

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from dtgui.core.bundle import render_bundle
-from dtgui.core.cluster import free_ports, place_local, place_on_machines
+from dtgui.core.cluster import place_local, place_on_machines
 from dtgui.core.machines import Machine
 from dtgui.core.plan import Plan
 from dtgui.core.run_state import RunState
@@ -25,6 +25,7 @@ from dtgui.launch.ssh_exec import SshExecutor
 from dtgui.launch.targets import Target, TargetKind, make_executor, plan_targets
 from dtgui.remote.connector import Connector, Secrets
 from dtgui.remote.parallel import each, each_value
+from dtgui.worker.machine_probe import choose_free_ports as free_ports
 
 
 def test_a_run_here_skips_every_step_that_does_not_apply(

@@ -10,7 +10,7 @@ from pathlib import Path
 from dtgui.core.desktop import install_desktop, xdg_data_home
 
 
-def add_install_desktop(sub: argparse._SubParsersAction) -> None:
+def add_install_desktop(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sub.add_parser(
         "install-desktop",
         help="add dtgui to the application menu (a desktop entry and an icon under "

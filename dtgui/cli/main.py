@@ -169,7 +169,7 @@ def _replicas(strategy: Strategy, args: argparse.Namespace) -> int:
         return 1
     if strategy.collective_across_workers and args.device == "cpu":
         return 1  # TensorFlow's collectives use one CPU device per worker process
-    return args.replicas
+    return int(args.replicas)
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -6,11 +6,13 @@ import ipaddress
 import json
 import socket
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from dtgui.core.machines import Machine, ssh_login
 from dtgui.core.plan import LOCAL_HOST, LOCAL_MACHINE, Plan, TaskSpec, is_local_machine
-from dtgui.worker.machine_probe import choose_free_ports as free_ports  # the one port check,
-from dtgui.worker.machine_probe import port_is_free  # as on other machines: bound like TF
+
+# the one port check, as on other machines: ports bound as TensorFlow binds them
+from dtgui.worker.machine_probe import choose_free_ports, port_is_free
 
 
 class PlacementError(ValueError):
@@ -29,7 +31,7 @@ def place_local(plan: Plan, ports: list[int] | None = None) -> Plan:
     multi = plan.strategy.multi_process
     if not multi:
         return plan.with_changes(tasks=(TaskSpec("worker", 0, LOCAL_HOST, 0),), cluster={})
-    ports = ports if ports is not None else free_ports(len(layout))
+    ports = ports if ports is not None else choose_free_ports(len(layout))
     if len(ports) < len(layout):
         raise ValueError(f"need {len(layout)} ports, got {len(ports)}")
     tasks = tuple(
@@ -46,7 +48,7 @@ def cluster_spec(tasks: tuple[TaskSpec, ...]) -> dict[str, list[str]]:
     return cluster
 
 
-def tf_config(plan: Plan, task: TaskSpec) -> dict | None:
+def tf_config(plan: Plan, task: TaskSpec) -> dict[str, Any] | None:
     """TF_CONFIG for one task, or None for a single-process strategy."""
     if not plan.cluster:
         return None
@@ -200,7 +202,7 @@ def local_address_towards(host: str) -> str:
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
             sock.connect((host, 9))
-            return sock.getsockname()[0]
+            return str(sock.getsockname()[0])
     except OSError:
         return socket.gethostname()
 

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dtgui.core.bundle import Bundle, render_bundle
-from dtgui.core.cluster import PlacementError, free_ports, machine_key, place_plan, task_layout
+from dtgui.core.cluster import PlacementError, machine_key, place_plan, task_layout
 from dtgui.core.machines import MachineRegistry
 from dtgui.core.plan import LOCAL_MACHINE, Plan, PlanError
 from dtgui.core.run_state import RunState
@@ -58,6 +58,7 @@ from dtgui.launch.targets import (
     machine_record,
     make_executor,
 )
+from dtgui.worker.machine_probe import choose_free_ports
 
 if TYPE_CHECKING:  # paramiko is imported only when a step needs it (not for this machine)
     from dtgui.launch.precheck import PythonCheck
@@ -311,7 +312,7 @@ def _place(launch: Launch) -> None:
         elif target.name in launch.checks:
             ports[target.name] = launch.checks[target.name].free_ports
         else:  # this machine, unchecked: free here now (the start step tests them again)
-            ports[target.name] = free_ports(launch.task_count(target))
+            ports[target.name] = choose_free_ports(launch.task_count(target))
     machines = {t.name: t.machine for t in launch.targets if t.machine is not None}
     known = list(machines.values())
     if any(m.jump_host.strip() for m in known):  # a jump host may be any registered machine

@@ -21,7 +21,7 @@ import socket
 import threading
 import time
 from dataclasses import replace
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import paramiko
 
@@ -96,7 +96,7 @@ def _left(deadline: float) -> float:
     return deadline - time.monotonic()
 
 
-def _resolve(machine: Machine, deadline: float, timeout: float) -> list:
+def _resolve(machine: Machine, deadline: float, timeout: float) -> list[Any]:
     box: dict[str, object] = {}
 
     def work() -> None:

@@ -28,7 +28,8 @@ import paramiko
 
 from dtgui.core.doctor import REACH_OUTCOMES, PortProbe, ReachProbe
 from dtgui.core.machines import Machine
-from dtgui.remote.commands import NOT_FOUND, ConnectError, SshRunner, run
+from dtgui.remote.commands import NOT_FOUND, SshRunner, run
+from dtgui.remote.hostkeys import ConnectError
 from dtgui.remote.parallel import each_value
 from dtgui.remote.probe import ask, probe_source
 

@@ -181,7 +181,7 @@ def _read_system(facts: RemoteFacts, system: Mapping[str, Any]) -> None:
 
 def _int(value: object) -> int:
     try:
-        return int(value)  # type: ignore[call-overload]
+        return int(value)  # type: ignore[call-overload,no-any-return]
     except (TypeError, ValueError):
         return 0
 

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import paramiko
 
-from dtgui.remote.commands import ConnectError, run_bytes
+from dtgui.remote.commands import run_bytes
+from dtgui.remote.hostkeys import ConnectError
 
 CopyProgress = Callable[[int, int], None]  # (bytes copied, bytes in all)
 

@@ -68,7 +68,7 @@ class LineSample(ItemSample):
         p.drawLine(2, 11, 18, 11)
 
 
-def _fingerprint(x: np.ndarray, y: np.ndarray) -> tuple:
+def _fingerprint(x: np.ndarray, y: np.ndarray) -> tuple[float, ...]:
     return (len(x), float(x[-1]), float(y[-1])) if len(x) else (0,)
 
 
@@ -169,7 +169,7 @@ class CurveSet:
         target.getViewBox().addItem(self.layer)
         # length and last point fed: a series rewound (a restart from a checkpoint) and grown
         # back to the same length between two frames still differs in its last point
-        self._fed_len: dict[object, tuple] = {}
+        self._fed_len: dict[object, tuple[float, ...]] = {}
         self._pending: set[object] = set()  # hidden: fed when shown again
         self._in_plot: set[object] = set()  # curves drawing their series themselves
         self._due: dict[object, None] = {}  # grown and visible, not fed yet (oldest first)

@@ -13,7 +13,7 @@ the timer stops once every series is drawn.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QPalette
@@ -46,12 +46,12 @@ BACKLOG_MS = 10
 TEXT_SECONDS = 0.25  # numbers are for reading: at most 4 updates a second (plots: 20)
 
 
-def script_losses(metrics: RunMetrics | None) -> dict:
+def script_losses(metrics: RunMetrics | None) -> dict[int, Any]:
     """For a script that reports no steps: each task's training-loss scalar as the curve of
     its task's number (worker:1 -> 1; one replica per worker on CPU), else nothing."""
     if metrics is None:
         return {}
-    out = {}
+    out: dict[int, Any] = {}
     for task, series in metrics.scalars.loss_series().items():
         kind, _, index = task.partition(":")
         if kind in ("worker", "chief") and index.isdigit() and int(index) not in out:
@@ -346,7 +346,7 @@ class Dashboard(QWidget):
     def _metrics(self) -> RunMetrics | None:
         return self.controller.metrics if self.controller is not None else None
 
-    def _scalars(self) -> dict:
+    def _scalars(self) -> dict[str, Any]:
         metrics = self._metrics()
         return metrics.scalars.snapshot() if metrics is not None else {}
 

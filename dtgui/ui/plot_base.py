@@ -41,7 +41,8 @@ Y_REFIT_FILL = 0.7  # ... and fitted again once the data fills less of it than t
 def series_colour(index: int) -> QColor:
     if index < len(PALETTE):
         return QColor(PALETTE[index])
-    return pg.intColor(index, hues=17, values=2)
+    colour: QColor = pg.intColor(index, hues=17, values=2)
+    return colour
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ class SpacedAxis(pg.AxisItem):
 
     def tickSpacing(self, minVal: float, maxVal: float,
                     size: float) -> list[tuple[float, float]]:
-        levels = super().tickSpacing(minVal, maxVal, size)
+        levels: list[tuple[float, float]] = super().tickSpacing(minVal, maxVal, size)
         if not maxVal > minVal or size <= 0:
             return levels
         need = self.MIN_GAP_PX * (maxVal - minVal) / size  # data units between two labels

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import Qt, Signal, SignalInstance
 from PySide6.QtWidgets import (
@@ -146,7 +147,7 @@ class RunsPage(QWidget):
         """Read the run records (off the UI thread), then show them."""
         run_in_thread(_history, self.show_records, context=self)
 
-    def show_records(self, rows: list) -> None:
+    def show_records(self, rows: list[Any]) -> None:
         """Show runs: records, or (record, plan summary) pairs."""
         rows = [r if isinstance(r, tuple) else (r, r.bundle) for r in rows]
         self.records = [r[0] for r in rows]

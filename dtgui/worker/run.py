@@ -131,7 +131,8 @@ def build(source: ModelSource, info: BuiltStrategy, plan: Plan) -> tuple[Any, ..
 
 def sample_batch(source: ModelSource, batch: int) -> tuple[Any, Any]:
     ds = loop.check_dataset(source.call("make_dataset"))
-    return next(iter(ds.batch(batch).take(1)))
+    features, labels = next(iter(ds.batch(batch).take(1)))
+    return features, labels
 
 
 def sample_inputs(source: ModelSource) -> Any:

@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 
 from dtgui.core.doctor import DEFAULT_PORT, FAIL, OK, WARN, Check, build_checks, summary
 from dtgui.core.hardware import MachineFacts
-from dtgui.core.machines import Machine, MachineRegistry
+from dtgui.core.machines import Machine, MachineRegistry, RemoteFacts
 from dtgui.remote.doctor_checks import run_doctor_checks
 from dtgui.remote.probe import probe
 from dtgui.ui.machines.common import plain_buttons, repolish
@@ -185,7 +185,7 @@ class DoctorDialog(QDialog):
         self._update()
         repolish(self.status_label, "")
         self.status_label.setText(f"Connecting to {len(machines)} machine(s)…")
-        def action(attempt: Attempt):
+        def action(attempt: Attempt) -> tuple[Any, RemoteFacts]:
             client = attempt.connect()
             try:
                 attempt.report("probing Python, TensorFlow and GPUs…")
@@ -214,7 +214,7 @@ class DoctorDialog(QDialog):
                 for client in clients.values():
                     client.close()
 
-        def done(result) -> None:
+        def done(result: tuple[Any, Any]) -> None:
             ports, reach = result
             self._finish(build_checks(self.local, facts, port, ports, reach, errors))
 

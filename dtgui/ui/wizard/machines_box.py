@@ -30,7 +30,6 @@ from PySide6.QtWidgets import (
 
 from dtgui.core.cluster import (
     PlacementError,
-    free_ports,
     machine_key,
     place_plan,
     task_layout,
@@ -38,6 +37,7 @@ from dtgui.core.cluster import (
 from dtgui.core.hardware import GpuInfo
 from dtgui.core.machines import Machine
 from dtgui.core.plan import LOCAL_MACHINE, Plan
+from dtgui.worker.machine_probe import choose_free_ports
 
 from .common import MULTI_TASK, card, label, muted
 from .gpu_picker import GpuPicker
@@ -62,7 +62,7 @@ class MachinesBox(QFrame):
         self._typed: dict[str, str] = {}  # machine -> python typed in this wizard
         self._filled: dict[str, str] = {}  # machine -> the python its line edit started with
         self._chosen: dict[str, str] = {}
-        self._layout_key: tuple = ()
+        self._layout_key: tuple[object, ...] = ()
         self._device_kind = "cpu"
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
@@ -201,7 +201,7 @@ class MachinesBox(QFrame):
         Raises PlacementError when it cannot be placed (too few GPUs checked on a machine)."""
         assignments = self.assignments()
         used = list(dict.fromkeys(assignments.values()))
-        ports = free_ports(len(assignments))
+        ports = choose_free_ports(len(assignments))
         per_machine = {m: list(ports) for m in used}
         registered = {name: m for name in used if (m := self.machine(name)) is not None}
         pythons = {name: python for name, python in self.pythons().items() if name in used}

@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget, QWizard
 
 from dtgui.core.cluster import place_local
 from dtgui.core.hardware import GpuInfo, MachineFacts
+from dtgui.core.machines import Machine
 from dtgui.core.plan import LOCAL_MACHINE, Plan
 from dtgui.resources import resource
 
@@ -81,7 +82,7 @@ class RunWizard(QWizard):
         return place_local(self.ctx.draft())
 
     # -- machines ------------------------------------------------------------------------------
-    def set_machines(self, machines: list) -> None:
+    def set_machines(self, machines: list[Machine]) -> None:
         """The registered machines the review page offers besides this machine."""
         self.review_page.machines_box.set_machines(machines)
         self.ctx.machine_names = [m.name for m in machines]
