@@ -79,7 +79,9 @@ case "$MODE" in
     lint
     export QT_QPA_PLATFORM=offscreen
     # the 25 slowest tests are listed at the end: where the suite's time goes
-    exec "$VENV/bin/python" -m pytest -q --durations=25 "$@"
+    # Tests wait on processes, SSH and training more than they compute: two or more at once
+    # (one worker holds the machine-wide labs, see tests/conftest.py).
+    exec "$VENV/bin/python" -m pytest -q -n auto --maxprocesses 4 --dist loadgroup --durations=25 "$@"
     ;;
   *) echo "usage: bash packaging/dev.sh run|test|lint|setup" >&2; exit 2 ;;
 esac

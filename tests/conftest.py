@@ -16,6 +16,25 @@ ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 
 
+# The labs that hold the whole machine (the SSH test hosts in their network namespaces, a Slurm
+# cluster on fixed ports): with pytest-xdist, every test of a module that uses one runs in the
+# same worker (`--dist loadgroup`); the other tests are spread over the workers.
+LAB_MODULES = {"conftest_ssh", "sshhosts", "slurm_cluster", "remote_python"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    uses_lab: dict[Path, bool] = {}
+    for item in items:
+        path = Path(item.path)
+        if path not in uses_lab:
+            text = path.read_text(encoding="utf-8")
+            uses_lab[path] = any(f"import {m}" in text or f"from {m} import" in text
+                                 for m in LAB_MODULES)
+        if uses_lab[path]:
+            item.add_marker(pytest.mark.xdist_group("machine-lab"))
+
+
 _launch_checks: list[str] = []  # the last launch-checks.json, carried from test to test
 
 
