@@ -89,11 +89,12 @@ def test_a_sweep_set_up_in_the_app_starts_in_the_background_and_stops(
     dialog = window.findChild(SweepDialog)
     assert dialog is not None
     ok = dialog.buttons.buttons()[0]
-    dialog.params_edit.setPlainText("--x=uniform:1:0\n")
-    assert "inverted" in dialog.problems.text() and not ok.isEnabled()
-    dialog.params_edit.setPlainText("--x=uniform:0:1\noptimizer=choice:adam,sgd\n")
-    assert "your script is not told this setting" in dialog.problems.text()
-    dialog.params_edit.setPlainText("--x=uniform:0:1\n")
+    dialog.set_params(["--x=uniform:1:0"])
+    assert "inverted" in dialog.param_rows[0].error.text() and not ok.isEnabled()
+    dialog.set_params(["--x=uniform:0:1", "optimizer=choice:adam,sgd"])
+    assert "your script is not told this setting" in dialog.param_rows[1].error.text()
+    dialog.param_rows[1].remove.click()
+    assert [r.text() for r in dialog.param_rows] == ["--x=uniform:0:1"]
     assert "Choose the sweep's folder" in dialog.problems.text()
     folder = tmp_path / "from-app"
     dialog.folder_edit.setText(str(folder))

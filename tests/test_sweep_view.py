@@ -135,3 +135,74 @@ def test_the_main_window_opens_a_sweep_and_compares_its_trials(qtbot: QtBot,
     window.open_sweep(tmp_path)
     view.closed.emit()
     assert window.pages.currentWidget() is window.runs_page
+
+
+def test_the_wizard_sweeps_its_run_setup_set_up_in_a_form(qtbot: QtBot, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sweep… on the wizard's review page: the form says each row's problem beside it (an
+    inverted range, an argument the built-in loop cannot take); Start sweep starts the sweep
+    of the wizard's plan and closes the wizard."""
+    from PySide6.QtWidgets import QDialogButtonBox, QWizard
+
+    from dtgui.launch import sweep_process
+    from dtgui.ui.app import make_app
+    from dtgui.ui.main_window import MainWindow
+    from dtgui.ui.sweep_dialog import RANGE, SweepDialog
+    from dtgui.ui.wizard.wizard import PAGE_REVIEW
+
+    started: list[tuple[Path, SweepSpec, Plan]] = []
+
+    def start(folder: Path, spec: SweepSpec, plan: Plan) -> int:
+        started.append((folder, spec, plan))
+        return 1
+
+    monkeypatch.setattr(sweep_process, "start_sweep", start)
+    make_app([])
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.show()
+    opened: list[Path] = []
+    monkeypatch.setattr(window, "open_sweep", opened.append)
+    window.open_wizard()
+    wizard = window.wizard
+    assert wizard is not None
+    while wizard.currentId() != PAGE_REVIEW:
+        wizard.next()
+    sweep = wizard.button(QWizard.WizardButton.CustomButton2)
+    assert sweep.isVisible() and sweep.isEnabled() and sweep.text() == "Sweep…"
+    sweep.click()
+    dialog = wizard.findChild(SweepDialog)
+    assert dialog is not None and dialog.base_plan == wizard.plan()
+    ok = dialog.buttons.button(QDialogButtonBox.StandardButton.Ok)
+    assert ok is not None
+    lr, batch = dialog.param_rows
+    assert (lr.name(), batch.name()) == ("lr", "batch-size")
+    lr.low.setText("0.1")
+    lr.high.setText("0.001")
+    assert "inverted" in lr.error.text() and lr.error.isVisibleTo(dialog)
+    assert not ok.isEnabled()
+    lr.high.setText("0.5")
+    assert lr.error.text() == ""
+    arg = dialog.add_param()
+    arg.setting.setCurrentIndex(arg.setting.findData("arg"))
+    assert "Type the name" in arg.error.text()
+    arg.name_edit.setText("dropout")
+    assert "cannot take it" in arg.error.text() and not ok.isEnabled()
+    arg.remove.click()
+    batch.space.setCurrentText(RANGE)
+    batch.number.setCurrentText("int")
+    batch.low.setText("16")
+    batch.high.setText("64")
+    assert "Choose the sweep's folder" in dialog.problems.text()
+    dialog.folder_edit.setText(str(tmp_path / "sweep"))
+    dialog.parallel_spin.setValue(4)
+    assert dialog.problems_now() == [] and ok.isEnabled()
+    if os.environ.get("DTGUI_SCREENSHOTS"):
+        dialog.grab().save(str(Path(os.environ["DTGUI_SCREENSHOTS"]) / "sweep-dialog.png"))
+    ok.click()
+    qtbot.waitUntil(lambda: bool(opened), timeout=10_000)
+    folder, spec, plan = started[0]
+    assert folder == tmp_path / "sweep" and opened == [folder]
+    assert [p.to_text() for p in spec.params] == ["lr=loguniform:0.1:0.5", "batch-size=int:16:64"]
+    assert (spec.parallel, spec.objective, plan) == (4, "val_loss", dialog.base_plan)
+    assert not wizard.isVisible()

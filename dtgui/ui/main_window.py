@@ -249,6 +249,7 @@ class MainWindow(QMainWindow):
         wizard.set_machines(self.machines.machines())  # tasks may go to registered machines
         wizard.set_gpu_facts(self.machines.gpu_facts())
         wizard.accepted.connect(self._on_wizard_accepted)
+        wizard.sweepRequested.connect(self._sweep_from_wizard)
         wizard.open()
 
     def _on_wizard_accepted(self) -> None:
@@ -301,18 +302,37 @@ class MainWindow(QMainWindow):
         self.pages.setCurrentWidget(self.sweep_view)
 
     def new_sweep(self) -> None:
-        """Set up a sweep of the last run setup (the wizard remembers it); it runs in a process
-        of its own, shown by the sweep view."""
-        from dtgui.ui.sweep_dialog import SweepDialog
-
+        """Set up a sweep of the last run setup (the wizard remembers it)."""
         plan, message = load_last_plan()
         if plan is None:
             self.statusBar().showMessage(message or "Set up a run first (New run…): a sweep "
                                          "trains it with settings varied.", 10000)
             return
-        dialog = SweepDialog(plan, parent=self)
+        self.sweep_plan(plan)
+
+    def sweep_plan(self, plan: Plan, parent: QWidget | None = None) -> SweepDialog:
+        """Show the dialog that sets up a sweep of `plan`; once accepted the sweep runs in a
+        process of its own, shown by the sweep view."""
+        from dtgui.ui.sweep_dialog import SweepDialog
+
+        dialog = SweepDialog(plan, parent=parent or self)
         dialog.accepted.connect(lambda: self._start_sweep(dialog))
         dialog.open()
+        return dialog
+
+    def _sweep_from_wizard(self, plan: Plan) -> None:
+        """The wizard's Sweep…: the dialog over the wizard, which closes once a sweep starts
+        (and remembers the setup, as a launch does)."""
+        wizard = self.wizard
+        dialog = self.sweep_plan(plan, wizard)
+
+        def started() -> None:
+            run_in_thread(lambda: save_last_plan(plan), lambda _: None, self._report_error,
+                          context=self)
+            if wizard is not None:
+                wizard.reject()
+
+        dialog.accepted.connect(started)
 
     def _start_sweep(self, dialog: SweepDialog) -> None:
         from dtgui.launch.sweep_process import start_sweep

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QSize
+from PySide6.QtCore import QSize, Signal
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget, QWizard
 
@@ -24,7 +24,10 @@ PAGE_STRATEGY, PAGE_OPTIONS, PAGE_MODEL, PAGE_REVIEW = range(4)
 
 
 class RunWizard(QWizard):
-    """Builds a Plan. After accept: plan() is placed, action() is "launch" or "export"."""
+    """Builds a Plan. After accept: plan() is placed, action() is "launch" or "export".
+    `sweepRequested(plan)`: the review page's Sweep… button (the placed plan to sweep)."""
+
+    sweepRequested = Signal(object)
 
     def __init__(self, facts: MachineFacts | None, initial: Plan | None = None,
                  parent: QWidget | None = None) -> None:
@@ -34,6 +37,7 @@ class RunWizard(QWizard):
         self.setWizardStyle(QWizard.WizardStyle.ModernStyle)
         self.setOption(QWizard.WizardOption.NoBackButtonOnStartPage, True)
         self.setOption(QWizard.WizardOption.HaveCustomButton1, True)
+        self.setOption(QWizard.WizardOption.HaveCustomButton2, True)
         self.resize(960, 760)
         self.setMinimumSize(QSize(860, 620))
         icon = resource("icons", "dtgui.svg")
@@ -63,6 +67,9 @@ class RunWizard(QWizard):
         launch.setToolTip("Start every process on this machine and watch the training.")
         export = self.button(QWizard.WizardButton.CustomButton1)
         export.setToolTip("Write a directory that reproduces this run without dtgui.")
+        self.setButtonText(QWizard.WizardButton.CustomButton2, "Sweep…")
+        self.button(QWizard.WizardButton.CustomButton2).setToolTip(
+            "Train this run setup many times with some settings varied (a sweep).")
         self.customButtonClicked.connect(self._on_custom_button)
         self.currentIdChanged.connect(self._update_buttons)
         self.review_page.completeChanged.connect(self._update_buttons)
@@ -129,17 +136,28 @@ class RunWizard(QWizard):
         buttons = [QWizard.WizardButton.Stretch, QWizard.WizardButton.CancelButton,
                    QWizard.WizardButton.BackButton, QWizard.WizardButton.NextButton]
         if last:
-            buttons += [QWizard.WizardButton.CustomButton1, QWizard.WizardButton.FinishButton]
+            buttons += [QWizard.WizardButton.CustomButton2, QWizard.WizardButton.CustomButton1,
+                        QWizard.WizardButton.FinishButton]
         else:
             buttons.append(QWizard.WizardButton.FinishButton)
         self.setButtonLayout(buttons)
         export = self.button(QWizard.WizardButton.CustomButton1)
         export.setVisible(last)
         export.setEnabled(last and self.review_page.isComplete())
+        sweep = self.button(QWizard.WizardButton.CustomButton2)
+        sweep.setVisible(last)
+        sweep.setEnabled(last and self.review_page.isComplete())
 
     def _on_custom_button(self, which: int) -> None:
         if which == QWizard.WizardButton.CustomButton1.value:
             self.export_bundle()
+        elif which == QWizard.WizardButton.CustomButton2.value:
+            self.request_sweep()
+
+    def request_sweep(self) -> None:
+        """Ask for a sweep of the run set up so far; the wizard stays open until one starts."""
+        if self.review_page.isComplete():
+            self.sweepRequested.emit(self.review_page.placed_plan())
 
     def ask_export_dir(self) -> str:
         start = str(Path.home())
