@@ -17,6 +17,7 @@ from itertools import islice
 
 import numpy as np
 
+from dtgui.core.bottleneck import StepSplit
 from dtgui.core.events import Event
 from dtgui.core.run_curves import (
     GROUP_VALUES,
@@ -65,6 +66,7 @@ class Snapshot:
     learning_rate: tuple[np.ndarray, np.ndarray] = (np.empty(0), np.empty(0))
     models: list[dict[str, object]] = field(default_factory=list)  # model_saved events
     script_progress: ScriptProgress = field(default_factory=ScriptProgress)  # a script's own
+    splits: dict[str, StepSplit] = field(default_factory=dict)  # task -> its step's split
 
 
 class RunMetrics:
@@ -269,6 +271,7 @@ class RunMetrics:
                 learning_rate=self.curves.learning_rate.view(),
                 models=[dict(m) for m in self._models],
                 script_progress=replace(self.curves.script_progress),
+                splits=dict(self.curves.splits),
             )
 
     def log_lines(self, task: str) -> list[str]:

@@ -24,6 +24,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from dtgui.core.bottleneck import SPLIT_KIND, StepSplit
 from dtgui.core.events import STEP_KINDS, Event, StepRows, read_all, step_rows
 from dtgui.core.scalars import ScalarStore, is_loss_tag
 from dtgui.core.script_progress import ScriptProgress
@@ -282,6 +283,7 @@ class RunCurves:
         self.learning_rate = Series()
         self.scalars = ScalarStore()  # `scalar` events: a user's script's own numbers
         self.script_progress = ScriptProgress()  # the main task's `progress` events
+        self.splits: dict[str, StepSplit] = {}  # task -> where its step time went, latest
         self.t_first: float | None = None
         self.t_last: float | None = None
         self._loss_task = ""  # the main task (see the class doc)
@@ -369,6 +371,10 @@ class RunCurves:
             self.add_scalar(event)
         elif kind == "progress" and event.task == self._progress_task:
             self.script_progress.add(event)
+        elif kind == SPLIT_KIND:
+            split = StepSplit.from_event(event.task, event.data)
+            if split is not None:
+                self.splits[event.task] = split
         elif kind == "finished":
             loss = _number(event.get("loss"))
             if loss is not None:

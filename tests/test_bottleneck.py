@@ -1,0 +1,82 @@
+"""The split of a step and the verdict (pure logic), and RunCurves keeping each task's split."""
+
+from __future__ import annotations
+
+from dtgui.core.bottleneck import (
+    COMMUNICATION,
+    COMPUTE,
+    INPUT,
+    REPORTING,
+    RunFacts,
+    StepSplit,
+    verdict,
+)
+from dtgui.core.events import parse_line
+from dtgui.core.run_curves import RunCurves
+
+
+def split(task: str, **parts: float) -> StepSplit:
+    return StepSplit(task=task, step=100, **parts)
+
+
+def test_input_bound_names_the_worst_task_its_share_and_the_input_advice() -> None:
+    found = verdict([split("worker:0", input=0.010, compute=0.020, communication=0.002),
+                     split("worker:1", input=0.062, compute=0.036, reporting=0.002)])
+    assert (found.limit, found.task) == (INPUT, "worker:1")
+    assert round(found.share, 2) == 0.62
+    assert found.figure == "input wait 62 % of each step on worker:1"
+    assert "prefetch(tf.data.AUTOTUNE)" in found.text and "num_parallel_calls" in found.advice
+    assert found.short == "input 62 % (worker:1)"
+
+
+def test_communication_bound_advises_larger_batches_and_fewer_hosts_over_a_slow_link() -> None:
+    found = verdict([split("worker:0", input=0.001, compute=0.010, communication=0.030)],
+                    RunFacts(hosts=2, per_replica_batch=32))
+    assert found.limit == COMMUNICATION and round(found.share * 100) == 73
+    assert "larger batch per replica (now 32)" in found.advice
+    assert "fewer machines" in found.advice
+    single = verdict([split("worker:0", compute=0.010, communication=0.030)])
+    assert "fewer machines" not in single.advice
+
+
+def test_compute_bound_advises_only_what_the_run_does_not_do_already() -> None:
+    splits = [split("worker:0", input=0.001, compute=0.050, communication=0.002,
+                    reporting=0.0001)]
+    found = verdict(splits, RunFacts(gpu=True))
+    assert found.limit == COMPUTE and found.share > 0.9
+    assert "mixed precision" in found.advice and "XLA" in found.advice
+    assert "XLA" not in verdict(splits, RunFacts(gpu=True, xla=True)).advice
+    assert "mixed precision" not in verdict(splits, RunFacts(gpu=False)).advice
+
+
+def test_reporting_is_called_out_only_past_its_threshold_and_nothing_before_a_split() -> None:
+    assert verdict([split("chief:0", compute=0.010, reporting=0.002)]).limit == REPORTING
+    assert verdict([split("chief:0", compute=0.010, reporting=0.0001)]).limit == COMPUTE
+    empty = verdict([])
+    assert not empty.known and empty.short == "" and "not measured" in empty.text
+
+
+def test_a_split_event_is_read_compatibly_and_the_reducer_keeps_each_tasks_latest() -> None:
+    lines = [
+        '{"v":2,"kind":"split","task":"worker:1","t":1.0,"step":10,"input":0.03,'
+        '"compute":0.01,"communication":0.0,"reporting":0.0001,"calibration_seconds":0.2,'
+        '"training_seconds":9.8}',
+        '{"v":2,"kind":"split","task":"worker:1","t":2.0,"step":20,"input":0.001,'
+        '"compute":0.01,"communication":0.0,"reporting":0.0001,"future_field":1}',
+        '{"v":2,"kind":"split","task":"worker:0","t":2.0,"step":20,"input":"bad"}',
+        '{"v":2,"kind":"split","task":"worker:2","t":2.0,"compute":0.01,'
+        '"measured":["compute","reporting"],"method":"report"}',
+    ]
+    events = [e for e in (parse_line(x) for x in lines) if e is not None]
+    assert len(events) == 4
+    curves = RunCurves()
+    curves.add_events(events)
+    assert set(curves.splits) == {"worker:1", "worker:2"}  # worker:0 held no time
+    latest = curves.splits["worker:1"]
+    assert latest.step == 20 and round(latest.share(COMPUTE), 2) == 0.9
+    first = StepSplit.from_event("worker:1", events[0].data)
+    assert first is not None and abs(first.cost_share - 0.02) < 1e-9
+    script = curves.splits["worker:2"]
+    assert script.measured == (COMPUTE, REPORTING) and script.method == "report"
+    # a part a task did not measure never makes the verdict
+    assert verdict([script]).limit == COMPUTE
