@@ -1,8 +1,14 @@
-"""Real network faults on the SSH test hosts: a port another program holds, a firewalled port.
+"""Real network faults on the SSH test hosts: a port another program holds, a firewalled port,
+a slow link between two hosts.
 
 A firewall needs the hosts' own network namespaces (tests/sshhosts.py's netns mode) and
 nftables (`nft`, Debian package nftables); `firewall_unavailable()` says why not otherwise.
 Rules live in a table of their own inside the host's namespace and are deleted afterwards.
+
+A slow link (`throttled`) is traffic control on the host's eth0 (`tc`, Debian package
+iproute2): an HTB class at the rate for packets to the peer, the rest unlimited; a delay needs
+netem (`sch_netem`), which some kernels lack (this one was built without it, and without
+modules): then the link is slowed by its rate only and `throttled` yields False.
 """
 
 from __future__ import annotations
@@ -23,6 +29,14 @@ def firewall_unavailable(host: sshhosts.Host) -> str:
         return "the test hosts share one network stack (loopback mode): no per-host firewall"
     if not shutil.which("nft"):
         return "nftables is not installed (apt-get install nftables)"
+    return ""
+
+
+def shaping_unavailable(host: sshhosts.Host) -> str:
+    if not host.netns:
+        return "the test hosts share one network stack (loopback mode): no per-host link"
+    if not shutil.which("tc"):
+        return "tc is not installed (apt-get install iproute2)"
     return ""
 
 
@@ -77,3 +91,32 @@ def leftover_listeners(port: int, user: str = sshhosts.TEST_USER, wait: float = 
         if not found or time.monotonic() > deadline:
             return found
         time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def throttled(host: sshhosts.Host, peer: str, mbit: float, delay_ms: float = 0.0,
+              device: str = "eth0") -> Iterator[bool]:
+    """Packets from `host` to the address `peer` leave at `mbit` Mbit/s (after `delay_ms`, when
+    the kernel has netem; yields whether the delay applies). Throttle both hosts for a link."""
+    def tc(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run(_in_host(host, "tc", *argv), check=True, capture_output=True,
+                              text=True, timeout=10)
+
+    tc("qdisc", "add", "dev", device, "root", "handle", "1:", "htb", "default", "10")
+    try:
+        tc("class", "add", "dev", device, "parent", "1:", "classid", "1:10", "htb",
+           "rate", "10gbit")
+        tc("class", "add", "dev", device, "parent", "1:", "classid", "1:20", "htb",
+           "rate", f"{mbit:g}mbit", "ceil", f"{mbit:g}mbit")
+        delayed = False
+        if delay_ms:
+            with contextlib.suppress(subprocess.CalledProcessError):
+                tc("qdisc", "add", "dev", device, "parent", "1:20", "handle", "20:", "netem",
+                   "delay", f"{delay_ms:g}ms")
+                delayed = True
+        tc("filter", "add", "dev", device, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+           "match", "ip", "dst", f"{peer}/32", "flowid", "1:20")
+        yield delayed
+    finally:
+        subprocess.run(_in_host(host, "tc", "qdisc", "del", "dev", device, "root"),
+                       capture_output=True, timeout=10)

@@ -216,6 +216,27 @@ def test_a_listener_is_killed_when_its_source_never_arrives(ssh_lab, two_clients
     assert netfaults.leftover_listeners(port) == []
 
 
+def test_a_throttled_link_is_measured_at_its_rate(ssh_lab, two_clients) -> None:
+    h2, h3 = ssh_lab.hosts[0], ssh_lab.hosts[1]
+    why = netfaults.shaping_unavailable(h2)
+    if why:
+        pytest.skip(why)
+    machines, clients = two_clients
+    port, mbit = 23614, 80
+    with netfaults.throttled(h2, h3.address, mbit, delay_ms=5), \
+            netfaults.throttled(h3, h2.address, mbit, delay_ms=5):
+        links = doctor_checks.measure_links(clients, machines, port, size=8 << 20)
+    [link] = links
+    assert link.ok, link
+    measured = link.bandwidth * 8 / 1e6
+    print(f"configured {mbit} Mbit/s, measured {measured:.1f} Mbit/s, rtt {link.rtt_ms:.2f} ms")
+    assert abs(measured - mbit) <= 0.2 * mbit
+    assert netfaults.leftover_listeners(port) == []
+    checks = build_checks(local(), {}, port, links=links)
+    slow = row(checks, f"{h2.name} → {h3.name}", "Link")
+    assert slow.status == WARN and "Mbit/s" in slow.detail and "all-reduce" in slow.detail
+
+
 def test_hostile_looking_values_are_data(ssh_lab, two_clients) -> None:
     _machines, clients = two_clients
     client = clients[ssh_lab.hosts[0].name]

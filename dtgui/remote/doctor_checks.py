@@ -5,6 +5,9 @@
 * `check_reachability`: for every ordered pair (A, B), a short-lived listener runs on B and
   A opens a TCP connection to B's address and port. The listener answers with a random token,
   so a connection that reached something else (a proxy, another program) is told apart.
+* `measure_links`: for every pair that reached each other, the same listener on B and from A
+  round trips and a timed transfer over that port (`dtgui.core.network_pairs`); one pair at a
+  time, so that no two transfers share a link while they are timed.
 
 Both run the machine probe (`dtgui.worker.machine_probe`: its port check, `listen` and
 `connect`) with the machine's own interpreter (its Python field, default python3), its source
@@ -23,11 +26,13 @@ import shlex
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import paramiko
 
 from dtgui.core.doctor import REACH_OUTCOMES, PortProbe, ReachProbe
 from dtgui.core.machines import Machine
+from dtgui.core.network_pairs import TRANSFER_BYTES, TRANSFER_LIMIT, LinkProbe
 from dtgui.remote.commands import NOT_FOUND, SshRunner, run
 from dtgui.remote.hostkeys import ConnectError
 from dtgui.remote.parallel import each_value
@@ -147,21 +152,80 @@ class _Listener:
         self.chan.close()
 
 
+def _dial(client: paramiko.SSHClient, address: str, port: int, token: str, timeout: float,
+          python: str, send: int = 0) -> dict[str, Any]:
+    """The probe's `connect` answer, run on the machine of `client` (`outcome` "untested"
+    with the reason when it could not run)."""
+    args = ["connect", address, str(int(port)), token, f"{timeout:g}"]
+    args += ["--send", str(int(send))] if send else []
+    try:
+        answer = ask(SshRunner(client), python, args, timeout * (2 if send else 1) + 15)
+    except ConnectError as exc:
+        return {"outcome": "untested", "detail": str(exc)}
+    if answer.python_missing:
+        return {"outcome": "untested",
+                "detail": f"there is no {python} on the connecting machine"}
+    data = answer.data or {}
+    if data.get("outcome") in REACH_OUTCOMES:
+        return data
+    return {"outcome": "untested", "detail": str(data.get("error") or answer.detail)}
+
+
 def try_connect(client: paramiko.SSHClient, address: str, port: int, token: str,
                 timeout: float = CONNECT_TIMEOUT, *,
                 python: str = "python3") -> tuple[str, float, str]:
     """(outcome, millis, detail) of a TCP connection opened on the machine of `client`."""
-    args = ["connect", address, str(int(port)), token, f"{timeout:g}"]
+    data = _dial(client, address, port, token, timeout, python)
+    return str(data["outcome"]), float(data.get("millis") or 0.0), str(data.get("detail", ""))
+
+
+def measure_link(clients: Mapping[str, paramiko.SSHClient], machines: Mapping[str, Machine],
+                 source: str, target: str, port: int, *, size: int = TRANSFER_BYTES,
+                 limit: float = TRANSFER_LIMIT) -> LinkProbe:
+    """Round trips and a transfer of `size` bytes (at most `limit` s) from `source` to a test
+    listener on `target`'s `port`."""
+    address, token = _connect_address(machines[target].host), secrets.token_hex(12)
     try:
-        answer = ask(SshRunner(client), python, args, timeout + 15)
-    except ConnectError as exc:
-        return "untested", 0.0, str(exc)
-    if answer.python_missing:
-        return "untested", 0.0, f"there is no {python} on the connecting machine"
-    data = answer.data or {}
-    if data.get("outcome") in REACH_OUTCOMES:
-        return str(data["outcome"]), float(data.get("millis") or 0.0), str(data.get("detail", ""))
-    return "untested", 0.0, str(data.get("error") or answer.detail)
+        listener = _Listener(clients[target], _bind_address(machines[target].host), port, token,
+                             1, limit + LISTENER_MARGIN, python=machines[target].interpreter)
+    except (ConnectError, paramiko.SSHException, OSError) as exc:
+        return LinkProbe(source, target, port, error=f"no listener on {target}: {exc}")
+    try:
+        ready, why = listener.wait_ready(15.0)
+        if not ready:
+            return LinkProbe(source, target, port, error=f"on {target}, {why}")
+        data = _dial(clients[source], address, port, token, limit,
+                     machines[source].interpreter, send=size)
+    finally:
+        listener.stop()
+    if data.get("outcome") != "ok":
+        return LinkProbe(source, target, port, error=str(data.get("detail") or data["outcome"]))
+    if "rate" not in data:
+        return LinkProbe(source, target, port, error=str(data.get("measure_error") or
+                                                         "the transfer was not timed"))
+    return LinkProbe(source, target, port, rtt_ms=float(data.get("rtt_ms") or 0.0),
+                     bandwidth=float(data["rate"]), sent=int(data.get("sent") or 0),
+                     received=int(data.get("received") or 0), measured_at=time.time())
+
+
+def measure_links(clients: Mapping[str, paramiko.SSHClient], machines: Mapping[str, Machine],
+                  port: int, reach: Sequence[ReachProbe] | None = None, *,
+                  size: int = TRANSFER_BYTES, limit: float = TRANSFER_LIMIT,
+                  on_progress: Callable[[str], None] | None = None) -> list[LinkProbe]:
+    """Each pair of `clients` once (from the earlier to the later in their order), among
+    the pairs `reach` found connected both ways (every pair without `reach`), one at a time."""
+    names = list(clients)
+    connected = {(r.source, r.target) for r in reach or () if r.outcome == "ok"}
+    links = []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            if reach is not None and not {(a, b), (b, a)} <= connected:
+                continue
+            if on_progress is not None:
+                on_progress(f"Measuring the link {a} → {b} ({size / 2**20:.0f} MiB on port "
+                            f"{port})…")
+            links.append(measure_link(clients, machines, a, b, port, size=size, limit=limit))
+    return links
 
 
 def check_reachability(

@@ -13,7 +13,7 @@ Commands; ``facts`` and ``connect`` print one line ``DTGUIPROBE <json>``:
   its devices), a run directory made, free ports chosen and given ports tested.
 * ``listen`` / ``connect``: the doctor's reachability test. A short-lived listener answers
   every connection with a token (lines ``LISTENING <pid>``, ``ACCEPTED <addr>``, ``DONE <n>``,
-  or ``BINDFAIL``); ``connect`` dials it and says what it found.
+  or ``BINDFAIL``); ``connect`` dials it and says what it found (``--send``: and times the link).
 
 The port check (`port_is_free`, `check_ports`) binds as TensorFlow's gRPC server does (every
 address, IPv6 dual-stack where there is IPv6); dtgui itself imports these functions for the
@@ -396,13 +396,52 @@ def listen(bind: str, port: int, token: bytes, expect: int, lifetime: float) -> 
             break
         with contextlib.suppress(OSError):
             c.sendall(token + b"\n")
+            _serve(c, end)
         c.close()
         n += 1
         _say("ACCEPTED", addr[0])
     _say("DONE", n)
 
 
-def connect(host: str, port: int, token: bytes, timeout: float) -> dict[str, Any]:
+def _serve(c: socket.socket, end: float) -> None:
+    """Answer a source's `PING`s and time its `SEND n` from its first quarter on (TCP's slow
+    start left out), until it closes or `end`."""
+    c.settimeout(max(0.1, end - time.monotonic()))
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    f = c.makefile("rb")
+    for line in iter(f.readline, b""):
+        want, got, mark = int(line[5:]) if line.startswith(b"SEND ") else 0, 0, (0, 0.0)
+        chunk = b"."
+        while got < want and chunk:
+            chunk = f.read1(min(1 << 16, want - got))
+            got += len(chunk)
+            mark = mark if mark[0] or got < want // 4 else (got, time.monotonic())
+        rate = (got - mark[0]) / max(time.monotonic() - mark[1], 1e-9) if mark[0] else 0
+        c.sendall(b"GOT %d %.1f\n" % (got, rate) if want else b"PONG\n")
+
+
+def measure(c: socket.socket, send: int, limit: float, pings: int = 5) -> dict[str, Any]:
+    """The median round trip (ms); `send` bytes sent for at most `limit` s, timed there."""
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    f, rtts, block, sent = c.makefile("rb"), [], b"\0" * (1 << 18), 0
+    for _ in range(pings):
+        t0 = time.monotonic()
+        c.sendall(b"PING\n")
+        f.readline()
+        rtts.append((time.monotonic() - t0) * 1000)
+    c.sendall(b"SEND %d\n" % send)
+    t0 = time.monotonic()
+    while sent < send and time.monotonic() - t0 < limit:
+        c.sendall(block[:send - sent])
+        sent += min(len(block), send - sent)
+    if sent < send:
+        c.shutdown(socket.SHUT_WR)
+    got = f.readline().split()
+    return {"rtt_ms": sorted(rtts)[pings // 2], "sent": sent, "received": int(got[1]),
+            "rate": float(got[2])}
+
+
+def connect(host: str, port: int, token: bytes, timeout: float, send: int = 0) -> dict[str, Any]:
     """`outcome` (ok, timeout, refused, unresolved, unreachable, other), `millis`, `detail`."""
     try:
         socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -428,9 +467,14 @@ def connect(host: str, port: int, token: bytes, timeout: float) -> dict[str, Any
             data += chunk
     except OSError:
         pass
-    c.close()
     if data.strip() == token:
-        return {"outcome": "ok", "millis": millis, "detail": ""}
+        try:
+            found = measure(c, send, timeout) if send else {}
+        except (OSError, ValueError, IndexError) as exc:
+            found = {"measure_error": str(exc) or type(exc).__name__}
+        c.close()
+        return {"outcome": "ok", "millis": millis, "detail": "", **found}
+    c.close()
     detail = f"it sent {data[:40]!r}" if data else "it sent nothing"
     return {"outcome": "other", "millis": millis, "detail": detail}
 
@@ -471,17 +515,13 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("--which", default="", help="where this command is found on PATH")
     f.add_argument("--time-limit", type=float, default=0.0,
                    help="answer `timed_out` and exit after this many seconds")
-    li = sub.add_parser("listen")
-    li.add_argument("bind")
-    li.add_argument("port", type=int)
-    li.add_argument("token")
-    li.add_argument("expect", type=int)
-    li.add_argument("lifetime", type=float)
-    c = sub.add_parser("connect")
-    c.add_argument("host")
-    c.add_argument("port", type=int)
-    c.add_argument("token")
-    c.add_argument("timeout", type=float)
+    li, c = sub.add_parser("listen"), sub.add_parser("connect")
+    for name, kind in (("bind", str), ("port", int), ("token", str), ("expect", int),
+                       ("lifetime", float)):
+        li.add_argument(name, type=kind)
+    for name, kind in (("host", str), ("port", int), ("token", str), ("timeout", float)):
+        c.add_argument(name, type=kind)
+    c.add_argument("--send", type=int, default=0, help="then time round trips and this transfer")
     return p
 
 
@@ -496,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.redirect_stdout(sys.stderr):  # TensorFlow's and nvidia-smi's chatter
         try:
             if args.command == "connect":
-                result = connect(args.host, args.port, args.token.encode(), args.timeout)
+                result = connect(args.host, args.port, args.token.encode(), args.timeout, args.send)
             else:
                 result = facts(args)
         except Exception as exc:  # noqa: BLE001 - dtgui needs an answer it can show

@@ -31,7 +31,9 @@ from PySide6.QtWidgets import (
 from dtgui.core.doctor import DEFAULT_PORT, FAIL, OK, WARN, Check, build_checks, summary
 from dtgui.core.hardware import MachineFacts
 from dtgui.core.machines import Machine, MachineRegistry, RemoteFacts
-from dtgui.remote.doctor_checks import run_doctor_checks
+from dtgui.core.network_pairs import LINKS_FILE, TRANSFER_BYTES, save_links
+from dtgui.core.settings import data_dir
+from dtgui.remote.doctor_checks import measure_links, run_doctor_checks
 from dtgui.remote.probe import probe
 from dtgui.ui.machines.common import plain_buttons, repolish
 from dtgui.ui.machines.connect_flow import Attempt, ConnectFlow, Outcome
@@ -61,8 +63,10 @@ class DoctorDialog(QDialog):
         title.setObjectName("pageTitle")
         intro = QLabel(
             "Checks that the chosen machines can train together: the same TensorFlow as this "
-            "machine, Python and GPU drivers, a free port on each, and whether every machine "
-            "reaches that port on every other one (tested from the machines themselves)."
+            "machine, Python and GPU drivers, a free port on each, whether every machine "
+            "reaches that port on every other one (tested from the machines themselves), and "
+            f"each pair's link on that port: round trips and a {TRANSFER_BYTES >> 20} MiB "
+            "transfer, with the all-reduce time it gives."
         )
         intro.setWordWrap(True)
         intro.setObjectName("muted")
@@ -209,14 +213,19 @@ class DoctorDialog(QDialog):
 
         def work(worker: Worker) -> Any:
             try:
-                return run_doctor_checks(clients, machines, port, on_progress=worker.report)
+                ports, reach = run_doctor_checks(clients, machines, port,
+                                                 on_progress=worker.report)
+                links = measure_links(clients, machines, port, reach,
+                                      on_progress=worker.report)
             finally:
                 for client in clients.values():
                     client.close()
+            save_links(data_dir() / LINKS_FILE, [k for k in links if k.ok])  # for dashboards
+            return ports, reach, links
 
-        def done(result: tuple[Any, Any]) -> None:
-            ports, reach = result
-            self._finish(build_checks(self.local, facts, port, ports, reach, errors))
+        def done(result: tuple[Any, Any, Any]) -> None:
+            ports, reach, links = result
+            self._finish(build_checks(self.local, facts, port, ports, reach, errors, links))
 
         def failed(exc: BaseException) -> None:
             self._finish(build_checks(self.local, facts, port, errors=errors),
