@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +13,8 @@ import tensorflow as tf
 
 from .distribute import BuiltStrategy
 from .model_file import ModelSource, UserError
+from .process_exit import keep
+from .step_timing import Calibration
 
 SHUFFLE_BUFFER = 4096
 SHUFFLE_BYTES = 256 * 1024 * 1024
@@ -99,6 +102,7 @@ class Trainer:
 
     run: Any  # a tf.function (called, and traced by xla_functions); TensorFlow has no types
     compute: Callable[..., Any]
+    replica_step: Callable[..., Any] | None = None  # one update, in a replica's context
 
 
 def loss_scale(optimizer: Any) -> Any:
@@ -186,7 +190,7 @@ def make_trainer(info: BuiltStrategy, model: keras.Model, optimizer: Any, loss_o
                 rows = rows.write(i, strategy.run(replica_step, args=(next_batches(iterator),)))
             return rows.stack()
 
-        return Trainer(ps_steps, compute_fn)
+        return Trainer(ps_steps, compute_fn, replica_step)
 
     local = info.local_replicas
     first_id = info.replica_ids[0] if info.replica_ids else 0
@@ -217,7 +221,86 @@ def make_trainer(info: BuiltStrategy, model: keras.Model, optimizer: Any, loss_o
         totals, agreed = sums_and_size(per_task, proposal)
         return per_task, totals, agreed, applied_learning_rate(optimizer)
 
-    return Trainer(run_steps, compute_fn)
+    return Trainer(run_steps, compute_fn, replica_step)
+
+
+class Probes:
+    """The calibration's two probes on a batch already on the devices (no input wait):
+    ``measure(n)`` times n training steps (forward, backward, all-reduce, update) and n
+    gradient all-reduces alone, and gives their seconds per step. The model's and the
+    optimizer's variables (weights, slots, random seeds, moving statistics) are put back
+    afterwards, so training goes on exactly as without the probes."""
+
+    def __init__(self, info: BuiltStrategy, trainer: Trainer, model: keras.Model,
+                 optimizer: Any, source: ModelSource, global_batch: int,
+                 micro_batches: int) -> None:
+        strategy = info.strategy
+        replica_step = trainer.replica_step
+        assert replica_step is not None
+        self._variables = [*model.variables, *optimizer.variables]
+        self._batch_source = (source, info, global_batch, micro_batches)
+        self._batches: Any = None
+        self._traced = False
+        weights = list(model.trainable_variables)
+
+        @tf.function
+        def steps(batches: Any, n: Any) -> Any:
+            total = tf.constant(0.0)
+            for _ in tf.range(n):
+                values = strategy.run(replica_step, args=(batches,))
+                total += tf.add_n([v[0] for v in strategy.experimental_local_results(values)])
+            return total
+
+        def reduce_once(tensors: list[Any]) -> Any:
+            reduced = tf.distribute.get_replica_context().all_reduce(
+                tf.distribute.ReduceOp.SUM, tensors)
+            return tf.add_n([tf.cast(tf.reshape(r, [-1])[0], tf.float32) for r in reduced])
+
+        @tf.function
+        def reduces(n: Any) -> Any:
+            # gradient-shaped tensors read from the weights (constants could be folded away)
+            tensors = strategy.run(lambda: [tf.convert_to_tensor(w) for w in weights])
+            total = tf.constant(0.0)
+            for _ in tf.range(n):
+                values = strategy.run(reduce_once, args=(tensors,))
+                total += tf.add_n(list(strategy.experimental_local_results(values)))
+            return total
+
+        self._steps, self._reduces = steps, reduces
+
+    def measure(self, n: int) -> Calibration:
+        if self._batches is None:
+            self._batches = cached_batches(*self._batch_source)
+        saved = [v.numpy() for v in self._variables]
+        try:
+            if not self._traced:  # the first run traces: not a measure
+                self._steps(self._batches, tf.constant(1)).numpy()
+                self._reduces(tf.constant(1)).numpy()
+                self._traced = True
+            began = time.perf_counter()
+            self._steps(self._batches, tf.constant(n)).numpy()
+            stepped = time.perf_counter()
+            self._reduces(tf.constant(n)).numpy()
+            reduced = time.perf_counter()
+        finally:
+            for variable, value in zip(self._variables, saved, strict=True):
+                variable.assign(value)
+        return Calibration(step=(stepped - began) / n, reduce=(reduced - stepped) / n)
+
+
+def cached_batches(source: ModelSource, info: BuiltStrategy, global_batch: int,
+                   micro_batches: int) -> tuple[Any, ...]:
+    """One global batch of the plan's data, distributed over the replicas as training's
+    batches are (same structure and shapes), as the micro-batches of one step. Taken from a
+    pipeline of its own: the training iterator's batches stay untouched."""
+    ds = check_dataset(source.call("make_dataset")).repeat()
+    ds = ds.batch(global_batch, drop_remainder=True).take(1).cache().repeat()
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    iterator = iter(info.strategy.experimental_distribute_dataset(ds.with_options(options)))
+    keep(iterator)  # released, tf.data's threads would wind down while training waits
+    batch = next(iterator)
+    return tuple(batch for _ in range(micro_batches))
 
 
 def per_example_loss(loss_obj: Any, labels: Any, outputs: Any) -> Any:

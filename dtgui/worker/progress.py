@@ -23,9 +23,10 @@ from .checkpoints import Checkpoints
 from .distribute import BuiltStrategy
 from .events import EventWriter
 from .export import ModelSaver
-from .loop import Trainer, xla_functions
+from .loop import Probes, Trainer, xla_functions
 from .optim import learning_rate_at
 from .plan import Plan
+from .step_timing import StepTiming, probe_steps
 from .summaries import Scalars
 from .validation import Validator
 
@@ -41,7 +42,8 @@ class Progress:
     def __init__(self, plan: Plan, info: BuiltStrategy, events: EventWriter,
                  ckpts: Checkpoints | None, writer: Scalars | None, global_batch: int, resumed: int,
                  task: str, *, optimizer: Any = None, validator: Validator | None = None,
-                 saver: ModelSaver | None = None, classification: bool = True) -> None:
+                 saver: ModelSaver | None = None, classification: bool = True,
+                 probes: Probes | None = None) -> None:
         self.info = info
         self.events = events
         self.ckpts = ckpts
@@ -77,6 +79,8 @@ class Progress:
         self._clock0 = time.perf_counter()
         self.reporting_seconds = 0.0  # spent writing the live events and loss summaries
         self.timeline: list[tuple[int, float]] = []  # (step, seconds since the start) per call
+        self.probes = probes
+        self.timing = StepTiming(active=probes is not None)  # where a step's time goes
 
     # -- synchronous strategies ------------------------------------------------------------
     def run(self, trainer: Trainer, dataset: Any) -> None:
@@ -88,14 +92,21 @@ class Progress:
             per_task, totals, agreed, lr = trainer.run(
                 iterator, tf.constant(k, tf.int32), tf.constant(self.sizer.proposal, tf.float32))
             per_task, totals = per_task.numpy(), totals.numpy()
+            seconds = time.perf_counter() - began
+            self.timing.call(k, seconds)
             self.sizer.agree(float(agreed))
-            self.sizer.observe((time.perf_counter() - began) / k)
+            self.sizer.observe(seconds / k)
             if done == self.start and self.xla:
                 self.report_xla(trainer, iterator, tf.constant(1, tf.int32),
                                 tf.constant(1.0, tf.float32))
+            began = time.perf_counter()
             self.after_steps(done + 1, per_task[:, :, 0], totals[:, 0] / self.replicas_in_sync,
                              totals[:, 1], float(lr))
             done += k
+            self.timing.reported(time.perf_counter() - began, done)
+            if self.timing.calibrate_now():
+                self.calibrate(k)
+            self.emit_split()
             if self.val_every > 0 and done % self.val_every == 0:
                 self.validate(done)
             if self.ckpt_every > 0 and done % self.ckpt_every == 0:
@@ -148,6 +159,26 @@ class Progress:
         self.sizer.agree(self.sizer.proposal)
         self.after_steps(calls[0][0], rows[:, None, 0], rows[:, 0], rows[:, 1])
         return now
+
+    def calibrate(self, k: int) -> None:
+        """Time the probes (dtgui.worker.step_timing): every MultiWorkerMirrored worker
+        does so at the same call, as their collectives must match."""
+        assert self.probes is not None
+        began = time.perf_counter()
+        try:
+            found = self.probes.measure(probe_steps(k))
+        except Exception as exc:  # noqa: BLE001 - a measure only; training goes on
+            self.timing.active = False
+            self.events.log(f"could not measure where the step time goes: {exc}",
+                            level="warning")
+            return
+        self.timing.calibrated(found, time.perf_counter() - began)
+
+    def emit_split(self, final: bool = False) -> None:
+        if self.timing.split_due(final):
+            began = time.perf_counter()
+            self.events.emit("split", **self.timing.split_fields())
+            self.timing.training_seconds += time.perf_counter() - began
 
     def report_xla(self, trainer: Trainer, iterator: Any, *args: Any) -> None:
         try:
@@ -287,6 +318,7 @@ class Progress:
 
     def finish(self) -> None:
         last = self.total
+        self.emit_split(final=True)
         if self.val_every > 0 and last > self.start:
             self.validate(last)  # the end, when it is not on an interval
         if self.ckpts is not None and last > self.start \

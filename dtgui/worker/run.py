@@ -199,6 +199,10 @@ def run_task(plan: Plan, bundle_dir: str, out_dir: str, task: str,
                                 micro_batches=micro_batches,
                                 clip_norm=float(plan.clip_norm))
     classification = is_classification(loss_obj)
+    probes = None  # where a step's time goes (synchronous strategies; step_timing.py)
+    if info.coordinator is None:
+        probes = loop.Probes(info, trainer, model, optimizer, source, global_batch,
+                             micro_batches)
     validator = None
     if source.make_validation_dataset is not None:
         with stage("making the validation data set"):
@@ -219,7 +223,7 @@ def run_task(plan: Plan, bundle_dir: str, out_dir: str, task: str,
         writer = Scalars(out_dir, task)
     progress = Progress(plan, info, events, ckpts, writer, global_batch, resumed, task,
                         optimizer=optimizer, validator=validator, saver=saver,
-                        classification=classification)
+                        classification=classification, probes=probes)
     with stage(f"training ({info.name})"):
         if info.coordinator is not None:
             progress.run_ps(trainer, dataset)

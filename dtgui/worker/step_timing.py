@@ -1,0 +1,114 @@
+"""Where a training task's step time goes, measured on the run itself (no TensorFlow here).
+
+Every call's wall time and the time spent reporting it are counted as training runs. A short
+calibration, at the third call and then every CALIBRATE_EVERY_CALLS calls, times two probes
+on a batch already on the devices (`dtgui.worker.loop.Probes`): the full training step
+(forward, backward, gradient all-reduce, update; the variables are put back afterwards) and
+the gradient all-reduce alone. Then, per step:
+
+* input wait = the step's time in training minus the same step on data already there;
+* communication = the all-reduce alone (never more than what is left);
+* compute = the rest of the call (forward, backward, the update, the loop);
+* reporting = dtgui's events and loss summaries (timed as they are written).
+
+A `split` event (dtgui.core.bottleneck) goes out after each calibration, every
+SPLIT_EVERY_CALLS calls and at the end. The calls are counted, never timed, to decide when
+to calibrate: MultiWorkerMirrored workers must run the probes' collectives together.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+SPLIT_VARIABLE = "DTGUI_STEP_SPLIT"  # "0": no calibration, no split (to measure its cost)
+FIRST_CALIBRATION_CALL = 4  # the first call traces; the next ones still settle the call size
+CALIBRATE_EVERY_CALLS = 500  # ~100 s at the usual 0.2 s call: the probes cost well under 1 %
+SPLIT_EVERY_CALLS = 25  # ~5 s at the usual 0.2 s call
+PARTS = ("input", "compute", "communication", "reporting")
+
+
+def enabled() -> bool:
+    return os.environ.get(SPLIT_VARIABLE, "1") != "0"
+
+
+def probe_steps(k: int) -> int:
+    """Steps each probe runs: a quarter of the current call (at least 4), so a calibration
+    takes about half a call."""
+    return max(4, k // 4)
+
+
+@dataclass
+class Calibration:
+    """Seconds per step of the two probes (the latest calibration)."""
+
+    step: float  # the full training step on a cached batch
+    reduce: float  # the gradient all-reduce alone
+
+
+def split_parts(call: float, reporting: float, calibration: Calibration) -> dict[str, float]:
+    """Seconds per step by part, from a window's call time per step and reporting per step."""
+    cached = min(calibration.step, call)
+    waiting = max(0.0, call - cached)
+    communication = min(calibration.reduce, call - waiting)
+    return {"input": waiting, "compute": max(0.0, call - waiting - communication),
+            "communication": communication, "reporting": reporting}
+
+
+class StepTiming:
+    """Counts a task's calls and decides when to calibrate and to report the split."""
+
+    def __init__(self, active: bool = True) -> None:
+        self.active = active and enabled()
+        self.calls = 0
+        self.calibration: Calibration | None = None
+        self.calibration_seconds = 0.0  # what the probes (and their first trace) cost
+        self.training_seconds = 0.0  # calls and reporting, the first call excepted
+        self._window = [0.0, 0.0, 0]  # call seconds, reporting seconds, steps
+        self._since_split = 0
+        self._last_step = 0
+
+    def call(self, steps: int, seconds: float) -> None:
+        """A training call of `steps` steps took `seconds` (to its results on the host)."""
+        self.calls += 1
+        if self.calls == 1:
+            return  # it traced the training function: not a measure of a step
+        self._window[0] += seconds
+        self._window[2] += steps
+        self.training_seconds += seconds
+        self._since_split += 1
+
+    def reported(self, seconds: float, last_step: int) -> None:
+        """Reporting that call took `seconds`."""
+        self._last_step = last_step
+        if self.calls > 1:
+            self._window[1] += seconds
+            self.training_seconds += seconds
+
+    def calibrate_now(self) -> bool:
+        if not self.active or self.calls < FIRST_CALIBRATION_CALL:
+            return False
+        return (self.calls - FIRST_CALIBRATION_CALL) % CALIBRATE_EVERY_CALLS == 0
+
+    def calibrated(self, calibration: Calibration, seconds: float) -> None:
+        self.calibration = calibration
+        self.calibration_seconds += seconds
+
+    def split_due(self, final: bool = False) -> bool:
+        return (self.active and self.calibration is not None and self._window[2] > 0
+                and (final or self._since_split >= SPLIT_EVERY_CALLS))
+
+    def split_fields(self) -> dict[str, Any]:
+        """The `split` event's fields for the calls since the last one (then a new window)."""
+        assert self.calibration is not None
+        calls, reporting, steps = self._window
+        parts = split_parts(calls / steps, reporting / steps, self.calibration)
+        self._window = [0.0, 0.0, 0]
+        self._since_split = 0
+        return {"step": self._last_step, "steps": steps, "method": "calibrated",
+                "measured": list(PARTS), **{k: round(v, 7) for k, v in parts.items()},
+                "probe_step": round(self.calibration.step, 7),
+                "probe_reduce": round(self.calibration.reduce, 7),
+                "calibration_seconds": round(self.calibration_seconds, 4),
+                "training_seconds": round(self.training_seconds, 4)}
