@@ -19,6 +19,7 @@ import numpy as np
 
 from dtgui.core.bottleneck import StepSplit
 from dtgui.core.events import Event
+from dtgui.core.memory import MemoryPeaks
 from dtgui.core.run_curves import (
     GROUP_VALUES,
     RunCurves,
@@ -67,6 +68,7 @@ class Snapshot:
     models: list[dict[str, object]] = field(default_factory=list)  # model_saved events
     script_progress: ScriptProgress = field(default_factory=ScriptProgress)  # a script's own
     splits: dict[str, StepSplit] = field(default_factory=dict)  # task -> its step's split
+    memory: MemoryPeaks = field(default_factory=MemoryPeaks)  # each task's peak memory
 
 
 class RunMetrics:
@@ -272,6 +274,7 @@ class RunMetrics:
                 models=[dict(m) for m in self._models],
                 script_progress=replace(self.curves.script_progress),
                 splits=dict(self.curves.splits),
+                memory=self.curves.memory.copy(),
             )
 
     def log_lines(self, task: str) -> list[str]:

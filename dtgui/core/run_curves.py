@@ -26,6 +26,7 @@ import numpy as np
 
 from dtgui.core.bottleneck import SPLIT_KIND, StepSplit
 from dtgui.core.events import STEP_KINDS, Event, StepRows, read_all, step_rows
+from dtgui.core.memory import MemoryPeaks
 from dtgui.core.scalars import ScalarStore, is_loss_tag
 from dtgui.core.script_progress import ScriptProgress
 
@@ -283,6 +284,7 @@ class RunCurves:
         self.learning_rate = Series()
         self.scalars = ScalarStore()  # `scalar` events: a user's script's own numbers
         self.script_progress = ScriptProgress()  # the main task's `progress` events
+        self.memory = MemoryPeaks()  # `device` events: each task's peak memory
         self.splits: dict[str, StepSplit] = {}  # task -> where its step time went, latest
         self.t_first: float | None = None
         self.t_last: float | None = None
@@ -375,6 +377,8 @@ class RunCurves:
             split = StepSplit.from_event(event.task, event.data)
             if split is not None:
                 self.splits[event.task] = split
+        elif kind == "device":
+            self.memory.add(event.task, event.get("devices"))
         elif kind == "finished":
             loss = _number(event.get("loss"))
             if loss is not None:

@@ -24,6 +24,7 @@ from dtgui.core.plan_text import script_summary, script_text
 from dtgui.core.run_curves import task_key
 from dtgui.core.run_state import RunState
 from dtgui.launch.run_source import RunSource
+from dtgui.ui.memory_panel import MemoryPanel
 from dtgui.ui.plot_base import DARK, LIGHT, PlotPanel, make_card, title_label
 from dtgui.ui.plots import DevicePanel, ThroughputPanel
 from dtgui.ui.run_widgets import LogView, RunHeader, TaskTable
@@ -87,6 +88,7 @@ class Dashboard(QWidget):
         self.scalar_panel = ScalarPanel(theme)  # a user's script's own scalars
         self.scalar_panel.setVisible(False)
         self.task_table = TaskTable(dark)
+        self.memory_panel = MemoryPanel()  # peak memory per task and device; the network
         self.log_view = LogView()
 
         lower = QSplitter(Qt.Orientation.Horizontal)
@@ -119,8 +121,10 @@ class Dashboard(QWidget):
         bottom.setObjectName("bottomSplitter")
         bottom.addWidget(_titled("Tasks", self.task_table, "tasks"))
         bottom.addWidget(_titled("Logs", self.log_view, "logs"))
+        bottom.addWidget(_titled("Memory and network", self.memory_panel, "memory"))
         bottom.setStretchFactor(0, 2)
         bottom.setStretchFactor(1, 3)
+        bottom.setStretchFactor(2, 2)
         self.splitter = QSplitter(Qt.Orientation.Vertical)
         self.splitter.setObjectName("dashboardSplitter")
         self.splitter.addWidget(self.plot_splitter)
@@ -368,6 +372,8 @@ class Dashboard(QWidget):
             self.header.set_progress(snap.step, 0 if self._script_run else snap.total_steps)
         self.header.set_epoch(snap.epoch, snap.last_epoch_metrics)
         self.task_table.update_tasks(snap.tasks)
+        self.memory_panel.update_memory(snap.memory)
+        self.memory_panel.update_tasks(snap.tasks)
         tasks = sorted(set(snap.tasks) | set(metrics.log_tasks()), key=task_key)
         self.log_view.set_tasks(tasks, {t: s.machine for t, s in snap.tasks.items()})
         for task, state in snap.tasks.items():

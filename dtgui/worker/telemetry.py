@@ -1,4 +1,9 @@
-"""Background device telemetry: ``device`` events every ~2 s (NVML GPUs, else the CPU)."""
+"""Background device telemetry: ``device`` events every ~2 s (NVML GPUs, else the CPU).
+
+Memory in bytes: a GPU's used and total memory as NVML reports them; on the CPU the task's
+resident memory (this supervisor and its training process), its high-water mark (`mem_peak`,
+the kernel's VmHWM, so a peak between two samples is not missed) and what the machine still
+has available (`mem_avail`): `dtgui.core.memory` keeps the peaks and warns near the limit."""
 
 from __future__ import annotations
 
@@ -11,6 +16,18 @@ import psutil
 
 from .events import EventWriter
 from .machine_probe import cpu_model_name
+
+
+def peak_rss(pid: int) -> int:
+    """The process's resident-memory high-water mark in bytes (Linux; 0 elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def _text(value: Any) -> str:
@@ -92,17 +109,20 @@ class Telemetry:
         return self
 
     def _cpu_entry(self) -> dict[str, Any]:
-        rss = 0
+        rss = peak = 0
         try:
             procs = [self._proc, *self._proc.children(recursive=True)]
             for p in procs:
                 with contextlib.suppress(psutil.Error):
                     rss += p.memory_info().rss
+                    peak += peak_rss(p.pid)
         except psutil.Error:
             pass
+        memory = psutil.virtual_memory()
         return {"kind": "cpu", "index": 0, "name": self._cpu_name,
                 "util": float(psutil.cpu_percent(interval=None)), "mem_used": int(rss),
-                "mem_total": int(psutil.virtual_memory().total)}
+                "mem_peak": int(max(peak, rss)), "mem_total": int(memory.total),
+                "mem_avail": int(memory.available)}
 
     def sample(self) -> list[dict[str, Any]]:
         if self._nvml is not None and self._nvml.ok:

@@ -1,0 +1,157 @@
+"""The dashboard's memory and network card: each task's devices with their peak memory (near
+the limit in amber, with what to change), and the link between the run's machines as the
+cluster doctor last measured it, with the all-reduce time that gives.
+
+Fed from the dashboard's snapshot (`Snapshot.memory`, folded by `RunCurves`); the doctor's
+kept measurements are read in the thread pool when the run's machines change, never on the
+UI thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHeaderView,
+    QLabel,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from dtgui.core.memory import NEAR_LIMIT, MemoryPeaks, gib, warning_text
+from dtgui.core.metrics import TaskState
+from dtgui.core.network_pairs import (
+    LINKS_FILE,
+    REFERENCE_PARAMS,
+    LinkProbe,
+    age_text,
+    allreduce_text,
+    between,
+    link_text,
+    load_links,
+    slowest,
+)
+from dtgui.core.run_curves import task_key
+from dtgui.core.settings import data_dir
+from dtgui.ui.workers import run_in_thread
+
+COLUMNS = ("Task", "Device", "Peak", "Now", "Limit", "Fullest")
+NEAR_BG, NEAR_FG = "#fef3c7", "#92400e"
+
+
+def network_text(links: Sequence[LinkProbe], machines: Sequence[str], workers: int,
+                 gradient_bytes: int = 0, *, here: bool = False) -> str:
+    """What the doctor measured between the registered `machines` (`here`: this machine takes
+    part too), and the all-reduce time of the model's gradients (of a 10 M-parameter model
+    when the size is unknown) over the slowest link."""
+    if len(machines) + here < 2:
+        return "Network: the run's tasks share one machine."
+    if len(machines) < 2:
+        return ("Network: the doctor measures links between registered machines; this run "
+                "uses this machine and " + ", ".join(machines) + ".")
+    found = between(links, machines)
+    worst = slowest(found)
+    if worst is None:
+        return ("Network: not measured between " + ", ".join(machines)
+                + " — run Machines → Doctor… on them to see each link and its all-reduce time.")
+    pairs = "; ".join(f"{k.source} ↔ {k.target} {link_text(k)}, {age_text(k)}"
+                      for k in found if k.ok)
+    size = gradient_bytes or REFERENCE_PARAMS * 4
+    whose = "this model's gradients" if gradient_bytes else "10 M float32 parameters"
+    return (f"Network (cluster doctor): {pairs}. Expected {allreduce_text(size, workers, worst)}"
+            f" ({whose}; ring: 2(n-1)/n × bytes / bandwidth + 2(n-1) × latency).")
+
+
+class MemoryPanel(QWidget):
+    """A table of every task's devices with their memory, a warning line, a network line."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("memoryPanel")
+        self.warning = QLabel()
+        self.warning.setObjectName("memoryWarning")
+        self.warning.setWordWrap(True)
+        self.warning.setStyleSheet(f"color: {NEAR_FG}; background: {NEAR_BG}; padding: 4px;")
+        self.warning.hide()
+        self.network = QLabel("Network: —")
+        self.network.setObjectName("networkLine")
+        self.network.setWordWrap(True)
+        self.network.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setObjectName("memoryTable")
+        self.table.setHorizontalHeaderLabels(list(COLUMNS))
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setShowGrid(False)
+        self.table.setWordWrap(False)
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
+        header = self.table.horizontalHeader()
+        header.setHighlightSections(False)
+        header.setDefaultAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
+        for col in range(len(COLUMNS)):
+            header.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
+        header.setStretchLastSection(True)
+        self.table.setToolTip(
+            "Peak: the most memory the task held (GPU: the GPU's used memory at its fullest; "
+            "CPU: the task's resident memory). Fullest: the most of the limit in use at once "
+            f"(CPU: by the whole machine); at {NEAR_LIMIT:.0%} a warning says what to change.")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(4)
+        layout.addWidget(self.warning)
+        layout.addWidget(self.table, 1)
+        layout.addWidget(self.network)
+        self._links: list[LinkProbe] = []
+        self._machines: tuple[str, ...] = ()
+        self._workers = 0
+        self._here = False
+
+    def update_memory(self, memory: MemoryPeaks) -> None:
+        devices = sorted(memory.devices(), key=lambda d: (task_key(d.task), d.device))
+        self.table.setRowCount(len(devices))
+        for r, d in enumerate(devices):
+            cells = (d.task, f"{d.device} {d.name}".strip(), gib(d.peak), gib(d.used),
+                     gib(d.total) if d.total else "?",
+                     f"{d.fraction:.0%}" if d.total else "?")
+            for c, text in enumerate(cells):
+                item = self.table.item(r, c)
+                if item is None:
+                    item = QTableWidgetItem()
+                    self.table.setItem(r, c, item)
+                item.setText(text)
+                if c >= 2:
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight
+                                          | Qt.AlignmentFlag.AlignVCenter)
+                item.setBackground(QBrush(QColor(NEAR_BG)) if d.near_limit else QBrush())
+                item.setForeground(QBrush(QColor(NEAR_FG)) if d.near_limit else QBrush())
+                item.setToolTip(warning_text(d) if d.near_limit else "")
+        near = memory.near_limit()
+        self.warning.setVisible(bool(near))
+        self.warning.setText("⚠ " + "\n⚠ ".join(warning_text(d) for d in near))
+
+    def update_tasks(self, tasks: Mapping[str, TaskState]) -> None:
+        """The run's machines (from its tasks); the doctor's links are read again when they
+        change."""
+        machines = tuple(sorted({t.machine for t in tasks.values() if t.machine}))
+        workers = sum(1 for name in tasks if name.startswith(("worker", "chief")))
+        here = any(not t.machine for t in tasks.values())
+        if (machines, workers, here) == (self._machines, self._workers, self._here):
+            return
+        self._machines, self._workers, self._here = machines, workers, here
+        self._show_network()
+        if len(machines) >= 2:
+            run_in_thread(lambda: load_links(data_dir() / LINKS_FILE), self._loaded,
+                          context=self)
+
+    def _loaded(self, links: list[LinkProbe]) -> None:
+        self._links = links
+        self._show_network()
+
+    def _show_network(self) -> None:
+        self.network.setText(network_text(self._links, self._machines, max(2, self._workers),
+                                          here=self._here))

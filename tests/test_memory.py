@@ -1,0 +1,108 @@
+"""Peak memory per task and device, through the run's one reducer: the GPU path with NVML
+replaying a real H100's telemetry (tests/fake_nvml, a fake), the CPU path for real (a child
+that allocates and frees, caught by its high-water mark), the warning near the limit, and the
+dashboard's memory and network card."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dtgui.core.events import Event
+from dtgui.core.memory import MemoryPeaks
+from dtgui.core.network_pairs import LinkProbe
+from dtgui.core.run_curves import RunCurves
+from dtgui.worker.telemetry import Telemetry
+
+FAKE_NVML = Path(__file__).resolve().parent / "fake_nvml"
+
+
+class _Writer:
+    def emit(self, kind: str, **fields: object) -> None:
+        pass
+
+
+def device_event(task: str, devices: list[dict[str, object]], t: float) -> Event:
+    return Event("device", task, t, {"devices": devices})
+
+
+def test_gpu_peaks_from_nvml_replaying_an_h100(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(FAKE_NVML))
+    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
+    telemetry = Telemetry(_Writer()).start()  # type: ignore[arg-type]
+    try:
+        samples = [telemetry.sample() for _ in range(5)]
+    finally:
+        telemetry.stop()
+    assert samples[0][0]["kind"] == "gpu" and "H100" in samples[0][0]["name"]
+    curves = RunCurves()
+    for i, devices in enumerate(samples):
+        curves.add_event(device_event("worker:0", devices, 100.0 + i))
+    [gpu] = curves.memory.devices()
+    assert (gpu.task, gpu.device, gpu.peak, gpu.total) == ("worker:0", "gpu0", 1563230208,
+                                                           85520809984)
+    assert not gpu.near_limit and curves.memory.near_limit() == []
+    # the same GPU filled to 93 %: the warning comes with what to change
+    full = dict(samples[-1][0], mem_used=int(0.93 * 85520809984))
+    curves.add_event(device_event("worker:0", [full], 200.0))
+    [near] = curves.memory.near_limit()
+    assert near.fraction == pytest.approx(0.93)
+    assert near.peak == full["mem_used"]
+
+
+def test_cpu_peak_is_caught_between_samples() -> None:
+    """A child allocates 300 MiB and frees it before the sample: its high-water mark stays."""
+    code = ("import sys, time\nb = b'x' * (300 << 20)\ndel b\nprint('freed', flush=True)\n"
+            "sys.stdin.read()\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "freed"
+        [cpu] = Telemetry(_Writer()).sample()  # type: ignore[arg-type]
+    finally:
+        child.communicate("", timeout=10)
+    assert cpu["kind"] == "cpu" and cpu["mem_peak"] >= cpu["mem_used"] + (250 << 20)
+    assert 0 < cpu["mem_avail"] <= cpu["mem_total"]
+    peaks = MemoryPeaks()
+    peaks.add("worker:1", [cpu])
+    [d] = peaks.devices()
+    assert d.peak == cpu["mem_peak"] and d.used == cpu["mem_used"]
+    assert d.fullest == cpu["mem_total"] - cpu["mem_avail"]  # the machine's memory in use
+
+
+def test_cpu_warning_is_about_the_machine() -> None:
+    peaks = MemoryPeaks()
+    total = 16 << 30
+    peaks.add("worker:0", [{"kind": "cpu", "index": 0, "name": "cpu", "mem_used": 2 << 30,
+                            "mem_peak": 3 << 30, "mem_total": total,
+                            "mem_avail": int(total * 0.05)}])
+    [d] = peaks.near_limit()
+    assert d.fraction == pytest.approx(0.95) and d.peak == 3 << 30
+
+
+def test_the_dashboard_card_shows_peaks_warning_and_network(qtbot) -> None:
+    from dtgui.core.metrics import TaskState
+    from dtgui.ui.memory_panel import MemoryPanel, network_text
+
+    panel = MemoryPanel()
+    qtbot.addWidget(panel)
+    peaks = MemoryPeaks()
+    total = 85520809984
+    peaks.add("worker:0", [{"kind": "gpu", "index": 0, "name": "NVIDIA H100 80GB HBM3",
+                            "mem_used": int(total * 0.95), "mem_total": total}])
+    peaks.add("worker:1", [{"kind": "gpu", "index": 0, "name": "NVIDIA H100 80GB HBM3",
+                            "mem_used": 1563230208, "mem_total": total}])
+    panel.update_memory(peaks)
+    assert panel.table.rowCount() == 2
+    assert panel.table.item(0, 2).text() == "75.67 GiB" and panel.table.item(0, 5).text() == "95%"
+    assert not panel.warning.isHidden() and "worker:0 gpu0 reached 95%" in panel.warning.text()
+    link = LinkProbe("h2", "h3", 23456, rtt_ms=0.4, bandwidth=10e6, received=16 << 20,
+                     measured_at=1.0)
+    text = network_text([link], ["h2", "h3"], 2, gradient_bytes=12 << 20)
+    assert "h2 ↔ h3 80.0 Mbit/s" in text
+    assert "all-reduce of 12.0 MiB over 2 workers: about 1.26 s" in text
+    panel.update_tasks({"worker:0": TaskState("worker:0", machine="h2")})
+    assert "share one machine" in panel.network.text()
