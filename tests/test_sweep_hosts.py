@@ -18,7 +18,8 @@ from dtgui.core.plan import Plan
 from dtgui.core.script import ScriptModel
 from dtgui.core.strategies import Strategy
 from dtgui.core.sweep import SweepSpec, parse_param
-from dtgui.launch.sweep_queue import Slot, SweepQueue
+from dtgui.launch.sweep_queue import SweepQueue
+from dtgui.launch.sweep_slots import Slot
 from dtgui.launch.targets import Target
 
 ssh_lab = conftest_ssh.ssh_lab

@@ -28,7 +28,8 @@ from dtgui.core.sweep import (
 )
 from dtgui.core.sweep_study import STUDY_FILE, TRIALS_CSV, best_of, objective_points, open_study
 from dtgui.launch.pipeline import launch_plan
-from dtgui.launch.sweep_queue import Slot, SweepQueue
+from dtgui.launch.sweep_queue import SweepQueue
+from dtgui.launch.sweep_slots import Slot
 from dtgui.launch.targets import Target
 
 
@@ -142,9 +143,20 @@ def test_bad_input_on_the_command_line_is_a_clear_error_without_tensorflow(
 
 
 def test_a_failing_trial_is_marked_failed_and_the_others_go_on(
-        tmp_path: Path, stub_python: Callable[..., str]) -> None:
+        tmp_path: Path, stub_python: Callable[..., str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Two slots; trial 1's tasks fail. Every trial ends, the study holds them all (the
-    objective is the final training loss: the stub child reports no validation)."""
+    objective is the final training loss: the stub child reports no validation). Slot b's
+    GPU is taken by another process when first asked: said, and the slot waits."""
+    from dtgui.launch import sweep_queue
+
+    monkeypatch.setattr(sweep_queue, "RECHECK_SECONDS", 0.2)
+    asked: list[str] = []
+
+    def still_free(slot: Slot) -> bool:
+        asked.append(slot.name)
+        return asked.count("b") > 1 or slot.name != "b"
+
     good, bad = stub_python(), stub_python(fail="worker:0=the data ran out")
     plan = Plan(run_name="stub", strategy=Strategy.ONE_DEVICE, replicas_per_task=1, steps=6,
                 checkpoint_every=0)
@@ -156,12 +168,16 @@ def test_a_failing_trial_is_marked_failed_and_the_others_go_on(
     spec = SweepSpec(params=(parse_param("lr=loguniform:1e-4:1e-1"),), trials=4, parallel=2,
                      search="random", objective="loss", pruner="none")
     ended: list[str] = []
+    said: list[str] = []
     queue = SweepQueue(tmp_path / "s", spec, plan, slots=[Slot("a"), Slot("b")],
-                       launch=launch, on_trial_end=lambda row: ended.append(row.state))
+                       launch=launch, on_trial_end=lambda row: ended.append(row.state),
+                       still_free=still_free, on_note=said.append)
     rows = {r.number: r for r in queue.run()}
     assert sorted(ended) == ["failed", "finished", "finished", "finished"]
     assert rows[1].state == "failed" and "the data ran out" in rows[1].error, rows[1]
     assert all(rows[n].objective is not None for n in (0, 2, 3))
+    assert asked.count("b") >= 2 and said[0].startswith("b is in use by another process")
+    assert queue.study.user_attrs["notes"] == said
     with (tmp_path / "s" / TRIALS_CSV).open() as f:
         assert [r["state"] for r in csv.DictReader(f)].count("finished") == 3
     # the sweep folder holds its state: opened again with more trials, it adds them
@@ -213,7 +229,7 @@ def test_a_sweep_opened_again_settles_and_follows_the_trials_dtgui_left_running(
 
 def test_gpu_trials_take_idle_gpus_only_and_say_when_fewer_than_asked() -> None:
     from dtgui.core.hardware import GpuInfo
-    from dtgui.launch.sweep_queue import gpu_slots, idle, slots_for
+    from dtgui.launch.sweep_slots import gpu_slots, idle, slots_for
 
     gib = 1 << 30
     gpus = [GpuInfo(0, "A", 16 * gib, 300 << 20, 0.0), GpuInfo(1, "A", 16 * gib, 12 * gib, 5.0),
@@ -237,7 +253,7 @@ def test_gpu_trials_take_idle_gpus_only_and_say_when_fewer_than_asked() -> None:
 def test_trials_on_named_machines_one_each(tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     from dtgui.core.machines import Machine, MachineRegistry
-    from dtgui.launch.sweep_queue import machine_slots
+    from dtgui.launch.sweep_slots import machine_slots
 
     registry = MachineRegistry(tmp_path / "machines.toml")
     registry.add(Machine(name="gpu1", host="10.0.0.5", user="me"))

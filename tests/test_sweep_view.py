@@ -36,6 +36,8 @@ def make_sweep(folder: Path) -> SweepSpec:
                              parse_param("batch-size=choice:16,32,64")), trials=6)
     save_sweep(folder, spec, Plan())
     study = open_study(spec, folder)
+    study.set_user_attr("notes", ["6 trials at once were asked, but 4 group(s) of 1 free GPU(s) "
+                                  "are on local, h100a: the other trials wait for one."])
     for lr, batch, state, value in TRIALS:
         study.enqueue_trial({"lr": lr, "batch-size": batch})
         trial = study.ask({"lr": optuna.distributions.FloatDistribution(1e-4, 1e-1, log=True),
@@ -89,6 +91,7 @@ def test_the_sweep_view_shows_the_trials_best_first(qtbot: QtBot, tmp_path: Path
     states = [cell(view, i, 1) for i in range(5)]
     assert states[:3] == ["finished"] * 3 and states[3:] == ["pruned", "failed"]
     assert "5 of 6 trial(s)" in view.status.text()
+    assert "the other trials wait for one" in view.notes.text() and view.notes.isVisible()
     assert view.scatter_tabs.count() == 2
     assert len(view.parallel.getPlotItem().listDataItems()) == 5  # a line a trial
     assert view.best_button.isEnabled()

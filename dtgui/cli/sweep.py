@@ -143,11 +143,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def _run(out: Path, spec: SweepSpec, plan: Plan) -> int:
     from dtgui.core.sweep_study import TRIALS_CSV, sorted_rows
-    from dtgui.launch.sweep_queue import SweepQueue, machine_slots
+    from dtgui.launch.sweep_queue import SweepQueue
 
-    machines = [str(n) for n in spec.extra.get("trial_on", [])]
-    queue = SweepQueue(out, spec, plan, slots=machine_slots(machines) if machines else None,
-                       on_trial_end=lambda row: print(row.text(spec.objective), flush=True))
+    queue = SweepQueue(out, spec, plan,
+                       on_trial_end=lambda row: print(row.text(spec.objective), flush=True),
+                       on_note=lambda note: print(f"{PROG}: note: {note}", file=sys.stderr,
+                                                  flush=True))
     stopped = []
 
     def stop(*_: object) -> None:

@@ -13,7 +13,7 @@ import csv
 import io
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -245,6 +245,7 @@ class SweepTable:
     folder: Path
     spec: SweepSpec
     rows: list[TrialRow]
+    notes: list[str] = field(default_factory=list)  # what the queue said (a GPU taken ...)
 
     @property
     def best(self) -> TrialRow | None:
@@ -266,7 +267,8 @@ def read_sweep(folder: Path) -> SweepTable:
         study = optuna.load_study(study_name=STUDY_NAME, storage=storage)
     except KeyError as exc:
         raise SweepError([f"{folder} holds no study yet."]) from exc
-    return SweepTable(folder, spec, sorted_rows(rows(study), spec.goal))
+    notes = [str(n) for n in study.user_attrs.get("notes") or []]
+    return SweepTable(folder, spec, sorted_rows(rows(study), spec.goal), notes)
 
 
 def axis_values(rows_: Sequence[TrialRow], param: Param) -> list[float | None]:

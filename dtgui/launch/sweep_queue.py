@@ -8,10 +8,11 @@ makes its plan (`dtgui.core.sweep.apply`), launches it with `launch_plan` and fo
 through its controller and marked pruned (its bundle, with its curves, stays). A trial whose
 launch or run fails is marked failed with its error line; the others go on.
 
-A slot is a place for one trial: on this machine without GPUs, one of K; with GPUs, a group of
-free GPUs (one a trial, or as many as its strategy takes), a GPU that another process uses
-being busy (the machine probe's memory and utilisation). A plan placed on registered machines
-runs each trial on those machines. The study (SQLite in the sweep's folder, or the sweep's
+A slot is a place for one trial (`dtgui.launch.sweep_slots`): one of K on this machine's CPU,
+a machine, or a group of free GPUs on this machine or the machines named. A GPU slot is asked
+again before each trial starts on it: a GPU another process took since is left to it, and the
+trial waits until the slot is free again (said in the notes, which the study keeps for the
+sweep view). A plan placed on registered machines runs each trial on those machines. The study (SQLite in the sweep's folder, or the sweep's
 storage URL) is the queue's state: a sweep opened again settles the trials that ended while
 dtgui was away, follows again those still running, and adds trials up to the asked number.
 
@@ -24,7 +25,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,9 +33,7 @@ import optuna
 from optuna.trial import TrialState
 
 from dtgui.core.cluster import task_layout
-from dtgui.core.hardware import GpuInfo
-from dtgui.core.machines import MachineRegistry
-from dtgui.core.plan import Plan, is_local_machine
+from dtgui.core.plan import Plan
 from dtgui.core.run_curves import bundle_curves
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
@@ -51,99 +50,13 @@ from dtgui.core.sweep_study import (
 )
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.pipeline import launch_plan, reattach
-from dtgui.launch.targets import Target, plan_targets
+from dtgui.launch.sweep_slots import GpuProber, Slot, slots_for
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.5
 TRIALS_DIR = "trials"  # the trials' bundles, in the sweep's folder
-BUSY_MEMORY = 0.10  # a GPU with more of its memory in use, or busier, is taken
-BUSY_UTILISATION = 10.0
-
-
-@dataclass(frozen=True)
-class Slot:
-    """Where one trial runs: the targets it may use (one GPU group, or K of this machine)."""
-
-    name: str
-    targets: tuple[Target, ...] = (Target(),)
-
-
-def local_slots(count: int) -> list[Slot]:
-    return [Slot(f"local-{i + 1}") for i in range(count)]
-
-
-def machine_slots(names: Sequence[str], registry: MachineRegistry | None = None) -> list[Slot]:
-    """A slot a name: each trial runs whole on one machine ("local" = this one; a name
-    given twice takes two trials at once). SweepError names an unknown machine."""
-    known = registry or MachineRegistry()
-    slots, unknown = [], []
-    for i, name in enumerate(names):
-        if is_local_machine(name):
-            slots.append(Slot(f"local #{i + 1}"))
-            continue
-        machine = known.find(name)
-        if machine is None:
-            unknown.append(name)
-        else:
-            slots.append(Slot(f"{machine.name} #{i + 1}",
-                              (Target(machine.name, machine, machine.python),)))
-    if unknown:
-        raise SweepError([f"No machine named {', '.join(unknown)} is registered (known: "
-                          f"{', '.join(known.names()) or 'none'}; local = this machine)."])
-    return slots
-
-
-def idle(gpus: Sequence[GpuInfo]) -> list[int]:
-    """The indexes of the GPUs no other process uses: little of their memory taken, little
-    utilisation."""
-    return [g.index for g in gpus if g.mem_total and g.mem_used / g.mem_total < BUSY_MEMORY
-            and g.util < BUSY_UTILISATION]
-
-
-def free_gpus(python: str = "") -> list[int]:
-    """This machine's idle GPUs, from the one machine probe."""
-    import sys
-
-    from dtgui.core.machines import RemoteFacts
-    from dtgui.remote.commands import LocalRunner
-    from dtgui.remote.probe import ask, read_gpus
-
-    answer = ask(LocalRunner(), python or sys.executable, ["facts", "--gpus"])
-    facts = RemoteFacts()
-    if answer.data is not None and "gpus" in answer.data:
-        read_gpus(facts, answer.data["gpus"])
-    return idle(facts.gpus)
-
-
-def gpu_slots(gpus: Sequence[int], per_trial: int) -> list[Slot]:
-    """Groups of `per_trial` free GPUs of this machine, one trial each."""
-    groups = [tuple(gpus[i:i + per_trial]) for i in range(0, len(gpus) - per_trial + 1,
-                                                           max(1, per_trial))]
-    return [Slot(f"gpu {','.join(map(str, g))}", (Target(gpus=g),)) for g in groups]
-
-
-def slots_for(plan: Plan, parallel: int, notes: list[str],
-              gpus: Callable[[], list[int]] = free_gpus) -> list[Slot]:
-    """The slots of a sweep over `plan`: its machines when it is placed on others; free GPU
-    groups of this machine for a GPU plan; else `parallel` of this machine. More trials at
-    once than free devices: said in `notes`, and they wait."""
-    if plan.tasks and any(not t.is_local for t in plan.tasks):
-        registry = {m.name: m for m in MachineRegistry().machines()}
-        targets = tuple(plan_targets(plan, registry))
-        return [Slot(f"{'+'.join(t.name for t in targets)} #{i + 1}", targets)
-                for i in range(parallel)]
-    if not plan.on_gpu:
-        return local_slots(parallel)
-    per_trial = max(1, plan.strategy.gpus_per_task(plan.replicas_per_task)) \
-        * plan.compute_tasks
-    slots = gpu_slots(gpus(), per_trial)
-    if len(slots) < parallel:
-        notes.append(f"{parallel} trials at once were asked, but {len(slots)} group(s) of "
-                     f"{per_trial} free GPU(s) are here: the others wait for one.")
-    if not slots:
-        raise SweepError(["No GPU of this machine is free (every one is in use by another "
-                          "process): free one, or sweep on the CPU."])
-    return slots[:parallel]
+RECHECK_SECONDS = 30.0  # a GPU slot found taken is asked again after this long
+NOTES_ATTR = "notes"  # the study's user attribute that keeps the queue's notes
 
 
 @dataclass
@@ -170,6 +83,9 @@ class SweepQueue:
     on_trial_end: TrialEnded | None = None
     launch: Callable[..., RunController] = launch_plan  # the one pipeline (tests: a stand-in)
     notes: list[str] = field(default_factory=list)
+    # Whether a slot's GPUs are still free; default: a GpuProber when a slot has GPUs.
+    still_free: Callable[[Slot], bool] | None = None
+    on_note: Callable[[str], None] | None = None
 
     def __post_init__(self) -> None:
         problems = check(self.spec, self.plan)
@@ -179,8 +95,16 @@ class SweepQueue:
             self.folder.mkdir(parents=True, exist_ok=True)
         self.study = open_study(self.spec, self.folder)  # an unreachable storage: said now
         if self.slots is None:
-            self.slots = slots_for(self.plan, self.spec.parallel, self.notes)
+            machines = [str(n) for n in self.spec.extra.get("trial_on", [])]
+            self.slots = slots_for(self.plan, self.spec.parallel, self.notes,
+                                   machines=machines)
+        self._prober: GpuProber | None = None
+        if self.still_free is None and any(s.gpus for s in self.slots):
+            self._prober = GpuProber({t.name: t.machine for s in self.slots
+                                      for t in s.targets if t.machine is not None})
+            self.still_free = self._prober.still_free
         save_sweep(self.folder, self.spec, self.plan)
+        self.study.set_user_attr(NOTES_ATTR, list(self.notes))
         self._stop = threading.Event()
         self._running: dict[int, Running] = {}
 
@@ -193,19 +117,47 @@ class SweepQueue:
         self._stop.set()
 
     # -- the loop ------------------------------------------------------------------------
+    def say(self, note: str) -> None:
+        """A note for the person (kept in the study for the sweep view)."""
+        self.notes.append(note)
+        self.study.set_user_attr(NOTES_ATTR, self.notes[-20:])
+        if self.on_note is not None:
+            self.on_note(note)
+
     def run(self) -> list[TrialRow]:
         """Run the sweep until its trials are done (or a stop is asked); every trial's row."""
         free = list(self.slots or ())
         self._resume(free)
         wanted = trial_count(self.spec)
+        resting: list[tuple[float, Slot]] = []  # GPU slots another process took, and when
+        try:
+            self._loop(free, resting, wanted)
+        finally:
+            if self._prober is not None:
+                self._prober.close()
+        write_csv(self.folder, self.study, self.spec)
+        return [TrialRow.of(t) for t in self.study.get_trials(deepcopy=False)]
+
+    def _loop(self, free: list[Slot], resting: list[tuple[float, Slot]], wanted: int) -> None:
         while True:
             if self._stop.is_set():
                 for run in self._running.values():
                     run.controller.request_stop()
             else:
+                now = time.time()
+                free += [slot for when, slot in resting if when <= now]
+                resting[:] = [(when, slot) for when, slot in resting if when > now]
                 while free and self._started_count() < wanted:
-                    self._start(free.pop(0))
-            if not self._running:
+                    slot = free.pop(0)
+                    if self.still_free is not None and not self.still_free(slot):
+                        self.say(f"{slot.name} is in use by another process: the next trial "
+                                 f"waits for it (asked again every {RECHECK_SECONDS:g} s).")
+                        resting.append((time.time() + RECHECK_SECONDS, slot))
+                        continue
+                    self._start(slot)
+            waiting = bool(resting) and not self._stop.is_set() \
+                and self._started_count() < wanted
+            if not self._running and not waiting:
                 break
             time.sleep(POLL_SECONDS)
             for number, run in list(self._running.items()):
@@ -216,8 +168,6 @@ class SweepQueue:
                     free.append(run.slot)
             if self._stop.is_set() and not self._running:
                 break
-        write_csv(self.folder, self.study, self.spec)
-        return [TrialRow.of(t) for t in self.study.get_trials(deepcopy=False)]
 
     def _started_count(self) -> int:
         """Trials started (an enqueued one waits for a slot: it counts once asked)."""

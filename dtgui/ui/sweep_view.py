@@ -70,6 +70,10 @@ class SweepView(QWidget):
         self.title = QLabel("No sweep")
         self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.status = QLabel("")
+        self.notes = QLabel("")  # what the queue said: trials waiting for a GPU ...
+        self.notes.setWordWrap(True)
+        self.notes.setStyleSheet("color: #8a5a00")
+        self.notes.hide()
         self.table = QTableWidget(0, 0)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -104,6 +108,7 @@ class SweepView(QWidget):
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addWidget(self.status)
+        layout.addWidget(self.notes)
         layout.addWidget(splitter, 1)
         self._timer = QTimer(self)
         self._timer.setInterval(REFRESH_MS)
@@ -156,6 +161,8 @@ class SweepView(QWidget):
                if best is not None and best.objective is not None else "")
             + (f". Running in the background (process {self.process})."
                if self.process is not None else ""))
+        self.notes.setText("\n".join(data.notes[-3:]))
+        self.notes.setVisible(bool(data.notes))
         if self.process is None and not counts["running"] and len(data.rows) >= spec.trials:
             self._timer.stop()  # the sweep is over: nothing changes any more
         self._fill_table(data, selected)

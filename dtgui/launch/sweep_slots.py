@@ -1,0 +1,270 @@
+"""Where a sweep's trials run: its slots (docs/sweeps.md, "Where trials run").
+
+A slot is a place for one trial: one of K on this machine's CPU; a whole machine
+(`--trial-on NAMES`); or a group of free GPUs (one a trial, or as many as the trial's strategy
+takes) on this machine or on the machines `--trial-on` names. A GPU is free when no other
+process uses it: little of its memory taken and little utilisation (the machine probe's
+figures), and no compute process on it (nvidia-smi's process list). The decisions (`idle`,
+`busy_indexes`, `free_groups`, `gpu_slots`) are pure; `GpuProber` asks the machines (this one
+with a subprocess, the others over SSH), and is asked again before each trial starts on a GPU
+slot, so that a GPU another process took since (a single run started meanwhile ...) is left
+to it and the trial waits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from dtgui.core.hardware import GpuInfo
+from dtgui.core.machines import Machine, MachineRegistry, RemoteFacts
+from dtgui.core.plan import LOCAL_MACHINE, Plan, is_local_machine
+from dtgui.core.sweep import SweepError
+from dtgui.launch.targets import Target, plan_targets
+from dtgui.remote.commands import CommandRunner, CommandTimeout, LocalRunner, SshRunner
+from dtgui.remote.connector import Connector
+from dtgui.remote.hostkeys import ConnectError
+from dtgui.remote.probe import ask, read_gpus
+
+log = logging.getLogger(__name__)
+BUSY_MEMORY = 0.10  # a GPU with more of its memory in use, or busier, is taken
+BUSY_UTILISATION = 10.0
+SMI_TIMEOUT = 20.0
+# One command for both lists: the GPUs' uuids by index, then each compute process's GPU.
+SMI_PROCESSES = ("nvidia-smi --query-gpu=index,uuid --format=csv,noheader && echo @@apps && "
+                 "nvidia-smi --query-compute-apps=gpu_uuid,pid --format=csv,noheader")
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where one trial runs: the targets it may use (one GPU group, or K of this machine)."""
+
+    name: str
+    targets: tuple[Target, ...] = (Target(),)
+
+    @property
+    def gpus(self) -> tuple[int, ...]:
+        """The GPUs the slot holds (none for a CPU slot or a plan on other machines)."""
+        return self.targets[0].gpus if len(self.targets) == 1 else ()
+
+
+@dataclass
+class GpuReport:
+    """A machine's GPUs now: the probe's figures and which have a compute process."""
+
+    gpus: list[GpuInfo] = field(default_factory=list)
+    with_processes: set[int] = field(default_factory=set)
+    error: str = ""
+
+    def idle(self) -> list[int]:
+        return idle(self.gpus, self.with_processes)
+
+
+def local_slots(count: int) -> list[Slot]:
+    return [Slot(f"local-{i + 1}") for i in range(count)]
+
+
+def _registered(names: Sequence[str], registry: MachineRegistry | None) -> dict[str, Machine]:
+    known = registry or MachineRegistry()
+    found, unknown = {}, []
+    for name in names:
+        if is_local_machine(name):
+            continue
+        machine = known.find(name)
+        if machine is None:
+            unknown.append(name)
+        else:
+            found[name] = machine
+    if unknown:
+        raise SweepError([f"No machine named {', '.join(unknown)} is registered (known: "
+                          f"{', '.join(known.names()) or 'none'}; local = this machine)."])
+    return found
+
+
+def _target(name: str, machines: Mapping[str, Machine], gpus: tuple[int, ...] = ()) -> Target:
+    if is_local_machine(name):
+        return Target(gpus=gpus)
+    machine = machines[name]
+    return Target(machine.name, machine, machine.python, gpus=gpus)
+
+
+def machine_slots(names: Sequence[str], registry: MachineRegistry | None = None) -> list[Slot]:
+    """A slot a name: each trial runs whole on one machine ("local" = this one; a name
+    given twice takes two trials at once). SweepError names an unknown machine."""
+    machines = _registered(names, registry)
+    return [Slot(f"{'local' if is_local_machine(n) else machines[n].name} #{i + 1}",
+                 (_target(n, machines),)) for i, n in enumerate(names)]
+
+
+# -- which GPUs are free (pure) ------------------------------------------------------------------
+def idle(gpus: Sequence[GpuInfo], with_processes: Sequence[int] | set[int] = ()) -> list[int]:
+    """The indexes of the GPUs no other process uses: no compute process on them, little of
+    their memory taken, little utilisation."""
+    return [g.index for g in gpus if g.index not in with_processes and g.mem_total
+            and g.mem_used / g.mem_total < BUSY_MEMORY and g.util < BUSY_UTILISATION]
+
+
+def busy_indexes(text: str) -> set[int]:
+    """The GPUs with a compute process, from SMI_PROCESSES' output (uuids matched to
+    indexes)."""
+    gpu_part, _, app_part = text.partition("@@apps")
+    by_uuid = {}
+    for line in gpu_part.splitlines():
+        index, _, uuid = (part.strip() for part in line.partition(","))
+        if index.isdigit() and uuid:
+            by_uuid[uuid] = int(index)
+    busy = set()
+    for line in app_part.splitlines():
+        uuid = line.partition(",")[0].strip()
+        if uuid in by_uuid:
+            busy.add(by_uuid[uuid])
+    return busy
+
+
+def free_groups(reports: Mapping[str, GpuReport],
+                per_trial: int) -> list[tuple[str, tuple[int, ...]]]:
+    """(machine, GPU group) for every group of `per_trial` free GPUs of one machine, the
+    machines taken in turn (a first trial on each before a second on any)."""
+    per_machine = []
+    for name, report in reports.items():
+        gpus = report.idle()
+        step = max(1, per_trial)
+        per_machine.append([(name, tuple(gpus[i:i + step]))
+                            for i in range(0, len(gpus) - step + 1, step)])
+    groups = []
+    for i in range(max((len(g) for g in per_machine), default=0)):
+        groups += [g[i] for g in per_machine if i < len(g)]
+    return groups
+
+
+def gpu_slots(gpus: Sequence[int], per_trial: int) -> list[Slot]:
+    """Groups of `per_trial` free GPUs of this machine, one trial each."""
+    report = GpuReport([GpuInfo(i, "", 1, 0, 0.0) for i in gpus])
+    return [Slot(f"gpu {','.join(map(str, g))}", (Target(gpus=g),))
+            for _, g in free_groups({LOCAL_MACHINE: report}, per_trial)]
+
+
+def per_trial_gpus(plan: Plan) -> int:
+    """The GPUs one trial takes: its strategy's per task, for every compute task."""
+    return max(1, plan.strategy.gpus_per_task(plan.replicas_per_task)) * plan.compute_tasks
+
+
+# -- asking the machines -----------------------------------------------------------------------
+class GpuProber:
+    """Each machine's GPUs now: this machine's with a subprocess, a registered machine's over
+    SSH (one connection a machine, kept for the sweep). Blocks: not on a UI thread."""
+
+    def __init__(self, machines: Mapping[str, Machine] | None = None) -> None:
+        self.machines = dict(machines or {})
+        self._clients: dict[str, SshRunner] = {}
+
+    def _runner(self, name: str) -> CommandRunner:
+        if is_local_machine(name):
+            return LocalRunner()
+        if name not in self._clients:
+            self._clients[name] = SshRunner(Connector()(self.machines[name]))
+        return self._clients[name]
+
+    def report(self, name: str) -> GpuReport:
+        machine = self.machines.get(name)
+        python = (machine.python if machine is not None else "") or (
+            sys.executable if is_local_machine(name) else "python3")
+        try:
+            runner = self._runner(name)
+            answer = ask(runner, python, ["facts", "--gpus"])
+            facts = RemoteFacts()
+            if answer.data is not None and "gpus" in answer.data:
+                read_gpus(facts, answer.data["gpus"])
+            report = GpuReport(facts.gpus, error=facts.gpu_error or answer.detail)
+            if facts.gpus:
+                code, out, _ = runner.run(["sh", "-c", SMI_PROCESSES], SMI_TIMEOUT)
+                if code == 0:
+                    report.with_processes = busy_indexes(out.decode("utf-8", "replace"))
+            return report
+        except (ConnectError, CommandTimeout, OSError) as exc:
+            self._clients.pop(name, None)
+            return GpuReport(error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+
+    def still_free(self, slot: Slot) -> bool:
+        """Whether every GPU of the slot is free now (True for a slot without GPUs)."""
+        if not slot.gpus:
+            return True
+        free = set(self.report(slot.targets[0].name).idle())
+        return all(g in free for g in slot.gpus)
+
+    def close(self) -> None:
+        for runner in self._clients.values():
+            with contextlib.suppress(Exception):
+                runner.client.close()
+        self._clients.clear()
+
+
+Reports = Callable[[Sequence[str]], dict[str, GpuReport]]
+
+
+def free_gpus(python: str = "") -> list[int]:
+    """This machine's idle GPUs, from the one machine probe."""
+    return GpuProber().report(LOCAL_MACHINE).idle()
+
+
+def slots_for(plan: Plan, parallel: int, notes: list[str],
+              gpus: Callable[[], list[int]] = free_gpus, machines: Sequence[str] = (),
+              reports: Reports | None = None,
+              registry: MachineRegistry | None = None) -> list[Slot]:
+    """The slots of a sweep over `plan`. Its machines when it is placed on others; with
+    `machines` (--trial-on), a trial a machine, or for a GPU plan a trial per free GPU group
+    of those machines; free GPU groups of this machine for a GPU plan; else `parallel` of
+    this machine. More trials at once than free devices: said in `notes`, and they wait."""
+    if machines:
+        if not plan.on_gpu:
+            return machine_slots(machines, registry)
+        return machine_gpu_slots(machines, plan, parallel, notes, reports, registry)
+    if plan.tasks and any(not t.is_local for t in plan.tasks):
+        known = {m.name: m for m in (registry or MachineRegistry()).machines()}
+        targets = tuple(plan_targets(plan, known))
+        return [Slot(f"{'+'.join(t.name for t in targets)} #{i + 1}", targets)
+                for i in range(parallel)]
+    if not plan.on_gpu:
+        return local_slots(parallel)
+    per_trial = per_trial_gpus(plan)
+    slots = gpu_slots(gpus(), per_trial)
+    return _enough(slots, parallel, per_trial, "this machine", notes)
+
+
+def machine_gpu_slots(names: Sequence[str], plan: Plan, parallel: int, notes: list[str],
+                      reports: Reports | None = None,
+                      registry: MachineRegistry | None = None) -> list[Slot]:
+    """A trial per free GPU group across the machines named (each name once)."""
+    unique = list(dict.fromkeys(names))
+    machines = _registered(unique, registry)
+    if reports is None:
+        prober = GpuProber(machines)
+        found = {n: prober.report(n) for n in unique}
+        prober.close()
+    else:
+        found = reports(unique)
+    for name, report in found.items():
+        if report.error and not report.gpus:
+            notes.append(f"{name}: its GPUs cannot be read ({report.error}); no trial runs "
+                         "there.")
+        elif report.with_processes:
+            taken = ", ".join(map(str, sorted(report.with_processes)))
+            notes.append(f"{name}: GPU {taken} run(s) another process; left to it.")
+    per_trial = per_trial_gpus(plan)
+    slots = [Slot(f"{'local' if is_local_machine(n) else n} gpu {','.join(map(str, g))}",
+                  (_target(n, machines, g),)) for n, g in free_groups(found, per_trial)]
+    return _enough(slots, parallel, per_trial, ", ".join(unique), notes)
+
+
+def _enough(slots: list[Slot], parallel: int, per_trial: int, where: str,
+            notes: list[str]) -> list[Slot]:
+    if not slots:
+        raise SweepError([f"No GPU of {where} is free (every one is in use by another "
+                          "process): free one, or sweep on the CPU."])
+    if len(slots) < parallel:
+        notes.append(f"{parallel} trials at once were asked, but {len(slots)} group(s) of "
+                     f"{per_trial} free GPU(s) are on {where}: the other trials wait for one.")
+    return slots[:parallel]

@@ -1,0 +1,90 @@
+"""Where a sweep's trials run, as pure decisions: free GPU groups across this machine and
+registered machines from real H100 captures (tests/fixtures/gpu: idle, and under load), a GPU
+with a compute process left to it, more trials at once than free GPUs said. (The queue holding
+a trial back while its slot's GPU is taken: tests/test_sweep_spec.py, the failing trial.)"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from dtgui.core.hardware import GpuInfo
+from dtgui.core.machines import Machine, MachineRegistry
+from dtgui.core.plan import Plan
+from dtgui.core.strategies import Strategy
+from dtgui.core.sweep import SweepError
+from dtgui.launch.sweep_slots import GpuReport, busy_indexes, free_groups, slots_for
+from dtgui.remote.probe import parse_gpu_csv
+
+FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
+IDLE_H100 = parse_gpu_csv([(FIXTURES / "nvidia-smi-query-h100.csv").read_text().strip()])[0]
+# A matrix product in a loop: 1.8% of the memory, 63..98% busy (the worker's telemetry).
+LOADED_H100 = [GpuInfo(d["index"], d["name"], d["mem_total"], d["mem_used"], d["util"])
+               for line in (FIXTURES / "telemetry-h100-under-load.jsonl").read_text().splitlines()
+               for d in json.loads(line)["devices"]]
+ONE_GPU = Plan(device_kind="gpu", strategy=Strategy.ONE_DEVICE, replicas_per_task=1)
+
+
+def h100(index: int, loaded: bool = False) -> GpuInfo:
+    return dataclasses.replace(LOADED_H100[0] if loaded else IDLE_H100, index=index)
+
+
+def test_an_h100_under_load_is_busy_though_its_memory_is_nearly_free() -> None:
+    assert IDLE_H100.mem_total == 81559 << 20 and GpuReport([IDLE_H100]).idle() == [0]
+    for sample in LOADED_H100:
+        assert sample.mem_used / sample.mem_total < 0.02
+        assert GpuReport([sample]).idle() == []
+    # idle by its figures, but a compute process runs there (nvidia-smi's process list)
+    assert GpuReport([h100(0), h100(1)], with_processes={1}).idle() == [0]
+
+
+def test_compute_processes_are_matched_to_their_gpu_by_uuid() -> None:
+    text = ("0, GPU-aaaa\n1, GPU-bbbb\n2, GPU-cccc\n@@apps\n"
+            "GPU-cccc, 4242\nGPU-aaaa, 17\nGPU-cccc, 4243\n")
+    assert busy_indexes(text) == {0, 2}
+    assert busy_indexes("0, GPU-aaaa\n@@apps\n") == set()
+
+
+def test_trials_take_free_gpus_across_machines_and_say_what_is_left_out(
+        tmp_path: Path) -> None:
+    registry = MachineRegistry(tmp_path / "machines.toml")
+    for name in ("h100a", "h100b"):
+        registry.add(Machine(name=name, host=f"{name}.lan", user="me", python="/opt/py"))
+    reports = {
+        "local": GpuReport([h100(0), h100(1)]),
+        "h100a": GpuReport([h100(0, loaded=True), h100(1), h100(2)], with_processes={2}),
+        "h100b": GpuReport(error="Connection refused"),
+    }
+    asked: list[Sequence[str]] = []
+
+    def report(names: Sequence[str]) -> dict[str, GpuReport]:
+        asked.append(names)
+        return {n: reports[n] for n in names}
+
+    assert free_groups(reports, 1) == [("local", (0,)), ("h100a", (1,)), ("local", (1,))]
+    notes: list[str] = []
+    slots = slots_for(ONE_GPU, 4, notes, machines=["local", "h100a", "h100b", "h100a"],
+                      reports=report, registry=registry)
+    assert asked == [["local", "h100a", "h100b"]]  # each machine asked once
+    assert [s.name for s in slots] == ["local gpu 0", "h100a gpu 1", "local gpu 1"]
+    assert [(s.targets[0].name, s.gpus, s.targets[0].python) for s in slots] == [
+        ("local", (0,), ""), ("h100a", (1,), "/opt/py"), ("local", (1,), "")]
+    assert slots[1].targets[0].machine is not None
+    said = "\n".join(notes)
+    assert "h100b: its GPUs cannot be read (Connection refused)" in said
+    assert "h100a: GPU 2 run(s) another process" in said
+    assert "4 trials at once were asked, but 3 group(s) of 1 free GPU(s)" in said
+
+    mirrored = Plan(device_kind="gpu", strategy=Strategy.MIRRORED, replicas_per_task=2)
+    pairs = slots_for(mirrored, 4, [], machines=["local", "h100a"], reports=report,
+                      registry=registry)
+    assert [(s.targets[0].name, s.gpus) for s in pairs] == [("local", (0, 1))]
+    with pytest.raises(SweepError, match="No GPU of h100a is free"):
+        slots_for(mirrored, 1, [], machines=["h100a"], reports=report, registry=registry)
+    cpu = slots_for(Plan(), 2, [], machines=["local", "h100a"], registry=registry)
+    assert [s.name for s in cpu] == ["local #1", "h100a #2"]  # a CPU trial a machine
+
