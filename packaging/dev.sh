@@ -4,6 +4,7 @@
 #   bash packaging/dev.sh test    the same + test packages, then lint and the whole test suite
 #   bash packaging/dev.sh lint    test packages, then ruff and mypy only
 #   bash packaging/dev.sh setup   only set up
+# DTGUI_VENV picks the venv (default .venv here); CI keeps one a dependency set (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -19,9 +20,11 @@ APT_TEST=(xvfb xauth openssh-server iproute2 procps dbus dbus-x11 gnome-keyring 
   desktop-file-utils slurmctld slurmd slurm-client munge)
 
 need_apt() {
-  local missing=()
+  local installed missing=() p
+  # one dpkg-query for them all: what it does not list as installed is missing
+  installed=$(dpkg-query -W -f='${Package} ${Status}\n' "$@" 2>/dev/null || true)
   for p in "$@"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    grep -qx "$p install ok installed" <<<"$installed" || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
   echo "dtgui: installing Debian packages: ${missing[*]}"
@@ -31,10 +34,47 @@ need_apt() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# `timed LABEL COMMAND...`: runs the command, then says how long it took (where CI's time
+# goes: set-up, ruff, mypy; pytest prints its own).
+timed() {
+  local label=$1 start=${EPOCHREALTIME//[!0-9]/}
+  shift
+  "$@"
+  local tenths=$(( (${EPOCHREALTIME//[!0-9]/} - start) / 100000 ))
+  echo "dtgui: $label took $((tenths / 10)).$((tenths % 10)) s"
+}
+
+# The stamp holds pyproject.toml's hash (not its date: a fresh clone's files are all new) and
+# the checkout the venv's editable install points at. A new hash installs everything; a venv
+# that served another checkout with the same dependencies only gets this checkout installed.
+python_packages() {
+  local extras=$1
+  local stamp="$VENV/.dtgui-installed$extras" deps had=""
+  deps=$(sha256sum pyproject.toml | cut -d' ' -f1)
+  [ -f "$stamp" ] && had=$(cat "$stamp")
+  [ "$had" = "$deps $ROOT" ] && return 0
+  if [ "${had%% *}" = "$deps" ]; then
+    echo "dtgui: installing this checkout into $VENV (its dependencies are there already)"
+    "$VENV/bin/python" -m pip install -q --no-deps -e ".$extras"
+  else
+    echo "dtgui: installing Python packages into $VENV (TensorFlow is large: a few minutes the first time)"
+    # an editable install from pyproject.toml needs pip 21.3 or later, nothing newer
+    "$VENV/bin/python" -c 'import pip, sys
+sys.exit(tuple(map(int, pip.__version__.split(".")[:2])) < (21, 3))' \
+      || "$VENV/bin/python" -m pip install -q --upgrade pip
+    "$VENV/bin/python" -m pip install -q -e ".$extras"
+  fi
+  echo "$deps $ROOT" > "$stamp"
+}
+
 setup() {
+  local apt_test=""
   if command -v apt-get >/dev/null; then
-    need_apt "${APT_RUN[@]}"
-    [ "$MODE" = test ] && need_apt "${APT_TEST[@]}"
+    need_apt "${APT_RUN[@]}"  # python3-venv among them: the venv is made with it
+    if [ "$MODE" = test ]; then  # the test machinery (sshd, Slurm, ...) installs while pip does
+      need_apt "${APT_TEST[@]}" &
+      apt_test=$!
+    fi
   fi
   if [ ! -x "$VENV/bin/python" ]; then
     echo "dtgui: creating $VENV"
@@ -42,27 +82,22 @@ setup() {
   fi
   local extras=""
   if [ "$MODE" = test ] || [ "$MODE" = lint ]; then extras="[test]"; fi
-  local stamp="$VENV/.dtgui-installed$extras"
-  if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-    echo "dtgui: installing Python packages into $VENV (TensorFlow is large: a few minutes the first time)"
-    "$VENV/bin/python" -m pip install -q --upgrade pip
-    "$VENV/bin/python" -m pip install -q -e ".$extras"
-    touch "$stamp"
-  fi
+  python_packages "$extras"
+  if [ -n "$apt_test" ]; then wait "$apt_test"; fi
 }
 
 # ruff and mypy read their settings (rules, checked files, strictness) from pyproject.toml.
 lint() {
   echo "dtgui: ruff"
-  "$VENV/bin/python" -m ruff check dtgui tests packaging
+  timed ruff "$VENV/bin/python" -m ruff check dtgui tests packaging
   echo "dtgui: mypy"
-  "$VENV/bin/python" -m mypy
+  timed mypy "$VENV/bin/python" -m mypy
 }
 
 case "$MODE" in
-  setup) setup ;;
+  setup) timed set-up setup ;;
   lint)
-    setup
+    timed set-up setup
     lint
     ;;
   run)
@@ -75,12 +110,12 @@ case "$MODE" in
     exec "$VENV/bin/dtgui" "$@"
     ;;
   test)
-    setup
+    timed set-up setup
     lint
     export QT_QPA_PLATFORM=offscreen
     # the 25 slowest tests are listed at the end: where the suite's time goes
     # Tests wait on processes, SSH and training more than they compute: two or more at once
-    # (one worker holds the machine-wide labs, see tests/conftest.py).
+    # (each machine-wide lab in a worker of its own, see tests/conftest.py).
     exec "$VENV/bin/python" -m pytest -q -n auto --maxprocesses 4 --dist loadgroup --durations=25 "$@"
     ;;
   *) echo "usage: bash packaging/dev.sh run|test|lint|setup" >&2; exit 2 ;;

@@ -16,23 +16,36 @@ ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 
 
-# The labs that hold the whole machine (the SSH test hosts in their network namespaces, a Slurm
-# cluster on fixed ports): with pytest-xdist, every test of a module that uses one runs in the
-# same worker (`--dist loadgroup`); the other tests are spread over the workers.
-LAB_MODULES = {"conftest_ssh", "sshhosts", "slurm_cluster", "remote_python"}
+# The labs that hold a resource of the whole machine run each in one pytest-xdist worker
+# (`--dist loadgroup`), their tests in an xdist group of their own:
+# * "ssh-lab": every test that uses the SSH test hosts (the `ssh_lab` fixture, session-scoped:
+#   one lab a worker, and one lab at a time on a machine, sshhosts.LOCK_FILE, so a second worker
+#   starting its own would wait for the first to end);
+# * "slurm-lab": the other tests of a module that starts a Slurm cluster (tests/slurm_cluster.py),
+#   one cluster at a time there rather than one a worker.
+# The two labs share nothing (the Slurm clusters have their own ports, directories and
+# SLURM_CONF), so they run side by side; every other test - the lab modules' own tests of
+# parsing, local runs and widgets included - is spread over the workers one by one.
+SSH_LAB_FIXTURE = "ssh_lab"
+SLURM_LAB_MODULE = "slurm_cluster"
+
+
+def _imports(path: Path, module: str) -> bool:
+    text = path.read_text(encoding="utf-8")
+    return f"import {module}" in text or f"from {module} import" in text
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    uses_lab: dict[Path, bool] = {}
+    slurm_modules: dict[Path, bool] = {}
     for item in items:
         path = Path(item.path)
-        if path not in uses_lab:
-            text = path.read_text(encoding="utf-8")
-            uses_lab[path] = any(f"import {m}" in text or f"from {m} import" in text
-                                 for m in LAB_MODULES)
-        if uses_lab[path]:
-            item.add_marker(pytest.mark.xdist_group("machine-lab"))
+        if path not in slurm_modules:
+            slurm_modules[path] = _imports(path, SLURM_LAB_MODULE)
+        if SSH_LAB_FIXTURE in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("ssh-lab"))
+        elif slurm_modules[path]:
+            item.add_marker(pytest.mark.xdist_group("slurm-lab"))
 
 
 _launch_checks: list[str] = []  # the last launch-checks.json, carried from test to test
