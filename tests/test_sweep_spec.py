@@ -5,6 +5,7 @@ trial (tasks run the stub child under the real supervisor)."""
 from __future__ import annotations
 
 import csv
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -188,6 +189,19 @@ def test_a_failing_trial_is_marked_failed_and_the_others_go_on(
     assert len(more.run()) == 5
     assert len(open_study(spec, tmp_path / "s").trials) == 5
     assert (tmp_path / "s" / STUDY_FILE).is_file()
+
+    # exported as a folder of bundles plus rerun.py, which reruns a trial without dtgui
+    out = tmp_path / "exported"
+    assert main(["sweep", str(tmp_path / "s"), "--export", str(out)]) == 0
+    assert sorted(p.name for p in out.glob("t*")) == [f"t{n:03d}" for n in range(5)]
+    assert main(["sweep", str(tmp_path / "s"), "--export", str(out)]) == 2  # not empty
+    best = next(r for r in sorted(rows.values(), key=lambda r: r.objective or 9e9))
+    rerun = subprocess.run([sys.executable, str(out / "rerun.py"), "--only", str(best.number),
+                            "--python", good], capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert f"trial {best.number}: lr={best.params['lr']}: loss " in rerun.stdout, rerun.stdout
+    with (out / "rerun.csv").open() as f:
+        assert [r["number"] for r in csv.DictReader(f)] == [str(best.number)]
 
 
 def test_a_sweep_opened_again_settles_and_follows_the_trials_dtgui_left_running(

@@ -71,6 +71,11 @@ def add_sweep(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                        "as many trials at once as names")
     group.add_argument("--search-seed", type=int, default=None,
                        help="seed of the search's sampler (default 0)")
+    group.add_argument("--export", type=Path, default=None, metavar="DIR",
+                       help="write the sweep in OUT as a folder of bundles (one a trial) plus "
+                       "rerun.py, which reruns them without dtgui; runs nothing")
+    group.add_argument("--export-best", type=int, default=0, metavar="N",
+                       help="with --export: only the N best finished trials")
     add_export_options(sweep)
 
 
@@ -116,6 +121,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from dtgui.cli.machines import ExportOptionError, place_from_args, wants_machines
     from dtgui.cli.main import checked_plan
 
+    if args.export is not None:
+        return _export(args)
     try:
         if (args.out / SWEEP_FILE).is_file():
             spec, plan = _resumed(args)
@@ -139,6 +146,22 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(f"{PROG}: {problem}", file=sys.stderr)
         return 2
+
+
+def _export(args: argparse.Namespace) -> int:
+    from dtgui.core.sweep_export import RERUN_SCRIPT, export_sweep
+
+    try:
+        if not (args.out / SWEEP_FILE).is_file():
+            raise SweepError([f"{args.out} holds no sweep to export."])
+        bundles = export_sweep(args.out, args.export, best=max(0, args.export_best))
+    except SweepError as exc:
+        for problem in exc.problems:
+            print(f"{PROG}: {problem}", file=sys.stderr)
+        return 2
+    print(f"wrote {len(bundles)} trial bundle(s) to {args.export}; rerun them without dtgui "
+          f"with: python3 {args.export / RERUN_SCRIPT}")
+    return 0
 
 
 def _run(out: Path, spec: SweepSpec, plan: Plan) -> int:
