@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from .step_timing import Calibration
 
 SHUFFLE_BUFFER = 4096
 SHUFFLE_BYTES = 256 * 1024 * 1024
+PROBE_REPEATS = 3  # each calibration probe runs this many times; the median counts
 
 
 def check_dataset(ds: Any) -> tf.data.Dataset:
@@ -225,11 +227,12 @@ def make_trainer(info: BuiltStrategy, model: keras.Model, optimizer: Any, loss_o
 
 
 class Probes:
-    """The calibration's two probes on a batch already on the devices (no input wait):
-    ``measure(n)`` times n training steps (forward, backward, all-reduce, update) and n
-    gradient all-reduces alone, and gives their seconds per step. The model's and the
-    optimizer's variables (weights, slots, random seeds, moving statistics) are put back
-    afterwards, so training goes on exactly as without the probes."""
+    """The calibration's probes. ``measure(n)`` times, in seconds per step: n training steps
+    on a batch already on the devices (forward, backward, all-reduce, update: no input
+    wait), n gradient all-reduces alone, and the plan's input pipeline alone producing n
+    steps' batches on the host. The model's and the optimizer's variables (weights, slots,
+    random seeds, moving statistics) are put back afterwards, so training goes on exactly
+    as without the probes; the training iterator is not touched."""
 
     def __init__(self, info: BuiltStrategy, trainer: Trainer, model: keras.Model,
                  optimizer: Any, source: ModelSource, global_batch: int,
@@ -240,6 +243,7 @@ class Probes:
         self._variables = [*model.variables, *optimizer.variables]
         self._batch_source = (source, info, global_batch, micro_batches)
         self._batches: Any = None
+        self._inputs: Any = None  # the input pipeline alone (no shuffle, no prefetch)
         self._traced = False
         weights = list(model.trainable_variables)
 
@@ -269,23 +273,38 @@ class Probes:
         self._steps, self._reduces = steps, reduces
 
     def measure(self, n: int) -> Calibration:
+        source, _, global_batch, micro_batches = self._batch_source
         if self._batches is None:
             self._batches = cached_batches(*self._batch_source)
+            self._inputs = iter(check_dataset(source.call("make_dataset")).repeat()
+                                .batch(global_batch, drop_remainder=True))
+            keep(self._inputs)
+            next(self._inputs)  # the pipeline's start: not a measure
         saved = [v.numpy() for v in self._variables]
         try:
             if not self._traced:  # the first run traces: not a measure
                 self._steps(self._batches, tf.constant(1)).numpy()
                 self._reduces(tf.constant(1)).numpy()
                 self._traced = True
-            began = time.perf_counter()
-            self._steps(self._batches, tf.constant(n)).numpy()
-            stepped = time.perf_counter()
-            self._reduces(tf.constant(n)).numpy()
-            reduced = time.perf_counter()
+            steps, reduces, inputs = [], [], []
+            for _ in range(n * micro_batches):
+                began = time.perf_counter()
+                next(self._inputs)
+                inputs.append(time.perf_counter() - began)
+            for _ in range(PROBE_REPEATS):
+                began = time.perf_counter()
+                self._steps(self._batches, tf.constant(n)).numpy()
+                stepped = time.perf_counter()
+                self._reduces(tf.constant(n)).numpy()
+                steps.append(stepped - began)
+                reduces.append(time.perf_counter() - stepped)
         finally:
             for variable, value in zip(self._variables, saved, strict=True):
                 variable.assign(value)
-        return Calibration(step=(stepped - began) / n, reduce=(reduced - stepped) / n)
+        # the median: as disturbed by other work as the training calls it is compared with
+        return Calibration(step=statistics.median(steps) / n,
+                           reduce=statistics.median(reduces) / n,
+                           input=statistics.median(inputs) * micro_batches)
 
 
 def cached_batches(source: ModelSource, info: BuiltStrategy, global_batch: int,

@@ -3,10 +3,13 @@
 Every call's wall time and the time spent reporting it are counted as training runs. A short
 calibration, at the third call and then every CALIBRATE_EVERY_CALLS calls, times two probes
 on a batch already on the devices (`dtgui.worker.loop.Probes`): the full training step
-(forward, backward, gradient all-reduce, update; the variables are put back afterwards) and
-the gradient all-reduce alone. Then, per step:
+(forward, backward, gradient all-reduce, update; the variables are put back afterwards),
+the gradient all-reduce alone, and the plan's input pipeline alone making a step's batches.
+Then, per step:
 
-* input wait = the step's time in training minus the same step on data already there;
+* input wait = the step's time in training minus the same step on data already there, but
+  never more than the input pipeline alone takes to make the step's batches (so a step
+  slowed by something else, another process on the machine say, is not called input);
 * communication = the all-reduce alone (never more than what is left);
 * compute = the rest of the call (forward, backward, the update, the loop);
 * reporting = dtgui's events and loss summaries (timed as they are written).
@@ -34,9 +37,9 @@ def enabled() -> bool:
 
 
 def probe_steps(k: int) -> int:
-    """Steps each probe runs: a quarter of the current call (at least 4), so a calibration
-    takes about half a call."""
-    return max(4, k // 4)
+    """Steps each probe runs: an eighth of the current call (at least 4); each probe runs
+    three times (the median counts), so a calibration takes about as long as a call."""
+    return max(4, k // 8)
 
 
 @dataclass
@@ -45,12 +48,13 @@ class Calibration:
 
     step: float  # the full training step on a cached batch
     reduce: float  # the gradient all-reduce alone
+    input: float = float("inf")  # the input pipeline alone, making one step's batches
 
 
 def split_parts(call: float, reporting: float, calibration: Calibration) -> dict[str, float]:
     """Seconds per step by part, from a window's call time per step and reporting per step."""
     cached = min(calibration.step, call)
-    waiting = max(0.0, call - cached)
+    waiting = min(max(0.0, call - cached), calibration.input)
     communication = min(calibration.reduce, call - waiting)
     return {"input": waiting, "compute": max(0.0, call - waiting - communication),
             "communication": communication, "reporting": reporting}
@@ -110,5 +114,6 @@ class StepTiming:
                 "measured": list(PARTS), **{k: round(v, 7) for k, v in parts.items()},
                 "probe_step": round(self.calibration.step, 7),
                 "probe_reduce": round(self.calibration.reduce, 7),
+                "probe_input": round(self.calibration.input, 7),
                 "calibration_seconds": round(self.calibration_seconds, 4),
                 "training_seconds": round(self.training_seconds, 4)}
