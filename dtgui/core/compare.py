@@ -14,10 +14,11 @@ import csv
 import io
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from dtgui.core.bottleneck import RunFacts, Verdict, facts_of, verdict
 from dtgui.core.run_curves import (
     Curve,
     RunCurves,
@@ -51,6 +52,8 @@ class RunSummary:
     best_val_metric: tuple[str, float, int] | None = None  # (name, value, step)
     loss: Curve = field(default_factory=Curve)  # mean training loss over every replica
     validation: dict[str, Curve] = field(default_factory=dict)  # "loss" and each metric
+    limit: Verdict = field(default_factory=lambda: Verdict(""))  # where the time went
+    facts: RunFacts = field(default_factory=RunFacts)  # what the advice depends on
     error: str = ""  # why the run could not be read (it is still listed)
 
 
@@ -59,6 +62,7 @@ def _plan_facts(summary: RunSummary, plan: dict[str, Any]) -> None:
     from dtgui.core.plan_text import SCRIPT_OWN, optimizer_text, schedule_text
 
     summary.strategy = str(plan.get("strategy", ""))
+    summary.facts = facts_of(plan, gpu=plan.get("device_kind") == "gpu")
     summary.precision = str(plan.get("precision", ""))
     xla = plan.get("xla")
     summary.xla = bool(xla) if isinstance(xla, bool) else None
@@ -79,6 +83,7 @@ def _plan_facts(summary: RunSummary, plan: dict[str, Any]) -> None:
     summary.replicas = parsed.total_replicas
     summary.global_batch = parsed.global_batch
     summary.machines = ", ".join(parsed.machine_names) or "local"
+    summary.facts = replace(summary.facts, hosts=max(1, len(parsed.machine_names)))
     if not summary.name:
         summary.name = parsed.run_name
 
@@ -106,6 +111,7 @@ def _fold(summary: RunSummary, curves: RunCurves) -> None:
     summary.final_loss = curves.final_loss()
     summary.throughput = median_throughput(curves.throughput_views())
     summary.validation = curves.validation_curves()
+    summary.limit = verdict(curves.splits.values(), summary.facts)
     val_loss = summary.validation.get("loss")
     if val_loss is not None:
         summary.best_val_loss = best_point(val_loss.steps, val_loss.values, "loss")
@@ -121,7 +127,7 @@ def _fold(summary: RunSummary, curves: RunCurves) -> None:
 
 FIELDS = ("Run", "State", "Strategy", "Machines", "Replicas", "Precision", "XLA",
           "Global batch", "Optimizer", "Schedule", "Steps", "Throughput (examples/s)",
-          "Final loss", "Best validation loss", "Best validation metric")
+          "Final loss", "Best validation loss", "Best validation metric", "Time limited by")
 
 
 def _number(value: float | None, digits: int = 4) -> str:
@@ -145,7 +151,7 @@ def table_rows(summaries: Iterable[RunSummary]) -> list[list[str]]:
             str(s.global_batch) if s.global_batch else MISSING,
             s.optimizer or MISSING, s.schedule or MISSING, steps,
             MISSING if s.throughput is None else f"{s.throughput:,.0f}",
-            _number(s.final_loss), val, metric,
+            _number(s.final_loss), val, metric, s.limit.short or MISSING,
         ])
     return rows
 
@@ -153,7 +159,8 @@ def table_rows(summaries: Iterable[RunSummary]) -> list[list[str]]:
 CSV_FIELDS = ("run", "state", "strategy", "machines", "replicas", "precision", "xla",
               "global_batch", "optimizer", "schedule", "steps_planned", "steps_done",
               "examples_per_sec_median", "final_loss", "best_val_loss", "best_val_loss_step",
-              "best_val_metric", "best_val_metric_value", "best_val_metric_step", "bundle")
+              "best_val_metric", "best_val_metric_value", "best_val_metric_step",
+              "limited_by", "limited_share", "limited_task", "bundle")
 
 
 def _raw(value: float | None) -> str:
@@ -177,6 +184,7 @@ def summary_csv(summaries: Iterable[RunSummary]) -> str:
             s.best_val_metric[0] if s.best_val_metric else "",
             _raw(s.best_val_metric[1]) if s.best_val_metric else "",
             s.best_val_metric[2] if s.best_val_metric else "",
+            s.limit.limit, f"{s.limit.share:.4f}" if s.limit.known else "", s.limit.task,
             s.bundle,
         ])
     return buffer.getvalue()
