@@ -109,6 +109,10 @@ def test_the_sweep_view_shows_the_trials_best_first(qtbot: QtBot, tmp_path: Path
     qtbot.waitUntil(out.exists, timeout=10_000)
     with out.open() as f:
         assert len(list(csv.DictReader(f))) == 5
+    view.export_bundles(tmp_path / "bundles")  # the made-up trials' runs: their plans' bundles
+    qtbot.waitUntil(lambda: "rerun them" in view.status.text(), timeout=20_000)
+    assert sorted(p.name for p in (tmp_path / "bundles").glob("t*")) == [
+        f"t{n:03d}" for n in range(5)]
     if os.environ.get("DTGUI_SCREENSHOTS"):
         shots = Path(os.environ["DTGUI_SCREENSHOTS"])
         view.grab().save(str(shots / "sweep-view.png"))
@@ -145,6 +149,7 @@ def test_the_wizard_sweeps_its_run_setup_set_up_in_a_form(qtbot: QtBot, tmp_path
     """Sweep… on the wizard's review page: the form says each row's problem beside it (an
     inverted range, an argument the built-in loop cannot take); Start sweep starts the sweep
     of the wizard's plan and closes the wizard."""
+    from PySide6.QtCore import Qt
     from PySide6.QtWidgets import QDialogButtonBox, QWizard
 
     from dtgui.launch import sweep_process
@@ -197,6 +202,11 @@ def test_the_wizard_sweeps_its_run_setup_set_up_in_a_form(qtbot: QtBot, tmp_path
     batch.low.setText("16")
     batch.high.setText("64")
     assert "Choose the sweep's folder" in dialog.problems.text()
+    here = dialog.machines_list.item(0)
+    assert here is not None and here.text() == "this machine" and dialog.trial_on() == []
+    here.setCheckState(Qt.CheckState.Unchecked)
+    assert "Check at least one machine" in dialog.problems.text()
+    here.setCheckState(Qt.CheckState.Checked)
     dialog.folder_edit.setText(str(tmp_path / "sweep"))
     dialog.parallel_spin.setValue(4)
     assert dialog.problems_now() == [] and ok.isEnabled()

@@ -67,8 +67,9 @@ def add_sweep(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                        "SQLite in OUT")
     group.add_argument("--trial-on", default="", metavar="NAMES",
                        help="run each trial whole on one machine: comma-separated registered "
-                       "machines (local = this one; a name twice takes two trials at once); "
-                       "as many trials at once as names")
+                       "machines (local = this one; a name twice takes two trials at once; "
+                       "on GPUs, a trial per free GPU group of each); as many trials at once "
+                       "as names unless --parallel says")
     group.add_argument("--search-seed", type=int, default=None,
                        help="seed of the search's sampler (default 0)")
     group.add_argument("--export", type=Path, default=None, metavar="DIR",
@@ -98,7 +99,7 @@ def _spec(args: argparse.Namespace) -> SweepSpec:
         raise SweepError(problems)
     machines = [n.strip() for n in args.trial_on.split(",") if n.strip()]
     return SweepSpec(params=tuple(params), trials=args.trials or 10,
-                     parallel=len(machines) or args.parallel or 1,
+                     parallel=args.parallel or len(machines) or 1,
                      search=args.search or "tpe",
                      objective=args.objective or DEFAULT_OBJECTIVE,
                      direction=args.direction or "", pruner=args.pruner or "median",

@@ -220,7 +220,7 @@ def slots_for(plan: Plan, parallel: int, notes: list[str],
     this machine. More trials at once than free devices: said in `notes`, and they wait."""
     if machines:
         if not plan.on_gpu:
-            return machine_slots(machines, registry)
+            return machine_slots(machines, registry)[:max(1, parallel)]
         return machine_gpu_slots(machines, plan, parallel, notes, reports, registry)
     if plan.tasks and any(not t.is_local for t in plan.tasks):
         known = {m.name: m for m in (registry or MachineRegistry()).machines()}

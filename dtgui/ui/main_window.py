@@ -30,6 +30,7 @@ from dtgui.core.hardware import MachineFacts
 from dtgui.core.plan import Plan
 from dtgui.core.runs import RunRecord
 from dtgui.core.settings import load_last_plan, runs_dir, save_last_plan
+from dtgui.core.slurm import SlurmJob
 from dtgui.core.strategies import STRATEGIES, Strategy, recommend
 from dtgui.launch.model_check import cancel_all as cancel_all_checks
 from dtgui.launch.policy import RunPolicy
@@ -260,18 +261,21 @@ class MainWindow(QMainWindow):
         run_in_thread(lambda: save_last_plan(plan), lambda _: None, self._report_error,
                       context=self)
         export_dir = wizard.export_dir()
+        slurm = wizard.review_page.slurm_job  # a Slurm cluster's job, or None
         if wizard.action() == "export" and export_dir is not None:
-            self.export(plan, Path(export_dir))
+            self.export(plan, Path(export_dir), slurm)
         else:
-            self.launch(plan, max_restarts=wizard.review_page.machines_box.max_restarts())
+            self.launch(plan, max_restarts=wizard.review_page.machines_box.max_restarts(),
+                        slurm=slurm)
 
-    def launch(self, plan: Plan, max_restarts: int = 0) -> None:
+    def launch(self, plan: Plan, max_restarts: int = 0, slurm: SlurmJob | None = None) -> None:
+        """Start `plan` (as the Slurm job `slurm` when given) and show it."""
         if not self._may_start():
             return
         self._set_launch_enabled(False)
         self.home.status.setText(f"Starting {plan.run_name}…")
         self.statusBar().showMessage(f"Writing the bundle and starting {plan.run_name}…")
-        self.session.launch(plan, runs_dir(), RunPolicy(max_restarts=max_restarts))
+        self.session.launch(plan, runs_dir(), RunPolicy(max_restarts=max_restarts), slurm)
 
     def show_runs(self) -> None:
         self.runs_page.refresh()
@@ -315,7 +319,8 @@ class MainWindow(QMainWindow):
         process of its own, shown by the sweep view."""
         from dtgui.ui.sweep_dialog import SweepDialog
 
-        dialog = SweepDialog(plan, parent=parent or self)
+        dialog = SweepDialog(plan, parent=parent or self,
+                             machines=[m.name for m in self.machines.machines()])
         dialog.accepted.connect(lambda: self._start_sweep(dialog))
         dialog.open()
         return dialog
@@ -371,10 +376,14 @@ class MainWindow(QMainWindow):
             return False
         return True
 
-    def export(self, plan: Plan, destination: Path) -> None:
+    def export(self, plan: Plan, destination: Path, slurm: SlurmJob | None = None) -> None:
         self.statusBar().showMessage(f"Exporting to {destination}…")
 
         def write() -> Path:
+            if slurm is not None:
+                from dtgui.core.slurm_bundle import render_slurm_bundle
+
+                return render_slurm_bundle(plan, destination, slurm).path
             placed = plan if plan.tasks else place_local(plan)
             return render_bundle(placed, destination).path
 

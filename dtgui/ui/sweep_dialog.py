@@ -1,7 +1,7 @@
 """The dialog that sets up a sweep of a run setup (docs/sweeps.md): a row a varied parameter
 (which setting, its space: a list of values or a range, uniform or log-uniform, of ints or
 floats), then the search, the trials, how many at once, the objective and its direction, the
-pruner, the study's storage and the sweep's folder.
+pruner, the machines its trials run on, the study's storage and the sweep's folder.
 
 Every problem is shown as it is typed, beside the row it belongs to: a row's own (an empty or
 inverted range: `dtgui.core.sweep.parse_param`) and the run setup's (a setting the chosen model
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -26,6 +26,8 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QListWidget,
+    QListWidgetItem,
     QPushButton,
     QScrollArea,
     QSpinBox,
@@ -34,7 +36,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.plan import Plan
+from dtgui.core.plan import LOCAL_MACHINE, Plan
 from dtgui.core.sweep import (
     DEFAULT_OBJECTIVE,
     PLAN_FIELDS,
@@ -251,10 +253,28 @@ def _setting_of(name: str) -> tuple[str, str]:
 
 class SweepDialog(QDialog):
     def __init__(self, plan: Plan, folder: Path | None = None,
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None, machines: list[str] | None = None) -> None:
+        """`machines`: the registered machines a trial may run on besides this one."""
         super().__init__(parent)
         self.setWindowTitle(f"Sweep of {plan.run_name}")
         self.base_plan = plan
+        self.machines_list = QListWidget()
+        self.machines_list.setToolTip(
+            "Each trial runs whole on one of the checked machines (on a GPU run setup, a trial "
+            "per free GPU, or group of GPUs, of each); more at once than free places wait")
+        for name in [LOCAL_MACHINE, *(machines or [])]:
+            item = QListWidgetItem("this machine" if name == LOCAL_MACHINE else name)
+            item.setData(Qt.ItemDataRole.UserRole, name)
+            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+            item.setCheckState(Qt.CheckState.Checked if name == LOCAL_MACHINE
+                               else Qt.CheckState.Unchecked)
+            self.machines_list.addItem(item)
+        self.machines_list.setMaximumHeight(22 * min(4, self.machines_list.count()) + 8)
+        placed = bool(plan.tasks) and any(not t.is_local for t in plan.tasks)
+        self.machines_list.setEnabled(not placed)
+        if placed:
+            self.machines_list.setToolTip("This run setup places its tasks on registered "
+                                          "machines: every trial runs there")
         self.param_rows: list[ParamRow] = []
         self._rows_box = QVBoxLayout()
         self._rows_box.setContentsMargins(0, 0, 0, 0)
@@ -317,6 +337,7 @@ class SweepDialog(QDialog):
         form.addRow("Objective", self.objective_box)
         form.addRow("Direction", self.direction_box)
         form.addRow("Pruner", self.pruner_box)
+        form.addRow("Trials run on", self.machines_list)
         form.addRow("Study storage", self.storage_edit)
         form.addRow("Folder", where)
         self.problems = QLabel("")
@@ -347,6 +368,7 @@ class SweepDialog(QDialog):
             signal.connect(self._update)
         for box in (self.search_box, self.direction_box, self.pruner_box):
             box.currentIndexChanged.connect(self._update)
+        self.machines_list.itemChanged.connect(self._update)
         self._update()
 
     # -- rows -----------------------------------------------------------------------------
@@ -392,6 +414,7 @@ class SweepDialog(QDialog):
                 params.append(param)
         if problems:
             raise SweepError(problems)
+        trial_on = self.trial_on()
         return SweepSpec(params=tuple(params),
                          trials=self.trials_spin.value(),
                          parallel=self.parallel_spin.value(),
@@ -399,7 +422,18 @@ class SweepDialog(QDialog):
                          objective=self.objective_box.currentText().strip(),
                          direction=str(self.direction_box.currentData()),
                          pruner=str(self.pruner_box.currentData()),
-                         storage=self.storage_edit.text().strip())
+                         storage=self.storage_edit.text().strip(),
+                         extra={"trial_on": trial_on} if trial_on else {})
+
+    def trial_on(self) -> list[str]:
+        """The machines checked, when they are not just this one (then: [], the default)."""
+        if not self.machines_list.isEnabled():
+            return []
+        names = [str(item.data(Qt.ItemDataRole.UserRole))
+                 for item in (self.machines_list.item(i)
+                              for i in range(self.machines_list.count()))
+                 if item is not None and item.checkState() == Qt.CheckState.Checked]
+        return [] if names == [LOCAL_MACHINE] else names
 
     def folder(self) -> Path | None:
         text = self.folder_edit.text().strip()
@@ -420,6 +454,11 @@ class SweepDialog(QDialog):
                     others.append(problem)
                 else:
                     by_row[index].append(problem)
+        if self.machines_list.isEnabled() and not any(
+                item is not None and item.checkState() == Qt.CheckState.Checked
+                for item in (self.machines_list.item(i)
+                             for i in range(self.machines_list.count()))):
+            others.append("Check at least one machine for the trials to run on.")
         folder = self.folder()
         if folder is None:
             others.append("Choose the sweep's folder.")

@@ -4,7 +4,8 @@ the objective against each parameter (docs/sweeps.md).
 `SweepView.open(folder)` reads the sweep (its study) in the background every few seconds
 while it is shown (`dtgui.core.sweep_study.read_sweep`); the queue itself runs elsewhere
 (`dtgui sweep`, which goes on while dtgui is closed; Stop asks it to stop). The selected trials open in Compare, the
-best one's run opens like any run, and the table exports as CSV.
+best one's run opens like any run, the table exports as CSV and the sweep as a folder of
+bundles with a driver script (`dtgui.core.sweep_export`).
 """
 
 from __future__ import annotations
@@ -91,6 +92,10 @@ class SweepView(QWidget):
         self.best_button.clicked.connect(self._open_best)
         self.csv_button = QPushButton("Export CSV…")
         self.csv_button.clicked.connect(self._export_csv)
+        self.bundles_button = QPushButton("Export bundles…")
+        self.bundles_button.setToolTip("Write every trial's bundle and rerun.py, which reruns "
+                                       "the sweep's trials without dtgui")
+        self.bundles_button.clicked.connect(self._export_bundles)
         self.stop_button = QPushButton("Stop sweep")
         self.stop_button.setToolTip("Stop the running trials and start no more")
         self.stop_button.clicked.connect(self.stop)
@@ -99,7 +104,7 @@ class SweepView(QWidget):
         top = QHBoxLayout()
         top.addWidget(self.title, 1)
         for button in (self.best_button, self.compare_button, self.csv_button,
-                       self.stop_button, back):
+                       self.bundles_button, self.stop_button, back):
             top.addWidget(button)
         splitter = QSplitter(Qt.Orientation.Vertical)
         splitter.addWidget(self.table)
@@ -221,6 +226,7 @@ class SweepView(QWidget):
         self.compare_button.setEnabled(len([r for r in self.selected_rows() if r.run]) >= 1)
         self.best_button.setEnabled(data is not None and data.best is not None)
         self.csv_button.setEnabled(data is not None and bool(data.rows))
+        self.bundles_button.setEnabled(data is not None and bool(data.rows))
         self.stop_button.setEnabled(self.process is not None)
 
     def stop(self) -> None:
@@ -332,6 +338,30 @@ class SweepView(QWidget):
         create_worker(write, on_done=lambda p: self.status.setText(f"Wrote {p}"),
                       on_error=lambda exc: self.status.setText(
                           f"The CSV could not be written: {error_message(exc)}"),
+                      context=self)
+
+    def _export_bundles(self) -> None:
+        if self.folder is None:
+            return
+        chosen = QFileDialog.getExistingDirectory(self, "Export the sweep's bundles into (a new "
+                                                  "or empty folder)", str(self.folder.parent))
+        if chosen:
+            self.export_bundles(Path(chosen))
+
+    def export_bundles(self, destination: Path) -> None:
+        """Write the sweep as a folder of bundles plus rerun.py (in the background)."""
+        from dtgui.core.sweep_export import RERUN_SCRIPT, export_sweep
+
+        folder = self.folder
+        if folder is None:
+            return
+        self.status.setText(f"Writing the trials' bundles to {destination}…")
+        create_worker(lambda _w: export_sweep(folder, destination),
+                      on_done=lambda bundles: self.status.setText(
+                          f"Wrote {len(bundles)} bundle(s) to {destination}; rerun them "
+                          f"without dtgui: python3 {destination / RERUN_SCRIPT}"),
+                      on_error=lambda exc: self.status.setText(
+                          f"The sweep could not be exported: {error_message(exc)}"),
                       context=self)
 
     def hideEvent(self, event: QHideEvent) -> None:
