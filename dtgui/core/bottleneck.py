@@ -11,8 +11,9 @@ A `split` event (schema 2, added fields are optional):
 ``{"kind": "split", "task": ..., "step": last step measured, "steps": steps in the window,
 "seconds_per_step": wall time of a step, "input"/"compute"/"communication"/"reporting":
 seconds of a step, "measured": the parts measured, "method": "calibrated" | "report",
-"calibration_seconds": what measuring cost so far, "training_seconds": the task's training
-time so far}``.
+"calibration_seconds": what measuring cost so far (its recurring part), "setup_seconds":
+making the probes once (tracing them), "training_seconds": the task's training time so
+far}``.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ class StepSplit:
     reporting: float = 0.0
     measured: tuple[str, ...] = PARTS  # parts measured (a script without help: fewer)
     method: str = "calibrated"
-    calibration_seconds: float = 0.0  # what measuring cost the task so far
+    calibration_seconds: float = 0.0  # what measuring cost the task so far (recurring)
+    setup_seconds: float = 0.0  # making the probes once, at the first calibration
     training_seconds: float = 0.0  # the task's training time so far
 
     @classmethod
@@ -66,6 +68,7 @@ class StepSplit:
         return cls(task=task, step=step if isinstance(step, int) else 0,
                    measured=measured, method=str(data.get("method", "calibrated")),
                    calibration_seconds=_seconds(data.get("calibration_seconds")),
+                   setup_seconds=_seconds(data.get("setup_seconds")),
                    training_seconds=_seconds(data.get("training_seconds")), **parts)
 
     @property
@@ -85,7 +88,8 @@ class StepSplit:
 
     @property
     def cost_share(self) -> float:
-        """What measuring the split cost, as a share of the task's time."""
+        """What measuring the split costs as it goes, as a share of the task's time (the
+        probes' making, once, is `setup_seconds`)."""
         total = self.training_seconds + self.calibration_seconds
         return self.calibration_seconds / total if total > 0 else 0.0
 

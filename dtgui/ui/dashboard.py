@@ -19,6 +19,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QFrame, QSplitter, QVBoxLayout, QWidget
 
+from dtgui.core.bottleneck import facts_of
 from dtgui.core.metrics import RunMetrics, Snapshot
 from dtgui.core.plan_text import script_summary, script_text
 from dtgui.core.run_curves import task_key
@@ -29,6 +30,7 @@ from dtgui.ui.plot_base import DARK, LIGHT, PlotPanel, make_card, title_label
 from dtgui.ui.plots import DevicePanel, ThroughputPanel
 from dtgui.ui.run_widgets import LogView, RunHeader, TaskTable
 from dtgui.ui.scalar_panel import AXIS_LABELS, ScalarPanel
+from dtgui.ui.step_split import StepSplitPanel
 from dtgui.ui.training_plots import (
     LearningRatePanel,
     ModelBar,
@@ -83,6 +85,7 @@ class Dashboard(QWidget):
         self.validation_panel.setVisible(False)
         self.lr_panel.setVisible(False)
         self.model_bar = ModelBar()  # where the trained model was saved
+        self.step_split = StepSplitPanel()  # where each task's step time goes, the verdict
         self.throughput_panel = ThroughputPanel(theme)
         self.device_panel = DevicePanel(theme)
         self.scalar_panel = ScalarPanel(theme)  # a user's script's own scalars
@@ -141,6 +144,7 @@ class Dashboard(QWidget):
         layout.setSpacing(6)
         layout.addWidget(self.header)
         layout.addWidget(self.model_bar)
+        layout.addWidget(self.step_split)
         layout.addWidget(self.splitter, 1)
 
         self.timer = QTimer(self)
@@ -195,6 +199,9 @@ class Dashboard(QWidget):
             panel.setVisible(False)
         self._side_sized = False
         self.model_bar.set_output(controller.output_dir)
+        self.step_split.clear()
+        self.step_split.set_facts(facts_of(plan.to_dict(), hosts=len(plan.machine_names),
+                                           gpu=plan.device_kind == "gpu"))
         self.throughput_panel.setVisible(True)
         self.task_table.clear_tasks()
         self.header.set_run(run_name or controller.run_name or "run",
@@ -372,6 +379,7 @@ class Dashboard(QWidget):
             self.header.set_progress(snap.step, 0 if self._script_run else snap.total_steps)
         self.header.set_epoch(snap.epoch, snap.last_epoch_metrics)
         self.task_table.update_tasks(snap.tasks)
+        self.step_split.update_splits(snap.splits)
         self.memory_panel.update_memory(snap.memory)
         self.memory_panel.update_tasks(snap.tasks)
         tasks = sorted(set(snap.tasks) | set(metrics.log_tasks()), key=task_key)

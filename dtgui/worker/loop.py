@@ -274,6 +274,7 @@ class Probes:
 
     def measure(self, n: int) -> Calibration:
         source, _, global_batch, micro_batches = self._batch_source
+        began = time.perf_counter()
         if self._batches is None:
             self._batches = cached_batches(*self._batch_source)
             self._inputs = iter(check_dataset(source.call("make_dataset")).repeat()
@@ -286,6 +287,7 @@ class Probes:
                 self._steps(self._batches, tf.constant(1)).numpy()
                 self._reduces(tf.constant(1)).numpy()
                 self._traced = True
+            setup = time.perf_counter() - began
             steps, reduces, inputs = [], [], []
             for _ in range(n * micro_batches):
                 began = time.perf_counter()
@@ -304,7 +306,7 @@ class Probes:
         # the median: as disturbed by other work as the training calls it is compared with
         return Calibration(step=statistics.median(steps) / n,
                            reduce=statistics.median(reduces) / n,
-                           input=statistics.median(inputs) * micro_batches)
+                           input=statistics.median(inputs) * micro_batches, setup=setup)
 
 
 def cached_batches(source: ModelSource, info: BuiltStrategy, global_batch: int,

@@ -49,6 +49,7 @@ class Calibration:
     step: float  # the full training step on a cached batch
     reduce: float  # the gradient all-reduce alone
     input: float = float("inf")  # the input pipeline alone, making one step's batches
+    setup: float = 0.0  # seconds of this calibration spent making the probes (traces)
 
 
 def split_parts(call: float, reporting: float, calibration: Calibration) -> dict[str, float]:
@@ -67,7 +68,8 @@ class StepTiming:
         self.active = active and enabled()
         self.calls = 0
         self.calibration: Calibration | None = None
-        self.calibration_seconds = 0.0  # what the probes (and their first trace) cost
+        self.calibration_seconds = 0.0  # what the probes cost, their making excepted
+        self.setup_seconds = 0.0  # making the probes (tracing them) once
         self.training_seconds = 0.0  # calls and reporting, the first call excepted
         self._window = [0.0, 0.0, 0]  # call seconds, reporting seconds, steps
         self._since_split = 0
@@ -97,7 +99,8 @@ class StepTiming:
 
     def calibrated(self, calibration: Calibration, seconds: float) -> None:
         self.calibration = calibration
-        self.calibration_seconds += seconds
+        self.calibration_seconds += seconds - calibration.setup
+        self.setup_seconds += calibration.setup
 
     def split_due(self, final: bool = False) -> bool:
         return (self.active and self.calibration is not None and self._window[2] > 0
@@ -116,4 +119,5 @@ class StepTiming:
                 "probe_reduce": round(self.calibration.reduce, 7),
                 "probe_input": round(self.calibration.input, 7),
                 "calibration_seconds": round(self.calibration_seconds, 4),
+                "setup_seconds": round(self.setup_seconds, 4),
                 "training_seconds": round(self.training_seconds, 4)}

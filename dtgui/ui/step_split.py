@@ -1,0 +1,191 @@
+"""Where each task's step time goes: a stacked bar per task (input wait, compute,
+communication, dtgui's reporting) and the run's verdict with what to change.
+
+Fed with `Snapshot.splits` (dtgui.core.bottleneck.StepSplit, each task's latest) at the
+dashboard's reading speed; hidden until a task has measured its split.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from PySide6.QtCore import QRectF, QSize, Qt
+from PySide6.QtGui import QColor, QPainter, QPalette
+from PySide6.QtWidgets import (
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
+
+from dtgui.core.bottleneck import (
+    PART_NAMES,
+    PARTS,
+    RunFacts,
+    StepSplit,
+    Verdict,
+    verdict,
+)
+from dtgui.core.run_curves import task_key
+from dtgui.ui.plot_base import title_label
+
+COLOURS = {"input": QColor("#e8a33d"), "compute": QColor("#3f9e6b"),
+           "communication": QColor("#4a86d6"), "reporting": QColor("#9aa0a6")}
+LIMIT_COLOURS = {"input": "#b86e00", "communication": "#2a64b0", "compute": "#2e7d52",
+                 "reporting": "#5f6368"}
+MAX_ROWS = 8  # tasks shown one bar each; the rest are summed up in a line
+
+
+def _milliseconds(seconds: float) -> str:
+    ms = seconds * 1000
+    return f"{ms:.3g} ms" if ms < 100 else f"{ms:,.0f} ms"
+
+
+class SplitBar(QWidget):
+    """One task's step as a bar of its parts, widths in proportion to their time."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.split: StepSplit | None = None
+        self.setMinimumHeight(14)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+
+    def sizeHint(self) -> QSize:
+        return QSize(240, 16)
+
+    def set_split(self, split: StepSplit) -> None:
+        self.split = split
+        self.setToolTip("\n".join(
+            f"{PART_NAMES[p]}: {_milliseconds(split.seconds(p))} ({split.share(p) * 100:.1f} %)"
+            for p in PARTS if p in split.measured))
+        self.update()
+
+    def paintEvent(self, event: object) -> None:
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+        rect = QRectF(self.rect()).adjusted(0, 1, -1, -1)
+        painter.fillRect(rect, self.palette().color(QPalette.ColorRole.AlternateBase))
+        split = self.split
+        if split is not None:
+            x = rect.left()
+            for part in PARTS:
+                width = rect.width() * split.share(part)
+                if width > 0:
+                    painter.fillRect(QRectF(x, rect.top(), width, rect.height()), COLOURS[part])
+                    x += width
+        painter.setPen(self.palette().color(QPalette.ColorRole.Mid))
+        painter.drawRect(rect)
+        painter.end()
+
+
+def _swatch(part: str) -> QWidget:
+    box = QWidget()
+    layout = QHBoxLayout(box)
+    layout.setContentsMargins(0, 0, 10, 0)
+    layout.setSpacing(4)
+    chip = QFrame()
+    chip.setFixedSize(10, 10)
+    chip.setStyleSheet(f"background: {COLOURS[part].name()}; border: none;")
+    layout.addWidget(chip)
+    layout.addWidget(QLabel(PART_NAMES[part]))
+    return box
+
+
+class StepSplitPanel(QFrame):
+    """The verdict line above one bar per task (the first MAX_ROWS in task order)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("card")
+        self.setProperty("panel", "split")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setBackgroundRole(QPalette.ColorRole.Base)
+        self.setAutoFillBackground(True)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(10, 6, 10, 8)
+        layout.setSpacing(4)
+        head = QHBoxLayout()
+        head.setSpacing(8)
+        head.addWidget(title_label("Where the time goes"))
+        for part in PARTS:
+            head.addWidget(_swatch(part))
+        head.addStretch(1)
+        self.cost_label = QLabel("")
+        self.cost_label.setObjectName("splitCost")
+        self.cost_label.setToolTip("What measuring the split costs as the run goes, as a "
+                                   "share of the training time; making its probes took "
+                                   "a few seconds once, at the start")
+        head.addWidget(self.cost_label)
+        layout.addLayout(head)
+        self.verdict_label = QLabel("")
+        self.verdict_label.setObjectName("splitVerdict")
+        self.verdict_label.setWordWrap(True)
+        self.verdict_label.setTextFormat(Qt.TextFormat.RichText)
+        self.verdict_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(self.verdict_label)
+        self.grid = QGridLayout()
+        self.grid.setHorizontalSpacing(8)
+        self.grid.setVerticalSpacing(2)
+        self.grid.setColumnStretch(1, 1)
+        layout.addLayout(self.grid)
+        self.more_label = QLabel("")
+        layout.addWidget(self.more_label)
+        self.facts = RunFacts()
+        self.verdict = Verdict("")
+        self._rows: list[tuple[QLabel, SplitBar, QLabel]] = []
+        self._shown: dict[str, StepSplit] = {}
+        self.setVisible(False)
+
+    def set_facts(self, facts: RunFacts) -> None:
+        """What the advice depends on (the run's plan and machines)."""
+        self.facts = facts
+
+    def clear(self) -> None:
+        self._shown = {}
+        self.verdict = Verdict("")
+        for row in self._rows:
+            for widget in row:
+                widget.setVisible(False)
+        self.setVisible(False)
+
+    def update_splits(self, splits: Mapping[str, StepSplit]) -> None:
+        if splits == self._shown:
+            return
+        self._shown = dict(splits)
+        if not splits:
+            self.clear()
+            return
+        self.verdict = verdict(splits.values(), self.facts)
+        colour = LIMIT_COLOURS.get(self.verdict.limit, "#5f6368")
+        self.verdict_label.setText(
+            f'<span style="color:{colour}; font-weight:600">{self.verdict.figure}</span>'
+            f" — {self.verdict.advice}")
+        tasks = sorted(splits, key=task_key)
+        for i, task in enumerate(tasks[:MAX_ROWS]):
+            if i == len(self._rows):
+                row = (QLabel(), SplitBar(), QLabel())
+                row[2].setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                for col, widget in enumerate(row):
+                    self.grid.addWidget(widget, i, col)
+                self._rows.append(row)
+            name, bar, figure = self._rows[i]
+            split = splits[task]
+            name.setText(task)
+            bar.set_split(split)
+            figure.setText(f"{_milliseconds(split.seconds_per_step)} / step")
+            for widget in self._rows[i]:
+                widget.setVisible(True)
+        for row in self._rows[len(tasks):]:
+            for widget in row:
+                widget.setVisible(False)
+        hidden = len(tasks) - MAX_ROWS
+        self.more_label.setText(f"+ {hidden} more task(s): the verdict covers them"
+                                if hidden > 0 else "")
+        self.more_label.setVisible(hidden > 0)
+        cost = max(s.cost_share for s in splits.values())
+        self.cost_label.setText(f"measuring cost {cost * 100:.2g} % of the time"
+                                if cost > 0 else "")
+        self.setVisible(True)

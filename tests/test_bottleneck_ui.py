@@ -1,0 +1,62 @@
+"""The dashboard's split of each task's step (a bar per task) and the run's verdict, fed from
+split events through the run's metrics; the run history's view reads the same."""
+
+from __future__ import annotations
+
+from fakes import FakeRun, event, started_event
+
+from dtgui.core.bottleneck import INPUT, StepSplit
+from dtgui.core.metrics import RunMetrics
+from dtgui.ui.dashboard import Dashboard
+from dtgui.ui.step_split import MAX_ROWS, StepSplitPanel
+
+
+def split_event(task: str, **parts: float) -> object:
+    return event("split", task, step=100, calibration_seconds=0.05, training_seconds=20.0,
+                 **parts)
+
+
+def test_the_dashboard_shows_each_tasks_split_and_the_verdict(qtbot: object) -> None:
+    metrics = RunMetrics(100)
+    metrics.add_events([started_event([0], task="worker:0"),
+                        started_event([1], task="worker:1")])
+    dash = Dashboard()
+    qtbot.addWidget(dash)  # type: ignore[attr-defined]
+    dash.attach(FakeRun(metrics))
+    dash.refresh()
+    assert not dash.step_split.isVisibleTo(dash)  # nothing measured yet
+    metrics.add_events([split_event("worker:0", input=0.002, compute=0.030, communication=0.004,
+                                    reporting=0.0001),
+                        split_event("worker:1", input=0.062, compute=0.034, communication=0.004,
+                                    reporting=0.0001)])
+    dash._text_time = 0.0
+    dash.refresh()
+    panel = dash.step_split
+    assert panel.isVisibleTo(dash)
+    assert panel.verdict.limit == INPUT and panel.verdict.task == "worker:1"
+    text = panel.verdict_label.text()
+    assert "input wait 62 % of each step on worker:1" in text and "prefetch" in text
+    names = [panel._rows[i][0].text() for i in range(2)]
+    assert names == ["worker:0", "worker:1"]
+    bar = panel._rows[1][1]
+    assert bar.split is not None and "input wait: 62 ms (61.9 %)" in bar.toolTip()
+    assert panel._rows[1][2].text() == "100 ms / step"
+    assert "0.25 %" in panel.cost_label.text()
+    bar.grab()  # paints
+    dash.attach(FakeRun(RunMetrics(100)))  # another run: nothing shown until it measures
+    assert not panel.isVisibleTo(dash)
+
+
+def test_many_tasks_show_the_first_bars_and_the_verdict_covers_them_all(qtbot: object) -> None:
+    panel = StepSplitPanel()
+    qtbot.addWidget(panel)  # type: ignore[attr-defined]
+    splits = {f"worker:{i}": StepSplit(f"worker:{i}", compute=0.01,
+                                       communication=0.03 if i == 11 else 0.001)
+              for i in range(12)}
+    panel.update_splits(splits)
+    assert sum(row[0].isVisibleTo(panel) for row in panel._rows) == MAX_ROWS
+    assert "+ 4 more task(s)" in panel.more_label.text()
+    assert panel.verdict.limit == "communication" and panel.verdict.task == "worker:11"
+    panel.show()
+    panel.update_splits({})
+    assert not panel.isVisible()
