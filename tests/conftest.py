@@ -46,6 +46,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group("ssh-lab"))
         elif slurm_modules[path]:
             item.add_marker(pytest.mark.xdist_group("slurm-lab"))
+    # Workers take the other tests in this order: the slow ones (TensorFlow training) first,
+    # so that the suite ends on short tests and no worker waits long for the last one.
+    items.sort(key=lambda item: 0 if item.get_closest_marker("xdist_group")
+               else 1 if item.get_closest_marker("slow") else 2)
 
 
 _launch_checks: list[str] = []  # the last launch-checks.json, carried from test to test

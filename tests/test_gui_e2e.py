@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from fakes import wait_for
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QWizard
 from runs import live_members
@@ -83,7 +84,7 @@ def test_wizard_to_a_live_mirrored_run_then_stop_leaves_nothing(qtbot) -> None:
         qtbot.mouseClick(stop, LEFT)
     assert ended.args[0] == "stopped"
     assert controller.state == "stopped"
-    time.sleep(0.5)
-    assert live_members(controller.pgids()) == []
+    wait_for(lambda: live_members(controller.pgids()) == [], 0.5,
+             f"left running: {live_members(controller.pgids())}")
     assert window.home.train_demo.isEnabled()  # ready for the next run
     window.close()

@@ -33,17 +33,13 @@ def wait_done(controller: RunController, timeout: float = 240) -> None:
 
 @pytest.mark.slow
 def test_exported_bundle_reproduces_the_in_app_run_bit_for_bit(tmp_path: Path) -> None:
-    """Mirrored on two replicas, in the app, then exported by the command line and run by
-    hand with `bash run.sh` and plain python. (`dtgui run` of an exported bundle, with its
+    """Mirrored on two replicas in the app and, side by side, exported by the command line
+    and run by hand with `bash run.sh` and plain python. (`dtgui run` of an exported bundle, with its
     progress, is tested with the installed package: tests/test_packaging.py.)"""
     plan = Plan(run_name="repro", strategy="mirrored", replicas_per_task=2, steps=8,
                 steps_per_epoch=4, checkpoint_every=0, seed=1234)
-    controller = launch_plan(plan, tmp_path / "runs")
-    wait_done(controller)
-    assert controller.state == "finished", controller.message
-    in_app = replica_losses(controller.bundle.events_file(controller.bundle.plan.tasks[0]))
-
-    # Export the same plan with the command line, then run it by hand with plain python.
+    # Export the same plan with the command line and run it by hand with plain python while
+    # the app runs it: two independent processes, each starting TensorFlow at once.
     out = tmp_path / "exported"
     subprocess.run(
         [sys.executable, "-m", "dtgui", "export", str(out), "--strategy", "mirrored",
@@ -52,9 +48,19 @@ def test_exported_bundle_reproduces_the_in_app_run_bit_for_bit(tmp_path: Path) -
         check=True, cwd=ROOT,
     )
     env = {**os.environ, "PYTHON": sys.executable}
-    proc = subprocess.run(["bash", str(out / "run.sh")], env=env, capture_output=True,
-                          text=True, timeout=300, cwd="/")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    by_hand_run = subprocess.Popen(["bash", str(out / "run.sh")], env=env, text=True, cwd="/",
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        controller = launch_plan(plan, tmp_path / "runs")
+        wait_done(controller)
+        output, _ = by_hand_run.communicate(timeout=300)
+    finally:
+        if by_hand_run.poll() is None:
+            by_hand_run.terminate()
+            by_hand_run.wait(30)
+    assert controller.state == "finished", controller.message
+    in_app = replica_losses(controller.bundle.events_file(controller.bundle.plan.tasks[0]))
+    assert by_hand_run.returncode == 0, output
     by_hand = replica_losses(out / "output" / "events-worker-0.jsonl")
 
     assert len(in_app) == 8 and all(len(step) == 2 for step in in_app)
