@@ -45,19 +45,22 @@ def _milliseconds(seconds: float) -> str:
 
 
 class SplitBar(QWidget):
-    """One task's step as a bar of its parts, widths in proportion to their time."""
+    """One task's step as a bar of its parts, widths in proportion to their time; the bar
+    spans `scale` of the width (the slowest task's step spans all of it)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.split: StepSplit | None = None
+        self.scale = 1.0
         self.setMinimumHeight(14)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 
     def sizeHint(self) -> QSize:
         return QSize(240, 16)
 
-    def set_split(self, split: StepSplit) -> None:
+    def set_split(self, split: StepSplit, scale: float = 1.0) -> None:
         self.split = split
+        self.scale = min(1.0, max(0.0, scale))
         self.setToolTip("\n".join(
             f"{PART_NAMES[p]}: {_milliseconds(split.seconds(p))} ({split.share(p) * 100:.1f} %)"
             for p in PARTS if p in split.measured))
@@ -72,7 +75,7 @@ class SplitBar(QWidget):
         if split is not None:
             x = rect.left()
             for part in PARTS:
-                width = rect.width() * split.share(part)
+                width = rect.width() * self.scale * split.share(part)
                 if width > 0:
                     painter.fillRect(QRectF(x, rect.top(), width, rect.height()), COLOURS[part])
                     x += width
@@ -164,6 +167,7 @@ class StepSplitPanel(QFrame):
             f'<span style="color:{colour}; font-weight:600">{self.verdict.figure}</span>'
             f" — {self.verdict.advice}")
         tasks = sorted(splits, key=task_key)
+        slowest = max(s.seconds_per_step for s in splits.values())
         for i, task in enumerate(tasks[:MAX_ROWS]):
             if i == len(self._rows):
                 row = (QLabel(), SplitBar(), QLabel())
@@ -174,7 +178,7 @@ class StepSplitPanel(QFrame):
             name, bar, figure = self._rows[i]
             split = splits[task]
             name.setText(task)
-            bar.set_split(split)
+            bar.set_split(split, split.seconds_per_step / slowest if slowest > 0 else 1.0)
             figure.setText(f"{_milliseconds(split.seconds_per_step)} / step")
             for widget in self._rows[i]:
                 widget.setVisible(True)

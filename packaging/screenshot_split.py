@@ -1,0 +1,99 @@
+"""Render the dashboard of a half-way run whose tasks measured where their step time goes
+(one input-bound worker) and save a PNG, for reviewing how the split and the verdict look.
+
+    xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python packaging/screenshot_split.py out.png
+
+Options: --workers N, --size WxH, --limit input|communication|compute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+if not os.environ.get("DISPLAY"):
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from screenshot_dashboard import DemoController, fill
+
+from dtgui.core.events import parse_line
+from dtgui.core.metrics import RunMetrics
+from dtgui.ui.app import make_app
+from dtgui.ui.dashboard import Dashboard
+from dtgui.worker.plan import Plan
+
+# seconds per step: input wait, compute, communication, reporting (the slow one last)
+SPLITS = {
+    "input": [(0.004, 0.118, 0.031, 0.0004), (0.131, 0.051, 0.027, 0.0004)],
+    "communication": [(0.002, 0.041, 0.160, 0.0004), (0.003, 0.043, 0.158, 0.0004)],
+    "compute": [(0.001, 0.181, 0.018, 0.0004), (0.002, 0.179, 0.019, 0.0004)],
+}
+
+
+class SplitDemo(DemoController):
+    """The screenshot's run, with the plan and folders the dashboard reads."""
+
+    def __init__(self, metrics: RunMetrics) -> None:
+        super().__init__(metrics)
+        self.plan = Plan(strategy="multi_worker_mirrored", per_replica_batch=32)
+        self.run_name = "digits-mwm-20261124-2010"
+        self.output_dir = Path("/tmp")
+
+
+def add_splits(metrics: RunMetrics, workers: int, limit: str, t: float) -> None:
+    rows = SPLITS[limit]
+    for w in range(workers):
+        parts = rows[min(w, len(rows) - 1)] if w == workers - 1 else rows[0]
+        fields = dict(zip(("input", "compute", "communication", "reporting"), parts,
+                          strict=True))
+        line = json.dumps({"v": 2, "kind": "split", "task": f"worker:{w}", "t": t,
+                           "step": 1130, "steps": 250, "method": "calibrated",
+                           "measured": list(fields), **fields, "calibration_seconds": 0.41,
+                           "setup_seconds": 3.2, "training_seconds": 236.0})
+        event = parse_line(line)
+        assert event is not None
+        metrics.add_events([event])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--size", default="1600x1000")
+    parser.add_argument("--limit", default="input", choices=sorted(SPLITS))
+    args = parser.parse_args()
+    app = make_app(sys.argv[:1])
+    metrics = RunMetrics(2000)
+    fill(metrics, workers=args.workers, replicas=2 * args.workers, steps=2000, done=1130,
+         steps_per_epoch=250, failed=False)
+    add_splits(metrics, args.workers, args.limit, 1_700_000_000.0 + 1130 * 0.21)
+    dash = Dashboard()
+    w, h = (int(v) for v in args.size.split("x"))
+    dash.resize(w, h)
+    dash.setWindowTitle("dtgui — dashboard")
+    dash.show()
+    dash.attach(SplitDemo(metrics), run_name="digits-mwm-20261124-2010",  # type: ignore[arg-type]
+                strategy="multi_worker_mirrored", device_kind="cpu")
+    deadline = time.monotonic() + 30
+    while not dash.fully_drawn and time.monotonic() < deadline:
+        app.processEvents()
+        time.sleep(0.005)
+    dash._text_time = 0.0
+    dash.refresh()
+    dash.repaint()
+    app.processEvents()
+    ok = dash.grab().save(str(args.out))
+    print(f"wrote {args.out}" if ok else f"could not write {args.out}")
+    dash.detach()
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
