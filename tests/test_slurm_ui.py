@@ -38,3 +38,105 @@ def test_the_dialog_keeps_and_edits_a_clusters_defaults(qtbot, tmp_path: Path) -
     plain = MachineDialog(registry, None)
     qtbot.addWidget(plain)
     assert not plain.slurm_fields.isChecked() and plain.machine().slurm is None
+
+
+def review_on(qtbot, machines: list[Machine], strategy: str = "multi_worker_mirrored"):
+    """A wizard on its review page with `machines` registered."""
+    from dtgui.core.plan import Plan
+    from dtgui.ui.wizard import RunWizard
+
+    wizard = RunWizard(None, Plan(run_name="on-hpc", strategy=strategy, workers=2,
+                                  checkpoint_every=0))
+    qtbot.addWidget(wizard)
+    wizard.set_machines(machines)
+    wizard.show()
+    for _ in range(3):
+        wizard.next()
+    assert wizard.currentId() == 3
+    return wizard
+
+
+def test_the_wizard_sends_a_run_to_a_cluster_and_shows_its_batch_script(qtbot) -> None:
+    """The review's Slurm target: the cluster's defaults, nodes x tasks per node x GPUs per
+    task, the batch script the bundle will hold, and a clear error for each bad value."""
+    from PySide6.QtWidgets import QWizard
+
+    from dtgui.core.slurm import batch_script
+    from dtgui.ui.wizard.strategy_list import ROLE_TAGLINE
+
+    box_machine = Machine("box", "box.example.org", user="me", auth="agent")
+    wizard = review_on(qtbot, [box_machine, CLUSTER])
+    review = wizard.review_page
+    box = review.machines_box
+    assert box.ssh_radio.isChecked()  # a machine over SSH is registered: its rows, as before
+    assert box.cluster_combo.itemData(0) == "hpc"
+    assert "hpc" not in [box._combos["worker:0"].itemData(i)  # a cluster takes no single task
+                         for i in range(box._combos["worker:0"].count())]
+    box.slurm_radio.setChecked(True)
+    slurm = box.slurm
+    assert slurm.isVisible() and not box.inner.isVisible()
+    assert (slurm.partition_edit.text(), slurm.time_edit.text()) == ("gpu", "04:00:00")
+    assert slurm.gpus_spin.value() == 4 and slurm.python_edit.text() == "python3"
+    assert slurm.nodes_spin.value() == 2 and slurm.tasks_spin.value() == 1
+
+    # 2 nodes x 2 tasks x 1 GPU: four workers, one GPU replica each, 2 GPUs a node
+    slurm.tasks_spin.setValue(2)
+    slurm.gpus_spin.setValue(1)
+    plan, job = wizard.plan(), review.slurm_job
+    assert job is not None and (job.nodes, job.tasks_per_node, job.gpus_per_node) == (2, 2, 2)
+    assert [t.task_id for t in plan.tasks] == [f"worker:{i}" for i in range(4)]
+    assert plan.device_kind == "gpu" and plan.replicas_per_task == 1
+    assert {t.machine for t in plan.tasks} == {"hpc"}
+    assert review.tabs.isTabVisible(2) and review.tabs.currentIndex() == 2
+    text = review.batch_view.toPlainText()
+    assert text == batch_script(plan, job)  # exactly what the bundle holds
+    for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=2", "#SBATCH --gpus-per-node=2",
+                 "#SBATCH --partition=gpu", "#SBATCH --account=lab", "#SBATCH --time=04:00:00",
+                 "module load cuda/12.2", "srun --kill-on-bad-exit=1"):
+        assert line in text, line
+    item = review.task_list.item(3)
+    assert "Slurm rank 3 · node 2" in item.data(ROLE_TAGLINE)
+    review.task_list.setCurrentRow(3)
+    assert "<node 2>:<port base + 3>" in review.tf_config_view.toPlainText()
+    assert review.isComplete() and not review.warnings.isVisible()
+    launch = wizard.button(QWizard.WizardButton.FinishButton)
+    assert launch.isEnabled()
+
+    # bad values: a clear message each, nothing to launch or export, no script
+    slurm.time_edit.setText("two hours")
+    assert not review.isComplete() and not launch.isEnabled()
+    assert "time limit 'two hours' is not a Slurm time" in review.warnings.text()
+    assert review.batch_view.toPlainText().startswith("# Not written")
+    slurm.time_edit.setText("02:00:00")
+    slurm.partition_edit.setText("gpu;reboot")
+    assert "partition 'gpu;reboot' may hold only" in review.warnings.text()
+    slurm.partition_edit.setText("")  # the cluster's default partition
+    assert review.isComplete() and "--partition" not in review.batch_view.toPlainText()
+
+    # ParameterServer by rank: the coordinator, the workers, the servers
+    wizard.back()
+    wizard.back()
+    wizard.back()
+    wizard.strategy_page.select_strategy("parameter_server")
+    for _ in range(3):
+        wizard.next()
+    slurm.nodes_spin.setValue(2)
+    slurm.tasks_spin.setValue(2)
+    assert [t.task_id for t in wizard.plan().tasks] == ["chief:0", "worker:0", "worker:1",
+                                                         "ps:0"]
+    slurm.tasks_spin.setValue(1)
+    assert "needs at least 3 tasks" in review.warnings.text() and not review.isComplete()
+
+    # a single-process strategy: one task on one node
+    wizard.back()
+    wizard.back()
+    wizard.back()
+    wizard.strategy_page.select_strategy("mirrored")
+    for _ in range(3):
+        wizard.next()
+    assert not slurm.nodes_spin.isEnabled() and slurm.nodes_spin.value() == 1
+    assert review.slurm_job is not None and review.slurm_job.tasks == 1 and review.isComplete()
+
+    box.local_radio.setChecked(True)  # back to this machine: no job, no batch script
+    assert review.slurm_job is None and not review.tabs.isTabVisible(2)
+    assert all(t.is_local for t in wizard.plan().tasks)

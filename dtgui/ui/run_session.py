@@ -22,6 +22,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from dtgui.core.machines import Machine
 from dtgui.core.plan import Plan
 from dtgui.core.runs import RunRecord
+from dtgui.core.slurm import SlurmJob
 from dtgui.launch.policy import RunPolicy
 from dtgui.launch.run_source import RunSource
 from dtgui.remote.connector import Connector
@@ -75,8 +76,10 @@ class RunSession(QObject):
         return self._following
 
     # -- starting a run ------------------------------------------------------------------------
-    def launch(self, plan: Plan, root: Path, policy: RunPolicy) -> None:
-        """Write the bundle and start every task (remote machines are connected first)."""
+    def launch(self, plan: Plan, root: Path, policy: RunPolicy,
+               slurm: SlurmJob | None = None) -> None:
+        """Write the bundle and start every task (remote machines are connected first); with
+        `slurm`, the tasks are that job on the cluster the plan is placed on."""
         names = [n for n in plan.machine_names if n != "local"]
         # a run on this machine alone needs no machines panel (paramiko, the keyring)
         registered = {m.name: m for m in self._panel().machines()} if names else {}
@@ -91,7 +94,7 @@ class RunSession(QObject):
             self.connector = connector
             self.progress.emit("Connected; checking each machine" if names
                                else f"Writing the bundle and starting {plan.run_name}")
-            create_worker(self._launcher(plan, root, registered, connector, policy),
+            create_worker(self._launcher(plan, root, registered, connector, policy, slurm),
                           on_done=self._launched, on_error=self._failed(connector),
                           on_progress=self.progress.emit, context=self)
 
@@ -214,16 +217,20 @@ class RunSession(QObject):
                          failed=self._open_failed, progress=self.progress.emit)
 
     def _launcher(self, plan: Plan, root: Path, registered: dict[str, Machine],
-                  connector: Connector, policy: RunPolicy) -> Callable[[Worker], Any]:
+                  connector: Connector, policy: RunPolicy,
+                  slurm: SlurmJob | None) -> Callable[[Worker], Any]:
         from dtgui.launch.pipeline import launch_plan
-        from dtgui.launch.targets import plan_targets
+        from dtgui.launch.targets import Target, plan_targets
+
+        targets = plan_targets(plan, registered) if slurm is None else [
+            Target(slurm.cluster, registered.get(slurm.cluster), slurm.python, slurm=slurm)]
 
         def launch(worker: Worker) -> Any:
             def report(text: str, fraction: float) -> None:
                 worker.report(f"{text}… ({fraction:.0%})")
 
-            return launch_plan(plan, root, targets=plan_targets(plan, registered),
-                               connect=connector, policy=policy, progress=report)
+            return launch_plan(plan, root, targets=targets, connect=connector, policy=policy,
+                               progress=report)
 
         return launch
 

@@ -153,11 +153,15 @@ class RunHeader(QFrame):
             self.state_label.setStyleSheet(f"color: {colour};")
             self.state_label.setProperty("state", state)
         self.state_label.setToolTip(message)
-        show = state == RunState.FAILED and bool(message)
-        if show and self.message_label.text() != message:
+        # a failed run's error; a running run's note (a Slurm job waiting in the queue: why)
+        show = bool(message) and state in (RunState.FAILED, RunState.RUNNING)
+        if show and (self.message_label.text(), self.message_label.property("state")) != (
+                message, state):
             self.message_label.setText(message)
             self.message_label.setToolTip(message)
-            self.message_label.setStyleSheet(f"color: {STATE_COLOURS[RunState.FAILED]};")
+            self.message_label.setProperty("state", state)
+            colour = STATE_COLOURS[RunState.FAILED] if state == RunState.FAILED else "#92400e"
+            self.message_label.setStyleSheet(f"color: {colour};")
         if self.message_label.isVisibleTo(self) != show:
             self.message_label.setVisible(show)
 

@@ -10,20 +10,27 @@ each machine in use may give its tasks (`GpuPicker`, from `set_gpu_facts`).
 the address facing them), ports are only indicative - the launch chooses free ones on each
 machine, and checks each machine's Python and TensorFlow first. It raises `PlacementError`
 when the checked GPUs are too few.
+
+Above the rows, the run's target: this machine, machines over SSH (the rows), or a Slurm
+cluster (a registered cluster's login node, or this machine when Slurm's client is here): then
+the rows give way to the job's fields (`SlurmBox`), and the tasks are one batch job.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
+    QButtonGroup,
     QCheckBox,
     QComboBox,
     QFrame,
     QGridLayout,
+    QHBoxLayout,
     QLabel,
     QLineEdit,
+    QRadioButton,
     QVBoxLayout,
     QWidget,
 )
@@ -37,16 +44,21 @@ from dtgui.core.cluster import (
 from dtgui.core.hardware import GpuInfo
 from dtgui.core.machines import Machine
 from dtgui.core.plan import LOCAL_MACHINE, Plan
+from dtgui.core.slurm import LOCAL_CLUSTER, SlurmJob
+from dtgui.ui.workers import run_in_thread
 from dtgui.worker.machine_probe import choose_free_ports
 
 from .common import MULTI_TASK, card, label, muted
 from .gpu_picker import GpuPicker
+from .slurm_box import SlurmBox, local_login_node, local_partitions
 
 LOCAL_TEXT = "This machine"
 RESTART_TIP = ("Off: a failed task stops the whole run. On: every task is stopped and started "
                "again, resuming from the newest checkpoint.")
 ROLE_TEXT = {"chief": "coordinator", "worker": "worker", "ps": "parameter server"}
 DEFAULT_PYTHON = "python3"
+LOCAL_TARGET, SSH_TARGET, SLURM_TARGET = "local", "ssh", "slurm"
+LOGIN_NODE_TEXT = "This machine (login node)"
 
 
 class MachinesBox(QFrame):
@@ -66,6 +78,40 @@ class MachinesBox(QFrame):
         self._device_kind = "cpu"
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
+        self._ssh_machines: list[Machine] = []  # registered machines that are no cluster
+        self._clusters: list[Machine] = []  # registered Slurm clusters (their login nodes)
+        self._login_node = False  # Slurm's client is here: this machine may be a login node
+        self._target_chosen = False  # the user picked a target (kept over set_machines)
+        self.local_radio = QRadioButton("This machine")
+        self.ssh_radio = QRadioButton("Machines over SSH")
+        self.slurm_radio = QRadioButton("Slurm cluster:")
+        self.local_radio.setObjectName("targetLocal")
+        self.ssh_radio.setObjectName("targetSsh")
+        self.slurm_radio.setObjectName("targetSlurm")
+        self.target_group = QButtonGroup(self)
+        for radio in (self.local_radio, self.ssh_radio, self.slurm_radio):
+            self.target_group.addButton(radio)
+        self.local_radio.setChecked(True)
+        self.cluster_combo = QComboBox()
+        self.cluster_combo.setObjectName("clusterChoice")
+        self.cluster_combo.setMinimumWidth(200)
+        target_row = QHBoxLayout()
+        target_row.setContentsMargins(0, 0, 0, 4)
+        heading = label("Run on:", wrap=False)
+        heading.setStyleSheet("font-weight: bold;")
+        target_row.addWidget(heading)
+        for widget in (self.local_radio, self.ssh_radio, self.slurm_radio, self.cluster_combo):
+            target_row.addWidget(widget)
+        target_row.addStretch(1)
+        outer.addLayout(target_row)
+        self.slurm = SlurmBox()  # the job's fields, for a Slurm target
+        self.slurm.changed.connect(self.changed)
+        self.slurm.setVisible(False)
+        outer.addWidget(self.slurm)
+        self.target_group.buttonToggled.connect(self._on_target)
+        self.cluster_combo.currentIndexChanged.connect(self._on_cluster)
+        self._update_targets()
+        run_in_thread(local_login_node, self._set_login_node, lambda _exc: None, context=self)
         self.inner = card()
         inner = QVBoxLayout(self.inner)
         inner.setContentsMargins(14, 8, 14, 8)
@@ -90,8 +136,13 @@ class MachinesBox(QFrame):
 
     # -- inputs ----------------------------------------------------------------------------
     def set_machines(self, machines: list[Machine]) -> None:
+        """The registered machines: those that are no Slurm cluster take tasks over SSH; the
+        clusters take a whole run as one job."""
+        self._ssh_machines = [m for m in machines if not m.is_slurm]
+        self._clusters = [m for m in machines if m.is_slurm]
         self._machines = list(machines)
         self._layout_key = ()
+        self._update_targets()
 
     def set_gpu_facts(self, facts: Mapping[str, Sequence[GpuInfo]]) -> None:
         """Machine name -> its GPUs, for the GPU picker ("local" = this machine)."""
@@ -103,6 +154,8 @@ class MachinesBox(QFrame):
         if plan is None:
             return
         self._chosen = {t.task_id: t.machine_name for t in plan.tasks}
+        if any(not t.is_local for t in plan.tasks):
+            self.ssh_radio.setChecked(True)
         self._remembered = {m: info.get("python", "") for m, info in plan.machines.items()
                             if info.get("python")}
         if plan.device_kind == "gpu" and plan.machines:
@@ -114,9 +167,11 @@ class MachinesBox(QFrame):
     def set_plan(self, plan: Plan) -> None:
         """Show one row per task of the plan's layout (kept when the layout is the same)."""
         ids = [f"{kind}:{index}" for kind, index in task_layout(plan)]
-        key = (tuple(ids), tuple(m.name for m in self._machines))
+        key = (tuple(ids), tuple(m.name for m in self._ssh_machines))
         self.setVisible(True)  # the restart choice applies to every run
-        self.inner.setVisible(bool(self._machines))
+        self.inner.setVisible(self.target() == SSH_TARGET)
+        self.slurm.setVisible(self.target() == SLURM_TARGET)
+        self.slurm.set_plan(plan)
         can_resume = plan.checkpoint_every > 0
         self.restart.setEnabled(can_resume)
         if not can_resume:
@@ -128,7 +183,7 @@ class MachinesBox(QFrame):
         if key == self._layout_key:
             self._update_gpus()
             return
-        self._chosen.update(self.assignments())
+        self._chosen.update(self._rows())
         self._layout_key = key
         while self.grid.count():
             item = self.grid.takeAt(0)
@@ -142,7 +197,7 @@ class MachinesBox(QFrame):
         heading = label("Where each process runs", wrap=False)
         heading.setStyleSheet("font-weight: bold;")
         self.grid.addWidget(heading, 0, 0, 1, 4)
-        names = [m.name for m in self._machines]
+        names = [m.name for m in self._ssh_machines]
         for i, tid in enumerate(ids):
             kind = tid.split(":")[0]
             combo = QComboBox()
@@ -162,8 +217,28 @@ class MachinesBox(QFrame):
         self._update_gpus()
 
     # -- outputs ---------------------------------------------------------------------------
-    def assignments(self) -> dict[str, str]:
+    def target(self) -> str:
+        """Where the run goes: LOCAL_TARGET, SSH_TARGET (the rows) or SLURM_TARGET."""
+        if self.slurm_radio.isChecked() and self.cluster_combo.count():
+            return SLURM_TARGET
+        return SSH_TARGET if self.ssh_radio.isChecked() and self._ssh_machines else LOCAL_TARGET
+
+    def cluster(self) -> Machine | None:
+        """The chosen registered cluster (None: none, or this machine is the login node)."""
+        return self.machine(str(self.cluster_combo.currentData() or ""))
+
+    def slurm_job(self, plan: Plan) -> SlurmJob | None:
+        """The job the Slurm target asks for (None for another target); not validated."""
+        return self.slurm.job(plan) if self.target() == SLURM_TARGET else None
+
+    def _rows(self) -> dict[str, str]:
+        """Task -> the machine its row names (whatever the target)."""
         return {tid: machine_key(str(c.currentData())) for tid, c in self._combos.items()}
+
+    def assignments(self) -> dict[str, str]:
+        if self.target() != SSH_TARGET:
+            return {tid: LOCAL_MACHINE for tid in self._combos}
+        return self._rows()
 
     def remote_names(self) -> list[str]:
         return [m for m in dict.fromkeys(self.assignments().values()) if m != LOCAL_MACHINE]
@@ -221,8 +296,66 @@ class MachinesBox(QFrame):
             raise PlacementError(text) from exc
 
     # -- internals -------------------------------------------------------------------------
+    def _set_login_node(self, found: bool) -> None:
+        self._login_node = bool(found)
+        self._update_targets()
+
+    def _update_targets(self) -> None:
+        """Offer the targets there are; keep the chosen one while it is offered."""
+        chosen = self.cluster_combo.currentData()
+        self.cluster_combo.blockSignals(True)
+        self.cluster_combo.clear()
+        for machine in self._clusters:
+            self.cluster_combo.addItem(machine.name, machine.name)
+        if self._login_node:
+            self.cluster_combo.addItem(LOGIN_NODE_TEXT, LOCAL_CLUSTER)
+        self.cluster_combo.setCurrentIndex(max(0, self.cluster_combo.findData(chosen)))
+        self.cluster_combo.blockSignals(False)
+        has_ssh, has_cluster = bool(self._ssh_machines), bool(self.cluster_combo.count())
+        self.ssh_radio.setEnabled(has_ssh)
+        self.ssh_radio.setToolTip("Each task on a machine of its own, chosen below." if has_ssh
+                                  else "No machine is registered: add one under Machines.")
+        self.slurm_radio.setEnabled(has_cluster)
+        self.cluster_combo.setEnabled(has_cluster)
+        self.slurm_radio.setToolTip(
+            "The run is one batch job on the cluster's nodes." if has_cluster else
+            "No Slurm cluster is registered: add its login node under Machines (Slurm "
+            "cluster).")
+        self.target_group.blockSignals(True)
+        if not self._target_chosen and has_ssh and self.local_radio.isChecked():
+            self.ssh_radio.setChecked(True)  # the rows, "This machine" for every task
+        elif (self.ssh_radio.isChecked() and not has_ssh) or (
+                self.slurm_radio.isChecked() and not has_cluster):
+            self.local_radio.setChecked(True)
+        self.target_group.blockSignals(False)
+        self._on_cluster()
+
+    def _on_target(self, _button: object = None, checked: bool = True) -> None:
+        if not checked:
+            return  # the radio turned on says it
+        self._target_chosen = True
+        self._on_cluster()
+        self._layout_key = ()  # the rows' visibility and the Slurm fields change
+        self.changed.emit()
+
+    def _on_cluster(self) -> None:
+        name = str(self.cluster_combo.currentData() or "")
+        if self.target() != SLURM_TARGET or not name or name == self.slurm.cluster:
+            return
+        self.slurm.set_cluster(name, self.machine(name))
+        if name == LOCAL_CLUSTER:  # sinfo here: the job is checked against its partitions
+            run_in_thread(local_partitions, self._set_partitions(name), lambda _exc: None,
+                          context=self)
+
+    def _set_partitions(self, name: str) -> Callable[[object], None]:
+        def done(partitions: object) -> None:
+            if self.slurm.cluster == name and isinstance(partitions, list):
+                self.slurm.set_partitions(partitions)
+
+        return done
+
     def _on_change(self) -> None:
-        self._chosen.update(self.assignments())
+        self._chosen.update(self._rows())
         self._rebuild_pythons()
         self._update_gpus()
         self.changed.emit()

@@ -1,4 +1,6 @@
-"""Page 4: the placed plan, every task's TF_CONFIG and script, and port warnings."""
+"""Page 4: the placed plan, every task's TF_CONFIG and script, and port warnings; for a Slurm
+cluster, the job's layout and the batch script dtgui submits (`dtgui.core.slurm.batch_script`,
+the one that goes into the bundle)."""
 
 from __future__ import annotations
 
@@ -33,10 +35,12 @@ from dtgui.core.plan_text import (
     script_rows,
     validation_text,
 )
+from dtgui.core.slurm import JOB_FILE, LOCAL_CLUSTER, SlurmJob, batch_script
+from dtgui.core.slurm_bundle import place_on_cluster
 from dtgui.core.strategies import STRATEGIES
 
 from .common import WizardContext, card, error_label, label, monospace, muted, show_errors
-from .machines_box import MachinesBox
+from .machines_box import SLURM_TARGET, MachinesBox
 from .script_box import script_title, script_tooltip
 from .strategy_list import ROLE_TAGLINE, TwoLineDelegate
 
@@ -62,6 +66,8 @@ class ReviewPage(QWizardPage):
         self.setFinalPage(True)
         self._plan: Plan | None = None
         self.placement_error = ""  # why the tasks cannot go on the chosen machines (GPUs)
+        self.slurm_job: SlurmJob | None = None  # the job of a Slurm target (the placed plan's)
+        self.slurm_problems: list[str] = []  # why that job cannot be submitted as typed
 
         self.summary = card()
         self.summary_grid = QGridLayout(self.summary)
@@ -115,6 +121,13 @@ class ReviewPage(QWizardPage):
         self.tabs.setStyleSheet(_TAB_STYLE)  # (Fusion's unselected tab clips the "_")
         self.tabs.addTab(self.tf_config_view, "TF_CONFIG")
         self.tabs.addTab(self.script_view, "Script")
+        self.batch_view = QPlainTextEdit()  # a Slurm job's batch script
+        self.batch_view.setObjectName("batchScript")
+        self.batch_view.setReadOnly(True)
+        self.batch_view.setFont(monospace())
+        self.batch_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.tabs.addTab(self.batch_view, JOB_FILE)
+        self.tabs.setTabVisible(2, False)
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(left)
@@ -157,6 +170,9 @@ class ReviewPage(QWizardPage):
         completed) and the tasks are shown on their machines without GPUs."""
         self.machines_box.set_plan(draft)
         self.placement_error = ""
+        self.slurm_job, self.slurm_problems = None, []
+        if self.machines_box.target() == SLURM_TARGET:
+            return self._place_on_cluster(draft)
         if self.machines_box.is_remote():
             try:
                 return self.machines_box.preview(draft)
@@ -167,6 +183,16 @@ class ReviewPage(QWizardPage):
             except PlacementError:
                 pass
         return place_local(draft)
+
+    def _place_on_cluster(self, draft: Plan) -> Plan:
+        """The job's tasks in rank order on the cluster, as the launch places them."""
+        box = self.machines_box.slurm
+        fitted = box.fitted(draft)
+        job = box.job(fitted)
+        placed = place_on_cluster(fitted, job)
+        self.slurm_job, self.slurm_problems = job, box.problems(placed, job)
+        box.show_layout(placed)
+        return placed
 
     def initializePage(self) -> None:
         self.replan()
@@ -179,11 +205,15 @@ class ReviewPage(QWizardPage):
 
     def problems(self) -> list[str]:
         plan = self.placed_plan()
+        if self.slurm_job is not None:  # the nodes' GPUs and ports are Slurm's to give
+            return self.slurm_problems + validate(plan, usable_gpus=None)
         placement = [self.placement_error] if self.placement_error else []
         gpus = self.ctx.usable_gpus_for(plan)
         return placement + validate(plan, usable_gpus=gpus) + busy_ports(plan)
 
     def isComplete(self) -> bool:
+        if self._plan is not None and self.slurm_job is not None:
+            return not self.slurm_problems and not validate(self._plan, usable_gpus=None)
         return self._plan is not None and not self.placement_error and not validate(
             self._plan, usable_gpus=self.ctx.usable_gpus_for(self._plan))
 
@@ -220,10 +250,13 @@ class ReviewPage(QWizardPage):
 
         self.task_list.blockSignals(True)
         self.task_list.clear()
+        job = self.slurm_job
         for i, task in enumerate(plan.tasks):
             where = task.address if task.port else "this machine, no TF_CONFIG"
             if not task.is_local:
                 where = f"{task.machine} · " + (task.address if task.port else "no TF_CONFIG")
+            if job is not None:
+                where = f"Slurm rank {i} · node {i // job.tasks_per_node + 1}"
             item = QListWidgetItem(task.task_id)
             item.setData(ROLE_TAGLINE, f"{_ROLES.get(task.type, task.type)} · {where}")
             item.setToolTip(f"{_ROLES.get(task.type, task.type)}: tasks/{task.file_stem}.sh")
@@ -234,10 +267,19 @@ class ReviewPage(QWizardPage):
         self._show_task(self.task_list.currentRow())
 
         count = len(plan.tasks)
-        self.replan_button.setEnabled(bool(plan.cluster))
-        self.replan_button.setToolTip("Choose new free ports for every task." if plan.cluster
-                                      else "A single-process strategy uses no ports.")
-        if plan.machines:
+        self.replan_button.setEnabled(bool(plan.cluster) and job is None)
+        self.replan_button.setToolTip(
+            "Ports are chosen on the nodes when the job starts." if job is not None
+            else "Choose new free ports for every task." if plan.cluster
+            else "A single-process strategy uses no ports.")
+        self._show_batch_script(plan, job)
+        if job is not None:
+            where = ("this machine's Slurm" if job.cluster == LOCAL_CLUSTER
+                     else f"the cluster {job.cluster}")
+            self.note.setText(f"{count} task(s) as one Slurm job on {where}: {job.nodes} "
+                              f"node(s) × {job.tasks_per_node} task(s) per node. See "
+                              f"{JOB_FILE} for what is submitted.")
+        elif plan.machines:
             self.note.setText(f"{count} process(es) on {len(plan.machine_names)} machine(s). "
                               "Select a process to see its TF_CONFIG and script.")
         elif plan.cluster:
@@ -247,6 +289,22 @@ class ReviewPage(QWizardPage):
             self.note.setText("One process: a single-process strategy needs no TF_CONFIG.")
         show_errors(self.warnings, self.problems())
         self.completeChanged.emit()
+
+    def _show_batch_script(self, plan: Plan, job: SlurmJob | None) -> None:
+        """The batch script of a Slurm job (exactly what the bundle holds), or why it cannot
+        be written; the tab is there only for a Slurm target."""
+        shown = self.tabs.isTabVisible(2)
+        self.tabs.setTabVisible(2, job is not None)
+        if job is None:
+            self.batch_view.clear()
+            return
+        if self.slurm_problems:
+            self.batch_view.setPlainText("# Not written until these are fixed:\n" + "\n".join(
+                f"#   {p}" for p in self.slurm_problems) + "\n")
+        else:
+            self.batch_view.setPlainText(batch_script(plan, job))
+        if not shown:
+            self.tabs.setCurrentIndex(2)
 
     def _show_script(self, plan: Plan) -> None:
         """A script run: dtgui's own options that do not apply say so instead of showing
@@ -295,10 +353,27 @@ class ReviewPage(QWizardPage):
             return
         task: TaskSpec = plan.tasks[row]
         config = tf_config(plan, task)
-        if config is None:
+        if config is not None and self.slurm_job is not None:
+            self.tf_config_view.setPlainText(_slurm_tf_config(plan, self.slurm_job, row))
+        elif config is None:
             self.tf_config_view.setPlainText(
                 "# Not set: a single-process strategy needs no TF_CONFIG.\n")
         else:
             self.tf_config_view.setPlainText(json.dumps(config, indent=2) + "\n")
         self.tabs.setTabText(1, f"tasks/{task.file_stem}.sh")
         self.script_view.setPlainText(task_script_text(plan, task))
+
+
+def _slurm_tf_config(plan: Plan, job: SlurmJob, rank: int) -> str:
+    """What a task's TF_CONFIG will be on the nodes: its shape, with the addresses and ports
+    Slurm's allocation gives (dtgui_worker.slurm_task forms it there)."""
+    cluster: dict[str, list[str]] = {}
+    for r, task in enumerate(plan.tasks):
+        cluster.setdefault(task.type, []).append(
+            f"<node {r // job.tasks_per_node + 1}>:<port base + {r}>")
+    task = plan.tasks[rank]
+    config = {"cluster": cluster, "task": {"type": task.type, "index": task.index}}
+    return ("# Formed on the node when the job starts (dtgui_worker.slurm_task): the nodes'\n"
+            "# addresses from Slurm's allocation, and a port per rank from a base drawn from\n"
+            "# the job id, so tasks sharing a node never share a port.\n"
+            + json.dumps(config, indent=2) + "\n")

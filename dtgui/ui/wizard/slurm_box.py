@@ -1,0 +1,255 @@
+"""The wizard's Slurm target: the job a run asks of a cluster (nodes × tasks per node × GPUs
+per task, partition, time limit, the nodes' Python), with the cluster's registered defaults
+(`dtgui.core.slurm.SlurmDefaults`) filled in.
+
+Shown by the review page's `MachinesBox` when the target is a Slurm cluster. The run's tasks
+follow the job: a multi-process strategy gets nodes × tasks per node tasks (the coordinator
+and the parameter servers first, the rest workers); a single-process strategy runs as one task
+on one node. GPUs per task make a GPU run (one replica a GPU where the strategy says so).
+Everything the user types is validated by `dtgui.core.slurm` (`job_problems`), and, when the
+cluster's partitions are known (`sinfo`), checked against them (`fit_problems`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QFrame,
+    QGridLayout,
+    QLabel,
+    QLineEdit,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from dtgui.core.cluster import task_layout
+from dtgui.core.machines import Machine
+from dtgui.core.plan import Plan
+from dtgui.core.slurm import (
+    LOCAL_CLUSTER,
+    Partition,
+    SlurmDefaults,
+    SlurmJob,
+    fit_problems,
+    job_problems,
+)
+from dtgui.core.strategies import Strategy
+
+from .common import card, label, mark_invalid, muted
+
+TPU_REFUSAL = ("The TPU strategy trains on a Cloud TPU, not on a Slurm cluster's nodes: choose "
+               "another strategy, or another target.")
+
+
+def tasks_for(strategy: Strategy, parameter_servers: int) -> int:
+    """The fewest tasks a strategy runs as: a worker, plus its coordinator and servers."""
+    if not strategy.multi_process:
+        return 1
+    extra = (1 if strategy.has_coordinator else 0) + \
+        (parameter_servers if "ps" in strategy.task_types else 0)
+    return 1 + extra
+
+
+def fit_plan(plan: Plan, tasks: int, gpus_per_task: int) -> Plan:
+    """The plan whose tasks are the job's `tasks` (rank order: the coordinator, the workers,
+    the parameter servers) and whose devices are its GPUs (none: the CPU)."""
+    strategy = plan.strategy
+    changes: dict[str, object] = {"device_kind": "gpu" if gpus_per_task else "cpu"}
+    if strategy.multi_process:
+        changes["workers"] = max(1, tasks - tasks_for(strategy, plan.parameter_servers) + 1)
+    if gpus_per_task and not strategy.one_gpu_per_task and not strategy.one_replica_per_worker:
+        changes["replicas_per_task"] = gpus_per_task  # one replica a GPU
+    return plan.with_changes(**changes)
+
+
+class SlurmBox(QFrame):
+    """The job's fields for one cluster; `job()` and `fitted(plan)` for the review."""
+
+    changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("slurmBox")
+        self.cluster = ""  # the chosen cluster's name ("local": this machine is the login node)
+        self.defaults = SlurmDefaults()
+        self.partitions: list[Partition] = []  # what sinfo told of the cluster (may be none)
+        self._strategy: Strategy | None = None
+        self.nodes_spin = QSpinBox()
+        self.nodes_spin.setRange(1, 10000)
+        self.nodes_spin.setValue(2)
+        self.nodes_spin.setObjectName("slurmNodes")
+        self.tasks_spin = QSpinBox()
+        self.tasks_spin.setRange(1, 1024)
+        self.tasks_spin.setObjectName("slurmTasksPerNode")
+        self.gpus_spin = QSpinBox()
+        self.gpus_spin.setRange(0, 64)
+        self.gpus_spin.setObjectName("slurmGpusPerTask")
+        self.gpus_spin.setToolTip("0: the tasks train on the nodes' CPUs.")
+        self.partition_edit = QLineEdit()
+        self.partition_edit.setObjectName("slurmPartition")
+        self.partition_edit.setPlaceholderText("the cluster's default")
+        self.time_edit = QLineEdit()
+        self.time_edit.setObjectName("slurmTime")
+        self.time_edit.setPlaceholderText("the partition's default (HH:MM:SS, D-HH:MM)")
+        self.python_edit = QLineEdit()
+        self.python_edit.setObjectName("slurmPython")
+        self.python_edit.setPlaceholderText("python3")
+        self.python_edit.setToolTip("The interpreter (with TensorFlow) on the nodes, after the "
+                                    "cluster's setup lines (module load, venv, conda).")
+        for spin in (self.nodes_spin, self.tasks_spin, self.gpus_spin):
+            spin.setMinimumWidth(80)
+            spin.valueChanged.connect(self._on_change)
+        for edit in (self.partition_edit, self.time_edit, self.python_edit):
+            edit.textChanged.connect(self._on_change)
+
+        inner = card()
+        grid = QGridLayout(inner)
+        grid.setContentsMargins(14, 8, 14, 8)
+        grid.setHorizontalSpacing(10)
+        grid.setVerticalSpacing(4)
+        heading = label("The Slurm job", wrap=False)
+        heading.setStyleSheet("font-weight: bold;")
+        grid.addWidget(heading, 0, 0, 1, 6)
+        rows: tuple[tuple[tuple[str, QWidget], ...], ...] = (
+            (("Nodes:", self.nodes_spin), ("× tasks per node:", self.tasks_spin),
+             ("× GPUs per task:", self.gpus_spin)),
+            (("Partition:", self.partition_edit), ("Time limit:", self.time_edit),
+             ("Python on the nodes:", self.python_edit)))
+        for row, fields in enumerate(rows, start=1):
+            for col, (text, widget) in enumerate(fields):
+                grid.addWidget(QLabel(text), row, col * 2)
+                grid.addWidget(widget, row, col * 2 + 1)
+        for col in (1, 3, 5):
+            grid.setColumnStretch(col, 1)
+        self.layout_label = muted()
+        self.layout_label.setObjectName("slurmLayout")
+        grid.addWidget(self.layout_label, 3, 0, 1, 6)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(inner)
+
+    # -- inputs ----------------------------------------------------------------------------
+    def set_cluster(self, name: str, machine: Machine | None) -> None:
+        """Fill the fields from a cluster's registered defaults (this machine as the login
+        node: Slurm's own defaults, and this process's Python)."""
+        if name == self.cluster:
+            return
+        self.cluster = name
+        self.partitions = []
+        self.defaults = machine.slurm if machine is not None and machine.slurm else \
+            SlurmDefaults()
+        python = (machine.python.strip() if machine is not None else "") or (
+            sys.executable if name == LOCAL_CLUSTER else "python3")
+        fields: tuple[QWidget, ...] = (self.partition_edit, self.time_edit, self.python_edit,
+                                       self.gpus_spin)
+        for widget in fields:
+            widget.blockSignals(True)
+        self.partition_edit.setText(self.defaults.partition)
+        self.time_edit.setText(self.defaults.time_limit)
+        self.python_edit.setText(python)
+        per_task = self.defaults.gpus_per_node // max(1, self.tasks_spin.value())
+        self.gpus_spin.setValue(per_task)
+        for widget in fields:
+            widget.blockSignals(False)
+        self._on_change()
+
+    def set_partitions(self, partitions: list[Partition]) -> None:
+        """What `sinfo` says of the cluster's partitions: the job is checked against them."""
+        self.partitions = list(partitions)
+        self._on_change()
+
+    def set_plan(self, plan: Plan) -> None:
+        """The strategy decides what may change: a single-process strategy is one task on
+        one node; a multi-process one needs room for its coordinator and servers."""
+        strategy = plan.strategy
+        fresh = strategy != self._strategy
+        self._strategy = strategy
+        single = not strategy.multi_process
+        for spin in (self.nodes_spin, self.tasks_spin):
+            spin.blockSignals(True)
+            spin.setEnabled(not single)
+        if single:
+            self.nodes_spin.setValue(1)
+            self.tasks_spin.setValue(1)
+        elif fresh:  # the plan's own task count, one a node
+            self.nodes_spin.setValue(len(task_layout(plan)))
+            self.tasks_spin.setValue(1)
+        for spin in (self.nodes_spin, self.tasks_spin):
+            spin.setToolTip(f"{strategy.title} runs as one process: one task on one node."
+                            if single else "")
+            spin.blockSignals(False)
+
+    # -- outputs ---------------------------------------------------------------------------
+    def tasks(self) -> int:
+        return self.nodes_spin.value() * self.tasks_spin.value()
+
+    def fitted(self, plan: Plan) -> Plan:
+        """The plan with the job's tasks and devices."""
+        return fit_plan(plan, self.tasks(), self.gpus_spin.value())
+
+    def job(self, plan: Plan) -> SlurmJob:
+        """The job as typed, with the cluster's other defaults (not validated)."""
+        tasks_per_node = self.tasks_spin.value()
+        return SlurmJob.from_defaults(
+            self.cluster or LOCAL_CLUSTER, self.defaults, nodes=self.nodes_spin.value(),
+            tasks_per_node=tasks_per_node,
+            gpus_per_node=tasks_per_node * self.gpus_spin.value(),
+            partition=self.partition_edit.text().strip(),
+            time_limit=self.time_edit.text().strip(),
+            python=self.python_edit.text().strip() or None,
+            job_name="")
+
+    def problems(self, placed: Plan, job: SlurmJob) -> list[str]:
+        """Why the job cannot be submitted as typed (before anything is written)."""
+        strategy = placed.strategy
+        if strategy.uses_tpu:
+            return [TPU_REFUSAL]
+        least = tasks_for(strategy, placed.parameter_servers)
+        if strategy.multi_process and self.tasks() < least:
+            return [f"{strategy.title} with {placed.parameter_servers} parameter server(s) "
+                    f"needs at least {least} tasks (a coordinator, the servers and a worker): "
+                    f"nodes × tasks per node is {self.tasks()}."]
+        out = job_problems(placed, job) + fit_problems(job, self.partitions)
+        mark_invalid(self.partition_edit, any("partition" in p for p in out))
+        mark_invalid(self.time_edit, any("time limit" in p for p in out))
+        return out
+
+    # -- internals -------------------------------------------------------------------------
+    def _on_change(self) -> None:
+        self.changed.emit()
+
+    def show_layout(self, placed: Plan) -> None:
+        """Which task each node runs (block distribution: ranks 0..T-1 on the first node)."""
+        per_node = self.tasks_spin.value()
+        ids = [t.task_id for t in placed.tasks]
+        nodes = []
+        for node in range(self.nodes_spin.value()):
+            ranks = ids[node * per_node:(node + 1) * per_node]
+            if ranks:
+                nodes.append(f"node {node + 1}: {', '.join(ranks)}")
+            if len(nodes) == 4 and self.nodes_spin.value() > 5:
+                nodes.append(f"… {self.nodes_spin.value() - 4} more")
+                break
+        where = ("this machine is the login node" if self.cluster == LOCAL_CLUSTER
+                 else f"submitted on {self.cluster}'s login node")
+        self.layout_label.setText(
+            f"One batch job, {where}; TF_CONFIG is formed on the nodes from Slurm's "
+            f"allocation. " + ("; ".join(nodes) if nodes else ""))
+
+
+def local_login_node() -> bool:
+    """Whether Slurm's client is installed here (this machine may be a login node)."""
+    return shutil.which("sbatch") is not None and shutil.which("squeue") is not None
+
+
+def local_partitions() -> list[Partition]:
+    """What `sinfo` says here of the partitions (none when it cannot say)."""
+    from dtgui.remote.commands import LocalRunner
+    from dtgui.remote.slurm import probe
+
+    facts = probe(LocalRunner())
+    return facts.partitions if facts.version else []
