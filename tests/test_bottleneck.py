@@ -1,6 +1,15 @@
-"""The split of a step and the verdict (pure logic), and RunCurves keeping each task's split."""
+"""The split of a step and the verdict (pure logic); RunCurves keeping each task's split, and
+Compare and the run history reading the same verdict from a bundle."""
 
 from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from training_events import write_run
 
 from dtgui.core.bottleneck import (
     COMMUNICATION,
@@ -11,8 +20,10 @@ from dtgui.core.bottleneck import (
     StepSplit,
     verdict,
 )
+from dtgui.core.compare import CSV_FIELDS, FIELDS, summarize_run, summary_csv, table_rows
 from dtgui.core.events import parse_line
 from dtgui.core.run_curves import RunCurves
+from dtgui.launch.history import open_run
 
 
 def split(task: str, **parts: float) -> StepSplit:
@@ -80,3 +91,22 @@ def test_a_split_event_is_read_compatibly_and_the_reducer_keeps_each_tasks_lates
     assert script.measured == (COMPUTE, REPORTING) and script.method == "report"
     # a part a task did not measure never makes the verdict
     assert verdict([script]).limit == COMPUTE
+
+
+def test_compare_and_the_history_read_the_same_verdict_from_a_bundle(tmp_path: Path) -> None:
+    record = write_run(tmp_path, "slowdata", steps=40, steps_per_epoch=20)
+    events = Path(record.bundle) / "output" / "events-worker-0.jsonl"
+    with events.open("a", encoding="utf-8") as f:
+        for step, wait in ((20, 0.001), (40, 0.062)):  # the latest counts
+            f.write(json.dumps({"v": 2, "kind": "split", "task": "worker:0", "t": 2e9,
+                                "step": step, "input": wait, "compute": 0.036,
+                                "communication": 0.002}) + "\n")
+    summary = summarize_run(record.bundle)
+    assert (summary.limit.limit, summary.limit.task) == (INPUT, "worker:0")
+    [row] = table_rows([summary])
+    assert dict(zip(FIELDS, row, strict=True))["Time limited by"] == "input 62 % (worker:0)"
+    csv_row = dict(zip(CSV_FIELDS, next(csv.reader(io.StringIO(
+        summary_csv([summary]).splitlines()[1]))), strict=True))
+    assert (csv_row["limited_by"], csv_row["limited_task"]) == ("input", "worker:0")
+    assert float(csv_row["limited_share"]) == pytest.approx(0.62)
+    assert open_run(record).limit() == summary.limit  # the run history's view

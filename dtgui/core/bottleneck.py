@@ -22,6 +22,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dtgui.worker.plan import Plan
+
 SPLIT_KIND = "split"
 INPUT, COMPUTE, COMMUNICATION, REPORTING = "input", "compute", "communication", "reporting"
 PARTS = (INPUT, COMPUTE, COMMUNICATION, REPORTING)
@@ -189,6 +191,14 @@ def verdict(splits: Iterable[StepSplit], facts: RunFacts = RunFacts()) -> Verdic
         if share < REPORTING_SHARE:
             (share, task), limit = worst(COMPUTE), COMPUTE
     return Verdict(limit, share, task, advice(limit, facts))
+
+
+def plan_facts(plan: Plan) -> RunFacts:
+    """RunFacts of a typed plan: its device kind, options and machines."""
+    return RunFacts(gpu=plan.device_kind == "gpu", xla=plan.xla,
+                    mixed_precision=plan.precision == "mixed_float16",
+                    hosts=max(1, len(plan.machine_names)),
+                    per_replica_batch=plan.per_replica_batch)
 
 
 def facts_of(plan: Mapping[str, Any], hosts: int = 1, gpu: bool = False) -> RunFacts:

@@ -14,11 +14,11 @@ import csv
 import io
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dtgui.core.bottleneck import RunFacts, Verdict, facts_of, verdict
+from dtgui.core.bottleneck import RunFacts, Verdict, facts_of, plan_facts, verdict
 from dtgui.core.run_curves import (
     Curve,
     RunCurves,
@@ -83,7 +83,7 @@ def _plan_facts(summary: RunSummary, plan: dict[str, Any]) -> None:
     summary.replicas = parsed.total_replicas
     summary.global_batch = parsed.global_batch
     summary.machines = ", ".join(parsed.machine_names) or "local"
-    summary.facts = replace(summary.facts, hosts=max(1, len(parsed.machine_names)))
+    summary.facts = plan_facts(parsed)
     if not summary.name:
         summary.name = parsed.run_name
 

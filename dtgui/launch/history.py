@@ -7,6 +7,7 @@ without connecting anywhere. Reading it blocks on the disk: call it off the UI t
 
 from __future__ import annotations
 
+from dtgui.core.bottleneck import Verdict, plan_facts, verdict
 from dtgui.core.bundle import Bundle
 from dtgui.core.events import read_all
 from dtgui.core.metrics import RunMetrics
@@ -48,6 +49,10 @@ class RunView(BundledRun):
     @property
     def finished(self) -> bool:
         return True
+
+    def limit(self) -> Verdict:
+        """Where the run's time went, from each task's last split (dtgui.core.bottleneck)."""
+        return verdict(self.metrics.snapshot().splits.values(), plan_facts(self.bundle.plan))
 
     def request_stop(self) -> None:
         """Nothing runs any more."""

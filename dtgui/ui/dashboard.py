@@ -19,7 +19,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QFrame, QSplitter, QVBoxLayout, QWidget
 
-from dtgui.core.bottleneck import facts_of
+from dtgui.core.bottleneck import plan_facts
 from dtgui.core.metrics import RunMetrics, Snapshot
 from dtgui.core.plan_text import script_summary, script_text
 from dtgui.core.run_curves import task_key
@@ -127,7 +127,7 @@ class Dashboard(QWidget):
         bottom.addWidget(_titled("Memory and network", self.memory_panel, "memory"))
         bottom.setStretchFactor(0, 2)
         bottom.setStretchFactor(1, 3)
-        bottom.setStretchFactor(2, 2)
+        bottom.setStretchFactor(2, 3)
         self.splitter = QSplitter(Qt.Orientation.Vertical)
         self.splitter.setObjectName("dashboardSplitter")
         self.splitter.addWidget(self.plot_splitter)
@@ -200,8 +200,7 @@ class Dashboard(QWidget):
         self._side_sized = False
         self.model_bar.set_output(controller.output_dir)
         self.step_split.clear()
-        self.step_split.set_facts(facts_of(plan.to_dict(), hosts=len(plan.machine_names),
-                                           gpu=plan.device_kind == "gpu"))
+        self.step_split.set_facts(plan_facts(plan))
         self.throughput_panel.setVisible(True)
         self.task_table.clear_tasks()
         self.header.set_run(run_name or controller.run_name or "run",
