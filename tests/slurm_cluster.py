@@ -165,8 +165,12 @@ def start_cluster(root: Path, timeout: float = 30.0) -> SlurmCluster:
                 raise SlurmUnavailable(f"{argv[0]} does not start: {done.stderr.strip()}")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            states = cluster.run("sinfo", "-h", "-N", "-o", "%N %t").stdout.split("\n")
-            if sum(1 for line in states if line.split()[1:] == ["idle"]) == 2:
+            rows = [line.split() for line in
+                    cluster.run("sinfo", "-h", "-N", "-o", "%N %t").stdout.splitlines()]
+            # a row a node and partition: both nodes idle (in every partition)
+            idle = {row[0] for row in rows if row[1:] == ["idle"]}
+            if idle - {row[0] for row in rows if row and row[1:] != ["idle"]} == \
+                    {"node1", "node2"}:
                 return cluster
             time.sleep(0.5)
         raise SlurmUnavailable("the two test nodes did not become idle within "

@@ -20,14 +20,18 @@ from dtgui.core.slurm import (
     SlurmDefaults,
     SlurmError,
     SlurmJob,
+    account_problems,
     batch_script,
     fit_problems,
     gres_gpus,
+    parse_accounts,
     parse_job_id,
     parse_scontrol,
     parse_sinfo,
     parse_squeue,
     parse_version,
+    refusal_text,
+    status_from_sacct,
     status_from_scontrol,
     submit_error,
     time_seconds,
@@ -36,6 +40,7 @@ from dtgui.core.slurm_bundle import place_on_cluster, render_slurm_bundle
 from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import RunController
 from dtgui.launch.slurm_exec import SlurmExecutor
+from dtgui.remote import slurm as login_node
 from dtgui.worker import slurm_task
 
 # Captured from the test cluster (tests/fixtures/slurm) and Slurm 22.05.8.
@@ -111,6 +116,13 @@ def test_sinfo_squeue_version_scontrol() -> None:
     with pytest.raises(SlurmError):
         parse_job_id("sbatch: error\n")
     assert submit_error(REFUSED) == "Invalid partition name specified"
+    # what to do, after sbatch's own words
+    assert refusal_text(submit_error(REFUSED)) == (
+        "Slurm refused the job: Invalid partition name specified: choose one of the "
+        "partitions `sinfo` lists.")
+    assert "leave the account empty" in refusal_text(
+        "Invalid account or account/partition combination specified")
+    assert refusal_text("Something new") == "Slurm refused the job: Something new."
 
 
 def test_job_states_in_words() -> None:
@@ -119,7 +131,7 @@ def test_job_states_in_words() -> None:
     assert waiting.describe() == ("Slurm job 5 is waiting in the queue (Priority), expected "
                                   "to start 2026-11-25T03:00:00")
     timeout = JobStatus("6", "TIMEOUT", time_limit="00:10:00")
-    assert timeout.ended and "reached its time limit (00:10:00)" in timeout.describe()
+    assert timeout.ended and timeout.describe() == "time limit 00:10:00 reached (Slurm job 6)"
     assert JobStatus("7", "RUNNING").active and not JobStatus("7", "RUNNING").queued
 
 
@@ -194,26 +206,64 @@ def test_a_job_that_cannot_fit_is_refused_before_submit() -> None:
     problems = fit_problems(SlurmJob(nodes=5, partition="gpu", gpus_per_node=8,
                                      time_limit="3-00:00:00"), partitions)
     assert problems == [
-        "The job asks for 5 node(s) but the partition gpu has 4.",
-        "The job asks for 8 GPU(s) per node but the nodes of gpu have 4.",
-        "The time limit 3-00:00:00 is over the partition gpu's 2-00:00:00."]
+        "The job asks for 5 node(s) but the partition gpu has 4: ask for at most 4, or "
+        "choose another partition.",
+        "The job asks for 8 GPU(s) per node but the nodes of gpu have 4: ask for at most 4, "
+        "or choose a partition with more GPUs.",
+        "The time limit 3-00:00:00 is over the partition gpu's 2-00:00:00: ask for at most "
+        "that, or choose another partition."]
     assert fit_problems(SlurmJob(partition="big"), partitions) == [
-        "The cluster has no partition 'big' (it has: gpu, cpu)."]
+        "The cluster has no partition 'big': choose one of gpu, cpu."]
     assert fit_problems(SlurmJob(time_limit="02:00:00"), partitions) == [  # the default: cpu
-        "The time limit 02:00:00 is over the partition cpu's 01:00:00."]
+        "The time limit 02:00:00 is over the partition cpu's 01:00:00: ask for at most that, "
+        "or choose another partition."]
+    assert "have none: ask for none" in fit_problems(SlurmJob(gpus_per_node=1), partitions)[0]
+    # the accounts sacctmgr lists (None: accounting does not answer, Slurm judges at submit)
+    accounts = parse_accounts("lab\nPhysics\n")
+    assert accounts == ["lab", "physics"]
+    assert account_problems("lab", accounts, "me") == []
+    assert account_problems("chem", accounts, "me") == [
+        "me may not use the account 'chem' (Slurm's accounting lists: lab, physics): choose "
+        "one of those, or leave the account empty for your default."]
+    assert account_problems("chem", None, "me") == []
+
+
+def test_accounting_is_used_when_it_answers() -> None:
+    """The account check and an ended job's state: `sacctmgr`/`sacct` where accounting
+    answers; where it does not, the account is left to sbatch and the state to scontrol."""
+    facts = login_node.ClusterFacts("22.05.8", parse_sinfo(SINFO))
+    with_accounting = FakeSlurm({"id": "me\n", "sacctmgr": "lab\n",
+                                 "sacct": "TIMEOUT|TimeLimit|0:15|00:05:00|2026-11-24T18:00:00\n"})
+    check = login_node.check_job(with_accounting, SlurmJob(account="chem"), facts)
+    assert check.problems == [account_problems("chem", ["lab"], "me")[0]] and not check.notes
+    ended = login_node.status(with_accounting, "12")  # squeue and scontrol forgot it
+    assert (ended.state, ended.time_limit, ended.exit_code, ended.signal) == \
+        ("TIMEOUT", "00:05:00", 0, 15)
+    assert status_from_sacct("3", "CANCELLED by 1000|None|0:0|UNLIMITED|N/A\n").state == \
+        "CANCELLED"
+    without = FakeSlurm({"id": "me\n"}, failing={"sacctmgr", "sacct"})
+    check = login_node.check_job(without, SlurmJob(account="chem"), facts)
+    assert check.problems == [] and check.notes == [
+        "The account 'chem' cannot be checked before submit (Slurm's accounting does not "
+        "answer `sacctmgr` here): Slurm judges it when the job is submitted."]
+    assert login_node.status(without, "12").state == ""
 
 
 class FakeSlurm:
     """A login node whose Slurm answers from a table: argv[0] -> stdout."""
 
-    def __init__(self, answers: dict[str, str]) -> None:
+    def __init__(self, answers: dict[str, str], failing: set[str] | frozenset[str] = frozenset()
+                 ) -> None:
         self.answers = answers
+        self.failing = failing  # commands that fail (exit 1)
         self.calls: list[list[str]] = []
 
     def run(self, argv: Sequence[str], timeout: float, *, stdin: bytes | None = None,
             env: Mapping[str, str] | None = None) -> tuple[int, bytes, bytes]:
         self.calls.append(list(argv))
         key = "squeue --start" if "--start" in argv else argv[0]
+        if key in self.failing:
+            return 1, b"", b"Slurm accounting storage is disabled\n"
         return 0, self.answers.get(key, "").encode(), b""
 
 
@@ -245,11 +295,15 @@ def test_a_time_limit_fails_the_run_as_such(tmp_path: Path) -> None:
                     "TimeLimit=00:10:00\n"})
     log = executor.bundle.output / "logs" / "slurm-12.log"
     log.write_text("slurmstepd: error: *** JOB 12 CANCELLED DUE TO TIME LIMIT ***\n")
+    events = executor.bundle.output / "events-worker-0.jsonl"
+    events.write_text(json.dumps({"v": 2, "kind": "checkpoint", "task": "worker:0", "t": 1.0,
+                                  "step": 40, "path": "output/checkpoints/ckpt-40"}) + "\n")
     controller = RunController(executor.bundle, executors=[executor])
     controller.attach()
     assert controller.wait(20)
     assert controller.state is RunState.FAILED
-    assert "the Slurm job reached its time limit (00:10:00) (job 12)" in controller.message
+    assert ("time limit 00:10:00 reached (Slurm job 12); the last checkpoint: "
+            "output/checkpoints/ckpt-40 (step 40)") in controller.message
     assert any("CANCELLED DUE TO TIME LIMIT" in line
                for line in controller.metrics.log_lines("worker:0"))
     assert not any(c[0] == "scancel" for c in executor.runner.calls)  # type: ignore[attr-defined]

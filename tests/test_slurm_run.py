@@ -8,12 +8,15 @@ supervisor; the TensorFlow run is the real thing."""
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -31,6 +34,7 @@ from dtgui.core.machines import MachineRegistry
 from dtgui.core.plan import Plan
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
+from dtgui.core.script import ScriptModel
 from dtgui.core.slurm import SlurmDefaults, SlurmJob
 from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import LaunchError, RunController
@@ -59,10 +63,32 @@ def slurm() -> Iterator[SlurmCluster]:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def mwms(steps: int, name: str = "slurm-run") -> Plan:
+FAKE_NVML = Path(__file__).resolve().parent / "fake_nvml"
+SCRIPTS = Path(__file__).resolve().parent / "script_projects"
+
+
+def mwms(steps: int, name: str = "slurm-run", checkpoint_every: int = 0) -> Plan:
     return Plan(run_name=name, strategy=Strategy("multi_worker_mirrored"), workers=2,
                 replicas_per_task=1, steps=steps, steps_per_epoch=max(steps // 2, 1),
-                checkpoint_every=0)
+                checkpoint_every=checkpoint_every)
+
+
+def with_fake_gpus(python: str, folder: Path) -> str:
+    """`python` with an NVML that replays a real GPU's telemetry (tests/fake_nvml), as the
+    nodes' interpreter: the tasks' telemetry reports that GPU."""
+    wrapper = folder / "python-with-gpus"
+    wrapper.write_text("#!/bin/sh\n"
+                       f"PYTHONPATH={shlex.quote(str(FAKE_NVML))}${{PYTHONPATH:+:$PYTHONPATH}}\n"
+                       f'export PYTHONPATH\nexec {shlex.quote(python)} "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def started_at(bundle: Path, task: str) -> list[int]:
+    """The step each start of `task` resumed from (its `started` events)."""
+    lines = (bundle / "output" / f"events-{task.replace(':', '-')}.jsonl").read_text()
+    return [event["resumed_from_step"] for event in map(json.loads, lines.splitlines())
+            if event.get("kind") == "started"]
 
 
 def launch(plan: Plan, root: Path, python: str, **job: object) -> RunController:
@@ -119,10 +145,17 @@ def test_parameter_server_by_rank(slurm: SlurmCluster, tmp_path: Path,
     servers and workers are ended with the job, and the run is finished."""
     plan = Plan(run_name="slurm-ps", strategy=Strategy("parameter_server"), workers=2,
                 parameter_servers=1, steps=20, steps_per_epoch=10, checkpoint_every=0)
-    controller = launch(plan, tmp_path, stub_python(), tasks_per_node=2)
+    # an account: without Slurm's accounting it cannot be checked before submit (said so)
+    controller = launch(plan, tmp_path, stub_python(), tasks_per_node=2, account="lab")
     assert [t.task_id for t in controller.plan.tasks] == ["chief:0", "worker:0", "worker:1",
                                                            "ps:0"]
     assert controller.wait(60) and controller.state is RunState.FINISHED, controller.message
+    assert "[dtgui] The account 'lab' cannot be checked before submit (Slurm's accounting " \
+        "does not answer `sacctmgr` here): Slurm judges it when the job is submitted." in \
+        controller.metrics.log_lines("chief:0")
+    # each task's log says where it runs: rank, node, address and port
+    assert any(line.startswith("[dtgui] ps:0 is rank 3 of Slurm job ") and " on node2, "
+               "listening on 127.0.0.1:" in line for line in controller.metrics.log_lines("ps:0"))
     nothing_left(slurm, controller)
 
 
@@ -162,24 +195,36 @@ def test_a_task_that_fails_fails_the_run_with_its_error(slurm: SlurmCluster, tmp
     python = stub_python(fail="worker:1=ValueError: the data is broken")
     controller = launch(mwms(200), tmp_path, python)
     assert controller.wait(60)
+    ended = time.time()
     assert controller.state is RunState.FAILED
     assert "the data is broken" in controller.message
+    failed = [json.loads(line) for line in (controller.bundle.output / "events-worker-1.jsonl")
+              .read_text().splitlines() if '"failed"' in line]
+    assert ended - failed[0]["t"] < 8  # failed within seconds of the task's own failure
     nothing_left(slurm, controller)
 
 
 def test_a_job_that_cannot_run_is_a_clear_error(slurm: SlurmCluster, tmp_path: Path,
                                                 stub_python: Callable[..., str]) -> None:
     python = stub_python()
-    # what sinfo tells is checked before anything is written
-    with pytest.raises(LaunchError, match="no partition 'nosuch' \\(it has: debug\\)"):
+    # what sinfo tells is checked before anything is written, each with what to do
+    with pytest.raises(LaunchError, match="no partition 'nosuch': choose one of debug, short"):
         launch(mwms(10), tmp_path, python, partition="nosuch")
     with pytest.raises(LaunchError, match="asks for 3 node\\(s\\) but the partition debug "
-                                          "has 2"):
+                                          "has 2: ask for at most 2"):
         launch_plan(mwms(10, "three"), tmp_path, targets=[Target(slurm=SlurmJob(
             nodes=3, tasks_per_node=1, python=python))])
+    with pytest.raises(LaunchError, match="asks for 1 GPU\\(s\\) per node but the nodes of "
+                                          "debug have none: ask for none"):
+        launch(mwms(10), tmp_path, python, gpus_per_node=1)
+    with pytest.raises(LaunchError, match="The time limit 00:10:00 is over the partition "
+                                          "short's 00:05:00: ask for at most that"):
+        launch(mwms(10), tmp_path, python, partition="short", time_limit="00:10:00")
     assert list(tmp_path.iterdir()) == []
-    # what only sbatch knows: its refusal, in its words; the run is recorded as failed
-    with pytest.raises(LaunchError, match="Slurm refused the job: Invalid feature"):
+    # what only sbatch knows: its refusal, in its words, and what to do; the run is
+    # recorded as failed
+    with pytest.raises(LaunchError, match=r"Slurm refused the job: Invalid feature .*: check "
+                                          r"the constraint against the nodes' features"):
         launch(mwms(10), tmp_path, python, constraint="nosuchfeature")
     assert slurm.queue() == []
     (record,) = [RunRecord.load(p) for p in tmp_path.iterdir()]
@@ -188,8 +233,19 @@ def test_a_job_that_cannot_run_is_a_clear_error(slurm: SlurmCluster, tmp_path: P
 
 def test_reattach_from_the_job_id(slurm: SlurmCluster, tmp_path: Path,
                                   stub_python: Callable[..., str]) -> None:
-    controller = launch(mwms(40), tmp_path, stub_python(step_seconds=0.1))
-    wait_for(lambda: controller.metrics.snapshot().step >= 10, 30, "no steps")
+    # every node's GPUs on the dashboard while it runs (a real GPU's telemetry replayed)
+    python = with_fake_gpus(stub_python(step_seconds=0.1), tmp_path)
+    controller = launch(mwms(40).with_changes(device_kind="gpu"), tmp_path, python)
+    gpus = ["worker:0 gpu0", "worker:1 gpu0"]  # a task a node
+    wait_for(lambda: controller.metrics.snapshot().step >= 10 and
+             sorted(controller.metrics.snapshot().device_util) == gpus, 30,
+             f"no steps, or not every node's GPU: {controller.metrics.snapshot().step} "
+             f"{sorted(controller.metrics.snapshot().device_util)}")
+    captured = {device["util"] for line in (FAKE_NVML.parent / "fixtures" / "gpu" /
+                "telemetry-h100-under-load.jsonl").read_text().splitlines()
+                for device in json.loads(line)["devices"]}
+    for label in gpus:
+        assert set(controller.metrics.snapshot().device_util[label][1]) <= captured
     controller.detach()
     assert controller.state is RunState.DETACHED
     again = reattach(RunRecord.load(controller.bundle.path))
@@ -219,17 +275,36 @@ def test_dtgui_run_submits_an_exported_job(slurm: SlurmCluster, tmp_path: Path,
 
 def test_a_restart_resubmits_the_job(slurm: SlurmCluster, tmp_path: Path,
                                      stub_python: Callable[..., str]) -> None:
-    python = stub_python(fail="worker:1=RuntimeError: out of luck")
-    settings = SlurmJob(nodes=2, tasks_per_node=1, python=python)
-    controller = launch_plan(mwms(50), tmp_path, targets=[Target(python=python, slurm=settings)],
+    """The job reaches its time limit after a checkpoint: that is the reason given, with the
+    checkpoint; the restart submits the job again and its tasks resume from the checkpoint."""
+    python = stub_python(step_seconds=0.1)
+    settings = SlurmJob(nodes=2, tasks_per_node=1, python=python, time_limit="00:05:00")
+    controller = launch_plan(mwms(100000, checkpoint_every=10), tmp_path,
+                             targets=[Target(python=python, slurm=settings)],
                              policy=RunPolicy(max_restarts=1))
-    first = controller.executors[0].job_id
-    assert controller.wait(60) and controller.state is RunState.FAILED
-    assert controller.restarts == 1 and "out of luck" in controller.message
+    executor = controller.executors[0]
+    first = executor.job_id
+    wait_for(lambda: executor.checkpoint is not None, 30, "no checkpoint")
+    # the time limit, reached now (Slurm rounds the limit to the minute: 00:01:00)
+    done = slurm.run("scontrol", "update", f"JobId={first}", "EndTime=now")
+    assert done.returncode == 0, done.stderr
+    wait_for(lambda: len(started_at(controller.bundle.path, "worker:1")) == 2, 60,
+             f"not started again: {controller.message}")
+    controller.request_stop()
+    assert controller.wait(30) and controller.state is RunState.STOPPED, controller.message
+    assert controller.restarts == 1
+    said = [line for line in controller.metrics.log_lines("worker:0") + controller.metrics.
+            log_lines("worker:1") if "restarting every task from the last checkpoint" in line]
+    assert said and f"time limit 00:01:00 reached (Slurm job {first}); the last checkpoint: " \
+        "output/checkpoints/ckpt-" in said[0], said
     second = RunRecord.load(controller.bundle.path).machines[0].job_id
     assert second != first  # submitted again, and the record follows the new job
     logs = sorted(p.name for p in (controller.bundle.output / "logs").glob("slurm-*.log"))
     assert logs == sorted([f"slurm-{first}.log", f"slurm-{second}.log"])
+    (_, resumed) = started_at(controller.bundle.path, "worker:0")
+    assert resumed >= 10 and resumed % 10 == 0  # from the checkpoint, not step 0
+    assert started_at(controller.bundle.path, "worker:1") == [0, resumed]
+    assert f"(step {resumed})" in said[0]  # the checkpoint named is the one resumed from
     nothing_left(slurm, controller)
 
 
@@ -257,6 +332,24 @@ def test_ctrl_c_in_dtgui_run_cancels_the_job(slurm: SlurmCluster, tmp_path: Path
     assert "run stopped" in rest
     assert slurm.queue() == []
     wait_for(lambda: not processes_in(out), 10, "a task process is left")
+
+
+def test_a_users_script_on_two_nodes(slurm: SlurmCluster, tmp_path: Path) -> None:
+    """The user's own training script, one task a node, its curves live from the
+    TensorBoard files it writes (the script needs no TensorFlow)."""
+    model = ScriptModel(str(SCRIPTS / "sleepy_loop"), "train.py", ("4", "0.3")).to_dict()
+    controller = launch(mwms(10, "slurm-script").with_changes(model=model), tmp_path,
+                        sys.executable)
+    deadline = time.monotonic() + 60
+    while not controller.metrics.scalars.tags():  # live: the first curve before the end
+        assert not controller.wait(0.2), (controller.message,
+                                          controller.metrics.log_lines("worker:0")[-5:])
+        assert time.monotonic() < deadline, "no curve from the script"
+    assert controller.wait(60) and controller.state is RunState.FINISHED, controller.message
+    steps, losses = controller.metrics.scalars.snapshot()["train/epoch_loss"]["worker:0"]
+    assert list(steps) == [0, 1, 2, 3] and losses[-1] == pytest.approx(0.25)
+    assert any("on node2" in line for line in controller.metrics.log_lines("worker:1"))
+    nothing_left(slurm, controller)
 
 
 @pytest.fixture
@@ -304,6 +397,13 @@ def test_a_cluster_reached_over_ssh(slurm: SlurmCluster, ssh_env: Path, login_no
     wait_for(lambda: job not in slurm.queue(), 15, f"job {job} is still queued")
     wait_for(lambda: not processes_in(Path(endless.executors[0].directory)), 10,
              "a task process is left")
+    # a job sbatch refuses leaves nothing on the shared filesystem, nor in the queue
+    shared = ssh_lab.home / "cluster-runs"
+    before = sorted(shared.iterdir())
+    with pytest.raises(LaunchError, match="Slurm refused the job: Invalid feature"):
+        launch_plan(mwms(10, "refused"), tmp_path, targets=[
+            Target.cluster(cluster, nodes=2, tasks_per_node=1, constraint="nosuchfeature")])
+    assert sorted(shared.iterdir()) == before and slurm.queue() == []
     # dtgui export --slurm CLUSTER, then dtgui run: over SSH to the registered login node
     registry = MachineRegistry()
     registry.add(cluster)

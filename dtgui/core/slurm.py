@@ -439,13 +439,38 @@ def submit_error(stderr: str) -> str:
     return lines[-1] if lines else "sbatch failed without a message"
 
 
+# sbatch's refusals (Slurm's own texts, lower case) -> what the person can do about them
+SUBMIT_HINTS = (
+    ("invalid partition", "choose one of the partitions `sinfo` lists"),
+    ("invalid account", "choose an account you belong to (`sacctmgr show assoc user=$USER`) "
+                        "or leave the account empty"),
+    ("invalid qos", "choose a QoS of your account (`sacctmgr show assoc user=$USER "
+                    "format=account,qos`) or leave it empty"),
+    ("invalid feature", "check the constraint against the nodes' features "
+                        "(`sinfo -o '%N %f'`) or leave it empty"),
+    ("node configuration is not available", "ask for fewer nodes, tasks or GPUs per node, "
+                                            "or another partition"),
+    ("node count specification invalid", "ask for fewer nodes, or another partition"),
+    ("time limit", "ask for less time (the partition's limit is in `sinfo`)"),
+    ("qosmax", "ask for less (your QoS limits it), or wait for your other jobs to end"),
+    ("assocmax", "ask for less (your account limits it), or wait for your other jobs to end"),
+)
+
+
+def refusal_text(reason: str) -> str:
+    """sbatch's reason and what to do about it."""
+    low = reason.lower()
+    hint = next((h for key, h in SUBMIT_HINTS if key in low), "")
+    return f"Slurm refused the job: {reason}" + (f": {hint}." if hint else ".")
+
+
 # -- a job's state -------------------------------------------------------------------------
 QUEUED_STATES = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "RESV_DEL_HOLD",
                            "SUSPENDED", "RESIZING", "STOPPED", "SIGNALING", "STAGE_OUT"})
 ACTIVE_STATES = QUEUED_STATES | {"RUNNING", "COMPLETING"}
 FAILED_TEXT = {
     "CANCELLED": "the Slurm job was cancelled",
-    "TIMEOUT": "the Slurm job reached its time limit",
+    "TIMEOUT": "the Slurm job reached its time limit",  # describe() names the limit
     "FAILED": "the Slurm job failed",
     "NODE_FAIL": "a node of the Slurm job failed",
     "OUT_OF_MEMORY": "the Slurm job ran out of memory",
@@ -486,9 +511,10 @@ class JobStatus:
             start = (f", expected to start {self.start}" if self.start and self.start
                      not in ("N/A", "Unknown", "None") else "")
             return f"Slurm job {self.job_id} is waiting in the queue{why}{start}"
+        if self.state == "TIMEOUT":
+            return f"time limit {self.time_limit or 'of the job'} reached (Slurm job {self.job_id})"
         if self.state in FAILED_TEXT:
-            extra = f" ({self.time_limit})" if self.state == "TIMEOUT" and self.time_limit else ""
-            return f"{FAILED_TEXT[self.state]}{extra} (job {self.job_id})"
+            return f"{FAILED_TEXT[self.state]} (job {self.job_id})"
         if not self.state:
             return f"Slurm job {self.job_id} is no longer known to Slurm"
         return f"Slurm job {self.job_id} is {self.state.lower()}"
@@ -500,6 +526,27 @@ def status_from_scontrol(job_id: str, fields: dict[str, str]) -> JobStatus:
                      fields.get("StartTime", ""),
                      int(code) if code.isdigit() else None, _int(sig),
                      fields.get("TimeLimit", ""))
+
+
+SACCT_FIELDS = "State,Reason,ExitCode,Timelimit,Start"
+
+
+def status_from_sacct(job_id: str, text: str) -> JobStatus | None:
+    """`sacct -n -P -X -j ID -o SACCT_FIELDS` (the allocation's line); None when sacct knows
+    nothing of the job."""
+    for line in text.splitlines():
+        cols = line.strip().split("|")
+        if len(cols) == 5 and cols[0]:
+            state = cols[0].split()[0]  # "CANCELLED by 1000" -> CANCELLED
+            code, _, sig = cols[2].partition(":")
+            return JobStatus(job_id, state, cols[1], cols[4],
+                             int(code) if code.isdigit() else None, _int(sig), cols[3])
+    return None
+
+
+def parse_accounts(text: str) -> list[str]:
+    """`sacctmgr -n -P show assoc user=U format=account`: the user's accounts."""
+    return sorted({line.strip().lower() for line in text.splitlines() if line.strip()})
 
 
 def status_from_squeue(job_id: str, line: str) -> JobStatus | None:
@@ -531,18 +578,32 @@ def fit_problems(job: SlurmJob, partitions: Sequence[Partition]) -> list[str]:
         if not job.partition:
             return []
         names = ", ".join(p.name for p in partitions)
-        return [f"The cluster has no partition {job.partition!r} (it has: {names})."]
+        return [f"The cluster has no partition {job.partition!r}: choose one of {names}."]
     out = []
     if not part.available:
-        out.append(f"The partition {part.name} is not up.")
+        out.append(f"The partition {part.name} is not up: choose another one, or wait until "
+                   "it is up again.")
     if job.nodes > part.nodes:
         out.append(f"The job asks for {job.nodes} node(s) but the partition {part.name} has "
-                   f"{part.nodes}.")
+                   f"{part.nodes}: ask for at most {part.nodes}, or choose another partition.")
     if job.gpus_per_node > part.gpus_per_node:
         out.append(f"The job asks for {job.gpus_per_node} GPU(s) per node but the nodes of "
-                   f"{part.name} have {part.gpus_per_node or 'none'}.")
+                   f"{part.name} have {part.gpus_per_node or 'none'}: ask for "
+                   f"{'at most ' + str(part.gpus_per_node) if part.gpus_per_node else 'none'}, "
+                   "or choose a partition with more GPUs.")
     asked = time_seconds(job.time_limit) if job.time_limit else None
     if asked is not None and part.time_limit is not None and asked > part.time_limit:
         out.append(f"The time limit {job.time_limit} is over the partition {part.name}'s "
-                   f"{time_text(part.time_limit)}.")
+                   f"{time_text(part.time_limit)}: ask for at most that, or choose another "
+                   "partition.")
     return out
+
+
+def account_problems(account: str, accounts: Sequence[str] | None, user: str) -> list[str]:
+    """Whether `account` is one of the user's accounts (`accounts`: sacctmgr's answer; None
+    when accounting does not answer: Slurm judges the account at submit)."""
+    if not account or accounts is None or account.lower() in accounts:
+        return []
+    have = ", ".join(accounts) or "none"
+    return [f"{user or 'You'} may not use the account {account!r} (Slurm's accounting lists: "
+            f"{have}): choose one of those, or leave the account empty for your default."]

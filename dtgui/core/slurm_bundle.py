@@ -28,10 +28,12 @@ SLURM_TASKS_VARIABLE = "DTGUI_SLURM_TASKS"  # set by job.sbatch: the task ids by
 
 
 def place_on_cluster(plan: Plan, job: SlurmJob) -> Plan:
-    """The plan's tasks in rank order, on the cluster (ports free here for run.sh)."""
+    """The plan's tasks in rank order, on the cluster (ports free here for run.sh). No task
+    names GPUs: the GPUs are the allocation's (Slurm sets CUDA_VISIBLE_DEVICES on the nodes),
+    not this machine's."""
     placed = place_local(plan)
     machine = "" if job.cluster == LOCAL_CLUSTER else job.cluster
-    tasks = tuple(TaskSpec(t.type, t.index, t.host, t.port, t.gpus, machine)
+    tasks = tuple(TaskSpec(t.type, t.index, t.host, t.port, (), machine)
                   for t in placed.tasks)
     return placed.with_changes(tasks=tasks, machines={})
 

@@ -359,6 +359,9 @@ class RunController(BundledRun):
     def _restart(self, failures: list[tuple[str, str, int | None]]) -> None:
         self.restarts += 1
         tid, reason, _ = failures[0]
+        state = self.metrics.snapshot().tasks.get(tid)
+        if state is not None and state.error:  # the task's own words, as when the run fails
+            reason = state.error
         note = (f"{tid} failed ({reason}): restarting every task from the last checkpoint "
                 f"(restart {self.restarts} of {self.policy.max_restarts})")
         self.metrics.add_log_lines(tid, [f"[dtgui] {note}"])

@@ -29,6 +29,7 @@ Everything here blocks (for seconds when other machines take part): call it off 
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import shutil
 import socket
@@ -144,6 +145,7 @@ class Launch:
         self.clients: dict[str, SSHClient] = {}
         self.checks: dict[str, PythonCheck] = {}
         self.cluster_dir = ""  # a Slurm run's directory on the cluster's shared filesystem
+        self.notes: list[str] = []  # what a check could not tell, shown in the run's log
         self.placed = plan
         self.bundle: Bundle | None = None
         self.executors: list[Executor] = []
@@ -277,8 +279,8 @@ def _check(launch: Launch) -> None:
 
 def _check_cluster(launch: Launch, target: Target) -> None:
     """The job against the cluster's partitions (`sinfo` on the login node)."""
-    from dtgui.core.slurm import SlurmError, fit_problems
-    from dtgui.remote.slurm import probe
+    from dtgui.core.slurm import SlurmError
+    from dtgui.remote.slurm import check_job, probe
 
     assert target.slurm is not None
     launch.progress(f"Asking Slurm about {target.label}", 0.15)
@@ -287,8 +289,11 @@ def _check_cluster(launch: Launch, target: Target) -> None:
         facts = probe(runner)
     except SlurmError as exc:
         raise LaunchError(f"Not launched: {exc}") from exc
-    problems = facts.problems[:1] if not facts.version else fit_problems(target.slurm,
-                                                                         facts.partitions)
+    if facts.version:
+        found = check_job(runner, target.slurm, facts)
+        problems, launch.notes = found.problems, found.notes
+    else:
+        problems = facts.problems[:1]
     if problems:
         raise LaunchError("Not launched: " + " ".join(problems))
     if target.machine is not None:  # the run's directory on the shared filesystem
@@ -299,6 +304,17 @@ def _check_cluster(launch: Launch, target: Target) -> None:
             launch.cluster_dir = make_run_dir(runner, shared, launch.record.run_id)
         except SlurmError as exc:
             raise LaunchError(f"Not launched: {target.label}: {exc}") from exc
+
+
+def _remove_cluster_dir(launch: Launch) -> None:
+    """A launch that did not start leaves nothing on the cluster's shared filesystem."""
+    from dtgui.remote.slurm import remove_run_dir
+
+    target = launch.slurm
+    if target is not None:
+        with contextlib.suppress(Exception):  # the launch's own error is the one reported
+            remove_run_dir(command_runner(target, launch.clients.get(target.name)),
+                           launch.cluster_dir)
 
 
 def _place(launch: Launch) -> None:
@@ -415,6 +431,9 @@ def _start(launch: Launch) -> None:
         controller.metrics.add_log_lines(
             placed.tasks[0].task_id, [f"[dtgui] warning: {w}" for w in launch.script.warnings]
             + [f"[dtgui] {n}" for n in launch.script.notes])
+    if launch.notes:
+        controller.metrics.add_log_lines(placed.tasks[0].task_id,
+                                         [f"[dtgui] {n}" for n in launch.notes])
     launch.progress(f"Starting {len(placed.tasks)} task(s)", 0.9)
     # ports the check chose free or bind-tested on every machine are not tested again
     tested = len(launch.checked) == len(launch.targets)
@@ -478,6 +497,8 @@ def launch_plan(plan: Plan, runs_root: Path | None = None, *,
         if launch.recorded and launch.controller is None:
             launch.record.end(RunState.FAILED, str(exc), None)
             launch.record.save()
+        if launch.cluster_dir and launch.controller is None:
+            _remove_cluster_dir(launch)
         launch.close()
         raise
     controller = launch.controller

@@ -3,7 +3,8 @@ machine's tasks (`RunController`).
 
 `start` submits the bundle's job.sbatch (`sbatch --parsable`); every task's "pid" is the job
 id (kept in the run record, which is how a reattach finds the job). `poll` asks Slurm the
-job's state (`squeue`, then `scontrol show job` once it left the queue) and reads every
+job's state (`squeue`, then `scontrol show job` once it left the queue, `sacct` once Slurm's
+controller forgot it) and reads every
 task's events, log and exit file from the bundle directory on the shared filesystem:
 
 * while the job waits in the queue, its tasks count as alive and queued (not hung), and the
@@ -11,7 +12,8 @@ task's events, log and exit file from the bundle directory on the shared filesys
 * a task that wrote its exit file has ended with that code;
 * once the job has ended, a task without an exit code ended with the job: when the job did
   not complete (cancelled, time limit, node failure), a `failed` event says so in Slurm's
-  words, so the run fails with that reason; the batch step's own log is shown too.
+  words ("time limit 00:05:00 reached") and names the last checkpoint a restart resumes
+  from, so the run fails with that reason; the batch step's own log is shown too.
 
 `signal(SIGTERM)` is `scancel`, `signal(SIGKILL)` is `scancel --full --signal=KILL`: the job,
 every step and every process of it end, and nothing is left in the queue.
@@ -72,7 +74,9 @@ class SlurmExecutor(Executor):
         self._told = ""  # the queue sentence last written to the log
         self._job_log_shown = False
         self._cause_shown = False  # a task's own failure was shown (see poll)
+        self._cancelled = False  # dtgui cancelled the job (Stop): its tasks did not fail
         self._codes: dict[str, int | None] = {}  # the tasks' exit codes at the last poll
+        self.checkpoint: tuple[int, str] | None = None  # the last one saved: (step, path)
 
     @property
     def directory(self) -> str:
@@ -105,6 +109,7 @@ class SlurmExecutor(Executor):
         self.job_id = slurm.submit(self.runner, self.run_dir, JOB_FILE)
         self.status = None
         self._told, self._job_log_shown, self._cause_shown = "", False, False
+        self._cancelled = False
         self._codes = {}
         self.pids = {t.task_id: int(self.job_id) for t in self.tasks}
         return dict(self.pids)
@@ -120,6 +125,10 @@ class SlurmExecutor(Executor):
         notes = self._queue_notes(status)
         result.note = self._told if status.queued else ""
         files = self._read_files()
+        for found in files.values():
+            for event in found.events:
+                if event.kind == "checkpoint":
+                    self.checkpoint = (int(event.get("step", 0)), str(event.get("path", "")))
         codes = self._codes = {tid: found.exit_code for tid, found in files.items()}
         # srun ends every task once one fails: the first poll that sees a task's own failure
         # shows the others still running, so that the run fails with that task's error
@@ -145,15 +154,23 @@ class SlurmExecutor(Executor):
             if i == 0:
                 poll.log_lines = notes + poll.log_lines
             failed = not poll.alive and status.ended and status.state != "COMPLETED" and \
-                (code is None or not 0 <= code <= 128) and not cause  # killed with the job
+                (code is None or not 0 <= code <= 128) and not cause and \
+                not self._cancelled  # killed with the job, not by dtgui
             if failed:
                 poll.events.append(Event("failed", tid, time.time(),
-                                         {"error": status.describe()}))
+                                         {"error": self._ended_text(status)}))
             if i == 0 and status.ended and not self._job_log_shown:
                 self._job_log_shown = True
                 poll.log_lines += self._job_log_tail()
             result.tasks[tid] = poll
         return result
+
+    def _ended_text(self, status: JobStatus) -> str:
+        """Why the job ended, and where a restart resumes from."""
+        if self.checkpoint is None:
+            return f"{status.describe()}; no checkpoint was saved (a restart begins at step 0)"
+        step, path = self.checkpoint
+        return f"{status.describe()}; the last checkpoint: {path} (step {step})"
 
     def _queue_notes(self, status: JobStatus) -> list[str]:
         """A log line each time the job's place in the queue changes."""
@@ -203,8 +220,10 @@ class SlurmExecutor(Executor):
         if not self.job_id or self._all_exited() or (self.status and self.status.ended):
             return  # the job has ended, or ends by itself now that every task has
         if signals.SIGKILL in sigs:
+            self._cancelled = True
             slurm.cancel(self.runner, self.job_id, "KILL")
         elif signals.SIGTERM in sigs or signals.SIGINT in sigs:
+            self._cancelled = True
             slurm.cancel(self.runner, self.job_id)
 
 

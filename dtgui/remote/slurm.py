@@ -10,17 +10,24 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from dtgui.core.slurm import (
+    SACCT_FIELDS,
     SINFO_FORMAT,
     SQUEUE_FORMAT,
     JobStatus,
     Partition,
     QueuedJob,
     SlurmError,
+    SlurmJob,
+    account_problems,
+    fit_problems,
+    parse_accounts,
     parse_job_id,
     parse_scontrol,
     parse_sinfo,
     parse_squeue,
     parse_version,
+    refusal_text,
+    status_from_sacct,
     status_from_scontrol,
     status_from_squeue,
     submit_error,
@@ -89,19 +96,29 @@ def make_run_dir(runner: CommandRunner, shared_dir: str, run_id: str) -> str:
     return out.decode("utf-8", "replace").strip()
 
 
+def remove_run_dir(runner: CommandRunner, path: str) -> None:
+    """Remove a run's directory made by `make_run_dir` (a launch that did not start)."""
+    if not path.startswith("/") or path.rstrip("/").count("/") < 2:
+        raise SlurmError(f"not a run's directory: {path!r}")
+    code, _, err = runner.run(["rm", "-rf", "--", path], TIMEOUT)
+    if code != 0:
+        raise SlurmError(f"cannot remove {path}: {err.decode('utf-8', 'replace').strip()}")
+
+
 def submit(runner: CommandRunner, directory: str, script: str) -> str:
     """`sbatch --parsable` of `script` in `directory` (the job's working directory): the job
     id. SlurmError with sbatch's own reason when it refuses the job."""
     code, out, err = runner.run(["sbatch", "--parsable", f"--chdir={directory}",
                                  f"{directory.rstrip('/')}/{script}"], TIMEOUT)
     if code != 0:
-        raise SlurmError(f"Slurm refused the job: {submit_error(err.decode('utf-8', 'replace'))}")
+        raise SlurmError(refusal_text(submit_error(err.decode("utf-8", "replace"))))
     return parse_job_id(out.decode("utf-8", "replace"))
 
 
 def status(runner: CommandRunner, job_id: str) -> JobStatus:
     """The job's state: `squeue` while it is queued or running, then `scontrol show job`
-    (which answers without accounting, for a few minutes after the end)."""
+    (which answers without accounting, for MinJobAge after the end), then `sacct` (which
+    remembers ended jobs where accounting is on)."""
     code, out, _ = runner.run(["squeue", "-h", "-j", job_id, "-o", "%T|%r|%S|%l"], TIMEOUT)
     if code == 0:
         found = status_from_squeue(job_id, out.decode("utf-8", "replace").strip())
@@ -109,7 +126,46 @@ def status(runner: CommandRunner, job_id: str) -> JobStatus:
             return found
     code, out, _ = runner.run(["scontrol", "show", "job", "-o", job_id], TIMEOUT)
     fields = parse_scontrol(out.decode("utf-8", "replace")) if code == 0 else {}
-    return status_from_scontrol(job_id, fields)
+    if fields.get("JobState"):
+        return status_from_scontrol(job_id, fields)
+    code, out, _ = runner.run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", SACCT_FIELDS],
+                              TIMEOUT)  # "accounting storage is disabled": exit 1
+    remembered = status_from_sacct(job_id, out.decode("utf-8", "replace")) if code == 0 \
+        else None
+    return remembered or JobStatus(job_id, "")
+
+
+def user_accounts(runner: CommandRunner) -> tuple[str, list[str] | None]:
+    """The login user and their accounts (`sacctmgr show assoc`); None when accounting does
+    not answer (no slurmdbd: the accounts cannot be known before submit)."""
+    code, out, _ = runner.run(["id", "-un"], TIMEOUT)
+    user = out.decode("utf-8", "replace").strip() if code == 0 else ""
+    if not user:
+        return "", None
+    code, out, _ = runner.run(["sacctmgr", "-n", "-P", "show", "assoc", f"user={user}",
+                               "format=account"], TIMEOUT)
+    return user, parse_accounts(out.decode("utf-8", "replace")) if code == 0 else None
+
+
+@dataclass
+class JobCheck:
+    """What the login node tells of a job before it is submitted."""
+
+    problems: list[str] = field(default_factory=list)  # each stops the submission
+    notes: list[str] = field(default_factory=list)  # what could not be checked, and why
+
+
+def check_job(runner: CommandRunner, job: SlurmJob, facts: ClusterFacts) -> JobCheck:
+    """The job against the partitions `facts` holds (`probe`) and the user's accounts."""
+    found = JobCheck(fit_problems(job, facts.partitions))
+    if job.account:
+        user, accounts = user_accounts(runner)
+        found.problems += account_problems(job.account, accounts, user)
+        if accounts is None:
+            found.notes.append(f"The account {job.account!r} cannot be checked before submit "
+                               "(Slurm's accounting does not answer `sacctmgr` here): Slurm "
+                               "judges it when the job is submitted.")
+    return found
 
 
 def expected_start(runner: CommandRunner, job_id: str) -> str:

@@ -100,6 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     with open(f"output/pids/{stem}.pid", "w") as f:
         f.write(f"{os.getpid()}\n")
     with open(f"output/logs/{stem}.log", "ab") as log:
+        node = env.get("SLURMD_NODENAME", "") or hosts[node_of_rank(rank, counts)]
+        listens = f", listening on {hosts[node_of_rank(rank, counts)]}:" \
+            f"{port_base(env.get('SLURM_JOB_ID', '0')) + rank}" if len(task_ids) > 1 else ""
+        log.write(f"[dtgui] {task_ids[rank]} is rank {rank} of Slurm job "
+                  f"{env.get('SLURM_JOB_ID', '?')} on {node}{listens}\n".encode())
+        log.flush()
         code = subprocess.call(["sh", f"tasks/{stem}.sh"], stdin=subprocess.DEVNULL,
                                stdout=log, stderr=subprocess.STDOUT, env=child_env)
     with open(f"output/pids/{stem}.exit", "w") as f:
