@@ -85,7 +85,7 @@ def test_cpu_warning_is_about_the_machine() -> None:
 
 def test_the_dashboard_card_shows_peaks_warning_and_network(qtbot) -> None:
     from dtgui.core.metrics import TaskState
-    from dtgui.ui.memory_panel import MemoryPanel, network_text
+    from dtgui.ui.memory_panel import MemoryPanel, network_details, network_text
 
     panel = MemoryPanel()
     qtbot.addWidget(panel)
@@ -97,12 +97,15 @@ def test_the_dashboard_card_shows_peaks_warning_and_network(qtbot) -> None:
                             "mem_used": 1563230208, "mem_total": total}])
     panel.update_memory(peaks)
     assert panel.table.rowCount() == 2
-    assert panel.table.item(0, 2).text() == "75.67 GiB" and panel.table.item(0, 5).text() == "95%"
-    assert not panel.warning.isHidden() and "worker:0 gpu0 reached 95%" in panel.warning.text()
+    assert panel.table.item(0, 2).text() == "75.67 GiB" and panel.table.item(0, 4).text() == "95%"
+    assert not panel.warning.isHidden() and "worker:0 gpu0 at 95% of 79.65 GiB" in panel.warning.text()
     link = LinkProbe("h2", "h3", 23456, rtt_ms=0.4, bandwidth=10e6, received=16 << 20,
                      measured_at=1.0)
     text = network_text([link], ["h2", "h3"], 2, gradient_bytes=12 << 20)
-    assert "h2 ↔ h3 80.0 Mbit/s" in text
-    assert "all-reduce of 12.0 MiB over 2 workers: about 1.26 s" in text
+    assert text.startswith("Network: h2 ↔ h3 80.0 Mbit/s, 0.4 ms round trip")
+    assert text.endswith("Expected all-reduce: 1.26 s a step over 2 workers.")
+    details = network_details([link], ["h2", "h3"], 2, gradient_bytes=12 << 20)
+    assert "all-reduce of 12.0 MiB over 2 workers: about 1.26 s" in details
+    assert "2(n-1)/n × bytes / bandwidth" in details
     panel.update_tasks({"worker:0": TaskState("worker:0", machine="h2")})
     assert "share one machine" in panel.network.text()

@@ -61,15 +61,12 @@ def gib(nbytes: float) -> str:
 
 
 def warning_text(d: DeviceMemory) -> str:
-    """'worker:1 gpu0 reached 93 % of its 80.00 GiB: ...' with what to change."""
-    what = "the machine's memory" if d.kind == "cpu" else f"its {gib(d.total)}"
-    fix = ("use a smaller per-replica batch, mixed precision, or a GPU with more memory"
+    """'worker:1 gpu1 at 93% of 79.65 GiB: out-of-memory is near; ...' with what to change."""
+    what = "the machine's memory" if d.kind == "cpu" else gib(d.total)
+    fix = ("a smaller per-replica batch, mixed precision or a GPU with more memory"
            if d.kind == "gpu" else
-           "use a smaller batch or shuffle buffer, cache less in memory, or fewer tasks on "
-           "that machine")
-    return (f"{d.label} reached {d.fraction:.0%} of {what} ({gib(d.fullest)} of "
-            f"{gib(d.total)}, the task {gib(d.peak)} at most): it may fail with out-of-memory; "
-            f"{fix}.")
+           "a smaller batch or shuffle buffer, less cached in memory, or fewer tasks there")
+    return f"{d.label} at {d.fraction:.0%} of {what}: out-of-memory is near; {fix}."
 
 
 class MemoryPeaks:

@@ -127,7 +127,7 @@ class Dashboard(QWidget):
         bottom.addWidget(_titled("Memory and network", self.memory_panel, "memory"))
         bottom.setStretchFactor(0, 2)
         bottom.setStretchFactor(1, 3)
-        bottom.setStretchFactor(2, 3)
+        bottom.setStretchFactor(2, 2)
         self.splitter = QSplitter(Qt.Orientation.Vertical)
         self.splitter.setObjectName("dashboardSplitter")
         self.splitter.addWidget(self.plot_splitter)

@@ -34,13 +34,16 @@ from dtgui.core.network_pairs import (
     between,
     link_text,
     load_links,
+    rate_text,
+    ring_allreduce_seconds,
+    seconds_text,
     slowest,
 )
 from dtgui.core.run_curves import task_key
 from dtgui.core.settings import data_dir
 from dtgui.ui.workers import run_in_thread
 
-COLUMNS = ("Task", "Device", "Peak", "Now", "Limit", "Fullest")
+COLUMNS = ("Task", "Device", "Peak", "Limit", "Use")
 NEAR_BG, NEAR_FG = "#fef3c7", "#92400e"
 
 
@@ -59,12 +62,27 @@ def network_text(links: Sequence[LinkProbe], machines: Sequence[str], workers: i
     if worst is None:
         return ("Network: not measured between " + ", ".join(machines)
                 + " — run Machines → Doctor… on them to see each link and its all-reduce time.")
-    pairs = "; ".join(f"{k.source} ↔ {k.target} {link_text(k)}, {age_text(k)}"
-                      for k in found if k.ok)
+    pairs = "; ".join(f"{k.source} ↔ {k.target} {rate_text(k.bandwidth)}, "
+                      f"{k.rtt_ms:.1f} ms round trip" for k in found if k.ok)
     size = gradient_bytes or REFERENCE_PARAMS * 4
-    whose = "this model's gradients" if gradient_bytes else "10 M float32 parameters"
-    return (f"Network (cluster doctor): {pairs}. Expected {allreduce_text(size, workers, worst)}"
-            f" ({whose}; ring: 2(n-1)/n × bytes / bandwidth + 2(n-1) × latency).")
+    whose = "" if gradient_bytes else " (of 10 M float32 parameters)"
+    seconds = ring_allreduce_seconds(size, workers, worst.bandwidth, worst.rtt_ms)
+    return (f"Network: {pairs} (doctor, {age_text(worst)}). Expected all-reduce{whose}: "
+            f"{seconds_text(seconds)} a step over {workers} workers.")
+
+
+def network_details(links: Sequence[LinkProbe], machines: Sequence[str], workers: int,
+                    gradient_bytes: int = 0) -> str:
+    """The network line's tooltip: each link in full, and the formula."""
+    found = [k for k in between(links, machines) if k.ok]
+    worst = slowest(found)
+    if worst is None:
+        return ""
+    size = gradient_bytes or REFERENCE_PARAMS * 4
+    lines = [f"{k.source} → {k.target}: {link_text(k)}, {age_text(k)}" for k in found]
+    lines.append(f"Expected {allreduce_text(size, workers, worst)} (the slowest link).")
+    lines.append("Ring all-reduce: 2(n-1)/n × bytes / bandwidth + 2(n-1) × round trip / 2.")
+    return "\n".join(lines)
 
 
 class MemoryPanel(QWidget):
@@ -98,24 +116,28 @@ class MemoryPanel(QWidget):
         header.setStretchLastSection(True)
         self.table.setToolTip(
             "Peak: the most memory the task held (GPU: the GPU's used memory at its fullest; "
-            "CPU: the task's resident memory). Fullest: the most of the limit in use at once "
+            "CPU: the task's resident memory). Use: the most of the limit in use at once "
             f"(CPU: by the whole machine); at {NEAR_LIMIT:.0%} a warning says what to change.")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(4)
+        layout.addWidget(self.network)
         layout.addWidget(self.warning)
         layout.addWidget(self.table, 1)
-        layout.addWidget(self.network)
         self._links: list[LinkProbe] = []
         self._machines: tuple[str, ...] = ()
         self._workers = 0
         self._here = False
 
     def update_memory(self, memory: MemoryPeaks) -> None:
-        devices = sorted(memory.devices(), key=lambda d: (task_key(d.task), d.device))
+        # a task on GPUs shows them (its CPU entry only stands in when NVML fails)
+        with_gpus = {d.task for d in memory.devices() if d.kind == "gpu"}
+        devices = sorted((d for d in memory.devices()
+                          if d.kind == "gpu" or d.task not in with_gpus),
+                         key=lambda d: (not d.near_limit, task_key(d.task), d.device))
         self.table.setRowCount(len(devices))
         for r, d in enumerate(devices):
-            cells = (d.task, f"{d.device} {d.name}".strip(), gib(d.peak), gib(d.used),
+            cells = (d.task, d.device, gib(d.peak),
                      gib(d.total) if d.total else "?",
                      f"{d.fraction:.0%}" if d.total else "?")
             for c, text in enumerate(cells):
@@ -129,7 +151,8 @@ class MemoryPanel(QWidget):
                                           | Qt.AlignmentFlag.AlignVCenter)
                 item.setBackground(QBrush(QColor(NEAR_BG)) if d.near_limit else QBrush())
                 item.setForeground(QBrush(QColor(NEAR_FG)) if d.near_limit else QBrush())
-                item.setToolTip(warning_text(d) if d.near_limit else "")
+                item.setToolTip(warning_text(d) if d.near_limit
+                                else f"{d.name}: {gib(d.used)} now")
         near = memory.near_limit()
         self.warning.setVisible(bool(near))
         self.warning.setText("⚠ " + "\n⚠ ".join(warning_text(d) for d in near))
@@ -153,5 +176,7 @@ class MemoryPanel(QWidget):
         self._show_network()
 
     def _show_network(self) -> None:
-        self.network.setText(network_text(self._links, self._machines, max(2, self._workers),
+        workers = max(2, self._workers)
+        self.network.setText(network_text(self._links, self._machines, workers,
                                           here=self._here))
+        self.network.setToolTip(network_details(self._links, self._machines, workers))

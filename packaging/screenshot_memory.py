@@ -1,0 +1,87 @@
+"""Render the dashboard of a half-way GPU run on two machines, one GPU near its memory limit,
+with the doctor's last measurement of the link between the machines, and save a PNG, for
+reviewing the Memory and network card.
+
+    xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python packaging/screenshot_memory.py out.png
+
+The GPU figures are the H100 capture's (tests/fixtures/gpu), one GPU filled to 93 %; the
+link is what the throttled-link test measured (95 Mbit/s). Files go to a temporary data dir.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+if not os.environ.get("DISPLAY"):
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ["DTGUI_DATA_DIR"] = tempfile.mkdtemp(prefix="dtgui-shot-memory-")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from screenshot_dashboard import _ev, fill
+from screenshot_split import SplitDemo, add_splits
+
+from dtgui.core.metrics import RunMetrics
+from dtgui.core.network_pairs import LINKS_FILE, LinkProbe, save_links
+from dtgui.core.settings import data_dir
+from dtgui.ui.app import make_app
+from dtgui.ui.dashboard import Dashboard
+
+H100 = ("NVIDIA H100 80GB HBM3", 85520809984)
+USED = {(0, 0): 1563230208 * 21, (0, 1): 1563230208 * 21, (1, 0): 1563230208 * 22,
+        (1, 1): int(0.93 * H100[1])}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--size", default="1600x1000")
+    args = parser.parse_args()
+    app = make_app(sys.argv[:1])
+    save_links(data_dir() / LINKS_FILE, [LinkProbe("gpu-box-1", "gpu-box-2", 23456,
+                                                   rtt_ms=0.42, bandwidth=95.1e6 / 8,
+                                                   sent=16 << 20, received=16 << 20,
+                                                   measured_at=time.time() - 240)])
+    metrics = RunMetrics(2000)
+    fill(metrics, workers=2, replicas=4, steps=2000, done=1130, steps_per_epoch=250,
+         failed=False)
+    t = 1_700_000_000.0 + 1130 * 0.21
+    for w in range(2):
+        metrics.set_task_machine(f"worker:{w}", f"gpu-box-{w + 1}")
+        metrics.add_events([_ev("device", f"worker:{w}", t, devices=[
+            {"kind": "gpu", "index": g, "name": H100[0], "util": 97.0,
+             "mem_used": USED[(w, g)], "mem_total": H100[1]} for g in range(2)])])
+    add_splits(metrics, 2, "communication", t)
+    dash = Dashboard()
+    w, h = (int(v) for v in args.size.split("x"))
+    dash.resize(w, h)
+    dash.setWindowTitle("dtgui — dashboard")
+    dash.show()
+    dash.attach(SplitDemo(metrics), run_name="digits-mwm-20261124-2010",  # type: ignore[arg-type]
+                strategy="multi_worker_mirrored", device_kind="gpu")
+    deadline = time.monotonic() + 30
+    while not dash.fully_drawn and time.monotonic() < deadline:
+        app.processEvents()
+        time.sleep(0.005)
+    dash._text_time = 0.0
+    dash.refresh()
+    end = time.monotonic() + 1.0  # the kept links are read in the thread pool
+    while time.monotonic() < end:
+        app.processEvents()
+        time.sleep(0.01)
+    dash.repaint()
+    app.processEvents()
+    ok = dash.grab().save(str(args.out))
+    print(f"wrote {args.out}" if ok else f"could not write {args.out}")
+    dash.detach()
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
