@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,7 @@ from dtgui.core.bottleneck import (
     verdict,
 )
 from dtgui.core.compare import CSV_FIELDS, FIELDS, summarize_run, summary_csv, table_rows
-from dtgui.core.events import parse_line
+from dtgui.core.events import parse_line, read_all
 from dtgui.core.run_curves import RunCurves
 from dtgui.launch.history import open_run
 
@@ -110,3 +112,33 @@ def test_compare_and_the_history_read_the_same_verdict_from_a_bundle(tmp_path: P
     assert (csv_row["limited_by"], csv_row["limited_task"]) == ("input", "worker:0")
     assert float(csv_row["limited_share"]) == pytest.approx(0.62)
     assert open_run(record).limit() == summary.limit  # the run history's view
+
+
+def test_a_scripts_report_calls_give_its_split_input_wait_through_timed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dtgui.worker import reporting
+
+    path = tmp_path / "events-worker-0.jsonl"
+    monkeypatch.setenv("DTGUI_EVENTS_FILE", str(path))
+    monkeypatch.setattr(reporting, "_writer", None)
+    monkeypatch.setattr(reporting, "_timing", reporting.ScriptTiming())
+    monkeypatch.setattr(reporting, "FIRST_SPLIT_SECONDS", 0.1)
+
+    def slow_data() -> Iterator[int]:
+        for i in range(15):
+            time.sleep(0.02)  # the script's input pipeline
+            yield i
+
+    for step, _ in enumerate(reporting.timed(slow_data()), 1):
+        time.sleep(0.002)  # its compute
+        reporting.report(step, loss=1.0 / step)
+    assert reporting._writer is not None
+    reporting._writer.close()
+    splits = [e for e in read_all(path) if e.kind == "split"]
+    assert splits
+    split = StepSplit.from_event("worker:0", splits[0].data)
+    assert split is not None and split.method == "report"
+    assert split.measured == (INPUT, COMPUTE, REPORTING)  # its communication is its compute's
+    assert split.share(INPUT) > 0.6
+    found = verdict([split])
+    assert found.limit == INPUT and "prefetch" in found.advice

@@ -60,3 +60,17 @@ def test_many_tasks_show_the_first_bars_and_the_verdict_covers_them_all(qtbot: o
     panel.show()
     panel.update_splits({})
     assert not panel.isVisible()
+
+
+def test_a_script_run_says_how_to_get_its_split_until_it_reports_one(qtbot: object) -> None:
+    panel = StepSplitPanel()
+    qtbot.addWidget(panel)  # type: ignore[attr-defined]
+    panel.set_script(True)
+    panel.clear()
+    panel.update_splits({})
+    assert not panel.isHidden() and "report(step, loss)" in panel.verdict_label.text()
+    assert "timed(dataset)" in panel.verdict_label.text()
+    panel.update_splits({"worker:0": StepSplit("worker:0", compute=0.01, reporting=0.0001,
+                                               measured=("compute", "reporting"),
+                                               method="report")})
+    assert "compute" in panel.verdict_label.text() and "report(" not in panel.verdict_label.text()

@@ -199,6 +199,7 @@ class Dashboard(QWidget):
             panel.setVisible(False)
         self._side_sized = False
         self.model_bar.set_output(controller.output_dir)
+        self.step_split.set_script(self._script_run)
         self.step_split.clear()
         self.step_split.set_facts(plan_facts(plan))
         self.throughput_panel.setVisible(True)

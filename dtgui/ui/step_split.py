@@ -37,6 +37,9 @@ COLOURS = {"input": QColor("#e8a33d"), "compute": QColor("#3f9e6b"),
 LIMIT_COLOURS = {"input": "#b86e00", "communication": "#2a64b0", "compute": "#2e7d52",
                  "reporting": "#5f6368"}
 MAX_ROWS = 8  # tasks shown one bar each; the rest are summed up in a line
+SCRIPT_HINT = ("A script's split needs its help: call <code>dtgui_worker.report(step, loss)</code> "
+               "each step, and read its batches through <code>dtgui_worker.timed(dataset)</code> "
+               "for the input wait. Without it, its devices' use is in the device plot.")
 
 
 def _milliseconds(seconds: float) -> str:
@@ -137,6 +140,7 @@ class StepSplitPanel(QFrame):
         self.more_label = QLabel("")
         layout.addWidget(self.more_label)
         self.facts = RunFacts()
+        self.script = False  # a user's own script: a hint until it reports a split
         self.verdict = Verdict("")
         self._rows: list[tuple[QLabel, SplitBar, QLabel]] = []
         self._shown: dict[str, StepSplit] = {}
@@ -146,21 +150,28 @@ class StepSplitPanel(QFrame):
         """What the advice depends on (the run's plan and machines)."""
         self.facts = facts
 
+    def set_script(self, script: bool) -> None:
+        self.script = script
+
     def clear(self) -> None:
         self._shown = {}
         self.verdict = Verdict("")
         for row in self._rows:
             for widget in row:
                 widget.setVisible(False)
-        self.setVisible(False)
+        self.more_label.setVisible(False)
+        self.cost_label.setText("")
+        self.verdict_label.setText(SCRIPT_HINT if self.script else "")
+        self.setVisible(self.script)
 
     def update_splits(self, splits: Mapping[str, StepSplit]) -> None:
+        if not splits:
+            if self._shown:
+                self.clear()
+            return
         if splits == self._shown:
             return
         self._shown = dict(splits)
-        if not splits:
-            self.clear()
-            return
         self.verdict = verdict(splits.values(), self.facts)
         colour = LIMIT_COLOURS.get(self.verdict.limit, "#5f6368")
         self.verdict_label.setText(

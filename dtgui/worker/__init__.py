@@ -7,9 +7,9 @@ only. Importing this package does not import TensorFlow.
 from __future__ import annotations
 
 # The optional API for a user's own training script (reporting.py); no TensorFlow on import.
-from .reporting import report, report_epoch
+from .reporting import report, report_epoch, timed
 
-__all__ = ["ReportCallback", "report", "report_epoch"]
+__all__ = ["ReportCallback", "report", "report_epoch", "timed"]
 
 
 def __getattr__(name: str) -> type:  # ReportCallback is built on first use

@@ -8,19 +8,96 @@ and ``model.fit(..., callbacks=[dtgui_worker.ReportCallback()])`` for Keras. Und
 (DTGUI_EVENTS_FILE set) each call appends a ``step`` event (per-replica losses: the main loss
 plot) and a ``scalar`` event per metric to the task's events file; elsewhere it does nothing,
 so the script still runs by hand. Importing this module does not import TensorFlow.
+
+Where the script's step time goes (a ``split`` event every few seconds): the time between
+report() calls per step, the time report() itself takes (dtgui's reporting) and, when the
+script reads its batches through ``for batch in dtgui_worker.timed(dataset):``, the time it
+waited for them (input wait). The rest is the script's compute, communication included
+(dtgui cannot tell them apart inside a script).
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from typing import Any
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any, TypeVar
 
 from .events import EventWriter
 from .strategies import Strategy
 
 _writer: EventWriter | None = None
 _lock = threading.Lock()
+T = TypeVar("T")
+SPLIT_EVERY_SECONDS = 5.0
+FIRST_SPLIT_SECONDS = 2.0
+
+
+class ScriptTiming:
+    """A script's step time from its report() calls (see the module doc)."""
+
+    def __init__(self) -> None:
+        self.reset_window(None)
+        self.last: tuple[float, int] | None = None  # (time, step) of the last report()
+        self.timed = False  # the script reads its data through timed()
+        self.splits = 0
+        self.training_seconds = 0.0
+
+    def reset_window(self, now: float | None) -> None:
+        self.wall = self.input = self.reporting = 0.0
+        self.steps = 0
+        self.since = now
+
+    def input_wait(self, seconds: float) -> None:
+        self.input += seconds
+        self.timed = True
+
+    def stepped(self, step: int, now: float) -> None:
+        if self.last is None or self.since is None:
+            self.reset_window(now)  # what came before the first report is no step
+        elif step > self.last[1]:
+            self.wall += now - self.last[0]
+            self.steps += step - self.last[1]
+            self.training_seconds += now - self.last[0]
+        self.last = (now, step)
+
+    def split_due(self, now: float) -> bool:
+        wait = SPLIT_EVERY_SECONDS if self.splits else FIRST_SPLIT_SECONDS
+        return self.steps > 0 and self.since is not None and now - self.since >= wait
+
+    def split_fields(self, now: float) -> dict[str, Any]:
+        steps = self.steps
+        waiting = min(self.input, self.wall) / steps
+        reporting = min(self.reporting, self.wall - min(self.input, self.wall)) / steps
+        compute = max(0.0, self.wall / steps - waiting - reporting)
+        measured = (["input"] if self.timed else []) + ["compute", "reporting"]
+        assert self.last is not None
+        fields = {"step": self.last[1], "steps": steps, "method": "report",
+                  "measured": measured, "input": round(waiting, 7),
+                  "compute": round(compute, 7), "communication": 0.0,
+                  "reporting": round(reporting, 7),
+                  "training_seconds": round(self.training_seconds, 4)}
+        self.splits += 1
+        self.reset_window(now)
+        return fields
+
+
+_timing = ScriptTiming()
+
+
+def timed(iterable: Iterable[T]) -> Iterator[T]:
+    """What `iterable` yields, timing how long each item took to come: the script's input
+    wait in the split dtgui shows (``for batch in timed(dataset):``)."""
+    iterator = iter(iterable)
+    while True:
+        began = time.perf_counter()
+        try:
+            item = next(iterator)
+        except StopIteration:
+            return
+        _timing.input_wait(time.perf_counter() - began)
+        yield item
 
 
 def _events() -> EventWriter | None:
@@ -67,6 +144,8 @@ def report(step: int, loss: Any = None, *, replica_losses: Any = None,
     events = _events()
     if events is None:
         return
+    began = time.perf_counter()
+    _timing.stepped(int(step), began)
     losses = [_number(v) for v in (replica_losses if replica_losses is not None else ())]
     mean = _number(loss) if loss is not None else None
     if mean is None and losses and all(v is not None for v in losses):
@@ -84,6 +163,10 @@ def report(step: int, loss: Any = None, *, replica_losses: Any = None,
         number = _number(value)
         if number is not None:
             events.emit("scalar", tag=str(name), step=step, value=number, source="report")
+    now = time.perf_counter()
+    _timing.reporting += now - began
+    if _timing.split_due(now):
+        events.emit("split", **_timing.split_fields(now))
 
 
 def report_epoch(epoch: int, step: int, **metrics: Any) -> None:
