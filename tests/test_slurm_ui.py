@@ -40,13 +40,13 @@ def test_the_dialog_keeps_and_edits_a_clusters_defaults(qtbot, tmp_path: Path) -
     assert not plain.slurm_fields.isChecked() and plain.machine().slurm is None
 
 
-def review_on(qtbot, machines: list[Machine], strategy: str = "multi_worker_mirrored"):
-    """A wizard on its review page with `machines` registered."""
+def review_on(qtbot, machines: list[Machine], last=None):
+    """A wizard on its review page with `machines` registered (`last`: the last run's plan)."""
     from dtgui.core.plan import Plan
     from dtgui.ui.wizard import RunWizard
 
-    wizard = RunWizard(None, Plan(run_name="on-hpc", strategy=strategy, workers=2,
-                                  checkpoint_every=0))
+    wizard = RunWizard(None, last or Plan(run_name="on-hpc", strategy="multi_worker_mirrored",
+                                          workers=2, checkpoint_every=0))
     qtbot.addWidget(wizard)
     wizard.set_machines(machines)
     wizard.show()
@@ -101,6 +101,9 @@ def test_the_wizard_sends_a_run_to_a_cluster_and_shows_its_batch_script(qtbot) -
     assert review.isComplete() and not review.warnings.isVisible()
     launch = wizard.button(QWizard.WizardButton.FinishButton)
     assert launch.isEnabled()
+    again = review_on(qtbot, [box_machine, CLUSTER], last=plan)  # the last run's target
+    assert again.review_page.machines_box.slurm_radio.isChecked()
+    assert again.review_page.slurm_job is not None and again.plan().tasks[0].machine == "hpc"
 
     # bad values: a clear message each, nothing to launch or export, no script
     slurm.time_edit.setText("two hours")

@@ -82,6 +82,7 @@ class MachinesBox(QFrame):
         self._clusters: list[Machine] = []  # registered Slurm clusters (their login nodes)
         self._login_node = False  # Slurm's client is here: this machine may be a login node
         self._target_chosen = False  # the user picked a target (kept over set_machines)
+        self._last_machines: set[str] = set()  # where the remembered plan's tasks ran
         self.local_radio = QRadioButton("This machine")
         self.ssh_radio = QRadioButton("Machines over SSH")
         self.slurm_radio = QRadioButton("Slurm cluster:")
@@ -154,8 +155,11 @@ class MachinesBox(QFrame):
         if plan is None:
             return
         self._chosen = {t.task_id: t.machine_name for t in plan.tasks}
+        self._last_machines = {t.machine_name for t in plan.tasks}
         if any(not t.is_local for t in plan.tasks):
+            self.target_group.blockSignals(True)  # the user has not chosen yet
             self.ssh_radio.setChecked(True)
+            self.target_group.blockSignals(False)
         self._remembered = {m: info.get("python", "") for m, info in plan.machines.items()
                             if info.get("python")}
         if plan.device_kind == "gpu" and plan.machines:
@@ -322,7 +326,14 @@ class MachinesBox(QFrame):
             "No Slurm cluster is registered: add its login node under Machines (Slurm "
             "cluster).")
         self.target_group.blockSignals(True)
-        if not self._target_chosen and has_ssh and self.local_radio.isChecked():
+        last_cluster = next((m.name for m in self._clusters if m.name in self._last_machines),
+                            "")
+        if not self._target_chosen and last_cluster:  # the last run was sent there
+            self.slurm_radio.setChecked(True)
+            self.cluster_combo.blockSignals(True)
+            self.cluster_combo.setCurrentIndex(self.cluster_combo.findData(last_cluster))
+            self.cluster_combo.blockSignals(False)
+        elif not self._target_chosen and has_ssh and self.local_radio.isChecked():
             self.ssh_radio.setChecked(True)  # the rows, "This machine" for every task
         elif (self.ssh_radio.isChecked() and not has_ssh) or (
                 self.slurm_radio.isChecked() and not has_cluster):
