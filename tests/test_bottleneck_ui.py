@@ -74,3 +74,21 @@ def test_a_script_run_says_how_to_get_its_split_until_it_reports_one(qtbot: obje
                                                measured=("compute", "reporting"),
                                                method="report")})
     assert "compute" in panel.verdict_label.text() and "report(" not in panel.verdict_label.text()
+
+
+def test_compare_shows_where_each_runs_time_went_with_the_advice_on_hover(
+        qtbot: object) -> None:
+    from dtgui.core.bottleneck import verdict
+    from dtgui.core.compare import RunSummary
+    from dtgui.ui.compare.view import LIMIT_FIELD, CompareView
+
+    view = CompareView()
+    qtbot.addWidget(view)  # type: ignore[attr-defined]
+    slow = RunSummary("slow", "/nowhere", limit=verdict(
+        [StepSplit("worker:1", input=0.062, compute=0.038)]))
+    view.show_summaries([slow, RunSummary("old", "/elsewhere")])
+    row = view.row_of(LIMIT_FIELD)
+    cell = view.table.item(row, 0)
+    assert cell.text() == "input 62 % (worker:1)"
+    assert "prefetch(tf.data.AUTOTUNE)" in cell.toolTip()
+    assert view.table.item(row, 1).text() == "\u2014"  # a run from before the split

@@ -53,6 +53,7 @@ PNG_WIDTH = 1600  # pixels of an exported plot
 DEFAULT_SMOOTHING = 0.6  # as the dashboard's (TensorBoard's default too)
 RAW_ALPHA = 60
 SHOWN_FIELDS = FIELDS[1:]  # the run's name heads its column
+LIMIT_FIELD = "Time limited by"  # where the run's time went (dtgui.core.bottleneck)
 
 
 def _read_runs(records: Sequence[RunRecord]) -> Callable[[Worker], list[RunSummary]]:
@@ -329,6 +330,8 @@ class CompareView(QWidget):
             self.table.setHorizontalHeaderItem(col, head)
             for row, value in enumerate(values[1:]):
                 self.table.setItem(row, col, QTableWidgetItem(value))
+            if summary.limit.known:  # the figure and what to change, on hover
+                self.table.item(self.row_of(LIMIT_FIELD), col).setToolTip(summary.limit.text)
         self.table.resizeColumnsToContents()
 
     def row_of(self, field: str) -> int:
