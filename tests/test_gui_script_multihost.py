@@ -1,7 +1,7 @@
 """The whole story through the real GUI: point dtgui at an existing model.fit training script,
 pick two machines, launch, watch its curves (one a worker) and both machines' devices live,
-with the note of the Keras the script gets there, Stop (nothing is left); then export it and
-rerun it by hand on both machines with plain scp/ssh.
+with the note of the Keras the script gets there, Stop (nothing is left); and, side by side,
+export it and run it by hand on both machines with plain scp/ssh.
 
 Real sshd hosts in network namespaces (tests/sshhosts.py), real TensorFlow, real dialogs.
 """
@@ -43,7 +43,49 @@ def points(curves, key) -> int:
     return len(curves.shown_data(key)[0]) if key in curves.raw else 0
 
 
-def test_script_on_two_machines_from_the_gui_then_by_hand(
+def start_by_hand(lab: sshhosts.SshLab, hosts: dict[str, sshhosts.Host], project: Path,
+                  python: str, tmp_path: Path) -> list[subprocess.Popen[str]]:
+    """The script exported for box-a and box-b, copied to each with scp and started there with
+    `bash run.sh MACHINE` over ssh, as a person would by hand."""
+    out = tmp_path / "exported"
+    port = random.randrange(30000, 60000)
+    subprocess.run([sys.executable, "-m", "dtgui", "export", str(out), "--strategy",
+                    "multi_worker_mirrored", "--workers-on", "box-a,box-b", "--base-port",
+                    str(port), "--script", str(project / "main.py"), "--project", str(project),
+                    "--script-arg=2", "--script-arg=3", "--legacy-keras", "--run-name", "byhand"],
+                   check=True, cwd=ROOT, timeout=60, env={**os.environ})
+    readme = (out / "README.md").read_text()
+    assert "bash run.sh box-a" in readme and "## Your training script" in readme
+    opts = ["-o", f"UserKnownHostsFile={app_known_hosts()}", "-o", "StrictHostKeyChecking=yes",
+            "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-i", str(lab.plain_key)]
+    procs = []
+    for name, host in hosts.items():
+        login = f"{sshhosts.TEST_USER}@{host.address}"
+        target = f"byhand-{name}"
+        subprocess.run(["ssh", *opts, login, f"rm -rf {target}"], check=True, timeout=30)
+        subprocess.run(["scp", "-q", "-r", *opts, str(out), f"{login}:{target}"], check=True,
+                       timeout=60)
+        command = f"cd {target} && PYTHON={python} bash run.sh {name}"
+        procs.append(subprocess.Popen(["ssh", *opts, login, command], stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+    return procs
+
+
+def check_by_hand(lab: sshhosts.SshLab, procs: list[subprocess.Popen[str]]) -> None:
+    for proc in procs:
+        output, _ = proc.communicate(timeout=240)
+        assert proc.returncode == 0, output
+    for name, stem in (("box-a", "worker-0"), ("box-b", "worker-1")):
+        copy = lab.home / f"byhand-{name}"
+        events = read_all(copy / "output" / f"events-{stem}.jsonl")
+        epochs = [e.get("step") for e in events
+                  if e.kind == "scalar" and e.get("tag") == "train/epoch_loss"]
+        assert epochs == [0, 1], (name, epochs)
+        assert any(e.kind == "finished" for e in events)
+        shutil.rmtree(copy, ignore_errors=True)
+
+
+def test_script_on_two_machines_from_the_gui_and_by_hand(
         qtbot, ssh_lab, ssh_env, lab_python, tmp_path: Path) -> None:  # noqa: F811
     host_a, host_b = ssh_lab.hosts[0], ssh_lab.hosts[1]
     trust(host_a, host_b)
@@ -59,6 +101,21 @@ def test_script_on_two_machines_from_the_gui_then_by_hand(
     qtbot.addWidget(window)
     window.show()
     qtbot.waitUntil(window.machines.ready, timeout=10_000)
+    # The same script exported and run by hand on both machines, side by side with the run
+    # from the GUI (its own ports and directories), checked at the end.
+    by_hand = start_by_hand(ssh_lab, {"box-a": host_a, "box-b": host_b}, project, lab_python,
+                            tmp_path)
+    try:
+        run_from_the_gui(qtbot, window, project, lab_python)
+    except BaseException:
+        for proc in by_hand:
+            proc.kill()
+        raise
+    check_by_hand(ssh_lab, by_hand)
+
+
+def run_from_the_gui(qtbot, window: MainWindow, project: Path, python: str) -> None:
+    """The wizard, the live dashboard and Stop."""
     wizard = open_wizard_on(qtbot, window, "multi_worker_mirrored")
     wizard.strategy_page.workers_spin.setValue(2)
     click_next(qtbot, wizard)
@@ -76,7 +133,7 @@ def test_script_on_two_machines_from_the_gui_then_by_hand(
     for task, where in {"worker:0": "box-a", "worker:1": "box-b"}.items():
         choose(review._combos[task], where)
     for name in ("box-a", "box-b"):
-        review._pythons[name].setText(lab_python)
+        review._pythons[name].setText(python)
     wizard.review_page.replan()
     assert [t.machine for t in wizard.plan().tasks] == ["box-a", "box-b"]
     with qtbot.waitSignal(wizard.accepted, timeout=5000):
@@ -118,36 +175,3 @@ def test_script_on_two_machines_from_the_gui_then_by_hand(
     qtbot.waitUntil(lambda: not live_members(pgids), timeout=10_000)
     window.close()
 
-    # Export the same script for the same machines and rerun it by hand with scp and ssh.
-    out = tmp_path / "exported"
-    port = random.randrange(30000, 60000)
-    subprocess.run([sys.executable, "-m", "dtgui", "export", str(out), "--strategy",
-                    "multi_worker_mirrored", "--workers-on", "box-a,box-b", "--base-port",
-                    str(port), "--script", str(project / "main.py"), "--project", str(project),
-                    "--script-arg=2", "--script-arg=3", "--legacy-keras", "--run-name", "byhand"],
-                   check=True, cwd=ROOT, timeout=60, env={**os.environ})
-    readme = (out / "README.md").read_text()
-    assert "bash run.sh box-a" in readme and "## Your training script" in readme
-    opts = ["-o", f"UserKnownHostsFile={app_known_hosts()}", "-o", "StrictHostKeyChecking=yes",
-            "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-i", str(ssh_lab.plain_key)]
-    procs = []
-    for name, host in (("box-a", host_a), ("box-b", host_b)):
-        login = f"{sshhosts.TEST_USER}@{host.address}"
-        target = f"byhand-{name}"
-        subprocess.run(["ssh", *opts, login, f"rm -rf {target}"], check=True, timeout=30)
-        subprocess.run(["scp", "-q", "-r", *opts, str(out), f"{login}:{target}"], check=True,
-                       timeout=60)
-        command = f"cd {target} && PYTHON={lab_python} bash run.sh {name}"
-        procs.append(subprocess.Popen(["ssh", *opts, login, command], stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True))
-    for proc in procs:
-        output, _ = proc.communicate(timeout=240)
-        assert proc.returncode == 0, output
-    for name, stem in (("box-a", "worker-0"), ("box-b", "worker-1")):
-        copy = ssh_lab.home / f"byhand-{name}"
-        events = read_all(copy / "output" / f"events-{stem}.jsonl")
-        epochs = [e.get("step") for e in events
-                  if e.kind == "scalar" and e.get("tag") == "train/epoch_loss"]
-        assert epochs == [0, 1], (name, epochs)
-        assert any(e.kind == "finished" for e in events)
-        shutil.rmtree(copy, ignore_errors=True)
