@@ -11,6 +11,10 @@ it runs, in interleaved rounds (each round in another order, so that all see the
   and, less sensitive to the machine's load, the time each dtgui run spends writing its live
   events and loss summaries (`reporting_seconds` of its `finished` event) over its training
   time;
+- dtgui without the split of its step time (DTGUI_STEP_SPLIT=0), side by side; and what the
+  split's calibration costs, timed inside each dtgui run (its last `split` event): making the
+  probes once, each calibration, and the share of the time that is at the calibration
+  interval (dtgui.worker.step_timing.CALIBRATE_EVERY_CALLS calls);
 - a hand-written tf.distribute custom loop (packaging/benchmark_programs/handwritten_loop.py);
 - Keras `model.fit` under the same strategy (tf_keras for MultiWorkerMirrored).
 
@@ -36,11 +40,14 @@ sys.path.insert(0, str(REPO))
 
 from dtgui.resources import DEMO_DATA  # noqa: E402
 from dtgui.worker.machine_probe import choose_free_ports as free_ports  # noqa: E402
+from dtgui.worker.step_timing import CALIBRATE_EVERY_CALLS  # noqa: E402
 
 PROGRAMS = REPO / "packaging" / "benchmark_programs"
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored")
-KINDS = ("dtgui", "dtgui-no-events", "hand-written", "model.fit")
+KINDS = ("dtgui", "dtgui-no-events", "dtgui-no-split", "hand-written", "model.fit")
 REPORTING: list[float] = []  # per dtgui run: time writing live events / training time
+# per dtgui run: (making the probes, one calibration, its share at the interval), seconds
+CALIBRATION: list[tuple[float, float, float]] = []
 
 
 def base_env() -> dict[str, str]:
@@ -63,14 +70,16 @@ def export_bundle(root: Path, strategy: str, steps: int) -> Path:
     return out
 
 
-def run_dtgui(bundle: Path, warmup: int, live: bool) -> float:
+def run_dtgui(bundle: Path, warmup: int, live: bool, split: bool = True) -> float:
     shutil.rmtree(bundle / "output", ignore_errors=True)
-    env = {**base_env(), "DTGUI_LIVE_EVENTS": "1" if live else "0"}
+    env = {**base_env(), "DTGUI_LIVE_EVENTS": "1" if live else "0",
+           "DTGUI_STEP_SPLIT": "1" if split else "0"}
     proc = subprocess.run(["bash", "run.sh"], cwd=bundle, env=env, capture_output=True,
                           text=True, timeout=900)
     events = bundle / "output" / "events-worker-0.jsonl"
-    finished = [e for e in map(json.loads, events.read_text().splitlines())
-                if e.get("kind") == "finished"]
+    read = [json.loads(line) for line in events.read_text().splitlines()]
+    finished = [e for e in read if e.get("kind") == "finished"]
+    splits = [e for e in read if e.get("kind") == "split"]
     if proc.returncode != 0 or not finished:
         raise RuntimeError(f"dtgui run failed ({proc.returncode}): {proc.stdout[-2000:]}")
     timeline = finished[-1]["timeline"]
@@ -78,6 +87,12 @@ def run_dtgui(bundle: Path, warmup: int, live: bool) -> float:
     end = timeline[-1]
     if live:  # what the live events cost, timed inside the same run
         REPORTING.append(finished[-1].get("reporting_seconds", 0.0) / timeline[-1][1])
+    if live and splits and splits[-1].get("calibrations"):
+        last = splits[-1]
+        each = last["calibration_seconds"] / last["calibrations"]
+        per_call = last["training_seconds"] / max(1, last["calls"] - 1)
+        CALIBRATION.append((last["setup_seconds"], each,
+                            each / (each + CALIBRATE_EVERY_CALLS * per_call)))
     return (end[0] - start[0]) / (end[1] - start[1])
 
 
@@ -110,6 +125,8 @@ def measure(kind: str, strategy: str, bundle: Path, steps: int, warmup: int) -> 
             return run_dtgui(bundle, warmup, live=True)
         if kind == "dtgui-no-events":
             return run_dtgui(bundle, warmup, live=False)
+        if kind == "dtgui-no-split":
+            return run_dtgui(bundle, warmup, live=True, split=False)
         if kind == "hand-written":
             return run_reference("handwritten_loop.py", strategy, steps, warmup)
         return run_reference("keras_fit.py", strategy, steps, warmup)
@@ -125,7 +142,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--kinds", default=",".join(KINDS),
-                        help="which programs, comma-separated (default: all four)")
+                        help="which programs, comma-separated (default: all of them)")
     args = parser.parse_args()
     strategies = [s for s in args.strategies.split(",") if s]
     kinds = tuple(k for k in KINDS if k in args.kinds.split(","))
@@ -149,18 +166,25 @@ def main() -> int:
     print(f"\nmedians of {args.rounds} rounds, {args.steps} steps, steady rate after step "
           f"{args.warmup} (steps/s):")
     print(f"{'strategy':22} " + " ".join(f"{k:>18}" for k in KINDS)
-          + f" {'dtgui/hand':>11} {'monitoring':>11}")
+          + f" {'dtgui/hand':>11} {'monitoring':>11} {'split':>8}")
     for strategy in strategies:
         cells = [median(strategy, k) for k in KINDS]
-        dtgui, off, hand, _ = cells
+        dtgui, off, no_split, hand, _ = cells
         ratio = f"{dtgui / hand:.2f}" if dtgui and hand else "-"
         cost = f"{(off - dtgui) / off * 100:+.1f} %" if dtgui and off else "-"
+        split = f"{(no_split - dtgui) / no_split * 100:+.1f} %" if dtgui and no_split else "-"
         print(f"{strategy:22} " + " ".join(f"{c:18.1f}" if c else f"{'-':>18}" for c in cells)
-              + f" {ratio:>11} {cost:>11}")
+              + f" {ratio:>11} {cost:>11} {split:>8}")
     if REPORTING:
         print(f"\nlive events and loss summaries, timed inside each dtgui run: "
               f"{statistics.median(REPORTING) * 100:.2f} % of the training time (median of "
               f"{len(REPORTING)} runs; max {max(REPORTING) * 100:.2f} %)")
+    if CALIBRATION:
+        setup, each, share = (statistics.median(c[i] for c in CALIBRATION) for i in range(3))
+        print(f"the split's calibration, timed inside each dtgui run (median of "
+              f"{len(CALIBRATION)}): making the probes {setup:.2f} s once, each calibration "
+              f"{each * 1000:.1f} ms, every {CALIBRATE_EVERY_CALLS} calls: {share * 100:.2f} % "
+              f"of the training time (max {max(c[2] for c in CALIBRATION) * 100:.2f} %)")
     return 0
 
 

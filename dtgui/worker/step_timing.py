@@ -69,6 +69,7 @@ class StepTiming:
         self.calls = 0
         self.calibration: Calibration | None = None
         self.calibration_seconds = 0.0  # what the probes cost, their making excepted
+        self.calibrations = 0
         self.setup_seconds = 0.0  # making the probes (tracing them) once
         self.training_seconds = 0.0  # calls and reporting, the first call excepted
         self._window = [0.0, 0.0, 0]  # call seconds, reporting seconds, steps
@@ -99,6 +100,7 @@ class StepTiming:
 
     def calibrated(self, calibration: Calibration, seconds: float) -> None:
         self.calibration = calibration
+        self.calibrations += 1
         self.calibration_seconds += seconds - calibration.setup
         self.setup_seconds += calibration.setup
 
@@ -113,7 +115,8 @@ class StepTiming:
         parts = split_parts(calls / steps, reporting / steps, self.calibration)
         self._window = [0.0, 0.0, 0]
         self._since_split = 0
-        return {"step": self._last_step, "steps": steps, "method": "calibrated",
+        return {"step": self._last_step, "steps": steps, "calls": self.calls,
+                "calibrations": self.calibrations, "method": "calibrated",
                 "measured": list(PARTS), **{k: round(v, 7) for k, v in parts.items()},
                 "probe_step": round(self.calibration.step, 7),
                 "probe_reduce": round(self.calibration.reduce, 7),

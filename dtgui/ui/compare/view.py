@@ -330,8 +330,9 @@ class CompareView(QWidget):
             self.table.setHorizontalHeaderItem(col, head)
             for row, value in enumerate(values[1:]):
                 self.table.setItem(row, col, QTableWidgetItem(value))
-            if summary.limit.known:  # the figure and what to change, on hover
-                self.table.item(self.row_of(LIMIT_FIELD), col).setToolTip(summary.limit.text)
+            limit = self.table.item(self.row_of(LIMIT_FIELD), col)
+            if limit is not None and summary.limit.known:  # the figure and the advice
+                limit.setToolTip(summary.limit.text)
         self.table.resizeColumnsToContents()
 
     def row_of(self, field: str) -> int:
