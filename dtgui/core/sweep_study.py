@@ -307,3 +307,23 @@ def parallel_coordinates(rows_: Sequence[TrialRow],
                        for v in values])
     lines = [[column[i] for column in scaled] for i in range(len(rows_))]
     return [*(p.name for p in params), "objective"], lines
+
+
+def axis_ends(rows_: Sequence[TrialRow], params: Sequence[Param]) -> list[tuple[str, str]]:
+    """What 0 and 1 are on each parallel-coordinates axis (`parallel_coordinates`): its
+    lowest and highest value among the trials, as text ("" when no trial has one)."""
+    ends = []
+    for p in params:
+        known = [v for v in axis_values(rows_, p) if v is not None]
+        names = [r.params.get(p.name) for r in rows_ if isinstance(r.params.get(p.name), str)]
+        if not known:
+            ends.append(("", ""))
+        elif names:  # names are placed by their index among the choices
+            ends.append((str(p.space.values[int(min(known))]),
+                         str(p.space.values[int(max(known))])))
+        else:
+            ends.append((f"{min(known):.4g}", f"{max(known):.4g}"))
+    objectives = [r.objective for r in rows_ if r.objective is not None
+                  and np.isfinite(r.objective)]
+    ends.append((f"{min(objectives):.4g}", f"{max(objectives):.4g}") if objectives else ("", ""))
+    return ends

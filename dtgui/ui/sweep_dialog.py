@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QPushButton,
     QScrollArea,
+    QSizePolicy,
     QSpinBox,
     QToolButton,
     QVBoxLayout,
@@ -74,6 +75,9 @@ STARTING_SPACE = {
     "warmup": "int:0:100", "clip-norm": "uniform:0.5:5", "grad-accumulation": "choice:1,2,4",
     "steps": "choice:100,200", "seed": "int:0:9",
 }
+# What each setting's values are: "int", "float" or "str" (names: a list only).
+SETTING_KINDS = {name: parse_param(f"{name}={space}").kind
+                 for name, space in STARTING_SPACE.items()}
 LIST, RANGE, LOG_RANGE = "list of values", "range (uniform)", "range (log-uniform)"
 SPACES = (LIST, RANGE, LOG_RANGE)
 OBJECTIVES = (DEFAULT_OBJECTIVE, "val_accuracy", "loss")
@@ -116,8 +120,6 @@ class ParamRow(QWidget):
         self.low.setPlaceholderText("low")
         self.high = QLineEdit()
         self.high.setPlaceholderText("high")
-        for edit in (self.low, self.high):
-            edit.setMaximumWidth(110)
         self.remove = QToolButton()
         self.remove.setText("✕")
         self.remove.setToolTip("Do not vary this parameter")
@@ -132,11 +134,12 @@ class ParamRow(QWidget):
         line.addWidget(self.name_edit)
         line.addWidget(self.space)
         line.addWidget(self.number)
-        line.addWidget(self.values, 1)
-        line.addWidget(self.low)
+        line.addWidget(self.values, 2)
+        line.addWidget(self.low, 1)
         self._to_label = QLabel("to")
+        self._to_label.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Preferred)
         line.addWidget(self._to_label)
-        line.addWidget(self.high)
+        line.addWidget(self.high, 1)
         line.addWidget(self.remove)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 2, 0, 2)
@@ -223,8 +226,17 @@ class ParamRow(QWidget):
             self._shape()
 
     def _shape(self) -> None:
-        """Only the fields the row's kind of setting and space use are shown."""
+        """Only the fields the row's kind of setting and space use are shown; a setting
+        whose values are whole numbers, numbers or names fixes what the row may choose."""
         setting = str(self.setting.currentData())
+        kind = SETTING_KINDS.get(setting, "")
+        if kind == "str" and self.space.currentText() != LIST:
+            self.space.setCurrentText(LIST)  # names: a list (this calls _shape again)
+            return
+        if kind in ("int", "float") and self.number.currentText() != kind:
+            self.number.setCurrentText(kind)
+        self.space.setEnabled(kind != "str")
+        self.number.setEnabled(not kind)
         self.name_edit.setVisible(setting in NAME_HINTS)
         if setting in NAME_HINTS:
             self.name_edit.setPlaceholderText(NAME_HINTS[setting])
@@ -414,6 +426,9 @@ class SweepDialog(QDialog):
                 params.append(param)
         if problems:
             raise SweepError(problems)
+        return self._spec_of(params)
+
+    def _spec_of(self, params: list[Param]) -> SweepSpec:
         trial_on = self.trial_on()
         return SweepSpec(params=tuple(params),
                          trials=self.trials_spin.value(),
@@ -442,18 +457,23 @@ class SweepDialog(QDialog):
     def problems_now(self) -> list[str]:
         """Every problem, each row's shown under it and the others below the form."""
         by_row: dict[int, list[str]] = {}
+        parsed: dict[int, Param] = {}
         for i, row in enumerate(self.param_rows):
-            by_row[i] = row.param_or_problems()[1]
+            param, by_row[i] = row.param_or_problems()
+            if param is not None:
+                parsed[i] = param
         others: list[str] = []
-        if not any(by_row.values()):
-            spec = self.spec()
-            for problem in check(spec, self.base_plan):
-                index = next((i for i, p in enumerate(spec.params)
-                              if problem.startswith((f"{p.name}:", f"{p.name}="))), None)
-                if index is None:
-                    others.append(problem)
-                else:
-                    by_row[index].append(problem)
+        # The run setup's checks, over the rows that read well (a row still being typed
+        # does not hide another's problem); the sweep's own only once every row reads well.
+        spec = self._spec_of(list(parsed.values()))
+        rows_read = not any(by_row.values())
+        for problem in check(spec, self.base_plan):
+            index = next((i for i, p in parsed.items()
+                          if problem.startswith((f"{p.name}:", f"{p.name}="))), None)
+            if index is not None:
+                by_row[index].append(problem)
+            elif rows_read:
+                others.append(problem)
         if self.machines_list.isEnabled() and not any(
                 item is not None and item.checkState() == Qt.CheckState.Checked
                 for item in (self.machines_list.item(i)

@@ -36,6 +36,7 @@ from dtgui.core.sweep_study import (
     TRIALS_CSV,
     SweepTable,
     TrialRow,
+    axis_ends,
     axis_values,
     csv_text,
     parallel_coordinates,
@@ -258,10 +259,15 @@ class SweepView(QWidget):
                 pen = pg.mkPen(STATE_COLOURS.get(row.state, "#7f7f7f"), width=1.2)
             plot.plot(xs, ys, pen=pen)
         axis = plot.getAxis("bottom")
-        axis.setTicks([list(enumerate(axes))])
+        axis.setTicks([list(enumerate([*axes[:-1], data.spec.objective]))])
         plot.getAxis("left").setTicks([[(0.0, "low"), (1.0, "high")]])
+        for i, (low, high) in enumerate(axis_ends(data.rows, data.spec.params)):
+            for text, y, anchor in ((high, 1.0, (0.5, 1.1)), (low, 0.0, (0.5, -0.1))):
+                label = pg.TextItem(text, color="#333333", anchor=anchor)
+                label.setPos(float(i), y)
+                plot.addItem(label)
         plot.setXRange(-0.2, max(1, len(axes) - 1) + 0.2)
-        plot.setYRange(-0.05, 1.05)
+        plot.setYRange(-0.12, 1.12)
 
     def _draw_scatters(self, data: SweepTable) -> None:
         tabs = self.scatter_tabs
@@ -283,7 +289,7 @@ class SweepView(QWidget):
             log = param.space.kind.is_log
             if log:
                 points = [(math.log10(x), y) for x, y in points if x > 0]
-                plot.getAxis("bottom").setLogMode(True)
+                plot.getAxis("bottom").setTicks(_log_ticks(param.space.low, param.space.high))
             if param.space.kind.value == "choice" and not all(
                     isinstance(v, (int, float)) for v in param.space.values):
                 plot.getAxis("bottom").setTicks(
@@ -372,6 +378,18 @@ class SweepView(QWidget):
         if self.folder is not None:
             self._timer.start()
         super().showEvent(event)
+
+
+def _log_ticks(low: float, high: float) -> list[list[tuple[float, str]]]:
+    """Ticks at 1, 2 and 5 of each decade from `low` to `high` (the x is log10 of the
+    value): pyqtgraph's own log ticks label every minor step, and they overlap."""
+    ticks = []
+    for decade in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1):
+        for step in (1, 2, 5):
+            value = step * 10.0 ** decade
+            if low / 1.5 <= value <= high * 1.5:
+                ticks.append((math.log10(value), f"{value:g}"))
+    return [ticks]
 
 
 def _value_text(value: object) -> str:

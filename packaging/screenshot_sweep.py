@@ -1,0 +1,112 @@
+"""Screenshots of sweeps in the real app under Xvfb: the sweep dialog's form (and a row's
+problem shown beside it), the sweep view's table with the parallel-coordinates plot, the
+objective against a parameter, and Compare of the two best trials.
+
+  xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python packaging/screenshot_sweep.py \
+      OUTDIR SWEEP_FOLDER
+
+SWEEP_FOLDER is a finished sweep (`dtgui sweep SWEEP_FOLDER ...` of the demo, e.g. 8 trials
+over lr and batch-size validated every epoch); nothing is trained here.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import QItemSelectionModel
+from PySide6.QtWidgets import QApplication, QTabWidget
+
+from dtgui.core.sweep import load_sweep
+from dtgui.ui.app import make_app
+from dtgui.ui.main_window import MainWindow
+from dtgui.ui.sweep_dialog import LOG_RANGE, RANGE
+
+
+def wait_for(app: QApplication, condition: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        app.processEvents()
+        if condition():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def settle(app: QApplication, seconds: float = 0.5) -> None:
+    wait_for(app, lambda: False, seconds)
+
+
+def main() -> int:
+    out = Path(sys.argv[1])
+    folder = Path(sys.argv[2])
+    out.mkdir(parents=True, exist_ok=True)
+    app = make_app()
+    window = MainWindow()
+    window.resize(1500, 920)
+    window.show()
+    _spec, plan = load_sweep(folder)
+
+    dialog = window.sweep_plan(plan)
+    lr, batch = dialog.param_rows
+    lr.space.setCurrentText(LOG_RANGE)
+    warmup = dialog.add_param("warmup=int:0:50")
+    clip = dialog.add_param("clip-norm=uniform:0.5:5")
+    dialog.trials_spin.setValue(24)
+    dialog.parallel_spin.setValue(4)
+    dialog.folder_edit.setText(str(Path.home() / "sweeps" / "lr-batch-warmup"))
+    settle(app)
+    dialog.grab().save(str(out / "sweep_dialog.png"))
+    clip.low.setText("5")
+    clip.high.setText("0.5")
+    lr.low.setText("0")
+    batch.space.setCurrentText(RANGE)
+    batch.low.setText("16")
+    batch.high.setText("128")
+    dialog.add_param("--dropout=choice:0.1,0.3")  # the built-in loop takes no arguments
+    settle(app)
+    dialog.grab().save(str(out / "sweep_dialog_errors.png"))
+    dialog.reject()
+    del warmup
+
+    window.open_sweep(folder)
+    view = window.sweep_view
+    assert view is not None
+    if not wait_for(app, lambda: view.table.rowCount() > 0, 60):
+        print("the sweep view shows no trial", file=sys.stderr)
+        return 1
+    settle(app, 1.5)
+    window.grab().save(str(out / "sweep_table.png"))
+    plots = view.parallel.parent().parent()
+    if isinstance(plots, QTabWidget):
+        plots.setCurrentIndex(1)
+        settle(app)
+        window.grab().save(str(out / "sweep_scatter.png"))
+        plots.setCurrentIndex(0)
+
+    data = view.table_data
+    assert data is not None
+    best_two = [r for r in data.rows if r.state == "finished"][:2]
+    view.table.clearSelection()
+    selection = view.table.selectionModel()
+    flags = QItemSelectionModel.SelectionFlag.Select | QItemSelectionModel.SelectionFlag.Rows
+    for row in range(view.table.rowCount()):
+        item = view.table.item(row, 0)
+        if item is not None and int(item.text()) in {r.number for r in best_two}:
+            selection.select(view.table.model().index(row, 0), flags)
+    view.compare_button.click()
+    compare = window.compare
+    if compare is None or not wait_for(app, lambda: len(compare.summaries) == len(best_two), 60):
+        print("Compare did not show the two best trials", file=sys.stderr)
+        return 1
+    settle(app, 2.0)
+    window.grab().save(str(out / "sweep_compare.png"))
+    print(f"screenshots in {out}: trials {[r.number for r in best_two]} compared")
+    window.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
