@@ -141,6 +141,8 @@ class SlurmExecutor(Executor):
             code = codes[tid]
             if hold and not (code is not None and 0 < code <= 128):
                 pass  # ended by srun because of another task (shown next poll)
+            elif code is not None and code > 128 and status.active:
+                pass  # stopped by a signal (time limit, scancel): the job's end says why
             elif code is not None:
                 poll.alive, poll.exit_code = False, code
             elif status.ended or not status.state:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -106,11 +107,23 @@ def main(argv: list[str] | None = None) -> int:
         log.write(f"[dtgui] {task_ids[rank]} is rank {rank} of Slurm job "
                   f"{env.get('SLURM_JOB_ID', '?')} on {node}{listens}\n".encode())
         log.flush()
-        code = subprocess.call(["sh", f"tasks/{stem}.sh"], stdin=subprocess.DEVNULL,
-                               stdout=log, stderr=subprocess.STDOUT, env=child_env)
+        child = subprocess.Popen(["sh", f"tasks/{stem}.sh"], stdin=subprocess.DEVNULL,
+                                 stdout=log, stderr=subprocess.STDOUT, env=child_env)
+        stopped: list[int] = []
+
+        def forward(signum: int, _frame: object) -> None:
+            stopped.append(signum)
+            child.send_signal(signum)
+
+        for sig in (signal.SIGTERM, signal.SIGINT):  # Slurm's time limit, scancel
+            signal.signal(sig, forward)
+        code = child.wait()
+    # a task Slurm stopped ended by its signal (128 + N), whatever its training process said:
+    # the job's state tells why (time limit, cancelled, preempted)
+    code = 128 + stopped[0] if stopped else code if code >= 0 else 128 - code
     with open(f"output/pids/{stem}.exit", "w") as f:
         f.write(f"{code}\n")
-    return code if code >= 0 else 128 - code
+    return code
 
 
 if __name__ == "__main__":
