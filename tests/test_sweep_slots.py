@@ -14,10 +14,23 @@ import pytest
 
 from dtgui.core.hardware import GpuInfo
 from dtgui.core.machines import Machine, MachineRegistry
-from dtgui.core.plan import Plan
+from dtgui.core.plan import Plan, TaskSpec
+from dtgui.core.run_state import RunState
+from dtgui.core.runs import RunRecord
 from dtgui.core.strategies import Strategy
 from dtgui.core.sweep import SweepError
-from dtgui.launch.sweep_slots import GpuReport, busy_indexes, free_groups, slots_for
+from dtgui.launch.sweep_slots import (
+    ALL_GPUS,
+    GpuProber,
+    GpuReport,
+    Slot,
+    active_run_plans,
+    busy_indexes,
+    free_groups,
+    held_gpus,
+    slots_for,
+)
+from dtgui.launch.targets import Target
 from dtgui.remote.probe import parse_gpu_csv
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
@@ -88,3 +101,26 @@ def test_trials_take_free_gpus_across_machines_and_say_what_is_left_out(
     cpu = slots_for(Plan(), 2, [], machines=["local", "h100a"], registry=registry)
     assert [s.name for s in cpu] == ["local #1", "h100a #2"]  # a CPU trial a machine
 
+
+
+def test_gpus_given_to_a_single_run_that_still_runs_are_left_to_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run launched while the sweep runs holds its GPUs from its start (its record and
+    placed plan), before its process shows on them; one given no GPU numbers holds them all."""
+    single = Plan(device_kind="gpu", strategy=Strategy.ONE_DEVICE, replicas_per_task=1,
+                  tasks=(TaskSpec("worker", 0, gpus=(1,)),))
+    remote = Plan(device_kind="gpu", strategy=Strategy.ONE_DEVICE, replicas_per_task=1,
+                  tasks=(TaskSpec("worker", 0, machine="h100a"),))
+    assert held_gpus([single, remote, Plan()]) == {"local": {1}, "h100a": {ALL_GPUS}}
+    bundle = tmp_path / "run-1"
+    bundle.mkdir()
+    (bundle / "plan.json").write_text(json.dumps(single.to_dict()))
+    record = RunRecord(run_id="run-1", run_name="r", bundle=str(bundle), state=RunState.RUNNING)
+    assert active_run_plans([record]) == [single]
+
+    prober = GpuProber(runs=lambda: [single, remote])
+    monkeypatch.setattr(prober, "_ask", lambda name: GpuReport([h100(0), h100(1)]))
+    assert prober.report("local").idle() == [0]
+    assert prober.report("h100a").idle() == []
+    assert not prober.still_free(Slot("local gpu 1", (Target(gpus=(1,)),)))
+    assert prober.still_free(Slot("local gpu 0", (Target(gpus=(0,)),)))

@@ -4,11 +4,13 @@ A slot is a place for one trial: one of K on this machine's CPU; a whole machine
 (`--trial-on NAMES`); or a group of free GPUs (one a trial, or as many as the trial's strategy
 takes) on this machine or on the machines `--trial-on` names. A GPU is free when no other
 process uses it: little of its memory taken and little utilisation (the machine probe's
-figures), and no compute process on it (nvidia-smi's process list). The decisions (`idle`,
-`busy_indexes`, `free_groups`, `gpu_slots`) are pure; `GpuProber` asks the machines (this one
-with a subprocess, the others over SSH), and is asked again before each trial starts on a GPU
-slot, so that a GPU another process took since (a single run started meanwhile ...) is left
-to it and the trial waits.
+figures), no compute process on it (nvidia-smi's process list), and not given to a run dtgui
+started that still runs (the runs' records: a single run launched while the sweep runs holds
+its GPUs from its start, before it loads anything onto them). The decisions (`idle`,
+`busy_indexes`, `held_gpus`, `free_groups`, `gpu_slots`) are pure; `GpuProber` asks the
+machines (this one with a subprocess, the others over SSH), and is asked again before each
+trial starts on a GPU slot, so that a GPU another process took since is left to it and the
+trial waits.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ import logging
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from dtgui.core.hardware import GpuInfo
 from dtgui.core.machines import Machine, MachineRegistry, RemoteFacts
-from dtgui.core.plan import LOCAL_MACHINE, Plan, is_local_machine
+from dtgui.core.plan import LOCAL_MACHINE, PLAN_NAME, Plan, is_local_machine
+from dtgui.core.runs import RunHistory, RunRecord
 from dtgui.core.sweep import SweepError
 from dtgui.launch.targets import Target, plan_targets
 from dtgui.remote.commands import CommandRunner, CommandTimeout, LocalRunner, SshRunner
@@ -152,13 +156,49 @@ def per_trial_gpus(plan: Plan) -> int:
     return max(1, plan.strategy.gpus_per_task(plan.replicas_per_task)) * plan.compute_tasks
 
 
+ALL_GPUS = -1  # in `held_gpus`: every GPU of the machine (a GPU run not given a few)
+
+
+def held_gpus(plans: Sequence[Plan]) -> dict[str, set[int]]:
+    """Machine -> the GPUs these runs' tasks were given (ALL_GPUS for a GPU task given none:
+    it sees every GPU of its machine)."""
+    held: dict[str, set[int]] = {}
+    for plan in plans:
+        for task in plan.tasks:
+            if task.gpus:
+                held.setdefault(task.machine_name, set()).update(task.gpus)
+            elif plan.on_gpu:
+                held.setdefault(task.machine_name, set()).add(ALL_GPUS)
+    return held
+
+
+def active_run_plans(records: Sequence[RunRecord] | None = None) -> list[Plan]:
+    """The placed plans of the runs dtgui started that still run (the runs directory's; not
+    the sweep's own trials, which are elsewhere and are the sweep's slots)."""
+    plans = []
+    for record in RunHistory().running() if records is None else records:
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            plans.append(Plan.load(str(Path(record.bundle) / PLAN_NAME)))
+    return plans
+
+
+def _hold(report: GpuReport, held: set[int]) -> GpuReport:
+    """The report with the GPUs runs hold counted as in use."""
+    every = {g.index for g in report.gpus} if ALL_GPUS in held else set()
+    return GpuReport(report.gpus, report.with_processes | (held - {ALL_GPUS}) | every,
+                     report.error)
+
+
 # -- asking the machines -----------------------------------------------------------------------
 class GpuProber:
     """Each machine's GPUs now: this machine's with a subprocess, a registered machine's over
     SSH (one connection a machine, kept for the sweep). Blocks: not on a UI thread."""
 
-    def __init__(self, machines: Mapping[str, Machine] | None = None) -> None:
+    def __init__(self, machines: Mapping[str, Machine] | None = None,
+                 runs: Callable[[], list[Plan]] = active_run_plans) -> None:
+        """`runs`: the placed plans of the other runs that hold GPUs now."""
         self.machines = dict(machines or {})
+        self.runs = runs
         self._clients: dict[str, SshRunner] = {}
 
     def _runner(self, name: str) -> CommandRunner:
@@ -169,6 +209,12 @@ class GpuProber:
         return self._clients[name]
 
     def report(self, name: str) -> GpuReport:
+        """The machine's GPUs now, those dtgui's other runs hold counted as in use."""
+        report = self._ask(name)
+        held = held_gpus(self.runs()).get(LOCAL_MACHINE if is_local_machine(name) else name)
+        return _hold(report, held) if held else report
+
+    def _ask(self, name: str) -> GpuReport:
         machine = self.machines.get(name)
         python = (machine.python if machine is not None else "") or (
             sys.executable if is_local_machine(name) else "python3")
