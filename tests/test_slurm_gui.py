@@ -17,7 +17,11 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import conftest_ssh
 import pytest
+import remote_python
+import runs
+from conftest_ssh import machine, trust
 from fakes import wait_for
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QWizard
@@ -25,17 +29,19 @@ from runs import replica_losses
 from slurm_cluster import SlurmCluster, SlurmUnavailable, start_cluster
 from test_gui_e2e import click_next, curve_points, open_wizard_on
 from test_gui_multihost import click_message_button, screenshot, windows
-from test_slurm_run import processes_in
+from test_slurm_run import login_node, processes_in
 
+from dtgui.core.machines import MachineRegistry
 from dtgui.core.plan import Plan
 from dtgui.core.runs import RunHistory, RunRecord
-from dtgui.core.slurm import LOCAL_CLUSTER, SlurmJob
+from dtgui.core.slurm import LOCAL_CLUSTER, SlurmDefaults, SlurmJob
 from dtgui.core.slurm_bundle import place_on_cluster
 from dtgui.launch.watcher import watcher_pid
 from dtgui.ui.app import make_app
 from dtgui.ui.main_window import MainWindow
 
-__all__ = ["windows"]  # a fixture
+__all__ = ["login_node", "windows"]  # fixtures
+ssh_lab, ssh_env, real_keyring = conftest_ssh.ssh_lab, conftest_ssh.ssh_env, conftest_ssh.real_keyring
 pytestmark = [pytest.mark.slow, pytest.mark.gui]
 LEFT = Qt.MouseButton.LeftButton
 FOREVER = 1_000_000
@@ -181,3 +187,45 @@ def test_close_keep_training_reopen_and_reattach_from_the_job_id(qtbot, slurm, w
     assert slurm.queue() == []
     if os.environ.get("DTGUI_SCREENSHOT_DIR"):
         screenshot(second, "slurm-reattached")
+
+
+def test_a_registered_cluster_from_the_wizard_over_ssh(qtbot, slurm, ssh_env, login_node,
+                                                       ssh_lab, windows) -> None:
+    """A cluster registered by its login node (an SSH test host): chosen in the wizard with its
+    defaults, the run goes there through the launch's connection, its curves come back live,
+    and Stop cancels the job on the login node."""
+    trust(login_node)
+    python = runs.stub_python(python=remote_python.python_for(), step_seconds=0.05)
+    registry = MachineRegistry()
+    registry.add(machine(ssh_lab, login_node, name="hpc", python=python,
+                         slurm=SlurmDefaults(partition="debug", shared_dir="gui-runs")))
+    registry.save()
+    make_app([])
+    window = MainWindow()
+    windows.append(window)
+    window.show()
+    qtbot.waitUntil(window.machines.ready, timeout=10_000)
+    wizard = open_wizard_on(qtbot, window, "multi_worker_mirrored")
+    click_next(qtbot, wizard)
+    wizard.options_page.steps_spin.setValue(FOREVER)
+    wizard.options_page.checkpoint_spin.setValue(0)
+    click_next(qtbot, wizard)
+    click_next(qtbot, wizard)
+    box = wizard.review_page.machines_box
+    qtbot.mouseClick(box.slurm_radio, LEFT)
+    assert box.cluster_combo.currentData() == "hpc"  # the registered cluster comes first
+    assert (box.slurm.partition_edit.text(), box.slurm.python_edit.text()) == ("debug", python)
+    assert "#SBATCH --partition=debug" in wizard.review_page.batch_view.toPlainText()
+    with qtbot.waitSignal(wizard.accepted, timeout=5000):
+        qtbot.mouseClick(wizard.button(QWizard.WizardButton.FinishButton), LEFT)
+    qtbot.waitUntil(lambda: window.session.source is not None, timeout=60_000)
+    controller = window.session.source
+    assert controller.record.machines[0].dir.startswith(str(ssh_lab.home / "gui-runs"))
+    qtbot.waitUntil(lambda: min(curve_points(window, r) for r in range(2)) >= 5, timeout=60_000)
+    job = controller.executors[0].job_id
+    with qtbot.waitSignal(window.session.ended, timeout=60_000) as ended:
+        qtbot.mouseClick(window.dashboard.header.stop_button, LEFT)
+    assert ended.args[0] == "stopped"
+    wait_for(lambda: job not in slurm.queue(), 15, f"job {job} is still queued")
+    wait_for(lambda: not processes_in(Path(controller.executors[0].directory)), 10,
+             "a task process is left")
