@@ -100,6 +100,9 @@ def test_trials_take_free_gpus_across_machines_and_say_what_is_left_out(
         slots_for(mirrored, 1, [], machines=["h100a"], reports=report, registry=registry)
     cpu = slots_for(Plan(), 2, [], machines=["local", "h100a"], registry=registry)
     assert [s.name for s in cpu] == ["local #1", "h100a #2"]  # a CPU trial a machine
+    asked.clear()
+    every = slots_for(ONE_GPU, 8, [], machines=["all"], reports=report, registry=registry)
+    assert asked == [["local", "h100a", "h100b"]] and len(every) == 3
 
 
 

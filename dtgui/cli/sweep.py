@@ -67,7 +67,8 @@ def add_sweep(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                        "SQLite in OUT")
     group.add_argument("--trial-on", default="", metavar="NAMES",
                        help="run each trial whole on one machine: comma-separated registered "
-                       "machines (local = this one; a name twice takes two trials at once; "
+                       "machines (local = this one, all = this one and every registered one; "
+                       "a name twice takes two trials at once; "
                        "on GPUs, a trial per free GPU group of each); as many trials at once "
                        "as names unless --parallel says")
     group.add_argument("--search-seed", type=int, default=None,
@@ -88,6 +89,8 @@ def _run_name(args: argparse.Namespace) -> str:
 
 
 def _spec(args: argparse.Namespace) -> SweepSpec:
+    from dtgui.launch.sweep_slots import expand_names
+
     params = []
     problems: list[str] = []
     for text in args.param:
@@ -99,7 +102,7 @@ def _spec(args: argparse.Namespace) -> SweepSpec:
         raise SweepError(problems)
     machines = [n.strip() for n in args.trial_on.split(",") if n.strip()]
     return SweepSpec(params=tuple(params), trials=args.trials or 10,
-                     parallel=args.parallel or len(machines) or 1,
+                     parallel=args.parallel or len(expand_names(machines)) or 1,
                      search=args.search or "tpe",
                      objective=args.objective or DEFAULT_OBJECTIVE,
                      direction=args.direction or "", pruner=args.pruner or "median",

@@ -95,9 +95,24 @@ def _target(name: str, machines: Mapping[str, Machine], gpus: tuple[int, ...] = 
     return Target(machine.name, machine, machine.python, gpus=gpus)
 
 
+EVERY_MACHINE = "all"  # --trial-on all: this machine and every registered one
+
+
+def expand_names(names: Sequence[str], registry: MachineRegistry | None = None) -> list[str]:
+    """The machine names with `all` standing for this machine and every registered machine
+    (not a Slurm cluster's login node: its jobs are not slots)."""
+    if EVERY_MACHINE not in names:
+        return list(names)
+    known = registry or MachineRegistry()
+    every = [LOCAL_MACHINE, *(m.name for m in known.machines() if not m.is_slurm)]
+    return [n for name in names for n in (every if name == EVERY_MACHINE else [name])]
+
+
 def machine_slots(names: Sequence[str], registry: MachineRegistry | None = None) -> list[Slot]:
     """A slot a name: each trial runs whole on one machine ("local" = this one; a name
-    given twice takes two trials at once). SweepError names an unknown machine."""
+    given twice takes two trials at once; "all" = this one and every registered one).
+    SweepError names an unknown machine."""
+    names = expand_names(names, registry)
     machines = _registered(names, registry)
     return [Slot(f"{'local' if is_local_machine(n) else machines[n].name} #{i + 1}",
                  (_target(n, machines),)) for i, n in enumerate(names)]
@@ -284,7 +299,7 @@ def machine_gpu_slots(names: Sequence[str], plan: Plan, parallel: int, notes: li
                       reports: Reports | None = None,
                       registry: MachineRegistry | None = None) -> list[Slot]:
     """A trial per free GPU group across the machines named (each name once)."""
-    unique = list(dict.fromkeys(names))
+    unique = list(dict.fromkeys(expand_names(names, registry)))
     machines = _registered(unique, registry)
     if reports is None:
         prober = GpuProber(machines)
