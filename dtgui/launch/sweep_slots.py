@@ -266,7 +266,7 @@ class GpuProber:
 Reports = Callable[[Sequence[str]], dict[str, GpuReport]]
 
 
-def free_gpus(python: str = "") -> list[int]:
+def free_gpus() -> list[int]:
     """This machine's idle GPUs, from the one machine probe."""
     return GpuProber().report(LOCAL_MACHINE).idle()
 
