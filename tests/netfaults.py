@@ -94,10 +94,11 @@ def leftover_listeners(port: int, user: str = sshhosts.TEST_USER, wait: float = 
 
 
 @contextlib.contextmanager
-def throttled(host: sshhosts.Host, peer: str, mbit: float, delay_ms: float = 0.0,
+def throttled(host: sshhosts.Host, rates: dict[str, float], delay_ms: float = 0.0,
               device: str = "eth0") -> Iterator[bool]:
-    """Packets from `host` to the address `peer` leave at `mbit` Mbit/s (after `delay_ms`, when
-    the kernel has netem; yields whether the delay applies). Throttle both hosts for a link."""
+    """Packets from `host` to each address of `rates` leave at its rate in Mbit/s (after
+    `delay_ms`, when the kernel has netem; yields whether the delay applies). Throttle both
+    hosts of a link for both directions."""
     def tc(*argv: str) -> subprocess.CompletedProcess:
         return subprocess.run(_in_host(host, "tc", *argv), check=True, capture_output=True,
                               text=True, timeout=10)
@@ -106,16 +107,17 @@ def throttled(host: sshhosts.Host, peer: str, mbit: float, delay_ms: float = 0.0
     try:
         tc("class", "add", "dev", device, "parent", "1:", "classid", "1:10", "htb",
            "rate", "10gbit")
-        tc("class", "add", "dev", device, "parent", "1:", "classid", "1:20", "htb",
-           "rate", f"{mbit:g}mbit", "ceil", f"{mbit:g}mbit")
         delayed = False
-        if delay_ms:
-            with contextlib.suppress(subprocess.CalledProcessError):
-                tc("qdisc", "add", "dev", device, "parent", "1:20", "handle", "20:", "netem",
-                   "delay", f"{delay_ms:g}ms")
-                delayed = True
-        tc("filter", "add", "dev", device, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
-           "match", "ip", "dst", f"{peer}/32", "flowid", "1:20")
+        for n, (peer, mbit) in enumerate(rates.items(), start=20):
+            tc("class", "add", "dev", device, "parent", "1:", "classid", f"1:{n}", "htb",
+               "rate", f"{mbit:g}mbit", "ceil", f"{mbit:g}mbit")
+            if delay_ms:
+                with contextlib.suppress(subprocess.CalledProcessError):
+                    tc("qdisc", "add", "dev", device, "parent", f"1:{n}", "handle", f"{n}:",
+                       "netem", "delay", f"{delay_ms:g}ms")
+                    delayed = True
+            tc("filter", "add", "dev", device, "parent", "1:", "protocol", "ip", "prio", "1",
+               "u32", "match", "ip", "dst", f"{peer}/32", "flowid", f"1:{n}")
         yield delayed
     finally:
         subprocess.run(_in_host(host, "tc", "qdisc", "del", "dev", device, "root"),

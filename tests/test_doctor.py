@@ -254,8 +254,8 @@ def test_over_a_throttled_link_the_doctor_measures_its_rate_and_the_run_is_commu
         pytest.skip(why)
     machines, clients = two_clients
     port, mbit = 23614, 100
-    with netfaults.throttled(h2, h3.address, mbit, delay_ms=2), \
-            netfaults.throttled(h3, h2.address, mbit, delay_ms=2):
+    with netfaults.throttled(h2, {h3.address: mbit}, delay_ms=2), \
+            netfaults.throttled(h3, {h2.address: mbit}, delay_ms=2):
         [link] = doctor_checks.measure_links(clients, machines, port, size=8 << 20)
         assert link.ok, link
         measured = link.bandwidth * 8 / 1e6
@@ -265,7 +265,7 @@ def test_over_a_throttled_link_the_doctor_measures_its_rate_and_the_run_is_commu
         assert netfaults.leftover_listeners(port) == []
         checks = build_checks(local(), {}, port, links=[link])
         slow = row(checks, f"{h2.name} → {h3.name}", "Link")
-        assert slow.status == WARN and "Mbit/s" in slow.detail and "all-reduce" in slow.detail
+        assert slow.status == WARN and "Mbit/s" in slow.detail and "All-reduce of 10 M" in slow.detail
 
         (tmp_path / "net").mkdir()
         model = tmp_path / "net" / "wide.py"

@@ -102,7 +102,7 @@ def test_the_dashboard_card_shows_peaks_warning_and_network(qtbot) -> None:
     link = LinkProbe("h2", "h3", 23456, rtt_ms=0.4, bandwidth=10e6, received=16 << 20,
                      measured_at=1.0)
     text = network_text([link], ["h2", "h3"], 2, gradient_bytes=12 << 20)
-    assert text.startswith("Network: h2 ↔ h3 80.0 Mbit/s, 0.4 ms round trip")
+    assert text.startswith("Network: h2 ↔ h3 80.0 Mbit/s, 0.40 ms round trip")
     assert text.endswith("Expected all-reduce: 1.26 s a step over 2 workers.")
     details = network_details([link], ["h2", "h3"], 2, gradient_bytes=12 << 20)
     assert "all-reduce of 12.0 MiB over 2 workers: about 1.26 s" in details

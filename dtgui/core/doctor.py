@@ -27,9 +27,11 @@ from dtgui.core.network_pairs import (
     REFERENCE_PARAMS,
     SLOW_LINK,
     LinkProbe,
-    allreduce_text,
     link_text,
     rate_text,
+    ring_allreduce_seconds,
+    seconds_text,
+    size_text,
 )
 
 OK, WARN, FAIL = "ok", "warn", "fail"  # Check.status
@@ -155,12 +157,15 @@ def build_checks(
 
 
 def _link_row(link: LinkProbe, machines: int) -> Check:
-    path, topic = f"{link.source} → {link.target}", f"Link on port {link.port}"
+    path, topic = f"{link.source} → {link.target}", "Link speed"
     if not link.ok:
-        return Check(path, topic, WARN, f"Not measured: {link.error or 'no answer'}.",
+        return Check(path, topic, WARN,
+                     f"Not measured on port {link.port}: {link.error or 'no answer'}.",
                      "Fix the problems above, then run the doctor again.")
-    example = allreduce_text(REFERENCE_PARAMS * 4, max(2, machines), link)
-    detail = f"{link_text(link)}; {example} (10 M float32 parameters)."
+    n, size = max(2, machines), REFERENCE_PARAMS * 4
+    took = ring_allreduce_seconds(size, n, link.bandwidth, link.rtt_ms)
+    detail = (f"{link_text(link)}, port {link.port}. All-reduce of 10 M float32 parameters "
+              f"({size_text(size)}) over {n} machines: about {seconds_text(took)}.")
     if link.bandwidth < SLOW_LINK:
         return Check(path, topic, WARN, detail,
                      f"{rate_text(link.bandwidth)} is slow for synchronous training: use a "

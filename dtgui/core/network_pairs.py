@@ -99,17 +99,22 @@ def seconds_text(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"
 
 
+def rtt_text(rtt_ms: float) -> str:
+    return f"{rtt_ms:.2f} ms" if rtt_ms < 1 else f"{rtt_ms:.1f} ms"
+
+
 def link_text(link: LinkProbe) -> str:
-    """'94.1 Mbit/s, round trip 0.4 ms (16.0 MiB in 1.43 s)'."""
+    """'94.1 Mbit/s, round trip 0.40 ms (16.0 MiB in 1.43 s)'."""
     took = link.received / link.bandwidth if link.bandwidth else 0.0
-    return (f"{rate_text(link.bandwidth)}, round trip {link.rtt_ms:.1f} ms "
+    return (f"{rate_text(link.bandwidth)}, round trip {rtt_text(link.rtt_ms)} "
             f"({size_text(link.received)} in {took:.2f} s)")
 
 
-def allreduce_text(nbytes: float, participants: int, link: LinkProbe) -> str:
+def allreduce_text(nbytes: float, participants: int, link: LinkProbe,
+                   who: str = "workers") -> str:
     """'all-reduce of 12.0 MiB over 2 workers: about 214 ms at 94.1 Mbit/s'."""
     t = ring_allreduce_seconds(nbytes, participants, link.bandwidth, link.rtt_ms)
-    return (f"all-reduce of {size_text(nbytes)} over {participants} workers: about "
+    return (f"all-reduce of {size_text(nbytes)} over {participants} {who}: about "
             f"{seconds_text(t)} at {rate_text(link.bandwidth)}")
 
 

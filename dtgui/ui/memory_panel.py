@@ -36,6 +36,7 @@ from dtgui.core.network_pairs import (
     load_links,
     rate_text,
     ring_allreduce_seconds,
+    rtt_text,
     seconds_text,
     slowest,
 )
@@ -63,7 +64,7 @@ def network_text(links: Sequence[LinkProbe], machines: Sequence[str], workers: i
         return ("Network: not measured between " + ", ".join(machines)
                 + " — run Machines → Doctor… on them to see each link and its all-reduce time.")
     pairs = "; ".join(f"{k.source} ↔ {k.target} {rate_text(k.bandwidth)}, "
-                      f"{k.rtt_ms:.1f} ms round trip" for k in found if k.ok)
+                      f"{rtt_text(k.rtt_ms)} round trip" for k in found if k.ok)
     size = gradient_bytes or REFERENCE_PARAMS * 4
     whose = "" if gradient_bytes else " (of 10 M float32 parameters)"
     seconds = ring_allreduce_seconds(size, workers, worst.bandwidth, worst.rtt_ms)
