@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -52,7 +54,32 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                else 1 if item.get_closest_marker("slow") else 2)
 
 
-_launch_checks: list[str] = []  # the last launch-checks.json, carried from test to test
+_launch_checks: dict[str, object] = {}  # launch-checks.json's entries, carried from test to test
+
+
+def _read_checks(path: Path) -> dict[str, object]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _shared_checks(factory: pytest.TempPathFactory) -> Path | None:
+    """Under pytest-xdist, the launch checks' file the workers of this test session share (the
+    parent of their base temp directories is the session's); None in a single process."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return None
+    return factory.getbasetemp().parent / "launch-checks.json"
+
+
+def _share_checks(shared: Path, found: dict[str, object]) -> None:
+    with (shared.parent / "launch-checks.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one worker at a time reads, merges and writes
+        merged = {**_read_checks(shared), **found}
+        temporary = shared.with_suffix(f".{os.getpid()}")
+        temporary.write_text(json.dumps(merged))
+        temporary.replace(shared)
 
 
 @pytest.fixture(autouse=True)
@@ -60,17 +87,23 @@ def isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     """dtgui's config and data dirs, new for each test - but for the launch check's memory of
     the interpreters whose TensorFlow imported (launch-checks.json), which carries on as it
     does for a user from launch to launch: one TensorFlow import a machine and interpreter a
-    session, not one a launch."""
+    test session (all its pytest-xdist workers), not one a launch."""
     base = tmp_path_factory.mktemp("dtgui-home")
     monkeypatch.setenv("DTGUI_CONFIG_DIR", str(base / "config"))
     monkeypatch.setenv("DTGUI_DATA_DIR", str(base / "data"))
     checks = base / "data" / "launch-checks.json"
+    shared = _shared_checks(tmp_path_factory)
+    if shared is not None:
+        _launch_checks.update(_read_checks(shared))
     if _launch_checks:
         checks.parent.mkdir(parents=True, exist_ok=True)
-        checks.write_text(_launch_checks[0])
+        checks.write_text(json.dumps(_launch_checks))
     yield base
-    if checks.is_file():
-        _launch_checks[:] = [checks.read_text()]
+    found = _read_checks(checks)
+    if found.keys() - _launch_checks.keys():
+        _launch_checks.update(found)
+        if shared is not None:
+            _share_checks(shared, found)
 
 
 @pytest.fixture
