@@ -92,6 +92,8 @@ def _readme(base: Plan, spec: SweepSpec, trials: list[TrialRow]) -> str:
         f"| {t.number} | {t.state} | {'' if t.objective is None else f'{t.objective:.6g}'} | "
         + ", ".join(f"{p.name}={t.params[p.name]}" for p in spec.params)
         + f" | `t{t.number:03d}/` |" for t in trials)
+    gpu_line = ("python3 rerun.py --gpus 0,1,2,3     # each trial takes its own GPUs\n"
+                if base.on_gpu else "")
     return f"""# Sweep {base.run_name}, exported
 
 {len(trials)} trial(s) of a sweep over {', '.join(p.to_text() for p in spec.params)}
@@ -102,8 +104,7 @@ trial (its README says how it runs alone); `rerun.py` reruns them without dtgui:
 python3 -m pip install -r t{trials[0].number:03d}/requirements.txt
 python3 rerun.py                    # {spec.parallel} at a time; --parallel K, --only 0,3
 PYTHON=/path/to/python python3 rerun.py   # the interpreter the tasks run with
-python3 rerun.py --gpus 0,1,2,3     # a GPU sweep: each trial takes its own GPUs
-```
+{gpu_line}```
 
 Each trial is printed as it ends with its {spec.objective}, read from its events
 (`tNNN/output/events-*.jsonl`); at the end `rerun.csv` holds the trials best first. A
