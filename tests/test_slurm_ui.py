@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from test_gui_multihost import windows
+
 from dtgui.core.machines import Machine, MachineRegistry
 from dtgui.core.slurm import SlurmDefaults
 from dtgui.ui.machines.add_dialog import MachineDialog
+
+__all__ = ["windows"]  # a fixture
 
 CLUSTER = Machine("hpc", "login.example.org", user="me", auth="agent",
                   slurm=SlurmDefaults(partition="gpu", account="lab", time_limit="04:00:00",
@@ -143,3 +147,38 @@ def test_the_wizard_sends_a_run_to_a_cluster_and_shows_its_batch_script(qtbot) -
     box.local_radio.setChecked(True)  # back to this machine: no job, no batch script
     assert review.slurm_job is None and not review.tabs.isTabVisible(2)
     assert all(t.is_local for t in wizard.plan().tasks)
+
+
+def test_export_from_the_wizard_writes_the_slurm_bundle(qtbot, tmp_path: Path, monkeypatch,
+                                                        windows) -> None:
+    """Export bundle… with a Slurm target writes the job's bundle (job.sbatch as the review
+    showed it) and says how to submit it by hand; the TPU strategy is refused for a cluster."""
+    from PySide6.QtWidgets import QMessageBox
+
+    from dtgui.core.slurm import SlurmJob
+    from dtgui.ui.main_window import MainWindow
+
+    wizard = review_on(qtbot, [CLUSTER])
+    review = wizard.review_page
+    review.machines_box.slurm_radio.setChecked(True)
+    plan, job = wizard.plan(), review.slurm_job
+    assert isinstance(job, SlurmJob)
+    shown = review.batch_view.toPlainText()
+    said: list[str] = []
+    monkeypatch.setattr(QMessageBox, "information", lambda _p, _t, text: said.append(text))
+    window = MainWindow()
+    windows.append(window)
+    window.export(plan, tmp_path / "out", job)
+    qtbot.waitUntil(lambda: bool(said), timeout=10_000)
+    assert (tmp_path / "out" / "job.sbatch").read_text() == shown
+    assert "sbatch job.sbatch" in said[0] and "bash run.sh" not in said[0]
+
+    wizard.back()
+    wizard.back()
+    wizard.back()
+    wizard.strategy_page.select_strategy("tpu")
+    wizard.strategy_page.tpu_edit.setText("local")
+    for _ in range(3):
+        wizard.next()
+    assert "The TPU strategy trains on a Cloud TPU" in review.warnings.text()
+    assert not review.isComplete()

@@ -387,7 +387,8 @@ class MainWindow(QMainWindow):
             placed = plan if plan.tasks else place_local(plan)
             return render_bundle(placed, destination).path
 
-        run_in_thread(write, self._on_exported, self._report_error, context=self)
+        run_in_thread(write, lambda path: self._on_exported(path, slurm is not None),
+                      self._report_error, context=self)
 
     # -- callbacks (UI thread) -------------------------------------------------------------
     def _on_facts(self, facts: MachineFacts) -> None:
@@ -440,13 +441,13 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage("Launch failed.", 10000)
         QMessageBox.warning(self, "Could not start the run", first)
 
-    def _on_exported(self, path: Path) -> None:
+    def _on_exported(self, path: Path, slurm: bool = False) -> None:
         self.statusBar().showMessage(f"Exported to {path}", 15000)
-        QMessageBox.information(
-            self, "Bundle exported",
-            f"Wrote {path}.\n\nReproduce the run without dtgui:\n  cd {path}\n"
-            "  python3 -m pip install -r requirements.txt\n  bash run.sh",
-        )
+        how = ("on the cluster's login node, from the bundle on the shared filesystem:\n"
+               f"  cd {path}   (or where you copied it)\n  sbatch job.sbatch" if slurm else
+               f"\n  cd {path}\n  python3 -m pip install -r requirements.txt\n  bash run.sh")
+        QMessageBox.information(self, "Bundle exported",
+                                f"Wrote {path}.\n\nReproduce the run without dtgui: {how}")
 
     def _report_error(self, exc: BaseException) -> None:
         first = error_message(exc)
