@@ -127,3 +127,16 @@ def test_gpus_given_to_a_single_run_that_still_runs_are_left_to_it(
     assert prober.report("h100a").idle() == []
     assert not prober.still_free(Slot("local gpu 1", (Target(gpus=(1,)),)))
     assert prober.still_free(Slot("local gpu 0", (Target(gpus=(0,)),)))
+
+
+def test_a_sweep_set_up_to_run_a_trial_a_machine_keeps_its_machines(tmp_path: Path) -> None:
+    """The dialog's machines (spec.extra trial_on) are the queue's slots, also when the sweep's
+    process reads them back from its folder."""
+    from dtgui.core.sweep import SweepSpec, load_sweep, parse_param
+    from dtgui.launch.sweep_queue import SweepQueue
+
+    spec = SweepSpec(params=(parse_param("lr=choice:0.01,0.02"),), trials=2, parallel=3,
+                     extra={"trial_on": ["local", "local"]})
+    queue = SweepQueue(tmp_path / "s", spec, Plan())
+    assert [s.name for s in queue.slots or ()] == ["local #1", "local #2"]
+    assert load_sweep(tmp_path / "s")[0].extra == {"trial_on": ["local", "local"]}
