@@ -26,8 +26,10 @@ PYTHON = sys.executable
 # * "slurm-lab": the other tests of a module that starts a Slurm cluster (tests/slurm_cluster.py),
 #   one cluster at a time there rather than one a worker.
 # The two labs share nothing (the Slurm clusters have their own ports, directories and
-# SLURM_CONF), so they run side by side; every other test - the lab modules' own tests of
-# parsing, local runs and widgets included - is spread over the workers one by one.
+# SLURM_CONF), so they run side by side. The tests of a module that share a module-scoped
+# fixture (a wheel built, TensorFlow's summaries written) run in one worker too, so that it is
+# made once. Every other test - the lab modules' own tests of parsing, local runs and widgets
+# included - is spread over the workers one by one.
 SSH_LAB_FIXTURE = "ssh_lab"
 SLURM_LAB_MODULE = "slurm_cluster"
 
@@ -35,6 +37,12 @@ SLURM_LAB_MODULE = "slurm_cluster"
 def _imports(path: Path, module: str) -> bool:
     text = path.read_text(encoding="utf-8")
     return f"import {module}" in text or f"from {module} import" in text
+
+
+def _uses_a_module_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)  # pytest.Function's fixtures, by name
+    definitions = getattr(info, "name2fixturedefs", {})
+    return any(d.scope == "module" for defs in definitions.values() for d in defs)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
@@ -48,6 +56,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group("ssh-lab"))
         elif slurm_modules[path]:
             item.add_marker(pytest.mark.xdist_group("slurm-lab"))
+        elif _uses_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(f"fixtures-of-{path.name}"))
     # Workers take the other tests in this order: the slow ones (TensorFlow training) first,
     # so that the suite ends on short tests and no worker waits long for the last one.
     items.sort(key=lambda item: 0 if item.get_closest_marker("xdist_group")
