@@ -125,8 +125,11 @@ def test_gpus_given_to_a_single_run_that_still_runs_are_left_to_it(
     monkeypatch.setattr(prober, "_ask", lambda name: GpuReport([h100(0), h100(1)]))
     assert prober.report("local").idle() == [0]
     assert prober.report("h100a").idle() == []
-    assert not prober.still_free(Slot("local gpu 1", (Target(gpus=(1,)),)))
-    assert prober.still_free(Slot("local gpu 0", (Target(gpus=(0,)),)))
+    assert "GPU 1 is in use" in prober.busy(Slot("local gpu 1", (Target(gpus=(1,)),)))
+    assert prober.busy(Slot("local gpu 0", (Target(gpus=(0,)),))) == ""
+    monkeypatch.setattr(prober, "_ask", lambda name: GpuReport(error="Connection refused"))
+    assert prober.busy(Slot("h100a gpu 0", (Target("h100a", gpus=(0,)),))) == (
+        "its machine's GPUs cannot be read (Connection refused)")
 
 
 def test_a_sweep_set_up_to_run_a_trial_a_machine_keeps_its_machines(tmp_path: Path) -> None:

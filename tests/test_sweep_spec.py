@@ -154,9 +154,9 @@ def test_a_failing_trial_is_marked_failed_and_the_others_go_on(
     monkeypatch.setattr(sweep_queue, "RECHECK_SECONDS", 0.2)
     asked: list[str] = []
 
-    def still_free(slot: Slot) -> bool:
+    def busy(slot: Slot) -> str:
         asked.append(slot.name)
-        return asked.count("b") > 1 or slot.name != "b"
+        return "GPU 0 is in use" if slot.name == "b" and asked.count("b") < 3 else ""
 
     good, bad = stub_python(), stub_python(fail="worker:0=the data ran out")
     plan = Plan(run_name="stub", strategy=Strategy.ONE_DEVICE, replicas_per_task=1, steps=6,
@@ -172,12 +172,13 @@ def test_a_failing_trial_is_marked_failed_and_the_others_go_on(
     said: list[str] = []
     queue = SweepQueue(tmp_path / "s", spec, plan, slots=[Slot("a"), Slot("b")],
                        launch=launch, on_trial_end=lambda row: ended.append(row.state),
-                       still_free=still_free, on_note=said.append)
+                       busy=busy, on_note=said.append)
     rows = {r.number: r for r in queue.run()}
     assert sorted(ended) == ["failed", "finished", "finished", "finished"]
     assert rows[1].state == "failed" and "the data ran out" in rows[1].error, rows[1]
     assert all(rows[n].objective is not None for n in (0, 2, 3))
-    assert asked.count("b") >= 2 and said[0].startswith("b is in use by another process")
+    assert asked.count("b") >= 3 and said[0].startswith("b: GPU 0 is in use; the next trial")
+    assert said[1] == "b is free again: a trial starts there." and len(said) == 2  # said once
     assert queue.study.user_attrs["notes"] == said
     with (tmp_path / "s" / TRIALS_CSV).open() as f:
         assert [r["state"] for r in csv.DictReader(f)].count("finished") == 3

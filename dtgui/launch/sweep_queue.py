@@ -83,8 +83,9 @@ class SweepQueue:
     on_trial_end: TrialEnded | None = None
     launch: Callable[..., RunController] = launch_plan  # the one pipeline (tests: a stand-in)
     notes: list[str] = field(default_factory=list)
-    # Whether a slot's GPUs are still free; default: a GpuProber when a slot has GPUs.
-    still_free: Callable[[Slot], bool] | None = None
+    # Why a slot cannot take a trial now ("" when it can); default: a GpuProber's, when a
+    # slot has GPUs.
+    busy: Callable[[Slot], str] | None = None
     on_note: Callable[[str], None] | None = None
 
     def __post_init__(self) -> None:
@@ -99,10 +100,11 @@ class SweepQueue:
             self.slots = slots_for(self.plan, self.spec.parallel, self.notes,
                                    machines=machines)
         self._prober: GpuProber | None = None
-        if self.still_free is None and any(s.gpus for s in self.slots):
+        if self.busy is None and any(s.gpus for s in self.slots):
             self._prober = GpuProber({t.name: t.machine for s in self.slots
                                       for t in s.targets if t.machine is not None})
-            self.still_free = self._prober.still_free
+            self.busy = self._prober.busy
+        self._said_busy: set[str] = set()  # slots said to be busy, until they are free
         save_sweep(self.folder, self.spec, self.plan)
         self.study.set_user_attr(NOTES_ATTR, list(self.notes))
         self._stop = threading.Event()
@@ -149,11 +151,17 @@ class SweepQueue:
                 resting[:] = [(when, slot) for when, slot in resting if when > now]
                 while free and self._started_count() < wanted:
                     slot = free.pop(0)
-                    if self.still_free is not None and not self.still_free(slot):
-                        self.say(f"{slot.name} is in use by another process: the next trial "
-                                 f"waits for it (asked again every {RECHECK_SECONDS:g} s).")
+                    why = self.busy(slot) if self.busy is not None else ""
+                    if why:
+                        if slot.name not in self._said_busy:  # said once, not every check
+                            self._said_busy.add(slot.name)
+                            self.say(f"{slot.name}: {why}; the next trial waits for it "
+                                     f"(asked again every {RECHECK_SECONDS:g} s).")
                         resting.append((time.time() + RECHECK_SECONDS, slot))
                         continue
+                    if slot.name in self._said_busy:
+                        self._said_busy.discard(slot.name)
+                        self.say(f"{slot.name} is free again: a trial starts there.")
                     self._start(slot)
             waiting = bool(resting) and not self._stop.is_set() \
                 and self._started_count() < wanted

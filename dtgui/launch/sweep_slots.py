@@ -249,12 +249,20 @@ class GpuProber:
             self._clients.pop(name, None)
             return GpuReport(error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
-    def still_free(self, slot: Slot) -> bool:
-        """Whether every GPU of the slot is free now (True for a slot without GPUs)."""
+    def busy(self, slot: Slot) -> str:
+        """Why the slot cannot take a trial now ("" when every GPU of it is free, and for a
+        slot without GPUs)."""
         if not slot.gpus:
-            return True
-        free = set(self.report(slot.targets[0].name).idle())
-        return all(g in free for g in slot.gpus)
+            return ""
+        report = self.report(slot.targets[0].name)
+        if report.error and not report.gpus:
+            return f"its machine's GPUs cannot be read ({report.error})"
+        free = set(report.idle())
+        taken = [g for g in slot.gpus if g not in free]
+        if taken:
+            return (f"GPU {', '.join(map(str, taken))} is in use by another process "
+                    "(or given to another run)")
+        return ""
 
     def close(self) -> None:
         for runner in self._clients.values():
