@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -143,3 +144,30 @@ def test_a_sweep_set_up_to_run_a_trial_a_machine_keeps_its_machines(tmp_path: Pa
     queue = SweepQueue(tmp_path / "s", spec, Plan())
     assert [s.name for s in queue.slots or ()] == ["local #1", "local #2"]
     assert load_sweep(tmp_path / "s")[0].extra == {"trial_on": ["local", "local"]}
+
+
+def test_this_machines_gpus_are_read_through_the_probe_and_nvidia_smi(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real reading path without a GPU: the machine probe and the process list ask an
+    nvidia-smi that answers as two H100s would, one of them running a compute process."""
+    row = (FIXTURES / "nvidia-smi-query-h100.csv").read_text().strip()
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text(f"""#!/bin/sh
+case "$*" in
+  *--query-gpu=index,uuid*) printf '0, GPU-aaaa\\n1, GPU-bbbb\\n' ;;
+  *--query-compute-apps*) printf 'GPU-bbbb, 4242\\n' ;;
+  *compute_cap*) printf '{row}, 9.0\\n{row}, 9.0\\n' ;;
+  *--query-gpu*) printf '{row}\\n{row}\\n' ;;
+  *) printf 'NVIDIA-SMI 580.159.04  Driver Version: 580.159.04  CUDA Version: 13.0\\n' ;;
+esac
+""")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{smi.parent}:{os.environ['PATH']}")
+    report = GpuProber(runs=list).report("local")
+    assert [g.name for g in report.gpus] == ["NVIDIA H100 80GB HBM3"] * 2, report
+    assert report.with_processes == {1} and report.idle() == [0]
+    notes: list[str] = []
+    slots = slots_for(ONE_GPU, 2, notes)  # this machine's GPUs, read as above
+    assert [s.name for s in slots] == ["gpu 0"]
+    assert "2 trials at once were asked, but 1 group(s) of 1 free GPU(s)" in notes[0]

@@ -77,7 +77,8 @@ def add_sweep(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                        help="write the sweep in OUT as a folder of bundles (one a trial) plus "
                        "rerun.py, which reruns them without dtgui; runs nothing")
     group.add_argument("--export-best", type=int, default=0, metavar="N",
-                       help="with --export: only the N best finished trials")
+                       help="with --export: only the N best finished trials (0: every "
+                       "trial)")
     add_export_options(sweep)
 
 
