@@ -164,6 +164,9 @@ def test_batch_script_and_bundle(tmp_path: Path) -> None:
                  'export PYTHON="${PYTHON:-/opt/my env/bin/python}"',
                  "export DTGUI_SLURM_TASKS=worker:0,worker:1"):
         assert line in script.splitlines()
+    assert "--requeue" not in script
+    requeued = batch_script(mwms(), SlurmJob(nodes=2, requeue=True)).splitlines()
+    assert "#SBATCH --requeue" in requeued and "#SBATCH --open-mode=append" in requeued
     bundle = render_slurm_bundle(mwms(), tmp_path / "b", job)
     assert (bundle.path / "job.sbatch").read_text() == script
     assert SlurmJob.load(bundle.path) == job
@@ -287,6 +290,27 @@ def test_a_pending_job_is_queued_not_hung(tmp_path: Path) -> None:
     again = executor.poll()
     assert again.tasks["worker:0"].log_lines == []  # said once, until it changes
     assert again.note.startswith("Slurm job 12 is waiting in the queue (Priority)")
+
+
+def test_a_requeued_job_waits_again_whatever_its_first_attempt_wrote(tmp_path: Path) -> None:
+    """--requeue: Slurm stops the tasks (exit 143) and queues the same job again; the tasks
+    count as queued, not ended, and Stop still cancels the job."""
+    answers = {"squeue": "RUNNING|None|2026-11-24T18:00:00|UNLIMITED\n"}
+    executor = slurm_executor(tmp_path, answers)
+    assert all(t.alive for t in executor.poll().tasks.values())
+    (executor.bundle.output / "pids").mkdir(parents=True, exist_ok=True)
+    for stem in ("worker-0", "worker-1"):
+        (executor.bundle.output / "pids" / f"{stem}.exit").write_text("143\n")
+    answers["squeue"] = "COMPLETING|None|2026-11-24T18:00:00|UNLIMITED\n"
+    assert all(t.alive and t.exit_code is None for t in executor.poll().tasks.values())
+    answers["squeue"] = "PENDING|BeginTime|2026-11-24T18:02:00|UNLIMITED\n"
+    polled = executor.poll()
+    assert all(t.alive and t.queued for t in polled.tasks.values())
+    assert polled.note == ("Slurm requeued the job (a node failed, or it was preempted); Slurm "
+                           "job 12 is waiting in the queue (BeginTime), expected to start "
+                           "2026-11-24T18:02:00")
+    executor.signal(15)
+    assert ["scancel", "12"] in executor.runner.calls  # type: ignore[attr-defined]
 
 
 def test_a_time_limit_fails_the_run_as_such(tmp_path: Path) -> None:

@@ -34,6 +34,9 @@ def add_slurm_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--gpus-per-node", type=int, default=None, metavar="G")
     group.add_argument("--time", default=None, metavar="HH:MM:SS", help="the job's time limit")
     group.add_argument("--account", default=None, metavar="A")
+    group.add_argument("--requeue", action="store_true",
+                       help="Slurm requeues the job after a node failure or preemption; it "
+                            "resumes from the last checkpoint")
 
 
 def fill_counts(args: argparse.Namespace) -> None:
@@ -78,7 +81,8 @@ def job_from(args: argparse.Namespace, plan: Plan) -> SlurmJob:
     nodes = args.nodes if args.nodes is not None else max(count // per_node, 1)
     job = job_from_args(args.slurm, defaults, nodes=nodes, tasks_per_node=per_node,
                         gpus_per_node=args.gpus_per_node, partition=args.partition,
-                        time_limit=args.time, account=args.account, python=python)
+                        time_limit=args.time, account=args.account, python=python,
+                        requeue=args.requeue)
     if job.tasks != count:
         raise SlurmError(f"the run has {count} task(s) but --nodes {job.nodes} x "
                          f"--tasks-per-node {job.tasks_per_node} = {job.tasks}: make them "

@@ -169,6 +169,7 @@ class SlurmJob:
     setup: tuple[str, ...] = ()  # shell lines run before the tasks (module load, activate)
     python: str = ""  # the nodes' interpreter after setup ("" = python3)
     job_name: str = ""
+    requeue: bool = False  # Slurm requeues the job after a node failure or preemption
 
     @property
     def tasks(self) -> int:
@@ -216,6 +217,7 @@ class SlurmJob:
     def from_dict(cls, data: dict[str, Any]) -> SlurmJob:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         known["setup"] = tuple(str(s) for s in known.get("setup", ()))
+        known["requeue"] = bool(known.get("requeue", False))
         return cls(**known).validate()
 
     @classmethod
@@ -260,6 +262,8 @@ def batch_script(plan: Plan, job: SlurmJob) -> str:
                         ("constraint", job.constraint)):
         if value:
             directives.append(f"--{flag}={value}")
+    if job.requeue:  # the same job id runs again; its log keeps every attempt
+        directives += ["--requeue", "--open-mode=append"]
     ranks = ",".join(rank_order(plan.tasks))
     lines = ["#!/bin/bash",
              f"# Run {plan.run_name} ({plan.strategy.title}) as one Slurm job: "
@@ -560,11 +564,11 @@ def status_from_squeue(job_id: str, line: str) -> JobStatus | None:
 def job_from_args(cluster: str, defaults: SlurmDefaults, *, nodes: int | None,
                   tasks_per_node: int | None, gpus_per_node: int | None,
                   partition: str | None, time_limit: str | None,
-                  account: str | None, python: str = "") -> SlurmJob:
+                  account: str | None, python: str = "", requeue: bool = False) -> SlurmJob:
     return SlurmJob.from_defaults(
         cluster, defaults, nodes=nodes, tasks_per_node=tasks_per_node,
         gpus_per_node=gpus_per_node, partition=partition, time_limit=time_limit,
-        account=account, python=python or None).validate()
+        account=account, python=python or None, requeue=requeue).validate()
 
 
 def fit_problems(job: SlurmJob, partitions: Sequence[Partition]) -> list[str]:

@@ -77,6 +77,7 @@ class SlurmExecutor(Executor):
         self._cancelled = False  # dtgui cancelled the job (Stop): its tasks did not fail
         self._codes: dict[str, int | None] = {}  # the tasks' exit codes at the last poll
         self.checkpoint: tuple[int, str] | None = None  # the last one saved: (step, path)
+        self._ran = self._requeued = False  # the job ran; it waits again since (--requeue)
 
     @property
     def directory(self) -> str:
@@ -109,6 +110,7 @@ class SlurmExecutor(Executor):
         self.job_id = slurm.submit(self.runner, self.run_dir, JOB_FILE)
         self.status = None
         self._told, self._job_log_shown, self._cause_shown = "", False, False
+        self._ran = self._requeued = False
         self._cancelled = False
         self._codes = {}
         self.pids = {t.task_id: int(self.job_id) for t in self.tasks}
@@ -121,6 +123,8 @@ class SlurmExecutor(Executor):
                 result.tasks[task.task_id] = TaskPoll(task.task_id, alive=False)
             return result
         status = slurm.status(self.runner, self.job_id)  # liveness first, then the files
+        self._requeued |= self._ran and status.queued
+        self._ran |= status.state == "RUNNING"
         self.status = status
         notes = self._queue_notes(status)
         result.note = self._told if status.queued else ""
@@ -139,7 +143,9 @@ class SlurmExecutor(Executor):
             tid = task.task_id
             poll = TaskPoll(tid)
             code = codes[tid]
-            if hold and not (code is not None and 0 < code <= 128):
+            if status.queued:  # waiting (again, once requeued): an earlier attempt's exit
+                poll.queued = True  # codes do not count
+            elif hold and not (code is not None and 0 < code <= 128):
                 pass  # ended by srun because of another task (shown next poll)
             elif code is not None and code > 128 and status.active:
                 pass  # stopped by a signal (time limit, scancel): the job's end says why
@@ -179,6 +185,8 @@ class SlurmExecutor(Executor):
         if not status.queued:
             return []
         text = status.describe()
+        if self._requeued:
+            text = f"Slurm requeued the job (a node failed, or it was preempted); {text}"
         if status.state == "PENDING" and status.start in ("", "N/A", "Unknown"):
             start = slurm.expected_start(self.runner, self.job_id)
             if start:
@@ -215,7 +223,9 @@ class SlurmExecutor(Executor):
         return [f"[slurm] {line}" for line in lines[-JOB_LOG_LINES:]]
 
     def _all_exited(self) -> bool:
-        return bool(self._codes) and all(c is not None for c in self._codes.values())
+        """Every task ended by itself (a code over 128 is a signal: the job may run again)."""
+        return bool(self._codes) and all(c is not None and c <= 128
+                                         for c in self._codes.values())
 
     def signal(self, *sigs: int, tasks: Iterable[str] | None = None) -> None:
         """The job is one: TERM cancels it, KILL kills every process of it; others wait."""
