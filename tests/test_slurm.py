@@ -221,6 +221,9 @@ def test_a_job_that_cannot_fit_is_refused_before_submit() -> None:
         "The time limit 02:00:00 is over the partition cpu's 01:00:00: ask for at most that, "
         "or choose another partition."]
     assert "have none: ask for none" in fit_problems(SlurmJob(gpus_per_node=1), partitions)[0]
+    assert fit_problems(SlurmJob(tasks_per_node=200), partitions) == [
+        "The job asks for 200 task(s) per node but the nodes of cpu have 128 CPU(s): ask for "
+        "at most 128 per node, or more nodes."]
     # the accounts sacctmgr lists (None: accounting does not answer, Slurm judges at submit)
     accounts = parse_accounts("lab\nPhysics\n")
     assert accounts == ["lab", "physics"]

@@ -590,6 +590,10 @@ def fit_problems(job: SlurmJob, partitions: Sequence[Partition]) -> list[str]:
     if job.nodes > part.nodes:
         out.append(f"The job asks for {job.nodes} node(s) but the partition {part.name} has "
                    f"{part.nodes}: ask for at most {part.nodes}, or choose another partition.")
+    if part.cpus and job.tasks_per_node > part.cpus:  # a task takes at least one CPU
+        out.append(f"The job asks for {job.tasks_per_node} task(s) per node but the nodes of "
+                   f"{part.name} have {part.cpus} CPU(s): ask for at most {part.cpus} per "
+                   "node, or more nodes.")
     if job.gpus_per_node > part.gpus_per_node:
         out.append(f"The job asks for {job.gpus_per_node} GPU(s) per node but the nodes of "
                    f"{part.name} have {part.gpus_per_node or 'none'}: ask for "
