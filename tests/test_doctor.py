@@ -280,7 +280,8 @@ def test_over_a_throttled_link_the_doctor_measures_its_rate_and_the_run_is_commu
         try:
             assert controller.wait(240), "the run did not end"
             assert controller.state == "finished", controller.message
-            splits = controller.metrics.snapshot().splits
+            snap = controller.metrics.snapshot()
+            splits = snap.splits
             bundle = controller.bundle
             events = read_all(bundle.events_file(bundle.plan.tasks[0]))
             said = [e.get("message") for e in events if e.kind == "log"
@@ -292,7 +293,8 @@ def test_over_a_throttled_link_the_doctor_measures_its_rate_and_the_run_is_commu
     found = verdict(splits.values())
     step = {t: (round(s.seconds_per_step, 3), round(s.communication, 3)) for t, s in
             splits.items()}
-    expected = ring_allreduce_seconds(2_104_842 * 4, 2, link.bandwidth, link.rtt_ms)
+    assert snap.gradient_bytes == 2_104_842 * 4  # the model's float32 variables
+    expected = ring_allreduce_seconds(snap.gradient_bytes, 2, link.bandwidth, link.rtt_ms)
     print(f"verdict: {found.text}; (seconds a step, communication) by task: {step}; "
           f"ring estimate {expected:.3f} s")
     assert found.limit == COMMUNICATION, (found.text, said)

@@ -103,7 +103,8 @@ def test_the_dashboard_card_shows_peaks_warning_and_network(qtbot) -> None:
                      measured_at=1.0)
     text = network_text([link], ["h2", "h3"], 2, gradient_bytes=12 << 20)
     assert text.startswith("Network: h2 ↔ h3 80.0 Mbit/s, 0.40 ms round trip")
-    assert text.endswith("Expected all-reduce: 1.26 s a step over 2 workers.")
+    assert text.endswith("Expected all-reduce: 1.26 s a step over 2 workers (12.0 MiB).")
+    assert "all-reduce" not in network_text([link], ["h2", "h3"], 2, servers=True)
     details = network_details([link], ["h2", "h3"], 2, gradient_bytes=12 << 20)
     assert "all-reduce of 12.0 MiB over 2 workers: about 1.26 s" in details
     assert "2(n-1)/n × bytes / bandwidth" in details

@@ -69,6 +69,7 @@ class Snapshot:
     script_progress: ScriptProgress = field(default_factory=ScriptProgress)  # a script's own
     splits: dict[str, StepSplit] = field(default_factory=dict)  # task -> its step's split
     memory: MemoryPeaks = field(default_factory=MemoryPeaks)  # each task's peak memory
+    gradient_bytes: int = 0  # what a step's all-reduce carries (0: not said)
 
 
 class RunMetrics:
@@ -275,6 +276,7 @@ class RunMetrics:
                 script_progress=replace(self.curves.script_progress),
                 splits=dict(self.curves.splits),
                 memory=self.curves.memory.copy(),
+                gradient_bytes=self.curves.gradient_bytes,
             )
 
     def log_lines(self, task: str) -> list[str]:

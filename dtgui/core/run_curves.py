@@ -285,6 +285,7 @@ class RunCurves:
         self.scalars = ScalarStore()  # `scalar` events: a user's script's own numbers
         self.script_progress = ScriptProgress()  # the main task's `progress` events
         self.memory = MemoryPeaks()  # `device` events: each task's peak memory
+        self.gradient_bytes = 0  # what a step's all-reduce carries (`started` events)
         self.splits: dict[str, StepSplit] = {}  # task -> where its step time went, latest
         self.t_first: float | None = None
         self.t_last: float | None = None
@@ -363,6 +364,9 @@ class RunCurves:
             steps = event.get("steps")
             if isinstance(steps, int) and steps:
                 self.total_steps = steps
+            sent = event.get("gradient_bytes")
+            if isinstance(sent, int) and sent > 0:
+                self.gradient_bytes = sent
             if not self._progress_task or task_key(event.task) <= task_key(self._progress_task):
                 self._progress_task = event.task
                 self.script_progress.start(event.t)

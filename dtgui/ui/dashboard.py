@@ -381,7 +381,7 @@ class Dashboard(QWidget):
         self.task_table.update_tasks(snap.tasks)
         self.step_split.update_splits(snap.splits)
         self.memory_panel.update_memory(snap.memory)
-        self.memory_panel.update_tasks(snap.tasks)
+        self.memory_panel.update_tasks(snap.tasks, snap.gradient_bytes)
         tasks = sorted(set(snap.tasks) | set(metrics.log_tasks()), key=task_key)
         self.log_view.set_tasks(tasks, {t: s.machine for t, s in snap.tasks.items()})
         for task, state in snap.tasks.items():

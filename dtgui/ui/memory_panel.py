@@ -38,6 +38,7 @@ from dtgui.core.network_pairs import (
     ring_allreduce_seconds,
     rtt_text,
     seconds_text,
+    size_text,
     slowest,
 )
 from dtgui.core.run_curves import task_key
@@ -49,10 +50,11 @@ NEAR_BG, NEAR_FG = "#fef3c7", "#92400e"
 
 
 def network_text(links: Sequence[LinkProbe], machines: Sequence[str], workers: int,
-                 gradient_bytes: int = 0, *, here: bool = False) -> str:
+                 gradient_bytes: int = 0, *, here: bool = False, servers: bool = False) -> str:
     """What the doctor measured between the registered `machines` (`here`: this machine takes
     part too), and the all-reduce time of the model's gradients (of a 10 M-parameter model
-    when the size is unknown) over the slowest link."""
+    when the size is unknown) over the slowest link (`servers`: parameter servers, no
+    all-reduce)."""
     if len(machines) + here < 2:
         return "Network: the run's tasks share one machine."
     if len(machines) < 2:
@@ -68,8 +70,11 @@ def network_text(links: Sequence[LinkProbe], machines: Sequence[str], workers: i
     size = gradient_bytes or REFERENCE_PARAMS * 4
     whose = "" if gradient_bytes else " (of 10 M float32 parameters)"
     seconds = ring_allreduce_seconds(size, workers, worst.bandwidth, worst.rtt_ms)
+    if servers:
+        return f"Network: {pairs} (doctor, {age_text(worst)})."
     return (f"Network: {pairs} (doctor, {age_text(worst)}). Expected all-reduce{whose}: "
-            f"{seconds_text(seconds)} a step over {workers} workers.")
+            f"{seconds_text(seconds)} a step over {workers} workers "
+            f"({size_text(size)}).")
 
 
 def network_details(links: Sequence[LinkProbe], machines: Sequence[str], workers: int,
@@ -128,7 +133,8 @@ class MemoryPanel(QWidget):
         self._links: list[LinkProbe] = []
         self._machines: tuple[str, ...] = ()
         self._workers = 0
-        self._here = False
+        self._here = self._servers = False
+        self._bytes = 0
 
     def update_memory(self, memory: MemoryPeaks) -> None:
         # a task on GPUs shows them (its CPU entry only stands in when NVML fails)
@@ -158,15 +164,17 @@ class MemoryPanel(QWidget):
         self.warning.setVisible(bool(near))
         self.warning.setText("⚠ " + "\n⚠ ".join(warning_text(d) for d in near))
 
-    def update_tasks(self, tasks: Mapping[str, TaskState]) -> None:
-        """The run's machines (from its tasks); the doctor's links are read again when they
-        change."""
+    def update_tasks(self, tasks: Mapping[str, TaskState], gradient_bytes: int = 0) -> None:
+        """The run's machines (from its tasks) and its gradients' size; the doctor's links
+        are read again when the machines change."""
         machines = tuple(sorted({t.machine for t in tasks.values() if t.machine}))
         workers = sum(1 for name in tasks if name.startswith(("worker", "chief")))
         here = any(not t.machine for t in tasks.values())
-        if (machines, workers, here) == (self._machines, self._workers, self._here):
+        servers = any(name.startswith("ps") for name in tasks)
+        shown = (machines, workers, here, servers, gradient_bytes)
+        if shown == (self._machines, self._workers, self._here, self._servers, self._bytes):
             return
-        self._machines, self._workers, self._here = machines, workers, here
+        self._machines, self._workers, self._here, self._servers, self._bytes = shown
         self._show_network()
         if len(machines) >= 2:
             run_in_thread(lambda: load_links(data_dir() / LINKS_FILE), self._loaded,
@@ -178,6 +186,7 @@ class MemoryPanel(QWidget):
 
     def _show_network(self) -> None:
         workers = max(2, self._workers)
-        self.network.setText(network_text(self._links, self._machines, workers,
-                                          here=self._here))
-        self.network.setToolTip(network_details(self._links, self._machines, workers))
+        self.network.setText(network_text(self._links, self._machines, workers, self._bytes,
+                                          here=self._here, servers=self._servers))
+        self.network.setToolTip(network_details(self._links, self._machines, workers,
+                                                self._bytes))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import platform
 import socket
@@ -211,7 +212,11 @@ def run_task(plan: Plan, bundle_dir: str, out_dir: str, task: str,
                                   global_batch)
     saver = ModelSaver(model, out_dir, sample_inputs(source), events,
                        keep_best=plan.save_best, active=info.is_chief)
-    events.emit("started", **started_fields(plan, info, global_batch, resumed))
+    # the bytes each step's all-reduce carries: the network estimate's model size
+    gradient_bytes = sum(math.prod(int(d) for d in v.shape) * tf.as_dtype(v.dtype).size
+                         for v in model.trainable_variables)
+    events.emit("started", **started_fields(plan, info, global_batch, resumed),
+                gradient_bytes=gradient_bytes)
     if resumed:
         events.log(f"resumed from the checkpoint of step {resumed}")
     policy = keras.mixed_precision.global_policy()
