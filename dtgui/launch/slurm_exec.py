@@ -153,8 +153,6 @@ class SlurmExecutor(Executor):
                 poll.alive, poll.exit_code = False, code
             elif status.ended or not status.state:
                 poll.alive = False
-            else:
-                poll.queued = status.queued
             found = files[tid]
             poll.raw_events, poll.events = found.raw_events, found.events
             poll.raw_log, poll.log_lines = found.raw_log, found.log_lines
