@@ -219,3 +219,33 @@ def test_the_wizard_sweeps_its_run_setup_set_up_in_a_form(qtbot: QtBot, tmp_path
     assert [p.to_text() for p in spec.params] == ["lr=loguniform:0.1:0.5", "batch-size=int:16:64"]
     assert (spec.parallel, spec.objective, plan) == (4, "val_loss", dialog.base_plan)
     assert not wizard.isVisible()
+
+
+def test_the_dialog_says_how_many_gpu_trials_the_machines_take_at_once(qtbot: QtBot) -> None:
+    """By the machines' last GPU figures (nothing is asked): a busy GPU is not counted; more
+    trials at once than free GPUs is said (they wait), not refused."""
+    from PySide6.QtCore import Qt
+
+    from dtgui.core.hardware import GpuInfo
+    from dtgui.core.strategies import Strategy
+    from dtgui.ui.sweep_dialog import SweepDialog
+
+    gib = 1 << 30
+    idle, busy = (GpuInfo(0, "H100", 80 * gib, 0, 0.0), GpuInfo(1, "H100", 80 * gib, gib, 97.0))
+    plan = Plan(device_kind="gpu", strategy=Strategy.ONE_DEVICE, replicas_per_task=1)
+    dialog = SweepDialog(plan, machines=["h100a"],
+                         gpus={"local": [idle, busy],
+                               "h100a": [idle, GpuInfo(1, "H100", 80 * gib, 0, 0.0)]})
+    qtbot.addWidget(dialog)
+    here, remote = dialog.machines_list.item(0), dialog.machines_list.item(1)
+    assert here is not None and remote is not None
+    assert here.text() == "this machine — 1 of 2 GPU(s) free"
+    assert remote.text() == "h100a — 2 of 2 GPU(s) free"
+    dialog.parallel_spin.setValue(4)
+    assert "4 trials at once were asked, but the machines checked have 1 group(s)" in \
+        dialog.capacity.text()
+    remote.setCheckState(Qt.CheckState.Checked)
+    assert dialog.trial_on() == ["local", "h100a"]
+    assert "have 3 group(s) of 1 free GPU(s)" in dialog.capacity.text()
+    dialog.parallel_spin.setValue(3)
+    assert dialog.capacity.text() == "" and dialog.capacity.isHidden()

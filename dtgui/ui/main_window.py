@@ -320,7 +320,8 @@ class MainWindow(QMainWindow):
         from dtgui.ui.sweep_dialog import SweepDialog
 
         dialog = SweepDialog(plan, parent=parent or self,
-                             machines=[m.name for m in self.machines.machines()])
+                             machines=[m.name for m in self.machines.machines()],
+                             gpus=self.machines.gpu_facts())
         dialog.accepted.connect(lambda: self._start_sweep(dialog))
         dialog.open()
         return dialog

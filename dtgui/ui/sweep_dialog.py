@@ -6,7 +6,9 @@ pruner, the machines its trials run on, the study's storage and the sweep's fold
 Every problem is shown as it is typed, beside the row it belongs to: a row's own (an empty or
 inverted range: `dtgui.core.sweep.parse_param`) and the run setup's (a setting the chosen model
 or script cannot take, a value it refuses: `dtgui.core.sweep.check`). Start sweep is enabled
-once there is none. A row reads and writes the `NAME=SPACE` text `dtgui sweep --param` takes,
+once there is none. For a GPU run setup, the machines' last GPU figures (given by the machines
+panel: nothing is asked here) say how many trials can run at once; more than that is said
+(they will wait). A row reads and writes the `NAME=SPACE` text `dtgui sweep --param` takes,
 so the form and the command line share one parser.
 """
 
@@ -37,6 +39,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from dtgui.core.hardware import GpuInfo
 from dtgui.core.plan import LOCAL_MACHINE, Plan
 from dtgui.core.sweep import (
     DEFAULT_OBJECTIVE,
@@ -51,6 +54,7 @@ from dtgui.core.sweep import (
     check,
     parse_param,
 )
+from dtgui.launch.sweep_slots import GpuReport, free_groups, per_trial_gpus
 
 ERROR_STYLE = "color: #b00020"
 # The settings a row may vary: (what the user reads, the parameter's name).
@@ -265,17 +269,21 @@ def _setting_of(name: str) -> tuple[str, str]:
 
 class SweepDialog(QDialog):
     def __init__(self, plan: Plan, folder: Path | None = None,
-                 parent: QWidget | None = None, machines: list[str] | None = None) -> None:
-        """`machines`: the registered machines a trial may run on besides this one."""
+                 parent: QWidget | None = None, machines: list[str] | None = None,
+                 gpus: dict[str, list[GpuInfo]] | None = None) -> None:
+        """`machines`: the registered machines a trial may run on besides this one; `gpus`:
+        machine ("local" = this one) -> its GPUs by its last probe."""
         super().__init__(parent)
         self.setWindowTitle(f"Sweep of {plan.run_name}")
         self.base_plan = plan
+        self.gpus = dict(gpus or {})
         self.machines_list = QListWidget()
         self.machines_list.setToolTip(
             "Each trial runs whole on one of the checked machines (on a GPU run setup, a trial "
             "per free GPU, or group of GPUs, of each); more at once than free places wait")
         for name in [LOCAL_MACHINE, *(machines or [])]:
-            item = QListWidgetItem("this machine" if name == LOCAL_MACHINE else name)
+            item = QListWidgetItem(("this machine" if name == LOCAL_MACHINE else name)
+                                   + self._gpu_text(name))
             item.setData(Qt.ItemDataRole.UserRole, name)
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
             item.setCheckState(Qt.CheckState.Checked if name == LOCAL_MACHINE
@@ -352,6 +360,9 @@ class SweepDialog(QDialog):
         form.addRow("Trials run on", self.machines_list)
         form.addRow("Study storage", self.storage_edit)
         form.addRow("Folder", where)
+        self.capacity = QLabel("")  # how many trials the free GPUs take at once
+        self.capacity.setWordWrap(True)
+        self.capacity.setStyleSheet("color: #8a5a00")
         self.problems = QLabel("")
         self.problems.setWordWrap(True)
         self.problems.setStyleSheet(ERROR_STYLE)
@@ -369,6 +380,7 @@ class SweepDialog(QDialog):
         layout.addLayout(head)
         layout.addWidget(scroll, 1)
         layout.addLayout(form)
+        layout.addWidget(self.capacity)
         layout.addWidget(self.problems)
         layout.addWidget(self.buttons)
         self.resize(900, 600)
@@ -490,7 +502,34 @@ class SweepDialog(QDialog):
         self.problems.setText("\n".join(others))
         return [p for i in sorted(by_row) for p in by_row[i]] + others
 
+    def _gpu_text(self, name: str) -> str:
+        """" — 3 of 4 GPUs free" for a GPU run setup, by the machine's last figures."""
+        if not self.base_plan.on_gpu or name not in self.gpus:
+            return ""
+        gpus = self.gpus[name]
+        return f" — {len(GpuReport(gpus).idle())} of {len(gpus)} GPU(s) free" if gpus \
+            else " — no GPU found"
+
+    def capacity_text(self) -> str:
+        """For a GPU run setup: how many trials the checked machines' free GPUs take at once,
+        when fewer than asked ("" otherwise, or when their GPUs are not known yet)."""
+        plan = self.base_plan
+        names = self.trial_on() or [LOCAL_MACHINE]
+        if not plan.on_gpu or not self.machines_list.isEnabled() \
+                or any(n not in self.gpus for n in names):
+            return ""
+        per_trial = per_trial_gpus(plan)
+        groups = len(free_groups({n: GpuReport(self.gpus[n]) for n in names}, per_trial))
+        asked = self.parallel_spin.value()
+        if groups >= asked:
+            return ""
+        return (f"{asked} trials at once were asked, but the machines checked have {groups} "
+                f"group(s) of {per_trial} free GPU(s) by their last figures: the other trials "
+                "will wait for one.")
+
     def _update(self) -> None:
+        self.capacity.setText(self.capacity_text())
+        self.capacity.setVisible(bool(self.capacity.text()))
         problems = self.problems_now()
         ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
         if ok is not None:
