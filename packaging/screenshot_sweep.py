@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QItemSelectionModel
+from PySide6.QtCore import QItemSelectionModel, Qt
 from PySide6.QtWidgets import QApplication, QTabWidget
 
 from dtgui.core.sweep import load_sweep
@@ -70,6 +70,29 @@ def main() -> int:
     dialog.grab().save(str(out / "sweep_dialog_errors.png"))
     dialog.reject()
     del warmup
+
+    # a GPU run setup over this machine and two registered ones, by their last GPU figures
+    from dtgui.core.hardware import GpuInfo
+    from dtgui.core.strategies import Strategy
+    from dtgui.ui.sweep_dialog import SweepDialog
+
+    gib = 1 << 30
+    h100 = [GpuInfo(i, "NVIDIA H100 80GB HBM3", 80 * gib, 0, 0.0) for i in range(4)]
+    h100[1] = GpuInfo(1, "NVIDIA H100 80GB HBM3", 80 * gib, int(1.56 * gib), 97.0)  # in use
+    gpu_plan = plan.with_changes(device_kind="gpu", strategy=Strategy.ONE_DEVICE,
+                                 replicas_per_task=1, tasks=(), cluster={})
+    gpus = SweepDialog(gpu_plan, parent=window, machines=["h100a", "h100b"],
+                       gpus={"local": h100[:2], "h100a": h100, "h100b": []})
+    for i in range(gpus.machines_list.count()):
+        machine = gpus.machines_list.item(i)
+        if machine is not None and not machine.text().startswith("h100b"):
+            machine.setCheckState(Qt.CheckState.Checked)
+    gpus.parallel_spin.setValue(6)
+    gpus.folder_edit.setText(str(Path.home() / "sweeps" / "lr-batch-gpus"))
+    gpus.show()
+    settle(app)
+    gpus.grab().save(str(out / "sweep_dialog_gpus.png"))
+    gpus.reject()
 
     window.open_sweep(folder)
     view = window.sweep_view
