@@ -111,6 +111,8 @@ class MachinesBox(QFrame):
         outer.addWidget(self.slurm)
         self.target_group.buttonToggled.connect(self._on_target)
         self.cluster_combo.currentIndexChanged.connect(self._on_cluster)
+        # picking a cluster is choosing the Slurm target
+        self.cluster_combo.activated.connect(lambda _index: self.slurm_radio.setChecked(True))
         self._update_targets()
         run_in_thread(local_login_node, self._set_login_node, lambda _exc: None, context=self)
         self.inner = card()
