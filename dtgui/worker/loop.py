@@ -245,6 +245,8 @@ class Probes:
         self._batches: Any = None
         self._inputs: Any = None  # the input pipeline alone (no shuffle, no prefetch)
         self._traced = False
+        # a single replica reduces nothing: its communication is none, not a probe's overhead
+        self._reduced = int(strategy.num_replicas_in_sync) > 1
         weights = list(model.trainable_variables)
 
         @tf.function
@@ -285,7 +287,8 @@ class Probes:
         try:
             if not self._traced:  # the first run traces: not a measure
                 self._steps(self._batches, tf.constant(1)).numpy()
-                self._reduces(tf.constant(1)).numpy()
+                if self._reduced:
+                    self._reduces(tf.constant(1)).numpy()
                 self._traced = True
             setup = time.perf_counter() - began
             steps, reduces, inputs = [], [], []
@@ -294,19 +297,27 @@ class Probes:
                 next(self._inputs)
                 inputs.append(time.perf_counter() - began)
             for _ in range(PROBE_REPEATS):
-                began = time.perf_counter()
-                self._steps(self._batches, tf.constant(n)).numpy()
-                stepped = time.perf_counter()
-                self._reduces(tf.constant(n)).numpy()
-                steps.append(stepped - began)
-                reduces.append(time.perf_counter() - stepped)
+                steps.append(per_step(self._steps, self._batches, n=n))
+                if self._reduced:
+                    reduces.append(per_step(self._reduces, n=n))
         finally:
             for variable, value in zip(self._variables, saved, strict=True):
                 variable.assign(value)
         # the median: as disturbed by other work as the training calls it is compared with
-        return Calibration(step=statistics.median(steps) / n,
-                           reduce=statistics.median(reduces) / n,
+        return Calibration(step=statistics.median(steps),
+                           reduce=statistics.median(reduces) if reduces else 0.0,
                            input=statistics.median(inputs) * micro_batches, setup=setup)
+
+
+def per_step(probe: Any, *args: Any, n: int) -> float:
+    """Seconds a step of `probe` takes beyond the call's own overhead: the time of 2n steps
+    minus that of n, over n (a call's fixed cost, a few milliseconds, would otherwise weigh
+    on a probe of few steps as it does not on a training call of many)."""
+    began = time.perf_counter()
+    probe(*args, tf.constant(n)).numpy()
+    once = time.perf_counter()
+    probe(*args, tf.constant(2 * n)).numpy()
+    return max(0.0, (time.perf_counter() - once) - (once - began)) / n
 
 
 def cached_batches(source: ModelSource, info: BuiltStrategy, global_batch: int,

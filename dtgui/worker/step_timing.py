@@ -37,9 +37,10 @@ def enabled() -> bool:
 
 
 def probe_steps(k: int) -> int:
-    """Steps each probe runs: an eighth of the current call (at least 4); each probe runs
-    three times (the median counts), so a calibration takes about as long as a call."""
-    return max(4, k // 8)
+    """n, for probes of n then 2n steps (their difference is the measure: Probes): a
+    sixteenth of the current call (at least 4); each probe runs three times (the median
+    counts), so a calibration takes about as long as a call."""
+    return max(4, k // 16)
 
 
 @dataclass
