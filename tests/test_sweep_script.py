@@ -70,6 +70,14 @@ def test_a_script_sweep_goes_on_in_its_own_process_while_the_view_is_closed(
     assert best.best_step == 5
     assert not stop_sweep(folder)  # nothing runs any more
 
+    # More trials…: the sweep goes on from its study in its own process, up to 5 in all
+    assert again.more_button.isEnabled()
+    again.more(5)
+    qtbot.waitUntil(lambda: again.table.rowCount() == 5 and again.process is None
+                    and all(again.table.item(i, 1).text() == "finished"  # type: ignore[union-attr]
+                            for i in range(5)), timeout=60_000)
+    assert "going on with the sweep" in (folder / LOG_FILE).read_text()
+
 
 def test_a_sweep_set_up_in_the_app_starts_in_the_background_and_stops(
         qtbot: QtBot, tmp_path: Path) -> None:

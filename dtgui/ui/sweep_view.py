@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QAbstractItemView,
     QFileDialog,
     QHBoxLayout,
+    QInputDialog,
     QLabel,
     QPushButton,
     QSplitter,
@@ -42,7 +43,7 @@ from dtgui.core.sweep_study import (
     parallel_coordinates,
     read_sweep,
 )
-from dtgui.launch.sweep_process import stop_sweep, sweep_pid
+from dtgui.launch.sweep_process import resume_sweep, stop_sweep, sweep_pid
 from dtgui.ui.plot_base import series_colour
 from dtgui.ui.workers import Worker, create_worker, error_message, run_in_thread
 
@@ -97,6 +98,10 @@ class SweepView(QWidget):
         self.bundles_button.setToolTip("Write every trial's bundle and rerun.py, which reruns "
                                        "the sweep's trials without dtgui")
         self.bundles_button.clicked.connect(self._export_bundles)
+        self.more_button = QPushButton("More trials…")
+        self.more_button.setToolTip("Go on with this sweep (its study) up to more trials, in "
+                                    "the background")
+        self.more_button.clicked.connect(self._ask_more)
         self.stop_button = QPushButton("Stop sweep")
         self.stop_button.setToolTip("Stop the running trials and start no more")
         self.stop_button.clicked.connect(self.stop)
@@ -105,7 +110,7 @@ class SweepView(QWidget):
         top = QHBoxLayout()
         top.addWidget(self.title, 1)
         for button in (self.best_button, self.compare_button, self.csv_button,
-                       self.bundles_button, self.stop_button, back):
+                       self.bundles_button, self.more_button, self.stop_button, back):
             top.addWidget(button)
         splitter = QSplitter(Qt.Orientation.Vertical)
         splitter.addWidget(self.table)
@@ -229,6 +234,37 @@ class SweepView(QWidget):
         self.csv_button.setEnabled(data is not None and bool(data.rows))
         self.bundles_button.setEnabled(data is not None and bool(data.rows))
         self.stop_button.setEnabled(self.process is not None)
+        self.more_button.setEnabled(data is not None and self.process is None)
+
+    def _ask_more(self) -> None:
+        data = self.table_data
+        if data is None:
+            return
+        least = max(len(data.rows), data.spec.trials) + 1
+        trials, ok = QInputDialog.getInt(self, "More trials", "Trials in all:", least + 3,
+                                         least, 100_000)
+        if ok:
+            self.more(trials)
+
+    def more(self, trials: int) -> None:
+        """Go on with the sweep up to `trials` in all, in its own process again."""
+        folder = self.folder
+        if folder is None:
+            return
+        self.more_button.setEnabled(False)
+        self.status.setText(f"Going on with the sweep up to {trials} trials…")
+
+        def started(pid: int) -> None:
+            self.process = pid
+            self._timer.start()
+            self.refresh()
+
+        run_in_thread(lambda: resume_sweep(folder, trials), started, self._failed_more,
+                      context=self)
+
+    def _failed_more(self, exc: BaseException) -> None:
+        self.status.setText(f"The sweep cannot go on: {error_message(exc)}")
+        self._set_enabled()
 
     def stop(self) -> None:
         """Ask the sweep's process to stop (in the background)."""
