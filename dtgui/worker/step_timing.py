@@ -1,22 +1,22 @@
 """Where a training task's step time goes, measured on the run itself (no TensorFlow here).
 
 Every call's wall time and the time spent reporting it are counted as training runs. A short
-calibration, at the third call and then every CALIBRATE_EVERY_CALLS calls, times two probes
-on a batch already on the devices (`dtgui.worker.loop.Probes`): the full training step
-(forward, backward, gradient all-reduce, update; the variables are put back afterwards),
-the gradient all-reduce alone, and the plan's input pipeline alone making a step's batches.
-Then, per step:
+calibration, after the fourth call and then every CALIBRATE_EVERY_CALLS calls, times three
+probes (`dtgui.worker.loop.Probes`): the full training step on a batch already on the devices
+(forward, backward, gradient all-reduce, update; the variables are put back afterwards), the
+gradient all-reduce alone (none with a single replica), and the plan's input pipeline alone
+making a step's batches. Then, per step:
 
 * input wait = the step's time in training minus the same step on data already there, but
   never more than the input pipeline alone takes to make the step's batches (so a step
   slowed by something else, another process on the machine say, is not called input);
 * communication = the all-reduce alone (never more than what is left);
 * compute = the rest of the call (forward, backward, the update, the loop);
-* reporting = dtgui's events and loss summaries (timed as they are written).
+* reporting = dtgui's per-call host work: events, loss summaries, epochs (timed as it runs).
 
-A `split` event (dtgui.core.bottleneck) goes out after each calibration, every
-SPLIT_EVERY_CALLS calls and at the end. The calls are counted, never timed, to decide when
-to calibrate: MultiWorkerMirrored workers must run the probes' collectives together.
+A `split` event (dtgui.core.bottleneck) goes out every SPLIT_EVERY_CALLS calls once a
+calibration was made, and at the end. The calls are counted, never timed, to decide when to
+calibrate: MultiWorkerMirrored workers must run the probes' collectives together.
 """
 
 from __future__ import annotations
