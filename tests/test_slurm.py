@@ -164,7 +164,7 @@ def test_batch_script_and_bundle(tmp_path: Path) -> None:
                  'export PYTHON="${PYTHON:-/opt/my env/bin/python}"',
                  "export DTGUI_SLURM_TASKS=worker:0,worker:1"):
         assert line in script.splitlines()
-    assert "--requeue" not in script
+    assert "#SBATCH --no-requeue" in script.splitlines()
     requeued = batch_script(mwms(), SlurmJob(nodes=2, requeue=True)).splitlines()
     assert "#SBATCH --requeue" in requeued and "#SBATCH --open-mode=append" in requeued
     bundle = render_slurm_bundle(mwms(), tmp_path / "b", job)

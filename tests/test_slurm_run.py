@@ -202,6 +202,24 @@ def test_a_task_that_fails_fails_the_run_with_its_error(slurm: SlurmCluster, tmp
               .read_text().splitlines() if '"failed"' in line]
     assert ended - failed[0]["t"] < 8  # failed within seconds of the task's own failure
     nothing_left(slurm, controller)
+    # a node that fails (set DOWN: Slurm ends the job, --no-requeue): the run fails at once,
+    # in Slurm's words, with the checkpoint a restart would resume from
+    python = stub_python(step_seconds=0.1)
+    controller = launch(mwms(100000, "node-fails", checkpoint_every=10), tmp_path, python)
+    wait_for(lambda: controller.executors[0].checkpoint is not None, 30, "no checkpoint")
+    down = time.time()
+    try:
+        slurm.run("scontrol", "update", "NodeName=node2", "State=DOWN", "Reason=dtgui-test")
+        assert controller.wait(30) and controller.state is RunState.FAILED, controller.message
+        assert time.time() - down < 8
+        assert f"a node of the Slurm job failed (job {controller.executors[0].job_id}); the " \
+            "last checkpoint: output/checkpoints/ckpt-" in controller.message
+    finally:  # the test cluster returns a responding node to service (ReturnToService=2)
+        slurm.run("scontrol", "update", "NodeName=node2", "State=RESUME")
+        wait_for(lambda: {line for line in slurm.run("sinfo", "-h", "-N", "-o", "%N %t")
+                          .stdout.splitlines() if line.startswith("node2 ")} == {"node2 idle"},
+                 30, "node2 is not idle again")
+    nothing_left(slurm, controller)
 
 
 def test_a_job_that_cannot_run_is_a_clear_error(slurm: SlurmCluster, tmp_path: Path,

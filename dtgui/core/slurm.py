@@ -262,8 +262,9 @@ def batch_script(plan: Plan, job: SlurmJob) -> str:
                         ("constraint", job.constraint)):
         if value:
             directives.append(f"--{flag}={value}")
-    if job.requeue:  # the same job id runs again; its log keeps every attempt
-        directives += ["--requeue", "--open-mode=append"]
+    # requeue: the same job id runs again, its log keeps every attempt; otherwise a node
+    # failure ends the job (Slurm's default may requeue it) and dtgui's restart resubmits
+    directives += ["--requeue", "--open-mode=append"] if job.requeue else ["--no-requeue"]
     ranks = ",".join(rank_order(plan.tasks))
     lines = ["#!/bin/bash",
              f"# Run {plan.run_name} ({plan.strategy.title}) as one Slurm job: "
