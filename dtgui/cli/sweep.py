@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import re
 import signal
 import sys
@@ -111,6 +112,27 @@ def _spec(args: argparse.Namespace) -> SweepSpec:
                      extra={"trial_on": machines} if machines else {})
 
 
+def _on_cluster(args: argparse.Namespace, spec: SweepSpec, plan: Plan) -> SweepSpec:
+    """The sweep with each trial one job of the --slurm cluster (kept in sweep.json)."""
+    from dtgui.cli.slurm import job_from
+    from dtgui.core.slurm import SlurmError
+    from dtgui.launch.sweep_slots import SLURM_EXTRA
+
+    placed = args.on or args.workers_on or args.chief_on or args.ps_on or args.address \
+        or args.gpus  # --python CLUSTER=PATH names the nodes' Python: it stays
+    if args.trial_on or placed:
+        raise SweepError(["--slurm runs every trial as a job on the cluster, where Slurm "
+                          "places it: leave out --trial-on and the placement options (--on, "
+                          "--workers-on ...)."])
+    try:
+        job = job_from(args, plan)
+    except SlurmError as exc:
+        text = str(exc).rstrip(".")
+        raise SweepError([f"{text[:1].upper()}{text[1:]}."]) from exc
+    return dataclasses.replace(spec, extra={**spec.extra,
+                                            SLURM_EXTRA: json.loads(job.to_json())})
+
+
 def _resumed(args: argparse.Namespace) -> tuple[SweepSpec, Plan]:
     """The sweep in OUT, with the counts given now."""
     spec, plan = load_sweep(args.out)
@@ -135,14 +157,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         else:
             spec = _spec(args)
             plan = checked_plan(args).with_changes(run_name=_run_name(args))
-            if getattr(args, "slurm", None):
-                raise SweepError(["A sweep does not run its trials on a Slurm cluster yet: "
-                                  "leave out --slurm (or run each trial with dtgui export "
-                                  "--slurm)."])
-            if args.trial_on and wants_machines(args):
+            if getattr(args, "slurm", None):  # each trial one job on the cluster
+                spec = _on_cluster(args, spec, plan)
+            elif args.trial_on and wants_machines(args):
                 raise SweepError(["--trial-on runs each trial on one machine: leave out the "
                                   "placement options (--on, --workers-on ...)."])
-            if wants_machines(args):  # every trial on the machines named
+            elif wants_machines(args):  # every trial on the machines named
                 plan, notes = place_from_args(plan, args)
                 for note in notes:
                     print(f"{PROG}: note: {note}", file=sys.stderr)

@@ -61,10 +61,20 @@ def open_storage(url: str, *, create: bool = True) -> optuna.storages.RDBStorage
             from exc
 
 
+class QueueGridSampler(optuna.samplers.GridSampler):
+    """Optuna's grid, told trials by the queue rather than by `study.optimize`: the queue
+    stops at the grid's size itself (`trial_count`), so the grid's own `study.stop()` when
+    its last point is told (allowed only inside `optimize`) is not called."""
+
+    def after_trial(self, study: optuna.Study, trial: FrozenTrial,
+                    state: TrialState, values: Sequence[float] | None) -> None:
+        return None
+
+
 def sampler(spec: SweepSpec) -> optuna.samplers.BaseSampler:
     if spec.search == "grid":
         grid: dict[str, Sequence[Any]] = {p.name: p.space.grid() or [] for p in spec.params}
-        return optuna.samplers.GridSampler(grid, seed=spec.seed)
+        return QueueGridSampler(grid, seed=spec.seed)
     if spec.search == "random":
         return optuna.samplers.RandomSampler(seed=spec.seed)
     # trials run in parallel: those still running count as their worst (constant liar), so

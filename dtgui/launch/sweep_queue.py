@@ -9,7 +9,8 @@ through its controller and marked pruned (its bundle, with its curves, stays). A
 launch or run fails is marked failed with its error line; the others go on.
 
 A slot is a place for one trial (`dtgui.launch.sweep_slots`): one of K on this machine's CPU,
-a machine, or a group of free GPUs on this machine or the machines named. A GPU slot is asked
+a machine, a group of free GPUs on this machine or the machines named, or one of K jobs in a
+Slurm cluster's queue (each trial its own job; Slurm places it). A GPU slot is asked
 again before each trial starts on it: a GPU another process took since is left to it, and the
 trial waits until the slot is free again (said in the notes, which the study keeps for the
 sweep view). A plan placed on registered machines runs each trial on those machines. The study (SQLite in the sweep's folder, or the sweep's
@@ -50,7 +51,7 @@ from dtgui.core.sweep_study import (
 )
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.pipeline import launch_plan, reattach
-from dtgui.launch.sweep_slots import GpuProber, Slot, slots_for
+from dtgui.launch.sweep_slots import GpuProber, Slot, slots_for, sweep_job
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.5
@@ -98,7 +99,7 @@ class SweepQueue:
         if self.slots is None:
             machines = [str(n) for n in self.spec.extra.get("trial_on", [])]
             self.slots = slots_for(self.plan, self.spec.parallel, self.notes,
-                                   machines=machines)
+                                   machines=machines, slurm=sweep_job(self.spec))
         self._prober: GpuProber | None = None
         if self.busy is None and any(s.gpus for s in self.slots):
             self._prober = GpuProber({t.name: t.machine for s in self.slots

@@ -26,7 +26,8 @@ from dtgui.core.hardware import GpuInfo
 from dtgui.core.machines import Machine, MachineRegistry, RemoteFacts
 from dtgui.core.plan import LOCAL_MACHINE, PLAN_NAME, Plan, is_local_machine
 from dtgui.core.runs import RunHistory, RunRecord
-from dtgui.core.sweep import SweepError
+from dtgui.core.slurm import LOCAL_CLUSTER, SlurmError, SlurmJob
+from dtgui.core.sweep import SweepError, SweepSpec
 from dtgui.launch.targets import Target, plan_targets
 from dtgui.remote.commands import CommandRunner, CommandTimeout, LocalRunner, SshRunner
 from dtgui.remote.connector import Connector
@@ -106,6 +107,38 @@ def expand_names(names: Sequence[str], registry: MachineRegistry | None = None) 
     known = registry or MachineRegistry()
     every = [LOCAL_MACHINE, *(m.name for m in known.machines() if not m.is_slurm)]
     return [n for name in names for n in (every if name == EVERY_MACHINE else [name])]
+
+
+SLURM_EXTRA = "slurm"  # the sweep's extra entry holding the job each trial is (SlurmJob's fields)
+
+
+def sweep_job(spec: SweepSpec) -> SlurmJob | None:
+    """The Slurm job each trial of the sweep is, when its trials run on a cluster."""
+    data = spec.extra.get(SLURM_EXTRA)
+    if not data:
+        return None
+    try:
+        return SlurmJob.from_dict(dict(data))
+    except (SlurmError, TypeError, ValueError) as exc:
+        raise SweepError([f"The sweep's Slurm job cannot be read ({exc}): start the sweep "
+                          "again in a new folder."]) from exc
+
+
+def cluster_slots(job: SlurmJob, parallel: int,
+                  registry: MachineRegistry | None = None) -> list[Slot]:
+    """`parallel` slots on a Slurm cluster: each trial is one job of its own, submitted at
+    its login node (this machine for `local`, else the registered cluster's over SSH), and
+    Slurm places it; `parallel` is how many of the sweep's jobs are in the queue at once.
+    SweepError names a cluster that is not registered."""
+    if job.cluster == LOCAL_CLUSTER:
+        target = Target(LOCAL_MACHINE, None, job.python, slurm=job)
+    else:
+        machine = (registry or MachineRegistry()).find(job.cluster)
+        if machine is None or machine.slurm is None:
+            raise SweepError([f"No Slurm cluster is registered as {job.cluster!r} (local = "
+                              "this machine is the login node)."])
+        target = Target(machine.name, machine, machine.python, slurm=job)
+    return [Slot(f"{job.cluster} job #{i + 1}", (target,)) for i in range(max(1, parallel))]
 
 
 def machine_slots(names: Sequence[str], registry: MachineRegistry | None = None) -> list[Slot]:
@@ -282,11 +315,15 @@ def free_gpus() -> list[int]:
 def slots_for(plan: Plan, parallel: int, notes: list[str],
               gpus: Callable[[], list[int]] = free_gpus, machines: Sequence[str] = (),
               reports: Reports | None = None,
-              registry: MachineRegistry | None = None) -> list[Slot]:
-    """The slots of a sweep over `plan`. Its machines when it is placed on others; with
+              registry: MachineRegistry | None = None,
+              slurm: SlurmJob | None = None) -> list[Slot]:
+    """The slots of a sweep over `plan`. With `slurm`, `parallel` jobs on that cluster; its
+    machines when it is placed on others; with
     `machines` (--trial-on), a trial a machine, or for a GPU plan a trial per free GPU group
     of those machines; free GPU groups of this machine for a GPU plan; else `parallel` of
     this machine. More trials at once than free devices: said in `notes`, and they wait."""
+    if slurm is not None:
+        return cluster_slots(slurm, parallel, registry)
     if machines:
         if not plan.on_gpu:
             return machine_slots(machines, registry)[:max(1, parallel)]

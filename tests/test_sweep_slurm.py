@@ -1,0 +1,71 @@
+"""A sweep whose trials are Slurm jobs, on a real Slurm (slurmctld + two slurmd + munged on this
+machine, tests/slurm_cluster.py; this machine is the login node): `dtgui sweep --slurm local`
+submits each trial as a job of its own through the one launch pipeline, `--parallel 2` of
+them in the queue at once, and Slurm places them. The trials train with the stub training
+child (tests/stub_task.py) under the real supervisor: no TensorFlow."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import optuna
+import pytest
+from slurm_cluster import SlurmCluster, SlurmUnavailable, start_cluster
+
+from dtgui.core.runs import RunRecord
+from dtgui.core.sweep import load_sweep
+from dtgui.launch.sweep_slots import sweep_job
+
+
+@pytest.fixture(scope="module")
+def slurm() -> Iterator[SlurmCluster]:
+    # outside pytest's private temporary directory: the nodes run the jobs' scripts from there
+    root = Path(tempfile.mkdtemp(prefix="dtgui-slurm-"))
+    root.chmod(0o755)
+    try:
+        cluster = start_cluster(root)
+    except SlurmUnavailable as exc:
+        shutil.rmtree(root, ignore_errors=True)
+        pytest.skip(f"Slurm cannot run here: {exc}")
+    yield cluster
+    cluster.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_two_trial_sweep_runs_each_trial_as_a_slurm_job(
+        slurm: SlurmCluster, tmp_path: Path, stub_python: Callable[..., str]) -> None:
+    out = tmp_path / "sweep"
+    python = stub_python(step_seconds=0.1)
+    done = subprocess.run(
+        [sys.executable, "-m", "dtgui.cli.main", "sweep", str(out), "--trials", "2",
+         "--parallel", "2", "--param", "lr=choice:0.01,0.02", "--search", "grid",
+         "--objective", "loss", "--pruner", "none", "--steps", "20",
+         "--slurm", "local", "--python", f"local={python}"],
+        capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "sweep complete: 2 finished" in done.stdout, done.stdout
+
+    spec, _ = load_sweep(out)
+    job = sweep_job(spec)  # kept in sweep.json: a sweep opened again submits the same job
+    assert job is not None and job.cluster == "local" and job.nodes == 1
+
+    study = optuna.load_study(study_name="sweep", storage=f"sqlite:///{out / 'study.db'}")
+    trials = study.get_trials(deepcopy=False)
+    assert sorted(t.params["lr"] for t in trials) == [0.01, 0.02]
+    assert all(t.state is optuna.trial.TrialState.COMPLETE for t in trials)
+    jobs = set()
+    for trial in trials:
+        assert trial.user_attrs["machine"].startswith("local job #")
+        record = RunRecord.load(Path(trial.user_attrs["bundle"]))
+        assert record.machines[0].job_id  # a Slurm job, followed from its id
+        jobs.add(record.machines[0].job_id)
+    assert len(jobs) == 2  # a job a trial
+    # both were in the queue at once (Slurm placed them; the intervals overlap)
+    (a, b) = sorted((t.user_attrs["started"], t.user_attrs["ended"]) for t in trials)
+    assert b[0] < a[1], (a, b)
+    assert slurm.queue() == []
