@@ -282,4 +282,8 @@ def test_trials_on_named_machines_one_each(tmp_path: Path,
     assert "--trial-on runs each trial on one machine" in capsys.readouterr().err
     assert main(["sweep", str(tmp_path / "s"), "--param", "lr=choice:0.1,0.01",
                  "--slurm", "cluster"]) == 2
-    assert "does not run its trials on a Slurm cluster yet" in capsys.readouterr().err
+    assert "No Slurm cluster is registered as 'cluster'" in capsys.readouterr().err
+    assert main(["sweep", str(tmp_path / "s"), "--param", "lr=choice:0.1,0.01",
+                 "--slurm", "local", "--trial-on", "local"]) == 2
+    assert "--slurm runs every trial as a job on the cluster" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()  # nothing started
