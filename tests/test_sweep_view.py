@@ -249,3 +249,45 @@ def test_the_dialog_says_how_many_gpu_trials_the_machines_take_at_once(qtbot: Qt
     assert "have 3 group(s) of 1 free GPU(s)" in dialog.capacity.text()
     dialog.parallel_spin.setValue(3)
     assert dialog.capacity.text() == "" and dialog.capacity.isHidden()
+
+
+def test_the_dialog_offers_a_slurm_cluster_whose_jobs_are_the_trials(
+        qtbot: QtBot, tmp_path: Path) -> None:
+    """A registered cluster is offered in "Trials run on", checked alone: the sweep's trials
+    are jobs there, a task a node, with the cluster's defaults (kept in sweep.json)."""
+    from PySide6.QtCore import Qt
+
+    from dtgui.core.machines import Machine, MachineRegistry
+    from dtgui.core.slurm import SlurmDefaults
+    from dtgui.core.strategies import Strategy
+    from dtgui.launch.sweep_slots import cluster_slots, sweep_job
+    from dtgui.ui.sweep_dialog import SweepDialog
+
+    cluster = Machine(name="hpc", host="login.example.org", user="me", python="/opt/py/bin/python",
+                      slurm=SlurmDefaults(partition="gpu", time_limit="01:00:00"))
+    plan = Plan(run_name="mw", strategy=Strategy("multi_worker_mirrored"), workers=2,
+                replicas_per_task=1)
+    dialog = SweepDialog(plan, folder=tmp_path / "s", machines=["gpu1"], clusters=[cluster])
+    qtbot.addWidget(dialog)
+    dialog.set_params(["lr=loguniform:1e-4:1e-1"])
+    item = dialog.machines_list.item(2)
+    assert item is not None and item.text() == "Slurm cluster hpc (a job a trial)"
+    item.setCheckState(Qt.CheckState.Checked)  # with this machine still checked
+    assert "A Slurm cluster takes every trial" in dialog.problems.text()
+    here = dialog.machines_list.item(0)
+    assert here is not None
+    here.setCheckState(Qt.CheckState.Unchecked)
+    assert dialog.problems_now() == []
+    spec = dialog.spec()
+    assert dialog.trial_on() == [] and "trial_on" not in spec.extra
+    job = sweep_job(spec)
+    assert job is not None and (job.cluster, job.nodes, job.tasks_per_node) == ("hpc", 2, 1)
+    assert (job.partition, job.time_limit, job.python) == ("gpu", "01:00:00",
+                                                            "/opt/py/bin/python")
+    dialog.parallel_spin.setValue(3)
+    registry = MachineRegistry(tmp_path / "machines.toml")
+    registry.add(cluster)
+    slots = cluster_slots(job, dialog.spec().parallel, registry)
+    assert [s.name for s in slots] == ["hpc job #1", "hpc job #2", "hpc job #3"]
+    assert all(s.targets[0].slurm == job and s.targets[0].machine == cluster for s in slots)
+

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import re
 import signal
 import sys
@@ -116,7 +115,7 @@ def _on_cluster(args: argparse.Namespace, spec: SweepSpec, plan: Plan) -> SweepS
     """The sweep with each trial one job of the --slurm cluster (kept in sweep.json)."""
     from dtgui.cli.slurm import job_from
     from dtgui.core.slurm import SlurmError
-    from dtgui.launch.sweep_slots import SLURM_EXTRA
+    from dtgui.launch.sweep_slots import job_extra
 
     placed = args.on or args.workers_on or args.chief_on or args.ps_on or args.address \
         or args.gpus  # --python CLUSTER=PATH names the nodes' Python: it stays
@@ -129,8 +128,7 @@ def _on_cluster(args: argparse.Namespace, spec: SweepSpec, plan: Plan) -> SweepS
     except SlurmError as exc:
         text = str(exc).rstrip(".")
         raise SweepError([f"{text[:1].upper()}{text[1:]}."]) from exc
-    return dataclasses.replace(spec, extra={**spec.extra,
-                                            SLURM_EXTRA: json.loads(job.to_json())})
+    return dataclasses.replace(spec, extra={**spec.extra, **job_extra(job)})
 
 
 def _resumed(args: argparse.Namespace) -> tuple[SweepSpec, Plan]:

@@ -16,12 +16,14 @@ trial waits.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dtgui.core.cluster import task_layout
 from dtgui.core.hardware import GpuInfo
 from dtgui.core.machines import Machine, MachineRegistry, RemoteFacts
 from dtgui.core.plan import LOCAL_MACHINE, PLAN_NAME, Plan, is_local_machine
@@ -122,6 +124,21 @@ def sweep_job(spec: SweepSpec) -> SlurmJob | None:
     except (SlurmError, TypeError, ValueError) as exc:
         raise SweepError([f"The sweep's Slurm job cannot be read ({exc}): start the sweep "
                           "again in a new folder."]) from exc
+
+
+def cluster_job(plan: Plan, machine: Machine) -> SlurmJob:
+    """The job each trial of `plan` is on a registered cluster: its defaults, a task a node
+    (as `dtgui export --slurm` without --nodes). SlurmError when the defaults do not make a
+    job."""
+    assert machine.slurm is not None, f"{machine.name} is not a Slurm cluster"
+    tasks = len(task_layout(plan))
+    return SlurmJob.from_defaults(machine.name, machine.slurm, python=machine.python or None,
+                                  nodes=tasks, tasks_per_node=1).validate()
+
+
+def job_extra(job: SlurmJob) -> dict[str, object]:
+    """The sweep's extra entries for trials that are jobs of `job` (read by `sweep_job`)."""
+    return {SLURM_EXTRA: json.loads(job.to_json())}
 
 
 def cluster_slots(job: SlurmJob, parallel: int,

@@ -320,8 +320,10 @@ class MainWindow(QMainWindow):
         from dtgui.ui.sweep_dialog import SweepDialog
 
         dialog = SweepDialog(plan, parent=parent or self,
-                             machines=[m.name for m in self.machines.machines()],
-                             gpus=self.machines.gpu_facts())
+                             machines=[m.name for m in self.machines.machines()
+                                       if not m.is_slurm],
+                             gpus=self.machines.gpu_facts(),
+                             clusters=[m for m in self.machines.machines() if m.is_slurm])
         dialog.accepted.connect(lambda: self._start_sweep(dialog))
         dialog.open()
         return dialog

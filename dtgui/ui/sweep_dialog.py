@@ -14,7 +14,9 @@ so the form and the command line share one parser.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -40,7 +42,9 @@ from PySide6.QtWidgets import (
 )
 
 from dtgui.core.hardware import GpuInfo
+from dtgui.core.machines import Machine
 from dtgui.core.plan import LOCAL_MACHINE, Plan
+from dtgui.core.slurm import SlurmError, SlurmJob
 from dtgui.core.sweep import (
     DEFAULT_OBJECTIVE,
     PLAN_FIELDS,
@@ -54,9 +58,10 @@ from dtgui.core.sweep import (
     check,
     parse_param,
 )
-from dtgui.launch.sweep_slots import GpuReport, free_groups, per_trial_gpus
+from dtgui.launch.sweep_slots import GpuReport, cluster_job, free_groups, job_extra, per_trial_gpus
 
 ERROR_STYLE = "color: #b00020"
+CLUSTER_ROLE = Qt.ItemDataRole.UserRole + 1  # a "Trials run on" item that is a Slurm cluster
 # The settings a row may vary: (what the user reads, the parameter's name).
 SETTINGS = (
     ("learning rate", "lr"), ("batch size (per replica)", "batch-size"),
@@ -270,21 +275,30 @@ def _setting_of(name: str) -> tuple[str, str]:
 class SweepDialog(QDialog):
     def __init__(self, plan: Plan, folder: Path | None = None,
                  parent: QWidget | None = None, machines: list[str] | None = None,
-                 gpus: dict[str, list[GpuInfo]] | None = None) -> None:
+                 gpus: dict[str, list[GpuInfo]] | None = None,
+                 clusters: Sequence[Machine] = ()) -> None:
         """`machines`: the registered machines a trial may run on besides this one; `gpus`:
-        machine ("local" = this one) -> its GPUs by its last probe."""
+        machine ("local" = this one) -> its GPUs by its last probe; `clusters`: the
+        registered Slurm clusters (checked alone: each trial is a job there)."""
         super().__init__(parent)
         self.setWindowTitle(f"Sweep of {plan.run_name}")
         self.base_plan = plan
         self.gpus = dict(gpus or {})
+        self.clusters = {m.name: m for m in clusters if m.slurm is not None}
         self.machines_list = QListWidget()
         self.machines_list.setToolTip(
             "Each trial runs whole on one of the checked machines (on a GPU run setup, a trial "
-            "per free GPU, or group of GPUs, of each); more at once than free places wait")
-        for name in [LOCAL_MACHINE, *(machines or [])]:
-            item = QListWidgetItem(("this machine" if name == LOCAL_MACHINE else name)
-                                   + self._gpu_text(name))
+            "per free GPU, or group of GPUs, of each); more at once than free places wait. "
+            "A Slurm cluster, checked alone: each trial is a job of its own in its queue, "
+            "placed by Slurm, as many queued at once as asked")
+        names = [LOCAL_MACHINE, *(n for n in machines or [] if n not in self.clusters)]
+        for name in [*names, *self.clusters]:
+            text = ("this machine" if name == LOCAL_MACHINE else name) + self._gpu_text(name)
+            if name in self.clusters:
+                text = f"Slurm cluster {name} (a job a trial)"
+            item = QListWidgetItem(text)
             item.setData(Qt.ItemDataRole.UserRole, name)
+            item.setData(CLUSTER_ROLE, name in self.clusters)
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
             item.setCheckState(Qt.CheckState.Checked if name == LOCAL_MACHINE
                                else Qt.CheckState.Unchecked)
@@ -442,6 +456,10 @@ class SweepDialog(QDialog):
 
     def _spec_of(self, params: list[Param]) -> SweepSpec:
         trial_on = self.trial_on()
+        extra: dict[str, Any] = {"trial_on": trial_on} if trial_on else {}
+        job, _ = self.cluster_job()
+        if job is not None:
+            extra = dict(job_extra(job))
         return SweepSpec(params=tuple(params),
                          trials=self.trials_spin.value(),
                          parallel=self.parallel_spin.value(),
@@ -450,17 +468,32 @@ class SweepDialog(QDialog):
                          direction=str(self.direction_box.currentData()),
                          pruner=str(self.pruner_box.currentData()),
                          storage=self.storage_edit.text().strip(),
-                         extra={"trial_on": trial_on} if trial_on else {})
+                         extra=extra)
+
+    def _checked(self) -> list[str]:
+        """The names checked (machines and clusters)."""
+        if not self.machines_list.isEnabled():
+            return []
+        return [str(item.data(Qt.ItemDataRole.UserRole))
+                for item in (self.machines_list.item(i)
+                             for i in range(self.machines_list.count()))
+                if item is not None and item.checkState() == Qt.CheckState.Checked]
 
     def trial_on(self) -> list[str]:
         """The machines checked, when they are not just this one (then: [], the default)."""
-        if not self.machines_list.isEnabled():
-            return []
-        names = [str(item.data(Qt.ItemDataRole.UserRole))
-                 for item in (self.machines_list.item(i)
-                              for i in range(self.machines_list.count()))
-                 if item is not None and item.checkState() == Qt.CheckState.Checked]
+        names = [n for n in self._checked() if n not in self.clusters]
         return [] if names == [LOCAL_MACHINE] else names
+
+    def cluster_job(self) -> tuple[SlurmJob | None, str]:
+        """The job each trial is when a Slurm cluster is checked, else None; and why the
+        cluster's defaults make no job ("" when they do)."""
+        chosen = [n for n in self._checked() if n in self.clusters]
+        if not chosen:
+            return None, ""
+        try:
+            return cluster_job(self.base_plan, self.clusters[chosen[0]]), ""
+        except SlurmError as exc:
+            return None, f"The Slurm cluster {chosen[0]}'s defaults make no job: {exc}"
 
     def folder(self) -> Path | None:
         text = self.folder_edit.text().strip()
@@ -491,6 +524,11 @@ class SweepDialog(QDialog):
                 for item in (self.machines_list.item(i)
                              for i in range(self.machines_list.count()))):
             others.append("Check at least one machine for the trials to run on.")
+        checked = self._checked()
+        if any(n in self.clusters for n in checked) and len(checked) > 1:
+            others.append("A Slurm cluster takes every trial (Slurm places each trial's job): "
+                          "check it alone.")
+        others += [why for why in [self.cluster_job()[1]] if why]
         folder = self.folder()
         if folder is None:
             others.append("Choose the sweep's folder.")
@@ -515,6 +553,8 @@ class SweepDialog(QDialog):
         when fewer than asked ("" otherwise, or when their GPUs are not known yet)."""
         plan = self.base_plan
         names = self.trial_on() or [LOCAL_MACHINE]
+        if self.cluster_job()[0] is not None:  # Slurm places the trials' jobs
+            return ""
         if not plan.on_gpu or not self.machines_list.isEnabled() \
                 or any(n not in self.gpus for n in names):
             return ""
