@@ -257,19 +257,17 @@ class Probes:
                 total += tf.add_n([v[0] for v in strategy.experimental_local_results(values)])
             return total
 
-        def reduce_once(tensors: list[Any]) -> Any:
-            reduced = tf.distribute.get_replica_context().all_reduce(
-                tf.distribute.ReduceOp.SUM, tensors)
-            return tf.add_n([tf.cast(tf.reshape(r, [-1])[0], tf.float32) for r in reduced])
+        def flat_weights() -> Any:
+            # gradient-shaped: the weights read in the replica's context, in one vector as
+            # the optimizer packs its gradients (constants could be folded away)
+            return tf.concat([tf.reshape(tf.cast(w, tf.float32), [-1]) for w in weights], 0)
 
         @tf.function
         def reduces(n: Any) -> Any:
-            # gradient-shaped tensors read from the weights (constants could be folded away)
-            tensors = strategy.run(lambda: [tf.convert_to_tensor(w) for w in weights])
             total = tf.constant(0.0)
             for _ in tf.range(n):
-                values = strategy.run(reduce_once, args=(tensors,))
-                total += tf.add_n(list(strategy.experimental_local_results(values)))
+                values = strategy.run(flat_weights)
+                total += strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None)[0]
             return total
 
         self._steps, self._reduces = steps, reduces
