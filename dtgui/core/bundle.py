@@ -164,10 +164,19 @@ TASKS=({tasks})
 PRIMARIES=({primaries})
 declare -A PID
 stop_all() {{
+  sleep 1 &
+  local grace=$!
   for t in "${{TASKS[@]}}"; do
     [ -n "${{PID[$t]:-}}" ] && kill -TERM -- "-${{PID[$t]}}" 2>/dev/null
   done
-  sleep 1
+  # up to 1 s for every task's processes to end, no longer than they take, then KILL the rest
+  for t in "${{TASKS[@]}}"; do
+    while [ -n "${{PID[$t]:-}}" ] && kill -0 -- "-${{PID[$t]}}" 2>/dev/null \\
+        && kill -0 "$grace" 2>/dev/null; do
+      sleep 0.05
+    done
+  done
+  kill "$grace" 2>/dev/null
   for t in "${{TASKS[@]}}"; do
     [ -n "${{PID[$t]:-}}" ] && kill -KILL -- "-${{PID[$t]}}" 2>/dev/null
   done
