@@ -3,6 +3,9 @@ them, and every pool (the plots' render thread too) is drained at the applicatio
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 
@@ -136,3 +139,57 @@ def test_the_plots_render_thread_is_the_one_thread_render_pool_and_a_failed_rend
     qtbot.waitUntil(lambda: bool(pool_thread), timeout=5000)
     assert set(threads) == {pool_thread[0]} != {threading.get_ident()}
     assert workers.shutdown(5000) and dedicated_pool(RENDER_POOL).activeThreadCount() == 0
+
+
+def test_work_that_ends_after_its_application_was_torn_down_is_dropped_quietly(
+        qtbot, capfd) -> None:  # type: ignore[no-untyped-def]
+    """PySide deletes every QObject, the relay too, with its application (a script's end, one
+    test's application after another's): work still running then is dropped where it ran
+    (its result released by on_dropped), nothing is raised on the pool thread, and the next
+    work is delivered through a new relay."""
+    release = threading.Event()
+    dropped: list[tuple[object, int]] = []
+    delivered: list[object] = []
+
+    def slow(_w: workers.Worker) -> str:
+        release.wait(5)
+        return "late"
+
+    create_worker(slow, on_done=delivered.append,
+                  on_dropped=lambda r: dropped.append((r, threading.get_ident())))
+    old = workers._relay
+    assert old is not None
+    shiboken6.delete(old)  # as the application's teardown does
+    release.set()
+    qtbot.waitUntil(lambda: bool(dropped), timeout=5000)
+    assert dropped[0][0] == "late" and dropped[0][1] != threading.get_ident()
+    qtbot.wait(50)
+    assert delivered == []
+    seen: list[object] = []
+    run_in_thread(lambda: 7, seen.append)
+    qtbot.waitUntil(lambda: seen == [7], timeout=5000)
+    assert workers._relay is not old and shiboken6.isValid(workers._relay)
+    assert "Signal source has been deleted" not in capfd.readouterr().err
+
+
+def test_a_script_that_ends_with_work_running_drains_it_quietly(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A script that ends without shutdown() while work runs: PySide's teardown at the
+    interpreter's exit deletes the relay; the exit first waits for the work (it ends whole),
+    and nothing is raised on the pool thread."""
+    ended = tmp_path / "ended"
+    script = tmp_path / "ends.py"
+    script.write_text(
+        "import pathlib, time\n"
+        "from PySide6.QtWidgets import QApplication\n"
+        "app = QApplication([])\n"
+        "from dtgui.ui.workers import create_worker\n"
+        "def work(worker):\n"
+        "    time.sleep(0.5)\n"
+        f"    pathlib.Path({str(ended)!r}).write_text('whole')\n"
+        "create_worker(work, on_done=print)\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    assert done.returncode == 0, done.stderr
+    assert ended.read_text() == "whole"
+    assert "Signal source has been deleted" not in done.stderr, done.stderr
+    assert "Error calling Python override" not in done.stderr, done.stderr

@@ -13,11 +13,15 @@ that. The UI thread never waits.
 
 `dedicated_pool(name)` is a pool of one thread for one kind of work that must not queue
 behind the rest (the plots' painting). `shutdown()` at the application's exit asks every
-running worker to stop and waits briefly for every pool.
+running worker to stop and waits briefly for every pool; the interpreter's exit does the same
+(a script or a test session that never called it). Work that ends after its application was
+torn down is dropped where it ran (`on_dropped` releases its result): there is no UI thread
+left to deliver to.
 """
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import logging
 import threading
@@ -27,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 import shiboken6
-from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal, Slot
+from PySide6.QtCore import QCoreApplication, QObject, QRunnable, QThreadPool, Signal, Slot
 
 log = logging.getLogger(__name__)
 
@@ -82,13 +86,29 @@ class _Relay(QObject):
 
 
 _relay: _Relay | None = None
+EXIT_WAIT_MS = 3000  # how long the interpreter's exit waits for running work
 
 
 def _the_relay() -> _Relay:
+    """The relay, made by the first create_worker on the UI thread, and made again when the
+    application that owned it was torn down (PySide deletes every QObject with it: a script's
+    end, or one test's application after another's)."""
     global _relay
-    if _relay is None:  # made by the first create_worker, on the UI thread
+    if _relay is None or not shiboken6.isValid(_relay):
+        if _relay is None:  # once: the work still running when the interpreter exits
+            atexit.register(_drain_at_exit)  # runs before PySide's own teardown (LIFO)
         _relay = _Relay()
+        app = QCoreApplication.instance()
+        if app is not None and _relay.thread() is not app.thread():
+            _relay.moveToThread(app.thread())  # deliveries run on the UI thread
     return _relay
+
+
+def _drain_at_exit() -> None:
+    """At the interpreter's exit: stop and wait for the work still running, so that none of
+    it finishes while the application and the relay are being torn down."""
+    if not shutdown(EXIT_WAIT_MS):
+        log.warning("background work still running at exit was left behind")
 
 
 class Worker:
@@ -119,7 +139,7 @@ class Worker:
 
     def report(self, value: Any) -> None:
         """From the work: hand `value` to `on_progress` (dropped if the context is gone)."""
-        self._relay.delivered.emit(self._key, "progressed", value)
+        self._send("progressed", value)
 
     def cancel(self) -> None:
         """Ask the work to stop (it checks `cancelled`); its result is still delivered."""
@@ -130,9 +150,30 @@ class Worker:
             result = self._fn(self)
         except BaseException as exc:  # delivered to the UI (with its traceback); the app goes on
             log.debug("background work failed", exc_info=exc)
-            self._relay.delivered.emit(self._key, "errored", exc)
+            self._send("errored", exc)
             return
-        self._relay.delivered.emit(self._key, "returned", result)
+        self._send("returned", result)
+
+    def _send(self, what: str, value: Any) -> None:  # on a pool thread
+        """Hand the work's outcome to the relay; when the application (and the relay with it)
+        is gone, nobody is left to deliver to: the outcome is dropped here, `on_dropped`
+        releasing what a result holds."""
+        relay = self._relay
+        try:
+            if shiboken6.isValid(relay):
+                relay.delivered.emit(self._key, what, value)
+                return
+        except RuntimeError:  # deleted between the check and the emit
+            pass
+        if what == "progressed":
+            return
+        with _live_lock:
+            _live.pop(self._key, None)
+        if what == "returned" and self.on_dropped is not None:
+            try:
+                self.on_dropped(value)
+            except Exception:  # the application is gone: nobody to tell but the log
+                log.debug("releasing a dropped result failed", exc_info=True)
 
 
 class _Job(QRunnable):
