@@ -8,10 +8,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
+from PySide6.QtWidgets import QCheckBox
 
 from dtgui.core.hardware import GpuInfo
 from dtgui.core.machines import Machine, MachineRegistry
@@ -171,3 +173,99 @@ esac
     slots = slots_for(ONE_GPU, 2, notes)  # this machine's GPUs, read as above
     assert [s.name for s in slots] == ["gpu 0"]
     assert "2 trials at once were asked, but 1 group(s) of 1 free GPU(s)" in notes[0]
+
+
+def test_a_sweeps_trials_hold_their_gpus_for_single_runs_and_other_sweeps(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, qtbot: object,
+        stub_python: Callable[..., str]) -> None:
+    """While a trial runs on a GPU slot, the sweeps' register says so: another sweep's prober
+    counts the GPU as in use, and the wizard's GPU picker shows it busy ("trial 0 of sweep
+    gpu-sweep"), unchecked and not offered, so a run launched now takes only what is free.
+    When the sweep ends, it holds nothing."""
+    from pytestqt.qtbot import QtBot
+
+    from dtgui.core.sweep import SweepSpec, parse_param
+    from dtgui.launch.pipeline import launch_plan
+    from dtgui.launch.sweep_holds import Hold, HoldRegister, busy_gpus, holds_dir, read_holds
+    from dtgui.launch.sweep_queue import SweepQueue
+    from dtgui.ui.wizard.gpu_picker import GpuPicker
+
+    assert isinstance(qtbot, QtBot)
+    # the register, pure: a sweep's own file, its holds gone when the trial ends; a killed
+    # sweep's file holds nothing
+    register = HoldRegister("lr-search", tmp_path, pid=os.getpid())
+    register.hold(4, "local", (0, 1))
+    register.hold(5, "h100a", (2,))
+    assert busy_gpus(read_holds(tmp_path)) == {"local": {0: "trial 4 of sweep lr-search",
+                                                         1: "trial 4 of sweep lr-search"},
+                                               "h100a": {2: "trial 5 of sweep lr-search"}}
+    assert read_holds(tmp_path, but_pid=os.getpid()) == []  # a sweep's own are not others'
+    register.release(4)
+    assert read_holds(tmp_path) == [Hold("h100a", 2, 5, "lr-search")]
+    (tmp_path / "999999999.json").write_text(json.dumps(
+        [{"machine": "local", "gpu": 3, "trial": 1, "sweep": "killed"}]))
+    assert read_holds(tmp_path) == [Hold("h100a", 2, 5, "lr-search")]
+    register.close()
+    assert read_holds(tmp_path) == []
+
+    # another sweep's prober: a GPU this sweep's trial holds is in use
+    other = HoldRegister("lr-search", tmp_path, pid=os.getpid())
+    other.hold(4, "local", (1,))
+    prober = GpuProber(runs=list, sweeps=lambda: read_holds(tmp_path))
+    monkeypatch.setattr(prober, "_ask", lambda name: GpuReport([h100(0), h100(1)]))
+    assert prober.report("local").idle() == [0]
+    assert "GPU 1 is in use" in prober.busy(Slot("local gpu 1", (Target(gpus=(1,)),)))
+    other.close()
+
+    # the GPU picker reads the register off the UI thread: held GPUs shown busy, not chosen
+    def box(name: str) -> QCheckBox:
+        found = picker.findChildren(QCheckBox, name)  # an earlier row's: deleted by the loop
+        assert len(found) == 1
+        return found[0]
+
+    held = HoldRegister("lr-search")  # in the data directory, where sweeps keep theirs
+    held.hold(4, "local", (1,))
+    picker = GpuPicker()
+    qtbot.addWidget(picker)
+    picker.set_facts({"local": [h100(0), h100(1)]})
+    picker.show_machines(["local"])
+    qtbot.waitUntil(lambda: not box("gpu:local:1").isEnabled(), timeout=5000)
+    assert not box("gpu:local:1").isChecked() and box("gpu:local:0").isChecked()
+    assert box("gpu:local:1").text().endswith("— busy: trial 4 of sweep lr-search")
+    assert picker.busy("local") == {1: "trial 4 of sweep lr-search"}
+    assert picker.chosen() == {"local": [0]}
+    held.close()  # the trial ended: offered (checked) again once read again
+    picker.refresh_busy()
+    qtbot.waitUntil(lambda: box("gpu:local:1").isEnabled(), timeout=5000)
+    assert box("gpu:local:1").isChecked() and picker.chosen() == {"local": [0, 1]}
+
+    # a real queue: its trial on GPU 1 is in the register while it runs; the picker reads it
+    python = stub_python(step_seconds=0.2)
+    plan = Plan(run_name="gpu-sweep", strategy=Strategy.ONE_DEVICE, replicas_per_task=1,
+                steps=15, checkpoint_every=0)
+    spec = SweepSpec(params=(parse_param("lr=choice:0.01"),), trials=1, parallel=1,
+                     search="random", objective="loss", pruner="none")
+    seen: list[dict[str, dict[int, str]]] = []
+
+    def launch(trial_plan: Plan, root: Path, **kwargs: Any) -> Any:
+        controller = launch_plan(trial_plan, root, **{**kwargs,
+                                                      "targets": [Target(python=python)]})
+        return controller
+
+    def on_note(_note: str) -> None:
+        pass
+
+    queue = SweepQueue(tmp_path / "s", spec, plan, launch=launch, busy=lambda _s: "",
+                       slots=[Slot("gpu 1", (Target(gpus=(1,)),))], on_note=on_note)
+    original = queue._follow
+
+    def follow(run: Any) -> None:
+        if not seen:
+            seen.append(busy_gpus(read_holds()))
+        original(run)
+
+    monkeypatch.setattr(queue, "_follow", follow)
+    rows = queue.run()
+    assert [r.state for r in rows] == ["finished"]
+    assert seen == [{"local": {1: "trial 0 of sweep gpu-sweep"}}]
+    assert read_holds() == [] and not any(holds_dir().glob("*.json"))

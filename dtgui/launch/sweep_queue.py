@@ -13,7 +13,8 @@ a machine, a group of free GPUs on this machine or the machines named, or one of
 Slurm cluster's queue (each trial its own job; Slurm places it). A GPU slot is asked
 again before each trial starts on it: a GPU another process took since is left to it, and the
 trial waits until the slot is free again (said in the notes, which the study keeps for the
-sweep view). A plan placed on registered machines runs each trial on those machines. The study (SQLite in the sweep's folder, or the sweep's
+sweep view). The GPUs its running trials hold are kept in the sweeps' register
+(`dtgui.launch.sweep_holds`), which the wizard's GPU picker and other sweeps read. A plan placed on registered machines runs each trial on those machines. The study (SQLite in the sweep's folder, or the sweep's
 storage URL) is the queue's state: a sweep opened again settles the trials that ended while
 dtgui was away, follows again those still running, and adds trials up to the asked number.
 
@@ -51,6 +52,7 @@ from dtgui.core.sweep_study import (
 )
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.pipeline import launch_plan, reattach
+from dtgui.launch.sweep_holds import HoldRegister
 from dtgui.launch.sweep_slots import GpuProber, Slot, slots_for, sweep_job
 
 log = logging.getLogger(__name__)
@@ -105,6 +107,9 @@ class SweepQueue:
             self._prober = GpuProber({t.name: t.machine for s in self.slots
                                       for t in s.targets if t.machine is not None})
             self.busy = self._prober.busy
+        # the GPUs its running trials hold, for single runs and other sweeps to leave alone
+        self._holds = HoldRegister(self.plan.run_name) \
+            if any(s.gpus for s in self.slots) else None
         self._said_busy: set[str] = set()  # slots said to be busy, until they are free
         save_sweep(self.folder, self.spec, self.plan)
         self.study.set_user_attr(NOTES_ATTR, list(self.notes))
@@ -138,6 +143,8 @@ class SweepQueue:
         finally:
             if self._prober is not None:
                 self._prober.close()
+            if self._holds is not None:
+                self._holds.close()
         write_csv(self.folder, self.study, self.spec)
         return [TrialRow.of(t) for t in self.study.get_trials(deepcopy=False)]
 
@@ -173,6 +180,8 @@ class SweepQueue:
                 self._follow(run)
                 if run.controller.finished:
                     del self._running[number]
+                    if self._holds is not None:
+                        self._holds.release(number)
                     self._settle(run)
                     free.append(run.slot)
             if self._stop.is_set() and not self._running:
@@ -207,6 +216,11 @@ class SweepQueue:
         if controller.record is not None:
             trial.set_user_attr("run_id", controller.record.run_id)
         self._running[number] = Running(trial, slot, controller, started)
+        self._hold(number, slot)
+
+    def _hold(self, number: int, slot: Slot) -> None:
+        if self._holds is not None and slot.gpus:
+            self._holds.hold(number, slot.targets[0].name, slot.gpus)
 
     def _points(self, controller: RunController) -> Points | None:
         snap = controller.metrics.snapshot()
@@ -294,6 +308,7 @@ class SweepQueue:
                     started = frozen.user_attrs.get("started", time.time())
                     self._running[frozen.number] = Running(trial, slot, controller,
                                                            float(started))
+                    self._hold(frozen.number, slot)
                     continue
             curves = bundle_curves(Path(str(bundle)))
             validation = {k: s.view() for k, s in curves.validation.items()}

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from dtgui.core.plan import LOCAL_MACHINE, PLAN_NAME, Plan, is_local_machine
 from dtgui.core.runs import RunHistory, RunRecord
 from dtgui.core.slurm import LOCAL_CLUSTER, SlurmError, SlurmJob
 from dtgui.core.sweep import SweepError, SweepSpec
+from dtgui.launch.sweep_holds import Hold, held_by_sweeps, read_holds
 from dtgui.launch.targets import Target, plan_targets
 from dtgui.remote.commands import CommandRunner, CommandTimeout, LocalRunner, SshRunner
 from dtgui.remote.connector import Connector
@@ -260,10 +262,13 @@ class GpuProber:
     SSH (one connection a machine, kept for the sweep). Blocks: not on a UI thread."""
 
     def __init__(self, machines: Mapping[str, Machine] | None = None,
-                 runs: Callable[[], list[Plan]] = active_run_plans) -> None:
-        """`runs`: the placed plans of the other runs that hold GPUs now."""
+                 runs: Callable[[], list[Plan]] = active_run_plans,
+                 sweeps: Callable[[], list[Hold]] | None = None) -> None:
+        """`runs`: the placed plans of the other runs that hold GPUs now; `sweeps`: the GPUs
+        other sweeps' trials hold now (default: the sweeps' register, but this process's)."""
         self.machines = dict(machines or {})
         self.runs = runs
+        self.sweeps = sweeps or (lambda: read_holds(but_pid=os.getpid()))
         self._clients: dict[str, SshRunner] = {}
 
     def _runner(self, name: str) -> CommandRunner:
@@ -274,9 +279,12 @@ class GpuProber:
         return self._clients[name]
 
     def report(self, name: str) -> GpuReport:
-        """The machine's GPUs now, those dtgui's other runs hold counted as in use."""
+        """The machine's GPUs now, those dtgui's other runs and other sweeps' trials hold
+        counted as in use."""
         report = self._ask(name)
-        held = held_gpus(self.runs()).get(LOCAL_MACHINE if is_local_machine(name) else name)
+        key = LOCAL_MACHINE if is_local_machine(name) else name
+        held = held_gpus(self.runs()).get(key, set()) | \
+            held_by_sweeps(self.sweeps()).get(key, set())
         return _hold(report, held) if held else report
 
     def _ask(self, name: str) -> GpuReport:

@@ -4,6 +4,11 @@ One row per machine in use: a check box per GPU the machine's facts list ("0: <n
 GiB)", all checked at first), or a note when no GPU is known there. The facts come from the
 Machines panel's last probes (remote machines) and NVML (this machine, "local"). What is
 unchecked is remembered per machine, so GPUs that appear later start checked.
+
+A GPU a running sweep's trial holds (the sweeps' register, `dtgui.launch.sweep_holds`, read
+off the UI thread whenever the facts or the machines shown change) is shown busy, "busy:
+trial 4 of sweep X", unchecked and disabled: a run launched now takes only the free ones. It
+is offered again once the trial has ended and the register is read again.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from PySide6.QtWidgets import QCheckBox, QGridLayout, QLabel, QWidget
 from dtgui.core.cluster import machine_key
 from dtgui.core.hardware import GpuInfo
 from dtgui.core.plan import LOCAL_MACHINE
+from dtgui.launch.sweep_holds import busy_gpus, read_holds
+from dtgui.ui.workers import run_in_thread
 
 from .common import muted
 
@@ -39,6 +46,7 @@ class GpuPicker(QWidget):
         self._facts: dict[str, list[GpuInfo]] = {}
         self._unchecked: dict[str, set[int]] = {}
         self._remembered: dict[str, set[int]] = {}  # machine -> GPUs the last plan used
+        self._busy: dict[str, dict[int, str]] = {}  # machine -> GPU -> the trial holding it
         self._boxes: dict[str, list[tuple[int, QCheckBox]]] = {}
         self._notes: dict[str, QLabel] = {}
         self._shown: tuple[str, ...] | None = None
@@ -55,6 +63,27 @@ class GpuPicker(QWidget):
         shown, self._shown = self._shown, None
         if shown is not None:
             self.show_machines(list(shown))
+        self.refresh_busy()
+
+    def refresh_busy(self) -> None:
+        """Read again which GPUs running sweeps' trials hold (in a worker)."""
+        run_in_thread(lambda: busy_gpus(read_holds()), self.set_busy, lambda _exc: None,
+                      context=self)
+
+    def set_busy(self, busy: Mapping[str, Mapping[int, str]]) -> None:
+        """Machine -> GPU -> who holds it ("trial 4 of sweep X"): shown busy, not offered."""
+        wanted = {machine_key(m): dict(gpus) for m, gpus in busy.items() if gpus}
+        if wanted == self._busy:
+            return
+        self._busy = wanted
+        shown, self._shown = self._shown, None
+        if shown is not None:
+            self._render(shown)
+            self.changed.emit()  # the GPUs offered changed
+
+    def busy(self, machine: str) -> dict[int, str]:
+        """The GPUs of `machine` shown busy, and who holds each."""
+        return dict(self._busy.get(machine_key(machine), {}))
 
     def facts(self, machine: str) -> list[GpuInfo]:
         return list(self._facts.get(machine_key(machine), ()))
@@ -65,6 +94,11 @@ class GpuPicker(QWidget):
         self.setVisible(bool(wanted))
         if wanted == self._shown:
             return
+        self._render(wanted)
+        if wanted:
+            self.refresh_busy()
+
+    def _render(self, wanted: tuple[str, ...]) -> None:
         self._shown = wanted
         while self.grid.count():
             item = self.grid.takeAt(0)
@@ -95,12 +129,20 @@ class GpuPicker(QWidget):
             if name in self._remembered and name not in self._unchecked:
                 self._unchecked[name] = {g.index for g in gpus} - self._remembered[name]
             boxes = []
+            busy = self._busy.get(name, {})
             for n, gpu in enumerate(gpus):
                 box = QCheckBox(gpu_text(gpu))
                 box.setObjectName(f"gpu:{name}:{gpu.index}")
                 box.setChecked(gpu.index not in self._unchecked.get(name, set()))
                 box.setToolTip(f"Let the tasks on {machine_text(name)} use GPU {gpu.index} "
                                "(CUDA_VISIBLE_DEVICES, PCI bus order).")
+                if gpu.index in busy:  # a sweep's trial runs there: left to it
+                    box.setText(f"{gpu_text(gpu)} — busy: {busy[gpu.index]}")
+                    box.setChecked(False)
+                    box.setEnabled(False)
+                    box.setToolTip(f"GPU {gpu.index} on {machine_text(name)} is in use by "
+                                   f"{busy[gpu.index]}: a run launched now leaves it to the "
+                                   "sweep.")
                 box.toggled.connect(lambda on, n=name, i=gpu.index: self._toggled(n, i, on))
                 lines.addWidget(box, *divmod(n, PER_LINE))
                 boxes.append((gpu.index, box))
