@@ -288,8 +288,6 @@ def test_over_a_throttled_link_the_doctor_measures_its_rate_and_the_run_is_commu
                     and e.get("level") != "info"]
         finally:
             controller.detach()
-    if not splits:  # the calibration failed on the workers: say so rather than pass
-        pytest.xfail(f"the step's split was not measured: {said}")
     found = verdict(splits.values())
     step = {t: (round(s.seconds_per_step, 3), round(s.communication, 3)) for t, s in
             splits.items()}
