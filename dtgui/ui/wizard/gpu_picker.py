@@ -7,15 +7,16 @@ unchecked is remembered per machine, so GPUs that appear later start checked.
 
 A GPU a running sweep's trial holds (the sweeps' register, `dtgui.launch.sweep_holds`, read
 off the UI thread whenever the facts or the machines shown change) is shown busy, "busy:
-trial 4 of sweep X", unchecked and disabled: a run launched now takes only the free ones. It
-is offered again once the trial has ended and the register is read again.
+trial 4 of sweep X", unchecked and disabled: a run launched now takes only the free ones. The
+register is read again every BUSY_REFRESH_MS while machines are shown, so a GPU is offered
+again soon after its trial has ended.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QCheckBox, QGridLayout, QLabel, QWidget
 
 from dtgui.core.cluster import machine_key
@@ -27,6 +28,7 @@ from dtgui.ui.workers import run_in_thread
 from .common import muted
 
 PER_LINE = 3  # GPU check boxes per line (a machine with 8 GPUs takes 3 lines)
+BUSY_REFRESH_MS = 10_000  # how often the sweeps' register is read again while shown
 
 
 def machine_text(name: str) -> str:
@@ -55,6 +57,9 @@ class GpuPicker(QWidget):
         self.grid.setHorizontalSpacing(10)
         self.grid.setVerticalSpacing(4)
         self.grid.setColumnStretch(1, 1)
+        self._refresh = QTimer(self)
+        self._refresh.setInterval(BUSY_REFRESH_MS)
+        self._refresh.timeout.connect(self.refresh_busy)
         self.setVisible(False)
 
     def set_facts(self, facts: Mapping[str, Sequence[GpuInfo]]) -> None:
@@ -97,6 +102,9 @@ class GpuPicker(QWidget):
         self._render(wanted)
         if wanted:
             self.refresh_busy()
+            self._refresh.start()
+        else:
+            self._refresh.stop()
 
     def _render(self, wanted: tuple[str, ...]) -> None:
         self._shown = wanted
