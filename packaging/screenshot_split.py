@@ -3,7 +3,8 @@
 
     xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python packaging/screenshot_split.py out.png
 
-Options: --workers N, --size WxH, --limit input|communication|compute.
+Options: --workers N, --size WxH, --limit input|communication|compute; --bundle DIR shows a
+real run's events instead (an exported bundle run with `bash run.sh`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from screenshot_dashboard import DemoController, fill
 
-from dtgui.core.events import parse_line
+from dtgui.core.events import parse_line, read_all
 from dtgui.core.metrics import RunMetrics
 from dtgui.ui.app import make_app
 from dtgui.ui.dashboard import Dashboard
@@ -68,12 +69,17 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--size", default="1600x1000")
     parser.add_argument("--limit", default="input", choices=sorted(SPLITS))
+    parser.add_argument("--bundle", type=Path, default=None)
     args = parser.parse_args()
     app = make_app(sys.argv[:1])
     metrics = RunMetrics(2000)
-    fill(metrics, workers=args.workers, replicas=2 * args.workers, steps=2000, done=1130,
-         steps_per_epoch=250, failed=False)
-    add_splits(metrics, args.workers, args.limit, 1_700_000_000.0 + 1130 * 0.21)
+    if args.bundle is not None:
+        for path in sorted((args.bundle / "output").glob("events-*.jsonl")):
+            metrics.add_events(read_all(path))
+    else:
+        fill(metrics, workers=args.workers, replicas=2 * args.workers, steps=2000, done=1130,
+             steps_per_epoch=250, failed=False)
+        add_splits(metrics, args.workers, args.limit, 1_700_000_000.0 + 1130 * 0.21)
     dash = Dashboard()
     w, h = (int(v) for v in args.size.split("x"))
     dash.resize(w, h)
