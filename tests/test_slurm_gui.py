@@ -223,6 +223,15 @@ def test_a_registered_cluster_from_the_wizard_over_ssh(qtbot, slurm, ssh_env, lo
     assert controller.record.machines[0].dir.startswith(str(ssh_lab.home / "gui-runs"))
     qtbot.waitUntil(lambda: min(curve_points(window, r) for r in range(2)) >= 5, timeout=60_000)
     job = controller.executors[0].job_id
+    # the Machines panel's probe of the cluster: its partitions, and this job among yours
+    panel = window.machines
+    panel.refresh(["hpc"])
+    qtbot.waitUntil(lambda: panel.states["hpc"].status in ("ok", "error"), timeout=60_000)
+    panel.table.selectRow(panel.row_of("hpc"))
+    card = panel.details_label.text()
+    assert "Slurm 22." in card and "debug (default): 2 nodes" in card and "short: 2" in card
+    assert f"{job} " in card and "RUNNING on 2 nodes in debug" in card, card
+    screenshot(window, "slurm-machines")
     with qtbot.waitSignal(window.session.ended, timeout=60_000) as ended:
         qtbot.mouseClick(window.dashboard.header.stop_button, LEFT)
     assert ended.args[0] == "stopped"

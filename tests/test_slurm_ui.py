@@ -182,3 +182,60 @@ def test_export_from_the_wizard_writes_the_slurm_bundle(qtbot, tmp_path: Path, m
         wizard.next()
     assert "The TPU strategy trains on a Cloud TPU" in review.warnings.text()
     assert not review.isComplete()
+
+
+def test_a_probed_cluster_in_the_panel_and_the_wizard(qtbot) -> None:
+    """What the Machines panel's probe found of a cluster (sinfo, squeue): its card shows the
+    partitions and the user's jobs and each problem with what to do; the wizard checks a job
+    against those partitions, says where Launch sends the run, and the next wizard opens with
+    the last job's fields."""
+    from PySide6.QtWidgets import QWizard
+
+    from dtgui.core.machines import RemoteFacts
+    from dtgui.core.slurm import ClusterFacts, parse_sinfo, parse_squeue, probe_problem
+    from dtgui.ui.machines.texts import details_html, short_gpus, short_tf
+    from dtgui.ui.wizard.slurm_box import last_job_file
+
+    sinfo = ("gpu*|up|3|mixed|64|512000|gpu:a100:4(S:0-1)|2-00:00:00\n"
+             "gpu*|up|1|drained*|64|512000|gpu:a100:4(S:0-1)|2-00:00:00\n"
+             "debug|up|2|idle|2|4000|(null)|infinite\n")
+    cluster = ClusterFacts("22.05.8", parse_sinfo(sinfo), parse_squeue(
+        "2|gpu|train|PENDING|Resources|2026-11-24T18:00:00|0:00|4:00:00|2\n"))
+    facts = RemoteFacts(python_command="python3", cluster=cluster)
+    card = details_html(CLUSTER, facts)
+    assert "Slurm 22.05.8" in card and "gpu (default): 4 nodes (3 mixed, 1 drained)" in card
+    assert "64 CPUs, 500.0 GiB, 4 GPUs per node · 2-00:00:00 time limit" in card
+    assert "2 train PENDING (Resources) on 2 nodes in gpu" in card
+    assert (short_gpus(facts), short_tf(facts)) == ("Slurm: 4 nodes, up to 4 GPUs each",
+                                                     "on nodes")
+    down = probe_problem("sinfo failed: slurm_load_partitions: Unable to contact slurm "
+                         "controller (connect failure)")
+    assert "slurmctld" in details_html(CLUSTER, RemoteFacts(cluster=ClusterFacts(
+        "22.05.8", problems=[down])))
+
+    wizard = review_on(qtbot, [CLUSTER])
+    wizard.set_cluster_facts({"hpc": cluster})
+    box, review = wizard.review_page.machines_box, wizard.review_page
+    box.slurm_radio.setChecked(True)
+    launch = wizard.button(QWizard.WizardButton.FinishButton)
+    assert "queue of the Slurm cluster hpc" in launch.toolTip()
+    box.slurm.nodes_spin.setValue(5)
+    assert any("has 4: ask for at most 4" in p for p in review.slurm_problems)
+    assert not launch.isEnabled()
+    box.slurm.nodes_spin.setValue(3)
+    box.slurm.tasks_spin.setValue(2)
+    box.slurm.gpus_spin.setValue(2)
+    box.slurm.time_edit.setText("01:00:00")
+    assert review.slurm_problems == [] and launch.isEnabled()
+    plan = wizard.plan()
+    wizard.accept()
+    qtbot.waitUntil(last_job_file().exists, timeout=5000)
+    again = review_on(qtbot, [CLUSTER], last=plan)
+    slurm = again.review_page.machines_box.slurm
+    qtbot.waitUntil(lambda: slurm.last_job is not None, timeout=5000)
+    assert again.review_page.machines_box.slurm_radio.isChecked()
+    assert (slurm.nodes_spin.value(), slurm.tasks_spin.value(), slurm.gpus_spin.value(),
+            slurm.partition_edit.text(), slurm.time_edit.text()) == (3, 2, 2, "gpu", "01:00:00")
+    local = review_on(qtbot, [])
+    assert local.button(QWizard.WizardButton.FinishButton).toolTip().startswith(
+        "Start every process on this machine")

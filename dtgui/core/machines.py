@@ -27,7 +27,7 @@ import tomli_w
 
 from dtgui.core.hardware import GpuInfo, MachineFacts, TfView
 from dtgui.core.settings import atomic_write_text, config_dir
-from dtgui.core.slurm import SlurmDefaults, SlurmError
+from dtgui.core.slurm import ClusterFacts, SlurmDefaults, SlurmError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -230,6 +230,7 @@ class RemoteFacts:
     cuda_version: str = ""  # the highest CUDA the driver supports (nvidia-smi header)
     gpu_error: str = ""  # why no GPU list: "nvidia-smi not found", its error text, ...
     warnings: list[str] = field(default_factory=list)
+    cluster: ClusterFacts | None = None  # a Slurm cluster's login node: what Slurm says
 
     @property
     def tf_installed(self) -> bool:

@@ -358,6 +358,22 @@ class QueuedJob:
     nodes: int
 
 
+@dataclass
+class ClusterFacts:
+    """What the probe of a cluster found (`dtgui.remote.slurm.probe`)."""
+
+    version: str = ""
+    partitions: list[Partition] = field(default_factory=list)
+    jobs: list[QueuedJob] = field(default_factory=list)  # the user's own
+    problems: list[str] = field(default_factory=list)
+
+    def partition(self, name: str) -> Partition | None:
+        """The named partition, or the default one for ""."""
+        if not name:
+            return next((p for p in self.partitions if p.default), None)
+        return next((p for p in self.partitions if p.name == name), None)
+
+
 def _int(text: str) -> int:
     m = re.match(r"\d+", text.strip())
     return int(m.group()) if m else 0
@@ -470,6 +486,29 @@ def refusal_text(reason: str) -> str:
 
 
 # -- a job's state -------------------------------------------------------------------------
+PROBE_HINTS = (  # (what Slurm's client says, what to do), first match wins
+    (("not found", "No such file"), "Slurm's client (sinfo, squeue, sbatch) is not on the "
+     "login node's PATH: install it there (Debian: slurm-client), or register a login node "
+     "that has it."),
+    (("Unable to contact slurm controller", "Connection refused", "Socket timed out",
+      "Zero Bytes were transmitted"), "Slurm's controller (slurmctld) does not answer: try "
+     "Refresh in a minute, or ask the cluster's administrators whether it is up."),
+    (("fetch config", "configuration source", "slurm.conf"), "Slurm's configuration is not "
+     "found on the login node (/etc/slurm/slurm.conf or SLURM_CONF): is this the cluster's "
+     "login node?"),
+)
+
+
+def probe_problem(message: str) -> str:
+    """A failed probe command's message ("sinfo failed: ...", its last line), with what to do."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()] or [message]
+    text = f"{lines[0].partition(': ')[0]}: {lines[-1]}" if len(lines) > 1 else lines[0]
+    for needles, hint in PROBE_HINTS:
+        if any(n.lower() in message.lower() for n in needles):
+            return f"{text.rstrip('.')}. {hint}"
+    return text
+
+
 QUEUED_STATES = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "RESV_DEL_HOLD",
                            "SUSPENDED", "RESIZING", "STOPPED", "SIGNALING", "STAGE_OUT"})
 ACTIVE_STATES = QUEUED_STATES | {"RUNNING", "COMPLETING"}

@@ -8,7 +8,7 @@ there exits 127. The pre-launch check, the doctor and the machines panel all ask
 `probe` gathers the machines panel's `RemoteFacts` in two answers: the system and GPUs first,
 then TensorFlow in a process of its own under a time limit, so that a hanging import loses
 nothing else. When the machine's registered interpreter is missing, the system is still asked
-of its python3. The `read_*` functions turn answers into facts and never raise.
+of its python3. A Slurm cluster's login node also answers Slurm's part (`dtgui.remote.slurm`). The `read_*` functions turn answers into facts and never raise.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import paramiko
 from dtgui.core.hardware import GpuInfo, TfView, tf_view
 from dtgui.core.machines import RemoteFacts
 from dtgui.remote.commands import NOT_FOUND, CommandRunner, CommandTimeout, SshRunner
+from dtgui.remote.slurm import probe as slurm_probe
 from dtgui.worker import machine_probe
 
 TF_TIMEOUT = 60.0
@@ -95,19 +96,27 @@ def tensorflow_view(runner: CommandRunner, python: str, timeout: float = TF_TIME
 
 
 def probe(machine: paramiko.SSHClient | CommandRunner, python: str = "python3",
-          timeout: float = TF_TIMEOUT) -> RemoteFacts:
+          timeout: float = TF_TIMEOUT, *, slurm: bool = False) -> RemoteFacts:
     """Everything the machines panel shows of a machine (blocks; call off the UI thread).
 
     `machine`: a connection (or a runner); `python`: its interpreter (`Machine.interpreter`),
-    a path or a command name; `timeout`: how long TensorFlow may take to import."""
+    a path or a command name; `timeout`: how long TensorFlow may take to import; `slurm`: the
+    machine is a Slurm cluster's login node: Slurm's version, partitions and the user's jobs
+    are asked too (`facts.cluster`), and TensorFlow is not imported there (the job's tasks run
+    on the nodes, with the Python the cluster's setup lines give; a login node is no place
+    for a heavy import)."""
     runner = SshRunner(machine) if isinstance(machine, paramiko.SSHClient) else machine
     python = python.strip() or "python3"
     found = ask(runner, python, ["facts", "--system", "--gpus", "--which", python])
     system = None
     if found.python_missing and python != "python3":
         system = ask(runner, "python3", ["facts", "--system", "--gpus"])
-    tf = ask_tensorflow(runner, python, timeout=timeout) if found.data is not None else None
-    return read_probe(python, found, tf, system, tf_timeout=timeout)
+    tf = ask_tensorflow(runner, python, timeout=timeout) \
+        if found.data is not None and not slurm else None
+    facts = read_probe(python, found, tf, system, tf_timeout=timeout)
+    if slurm:
+        facts.cluster = slurm_probe(runner)
+    return facts
 
 
 def read_probe(python: str, found: ProbeAnswer, tf: ProbeAnswer | None = None,

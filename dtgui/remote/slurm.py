@@ -13,9 +13,8 @@ from dtgui.core.slurm import (
     SACCT_FIELDS,
     SINFO_FORMAT,
     SQUEUE_FORMAT,
+    ClusterFacts,
     JobStatus,
-    Partition,
-    QueuedJob,
     SlurmError,
     SlurmJob,
     account_problems,
@@ -26,6 +25,7 @@ from dtgui.core.slurm import (
     parse_sinfo,
     parse_squeue,
     parse_version,
+    probe_problem,
     refusal_text,
     status_from_sacct,
     status_from_scontrol,
@@ -37,22 +37,6 @@ if TYPE_CHECKING:
     from dtgui.remote.commands import CommandRunner
 
 TIMEOUT = 30.0
-
-
-@dataclass
-class ClusterFacts:
-    """What the probe of a cluster found."""
-
-    version: str = ""
-    partitions: list[Partition] = field(default_factory=list)
-    jobs: list[QueuedJob] = field(default_factory=list)  # the user's own
-    problems: list[str] = field(default_factory=list)
-
-    def partition(self, name: str) -> Partition | None:
-        """The named partition, or the default one for ""."""
-        if not name:
-            return next((p for p in self.partitions if p.default), None)
-        return next((p for p in self.partitions if p.name == name), None)
 
 
 def _text(runner: CommandRunner, argv: Sequence[str], what: str) -> str:
@@ -69,19 +53,20 @@ def probe(runner: CommandRunner, user: str = "") -> ClusterFacts:
     try:
         facts.version = parse_version(_text(runner, ["sinfo", "--version"], "sinfo"))
     except SlurmError as exc:
-        facts.problems.append(f"{exc} (is Slurm's client installed on the login node?)")
+        facts.problems.append(probe_problem(str(exc)))
         return facts
     try:
         facts.partitions = parse_sinfo(_text(runner, ["sinfo", "-h", "-o", SINFO_FORMAT],
                                              "sinfo"))
     except SlurmError as exc:
-        facts.problems.append(str(exc))
+        facts.problems.append(probe_problem(str(exc)))
+        return facts  # squeue would fail the same way
     who = ["-u", user] if user else ["--me"]
     try:
         facts.jobs = parse_squeue(_text(runner, ["squeue", "-h", *who, "-o", SQUEUE_FORMAT],
                                         "squeue"))
     except SlurmError as exc:
-        facts.problems.append(str(exc))
+        facts.problems.append(probe_problem(str(exc)))
     return facts
 
 

@@ -249,6 +249,7 @@ class MainWindow(QMainWindow):
         wizard = self.wizard = RunWizard(self.machine.facts, last, self)
         wizard.set_machines(self.machines.machines())  # tasks may go to registered machines
         wizard.set_gpu_facts(self.machines.gpu_facts())
+        wizard.set_cluster_facts(self.machines.cluster_facts())  # its jobs fit the partitions
         wizard.accepted.connect(self._on_wizard_accepted)
         wizard.sweepRequested.connect(self._sweep_from_wizard)
         wizard.open()

@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 from dtgui.core.hardware import GpuInfo, MachineFacts
 from dtgui.core.machines import Machine, MachineRegistry, RemoteFacts
 from dtgui.core.plan import LOCAL_MACHINE
+from dtgui.core.slurm import ClusterFacts
 from dtgui.remote import secrets as secret_store
 from dtgui.remote.connection import ChangedHostKeyError, ConnectError
 from dtgui.remote.connector import Secrets
@@ -199,6 +200,13 @@ class MachinesPanel(QWidget):
             out[LOCAL_MACHINE] = list(local.gpus)
         return out
 
+    def cluster_facts(self) -> dict[str, ClusterFacts]:
+        """Cluster -> what its last probe found of Slurm (clusters not probed are left out);
+        for the wizard's check of a job against the partitions."""
+        return {m.name: state.facts.cluster for m in self.machines()
+                if (state := self.states.get(m.name)) is not None and state.facts is not None
+                and state.facts.cluster is not None}
+
     # -- table ---------------------------------------------------------------------------------
     def _rebuild(self) -> None:
         selected = set(self.selected_names())
@@ -232,7 +240,8 @@ class MachinesPanel(QWidget):
         tips = [state.message or {"unknown": "Not connected yet: press Refresh."}.get(
                     state.status, ""), texts.address_tooltip(machine),
                 f.os_name if f else "", f.python_path if f else "",
-                (f.tf_error or f.tf_version) if f else "", texts.gpu_tooltip(f) if f else ""]
+                texts.NODES_TF if f and f.cluster else (f.tf_error or f.tf_version) if f else "",
+                texts.gpu_tooltip(f) if f else ""]
         for col, (text, tip) in enumerate(zip(cells, tips, strict=True)):
             item = self._cell(row, col)
             item.setText(text)
@@ -322,8 +331,10 @@ class MachinesPanel(QWidget):
         def action(attempt: Attempt) -> RemoteFacts:
             client = attempt.connect()
             try:
-                attempt.report("signed in; probing Python, TensorFlow and GPUs…")
-                return probe(client, attempt.machine.interpreter)
+                cluster = attempt.machine.is_slurm
+                attempt.report("signed in; probing the login node and Slurm (sinfo, squeue)…"
+                               if cluster else "signed in; probing Python, TensorFlow and GPUs…")
+                return probe(client, attempt.machine.interpreter, slurm=cluster)
             finally:
                 client.close()
 

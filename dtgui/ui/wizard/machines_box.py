@@ -44,13 +44,13 @@ from dtgui.core.cluster import (
 from dtgui.core.hardware import GpuInfo
 from dtgui.core.machines import Machine
 from dtgui.core.plan import LOCAL_MACHINE, Plan
-from dtgui.core.slurm import LOCAL_CLUSTER, SlurmJob
+from dtgui.core.slurm import LOCAL_CLUSTER, ClusterFacts, Partition, SlurmJob
 from dtgui.ui.workers import run_in_thread
 from dtgui.worker.machine_probe import choose_free_ports
 
 from .common import MULTI_TASK, card, label, muted
 from .gpu_picker import GpuPicker
-from .slurm_box import SlurmBox, local_login_node, local_partitions
+from .slurm_box import SlurmBox, load_last_job, local_login_node, local_partitions
 
 LOCAL_TEXT = "This machine"
 RESTART_TIP = ("Off: a failed task stops the whole run. On: every task is stopped and started "
@@ -83,6 +83,7 @@ class MachinesBox(QFrame):
         self._login_node = False  # Slurm's client is here: this machine may be a login node
         self._target_chosen = False  # the user picked a target (kept over set_machines)
         self._last_machines: set[str] = set()  # where the remembered plan's tasks ran
+        self._partitions: dict[str, list[Partition]] = {}  # cluster -> its probed partitions
         self.local_radio = QRadioButton("This machine")
         self.ssh_radio = QRadioButton("Machines over SSH")
         self.slurm_radio = QRadioButton("Slurm cluster:")
@@ -115,6 +116,7 @@ class MachinesBox(QFrame):
         self.cluster_combo.activated.connect(lambda _index: self.slurm_radio.setChecked(True))
         self._update_targets()
         run_in_thread(local_login_node, self._set_login_node, lambda _exc: None, context=self)
+        run_in_thread(load_last_job, self.slurm.remember, lambda _exc: None, context=self)
         self.inner = card()
         inner = QVBoxLayout(self.inner)
         inner.setContentsMargins(14, 8, 14, 8)
@@ -151,6 +153,15 @@ class MachinesBox(QFrame):
         """Machine name -> its GPUs, for the GPU picker ("local" = this machine)."""
         self.gpus.set_facts(facts)
         self._update_gpus()
+
+    def set_cluster_facts(self, facts: Mapping[str, ClusterFacts]) -> None:
+        """Cluster name -> what the Machines panel's probe found of Slurm: a job for that
+        cluster is checked against its partitions."""
+        self._partitions = {name: list(f.partitions) for name, f in facts.items()
+                            if f.partitions}
+        name = self.slurm.cluster
+        if name in self._partitions:
+            self.slurm.set_partitions(self._partitions[name])
 
     def remember(self, plan: Plan | None) -> None:
         """Start from the placement and interpreters of a remembered plan."""
@@ -359,6 +370,8 @@ class MachinesBox(QFrame):
         if name == LOCAL_CLUSTER:  # sinfo here: the job is checked against its partitions
             run_in_thread(local_partitions, self._set_partitions(name), lambda _exc: None,
                           context=self)
+        elif name in self._partitions:  # as the Machines panel last probed them
+            self.slurm.set_partitions(self._partitions[name])
 
     def _set_partitions(self, name: str) -> Callable[[object], None]:
         def done(partitions: object) -> None:

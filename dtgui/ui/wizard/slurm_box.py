@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from pathlib import Path
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
@@ -29,10 +30,12 @@ from PySide6.QtWidgets import (
 from dtgui.core.cluster import task_layout
 from dtgui.core.machines import Machine
 from dtgui.core.plan import Plan
+from dtgui.core.settings import atomic_write_text, config_dir, read_json_or_backup
 from dtgui.core.slurm import (
     LOCAL_CLUSTER,
     Partition,
     SlurmDefaults,
+    SlurmError,
     SlurmJob,
     fit_problems,
     job_problems,
@@ -77,7 +80,9 @@ class SlurmBox(QFrame):
         self.cluster = ""  # the chosen cluster's name ("local": this machine is the login node)
         self.defaults = SlurmDefaults()
         self.partitions: list[Partition] = []  # what sinfo told of the cluster (may be none)
+        self.last_job: SlurmJob | None = None  # the last job sent from the wizard
         self._strategy: Strategy | None = None
+        self._machine: Machine | None = None  # the chosen cluster's registration
         self.nodes_spin = QSpinBox()
         self.nodes_spin.setRange(1, 10000)
         self.nodes_spin.setValue(2)
@@ -139,6 +144,7 @@ class SlurmBox(QFrame):
         if name == self.cluster:
             return
         self.cluster = name
+        self._machine = machine
         self.partitions = []
         self.defaults = machine.slurm if machine is not None and machine.slurm else \
             SlurmDefaults()
@@ -153,9 +159,30 @@ class SlurmBox(QFrame):
         self.python_edit.setText(python)
         per_task = self.defaults.gpus_per_node // max(1, self.tasks_spin.value())
         self.gpus_spin.setValue(per_task)
+        last = self.last_job
+        if last is not None and last.cluster == name:  # the fields as that job had them
+            self.partition_edit.setText(last.partition)
+            self.time_edit.setText(last.time_limit)
+            self.gpus_spin.setValue(last.gpus_per_node // max(1, last.tasks_per_node))
+            if self._strategy is not None and self._strategy.multi_process:
+                self._set_layout(last.nodes, last.tasks_per_node)
         for widget in fields:
             widget.blockSignals(False)
         self._on_change()
+
+    def remember(self, job: SlurmJob | None) -> None:
+        """The last job sent from the wizard: its cluster opens with that job's nodes, tasks
+        per node, GPUs per task, partition and time limit."""
+        self.last_job = job
+        if job is not None and job.cluster == self.cluster:
+            self.cluster = ""
+            self.set_cluster(job.cluster, self._machine)
+
+    def _set_layout(self, nodes: int, tasks_per_node: int) -> None:
+        for spin, value in ((self.nodes_spin, nodes), (self.tasks_spin, tasks_per_node)):
+            spin.blockSignals(True)
+            spin.setValue(value)
+            spin.blockSignals(False)
 
     def set_partitions(self, partitions: list[Partition]) -> None:
         """What `sinfo` says of the cluster's partitions: the job is checked against them."""
@@ -175,6 +202,10 @@ class SlurmBox(QFrame):
         if single:
             self.nodes_spin.setValue(1)
             self.tasks_spin.setValue(1)
+        elif fresh and self._last_fits(len(task_layout(plan))):
+            assert self.last_job is not None
+            self.nodes_spin.setValue(self.last_job.nodes)
+            self.tasks_spin.setValue(self.last_job.tasks_per_node)
         elif fresh:  # the plan's own task count, one a node
             self.nodes_spin.setValue(len(task_layout(plan)))
             self.tasks_spin.setValue(1)
@@ -182,6 +213,11 @@ class SlurmBox(QFrame):
             spin.setToolTip(f"{strategy.title} runs as one process: one task on one node."
                             if single else "")
             spin.blockSignals(False)
+
+    def _last_fits(self, tasks: int) -> bool:
+        """The last job was for this cluster and had as many tasks as the plan."""
+        last = self.last_job
+        return last is not None and last.cluster == self.cluster and last.tasks == tasks
 
     # -- outputs ---------------------------------------------------------------------------
     def tasks(self) -> int:
@@ -253,3 +289,21 @@ def local_partitions() -> list[Partition]:
 
     facts = probe(LocalRunner())
     return facts.partitions if facts.version else []
+
+
+def last_job_file() -> Path:
+    return config_dir() / "last-slurm-job.json"
+
+
+def load_last_job() -> SlurmJob | None:
+    """The last Slurm job sent from the wizard (None when there is none or it cannot be read:
+    the fields then start from the cluster's defaults)."""
+    data, _message = read_json_or_backup(last_job_file())
+    try:
+        return SlurmJob.from_dict(data) if data is not None else None
+    except (SlurmError, TypeError, ValueError):
+        return None
+
+
+def save_last_job(job: SlurmJob) -> None:
+    atomic_write_text(last_job_file(), job.to_json())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from PySide6.QtCore import QSize, Signal
@@ -12,12 +13,16 @@ from dtgui.core.cluster import place_local
 from dtgui.core.hardware import GpuInfo, MachineFacts
 from dtgui.core.machines import Machine
 from dtgui.core.plan import LOCAL_MACHINE, Plan
+from dtgui.core.slurm import LOCAL_CLUSTER, ClusterFacts
 from dtgui.resources import resource
+from dtgui.ui.workers import run_in_thread
 
 from .common import WizardContext
+from .machines_box import SLURM_TARGET
 from .model_page import ModelPage
 from .options_page import OptionsPage
 from .review_page import ReviewPage
+from .slurm_box import save_last_job
 from .strategy_page import StrategyPage
 
 PAGE_STRATEGY, PAGE_OPTIONS, PAGE_MODEL, PAGE_REVIEW = range(4)
@@ -64,7 +69,6 @@ class RunWizard(QWizard):
         launch.setObjectName("primaryButton")  # the app style sheet makes it blue
         launch.style().unpolish(launch)
         launch.style().polish(launch)
-        launch.setToolTip("Start every process on this machine and watch the training.")
         export = self.button(QWizard.WizardButton.CustomButton1)
         export.setToolTip("Write a directory that reproduces this run without dtgui.")
         self.setButtonText(QWizard.WizardButton.CustomButton2, "Sweep…")
@@ -73,6 +77,7 @@ class RunWizard(QWizard):
         self.customButtonClicked.connect(self._on_custom_button)
         self.currentIdChanged.connect(self._update_buttons)
         self.review_page.completeChanged.connect(self._update_buttons)
+        self.review_page.machines_box.changed.connect(self._update_buttons)  # where it goes
 
         self._action = ""
         self._export_dir: Path | None = None
@@ -110,6 +115,13 @@ class RunWizard(QWizard):
         if self.currentId() == PAGE_REVIEW:
             self.review_page.replan()
 
+    def set_cluster_facts(self, facts: Mapping[str, ClusterFacts]) -> None:
+        """Cluster name -> what the Machines panel's probe found of Slurm: a job for it is
+        checked against its partitions."""
+        self.review_page.machines_box.set_cluster_facts(facts)
+        if self.currentId() == PAGE_REVIEW:
+            self.review_page.replan()
+
     def machine_pythons(self) -> dict[str, str]:
         """Remote machine -> the Python interpreter chosen for it (launch checks it)."""
         return self.review_page.machines_box.pythons()
@@ -128,6 +140,9 @@ class RunWizard(QWizard):
         if self._action != "export":
             self._action = "launch"
         self._result = self.review_page.placed_plan()
+        job = self.review_page.slurm_job
+        if job is not None:  # the next wizard opens with this job's fields
+            run_in_thread(lambda: save_last_job(job), lambda _: None, lambda _exc: None)
         super().accept()
 
     # -- buttons -------------------------------------------------------------------------
@@ -147,6 +162,24 @@ class RunWizard(QWizard):
         sweep = self.button(QWizard.WizardButton.CustomButton2)
         sweep.setVisible(last)
         sweep.setEnabled(last and self.review_page.isComplete())
+        self.button(QWizard.WizardButton.FinishButton).setToolTip(self.launch_tip())
+
+    def launch_tip(self) -> str:
+        """Where Launch sends the run: this machine, the machines over SSH, or a cluster's
+        queue."""
+        box = self.review_page.machines_box
+        if box.target() == SLURM_TARGET and box.slurm.cluster:
+            name = box.slurm.cluster
+            queue = ("this machine's Slurm queue (it is the login node)"
+                     if name == LOCAL_CLUSTER else f"the queue of the Slurm cluster {name}")
+            return f"Submit the run as one batch job to {queue} and watch the training."
+        names = box.remote_names()
+        if names:
+            local = LOCAL_MACHINE in box.assignments().values()
+            where = ", ".join((["this machine"] if local else []) + names)
+            return f"Start every process on its machine ({where}, over SSH) and watch the " \
+                "training."
+        return "Start every process on this machine and watch the training."
 
     def _on_custom_button(self, which: int) -> None:
         if which == QWizard.WizardButton.CustomButton1.value:
