@@ -174,9 +174,10 @@ class SlurmBox(QFrame):
         """The last job sent from the wizard: its cluster opens with that job's nodes, tasks
         per node, GPUs per task, partition and time limit."""
         self.last_job = job
-        if job is not None and job.cluster == self.cluster:
-            self.cluster = ""
+        if job is not None and job.cluster == self.cluster:  # shown already: fill it again
+            partitions, self.cluster = self.partitions, ""
             self.set_cluster(job.cluster, self._machine)
+            self.set_partitions(partitions)
 
     def _set_layout(self, nodes: int, tasks_per_node: int) -> None:
         for spin, value in ((self.nodes_spin, nodes), (self.tasks_spin, tasks_per_node)):
