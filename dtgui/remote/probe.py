@@ -116,6 +116,9 @@ def probe(machine: paramiko.SSHClient | CommandRunner, python: str = "python3",
     facts = read_probe(python, found, tf, system, tf_timeout=timeout)
     if slurm:
         facts.cluster = slurm_probe(runner)
+        if found.python_missing and python != "python3":  # the nodes' Python, not the login's
+            facts.warnings = [f"{python} is not on the login node's PATH: the cluster's setup "
+                              "lines (module load, venv, conda) must give it on the nodes."]
     return facts
 
 
