@@ -96,6 +96,32 @@ def test_sigterm_stops_the_child_and_says_so(tmp_path: Path) -> None:
     assert not _alive(child_pid)
 
 
+def test_a_stop_while_the_device_telemetry_starts_is_not_lost(tmp_path: Path) -> None:
+    """SIGTERM arriving while NVML starts (its import and init guard every error, as a machine
+    without a driver needs): the stop still ends the task. A stand-in pynvml (a fake: no GPU
+    here) says when its init has begun and holds it there."""
+    fake = tmp_path / "fake_pynvml"
+    fake.mkdir()
+    started = tmp_path / "nvml-init"
+    (fake / "pynvml.py").write_text(textwrap.dedent(f"""
+        import time
+        def nvmlInit():
+            open({str(started)!r}, "w").close()
+            time.sleep(30)
+    """))
+    events_path = tmp_path / "events.jsonl"
+    proc = subprocess.Popen([sys.executable, "-c", SUPERVISED, str(events_path),
+                             "import time; time.sleep(600)", "training"], cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(fake)})
+    deadline = time.monotonic() + 60
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 143
+    events = [json.loads(x) for x in events_path.read_text().splitlines()]
+    assert [e["message"] for e in events if e["kind"] == "log"] == ["stopped (SIGTERM)"]
+
+
 def test_the_child_dies_with_a_killed_supervisor(tmp_path: Path) -> None:
     pid_file = tmp_path / "child.pid"
     child = (f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); "

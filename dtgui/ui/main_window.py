@@ -222,8 +222,9 @@ class MainWindow(QMainWindow):
         self.machine.factsChanged.connect(self._on_facts)
         self.statusBar().showMessage("Detecting this machine…")
         # After the first paint: the probes start processes that compete for the CPU.
-        QTimer.singleShot(150, self.machine.refresh)
-        QTimer.singleShot(100, lambda: self.machines)
+        # The window as the timers' context: closed before they fire, they do not fire.
+        QTimer.singleShot(150, self, self.machine.refresh)
+        QTimer.singleShot(100, self, lambda: self.machines)
 
     @property
     def machines(self) -> MachinesPanel:

@@ -37,7 +37,11 @@ STOP_GRACE_SECONDS = 1.0
 TAIL_BYTES = 64 * 1024  # the end of a child's output kept for its `failed` event
 
 
-class StopRequested(Exception):
+class StopRequested(BaseException):
+    """SIGTERM/SIGINT, raised in the main thread. A BaseException, as KeyboardInterrupt is: the
+    `except Exception` guards around optional work (NVML's start, telemetry) must not swallow a
+    stop that arrives while they run."""
+
     def __init__(self, sig: int) -> None:
         super().__init__(sig)
         self.sig = sig
