@@ -1,6 +1,6 @@
 """Save a PNG of the Machines panel with a registered Slurm cluster and an SSH machine.
 
-    xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python packaging/screenshot_slurm_machines.py OUT
+    xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python packaging/screenshot_slurm_machines.py OUT [WIDTH]
 
 The cluster's facts are what its probe reads from Slurm 22.05's own `sinfo` and `squeue`
 output (the texts below), set on the panel as a finished probe sets them: no cluster or SSH
@@ -50,7 +50,7 @@ def main(argv: list[str]) -> int:
                          slurm=SlurmDefaults(partition="gpu", time_limit="04:00:00")))
     registry.add(Machine("box", "10.0.0.12", user="me", auth="agent"))
     panel = MachinesPanel(registry=registry)
-    panel.resize(760, 560)
+    panel.resize(int(argv[2]) if len(argv) > 2 else 760, 560)
     panel.show()
     settle(app)
     cluster = ClusterFacts("22.05.8", parse_sinfo(SINFO), parse_squeue(SQUEUE))

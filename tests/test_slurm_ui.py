@@ -206,8 +206,7 @@ def test_a_probed_cluster_in_the_panel_and_the_wizard(qtbot) -> None:
     assert "Slurm 22.05.8" in card and "gpu (default): 4 nodes (3 mixed, 1 drained)" in card
     assert "64 CPUs, 500.0 GiB, 4 GPUs per node · 2-00:00:00 time limit" in card
     assert "2 train PENDING (Resources) on 2 nodes in gpu" in card
-    assert (short_gpus(facts), short_tf(facts)) == ("Slurm: 4 nodes, up to 4 GPUs each",
-                                                     "on nodes")
+    assert (short_gpus(facts), short_tf(facts)) == ("4 nodes × 4 GPUs", "on nodes")
     down = probe_problem("sinfo failed: slurm_load_partitions: Unable to contact slurm "
                          "controller (connect failure)")
     assert "slurmctld" in details_html(CLUSTER, RemoteFacts(cluster=ClusterFacts(

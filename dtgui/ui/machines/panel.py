@@ -85,8 +85,10 @@ class MachinesPanel(QWidget):
         self.table.setShowGrid(False)
         self.table.setWordWrap(False)
         header = self.table.horizontalHeader()
+        # every column as wide as its text (the name is never cut off in the narrow left
+        # column: the table scrolls sideways instead); the last one takes what is left
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        header.setStretchLastSection(True)
         header.setHighlightSections(False)
         self.table.itemSelectionChanged.connect(self._update_buttons)
         self.table.itemDoubleClicked.connect(lambda _: self.machine_actions.edit_selected())

@@ -109,12 +109,13 @@ def details_html(machine: Machine, facts: RemoteFacts | None) -> str:
 
 # -- a Slurm cluster (its login node's probe) ------------------------------------------------
 def short_cluster(cluster: ClusterFacts) -> str:
-    """The GPUs cell of a cluster: its nodes and their GPUs, in brief."""
+    """The GPUs cell of a cluster, short enough for the panel's narrow column: its nodes and
+    their most GPUs ("4 nodes × 4 GPUs"; the card has each partition)."""
     if not cluster.partitions:
-        return "Slurm: ?"
+        return "?"
     nodes = max(p.nodes for p in cluster.partitions)  # partitions may share nodes
     gpus = max(p.gpus_per_node for p in cluster.partitions)
-    return f"Slurm: {nodes} nodes" + (f", up to {gpus} GPUs each" if gpus else ", no GPU")
+    return f"{nodes} nodes" + (f" × {gpus} GPUs" if gpus else ", no GPU")
 
 
 def partition_text(part: Partition) -> str:
