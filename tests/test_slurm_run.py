@@ -136,7 +136,26 @@ def test_multi_worker_mirrored_on_two_nodes(slurm: SlurmCluster, tmp_path: Path)
     record = RunRecord.load(controller.bundle.path)
     assert record.machines[0].job_id == controller.executors[0].job_id != ""
     assert record.state is RunState.FINISHED
+    assert (controller.bundle.path / "output" / "model" / "model.keras").stat().st_size > 0
     nothing_left(slurm, controller)
+
+    # the same bundle, submitted by hand as its README says (`sbatch job.sbatch` in its
+    # directory), trains the same per-replica losses to the last bit
+    in_app = [runs.replica_losses(controller.bundle.events_file(t))
+              for t in controller.plan.tasks]
+    by_hand = tmp_path / "by-hand"
+    shutil.copytree(controller.bundle.path, by_hand,
+                    ignore=lambda folder, _names: ["output"] if Path(folder) ==
+                    controller.bundle.path else [])
+    (by_hand / "output" / "logs").mkdir(parents=True)  # as the export leaves it: sbatch logs there
+    submitted = subprocess.run(["sbatch", "--wait", "job.sbatch"], cwd=by_hand,
+                               capture_output=True, text=True, timeout=150, env=slurm.env())
+    job_log = "".join(p.read_text(errors="replace")
+                      for p in (by_hand / "output" / "logs").glob("*.log"))
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr + job_log
+    assert [runs.replica_losses(by_hand / controller.bundle.events_file(t).relative_to(
+        controller.bundle.path)) for t in controller.plan.tasks] == in_app
+    assert all(len(losses) == 6 for losses in in_app)
 
 
 def test_parameter_server_by_rank(slurm: SlurmCluster, tmp_path: Path,
