@@ -222,6 +222,9 @@ def test_a_registered_cluster_from_the_wizard_over_ssh(qtbot, slurm, ssh_env, lo
     controller = window.session.source
     assert controller.record.machines[0].dir.startswith(str(ssh_lab.home / "gui-runs"))
     qtbot.waitUntil(lambda: min(curve_points(window, r) for r in range(2)) >= 5, timeout=60_000)
+    # the job runs: the queue's note (its first poll may find it pending) is gone from the header
+    header = window.dashboard.header
+    qtbot.waitUntil(lambda: not header.message_label.isVisible(), timeout=5000)
     job = controller.executors[0].job_id
     # the Machines panel's probe of the cluster: its partitions, and this job among yours
     panel = window.machines

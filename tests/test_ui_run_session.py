@@ -35,10 +35,11 @@ def test_each_restart_change_and_the_end_are_told_once(qtbot) -> None:
     session.show(run)
     assert told.of("started") == [(run,)] and session.active and session.following
     qtbot.wait(3 * LIFE_MS)
-    assert told.all == [("started", run)]  # nothing changed: nothing said
+    # the state it is followed from, then nothing: nothing changed
+    assert told.all == [("started", run), ("state", "running", "")]
 
     run.message = "worker:1 is a straggler"
-    qtbot.waitUntil(lambda: len(told.of("state")) == 1, timeout=2000)
+    qtbot.waitUntil(lambda: len(told.of("state")) == 2, timeout=2000)
     run.restart("worker:1 failed: restarting every task (restart 1 of 2)")
     qtbot.waitUntil(lambda: told.of("restarted") == [(1,)], timeout=2000)
     run.state = RunState.STOPPING
@@ -49,12 +50,34 @@ def test_each_restart_change_and_the_end_are_told_once(qtbot) -> None:
     assert told.of("restarted") == [(1,)]
     assert told.of("ended") == [("stopped", "stopped by the user")]
     states = told.of("state")
-    assert states[0] == ("running", "worker:1 is a straggler")
-    assert states[1] == ("running", "worker:1 failed: restarting every task (restart 1 of 2)")
+    assert states[1] == ("running", "worker:1 is a straggler")
+    assert states[2] == ("running", "worker:1 failed: restarting every task (restart 1 of 2)")
     assert states[-1] == ("stopped", "stopped by the user")
     assert len(states) == len(set(states))  # each change once
     assert told.all.index(("ended", "stopped", "stopped by the user")) == len(told.all) - 1
     assert not session.active and not session.following
+
+
+def test_what_a_listener_reads_while_taking_the_run_is_not_left_shown(qtbot) -> None:
+    """A Slurm run's first poll may land while the dashboard takes the run (reading its
+    state and message then), and the job may start before the session looks again: what the
+    listener read must not stay shown once the run has moved on."""
+    session = RunSession()
+    run = FakeRun()
+    queued = "Slurm job 1 is waiting in the queue"
+    shown: list[tuple[str, str]] = []
+
+    def take(source: FakeRun) -> None:  # as Dashboard.attach: the run as it is now
+        run.message = queued  # the first poll landed meanwhile
+        shown.append((source.state, source.message))
+        run.message = ""  # and the job runs before the session's next look
+
+    session.started.connect(take)
+    session.state_changed.connect(lambda *said: shown.append(said))
+    session.show(run)
+    qtbot.wait(3 * LIFE_MS)
+    assert shown[0] == ("running", queued)
+    assert shown[-1] == ("running", "")
 
 
 def test_a_run_that_ended_before_it_was_shown_tells_no_end(qtbot) -> None:
@@ -92,4 +115,4 @@ def test_keep_training_hands_the_run_over_and_tells_nothing_more(qtbot) -> None:
     assert not session.following
     run.end("detached")
     qtbot.wait(3 * LIFE_MS)
-    assert told.of("ended") == [] and told.of("state") == []
+    assert told.of("ended") == [] and told.of("state") == [("running", "")]  # when shown

@@ -39,7 +39,7 @@ class RunSession(QObject):
     """Launches, reattaches to or opens one run at a time and says what happens to it."""
 
     started = Signal(object)  # RunSource: the run to show now
-    state_changed = Signal(str, str)  # state, message: once per change of either
+    state_changed = Signal(str, str)  # state, message: as followed from, then once per change
     restarted = Signal(int)  # restarts so far: once per restart from the last checkpoint
     ended = Signal(str, str)  # final state, message: once, when a run followed live ends
     progress = Signal(str)  # what a launch or reattach is doing
@@ -243,6 +243,11 @@ class RunSession(QObject):
         if live:
             self._follow(source)
         self.started.emit(source)
+        if live and self._following and self.source is source:
+            # the run moves while the listeners take it (its first poll may land meanwhile):
+            # what they read then is replaced by the session's own look, the one each later
+            # look is compared with, so that no change between the two goes untold
+            self.state_changed.emit(*self._said)
 
     def _launched(self, source: RunSource) -> None:
         self._show(source, live=True)
