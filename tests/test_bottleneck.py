@@ -142,3 +142,30 @@ def test_a_scripts_report_calls_give_its_split_input_wait_through_timed(
     assert split.share(INPUT) > 0.6
     found = verdict([split])
     assert found.limit == INPUT and "prefetch" in found.advice
+
+
+def test_calibrations_cost_at_most_one_percent_of_the_steps_between_them() -> None:
+    """A large call (a fast model) calibrates every CALIBRATE_EVERY_CALLS calls; a call of one
+    slow step (a large model) waits until the probes' steps are 1 % of the steps since."""
+    from dtgui.worker.step_timing import (
+        CALIBRATE_EVERY_CALLS,
+        FIRST_CALIBRATION_CALL,
+        StepTiming,
+        next_calibration,
+        probe_steps,
+        probed_steps,
+    )
+
+    assert next_calibration(4, 1000) == 4 + CALIBRATE_EVERY_CALLS
+    assert next_calibration(4, 1) == 4 + probed_steps(probe_steps(1)) * 100 == 7204
+    for k in (1, 2, 3, 7, 16, 64, 200, 1000, 5000):
+        between = (next_calibration(10, k) - 10) * k
+        assert probed_steps(probe_steps(k)) <= 0.01 * between, k
+
+    timing = StepTiming(active=True)
+    due = []
+    for call in range(1, 7300):
+        timing.call(1, 0.5)
+        if timing.calibrate_now(1):
+            due.append(call)
+    assert due == [FIRST_CALIBRATION_CALL, 7204]

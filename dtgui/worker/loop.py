@@ -15,11 +15,10 @@ import tensorflow as tf
 from .distribute import BuiltStrategy
 from .model_file import ModelSource, UserError
 from .process_exit import keep
-from .step_timing import Calibration
+from .step_timing import PROBE_REPEATS, Calibration
 
 SHUFFLE_BUFFER = 4096
 SHUFFLE_BYTES = 256 * 1024 * 1024
-PROBE_REPEATS = 3  # each calibration probe runs this many times; the median counts
 
 
 def check_dataset(ds: Any) -> tf.data.Dataset:

@@ -104,7 +104,7 @@ class Progress:
                              totals[:, 1], float(lr))
             done += k
             self.timing.reported(time.perf_counter() - began, done)
-            if self.timing.calibrate_now():
+            if self.timing.calibrate_now(k):
                 self.calibrate(k)
             self.emit_split()
             if self.val_every > 0 and done % self.val_every == 0:

@@ -1,7 +1,9 @@
 """Where a training task's step time goes, measured on the run itself (no TensorFlow here).
 
 Every call's wall time and the time spent reporting it are counted as training runs. A short
-calibration, after the fourth call and then every CALIBRATE_EVERY_CALLS calls, times three
+calibration, after the fourth call and then every CALIBRATE_EVERY_CALLS calls or more (so
+that the probes' steps stay under 1 % of the steps between two calibrations, whatever a
+step costs: `next_calibration`), times three
 probes (`dtgui.worker.loop.Probes`): the full training step on a batch already on the devices
 (forward, backward, gradient all-reduce, update; the variables are put back afterwards), the
 gradient all-reduce alone (none with a single replica), and the plan's input pipeline alone
@@ -21,13 +23,16 @@ calibrate: MultiWorkerMirrored workers must run the probes' collectives together
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from typing import Any
 
 SPLIT_VARIABLE = "DTGUI_STEP_SPLIT"  # "0": no calibration, no split (to measure its cost)
 FIRST_CALIBRATION_CALL = 4  # the first call traces; the next ones still settle the call size
-CALIBRATE_EVERY_CALLS = 500  # ~100 s at the usual 0.2 s call: the probes cost well under 1 %
+CALIBRATE_EVERY_CALLS = 500  # at least; ~100 s at the usual 0.2 s call
+PROBE_REPEATS = 3  # each calibration probe runs this many times; the median counts
+PROBE_SHARE = 0.01  # the probes' steps, at most this share of the steps between calibrations
 SPLIT_EVERY_CALLS = 25  # ~5 s at the usual 0.2 s call
 PARTS = ("input", "compute", "communication", "reporting")
 
@@ -41,6 +46,22 @@ def probe_steps(k: int) -> int:
     sixteenth of the current call (at least 4); each probe runs three times (the median
     counts), so a calibration takes about as long as a call."""
     return max(4, k // 16)
+
+
+def probed_steps(n: int) -> int:
+    """Steps a calibration with probes of n runs: n then 2n steps, PROBE_REPEATS times, for
+    the training step and for the all-reduce (counted as a step too: an upper bound)."""
+    return 2 * PROBE_REPEATS * 3 * n
+
+
+def next_calibration(call: int, k: int) -> int:
+    """The call after which the next calibration comes, one made after `call` with calls of
+    `k` steps: CALIBRATE_EVERY_CALLS calls later, or later still when steps are so slow that
+    calls hold one or a few (a calibration's probes are then many calls' worth). Calls and
+    their size only, never time: MultiWorkerMirrored workers agree on both, so they
+    calibrate at the same call, as their collectives must."""
+    probed = probed_steps(probe_steps(k))
+    return call + max(CALIBRATE_EVERY_CALLS, math.ceil(probed / (PROBE_SHARE * max(1, k))))
 
 
 @dataclass
@@ -76,6 +97,7 @@ class StepTiming:
         self._window = [0.0, 0.0, 0]  # call seconds, reporting seconds, steps
         self._since_split = 0
         self._last_step = 0
+        self._next_calibration = FIRST_CALIBRATION_CALL
 
     def call(self, steps: int, seconds: float) -> None:
         """A training call of `steps` steps took `seconds` (to its results on the host)."""
@@ -94,10 +116,12 @@ class StepTiming:
             self._window[1] += seconds
             self.training_seconds += seconds
 
-    def calibrate_now(self) -> bool:
-        if not self.active or self.calls < FIRST_CALIBRATION_CALL:
+    def calibrate_now(self, k: int) -> bool:
+        """Whether to calibrate after this call, of `k` steps (then the next one is set)."""
+        if not self.active or self.calls < self._next_calibration:
             return False
-        return (self.calls - FIRST_CALIBRATION_CALL) % CALIBRATE_EVERY_CALLS == 0
+        self._next_calibration = next_calibration(self.calls, k)
+        return True
 
     def calibrated(self, calibration: Calibration, seconds: float) -> None:
         self.calibration = calibration
