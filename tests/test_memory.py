@@ -110,3 +110,19 @@ def test_the_dashboard_card_shows_peaks_warning_and_network(qtbot) -> None:
     assert "2(n-1)/n × bytes / bandwidth" in details
     panel.update_tasks({"worker:0": TaskState("worker:0", machine="h2")})
     assert "share one machine" in panel.network.text()
+
+    # beside the communication share: the split card shows the measured links, and nothing
+    # when the doctor has not measured the run's machines
+    from dtgui.ui.step_split import StepSplitPanel
+
+    split_card = StepSplitPanel()
+    qtbot.addWidget(split_card)
+    panel.networkMeasured.connect(split_card.set_network)
+    panel._loaded([link])
+    panel.update_tasks({"worker:0": TaskState("worker:0", machine="h2"),
+                        "worker:1": TaskState("worker:1", machine="h3")})
+    assert split_card.network_label.text() == panel.network.text()
+    assert split_card.network_label.text().startswith("Network: h2 ↔ h3 80.0 Mbit/s")
+    assert not split_card.network_label.isHidden()
+    panel._loaded([])
+    assert split_card.network_label.text() == "" and split_card.network_label.isHidden()

@@ -92,6 +92,7 @@ class Dashboard(QWidget):
         self.scalar_panel.setVisible(False)
         self.task_table = TaskTable(dark)
         self.memory_panel = MemoryPanel()  # peak memory per task and device; the network
+        self.memory_panel.networkMeasured.connect(self.step_split.set_network)
         self.log_view = LogView()
 
         lower = QSplitter(Qt.Orientation.Horizontal)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -93,6 +93,10 @@ def network_details(links: Sequence[LinkProbe], machines: Sequence[str], workers
 
 class MemoryPanel(QWidget):
     """A table of every task's devices with their memory, a warning line, a network line."""
+
+    # the network line when the doctor measured the run's links ("" otherwise): the split
+    # card shows it beside the communication share
+    networkMeasured = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -186,7 +190,11 @@ class MemoryPanel(QWidget):
 
     def _show_network(self) -> None:
         workers = max(2, self._workers)
-        self.network.setText(network_text(self._links, self._machines, workers, self._bytes,
-                                          here=self._here, servers=self._servers))
+        text = network_text(self._links, self._machines, workers, self._bytes,
+                            here=self._here, servers=self._servers)
+        self.network.setText(text)
+        measured = len(self._machines) >= 2 and slowest(between(self._links,
+                                                                self._machines)) is not None
+        self.networkMeasured.emit(text if measured else "")
         self.network.setToolTip(network_details(self._links, self._machines, workers,
                                                 self._bytes))

@@ -132,6 +132,13 @@ class StepSplitPanel(QFrame):
         self.verdict_label.setTextFormat(Qt.TextFormat.RichText)
         self.verdict_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.verdict_label)
+        self.network_label = QLabel("")  # the doctor's links, beside the communication share
+        self.network_label.setObjectName("splitNetwork")
+        self.network_label.setWordWrap(True)
+        self.network_label.setStyleSheet("color: #5f6368;")
+        self.network_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.network_label.setVisible(False)
+        layout.addWidget(self.network_label)
         self.grid = QGridLayout()
         self.grid.setHorizontalSpacing(8)
         self.grid.setVerticalSpacing(2)
@@ -152,6 +159,11 @@ class StepSplitPanel(QFrame):
 
     def set_script(self, script: bool) -> None:
         self.script = script
+
+    def set_network(self, text: str) -> None:
+        """What the doctor measured between the run's machines ("" when it has not)."""
+        self.network_label.setText(text)
+        self.network_label.setVisible(bool(text))
 
     def clear(self) -> None:
         self._shown = {}
