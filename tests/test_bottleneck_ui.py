@@ -7,6 +7,7 @@ from fakes import FakeRun, event, started_event
 
 from dtgui.core.bottleneck import INPUT, StepSplit
 from dtgui.core.metrics import RunMetrics
+from dtgui.core.plan import Plan
 from dtgui.ui.dashboard import Dashboard
 from dtgui.ui.step_split import MAX_ROWS, StepSplitPanel
 
@@ -45,6 +46,10 @@ def test_the_dashboard_shows_each_tasks_split_and_the_verdict(qtbot: object) -> 
     bar.grab()  # paints
     dash.attach(FakeRun(RunMetrics(100)))  # another run: nothing shown until it measures
     assert not panel.isVisibleTo(dash)
+    # a ParameterServer run: nothing is split, and the card says so rather than staying away
+    dash.attach(FakeRun(RunMetrics(100), plan=Plan(run_name="ps", strategy="parameter_server",
+                                                   workers=2, parameter_servers=1)))
+    assert panel.isVisibleTo(dash) and "ParameterServer" in panel.verdict_label.text()
 
 
 def test_many_tasks_show_the_first_bars_and_the_verdict_covers_them_all(qtbot: object) -> None:

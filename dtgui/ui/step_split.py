@@ -40,6 +40,8 @@ MAX_ROWS = 8  # tasks shown one bar each; the rest are summed up in a line
 SCRIPT_HINT = ("A script's split needs its help: call <code>dtgui_worker.report(step, loss)</code> "
                "each step, and read its batches through <code>dtgui_worker.timed(dataset)</code> "
                "for the input wait. Without it, its devices' use is in the device plot.")
+PS_HINT = ("Under ParameterServer the step is not split yet: the workers' steps run where the "
+           "coordinator does not time them. Their throughput and devices' use are below.")
 
 
 def _milliseconds(seconds: float) -> str:
@@ -148,6 +150,7 @@ class StepSplitPanel(QFrame):
         layout.addWidget(self.more_label)
         self.facts = RunFacts()
         self.script = False  # a user's own script: a hint until it reports a split
+        self.parameter_server = False  # nothing to split: a hint says why
         self.verdict = Verdict("")
         self._rows: list[tuple[QLabel, SplitBar, QLabel]] = []
         self._shown: dict[str, StepSplit] = {}
@@ -159,6 +162,14 @@ class StepSplitPanel(QFrame):
 
     def set_script(self, script: bool) -> None:
         self.script = script
+
+    def set_parameter_server(self, parameter_server: bool) -> None:
+        self.parameter_server = parameter_server
+
+    @property
+    def hint(self) -> str:
+        """What the card says before (or instead of) a split."""
+        return SCRIPT_HINT if self.script else PS_HINT if self.parameter_server else ""
 
     def set_network(self, text: str) -> None:
         """What the doctor measured between the run's machines ("" when it has not)."""
@@ -173,8 +184,8 @@ class StepSplitPanel(QFrame):
                 widget.setVisible(False)
         self.more_label.setVisible(False)
         self.cost_label.setText("")
-        self.verdict_label.setText(SCRIPT_HINT if self.script else "")
-        self.setVisible(self.script)
+        self.verdict_label.setText(self.hint)
+        self.setVisible(bool(self.hint))
 
     def update_splits(self, splits: Mapping[str, StepSplit]) -> None:
         if not splits:
