@@ -6,7 +6,7 @@ import fcntl
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -123,3 +123,21 @@ def stub_python() -> Callable[..., str]:
     import runs
 
     return runs.stub_python
+
+
+@pytest.fixture(autouse=True)
+def _garbage_collected_on_the_ui_thread() -> Iterator[None]:
+    """Once a test made the QApplication, cyclic garbage is collected on this (the UI) thread
+    only, as the app does (dtgui.ui.ui_thread_gc); each test's end is one more look, for
+    tests that never turn the event loop."""
+    from PySide6.QtWidgets import QApplication
+
+    from dtgui.ui.ui_thread_gc import collect_on_ui_thread
+
+    app = QApplication.instance()
+    if app is not None:
+        collect_on_ui_thread(app)
+    yield
+    app = QApplication.instance()
+    if app is not None:
+        collect_on_ui_thread(app).check()

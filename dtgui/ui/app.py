@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QApplication
 
 from dtgui.launch.model_check import cancel_all as cancel_all_checks
 from dtgui.resources import resource
+from dtgui.ui.ui_thread_gc import collect_on_ui_thread
 from dtgui.ui.workers import shutdown as shutdown_background_work
 
 
@@ -28,6 +29,7 @@ def make_app(argv: list[str] | None = None) -> QApplication:
     app.setWindowIcon(QIcon(str(resource("icons", "dtgui.svg"))))
     with contextlib.suppress(OSError):  # unstyled is still usable
         app.setStyleSheet(resource("style.qss").read_text(encoding="utf-8"))
+    collect_on_ui_thread(app)
     return app
 
 
