@@ -3,6 +3,8 @@ one host, their state, spool, pid and log files under a temporary directory.
 
 `start_cluster(tmp)` returns a `SlurmCluster` (or raises `SlurmUnavailable` saying why it
 cannot start here); `cluster.stop()` stops every daemon it started, by the pid it recorded.
+`served_cluster()` is the test modules' fixture body: a cluster for the module's length, or
+the module skipped with the reason.
 Commands reach it through SLURM_CONF (set in os.environ while it runs).
 """
 
@@ -14,9 +16,13 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pytest
 
 TEMPLATE = Path(__file__).parent / "fixtures" / "slurm" / "slurm.conf.template"
 MUNGE_SOCKET = Path("/run/munge/munge.socket.2")
@@ -178,3 +184,22 @@ def start_cluster(root: Path, timeout: float = 30.0) -> SlurmCluster:
     except BaseException:
         cluster.stop()
         raise
+
+
+def served_cluster() -> Iterator[SlurmCluster]:
+    """A running cluster until the generator is closed (then every daemon stops and its files
+    go); skips the calling test module when Slurm cannot run here. Its files live outside
+    pytest's private temporary directory: the SSH test account's jobs run scripts from the
+    nodes' spool directories there."""
+    root = Path(tempfile.mkdtemp(prefix="dtgui-slurm-"))
+    root.chmod(0o755)
+    try:
+        cluster = start_cluster(root)
+    except SlurmUnavailable as exc:
+        shutil.rmtree(root, ignore_errors=True)
+        pytest.skip(f"Slurm cannot run here: {exc}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)

@@ -12,8 +12,6 @@ TensorFlow on Slurm is tested in tests/test_slurm_run.py.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,7 +24,7 @@ from fakes import wait_for
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QWizard
 from runs import replica_losses
-from slurm_cluster import SlurmCluster, SlurmUnavailable, start_cluster
+from slurm_cluster import SlurmCluster, served_cluster
 from test_gui_e2e import click_next, curve_points, open_wizard_on
 from test_gui_multihost import click_message_button, screenshot, windows
 from test_slurm_run import login_node, processes_in
@@ -49,17 +47,7 @@ FOREVER = 1_000_000
 
 @pytest.fixture(scope="module")
 def slurm() -> Iterator[SlurmCluster]:
-    # outside pytest's private temporary directory, as in test_slurm_run
-    root = Path(tempfile.mkdtemp(prefix="dtgui-slurm-gui-"))
-    root.chmod(0o755)
-    try:
-        cluster = start_cluster(root)
-    except SlurmUnavailable as exc:
-        shutil.rmtree(root, ignore_errors=True)
-        pytest.skip(f"Slurm cannot run here: {exc}")
-    yield cluster
-    cluster.stop()
-    shutil.rmtree(root, ignore_errors=True)
+    yield from served_cluster()
 
 
 def fill_the_cluster(slurm: SlurmCluster, where: Path) -> tuple[str, ...]:

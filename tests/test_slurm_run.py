@@ -15,7 +15,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,7 +26,7 @@ import runs
 import sshhosts
 from conftest_ssh import machine, trust
 from fakes import wait_for
-from slurm_cluster import SlurmCluster, SlurmUnavailable, start_cluster
+from slurm_cluster import SlurmCluster, served_cluster
 
 from dtgui.cli.main import main as cli_main
 from dtgui.core.machines import MachineRegistry
@@ -49,18 +48,7 @@ ssh_lab, ssh_env, real_keyring = conftest_ssh.ssh_lab, conftest_ssh.ssh_env, con
 
 @pytest.fixture(scope="module")
 def slurm() -> Iterator[SlurmCluster]:
-    # outside pytest's private temporary directory: jobs of the SSH test account run scripts
-    # from the nodes' spool directories
-    root = Path(tempfile.mkdtemp(prefix="dtgui-slurm-"))
-    root.chmod(0o755)
-    try:
-        cluster = start_cluster(root)
-    except SlurmUnavailable as exc:
-        shutil.rmtree(root, ignore_errors=True)
-        pytest.skip(f"Slurm cannot run here: {exc}")
-    yield cluster
-    cluster.stop()
-    shutil.rmtree(root, ignore_errors=True)
+    yield from served_cluster()
 
 
 FAKE_NVML = Path(__file__).resolve().parent / "fake_nvml"

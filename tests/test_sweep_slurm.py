@@ -6,16 +6,14 @@ child (tests/stub_task.py) under the real supervisor: no TensorFlow."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import optuna
 import pytest
-from slurm_cluster import SlurmCluster, SlurmUnavailable, start_cluster
+from slurm_cluster import SlurmCluster, served_cluster
 
 from dtgui.core.runs import RunRecord
 from dtgui.core.sweep import load_sweep
@@ -24,17 +22,7 @@ from dtgui.launch.sweep_slots import sweep_job
 
 @pytest.fixture(scope="module")
 def slurm() -> Iterator[SlurmCluster]:
-    # outside pytest's private temporary directory: the nodes run the jobs' scripts from there
-    root = Path(tempfile.mkdtemp(prefix="dtgui-slurm-"))
-    root.chmod(0o755)
-    try:
-        cluster = start_cluster(root)
-    except SlurmUnavailable as exc:
-        shutil.rmtree(root, ignore_errors=True)
-        pytest.skip(f"Slurm cannot run here: {exc}")
-    yield cluster
-    cluster.stop()
-    shutil.rmtree(root, ignore_errors=True)
+    yield from served_cluster()
 
 
 def test_a_two_trial_sweep_runs_each_trial_as_a_slurm_job(
