@@ -22,7 +22,8 @@ os.environ["DTGUI_CONFIG_DIR"] = str(TMP / "config")
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from dtgui.core.machines import Machine, MachineRegistry, RemoteFacts  # noqa: E402
-from dtgui.core.slurm import ClusterFacts, SlurmDefaults, parse_sinfo, parse_squeue  # noqa: E402
+from dtgui.core.slurm import SlurmDefaults  # noqa: E402
+from dtgui.core.slurm_answers import ClusterFacts, parse_sinfo, parse_squeue  # noqa: E402
 from dtgui.ui.app import make_app  # noqa: E402
 from dtgui.ui.machines.panel import MachinesPanel  # noqa: E402
 

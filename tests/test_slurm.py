@@ -16,13 +16,16 @@ from dtgui.core.machines import Machine, MachineError, MachineRegistry
 from dtgui.core.plan import Plan
 from dtgui.core.run_state import RunState
 from dtgui.core.slurm import (
-    JobStatus,
     SlurmDefaults,
     SlurmError,
     SlurmJob,
     account_problems,
     batch_script,
     fit_problems,
+    time_seconds,
+)
+from dtgui.core.slurm_answers import (
+    JobStatus,
     gres_gpus,
     parse_accounts,
     parse_job_id,
@@ -34,7 +37,6 @@ from dtgui.core.slurm import (
     status_from_sacct,
     status_from_scontrol,
     submit_error,
-    time_seconds,
 )
 from dtgui.core.slurm_bundle import place_on_cluster, render_slurm_bundle
 from dtgui.core.strategies import Strategy

@@ -192,7 +192,7 @@ def test_a_probed_cluster_in_the_panel_and_the_wizard(qtbot) -> None:
     from PySide6.QtWidgets import QWizard
 
     from dtgui.core.machines import RemoteFacts
-    from dtgui.core.slurm import ClusterFacts, parse_sinfo, parse_squeue, probe_problem
+    from dtgui.core.slurm_answers import ClusterFacts, parse_sinfo, parse_squeue, probe_problem
     from dtgui.ui.machines.texts import details_html, short_gpus, short_tf
     from dtgui.ui.wizard.slurm_box import last_job_file
 

@@ -27,7 +27,8 @@ import tomli_w
 
 from dtgui.core.hardware import GpuInfo, MachineFacts, TfView
 from dtgui.core.settings import atomic_write_text, config_dir
-from dtgui.core.slurm import ClusterFacts, SlurmDefaults, SlurmError
+from dtgui.core.slurm import SlurmDefaults, SlurmError
+from dtgui.core.slurm_answers import ClusterFacts
 
 if sys.version_info >= (3, 11):
     import tomllib

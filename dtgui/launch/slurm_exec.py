@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING
 from dtgui.core.bundle import Bundle
 from dtgui.core.events import Event, parse_events
 from dtgui.core.plan import TaskSpec
-from dtgui.core.slurm import JOB_FILE, JobStatus, SlurmError
+from dtgui.core.slurm import JOB_FILE, SlurmError
+from dtgui.core.slurm_answers import JobStatus
 from dtgui.launch.executor import LOCAL_MAX_CHUNK, Executor, MachinePoll, TaskPoll, split_log
 from dtgui.launch.local_exec import read_chunk, read_exit_code
 from dtgui.remote import slurm

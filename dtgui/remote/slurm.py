@@ -9,16 +9,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from dtgui.core.slurm import (
+from dtgui.core.slurm import SlurmError, SlurmJob, account_problems, fit_problems
+from dtgui.core.slurm_answers import (
     SACCT_FIELDS,
     SINFO_FORMAT,
     SQUEUE_FORMAT,
     ClusterFacts,
     JobStatus,
-    SlurmError,
-    SlurmJob,
-    account_problems,
-    fit_problems,
     parse_accounts,
     parse_job_id,
     parse_scontrol,

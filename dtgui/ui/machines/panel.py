@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 from dtgui.core.hardware import GpuInfo, MachineFacts
 from dtgui.core.machines import Machine, MachineRegistry, RemoteFacts
 from dtgui.core.plan import LOCAL_MACHINE
-from dtgui.core.slurm import ClusterFacts
+from dtgui.core.slurm_answers import ClusterFacts
 from dtgui.remote import secrets as secret_store
 from dtgui.remote.connection import ChangedHostKeyError, ConnectError
 from dtgui.remote.connector import Secrets

@@ -7,7 +7,8 @@ import re
 from collections import Counter
 
 from dtgui.core.machines import AUTH_LABELS, Machine, RemoteFacts
-from dtgui.core.slurm import ClusterFacts, Partition, QueuedJob, time_text
+from dtgui.core.slurm import time_text
+from dtgui.core.slurm_answers import ClusterFacts, Partition, QueuedJob
 
 
 def gib(n: int) -> str:

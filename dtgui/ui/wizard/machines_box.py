@@ -44,7 +44,8 @@ from dtgui.core.cluster import (
 from dtgui.core.hardware import GpuInfo
 from dtgui.core.machines import Machine
 from dtgui.core.plan import LOCAL_MACHINE, Plan
-from dtgui.core.slurm import LOCAL_CLUSTER, ClusterFacts, Partition, SlurmJob
+from dtgui.core.slurm import LOCAL_CLUSTER, SlurmJob
+from dtgui.core.slurm_answers import ClusterFacts, Partition
 from dtgui.ui.workers import run_in_thread
 from dtgui.worker.machine_probe import choose_free_ports
 

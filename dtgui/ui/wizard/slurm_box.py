@@ -33,13 +33,13 @@ from dtgui.core.plan import Plan
 from dtgui.core.settings import atomic_write_text, config_dir, read_json_or_backup
 from dtgui.core.slurm import (
     LOCAL_CLUSTER,
-    Partition,
     SlurmDefaults,
     SlurmError,
     SlurmJob,
     fit_problems,
     job_problems,
 )
+from dtgui.core.slurm_answers import Partition
 from dtgui.core.strategies import Strategy
 
 from .common import card, label, mark_invalid, muted

@@ -13,7 +13,8 @@ from dtgui.core.cluster import place_local
 from dtgui.core.hardware import GpuInfo, MachineFacts
 from dtgui.core.machines import Machine
 from dtgui.core.plan import LOCAL_MACHINE, Plan
-from dtgui.core.slurm import LOCAL_CLUSTER, ClusterFacts
+from dtgui.core.slurm import LOCAL_CLUSTER
+from dtgui.core.slurm_answers import ClusterFacts
 from dtgui.resources import resource
 from dtgui.ui.workers import run_in_thread
 
