@@ -169,3 +169,37 @@ def test_calibrations_cost_at_most_one_percent_of_the_steps_between_them() -> No
         if timing.calibrate_now(1):
             due.append(call)
     assert due == [FIRST_CALIBRATION_CALL, 7204]
+
+
+def test_the_parameter_server_coordinator_splits_each_workers_step_from_its_own_timing() -> None:
+    """Under ParameterServer each call times itself on its worker (seconds, input wait, the
+    worker's index) and a round-trip probe calibrates communication: the coordinator keeps
+    one split per worker, never counts an untimed call, and schedules the probes again while
+    a training worker has had none."""
+    from dtgui.worker.step_timing import FIRST_CALIBRATION_CALL, WorkerStepTimings
+
+    timing = WorkerStepTimings(active=True)
+    calibrations = []
+    for call in range(1, 9):
+        timing.scheduled()
+        if timing.calibrate_now(10):
+            calibrations.append(call)
+            if call == FIRST_CALIBRATION_CALL:  # the probes all went to worker 0
+                timing.calibrated({0: 0.004}, {0: 0.05}, setup=0.3)
+        timing.call(call % 2, 10, seconds=0.1, input_wait=0.03 * (call % 2), last_step=10 * call)
+        timing.call(-1, 10, seconds=5.0, input_wait=5.0, last_step=10 * call)  # not timed
+    # the probes came again while worker 1 trained without a round trip, a few times at most
+    assert calibrations[0] == FIRST_CALIBRATION_CALL and len(calibrations) > 1
+    assert len(calibrations) <= 1 + WorkerStepTimings.RETRIES
+    timing.calibrated({1: 0.006}, {1: 0.07}, setup=0.0)
+    due = dict(timing.splits_due(final=True))
+    assert set(due) == {0, 1}
+    zero, one = (StepSplit.from_event("chief:0", {**due[w], "of_task": f"worker:{w}"})
+                 for w in (0, 1))
+    assert zero is not None and one is not None and one.task == "worker:1"
+    assert zero.measured == one.measured == (INPUT, COMPUTE, COMMUNICATION)
+    assert one.input == pytest.approx(0.003) and one.communication == pytest.approx(0.006)
+    assert one.compute == pytest.approx(0.001) and one.reporting == 0
+    assert zero.input == 0 and zero.communication == pytest.approx(0.004)
+    assert zero.setup_seconds == pytest.approx(0.3) and one.calibration_seconds == 0.07
+    assert verdict([zero, one]).limit == COMMUNICATION

@@ -46,10 +46,27 @@ def test_the_dashboard_shows_each_tasks_split_and_the_verdict(qtbot: object) -> 
     bar.grab()  # paints
     dash.attach(FakeRun(RunMetrics(100)))  # another run: nothing shown until it measures
     assert not panel.isVisibleTo(dash)
-    # a ParameterServer run: nothing is split, and the card says so rather than staying away
+    # ParameterServer with deterministic ops: the workers cannot time their steps, and the
+    # card says so (and what to change) rather than staying away
     dash.attach(FakeRun(RunMetrics(100), plan=Plan(run_name="ps", strategy="parameter_server",
                                                    workers=2, parameter_servers=1)))
-    assert panel.isVisibleTo(dash) and "ParameterServer" in panel.verdict_label.text()
+    assert panel.isVisibleTo(dash) and "Deterministic ops off" in panel.verdict_label.text()
+    # without them the coordinator reports each worker's split (of_task), shown per worker
+    metrics = RunMetrics(100)
+    dash.attach(FakeRun(metrics, plan=Plan(run_name="ps", strategy="parameter_server",
+                                           workers=2, parameter_servers=1,
+                                           deterministic=False)))
+    assert not panel.isVisibleTo(dash)
+    metrics.add_events([split_event("chief:0", of_task=f"worker:{i}", input=0.001,
+                                    compute=0.004, communication=0.008 + i / 1000)
+                        for i in range(2)])
+    dash._text_time = 0.0
+    dash.refresh()
+    assert panel.isVisibleTo(dash)
+    assert [panel._rows[i][0].text() for i in range(2)] == ["worker:0", "worker:1"]
+    text = panel.verdict_label.text()
+    assert "communication 64 % of each step on worker:1" in text  # 9 of 14 ms
+    assert "add parameter servers (now 1)" in text and "all-reduce" not in text
 
 
 def test_many_tasks_show_the_first_bars_and_the_verdict_covers_them_all(qtbot: object) -> None:

@@ -359,6 +359,11 @@ def test_xla_is_refused_with_parameter_server(qtbot, make_wizard) -> None:
     page.xla_check.setChecked(False)
     assert next_button(wizard).isEnabled()
     assert not page.xla_check.isEnabled()  # cannot be turned on again
+    # asynchronous training is not repeatable: deterministic ops went off, with the reason
+    assert not page.deterministic_check.isChecked()
+    assert "trains asynchronously" in page.deterministic_check.toolTip()
+    page.deterministic_check.setChecked(True)  # the person's choice is kept
+    assert wizard.options_page.ctx.draft().deterministic
 
 
 def test_mixed_float16_is_not_selectable_on_tpu(qtbot, make_wizard) -> None:

@@ -43,6 +43,8 @@ from worker_helpers import (
     stop,
 )
 
+from dtgui.core.bottleneck import COMMUNICATION, COMPUTE, INPUT, StepSplit, verdict
+
 pytestmark = pytest.mark.slow
 
 
@@ -131,9 +133,10 @@ def test_parameter_server_chief_two_workers_one_ps(tmp_path: Path) -> None:
                "ps": [f"127.0.0.1:{ports[3]}"]}
     # Asynchronous updates from stale parameters: the helpers' learning rate of 0.01 made the
     # first steps overshoot once (loss 44 at step 6); the default 0.001 trains steadily.
+    # Deterministic ops off: they forbid the clock the workers' calls time themselves with
     bundle = make_bundle(tmp_path, make_plan(strategy="parameter_server", cluster=cluster,
                                              steps=6, steps_per_epoch=3, checkpoint_every=3,
-                                             learning_rate=0.001))
+                                             learning_rate=0.001, deterministic=False))
     servers = {t: start_task(bundle, t, cluster) for t in ("ps:0", "worker:0", "worker:1")}
     chief = start_task(bundle, "chief:0", cluster)
     try:
@@ -142,6 +145,20 @@ def test_parameter_server_chief_two_workers_one_ps(tmp_path: Path) -> None:
                                  log=log_text(bundle, "chief:0"))
         assert started["replica_ids"] == [0] and started["strategy"] == "parameter_server"
         assert [e["step"] for e in kinds(events, "checkpoint")] == [3, 6]
+        # the coordinator reports where each worker's step time goes, measured on the worker
+        splits = {e["of_task"]: e for e in kinds(events, "split")}
+        assert set(splits) == {"worker:0", "worker:1"}, kinds(events, "split")
+        for task, event in splits.items():
+            split = StepSplit.from_event("chief:0", event)
+            assert split is not None and split.task == task
+            assert split.measured == (INPUT, COMPUTE, COMMUNICATION)
+            assert split.method == "worker-timed" and event["step"] == 6
+            # a parameter-server round trip was timed on that worker, and takes part of it
+            assert event["probe_reduce"] > 0 and 0 < split.communication <= event["probe_reduce"]
+            assert split.input > 0 and split.reporting == 0
+            assert split.calibration_seconds > 0 and split.training_seconds > 0
+        assert verdict([StepSplit.from_event("chief:0", e) or StepSplit("")
+                        for e in splits.values()]).task in splits
         for task, proc in servers.items():
             assert proc.poll() is None, f"{task} exited by itself"
             first = kinds(read_events(bundle, task), "started")[0]

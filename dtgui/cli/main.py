@@ -92,7 +92,9 @@ def add_export_options(export: argparse.ArgumentParser) -> None:
     export.add_argument("--lr", type=float, default=0.001, help="learning rate")
     export.add_argument("--seed", type=int, default=42)
     export.add_argument("--no-determinism", action="store_true",
-                        help="allow non-deterministic ops (faster on GPU)")
+                        help="allow non-deterministic ops (faster on GPU; always so with "
+                        "parameter_server: asynchronous training is not repeatable, and "
+                        "deterministic ops would keep its steps from being timed)")
     export.add_argument("--checkpoint-every", type=int, default=50, help="steps; 0 = off")
     export.add_argument("--optimizer", choices=OPTIMIZERS, default="adam")
     export.add_argument("--weight-decay", type=float, default=0.0,
@@ -145,7 +147,7 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
         steps_per_epoch=args.steps_per_epoch,
         learning_rate=args.lr,
         seed=args.seed,
-        deterministic=not args.no_determinism,
+        deterministic=not args.no_determinism and not strategy.asynchronous,
         checkpoint_every=args.checkpoint_every,
         steps_per_call=args.steps_per_call,
         optimizer=args.optimizer,

@@ -13,7 +13,9 @@ A `split` event (schema 2, added fields are optional):
 seconds of a step, "measured": the parts measured, "method": "calibrated" | "report",
 "calibration_seconds": what measuring cost so far (its recurring part), "setup_seconds":
 making the probes once (tracing them), "training_seconds": the task's training time so
-far}``.
+far, "of_task": the task measured when another task reports it (the ParameterServer
+coordinator reports its workers': "worker:1"), "method": "calibrated" | "worker-timed" |
+"report"}``.
 """
 
 from __future__ import annotations
@@ -60,7 +62,11 @@ class StepSplit:
 
     @classmethod
     def from_event(cls, task: str, data: Mapping[str, Any]) -> StepSplit | None:
-        """The split a `split` event carries; None when it holds no time."""
+        """The split a `split` event of `task` carries (of its `of_task` when it reports
+        another task's); None when it holds no time."""
+        of_task = data.get("of_task")
+        if isinstance(of_task, str) and of_task.strip():
+            task = of_task.strip()
         parts = {p: _seconds(data.get(p)) for p in PARTS}
         if sum(parts.values()) <= 0:
             return None
@@ -105,6 +111,7 @@ class RunFacts:
     mixed_precision: bool = False
     hosts: int = 1  # machines the run spans
     per_replica_batch: int = 0
+    parameter_servers: int = 0  # ParameterServer: its servers (communication is round trips)
 
 
 @dataclass(frozen=True)
@@ -150,10 +157,16 @@ def advice(limit: str, facts: RunFacts = RunFacts()) -> str:
                 ".map(..., num_parallel_calls=tf.data.AUTOTUNE), .cache() a data set that "
                 "fits in memory, .interleave() the reading of many files, keep the data on a "
                 "local disk, or give the input more CPU")
+    batch = f" (now {facts.per_replica_batch})" if facts.per_replica_batch else ""
+    if limit == COMMUNICATION and facts.parameter_servers:
+        return ("each step reads the variables from the parameter servers and sends the "
+                f"gradients back: train a larger batch per worker{batch} so a round trip "
+                "carries more examples, add parameter servers "
+                f"(now {facts.parameter_servers}) to spread the variables and their traffic, "
+                "or put the servers on the workers' fastest network")
     if limit == COMMUNICATION:
         tips = ["the replicas wait for each other's gradients: train a larger batch per "
-                "replica" + (f" (now {facts.per_replica_batch})" if facts.per_replica_batch
-                             else "") + " or accumulate gradients over micro-batches"]
+                "replica" + batch + " or accumulate gradients over micro-batches"]
         tips.append("use NCCL (GPUs) or ring all-reduce as the hardware allows")
         if facts.hosts > 1:
             tips.append("put fewer machines behind a slow link")
@@ -198,12 +211,18 @@ def plan_facts(plan: Plan) -> RunFacts:
     return RunFacts(gpu=plan.device_kind == "gpu", xla=plan.xla,
                     mixed_precision=plan.precision == "mixed_float16",
                     hosts=max(1, len(plan.machine_names)),
-                    per_replica_batch=plan.per_replica_batch)
+                    per_replica_batch=plan.per_replica_batch,
+                    parameter_servers=plan.parameter_servers if plan.strategy.asynchronous
+                    else 0)
 
 
 def facts_of(plan: Mapping[str, Any], hosts: int = 1, gpu: bool = False) -> RunFacts:
     """RunFacts from a plan's JSON dict (plan.json)."""
     batch = plan.get("per_replica_batch")
+    tasks = plan.get("tasks")
+    servers = sum(1 for t in tasks if isinstance(t, Mapping) and t.get("type") == "ps") \
+        if isinstance(tasks, list) and plan.get("strategy") == "parameter_server" else 0
     return RunFacts(gpu=gpu, xla=bool(plan.get("xla")),
                     mixed_precision=plan.get("precision") == "mixed_float16",
-                    hosts=max(1, hosts), per_replica_batch=batch if isinstance(batch, int) else 0)
+                    hosts=max(1, hosts), per_replica_batch=batch if isinstance(batch, int) else 0,
+                    parameter_servers=servers)

@@ -380,7 +380,7 @@ class RunCurves:
         elif kind == SPLIT_KIND:
             split = StepSplit.from_event(event.task, event.data)
             if split is not None:
-                self.splits[event.task] = split
+                self.splits[split.task] = split
         elif kind == "device":
             self.memory.add(event.task, event.get("devices"))
         elif kind == "finished":

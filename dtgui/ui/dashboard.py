@@ -201,8 +201,8 @@ class Dashboard(QWidget):
         self._side_sized = False
         self.model_bar.set_output(controller.output_dir)
         self.step_split.set_script(self._script_run)
-        self.step_split.set_parameter_server(
-            not self._script_run and plan.strategy == "parameter_server")
+        self.step_split.set_deterministic_ps(
+            not self._script_run and plan.strategy.asynchronous and plan.deterministic)
         self.step_split.clear()
         self.step_split.set_facts(plan_facts(plan))
         self.throughput_panel.setVisible(True)

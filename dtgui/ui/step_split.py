@@ -40,8 +40,10 @@ MAX_ROWS = 8  # tasks shown one bar each; the rest are summed up in a line
 SCRIPT_HINT = ("A script's split needs its help: call <code>dtgui_worker.report(step, loss)</code> "
                "each step, and read its batches through <code>dtgui_worker.timed(dataset)</code> "
                "for the input wait. Without it, its devices' use is in the device plot.")
-PS_HINT = ("Under ParameterServer the step is not split yet: the workers' steps run where the "
-           "coordinator does not time them. Their throughput and devices' use are below.")
+DETERMINISTIC_PS_HINT = (
+    "The workers' steps are not split: deterministic ops forbid the clock they would read "
+    "(tf.timestamp). ParameterServer training is asynchronous, so not repeatable anyway: "
+    "turn Deterministic ops off (wizard, Options) to see where the time goes.")
 
 
 def _milliseconds(seconds: float) -> str:
@@ -150,7 +152,7 @@ class StepSplitPanel(QFrame):
         layout.addWidget(self.more_label)
         self.facts = RunFacts()
         self.script = False  # a user's own script: a hint until it reports a split
-        self.parameter_server = False  # nothing to split: a hint says why
+        self.deterministic_ps = False  # ParameterServer with deterministic ops: no split
         self.verdict = Verdict("")
         self._rows: list[tuple[QLabel, SplitBar, QLabel]] = []
         self._shown: dict[str, StepSplit] = {}
@@ -163,13 +165,15 @@ class StepSplitPanel(QFrame):
     def set_script(self, script: bool) -> None:
         self.script = script
 
-    def set_parameter_server(self, parameter_server: bool) -> None:
-        self.parameter_server = parameter_server
+    def set_deterministic_ps(self, deterministic_ps: bool) -> None:
+        self.deterministic_ps = deterministic_ps
 
     @property
     def hint(self) -> str:
         """What the card says before (or instead of) a split."""
-        return SCRIPT_HINT if self.script else PS_HINT if self.parameter_server else ""
+        if self.script:
+            return SCRIPT_HINT
+        return DETERMINISTIC_PS_HINT if self.deterministic_ps else ""
 
     def set_network(self, text: str) -> None:
         """What the doctor measured between the run's machines ("" when it has not)."""

@@ -31,6 +31,7 @@ class BuiltStrategy:
     worker_index: int = 0  # index among the compute workers (MWMS), else 0
     coordinator: Any = None  # parameter_server chief: ClusterCoordinator
     server: Any = None  # parameter_server worker/ps: the running tf.distribute.Server
+    ps_workers: int = 0  # parameter_server chief: the workers its coordinator schedules on
 
     @property
     def is_server(self) -> bool:
@@ -218,7 +219,8 @@ def _build_ps(task_type: str, task_index: int) -> BuiltStrategy:
     strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
     coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
     return BuiltStrategy(Strategy.PARAMETER_SERVER, strategy, 1, [0],
-                         ["/job:chief/replica:0/task:0"], coordinator=coordinator)
+                         ["/job:chief/replica:0/task:0"], coordinator=coordinator,
+                         ps_workers=resolver.cluster_spec().num_tasks("worker"))
 
 
 def _build_tpu(plan: Plan) -> BuiltStrategy:

@@ -98,7 +98,8 @@ class Trainer:
     ``agreed`` the size of the next call every task agrees on (the mean of the tasks'
     float32 ``proposal``). Nothing in a call copies to the host; the caller fetches all three
     once per call. Under parameter_server ``run(iterator, k)`` is the closure the
-    coordinator schedules on a worker: it returns (k, 2) for that worker's single replica.
+    coordinator schedules on a worker: it returns (k, 2) for that worker's single replica,
+    and (worker index, the call's seconds, its input wait) as timed on the worker.
     """
 
     run: Any  # a tf.function (called, and traced by xla_functions); TensorFlow has no types
@@ -124,7 +125,7 @@ def applied_learning_rate(optimizer: Any) -> Any:
 
 def make_trainer(info: BuiltStrategy, model: keras.Model, optimizer: Any, loss_obj: Any,
                  global_batch: int, xla: bool, float16: bool, micro_batches: int = 1,
-                 clip_norm: float = 0.0) -> Trainer:
+                 clip_norm: float = 0.0, timed: bool = True) -> Trainer:
     """Build the distributed training call; with ``xla`` the replica's forward+backward is
     XLA-compiled.
 
@@ -140,6 +141,9 @@ def make_trainer(info: BuiltStrategy, model: keras.Model, optimizer: Any, loss_o
     cross-replica merge calls, which XLA cannot compile. The k steps of a call run in one
     graph loop (as Keras' ``steps_per_execution``): the loop body is the same graph whatever
     k is, so the losses do not depend on how the steps are split into calls.
+
+    Under parameter_server each call times itself unless `timed` is False (deterministic
+    ops forbid reading the clock in a graph: `tf.timestamp` raises).
     """
     strategy = info.strategy
 
@@ -186,10 +190,31 @@ def make_trainer(info: BuiltStrategy, model: keras.Model, optimizer: Any, loss_o
     if info.coordinator is not None:
         @tf.function
         def ps_steps(iterator: Any, k: Any) -> Any:
+            # The call times itself on its worker (the coordinator sees only when results
+            # arrive, several calls in flight): its seconds, its input wait, and which worker
+            # ran it. An iteration starts once the previous one's updates are done (a loop
+            # body's outputs wait for its stateful ops), so the first timestamp of each
+            # iteration is its start; the input wait ends when the batches are there.
             rows = tf.TensorArray(tf.float32, size=k, element_shape=[2])
+            if not timed:
+                for i in tf.range(k):
+                    rows = rows.write(i, strategy.run(replica_step,
+                                                      args=(next_batches(iterator),)))
+                return rows.stack(), tf.constant([-1.0, 0.0, 0.0], tf.float64)
+            worker = tf.distribute.coordinator.experimental_get_current_worker_index()
+            began = tf.timestamp()
+            waited = tf.constant(0.0, tf.float64)
             for i in tf.range(k):
-                rows = rows.write(i, strategy.run(replica_step, args=(next_batches(iterator),)))
-            return rows.stack()
+                before = tf.timestamp()
+                with tf.control_dependencies([before]):
+                    batches = next_batches(iterator)
+                with tf.control_dependencies(tf.nest.flatten(batches)):
+                    waited += tf.timestamp() - before
+                rows = rows.write(i, strategy.run(replica_step, args=(batches,)))
+            stacked = rows.stack()
+            with tf.control_dependencies([stacked]):
+                seconds = tf.timestamp() - began
+            return stacked, tf.stack([tf.cast(worker, tf.float64), seconds, waited])
 
         return Trainer(ps_steps, compute_fn, replica_step)
 
@@ -304,6 +329,61 @@ class Probes:
         return Calibration(step=statistics.median(steps),
                            reduce=statistics.median(reduces) if reduces else 0.0,
                            input=statistics.median(inputs) * micro_batches, setup=setup)
+
+
+class ParameterServerProbe:
+    """The ParameterServer calibration's probe, scheduled on the workers like a training
+    call: n round trips to the parameter servers, each reading every trainable variable from
+    its server to the worker and sending a tensor of the same size back (what a step moves:
+    the variables in, the gradients out), timed on the worker. Nothing is written: the probe
+    runs between training calls without touching the training."""
+
+    def __init__(self, info: BuiltStrategy, model: keras.Model) -> None:
+        self._coordinator = info.coordinator
+        self._traced = False
+        weights = [(w, _variable_device(w)) for w in model.trainable_variables]
+
+        @tf.function
+        def round_trips(n: Any) -> Any:
+            worker = tf.distribute.coordinator.experimental_get_current_worker_index()
+            began = tf.timestamp()
+            total = tf.constant(0.0)
+            with tf.control_dependencies([began]):
+                for i in tf.range(n):
+                    # a factor of the iteration keeps each read in the loop (not hoisted)
+                    factor = tf.cast(i + 1, tf.float32)
+                    back = []
+                    for weight, device in weights:
+                        here = tf.cast(weight, tf.float32) * factor  # on the worker
+                        with tf.device(device):  # back to the variable's server
+                            back.append(tf.reduce_sum(here))
+                    total += tf.add_n(back)
+            with tf.control_dependencies([total]):
+                seconds = tf.timestamp() - began
+            return tf.stack([tf.cast(worker, tf.float64), seconds])
+
+        self._round_trips = round_trips
+
+    def schedule(self, n: int, count: int) -> list[Any]:
+        """`count` probes of n round trips on whichever workers are free (the coordinator
+        gives each closure to the next free worker); their results are fetched later."""
+        return [self._coordinator.schedule(self._round_trips, args=(tf.constant(n),))
+                for _ in range(count)]
+
+    def trace(self) -> float:
+        """Make the probe (trace it) once, before the first use: seconds it took."""
+        if self._traced:
+            return 0.0
+        began = time.perf_counter()
+        self._round_trips.get_concrete_function(tf.TensorSpec([], tf.int32))
+        self._traced = True
+        return time.perf_counter() - began
+
+
+def _variable_device(variable: Any) -> str:
+    """The device a (Keras or TensorFlow) variable lives on: its parameter server."""
+    inner = getattr(variable, "value", variable)  # a Keras 3 variable holds a tf.Variable
+    return str(getattr(inner, "device", "") or getattr(variable, "device", ""))
 
 
 def per_step(probe: Any, *args: Any, n: int) -> float:

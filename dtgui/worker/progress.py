@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import os
+import statistics
 import time
 from typing import Any
 
@@ -23,10 +24,10 @@ from .checkpoints import Checkpoints
 from .distribute import BuiltStrategy
 from .events import EventWriter
 from .export import ModelSaver
-from .loop import Probes, Trainer, xla_functions
+from .loop import ParameterServerProbe, Probes, Trainer, xla_functions
 from .optim import learning_rate_at
 from .plan import Plan
-from .step_timing import StepTiming, probe_steps
+from .step_timing import StepTiming, WorkerStepTimings, probe_steps
 from .summaries import Scalars
 from .validation import Validator
 
@@ -43,7 +44,8 @@ class Progress:
                  ckpts: Checkpoints | None, writer: Scalars | None, global_batch: int, resumed: int,
                  task: str, *, optimizer: Any = None, validator: Validator | None = None,
                  saver: ModelSaver | None = None, classification: bool = True,
-                 probes: Probes | None = None) -> None:
+                 probes: Probes | None = None,
+                 ps_probe: ParameterServerProbe | None = None) -> None:
         self.info = info
         self.events = events
         self.ckpts = ckpts
@@ -64,7 +66,7 @@ class Progress:
         self.val_every = max(1, plan.validation_interval) if validator is not None else 0
         self._validated_at = 0
         self.sizer = StepsPerCall(plan.steps_per_call, max(1, info.local_replicas))
-        self.ps_workers = max(1, len(plan.worker_tasks))
+        self.ps_workers = max(1, info.ps_workers or len(plan.worker_tasks))
         self.live = os.environ.get(LIVE_EVENTS_VARIABLE, "1") != "0"
         self.task = task
         self.xla = plan.xla
@@ -81,6 +83,12 @@ class Progress:
         self.timeline: list[tuple[int, float]] = []  # (step, seconds since the start) per call
         self.probes = probes
         self.timing = StepTiming(active=probes is not None)  # where a step's time goes
+        # parameter_server: the workers' steps, timed by the calls and a round-trip probe
+        self.ps_probe = ps_probe
+        self.worker_timing = WorkerStepTimings(active=ps_probe is not None)
+        self._ps_probes: list[Any] = []
+        self._ps_probe_n = 1
+        self._ps_setup = 0.0
 
     # -- synchronous strategies ------------------------------------------------------------
     def run(self, trainer: Trainer, dataset: Any) -> None:
@@ -127,6 +135,9 @@ class Progress:
             k = self.sizer.next(done, self.total, self.ckpt_every, self.val_every)
             remote = coordinator.schedule(trainer.run, args=(iterator, tf.constant(k, tf.int32)))
             in_flight.append((done + 1, k, remote))
+            self.worker_timing.scheduled()
+            if not self._ps_probes and self.worker_timing.calibrate_now(k):
+                self.schedule_ps_probes(k)
             if done == self.start and self.xla:
                 self.report_xla(trainer, iterator, tf.constant(1, tf.int32))
             done += k
@@ -151,14 +162,64 @@ class Progress:
         if count <= 0:
             return since
         calls = [in_flight.popleft() for _ in range(count)]
-        rows = np.concatenate([np.asarray(r).reshape(-1, 2) for r in
-                               self.info.coordinator.fetch([c[2] for c in calls])])
+        results = self.info.coordinator.fetch([c[2] for c in calls])
+        rows = np.concatenate([np.asarray(r[0]).reshape(-1, 2) for r in results])
         now = time.perf_counter()
         steps = sum(c[1] for c in calls)
         self.sizer.observe((now - since) * self.ps_workers / max(1, steps))
         self.sizer.agree(self.sizer.proposal)
         self.after_steps(calls[0][0], rows[:, None, 0], rows[:, 0], rows[:, 1])
+        last = calls[-1][0] + calls[-1][1] - 1
+        for (_, k, _), result in zip(calls, results, strict=True):
+            worker, seconds, waited = (float(x) for x in np.asarray(result[1]))
+            self.worker_timing.call(int(worker), k, seconds, waited, last)
+        self.collect_ps_probes()
+        self.emit_worker_splits()
         return now
+
+    def schedule_ps_probes(self, k: int) -> None:
+        """The calibration's round-trip probes, scheduled behind the calls in flight (two
+        a worker: the coordinator hands each to the next free worker); collected with a
+        later fetch, so the coordinator never waits for them."""
+        if self.ps_probe is None:
+            return
+        try:
+            setup = self.ps_probe.trace()
+            self._ps_probes = self.ps_probe.schedule(probe_steps(k), 2 * self.ps_workers)
+        except Exception as exc:  # noqa: BLE001 - a measure only; training goes on
+            self._no_split(exc)
+            return
+        self._ps_probe_n = probe_steps(k)
+        self._ps_setup = setup
+
+    def collect_ps_probes(self) -> None:
+        if not self._ps_probes:
+            return
+        try:
+            found = self.info.coordinator.fetch(self._ps_probes)
+        except Exception as exc:  # noqa: BLE001 - a measure only; training goes on
+            self._ps_probes = []
+            self._no_split(exc)
+            return
+        self._ps_probes = []
+        by_worker: dict[int, list[float]] = {}
+        for worker, seconds in (np.asarray(f, dtype=np.float64) for f in found):
+            by_worker.setdefault(int(worker), []).append(float(seconds))
+        n = self._ps_probe_n
+        self.worker_timing.calibrated(
+            {w: statistics.median(t) / n for w, t in by_worker.items()},
+            {w: sum(t) for w, t in by_worker.items()}, self._ps_setup)
+        self._ps_setup = 0.0
+
+    def emit_worker_splits(self, final: bool = False) -> None:
+        """Each worker's split, measured by the coordinator's calls (`of_task`: the worker
+        it is of; the event is the coordinator's)."""
+        for worker, fields in self.worker_timing.splits_due(final):
+            self.events.emit("split", of_task=f"worker:{worker}", **fields)
+
+    def _no_split(self, exc: Exception) -> None:
+        self.timing.active = self.worker_timing.active = False
+        self.events.log(f"could not measure where the step time goes: {exc}", level="warning")
 
     def calibrate(self, k: int) -> None:
         """Time the probes (dtgui.worker.step_timing): every MultiWorkerMirrored worker
@@ -168,13 +229,14 @@ class Progress:
         try:
             found = self.probes.measure(probe_steps(k))
         except Exception as exc:  # noqa: BLE001 - a measure only; training goes on
-            self.timing.active = False
-            self.events.log(f"could not measure where the step time goes: {exc}",
-                            level="warning")
+            self._no_split(exc)
             return
         self.timing.calibrated(found, time.perf_counter() - began)
 
     def emit_split(self, final: bool = False) -> None:
+        if self.info.coordinator is not None:
+            self.emit_worker_splits(final)
+            return
         if self.timing.split_due(final):
             began = time.perf_counter()
             self.events.emit("split", **self.timing.split_fields())

@@ -15,7 +15,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from . import loop
+from . import loop, step_timing
 from .checkpoints import Checkpoints
 from .data import make_loss, model_source
 from .distribute import BuiltStrategy, build_strategy, configure_devices
@@ -198,12 +198,23 @@ def run_task(plan: Plan, bundle_dir: str, out_dir: str, task: str,
                                 xla=plan.xla,
                                 float16=plan.precision == "mixed_float16",
                                 micro_batches=micro_batches,
-                                clip_norm=float(plan.clip_norm))
+                                clip_norm=float(plan.clip_norm),
+                                timed=step_timing.enabled() and not (
+                                    plan.deterministic and info.coordinator is not None))
     classification = is_classification(loss_obj)
-    probes = None  # where a step's time goes (synchronous strategies; step_timing.py)
+    # where a step's time goes (step_timing.py): the synchronous strategies' probes, or
+    # the parameter servers' round trip the coordinator schedules on the workers
+    probes, ps_probe = None, None
     if info.coordinator is None:
         probes = loop.Probes(info, trainer, model, optimizer, source, global_batch,
                              micro_batches)
+    elif not plan.deterministic:
+        ps_probe = loop.ParameterServerProbe(info, model)
+    else:
+        events.log("where the workers' step time goes is not measured: deterministic ops "
+                   "forbid reading the clock in a step (tf.timestamp); ParameterServer "
+                   "training is asynchronous, so not reproducible anyway: turn "
+                   "Deterministic ops off to measure it", level="warning")
     validator = None
     if source.make_validation_dataset is not None:
         with stage("making the validation data set"):
@@ -228,7 +239,8 @@ def run_task(plan: Plan, bundle_dir: str, out_dir: str, task: str,
         writer = Scalars(out_dir, task)
     progress = Progress(plan, info, events, ckpts, writer, global_batch, resumed, task,
                         optimizer=optimizer, validator=validator, saver=saver,
-                        classification=classification, probes=probes)
+                        classification=classification, probes=probes,
+                        ps_probe=ps_probe)
     with stage(f"training ({info.name})"):
         if info.coordinator is not None:
             progress.run_ps(trainer, dataset)

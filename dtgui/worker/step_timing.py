@@ -19,6 +19,11 @@ making a step's batches. Then, per step:
 A `split` event (dtgui.core.bottleneck) goes out every SPLIT_EVERY_CALLS calls once a
 calibration was made, and at the end. The calls are counted, never timed, to decide when to
 calibrate: MultiWorkerMirrored workers must run the probes' collectives together.
+
+ParameterServer workers run the calls the coordinator schedules, so the coordinator keeps
+their splits (`WorkerStepTimings`): each call times itself and its input wait on its worker,
+and the probe is a round trip to the parameter servers (`dtgui.worker.loop
+.ParameterServerProbe`).
 """
 
 from __future__ import annotations
@@ -74,10 +79,16 @@ class Calibration:
     setup: float = 0.0  # seconds of this calibration spent making the probes (traces)
 
 
-def split_parts(call: float, reporting: float, calibration: Calibration) -> dict[str, float]:
-    """Seconds per step by part, from a window's call time per step and reporting per step."""
-    cached = min(calibration.step, call)
-    waiting = min(max(0.0, call - cached), calibration.input)
+def split_parts(call: float, reporting: float, calibration: Calibration,
+                input_wait: float | None = None) -> dict[str, float]:
+    """Seconds per step by part, from a window's call time per step and reporting per step
+    (`input_wait`: measured in the step itself, as ParameterServer workers do, instead of
+    inferred from the probes)."""
+    if input_wait is None:
+        cached = min(calibration.step, call)
+        waiting = min(max(0.0, call - cached), calibration.input)
+    else:
+        waiting = min(max(0.0, input_wait), call)
     communication = min(calibration.reduce, call - waiting)
     return {"input": waiting, "compute": max(0.0, call - waiting - communication),
             "communication": communication, "reporting": reporting}
@@ -86,8 +97,9 @@ def split_parts(call: float, reporting: float, calibration: Calibration) -> dict
 class StepTiming:
     """Counts a task's calls and decides when to calibrate and to report the split."""
 
-    def __init__(self, active: bool = True) -> None:
+    def __init__(self, active: bool = True, first_call_traces: bool = True) -> None:
         self.active = active and enabled()
+        self.first_call_traces = first_call_traces  # not counted: it traced the function
         self.calls = 0
         self.calibration: Calibration | None = None
         self.calibration_seconds = 0.0  # what the probes cost, their making excepted
@@ -95,24 +107,32 @@ class StepTiming:
         self.setup_seconds = 0.0  # making the probes (tracing them) once
         self.training_seconds = 0.0  # calls and reporting, the first call excepted
         self._window = [0.0, 0.0, 0]  # call seconds, reporting seconds, steps
+        self._input_wait = 0.0  # seconds of the window's calls spent waiting for input
+        self._input_timed = False  # the calls timed their input wait themselves
+        self.method = "calibrated"
+        self.measured: tuple[str, ...] = PARTS
         self._since_split = 0
         self._last_step = 0
         self._next_calibration = FIRST_CALIBRATION_CALL
 
-    def call(self, steps: int, seconds: float) -> None:
-        """A training call of `steps` steps took `seconds` (to its results on the host)."""
+    def call(self, steps: int, seconds: float, input_wait: float | None = None) -> None:
+        """A training call of `steps` steps took `seconds` (to its results on the host;
+        `input_wait`: of those, waiting for input, when the call timed it itself)."""
         self.calls += 1
-        if self.calls == 1:
+        if self.calls == 1 and self.first_call_traces:
             return  # it traced the training function: not a measure of a step
         self._window[0] += seconds
         self._window[2] += steps
+        if input_wait is not None:
+            self._input_wait += input_wait
+            self._input_timed = True
         self.training_seconds += seconds
         self._since_split += 1
 
     def reported(self, seconds: float, last_step: int) -> None:
         """Reporting that call took `seconds`."""
         self._last_step = last_step
-        if self.calls > 1:
+        if self.calls > 1 or not self.first_call_traces:
             self._window[1] += seconds
             self.training_seconds += seconds
 
@@ -137,15 +157,101 @@ class StepTiming:
         """The `split` event's fields for the calls since the last one (then a new window)."""
         assert self.calibration is not None
         calls, reporting, steps = self._window
-        parts = split_parts(calls / steps, reporting / steps, self.calibration)
+        waited = self._input_wait / steps if self._input_timed else None
+        parts = split_parts(calls / steps, reporting / steps, self.calibration, waited)
         self._window = [0.0, 0.0, 0]
+        self._input_wait, self._input_timed = 0.0, False
         self._since_split = 0
         return {"step": self._last_step, "steps": steps, "calls": self.calls,
-                "calibrations": self.calibrations, "method": "calibrated",
-                "measured": list(PARTS), **{k: round(v, 7) for k, v in parts.items()},
+                "calibrations": self.calibrations, "method": self.method,
+                "measured": list(self.measured), **{k: round(v, 7) for k, v in parts.items()},
                 "probe_step": round(self.calibration.step, 7),
                 "probe_reduce": round(self.calibration.reduce, 7),
                 "probe_input": round(self.calibration.input, 7),
                 "calibration_seconds": round(self.calibration_seconds, 4),
                 "setup_seconds": round(self.setup_seconds, 4),
                 "training_seconds": round(self.training_seconds, 4)}
+
+
+class WorkerStepTimings:
+    """Where the ParameterServer workers' step time goes, kept by the coordinator: workers
+    train the calls it schedules, each call timing itself on its worker (the call's seconds
+    and its input wait, with `tf.timestamp`, and which worker ran it), and the calibration's
+    probe is a parameter-server round trip timed on each worker (its variables read from the
+    servers and gradient-sized tensors sent back: what a step moves). Per worker step:
+
+    * input wait = the call's own measure of its `next(iterator)`s;
+    * communication = the round trip (never more than what is left);
+    * compute = the rest (forward, backward, the update on the servers).
+
+    dtgui's reporting runs on the coordinator beside the workers' steps, not in them: the
+    workers' splits do not measure it. When the calibrations come is decided by the calls
+    the coordinator schedules (`next_calibration`), as for the other strategies."""
+
+    MEASURED = ("input", "compute", "communication")
+    RETRIES = 4  # probes scheduled again for workers that had none
+
+    def __init__(self, active: bool = True) -> None:
+        self.schedule = StepTiming(active)  # every call, whichever worker: when to calibrate
+        self.active = self.schedule.active
+        self.workers: dict[int, StepTiming] = {}  # by the coordinator's worker index
+        self.setup_seconds = 0.0
+        self.calibrations = 0  # probes collected
+        self.retries = 0  # probes scheduled again for a worker that had none
+
+    def worker(self, index: int) -> StepTiming:
+        if index not in self.workers:
+            # a call is timed inside the graph on its worker: its tracing (on the
+            # coordinator) is not in it, so even the first call counts
+            timing = StepTiming(self.schedule.active, first_call_traces=False)
+            timing.method = "worker-timed"
+            timing.measured = self.MEASURED
+            self.workers[index] = timing
+        return self.workers[index]
+
+    def scheduled(self) -> None:
+        """A call was scheduled (counted to decide when to calibrate)."""
+        self.schedule.calls += 1
+
+    def calibrate_now(self, k: int) -> bool:
+        """Whether to schedule the probes after this call: at the calibration's calls, and
+        again (a few times) while a worker that trains has not run one (the coordinator
+        gives a probe to whichever worker is free, not to each in turn)."""
+        if not self.active:
+            return False
+        if self.schedule.calibrate_now(k):
+            return True
+        missing = any(t.calibration is None for t in self.workers.values())
+        if missing and self.calibrations and self.retries < self.RETRIES:
+            self.retries += 1
+            return True
+        return False
+
+    def call(self, worker: int, steps: int, seconds: float, input_wait: float,
+             last_step: int) -> None:
+        """A call of `steps` steps ran on `worker` in `seconds` (timed there), `input_wait`
+        of them waiting for input; the run has reached `last_step`. A call that did not time
+        itself (worker -1) is not counted."""
+        if worker < 0 or not self.active:
+            return
+        timing = self.worker(worker)
+        timing.call(steps, seconds, input_wait)
+        timing.reported(0.0, last_step)
+
+    def calibrated(self, round_trips: dict[int, float], probe_seconds: dict[int, float],
+                   setup: float) -> None:
+        """`round_trips`: per worker, seconds of one round trip; `probe_seconds`: per worker,
+        what its probes took (their cost to that worker); `setup`: making the probe once."""
+        self.setup_seconds += setup
+        self.calibrations += 1
+        for index, seconds in round_trips.items():
+            if index >= 0:
+                timing = self.worker(index)
+                timing.calibrated(Calibration(step=0.0, reduce=seconds, input=0.0),
+                                  probe_seconds.get(index, 0.0))
+                timing.setup_seconds = self.setup_seconds
+
+    def splits_due(self, final: bool = False) -> list[tuple[int, dict[str, Any]]]:
+        """(worker, the `split` event's fields) for each worker with one due."""
+        return [(i, t.split_fields()) for i, t in sorted(self.workers.items())
+                if t.split_due(final)]

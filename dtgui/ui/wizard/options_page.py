@@ -47,6 +47,9 @@ SCRIPT_OPTIONS_NOTE = (
     "only as DTGUI_PRECISION, DTGUI_XLA, DTGUI_STEPS, DTGUI_PER_REPLICA_BATCH / "
     "DTGUI_GLOBAL_BATCH and DTGUI_LEARNING_RATE, for it to read; the optimizer is its own.")
 
+ASYNCHRONOUS_NOT_REPRODUCIBLE = (
+    "{} trains asynchronously: deterministic ops cannot make its runs repeatable, and they "
+    "keep dtgui from timing the workers' steps (Where the time goes), so they are off.")
 DIGITS_EXAMPLES = 1500  # the demo trains on 1500 digits and validates on the other 297
 AUTO_NAME = re.compile(r"[a-z]+(-[a-z]+)*-\d{8}-\d{6}")  # as fresh_run_name makes
 PRECISION_TEXT = {"float32": "float32 (full precision)", "mixed_float16": "mixed_float16",
@@ -166,6 +169,8 @@ class OptionsPage(QWizardPage):
         self.seed_spin.setValue(42)
         self.deterministic_check = QCheckBox("Deterministic ops (reproducible, a bit slower)")
         self.deterministic_check.setChecked(True)
+        # the strategy the check was last set for: an asynchronous one turns it off once
+        self._strategy_seen = ctx.initial.strategy if ctx.initial is not None else None
         seed_row = QHBoxLayout()
         seed_row.addWidget(self.seed_spin)
         seed_row.addSpacing(12)
@@ -327,6 +332,13 @@ class OptionsPage(QWizardPage):
             f"{info.title} has no collective communication option: it uses auto.")
         set_item_enabled(self.communication_combo, COMMUNICATIONS.index("nccl"), gpu and comm_ok,
                          "" if gpu else "NCCL needs GPUs: choose auto or ring on CPU.")
+
+        if plan.strategy is not self._strategy_seen:
+            self._strategy_seen = plan.strategy
+            if plan.strategy.asynchronous:
+                self.deterministic_check.setChecked(False)
+        self.deterministic_check.setToolTip(ASYNCHRONOUS_NOT_REPRODUCIBLE.format(info.title)
+                                            if plan.strategy.asynchronous else "")
 
         self.global_label.setText(global_batch_text(plan))
         self.optimizer_box.set_effective_batch(plan.global_batch)
