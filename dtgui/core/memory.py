@@ -60,13 +60,17 @@ def gib(nbytes: float) -> str:
     return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.0f} MiB"
 
 
+def memory_advice(d: DeviceMemory) -> str:
+    """What to change for a device near its memory limit."""
+    if d.kind == "gpu":
+        return "a smaller per-replica batch, mixed precision or a GPU with more memory"
+    return "a smaller batch or shuffle buffer, less cached in memory, or fewer tasks there"
+
+
 def warning_text(d: DeviceMemory) -> str:
     """'worker:1 gpu1 at 93% of 79.65 GiB: out-of-memory is near; ...' with what to change."""
     what = "the machine's memory" if d.kind == "cpu" else gib(d.total)
-    fix = ("a smaller per-replica batch, mixed precision or a GPU with more memory"
-           if d.kind == "gpu" else
-           "a smaller batch or shuffle buffer, less cached in memory, or fewer tasks there")
-    return f"{d.label} at {d.fraction:.0%} of {what}: out-of-memory is near; {fix}."
+    return f"{d.label} at {d.fraction:.0%} of {what}: out-of-memory is near; {memory_advice(d)}."
 
 
 class MemoryPeaks:
