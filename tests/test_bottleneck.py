@@ -106,7 +106,7 @@ def test_compare_and_the_history_read_the_same_verdict_from_a_bundle(tmp_path: P
     summary = summarize_run(record.bundle)
     assert (summary.limit.limit, summary.limit.task) == (INPUT, "worker:0")
     [row] = table_rows([summary])
-    assert dict(zip(FIELDS, row, strict=True))["Time limited by"] == "input 62 % (worker:0)"
+    assert dict(zip(FIELDS, row, strict=True))["Limited by"] == "input 62 % (worker:0)"
     csv_row = dict(zip(CSV_FIELDS, next(csv.reader(io.StringIO(
         summary_csv([summary]).splitlines()[1]))), strict=True))
     assert (csv_row["limited_by"], csv_row["limited_task"]) == ("input", "worker:0")
@@ -203,3 +203,34 @@ def test_the_parameter_server_coordinator_splits_each_workers_step_from_its_own_
     assert zero.input == 0 and zero.communication == pytest.approx(0.004)
     assert zero.setup_seconds == pytest.approx(0.3) and one.calibration_seconds == 0.07
     assert verdict([zero, one]).limit == COMMUNICATION
+
+
+def test_a_device_near_its_memory_limit_is_the_runs_first_limit_with_the_time_beside_it(
+        tmp_path: Path) -> None:
+    """Out-of-memory ends a run where slowness does not: a GPU that reached 93 % of its
+    memory is what the verdict names first (with what to change), in the dashboard's line,
+    Compare and the run history alike; where the step time goes stays beside it."""
+    record = write_run(tmp_path, "fullgpu", steps=40, steps_per_epoch=20)
+    events = Path(record.bundle) / "output" / "events-worker-0.jsonl"
+    gpu = {"kind": "gpu", "index": 0, "name": "NVIDIA H100 80GB HBM3", "util": 97.0,
+           "mem_total": 85520809984}
+    with events.open("a", encoding="utf-8") as f:
+        for used in (0.5, 0.93, 0.6):  # the fullest sample counts
+            f.write(json.dumps({"v": 2, "kind": "device", "task": "worker:0", "t": 2e9,
+                                "devices": [{**gpu, "mem_used": int(used * gpu["mem_total"])}]})
+                    + "\n")
+        f.write(json.dumps({"v": 2, "kind": "split", "task": "worker:0", "t": 2e9, "step": 40,
+                            "input": 0.062, "compute": 0.036, "communication": 0.002}) + "\n")
+    summary = summarize_run(record.bundle)
+    found = summary.limit
+    assert (found.limit, found.task, found.device) == ("memory", "worker:0", "gpu0")
+    assert found.share == pytest.approx(0.93, abs=1e-3)
+    assert found.figure == "memory 93 % full on worker:0 gpu0"
+    assert "smaller per-replica batch" in found.advice
+    assert found.time is not None and found.time.limit == INPUT
+    assert found.text.endswith("Step time: " + found.time.text)
+    [row] = table_rows([summary])
+    assert dict(zip(FIELDS, row, strict=True))["Limited by"] == "memory 93 % (worker:0)"
+    assert open_run(record).limit() == found
+    # without the memory, the same splits give the step time's verdict alone
+    assert verdict([StepSplit("worker:0", input=0.062, compute=0.036)]).limit == INPUT

@@ -114,3 +114,26 @@ def test_compare_shows_where_each_runs_time_went_with_the_advice_on_hover(
     assert cell.text() == "input 62 % (worker:1)"
     assert "prefetch(tf.data.AUTOTUNE)" in cell.toolTip()
     assert view.table.item(row, 1).text() == "\u2014"  # a run from before the split
+
+
+def test_a_device_near_its_memory_limit_leads_the_card_even_before_a_split(qtbot: object) -> None:
+    from dtgui.core.memory import DeviceMemory
+
+    panel = StepSplitPanel()
+    qtbot.addWidget(panel)  # type: ignore[attr-defined]
+    panel.set_script(True)  # a script that gives no split: the memory verdict still shows
+    full = DeviceMemory("worker:1", "gpu0", "NVIDIA H100 80GB HBM3", "gpu", peak=80 << 30,
+                        used=79 << 30, total=85520809984, fullest=int(0.95 * 85520809984))
+    roomy = DeviceMemory("worker:0", "gpu0", "NVIDIA H100 80GB HBM3", "gpu", peak=8 << 30,
+                         used=8 << 30, total=85520809984, fullest=8 << 30)
+    panel.update_splits({}, [roomy])
+    assert panel.verdict.limit == ""  # nothing near its limit, nothing split: no verdict
+    panel.update_splits({}, [roomy, full])
+    assert not panel.isHidden() and panel.verdict.limit == "memory"
+    text = panel.verdict_label.text()
+    assert "memory 95 % full on worker:1 gpu0" in text and "#b3261e" in text
+    assert "dtgui_worker.report" in text  # the script's hint stays under it
+    panel.update_splits({"worker:1": StepSplit("worker:1", input=0.005, compute=0.03)},
+                        [roomy, full])
+    text = panel.verdict_label.text()
+    assert "memory 95 % full" in text and "Step time:" in text and "compute 86 %" in text

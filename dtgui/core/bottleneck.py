@@ -24,10 +24,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dtgui.core.memory import DeviceMemory, memory_advice
 from dtgui.worker.plan import Plan
 
 SPLIT_KIND = "split"
 INPUT, COMPUTE, COMMUNICATION, REPORTING = "input", "compute", "communication", "reporting"
+MEMORY = "memory"  # not a part of a step: a device near its memory limit
 PARTS = (INPUT, COMPUTE, COMMUNICATION, REPORTING)
 PART_NAMES = {INPUT: "input wait", COMPUTE: "compute", COMMUNICATION: "communication",
               REPORTING: "dtgui's reporting"}
@@ -116,13 +118,17 @@ class RunFacts:
 
 @dataclass(frozen=True)
 class Verdict:
-    """The limit a run hits: "input", "communication", "compute", "reporting", or "" (not
-    measured yet); its share of a step on `task`, where it is worst; what to change."""
+    """The limit a run hits: "input", "communication", "compute", "reporting", "memory", or
+    "" (not measured yet); its share on `task` where it is worst (of a step; for memory, of
+    the device's memory, `device` naming it); what to change. A run near its memory limit
+    is limited by memory first, and `time` keeps where its step time goes."""
 
     limit: str
     share: float = 0.0
     task: str = ""
     advice: str = ""
+    device: str = ""  # memory: the device ("gpu0", "cpu0")
+    time: Verdict | None = None  # memory: the step time's verdict beside it
 
     @property
     def known(self) -> bool:
@@ -133,6 +139,8 @@ class Verdict:
         """The number behind the verdict: "input wait 62 % of each step on worker:1"."""
         if not self.limit:
             return "not measured yet"
+        if self.limit == MEMORY:
+            return f"memory {self.share * 100:.0f} % full on {self.task} {self.device}"
         return f"{PART_NAMES[self.limit]} {self.share * 100:.0f} % of each step on {self.task}"
 
     @property
@@ -144,10 +152,13 @@ class Verdict:
 
     @property
     def text(self) -> str:
-        """The verdict line: the figure, then the advice."""
+        """The verdict line: the figure, then the advice (then the step time's)."""
         if not self.limit:
             return self.advice or "Where the time goes: not measured yet"
-        return f"{self.figure} — {self.advice}"
+        line = f"{self.figure} — {self.advice}"
+        if self.time is not None and self.time.known:
+            line += f". Step time: {self.time.text}"
+        return line
 
 
 def advice(limit: str, facts: RunFacts = RunFacts()) -> str:
@@ -185,7 +196,22 @@ def advice(limit: str, facts: RunFacts = RunFacts()) -> str:
     return ""
 
 
-def verdict(splits: Iterable[StepSplit], facts: RunFacts = RunFacts()) -> Verdict:
+def verdict(splits: Iterable[StepSplit], facts: RunFacts = RunFacts(),
+            memory: Iterable[DeviceMemory] = ()) -> Verdict:
+    """The limit of a run: memory when a device came near its limit (dtgui.core.memory:
+    the fullest, with the step time's verdict beside it: out-of-memory ends a run, slowness
+    does not), else from its tasks' splits (`time_verdict`)."""
+    step_time = time_verdict(splits, facts)
+    near = [d for d in memory if d.near_limit]
+    if not near:
+        return step_time
+    fullest = max(near, key=lambda d: (d.fraction, d.label))
+    return Verdict(MEMORY, fullest.fraction, fullest.task,
+                   "out-of-memory is near: " + memory_advice(fullest), device=fullest.device,
+                   time=step_time)
+
+
+def time_verdict(splits: Iterable[StepSplit], facts: RunFacts = RunFacts()) -> Verdict:
     """The limit of a run from its tasks' splits: input or communication where either takes
     BOUND_SHARE of a step on some task (the larger wins), dtgui's reporting past
     REPORTING_SHARE, else compute (at the task where it takes the largest share)."""

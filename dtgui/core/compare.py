@@ -111,7 +111,7 @@ def _fold(summary: RunSummary, curves: RunCurves) -> None:
     summary.final_loss = curves.final_loss()
     summary.throughput = median_throughput(curves.throughput_views())
     summary.validation = curves.validation_curves()
-    summary.limit = verdict(curves.splits.values(), summary.facts)
+    summary.limit = verdict(curves.splits.values(), summary.facts, curves.memory.devices())
     val_loss = summary.validation.get("loss")
     if val_loss is not None:
         summary.best_val_loss = best_point(val_loss.steps, val_loss.values, "loss")
@@ -127,7 +127,7 @@ def _fold(summary: RunSummary, curves: RunCurves) -> None:
 
 FIELDS = ("Run", "State", "Strategy", "Machines", "Replicas", "Precision", "XLA",
           "Global batch", "Optimizer", "Schedule", "Steps", "Throughput (examples/s)",
-          "Final loss", "Best validation loss", "Best validation metric", "Time limited by")
+          "Final loss", "Best validation loss", "Best validation metric", "Limited by")
 
 
 def _number(value: float | None, digits: int = 4) -> str:

@@ -51,8 +51,11 @@ class RunView(BundledRun):
         return True
 
     def limit(self) -> Verdict:
-        """Where the run's time went, from each task's last split (dtgui.core.bottleneck)."""
-        return verdict(self.metrics.snapshot().splits.values(), plan_facts(self.bundle.plan))
+        """What limited the run: its memory near a device's limit, else where its time went
+        (each task's last split; dtgui.core.bottleneck)."""
+        snap = self.metrics.snapshot()
+        return verdict(snap.splits.values(), plan_facts(self.bundle.plan),
+                       snap.memory.devices())
 
     def request_stop(self) -> None:
         """Nothing runs any more."""

@@ -382,7 +382,7 @@ class Dashboard(QWidget):
             self.header.set_progress(snap.step, 0 if self._script_run else snap.total_steps)
         self.header.set_epoch(snap.epoch, snap.last_epoch_metrics)
         self.task_table.update_tasks(snap.tasks)
-        self.step_split.update_splits(snap.splits)
+        self.step_split.update_splits(snap.splits, snap.memory.devices())
         self.memory_panel.update_memory(snap.memory)
         self.memory_panel.update_tasks(snap.tasks, snap.gradient_bytes)
         tasks = sorted(set(snap.tasks) | set(metrics.log_tasks()), key=task_key)

@@ -7,7 +7,8 @@ dashboard's reading speed; hidden until a task has measured its split.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from html import escape
 
 from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QPainter, QPalette
@@ -29,13 +30,14 @@ from dtgui.core.bottleneck import (
     Verdict,
     verdict,
 )
+from dtgui.core.memory import DeviceMemory
 from dtgui.core.run_curves import task_key
 from dtgui.ui.plot_base import title_label
 
 COLOURS = {"input": QColor("#e8a33d"), "compute": QColor("#3f9e6b"),
            "communication": QColor("#4a86d6"), "reporting": QColor("#9aa0a6")}
 LIMIT_COLOURS = {"input": "#b86e00", "communication": "#2a64b0", "compute": "#2e7d52",
-                 "reporting": "#5f6368"}
+                 "reporting": "#5f6368", "memory": "#b3261e"}
 MAX_ROWS = 8  # tasks shown one bar each; the rest are summed up in a line
 SCRIPT_HINT = ("A script's split needs its help: call <code>dtgui_worker.report(step, loss)</code> "
                "each step, and read its batches through <code>dtgui_worker.timed(dataset)</code> "
@@ -44,6 +46,17 @@ DETERMINISTIC_PS_HINT = (
     "The workers' steps are not split: deterministic ops forbid the clock they would read "
     "(tf.timestamp). ParameterServer training is asynchronous, so not repeatable anyway: "
     "turn Deterministic ops off (wizard, Options) to see where the time goes.")
+
+
+def verdict_html(found: Verdict) -> str:
+    """The verdict line, its figure in the limit's colour (a memory limit, then the step
+    time's verdict after it)."""
+    colour = LIMIT_COLOURS.get(found.limit, "#5f6368")
+    html = (f'<span style="color:{colour}; font-weight:600">{escape(found.figure)}</span>'
+            f" — {escape(found.advice)}")
+    if found.time is not None and found.time.known:
+        html += f"<br>Step time: {verdict_html(found.time)}"
+    return html
 
 
 def _milliseconds(seconds: float) -> str:
@@ -151,6 +164,7 @@ class StepSplitPanel(QFrame):
         self.more_label = QLabel("")
         layout.addWidget(self.more_label)
         self.facts = RunFacts()
+        self._near: tuple[DeviceMemory, ...] = ()  # devices near their memory limit, shown
         self.script = False  # a user's own script: a hint until it reports a split
         self.deterministic_ps = False  # ParameterServer with deterministic ops: no split
         self.verdict = Verdict("")
@@ -182,6 +196,7 @@ class StepSplitPanel(QFrame):
 
     def clear(self) -> None:
         self._shown = {}
+        self._near = ()
         self.verdict = Verdict("")
         for row in self._rows:
             for widget in row:
@@ -191,21 +206,25 @@ class StepSplitPanel(QFrame):
         self.verdict_label.setText(self.hint)
         self.setVisible(bool(self.hint))
 
-    def update_splits(self, splits: Mapping[str, StepSplit]) -> None:
-        if not splits:
-            if self._shown:
+    def update_splits(self, splits: Mapping[str, StepSplit],
+                      memory: Sequence[DeviceMemory] = ()) -> None:
+        """Each task's latest split, and its devices' memory (a device near its limit is
+        the run's first limit)."""
+        near = tuple(d for d in memory if d.near_limit)
+        if not splits and not near:
+            if self._shown or self._near:
                 self.clear()
             return
-        if splits == self._shown:
+        if splits == self._shown and near == self._near:
             return
-        self._shown = dict(splits)
-        self.verdict = verdict(splits.values(), self.facts)
-        colour = LIMIT_COLOURS.get(self.verdict.limit, "#5f6368")
-        self.verdict_label.setText(
-            f'<span style="color:{colour}; font-weight:600">{self.verdict.figure}</span>'
-            f" — {self.verdict.advice}")
+        self._shown, self._near = dict(splits), near
+        self.verdict = verdict(splits.values(), self.facts, near)
+        line = verdict_html(self.verdict)
+        if not splits and self.hint:
+            line += "<br>" + self.hint
+        self.verdict_label.setText(line)
         tasks = sorted(splits, key=task_key)
-        slowest = max(s.seconds_per_step for s in splits.values())
+        slowest = max((s.seconds_per_step for s in splits.values()), default=0.0)
         for i, task in enumerate(tasks[:MAX_ROWS]):
             if i == len(self._rows):
                 row = (QLabel(), SplitBar(), QLabel())
@@ -227,7 +246,7 @@ class StepSplitPanel(QFrame):
         self.more_label.setText(f"+ {hidden} more task(s): the verdict covers them"
                                 if hidden > 0 else "")
         self.more_label.setVisible(hidden > 0)
-        cost = max(s.cost_share for s in splits.values())
+        cost = max((s.cost_share for s in splits.values()), default=0.0)
         self.cost_label.setText(f"measuring cost {cost * 100:.2g} % of the time"
                                 if cost > 0 else "")
         self.setVisible(True)

@@ -53,7 +53,7 @@ PNG_WIDTH = 1600  # pixels of an exported plot
 DEFAULT_SMOOTHING = 0.6  # as the dashboard's (TensorBoard's default too)
 RAW_ALPHA = 60
 SHOWN_FIELDS = FIELDS[1:]  # the run's name heads its column
-LIMIT_FIELD = "Time limited by"  # where the run's time went (dtgui.core.bottleneck)
+LIMIT_FIELD = "Limited by"  # memory near its limit, else where the time went (bottleneck)
 
 
 def _read_runs(records: Sequence[RunRecord]) -> Callable[[Worker], list[RunSummary]]:
