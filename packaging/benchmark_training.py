@@ -2,7 +2,8 @@
 
     .venv/bin/python packaging/benchmark_training.py [--steps 3000] [--rounds 3]
 
-For OneDevice, Mirrored over 2 logical CPUs and MultiWorkerMirrored with 2 worker processes,
+For OneDevice, Mirrored over 2 logical CPUs, MultiWorkerMirrored with 2 worker processes and
+ParameterServer with 2 workers and 1 parameter server (no reference programs for it),
 on the demo (the MLP on the bundled digits, batch 32 per replica, deterministic ops, seed 42),
 it runs, in interleaved rounds (each round in another order, so that all see the same load):
 
@@ -43,7 +44,7 @@ from dtgui.worker.machine_probe import choose_free_ports as free_ports  # noqa: 
 from dtgui.worker.step_timing import CALIBRATE_EVERY_CALLS  # noqa: E402
 
 PROGRAMS = REPO / "packaging" / "benchmark_programs"
-STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored")
+STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "parameter_server")
 KINDS = ("dtgui", "dtgui-no-events", "dtgui-no-split", "hand-written", "model.fit")
 REPORTING: list[float] = []  # per dtgui run: time writing live events / training time
 # per dtgui run: (making the probes, one calibration, its share at the interval), seconds
@@ -65,6 +66,8 @@ def export_bundle(root: Path, strategy: str, steps: int) -> Path:
         args += ["--replicas", "2"]
     if strategy == "multi_worker_mirrored":
         args += ["--workers", "2"]
+    if strategy == "parameter_server":
+        args += ["--workers", "2", "--ps", "1"]
     subprocess.run(args, check=True, cwd=REPO, capture_output=True, env={
         **base_env(), "PYTHONPATH": str(REPO)})
     return out
@@ -76,10 +79,13 @@ def run_dtgui(bundle: Path, warmup: int, live: bool, split: bool = True) -> floa
            "DTGUI_STEP_SPLIT": "1" if split else "0"}
     proc = subprocess.run(["bash", "run.sh"], cwd=bundle, env=env, capture_output=True,
                           text=True, timeout=900)
-    events = bundle / "output" / "events-worker-0.jsonl"
+    main = "chief-0" if (bundle / "tasks" / "chief-0.sh").exists() else "worker-0"
+    events = bundle / "output" / f"events-{main}.jsonl"
     read = [json.loads(line) for line in events.read_text().splitlines()]
     finished = [e for e in read if e.get("kind") == "finished"]
-    splits = [e for e in read if e.get("kind") == "split"]
+    # ParameterServer: the coordinator reports its workers' splits; the first one's counts
+    splits = [e for e in read if e.get("kind") == "split"
+              and e.get("of_task", "worker:0") == "worker:0"]
     if proc.returncode != 0 or not finished:
         raise RuntimeError(f"dtgui run failed ({proc.returncode}): {proc.stdout[-2000:]}")
     timeline = finished[-1]["timeline"]
