@@ -41,10 +41,10 @@ SPLITS = {
 class SplitDemo(DemoController):
     """The screenshot's run, with the plan and folders the dashboard reads."""
 
-    def __init__(self, metrics: RunMetrics) -> None:
+    def __init__(self, metrics: RunMetrics, plan: Plan | None = None) -> None:
         super().__init__(metrics)
-        self.plan = Plan(strategy="multi_worker_mirrored", per_replica_batch=32)
-        self.run_name = "digits-mwm-20261124-2010"
+        self.plan = plan or Plan(strategy="multi_worker_mirrored", per_replica_batch=32)
+        self.run_name = plan.run_name if plan else "digits-mwm-20261124-2010"
         self.output_dir = Path("/tmp")
 
 
@@ -73,7 +73,9 @@ def main() -> int:
     args = parser.parse_args()
     app = make_app(sys.argv[:1])
     metrics = RunMetrics(2000)
+    plan = None
     if args.bundle is not None:
+        plan = Plan.load(str(args.bundle / "plan.json"))
         for path in sorted((args.bundle / "output").glob("events-*.jsonl")):
             metrics.add_events(read_all(path))
     else:
@@ -85,8 +87,9 @@ def main() -> int:
     dash.resize(w, h)
     dash.setWindowTitle("dtgui — dashboard")
     dash.show()
-    dash.attach(SplitDemo(metrics), run_name="digits-mwm-20261124-2010",  # type: ignore[arg-type]
-                strategy="multi_worker_mirrored", device_kind="cpu")
+    demo = SplitDemo(metrics, plan)
+    dash.attach(demo, run_name=demo.run_name,  # type: ignore[arg-type]
+                strategy=str(demo.plan.strategy), device_kind="cpu")
     deadline = time.monotonic() + 30
     while not dash.fully_drawn and time.monotonic() < deadline:
         app.processEvents()
