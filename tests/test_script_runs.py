@@ -303,3 +303,5 @@ def test_dtgui_run_says_what_a_script_run_is_and_its_progress(tmp_path: Path, ca
     assert "1 pattern" in text and "do not apply" in text
     assert "100 steps" not in lines[0]
     assert any(line.startswith("final loss ") for line in lines)
+    assert lines[-1].startswith("limited by: not measured (your script gives no split: call "
+                                "dtgui_worker.report(step, loss)")

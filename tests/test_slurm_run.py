@@ -394,7 +394,8 @@ def login_node(slurm: SlurmCluster, ssh_lab: sshhosts.SshLab) -> Iterator[sshhos
 
 
 def test_a_cluster_reached_over_ssh(slurm: SlurmCluster, ssh_env: Path, login_node: sshhosts.Host,
-                                    ssh_lab: sshhosts.SshLab, tmp_path: Path) -> None:
+                                    ssh_lab: sshhosts.SshLab, tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
     """Registered by its login node: the bundle goes to the shared filesystem over SFTP, the
     job is submitted and followed there, its events mirrored here; Stop cancels it."""
     trust(login_node)
@@ -439,6 +440,8 @@ def test_a_cluster_reached_over_ssh(slurm: SlurmCluster, ssh_env: Path, login_no
         assert cli_main(["export", str(out), "--strategy", "multi_worker_mirrored",
                          "--steps", "20", "--slurm", cluster.name, "--nodes", "2"]) == 0
         assert cli_main(["run", str(out)]) == 0
+        # it ends with what limited it, as the dashboard's verdict says it
+        assert capsys.readouterr().out.splitlines()[-1].startswith("limited by: ")
     finally:
         signal.signal(signal.SIGINT, handlers[0])
         signal.signal(signal.SIGTERM, handlers[1])

@@ -9,6 +9,7 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from dtgui import __version__
@@ -21,6 +22,8 @@ from dtgui.cli.machines import (
 )
 from dtgui.cli.script import add_script_options, script_model_from_args, script_refusal
 from dtgui.cli.slurm import add_slurm_options, export_slurm, fill_counts
+from dtgui.core.bottleneck import StepSplit, plan_facts, verdict
+from dtgui.core.memory import DeviceMemory
 from dtgui.core.plan import (
     COMMUNICATIONS,
     LR_SCHEDULES,
@@ -325,7 +328,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     loss = controller.final_loss
     if loss is not None:
         print(f"final loss {loss:.4g}")
+    print(limit_line(plan, snap.splits.values(), snap.memory.devices()))
     return {RunState.FINISHED: 0, RunState.STOPPED: 130}.get(controller.state, 1)
+
+
+def limit_line(plan: Plan, splits: Iterable[StepSplit], memory: Iterable[DeviceMemory]) -> str:
+    """What limited the run, with the figure and what to change (the dashboard's verdict)."""
+    found = verdict(splits, plan_facts(plan), memory)
+    if found.known:
+        return f"limited by: {found.text}"
+    if plan.script is not None:
+        return ("limited by: not measured (your script gives no split: call "
+                "dtgui_worker.report(step, loss) each step; docs/own-scripts.md)")
+    return "limited by: not measured (the run ended before its first calibration)"
 
 
 def main(argv: list[str] | None = None) -> int:
