@@ -184,7 +184,8 @@ def test_mwms_over_two_hosts_then_the_exported_bundle_by_hand_is_bit_identical(
 @pytest.mark.slow
 def test_parameter_server_over_three_hosts_and_this_machine_trains_and_finishes(lab: Lab) -> None:
     plan = Plan(run_name="ps", strategy="parameter_server", workers=2, parameter_servers=1,
-                replicas_per_task=1, steps=20, steps_per_epoch=10, checkpoint_every=0)
+                replicas_per_task=1, steps=20, steps_per_epoch=10, checkpoint_every=0,
+                deterministic=False)
     placement = assign(plan, chief="local", workers=["h2", "h3"], ps=["h4"])
     controller = lab.launch(plan, placement)
     cluster = controller.bundle.plan.cluster
@@ -195,6 +196,10 @@ def test_parameter_server_over_three_hosts_and_this_machine_trains_and_finishes(
     snap = controller.metrics.snapshot()
     assert snap.tasks["chief:0"].status == "finished" and snap.step == 20
     assert {snap.tasks[t].status for t in ("worker:0", "worker:1", "ps:0")} == {"stopped"}
+    # where each worker's step time went, measured on its host (the coordinator reports it)
+    assert set(snap.splits) == {"worker:0", "worker:1"}, snap.splits
+    for split in snap.splits.values():
+        assert split.method == "worker-timed" and split.communication > 0
     nothing_left(controller)
     controller.detach()
 
