@@ -152,11 +152,13 @@ def test_parameter_server_chief_two_workers_one_ps(tmp_path: Path) -> None:
             split = StepSplit.from_event("chief:0", event)
             assert split is not None and split.task == task
             assert split.measured == (INPUT, COMPUTE, COMMUNICATION)
-            assert split.method == "worker-timed" and event["step"] == 6
+            # the step the worker's last call reached (the other may have run the last one)
+            assert split.method == "worker-timed" and 0 < event["step"] <= 6
             # a parameter-server round trip was timed on that worker, and takes part of it
             assert event["probe_reduce"] > 0 and 0 < split.communication <= event["probe_reduce"]
             assert split.input > 0 and split.reporting == 0
             assert split.calibration_seconds > 0 and split.training_seconds > 0
+        assert max(e["step"] for e in splits.values()) == 6
         assert verdict([StepSplit.from_event("chief:0", e) or StepSplit("")
                         for e in splits.values()]).task in splits
         for task, proc in servers.items():
