@@ -102,7 +102,7 @@ def test_the_dashboard_card_shows_peaks_warning_and_network(qtbot) -> None:
     link = LinkProbe("h2", "h3", 23456, rtt_ms=0.4, bandwidth=10e6, received=16 << 20,
                      measured_at=1.0)
     text = network_text([link], ["h2", "h3"], 2, gradient_bytes=12 << 20)
-    assert text.startswith("Network: h2 ↔ h3 80.0 Mbit/s, 0.40 ms round trip")
+    assert text.startswith("Network: h2 → h3 80.0 Mbit/s, 0.40 ms round trip")  # one way
     assert text.endswith("Expected all-reduce: 1.26 s a step over 2 workers (12.0 MiB).")
     assert "all-reduce" not in network_text([link], ["h2", "h3"], 2, servers=True)
     details = network_details([link], ["h2", "h3"], 2, gradient_bytes=12 << 20)
@@ -122,7 +122,7 @@ def test_the_dashboard_card_shows_peaks_warning_and_network(qtbot) -> None:
     panel.update_tasks({"worker:0": TaskState("worker:0", machine="h2"),
                         "worker:1": TaskState("worker:1", machine="h3")})
     assert split_card.network_label.text() == panel.network.text()
-    assert split_card.network_label.text().startswith("Network: h2 ↔ h3 80.0 Mbit/s")
+    assert split_card.network_label.text().startswith("Network: h2 → h3 80.0 Mbit/s")
     assert not split_card.network_label.isHidden()
     panel._loaded([])
     assert split_card.network_label.text() == "" and split_card.network_label.isHidden()

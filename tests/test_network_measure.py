@@ -11,12 +11,16 @@ from dtgui.core.doctor import OK, WARN, build_checks
 from dtgui.core.network_pairs import (
     LinkProbe,
     allreduce_text,
+    asymmetric,
     between,
+    directions,
     load_links,
+    pair_text,
     ring_allreduce_seconds,
     save_links,
     slowest,
 )
+from dtgui.ui.memory_panel import network_details, network_text
 from dtgui.worker import machine_probe
 
 
@@ -42,16 +46,47 @@ def test_link_rows_warn_on_slow_links_and_say_why_not_measured() -> None:
     assert slowest([fast, slow, broken]) == slow
 
 
-def test_kept_links_newest_per_pair(tmp_path) -> None:
+def test_kept_links_newest_per_direction_of_each_pair(tmp_path) -> None:
     path = tmp_path / "links.json"
-    save_links(path, [LinkProbe("a", "b", 1, bandwidth=1.0, measured_at=1.0),
-                      LinkProbe("b", "c", 1, bandwidth=2.0, measured_at=1.0)])
+    # a file from before both directions were measured: one link a pair, still read
+    path.write_text('[{"source": "a", "target": "b", "port": 1, "bandwidth": 1.0, '
+                    '"measured_at": 1.0}]')
+    save_links(path, [LinkProbe("b", "c", 1, bandwidth=2.0, measured_at=1.0)])
     save_links(path, [LinkProbe("b", "a", 1, bandwidth=3.0, measured_at=2.0)])
     kept = load_links(path)
-    assert sorted(k.bandwidth for k in kept) == [2.0, 3.0]
-    assert [k.bandwidth for k in between(kept, ["a", "b"])] == [3.0]
+    assert sorted(k.bandwidth for k in kept) == [1.0, 2.0, 3.0]  # a → b and b → a both kept
+    assert sorted(k.bandwidth for k in between(kept, ["a", "b"])) == [1.0, 3.0]
+    save_links(path, [LinkProbe("a", "b", 1, bandwidth=4.0, measured_at=3.0)])
+    assert sorted(k.bandwidth for k in between(load_links(path), ["a", "b"])) == [3.0, 4.0]
     path.write_text("not json")
     assert load_links(path) == []
+
+
+def test_a_direction_under_half_the_others_rate_is_called_out_with_its_likely_causes() -> None:
+    up = LinkProbe("a", "b", 9, rtt_ms=0.4, bandwidth=50e6, received=16 << 20)  # 400 Mbit/s
+    down = LinkProbe("b", "a", 9, rtt_ms=0.3, bandwidth=118e6, received=16 << 20)
+    even = LinkProbe("a", "c", 9, rtt_ms=0.3, bandwidth=117e6, received=16 << 20)
+    back = LinkProbe("c", "a", 9, rtt_ms=0.3, bandwidth=110e6, received=16 << 20)
+    pairs = directions([up, down, even, back])
+    assert pairs == [(up, down), (even, back)]
+    assert asymmetric(up, down) is up and asymmetric(even, back) is None
+    assert asymmetric(even, None) is None
+    assert pair_text(up, down) == "a ↔ b 400.0 Mbit/s → / 944.0 Mbit/s ←, 0.30 ms round trip"
+    rows = {c.machine: c for c in build_checks(None, {}, 9, links=[up, down, even, back])}
+    assert rows["a → b"].status == WARN
+    assert rows["a → b"].fix.startswith("a → b runs at 400.0 Mbit/s, 2.4× slower than b → a")
+    assert "duplex mismatch" in rows["a → b"].fix and "slow for synchronous" in rows["a → b"].fix
+    assert rows["b → a"].status == WARN and "2.4×" not in rows["b → a"].fix  # only slow-ish
+    assert rows["a → c"].status == WARN and "slower than" not in rows["a → c"].fix
+    # the dashboard's line: both ways, the slow one named, the estimate at its pace
+    text = network_text([up, down], ["a", "b"], 2, 8 << 20)
+    assert "a ↔ b 400.0 Mbit/s → / 944.0 Mbit/s ←" in text and "a → b is the slow way" in text
+    assert f"{ring_allreduce_seconds(8 << 20, 2, up.bandwidth, up.rtt_ms) * 1000:.0f} ms" in text
+    assert "2.4× slower" in network_details([up, down], ["a", "b"], 2, 8 << 20)
+    # two fast ways that differ: the transfer took milliseconds, too short to tell the link
+    fast = LinkProbe("a", "b", 9, bandwidth=1.1e9, received=16 << 20)
+    faster = LinkProbe("b", "a", 9, bandwidth=3.1e9, received=16 << 20)
+    assert asymmetric(fast, faster) is None
 
 
 def test_the_probe_times_a_transfer_and_round_trips_here() -> None:

@@ -27,6 +27,9 @@ from dtgui.core.network_pairs import (
     REFERENCE_PARAMS,
     SLOW_LINK,
     LinkProbe,
+    asymmetric,
+    asymmetry_text,
+    directions,
     link_text,
     rate_text,
     ring_allreduce_seconds,
@@ -152,11 +155,15 @@ def build_checks(
     for r in reach:
         rows.append(_reach_row(r))
     machines = len(facts) + len(errors)
-    rows += [_link_row(link, machines) for link in links]
+    slow_ways = {id(slow): pair for pair in directions(links)
+                 if (slow := asymmetric(*pair)) is not None}
+    rows += [_link_row(link, machines, slow_ways.get(id(link))) for link in links]
     return rows
 
 
-def _link_row(link: LinkProbe, machines: int) -> Check:
+def _link_row(link: LinkProbe, machines: int,
+              pair: tuple[LinkProbe, LinkProbe | None] | None = None) -> Check:
+    """A measured direction of a pair (`pair`: both directions, when this is the slow one)."""
     path, topic = f"{link.source} → {link.target}", "Link speed"
     if not link.ok:
         return Check(path, topic, WARN,
@@ -166,13 +173,15 @@ def _link_row(link: LinkProbe, machines: int) -> Check:
     took = ring_allreduce_seconds(size, n, link.bandwidth, link.rtt_ms)
     detail = (f"{link_text(link)}, port {link.port}. All-reduce of 10 M float32 parameters "
               f"({size_text(size)}) over {n} machines: about {seconds_text(took)}.")
+    advice = []
+    if pair is not None and pair[1] is not None:
+        advice.append(asymmetry_text(link, pair[1] if pair[0] is link else pair[0]))
     if link.bandwidth < SLOW_LINK:
-        return Check(path, topic, WARN, detail,
-                     f"{rate_text(link.bandwidth)} is slow for synchronous training: use a "
-                     "faster link (10 GbE or better) between these machines, fewer machines, "
-                     "or a larger per-replica batch or gradient accumulation so that fewer "
-                     "all-reduces cross it.")
-    return Check(path, topic, OK, detail)
+        advice.append(f"{rate_text(link.bandwidth)} is slow for synchronous training: use a "
+                      "faster link (10 GbE or better) between these machines, fewer machines, "
+                      "or a larger per-replica batch or gradient accumulation so that fewer "
+                      "all-reduces cross it.")
+    return Check(path, topic, WARN if advice else OK, detail, " ".join(advice))
 
 
 def _local_rows(local: MachineFacts | None, tf_ref: str, tf_from: str) -> list[Check]:

@@ -12,7 +12,9 @@ gradient bytes, in 2(n-1) steps, each paying the link's one-way latency (half a 
 
     T = 2(n-1)/n × bytes / bandwidth + 2(n-1) × rtt/2
 
-A ring runs at the pace of its slowest link, so the slowest measured pair is used.
+A ring runs at the pace of its slowest link, so the slowest measured link is used; each pair
+is measured both ways (a ring sends both ways round), and a direction under half the other's
+rate is called out with what usually causes it.
 
 The doctor's latest measurements are kept in `<data dir>/network-links.json` (newest per
 pair), for the dashboard to show beside a run's communication share.
@@ -31,6 +33,8 @@ from dtgui.core.settings import atomic_write_text
 TRANSFER_BYTES = 16 << 20  # each pair's transfer
 TRANSFER_LIMIT = 3.0  # seconds at most: a slow link sends less
 SLOW_LINK = 1e9 / 8  # bytes/s (1 Gbit/s): slower links warn
+ASYMMETRY = 0.5  # one direction under half the other's rate: called out ...
+ASYMMETRY_TIMED_SECONDS = 0.1  # ... when its transfer took this long at least
 REFERENCE_PARAMS = 10_000_000  # the doctor's all-reduce example: 10 M float32 parameters
 LINKS_FILE = "network-links.json"
 
@@ -73,15 +77,56 @@ def slowest(links: Iterable[LinkProbe]) -> LinkProbe | None:
 
 
 def between(links: Iterable[LinkProbe], machines: Sequence[str]) -> list[LinkProbe]:
-    """The newest measurement of each pair among `machines`."""
+    """The newest measurement of each direction of each pair among `machines`."""
     wanted = set(machines)
-    newest: dict[frozenset[str], LinkProbe] = {}
+    newest: dict[tuple[str, str], LinkProbe] = {}
     for link in links:
-        key = frozenset((link.source, link.target))
-        if key <= wanted and len(key) == 2 and (
+        key = (link.source, link.target)
+        if {link.source, link.target} <= wanted and link.source != link.target and (
                 key not in newest or link.measured_at >= newest[key].measured_at):
             newest[key] = link
     return list(newest.values())
+
+
+def directions(links: Iterable[LinkProbe]) -> list[tuple[LinkProbe, LinkProbe | None]]:
+    """The measured links by pair: (one direction, the other or None when only one was
+    measured), in the order the pairs first appear."""
+    found: dict[frozenset[str], list[LinkProbe]] = {}
+    for link in links:
+        if link.ok:
+            found.setdefault(frozenset((link.source, link.target)), []).append(link)
+    return [(pair[0], pair[1] if len(pair) > 1 else None) for pair in found.values()]
+
+
+def asymmetric(forward: LinkProbe, backward: LinkProbe | None) -> LinkProbe | None:
+    """The slower direction of a pair when it runs at under ASYMMETRY of the other, and its
+    transfer took long enough to be timed (a fast link moves the doctor's transfer in a few
+    milliseconds, where the two ways differ by the machines' load, not the link)."""
+    if backward is None or not (forward.ok and backward.ok):
+        return None
+    slow, fast = sorted((forward, backward), key=lambda link: link.bandwidth)
+    timed = slow.received / slow.bandwidth >= ASYMMETRY_TIMED_SECONDS
+    return slow if timed and slow.bandwidth < ASYMMETRY * fast.bandwidth else None
+
+
+def pair_text(forward: LinkProbe, backward: LinkProbe | None) -> str:
+    """'a ↔ b 382 Mbit/s → / 941 Mbit/s ←, 0.42 ms round trip' (one way: 'a → b ...')."""
+    if backward is None:
+        return (f"{forward.source} → {forward.target} {rate_text(forward.bandwidth)}, "
+                f"{rtt_text(forward.rtt_ms)} round trip")
+    rtt = min(forward.rtt_ms, backward.rtt_ms)
+    return (f"{forward.source} ↔ {forward.target} {rate_text(forward.bandwidth)} → / "
+            f"{rate_text(backward.bandwidth)} ←, {rtt_text(rtt)} round trip")
+
+
+def asymmetry_text(slow: LinkProbe, fast: LinkProbe) -> str:
+    """Why one direction of a link can be much slower than the other, and what to check."""
+    return (f"{slow.source} → {slow.target} runs at {rate_text(slow.bandwidth)}, "
+            f"{fast.bandwidth / slow.bandwidth:.1f}× slower than {fast.source} → "
+            f"{fast.target} ({rate_text(fast.bandwidth)}): a shaped or saturated uplink on "
+            f"{slow.source}, traffic shaping, or a duplex mismatch; check what else sends "
+            f"from {slow.source} and its interface settings (ethtool). A ring all-reduce "
+            f"goes at the slower direction's pace.")
 
 
 def rate_text(bandwidth: float) -> str:
@@ -120,10 +165,10 @@ def allreduce_text(nbytes: float, participants: int, link: LinkProbe,
 
 # -- kept for the dashboard -----------------------------------------------------------------
 def save_links(path: Path, links: Iterable[LinkProbe]) -> None:
-    """Merge `links` into the file (newest per pair), written atomically."""
-    kept = {frozenset((k.source, k.target)): k for k in load_links(path)}
+    """Merge `links` into the file (newest per direction of each pair), written atomically."""
+    kept = {(k.source, k.target): k for k in load_links(path)}
     for link in links:
-        kept[frozenset((link.source, link.target))] = link
+        kept[(link.source, link.target)] = link
     atomic_write_text(path, json.dumps([asdict(k) for k in kept.values()], indent=1))
 
 

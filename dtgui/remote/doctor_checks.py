@@ -212,8 +212,10 @@ def measure_links(clients: Mapping[str, paramiko.SSHClient], machines: Mapping[s
                   port: int, reach: Sequence[ReachProbe] | None = None, *,
                   size: int = TRANSFER_BYTES, limit: float = TRANSFER_LIMIT,
                   on_progress: Callable[[str], None] | None = None) -> list[LinkProbe]:
-    """Each pair of `clients` once (from the earlier to the later in their order), among
-    the pairs `reach` found connected both ways (every pair without `reach`), one at a time."""
+    """Each pair of `clients` both ways (a link can be faster one way than the other: a
+    shaped or saturated uplink, a duplex mismatch), among the pairs `reach` found connected
+    both ways (every pair without `reach`); one transfer at a time, as two at once would
+    share the link."""
     names = list(clients)
     connected = {(r.source, r.target) for r in reach or () if r.outcome == "ok"}
     links = []
@@ -221,10 +223,12 @@ def measure_links(clients: Mapping[str, paramiko.SSHClient], machines: Mapping[s
         for b in names[i + 1:]:
             if reach is not None and not {(a, b), (b, a)} <= connected:
                 continue
-            if on_progress is not None:
-                on_progress(f"Measuring the link {a} → {b} ({size / 2**20:.0f} MiB on port "
-                            f"{port})…")
-            links.append(measure_link(clients, machines, a, b, port, size=size, limit=limit))
+            for source, target in ((a, b), (b, a)):
+                if on_progress is not None:
+                    on_progress(f"Measuring the link {source} → {target} ({size / 2**20:.0f} "
+                                f"MiB on port {port})…")
+                links.append(measure_link(clients, machines, source, target, port, size=size,
+                                          limit=limit))
     return links
 
 

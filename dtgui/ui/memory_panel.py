@@ -31,12 +31,14 @@ from dtgui.core.network_pairs import (
     LinkProbe,
     age_text,
     allreduce_text,
+    asymmetric,
+    asymmetry_text,
     between,
+    directions,
     link_text,
     load_links,
-    rate_text,
+    pair_text,
     ring_allreduce_seconds,
-    rtt_text,
     seconds_text,
     size_text,
     slowest,
@@ -65,8 +67,10 @@ def network_text(links: Sequence[LinkProbe], machines: Sequence[str], workers: i
     if worst is None:
         return ("Network: not measured between " + ", ".join(machines)
                 + " — run Machines → Doctor… on them to see each link and its all-reduce time.")
-    pairs = "; ".join(f"{k.source} ↔ {k.target} {rate_text(k.bandwidth)}, "
-                      f"{rtt_text(k.rtt_ms)} round trip" for k in found if k.ok)
+    pairs = "; ".join(pair_text(*pair) for pair in directions(found))
+    uneven = [slow for pair in directions(found) if (slow := asymmetric(*pair)) is not None]
+    if uneven:
+        pairs += " — " + "; ".join(f"{k.source} → {k.target} is the slow way" for k in uneven)
     size = gradient_bytes or REFERENCE_PARAMS * 4
     whose = "" if gradient_bytes else " (of 10 M float32 parameters)"
     seconds = ring_allreduce_seconds(size, workers, worst.bandwidth, worst.rtt_ms)
@@ -86,6 +90,10 @@ def network_details(links: Sequence[LinkProbe], machines: Sequence[str], workers
         return ""
     size = gradient_bytes or REFERENCE_PARAMS * 4
     lines = [f"{k.source} → {k.target}: {link_text(k)}, {age_text(k)}" for k in found]
+    for forward, backward in directions(found):
+        slow = asymmetric(forward, backward)
+        if slow is not None and backward is not None:
+            lines.append(asymmetry_text(slow, backward if slow is forward else forward))
     lines.append(f"Expected {allreduce_text(size, workers, worst)} (the slowest link).")
     lines.append("Ring all-reduce: 2(n-1)/n × bytes / bandwidth + 2(n-1) × round trip / 2.")
     return "\n".join(lines)
