@@ -245,6 +245,7 @@ def test_over_a_throttled_link_the_doctor_measures_its_rate_and_the_run_is_commu
 
     from dtgui.core.bottleneck import COMMUNICATION, verdict
     from dtgui.core.cluster import assign
+    from dtgui.core.device_use import link_share, traffic_text
     from dtgui.core.network_pairs import ring_allreduce_seconds
     from dtgui.core.plan import Plan
     from dtgui.launch.pipeline import launch_plan
@@ -302,6 +303,16 @@ def test_over_a_throttled_link_the_doctor_measures_its_rate_and_the_run_is_commu
     print(f"verdict: {found.text}; (seconds a step, communication) by task: {step}; "
           f"ring estimate {expected:.3f} s")
     assert found.limit == COMMUNICATION, (found.text, said)
+    # measured without the training code's help: each host's traffic from its telemetry,
+    # set against the link the doctor measured from it
+    traffic = {t.machine: t for t in snap.device_use.traffic(
+        {name: task.machine for name, task in snap.tasks.items()})}
+    shares = {m: link_share(t, [link, back]) for m, t in traffic.items()}
+    print("traffic:", traffic_text(list(traffic.values()), [link, back]))
+    assert set(traffic) == {h2.name, h3.name}
+    assert traffic[h2.name].peak_tx * 8 > 50e6  # the gradients crossed the shaped link
+    h2_share = shares[h2.name]
+    assert h2_share is not None and h2_share[1] is link and h2_share[0] > 0.3
 
 
 def test_hostile_looking_values_are_data(ssh_lab, two_clients) -> None:

@@ -23,10 +23,18 @@ from typing import Any
 NEAR_LIMIT = 0.9
 
 
-def _bytes(value: Any) -> int | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
-        return int(value)
+def non_negative(value: Any) -> float | None:
+    """A sample's figure when it is a number of at least 0 (not a bool, not NaN), else None:
+    events come from other programs and other versions."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
+            and value >= 0:
+        return float(value)
     return None
+
+
+def _bytes(value: Any) -> int | None:
+    number = non_negative(value)
+    return None if number is None or number == float("inf") else int(number)
 
 
 @dataclass(frozen=True)

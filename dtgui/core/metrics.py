@@ -18,6 +18,7 @@ from itertools import islice
 import numpy as np
 
 from dtgui.core.bottleneck import StepSplit
+from dtgui.core.device_use import DeviceUse
 from dtgui.core.events import Event
 from dtgui.core.memory import MemoryPeaks
 from dtgui.core.run_curves import (
@@ -69,6 +70,7 @@ class Snapshot:
     script_progress: ScriptProgress = field(default_factory=ScriptProgress)  # a script's own
     splits: dict[str, StepSplit] = field(default_factory=dict)  # task -> its step's split
     memory: MemoryPeaks = field(default_factory=MemoryPeaks)  # each task's peak memory
+    device_use: DeviceUse = field(default_factory=DeviceUse)  # utilisation, traffic
     gradient_bytes: int = 0  # what a step's all-reduce carries (0: not said)
 
 
@@ -276,6 +278,7 @@ class RunMetrics:
                 script_progress=replace(self.curves.script_progress),
                 splits=dict(self.curves.splits),
                 memory=self.curves.memory.copy(),
+                device_use=self.curves.device_use.copy(),
                 gradient_bytes=self.curves.gradient_bytes,
             )
 

@@ -25,6 +25,7 @@ from typing import TypeVar
 import numpy as np
 
 from dtgui.core.bottleneck import SPLIT_KIND, StepSplit
+from dtgui.core.device_use import DeviceUse
 from dtgui.core.events import STEP_KINDS, Event, StepRows, read_all, step_rows
 from dtgui.core.memory import MemoryPeaks
 from dtgui.core.scalars import ScalarStore, is_loss_tag
@@ -285,6 +286,7 @@ class RunCurves:
         self.scalars = ScalarStore()  # `scalar` events: a user's script's own numbers
         self.script_progress = ScriptProgress()  # the main task's `progress` events
         self.memory = MemoryPeaks()  # `device` events: each task's peak memory
+        self.device_use = DeviceUse()  # `device` events: utilisation in training, traffic
         self.gradient_bytes = 0  # what a step's all-reduce carries (`started` events)
         self.splits: dict[str, StepSplit] = {}  # task -> where its step time went, latest
         self.t_first: float | None = None
@@ -370,6 +372,7 @@ class RunCurves:
             if not self._progress_task or task_key(event.task) <= task_key(self._progress_task):
                 self._progress_task = event.task
                 self.script_progress.start(event.t)
+            self.device_use.started(event.task)
             return self._started(event)
         if kind == "validation":
             self._validation(event)
@@ -383,7 +386,11 @@ class RunCurves:
                 self.splits[split.task] = split
         elif kind == "device":
             self.memory.add(event.task, event.get("devices"))
+            self.device_use.add(event.task, event.get("devices"), event.get("net"))
+        elif kind == "failed":
+            self.device_use.finished(event.task)
         elif kind == "finished":
+            self.device_use.finished(event.task)
             loss = _number(event.get("loss"))
             if loss is not None:
                 self._finished_loss[event.task] = loss

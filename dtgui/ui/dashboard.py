@@ -382,9 +382,11 @@ class Dashboard(QWidget):
             self.header.set_progress(snap.step, 0 if self._script_run else snap.total_steps)
         self.header.set_epoch(snap.epoch, snap.last_epoch_metrics)
         self.task_table.update_tasks(snap.tasks)
-        self.step_split.update_splits(snap.splits, snap.memory.devices())
-        self.memory_panel.update_memory(snap.memory)
+        self.memory_panel.update_memory(snap.memory, snap.device_use)
         self.memory_panel.update_tasks(snap.tasks, snap.gradient_bytes)
+        self.memory_panel.update_traffic(snap.device_use, snap.tasks)
+        self.step_split.set_unhelped(self.memory_panel.unhelped(snap.device_use, snap.tasks))
+        self.step_split.update_splits(snap.splits, snap.memory.devices())
         tasks = sorted(set(snap.tasks) | set(metrics.log_tasks()), key=task_key)
         self.log_view.set_tasks(tasks, {t: s.machine for t, s in snap.tasks.items()})
         for task, state in snap.tasks.items():

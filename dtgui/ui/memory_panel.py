@@ -23,6 +23,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from dtgui.core.device_use import (
+    IDLE_UTIL,
+    DeviceBusy,
+    DeviceUse,
+    traffic_text,
+    unhelped_summary,
+)
 from dtgui.core.memory import NEAR_LIMIT, MemoryPeaks, gib, warning_text
 from dtgui.core.metrics import TaskState
 from dtgui.core.network_pairs import (
@@ -47,7 +54,7 @@ from dtgui.core.run_curves import task_key
 from dtgui.core.settings import data_dir
 from dtgui.ui.workers import run_in_thread
 
-COLUMNS = ("Task", "Device", "Peak", "Limit", "Use")
+COLUMNS = ("Task", "Device", "Peak", "Limit", "Use", "Busy")
 NEAR_BG, NEAR_FG = "#fef3c7", "#92400e"
 
 
@@ -99,6 +106,18 @@ def network_details(links: Sequence[LinkProbe], machines: Sequence[str], workers
     return "\n".join(lines)
 
 
+def busy_cell(busy: DeviceBusy | None) -> str:
+    """'71 % · idle 22 %' ('' before enough samples)."""
+    if busy is None or not busy.text:
+        return ""
+    return f"{busy.mean_util:.0f} % · idle {busy.idle_share * 100:.0f} %"
+
+
+def machine_of(tasks: Mapping[str, TaskState]) -> dict[str, str]:
+    """task -> its machine ("this machine" for a task here)."""
+    return {name: t.machine or "this machine" for name, t in tasks.items()}
+
+
 class MemoryPanel(QWidget):
     """A table of every task's devices with their memory, a warning line, a network line."""
 
@@ -118,6 +137,14 @@ class MemoryPanel(QWidget):
         self.network.setObjectName("networkLine")
         self.network.setWordWrap(True)
         self.network.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.traffic = QLabel("")
+        self.traffic.setObjectName("trafficLine")
+        self.traffic.setWordWrap(True)
+        self.traffic.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.traffic.setToolTip("Each machine's network traffic (its interfaces but loopback, "
+                                "sampled every 2 s by the tasks' telemetry), and the share of "
+                                "the link the doctor measured from it that its sending reached.")
+        self.traffic.hide()
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setObjectName("memoryTable")
         self.table.setHorizontalHeaderLabels(list(COLUMNS))
@@ -135,11 +162,14 @@ class MemoryPanel(QWidget):
         self.table.setToolTip(
             "Peak: the most memory the task held (GPU: the GPU's used memory at its fullest; "
             "CPU: the task's resident memory). Use: the most of the limit in use at once "
-            f"(CPU: by the whole machine); at {NEAR_LIMIT:.0%} a warning says what to change.")
+            f"(CPU: by the whole machine); at {NEAR_LIMIT:.0%} a warning says what to change. "
+            f"Busy: the device's mean utilisation while the task trained, and how often it "
+            f"was idle (under {IDLE_UTIL:.0f} %): a GPU that idles waits for something.")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(4)
         layout.addWidget(self.network)
+        layout.addWidget(self.traffic)
         layout.addWidget(self.warning)
         layout.addWidget(self.table, 1)
         self._links: list[LinkProbe] = []
@@ -148,7 +178,9 @@ class MemoryPanel(QWidget):
         self._here = self._servers = False
         self._bytes = 0
 
-    def update_memory(self, memory: MemoryPeaks) -> None:
+    def update_memory(self, memory: MemoryPeaks, use: DeviceUse | None = None) -> None:
+        """Each task's devices: memory, and how busy they were while training (`use`)."""
+        busy = {(d.task, d.device): d for d in (use.devices() if use is not None else ())}
         # a task on GPUs shows them (its CPU entry only stands in when NVML fails)
         with_gpus = {d.task for d in memory.devices() if d.kind == "gpu"}
         devices = sorted((d for d in memory.devices()
@@ -156,9 +188,10 @@ class MemoryPanel(QWidget):
                          key=lambda d: (not d.near_limit, task_key(d.task), d.device))
         self.table.setRowCount(len(devices))
         for r, d in enumerate(devices):
+            seen = busy.get((d.task, d.device))
             cells = (d.task, d.device, gib(d.peak),
                      gib(d.total) if d.total else "?",
-                     f"{d.fraction:.0%}" if d.total else "?")
+                     f"{d.fraction:.0%}" if d.total else "?", busy_cell(seen))
             for c, text in enumerate(cells):
                 item = self.table.item(r, c)
                 if item is None:
@@ -171,6 +204,7 @@ class MemoryPanel(QWidget):
                 item.setBackground(QBrush(QColor(NEAR_BG)) if d.near_limit else QBrush())
                 item.setForeground(QBrush(QColor(NEAR_FG)) if d.near_limit else QBrush())
                 item.setToolTip(warning_text(d) if d.near_limit
+                                else seen.text if c == 5 and seen is not None
                                 else f"{d.name}: {gib(d.used)} now")
         near = memory.near_limit()
         self.warning.setVisible(bool(near))
@@ -191,6 +225,20 @@ class MemoryPanel(QWidget):
         if len(machines) >= 2:
             run_in_thread(lambda: load_links(data_dir() / LINKS_FILE), self._loaded,
                           context=self)
+
+    def update_traffic(self, use: DeviceUse, tasks: Mapping[str, TaskState]) -> None:
+        """Each machine's traffic, against its measured link, for a run over several
+        machines (one machine's tasks talk over loopback, which is not counted)."""
+        if len(self._machines) + self._here < 2:
+            self.traffic.hide()
+            return
+        text = traffic_text(use.traffic(machine_of(tasks)), self._links)
+        self.traffic.setText(text)
+        self.traffic.setVisible(bool(text))
+
+    def unhelped(self, use: DeviceUse, tasks: Mapping[str, TaskState]) -> str:
+        """What the samples say of a run that gives no split (dtgui.core.device_use)."""
+        return unhelped_summary(use.devices(), use.traffic(machine_of(tasks)), self._links)
 
     def _loaded(self, links: list[LinkProbe]) -> None:
         self._links = links

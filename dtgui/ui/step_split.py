@@ -165,6 +165,7 @@ class StepSplitPanel(QFrame):
         layout.addWidget(self.more_label)
         self.facts = RunFacts()
         self._near: tuple[DeviceMemory, ...] = ()  # devices near their memory limit, shown
+        self._unhelped = ""  # what the samples say without a split
         self.script = False  # a user's own script: a hint until it reports a split
         self.deterministic_ps = False  # ParameterServer with deterministic ops: no split
         self.verdict = Verdict("")
@@ -184,10 +185,23 @@ class StepSplitPanel(QFrame):
 
     @property
     def hint(self) -> str:
-        """What the card says before (or instead of) a split."""
-        if self.script:
-            return SCRIPT_HINT
-        return DETERMINISTIC_PS_HINT if self.deterministic_ps else ""
+        """What the card says before (or instead of) a split: how to get one, and what the
+        device and network samples say meanwhile."""
+        reason = SCRIPT_HINT if self.script else \
+            DETERMINISTIC_PS_HINT if self.deterministic_ps else ""
+        if reason and self._unhelped:
+            reason += "<br>" + escape(self._unhelped)
+        return reason
+
+    def set_unhelped(self, text: str) -> None:
+        """What the samples say without the training code's help (dtgui.core.device_use),
+        shown under the hint while there is no split."""
+        if text == self._unhelped:
+            return
+        self._unhelped = text
+        if not self._shown and not self._near:
+            self.verdict_label.setText(self.hint)
+            self.setVisible(bool(self.hint))
 
     def set_network(self, text: str) -> None:
         """What the doctor measured between the run's machines ("" when it has not)."""

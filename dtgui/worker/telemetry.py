@@ -1,4 +1,6 @@
-"""Background device telemetry: ``device`` events every ~2 s (NVML GPUs, else the CPU).
+"""Background device telemetry: ``device`` events every ~2 s (NVML GPUs, else the CPU), with
+the machine's network traffic since the last sample (`net`: bytes/s received and sent over
+its interfaces but loopback; absent at the first sample).
 
 Memory in bytes: a GPU's used and total memory as NVML reports them; on the CPU the task's
 resident memory (this supervisor and its training process), its high-water mark (`mem_peak`,
@@ -10,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from typing import Any
 
 import psutil
@@ -89,6 +92,36 @@ class _Nvml:
                 self._nv.nvmlShutdown()
 
 
+class NetworkTraffic:
+    """The machine's bytes received and sent per second between two calls, over its network
+    interfaces but loopback (a task's own traffic cannot be told apart without privileges;
+    the machine's is what a link carries)."""
+
+    def __init__(self) -> None:
+        self._last: tuple[float, int, int] | None = None
+
+    @staticmethod
+    def totals() -> tuple[int, int]:
+        """Bytes received and sent so far by the machine's interfaces but loopback."""
+        rx = tx = 0
+        for name, counters in psutil.net_io_counters(pernic=True).items():
+            if name != "lo" and not name.startswith("lo:"):
+                rx += counters.bytes_recv
+                tx += counters.bytes_sent
+        return rx, tx
+
+    def rates(self) -> dict[str, float]:
+        """{"rx": bytes/s, "tx": bytes/s} since the last call ({} at the first, or when the
+        counters went back: an interface went away)."""
+        now = time.monotonic()
+        rx, tx = self.totals()
+        last, self._last = self._last, (now, rx, tx)
+        if last is None or now <= last[0] or rx < last[1] or tx < last[2]:
+            return {}
+        seconds = now - last[0]
+        return {"rx": round((rx - last[1]) / seconds, 1), "tx": round((tx - last[2]) / seconds, 1)}
+
+
 class Telemetry:
     """Emits a ``device`` event at start and every ``interval`` seconds until ``stop()``."""
 
@@ -100,6 +133,7 @@ class Telemetry:
         self._nvml: _Nvml | None = None
         self._proc = psutil.Process()
         self._cpu_name = cpu_model_name()
+        self._traffic = NetworkTraffic()
 
     def start(self) -> Telemetry:
         self._nvml = _Nvml()
@@ -135,7 +169,9 @@ class Telemetry:
     def _run(self) -> None:
         while True:
             with contextlib.suppress(Exception):  # telemetry must never break training
-                self._events.emit("device", devices=self.sample())
+                traffic = self._traffic.rates()
+                self._events.emit("device", devices=self.sample(),
+                                  **({"net": traffic} if traffic else {}))
             if self._stop.wait(self._interval):
                 break
 
