@@ -44,19 +44,26 @@ def main() -> int:
     parser.add_argument("--size", default="1600x1000")
     args = parser.parse_args()
     app = make_app(sys.argv[:1])
-    save_links(data_dir() / LINKS_FILE, [LinkProbe("gpu-box-1", "gpu-box-2", 23456,
-                                                   rtt_ms=0.42, bandwidth=95.1e6 / 8,
-                                                   sent=16 << 20, received=16 << 20,
-                                                   measured_at=time.time() - 240)])
+    save_links(data_dir() / LINKS_FILE, [
+        LinkProbe(a, b, 23456, rtt_ms=0.42, bandwidth=rate / 8, sent=16 << 20,
+                  received=16 << 20, measured_at=time.time() - 240)
+        for a, b, rate in (("gpu-box-1", "gpu-box-2", 95.1e6), ("gpu-box-2", "gpu-box-1",
+                                                                 94.6e6))])
     metrics = RunMetrics(2000)
     fill(metrics, workers=2, replicas=4, steps=2000, done=1130, steps_per_epoch=250,
          failed=False)
     t = 1_700_000_000.0 + 1130 * 0.21
     for w in range(2):
         metrics.set_task_machine(f"worker:{w}", f"gpu-box-{w + 1}")
-        metrics.add_events([_ev("device", f"worker:{w}", t, devices=[
-            {"kind": "gpu", "index": g, "name": H100[0], "util": 97.0,
-             "mem_used": USED[(w, g)], "mem_total": H100[1]} for g in range(2)])])
+        # the GPUs wait for the other machine's gradients part of the time (the link is
+        # nearly full): busy, then idle, as NVML samples them every 2 s
+        for i in range(8):
+            util = 97.0 if i % 3 else 4.0
+            metrics.add_events([_ev("device", f"worker:{w}", t - 16 + 2 * i,
+                                    net={"rx": 10.9e6 - 0.2e6 * w, "tx": 11.0e6 - 0.1e6 * i},
+                                    devices=[{"kind": "gpu", "index": g, "name": H100[0],
+                                              "util": util, "mem_used": USED[(w, g)],
+                                              "mem_total": H100[1]} for g in range(2)])])
     add_splits(metrics, 2, "communication", t)
     dash = Dashboard()
     w, h = (int(v) for v in args.size.split("x"))

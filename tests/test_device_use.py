@@ -21,6 +21,7 @@ from dtgui.core.device_use import (
     DeviceUse,
     Traffic,
     link_share,
+    traffic_line,
     traffic_text,
     unhelped_summary,
 )
@@ -98,6 +99,9 @@ def test_the_machines_traffic_is_counted_once_and_set_against_the_measured_link(
     assert text.startswith("Traffic: this machine in 0.8 Mbit/s")
     assert "h2 in 248.0 Mbit/s (peak 248.0 Mbit/s), out 360.0 Mbit/s (peak 360.0 Mbit/s): " \
         "90 % of the 400.0 Mbit/s h2 → h3 link" in text
+    assert traffic_line(traffic, [link, back]) == (
+        "Sent at peak: this machine 0.8 Mbit/s; h2 360.0 Mbit/s (90 % of its link); "
+        "h3 232.0 Mbit/s (23 % of its link)")
     said = unhelped_summary([], traffic, [link, back])
     assert said == ("Measured without its help: h2 sent at up to 90 % of its 400.0 Mbit/s link "
                     "to h3: the network is likely the limit.")
@@ -195,12 +199,12 @@ def test_the_card_shows_each_devices_use_and_the_traffic_and_the_split_card_the_
     panel = dash.memory_panel
     rows = {(panel.table.item(r, 0).text(), panel.table.item(r, 1).text()):
             panel.table.item(r, 5).text() for r in range(panel.table.rowCount())}
-    assert rows == {("worker:0", "gpu0"): "96 % · idle 0 %",
-                    ("worker:1", "gpu0"): "42 % · idle 50 %"}
+    assert rows == {("worker:0", "gpu0"): "96 % / 0 %", ("worker:1", "gpu0"): "42 % / 50 %"}
     assert not panel.traffic.isHidden()
-    assert panel.traffic.text() == ("Traffic: h2 in 320.0 Mbit/s (peak 320.0 Mbit/s), out "
-                                    "360.0 Mbit/s (peak 360.0 Mbit/s); h3 in 320.0 Mbit/s "
-                                    "(peak 320.0 Mbit/s), out 360.0 Mbit/s (peak 360.0 Mbit/s).")
+    assert panel.traffic.text() == "Sent at peak: h2 360.0 Mbit/s; h3 360.0 Mbit/s"
+    assert panel.traffic.toolTip().startswith(
+        "Traffic: h2 in 320.0 Mbit/s (peak 320.0 Mbit/s), out 360.0 Mbit/s (peak 360.0 "
+        "Mbit/s); h3 in")
     split = dash.step_split
     assert split.isVisibleTo(dash)
     text = split.verdict_label.text()

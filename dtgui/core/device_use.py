@@ -164,6 +164,21 @@ def traffic_text(traffic: Sequence[Traffic], links: Iterable[LinkProbe] = ()) ->
     return "Traffic: " + "; ".join(parts) + "."
 
 
+def traffic_line(traffic: Sequence[Traffic], links: Iterable[LinkProbe] = ()) -> str:
+    """The card's short traffic line: each machine's peak sending, and the share of its
+    measured link ('Sent at peak: h2 337.7 Mbit/s (88 % of its link); h3 …'); the full
+    figures are `traffic_text`'s."""
+    if not traffic:
+        return ""
+    links = list(links)
+    parts = []
+    for t in traffic:
+        found = link_share(t, links)
+        parts.append(f"{t.machine} {rate_text(t.peak_tx)}"
+                     + (f" ({found[0] * 100:.0f} % of its link)" if found is not None else ""))
+    return "Sent at peak: " + "; ".join(parts)
+
+
 def unhelped_summary(devices: Sequence[DeviceBusy], traffic: Sequence[Traffic],
                      links: Iterable[LinkProbe] = ()) -> str:
     """What the samples say of a run that gives no split (a script without `report()`):

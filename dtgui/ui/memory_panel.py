@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
     QLabel,
+    QSizePolicy,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -27,6 +28,7 @@ from dtgui.core.device_use import (
     IDLE_UTIL,
     DeviceBusy,
     DeviceUse,
+    traffic_line,
     traffic_text,
     unhelped_summary,
 )
@@ -54,7 +56,7 @@ from dtgui.core.run_curves import task_key
 from dtgui.core.settings import data_dir
 from dtgui.ui.workers import run_in_thread
 
-COLUMNS = ("Task", "Device", "Peak", "Limit", "Use", "Busy")
+COLUMNS = ("Task", "Device", "Peak", "Limit", "Use", "Busy / idle")
 NEAR_BG, NEAR_FG = "#fef3c7", "#92400e"
 
 
@@ -106,11 +108,16 @@ def network_details(links: Sequence[LinkProbe], machines: Sequence[str], workers
     return "\n".join(lines)
 
 
+TRAFFIC_HELP = ("Each machine's network traffic: its interfaces but loopback, sampled every "
+                "2 s by the tasks' telemetry; the share is of the slowest link the doctor "
+                "measured from that machine.")
+
+
 def busy_cell(busy: DeviceBusy | None) -> str:
-    """'71 % · idle 22 %' ('' before enough samples)."""
+    """'71 % / 22 %': mean use, share of the time idle ('' before enough samples)."""
     if busy is None or not busy.text:
         return ""
-    return f"{busy.mean_util:.0f} % · idle {busy.idle_share * 100:.0f} %"
+    return f"{busy.mean_util:.0f} % / {busy.idle_share * 100:.0f} %"
 
 
 def machine_of(tasks: Mapping[str, TaskState]) -> dict[str, str]:
@@ -141,10 +148,9 @@ class MemoryPanel(QWidget):
         self.traffic.setObjectName("trafficLine")
         self.traffic.setWordWrap(True)
         self.traffic.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.traffic.setToolTip("Each machine's network traffic (its interfaces but loopback, "
-                                "sampled every 2 s by the tasks' telemetry), and the share of "
-                                "the link the doctor measured from it that its sending reached.")
         self.traffic.hide()
+        for label in (self.network, self.traffic):  # wrapped lines keep their height
+            label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setObjectName("memoryTable")
         self.table.setHorizontalHeaderLabels(list(COLUMNS))
@@ -163,8 +169,9 @@ class MemoryPanel(QWidget):
             "Peak: the most memory the task held (GPU: the GPU's used memory at its fullest; "
             "CPU: the task's resident memory). Use: the most of the limit in use at once "
             f"(CPU: by the whole machine); at {NEAR_LIMIT:.0%} a warning says what to change. "
-            f"Busy: the device's mean utilisation while the task trained, and how often it "
-            f"was idle (under {IDLE_UTIL:.0f} %): a GPU that idles waits for something.")
+            f"Busy / idle: the device's mean utilisation while the task trained, and how "
+            f"often it was idle (under {IDLE_UTIL:.0f} %): a GPU that idles waits for "
+            f"something.")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(4)
@@ -177,6 +184,8 @@ class MemoryPanel(QWidget):
         self._workers = 0
         self._here = self._servers = False
         self._bytes = 0
+        self._use = DeviceUse()  # the last traffic shown, again once the links are read
+        self._task_states: Mapping[str, TaskState] = {}
 
     def update_memory(self, memory: MemoryPeaks, use: DeviceUse | None = None) -> None:
         """Each task's devices: memory, and how busy they were while training (`use`)."""
@@ -229,11 +238,15 @@ class MemoryPanel(QWidget):
     def update_traffic(self, use: DeviceUse, tasks: Mapping[str, TaskState]) -> None:
         """Each machine's traffic, against its measured link, for a run over several
         machines (one machine's tasks talk over loopback, which is not counted)."""
+        self._use, self._task_states = use, tasks
         if len(self._machines) + self._here < 2:
             self.traffic.hide()
             return
-        text = traffic_text(use.traffic(machine_of(tasks)), self._links)
+        traffic = use.traffic(machine_of(tasks))
+        text = traffic_line(traffic, self._links)
         self.traffic.setText(text)
+        self.traffic.setToolTip(traffic_text(traffic, self._links) + "\n\n" + TRAFFIC_HELP
+                                if text else "")
         self.traffic.setVisible(bool(text))
 
     def unhelped(self, use: DeviceUse, tasks: Mapping[str, TaskState]) -> str:
@@ -243,6 +256,7 @@ class MemoryPanel(QWidget):
     def _loaded(self, links: list[LinkProbe]) -> None:
         self._links = links
         self._show_network()
+        self.update_traffic(self._use, self._task_states)  # its share of the links now
 
     def _show_network(self) -> None:
         workers = max(2, self._workers)
