@@ -6,8 +6,9 @@ traffic, set against the link the cluster doctor measured.
 script alike) carry each device's utilisation (`util`, %: a GPU's from NVML, else the
 machine's CPU) and, optional, the machine's network traffic since the last sample (`net`:
 ``{"rx": bytes/s, "tx": bytes/s}`` over its interfaces but loopback). `DeviceUse` keeps, per
-task and device, the samples taken while the task trained (between its `started` and
-`finished` events) and, per task, the traffic; `RunCurves` holds one (the run's one
+task and device, the samples taken while the task trained (from its `started` event, or
+for a user's script, which starts before it trains, from its first number, line of progress
+or `report()`; until it finished or failed) and, per task, the traffic; `RunCurves` holds one (the run's one
 reducer). Tasks on one machine report the same traffic: `traffic(machines)` counts each
 machine once.
 

@@ -372,15 +372,19 @@ class RunCurves:
             if not self._progress_task or task_key(event.task) <= task_key(self._progress_task):
                 self._progress_task = event.task
                 self.script_progress.start(event.t)
-            self.device_use.started(event.task)
+            if not event.get("script"):  # a script trains once it first tells of it
+                self.device_use.started(event.task)
             return self._started(event)
         if kind == "validation":
             self._validation(event)
         elif kind == "scalar":
             self.add_scalar(event)
-        elif kind == "progress" and event.task == self._progress_task:
-            self.script_progress.add(event)
+        elif kind == "progress":
+            self.device_use.started(event.task)  # a script's first line of progress
+            if event.task == self._progress_task:
+                self.script_progress.add(event)
         elif kind == SPLIT_KIND:
+            self.device_use.started(event.task)  # a script's report()
             split = StepSplit.from_event(event.task, event.data)
             if split is not None:
                 self.splits[split.task] = split
@@ -401,6 +405,7 @@ class RunCurves:
     def add_scalar(self, event: Event) -> tuple[int | None, int | None]:
         """A script's `scalar` event; returns what it says of the progress (ScalarStore.add)."""
         self.note_time(event.t)
+        self.device_use.started(event.task)  # a script's numbers: it trains
         progress = self.scalars.add(event)
         tag, step = event.get("tag"), event.get("step")
         if progress != (None, None) and is_loss_tag(tag):  # the time of a script's loss
