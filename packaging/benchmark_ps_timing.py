@@ -95,7 +95,7 @@ def measure(bundle: Path, k: int, pairs: int) -> int:
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
     import tensorflow as tf
 
-    from dtgui.worker import loop
+    from dtgui.worker import loop, probes
     from dtgui.worker.data import model_source
     from dtgui.worker.distribute import build_strategy
     from dtgui.worker.plan import Plan
@@ -134,7 +134,7 @@ def measure(bundle: Path, k: int, pairs: int) -> int:
             if timed:
                 in_call.append(timing[1])
                 waits.append(timing[2])
-    probe = loop.ParameterServerProbe(info, model)
+    probe = probes.ParameterServerProbe(info, model)
     setup = probe.trace()
     n = max(4, k // 16)
     round_trips = [float(r[1]) / n for r in coordinator.fetch(probe.schedule(n, 8))]

@@ -313,7 +313,8 @@ def test_a_restart_resubmits_the_job(slurm: SlurmCluster, tmp_path: Path,
     # the time limit, reached now (Slurm rounds the limit to the minute: 00:01:00)
     done = slurm.run("scontrol", "update", f"JobId={first}", "EndTime=now")
     assert done.returncode == 0, done.stderr
-    wait_for(lambda: len(started_at(controller.bundle.path, "worker:1")) == 2, 60,
+    wait_for(lambda: all(len(started_at(controller.bundle.path, task)) == 2
+                         for task in ("worker:0", "worker:1")), 60,
              f"not started again: {controller.message}")
     controller.request_stop()
     assert controller.wait(30) and controller.state is RunState.STOPPED, controller.message

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -14,8 +12,6 @@ import tensorflow as tf
 
 from .distribute import BuiltStrategy
 from .model_file import ModelSource, UserError
-from .process_exit import keep
-from .step_timing import PROBE_REPEATS, Calibration
 
 SHUFFLE_BUFFER = 4096
 SHUFFLE_BYTES = 256 * 1024 * 1024
@@ -248,168 +244,6 @@ def make_trainer(info: BuiltStrategy, model: keras.Model, optimizer: Any, loss_o
         return per_task, totals, agreed, applied_learning_rate(optimizer)
 
     return Trainer(run_steps, compute_fn, replica_step)
-
-
-class Probes:
-    """The calibration's probes. ``measure(n)`` times, in seconds per step: n training steps
-    on a batch already on the devices (forward, backward, all-reduce, update: no input
-    wait), n gradient all-reduces alone, and the plan's input pipeline alone producing n
-    steps' batches on the host. The model's and the optimizer's variables (weights, slots,
-    random seeds, moving statistics) are put back afterwards, so training goes on exactly
-    as without the probes; the training iterator is not touched."""
-
-    def __init__(self, info: BuiltStrategy, trainer: Trainer, model: keras.Model,
-                 optimizer: Any, source: ModelSource, global_batch: int,
-                 micro_batches: int) -> None:
-        strategy = info.strategy
-        replica_step = trainer.replica_step
-        assert replica_step is not None
-        self._variables = [*model.variables, *optimizer.variables]
-        self._batch_source = (source, info, global_batch, micro_batches)
-        self._batches: Any = None
-        self._inputs: Any = None  # the input pipeline alone (no shuffle, no prefetch)
-        self._traced = False
-        # a single replica reduces nothing: its communication is none, not a probe's overhead
-        self._reduced = int(strategy.num_replicas_in_sync) > 1
-        weights = list(model.trainable_variables)
-
-        @tf.function
-        def steps(batches: Any, n: Any) -> Any:
-            total = tf.constant(0.0)
-            for _ in tf.range(n):
-                values = strategy.run(replica_step, args=(batches,))
-                total += tf.add_n([v[0] for v in strategy.experimental_local_results(values)])
-            return total
-
-        def flat_weights() -> Any:
-            # gradient-shaped: the weights read in the replica's context, in one vector as
-            # the optimizer packs its gradients (constants could be folded away)
-            return tf.concat([tf.reshape(tf.cast(w, tf.float32), [-1]) for w in weights], 0)
-
-        @tf.function
-        def reduces(n: Any) -> Any:
-            total = tf.constant(0.0)
-            for _ in tf.range(n):
-                values = strategy.run(flat_weights)
-                total += strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None)[0]
-            return total
-
-        self._steps, self._reduces = steps, reduces
-
-    def measure(self, n: int) -> Calibration:
-        source, _, global_batch, micro_batches = self._batch_source
-        began = time.perf_counter()
-        if self._batches is None:
-            self._batches = cached_batches(*self._batch_source)
-            self._inputs = iter(check_dataset(source.call("make_dataset")).repeat()
-                                .batch(global_batch, drop_remainder=True))
-            keep(self._inputs)
-            next(self._inputs)  # the pipeline's start: not a measure
-        saved = [v.numpy() for v in self._variables]
-        try:
-            if not self._traced:  # the first run traces: not a measure
-                self._steps(self._batches, tf.constant(1)).numpy()
-                if self._reduced:
-                    self._reduces(tf.constant(1)).numpy()
-                self._traced = True
-            setup = time.perf_counter() - began
-            steps, reduces, inputs = [], [], []
-            for _ in range(n * micro_batches):
-                began = time.perf_counter()
-                next(self._inputs)
-                inputs.append(time.perf_counter() - began)
-            for _ in range(PROBE_REPEATS):
-                steps.append(per_step(self._steps, self._batches, n=n))
-                if self._reduced:
-                    reduces.append(per_step(self._reduces, n=n))
-        finally:
-            for variable, value in zip(self._variables, saved, strict=True):
-                variable.assign(value)
-        # the median: as disturbed by other work as the training calls it is compared with
-        return Calibration(step=statistics.median(steps),
-                           reduce=statistics.median(reduces) if reduces else 0.0,
-                           input=statistics.median(inputs) * micro_batches, setup=setup)
-
-
-class ParameterServerProbe:
-    """The ParameterServer calibration's probe, scheduled on the workers like a training
-    call: n round trips to the parameter servers, each reading every trainable variable from
-    its server to the worker and sending a tensor of the same size back (what a step moves:
-    the variables in, the gradients out), timed on the worker. Nothing is written: the probe
-    runs between training calls without touching the training."""
-
-    def __init__(self, info: BuiltStrategy, model: keras.Model) -> None:
-        self._coordinator = info.coordinator
-        self._traced = False
-        weights = [(w, _variable_device(w)) for w in model.trainable_variables]
-
-        @tf.function
-        def round_trips(n: Any) -> Any:
-            worker = tf.distribute.coordinator.experimental_get_current_worker_index()
-            began = tf.timestamp()
-            total = tf.constant(0.0)
-            with tf.control_dependencies([began]):
-                for i in tf.range(n):
-                    # a factor of the iteration keeps each read in the loop (not hoisted)
-                    factor = tf.cast(i + 1, tf.float32)
-                    back = []
-                    for weight, device in weights:
-                        here = tf.cast(weight, tf.float32) * factor  # on the worker
-                        with tf.device(device):  # back to the variable's server
-                            back.append(tf.reduce_sum(here))
-                    total += tf.add_n(back)
-            with tf.control_dependencies([total]):
-                seconds = tf.timestamp() - began
-            return tf.stack([tf.cast(worker, tf.float64), seconds])
-
-        self._round_trips = round_trips
-
-    def schedule(self, n: int, count: int) -> list[Any]:
-        """`count` probes of n round trips on whichever workers are free (the coordinator
-        gives each closure to the next free worker); their results are fetched later."""
-        return [self._coordinator.schedule(self._round_trips, args=(tf.constant(n),))
-                for _ in range(count)]
-
-    def trace(self) -> float:
-        """Make the probe (trace it) once, before the first use: seconds it took."""
-        if self._traced:
-            return 0.0
-        began = time.perf_counter()
-        self._round_trips.get_concrete_function(tf.TensorSpec([], tf.int32))
-        self._traced = True
-        return time.perf_counter() - began
-
-
-def _variable_device(variable: Any) -> str:
-    """The device a (Keras or TensorFlow) variable lives on: its parameter server."""
-    inner = getattr(variable, "value", variable)  # a Keras 3 variable holds a tf.Variable
-    return str(getattr(inner, "device", "") or getattr(variable, "device", ""))
-
-
-def per_step(probe: Any, *args: Any, n: int) -> float:
-    """Seconds a step of `probe` takes beyond the call's own overhead: the time of 2n steps
-    minus that of n, over n (a call's fixed cost, a few milliseconds, would otherwise weigh
-    on a probe of few steps as it does not on a training call of many)."""
-    began = time.perf_counter()
-    probe(*args, tf.constant(n)).numpy()
-    once = time.perf_counter()
-    probe(*args, tf.constant(2 * n)).numpy()
-    return max(0.0, (time.perf_counter() - once) - (once - began)) / n
-
-
-def cached_batches(source: ModelSource, info: BuiltStrategy, global_batch: int,
-                   micro_batches: int) -> tuple[Any, ...]:
-    """One global batch of the plan's data, distributed over the replicas as training's
-    batches are (same structure and shapes), as the micro-batches of one step. Taken from a
-    pipeline of its own: the training iterator's batches stay untouched."""
-    ds = check_dataset(source.call("make_dataset")).repeat()
-    ds = ds.batch(global_batch, drop_remainder=True).take(1).cache().repeat()
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
-    iterator = iter(info.strategy.experimental_distribute_dataset(ds.with_options(options)))
-    keep(iterator)  # released, tf.data's threads would wind down while training waits
-    batch = next(iterator)
-    return tuple(batch for _ in range(micro_batches))
 
 
 def per_example_loss(loss_obj: Any, labels: Any, outputs: Any) -> Any:

@@ -24,9 +24,10 @@ from .checkpoints import Checkpoints
 from .distribute import BuiltStrategy
 from .events import EventWriter
 from .export import ModelSaver
-from .loop import ParameterServerProbe, Probes, Trainer, xla_functions
+from .loop import Trainer, xla_functions
 from .optim import learning_rate_at
 from .plan import Plan
+from .probes import ParameterServerProbe, Probes
 from .step_timing import StepTiming, WorkerStepTimings, probe_steps
 from .summaries import Scalars
 from .validation import Validator

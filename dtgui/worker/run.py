@@ -15,7 +15,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from . import loop, step_timing
+from . import loop, probes, step_timing
 from .checkpoints import Checkpoints
 from .data import make_loss, model_source
 from .distribute import BuiltStrategy, build_strategy, configure_devices
@@ -204,12 +204,12 @@ def run_task(plan: Plan, bundle_dir: str, out_dir: str, task: str,
     classification = is_classification(loss_obj)
     # where a step's time goes (step_timing.py): the synchronous strategies' probes, or
     # the parameter servers' round trip the coordinator schedules on the workers
-    probes, ps_probe = None, None
+    step_probes, ps_probe = None, None
     if info.coordinator is None:
-        probes = loop.Probes(info, trainer, model, optimizer, source, global_batch,
-                             micro_batches)
+        step_probes = probes.Probes(info, trainer, model, optimizer, source, global_batch,
+                                    micro_batches)
     elif not plan.deterministic:
-        ps_probe = loop.ParameterServerProbe(info, model)
+        ps_probe = probes.ParameterServerProbe(info, model)
     else:
         events.log("where the workers' step time goes is not measured: deterministic ops "
                    "forbid reading the clock in a step (tf.timestamp); ParameterServer "
@@ -239,7 +239,7 @@ def run_task(plan: Plan, bundle_dir: str, out_dir: str, task: str,
         writer = Scalars(out_dir, task)
     progress = Progress(plan, info, events, ckpts, writer, global_batch, resumed, task,
                         optimizer=optimizer, validator=validator, saver=saver,
-                        classification=classification, probes=probes,
+                        classification=classification, probes=step_probes,
                         ps_probe=ps_probe)
     with stage(f"training ({info.name})"):
         if info.coordinator is not None:

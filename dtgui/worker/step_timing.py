@@ -4,7 +4,7 @@ Every call's wall time and the time spent reporting it are counted as training r
 calibration, after the fourth call and then every CALIBRATE_EVERY_CALLS calls or more (so
 that the probes' steps stay under 1 % of the steps between two calibrations, whatever a
 step costs: `next_calibration`), times three
-probes (`dtgui.worker.loop.Probes`): the full training step on a batch already on the devices
+probes (`dtgui.worker.probes.Probes`): the full training step on a batch already on the devices
 (forward, backward, gradient all-reduce, update; the variables are put back afterwards), the
 gradient all-reduce alone (none with a single replica), and the plan's input pipeline alone
 making a step's batches. Then, per step:
@@ -22,7 +22,7 @@ calibrate: MultiWorkerMirrored workers must run the probes' collectives together
 
 ParameterServer workers run the calls the coordinator schedules, so the coordinator keeps
 their splits (`WorkerStepTimings`): each call times itself and its input wait on its worker,
-and the probe is a round trip to the parameter servers (`dtgui.worker.loop
+and the probe is a round trip to the parameter servers (`dtgui.worker.probes
 .ParameterServerProbe`).
 """
 
