@@ -18,19 +18,14 @@ ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 
 
-# The labs that hold a resource of the whole machine run each in one pytest-xdist worker
-# (`--dist loadgroup`), their tests in an xdist group of their own:
-# * "ssh-lab": every test that uses the SSH test hosts (the `ssh_lab` fixture, session-scoped:
-#   one lab a worker, and one lab at a time on a machine, sshhosts.LOCK_FILE, so a second worker
-#   starting its own would wait for the first to end);
-# * "slurm-lab": the other tests of a module that starts a Slurm cluster (tests/slurm_cluster.py),
-#   one cluster at a time there rather than one a worker.
-# The two labs share nothing (the Slurm clusters have their own ports, directories and
-# SLURM_CONF), so they run side by side. The tests of a module that share a module-scoped
-# fixture (a wheel built, TensorFlow's summaries written) run in one worker too, so that it is
-# made once. Every other test - the lab modules' own tests of parsing, local runs and widgets
-# included - is spread over the workers one by one.
-SSH_LAB_FIXTURE = "ssh_lab"
+# The SSH test hosts (the `ssh_lab` fixture, session-scoped) are one lab a pytest-xdist worker,
+# each with its own test account, subnet and lock (tests/sshhosts.py, LAB_INDEX): their tests
+# spread over the workers like any others. The tests of a module that starts a Slurm cluster
+# (tests/slurm_cluster.py) run in one worker, in the xdist group "slurm-lab" (`--dist
+# loadgroup`): one cluster at a time there rather than one a worker, and the login-node tests
+# among them write the machine's /etc/slurm/slurm.conf. The tests of a module that share a
+# module-scoped fixture (a wheel built, TensorFlow's summaries written) run in one worker too,
+# so that it is made once. Every other test is spread over the workers one by one.
 SLURM_LAB_MODULE = "slurm_cluster"
 
 
@@ -52,9 +47,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         path = Path(item.path)
         if path not in slurm_modules:
             slurm_modules[path] = _imports(path, SLURM_LAB_MODULE)
-        if SSH_LAB_FIXTURE in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("ssh-lab"))
-        elif slurm_modules[path]:
+        if slurm_modules[path]:
             item.add_marker(pytest.mark.xdist_group("slurm-lab"))
         elif _uses_a_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(f"fixtures-of-{path.name}"))

@@ -1,13 +1,18 @@
 """Real SSH test hosts: OpenSSH sshd processes, each in its own network namespace.
 
-As root: one namespace per host with 10.200.X.N/24 on a veth whose other end is on a bridge
-in a hub namespace; the root namespace gets 10.200.X.1 on its own veth to the bridge (X is
-the first 10.200.X.0/24 not in use here, so two test sessions do not collide). Where
+As root: one namespace per host with 10.B.X.N/24 on a veth whose other end is on a bridge
+in a hub namespace; the root namespace gets 10.B.X.1 on its own veth to the bridge (X is
+the first 10.B.X.0/24 not in use here, so two test sessions do not collide). Where
 namespaces cannot be made, several sshd listen on 127.0.0.2, 127.0.0.3, ... instead.
 
-Logins are for one dedicated account, `dtgui-test` (created when missing), with a password
-made up per session and two key pairs (one with a passphrase). Everything is torn down by
-the PIDs and names this module created.
+Logins are for one dedicated account (created when missing), with a password made up per
+session and two key pairs (one with a passphrase). Everything is torn down by the PIDs and
+names this module created.
+
+Each pytest-xdist worker has a lab of its own (LAB_INDEX, from the worker's number): its own
+account (`dtgui-test`, `dtgui-test1`, ...), its own 10.B (B = 200 + LAB_INDEX) and its own
+lock, so the SSH tests spread over the workers like any others. One lab of an index at a
+time on a machine: two test sessions would reset each other's test account.
 """
 
 from __future__ import annotations
@@ -26,11 +31,22 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-TEST_USER = "dtgui-test"
+
+def _lab_index() -> int:
+    """This process's lab: its pytest-xdist worker's number ("gw1" -> 1), else 0."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+
+
+LAB_INDEX = _lab_index()
+TEST_USER = "dtgui-test" + (str(LAB_INDEX) if LAB_INDEX else "")
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
-# One lab at a time on a machine: two test sessions would reset each other's test account.
-LOCK_FILE = Path("/run/lock/dtgui-sshlab.lock")
+# One lab of an index at a time on a machine: two test sessions would reset each other's
+# test account.
+LOCK_FILE = Path("/run/lock/dtgui-sshlab.lock" if not LAB_INDEX
+                 else f"/run/lock/dtgui-sshlab-{LAB_INDEX}.lock")
 LOCK_WAIT = 900.0
+NETWORK = f"10.{200 + LAB_INDEX}"  # a lab's subnets are 10.B.X.0/24 (labs never race for one)
 
 
 def unavailable_reason() -> str:
@@ -161,9 +177,9 @@ class SshLab:
     def _free_subnet(self) -> str:
         used = _run("ip", "-o", "addr").stdout + _run("ip", "route").stdout
         for x in range(256):
-            if f"10.200.{x}." not in used:
-                return f"10.200.{x}"
-        raise OSError("no free 10.200.X.0/24")
+            if f"{NETWORK}.{x}." not in used:
+                return f"{NETWORK}.{x}"
+        raise OSError(f"no free {NETWORK}.X.0/24")
 
     def _netns(self) -> None:
         self.mode = "netns"

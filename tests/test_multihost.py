@@ -153,7 +153,8 @@ def test_mwms_over_two_hosts_then_the_exported_bundle_by_hand_is_bit_identical(
     # Export the same placed plan; copy it to each host with scp, run it there with ssh.
     out = render_bundle(bundle.plan, tmp_path / "exported").path
     readme = (out / "README.md").read_text()
-    assert "bash run.sh h2" in readme and "TF_CONFIG" in readme and "10.200." in readme
+    assert "bash run.sh h2" in readme and "TF_CONFIG" in readme and \
+        f"{lab.lab.hosts[0].address}:" in readme
     key = str(lab.lab.plain_key)
     opts = ["-o", f"UserKnownHostsFile={app_known_hosts()}", "-o", "StrictHostKeyChecking=yes",
             "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-i", key]
