@@ -115,9 +115,11 @@ case "$MODE" in
     lint
     export QT_QPA_PLATFORM=offscreen
     # the 25 slowest tests are listed at the end: where the suite's time goes
-    # Tests wait on processes, SSH and training more than they compute: two or more at once
-    # (each machine-wide lab in a worker of its own, see tests/conftest.py).
-    exec "$VENV/bin/python" -m pytest -q -n auto --maxprocesses 4 --dist loadgroup --durations=25 "$@"
+    # Tests wait on processes, SSH and training more than they compute: one worker more than
+    # the cores (two workers kept 2 cores 72 % busy; see docs/testing.md), at most four, each
+    # with its own SSH lab (tests/sshhosts.py).
+    workers=$(( $(nproc) + 1 )); [ "$workers" -gt 4 ] && workers=4
+    exec "$VENV/bin/python" -m pytest -q -n "$workers" --dist loadgroup --durations=25 "$@"
     ;;
   *) echo "usage: bash packaging/dev.sh run|test|lint|setup" >&2; exit 2 ;;
 esac
