@@ -180,17 +180,18 @@ class Progress:
 
     def schedule_ps_probes(self, k: int) -> None:
         """The calibration's round-trip probes, scheduled behind the calls in flight (two
-        a worker: the coordinator hands each to the next free worker); collected with a
-        later fetch, so the coordinator never waits for them."""
+        a worker: the coordinator hands each to the next free worker); collected at the next
+        fetch of calls, which they follow in the queue."""
         if self.ps_probe is None:
             return
+        n = probe_steps(k)
         try:
             setup = self.ps_probe.trace()
-            self._ps_probes = self.ps_probe.schedule(probe_steps(k), 2 * self.ps_workers)
+            self._ps_probes = self.ps_probe.schedule(n, 2 * self.ps_workers)
         except Exception as exc:  # noqa: BLE001 - a measure only; training goes on
             self._no_split(exc)
             return
-        self._ps_probe_n = probe_steps(k)
+        self._ps_probe_n = n
         self._ps_setup = setup
 
     def collect_ps_probes(self) -> None:

@@ -194,13 +194,14 @@ def run_task(plan: Plan, bundle_dir: str, out_dir: str, task: str,
     with stage("making the data set"):
         dataset = loop.distributed_dataset(source, info, plan.seed, global_batch,
                                            resumed * micro_batches)
+    # ParameterServer: the workers' calls time themselves unless deterministic ops forbid the
+    # clock (tf.timestamp raises under them)
+    ps_timed = step_timing.enabled() and not plan.deterministic
     trainer = loop.make_trainer(info, model, optimizer, loss_obj, global_batch,
                                 xla=plan.xla,
                                 float16=plan.precision == "mixed_float16",
                                 micro_batches=micro_batches,
-                                clip_norm=float(plan.clip_norm),
-                                timed=step_timing.enabled() and not (
-                                    plan.deterministic and info.coordinator is not None))
+                                clip_norm=float(plan.clip_norm), timed=ps_timed)
     classification = is_classification(loss_obj)
     # where a step's time goes (step_timing.py): the synchronous strategies' probes, or
     # the parameter servers' round trip the coordinator schedules on the workers
@@ -208,9 +209,9 @@ def run_task(plan: Plan, bundle_dir: str, out_dir: str, task: str,
     if info.coordinator is None:
         step_probes = probes.Probes(info, trainer, model, optimizer, source, global_batch,
                                     micro_batches)
-    elif not plan.deterministic:
+    elif ps_timed:
         ps_probe = probes.ParameterServerProbe(info, model)
-    else:
+    elif plan.deterministic:
         events.log("where the workers' step time goes is not measured: deterministic ops "
                    "forbid reading the clock in a step (tf.timestamp); ParameterServer "
                    "training is asynchronous, so not reproducible anyway: turn "
