@@ -88,6 +88,14 @@ def main(argv: list[str]) -> int:
     shoot(app, wizard, out, "4c-review-parameter-server-script")
     wizard.close()
 
+    # ParameterServer chosen afresh: deterministic ops go off, the reason on hover.
+    wizard = RunWizard(cpu_facts())
+    wizard.show()
+    wizard.strategy_page.select_strategy("parameter_server")
+    wizard.next()
+    shoot(app, wizard, out, "2c-options-parameter-server")
+    wizard.close()
+
     # TPU with no address: refused on page 1.
     wizard = RunWizard(cpu_facts())
     wizard.show()
