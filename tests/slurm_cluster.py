@@ -65,6 +65,15 @@ class SlurmCluster:
         """Job ids in the queue (any state)."""
         return self.run("squeue", "-h", "-o", "%i").stdout.split()
 
+    def drained(self, timeout: float = 15) -> list[str]:
+        """The queue once it empties, or as it is after `timeout` seconds. A job whose tasks
+        have all ended stays a moment in COMPLETING while slurmd cleans up; on a loaded
+        machine that moment can outlast the run's end."""
+        deadline = time.monotonic() + timeout
+        while (jobs := self.queue()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return jobs
+
     def log(self, name: str) -> str:
         path = self.root / "log" / name
         return path.read_text(errors="replace") if path.exists() else ""

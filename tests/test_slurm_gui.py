@@ -117,7 +117,7 @@ def test_wizard_to_a_slurm_job_pending_live_curves_and_stop(qtbot, slurm, window
     assert {t.status for t in tasks} == {"stopped"}  # cancelled by dtgui: no task failed
     wait_for(lambda: job not in slurm.queue(), 15, f"job {job} is still queued")
     wait_for(lambda: not processes_in(controller.bundle.path), 10, "a task process is left")
-    assert slurm.queue() == []
+    assert slurm.drained() == []
 
 
 def test_close_keep_training_reopen_and_reattach_from_the_job_id(qtbot, slurm, windows,
@@ -172,7 +172,7 @@ def test_close_keep_training_reopen_and_reattach_from_the_job_id(qtbot, slurm, w
     assert {t.status for t in controller.metrics.snapshot().tasks.values()} == {"stopped"}
     wait_for(lambda: job_id not in slurm.queue(), 15, f"job {job_id} is still queued")
     wait_for(lambda: not processes_in(Path(record.bundle)), 10, "a task process is left")
-    assert slurm.queue() == []
+    assert slurm.drained() == []
     if os.environ.get("DTGUI_SCREENSHOT_DIR"):
         screenshot(second, "slurm-reattached")
 

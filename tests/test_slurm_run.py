@@ -251,7 +251,7 @@ def test_a_job_that_cannot_run_is_a_clear_error(slurm: SlurmCluster, tmp_path: P
     with pytest.raises(LaunchError, match=r"Slurm refused the job: Invalid feature .*: check "
                                           r"the constraint against the nodes' features"):
         launch(mwms(10), tmp_path, python, constraint="nosuchfeature")
-    assert slurm.queue() == []
+    assert slurm.drained() == []
     (record,) = [RunRecord.load(p) for p in tmp_path.iterdir()]
     assert record.state is RunState.FAILED and "Invalid feature" in record.message
 
@@ -295,7 +295,7 @@ def test_dtgui_run_submits_an_exported_job(slurm: SlurmCluster, tmp_path: Path,
     assert run.returncode == 0, run.stdout + run.stderr
     assert "submitted Slurm job" in run.stdout and "run finished" in run.stdout
     assert RunRecord.load(out).machines[0].job_id
-    assert slurm.queue() == []
+    assert slurm.drained() == []
 
 
 def test_a_restart_resubmits_the_job(slurm: SlurmCluster, tmp_path: Path,
@@ -356,7 +356,7 @@ def test_ctrl_c_in_dtgui_run_cancels_the_job(slurm: SlurmCluster, tmp_path: Path
         run.kill()
     assert run.returncode == 130, rest
     assert "run stopped" in rest
-    assert slurm.queue() == []
+    assert slurm.drained() == []
     wait_for(lambda: not processes_in(out), 10, "a task process is left")
 
 
@@ -413,7 +413,7 @@ def test_a_cluster_reached_over_ssh(slurm: SlurmCluster, ssh_env: Path, login_no
     assert sorted(snap.replica_loss) == [0, 1]
     assert (controller.bundle.output / "events-worker-1.jsonl").stat().st_size > 0
     assert RunRecord.load(controller.bundle.path).machines[0].job_id
-    assert slurm.queue() == []
+    assert slurm.drained() == []
     # Stop over SSH: scancel on the login node; nothing left in the queue or on the nodes
     endless = launch_plan(mwms(100000, "endless"), tmp_path, targets=[
         Target.cluster(cluster, nodes=2, tasks_per_node=1)])
@@ -430,7 +430,7 @@ def test_a_cluster_reached_over_ssh(slurm: SlurmCluster, ssh_env: Path, login_no
     with pytest.raises(LaunchError, match="Slurm refused the job: Invalid feature"):
         launch_plan(mwms(10, "refused"), tmp_path, targets=[
             Target.cluster(cluster, nodes=2, tasks_per_node=1, constraint="nosuchfeature")])
-    assert sorted(shared.iterdir()) == before and slurm.queue() == []
+    assert sorted(shared.iterdir()) == before and slurm.drained() == []
     # dtgui export --slurm CLUSTER, then dtgui run: over SSH to the registered login node
     registry = MachineRegistry()
     registry.add(cluster)

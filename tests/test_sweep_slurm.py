@@ -56,4 +56,4 @@ def test_a_two_trial_sweep_runs_each_trial_as_a_slurm_job(
     # both were in the queue at once (Slurm placed them; the intervals overlap)
     (a, b) = sorted((t.user_attrs["started"], t.user_attrs["ended"]) for t in trials)
     assert b[0] < a[1], (a, b)
-    assert slurm.queue() == []
+    assert slurm.drained() == []
