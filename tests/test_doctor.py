@@ -152,6 +152,11 @@ def two_clients(ssh_lab, ssh_env):
     machines = {h.name: machine(ssh_lab, h) for h in (h2, h3)}
     clients = {name: connect(m, timeout=5) for name, m in machines.items()}
     yield machines, clients
+    for host in (h2, h3):
+        transport = clients[host.name].get_transport()
+        if transport is None or not transport.is_active():  # shown with a failure: why it went
+            print(f"the connection to {host.name} was closed; its sshd log ends:\n"
+                  + host.log.read_text(errors="replace")[-3000:])
     for client in clients.values():
         client.close()
 

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 
 from dtgui.core.bundle import Bundle, render_bundle
@@ -185,6 +186,26 @@ def test_device_curves_are_labelled_with_their_machine() -> None:
 
 
 # -- the remote scripts, run here with sh --------------------------------------------------------
+def wait_stopped(pgid: int, timeout: float = 10) -> None:
+    """Until every process of the group has taken its SIGSTOP: a process waiting for a core
+    shows R with the signal pending until it runs (a loaded machine showed that)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        group = [p for p in psutil.process_iter(["status"])
+                 if _pgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE]
+        if group and all(p.info["status"] == psutil.STATUS_STOPPED for p in group):
+            return
+        assert time.monotonic() < deadline, [(p.pid, p.info["status"]) for p in group]
+        time.sleep(0.02)
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
 def test_start_and_poll_scripts_with_real_processes(tmp_path: Path) -> None:
     (tmp_path / "tasks").mkdir()
     (tmp_path / "tasks" / "worker-0.sh").write_text(
@@ -203,6 +224,7 @@ def test_start_and_poll_scripts_with_real_processes(tmp_path: Path) -> None:
             assert time.monotonic() < deadline
             time.sleep(0.05)
         os.killpg(pids["worker-0"], signal.SIGSTOP)
+        wait_stopped(pids["worker-0"])
         args = [str(tmp_path), "1000", "worker-0", str(pids["worker-0"]), "0", "0",
                 "worker-1", str(pids["worker-1"]), "0", "0"]
         raw = subprocess.run(["sh", "-s", "--", *args], input=POLL_SCRIPT.encode(),

@@ -4,8 +4,8 @@ Every call's wall time and the time spent reporting it are counted as training r
 calibration, after the fourth call and then every CALIBRATE_EVERY_CALLS calls or more (so
 that the probes' steps stay under 1 % of the steps between two calibrations, whatever a
 step costs: `next_calibration`), times three
-probes (`dtgui.worker.probes.Probes`): the full training step on a batch already on the devices
-(forward, backward, gradient all-reduce, update; the variables are put back afterwards), the
+probes (`dtgui.worker.probes.Probes`): the training call fed from one cached batch (forward,
+backward, gradient all-reduce, update; the variables are put back afterwards), the
 gradient all-reduce alone (none with a single replica), and the plan's input pipeline alone
 making a step's batches. Then, per step:
 
@@ -73,7 +73,7 @@ def next_calibration(call: int, k: int) -> int:
 class Calibration:
     """Seconds per step of the two probes (the latest calibration)."""
 
-    step: float  # the full training step on a cached batch
+    step: float  # the training step fed from one cached batch
     reduce: float  # the gradient all-reduce alone
     input: float = float("inf")  # the input pipeline alone, making one step's batches
     setup: float = 0.0  # seconds of this calibration spent making the probes (traces)
