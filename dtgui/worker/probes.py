@@ -70,7 +70,7 @@ class Probes:
         micro_batches = self._micro_batches
         began = time.perf_counter()
         if self._cached is None:
-            self._cached = cached_batches(*self._batch_source)
+            self._cached = cached_iterator(*self._batch_source)
             self._inputs = iter(check_dataset(source.call("make_dataset")).repeat()
                                 .batch(global_batch, drop_remainder=True))
             keep(self._inputs)
@@ -167,7 +167,7 @@ def per_step(probe: Any, *args: Any, n: int) -> float:
     return max(0.0, (time.perf_counter() - once) - (once - began)) / n
 
 
-def cached_batches(source: ModelSource, info: BuiltStrategy, global_batch: int) -> Any:
+def cached_iterator(source: ModelSource, info: BuiltStrategy, global_batch: int) -> Any:
     """An endless iterator over one global batch of the plan's data, distributed over the
     replicas as training's batches are (same structure, shapes and iterator type). Taken from
     a pipeline of its own: the training iterator's batches stay untouched."""
