@@ -283,6 +283,24 @@ def test_probe_reports_the_truth(ssh_lab) -> None:
     assert facts.as_machine_facts().cpu_cores == facts.cpu_cores
 
 
+def test_a_command_that_ends_before_reading_its_input_gives_its_exit_code(ssh_lab) -> None:
+    """Its channel closes while its input is being sent (a Python not found there, say):
+    that is the command's answer, not a lost connection, and the connection goes on."""
+    from dtgui.remote.commands import run_bytes
+
+    h = ssh_lab.hosts[0]
+    trust(h)
+    client = conn.connect(machine(ssh_lab, h), timeout=5)
+    try:
+        for _ in range(3):  # more input than the channel's window: the writer waits on it
+            code, out, err = run_bytes(client, ["sh", "-c", "echo gone >&2; exit 3"], 20,
+                                       stdin=b"x" * (16 << 20))
+            assert (code, out, err) == (3, b"", b"gone\n")
+        assert run_bytes(client, ["echo", "still here"], 20) == (0, b"still here\n", b"")
+    finally:
+        client.close()
+
+
 def test_install_public_key_then_key_login(ssh_lab, tmp_path: Path) -> None:
     h = ssh_lab.hosts[1]
     trust(h)

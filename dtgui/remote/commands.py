@@ -126,9 +126,15 @@ def run_bytes(client: paramiko.SSHClient, argv: Sequence[str], timeout: float = 
     try:
         chan.settimeout(timeout)
         chan.exec_command(shlex.join(args))
-        if stdin:
-            chan.sendall(stdin)
-        chan.shutdown_write()
+        try:
+            if stdin:
+                chan.sendall(stdin)
+            chan.shutdown_write()
+        except OSError:
+            # a command that ends before reading its input (not found, say) closes the
+            # channel under the writer: its exit code and output say what happened
+            if not transport.is_active():
+                raise
         out, err = bytearray(), bytearray()
         while True:
             got = False

@@ -98,8 +98,14 @@ class _Listener:
         self.chan = transport.open_session(timeout=10)
         try:
             self.chan.exec_command(shlex.join(args))
-            self.chan.sendall(probe_source())
-            self.chan.shutdown_write()
+            try:
+                self.chan.sendall(probe_source())
+                self.chan.shutdown_write()
+            except OSError:
+                # the listener ended before reading the probe (no Python there): wait_ready
+                # reads why from its exit
+                if not transport.is_active():
+                    raise
         except BaseException:
             self.chan.close()
             raise
