@@ -35,6 +35,7 @@ from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
 from dtgui.launch.executor import Executor, MachinePoll, TaskPoll
 from dtgui.launch.run_source import BundledRun
+from dtgui.remote.connection import SSHClient
 from dtgui.remote.transfer import CopyProgress
 from dtgui.worker import step_batch
 from dtgui.worker.events import SCHEMA_VERSION  # the version the worker writes
@@ -213,7 +214,7 @@ class _Liveness(paramiko.Transport):
         return self.client.alive and not self.client.closed
 
 
-class FakeSshClient(paramiko.SSHClient):
+class FakeSshClient(SSHClient):
     """A connection made earlier (a `Connector`'s `clients`), alive or dropped; `closed` once
     closed. No network."""
 

@@ -35,6 +35,7 @@ from dtgui.core.cluster import place_on_machines
 from dtgui.core.machines import MachineRegistry
 from dtgui.core.plan import Plan
 from dtgui.core.runs import RunHistory, RunRecord
+from dtgui.core.strategies import Strategy
 from dtgui.launch.watcher import stop_watcher, watcher_pid
 from dtgui.ui.app import make_app
 from dtgui.ui.machines.hostkey_dialog import HostKeyDialog
@@ -207,7 +208,7 @@ def test_close_keep_training_reopen_and_reattach_without_a_gap(
     registry = MachineRegistry()
     registry.add(machine(ssh_lab, host, auth="password", name="box-a"))
     registry.save()
-    plan = Plan(run_name="closed-and-back", strategy="multi_worker_mirrored", workers=2,
+    plan = Plan(run_name="closed-and-back", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
                 replicas_per_task=1, steps=FOREVER, steps_per_epoch=25, checkpoint_every=0)
     placed = place_on_machines(plan, {"worker:0": "box-a", "worker:1": "box-a"},
                                {"box-a": host.address}, {"box-a": [0, 0]},
