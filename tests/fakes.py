@@ -3,29 +3,34 @@
 product's own `parse_line`), a run moved by hand (`FakeRun`), a machine whose polls are
 scripted (`ScriptedExecutor`), a login node whose Slurm answers from a table (`FakeSlurm`), an
 SSH connection made earlier (`FakeSshClient`), an `nvidia-smi` answering as an H100 machine's
-did, an interpreter that records what a task script hands it, and interpreters whose NVML
-replays a real GPU's telemetry.
+did, an interpreter that records what a task script hands it, interpreters whose NVML
+replays a real GPU's telemetry (or is slow to start), and the desktop's opener of file URLs
+(`opened_file_urls`).
 
 Two stand-ins are files of their own, because something other than a test imports or runs
 them: tests/fake_nvml/pynvml.py is imported as the `pynvml` module (its directory put first
 on the path: `use_fake_nvml`, `python_with_fake_gpus`), and tests/stub_task.py is the training
 program a stub interpreter runs instead of TensorFlow (`runs.stub_python`), copied where the
-SSH test account can read it and run without dtgui on its path."""
+SSH test account can read it and run without dtgui on its path. The supervised child's
+stand-in in tests/test_supervisor.py (`Stand`) is part of the code that child process runs."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import paramiko
 import pytest
+from PySide6.QtCore import QObject, QUrl, Slot
+from PySide6.QtGui import QDesktopServices
 
 from dtgui.core.bundle import Bundle
 from dtgui.core.events import Event, parse_line
@@ -270,6 +275,18 @@ def use_fake_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(sys.modules, "pynvml", raising=False)
 
 
+def pynvml_slow_to_start(folder: Path, started: Path) -> Path:
+    """`folder` (made) with a `pynvml` whose nvmlInit says it has begun (it makes the file
+    `started`) and holds there 30 s; put `folder` on a process's PYTHONPATH to use it."""
+    folder.mkdir()
+    (folder / "pynvml.py").write_text(
+        "import time\n"
+        "def nvmlInit():\n"
+        f"    open({str(started)!r}, 'w').close()\n"
+        "    time.sleep(30)\n")
+    return folder
+
+
 def python_with_fake_gpus(python: str, folder: Path) -> str:
     """`python` with an NVML that replays a real GPU's telemetry (tests/fake_nvml), as the
     nodes' interpreter: the tasks' telemetry reports that GPU."""
@@ -279,3 +296,25 @@ def python_with_fake_gpus(python: str, folder: Path) -> str:
                        f'export PYTHONPATH\nexec {shlex.quote(python)} "$@"\n')
     wrapper.chmod(0o755)
     return str(wrapper)
+
+
+class _FileOpener(QObject):
+    def __init__(self) -> None:
+        super().__init__()
+        self.opened: list[QUrl] = []
+
+    @Slot(QUrl)
+    def open(self, url: QUrl) -> None:
+        self.opened.append(url)
+
+
+@contextlib.contextmanager
+def opened_file_urls() -> Iterator[list[QUrl]]:
+    """While inside, the desktop's opener of file URLs (QDesktopServices) is a stand-in that
+    opens nothing and lists the URLs it was given."""
+    opener = _FileOpener()
+    QDesktopServices.setUrlHandler("file", opener, b"open")
+    try:
+        yield opener.opened
+    finally:
+        QDesktopServices.unsetUrlHandler("file")

@@ -11,9 +11,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fakes import FakeRun
-from PySide6.QtCore import QObject, Qt, QUrl, Slot
-from PySide6.QtGui import QDesktopServices
+from fakes import FakeRun, opened_file_urls
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMainWindow
 
 from dtgui.core.events import Event, parse_line
@@ -242,16 +241,6 @@ def test_new_smoothing_on_an_ended_long_run_redraws_every_envelope(
                         pytest.approx(max(e.max() for e in every)))
 
 
-class FileUrls(QObject):
-    def __init__(self) -> None:
-        super().__init__()
-        self.opened: list[QUrl] = []
-
-    @Slot(QUrl)
-    def open(self, url: QUrl) -> None:
-        self.opened.append(url)
-
-
 def test_saved_model_bar_opens_the_models_folder(qtbot, dash: Dashboard, metrics: RunMetrics,
                                                  tmp_path: Path) -> None:
     run = FakeRun(metrics, path=tmp_path / "bundle")
@@ -267,13 +256,9 @@ def test_saved_model_bar_opens_the_models_folder(qtbot, dash: Dashboard, metrics
     text = dash.model_bar.label.text()
     assert "output/model/model.keras" in text and "step 120" in text
     assert "best val_loss 0.3 at step 80" in text
-    urls = FileUrls()
-    QDesktopServices.setUrlHandler("file", urls, "open")
-    try:
+    with opened_file_urls() as opened:
         qtbot.mouseClick(dash.model_bar.open_button, LEFT)
-    finally:
-        QDesktopServices.unsetUrlHandler("file")
-    assert [u.toLocalFile() for u in urls.opened] == [str(output / "model")]
+    assert [u.toLocalFile() for u in opened] == [str(output / "model")]
 
 
 def test_notifications_when_a_run_restarts_finishes_or_fails(qtbot, metrics: RunMetrics) -> None:
