@@ -313,7 +313,8 @@ def opened_file_urls() -> Iterator[list[QUrl]]:
     """While inside, the desktop's opener of file URLs (QDesktopServices) is a stand-in that
     opens nothing and lists the URLs it was given."""
     opener = _FileOpener()
-    QDesktopServices.setUrlHandler("file", opener, b"open")
+    # PySide6's stub types the method name as bytes; PySide6 itself takes only a str here
+    QDesktopServices.setUrlHandler("file", opener, "open")  # type: ignore[arg-type]
     try:
         yield opener.opened
     finally:
