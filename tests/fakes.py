@@ -155,13 +155,15 @@ class FakeRun(BundledRun):
 
 class ScriptedExecutor(Executor):
     """A machine whose polls are scripted: set `alive` (per task), `stopped` (tasks that
-    wrote their `stopped` event) and `error` (the machine unreachable); `signals` lists the
-    signals sent, in order. A SIGKILL ends the tasks it is sent to."""
+    wrote their `stopped` event), `silent` (tasks that write nothing more: no event, no log
+    line) and `error` (the machine unreachable); `signals` lists the signals sent, in order.
+    A SIGKILL ends the tasks it is sent to."""
 
     def __init__(self, name: str, bundle: Bundle, tasks: Iterable[TaskSpec]) -> None:
         super().__init__(name, bundle, tasks)
         self.alive = {t.task_id: True for t in self.tasks}
         self.stopped: set[str] = set()
+        self.silent: set[str] = set()
         self.error = ""
         self.signals: list[int] = []
 
@@ -178,11 +180,14 @@ class ScriptedExecutor(Executor):
     def poll(self) -> MachinePoll:
         if self.error:
             return MachinePoll(self.name, error=self.error)
-        now = time.time()
-        return MachinePoll(self.name, {t: TaskPoll(
-            t, alive=self.alive[t], stopped=t in self.stopped,
-            events=[Event("device", t, now, {"devices": []})],
-            log_lines=[f"{t} says hello"]) for t in self.task_ids})
+        return MachinePoll(self.name, {t: self._task_poll(t, time.time()) for t in self.task_ids})
+
+    def _task_poll(self, task: str, now: float) -> TaskPoll:
+        if task in self.silent:
+            return TaskPoll(task, alive=self.alive[task])
+        return TaskPoll(task, alive=self.alive[task], stopped=task in self.stopped,
+                        events=[Event("device", task, now, {"devices": []})],
+                        log_lines=[f"{task} says hello"])
 
     def signal(self, *sigs: int, tasks: Iterable[str] | None = None) -> None:
         self.signals.extend(sigs)
