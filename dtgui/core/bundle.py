@@ -230,7 +230,8 @@ def readme_text(plan: Plan) -> str:
     if plan.is_multi_machine or plan.machines:
         from dtgui.core.bundle_readme import multi_machine_readme
 
-        return multi_machine_readme(plan)
+        return multi_machine_readme(plan, {t.task_id: (task_environment(plan, t), task_command(t))
+                                           for t in plan.tasks})
     rows = []
     for task in plan.tasks:
         env = task_environment(plan, task)
