@@ -29,8 +29,11 @@ from dtgui.core.plan import (
     LR_SCHEDULES,
     OPTIMIZERS,
     PRECISIONS,
+    DemoModel,
+    ModelFile,
     Plan,
     PlanError,
+    PlanModel,
     validate,
 )
 from dtgui.core.run_state import RunState
@@ -134,7 +137,7 @@ def add_export_options(export: argparse.ArgumentParser) -> None:
 
 def plan_from_args(args: argparse.Namespace) -> Plan:
     strategy = Strategy(args.strategy)
-    model = {"kind": "file", "path": str(args.model.resolve())} if args.model else {"kind": "demo"}
+    model: PlanModel = ModelFile(str(args.model.resolve())) if args.model else DemoModel()
     return Plan(
         run_name=args.run_name or f"{strategy}-{time.strftime('%Y%m%d-%H%M%S')}",
         strategy=strategy,

@@ -9,6 +9,7 @@ paths, which depend on where the bundle lies, and runs ``python ENTRY ARGS`` in 
 from __future__ import annotations
 
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 from dtgui.core.ignore import ProjectFiles, copy_project, human_size, list_project
@@ -36,8 +37,7 @@ def prepare_project(plan: Plan) -> tuple[Plan, ProjectFiles | None]:
     if script.entry not in listing.files:
         raise ValueError(f"{script.entry} is left out of the bundle by {listing.rules_from or 'the'}"
                          " ignore rules: the entry script must be copied.")
-    model = {**plan.model, "project": BUNDLE_PROJECT_DIR}
-    return plan.with_changes(model=model), listing
+    return plan.with_changes(model=replace(script, project=BUNDLE_PROJECT_DIR)), listing
 
 
 def write_project(root: Path, listing: ProjectFiles | None) -> None:

@@ -13,20 +13,36 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from .plan_model import BUNDLE_PROJECT_DIR as BUNDLE_PROJECT_DIR
-from .plan_model import DEMO_KIND as DEMO_KIND
-from .plan_model import FILE_KIND as FILE_KIND
-from .plan_model import SCRIPT_KIND as SCRIPT_KIND
-from .plan_model import DemoModel as DemoModel
-from .plan_model import ModelFile as ModelFile
-from .plan_model import PlanModel as PlanModel
-from .plan_model import ScriptModel as ScriptModel
-from .plan_model import model_from_dict
-from .plan_options import Choice, Communication, DeviceKind, LrSchedule, Optimizer, Precision
-from .plan_options import MetricsTasks as MetricsTasks
-from .plan_options import PlanError as PlanError
-from .plan_options import choice_of, refuse_unknown
+from .plan_model import (
+    BUNDLE_PROJECT_DIR,
+    DEMO_KIND,
+    FILE_KIND,
+    SCRIPT_KIND,
+    DemoModel,
+    ModelFile,
+    PlanModel,
+    ScriptModel,
+    model_from_dict,
+)
+from .plan_options import (
+    Choice,
+    Communication,
+    DeviceKind,
+    LrSchedule,
+    MetricsTasks,
+    Optimizer,
+    PlanError,
+    Precision,
+    choice_of,
+    refuse_unknown,
+)
 from .strategies import STRATEGIES, Strategy
+
+__all__ = ["BUNDLE_PROJECT_DIR", "COMMUNICATIONS", "DEMO_KIND", "DEVICE_KINDS", "FILE_KIND",
+           "LOCAL_HOST", "LOCAL_MACHINE", "LR_SCHEDULES", "OPTIMIZERS", "PLAN_NAME", "PRECISIONS",
+           "SCHEMA", "SCRIPT_KIND", "Communication", "DemoModel", "DeviceKind", "LrSchedule",
+           "MachineAccess", "MetricsTasks", "ModelFile", "Optimizer", "Plan", "PlanError",
+           "PlanModel", "Precision", "ScriptModel", "TaskSpec", "is_local_machine"]
 
 SCHEMA = 1
 PLAN_NAME = "plan.json"  # its file in a bundle

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from .plan_options import MetricsTasks, PlanError, refuse_unknown
 
@@ -90,7 +90,7 @@ class ScriptModel:
         return ["python3", self.entry, *self.args]
 
 
-PlanModel = Union[DemoModel, ModelFile, ScriptModel]
+PlanModel = DemoModel | ModelFile | ScriptModel
 _KINDS: dict[str, type[DemoModel] | type[ModelFile] | type[ScriptModel]] = {
     DEMO_KIND: DemoModel, FILE_KIND: ModelFile, SCRIPT_KIND: ScriptModel}
 

@@ -62,7 +62,7 @@ class MachinesPanel(QWidget):
                  local_facts: Callable[[], MachineFacts | None] | None = None,
                  registry: MachineRegistry | None = None) -> None:
         super().__init__(parent)
-        self.machine_actions = MachineActions(self)
+        self.machine_actions = MachineActions(self, self)
         self.local_facts = local_facts or (lambda: None)
         self.registry: MachineRegistry | None = None
         self.states: dict[str, RowState] = {}

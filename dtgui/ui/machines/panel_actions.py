@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
+from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QDialog, QMessageBox, QWidget
 
 from dtgui.core.hardware import MachineFacts
@@ -21,6 +22,7 @@ from dtgui.ui.machines.connect_flow import Attempt, ConnectFlow, Outcome
 from dtgui.ui.machines.import_dialog import ImportDialog
 from dtgui.ui.machines.install_key_dialog import InstallKeyDialog
 from dtgui.ui.workers import error_message, run_in_thread
+
 
 @dataclass
 class RowState:
@@ -60,10 +62,12 @@ class PanelHost(Protocol):
         """Open a dialog of the panel (`flow`: the dialog's own connections)."""
 
 
-class MachineActions:
-    """What the panel's buttons do, on the panel it is given (one per panel)."""
+class MachineActions(QObject):
+    """What the panel's buttons do, on the panel it is given (one per panel; `parent`, the
+    panel's widget, ends it and the background work it waits for)."""
 
-    def __init__(self, panel: PanelHost) -> None:
+    def __init__(self, panel: PanelHost, parent: QObject) -> None:
+        super().__init__(parent)
         self.panel = panel
 
     # -- add / edit / remove / import --------------------------------------------------------------
@@ -110,7 +114,7 @@ class MachineActions:
             self.panel.refresh([machine.name], given)
 
         run_in_thread(save, saved, lambda exc: self.panel.set_message(error_message(exc), True),
-                      context=self.panel)
+                      context=self)
 
     def remove_selected(self, confirm: bool = True) -> None:
         names = self.panel.selected_names()
@@ -149,7 +153,7 @@ class MachineActions:
             self.panel.set_message(note, bool(note))
 
         run_in_thread(remove, removed, lambda exc: self.panel.set_message(error_message(exc), True),
-                      context=self.panel)
+                      context=self)
 
     def import_config(self, path: Path | None = None) -> None:
         dialog = ImportDialog(self.panel.registry, path, parent=self.panel.window())
@@ -177,7 +181,7 @@ class MachineActions:
                 self.panel.refresh(added)
 
         run_in_thread(add_all, done, lambda exc: self.panel.set_message(error_message(exc), True),
-                      context=self.panel)
+                      context=self)
 
     # -- public key --------------------------------------------------------------------------------
     def install_key(self) -> None:
@@ -221,7 +225,7 @@ class MachineActions:
 
         run_in_thread(lambda: secret_store.update_machine(registry, machine.name, keyed),
                       switched, lambda exc: self.panel.set_message(error_message(exc), True),
-                      context=self.panel)
+                      context=self)
 
     # -- doctor ------------------------------------------------------------------------------------
     def open_doctor(self) -> None:

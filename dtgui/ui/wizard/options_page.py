@@ -23,8 +23,14 @@ from PySide6.QtWidgets import (
     QWizardPage,
 )
 
-from dtgui.core.plan import COMMUNICATIONS, MAX_STEPS_PER_CALL, PRECISIONS, Plan, validate
-from dtgui.core.script import is_script
+from dtgui.core.plan import (
+    COMMUNICATIONS,
+    MAX_STEPS_PER_CALL,
+    PRECISIONS,
+    DemoModel,
+    Plan,
+    validate,
+)
 from dtgui.core.strategies import STRATEGIES
 
 from .common import (
@@ -283,7 +289,7 @@ class OptionsPage(QWizardPage):
             # a generated name (the last run's, or made for another strategy): a fresh one
             # for this strategy and time; a name the person typed is kept
             self._new_name()
-        script = is_script(self.ctx.draft().model)
+        script = self.ctx.draft().script is not None
         self.script_note.setVisible(script)
         self.optimizer_box.setEnabled(not script)
         self.optimizer_box.setToolTip("Your training script builds its own optimizer." if script
@@ -342,7 +348,7 @@ class OptionsPage(QWizardPage):
 
         self.global_label.setText(global_batch_text(plan))
         self.optimizer_box.set_effective_batch(plan.global_batch)
-        if self.ctx.draft().model.get("kind", "demo") == "demo" and not tpu:
+        if isinstance(self.ctx.draft().model, DemoModel) and not tpu:
             per_epoch = max(1, DIGITS_EXAMPLES // max(1, plan.global_batch))
             self.epoch_hint.setText(f"The demo's {DIGITS_EXAMPLES} examples make about "
                                     f"{per_epoch} steps at this global batch.")
