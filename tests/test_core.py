@@ -18,7 +18,7 @@ from dtgui.core.cluster import busy_ports, place_local, task_layout, tf_config
 from dtgui.core.events import EventTail, parse_line
 from dtgui.core.hardware import GpuInfo, MachineFacts, TfView, explain, tf_view
 from dtgui.core.metrics import RunMetrics, Series
-from dtgui.core.plan import Plan, PlanError, validate
+from dtgui.core.plan import ModelFile, Plan, PlanError, validate
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
 from dtgui.core.strategies import STRATEGIES, Strategy, recommend
@@ -74,7 +74,7 @@ def test_default_plan_is_valid_for_every_strategy() -> None:
         ({"run_name": "$(reboot)"}, "Run name"),
         ({"strategy": "parameter_server", "parameter_servers": 0}, "Parameter servers"),
         ({"strategy": "nope"}, "Unknown strategy"),
-        ({"model": {"kind": "file", "path": ""}}, "model file"),
+        ({"model": ModelFile("")}, "model file"),
     ],
 )
 def test_invalid_plans_are_refused_with_the_reason(changes: dict, fragment: str) -> None:
@@ -205,10 +205,9 @@ def test_hostile_model_path_never_reaches_a_script(tmp_path: Path) -> None:
     evil_dir.mkdir()
     model = evil_dir / "m`id`.py"
     model.write_text("def build_model(): pass\ndef make_dataset(): pass\n")
-    plan = place_local(Plan(model={"kind": "file", "path": str(model)}))
+    plan = place_local(Plan(model=ModelFile(str(model))))
     bundle = render_bundle(plan, tmp_path / "b")
-    assert bundle.plan.model == {"kind": "file", "path": "project/m`id`.py",
-                                 "project": "project"}
+    assert bundle.plan.model == ModelFile("project/m`id`.py", "project")
     assert (bundle.path / "project" / "m`id`.py").read_text() == model.read_text()
     scripts = "".join(p.read_text() for p in (bundle.path / "tasks").iterdir())
     assert "pwned" not in scripts and "reboot" not in scripts
@@ -225,7 +224,7 @@ def test_bundle_refuses_a_non_empty_destination_and_leaves_nothing_half_written(
         render_bundle(place_local(Plan()), dest)
     assert [p.name for p in dest.iterdir()] == ["keep.txt"]
     with pytest.raises(BundleError, match="does not exist"):
-        render_bundle(place_local(Plan(model={"kind": "file", "path": "/nope.py"})),
+        render_bundle(place_local(Plan(model=ModelFile("/nope.py"))),
                       tmp_path / "x")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
     with pytest.raises(PlanError):

@@ -174,7 +174,7 @@ def test_the_card_shows_each_devices_use_and_the_traffic_and_the_split_card_the_
     from fakes import FakeRun
 
     from dtgui.ui.dashboard import Dashboard
-    from dtgui.worker.plan import Plan
+    from dtgui.worker.plan import Plan, ScriptModel
 
     metrics = RunMetrics(100)
     for task, machine in (("worker:0", "h2"), ("worker:1", "h3")):
@@ -189,7 +189,7 @@ def test_the_card_shows_each_devices_use_and_the_traffic_and_the_split_card_the_
                                           "mem_total": 80 << 30}]))
     metrics.add_events(events)
     plan = Plan(run_name="script", strategy="multi_worker_mirrored", workers=2,
-                model={"kind": "script", "folder": "/tmp", "entry": "train.py"})
+                model=ScriptModel("/tmp", "train.py"))
     dash = Dashboard()
     qtbot.addWidget(dash)
     dash.attach(FakeRun(metrics, plan=plan))

@@ -6,6 +6,7 @@ found before launch. No TensorFlow here (the real runs are in test_script_runs.p
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -243,7 +244,7 @@ def test_a_script_plan_says_what_runs_and_what_does_not_apply() -> None:
     assert all(w in rows["Not applying"] for w in ("steps", "optimizer", "validation",
                                                     "checkpoints"))
     assert "Keras 3" in dict(script_rows(plan.with_changes(
-        model={**model, "legacy_keras": False})))["Keras"]
+        model=replace(model, legacy_keras=False))))["Keras"]
     assert "Adam" not in script_text(plan)
     assert script_rows(Plan()) == []
 
@@ -252,7 +253,7 @@ def test_a_script_plan_says_what_runs_and_what_does_not_apply() -> None:
 
 def tutorial_plan(legacy: bool) -> Plan:
     model = ScriptModel(str(PROJECTS / "mwm_custom_loop"), "main.py", legacy_keras=legacy)
-    return Plan(strategy="multi_worker_mirrored", workers=2, model=model.to_dict())
+    return Plan(strategy="multi_worker_mirrored", workers=2, model=model)
 
 
 def test_keras2_calls_are_warned_of_under_keras3_with_the_fix() -> None:
@@ -268,7 +269,7 @@ def test_keras2_calls_are_warned_of_under_keras3_with_the_fix() -> None:
 def test_a_plan_json_keeps_the_printed_metrics_fields(tmp_path: Path) -> None:
     model = ScriptModel("/p", "t.py", printed_metrics=False, patterns=(IT_PATTERN,),
                         metrics_tasks="all")
-    plan = Plan(model=model.to_dict())
+    plan = Plan(model=model)
     back = Plan.from_dict(json.loads(plan.to_json())).script
     assert back == model
 

@@ -27,8 +27,10 @@ from dtgui.core.plan import (
     COMMUNICATIONS,
     MAX_STEPS_PER_CALL,
     PRECISIONS,
+    Communication,
     DemoModel,
     Plan,
+    Precision,
     validate,
 )
 from dtgui.core.strategies import STRATEGIES
@@ -243,9 +245,9 @@ class OptionsPage(QWizardPage):
 
     def apply(self, plan: Plan) -> Plan:
         return self.optimizer_box.apply(plan).with_changes(
-            precision=str(self.precision_combo.currentData()),
+            precision=Precision(self.precision_combo.currentData()),
             xla=self.xla_check.isChecked(),
-            communication=str(self.communication_combo.currentData()),
+            communication=Communication(self.communication_combo.currentData()),
             per_replica_batch=self.batch_spin.value(),
             steps=self.steps_spin.value(),
             steps_per_epoch=self.spe_spin.value(),
@@ -261,7 +263,7 @@ class OptionsPage(QWizardPage):
         """Pre-fill from a plan (the last run's settings)."""
         for combo, value in ((self.precision_combo, plan.precision),
                              (self.communication_combo, plan.communication)):
-            index = combo.findData(value)
+            index = combo.findData(str(value))
             if index >= 0:
                 combo.setCurrentIndex(index)
         self.xla_check.setChecked(bool(plan.xla))
