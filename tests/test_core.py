@@ -99,10 +99,14 @@ def test_plan_round_trips_through_json() -> None:
 def test_plan_json_keeps_the_strategy_name_and_old_files_take_the_defaults() -> None:
     data = json.loads(Plan(strategy="tpu", tpu_address="grpc://10.0.0.1:8470").to_json())
     assert data["strategy"] == "tpu"  # the name, as plan.json has always held it
-    old = Plan.from_dict({"schema": 1, "strategy": "one_device", "steps": 7, "retired": 1})
+    old = Plan.from_dict({"schema": 1, "strategy": "one_device", "steps": 7})
     assert old.strategy is Strategy.ONE_DEVICE and old.steps == 7
     assert old.steps_per_epoch == Plan().steps_per_epoch  # one set of defaults
-    assert Plan.from_dict({"schema": 1, "strategy": "nope"}).strategy == "nope"  # refused later
+    with pytest.raises(PlanError, match="'retired' is not a field"):  # a newer dtgui's file
+        Plan.from_dict({"schema": 1, "strategy": "one_device", "retired": 1})
+    with pytest.raises(PlanError, match="strategy is 'nope', which is not one of"):
+        Plan.from_dict({"schema": 1, "strategy": "nope"})
+    assert Plan(strategy="nope").strategy == "nope"  # type: ignore[arg-type]  # validate says
 
 
 def test_the_strategy_catalogue_answers_for_every_strategy() -> None:

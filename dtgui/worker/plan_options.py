@@ -96,6 +96,5 @@ def refuse_unknown(data: Iterable[str], known: Iterable[str], where: str) -> Non
     for key in data:
         if key not in allowed:
             raise PlanError(
-                f"plan.json: {where}{key!r} is not a field this dtgui knows (it knows "
-                f"{', '.join(sorted(allowed))}): remove it, or open the plan with the dtgui "
-                "that wrote it.")
+                f"plan.json: {where}{key!r} is not a field this dtgui knows (a newer dtgui's, "
+                "or a mistyped one): remove it, or open the plan with the dtgui that wrote it.")
