@@ -151,7 +151,7 @@ def test_dashboard_shows_scalars_by_tag_and_the_script_loss(qtbot) -> None:
 
 
 def test_options_page_says_a_script_gets_them_as_variables(qtbot) -> None:
-    model = {"kind": "script", "project": str(PROJECTS / "custom_loop"), "entry": "train.py"}
+    model = ScriptModel(str(PROJECTS / "custom_loop"), "train.py")
     wizard = RunWizard(cpu_facts(), Plan(strategy="mirrored", model=model))
     qtbot.addWidget(wizard)
     wizard.show()

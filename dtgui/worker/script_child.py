@@ -187,7 +187,7 @@ def printed_parser(plan: Plan, script: ScriptModel, task: str) -> LineParser | N
     0) unless the script's metrics come from every task; None when nothing is read."""
     if not script.printed_metrics and not script.patterns:
         return None
-    if script.metrics_tasks is not MetricsTasks.ALL and task != main_task(plan, task):
+    if script.metrics_tasks != MetricsTasks.ALL and task != main_task(plan, task):
         return None
     return LineParser(script.patterns, defaults=script.printed_metrics)
 

@@ -229,7 +229,7 @@ class ReviewPage(QWizardPage):
         values["Global batch"].setText(
             f"{plan.per_replica_batch} × cores" if tpu
             else str(plan.global_batch))
-        values["Precision"].setText(plan.precision)
+        values["Precision"].setText(str(plan.precision))
         values["XLA"].setText("on" if plan.xla else "off")
         per_call = f", {plan.steps_per_call} per call" if plan.steps_per_call else ""
         values["Steps"].setText(f"{plan.steps} ({plan.steps_per_epoch} per epoch{per_call})")
