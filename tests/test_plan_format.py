@@ -103,6 +103,8 @@ def test_a_plan_from_before_the_optimizers_reads_with_the_defaults() -> None:
         ({"model": "demo"}, "model is not an object", "re-export"),
         ({"machines": {"box": {"address": "10.0.0.2", "port": 22}}},
          "machines['box'].'port' is not a field", "remove it"),
+        ({"tasks": [{"type": "worker", "index": 0, "rank": 0}]},
+         "a task's 'rank' is not a field", "remove it"),
     ],
 )
 def test_a_plan_this_version_does_not_know_is_refused_with_the_reason(

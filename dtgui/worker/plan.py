@@ -101,6 +101,7 @@ class TaskSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TaskSpec:
+        refuse_unknown(data, (f.name for f in fields(cls)), "a task's ")
         return cls(data["type"], int(data["index"]), data.get("host", LOCAL_HOST),
                    int(data.get("port", 0)), tuple(data.get("gpus", ())),
                    str(data.get("machine", "")))
