@@ -15,7 +15,7 @@ from pathlib import Path
 
 from dtgui.core.cluster import tf_config_json
 from dtgui.core.ignore import ProjectFiles, human_size, list_project
-from dtgui.core.plan import PLAN_NAME, ModelFile, Plan, PlanError, TaskSpec, validate
+from dtgui.core.plan import PLAN_NAME, DemoModel, ModelFile, Plan, PlanError, TaskSpec, validate
 from dtgui.core.script import BUNDLE_PROJECT_DIR
 from dtgui.core.script_bundle import (
     prepare_project,
@@ -308,7 +308,7 @@ def render_bundle(plan: Plan, destination: Path, *, overwrite: bool = False) -> 
 
 def project_of(plan: Plan) -> bool:
     """Whether the plan runs a user's own training script (its project folder is bundled)."""
-    return plan.model_kind == "script"
+    return plan.script is not None
 
 
 def prepare_model_project(plan: Plan) -> tuple[Plan, ProjectFiles | None]:
@@ -357,7 +357,7 @@ def _write_files(plan: Plan, root: Path) -> None:
     shutil.copytree(
         WORKER_SOURCE, root / WORKER_PACKAGE, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
     )
-    if plan.model_kind == "demo":
+    if isinstance(plan.model, DemoModel):
         (root / "data").mkdir()
         shutil.copy2(DEMO_DATA, root / "data" / DEMO_DATA.name)
     (root / OUTPUT_DIR).mkdir()

@@ -15,7 +15,6 @@ from pathlib import Path, PurePosixPath
 
 # The script model itself is part of the plan every bundle carries.
 from dtgui.worker.plan import BUNDLE_PROJECT_DIR as BUNDLE_PROJECT_DIR
-from dtgui.worker.plan import SCRIPT_KIND as SCRIPT_KIND
 from dtgui.worker.plan import ScriptModel as ScriptModel
 from dtgui.worker.printed_metrics import compile_patterns
 

@@ -222,7 +222,7 @@ class Plan:
 
     @property
     def model_kind(self) -> str:
-        """DEMO_KIND, FILE_KIND or SCRIPT_KIND."""
+        """DEMO_KIND, FILE_KIND or SCRIPT_KIND (for messages: code asks `isinstance`)."""
         return self.model.kind
 
     @property
