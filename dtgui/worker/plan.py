@@ -109,7 +109,8 @@ class TaskSpec:
 
 @dataclass(frozen=True)
 class MachineAccess:
-    """How the tasks of a placed plan reach a machine other than this one."""
+    """How a placed plan's machine is reached (this machine, when listed, has an address
+    only)."""
 
     address: str = ""  # the address the other machines reach it at
     login: str = ""  # user@host:port
