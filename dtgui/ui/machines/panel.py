@@ -251,7 +251,7 @@ class MachinesPanel(QWidget):
         self._cell(row, 0).setIcon(status_icon(state.status, self._frame))
 
     def set_state(self, name: str, status: str, message: str = "",
-                   facts: RemoteFacts | None = None, error: ConnectError | None = None) -> None:
+                  facts: RemoteFacts | None = None, error: ConnectError | None = None) -> None:
         old = self.states.get(name, RowState())
         self.states[name] = RowState(status, message, facts if facts is not None else old.facts,
                                      error)

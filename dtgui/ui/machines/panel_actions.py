@@ -63,8 +63,8 @@ class PanelHost(Protocol):
 
 
 class MachineActions(QObject):
-    """What the panel's buttons do, on the panel it is given (one per panel; `parent`, the
-    panel's widget, ends it and the background work it waits for)."""
+    """What the panel's buttons do, on the panel it is given (one per panel). `parent`: the
+    panel's widget; background work answers only while it exists (run_in_thread's context)."""
 
     def __init__(self, panel: PanelHost, parent: QObject) -> None:
         super().__init__(parent)
