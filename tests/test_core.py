@@ -20,7 +20,7 @@ from dtgui.core.cluster import busy_ports, place_local, task_layout, tf_config
 from dtgui.core.events import EventTail, parse_line
 from dtgui.core.hardware import GpuInfo, MachineFacts, TfView, explain, tf_view
 from dtgui.core.metrics import RunMetrics, Series
-from dtgui.core.plan import Plan, PlanError, validate
+from dtgui.core.plan import ModelFile, Plan, PlanError, validate
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
 from dtgui.core.strategies import STRATEGIES, Strategy, recommend
@@ -76,7 +76,7 @@ def test_default_plan_is_valid_for_every_strategy() -> None:
         ({"run_name": "$(reboot)"}, "Run name"),
         ({"strategy": "parameter_server", "parameter_servers": 0}, "Parameter servers"),
         ({"strategy": "nope"}, "Unknown strategy"),
-        ({"model": {"kind": "file", "path": ""}}, "model file"),
+        ({"model": ModelFile("")}, "model file"),
     ],
 )
 def test_invalid_plans_are_refused_with_the_reason(changes: dict[str, Any], fragment: str
@@ -102,10 +102,14 @@ def test_plan_round_trips_through_json() -> None:
 def test_plan_json_keeps_the_strategy_name_and_old_files_take_the_defaults() -> None:
     data = json.loads(Plan(strategy=Strategy.TPU, tpu_address="grpc://10.0.0.1:8470").to_json())
     assert data["strategy"] == "tpu"  # the name, as plan.json has always held it
-    old = Plan.from_dict({"schema": 1, "strategy": "one_device", "steps": 7, "retired": 1})
+    old = Plan.from_dict({"schema": 1, "strategy": "one_device", "steps": 7})
     assert old.strategy is Strategy.ONE_DEVICE and old.steps == 7
     assert old.steps_per_epoch == Plan().steps_per_epoch  # one set of defaults
-    assert Plan.from_dict({"schema": 1, "strategy": "nope"}).strategy == "nope"  # refused later
+    with pytest.raises(PlanError, match="'retired' is not a field"):  # a newer dtgui's file
+        Plan.from_dict({"schema": 1, "strategy": "one_device", "retired": 1})
+    with pytest.raises(PlanError, match="strategy is 'nope', which is not one of"):
+        Plan.from_dict({"schema": 1, "strategy": "nope"})
+    assert Plan(strategy="nope").strategy == "nope"  # type: ignore[arg-type]  # validate says
 
 
 def test_the_strategy_catalogue_answers_for_every_strategy() -> None:
@@ -198,10 +202,9 @@ def test_hostile_model_path_never_reaches_a_script(tmp_path: Path) -> None:
     evil_dir.mkdir()
     model = evil_dir / "m`id`.py"
     model.write_text("def build_model(): pass\ndef make_dataset(): pass\n")
-    plan = place_local(Plan(model={"kind": "file", "path": str(model)}))
+    plan = place_local(Plan(model=ModelFile(str(model))))
     bundle = render_bundle(plan, tmp_path / "b")
-    assert bundle.plan.model == {"kind": "file", "path": "project/m`id`.py",
-                                 "project": "project"}
+    assert bundle.plan.model == ModelFile("project/m`id`.py", "project")
     assert (bundle.path / "project" / "m`id`.py").read_text() == model.read_text()
     scripts = "".join(p.read_text() for p in (bundle.path / "tasks").iterdir())
     assert "pwned" not in scripts and "reboot" not in scripts
@@ -218,7 +221,7 @@ def test_bundle_refuses_a_non_empty_destination_and_leaves_nothing_half_written(
         render_bundle(place_local(Plan()), dest)
     assert [p.name for p in dest.iterdir()] == ["keep.txt"]
     with pytest.raises(BundleError, match="does not exist"):
-        render_bundle(place_local(Plan(model={"kind": "file", "path": "/nope.py"})),
+        render_bundle(place_local(Plan(model=ModelFile("/nope.py"))),
                       tmp_path / "x")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
     with pytest.raises(PlanError):

@@ -170,7 +170,7 @@ def test_the_card_shows_each_devices_use_and_the_traffic_and_the_split_card_the_
     from fakes import FakeRun
 
     from dtgui.ui.dashboard import Dashboard
-    from dtgui.worker.plan import Plan
+    from dtgui.worker.plan import Plan, ScriptModel
     from dtgui.worker.strategies import Strategy
 
     metrics = RunMetrics(100)
@@ -186,7 +186,7 @@ def test_the_card_shows_each_devices_use_and_the_traffic_and_the_split_card_the_
                                           "mem_total": 80 << 30}]))
     metrics.add_events(events)
     plan = Plan(run_name="script", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
-                model={"kind": "script", "folder": "/tmp", "entry": "train.py"})
+                model=ScriptModel("/tmp", "train.py"))
     dash = Dashboard()
     qtbot.addWidget(dash)
     dash.attach(FakeRun(metrics, plan=plan))

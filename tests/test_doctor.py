@@ -262,7 +262,7 @@ def test_over_a_throttled_link_the_doctor_measures_its_rate_and_the_run_is_commu
     from dtgui.core.cluster import assign
     from dtgui.core.device_use import link_share, traffic_text
     from dtgui.core.network_pairs import ring_allreduce_seconds
-    from dtgui.core.plan import Plan
+    from dtgui.core.plan import ModelFile, Plan
     from dtgui.core.strategies import Strategy
     from dtgui.launch.pipeline import launch_plan
     from dtgui.launch.targets import Target
@@ -294,7 +294,7 @@ def test_over_a_throttled_link_the_doctor_measures_its_rate_and_the_run_is_commu
         model.write_text(THROTTLED_MODEL)
         plan = Plan(run_name="throttled", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
                     replicas_per_task=1, steps=10, steps_per_epoch=10, checkpoint_every=0,
-                    seed=7, model={"kind": "file", "path": str(model)})
+                    seed=7, model=ModelFile(str(model)))
         python = remote_python.python_for()
         targets = [Target(h.name, machines[h.name], python=python) for h in (h2, h3)]
         controller = launch_plan(plan, targets=targets,

@@ -35,7 +35,7 @@ from worker_helpers import write_package
 from dtgui.core.bundle import render_bundle
 from dtgui.core.cluster import assign, place_on_machines
 from dtgui.core.events import STEP_KINDS, read_all, step_rows
-from dtgui.core.plan import Plan
+from dtgui.core.plan import ModelFile, Plan
 from dtgui.core.runs import RunHistory, RunRecord
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.pipeline import launch_plan, reattach
@@ -215,7 +215,7 @@ def test_mirrored_model_package_with_its_data_trains_on_a_host_and_its_model_com
     net = write_package(tmp_path / "proj")
     plan = Plan(run_name="remote-package", strategy="mirrored", replicas_per_task=2, steps=4,
                 steps_per_epoch=2, checkpoint_every=0,
-                model={"kind": "file", "path": str(net), "project": str(tmp_path / "proj")})
+                model=ModelFile(str(net), str(tmp_path / "proj")))
     controller = lab.launch(plan, assign(plan, machines=["h4"]))
     assert controller.bundle.plan.tasks[0].machine == "h4" and not controller.bundle.plan.cluster
     assert controller.wait(180) and controller.state == "finished", controller.message

@@ -20,7 +20,7 @@ from dtgui.core.bundle import render_bundle
 from dtgui.core.cluster import PlacementError, assign, busy_ports, place_on_machines
 from dtgui.core.events import Event, LineBuffer
 from dtgui.core.metrics import RunMetrics
-from dtgui.core.plan import Plan, validate
+from dtgui.core.plan import MachineAccess, Plan, validate
 from dtgui.core.runs import MachineRecord, RunHistory, RunRecord
 from dtgui.core.stragglers import find_stragglers
 from dtgui.launch.controller import RunController
@@ -45,7 +45,7 @@ def test_mwms_places_one_worker_per_machine_with_reachable_addresses() -> None:
         ("worker:0", "local", "10.0.0.1:5000"), ("worker:1", "a", "10.0.0.2:6000")]
     assert placed.cluster == {"worker": ["10.0.0.1:5000", "10.0.0.2:6000"]}
     assert placed.is_multi_machine and placed.machine_names == ["local", "a"]
-    assert placed.machines["a"] == {"address": "10.0.0.2"}
+    assert placed.machines["a"] == MachineAccess(address="10.0.0.2")
     assert validate(placed) == []
     again = Plan.from_dict(json.loads(placed.to_json()))
     assert again == placed  # machine names and the machines table survive plan.json
@@ -69,7 +69,7 @@ def test_one_machine_alone_uses_loopback_and_a_single_task_strategy_runs_remotel
     single = Plan(strategy="mirrored", replicas_per_task=2)
     placed = place_on_machines(single, assign(single, machines=["b"]), {}, {})
     assert [(t.machine, t.port) for t in placed.tasks] == [("b", 0)] and placed.cluster == {}
-    assert placed.machines == {"b": {"address": "127.0.0.1"}}
+    assert placed.machines == {"b": MachineAccess(address="127.0.0.1")}
 
 
 def test_loopback_missing_addresses_and_port_clashes_are_refused() -> None:

@@ -24,7 +24,7 @@ def plan_for(project: Path, entry: str, *, legacy: bool = False,
              strategy: str = "multi_worker_mirrored") -> Plan:
     return Plan(run_name="check", strategy=strategy, workers=2, replicas_per_task=1,
                 checkpoint_every=0,
-                model=ScriptModel(str(project), entry, legacy_keras=legacy).to_dict())
+                model=ScriptModel(str(project), entry, legacy_keras=legacy))
 
 
 def test_keras3_fit_under_multi_worker_is_refused_before_launch(tmp_path: Path) -> None:
@@ -79,7 +79,7 @@ def test_machine_problems_without_tensorboard_or_matching_tf_keras() -> None:
 
 def test_data_folder_on_each_machine_must_exist(tmp_path: Path) -> None:
     model = ScriptModel(str(PROJECTS / "helper_data"), "train.py",
-                        data_dir=str(tmp_path / "no-such-data")).to_dict()
+                        data_dir=str(tmp_path / "no-such-data"))
     plan = Plan(run_name="d", strategy="one_device", replicas_per_task=1, model=model)
     problems, _ = check_local(plan, sys.executable)
     assert any("no-such-data" in p and "does not exist" in p for p in problems)

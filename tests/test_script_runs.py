@@ -27,7 +27,7 @@ PROJECTS = ROOT / "tests" / "script_projects"
 
 def script_plan(project: str, entry: str, *, strategy: str = "multi_worker_mirrored",
                 args: tuple[str, ...] = (), legacy: bool = False, **changes) -> Plan:
-    model = ScriptModel(str(PROJECTS / project), entry, args, {}, legacy).to_dict()
+    model = ScriptModel(str(PROJECTS / project), entry, args, {}, legacy)
     workers = 2 if strategy == "multi_worker_mirrored" else 1
     replicas = 1 if strategy in ("multi_worker_mirrored", "one_device") else 2
     return Plan(run_name=f"script-{project}", strategy=strategy, workers=workers,
@@ -136,7 +136,7 @@ def project_copy(tmp_path: Path) -> Path:
 
 def test_project_with_helper_and_data_runs_from_the_bundle_and_by_hand(tmp_path: Path) -> None:
     project = project_copy(tmp_path)
-    model = ScriptModel(str(project), "train.py").to_dict()
+    model = ScriptModel(str(project), "train.py")
     plan = Plan(run_name="helper", strategy="one_device", replicas_per_task=1,
                 checkpoint_every=0, model=model)
     controller = launch_plan(plan, tmp_path / "runs")
@@ -213,7 +213,7 @@ def test_reattach_and_history_follow_a_script_run(tmp_path: Path) -> None:
 
 
 def test_parameter_server_script_servers_are_stopped_when_the_chief_ends(tmp_path: Path) -> None:
-    model = ScriptModel(str(PROJECTS / "ps_loop"), "train.py").to_dict()
+    model = ScriptModel(str(PROJECTS / "ps_loop"), "train.py")
     plan = Plan(run_name="ps-script", strategy="parameter_server", workers=2,
                 parameter_servers=1, replicas_per_task=1, steps=5, checkpoint_every=0,
                 model=model)
@@ -231,7 +231,7 @@ def test_parameter_server_script_servers_are_stopped_when_the_chief_ends(tmp_pat
 def test_tensorboard_files_the_script_writes_where_it_likes_are_followed(tmp_path: Path) -> None:
     """keras.callbacks.TensorBoard() writes to ./logs (in the bundle's project/): its files are
     this task's, told by the writer's process id in their names."""
-    model = ScriptModel(str(PROJECTS / "default_logs"), "train.py").to_dict()
+    model = ScriptModel(str(PROJECTS / "default_logs"), "train.py")
     plan = Plan(run_name="logs", strategy="one_device", replicas_per_task=1,
                 checkpoint_every=0, model=model)
     controller = launch_plan(plan, tmp_path / "runs")
@@ -270,7 +270,7 @@ def test_a_tutorial_custom_loop_that_only_prints_gets_live_epoch_curves(tmp_path
 
 def test_a_user_pattern_reads_the_script_s_own_log_format(tmp_path: Path) -> None:
     pattern = r"\[it (?P<step>\d+)\] loss=(?P<loss>\S+) lr=(?P<lr>\S+)"
-    model = ScriptModel(str(PROJECTS / "it_lines"), "train.py", patterns=(pattern,)).to_dict()
+    model = ScriptModel(str(PROJECTS / "it_lines"), "train.py", patterns=(pattern,))
     plan = Plan(run_name="it-lines", strategy="one_device", replicas_per_task=1, steps=80,
                 checkpoint_every=0, model=model)
     controller = launch_plan(plan, tmp_path / "runs")

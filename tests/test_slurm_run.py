@@ -350,7 +350,7 @@ def test_ctrl_c_in_dtgui_run_cancels_the_job(slurm: SlurmCluster, tmp_path: Path
 def test_a_users_script_on_two_nodes(slurm: SlurmCluster, tmp_path: Path) -> None:
     """The user's own training script, one task a node, its curves live from the
     TensorBoard files it writes (the script needs no TensorFlow)."""
-    model = ScriptModel(str(SCRIPTS / "sleepy_loop"), "train.py", ("4", "0.3")).to_dict()
+    model = ScriptModel(str(SCRIPTS / "sleepy_loop"), "train.py", ("4", "0.3"))
     controller = launch(mwms(10, "slurm-script").with_changes(model=model), tmp_path,
                         sys.executable)
     deadline = time.monotonic() + 60

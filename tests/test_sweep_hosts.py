@@ -43,7 +43,7 @@ def test_a_script_sweep_runs_one_trial_per_host_at_a_time(  # type: ignore[no-un
              for name in ("h2", "h3")]
     model = ScriptModel(str(PROJECT), "train.py", ("--steps", "6", "--seconds", "0.3"))
     plan = Plan(run_name="hosts", strategy=Strategy.ONE_DEVICE, replicas_per_task=1,
-                checkpoint_every=0, model=model.to_dict())
+                checkpoint_every=0, model=model)
     spec = SweepSpec(params=(parse_param("--x=uniform:0:1"),), trials=4, parallel=2,
                      search="random", pruner="none")
     rows = SweepQueue(tmp_path / "s", spec, plan, slots=slots).run()

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.gui
 
 
 def script_plan(*args: str) -> Plan:
-    model = ScriptModel(str(PROJECT), "train.py", args).to_dict()
+    model = ScriptModel(str(PROJECT), "train.py", args)
     return Plan(run_name="xsweep", strategy=Strategy.ONE_DEVICE, replicas_per_task=1,
                 checkpoint_every=0, model=model)
 

@@ -78,7 +78,7 @@ def test_a_trial_plan_carries_its_values_and_the_script_gets_its_own() -> None:
     assert (trial.learning_rate, trial.per_replica_batch) == (0.01, 16)
 
     script = ScriptModel(project="/p", entry="train.py", args=("--depth", "3", "--width=8"))
-    sp = plan.with_changes(model=script.to_dict())
+    sp = plan.with_changes(model=script)
     script_params = (parse_param("--depth=choice:2,4"), parse_param("--width=choice:16,32"),
                      parse_param("--drop=choice:0.1,0.2"), parse_param("env:X=choice:1,2"))
     got = apply(sp, {"--depth": "4", "--width": "16", "--drop": "0.2", "env:X": "2"},
@@ -97,7 +97,7 @@ def test_check_says_what_the_model_cannot_take() -> None:
     assert "--depth: only your own training script takes arguments" in problems
     assert "optimizer=lion" in problems
     assert "lr=20" in problems
-    script = demo.with_changes(model=ScriptModel("/p", "t.py").to_dict())
+    script = demo.with_changes(model=ScriptModel("/p", "t.py"))
     problems = " ".join(check(SweepSpec(params=(parse_param("optimizer=choice:adam,sgd"),)),
                               script))
     assert "your script is not told this setting" in problems

@@ -286,13 +286,13 @@ def test_a_model_package_runs_from_the_bundle_and_a_missing_data_file_is_refused
         tmp_path: Path) -> None:
     """The model file's folder is bundled: a sibling module imports and a data file beside the
     file is read. Without the data file the check of the bundle's copy refuses the launch."""
-    from dtgui.core.plan import Plan
+    from dtgui.core.plan import ModelFile, Plan
     from dtgui.launch.pipeline import LaunchError, launch_plan
 
     net = write_package(tmp_path / "proj")
     plan = Plan(run_name="package", strategy="one_device", replicas_per_task=1, steps=3,
                 steps_per_epoch=3, checkpoint_every=0,
-                model={"kind": "file", "path": str(net), "project": str(tmp_path / "proj")})
+                model=ModelFile(str(net), str(tmp_path / "proj")))
     controller = launch_plan(plan, tmp_path / "runs")
     assert controller.wait(180) and controller.state == "finished", controller.message
     assert (controller.bundle.output / "model" / "model.keras").is_file()

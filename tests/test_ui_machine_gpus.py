@@ -20,7 +20,7 @@ from dtgui.core.bundle import task_environment, task_script_text
 from dtgui.core.cluster import PlacementError
 from dtgui.core.hardware import GpuInfo, MachineFacts, TfView
 from dtgui.core.machines import Machine, MachineError, MachineRegistry, RemoteFacts
-from dtgui.core.plan import LOCAL_MACHINE, Plan
+from dtgui.core.plan import LOCAL_MACHINE, MachineAccess, Plan
 from dtgui.remote import secrets
 from dtgui.ui.machines.add_dialog import MachineDialog
 from dtgui.ui.machines.panel import MachinesPanel
@@ -122,16 +122,16 @@ def test_the_machines_python_is_the_default_unless_the_last_plan_chose_another(q
     box = box_for(None)
     assert box._pythons["gpu box"].text() == "/opt/tf/bin/python3"
     assert box._pythons["h3"].text() == "python3"
-    assert box.preview(plan).machines["gpu box"]["python"] == "/opt/tf/bin/python3"
+    assert box.preview(plan).machine("gpu box").python == "/opt/tf/bin/python3"
     box._pythons["gpu box"].clear()  # empty: the machine's interpreter
     assert box.pythons()["gpu box"] == "/opt/tf/bin/python3"
 
-    last = plan.with_changes(machines={"gpu box": {"python": "python3"},
-                                       "h3": {"python": "/custom/python"}})
+    last = plan.with_changes(machines={"gpu box": MachineAccess(python="python3"),
+                                       "h3": MachineAccess(python="/custom/python")})
     box = box_for(last)  # "python3" was only the default: the machine's own wins
     assert box._pythons["gpu box"].text() == "/opt/tf/bin/python3"
     assert box._pythons["h3"].text() == "/custom/python"
-    last = plan.with_changes(machines={"gpu box": {"python": "/other/python"}})
+    last = plan.with_changes(machines={"gpu box": MachineAccess(python="/other/python")})
     box = box_for(last)
     assert box._pythons["gpu box"].text() == "/other/python"
 

@@ -95,10 +95,10 @@ def test_script_choice_checks_the_project_off_the_ui_thread(qtbot, tmp_path: Pat
     qtbot.waitUntil(lambda: next_enabled(wizard), timeout=5_000)
     wizard.next()
     assert wizard.currentId() == PAGE_REVIEW
-    model = wizard.plan().model
-    assert model["kind"] == "script" and model["entry"] == "main.py"
-    assert model["args"] == ["4", "2", "--name=a b"] and model["env"] == {"GOOD": "1"}
-    assert model["legacy_keras"] is True
+    model = wizard.plan().script
+    assert model is not None and model.entry == "main.py"
+    assert model.args == ("4", "2", "--name=a b") and model.env == {"GOOD": "1"}
+    assert model.legacy_keras is True
     review = wizard.review_page
     assert review.summary_values["Model"].text().startswith("main.py")
     script_text = review.script_view.toPlainText()
@@ -110,14 +110,14 @@ def test_script_choice_checks_the_project_off_the_ui_thread(qtbot, tmp_path: Pat
 
 def test_a_remembered_script_plan_comes_back(qtbot) -> None:
     facts = cpu_facts()
-    model = {"kind": "script", "project": str(PROJECTS / "custom_loop"), "entry": "train.py",
-             "args": ["--x"], "env": {"A": "1"}, "legacy_keras": False, "data_dir": "/d"}
+    model = ScriptModel(str(PROJECTS / "custom_loop"), "train.py", ("--x",), {"A": "1"},
+                        legacy_keras=False, data_dir="/d")
     wizard = RunWizard(facts, Plan(strategy="mirrored", model=model))
     qtbot.addWidget(wizard)
     box = wizard.model_page.script_box
     assert wizard.model_page.script_radio.isChecked()
-    assert box.model() == ScriptModel.from_dict(model).to_dict()
-    assert box.model()["printed_metrics"] is True and box.model()["metrics_tasks"] == "chief"
+    assert box.model() == model
+    assert box.model().printed_metrics is True and box.model().metrics_tasks == "chief"
 
 
 def scalar_line(task: str, tag: str, step: int, value: float) -> str:
@@ -151,7 +151,7 @@ def test_dashboard_shows_scalars_by_tag_and_the_script_loss(qtbot) -> None:
 
 
 def test_options_page_says_a_script_gets_them_as_variables(qtbot) -> None:
-    model = {"kind": "script", "project": str(PROJECTS / "custom_loop"), "entry": "train.py"}
+    model = ScriptModel(str(PROJECTS / "custom_loop"), "train.py")
     wizard = RunWizard(cpu_facts(), Plan(strategy="mirrored", model=model))
     qtbot.addWidget(wizard)
     wizard.show()
@@ -201,14 +201,14 @@ def test_printed_metric_patterns_are_tried_live_on_sample_lines(qtbot, tmp_path:
     assert "loss 0.53, lr 0.001 @ step 120 (pattern 1)" in shown
     printed.tasks_combo.setCurrentIndex(printed.tasks_combo.findData("all"))
     model = box.model()
-    assert model["patterns"] == [IT_PATTERN] and model["metrics_tasks"] == "all"
+    assert model.patterns == (IT_PATTERN,) and model.metrics_tasks == "all"
 
 
 def test_samples_come_from_the_script_s_last_run(qtbot, tmp_path: Path, monkeypatch) -> None:
     bundle = tmp_path / "runs" / "last"
     logs = bundle / "output" / "logs"
     logs.mkdir(parents=True)
-    plan = Plan(run_name="last", model=ScriptModel("project", "main.py").to_dict())
+    plan = Plan(run_name="last", model=ScriptModel("project", "main.py"))
     (bundle / "plan.json").write_text(plan.to_json())
     (logs / "worker-0.log").write_text("starting\nEpoch: 0, accuracy: 0.3, train_loss: 1.8.\n")
     monkeypatch.setenv("DTGUI_DATA_DIR", str(tmp_path))
@@ -236,7 +236,7 @@ def test_keras2_calls_are_a_warning_on_the_model_page_until_legacy_keras(qtbot) 
 
 def test_the_review_of_a_script_run_shows_the_script_not_dtgui_s_defaults(qtbot) -> None:
     model = ScriptModel(str(PROJECTS / "mwm_custom_loop"), "main.py", ("3", "7"),
-                        {"DATA": "/d"}, True).to_dict()
+                        {"DATA": "/d"}, True)
     wizard = RunWizard(cpu_facts(), Plan(run_name="s", strategy="multi_worker_mirrored",
                                          workers=2, replicas_per_task=1, model=model))
     qtbot.addWidget(wizard)
@@ -256,7 +256,7 @@ def test_the_review_of_a_script_run_shows_the_script_not_dtgui_s_defaults(qtbot)
 
 def test_the_header_shows_a_script_s_own_progress_and_time_left(qtbot) -> None:
     metrics = RunMetrics(10)
-    model = ScriptModel("project", "main.py", ("3",), legacy_keras=True).to_dict()
+    model = ScriptModel("project", "main.py", ("3",), legacy_keras=True)
     plan = Plan(strategy="multi_worker_mirrored", workers=2, model=model)
     board = Dashboard()
     qtbot.addWidget(board)
@@ -289,7 +289,7 @@ def test_the_run_history_says_what_a_script_run_was(qtbot, tmp_path: Path) -> No
     from dtgui.ui.runs_page import RunsPage, plan_summary, run_texts
 
     model = ScriptModel(str(PROJECTS / "mwm_custom_loop"), "main.py", ("3",), {"A": "1"},
-                        True).to_dict()
+                        True)
     plan = Plan(run_name="h", strategy="multi_worker_mirrored", workers=2,
                 replicas_per_task=1, model=model)
     bundle = render_bundle(place_local(plan), tmp_path / "h")

@@ -16,7 +16,7 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QWizard
 
 from dtgui.core.hardware import GpuInfo, MachineFacts, TfView
-from dtgui.core.plan import Plan
+from dtgui.core.plan import ModelFile, Plan
 from dtgui.core.strategies import STRATEGIES
 from dtgui.launch.model_check import ModelCheck
 from dtgui.ui.wizard import RunWizard
@@ -423,7 +423,7 @@ def test_an_initial_plan_restores_every_field(qtbot, make_wizard, tmp_path: Path
                    replicas_per_task=1, workers=3, parameter_servers=2, precision="mixed_bfloat16",
                    xla=False, communication="auto", per_replica_batch=48, steps=321,
                    steps_per_epoch=7, learning_rate=0.0025, seed=7, deterministic=False,
-                   checkpoint_every=0, model={"kind": "file", "path": str(path)})
+                   checkpoint_every=0, model=ModelFile(str(path)))
     wizard = make_wizard(cpu_facts(), initial)
     strategy, options, model = wizard.strategy_page, wizard.options_page, wizard.model_page
     assert strategy.strategy() == "parameter_server"
@@ -448,7 +448,9 @@ def test_an_initial_plan_restores_every_field(qtbot, make_wizard, tmp_path: Path
 def test_a_damaged_initial_plan_still_opens(make_wizard) -> None:
     damaged = Plan.from_dict({"schema": 1, "strategy": "multi_worker_mirrored", "workers": "3",
                               "steps": float("inf"), "learning_rate": "fast", "seed": None,
-                              "run_name": "ok-name", "precision": "float64"})
+                              "run_name": "ok-name"})
+    # an unknown option name is refused when plan.json is read; one set in code stays
+    damaged = damaged.with_changes(precision="float64")
     wizard = make_wizard(cpu_facts(), damaged)
     assert wizard.strategy_page.strategy() == "multi_worker_mirrored"
     assert wizard.strategy_page.workers_spin.value() == 2  # the default
@@ -518,7 +520,7 @@ def test_model_check_result_gates_next(qtbot, make_wizard, monkeypatch, tmp_path
     qtbot.waitUntil(lambda: next_button(wizard).isEnabled(), timeout=10_000)
     assert page.status_label.text().startswith("✓")
     assert not page.details_button.isVisible()
-    assert wizard.ctx.draft().model == {"kind": "file", "path": str(good)}
+    assert wizard.ctx.draft().model == ModelFile(str(good))
     set_text(qtbot, page.path_edit, str(bad))  # edited: the old result no longer counts
     assert not next_button(wizard).isEnabled()
 
@@ -541,7 +543,7 @@ def test_real_check_passes_a_good_model_file(qtbot, make_wizard, tmp_path: Path)
     assert f"its folder {path.parent} goes into the bundle (1 file," in page.status_label.text()
     assert next_button(wizard).isEnabled()
     click_next(qtbot, wizard)
-    assert wizard.plan().model == {"kind": "file", "path": str(path)}
+    assert wizard.plan().model == ModelFile(str(path))
     assert "tensorflow" not in sys.modules
 
 

@@ -376,7 +376,7 @@ def apply(plan: Plan, values: Mapping[str, Value], params: Sequence[Param]) -> P
             args[p.key] = _text(value)
     script = plan.script
     if script is not None and (env or args):
-        changes["model"] = _with_script(script, env, args).to_dict()
+        changes["model"] = _with_script(script, env, args)
     return plan.with_changes(**changes) if changes else plan
 
 

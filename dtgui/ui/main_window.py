@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 from dtgui.core.bundle import render_bundle
 from dtgui.core.cluster import place_local
 from dtgui.core.hardware import MachineFacts
-from dtgui.core.plan import Plan
+from dtgui.core.plan import DeviceKind, Plan
 from dtgui.core.runs import RunRecord
 from dtgui.core.settings import load_last_plan, runs_dir, save_last_plan
 from dtgui.core.slurm import SlurmJob
@@ -56,11 +56,11 @@ DEMO_STEPS = 1000
 def demo_plan(facts: MachineFacts | None) -> Plan:
     """The one-click demo: the recommended strategy for this machine on the digits MLP."""
     if facts is None:
-        strategy, replicas, device = Strategy.MIRRORED, 2, "cpu"
+        strategy, replicas, device = Strategy.MIRRORED, 2, DeviceKind.CPU
     else:
         rec = recommend(facts)
         strategy, replicas = rec.strategy, rec.replicas
-        device = "gpu" if facts.usable_gpu_count else "cpu"
+        device = DeviceKind.GPU if facts.usable_gpu_count else DeviceKind.CPU
     return Plan(
         run_name=f"demo-{time.strftime('%Y%m%d-%H%M%S')}",
         strategy=strategy,
