@@ -170,7 +170,7 @@ def test_a_failing_trial_is_marked_failed_and_the_others_go_on(
                      search="random", objective="loss", pruner="none")
     ended: list[str] = []
     said: list[str] = []
-    queue = SweepQueue(tmp_path / "s", spec, plan, slots=[Slot("a"), Slot("b")],
+    queue = SweepQueue.new(tmp_path / "s", spec, plan, slots=[Slot("a"), Slot("b")],
                        launch=launch, on_trial_end=lambda row: ended.append(row.state),
                        busy=busy, on_note=said.append)
     rows = {r.number: r for r in queue.run()}
@@ -185,7 +185,7 @@ def test_a_failing_trial_is_marked_failed_and_the_others_go_on(
     # the sweep folder holds its state: opened again with more trials, it adds them
     spec2, plan2 = load_sweep(tmp_path / "s")
     assert spec2 == spec and plan2 == plan
-    more = SweepQueue(tmp_path / "s", SweepSpec(**{**spec.__dict__, "trials": 5}), plan,
+    more = SweepQueue.new(tmp_path / "s", SweepSpec(**{**spec.__dict__, "trials": 5}), plan,
                       slots=[Slot("a")], launch=launch)
     assert len(more.run()) == 5
     assert len(open_study(spec, tmp_path / "s").trials) == 5
@@ -216,7 +216,7 @@ def test_a_sweep_opened_again_settles_and_follows_the_trials_dtgui_left_running(
     spec = SweepSpec(params=(parse_param("lr=choice:0.01,0.02,0.03,0.04"),), trials=4,
                      parallel=2, search="random", objective="loss", pruner="none")
     folder = tmp_path / "s"
-    queue = SweepQueue(folder, spec, plan, slots=[Slot("a", (Target(python=python),))])
+    queue = SweepQueue.new(folder, spec, plan, slots=[Slot("a", (Target(python=python),))])
     study = queue.study
     runs = []
     for n in range(2):  # what the queue had started before dtgui stopped
@@ -233,7 +233,7 @@ def test_a_sweep_opened_again_settles_and_follows_the_trials_dtgui_left_running(
     assert not runs[1].finished or runs[1].state == "detached"
     study.ask().suggest_categorical("lr", [0.01, 0.02, 0.03, 0.04])  # never launched
 
-    again = SweepQueue(folder, spec, plan, slots=[Slot("a", (Target(python=python),)),
+    again = SweepQueue.new(folder, spec, plan, slots=[Slot("a", (Target(python=python),)),
                                                   Slot("b", (Target(python=python),))])
     rows = {r.number: r for r in again.run()}
     assert [rows[n].state for n in range(4)] == ["finished", "finished", "failed", "finished"]

@@ -160,7 +160,6 @@ def cmd_sweep(args: argparse.Namespace, checked_plan: CheckedPlan) -> int:
     try:
         if (args.out / SWEEP_FILE).is_file():
             spec, plan = _resumed(args)
-            print(f"going on with the sweep in {args.out}")
         else:
             spec = _spec(args)
             plan = checked_plan(args).with_changes(run_name=_run_name(args))

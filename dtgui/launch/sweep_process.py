@@ -92,6 +92,8 @@ def run_sweep(folder: Path, spec: SweepSpec, plan: Plan, out: TextIO, err: TextI
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
+    if queue.study.get_trials(deepcopy=False):
+        print(f"going on with the sweep in {folder}", file=out)
     for note in queue.notes:
         print(f"{PROG}: note: {note}", file=err)
     print(f"sweep {plan.run_name}: {spec.trials} trial(s), {spec.parallel} at a time, "
