@@ -258,7 +258,7 @@ def test_a_sweeps_trials_hold_their_gpus_for_single_runs_and_other_sweeps(
         pass
 
     queue = SweepQueue.new(tmp_path / "s", spec, plan, launch=launch, busy=lambda _s: "",
-                       slots=[Slot("gpu 1", (Target(gpus=(1,)),))], on_note=on_note)
+                           slots=[Slot("gpu 1", (Target(gpus=(1,)),))], on_note=on_note)
     original = queue._follow
 
     def follow(run: Any) -> None:

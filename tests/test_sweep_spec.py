@@ -171,8 +171,8 @@ def test_a_failing_trial_is_marked_failed_and_the_others_go_on(
     ended: list[str] = []
     said: list[str] = []
     queue = SweepQueue.new(tmp_path / "s", spec, plan, slots=[Slot("a"), Slot("b")],
-                       launch=launch, on_trial_end=lambda row: ended.append(row.state),
-                       busy=busy, on_note=said.append)
+                           launch=launch, on_trial_end=lambda row: ended.append(row.state),
+                           busy=busy, on_note=said.append)
     rows = {r.number: r for r in queue.run()}
     assert sorted(ended) == ["failed", "finished", "finished", "finished"]
     assert rows[1].state == "failed" and "the data ran out" in rows[1].error, rows[1]
@@ -186,7 +186,7 @@ def test_a_failing_trial_is_marked_failed_and_the_others_go_on(
     spec2, plan2 = load_sweep(tmp_path / "s")
     assert spec2 == spec and plan2 == plan
     more = SweepQueue.new(tmp_path / "s", SweepSpec(**{**spec.__dict__, "trials": 5}), plan,
-                      slots=[Slot("a")], launch=launch)
+                          slots=[Slot("a")], launch=launch)
     assert len(more.run()) == 5
     assert len(open_study(spec, tmp_path / "s").trials) == 5
     assert (tmp_path / "s" / STUDY_FILE).is_file()
@@ -234,7 +234,7 @@ def test_a_sweep_opened_again_settles_and_follows_the_trials_dtgui_left_running(
     study.ask().suggest_categorical("lr", [0.01, 0.02, 0.03, 0.04])  # never launched
 
     again = SweepQueue.new(folder, spec, plan, slots=[Slot("a", (Target(python=python),)),
-                                                  Slot("b", (Target(python=python),))])
+                                                      Slot("b", (Target(python=python),))])
     rows = {r.number: r for r in again.run()}
     assert [rows[n].state for n in range(4)] == ["finished", "finished", "failed", "finished"]
     assert "before its run started" in rows[2].error
