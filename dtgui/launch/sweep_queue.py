@@ -4,8 +4,8 @@ launch pipeline, pruned from its live validation values (docs/sweeps.md).
 `prepare_sweep(folder, spec, plan)` checks a new sweep and writes its folder (`sweep.json` and
 its study), once; `SweepQueue.new(folder, spec, plan)` is that and the queue, and
 `SweepQueue(folder, *load_sweep(folder))` the queue of a sweep prepared before (its own
-process, `dtgui.launch.sweep_process`). `queue.run()` asks the study for a trial whenever a slot is free,
-makes its plan (`dtgui.core.sweep.apply`), launches it with `launch_plan` and follows its
+process, `dtgui.launch.sweep_process`). `queue.run()` asks the study for a trial whenever a
+slot is free, makes its plan (`dtgui.core.sweep.apply`), launches it with `launch_plan` and follows its
 `RunController`: each new point of the objective's series (the run's curves, folded by
 `dtgui.core.run_curves`) is reported to Optuna, and a trial its pruner gives up is stopped
 through its controller and marked pruned (its bundle, with its curves, stays). A trial whose
@@ -17,8 +17,9 @@ Slurm cluster's queue (each trial its own job; Slurm places it). A GPU slot is a
 again before each trial starts on it: a GPU another process took since is left to it, and the
 trial waits until the slot is free again (said in the notes, which the study keeps for the
 sweep view). The GPUs its running trials hold are kept in the sweeps' register
-(`dtgui.launch.sweep_holds`), which the wizard's GPU picker and other sweeps read. A plan placed on registered machines runs each trial on those machines. The study (SQLite in the sweep's folder, or the sweep's
-storage URL) is the queue's state: a sweep opened again settles the trials that ended while
+(`dtgui.launch.sweep_holds`), which the wizard's GPU picker and other sweeps read. A plan
+placed on registered machines runs each trial on those machines. The study (SQLite in the
+sweep's folder, or the sweep's storage URL) is the queue's state: a sweep opened again settles the trials that ended while
 dtgui was away, follows again those still running, and adds trials up to the asked number.
 
 Everything blocks: run it on a thread of its own (or from the command line).
@@ -276,7 +277,8 @@ class SweepQueue:
             self._end(run.trial, TrialState.FAIL, error=_first_line(why or str(
                 controller.state)))
 
-    def _finished(self, trial: optuna.Trial, points: Points | None, final_loss: float | None) -> None:
+    def _finished(self, trial: optuna.Trial, points: Points | None,
+                  final_loss: float | None) -> None:
         if self.spec.objective == "loss" and final_loss is not None:
             self._end(trial, TrialState.COMPLETE, value=final_loss)
             return

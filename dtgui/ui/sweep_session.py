@@ -3,7 +3,7 @@ said as typed signals (docs/sweeps.md).
 
 One `SweepSession` holds one sweep's folder. Its queue runs in a process of its own
 (`start`, `resume`: `dtgui.launch.sweep_process`, which goes on while dtgui is closed) or in
-the app (`run_here`: on a thread of its own, ending with the app); `follow` follows a sweep
+the app (`run_here`: on a thread of its own, stopped when the app quits); `follow` follows a sweep
 whoever runs it. Either way the session follows it the same way, as the watcher's run is
 followed: by reading what the queue writes (its study) in a background worker
 (`dtgui.ui.workers`) every second, and saying what changed since the last look
@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QCoreApplication, QObject, QTimer, Signal
 
 from dtgui.core.plan import Plan
 from dtgui.core.sweep import SweepSpec
@@ -69,19 +69,19 @@ class SweepSession(QObject):
     def start(self, folder: Path, spec: SweepSpec, plan: Plan) -> None:
         """Check the sweep, write its folder and start its process; then follow it."""
         self._begin(folder)
-        create_worker(lambda _w: sweep_process.start_sweep(folder, spec, plan), on_done=self._started,
-                      on_error=self._failed, context=self)
+        create_worker(lambda _w: sweep_process.start_sweep(folder, spec, plan),
+                      on_done=self._started, on_error=self._failed, context=self)
 
     def resume(self, trials: int) -> None:
         """Go on with the sweep up to `trials` in all, in its own process again."""
         folder = self.folder
         if folder is None:
             return
-        create_worker(lambda _w: sweep_process.resume_sweep(folder, trials), on_done=self._started,
-                      on_error=self._failed, context=self)
+        create_worker(lambda _w: sweep_process.resume_sweep(folder, trials),
+                      on_done=self._started, on_error=self._failed, context=self)
 
     def run_here(self, folder: Path, spec: SweepSpec, plan: Plan) -> None:
-        """Run the sweep's queue in the app (it ends with the app); follow it."""
+        """Run the sweep's queue in the app (stopped when the app quits); follow it."""
         from dtgui.launch.sweep_queue import SweepQueue
 
         self._begin(folder)
@@ -93,8 +93,6 @@ class SweepSession(QObject):
         def run(_w: Worker) -> None:
             try:
                 queue = SweepQueue.new(folder, spec, plan)
-                if stop.is_set():
-                    return
                 self._stop_here = queue.request_stop
                 if stop.is_set():  # asked while the queue was being made
                     queue.request_stop()
@@ -104,6 +102,9 @@ class SweepSession(QObject):
 
         create_worker(run, on_error=self._failed, context=self,
                       pool=dedicated_pool(QUEUE_POOL))
+        app = QCoreApplication.instance()
+        if app is not None:
+            app.aboutToQuit.connect(self.stop)
         self.started.emit(0)
         self.follow(folder)
 
@@ -115,7 +116,8 @@ class SweepSession(QObject):
             return
         folder = self.folder
         if folder is not None:
-            create_worker(lambda _w: sweep_process.stop_sweep(folder), on_error=self._failed, context=self)
+            create_worker(lambda _w: sweep_process.stop_sweep(folder), on_error=self._failed,
+                          context=self)
 
     # -- following -------------------------------------------------------------------------
     def follow(self, folder: Path) -> None:
@@ -197,17 +199,15 @@ class SweepSession(QObject):
             self._reading = None
             if folder != self.folder:
                 return
-            if self._starting() and self.table is None:
-                return  # its study is being written
+            if self.table is None and self._here is not None:
+                if self._here.is_set():  # the queue could not start: `failed` said why
+                    self._timer.stop()
+                return  # else its study is being written
             if self.table is None:  # not a sweep: no use reading it again
                 self._timer.stop()
             self.failed.emit(f"The sweep cannot be read: {error_message(exc)}")
 
         return unreadable
-
-    def _starting(self) -> bool:
-        """A queue is being started here (its study may not be written yet)."""
-        return self._here is not None and not self._here.is_set()
 
     def _started(self, pid: int) -> None:
         self.process = pid

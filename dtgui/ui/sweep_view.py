@@ -4,9 +4,9 @@ the objective against each parameter (docs/sweeps.md).
 `SweepView.open(folder)` shows the sweep its `SweepSession` follows (`dtgui.ui.sweep_session`:
 the sweep read in the background, its changes told as signals); `start` starts a sweep's
 process and shows it. The queue itself runs in that process, which goes on while dtgui is
-closed (Stop asks it to stop; More trials… starts it again). The selected trials open in Compare, the
-best one's run opens like any run, the table exports as CSV and the sweep as a folder of
-bundles with a driver script (`dtgui.core.sweep_export`).
+closed (Stop asks it to stop; More trials… starts it again). The selected trials open in
+Compare, the best one's run opens like any run, the table exports as CSV and the sweep as a
+folder of bundles with a driver script (`dtgui.core.sweep_export`).
 """
 
 from __future__ import annotations
