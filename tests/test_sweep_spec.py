@@ -107,6 +107,37 @@ def test_check_says_what_the_model_cannot_take() -> None:
                  demo) == []
 
 
+def test_a_sweeps_slurm_job_and_machines_are_typed_and_old_sweep_json_still_read(
+        tmp_path: Path) -> None:
+    """sweep.json keeps the job each trial is and the --trial-on machines as fields of their
+    own; one written when they were entries of "extra" reads the same."""
+    import json
+
+    from dtgui.core.slurm import SlurmJob
+    from dtgui.core.sweep import save_sweep
+
+    job = SlurmJob(cluster="hpc", nodes=2, partition="gpu", setup=("module load cuda",))
+    spec = SweepSpec(params=(parse_param("lr=choice:0.1,0.2"),), slurm=job)
+    save_sweep(tmp_path / "new", spec, Plan())
+    data = json.loads((tmp_path / "new" / "sweep.json").read_text())
+    assert data["spec"]["slurm"]["partition"] == "gpu" and "extra" not in data["spec"]
+    assert load_sweep(tmp_path / "new")[0] == spec
+    old = tmp_path / "old"
+    old.mkdir()
+    data["spec"]["extra"] = {"slurm": data["spec"].pop("slurm"),
+                             "trial_on": data["spec"].pop("trial_on")}
+    (old / "sweep.json").write_text(json.dumps(data))
+    assert load_sweep(old)[0] == spec
+    data["spec"]["extra"] = {"trial_on": ["local", "gpu1"]}
+    (old / "sweep.json").write_text(json.dumps(data))
+    read = load_sweep(old)[0]
+    assert read.trial_on == ("local", "gpu1") and read.slurm is None
+    data["spec"]["extra"] = {"slurm": {"cluster": "hpc", "nodes": "many"}}
+    (old / "sweep.json").write_text(json.dumps(data))
+    with pytest.raises(SweepError, match="Slurm job cannot be read"):
+        load_sweep(old)
+
+
 def test_the_objective_is_read_from_validation_or_a_scalar() -> None:
     np = pytest.importorskip("numpy")
     validation = {"loss": (np.array([4, 8]), np.array([2.0, 1.5])),

@@ -212,7 +212,7 @@ def nvml_gpus() -> dict[str, Any]:
                 cc = ""
             try:
                 processes = len(pynvml.nvmlDeviceGetComputeRunningProcesses(handle))
-            except pynvml.NVMLError:
+            except (pynvml.NVMLError, AttributeError):  # an nvidia-ml-py without it
                 processes = 0
             gpus.append({"index": i, "name": _text(pynvml.nvmlDeviceGetName(handle)),
                          "mem_total": int(mem.total), "mem_used": int(mem.used), "util": util,
