@@ -57,8 +57,8 @@ class Slot:
 
 @dataclass
 class GpuReport:
-    """A machine's GPUs now: the probe's figures, and those that are in use though their
-    figures may not say so (given to a run, held by a sweep's trial)."""
+    """A machine's GPUs now: the probe's figures, and the GPUs in use by others: a compute
+    process on them (the probe's count), given to a run, held by another sweep's trial."""
 
     gpus: list[GpuInfo] = field(default_factory=list)
     with_processes: set[int] = field(default_factory=set)
