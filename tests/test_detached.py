@@ -24,13 +24,14 @@ def wait_for(check: Callable[[], bool], seconds: float, what: str) -> None:
 
 
 def interpreter(tmp_path: Path, on_term: str = "exit 0") -> str:
-    """A stand-in for Python: saves its stdin beside its folder's files, says so, waits."""
+    """A stand-in for Python: saves its stdin beside its folder's files, sets what it does on
+    SIGTERM, says it started, waits."""
     path = tmp_path / "python"
     path.write_text(f"""#!/bin/sh
 # $1 -m, $2 the module, $3 the folder
 cat > "$3/stdin.txt"
-echo "started for $3"
 trap '{on_term}' TERM
+echo "started for $3"
 while :; do sleep 0.05; done
 """)
     path.chmod(0o755)
@@ -62,7 +63,8 @@ def test_a_process_that_does_not_end_in_time_is_left_running(tmp_path: Path) -> 
     folder = tmp_path / "busy"
     folder.mkdir()
     pid = KIND.start(folder, python=interpreter(tmp_path, on_term="echo busy"))
-    wait_for(lambda: (folder / "stdin.txt").exists(), 10, "it did not start")
+    wait_for(lambda: "started for" in (folder / KIND.log_name).read_text(), 10,
+             "it did not start")
     try:
         assert KIND.stop(folder, timeout=0.5) is False
         assert KIND.pid(folder) == pid  # still its pid file's
