@@ -1,13 +1,12 @@
 """`dtgui sweep OUT`: run a sweep from the command line (docs/sweeps.md).
 
-The run is described by the export options (strategy, model, script, placement: `dtgui.cli.main`
-gives `add_sweep` the function that adds them and `cmd_sweep` the one that reads a checked plan
-from them, so that this module does not import it); `--param` names what varies. The queue runs
-in the foreground (`dtgui.launch.sweep_process.run_sweep`, as the sweep's detached process runs
-it). Each trial is printed as it ends; the
-trials are in OUT/trials.csv and the Optuna study (OUT/study.db unless --storage). Given a
-folder that holds a sweep already, the sweep goes on from its study: `--trials` more than it
-had adds trials.
+The run is described by the export options (strategy, model, script, placement:
+`dtgui.cli.main` gives `add_sweep` the function that adds them and `cmd_sweep` the one that
+reads a checked plan from them, so that this module does not import it); `--param` names what
+varies. The queue runs in the foreground (`dtgui.launch.sweep_process.run_sweep`, as the
+sweep's detached process runs it). Each trial is printed as it ends; the trials are in
+OUT/trials.csv and the Optuna study (OUT/study.db unless --storage). Given a folder that holds
+a sweep already, the sweep goes on from its study: `--trials` more than it had adds trials.
 """
 
 from __future__ import annotations
@@ -194,4 +193,3 @@ def _export(args: argparse.Namespace) -> int:
     print(f"wrote {len(bundles)} trial bundle(s) to {args.export}; rerun them without dtgui "
           f"with: python3 {args.export / RERUN_SCRIPT}")
     return 0
-
