@@ -46,7 +46,7 @@ def test_a_script_sweep_runs_one_trial_per_host_at_a_time(  # type: ignore[no-un
                 checkpoint_every=0, model=model)
     spec = SweepSpec(params=(parse_param("--x=uniform:0:1"),), trials=4, parallel=2,
                      search="random", pruner="none")
-    rows = SweepQueue(tmp_path / "s", spec, plan, slots=slots).run()
+    rows = SweepQueue.new(tmp_path / "s", spec, plan, slots=slots).run()
     assert [r.state for r in rows] == ["finished"] * 4, [r.error for r in rows]
     assert all(r.objective is not None and r.best_step == 6 for r in rows)
     by_host = {name: sorted((r.started, r.ended) for r in rows if r.machine == name)

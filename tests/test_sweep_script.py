@@ -134,7 +134,8 @@ def test_trials_far_worse_than_the_median_are_pruned_early_and_keep_their_curves
 
     spec = SweepSpec(params=(parse_param("--x=choice:0.3,0.35,3,4"),), trials=4, parallel=1,
                      search="random", pruner="median")
-    queue = SweepQueue(tmp_path / "p", spec, script_plan("--steps", "40", "--seconds", "0.1"))
+    queue = SweepQueue.new(tmp_path / "p", spec,
+                           script_plan("--steps", "40", "--seconds", "0.1"))
     for x in ("0.3", "0.35", "3", "4"):
         queue.study.enqueue_trial({"--x": x})
     rows = {r.number: r for r in queue.run()}

@@ -107,6 +107,37 @@ def test_check_says_what_the_model_cannot_take() -> None:
                  demo) == []
 
 
+def test_a_sweeps_slurm_job_and_machines_are_typed_and_old_sweep_json_still_read(
+        tmp_path: Path) -> None:
+    """sweep.json keeps the job each trial is and the --trial-on machines as fields of their
+    own; one written when they were entries of "extra" reads the same."""
+    import json
+
+    from dtgui.core.slurm import SlurmJob
+    from dtgui.core.sweep import save_sweep
+
+    job = SlurmJob(cluster="hpc", nodes=2, partition="gpu", setup=("module load cuda",))
+    spec = SweepSpec(params=(parse_param("lr=choice:0.1,0.2"),), slurm=job)
+    save_sweep(tmp_path / "new", spec, Plan())
+    data = json.loads((tmp_path / "new" / "sweep.json").read_text())
+    assert data["spec"]["slurm"]["partition"] == "gpu" and "extra" not in data["spec"]
+    assert load_sweep(tmp_path / "new")[0] == spec
+    old = tmp_path / "old"
+    old.mkdir()
+    data["spec"]["extra"] = {"slurm": data["spec"].pop("slurm"),
+                             "trial_on": data["spec"].pop("trial_on")}
+    (old / "sweep.json").write_text(json.dumps(data))
+    assert load_sweep(old)[0] == spec
+    data["spec"]["extra"] = {"trial_on": ["local", "gpu1"]}
+    (old / "sweep.json").write_text(json.dumps(data))
+    read = load_sweep(old)[0]
+    assert read.trial_on == ("local", "gpu1") and read.slurm is None
+    data["spec"]["extra"] = {"slurm": {"cluster": "hpc", "nodes": "many"}}
+    (old / "sweep.json").write_text(json.dumps(data))
+    with pytest.raises(SweepError, match="Slurm job cannot be read"):
+        load_sweep(old)
+
+
 def test_the_objective_is_read_from_validation_or_a_scalar() -> None:
     np = pytest.importorskip("numpy")
     validation = {"loss": (np.array([4, 8]), np.array([2.0, 1.5])),
@@ -170,9 +201,9 @@ def test_a_failing_trial_is_marked_failed_and_the_others_go_on(
                      search="random", objective="loss", pruner="none")
     ended: list[str] = []
     said: list[str] = []
-    queue = SweepQueue(tmp_path / "s", spec, plan, slots=[Slot("a"), Slot("b")],
-                       launch=launch, on_trial_end=lambda row: ended.append(row.state),
-                       busy=busy, on_note=said.append)
+    queue = SweepQueue.new(tmp_path / "s", spec, plan, slots=[Slot("a"), Slot("b")],
+                           launch=launch, on_trial_end=lambda row: ended.append(row.state),
+                           busy=busy, on_note=said.append)
     rows = {r.number: r for r in queue.run()}
     assert sorted(ended) == ["failed", "finished", "finished", "finished"]
     assert rows[1].state == "failed" and "the data ran out" in rows[1].error, rows[1]
@@ -185,8 +216,8 @@ def test_a_failing_trial_is_marked_failed_and_the_others_go_on(
     # the sweep folder holds its state: opened again with more trials, it adds them
     spec2, plan2 = load_sweep(tmp_path / "s")
     assert spec2 == spec and plan2 == plan
-    more = SweepQueue(tmp_path / "s", SweepSpec(**{**spec.__dict__, "trials": 5}), plan,
-                      slots=[Slot("a")], launch=launch)
+    more = SweepQueue.new(tmp_path / "s", SweepSpec(**{**spec.__dict__, "trials": 5}), plan,
+                          slots=[Slot("a")], launch=launch)
     assert len(more.run()) == 5
     assert len(open_study(spec, tmp_path / "s").trials) == 5
     assert (tmp_path / "s" / STUDY_FILE).is_file()
@@ -216,7 +247,7 @@ def test_a_sweep_opened_again_settles_and_follows_the_trials_dtgui_left_running(
     spec = SweepSpec(params=(parse_param("lr=choice:0.01,0.02,0.03,0.04"),), trials=4,
                      parallel=2, search="random", objective="loss", pruner="none")
     folder = tmp_path / "s"
-    queue = SweepQueue(folder, spec, plan, slots=[Slot("a", (Target(python=python),))])
+    queue = SweepQueue.new(folder, spec, plan, slots=[Slot("a", (Target(python=python),))])
     study = queue.study
     runs = []
     for n in range(2):  # what the queue had started before dtgui stopped
@@ -233,8 +264,8 @@ def test_a_sweep_opened_again_settles_and_follows_the_trials_dtgui_left_running(
     assert not runs[1].finished or runs[1].state == "detached"
     study.ask().suggest_categorical("lr", [0.01, 0.02, 0.03, 0.04])  # never launched
 
-    again = SweepQueue(folder, spec, plan, slots=[Slot("a", (Target(python=python),)),
-                                                  Slot("b", (Target(python=python),))])
+    again = SweepQueue.new(folder, spec, plan, slots=[Slot("a", (Target(python=python),)),
+                                                      Slot("b", (Target(python=python),))])
     rows = {r.number: r for r in again.run()}
     assert [rows[n].state for n in range(4)] == ["finished", "finished", "failed", "finished"]
     assert "before its run started" in rows[2].error

@@ -74,9 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a bundle on this machine (a Slurm bundle: submit it "
                          "here, the login node, and follow the job), headless, printing progress")
     run.add_argument("bundle", type=Path, help="a directory written by dtgui export")
-    from dtgui.cli.sweep import add_sweep  # it takes the export options below
+    from dtgui.cli.sweep import add_sweep
 
-    add_sweep(sub, _HelpFormatter)
+    add_sweep(sub, _HelpFormatter, add_export_options)
     add_install_desktop(sub)
     return parser
 
@@ -360,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "sweep":
         from dtgui.cli.sweep import cmd_sweep
 
-        return cmd_sweep(args)
+        return cmd_sweep(args, checked_plan)
     if args.command == "install-desktop":
         return cmd_install_desktop(args)
     from dtgui.ui.app import run_gui

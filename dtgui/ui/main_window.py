@@ -296,6 +296,11 @@ class MainWindow(QMainWindow):
 
     def open_sweep(self, folder: Path) -> None:
         """Show the sweep in `folder` (its trials read in the background)."""
+        view = self._sweep_view()
+        view.open(folder)
+        self.pages.setCurrentWidget(view)
+
+    def _sweep_view(self) -> SweepView:
         if self.sweep_view is None:
             from dtgui.ui.sweep_view import SweepView
 
@@ -304,8 +309,7 @@ class MainWindow(QMainWindow):
             self.sweep_view.compareRequested.connect(self.compare_runs)
             self.sweep_view.openRequested.connect(self._open_run)
             self.pages.addWidget(self.sweep_view)
-        self.sweep_view.open(folder)
-        self.pages.setCurrentWidget(self.sweep_view)
+        return self.sweep_view
 
     def new_sweep(self) -> None:
         """Set up a sweep of the last run setup (the wizard remembers it)."""
@@ -345,14 +349,13 @@ class MainWindow(QMainWindow):
         dialog.accepted.connect(started)
 
     def _start_sweep(self, dialog: SweepDialog) -> None:
-        from dtgui.launch.sweep_process import start_sweep
-
+        """The sweep's process started and its view shown (which says why it could not)."""
         folder, spec, plan = dialog.folder(), dialog.spec(), dialog.base_plan
         if folder is None:
             return
-        self.statusBar().showMessage(f"Starting the sweep in {folder}…")
-        run_in_thread(lambda: start_sweep(folder, spec, plan),
-                      lambda _pid: self.open_sweep(folder), self._report_error, context=self)
+        view = self._sweep_view()
+        view.start(folder, spec, plan)
+        self.pages.setCurrentWidget(view)
 
     def _choose_sweep(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Open a sweep's folder", str(Path.home()))
