@@ -29,6 +29,7 @@ import remote_python
 import sshhosts
 from conftest_ssh import machine, trust
 from fakes import wait_for
+from pytestqt.qtbot import QtBot
 from runs import live_members, stub_python
 from worker_helpers import write_package
 
@@ -37,6 +38,7 @@ from dtgui.core.cluster import assign, place_on_machines
 from dtgui.core.events import STEP_KINDS, read_all, step_rows
 from dtgui.core.plan import Plan
 from dtgui.core.runs import RunHistory, RunRecord
+from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.pipeline import launch_plan, reattach
 from dtgui.launch.policy import RunPolicy
@@ -78,13 +80,13 @@ class Lab:
 
 
 @pytest.fixture
-def lab(ssh_lab, lab_python, ssh_env):
+def lab(ssh_lab: sshhosts.SshLab, lab_python, ssh_env: Path):
     trust(*ssh_lab.hosts)
     return Lab(ssh_lab, lab_python)  # the launch check's memory carries on (conftest.py)
 
 
 def mwms(name: str, steps: int, **kw) -> Plan:
-    return Plan(run_name=name, strategy="multi_worker_mirrored", workers=2, replicas_per_task=1,
+    return Plan(run_name=name, strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2, replicas_per_task=1,
                 steps=steps, steps_per_epoch=10, checkpoint_every=kw.pop("checkpoint_every", 0),
                 seed=7, **kw)
 
@@ -123,7 +125,7 @@ def steps_in(events_file: Path) -> int:
 # -- MultiWorkerMirrored over 2 hosts, and its exported bundle by hand ------------------------
 @pytest.mark.slow
 def test_mwms_over_two_hosts_then_the_exported_bundle_by_hand_is_bit_identical(
-        lab: Lab, tmp_path: Path, qtbot) -> None:
+        lab: Lab, tmp_path: Path, qtbot: QtBot) -> None:
     from dtgui.ui.dashboard import Dashboard
 
     plan = mwms("mwms2", steps=12)
@@ -184,7 +186,7 @@ def test_mwms_over_two_hosts_then_the_exported_bundle_by_hand_is_bit_identical(
 # -- ParameterServer: coordinator here, 2 workers and 1 ps on separate hosts -----------------
 @pytest.mark.slow
 def test_parameter_server_over_three_hosts_and_this_machine_trains_and_finishes(lab: Lab) -> None:
-    plan = Plan(run_name="ps", strategy="parameter_server", workers=2, parameter_servers=1,
+    plan = Plan(run_name="ps", strategy=Strategy.PARAMETER_SERVER, workers=2, parameter_servers=1,
                 replicas_per_task=1, steps=20, steps_per_epoch=10, checkpoint_every=0,
                 deterministic=False)
     placement = assign(plan, chief="local", workers=["h2", "h3"], ps=["h4"])
@@ -213,7 +215,7 @@ def test_mirrored_model_package_with_its_data_trains_on_a_host_and_its_model_com
     a remote machine from the bundle's copy of its folder, with 2 logical CPU replicas there;
     the trained model is copied back."""
     net = write_package(tmp_path / "proj")
-    plan = Plan(run_name="remote-package", strategy="mirrored", replicas_per_task=2, steps=4,
+    plan = Plan(run_name="remote-package", strategy=Strategy.MIRRORED, replicas_per_task=2, steps=4,
                 steps_per_epoch=2, checkpoint_every=0,
                 model={"kind": "file", "path": str(net), "project": str(tmp_path / "proj")})
     controller = lab.launch(plan, assign(plan, machines=["h4"]))

@@ -22,6 +22,7 @@ from dtgui.core.metrics import RunMetrics
 from dtgui.core.plan import Plan, validate
 from dtgui.core.runs import MachineRecord, RunHistory, RunRecord
 from dtgui.core.stragglers import find_stragglers
+from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import RunController
 from dtgui.launch.executor import WRAPPER, Executor, MachinePoll, TaskPoll
 from dtgui.launch.policy import RunPolicy, exit_text
@@ -32,7 +33,7 @@ PORTS = {"local": [5000, 5001], "a": [6000, 6001], "b": [7000], "c": [8000]}
 
 
 def mwms(**kw) -> Plan:
-    return Plan(run_name="mh", strategy="multi_worker_mirrored", workers=2, replicas_per_task=1,
+    return Plan(run_name="mh", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2, replicas_per_task=1,
                 steps=5, checkpoint_every=0, **kw)
 
 
@@ -51,7 +52,7 @@ def test_mwms_places_one_worker_per_machine_with_reachable_addresses() -> None:
 
 
 def test_parameter_server_roles_go_where_they_are_assigned() -> None:
-    plan = Plan(strategy="parameter_server", workers=2, parameter_servers=1, replicas_per_task=1)
+    plan = Plan(strategy=Strategy.PARAMETER_SERVER, workers=2, parameter_servers=1, replicas_per_task=1)
     placement = assign(plan, chief="local", workers=["a", "b"], ps=["c"])
     assert placement == {"chief:0": "local", "worker:0": "a", "worker:1": "b", "ps:0": "c"}
     placed = place_on_machines(plan, placement, ADDR, PORTS)
@@ -65,7 +66,7 @@ def test_one_machine_alone_uses_loopback_and_a_single_task_strategy_runs_remotel
     plan = mwms()
     placed = place_on_machines(plan, assign(plan, machines=["a", "a"]), {}, PORTS)
     assert placed.cluster == {"worker": ["127.0.0.1:6000", "127.0.0.1:6001"]}
-    single = Plan(strategy="mirrored", replicas_per_task=2)
+    single = Plan(strategy=Strategy.MIRRORED, replicas_per_task=2)
     placed = place_on_machines(single, assign(single, machines=["b"]), {}, {})
     assert [(t.machine, t.port) for t in placed.tasks] == [("b", 0)] and placed.cluster == {}
     assert placed.machines == {"b": {"address": "127.0.0.1"}}
@@ -118,7 +119,7 @@ def test_busy_ports_only_checks_this_machines_tasks() -> None:
 
 # -- the multi-machine bundle -------------------------------------------------------------------
 def test_multi_machine_bundle_readme_and_run_sh(tmp_path: Path) -> None:
-    plan = Plan(run_name="ps3", strategy="parameter_server", workers=2, parameter_servers=1,
+    plan = Plan(run_name="ps3", strategy=Strategy.PARAMETER_SERVER, workers=2, parameter_servers=1,
                 replicas_per_task=1)
     placed = place_on_machines(plan, assign(plan, chief="local", workers=["a", "b"], ps=["c"]),
                                ADDR, PORTS, logins={"a": {"login": "me@10.0.0.2:2222",

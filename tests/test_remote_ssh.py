@@ -40,7 +40,7 @@ def _pwned(lab: sshhosts.SshLab) -> list[Path]:
 
 
 # -- host keys ----------------------------------------------------------------------------------
-def test_unknown_key_shows_ssh_keygen_fingerprint_then_trust_and_connect(ssh_lab) -> None:
+def test_unknown_key_shows_ssh_keygen_fingerprint_then_trust_and_connect(ssh_lab: sshhosts.SshLab) -> None:
     h = ssh_lab.hosts[0]
     m = machine(ssh_lab, h)
     with pytest.raises(conn.UnknownHostKeyError) as info:
@@ -63,7 +63,7 @@ def test_unknown_key_shows_ssh_keygen_fingerprint_then_trust_and_connect(ssh_lab
         client.close()
 
 
-def test_changed_key_is_refused_with_a_warning_and_never_replaced_silently(ssh_lab) -> None:
+def test_changed_key_is_refused_with_a_warning_and_never_replaced_silently(ssh_lab: sshhosts.SshLab) -> None:
     h2, h3 = ssh_lab.hosts[0], ssh_lab.hosts[1]
     hostkeys.trust_host_key(h3.address, h3.port, host_key(h2))  # the "old" key on record
     with pytest.raises(conn.ChangedHostKeyError) as info:
@@ -80,7 +80,7 @@ def test_changed_key_is_refused_with_a_warning_and_never_replaced_silently(ssh_l
     conn.connect(machine(ssh_lab, h3), timeout=5).close()
 
 
-def test_user_known_hosts_is_honoured_hashed_too(ssh_lab, ssh_env: Path) -> None:
+def test_user_known_hosts_is_honoured_hashed_too(ssh_lab: sshhosts.SshLab, ssh_env: Path) -> None:
     h = ssh_lab.hosts[0]
     kh = ssh_env / ".ssh" / "known_hosts"
     name = hostkeys.host_key_name(h.address, h.port)
@@ -92,7 +92,7 @@ def test_user_known_hosts_is_honoured_hashed_too(ssh_lab, ssh_env: Path) -> None
 
 
 # -- authentication -----------------------------------------------------------------------------
-def test_password_login_through_the_keyring_and_wrong_password(ssh_lab) -> None:
+def test_password_login_through_the_keyring_and_wrong_password(ssh_lab: sshhosts.SshLab) -> None:
     h = ssh_lab.hosts[0]
     trust(h)
     m = machine(ssh_lab, h, auth="password")
@@ -107,7 +107,7 @@ def test_password_login_through_the_keyring_and_wrong_password(ssh_lab) -> None:
     assert time.monotonic() - t0 < 5
 
 
-def test_passphrase_protected_key(ssh_lab) -> None:
+def test_passphrase_protected_key(ssh_lab: sshhosts.SshLab) -> None:
     h = ssh_lab.hosts[1]
     trust(h)
     m = machine(ssh_lab, h, auth="key", key_file=str(ssh_lab.pass_key))
@@ -124,7 +124,7 @@ def test_passphrase_protected_key(ssh_lab) -> None:
         conn.connect(m, timeout=5)
 
 
-def test_key_refused_and_missing_key_file(ssh_lab, tmp_path: Path) -> None:
+def test_key_refused_and_missing_key_file(ssh_lab: sshhosts.SshLab, tmp_path: Path) -> None:
     h = ssh_lab.hosts[0]
     trust(h)
     stranger = sshhosts.keygen(tmp_path / "stranger")
@@ -134,7 +134,7 @@ def test_key_refused_and_missing_key_file(ssh_lab, tmp_path: Path) -> None:
         conn.connect(machine(ssh_lab, h, key_file=str(tmp_path / "nope")), timeout=5)
 
 
-def test_ssh_agent_login_and_missing_agent(ssh_lab, tmp_path: Path, monkeypatch) -> None:
+def test_ssh_agent_login_and_missing_agent(ssh_lab: sshhosts.SshLab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     h = ssh_lab.hosts[2]
     trust(h)
     m = machine(ssh_lab, h, auth="agent")
@@ -157,13 +157,15 @@ def test_ssh_agent_login_and_missing_agent(ssh_lab, tmp_path: Path, monkeypatch)
         agent.wait(5)
 
 
-def test_no_keyring_means_ask_each_time(ssh_lab) -> None:
+def test_no_keyring_means_ask_each_time(ssh_lab: sshhosts.SshLab) -> None:
     import keyring.backends.fail
 
     h = ssh_lab.hosts[0]
     trust(h)
     m = machine(ssh_lab, h, auth="password")
-    with secrets.using_keyring(keyring.backends.fail.Keyring()):
+    # keyring leaves KeyringBackend.__init__ unannotated (no "-> None"): an untyped call.
+    no_backend = keyring.backends.fail.Keyring()  # type: ignore[no-untyped-call]
+    with secrets.using_keyring(no_backend):
         with pytest.raises(conn.SecretRequired, match="each time") as info:
             conn.connect(m, timeout=5)
         assert info.value.kind == "password"
@@ -180,7 +182,7 @@ def _fails_within(m, timeout: float, kinds) -> conn.ConnectError:
     return info.value
 
 
-def test_unreachable_refused_unresolved_and_silent_hosts(ssh_lab) -> None:
+def test_unreachable_refused_unresolved_and_silent_hosts(ssh_lab: sshhosts.SshLab) -> None:
     h = ssh_lab.hosts[0]
     gone = machine(ssh_lab, h, host=ssh_lab.unused_address, auth="password")
     err = _fails_within(gone, 4, (conn.HostUnreachable, conn.ConnectTimeout))
@@ -200,7 +202,7 @@ def test_unreachable_refused_unresolved_and_silent_hosts(ssh_lab) -> None:
     assert "did not answer within 1.5 s" in str(err)
 
 
-def test_connecting_to_many_machines_in_parallel(ssh_lab) -> None:
+def test_connecting_to_many_machines_in_parallel(ssh_lab: sshhosts.SshLab) -> None:
     trust(*ssh_lab.hosts)
     good = [machine(ssh_lab, h) for h in ssh_lab.hosts]
     bad = [machine(ssh_lab, ssh_lab.hosts[0], name="gone", host=ssh_lab.unused_address),
@@ -224,7 +226,7 @@ def test_connecting_to_many_machines_in_parallel(ssh_lab) -> None:
                 r.close()
 
 
-def test_jump_host_by_name_and_by_address(ssh_lab) -> None:
+def test_jump_host_by_name_and_by_address(ssh_lab: sshhosts.SshLab) -> None:
     h2, h3 = ssh_lab.hosts[0], ssh_lab.hosts[1]
     trust(h2)
     reg = MachineRegistry()
@@ -258,7 +260,7 @@ def test_jump_host_by_name_and_by_address(ssh_lab) -> None:
 
 
 # -- commands, probe, key install, hostile values --------------------------------------------
-def test_probe_reports_the_truth(ssh_lab) -> None:
+def test_probe_reports_the_truth(ssh_lab: sshhosts.SshLab) -> None:
     h = ssh_lab.hosts[2]
     trust(h)
     client = conn.connect(machine(ssh_lab, h), timeout=5)
@@ -283,7 +285,7 @@ def test_probe_reports_the_truth(ssh_lab) -> None:
     assert facts.as_machine_facts().cpu_cores == facts.cpu_cores
 
 
-def test_a_command_that_ends_before_reading_its_input_gives_its_exit_code(ssh_lab) -> None:
+def test_a_command_that_ends_before_reading_its_input_gives_its_exit_code(ssh_lab: sshhosts.SshLab) -> None:
     """Its channel closes while its input is being sent (a Python not found there, say):
     that is the command's answer, not a lost connection, and the connection goes on."""
     from dtgui.remote.commands import run_bytes
@@ -301,7 +303,7 @@ def test_a_command_that_ends_before_reading_its_input_gives_its_exit_code(ssh_la
         client.close()
 
 
-def test_install_public_key_then_key_login(ssh_lab, tmp_path: Path) -> None:
+def test_install_public_key_then_key_login(ssh_lab: sshhosts.SshLab, tmp_path: Path) -> None:
     h = ssh_lab.hosts[1]
     trust(h)
     key = sshhosts.keygen(tmp_path / "mine", comment="me; touch pwned $(touch pwned-c) 'x\"")
@@ -318,7 +320,7 @@ def test_install_public_key_then_key_login(ssh_lab, tmp_path: Path) -> None:
     assert _pwned(ssh_lab) == []
 
 
-def test_hostile_values_in_every_field_execute_nothing(ssh_lab, tmp_path: Path) -> None:
+def test_hostile_values_in_every_field_execute_nothing(ssh_lab: sshhosts.SshLab, tmp_path: Path) -> None:
     h2, h3 = ssh_lab.hosts[0], ssh_lab.hosts[1]
     trust(h2, h3)
     odd = tmp_path / "k; touch pwned $(touch pwned-k) `touch pwned-kb` 'q\" x"
@@ -351,7 +353,7 @@ def test_hostile_values_in_every_field_execute_nothing(ssh_lab, tmp_path: Path) 
     assert _pwned(ssh_lab) == []
 
 
-def test_imported_ssh_config_connects_through_its_jump_host(ssh_lab, tmp_path: Path) -> None:
+def test_imported_ssh_config_connects_through_its_jump_host(ssh_lab: sshhosts.SshLab, tmp_path: Path) -> None:
     h2, h3 = ssh_lab.hosts[0], ssh_lab.hosts[1]
     trust(h2, h3)
     cfg = tmp_path / "config"
@@ -380,7 +382,7 @@ def _readable(path: Path) -> bytes:
 
 
 def test_password_appears_in_no_file_log_command_line_or_environment(
-    ssh_lab, real_keyring, caplog, capfd
+    ssh_lab: sshhosts.SshLab, real_keyring, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
 ) -> None:
     h = ssh_lab.hosts[2]
     trust(h)

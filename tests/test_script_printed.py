@@ -15,6 +15,7 @@ from dtgui.core.plan import Plan, TaskSpec
 from dtgui.core.plan_text import script_rows, script_summary, script_text
 from dtgui.core.run_curves import RunCurves
 from dtgui.core.script import ScriptModel, script_problems
+from dtgui.core.strategies import Strategy
 from dtgui.launch.script_check import study
 from dtgui.worker.events import EventWriter
 from dtgui.worker.printed_metrics import LineParser, compile_patterns, metric_name, preview
@@ -110,7 +111,7 @@ def test_one_metric_whatever_wrote_it() -> None:
 
 def script_child(tmp_path: Path, task: str = "worker:0", **script: object) -> ScriptChild:
     model = ScriptModel("project", "main.py", **script).to_dict()  # type: ignore[arg-type]
-    plan = Plan(strategy="multi_worker_mirrored", workers=2, replicas_per_task=1, steps=70,
+    plan = Plan(strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2, replicas_per_task=1, steps=70,
                 model=model, tasks=(TaskSpec("worker", 0), TaskSpec("worker", 1)))
     out = tmp_path / "output"
     out.mkdir(exist_ok=True)
@@ -233,7 +234,7 @@ def test_printed_losses_give_the_final_loss_and_the_epoch_progress() -> None:
 def test_a_script_plan_says_what_runs_and_what_does_not_apply() -> None:
     model = ScriptModel("/proj", "main.py", ("--epochs", "3"), {"DATA": "/d"}, True,
                         patterns=(IT_PATTERN,)).to_dict()
-    plan = Plan(strategy="multi_worker_mirrored", workers=2, model=model)
+    plan = Plan(strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2, model=model)
     assert script_summary(plan) == "script main.py --epochs 3 · tf_keras"
     rows = dict(script_rows(plan))
     assert rows["Environment"] == "DATA=/d"
@@ -252,7 +253,7 @@ def test_a_script_plan_says_what_runs_and_what_does_not_apply() -> None:
 
 def tutorial_plan(legacy: bool) -> Plan:
     model = ScriptModel(str(PROJECTS / "mwm_custom_loop"), "main.py", legacy_keras=legacy)
-    return Plan(strategy="multi_worker_mirrored", workers=2, model=model.to_dict())
+    return Plan(strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2, model=model.to_dict())
 
 
 def test_keras2_calls_are_warned_of_under_keras3_with_the_fix() -> None:

@@ -12,17 +12,19 @@ TensorFlow on Slurm is tested in tests/test_slurm_run.py.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import conftest_ssh
 import pytest
 import remote_python
 import runs
+import sshhosts
 from conftest_ssh import machine, trust
 from fakes import wait_for
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QWizard
+from pytestqt.qtbot import QtBot
 from runs import replica_losses
 from slurm_cluster import SlurmCluster, served_cluster
 from test_gui_e2e import click_next, curve_points, open_wizard_on
@@ -34,6 +36,7 @@ from dtgui.core.plan import Plan
 from dtgui.core.runs import RunHistory, RunRecord
 from dtgui.core.slurm import LOCAL_CLUSTER, SlurmDefaults, SlurmJob
 from dtgui.core.slurm_bundle import place_on_cluster
+from dtgui.core.strategies import Strategy
 from dtgui.launch.watcher import watcher_pid
 from dtgui.ui.app import make_app
 from dtgui.ui.main_window import MainWindow
@@ -57,8 +60,8 @@ def fill_the_cluster(slurm: SlurmCluster, where: Path) -> tuple[str, ...]:
                  for _ in range(4))
 
 
-def test_wizard_to_a_slurm_job_pending_live_curves_and_stop(qtbot, slurm, windows, tmp_path,
-                                                            stub_python) -> None:
+def test_wizard_to_a_slurm_job_pending_live_curves_and_stop(qtbot: QtBot, slurm: SlurmCluster, windows, tmp_path: Path,
+                                                            stub_python: Callable[..., str]) -> None:
     make_app([])
     window = MainWindow()
     windows.append(window)
@@ -120,14 +123,14 @@ def test_wizard_to_a_slurm_job_pending_live_curves_and_stop(qtbot, slurm, window
     assert slurm.drained() == []
 
 
-def test_close_keep_training_reopen_and_reattach_from_the_job_id(qtbot, slurm, windows,
-                                                                 stub_python) -> None:
+def test_close_keep_training_reopen_and_reattach_from_the_job_id(qtbot: QtBot, slurm: SlurmCluster, windows,
+                                                                 stub_python: Callable[..., str]) -> None:
     """Close dtgui mid-run (Keep training): the job stays in the queue, a watcher follows it.
     Reopen and reattach: the run is found again from the job id in its record, and the curves
     have every step, those trained while dtgui was closed too."""
     job = SlurmJob(nodes=2, tasks_per_node=1, python=stub_python(step_seconds=0.05))
     plan = place_on_cluster(Plan(run_name="slurm-closed-and-back",
-                                 strategy="multi_worker_mirrored", workers=2,
+                                 strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
                                  replicas_per_task=1, steps=FOREVER, steps_per_epoch=50,
                                  checkpoint_every=0), job)
     make_app([])
@@ -177,8 +180,8 @@ def test_close_keep_training_reopen_and_reattach_from_the_job_id(qtbot, slurm, w
         screenshot(second, "slurm-reattached")
 
 
-def test_a_registered_cluster_from_the_wizard_over_ssh(qtbot, slurm, ssh_env, login_node,
-                                                       ssh_lab, windows) -> None:
+def test_a_registered_cluster_from_the_wizard_over_ssh(qtbot: QtBot, slurm: SlurmCluster, ssh_env: Path, login_node: sshhosts.Host,
+                                                       ssh_lab: sshhosts.SshLab, windows) -> None:
     """A cluster registered by its login node (an SSH test host): chosen in the wizard with its
     defaults, the run goes there through the launch's connection, its curves come back live,
     and Stop cancels the job on the login node."""

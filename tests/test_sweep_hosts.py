@@ -36,7 +36,7 @@ def lab_python(ssh_lab: sshhosts.SshLab):  # type: ignore[no-untyped-def]
 
 
 def test_a_script_sweep_runs_one_trial_per_host_at_a_time(  # type: ignore[no-untyped-def]
-        tmp_path: Path, ssh_lab, lab_python, ssh_env) -> None:
+        tmp_path: Path, ssh_lab: sshhosts.SshLab, lab_python, ssh_env: Path) -> None:
     trust(*ssh_lab.hosts)
     hosts = {h.name: h for h in ssh_lab.hosts}
     slots = [Slot(name, (Target(name, machine(ssh_lab, hosts[name]), python=lab_python),))

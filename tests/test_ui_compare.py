@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QItemSelectionModel, Qt
 from PySide6.QtGui import QImage
+from pytestqt.qtbot import QtBot
 from training_events import AGAIN_SHIFT, T0, write_run
 
 from dtgui.core.compare import FIELDS, MISSING, summarize_run, summary_csv
@@ -87,8 +88,8 @@ def test_csv_has_one_row_per_run_with_plain_numbers(three_runs: list[RunRecord])
     assert rows[0]["best_val_metric"] == "accuracy"
 
 
-def test_runs_page_compares_the_selected_runs(qtbot, three_runs: list[RunRecord],
-                                              tmp_path: Path, monkeypatch) -> None:
+def test_runs_page_compares_the_selected_runs(qtbot: QtBot, three_runs: list[RunRecord],
+                                              tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     page = RunsPage()
     qtbot.addWidget(page)
     page.refresh()
@@ -169,7 +170,7 @@ def test_runs_page_compares_the_selected_runs(qtbot, three_runs: list[RunRecord]
 
 @pytest.mark.slow
 def test_a_real_training_run_is_compared_with_its_validation_and_saved_model(
-        qtbot, tmp_path: Path) -> None:
+        qtbot: QtBot, tmp_path: Path) -> None:
     """A real (tiny) TensorFlow run exported and run by hand, as the bundle's README says,
     then found in the Runs page (a bundle without a run record) and compared."""
     import os
@@ -210,7 +211,7 @@ def test_a_real_training_run_is_compared_with_its_validation_and_saved_model(
 
 
 def test_main_window_opens_the_compare_view_from_runs_and_goes_back(
-        qtbot, three_runs: list[RunRecord], monkeypatch) -> None:
+        qtbot: QtBot, three_runs: list[RunRecord], monkeypatch: pytest.MonkeyPatch) -> None:
     from dtgui.ui.local_machine import LocalMachinePanel
     from dtgui.ui.main_window import MainWindow
 

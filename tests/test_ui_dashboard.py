@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 
+from pytestqt.qtbot import QtBot
+
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import numpy as np
@@ -77,7 +79,7 @@ def controller(metrics: RunMetrics) -> FakeRun:
 
 
 @pytest.fixture
-def dash(qtbot) -> Dashboard:  # type: ignore[no-untyped-def]
+def dash(qtbot: QtBot) -> Dashboard:  # type: ignore[no-untyped-def]
     d = Dashboard()
     d.loss_panel.set_smoothing(0)  # these tests compare the drawn curves with the raw losses
     qtbot.addWidget(d)
@@ -102,7 +104,7 @@ def curve_xy(dash: Dashboard, rid: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_one_curve_per_replica_with_its_data_after_the_timer(
-        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     dash.attach(controller, run_name="r1", strategy="multi_worker_mirrored")
     assert dash.timer.isActive() and dash.timer.interval() == 50
     metrics.add_events(two_workers(1, 20))  # after attach: only the timer can show them
@@ -137,7 +139,7 @@ def test_one_curve_per_replica_with_its_data_after_the_timer(
 
 
 def test_checkboxes_and_legend_show_and_hide_replicas(
-        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     metrics.add_events(two_workers(1, 10))
     dash.attach(controller)
     panel = dash.loss_panel
@@ -174,7 +176,7 @@ def test_checkboxes_and_legend_show_and_hide_replicas(
 
 
 def test_failed_task_row_is_red_with_its_error(
-        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     metrics.add_events(two_workers(1, 5))
     follow(dash, controller)
     error = "ResourceExhaustedError: OOM when allocating tensor"
@@ -204,7 +206,7 @@ def test_failed_task_row_is_red_with_its_error(
 
 
 def test_log_view_appends_only_new_lines_and_survives_the_buffer_wrapping(
-        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     dash.attach(controller)
     text = dash.log_view.text
     metrics.add_log_lines("worker:0", ["line 1", "line 2"])
@@ -244,7 +246,7 @@ def test_log_view_appends_only_new_lines_and_survives_the_buffer_wrapping(
 
 
 def test_stop_button_requests_stop_once_and_the_end_is_shown_once(
-        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     metrics.add_events(two_workers(1, 30))
     ended: list[tuple[str, str]] = []
     session = follow(dash, controller)
@@ -275,7 +277,7 @@ def test_stop_button_requests_stop_once_and_the_end_is_shown_once(
 
 
 def test_a_run_that_ended_before_it_was_shown_is_drawn_whole_and_still(
-        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     metrics.add_events(two_workers(1, 12))
     controller.end("finished", "all tasks finished")
     dash.attach(controller)
@@ -286,7 +288,7 @@ def test_a_run_that_ended_before_it_was_shown_is_drawn_whole_and_still(
 
 
 def test_redraw_only_when_the_metrics_version_changed(
-        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     metrics.add_events(two_workers(1, 5))
     dash.attach(controller)
     dash.timer.stop()  # drive the ticks by hand
@@ -305,7 +307,7 @@ def test_redraw_only_when_the_metrics_version_changed(
 
 
 def test_long_series_are_drawn_as_an_envelope_until_the_user_zooms(
-        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     n = ENVELOPE_MIN_POINTS * 3
     metrics.add_events(steps(1, n, "worker:0", (0,)))
     dash.attach(controller)
@@ -386,7 +388,7 @@ def row_of(table: TaskTable, task: str) -> int:
 
 
 def test_multi_machine_run_shows_each_tasks_machine_and_flags_the_straggler(
-        qtbot, dash: Dashboard, placed: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, placed: RunMetrics) -> None:
     dash.attach(FakeRun(placed))
     table = dash.task_table
     qtbot.waitUntil(lambda: table.rowCount() == 4 and table.item(3, 2) is not None, timeout=3000)
@@ -423,7 +425,7 @@ def test_multi_machine_run_shows_each_tasks_machine_and_flags_the_straggler(
 
 
 def test_multi_machine_device_series_and_logs_name_their_machine(
-        qtbot, dash: Dashboard, placed: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, placed: RunMetrics) -> None:
     dash.attach(FakeRun(placed))
     panel = dash.device_panel
     expected = ["local cpu0", "h2 cpu0", "h3 cpu0", "lab box cpu0"]
@@ -454,7 +456,7 @@ def test_multi_machine_device_series_and_logs_name_their_machine(
 
 
 def test_a_run_on_this_machine_only_has_no_machine_column(
-        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     metrics.add_events([*two_workers(1, 3), cpu_device("worker:1", 1003.0, 70.0)])
     metrics.add_log_lines("worker:1", ["w1"])
     dash.attach(controller)
@@ -518,7 +520,7 @@ def test_a_restart_from_a_checkpoint_continues_the_curves_from_there() -> None:
     assert list(xs) == list(range(1, 12)) and ys[-1] == 0.5
 
 
-def test_elapsed_axis_never_repeats_a_label(qtbot) -> None:  # type: ignore[no-untyped-def]
+def test_elapsed_axis_never_repeats_a_label(qtbot: QtBot) -> None:  # type: ignore[no-untyped-def]
     axis = ElapsedAxis("bottom")
     for low, high in ((0.0, 1.3), (0.0, 7.0), (0.0, 4000.0)):
         labels = [label for spacing, values in axis.tickValues(low, high, 600)
@@ -527,7 +529,7 @@ def test_elapsed_axis_never_repeats_a_label(qtbot) -> None:  # type: ignore[no-u
 
 
 def test_many_long_series_are_painted_off_the_ui_thread_and_follow_the_view(
-        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     """128 replicas x 400 steps: too many vertices to stroke on the UI thread, so the layer's
     image is drawn by the render thread; it shows the series, and a new one comes when the
     data or the view's size changes."""
@@ -559,7 +561,7 @@ def test_many_long_series_are_painted_off_the_ui_thread_and_follow_the_view(
 
 
 def test_many_replicas_are_drawn_by_one_layer_fed_within_a_frame_budget(
-        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     """128 replicas (8 tasks x 16): every series goes through the envelope layer (one
     graphics item), no legend covers the plot, and a tick feeds series for a bounded time,
     the rest at the next ticks, until every curve has every step."""

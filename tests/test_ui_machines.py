@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import conftest_ssh
@@ -19,6 +20,7 @@ import sshhosts
 from conftest_ssh import host_key, machine, trust
 from PySide6.QtCore import QPoint, Qt, QTimer
 from PySide6.QtWidgets import QDialogButtonBox, QMessageBox
+from pytestqt.qtbot import QtBot
 
 from dtgui.core.doctor import FAIL, OK
 from dtgui.core.hardware import MachineFacts, TfView
@@ -43,7 +45,7 @@ LOCAL = MachineFacts(hostname="here", os_name="Linux", python="3.11.7", cpu_mode
 
 # -- helpers ----------------------------------------------------------------------------------
 @pytest.fixture
-def make_panel(qtbot):
+def make_panel(qtbot: QtBot):
     def make() -> MachinesPanel:
         panel = MachinesPanel(local_facts=lambda: LOCAL)
         panel.shown = []
@@ -57,25 +59,25 @@ def make_panel(qtbot):
     return make
 
 
-def type_into(qtbot, edit, text: str) -> None:
+def type_into(qtbot: QtBot, edit, text: str) -> None:
     edit.selectAll()
     qtbot.keyClick(edit, Qt.Key.Key_Delete)
     qtbot.keyClicks(edit, text)
     assert edit.text() == text
 
 
-def click_indicator(qtbot, button) -> None:
+def click_indicator(qtbot: QtBot, button) -> None:
     """Click a check box or radio button on its indicator (a wide one ignores clicks right
     of its text)."""
     qtbot.mouseClick(button, LEFT, pos=QPoint(8, button.height() // 2))
 
 
-def click_radio(qtbot, radio) -> None:
+def click_radio(qtbot: QtBot, radio) -> None:
     click_indicator(qtbot, radio)
     assert radio.isChecked()
 
 
-def wait_dialog(qtbot, panel: MachinesPanel, kind: type, timeout: int = SSH_WAIT):
+def wait_dialog(qtbot: QtBot, panel: MachinesPanel, kind: type, timeout: int = SSH_WAIT):
     """The open dialog of `kind` the panel showed (closed ones are deleted on close)."""
     def open_ones() -> list:
         return [d for d in panel.shown if shiboken6.isValid(d) and isinstance(d, kind)
@@ -85,7 +87,7 @@ def wait_dialog(qtbot, panel: MachinesPanel, kind: type, timeout: int = SSH_WAIT
     return open_ones()[-1]
 
 
-def wait_status(qtbot, panel: MachinesPanel, name: str, *statuses: str) -> None:
+def wait_status(qtbot: QtBot, panel: MachinesPanel, name: str, *statuses: str) -> None:
     qtbot.waitUntil(lambda: name in panel.states and panel.states[name].status in statuses,
                     timeout=SSH_WAIT)
 
@@ -96,7 +98,7 @@ def cell(panel: MachinesPanel, name: str, column: str) -> str:
     return panel.table.item(panel.row_of(name), COLUMNS.index(column)).text()
 
 
-def fill_machine(qtbot, dialog: MachineDialog, name: str, host: sshhosts.Host, auth: str,
+def fill_machine(qtbot: QtBot, dialog: MachineDialog, name: str, host: sshhosts.Host, auth: str,
                  secret: str = "") -> None:
     type_into(qtbot, dialog.name_edit, name)
     type_into(qtbot, dialog.host_edit, host.address)
@@ -121,8 +123,8 @@ def select(panel: MachinesPanel, *names: str) -> None:
 
 
 # -- adding, host keys, probing ------------------------------------------------------------------
-def test_add_by_password_trust_the_fingerprint_and_see_the_probe(qtbot, make_panel,
-                                                                  ssh_lab) -> None:
+def test_add_by_password_trust_the_fingerprint_and_see_the_probe(qtbot: QtBot, make_panel: Callable[[], MachinesPanel],
+                                                                  ssh_lab: sshhosts.SshLab) -> None:
     h = ssh_lab.hosts[0]
     panel = make_panel()
     qtbot.mouseClick(panel.add_button, LEFT)
@@ -155,7 +157,7 @@ def test_add_by_password_trust_the_fingerprint_and_see_the_probe(qtbot, make_pan
     assert ssh_lab.password not in (config_dir() / "machines.toml").read_text()
 
 
-def test_import_from_the_ssh_config_then_accept_its_key(qtbot, make_panel, ssh_lab,
+def test_import_from_the_ssh_config_then_accept_its_key(qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab,
                                                         ssh_env: Path) -> None:
     h = ssh_lab.hosts[1]
     (ssh_env / ".ssh" / "config").write_text(
@@ -180,7 +182,7 @@ def test_import_from_the_ssh_config_then_accept_its_key(qtbot, make_panel, ssh_l
                                                                  str(ssh_lab.plain_key))
 
 
-def test_rejecting_the_host_key_connects_nothing(qtbot, make_panel, ssh_lab) -> None:
+def test_rejecting_the_host_key_connects_nothing(qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
     MachineRegistry().add(machine(ssh_lab, ssh_lab.hosts[0], name="nope"))
     panel = make_panel()
     qtbot.mouseClick(panel.refresh_button, LEFT)
@@ -192,7 +194,7 @@ def test_rejecting_the_host_key_connects_nothing(qtbot, make_panel, ssh_lab) -> 
     assert not hostkeys.app_known_hosts().exists()
 
 
-def test_two_machines_at_one_address_ask_for_its_key_once(qtbot, make_panel, ssh_lab) -> None:
+def test_two_machines_at_one_address_ask_for_its_key_once(qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
     h = ssh_lab.hosts[2]
     reg = MachineRegistry()
     reg.add(machine(ssh_lab, h, name="alias-a"))
@@ -207,7 +209,7 @@ def test_two_machines_at_one_address_ask_for_its_key_once(qtbot, make_panel, ssh
     assert panel.states["alias-a"].status == panel.states["alias-b"].status == "ok"
 
 
-def test_wrong_password_is_shown_on_the_row_in_plain_words(qtbot, make_panel, ssh_lab) -> None:
+def test_wrong_password_is_shown_on_the_row_in_plain_words(qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
     h = ssh_lab.hosts[0]
     trust(h)
     panel = make_panel()
@@ -227,7 +229,7 @@ def test_wrong_password_is_shown_on_the_row_in_plain_words(qtbot, make_panel, ss
     assert secrets.get_secret("box-wrong", "password") is None  # not remembered
 
 
-def test_a_changed_host_key_is_refused_with_no_way_to_accept(qtbot, make_panel, ssh_lab) -> None:
+def test_a_changed_host_key_is_refused_with_no_way_to_accept(qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
     h2, h3 = ssh_lab.hosts[0], ssh_lab.hosts[1]
     hostkeys.trust_host_key(h3.address, h3.port, host_key(h2))  # "the old key" on record
     MachineRegistry().add(machine(ssh_lab, h3, name="moved"))
@@ -247,7 +249,7 @@ def test_a_changed_host_key_is_refused_with_no_way_to_accept(qtbot, make_panel, 
     assert hostkeys.known_keys(h3.address, h3.port)["ssh-ed25519"] == host_key(h2)  # untouched
 
 
-def test_password_asked_when_needed_and_remembered_on_request(qtbot, make_panel, ssh_lab) -> None:
+def test_password_asked_when_needed_and_remembered_on_request(qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
     h = ssh_lab.hosts[2]
     trust(h)
     MachineRegistry().add(machine(ssh_lab, h, name="ask-me", auth="password"))
@@ -271,13 +273,15 @@ def test_password_asked_when_needed_and_remembered_on_request(qtbot, make_panel,
     assert "No password was given" in panel.states["ask-me"].message
 
 
-def test_no_keyring_says_so_and_asks_each_time(qtbot, make_panel, ssh_lab) -> None:
+def test_no_keyring_says_so_and_asks_each_time(qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
     import keyring.backends.fail
 
     h = ssh_lab.hosts[0]
     trust(h)
     MachineRegistry().add(machine(ssh_lab, h, name="no-store", auth="password"))
-    with secrets.using_keyring(keyring.backends.fail.Keyring()):
+    # keyring leaves KeyringBackend.__init__ unannotated (no "-> None"): an untyped call.
+    no_backend = keyring.backends.fail.Keyring()  # type: ignore[no-untyped-call]
+    with secrets.using_keyring(no_backend):
         panel = make_panel()
         qtbot.waitUntil(lambda: not panel.keyring_ok, timeout=10_000)
         assert "No usable password store" in panel.message_label.text()
@@ -293,7 +297,7 @@ def test_no_keyring_says_so_and_asks_each_time(qtbot, make_panel, ssh_lab) -> No
         assert panel.states["no-store"].status == "ok", panel.states["no-store"].message
 
 
-def test_machines_connect_in_parallel_and_the_ui_keeps_running(qtbot, make_panel, ssh_lab) -> None:
+def test_machines_connect_in_parallel_and_the_ui_keeps_running(qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
     import socket
 
     trust(*ssh_lab.hosts)
@@ -339,7 +343,7 @@ def test_machines_connect_in_parallel_and_the_ui_keeps_running(qtbot, make_panel
 
 
 # -- edit, remove, public key --------------------------------------------------------------------
-def test_edit_renames_with_its_secret_and_remove_forgets_both(qtbot, make_panel, ssh_lab) -> None:
+def test_edit_renames_with_its_secret_and_remove_forgets_both(qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
     h = ssh_lab.hosts[0]
     trust(h)
     MachineRegistry().add(machine(ssh_lab, h, name="old-name", auth="password"))
@@ -364,7 +368,7 @@ def test_edit_renames_with_its_secret_and_remove_forgets_both(qtbot, make_panel,
     assert MachineRegistry().names() == [] and secrets.get_secret("new-name", "password") is None
 
 
-def test_install_my_public_key_then_sign_in_with_it(qtbot, make_panel, ssh_lab,
+def test_install_my_public_key_then_sign_in_with_it(qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab,
                                                     ssh_env: Path) -> None:
     h = ssh_lab.hosts[1]
     trust(h)
@@ -389,7 +393,7 @@ def test_install_my_public_key_then_sign_in_with_it(qtbot, make_panel, ssh_lab,
 
 # -- the doctor ---------------------------------------------------------------------------------
 def test_doctor_on_two_machines_shows_a_reachable_and_a_blocked_port_and_tf(
-        qtbot, make_panel, ssh_lab) -> None:
+        qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
     h2, h3 = ssh_lab.hosts[0], ssh_lab.hosts[1]
     why = netfaults.firewall_unavailable(h3)
     if why:
@@ -429,7 +433,7 @@ def test_doctor_on_two_machines_shows_a_reachable_and_a_blocked_port_and_tf(
 
 
 # -- the whole story, in the main window ---------------------------------------------------------
-def test_two_machines_keys_versions_and_the_doctor_all_by_clicking(qtbot, ssh_lab,
+def test_two_machines_keys_versions_and_the_doctor_all_by_clicking(qtbot: QtBot, ssh_lab: sshhosts.SshLab,
                                                                     ssh_env: Path) -> None:
     """One machine by password, one from ~/.ssh/config, their host keys accepted, their
     versions and GPUs shown, and the doctor run from the toolbar: setting up two machines

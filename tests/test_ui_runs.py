@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
 
 from dtgui.core.bundle import render_bundle
 from dtgui.core.cluster import place_local
@@ -16,6 +17,7 @@ from dtgui.core.machines import Machine
 from dtgui.core.plan import Plan
 from dtgui.core.runs import RunRecord
 from dtgui.core.settings import runs_dir
+from dtgui.core.strategies import Strategy
 from dtgui.launch.history import open_run
 from dtgui.ui.runs_page import RunsPage
 from dtgui.ui.wizard.machines_box import LOCAL_TEXT, MachinesBox
@@ -25,11 +27,11 @@ MACHINES = [Machine("gpu box", "10.1.0.2", user="me", auth="agent"),
             Machine("h3", "10.1.0.3", 2222, user="me", auth="agent")]
 
 
-def test_machines_box_places_tasks_on_the_chosen_machines(qtbot) -> None:
+def test_machines_box_places_tasks_on_the_chosen_machines(qtbot: QtBot) -> None:
     box = MachinesBox()
     qtbot.addWidget(box)
     box.set_machines(MACHINES)
-    plan = Plan(run_name="mh", strategy="multi_worker_mirrored", workers=2, replicas_per_task=1)
+    plan = Plan(run_name="mh", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2, replicas_per_task=1)
     box.set_plan(plan)
     combos = [c for c in box.findChildren(type(box._combos["worker:0"]))
               if c.objectName().startswith("machineFor:")]  # (the box's target has one too)
@@ -52,7 +54,7 @@ def test_machines_box_places_tasks_on_the_chosen_machines(qtbot) -> None:
 
 
 def make_run(name: str, state: str, loss: float | None, created: float) -> RunRecord:
-    plan = place_local(Plan(run_name=name, strategy="one_device", replicas_per_task=1, steps=3))
+    plan = place_local(Plan(run_name=name, strategy=Strategy.ONE_DEVICE, replicas_per_task=1, steps=3))
     bundle = render_bundle(plan, runs_dir() / name)
     events = bundle.events_file(plan.tasks[0])
     events.write_text("".join(json.dumps({"v": 1, "kind": "step", "task": "worker:0",
@@ -67,7 +69,7 @@ def make_run(name: str, state: str, loss: float | None, created: float) -> RunRe
     return record
 
 
-def test_runs_page_lists_running_and_finished_runs(qtbot) -> None:
+def test_runs_page_lists_running_and_finished_runs(qtbot: QtBot) -> None:
     make_run("old", "finished", 0.3333, time.time() - 100)
     make_run("live", "running", None, time.time())
     page = RunsPage()

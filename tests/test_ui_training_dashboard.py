@@ -15,11 +15,13 @@ from fakes import FakeRun
 from PySide6.QtCore import QObject, Qt, QUrl, Slot
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QMainWindow
+from pytestqt.qtbot import QtBot
 
 from dtgui.core.events import Event, parse_line
 from dtgui.core.metrics import RunMetrics
 from dtgui.core.plan import Plan
 from dtgui.core.smoothing import ema
+from dtgui.core.strategies import Strategy
 from dtgui.ui.dashboard import Dashboard
 from dtgui.ui.notify import Notifier, RunNotices
 from dtgui.ui.run_session import RunSession
@@ -60,12 +62,12 @@ def raw_loss(rid: int, last: int, replicas: int = 2) -> np.ndarray:
 def metrics() -> RunMetrics:
     m = RunMetrics(120)
     m.add_events([ev("started", replicas=2, replica_ids=[0, 1], steps=120,
-                     strategy="mirrored")])
+                     strategy=Strategy.MIRRORED)])
     return m
 
 
 @pytest.fixture
-def dash(qtbot) -> Dashboard:  # type: ignore[no-untyped-def]
+def dash(qtbot: QtBot) -> Dashboard:  # type: ignore[no-untyped-def]
     d = Dashboard()
     qtbot.addWidget(d)
     d.resize(1400, 900)
@@ -74,7 +76,7 @@ def dash(qtbot) -> Dashboard:  # type: ignore[no-untyped-def]
     d.detach()
 
 
-def drawn(qtbot, dash: Dashboard) -> None:  # type: ignore[no-untyped-def]
+def drawn(qtbot: QtBot, dash: Dashboard) -> None:  # type: ignore[no-untyped-def]
     """Every series fed (a busy machine can leave some to the next ticks' budget)."""
     qtbot.waitUntil(lambda: not dash.backlog, timeout=3000)
 
@@ -85,7 +87,7 @@ def validation(step: int, loss: float, acc: float, top5: float) -> Event:
 
 
 def test_validation_loss_metrics_best_points_and_learning_rate(
-        qtbot, dash: Dashboard, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, metrics: RunMetrics) -> None:
     dash.attach(FakeRun(metrics), run_name="val")
     assert not dash.validation_panel.isVisible() and not dash.lr_panel.isVisible()
     events = []
@@ -128,7 +130,7 @@ def test_validation_loss_metrics_best_points_and_learning_rate(
 
 
 def test_smoothing_is_tensorboards_ema_with_the_raw_points_faint_behind(
-        qtbot, dash: Dashboard, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, metrics: RunMetrics) -> None:
     dash.attach(FakeRun(metrics), run_name="ema")
     metrics.add_events([steps_event(f, 10) for f in range(1, 61, 10)])
     panel = dash.loss_panel
@@ -171,7 +173,7 @@ def test_smoothing_is_tensorboards_ema_with_the_raw_points_faint_behind(
 
 
 def test_smoothing_after_a_restart_follows_the_retrained_steps(
-        qtbot, dash: Dashboard, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, metrics: RunMetrics) -> None:
     dash.attach(FakeRun(metrics), run_name="restart")
     metrics.add_events([steps_event(f, 10) for f in range(1, 61, 10)])
     panel = dash.loss_panel
@@ -192,11 +194,11 @@ def test_smoothing_after_a_restart_follows_the_retrained_steps(
     np.testing.assert_allclose(panel.curves.shown_data(0)[1], ema(raw, 0.6), rtol=1e-6)
 
 
-def test_smoothing_many_replicas_keeps_the_frame_short(qtbot, dash: Dashboard) -> None:
+def test_smoothing_many_replicas_keeps_the_frame_short(qtbot: QtBot, dash: Dashboard) -> None:
     replicas, per_call = 64, 500
     metrics = RunMetrics(20_000)
     metrics.add_events([ev("started", replicas=replicas, replica_ids=list(range(replicas)),
-                           steps=20_000, strategy="mirrored")])
+                           steps=20_000, strategy=Strategy.MIRRORED)])
     metrics.add_events([steps_event(f, per_call, replicas) for f in range(1, 20_001, per_call)])
     dash.attach(FakeRun(metrics), run_name="many")
     qtbot.waitUntil(lambda: not dash.backlog, timeout=10000)
@@ -213,11 +215,11 @@ def test_smoothing_many_replicas_keeps_the_frame_short(qtbot, dash: Dashboard) -
 
 
 def test_new_smoothing_on_an_ended_long_run_redraws_every_envelope(
-        qtbot, dash: Dashboard) -> None:
+        qtbot: QtBot, dash: Dashboard) -> None:
     replicas, steps = 20, 6000  # envelopes: more series than MANY_SERIES, longer than 4096
     metrics = RunMetrics(steps)
     metrics.add_events([ev("started", replicas=replicas, replica_ids=list(range(replicas)),
-                           steps=steps, strategy="mirrored")])
+                           steps=steps, strategy=Strategy.MIRRORED)])
     metrics.add_events([steps_event(f, 500, replicas) for f in range(1, steps + 1, 500)])
     controller = FakeRun(metrics)
     controller.end("finished")
@@ -252,7 +254,7 @@ class FileUrls(QObject):
         self.opened.append(url)
 
 
-def test_saved_model_bar_opens_the_models_folder(qtbot, dash: Dashboard, metrics: RunMetrics,
+def test_saved_model_bar_opens_the_models_folder(qtbot: QtBot, dash: Dashboard, metrics: RunMetrics,
                                                  tmp_path: Path) -> None:
     run = FakeRun(metrics, path=tmp_path / "bundle")
     output = run.output_dir
@@ -276,7 +278,7 @@ def test_saved_model_bar_opens_the_models_folder(qtbot, dash: Dashboard, metrics
     assert [u.toLocalFile() for u in urls.opened] == [str(output / "model")]
 
 
-def test_notifications_when_a_run_restarts_finishes_or_fails(qtbot, metrics: RunMetrics) -> None:
+def test_notifications_when_a_run_restarts_finishes_or_fails(qtbot: QtBot, metrics: RunMetrics) -> None:
     window = QMainWindow()
     qtbot.addWidget(window)
     window.resize(900, 600)
@@ -316,13 +318,13 @@ def test_notifications_when_a_run_restarts_finishes_or_fails(qtbot, metrics: Run
 
 @pytest.mark.slow
 def test_a_real_run_shows_validation_learning_rate_and_its_saved_model(
-        qtbot, dash: Dashboard, tmp_path: Path) -> None:
+        qtbot: QtBot, dash: Dashboard, tmp_path: Path) -> None:
     """The real controller and training program: a tiny demo run with a schedule, validation
     every 20 steps and the best model kept, followed live to its end."""
     from dtgui.core.settings import runs_dir
     from dtgui.launch.pipeline import launch_plan
 
-    plan = Plan(run_name="live-val", strategy="mirrored", replicas_per_task=2, steps=60,
+    plan = Plan(run_name="live-val", strategy=Strategy.MIRRORED, replicas_per_task=2, steps=60,
                 steps_per_epoch=30, optimizer="adamw", lr_schedule="warmup_cosine",
                 warmup_steps=10, validate_every=20, save_best=True, checkpoint_every=0)
     controller = launch_plan(plan, runs_dir())

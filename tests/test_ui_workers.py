@@ -8,9 +8,12 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
+import pytest
 import shiboken6
 from PySide6.QtCore import QObject, QThreadPool
+from pytestqt.qtbot import QtBot
 
 from dtgui.ui import workers
 from dtgui.ui.workers import (
@@ -26,7 +29,7 @@ class Boom(RuntimeError):
     pass
 
 
-def test_an_exception_reaches_on_error_as_the_exception_with_its_traceback(qtbot) -> None:  # type: ignore[no-untyped-def]
+def test_an_exception_reaches_on_error_as_the_exception_with_its_traceback(qtbot: QtBot) -> None:  # type: ignore[no-untyped-def]
     ui_thread = threading.get_ident()
     got: list[tuple[BaseException, int]] = []
 
@@ -44,7 +47,7 @@ def test_an_exception_reaches_on_error_as_the_exception_with_its_traceback(qtbot
 
 
 def test_results_and_progress_reach_the_ui_thread_and_a_destroyed_context_drops_them(
-        qtbot) -> None:  # type: ignore[no-untyped-def]
+        qtbot: QtBot) -> None:  # type: ignore[no-untyped-def]
     seen: list[object] = []
     create_worker(lambda w: (w.report("half"), 42)[1], on_done=seen.append,
                   on_progress=seen.append)
@@ -69,7 +72,7 @@ def test_results_and_progress_reach_the_ui_thread_and_a_destroyed_context_drops_
     assert delivered == []
 
 
-def test_shutdown_drains_every_pool_and_asks_running_work_to_stop(qtbot) -> None:  # type: ignore[no-untyped-def]
+def test_shutdown_drains_every_pool_and_asks_running_work_to_stop(qtbot: QtBot) -> None:  # type: ignore[no-untyped-def]
     """Running work is asked to stop and waited for; what a dedicated pool still has queued is
     dropped, what the global pool has queued still runs (a settings file written at exit)."""
     pool = dedicated_pool("test-render")
@@ -98,7 +101,7 @@ def test_shutdown_drains_every_pool_and_asks_running_work_to_stop(qtbot) -> None
 
 
 def test_the_plots_render_thread_is_the_one_thread_render_pool_and_a_failed_render_is_retried(
-        qtbot, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+        qtbot: QtBot, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     import numpy as np
     import pyqtgraph as pg
 
@@ -142,7 +145,7 @@ def test_the_plots_render_thread_is_the_one_thread_render_pool_and_a_failed_rend
 
 
 def test_work_that_ends_after_its_application_was_torn_down_is_dropped_quietly(
-        qtbot, capfd) -> None:  # type: ignore[no-untyped-def]
+        qtbot: QtBot, capfd: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
     """PySide deletes every QObject, the relay too, with its application (a script's end, one
     test's application after another's): work still running then is dropped where it ran
     (its result released by on_dropped), nothing is raised on the pool thread, and the next
@@ -172,7 +175,7 @@ def test_work_that_ends_after_its_application_was_torn_down_is_dropped_quietly(
     assert "Signal source has been deleted" not in capfd.readouterr().err
 
 
-def test_a_script_that_ends_with_work_running_drains_it_quietly(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_script_that_ends_with_work_running_drains_it_quietly(tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """A script that ends without shutdown() while work runs: PySide's teardown at the
     interpreter's exit deletes the relay; the exit first waits for the work (it ends whole),
     and nothing is raised on the pool thread."""

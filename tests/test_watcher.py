@@ -24,6 +24,7 @@ from pathlib import Path
 import conftest_ssh
 import pytest
 import remote_python
+import sshhosts
 from conftest_ssh import machine
 from fakes import wait_for
 from runs import live_members
@@ -35,6 +36,7 @@ from dtgui.core.machines import Machine
 from dtgui.core.plan import Plan
 from dtgui.core.runs import MachineRecord, RunRecord, TaskRecord
 from dtgui.core.settings import config_dir, data_dir, runs_dir
+from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import RunController
 from dtgui.launch.local_exec import LocalExecutor
 from dtgui.launch.pipeline import launch_plan, reattach
@@ -92,7 +94,7 @@ def launch_detached(name: str, python: str, checkpoint_every: int = 0,
                     min_step: int = 3) -> tuple[RunController, Path, list[int]]:
     """A 2-worker MultiWorkerMirrored run on this machine (its tasks run with `python`),
     stepping, then detached (the GUI closed with *Keep training*)."""
-    plan = Plan(run_name=name, strategy="multi_worker_mirrored", workers=2, replicas_per_task=1,
+    plan = Plan(run_name=name, strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2, replicas_per_task=1,
                 steps=FOREVER, steps_per_epoch=10, checkpoint_every=checkpoint_every, seed=3)
     controller = launch_plan(plan, runs_dir(), targets=[Target(python=python)])
     pgids = list(controller.record.pids().values())
@@ -246,7 +248,7 @@ def fake_run(name: str, tasks: dict[str, int], machines: list[MachineRecord] | N
              state: str = "running") -> Path:
     bundle = render_bundle(place_local(Plan(run_name=name, steps=5)), runs_dir() / name)
     record = RunRecord(run_id=f"{name}-1", run_name=name, bundle=str(bundle.path),
-                       strategy="one_device", created=time.time(), state=state,
+                       strategy=Strategy.ONE_DEVICE, created=time.time(), state=state,
                        machines=[MachineRecord("local", str(bundle.path), sys.executable),
                                  *(machines or [])],
                        tasks=[TaskRecord(t, "local", p) for t, p in tasks.items()])
@@ -319,7 +321,7 @@ real_keyring = conftest_ssh.real_keyring
 
 
 @pytest.fixture
-def lab(ssh_lab, ssh_env, stub_python):
+def lab(ssh_lab: sshhosts.SshLab, ssh_env: Path, stub_python: Callable[..., str]):
     python = stub_python(remote_python.python_for())
     conftest_ssh.trust(*ssh_lab.hosts)
     yield ssh_lab, python
@@ -332,7 +334,7 @@ def test_over_ssh_a_killed_remote_worker_fails_the_detached_run(lab, isolated_di
     given = {n: {"passphrase": ssh_lab.passphrase} for n in ("h2", "h3")}
     targets = [Target(n, machine(ssh_lab, hosts[n], key_file=str(ssh_lab.pass_key)),
                       python=python) for n in ("h2", "h3")]
-    plan = Plan(run_name="watched-ssh", strategy="multi_worker_mirrored", workers=2,
+    plan = Plan(run_name="watched-ssh", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
                 replicas_per_task=1, steps=FOREVER, steps_per_epoch=10, checkpoint_every=0)
     controller = launch_plan(plan, targets=targets, assignments=assign(plan, machines=["h2", "h3"]),
                              connect=Connector(given))
