@@ -21,7 +21,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import conftest_ssh
 import pytest
@@ -52,7 +54,7 @@ FOREVER = 1_000_000
 
 
 @pytest.fixture(scope="module")
-def lab_python(ssh_lab: sshhosts.SshLab):
+def lab_python(ssh_lab: sshhosts.SshLab) -> Iterator[str]:
     python = remote_python.python_for()
     yield python
     shutil.rmtree(ssh_lab.home / ".cache" / "dtgui", ignore_errors=True)
@@ -64,7 +66,7 @@ class Lab:
         self.python = python
         self.hosts = {h.name: h for h in lab.hosts}
 
-    def target(self, name: str, stub: bool = False, **kw) -> Target:
+    def target(self, name: str, stub: bool = False, **kw: Any) -> Target:
         """`stub`: its tasks train with the stub child instead of TensorFlow."""
         python = sys.executable if name == "local" else self.python
         if stub:
@@ -74,25 +76,31 @@ class Lab:
         return Target(name, machine(self.lab, self.hosts[name]), python=python, **kw)
 
     def launch(self, plan: Plan, placement: dict[str, str], stub: bool = False,
-               **kw) -> RunController:
+               **kw: Any) -> RunController:
         targets = [self.target(n, stub) for n in dict.fromkeys(placement.values())]
         return launch_plan(plan, targets=targets, assignments=placement, **kw)
 
 
 @pytest.fixture
-def lab(ssh_lab: sshhosts.SshLab, lab_python, ssh_env: Path):
+def lab(ssh_lab: sshhosts.SshLab, lab_python: str, ssh_env: Path) -> Lab:
     trust(*ssh_lab.hosts)
     return Lab(ssh_lab, lab_python)  # the launch check's memory carries on (conftest.py)
 
 
-def mwms(name: str, steps: int, **kw) -> Plan:
-    return Plan(run_name=name, strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2, replicas_per_task=1,
-                steps=steps, steps_per_epoch=10, checkpoint_every=kw.pop("checkpoint_every", 0),
+def mwms(name: str, steps: int, **kw: Any) -> Plan:
+    return Plan(run_name=name, strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
+                replicas_per_task=1, steps=steps, steps_per_epoch=10, checkpoint_every=kw.pop("checkpoint_every", 0),
                 seed=7, **kw)
 
 
+def record_of(controller: RunController) -> RunRecord:
+    """The run's record (launch_plan writes one for every run)."""
+    assert controller.record is not None
+    return controller.record
+
+
 def run_pgids(controller: RunController) -> list[int]:
-    return list(controller.record.pids().values())
+    return list(record_of(controller).pids().values())
 
 
 def nothing_left(controller: RunController) -> None:
@@ -257,7 +265,7 @@ def test_a_killed_or_hung_worker_fails_the_run_within_10_s_and_nothing_is_left(
     controller = lab.launch(plan, assign(plan, machines=["h2", "h3"]), stub=True)
     try:
         wait_for(lambda: step_of(controller) >= 5, 60, "the run did not start stepping")
-        victim = controller.record.pids()["worker:1"]
+        victim = record_of(controller).pids()["worker:1"]
         os.killpg(victim, sig)
         seconds = wait_for(
             lambda: controller.metrics.snapshot().tasks["worker:1"].status == "failed", 10,
@@ -284,7 +292,7 @@ def test_an_unreachable_machine_fails_the_run_within_10_s(lab: Lab) -> None:
         pytest.skip(firewall_unavailable(h3))
     plan = mwms("unreachable", steps=FOREVER)
     controller = lab.launch(plan, assign(plan, machines=["h2", "h3"]), stub=True)
-    h2_group = controller.record.pids()["worker:0"]
+    h2_group = record_of(controller).pids()["worker:0"]
     try:
         wait_for(lambda: step_of(controller) >= 5, 60, "the run did not start stepping")
         with firewalled(h3, h3.port):  # SSH to h3 is dropped: no answer at all
@@ -313,11 +321,11 @@ def test_closing_and_reopening_reattaches_without_a_gap(lab: Lab) -> None:
     wait_for(lambda: step_of(first) >= 20, 60, "the run did not start stepping")
     first.detach()  # the GUI closes: no controller, no SSH connection; training goes on
     seen = step_of(first)
-    on_h2 = Path({m.name: m.dir for m in first.record.machines}["h2"])
+    on_h2 = Path({m.name: m.dir for m in record_of(first).machines}["h2"])
     wait_for(lambda: steps_in(on_h2 / "output" / "events-worker-0.jsonl") >= seen + 50, 30,
              "training did not go on while nobody watched")
     records = RunHistory().running()
-    assert [r.run_id for r in records] == [first.record.run_id]
+    assert [r.run_id for r in records] == [record_of(first).run_id]
     second = reattach(records[0])
     try:
         assert second.wait(240), "the reattached run did not end"
@@ -340,7 +348,7 @@ def test_restart_from_the_last_checkpoint_when_enabled(lab: Lab) -> None:
     controller = lab.launch(plan, assign(plan, machines=["h2", "h3"]), stub=True,
                             policy=RunPolicy(max_restarts=1))
     wait_for(lambda: step_of(controller) >= 25, 60, "the run did not start stepping")
-    os.killpg(controller.record.pids()["worker:1"], signal.SIGKILL)
+    os.killpg(record_of(controller).pids()["worker:1"], signal.SIGKILL)
     assert controller.wait(240), "the run did not end"
     assert controller.state == "finished", controller.message
     assert controller.restarts == 1

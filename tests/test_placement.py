@@ -10,6 +10,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psutil
@@ -20,6 +21,7 @@ from dtgui.core.cluster import PlacementError, assign, busy_ports, place_on_mach
 from dtgui.core.events import Event, LineBuffer
 from dtgui.core.metrics import RunMetrics
 from dtgui.core.plan import Plan, validate
+from dtgui.core.run_state import RunState
 from dtgui.core.runs import MachineRecord, RunHistory, RunRecord
 from dtgui.core.stragglers import find_stragglers
 from dtgui.core.strategies import Strategy
@@ -32,9 +34,9 @@ ADDR = {"local": "10.0.0.1", "a": "10.0.0.2", "b": "10.0.0.3", "c": "10.0.0.4"}
 PORTS = {"local": [5000, 5001], "a": [6000, 6001], "b": [7000], "c": [8000]}
 
 
-def mwms(**kw) -> Plan:
-    return Plan(run_name="mh", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2, replicas_per_task=1,
-                steps=5, checkpoint_every=0, **kw)
+def mwms(**kw: Any) -> Plan:
+    return Plan(run_name="mh", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
+                replicas_per_task=1, steps=5, checkpoint_every=0, **kw)
 
 
 # -- placement ----------------------------------------------------------------------------------
@@ -140,9 +142,9 @@ def test_multi_machine_bundle_readme_and_run_sh(tmp_path: Path) -> None:
 # -- run records and the history ---------------------------------------------------------------
 def test_run_records_and_history(tmp_path: Path) -> None:
     old = RunRecord("r1-aaaaaa", "r1", str(tmp_path / "r1"), "mirrored", created=1.0,
-                    state="finished", final_loss=0.5)
+                    state=RunState.FINISHED, final_loss=0.5)
     new = RunRecord("r2-bbbbbb", "r2", str(tmp_path / "r2"), "multi_worker_mirrored",
-                    created=2.0, state="running",
+                    created=2.0, state=RunState.RUNNING,
                     machines=[MachineRecord("h2", "/home/u/.cache/dtgui/runs/r2/h2", "python3",
                                             "10.0.0.2", {"name": "h2", "host": "10.0.0.2"})])
     new.set_pid("worker:0", "h2", 4242)
@@ -159,10 +161,11 @@ def test_run_records_and_history(tmp_path: Path) -> None:
     assert [r.run_id for r in history.records()] == ["r2-bbbbbb", "r1-aaaaaa", "r0"]
     assert [r.run_id for r in history.running()] == ["r2-bbbbbb"]
     loaded = history.find("r2-bbbbbb")
+    assert loaded is not None
     assert loaded.pids() == {"worker:0": 4242} and loaded.is_multi_machine
     assert loaded.machines[0].machine["host"] == "10.0.0.2"
     r0 = history.find("r0")
-    assert (r0.state, r0.final_loss) == ("finished", 0.7)
+    assert r0 is not None and (r0.state, r0.final_loss) == ("finished", 0.7)
     assert "password" not in (tmp_path / "r2" / "run.json").read_text()
 
 

@@ -17,8 +17,9 @@ import conftest_ssh
 import pytest
 import sshhosts
 from conftest_ssh import host_key, machine, trust
+from keyrings.alt.file import PlaintextKeyring
 
-from dtgui.core.machines import MachineRegistry
+from dtgui.core.machines import Machine, MachineRegistry
 from dtgui.core.settings import config_dir
 from dtgui.remote import connection as conn
 from dtgui.remote import hostkeys, secrets
@@ -49,6 +50,7 @@ def test_unknown_key_shows_ssh_keygen_fingerprint_then_trust_and_connect(ssh_lab
     assert exc.fingerprint == h.fingerprint  # == ssh-keygen -lf <host key>.pub
     assert (exc.host, exc.port, exc.key_type) == (h.address, h.port, "ssh-ed25519")
     assert h.fingerprint in str(exc)
+    assert exc.key is not None
     assert hostkeys.fingerprint_sha256(exc.key) == h.fingerprint  # the key the server offered
     assert not hostkeys.app_known_hosts().exists()  # nothing trusted by looking
     hostkeys.trust_host_key(exc.host, exc.port, exc.key)
@@ -173,7 +175,9 @@ def test_no_keyring_means_ask_each_time(ssh_lab: sshhosts.SshLab) -> None:
 
 
 # -- network failures in plain words, within the timeout ------------------------------------
-def _fails_within(m, timeout: float, kinds) -> conn.ConnectError:
+def _fails_within(m: Machine, timeout: float,
+                  kinds: type[conn.ConnectError] | tuple[type[conn.ConnectError], ...]
+                  ) -> conn.ConnectError:
     t0 = time.monotonic()
     with pytest.raises(kinds) as info:
         conn.connect(m, password="x", timeout=timeout)
@@ -247,15 +251,17 @@ def test_jump_host_by_name_and_by_address(ssh_lab: sshhosts.SshLab) -> None:
     by_pw = machine(ssh_lab, h3, name="pw-inner", auth="password", jump_host=spec)
     secrets.set_secret(by_pw.name, "password", ssh_lab.password)
     client = conn.connect(by_pw, timeout=5)
-    assert client.jump is not None and client.jump.get_transport().is_active()
+    assert client.jump is not None
+    jump_transport = client.jump.get_transport()
+    assert jump_transport is not None and jump_transport.is_active()
     client.close()
     assert not client.jump.get_transport()  # closing the client closes its jump connection
     # A registered jump host with its own sign-in: its secret is asked for on its own.
     reg.add(machine(ssh_lab, h2, name="pw-gw", auth="password"))
     inner2 = machine(ssh_lab, h3, name="inner2", jump_host="pw-gw")
-    with pytest.raises(conn.SecretRequired) as info:
+    with pytest.raises(conn.SecretRequired) as asked:
         conn.connect(inner2, registry=reg, timeout=5)
-    assert info.value.machine == "pw-gw" and str(info.value).startswith("Jump host pw-gw:")
+    assert asked.value.machine == "pw-gw" and str(asked.value).startswith("Jump host pw-gw:")
     conn.connect(inner2, registry=reg, jump_password=ssh_lab.password, timeout=5).close()
 
 
@@ -348,7 +354,7 @@ def test_hostile_values_in_every_field_execute_nothing(ssh_lab: sshhosts.SshLab,
         finally:
             client.close()
     with pytest.raises(TypeError):
-        conn.run(client, "echo hi; touch pwned", 5)  # type: ignore[arg-type]
+        conn.run(client, "echo hi; touch pwned", 5)  # a str is a Sequence[str] to mypy
     time.sleep(0.2)
     assert _pwned(ssh_lab) == []
 
@@ -382,7 +388,8 @@ def _readable(path: Path) -> bytes:
 
 
 def test_password_appears_in_no_file_log_command_line_or_environment(
-    ssh_lab: sshhosts.SshLab, real_keyring, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+    ssh_lab: sshhosts.SshLab, real_keyring: PlaintextKeyring, caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str]
 ) -> None:
     h = ssh_lab.hosts[2]
     trust(h)
@@ -402,7 +409,9 @@ def test_password_appears_in_no_file_log_command_line_or_environment(
                         seen.append(f"{proc.name}/{part}")
 
     try:
-        chan = client.get_transport().open_session()
+        transport = client.get_transport()
+        assert transport is not None
+        chan = transport.open_session()
         chan.exec_command("sleep 2")  # a live remote process while we look
         time.sleep(0.3)
         scan()
