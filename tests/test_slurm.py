@@ -25,6 +25,7 @@ from dtgui.core.slurm import (
     time_seconds,
 )
 from dtgui.core.slurm_answers import (
+    ClusterFacts,
     JobStatus,
     gres_gpus,
     parse_accounts,
@@ -239,7 +240,7 @@ def test_a_job_that_cannot_fit_is_refused_before_submit() -> None:
 def test_accounting_is_used_when_it_answers() -> None:
     """The account check and an ended job's state: `sacctmgr`/`sacct` where accounting
     answers; where it does not, the account is left to sbatch and the state to scontrol."""
-    facts = login_node.ClusterFacts("22.05.8", parse_sinfo(SINFO))
+    facts = ClusterFacts("22.05.8", parse_sinfo(SINFO))
     with_accounting = FakeSlurm({"id": "me\n", "sacctmgr": "lab\n",
                                  "sacct": "TIMEOUT|TimeLimit|0:15|00:05:00|2026-11-24T18:00:00\n"})
     check = login_node.check_job(with_accounting, SlurmJob(account="chem"), facts)
@@ -247,8 +248,8 @@ def test_accounting_is_used_when_it_answers() -> None:
     ended = login_node.status(with_accounting, "12")  # squeue and scontrol forgot it
     assert (ended.state, ended.time_limit, ended.exit_code, ended.signal) == \
         ("TIMEOUT", "00:05:00", 0, 15)
-    assert status_from_sacct("3", "CANCELLED by 1000|None|0:0|UNLIMITED|N/A\n").state == \
-        "CANCELLED"
+    cancelled = status_from_sacct("3", "CANCELLED by 1000|None|0:0|UNLIMITED|N/A\n")
+    assert cancelled is not None and cancelled.state == "CANCELLED"
     without = FakeSlurm({"id": "me\n"}, failing={"sacctmgr", "sacct"})
     check = login_node.check_job(without, SlurmJob(account="chem"), facts)
     assert check.problems == [] and check.notes == [

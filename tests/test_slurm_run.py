@@ -39,6 +39,7 @@ from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.pipeline import launch_plan, reattach
 from dtgui.launch.policy import RunPolicy
+from dtgui.launch.slurm_exec import SlurmExecutor
 from dtgui.launch.targets import Target
 from dtgui.remote.commands import LocalRunner
 from dtgui.remote.slurm import probe
@@ -187,7 +188,8 @@ def test_pending_job_says_why_and_stop_cancels_it(slurm: SlurmCluster, tmp_path:
         wait_for(lambda: any("is waiting in the queue (Resources" in line
                              for line in controller.metrics.log_lines("worker:0")), 20,
                  "the queue reason is not shown")
-        assert controller.state is RunState.RUNNING  # queued: not hung, not failed
+        queued = controller.state
+        assert queued is RunState.RUNNING  # queued: not hung, not failed
         assert "is waiting in the queue (Resources)" in controller.message  # the run's view
         controller.request_stop()
         assert controller.wait(30)
@@ -213,7 +215,9 @@ def test_a_task_that_fails_fails_the_run_with_its_error(slurm: SlurmCluster, tmp
     # in Slurm's words, with the checkpoint a restart would resume from
     python = stub_python(step_seconds=0.1)
     controller = launch(mwms(100000, "node-fails", checkpoint_every=10), tmp_path, python)
-    wait_for(lambda: controller.executors[0].checkpoint is not None, 30, "no checkpoint")
+    executor = controller.executors[0]
+    assert isinstance(executor, SlurmExecutor)
+    wait_for(lambda: executor.checkpoint is not None, 30, "no checkpoint")
     down = time.time()
     try:
         slurm.run("scontrol", "update", "NodeName=node2", "State=DOWN", "Reason=dtgui-test")
@@ -308,6 +312,7 @@ def test_a_restart_resubmits_the_job(slurm: SlurmCluster, tmp_path: Path,
                              targets=[Target(python=python, slurm=settings)],
                              policy=RunPolicy(max_restarts=1))
     executor = controller.executors[0]
+    assert isinstance(executor, SlurmExecutor)
     first = executor.job_id
     wait_for(lambda: executor.checkpoint is not None, 30, "no checkpoint")
     # the time limit, reached now (Slurm rounds the limit to the minute: 00:01:00)

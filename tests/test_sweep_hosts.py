@@ -29,13 +29,13 @@ PROJECT = Path(__file__).resolve().parent / "script_projects" / "sweep_target"
 
 
 @pytest.fixture(scope="module")
-def lab_python(ssh_lab: sshhosts.SshLab):  # type: ignore[no-untyped-def]
+def lab_python(ssh_lab: sshhosts.SshLab):
     python = remote_python.python_for()
     yield python
     shutil.rmtree(ssh_lab.home / ".cache" / "dtgui", ignore_errors=True)
 
 
-def test_a_script_sweep_runs_one_trial_per_host_at_a_time(  # type: ignore[no-untyped-def]
+def test_a_script_sweep_runs_one_trial_per_host_at_a_time(
         tmp_path: Path, ssh_lab: sshhosts.SshLab, lab_python, ssh_env: Path) -> None:
     trust(*ssh_lab.hosts)
     hosts = {h.name: h for h in ssh_lab.hosts}

@@ -79,7 +79,7 @@ def controller(metrics: RunMetrics) -> FakeRun:
 
 
 @pytest.fixture
-def dash(qtbot: QtBot) -> Dashboard:  # type: ignore[no-untyped-def]
+def dash(qtbot: QtBot) -> Dashboard:
     d = Dashboard()
     d.loss_panel.set_smoothing(0)  # these tests compare the drawn curves with the raw losses
     qtbot.addWidget(d)
@@ -520,7 +520,7 @@ def test_a_restart_from_a_checkpoint_continues_the_curves_from_there() -> None:
     assert list(xs) == list(range(1, 12)) and ys[-1] == 0.5
 
 
-def test_elapsed_axis_never_repeats_a_label(qtbot: QtBot) -> None:  # type: ignore[no-untyped-def]
+def test_elapsed_axis_never_repeats_a_label(qtbot: QtBot) -> None:
     axis = ElapsedAxis("bottom")
     for low, high in ((0.0, 1.3), (0.0, 7.0), (0.0, 4000.0)):
         labels = [label for spacing, values in axis.tickValues(low, high, 600)

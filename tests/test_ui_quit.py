@@ -19,6 +19,7 @@ from runs import live_members
 
 import dtgui.ui.main_window as main_window
 from dtgui.core.plan import Plan
+from dtgui.launch.controller import RunController
 from dtgui.ui.main_window import MainWindow
 from dtgui.ui.run_session import LIFE_MS
 
@@ -97,6 +98,7 @@ def test_ctrl_q_during_a_run_asks_keep_or_stop_and_stop_quits_leaving_nothing(
     qtbot.waitUntil(lambda: window.session.source is not None
                     and window.session.source.state == "running", timeout=120_000)
     controller = window.session.source
+    assert isinstance(controller, RunController)  # the demo runs here, under a controller
     questions: list[str] = []
 
     answer_question(qtbot, "Cancel", questions)

@@ -67,7 +67,7 @@ def metrics() -> RunMetrics:
 
 
 @pytest.fixture
-def dash(qtbot: QtBot) -> Dashboard:  # type: ignore[no-untyped-def]
+def dash(qtbot: QtBot) -> Dashboard:
     d = Dashboard()
     qtbot.addWidget(d)
     d.resize(1400, 900)
@@ -76,7 +76,7 @@ def dash(qtbot: QtBot) -> Dashboard:  # type: ignore[no-untyped-def]
     d.detach()
 
 
-def drawn(qtbot: QtBot, dash: Dashboard) -> None:  # type: ignore[no-untyped-def]
+def drawn(qtbot: QtBot, dash: Dashboard) -> None:
     """Every series fed (a busy machine can leave some to the next ticks' budget)."""
     qtbot.waitUntil(lambda: not dash.backlog, timeout=3000)
 
