@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fakes import recording_python
 
 from dtgui.core import settings
 from dtgui.core.bundle import Bundle, BundleError, primary_tasks, render_bundle
@@ -165,14 +166,6 @@ def test_busy_port_is_reported() -> None:
 
 
 # -- bundle ------------------------------------------------------------------------------------
-FAKE_PYTHON = """#!/bin/sh
-# Stands in for python: records what a task script hands to the interpreter.
-printf '%s\\n' "$TF_CONFIG" > "$DUMP.tfconfig"
-printf '%s\\n' "$@" > "$DUMP.args"
-printf '%s\\n' "$CUDA_VISIBLE_DEVICES" > "$DUMP.cuda"
-"""
-
-
 def test_bundle_layout_and_task_scripts(tmp_path: Path) -> None:
     plan = place_local(Plan(run_name="mw", strategy="multi_worker_mirrored", workers=2,
                                  replicas_per_task=1))
@@ -187,9 +180,7 @@ def test_bundle_layout_and_task_scripts(tmp_path: Path) -> None:
     subprocess.run(["bash", "-n", str(bundle.path / "run.sh")], check=True)
     assert Bundle.open(bundle.path).plan == bundle.plan
 
-    fake = tmp_path / "fake-python"
-    fake.write_text(FAKE_PYTHON)
-    fake.chmod(0o755)
+    fake = recording_python(tmp_path / "fake-python")
     dump = tmp_path / "dump"
     env = {**os.environ, "PYTHON": str(fake), "DUMP": str(dump)}
     subprocess.run(["sh", str(bundle.task_script(plan.tasks[1]))], cwd="/", env=env, check=True)

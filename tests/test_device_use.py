@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fakes import use_fake_nvml
 
 from dtgui.core.device_use import (
     IDLE_UTIL,
@@ -29,14 +30,8 @@ from dtgui.core.events import Event
 from dtgui.core.metrics import RunMetrics
 from dtgui.core.network_pairs import LinkProbe
 from dtgui.core.run_curves import RunCurves
+from dtgui.worker.events import EventWriter
 from dtgui.worker.telemetry import NetworkTraffic, Telemetry
-
-FAKE_NVML = Path(__file__).resolve().parent / "fake_nvml"
-
-
-class _Writer:
-    def emit(self, kind: str, **fields: object) -> None:
-        pass
 
 
 def event(kind: str, task: str, t: float, **data: object) -> Event:
@@ -44,10 +39,9 @@ def event(kind: str, task: str, t: float, **data: object) -> Event:
 
 
 def test_a_gpus_use_while_training_from_nvml_replaying_an_h100_and_its_idle_gaps(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(FAKE_NVML))
-    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
-    telemetry = Telemetry(_Writer()).start()  # type: ignore[arg-type]
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    use_fake_nvml(monkeypatch)
+    telemetry = Telemetry(EventWriter(tmp_path / "events.jsonl", "worker:0")).start()
     try:
         samples = [telemetry.sample() for _ in range(5)]  # 63, 95, 98, 97, 97 %
     finally:

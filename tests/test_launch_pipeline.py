@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes import FakeSshClient
 
 from dtgui.core.bundle import render_bundle
 from dtgui.core.cluster import place_local, place_on_machines
@@ -101,33 +102,16 @@ def test_one_executor_factory_for_a_launch_and_a_reattach(tmp_path: Path) -> Non
     assert isinstance(local, LocalExecutor) and local.task_ids == ["worker:0"]
 
 
-class FakeClient:
-    def __init__(self, alive: bool = True) -> None:
-        self.alive, self.closed = alive, False
-
-    def get_transport(self) -> Any:
-        client = self
-
-        class Transport:
-            def is_active(self) -> bool:
-                return client.alive and not client.closed
-
-        return Transport()
-
-    def close(self) -> None:
-        self.closed = True
-
-
 def test_the_connector_hands_out_a_connection_made_earlier_once_then_connects_again(
         monkeypatch: pytest.MonkeyPatch) -> None:
     made: list[tuple[str, str | None]] = []
-    first, dead = FakeClient(), FakeClient(alive=False)
+    first, dead = FakeSshClient(), FakeSshClient(alive=False)
     connector = Connector(Secrets({"a": {"password": "pw-a"}}),
-                          clients={"a": first, "b": dead, "c": FakeClient()})
+                          clients={"a": first, "b": dead, "c": FakeSshClient()})
 
     def connect(machine: Machine) -> Any:
         made.append((machine.name, connector.secrets.get(machine.name, "password")))
-        return FakeClient()
+        return FakeSshClient()
 
     monkeypatch.setattr(connector, "connect", connect)
     a, b = Machine("a", "10.0.0.1"), Machine("b", "10.0.0.2")

@@ -10,30 +10,25 @@ import sys
 from pathlib import Path
 
 import pytest
+from fakes import use_fake_nvml
 from pytestqt.qtbot import QtBot
 
 from dtgui.core.events import Event
 from dtgui.core.memory import MemoryPeaks
 from dtgui.core.network_pairs import LinkProbe
 from dtgui.core.run_curves import RunCurves
+from dtgui.worker.events import EventWriter
 from dtgui.worker.telemetry import Telemetry
-
-FAKE_NVML = Path(__file__).resolve().parent / "fake_nvml"
-
-
-class _Writer:
-    def emit(self, kind: str, **fields: object) -> None:
-        pass
 
 
 def device_event(task: str, devices: list[dict[str, object]], t: float) -> Event:
     return Event("device", task, t, {"devices": devices})
 
 
-def test_gpu_peaks_from_nvml_replaying_an_h100(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(FAKE_NVML))
-    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
-    telemetry = Telemetry(_Writer()).start()  # type: ignore[arg-type]
+def test_gpu_peaks_from_nvml_replaying_an_h100(monkeypatch: pytest.MonkeyPatch,
+                                               tmp_path: Path) -> None:
+    use_fake_nvml(monkeypatch)
+    telemetry = Telemetry(EventWriter(tmp_path / "events.jsonl", "worker:0")).start()
     try:
         samples = [telemetry.sample() for _ in range(5)]
     finally:
@@ -54,7 +49,7 @@ def test_gpu_peaks_from_nvml_replaying_an_h100(monkeypatch: pytest.MonkeyPatch) 
     assert near.peak == full["mem_used"]
 
 
-def test_cpu_peak_is_caught_between_samples() -> None:
+def test_cpu_peak_is_caught_between_samples(tmp_path: Path) -> None:
     """A child allocates 300 MiB and frees it before the sample: its high-water mark stays."""
     code = ("import sys, time\nb = b'x' * (300 << 20)\ndel b\nprint('freed', flush=True)\n"
             "sys.stdin.read()\n")
@@ -62,7 +57,7 @@ def test_cpu_peak_is_caught_between_samples() -> None:
                              stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "freed"
-        [cpu] = Telemetry(_Writer()).sample()  # type: ignore[arg-type]
+        [cpu] = Telemetry(EventWriter(tmp_path / "events.jsonl", "worker:0")).sample()
     finally:
         child.communicate("", timeout=10)
     assert cpu["kind"] == "cpu" and cpu["mem_peak"] >= cpu["mem_used"] + (250 << 20)

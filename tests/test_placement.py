@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 import psutil
 import pytest
+from fakes import ScriptedExecutor
 
-from dtgui.core.bundle import Bundle, render_bundle
+from dtgui.core.bundle import render_bundle
 from dtgui.core.cluster import PlacementError, assign, busy_ports, place_on_machines
 from dtgui.core.events import Event, LineBuffer
 from dtgui.core.metrics import RunMetrics
@@ -26,7 +27,7 @@ from dtgui.core.runs import MachineRecord, RunHistory, RunRecord
 from dtgui.core.stragglers import find_stragglers
 from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import RunController
-from dtgui.launch.executor import WRAPPER, Executor, MachinePoll, TaskPoll
+from dtgui.launch.executor import WRAPPER, MachinePoll, TaskPoll
 from dtgui.launch.policy import RunPolicy, exit_text
 from dtgui.launch.remote_scripts import POLL_SCRIPT, START_SCRIPT, parse_pids, parse_poll
 
@@ -248,45 +249,12 @@ def test_start_and_poll_scripts_with_real_processes(tmp_path: Path) -> None:
 
 
 # -- the run policy over scripted executors -----------------------------------------------------
-class Scripted(Executor):
-    """A machine whose polls are scripted: `alive`, `stopped`, `error` per task/machine."""
-
-    def __init__(self, name: str, bundle: Bundle, tasks: list) -> None:
-        super().__init__(name, bundle, tasks)
-        self.alive = {t.task_id: True for t in self.tasks}
-        self.stopped: set[str] = set()
-        self.error = ""
-        self.signals: list[int] = []
-
-    def prepare(self, progress=None) -> None: ...
-    def busy_ports(self) -> list[str]:
-        return []
-
-    def start(self) -> dict[str, int]:
-        self.pids = {t: 1000 + i for i, t in enumerate(self.task_ids)}
-        return self.pids
-
-    def poll(self) -> MachinePoll:
-        if self.error:
-            return MachinePoll(self.name, error=self.error)
-        now = time.time()
-        return MachinePoll(self.name, {t: TaskPoll(
-            t, alive=self.alive[t], stopped=t in self.stopped,
-            events=[Event("device", t, now, {"devices": []})],
-            log_lines=[f"{t} says hello"]) for t in self.task_ids})
-
-    def signal(self, sig: int, tasks=None) -> None:
-        self.signals.append(sig)
-        if sig == signal.SIGKILL:
-            self.alive = dict.fromkeys(self.alive, False)
-
-
-def scripted_run(tmp_path: Path, policy: RunPolicy) -> tuple[RunController, Scripted, Scripted]:
+def scripted_run(tmp_path: Path, policy: RunPolicy) -> tuple[RunController, ScriptedExecutor, ScriptedExecutor]:
     plan = mwms()
     placed = place_on_machines(plan, assign(plan, machines=["a", "b"]), ADDR, PORTS)
     bundle = render_bundle(placed, tmp_path / "b")
-    a = Scripted("a", bundle, [placed.tasks[0]])
-    b = Scripted("b", bundle, [placed.tasks[1]])
+    a = ScriptedExecutor("a", bundle, [placed.tasks[0]])
+    b = ScriptedExecutor("b", bundle, [placed.tasks[1]])
     controller = RunController(bundle, executors=[a, b], policy=policy)
     controller.start()
     return controller, a, b

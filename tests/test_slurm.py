@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
+from fakes import FakeSlurm
 
 from dtgui.core.machines import Machine, MachineError, MachineRegistry
 from dtgui.core.plan import Plan
@@ -256,24 +256,6 @@ def test_accounting_is_used_when_it_answers() -> None:
         "The account 'chem' cannot be checked before submit (Slurm's accounting does not "
         "answer `sacctmgr` here): Slurm judges it when the job is submitted."]
     assert login_node.status(without, "12").state == ""
-
-
-class FakeSlurm:
-    """A login node whose Slurm answers from a table: argv[0] -> stdout."""
-
-    def __init__(self, answers: dict[str, str], failing: set[str] | frozenset[str] = frozenset()
-                 ) -> None:
-        self.answers = answers
-        self.failing = failing  # commands that fail (exit 1)
-        self.calls: list[list[str]] = []
-
-    def run(self, argv: Sequence[str], timeout: float, *, stdin: bytes | None = None,
-            env: Mapping[str, str] | None = None) -> tuple[int, bytes, bytes]:
-        self.calls.append(list(argv))
-        key = "squeue --start" if "--start" in argv else argv[0]
-        if key in self.failing:
-            return 1, b"", b"Slurm accounting storage is disabled\n"
-        return 0, self.answers.get(key, "").encode(), b""
 
 
 def slurm_executor(tmp_path: Path, answers: dict[str, str]) -> SlurmExecutor:

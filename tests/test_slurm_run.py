@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
 import signal
 import subprocess
@@ -25,7 +24,7 @@ import remote_python
 import runs
 import sshhosts
 from conftest_ssh import machine, trust
-from fakes import wait_for
+from fakes import FAKE_NVML, python_with_fake_gpus, wait_for
 from slurm_cluster import SlurmCluster, served_cluster
 
 from dtgui.cli.main import main as cli_main
@@ -52,7 +51,6 @@ def slurm() -> Iterator[SlurmCluster]:
     yield from served_cluster()
 
 
-FAKE_NVML = Path(__file__).resolve().parent / "fake_nvml"
 SCRIPTS = Path(__file__).resolve().parent / "script_projects"
 
 
@@ -60,17 +58,6 @@ def mwms(steps: int, name: str = "slurm-run", checkpoint_every: int = 0) -> Plan
     return Plan(run_name=name, strategy=Strategy("multi_worker_mirrored"), workers=2,
                 replicas_per_task=1, steps=steps, steps_per_epoch=max(steps // 2, 1),
                 checkpoint_every=checkpoint_every)
-
-
-def with_fake_gpus(python: str, folder: Path) -> str:
-    """`python` with an NVML that replays a real GPU's telemetry (tests/fake_nvml), as the
-    nodes' interpreter: the tasks' telemetry reports that GPU."""
-    wrapper = folder / "python-with-gpus"
-    wrapper.write_text("#!/bin/sh\n"
-                       f"PYTHONPATH={shlex.quote(str(FAKE_NVML))}${{PYTHONPATH:+:$PYTHONPATH}}\n"
-                       f'export PYTHONPATH\nexec {shlex.quote(python)} "$@"\n')
-    wrapper.chmod(0o755)
-    return str(wrapper)
 
 
 def started_at(bundle: Path, task: str) -> list[int]:
@@ -263,7 +250,7 @@ def test_a_job_that_cannot_run_is_a_clear_error(slurm: SlurmCluster, tmp_path: P
 def test_reattach_from_the_job_id(slurm: SlurmCluster, tmp_path: Path,
                                   stub_python: Callable[..., str]) -> None:
     # every node's GPUs on the dashboard while it runs (a real GPU's telemetry replayed)
-    python = with_fake_gpus(stub_python(step_seconds=0.1), tmp_path)
+    python = python_with_fake_gpus(stub_python(step_seconds=0.1), tmp_path)
     controller = launch(mwms(40).with_changes(device_kind="gpu"), tmp_path, python)
     gpus = ["worker:0 gpu0", "worker:1 gpu0"]  # a task a node
     wait_for(lambda: controller.metrics.snapshot().step >= 10 and
