@@ -273,9 +273,11 @@ def test_an_unreachable_machine_fails_its_tasks_and_the_rest_is_stopped(tmp_path
     assert signal.SIGTERM in a.signals and signal.SIGKILL in a.signals
 
 
-def test_a_task_that_stops_writing_events_is_hung(tmp_path: Path) -> None:
+def test_a_task_that_stops_writing_events_is_hung(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     controller, _a, b = scripted_run(tmp_path, RunPolicy(stale_seconds=1.0, stop_grace=0.5))
-    b.poll = lambda: MachinePoll("b", {"worker:1": TaskPoll("worker:1", b.alive["worker:1"])})
+    monkeypatch.setattr(b, "poll", lambda: MachinePoll(
+        "b", {"worker:1": TaskPoll("worker:1", b.alive["worker:1"])}))  # alive, no event
     assert controller.wait(10)
     assert controller.state == "failed" and "no event for 1 s" in controller.message
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import conftest_ssh
@@ -29,14 +30,14 @@ PROJECT = Path(__file__).resolve().parent / "script_projects" / "sweep_target"
 
 
 @pytest.fixture(scope="module")
-def lab_python(ssh_lab: sshhosts.SshLab):
+def lab_python(ssh_lab: sshhosts.SshLab) -> Iterator[str]:
     python = remote_python.python_for()
     yield python
     shutil.rmtree(ssh_lab.home / ".cache" / "dtgui", ignore_errors=True)
 
 
 def test_a_script_sweep_runs_one_trial_per_host_at_a_time(
-        tmp_path: Path, ssh_lab: sshhosts.SshLab, lab_python, ssh_env: Path) -> None:
+        tmp_path: Path, ssh_lab: sshhosts.SshLab, lab_python: str, ssh_env: Path) -> None:
     trust(*ssh_lab.hosts)
     hosts = {h.name: h for h in ssh_lab.hosts}
     slots = [Slot(name, (Target(name, machine(ssh_lab, hosts[name]), python=lab_python),))
