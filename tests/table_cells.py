@@ -14,3 +14,9 @@ def item_at(table: QTableWidget, row: int, column: int) -> QTableWidgetItem:
 
 def text_at(table: QTableWidget, row: int, column: int) -> str:
     return item_at(table, row, column).text()
+
+
+def header_text(table: QTableWidget, column: int) -> str:
+    header = table.horizontalHeaderItem(column)
+    assert header is not None, f"no header item for column {column}"
+    return header.text()

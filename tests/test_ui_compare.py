@@ -13,6 +13,7 @@ import pytest
 from PySide6.QtCore import QItemSelectionModel, Qt
 from PySide6.QtGui import QImage
 from pytestqt.qtbot import QtBot
+from table_cells import header_text, item_at
 from training_events import AGAIN_SHIFT, T0, write_run
 
 from dtgui.core.compare import FIELDS, MISSING, summarize_run, summary_csv
@@ -83,7 +84,8 @@ def test_csv_has_one_row_per_run_with_plain_numbers(three_runs: list[RunRecord])
     assert rows[0]["global_batch"] == "64" and rows[0]["replicas"] == "2"
     assert rows[0]["xla"] == "false" and rows[0]["steps_done"] == "120"
     assert float(rows[0]["final_loss"]) == pytest.approx(summaries[0].final_loss)
-    assert float(rows[0]["best_val_loss"]) == pytest.approx(summaries[0].best_val_loss[0])
+    best = summaries[0].best_val_loss
+    assert best is not None and float(rows[0]["best_val_loss"]) == pytest.approx(best[0])
     assert rows[0]["best_val_loss_step"] == "80"
     assert rows[0]["best_val_metric"] == "accuracy"
 
@@ -142,16 +144,16 @@ def test_runs_page_compares_the_selected_runs(qtbot: QtBot, three_runs: list[Run
     assert view.plot.plot.getAxis("bottom").labelText == "step"
     # the table: one column per run, a row per field, "—" where a run has nothing
     assert view.table.columnCount() == 3
-    assert [view.table.horizontalHeaderItem(c).text() for c in range(3)] == [
+    assert [header_text(view.table, c) for c in range(3)] == [
         "old-run", "sgd-cosine", "adam-fast"]
-    row = {name: view.row_of(name) for name in FIELDS[1:]}
+    field_row = {name: view.row_of(name) for name in FIELDS[1:]}
     assert view.table.rowCount() == len(FIELDS) - 1  # the run's name heads its column
-    assert view.table.item(row["Optimizer"], 0).text() == MISSING
-    assert view.table.item(row["Optimizer"], 1).text() == "SGD (momentum 0.9)"
-    assert view.table.item(row["Throughput (examples/s)"], 1).text() == "3,200"
-    assert view.table.item(row["Best validation loss"], 2).text().endswith("(step 80)")
-    assert view.table.item(row["Best validation metric"], 2).text().startswith("accuracy 0.")
-    assert view.table.item(row["Best validation metric"], 2).text().endswith("(step 80)")
+    assert item_at(view.table, field_row["Optimizer"], 0).text() == MISSING
+    assert item_at(view.table, field_row["Optimizer"], 1).text() == "SGD (momentum 0.9)"
+    assert item_at(view.table, field_row["Throughput (examples/s)"], 1).text() == "3,200"
+    assert item_at(view.table, field_row["Best validation loss"], 2).text().endswith("(step 80)")
+    assert item_at(view.table, field_row["Best validation metric"], 2).text().startswith("accuracy 0.")
+    assert item_at(view.table, field_row["Best validation metric"], 2).text().endswith("(step 80)")
 
     # exports through the save dialogs (answered here), written off the UI thread
     answers = iter([tmp_path / "table.csv", tmp_path / "plot.png"])
@@ -206,7 +208,7 @@ def test_a_real_training_run_is_compared_with_its_validation_and_saved_model(
     assert real.throughput is not None and real.throughput > 0
     assert ("real-sgd", "val") in view.plot.curves
     col = [s.name for s in view.summaries].index("real-sgd")
-    assert view.table.item(view.row_of("Optimizer"), col).text().startswith("SGD")
+    assert item_at(view.table, view.row_of("Optimizer"), col).text().startswith("SGD")
     assert (bundle / "output" / "model" / "best" / "model.keras").is_file()
 
 

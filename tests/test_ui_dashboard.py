@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-import json
 import os
+from collections.abc import Iterator, Mapping
+from typing import Any
 
-from pytestqt.qtbot import QtBot
+from table_cells import header_text, item_at
+
+from dtgui.ui.curves import XY
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import numpy as np
 import pytest
-from fakes import FakeRun
+from fakes import FakeRun, event
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QColor
+from pytestqt.qtbot import QtBot
 
-from dtgui.core.events import Event, parse_line
+from dtgui.core.events import Event
 from dtgui.core.metrics import LOG_LINES_KEPT, RunMetrics
 from dtgui.core.run_state import RunState
 from dtgui.core.stragglers import describe, find_stragglers
@@ -36,10 +40,9 @@ pytestmark = pytest.mark.gui
 LEFT = Qt.MouseButton.LeftButton
 
 
-def ev(kind: str, task: str = "worker:0", t: float = 1000.0, **fields: object) -> Event:
-    event = parse_line(json.dumps({"v": 1, "kind": kind, "task": task, "t": t, **fields}))
-    assert event is not None
-    return event
+def ev(kind: str, task: str = "worker:0", t: float = 1000.0, **fields: Any) -> Event:
+    """An event of the first schema (a `step` event each step), which the readers still take."""
+    return event(kind, task, t, v=1, **fields)
 
 
 def loss(rid: int, step: int) -> float:
@@ -79,7 +82,7 @@ def controller(metrics: RunMetrics) -> FakeRun:
 
 
 @pytest.fixture
-def dash(qtbot: QtBot) -> Dashboard:
+def dash(qtbot: QtBot) -> Iterator[Dashboard]:
     d = Dashboard()
     d.loss_panel.set_smoothing(0)  # these tests compare the drawn curves with the raw losses
     qtbot.addWidget(d)
@@ -186,18 +189,18 @@ def test_failed_task_row_is_red_with_its_error(
     table = dash.task_table
 
     def row_of(task: str) -> int:
-        return next(r for r in range(table.rowCount()) if table.item(r, 0).text() == task)
+        return next(r for r in range(table.rowCount()) if item_at(table, r, 0).text() == task)
 
     qtbot.waitUntil(lambda: table.rowCount() == 2
-                    and table.item(row_of("worker:1"), TaskTable.STATUS).text() == "failed",
+                    and item_at(table, row_of("worker:1"), TaskTable.STATUS).text() == "failed",
                     timeout=3000)
     row = row_of("worker:1")
     for col in range(table.columnCount()):
-        item = table.item(row, col)
+        item = item_at(table, row, col)
         assert item.foreground().color() == QColor(FAILED_ROW_FG[False])
         assert error in item.toolTip()
-    assert table.item(row, TaskTable.ERROR).text() == error
-    ok = table.item(row_of("worker:0"), 0)
+    assert item_at(table, row, TaskTable.ERROR).text() == error
+    ok = item_at(table, row_of("worker:0"), 0)
     assert ok.foreground().color() != QColor(FAILED_ROW_FG[False])
     assert dash.log_view.task == "worker:1"  # the failed task's log is shown
     qtbot.waitUntil(lambda: dash.header.message_label.isVisible(), timeout=3000)
@@ -288,13 +291,19 @@ def test_a_run_that_ended_before_it_was_shown_is_drawn_whole_and_still(
 
 
 def test_redraw_only_when_the_metrics_version_changed(
-        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     metrics.add_events(two_workers(1, 5))
     dash.attach(controller)
     dash.timer.stop()  # drive the ticks by hand
     fed: list[int] = []
     original = dash.loss_panel.update_data
-    dash.loss_panel.update_data = lambda data: (fed.append(1), original(data))  # type: ignore[method-assign]
+
+    def counted(data: Mapping[int, XY]) -> None:
+        fed.append(1)
+        original(data)
+
+    monkeypatch.setattr(dash.loss_panel, "update_data", counted)
     count = dash.redraw_count
     for _ in range(10):
         dash.refresh()
@@ -384,7 +393,7 @@ def placed() -> RunMetrics:
 
 
 def row_of(table: TaskTable, task: str) -> int:
-    return next(r for r in range(table.rowCount()) if table.item(r, 0).text() == task)
+    return next(r for r in range(table.rowCount()) if item_at(table, r, 0).text() == task)
 
 
 def test_multi_machine_run_shows_each_tasks_machine_and_flags_the_straggler(
@@ -393,35 +402,35 @@ def test_multi_machine_run_shows_each_tasks_machine_and_flags_the_straggler(
     table = dash.task_table
     qtbot.waitUntil(lambda: table.rowCount() == 4 and table.item(3, 2) is not None, timeout=3000)
     assert not table.isColumnHidden(TaskTable.MACHINE)
-    assert table.horizontalHeaderItem(TaskTable.MACHINE).text() == "Machine"
-    machines = {table.item(r, 0).text(): table.item(r, TaskTable.MACHINE).text()
+    assert header_text(table, TaskTable.MACHINE) == "Machine"
+    machines = {item_at(table, r, 0).text(): item_at(table, r, TaskTable.MACHINE).text()
                 for r in range(4)}
     assert machines == {"worker:0": "this machine", "worker:1": "h2", "worker:2": "h3",
                         "worker:3": "lab box"}
 
     slow = row_of(table, "worker:2")
-    assert table.item(slow, TaskTable.STATUS).text() == "running \u00b7 slow"
-    assert not table.item(slow, 0).icon().isNull()  # the badge
+    assert item_at(table, slow, TaskTable.STATUS).text() == "running \u00b7 slow"
+    assert not item_at(table, slow, 0).icon().isNull()  # the badge
     for col in range(table.columnCount()):
-        item = table.item(slow, col)
+        item = item_at(table, slow, col)
         assert "worker:2 on h3 is a straggler: 40% of the other workers' throughput" \
             in item.toolTip()
         assert item.foreground().color() == QColor(SLOW_ROW_FG[False])
         assert item.background().color() == QColor(SLOW_ROW_BG[False])
     for task in ("worker:0", "worker:1", "worker:3"):
         row = row_of(table, task)
-        assert table.item(row, TaskTable.STATUS).text() == "running"
-        assert table.item(row, 0).icon().isNull()
-        assert "straggler" not in table.item(row, TaskTable.STATUS).toolTip()
-        assert table.item(row, TaskTable.STATUS).foreground().color() \
+        assert item_at(table, row, TaskTable.STATUS).text() == "running"
+        assert item_at(table, row, 0).icon().isNull()
+        assert "straggler" not in item_at(table, row, TaskTable.STATUS).toolTip()
+        assert item_at(table, row, TaskTable.STATUS).foreground().color() \
             == QColor(STATE_COLOURS["running"])
 
     # caught up again: the badge and the amber go away
     placed.set_stragglers({})
-    qtbot.waitUntil(lambda: table.item(slow, TaskTable.STATUS).text() == "running",
+    qtbot.waitUntil(lambda: item_at(table, slow, TaskTable.STATUS).text() == "running",
                     timeout=3000)
-    assert table.item(slow, 0).icon().isNull() and table.item(slow, 1).toolTip() == ""
-    assert table.item(slow, 1).foreground().color() != QColor(SLOW_ROW_FG[False])
+    assert item_at(table, slow, 0).icon().isNull() and item_at(table, slow, 1).toolTip() == ""
+    assert item_at(table, slow, 1).foreground().color() != QColor(SLOW_ROW_FG[False])
 
 
 def test_multi_machine_device_series_and_logs_name_their_machine(
@@ -464,8 +473,8 @@ def test_a_run_on_this_machine_only_has_no_machine_column(
     qtbot.waitUntil(lambda: table.rowCount() == 2 and table.item(1, 2) is not None,
                     timeout=3000)
     assert table.isColumnHidden(TaskTable.MACHINE)
-    assert [table.item(r, TaskTable.STATUS).text() for r in range(2)] == ["running"] * 2
-    assert all(table.item(r, 0).icon().isNull() for r in range(2))
+    assert [item_at(table, r, TaskTable.STATUS).text() for r in range(2)] == ["running"] * 2
+    assert all(item_at(table, r, 0).icon().isNull() for r in range(2))
     combo = dash.log_view.combo
     qtbot.waitUntil(lambda: combo.count() == 2, timeout=3000)
     assert [combo.itemText(i) for i in range(2)] == ["worker:0", "worker:1"]
@@ -478,7 +487,7 @@ def test_a_run_on_this_machine_only_has_no_machine_column(
     dash.attach(FakeRun(other))
     qtbot.waitUntil(lambda: table.rowCount() == 1 and not table.isColumnHidden(
         TaskTable.MACHINE), timeout=3000)
-    assert table.item(0, TaskTable.MACHINE).text() == "h2"
+    assert item_at(table, 0, TaskTable.MACHINE).text() == "h2"
     dash.attach(controller)  # and hides again for a local run
     qtbot.waitUntil(lambda: table.rowCount() == 2, timeout=3000)
     assert table.isColumnHidden(TaskTable.MACHINE)

@@ -10,13 +10,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pytestqt.qtbot import QtBot
-
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
 from keyrings.alt.file import PlaintextKeyring
 from PySide6.QtWidgets import QCheckBox, QWizard
+from pytestqt.qtbot import QtBot
 
 from dtgui.core.bundle import task_environment, task_script_text
 from dtgui.core.cluster import PlacementError
