@@ -41,7 +41,8 @@ def held_port() -> Iterator[int]:
 def test_one_port_check_here_and_in_the_program() -> None:
     with held_port() as port:
         assert machine_probe.port_is_free(port) is False
-        plan = place_local(Plan(strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2), ports=[port, port])
+        plan = place_local(Plan(strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2),
+                           ports=[port, port])
         assert f"Port {port}" in busy_ports(plan)[0]
         answer = ask(LocalRunner(), PYTHON, ["facts", "--test-port", str(port), "--free-ports", "3"])
         assert answer.data is not None

@@ -38,7 +38,8 @@ def venv_python(ssh_lab: sshhosts.SshLab) -> str:
     return remote_python.python_for()  # made once a session
 
 
-def test_probe_and_doctor_checks_run_the_registered_python(ssh_lab: sshhosts.SshLab, venv_python: str) -> None:
+def test_probe_and_doctor_checks_run_the_registered_python(
+        ssh_lab: sshhosts.SshLab, venv_python: str) -> None:
     h2, h3 = ssh_lab.hosts[0], ssh_lab.hosts[1]
     trust(h2, h3)
     plain, with_tf = machine(ssh_lab, h2, name="plain"), machine(ssh_lab, h3, name="with-tf",

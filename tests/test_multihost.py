@@ -89,8 +89,8 @@ def lab(ssh_lab: sshhosts.SshLab, lab_python: str, ssh_env: Path) -> Lab:
 
 def mwms(name: str, steps: int, **kw: Any) -> Plan:
     return Plan(run_name=name, strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
-                replicas_per_task=1, steps=steps, steps_per_epoch=10, checkpoint_every=kw.pop("checkpoint_every", 0),
-                seed=7, **kw)
+                replicas_per_task=1, steps=steps, steps_per_epoch=10,
+                checkpoint_every=kw.pop("checkpoint_every", 0), seed=7, **kw)
 
 
 def record_of(controller: RunController) -> RunRecord:

@@ -55,7 +55,8 @@ def test_mwms_places_one_worker_per_machine_with_reachable_addresses() -> None:
 
 
 def test_parameter_server_roles_go_where_they_are_assigned() -> None:
-    plan = Plan(strategy=Strategy.PARAMETER_SERVER, workers=2, parameter_servers=1, replicas_per_task=1)
+    plan = Plan(strategy=Strategy.PARAMETER_SERVER, workers=2, parameter_servers=1,
+                replicas_per_task=1)
     placement = assign(plan, chief="local", workers=["a", "b"], ps=["c"])
     assert placement == {"chief:0": "local", "worker:0": "a", "worker:1": "b", "ps:0": "c"}
     placed = place_on_machines(plan, placement, ADDR, PORTS)
@@ -249,7 +250,9 @@ def test_start_and_poll_scripts_with_real_processes(tmp_path: Path) -> None:
 
 
 # -- the run policy over scripted executors -----------------------------------------------------
-def scripted_run(tmp_path: Path, policy: RunPolicy) -> tuple[RunController, ScriptedExecutor, ScriptedExecutor]:
+def scripted_run(
+        tmp_path: Path, policy: RunPolicy
+        ) -> tuple[RunController, ScriptedExecutor, ScriptedExecutor]:
     plan = mwms()
     placed = place_on_machines(plan, assign(plan, machines=["a", "b"]), ADDR, PORTS)
     bundle = render_bundle(placed, tmp_path / "b")

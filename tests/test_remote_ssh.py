@@ -41,7 +41,8 @@ def _pwned(lab: sshhosts.SshLab) -> list[Path]:
 
 
 # -- host keys ----------------------------------------------------------------------------------
-def test_unknown_key_shows_ssh_keygen_fingerprint_then_trust_and_connect(ssh_lab: sshhosts.SshLab) -> None:
+def test_unknown_key_shows_ssh_keygen_fingerprint_then_trust_and_connect(
+        ssh_lab: sshhosts.SshLab) -> None:
     h = ssh_lab.hosts[0]
     m = machine(ssh_lab, h)
     with pytest.raises(conn.UnknownHostKeyError) as info:
@@ -65,7 +66,8 @@ def test_unknown_key_shows_ssh_keygen_fingerprint_then_trust_and_connect(ssh_lab
         client.close()
 
 
-def test_changed_key_is_refused_with_a_warning_and_never_replaced_silently(ssh_lab: sshhosts.SshLab) -> None:
+def test_changed_key_is_refused_with_a_warning_and_never_replaced_silently(
+        ssh_lab: sshhosts.SshLab) -> None:
     h2, h3 = ssh_lab.hosts[0], ssh_lab.hosts[1]
     hostkeys.trust_host_key(h3.address, h3.port, host_key(h2))  # the "old" key on record
     with pytest.raises(conn.ChangedHostKeyError) as info:
@@ -136,7 +138,8 @@ def test_key_refused_and_missing_key_file(ssh_lab: sshhosts.SshLab, tmp_path: Pa
         conn.connect(machine(ssh_lab, h, key_file=str(tmp_path / "nope")), timeout=5)
 
 
-def test_ssh_agent_login_and_missing_agent(ssh_lab: sshhosts.SshLab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ssh_agent_login_and_missing_agent(
+        ssh_lab: sshhosts.SshLab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     h = ssh_lab.hosts[2]
     trust(h)
     m = machine(ssh_lab, h, auth="agent")
@@ -291,7 +294,8 @@ def test_probe_reports_the_truth(ssh_lab: sshhosts.SshLab) -> None:
     assert facts.as_machine_facts().cpu_cores == facts.cpu_cores
 
 
-def test_a_command_that_ends_before_reading_its_input_gives_its_exit_code(ssh_lab: sshhosts.SshLab) -> None:
+def test_a_command_that_ends_before_reading_its_input_gives_its_exit_code(
+        ssh_lab: sshhosts.SshLab) -> None:
     """Its channel closes while its input is being sent (a Python not found there, say):
     that is the command's answer, not a lost connection, and the connection goes on."""
     from dtgui.remote.commands import run_bytes
@@ -326,7 +330,8 @@ def test_install_public_key_then_key_login(ssh_lab: sshhosts.SshLab, tmp_path: P
     assert _pwned(ssh_lab) == []
 
 
-def test_hostile_values_in_every_field_execute_nothing(ssh_lab: sshhosts.SshLab, tmp_path: Path) -> None:
+def test_hostile_values_in_every_field_execute_nothing(
+        ssh_lab: sshhosts.SshLab, tmp_path: Path) -> None:
     h2, h3 = ssh_lab.hosts[0], ssh_lab.hosts[1]
     trust(h2, h3)
     odd = tmp_path / "k; touch pwned $(touch pwned-k) `touch pwned-kb` 'q\" x"
@@ -359,7 +364,8 @@ def test_hostile_values_in_every_field_execute_nothing(ssh_lab: sshhosts.SshLab,
     assert _pwned(ssh_lab) == []
 
 
-def test_imported_ssh_config_connects_through_its_jump_host(ssh_lab: sshhosts.SshLab, tmp_path: Path) -> None:
+def test_imported_ssh_config_connects_through_its_jump_host(
+        ssh_lab: sshhosts.SshLab, tmp_path: Path) -> None:
     h2, h3 = ssh_lab.hosts[0], ssh_lab.hosts[1]
     trust(h2, h3)
     cfg = tmp_path / "config"

@@ -125,8 +125,8 @@ def script_bundle(tmp_path: Path, **changes: Any) -> Bundle:
     (project / "train.py").write_text("print('hi')\n")
     model = ScriptModel(str(project), "train.py", ("--logdir", "$DTGUI_TENSORBOARD_DIR"),
                         {"MY_FLAG": "1"}, True, "/data/set").to_dict()
-    plan = Plan(run_name="s", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2, replicas_per_task=1,
-                model=model, **changes)
+    plan = Plan(run_name="s", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
+                replicas_per_task=1, model=model, **changes)
     return render_bundle(place_local(plan), tmp_path / "bundle")
 
 

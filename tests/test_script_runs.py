@@ -289,7 +289,8 @@ def test_a_user_pattern_reads_the_script_s_own_log_format(tmp_path: Path) -> Non
     assert (progress.unit, progress.done, progress.total) == ("step", 80, 80)
 
 
-def test_dtgui_run_says_what_a_script_run_is_and_its_progress(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_dtgui_run_says_what_a_script_run_is_and_its_progress(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from dtgui.cli import main
 
     out = tmp_path / "bundle"

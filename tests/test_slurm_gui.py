@@ -60,8 +60,9 @@ def fill_the_cluster(slurm: SlurmCluster, where: Path) -> tuple[str, ...]:
                  for _ in range(4))
 
 
-def test_wizard_to_a_slurm_job_pending_live_curves_and_stop(qtbot: QtBot, slurm: SlurmCluster, windows, tmp_path: Path,
-                                                            stub_python: Callable[..., str]) -> None:
+def test_wizard_to_a_slurm_job_pending_live_curves_and_stop(
+        qtbot: QtBot, slurm: SlurmCluster, windows, tmp_path: Path, stub_python: Callable[..., str]
+        ) -> None:
     make_app([])
     window = MainWindow()
     windows.append(window)
@@ -123,8 +124,8 @@ def test_wizard_to_a_slurm_job_pending_live_curves_and_stop(qtbot: QtBot, slurm:
     assert slurm.drained() == []
 
 
-def test_close_keep_training_reopen_and_reattach_from_the_job_id(qtbot: QtBot, slurm: SlurmCluster, windows,
-                                                                 stub_python: Callable[..., str]) -> None:
+def test_close_keep_training_reopen_and_reattach_from_the_job_id(
+        qtbot: QtBot, slurm: SlurmCluster, windows, stub_python: Callable[..., str]) -> None:
     """Close dtgui mid-run (Keep training): the job stays in the queue, a watcher follows it.
     Reopen and reattach: the run is found again from the job id in its record, and the curves
     have every step, those trained while dtgui was closed too."""
@@ -180,8 +181,9 @@ def test_close_keep_training_reopen_and_reattach_from_the_job_id(qtbot: QtBot, s
         screenshot(second, "slurm-reattached")
 
 
-def test_a_registered_cluster_from_the_wizard_over_ssh(qtbot: QtBot, slurm: SlurmCluster, ssh_env: Path, login_node: sshhosts.Host,
-                                                       ssh_lab: sshhosts.SshLab, windows) -> None:
+def test_a_registered_cluster_from_the_wizard_over_ssh(
+        qtbot: QtBot, slurm: SlurmCluster, ssh_env: Path, login_node: sshhosts.Host,
+        ssh_lab: sshhosts.SshLab, windows) -> None:
     """A cluster registered by its login node (an SSH test host): chosen in the wizard with its
     defaults, the run goes there through the launch's connection, its curves come back live,
     and Stop cancels the job on the login node."""

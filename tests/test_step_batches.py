@@ -178,7 +178,8 @@ def test_step_batch_prints_a_bundles_losses_as_csv(tmp_path: Path) -> None:
                                 "2,1.5,1,2"]
 
 
-def test_export_takes_steps_per_call_and_refuses_too_many(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_export_takes_steps_per_call_and_refuses_too_many(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from dtgui.cli import main
 
     assert main(["export", str(tmp_path / "ok"), "--steps-per-call", "64"]) == 0

@@ -154,8 +154,8 @@ def test_the_c_crc32c_is_used_where_installed() -> None:
     assert tfrecord.crc32c is not tfrecord.python_crc32c
 
 
-def test_without_tensorboard_the_follower_says_why_it_reads_nothing(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_tensorboard_the_follower_says_why_it_reads_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tfrecord, "event_pb2", None)
     with open(tmp_path / "events.out.tfevents.1.test", "wb") as f:
         tfrecord.write_record(f, _event(1, "loss", 1.0))

@@ -46,8 +46,8 @@ FAKE_LOCAL_FACTS = MachineFacts(
 GPU_BOX = Machine("gpu box", "10.1.0.2", user="me", auth="agent", python="/opt/tf/bin/python3")
 H3 = Machine("h3", "10.1.0.3", 2222, user="me", auth="agent")
 MACHINES = [GPU_BOX, H3]
-MWM_GPU = Plan(run_name="gpus", strategy=Strategy.MULTI_WORKER_MIRRORED, device_kind="gpu", workers=2,
-               replicas_per_task=2)
+MWM_GPU = Plan(run_name="gpus", strategy=Strategy.MULTI_WORKER_MIRRORED, device_kind="gpu",
+               workers=2, replicas_per_task=2)
 
 
 # -- Machine.python in the registry --------------------------------------------------------------
@@ -108,8 +108,10 @@ def test_the_dialog_edits_the_python(qtbot: QtBot, tmp_path: Path) -> None:
 
 
 # -- the Python line of the wizard ---------------------------------------------------------------
-def test_the_machines_python_is_the_default_unless_the_last_plan_chose_another(qtbot: QtBot) -> None:
-    plan = Plan(run_name="py", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2, replicas_per_task=1)
+def test_the_machines_python_is_the_default_unless_the_last_plan_chose_another(
+        qtbot: QtBot) -> None:
+    plan = Plan(run_name="py", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
+                replicas_per_task=1)
 
     def box_for(remembered: Plan | None) -> MachinesBox:
         box = MachinesBox()

@@ -123,8 +123,8 @@ def select(panel: MachinesPanel, *names: str) -> None:
 
 
 # -- adding, host keys, probing ------------------------------------------------------------------
-def test_add_by_password_trust_the_fingerprint_and_see_the_probe(qtbot: QtBot, make_panel: Callable[[], MachinesPanel],
-                                                                  ssh_lab: sshhosts.SshLab) -> None:
+def test_add_by_password_trust_the_fingerprint_and_see_the_probe(
+        qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
     h = ssh_lab.hosts[0]
     panel = make_panel()
     qtbot.mouseClick(panel.add_button, LEFT)
@@ -157,8 +157,9 @@ def test_add_by_password_trust_the_fingerprint_and_see_the_probe(qtbot: QtBot, m
     assert ssh_lab.password not in (config_dir() / "machines.toml").read_text()
 
 
-def test_import_from_the_ssh_config_then_accept_its_key(qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab,
-                                                        ssh_env: Path) -> None:
+def test_import_from_the_ssh_config_then_accept_its_key(
+        qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab,
+        ssh_env: Path) -> None:
     h = ssh_lab.hosts[1]
     (ssh_env / ".ssh" / "config").write_text(
         f"Host lab-imported\n  HostName {h.address}\n  Port {h.port}\n"
@@ -182,7 +183,8 @@ def test_import_from_the_ssh_config_then_accept_its_key(qtbot: QtBot, make_panel
                                                                  str(ssh_lab.plain_key))
 
 
-def test_rejecting_the_host_key_connects_nothing(qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
+def test_rejecting_the_host_key_connects_nothing(
+        qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
     MachineRegistry().add(machine(ssh_lab, ssh_lab.hosts[0], name="nope"))
     panel = make_panel()
     qtbot.mouseClick(panel.refresh_button, LEFT)
@@ -194,7 +196,8 @@ def test_rejecting_the_host_key_connects_nothing(qtbot: QtBot, make_panel: Calla
     assert not hostkeys.app_known_hosts().exists()
 
 
-def test_two_machines_at_one_address_ask_for_its_key_once(qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
+def test_two_machines_at_one_address_ask_for_its_key_once(
+        qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
     h = ssh_lab.hosts[2]
     reg = MachineRegistry()
     reg.add(machine(ssh_lab, h, name="alias-a"))
@@ -209,7 +212,8 @@ def test_two_machines_at_one_address_ask_for_its_key_once(qtbot: QtBot, make_pan
     assert panel.states["alias-a"].status == panel.states["alias-b"].status == "ok"
 
 
-def test_wrong_password_is_shown_on_the_row_in_plain_words(qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
+def test_wrong_password_is_shown_on_the_row_in_plain_words(
+        qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
     h = ssh_lab.hosts[0]
     trust(h)
     panel = make_panel()
@@ -229,7 +233,8 @@ def test_wrong_password_is_shown_on_the_row_in_plain_words(qtbot: QtBot, make_pa
     assert secrets.get_secret("box-wrong", "password") is None  # not remembered
 
 
-def test_a_changed_host_key_is_refused_with_no_way_to_accept(qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
+def test_a_changed_host_key_is_refused_with_no_way_to_accept(
+        qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
     h2, h3 = ssh_lab.hosts[0], ssh_lab.hosts[1]
     hostkeys.trust_host_key(h3.address, h3.port, host_key(h2))  # "the old key" on record
     MachineRegistry().add(machine(ssh_lab, h3, name="moved"))
@@ -249,7 +254,8 @@ def test_a_changed_host_key_is_refused_with_no_way_to_accept(qtbot: QtBot, make_
     assert hostkeys.known_keys(h3.address, h3.port)["ssh-ed25519"] == host_key(h2)  # untouched
 
 
-def test_password_asked_when_needed_and_remembered_on_request(qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
+def test_password_asked_when_needed_and_remembered_on_request(
+        qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
     h = ssh_lab.hosts[2]
     trust(h)
     MachineRegistry().add(machine(ssh_lab, h, name="ask-me", auth="password"))
@@ -273,7 +279,8 @@ def test_password_asked_when_needed_and_remembered_on_request(qtbot: QtBot, make
     assert "No password was given" in panel.states["ask-me"].message
 
 
-def test_no_keyring_says_so_and_asks_each_time(qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
+def test_no_keyring_says_so_and_asks_each_time(
+        qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
     import keyring.backends.fail
 
     h = ssh_lab.hosts[0]
@@ -297,7 +304,8 @@ def test_no_keyring_says_so_and_asks_each_time(qtbot: QtBot, make_panel: Callabl
         assert panel.states["no-store"].status == "ok", panel.states["no-store"].message
 
 
-def test_machines_connect_in_parallel_and_the_ui_keeps_running(qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
+def test_machines_connect_in_parallel_and_the_ui_keeps_running(
+        qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
     import socket
 
     trust(*ssh_lab.hosts)
@@ -343,7 +351,8 @@ def test_machines_connect_in_parallel_and_the_ui_keeps_running(qtbot: QtBot, mak
 
 
 # -- edit, remove, public key --------------------------------------------------------------------
-def test_edit_renames_with_its_secret_and_remove_forgets_both(qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
+def test_edit_renames_with_its_secret_and_remove_forgets_both(
+        qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
     h = ssh_lab.hosts[0]
     trust(h)
     MachineRegistry().add(machine(ssh_lab, h, name="old-name", auth="password"))
@@ -368,8 +377,9 @@ def test_edit_renames_with_its_secret_and_remove_forgets_both(qtbot: QtBot, make
     assert MachineRegistry().names() == [] and secrets.get_secret("new-name", "password") is None
 
 
-def test_install_my_public_key_then_sign_in_with_it(qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab,
-                                                    ssh_env: Path) -> None:
+def test_install_my_public_key_then_sign_in_with_it(
+        qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab,
+        ssh_env: Path) -> None:
     h = ssh_lab.hosts[1]
     trust(h)
     key = sshhosts.keygen(ssh_env / ".ssh" / "id_ed25519", comment="me@here")
@@ -433,8 +443,8 @@ def test_doctor_on_two_machines_shows_a_reachable_and_a_blocked_port_and_tf(
 
 
 # -- the whole story, in the main window ---------------------------------------------------------
-def test_two_machines_keys_versions_and_the_doctor_all_by_clicking(qtbot: QtBot, ssh_lab: sshhosts.SshLab,
-                                                                    ssh_env: Path) -> None:
+def test_two_machines_keys_versions_and_the_doctor_all_by_clicking(
+        qtbot: QtBot, ssh_lab: sshhosts.SshLab, ssh_env: Path) -> None:
     """One machine by password, one from ~/.ssh/config, their host keys accepted, their
     versions and GPUs shown, and the doctor run from the toolbar: setting up two machines
     from start to end."""

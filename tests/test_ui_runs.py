@@ -33,7 +33,8 @@ def test_machines_box_places_tasks_on_the_chosen_machines(qtbot: QtBot) -> None:
     box = MachinesBox()
     qtbot.addWidget(box)
     box.set_machines(MACHINES)
-    plan = Plan(run_name="mh", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2, replicas_per_task=1)
+    plan = Plan(run_name="mh", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
+                replicas_per_task=1)
     box.set_plan(plan)
     combos = [c for c in box.findChildren(type(box._combos["worker:0"]))
               if c.objectName().startswith("machineFor:")]  # (the box's target has one too)
@@ -57,7 +58,8 @@ def test_machines_box_places_tasks_on_the_chosen_machines(qtbot: QtBot) -> None:
 
 
 def make_run(name: str, state: RunState, loss: float | None, created: float) -> RunRecord:
-    plan = place_local(Plan(run_name=name, strategy=Strategy.ONE_DEVICE, replicas_per_task=1, steps=3))
+    plan = place_local(Plan(run_name=name, strategy=Strategy.ONE_DEVICE, replicas_per_task=1,
+                            steps=3))
     bundle = render_bundle(plan, runs_dir() / name)
     events = bundle.events_file(plan.tasks[0])
     events.write_text("".join(json.dumps({"v": 1, "kind": "step", "task": "worker:0",

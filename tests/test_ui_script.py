@@ -187,7 +187,8 @@ def test_what_this_machine_lacks_is_a_warning_not_a_stop(qtbot: QtBot, tmp_path:
 IT_PATTERN = r"\[it (?P<step>\d+)\] loss=(?P<loss>\S+) lr=(?P<lr>\S+)"
 
 
-def test_printed_metric_patterns_are_tried_live_on_sample_lines(qtbot: QtBot, tmp_path: Path) -> None:
+def test_printed_metric_patterns_are_tried_live_on_sample_lines(
+        qtbot: QtBot, tmp_path: Path) -> None:
     wizard = open_model_page(qtbot)
     box = pick_script(qtbot, wizard.model_page, PROJECTS / "mwm_custom_loop", "main.py")
     printed = box.printed_box
@@ -209,7 +210,8 @@ def test_printed_metric_patterns_are_tried_live_on_sample_lines(qtbot: QtBot, tm
     assert model["patterns"] == [IT_PATTERN] and model["metrics_tasks"] == "all"
 
 
-def test_samples_come_from_the_script_s_last_run(qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_samples_come_from_the_script_s_last_run(
+        qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bundle = tmp_path / "runs" / "last"
     logs = bundle / "output" / "logs"
     logs.mkdir(parents=True)

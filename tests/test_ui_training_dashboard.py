@@ -258,7 +258,8 @@ def test_saved_model_bar_opens_the_models_folder(qtbot: QtBot, dash: Dashboard, 
     assert [u.toLocalFile() for u in urls.opened] == [str(output / "model")]
 
 
-def test_notifications_when_a_run_restarts_finishes_or_fails(qtbot: QtBot, metrics: RunMetrics) -> None:
+def test_notifications_when_a_run_restarts_finishes_or_fails(
+        qtbot: QtBot, metrics: RunMetrics) -> None:
     window = QMainWindow()
     qtbot.addWidget(window)
     window.resize(900, 600)

@@ -10,11 +10,21 @@ import sys
 from pathlib import Path
 from typing import Protocol
 
+from dtgui.core.cluster import place_local
+
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
 from PySide6.QtCore import QPoint, Qt
-from PySide6.QtWidgets import QAbstractButton, QWizard
+from PySide6.QtGui import QStandardItem, QStandardItemModel
+from PySide6.QtWidgets import (
+    QAbstractButton,
+    QComboBox,
+    QFileDialog,
+    QLineEdit,
+    QWidget,
+    QWizard,
+)
 from pytestqt.qtbot import QtBot
 
 from dtgui.core.hardware import GpuInfo, MachineFacts, TfView
@@ -24,7 +34,6 @@ from dtgui.launch.model_check import ModelCheck
 from dtgui.ui.wizard import RunWizard
 from dtgui.ui.wizard import model_page as model_page_module
 from dtgui.ui.wizard import review_page as review_page_module
-from dtgui.ui.wizard import wizard as wizard_module
 from dtgui.ui.wizard.wizard import PAGE_MODEL, PAGE_OPTIONS, PAGE_REVIEW, PAGE_STRATEGY
 
 pytestmark = pytest.mark.gui
@@ -125,13 +134,22 @@ def click_strategy(qtbot: QtBot, wizard: RunWizard, key: str) -> None:
     assert wizard.strategy_page.strategy() == key
 
 
-def click_radio(qtbot: QtBot, radio) -> None:
+def choice(combo: QComboBox, data: str) -> QStandardItem:
+    """The combo box's item whose data is `data` (its model is a QStandardItemModel)."""
+    model = combo.model()
+    assert isinstance(model, QStandardItemModel)
+    item = model.item(combo.findData(data))
+    assert item is not None, data
+    return item
+
+
+def click_radio(qtbot: QtBot, radio: QAbstractButton) -> None:
     """Click on the radio's indicator (a wide radio button ignores clicks right of its text)."""
     qtbot.mouseClick(radio, LEFT, pos=QPoint(8, radio.height() // 2))
     assert radio.isChecked()
 
 
-def set_text(qtbot: QtBot, edit, text: str) -> None:
+def set_text(qtbot: QtBot, edit: QLineEdit, text: str) -> None:
     edit.selectAll()
     edit.clear()
     if text:
@@ -180,7 +198,8 @@ def test_summary_follows_the_selection(qtbot: QtBot, make_wizard: MakeWizard) ->
     assert "Recommended here: Mirrored" in wizard.strategy_page.recommend_label.text()
 
 
-def test_no_facts_recommends_on_a_two_core_cpu_and_disables_gpu(make_wizard: MakeWizard, qtbot: QtBot) -> None:
+def test_no_facts_recommends_on_a_two_core_cpu_and_disables_gpu(
+        make_wizard: MakeWizard, qtbot: QtBot) -> None:
     wizard = RunWizard(None)
     qtbot.addWidget(wizard)
     page = wizard.strategy_page
@@ -205,12 +224,13 @@ def test_gpu_machine_recommends_mirrored_on_gpus(qtbot: QtBot, make_wizard: Make
     assert page.replicas_spin.maximum() == 2  # at most the usable GPUs
 
 
-def test_widgets_that_do_not_apply_are_hidden_or_disabled(qtbot: QtBot, make_wizard: MakeWizard) -> None:
+def test_widgets_that_do_not_apply_are_hidden_or_disabled(
+        qtbot: QtBot, make_wizard: MakeWizard) -> None:
     wizard = make_wizard()
     page = wizard.strategy_page
     form = page.form
 
-    def visible(widget) -> bool:
+    def visible(widget: QWidget) -> bool:
         return form.isRowVisible(widget)
 
     assert not visible(page.workers_spin) and not visible(page.ps_spin)
@@ -257,8 +277,8 @@ EXPECTED_TASKS = {
 
 
 @pytest.mark.parametrize("strategy", list(STRATEGIES))
-def test_every_strategy_reaches_a_review_with_one_entry_per_task(qtbot: QtBot, make_wizard: MakeWizard,
-                                                                 strategy: str) -> None:
+def test_every_strategy_reaches_a_review_with_one_entry_per_task(
+        qtbot: QtBot, make_wizard: MakeWizard, strategy: str) -> None:
     wizard = make_wizard()
     page = wizard.strategy_page
     click_strategy(qtbot, wizard, strategy)
@@ -306,20 +326,20 @@ def test_nccl_is_not_selectable_on_cpu(qtbot: QtBot, make_wizard: MakeWizard) ->
     wizard = make_wizard()
     click_next(qtbot, wizard)
     combo = wizard.options_page.communication_combo
-    nccl = combo.model().item(combo.findData("nccl"))
+    nccl = choice(combo, "nccl")
     assert combo.isEnabled()
     assert not nccl.isEnabled()
     assert "NCCL needs GPUs" in nccl.toolTip()
-    assert combo.model().item(combo.findData("ring")).isEnabled()
+    assert choice(combo, "ring").isEnabled()
 
 
-def test_nccl_is_selectable_on_gpus_and_communication_only_where_supported(qtbot: QtBot,
-                                                                           make_wizard: MakeWizard) -> None:
+def test_nccl_is_selectable_on_gpus_and_communication_only_where_supported(
+        qtbot: QtBot, make_wizard: MakeWizard) -> None:
     wizard = make_wizard(gpu_facts(2))
     click_radio(qtbot, wizard.strategy_page.gpu_radio)
     click_next(qtbot, wizard)
     combo = wizard.options_page.communication_combo
-    assert combo.model().item(combo.findData("nccl")).isEnabled()
+    assert choice(combo, "nccl").isEnabled()
     combo.setCurrentIndex(combo.findData("nccl"))
     assert next_button(wizard).isEnabled()
     qtbot.mouseClick(wizard.button(QWizard.WizardButton.BackButton), LEFT)
@@ -333,7 +353,8 @@ def test_nccl_is_selectable_on_gpus_and_communication_only_where_supported(qtbot
     assert not combo.isEnabled()
 
 
-def test_invalid_numbers_and_names_disable_next_with_a_message(qtbot: QtBot, make_wizard: MakeWizard) -> None:
+def test_invalid_numbers_and_names_disable_next_with_a_message(
+        qtbot: QtBot, make_wizard: MakeWizard) -> None:
     wizard = make_wizard()
     click_next(qtbot, wizard)
     page = wizard.options_page
@@ -379,11 +400,12 @@ def test_mixed_float16_is_not_selectable_on_tpu(qtbot: QtBot, make_wizard: MakeW
     set_text(qtbot, wizard.strategy_page.tpu_edit, TPU_ADDRESS)
     click_next(qtbot, wizard)
     combo = wizard.options_page.precision_combo
-    assert not combo.model().item(combo.findData("mixed_float16")).isEnabled()
-    assert combo.model().item(combo.findData("mixed_bfloat16")).isEnabled()
+    assert not choice(combo, "mixed_float16").isEnabled()
+    assert choice(combo, "mixed_bfloat16").isEnabled()
 
 
-def test_precision_hint_uses_the_gpus_compute_capability(qtbot: QtBot, make_wizard: MakeWizard) -> None:
+def test_precision_hint_uses_the_gpus_compute_capability(
+        qtbot: QtBot, make_wizard: MakeWizard) -> None:
     wizard = make_wizard(gpu_facts(1, cc="7.5"))
     click_radio(qtbot, wizard.strategy_page.gpu_radio)
     click_next(qtbot, wizard)
@@ -424,7 +446,8 @@ def test_epochs_set_the_steps(qtbot: QtBot, make_wizard: MakeWizard) -> None:
 
 
 # -- the remembered plan ---------------------------------------------------------------------
-def test_an_initial_plan_restores_every_field(qtbot: QtBot, make_wizard: MakeWizard, tmp_path: Path) -> None:
+def test_an_initial_plan_restores_every_field(
+        qtbot: QtBot, make_wizard: MakeWizard, tmp_path: Path) -> None:
     path = model_file(tmp_path, "net.py", GOOD_MODEL)
     initial = Plan(run_name="last-run", strategy=Strategy.PARAMETER_SERVER, device_kind="cpu",
                    replicas_per_task=1, workers=3, parameter_servers=2, precision="mixed_bfloat16",
@@ -481,7 +504,8 @@ def test_an_initial_tpu_plan_restores_the_address(make_wizard: MakeWizard) -> No
 
 
 # -- page 3: model ---------------------------------------------------------------------------
-def test_model_page_shows_the_contract_and_defaults_to_the_demo(qtbot: QtBot, make_wizard: MakeWizard) -> None:
+def test_model_page_shows_the_contract_and_defaults_to_the_demo(
+        qtbot: QtBot, make_wizard: MakeWizard) -> None:
     wizard = make_wizard()
     click_next(qtbot, wizard)
     click_next(qtbot, wizard)
@@ -496,7 +520,9 @@ def test_model_page_shows_the_contract_and_defaults_to_the_demo(qtbot: QtBot, ma
     assert next_button(wizard).isEnabled()
 
 
-def test_model_check_result_gates_next(qtbot: QtBot, make_wizard: MakeWizard, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_model_check_result_gates_next(
+        qtbot: QtBot, make_wizard: MakeWizard, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+        ) -> None:
     """The page's logic with a stand-in check (the real one runs below, marked slow)."""
     good = model_file(tmp_path, "good.py", "x = 1\n")
     bad = model_file(tmp_path, "bad.py", "x = 1\n")
@@ -508,7 +534,7 @@ def test_model_check_result_gates_next(qtbot: QtBot, make_wizard: MakeWizard, mo
     click_next(qtbot, wizard)
     click_next(qtbot, wizard)
     page = wizard.model_page
-    monkeypatch.setattr(model_page_module.QFileDialog, "getOpenFileName",
+    monkeypatch.setattr(QFileDialog, "getOpenFileName",
                         lambda *a, **k: (str(bad), "Python files (*.py)"))
     qtbot.mouseClick(page.browse_button, LEFT)
     assert page.file_radio.isChecked()
@@ -532,7 +558,8 @@ def test_model_check_result_gates_next(qtbot: QtBot, make_wizard: MakeWizard, mo
 
 @pytest.mark.slow
 @pytest.mark.skipif(not check_model_available(), reason="dtgui.worker.check_model is missing")
-def test_real_check_passes_a_good_model_file(qtbot: QtBot, make_wizard: MakeWizard, tmp_path: Path) -> None:
+def test_real_check_passes_a_good_model_file(
+        qtbot: QtBot, make_wizard: MakeWizard, tmp_path: Path) -> None:
     path = model_file(tmp_path, "good_model.py", GOOD_MODEL)
     wizard = make_wizard()
     click_next(qtbot, wizard)
@@ -554,7 +581,8 @@ def test_real_check_passes_a_good_model_file(qtbot: QtBot, make_wizard: MakeWiza
 
 @pytest.mark.slow
 @pytest.mark.skipif(not check_model_available(), reason="dtgui.worker.check_model is missing")
-def test_real_check_reports_a_broken_model_file(qtbot: QtBot, make_wizard: MakeWizard, tmp_path: Path) -> None:
+def test_real_check_reports_a_broken_model_file(
+        qtbot: QtBot, make_wizard: MakeWizard, tmp_path: Path) -> None:
     path = model_file(tmp_path, "broken_model.py", BROKEN_MODEL)
     wizard = make_wizard()
     click_next(qtbot, wizard)
@@ -598,10 +626,12 @@ def test_launch_accepts_with_the_placed_plan(qtbot: QtBot, make_wizard: MakeWiza
     assert plan.strategy == "multi_worker_mirrored" and plan.workers == 2
 
 
-def test_export_asks_a_directory(qtbot: QtBot, make_wizard: MakeWizard, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_export_asks_a_directory(
+        qtbot: QtBot, make_wizard: MakeWizard, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+        ) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
-    monkeypatch.setattr(wizard_module.QFileDialog, "getExistingDirectory",
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory",
                         lambda *a, **k: str(empty))
     wizard = make_wizard()
     walk_to_review(qtbot, wizard)
@@ -612,10 +642,11 @@ def test_export_asks_a_directory(qtbot: QtBot, make_wizard: MakeWizard, monkeypa
     assert wizard.plan().tasks
 
 
-def test_export_into_a_non_empty_directory_uses_the_run_name(qtbot: QtBot, make_wizard: MakeWizard, monkeypatch: pytest.MonkeyPatch,
-                                                              tmp_path: Path) -> None:
+def test_export_into_a_non_empty_directory_uses_the_run_name(
+        qtbot: QtBot, make_wizard: MakeWizard, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+        ) -> None:
     (tmp_path / "other.txt").write_text("x")
-    monkeypatch.setattr(wizard_module.QFileDialog, "getExistingDirectory",
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory",
                         lambda *a, **k: str(tmp_path))
     wizard = make_wizard(cpu_facts(), Plan(run_name="exported-run"))
     walk_to_review(qtbot, wizard)
@@ -624,8 +655,9 @@ def test_export_into_a_non_empty_directory_uses_the_run_name(qtbot: QtBot, make_
     assert wizard.export_dir() == tmp_path / "exported-run"
 
 
-def test_cancelled_export_dialog_stays_on_review(qtbot: QtBot, make_wizard: MakeWizard, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(wizard_module.QFileDialog, "getExistingDirectory", lambda *a, **k: "")
+def test_cancelled_export_dialog_stays_on_review(
+        qtbot: QtBot, make_wizard: MakeWizard, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *a, **k: "")
     wizard = make_wizard()
     walk_to_review(qtbot, wizard)
     qtbot.mouseClick(wizard.button(QWizard.WizardButton.CustomButton1), LEFT)
@@ -643,9 +675,10 @@ def test_export_button_only_on_the_review(qtbot: QtBot, make_wizard: MakeWizard)
     assert export.isVisible()
 
 
-def test_replan_ports_places_again(qtbot: QtBot, make_wizard: MakeWizard, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_replan_ports_places_again(
+        qtbot: QtBot, make_wizard: MakeWizard, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    real = review_page_module.place_local
+    real = place_local
 
     def counting(plan: Plan, ports: list[int] | None = None) -> Plan:
         calls.append(1)
@@ -669,12 +702,13 @@ def test_replan_ports_places_again(qtbot: QtBot, make_wizard: MakeWizard, monkey
     assert not wizard.review_page.replan_button.isEnabled()  # one process, no ports
 
 
-def test_busy_ports_are_warned_about(qtbot: QtBot, make_wizard: MakeWizard, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_busy_ports_are_warned_about(
+        qtbot: QtBot, make_wizard: MakeWizard, monkeypatch: pytest.MonkeyPatch) -> None:
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         held.listen()
         busy = held.getsockname()[1]
-        real = review_page_module.place_local
+        real = place_local
         monkeypatch.setattr(review_page_module, "place_local",
                             lambda plan: real(plan, [busy, 0, 0, 0]))
         wizard = make_wizard()
@@ -685,7 +719,8 @@ def test_busy_ports_are_warned_about(qtbot: QtBot, make_wizard: MakeWizard, monk
         assert f"Port {busy} for task chief:0 is in use" in warnings.text()
 
 
-def test_hostile_text_never_reaches_a_script_unquoted(qtbot: QtBot, make_wizard: MakeWizard) -> None:
+def test_hostile_text_never_reaches_a_script_unquoted(
+        qtbot: QtBot, make_wizard: MakeWizard) -> None:
     wizard = make_wizard()
     click_strategy(qtbot, wizard, "tpu")
     set_text(qtbot, wizard.strategy_page.tpu_edit, "grpc://h:1'; touch /tmp/pwned; '")
@@ -719,7 +754,8 @@ def test_a_generated_run_name_follows_the_strategy_and_a_typed_one_is_kept(
     assert wizard.options_page.run_name_edit.text() == "my-experiment"
 
 
-def test_steps_per_call_is_automatic_by_default_and_can_be_fixed(qtbot: QtBot, make_wizard: MakeWizard) -> None:
+def test_steps_per_call_is_automatic_by_default_and_can_be_fixed(
+        qtbot: QtBot, make_wizard: MakeWizard) -> None:
     wizard = make_wizard()
     options = wizard.options_page
     assert options.per_call_spin.value() == 0 and options.per_call_spin.text() == "automatic"

@@ -96,7 +96,8 @@ def launch_detached(name: str, python: str, checkpoint_every: int = 0,
     """A 2-worker MultiWorkerMirrored run on this machine (its tasks run with `python`),
     stepping, then detached (the GUI closed with *Keep training*)."""
     plan = Plan(run_name=name, strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
-                replicas_per_task=1, steps=FOREVER, steps_per_epoch=10, checkpoint_every=checkpoint_every, seed=3)
+                replicas_per_task=1, steps=FOREVER, steps_per_epoch=10,
+                checkpoint_every=checkpoint_every, seed=3)
     controller = launch_plan(plan, runs_dir(), targets=[Target(python=python)])
     assert controller.record is not None
     pgids = list(controller.record.pids().values())
