@@ -11,6 +11,8 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+from weakref import WeakKeyDictionary
 
 import conftest_ssh
 import netfaults
@@ -19,10 +21,11 @@ import shiboken6
 import sshhosts
 from conftest_ssh import host_key, machine, trust
 from PySide6.QtCore import QPoint, Qt, QTimer
-from PySide6.QtWidgets import QDialogButtonBox, QMessageBox
+from PySide6.QtWidgets import QAbstractButton, QDialogButtonBox, QLineEdit, QMessageBox, QWidget
 from pytestqt.qtbot import QtBot
+from table_cells import item_at, text_at
 
-from dtgui.core.doctor import FAIL, OK
+from dtgui.core.doctor import FAIL, OK, Check
 from dtgui.core.hardware import MachineFacts, TfView
 from dtgui.core.machines import MachineRegistry
 from dtgui.core.settings import config_dir
@@ -44,12 +47,26 @@ LOCAL = MachineFacts(hostname="here", os_name="Linux", python="3.11.7", cpu_mode
 
 
 # -- helpers ----------------------------------------------------------------------------------
+# the dialogs each panel showed (`dialogShown`), in order
+_shown: WeakKeyDictionary[MachinesPanel, list[QWidget]] = WeakKeyDictionary()
+D = TypeVar("D", bound=QWidget)
+
+
+def record_dialogs(panel: MachinesPanel) -> None:
+    seen: list[QWidget] = []
+    _shown[panel] = seen
+    panel.dialogShown.connect(seen.append)
+
+
+def shown(panel: MachinesPanel) -> list[QWidget]:
+    return _shown[panel]
+
+
 @pytest.fixture
-def make_panel(qtbot: QtBot):
+def make_panel(qtbot: QtBot) -> Callable[[], MachinesPanel]:
     def make() -> MachinesPanel:
         panel = MachinesPanel(local_facts=lambda: LOCAL)
-        panel.shown = []
-        panel.dialogShown.connect(panel.shown.append)
+        record_dialogs(panel)
         qtbot.addWidget(panel)
         panel.resize(640, 560)
         panel.show()
@@ -59,28 +76,29 @@ def make_panel(qtbot: QtBot):
     return make
 
 
-def type_into(qtbot: QtBot, edit, text: str) -> None:
+def type_into(qtbot: QtBot, edit: QLineEdit, text: str) -> None:
     edit.selectAll()
     qtbot.keyClick(edit, Qt.Key.Key_Delete)
     qtbot.keyClicks(edit, text)
     assert edit.text() == text
 
 
-def click_indicator(qtbot: QtBot, button) -> None:
+def click_indicator(qtbot: QtBot, button: QAbstractButton) -> None:
     """Click a check box or radio button on its indicator (a wide one ignores clicks right
     of its text)."""
     qtbot.mouseClick(button, LEFT, pos=QPoint(8, button.height() // 2))
 
 
-def click_radio(qtbot: QtBot, radio) -> None:
+def click_radio(qtbot: QtBot, radio: QAbstractButton) -> None:
     click_indicator(qtbot, radio)
     assert radio.isChecked()
 
 
-def wait_dialog(qtbot: QtBot, panel: MachinesPanel, kind: type, timeout: int = SSH_WAIT):
+def wait_dialog(qtbot: QtBot, panel: MachinesPanel, kind: type[D], timeout: int = SSH_WAIT
+                ) -> D:
     """The open dialog of `kind` the panel showed (closed ones are deleted on close)."""
-    def open_ones() -> list:
-        return [d for d in panel.shown if shiboken6.isValid(d) and isinstance(d, kind)
+    def open_ones() -> list[D]:
+        return [d for d in shown(panel) if shiboken6.isValid(d) and isinstance(d, kind)
                 and d.isVisible()]
 
     qtbot.waitUntil(lambda: bool(open_ones()), timeout=timeout)
@@ -95,7 +113,7 @@ def wait_status(qtbot: QtBot, panel: MachinesPanel, name: str, *statuses: str) -
 def cell(panel: MachinesPanel, name: str, column: str) -> str:
     from dtgui.ui.machines.panel import COLUMNS
 
-    return panel.table.item(panel.row_of(name), COLUMNS.index(column)).text()
+    return text_at(panel.table, panel.row_of(name), COLUMNS.index(column))
 
 
 def fill_machine(qtbot: QtBot, dialog: MachineDialog, name: str, host: sshhosts.Host, auth: str,
@@ -113,6 +131,13 @@ def fill_machine(qtbot: QtBot, dialog: MachineDialog, name: str, host: sshhosts.
 def python_version(path: str) -> str:
     return subprocess.run([path, "-c", "import platform; print(platform.python_version())"],
                           capture_output=True, text=True, check=True).stdout.strip()
+
+
+def check_of(doctor: DoctorDialog, machine: str, topic: str) -> Check:
+    """The doctor's first check of `machine` whose topic starts with `topic`."""
+    found = doctor.status_of(machine, topic)
+    assert found is not None, f"no {topic} check of {machine}"
+    return found
 
 
 def select(panel: MachinesPanel, *names: str) -> None:
@@ -145,6 +170,7 @@ def test_add_by_password_trust_the_fingerprint_and_see_the_probe(
     state = panel.states["box-pw"]
     assert state.status == "ok", state.message
     facts = state.facts
+    assert facts is not None
     assert cell(panel, "box-pw", "Python") == python_version(facts.python_path)
     assert cell(panel, "box-pw", "Address") == h.address if h.port == 22 else True
     assert cell(panel, "box-pw", "OS") and cell(panel, "box-pw", "GPUs")
@@ -208,7 +234,7 @@ def test_two_machines_at_one_address_ask_for_its_key_once(
     qtbot.mouseClick(key_dialog.trust_button, LEFT)
     wait_status(qtbot, panel, "alias-a", "ok", "error")
     wait_status(qtbot, panel, "alias-b", "ok", "error")
-    assert [type(d) for d in panel.shown] == [HostKeyDialog]
+    assert [type(d) for d in shown(panel)] == [HostKeyDialog]
     assert panel.states["alias-a"].status == panel.states["alias-b"].status == "ok"
 
 
@@ -219,6 +245,7 @@ def test_wrong_password_is_shown_on_the_row_in_plain_words(
     panel = make_panel()
     qtbot.mouseClick(panel.add_button, LEFT)
     dialog = panel.dialog
+    assert isinstance(dialog, MachineDialog)
     fill_machine(qtbot, dialog, "box-wrong", h, "password", "not-the-password")
     click_indicator(qtbot, dialog.remember_box)
     assert not dialog.remember()
@@ -228,7 +255,7 @@ def test_wrong_password_is_shown_on_the_row_in_plain_words(
     assert time.monotonic() - t0 < 10  # within the connect timeout
     message = panel.states["box-wrong"].message
     assert "was not accepted: wrong password" in message and "Traceback" not in message
-    assert message in panel.table.item(panel.row_of("box-wrong"), 0).toolTip()
+    assert message in item_at(panel.table, panel.row_of("box-wrong"), 0).toolTip()
     assert "wrong password" in panel.details_label.text()  # the only machine: shown below
     assert secrets.get_secret("box-wrong", "password") is None  # not remembered
 
@@ -293,8 +320,9 @@ def test_no_keyring_says_so_and_asks_each_time(
         qtbot.waitUntil(lambda: not panel.keyring_ok, timeout=10_000)
         assert "No usable password store" in panel.message_label.text()
         qtbot.mouseClick(panel.add_button, LEFT)
-        assert not panel.dialog.remember_box.isEnabled()
-        panel.dialog.reject()
+        dialog = panel.dialog
+        assert isinstance(dialog, MachineDialog) and not dialog.remember_box.isEnabled()
+        dialog.reject()
         qtbot.mouseClick(panel.refresh_button, LEFT)
         prompt = wait_dialog(qtbot, panel, SecretPrompt)
         assert not prompt.remember.isEnabled() and "each time" in str(prompt.error)
@@ -422,23 +450,23 @@ def test_doctor_on_two_machines_shows_a_reachable_and_a_blocked_port_and_tf(
     with netfaults.firewalled(h3, port), qtbot.waitSignal(doctor.finishedRun, timeout=SSH_WAIT):
         qtbot.mouseClick(doctor.run_button, LEFT)
         assert doctor.progress.isVisible() and not doctor.run_button.isEnabled()
-    assert doctor.status_of("left → right", "Reach").status == FAIL
-    assert "firewall of right" in doctor.status_of("left → right", "Reach").fix
-    assert doctor.status_of("right → left", "Reach").status == OK
-    assert doctor.status_of("left", "Port").status == OK
-    facts_left = doctor.status_of("left", "TensorFlow")
+    assert check_of(doctor, "left → right", "Reach").status == FAIL
+    assert "firewall of right" in check_of(doctor, "left → right", "Reach").fix
+    assert check_of(doctor, "right → left", "Reach").status == OK
+    assert check_of(doctor, "left", "Port").status == OK
+    facts_left = check_of(doctor, "left", "TensorFlow")
     if "not installed" in facts_left.detail:
         assert facts_left.status == FAIL
         assert facts_left.fix.startswith("pip install tensorflow==2.21.0 on left")
     table = doctor.table
-    rows = {(table.item(r, 0).text(), table.item(r, 1).text()): table.item(r, 2).text()
+    rows = {(item_at(table, r, 0).text(), item_at(table, r, 1).text()): item_at(table, r, 2).text()
             for r in range(table.rowCount())}
     assert rows[("left → right", f"Reach port {port}")] == "✗ Problem"
     assert rows[("right → left", f"Reach port {port}")] == "✓ OK"
     assert table.rowCount() == len(doctor.checks)
     assert "problem" in doctor.status_label.text()
     doctor.only_problems.setChecked(True)
-    assert all(table.item(r, 2).text() != "✓ OK" for r in range(table.rowCount()))
+    assert all(item_at(table, r, 2).text() != "✓ OK" for r in range(table.rowCount()))
     assert netfaults.leftover_listeners(port) == []
 
 
@@ -458,13 +486,14 @@ def test_two_machines_keys_versions_and_the_doctor_all_by_clicking(
     qtbot.addWidget(window)
     window.show()
     panel = window.machines
-    panel.shown = []
-    panel.dialogShown.connect(panel.shown.append)
+    record_dialogs(panel)
     qtbot.waitUntil(panel.ready, timeout=10_000)
 
     qtbot.mouseClick(panel.add_button, LEFT)
-    fill_machine(qtbot, panel.dialog, "by-password", h2, "password", ssh_lab.password)
-    qtbot.mouseClick(panel.dialog.ok_button, LEFT)
+    adder = panel.dialog
+    assert isinstance(adder, MachineDialog)
+    fill_machine(qtbot, adder, "by-password", h2, "password", ssh_lab.password)
+    qtbot.mouseClick(adder.ok_button, LEFT)
     key_dialog = wait_dialog(qtbot, panel, HostKeyDialog)
     assert key_dialog.fingerprint_label.text() == h2.fingerprint
     qtbot.mouseClick(key_dialog.trust_button, LEFT)
@@ -472,6 +501,7 @@ def test_two_machines_keys_versions_and_the_doctor_all_by_clicking(
 
     qtbot.mouseClick(panel.import_button, LEFT)
     importer = panel.dialog
+    assert isinstance(importer, ImportDialog)
     qtbot.waitUntil(lambda: bool(importer.found), timeout=10_000)
     qtbot.mouseClick(importer.ok_button, LEFT)
     key_dialog = wait_dialog(qtbot, panel, HostKeyDialog)
@@ -481,22 +511,28 @@ def test_two_machines_keys_versions_and_the_doctor_all_by_clicking(
     for name in ("by-password", "from-config"):
         state = panel.states[name]
         assert state.status == "ok", state.message
+        assert state.facts is not None
         assert cell(panel, name, "Python") == state.facts.python_version != ""
-        assert cell(panel, name, "GPUs") == ("none" if not state.facts.gpus else cell(panel, name, "GPUs"))
+        assert cell(panel, name, "GPUs") == ("none" if not state.facts.gpus
+                                             else cell(panel, name, "GPUs"))
 
-    qtbot.waitUntil(lambda: window.machine.facts is not None and window.machine.facts.tf is not None,
+    qtbot.waitUntil(lambda: window.machine.facts is not None
+                    and window.machine.facts.tf is not None,
                     timeout=180_000)  # this machine's TensorFlow, asked in a subprocess
     window.act_doctor.trigger()
     doctor = wait_dialog(qtbot, panel, DoctorDialog)
     with qtbot.waitSignal(doctor.finishedRun, timeout=SSH_WAIT):
         qtbot.mouseClick(doctor.run_button, LEFT)
-    assert doctor.status_of("by-password → from-config", "Reach").status == OK
-    assert doctor.status_of("from-config → by-password", "Reach").status == OK
+    assert check_of(doctor, "by-password → from-config", "Reach").status == OK
+    assert check_of(doctor, "from-config → by-password", "Reach").status == OK
+    assert window.machine.facts is not None and window.machine.facts.tf is not None
     local_tf = window.machine.facts.tf.version
     for name in ("by-password", "from-config"):
-        remote_tf = panel.states[name].facts.tf_version
-        tf = doctor.status_of(name, "TensorFlow")
+        remote = panel.states[name].facts
+        assert remote is not None
+        remote_tf = remote.tf_version
+        tf = check_of(doctor, name, "TensorFlow")
         if local_tf and remote_tf != local_tf:
             assert tf.status == FAIL and tf.fix.startswith(f"pip install tensorflow=={local_tf}")
-        assert doctor.status_of(name, "Python").status in (OK, "warn")
+        assert check_of(doctor, name, "Python").status in (OK, "warn")
     doctor.close()
