@@ -3,29 +3,34 @@
 product's own `parse_line`), a run moved by hand (`FakeRun`), a machine whose polls are
 scripted (`ScriptedExecutor`), a login node whose Slurm answers from a table (`FakeSlurm`), an
 SSH connection made earlier (`FakeSshClient`), an `nvidia-smi` answering as an H100 machine's
-did, an interpreter that records what a task script hands it, and interpreters whose NVML
-replays a real GPU's telemetry.
+did, an interpreter that records what a task script hands it, interpreters whose NVML
+replays a real GPU's telemetry (or is slow to start), and the desktop's opener of file URLs
+(`opened_file_urls`).
 
 Two stand-ins are files of their own, because something other than a test imports or runs
 them: tests/fake_nvml/pynvml.py is imported as the `pynvml` module (its directory put first
 on the path: `use_fake_nvml`, `python_with_fake_gpus`), and tests/stub_task.py is the training
 program a stub interpreter runs instead of TensorFlow (`runs.stub_python`), copied where the
-SSH test account can read it and run without dtgui on its path."""
+SSH test account can read it and run without dtgui on its path. The supervised child's
+stand-in in tests/test_supervisor.py (`Stand`) is part of the code that child process runs."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import paramiko
 import pytest
+from PySide6.QtCore import QObject, QUrl, Slot
+from PySide6.QtGui import QDesktopServices
 
 from dtgui.core.bundle import Bundle
 from dtgui.core.events import Event, parse_line
@@ -35,6 +40,7 @@ from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
 from dtgui.launch.executor import Executor, MachinePoll, TaskPoll
 from dtgui.launch.run_source import BundledRun
+from dtgui.remote.connection import SSHClient
 from dtgui.remote.transfer import CopyProgress
 from dtgui.worker import step_batch
 from dtgui.worker.events import SCHEMA_VERSION  # the version the worker writes
@@ -149,13 +155,15 @@ class FakeRun(BundledRun):
 
 class ScriptedExecutor(Executor):
     """A machine whose polls are scripted: set `alive` (per task), `stopped` (tasks that
-    wrote their `stopped` event) and `error` (the machine unreachable); `signals` lists the
-    signals sent, in order. A SIGKILL ends the tasks it is sent to."""
+    wrote their `stopped` event), `silent` (tasks that write nothing more: no event, no log
+    line) and `error` (the machine unreachable); `signals` lists the signals sent, in order.
+    A SIGKILL ends the tasks it is sent to."""
 
     def __init__(self, name: str, bundle: Bundle, tasks: Iterable[TaskSpec]) -> None:
         super().__init__(name, bundle, tasks)
         self.alive = {t.task_id: True for t in self.tasks}
         self.stopped: set[str] = set()
+        self.silent: set[str] = set()
         self.error = ""
         self.signals: list[int] = []
 
@@ -172,11 +180,14 @@ class ScriptedExecutor(Executor):
     def poll(self) -> MachinePoll:
         if self.error:
             return MachinePoll(self.name, error=self.error)
-        now = time.time()
-        return MachinePoll(self.name, {t: TaskPoll(
-            t, alive=self.alive[t], stopped=t in self.stopped,
-            events=[Event("device", t, now, {"devices": []})],
-            log_lines=[f"{t} says hello"]) for t in self.task_ids})
+        return MachinePoll(self.name, {t: self._task_poll(t, time.time()) for t in self.task_ids})
+
+    def _task_poll(self, task: str, now: float) -> TaskPoll:
+        if task in self.silent:
+            return TaskPoll(task, alive=self.alive[task])
+        return TaskPoll(task, alive=self.alive[task], stopped=task in self.stopped,
+                        events=[Event("device", task, now, {"devices": []})],
+                        log_lines=[f"{task} says hello"])
 
     def signal(self, *sigs: int, tasks: Iterable[str] | None = None) -> None:
         self.signals.extend(sigs)
@@ -213,7 +224,7 @@ class _Liveness(paramiko.Transport):
         return self.client.alive and not self.client.closed
 
 
-class FakeSshClient(paramiko.SSHClient):
+class FakeSshClient(SSHClient):
     """A connection made earlier (a `Connector`'s `clients`), alive or dropped; `closed` once
     closed. No network."""
 
@@ -269,6 +280,18 @@ def use_fake_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(sys.modules, "pynvml", raising=False)
 
 
+def pynvml_slow_to_start(folder: Path, started: Path) -> Path:
+    """`folder` (made) with a `pynvml` whose nvmlInit says it has begun (it makes the file
+    `started`) and holds there 30 s; put `folder` on a process's PYTHONPATH to use it."""
+    folder.mkdir()
+    (folder / "pynvml.py").write_text(
+        "import time\n"
+        "def nvmlInit():\n"
+        f"    open({str(started)!r}, 'w').close()\n"
+        "    time.sleep(30)\n")
+    return folder
+
+
 def python_with_fake_gpus(python: str, folder: Path) -> str:
     """`python` with an NVML that replays a real GPU's telemetry (tests/fake_nvml), as the
     nodes' interpreter: the tasks' telemetry reports that GPU."""
@@ -278,3 +301,26 @@ def python_with_fake_gpus(python: str, folder: Path) -> str:
                        f'export PYTHONPATH\nexec {shlex.quote(python)} "$@"\n')
     wrapper.chmod(0o755)
     return str(wrapper)
+
+
+class _FileOpener(QObject):
+    def __init__(self) -> None:
+        super().__init__()
+        self.opened: list[QUrl] = []
+
+    @Slot(QUrl)
+    def open(self, url: QUrl) -> None:
+        self.opened.append(url)
+
+
+@contextlib.contextmanager
+def opened_file_urls() -> Iterator[list[QUrl]]:
+    """While inside, the desktop's opener of file URLs (QDesktopServices) is a stand-in that
+    opens nothing and lists the URLs it was given."""
+    opener = _FileOpener()
+    # PySide6's stub types the method name as bytes; PySide6 itself takes only a str here
+    QDesktopServices.setUrlHandler("file", opener, "open")  # type: ignore[arg-type]
+    try:
+        yield opener.opened
+    finally:
+        QDesktopServices.unsetUrlHandler("file")

@@ -8,6 +8,7 @@ import socket
 import stat
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -56,7 +57,7 @@ def test_explanations_say_what_to_do() -> None:
 def test_default_plan_is_valid_for_every_strategy() -> None:
     for key in STRATEGIES:
         one = key in ("one_device", "multi_worker_mirrored")
-        plan = Plan(strategy=key, replicas_per_task=1 if one else 2,
+        plan = Plan(strategy=Strategy(key), replicas_per_task=1 if one else 2,
                     workers=2, parameter_servers=1, tpu_address="grpc://10.0.0.1:8470")
         assert validate(plan) == [], key
 
@@ -78,7 +79,8 @@ def test_default_plan_is_valid_for_every_strategy() -> None:
         ({"model": {"kind": "file", "path": ""}}, "model file"),
     ],
 )
-def test_invalid_plans_are_refused_with_the_reason(changes: dict, fragment: str) -> None:
+def test_invalid_plans_are_refused_with_the_reason(changes: dict[str, Any], fragment: str
+                                                  ) -> None:
     problems = validate(Plan(**changes))
     assert any(fragment in p for p in problems), problems
 
@@ -90,7 +92,7 @@ def test_gpu_count_is_checked() -> None:
 
 
 def test_plan_round_trips_through_json() -> None:
-    plan = place_local(Plan(strategy="parameter_server", workers=2, parameter_servers=1))
+    plan = place_local(Plan(strategy=Strategy.PARAMETER_SERVER, workers=2, parameter_servers=1))
     again = Plan.from_dict(json.loads(plan.to_json()))
     assert again == plan
     with pytest.raises(PlanError):
@@ -98,7 +100,7 @@ def test_plan_round_trips_through_json() -> None:
 
 
 def test_plan_json_keeps_the_strategy_name_and_old_files_take_the_defaults() -> None:
-    data = json.loads(Plan(strategy="tpu", tpu_address="grpc://10.0.0.1:8470").to_json())
+    data = json.loads(Plan(strategy=Strategy.TPU, tpu_address="grpc://10.0.0.1:8470").to_json())
     assert data["strategy"] == "tpu"  # the name, as plan.json has always held it
     old = Plan.from_dict({"schema": 1, "strategy": "one_device", "steps": 7, "retired": 1})
     assert old.strategy is Strategy.ONE_DEVICE and old.steps == 7
@@ -123,20 +125,20 @@ def test_run_states_read_from_records() -> None:
                                   "state": "finished"})
     assert record.state is RunState.FINISHED and record.state.ended and not record.is_active
     assert json.loads(json.dumps(record.to_dict()))["state"] == "finished"
-    assert RunRecord(run_id="r", run_name="r", bundle="/b", state="running").is_active
+    assert RunRecord(run_id="r", run_name="r", bundle="/b", state=RunState.RUNNING).is_active
     assert RunState.named("from-a-newer-dtgui") is RunState.UNKNOWN
 
 
 # -- placement and TF_CONFIG -----------------------------------------------------------------
 def test_single_task_strategies_have_no_tf_config() -> None:
-    for key in ("one_device", "mirrored", "central_storage", "tpu"):
+    for key in (Strategy.ONE_DEVICE, Strategy.MIRRORED, Strategy.CENTRAL_STORAGE, Strategy.TPU):
         plan = place_local(Plan(strategy=key, replicas_per_task=1))
         assert [t.task_id for t in plan.tasks] == ["worker:0"]
         assert tf_config(plan, plan.tasks[0]) is None
 
 
 def test_multi_worker_tf_config() -> None:
-    plan = place_local(Plan(strategy="multi_worker_mirrored", workers=3, replicas_per_task=1))
+    plan = place_local(Plan(strategy=Strategy.MULTI_WORKER_MIRRORED, workers=3, replicas_per_task=1))
     ports = {t.port for t in plan.tasks}
     assert len(ports) == 3 and 0 not in ports
     config = tf_config(plan, plan.tasks[1])
@@ -148,7 +150,7 @@ def test_multi_worker_tf_config() -> None:
 
 
 def test_parameter_server_layout() -> None:
-    plan = place_local(Plan(strategy="parameter_server", workers=2, parameter_servers=1))
+    plan = place_local(Plan(strategy=Strategy.PARAMETER_SERVER, workers=2, parameter_servers=1))
     assert [t.task_id for t in plan.tasks] == ["chief:0", "worker:0", "worker:1", "ps:0"]
     assert set(plan.cluster) == {"chief", "worker", "ps"}
     assert [t.task_id for t in primary_tasks(plan)] == ["chief:0"]
@@ -160,14 +162,14 @@ def test_busy_port_is_reported() -> None:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
-        plan = place_local(Plan(strategy="multi_worker_mirrored", workers=2), ports=[port, port + 0])
+        plan = place_local(Plan(strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2), ports=[port, port + 0])
         problems = busy_ports(plan)
     assert problems and f"Port {port}" in problems[0] and "Re-plan" in problems[0]
 
 
 # -- bundle ------------------------------------------------------------------------------------
 def test_bundle_layout_and_task_scripts(tmp_path: Path) -> None:
-    plan = place_local(Plan(run_name="mw", strategy="multi_worker_mirrored", workers=2,
+    plan = place_local(Plan(run_name="mw", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
                                  replicas_per_task=1))
     bundle = render_bundle(plan, tmp_path / "b")
     for name in ("plan.json", "README.md", "requirements.txt", "run.sh",
@@ -232,7 +234,7 @@ def test_open_rejects_a_directory_without_plan(tmp_path: Path) -> None:
 
 
 # -- events and metrics ------------------------------------------------------------------------
-def line(**fields) -> str:
+def line(**fields: object) -> str:
     return json.dumps({"v": 1, "task": "worker:0", "t": 1.0, **fields}) + "\n"
 
 
@@ -255,12 +257,13 @@ def test_event_tail_reads_only_complete_lines(tmp_path: Path) -> None:
 def test_parse_line_rejects_unknown_kinds() -> None:
     assert parse_line(line(kind="bogus")) is None
     assert parse_line(b"\xff\xfe") is None
-    assert parse_line(line(kind="log", message="hi")).task == "worker:0"
+    said = parse_line(line(kind="log", message="hi"))
+    assert said is not None and said.task == "worker:0"
 
 
 def test_metrics_collect_replicas_throughput_devices_and_failures() -> None:
     metrics = RunMetrics(total_steps=10)
-    events = [parse_line(s) for s in (
+    events = [e for e in map(parse_line, (
         line(kind="started", replicas=2, steps=10),
         line(kind="step", step=1, epoch=1, replica_losses=[2.0, 2.2], replica_ids=[0, 1],
              examples_per_sec=100.0),
@@ -269,7 +272,8 @@ def test_metrics_collect_replicas_throughput_devices_and_failures() -> None:
         line(kind="device", t=3.0, devices=[{"kind": "cpu", "index": 0, "util": 50.0,
                                               "mem_used": 2**20, "mem_total": 2**30}]),
         line(kind="failed", task="worker:1", error="boom"),
-    )]
+    )) if e is not None]
+    assert len(events) == 5
     metrics.add_events(events)
     snap = metrics.snapshot()
     assert snap.step == 2 and snap.total_steps == 10
@@ -295,7 +299,7 @@ def test_series_grows_without_losing_points() -> None:
 # -- settings ----------------------------------------------------------------------------------
 def test_last_plan_is_remembered_and_a_corrupt_file_is_kept_aside() -> None:
     assert settings.load_last_plan() == (None, "")
-    plan = Plan(strategy="central_storage", seed=7)
+    plan = Plan(strategy=Strategy.CENTRAL_STORAGE, seed=7)
     settings.save_last_plan(plan)
     assert settings.load_last_plan() == (plan, "")
     path = settings.last_plan_file()

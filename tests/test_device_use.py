@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 from fakes import use_fake_nvml
+from pytestqt.qtbot import QtBot
+from widgets import cell_text
 
 from dtgui.core.device_use import (
     IDLE_UTIL,
@@ -164,11 +166,12 @@ def test_the_telemetry_counts_the_bytes_a_real_transfer_sends_over_a_link(
 
 
 def test_the_card_shows_each_devices_use_and_the_traffic_and_the_split_card_the_summary(
-        qtbot) -> None:
+        qtbot: QtBot) -> None:
     from fakes import FakeRun
 
     from dtgui.ui.dashboard import Dashboard
     from dtgui.worker.plan import Plan
+    from dtgui.worker.strategies import Strategy
 
     metrics = RunMetrics(100)
     for task, machine in (("worker:0", "h2"), ("worker:1", "h3")):
@@ -182,7 +185,7 @@ def test_the_card_shows_each_devices_use_and_the_traffic_and_the_split_card_the_
                                           "util": util, "mem_used": 8 << 30,
                                           "mem_total": 80 << 30}]))
     metrics.add_events(events)
-    plan = Plan(run_name="script", strategy="multi_worker_mirrored", workers=2,
+    plan = Plan(run_name="script", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
                 model={"kind": "script", "folder": "/tmp", "entry": "train.py"})
     dash = Dashboard()
     qtbot.addWidget(dash)
@@ -190,8 +193,8 @@ def test_the_card_shows_each_devices_use_and_the_traffic_and_the_split_card_the_
     dash._text_time = 0.0
     dash.refresh()
     panel = dash.memory_panel
-    rows = {(panel.table.item(r, 0).text(), panel.table.item(r, 1).text()):
-            panel.table.item(r, 5).text() for r in range(panel.table.rowCount())}
+    rows = {(cell_text(panel.table, r, 0), cell_text(panel.table, r, 1)):
+            cell_text(panel.table, r, 5) for r in range(panel.table.rowCount())}
     assert rows == {("worker:0", "gpu0"): "96 % / 0 %", ("worker:1", "gpu0"): "42 % / 50 %"}
     assert not panel.traffic.isHidden()
     assert panel.traffic.text() == "Sent at peak: h2 360.0 Mbit/s; h3 360.0 Mbit/s"

@@ -164,7 +164,8 @@ def test_the_main_window_module_loads_without_ssh_or_plotting() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_script_supervisor_and_its_tensorboard_reader_never_load_tensorflow(tmp_path) -> None:
+def test_script_supervisor_and_its_tensorboard_reader_never_load_tensorflow(
+        tmp_path: Path) -> None:
     """The supervisor follows a script's TensorBoard files without TensorFlow (tensorboard's
     compiled protos are fine: they need only protobuf)."""
     code = (

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import ROOT
+from fakes import pynvml_slow_to_start
 
 from dtgui.worker.script_child import last_error_line
 
@@ -101,15 +102,8 @@ def test_a_stop_while_the_device_telemetry_starts_is_not_lost(tmp_path: Path) ->
     """SIGTERM arriving while NVML starts (its import and init guard every error, as a machine
     without a driver needs): the stop still ends the task. A stand-in pynvml (a fake: no GPU
     here) says when its init has begun and holds it there."""
-    fake = tmp_path / "fake_pynvml"
-    fake.mkdir()
     started = tmp_path / "nvml-init"
-    (fake / "pynvml.py").write_text(textwrap.dedent(f"""
-        import time
-        def nvmlInit():
-            open({str(started)!r}, "w").close()
-            time.sleep(30)
-    """))
+    fake = pynvml_slow_to_start(tmp_path / "fake_pynvml", started)
     events_path = tmp_path / "events.jsonl"
     proc = subprocess.Popen([sys.executable, "-c", SUPERVISED, str(events_path),
                              "import time; time.sleep(600)", "training"], cwd=ROOT,

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fakes import FakeRun, event, step_losses, steps_event
-from PySide6.QtCore import QObject, Qt, QUrl, Slot
-from PySide6.QtGui import QDesktopServices
+from fakes import FakeRun, event, opened_file_urls, step_losses, steps_event
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMainWindow
 from pytestqt.qtbot import QtBot
 
@@ -223,16 +222,6 @@ def test_new_smoothing_on_an_ended_long_run_redraws_every_envelope(
     assert hi == pytest.approx(max(e.max() for e in every))
 
 
-class FileUrls(QObject):
-    def __init__(self) -> None:
-        super().__init__()
-        self.opened: list[QUrl] = []
-
-    @Slot(QUrl)
-    def open(self, url: QUrl) -> None:
-        self.opened.append(url)
-
-
 def test_saved_model_bar_opens_the_models_folder(qtbot: QtBot, dash: Dashboard, metrics: RunMetrics,
                                                  tmp_path: Path) -> None:
     run = FakeRun(metrics, path=tmp_path / "bundle")
@@ -248,14 +237,9 @@ def test_saved_model_bar_opens_the_models_folder(qtbot: QtBot, dash: Dashboard, 
     text = dash.model_bar.label.text()
     assert "output/model/model.keras" in text and "step 120" in text
     assert "best val_loss 0.3 at step 80" in text
-    urls = FileUrls()
-    # PySide6 declares the method name bytes; it takes only a str.
-    QDesktopServices.setUrlHandler("file", urls, "open")  # type: ignore[arg-type]
-    try:
+    with opened_file_urls() as opened:
         qtbot.mouseClick(dash.model_bar.open_button, LEFT)
-    finally:
-        QDesktopServices.unsetUrlHandler("file")
-    assert [u.toLocalFile() for u in urls.opened] == [str(output / "model")]
+    assert [u.toLocalFile() for u in opened] == [str(output / "model")]
 
 
 def test_notifications_when_a_run_restarts_finishes_or_fails(
