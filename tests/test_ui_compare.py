@@ -13,8 +13,8 @@ import pytest
 from PySide6.QtCore import QItemSelectionModel, Qt
 from PySide6.QtGui import QImage
 from pytestqt.qtbot import QtBot
-from table_cells import header_text, item_at, text_at
 from training_events import AGAIN_SHIFT, T0, write_run
+from widgets import cell, cell_text
 
 from dtgui.core.compare import FIELDS, MISSING, summarize_run, summary_csv
 from dtgui.core.runs import RunRecord
@@ -145,15 +145,16 @@ def test_runs_page_compares_the_selected_runs(
     assert view.plot.plot.getAxis("bottom").labelText == "step"
     # the table: one column per run, a row per field, "—" where a run has nothing
     assert view.table.columnCount() == 3
-    assert [header_text(view.table, c) for c in range(3)] == [
+    headers = [view.table.horizontalHeaderItem(c) for c in range(3)]
+    assert [h.text() if h is not None else None for h in headers] == [
         "old-run", "sgd-cosine", "adam-fast"]
     field_row = {name: view.row_of(name) for name in FIELDS[1:]}
     assert view.table.rowCount() == len(FIELDS) - 1  # the run's name heads its column
-    assert item_at(view.table, field_row["Optimizer"], 0).text() == MISSING
-    assert item_at(view.table, field_row["Optimizer"], 1).text() == "SGD (momentum 0.9)"
-    assert item_at(view.table, field_row["Throughput (examples/s)"], 1).text() == "3,200"
-    assert item_at(view.table, field_row["Best validation loss"], 2).text().endswith("(step 80)")
-    best_metric = text_at(view.table, field_row["Best validation metric"], 2)
+    assert cell(view.table, field_row["Optimizer"], 0).text() == MISSING
+    assert cell(view.table, field_row["Optimizer"], 1).text() == "SGD (momentum 0.9)"
+    assert cell(view.table, field_row["Throughput (examples/s)"], 1).text() == "3,200"
+    assert cell(view.table, field_row["Best validation loss"], 2).text().endswith("(step 80)")
+    best_metric = cell_text(view.table, field_row["Best validation metric"], 2)
     assert best_metric.startswith("accuracy 0.") and best_metric.endswith("(step 80)")
 
     # exports through the save dialogs (answered here), written off the UI thread
@@ -209,7 +210,7 @@ def test_a_real_training_run_is_compared_with_its_validation_and_saved_model(
     assert real.throughput is not None and real.throughput > 0
     assert ("real-sgd", "val") in view.plot.curves
     col = [s.name for s in view.summaries].index("real-sgd")
-    assert item_at(view.table, view.row_of("Optimizer"), col).text().startswith("SGD")
+    assert cell(view.table, view.row_of("Optimizer"), col).text().startswith("SGD")
     assert (bundle / "output" / "model" / "best" / "model.keras").is_file()
 
 

@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from table_cells import header_text, item_at
+from widgets import cell
 
 from dtgui.ui.curves import XY
 
@@ -189,18 +189,18 @@ def test_failed_task_row_is_red_with_its_error(
     table = dash.task_table
 
     def row_of(task: str) -> int:
-        return next(r for r in range(table.rowCount()) if item_at(table, r, 0).text() == task)
+        return next(r for r in range(table.rowCount()) if cell(table, r, 0).text() == task)
 
     qtbot.waitUntil(lambda: table.rowCount() == 2
-                    and item_at(table, row_of("worker:1"), TaskTable.STATUS).text() == "failed",
+                    and cell(table, row_of("worker:1"), TaskTable.STATUS).text() == "failed",
                     timeout=3000)
     row = row_of("worker:1")
     for col in range(table.columnCount()):
-        item = item_at(table, row, col)
+        item = cell(table, row, col)
         assert item.foreground().color() == QColor(FAILED_ROW_FG[False])
         assert error in item.toolTip()
-    assert item_at(table, row, TaskTable.ERROR).text() == error
-    ok = item_at(table, row_of("worker:0"), 0)
+    assert cell(table, row, TaskTable.ERROR).text() == error
+    ok = cell(table, row_of("worker:0"), 0)
     assert ok.foreground().color() != QColor(FAILED_ROW_FG[False])
     assert dash.log_view.task == "worker:1"  # the failed task's log is shown
     qtbot.waitUntil(lambda: dash.header.message_label.isVisible(), timeout=3000)
@@ -393,7 +393,7 @@ def placed() -> RunMetrics:
 
 
 def row_of(table: TaskTable, task: str) -> int:
-    return next(r for r in range(table.rowCount()) if item_at(table, r, 0).text() == task)
+    return next(r for r in range(table.rowCount()) if cell(table, r, 0).text() == task)
 
 
 def test_multi_machine_run_shows_each_tasks_machine_and_flags_the_straggler(
@@ -402,35 +402,36 @@ def test_multi_machine_run_shows_each_tasks_machine_and_flags_the_straggler(
     table = dash.task_table
     qtbot.waitUntil(lambda: table.rowCount() == 4 and table.item(3, 2) is not None, timeout=3000)
     assert not table.isColumnHidden(TaskTable.MACHINE)
-    assert header_text(table, TaskTable.MACHINE) == "Machine"
-    machines = {item_at(table, r, 0).text(): item_at(table, r, TaskTable.MACHINE).text()
+    machine_header = table.horizontalHeaderItem(TaskTable.MACHINE)
+    assert machine_header is not None and machine_header.text() == "Machine"
+    machines = {cell(table, r, 0).text(): cell(table, r, TaskTable.MACHINE).text()
                 for r in range(4)}
     assert machines == {"worker:0": "this machine", "worker:1": "h2", "worker:2": "h3",
                         "worker:3": "lab box"}
 
     slow = row_of(table, "worker:2")
-    assert item_at(table, slow, TaskTable.STATUS).text() == "running \u00b7 slow"
-    assert not item_at(table, slow, 0).icon().isNull()  # the badge
+    assert cell(table, slow, TaskTable.STATUS).text() == "running \u00b7 slow"
+    assert not cell(table, slow, 0).icon().isNull()  # the badge
     for col in range(table.columnCount()):
-        item = item_at(table, slow, col)
+        item = cell(table, slow, col)
         assert "worker:2 on h3 is a straggler: 40% of the other workers' throughput" \
             in item.toolTip()
         assert item.foreground().color() == QColor(SLOW_ROW_FG[False])
         assert item.background().color() == QColor(SLOW_ROW_BG[False])
     for task in ("worker:0", "worker:1", "worker:3"):
         row = row_of(table, task)
-        assert item_at(table, row, TaskTable.STATUS).text() == "running"
-        assert item_at(table, row, 0).icon().isNull()
-        assert "straggler" not in item_at(table, row, TaskTable.STATUS).toolTip()
-        assert item_at(table, row, TaskTable.STATUS).foreground().color() \
+        assert cell(table, row, TaskTable.STATUS).text() == "running"
+        assert cell(table, row, 0).icon().isNull()
+        assert "straggler" not in cell(table, row, TaskTable.STATUS).toolTip()
+        assert cell(table, row, TaskTable.STATUS).foreground().color() \
             == QColor(STATE_COLOURS["running"])
 
     # caught up again: the badge and the amber go away
     placed.set_stragglers({})
-    qtbot.waitUntil(lambda: item_at(table, slow, TaskTable.STATUS).text() == "running",
+    qtbot.waitUntil(lambda: cell(table, slow, TaskTable.STATUS).text() == "running",
                     timeout=3000)
-    assert item_at(table, slow, 0).icon().isNull() and item_at(table, slow, 1).toolTip() == ""
-    assert item_at(table, slow, 1).foreground().color() != QColor(SLOW_ROW_FG[False])
+    assert cell(table, slow, 0).icon().isNull() and cell(table, slow, 1).toolTip() == ""
+    assert cell(table, slow, 1).foreground().color() != QColor(SLOW_ROW_FG[False])
 
 
 def test_multi_machine_device_series_and_logs_name_their_machine(
@@ -473,8 +474,8 @@ def test_a_run_on_this_machine_only_has_no_machine_column(
     qtbot.waitUntil(lambda: table.rowCount() == 2 and table.item(1, 2) is not None,
                     timeout=3000)
     assert table.isColumnHidden(TaskTable.MACHINE)
-    assert [item_at(table, r, TaskTable.STATUS).text() for r in range(2)] == ["running"] * 2
-    assert all(item_at(table, r, 0).icon().isNull() for r in range(2))
+    assert [cell(table, r, TaskTable.STATUS).text() for r in range(2)] == ["running"] * 2
+    assert all(cell(table, r, 0).icon().isNull() for r in range(2))
     combo = dash.log_view.combo
     qtbot.waitUntil(lambda: combo.count() == 2, timeout=3000)
     assert [combo.itemText(i) for i in range(2)] == ["worker:0", "worker:1"]
@@ -487,7 +488,7 @@ def test_a_run_on_this_machine_only_has_no_machine_column(
     dash.attach(FakeRun(other))
     qtbot.waitUntil(lambda: table.rowCount() == 1 and not table.isColumnHidden(
         TaskTable.MACHINE), timeout=3000)
-    assert item_at(table, 0, TaskTable.MACHINE).text() == "h2"
+    assert cell(table, 0, TaskTable.MACHINE).text() == "h2"
     dash.attach(controller)  # and hides again for a local run
     qtbot.waitUntil(lambda: table.rowCount() == 2, timeout=3000)
     assert table.isColumnHidden(TaskTable.MACHINE)

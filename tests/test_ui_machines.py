@@ -19,11 +19,11 @@ import netfaults
 import pytest
 import shiboken6
 import sshhosts
+import widgets
 from conftest_ssh import host_key, machine, trust
 from PySide6.QtCore import QPoint, Qt, QTimer
 from PySide6.QtWidgets import QAbstractButton, QDialogButtonBox, QLineEdit, QMessageBox, QWidget
 from pytestqt.qtbot import QtBot
-from table_cells import item_at, text_at
 
 from dtgui.core.doctor import FAIL, OK, Check
 from dtgui.core.hardware import MachineFacts, TfView
@@ -113,7 +113,7 @@ def wait_status(qtbot: QtBot, panel: MachinesPanel, name: str, *statuses: str) -
 def cell(panel: MachinesPanel, name: str, column: str) -> str:
     from dtgui.ui.machines.panel import COLUMNS
 
-    return text_at(panel.table, panel.row_of(name), COLUMNS.index(column))
+    return widgets.cell_text(panel.table, panel.row_of(name), COLUMNS.index(column))
 
 
 def fill_machine(qtbot: QtBot, dialog: MachineDialog, name: str, host: sshhosts.Host, auth: str,
@@ -255,7 +255,7 @@ def test_wrong_password_is_shown_on_the_row_in_plain_words(
     assert time.monotonic() - t0 < 10  # within the connect timeout
     message = panel.states["box-wrong"].message
     assert "was not accepted: wrong password" in message and "Traceback" not in message
-    assert message in item_at(panel.table, panel.row_of("box-wrong"), 0).toolTip()
+    assert message in widgets.cell(panel.table, panel.row_of("box-wrong"), 0).toolTip()
     assert "wrong password" in panel.details_label.text()  # the only machine: shown below
     assert secrets.get_secret("box-wrong", "password") is None  # not remembered
 
@@ -459,14 +459,14 @@ def test_doctor_on_two_machines_shows_a_reachable_and_a_blocked_port_and_tf(
         assert facts_left.status == FAIL
         assert facts_left.fix.startswith("pip install tensorflow==2.21.0 on left")
     table = doctor.table
-    rows = {(item_at(table, r, 0).text(), item_at(table, r, 1).text()): item_at(table, r, 2).text()
+    rows = {(widgets.cell(table, r, 0).text(), widgets.cell(table, r, 1).text()): widgets.cell(table, r, 2).text()
             for r in range(table.rowCount())}
     assert rows[("left → right", f"Reach port {port}")] == "✗ Problem"
     assert rows[("right → left", f"Reach port {port}")] == "✓ OK"
     assert table.rowCount() == len(doctor.checks)
     assert "problem" in doctor.status_label.text()
     doctor.only_problems.setChecked(True)
-    assert all(item_at(table, r, 2).text() != "✓ OK" for r in range(table.rowCount()))
+    assert all(widgets.cell(table, r, 2).text() != "✓ OK" for r in range(table.rowCount()))
     assert netfaults.leftover_listeners(port) == []
 
 

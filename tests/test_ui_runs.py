@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
-from table_cells import item_at, text_at
+from widgets import cell, cell_text
 
 from dtgui.core.bundle import render_bundle
 from dtgui.core.cluster import place_local
@@ -81,10 +81,10 @@ def test_runs_page_lists_running_and_finished_runs(qtbot: QtBot) -> None:
     qtbot.addWidget(page)
     page.refresh()
     qtbot.waitUntil(lambda: page.table.rowCount() == 2, timeout=5000)
-    assert [text_at(page.table, r, 0) for r in range(2)] == ["live", "old"]
-    assert text_at(page.table, 1, 4) == "0.3333"
-    assert text_at(page.table, 0, 3) == "running · not watched"  # dtgui's watcher: none
-    assert "nothing stops the others" in item_at(page.table, 0, 3).toolTip()
+    assert [cell_text(page.table, r, 0) for r in range(2)] == ["live", "old"]
+    assert cell_text(page.table, 1, 4) == "0.3333"
+    assert cell_text(page.table, 0, 3) == "running · not watched"  # dtgui's watcher: none
+    assert "nothing stops the others" in cell(page.table, 0, 3).toolTip()
     assert "1 run(s) still training" in page.summary.text()
     page.table.selectRow(0)
     assert page.reattach_button.isEnabled() and not page.open_button.isEnabled()

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pytestqt.qtbot import QtBot
-from table_cells import text_at
+from widgets import cell_text
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -308,4 +308,4 @@ def test_the_run_history_says_what_a_script_run_was(qtbot: QtBot, tmp_path: Path
     page = RunsPage()
     qtbot.addWidget(page)
     page.show_records([(record, *run_texts(record)[:1], False, run_texts(record)[1])])
-    assert text_at(page.table, 0, 1) == "MultiWorkerMirrored · script main.py 3 · tf_keras"
+    assert cell_text(page.table, 0, 1) == "MultiWorkerMirrored · script main.py 3 · tf_keras"
