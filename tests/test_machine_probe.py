@@ -101,7 +101,8 @@ def test_what_tensorflow_sees_and_a_hanging_import_answers_in_time() -> None:
     view = tensorflow_view(LocalRunner(), PYTHON)
     assert view.version == TF and view.error == "" and view.gpus == ()  # no GPU here
     answer = ask(LocalRunner(), PYTHON, ["facts", "--tensorflow", "devices"])
-    tf = answer.data["tensorflow"]  # type: ignore[index]
+    assert answer.data is not None, answer.detail
+    tf = answer.data["tensorflow"]
     assert tf["keras"].startswith("3.") and isinstance(tf["built_with_cuda"], bool)
     assert any(d["device_type"] == "CPU" for d in tf["physical_devices"])
 

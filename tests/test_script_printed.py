@@ -109,8 +109,9 @@ def test_one_metric_whatever_wrote_it() -> None:
 
 # -- the supervisor's script child ------------------------------------------------------------
 
-def script_child(tmp_path: Path, task: str = "worker:0", **script: object) -> ScriptChild:
-    model = ScriptModel("project", "main.py", **script).to_dict()  # type: ignore[arg-type]
+def script_child(tmp_path: Path, task: str = "worker:0",
+                 script: ScriptModel | None = None) -> ScriptChild:
+    model = (script or ScriptModel("project", "main.py")).to_dict()
     plan = Plan(strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2, replicas_per_task=1, steps=70,
                 model=model, tasks=(TaskSpec("worker", 0), TaskSpec("worker", 1)))
     out = tmp_path / "output"
@@ -155,14 +156,16 @@ def test_other_tasks_are_read_only_when_asked(tmp_path: Path) -> None:
     other = script_child(tmp_path, "worker:1")
     other.output(b"loss: 0.5\n")
     assert not [e for e in events_of(tmp_path, "worker-1") if e.kind == "scalar"]
-    every = script_child(tmp_path, "worker:1", metrics_tasks="all")
+    every = script_child(tmp_path, "worker:1", ScriptModel("project", "main.py",
+                                                           metrics_tasks="all"))
     every.output(b"loss: 0.5\n")
     assert [e.get("tag") for e in events_of(tmp_path, "worker-1") if e.kind == "scalar"] == [
         "loss"]
 
 
 def test_user_pattern_steps_move_the_progress_against_dtgui_steps(tmp_path: Path) -> None:
-    child = script_child(tmp_path, patterns=(IT_PATTERN,))
+    child = script_child(tmp_path, script=ScriptModel("project", "main.py",
+                                                      patterns=(IT_PATTERN,)))
     child.output(b"[it 10] loss=0.90 lr=1e-3\n[it 20] loss=0.53 lr=1e-3\n")
     events = events_of(tmp_path)
     assert [(e.get("tag"), e.get("step"), e.get("value")) for e in events

@@ -144,7 +144,9 @@ def test_tf_config_from_the_allocation_never_shares_a_port() -> None:
     # two nodes with the same address (as the test cluster's), two tasks each
     configs = [slurm_task.tf_config(ids, r, ["127.0.0.1", "127.0.0.1"], [2, 2], "17")
                for r in range(4)]
-    addresses = configs[0]["cluster"]["worker"]  # type: ignore[index]
+    cluster = configs[0]["cluster"]
+    assert isinstance(cluster, dict)
+    addresses = cluster["worker"]
     assert len(set(addresses)) == 4
     assert [c["task"] for c in configs] == [{"type": "worker", "index": i} for i in range(4)]
     # ParameterServer: chief, then servers, then workers, by rank; hosts by block layout
@@ -298,7 +300,8 @@ def test_a_requeued_job_waits_again_whatever_its_first_attempt_wrote(tmp_path: P
                            "job 12 is waiting in the queue (BeginTime), expected to start "
                            "2026-11-24T18:02:00")
     executor.signal(15)
-    assert ["scancel", "12"] in executor.runner.calls  # type: ignore[attr-defined]
+    assert isinstance(executor.runner, FakeSlurm)
+    assert ["scancel", "12"] in executor.runner.calls
 
 
 def test_a_time_limit_fails_the_run_as_such(tmp_path: Path) -> None:
@@ -318,4 +321,5 @@ def test_a_time_limit_fails_the_run_as_such(tmp_path: Path) -> None:
             "output/checkpoints/ckpt-40 (step 40)") in controller.message
     assert any("CANCELLED DUE TO TIME LIMIT" in line
                for line in controller.metrics.log_lines("worker:0"))
-    assert not any(c[0] == "scancel" for c in executor.runner.calls)  # type: ignore[attr-defined]
+    assert isinstance(executor.runner, FakeSlurm)
+    assert not any(c[0] == "scancel" for c in executor.runner.calls)

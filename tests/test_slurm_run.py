@@ -16,7 +16,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import conftest_ssh
 import pytest
@@ -67,9 +69,8 @@ def started_at(bundle: Path, task: str) -> list[int]:
             if event.get("kind") == "started"]
 
 
-def launch(plan: Plan, root: Path, python: str, **job: object) -> RunController:
-    settings = SlurmJob(**{"nodes": 2, "tasks_per_node": 1, "python": python,  # type: ignore[arg-type]
-                           **job})
+def launch(plan: Plan, root: Path, python: str, **job: Any) -> RunController:
+    settings = replace(SlurmJob(nodes=2, tasks_per_node=1, python=python), **job)
     return launch_plan(plan, root, targets=[Target(python=python, slurm=settings)])
 
 
@@ -397,7 +398,8 @@ def test_a_cluster_reached_over_ssh(slurm: SlurmCluster, ssh_env: Path, login_no
                       slurm=SlurmDefaults(partition="debug", shared_dir="cluster-runs"))
     controller = launch_plan(mwms(40), tmp_path, targets=[
         Target.cluster(cluster, nodes=2, tasks_per_node=1)])
-    run_dir = controller.record.machines[0].dir  # type: ignore[union-attr]
+    assert controller.record is not None
+    run_dir = controller.record.machines[0].dir
     assert run_dir.startswith(str(ssh_lab.home / "cluster-runs"))
     assert controller.wait(60) and controller.state is RunState.FINISHED, (
         controller.message, controller.metrics.log_lines("worker:0")[-8:])

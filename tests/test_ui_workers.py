@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 import shiboken6
-from PySide6.QtCore import QObject, QThreadPool
+from PySide6.QtCore import QObject, QSize, QThreadPool
+from PySide6.QtGui import QImage, QPen, QPolygonF, QTransform
 from pytestqt.qtbot import QtBot
 
 from dtgui.ui import workers
@@ -117,20 +118,22 @@ def test_the_plots_render_thread_is_the_one_thread_render_pool_and_a_failed_rend
     failures = [Boom("the first image fails")]
     render = envelope_layer.render_lines
 
-    def recording(*args: object) -> object:
+    def recording(lines: list[tuple[QPolygonF, QPen, bool]], transform: QTransform, size: QSize,
+                  ratio: float) -> QImage:
         threads.append(threading.get_ident())
         if failures:
             raise failures.pop()
-        return render(*args)  # type: ignore[arg-type]
+        return render(lines, transform, size, ratio)
 
     monkeypatch.setattr(envelope_layer, "render_lines", recording)
     widget = pg.PlotWidget()
     qtbot.addWidget(widget)
-    curves = {k: pg.PlotDataItem(pen=pg.mkPen("b")) for k in range(128)}
-    layer = EnvelopeLayer(curves)  # type: ignore[arg-type]
+    keys = range(128)
+    curves: dict[object, pg.PlotDataItem] = {k: pg.PlotDataItem(pen=pg.mkPen("b")) for k in keys}
+    layer = EnvelopeLayer(curves)
     widget.addItem(layer)
     bx = np.arange(200, dtype=float)
-    for k in curves:
+    for k in keys:
         layer.set_series(k, bx, bx * 0 + k + 1.0, bx * 0 + k)
     layer.commit()
     widget.resize(600, 400)
