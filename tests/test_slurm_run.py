@@ -26,7 +26,7 @@ import remote_python
 import runs
 import sshhosts
 from conftest_ssh import machine, trust
-from fakes import FAKE_NVML, python_with_fake_gpus, wait_for
+from fakes import GPU_FIXTURES, python_with_fake_gpus, wait_for
 from slurm_cluster import SlurmCluster, served_cluster
 
 from dtgui.cli.main import main as cli_main
@@ -258,8 +258,8 @@ def test_reattach_from_the_job_id(slurm: SlurmCluster, tmp_path: Path,
              sorted(controller.metrics.snapshot().device_util) == gpus, 30,
              f"no steps, or not every node's GPU: {controller.metrics.snapshot().step} "
              f"{sorted(controller.metrics.snapshot().device_util)}")
-    captured = {device["util"] for line in (FAKE_NVML.parent / "fixtures" / "gpu" /
-                "telemetry-h100-under-load.jsonl").read_text().splitlines()
+    captured = {device["util"] for line in (GPU_FIXTURES / "telemetry-h100-under-load.jsonl"
+                                            ).read_text().splitlines()
                 for device in json.loads(line)["devices"]}
     for label in gpus:
         assert set(controller.metrics.snapshot().device_util[label][1]) <= captured
