@@ -99,6 +99,7 @@ def test_hostile_host_and_user_are_refused_in_plain_words(value: str) -> None:
 @pytest.mark.parametrize("port", [0, 65536, -1, "22; reboot", "22", 22.5, True])
 def test_bad_ports_are_refused(port: object) -> None:
     with pytest.raises(MachineError, match="port"):
+        # a hostile value of any type, as a hand-edited machines.toml can hold
         Machine("m", "h.example", port=port, user="u").validate()  # type: ignore[arg-type]
 
 
