@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from fakes import use_fake_nvml
+from pytestqt.qtbot import QtBot
 
 from dtgui.core.events import Event
 from dtgui.core.memory import MemoryPeaks
@@ -78,7 +79,7 @@ def test_cpu_warning_is_about_the_machine() -> None:
     assert d.fraction == pytest.approx(0.95) and d.peak == 3 << 30
 
 
-def test_the_dashboard_card_shows_peaks_warning_and_network(qtbot) -> None:
+def test_the_dashboard_card_shows_peaks_warning_and_network(qtbot: QtBot) -> None:
     from dtgui.core.metrics import TaskState
     from dtgui.ui.memory_panel import MemoryPanel, network_details, network_text
 
@@ -92,7 +93,9 @@ def test_the_dashboard_card_shows_peaks_warning_and_network(qtbot) -> None:
                             "mem_used": 1563230208, "mem_total": total}])
     panel.update_memory(peaks)
     assert panel.table.rowCount() == 2
-    assert panel.table.item(0, 2).text() == "75.67 GiB" and panel.table.item(0, 4).text() == "95%"
+    used, share = panel.table.item(0, 2), panel.table.item(0, 4)
+    assert used is not None and used.text() == "75.67 GiB"
+    assert share is not None and share.text() == "95%"
     assert not panel.warning.isHidden() and "worker:0 gpu0 at 95% of 79.65 GiB" in panel.warning.text()
     link = LinkProbe("h2", "h3", 23456, rtt_ms=0.4, bandwidth=10e6, received=16 << 20,
                      measured_at=1.0)

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psutil
@@ -21,8 +22,10 @@ from dtgui.core.cluster import PlacementError, assign, busy_ports, place_on_mach
 from dtgui.core.events import Event, LineBuffer
 from dtgui.core.metrics import RunMetrics
 from dtgui.core.plan import MachineAccess, Plan, validate
+from dtgui.core.run_state import RunState
 from dtgui.core.runs import MachineRecord, RunHistory, RunRecord
 from dtgui.core.stragglers import find_stragglers
+from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import RunController
 from dtgui.launch.executor import WRAPPER
 from dtgui.launch.policy import RunPolicy, exit_text
@@ -32,9 +35,9 @@ ADDR = {"local": "10.0.0.1", "a": "10.0.0.2", "b": "10.0.0.3", "c": "10.0.0.4"}
 PORTS = {"local": [5000, 5001], "a": [6000, 6001], "b": [7000], "c": [8000]}
 
 
-def mwms(**kw) -> Plan:
-    return Plan(run_name="mh", strategy="multi_worker_mirrored", workers=2, replicas_per_task=1,
-                steps=5, checkpoint_every=0, **kw)
+def mwms(**kw: Any) -> Plan:
+    return Plan(run_name="mh", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
+                replicas_per_task=1, steps=5, checkpoint_every=0, **kw)
 
 
 # -- placement ----------------------------------------------------------------------------------
@@ -52,7 +55,8 @@ def test_mwms_places_one_worker_per_machine_with_reachable_addresses() -> None:
 
 
 def test_parameter_server_roles_go_where_they_are_assigned() -> None:
-    plan = Plan(strategy="parameter_server", workers=2, parameter_servers=1, replicas_per_task=1)
+    plan = Plan(strategy=Strategy.PARAMETER_SERVER, workers=2, parameter_servers=1,
+                replicas_per_task=1)
     placement = assign(plan, chief="local", workers=["a", "b"], ps=["c"])
     assert placement == {"chief:0": "local", "worker:0": "a", "worker:1": "b", "ps:0": "c"}
     placed = place_on_machines(plan, placement, ADDR, PORTS)
@@ -66,7 +70,7 @@ def test_one_machine_alone_uses_loopback_and_a_single_task_strategy_runs_remotel
     plan = mwms()
     placed = place_on_machines(plan, assign(plan, machines=["a", "a"]), {}, PORTS)
     assert placed.cluster == {"worker": ["127.0.0.1:6000", "127.0.0.1:6001"]}
-    single = Plan(strategy="mirrored", replicas_per_task=2)
+    single = Plan(strategy=Strategy.MIRRORED, replicas_per_task=2)
     placed = place_on_machines(single, assign(single, machines=["b"]), {}, {})
     assert [(t.machine, t.port) for t in placed.tasks] == [("b", 0)] and placed.cluster == {}
     assert placed.machines == {"b": MachineAccess(address="127.0.0.1")}
@@ -119,7 +123,7 @@ def test_busy_ports_only_checks_this_machines_tasks() -> None:
 
 # -- the multi-machine bundle -------------------------------------------------------------------
 def test_multi_machine_bundle_readme_and_run_sh(tmp_path: Path) -> None:
-    plan = Plan(run_name="ps3", strategy="parameter_server", workers=2, parameter_servers=1,
+    plan = Plan(run_name="ps3", strategy=Strategy.PARAMETER_SERVER, workers=2, parameter_servers=1,
                 replicas_per_task=1)
     placed = place_on_machines(plan, assign(plan, chief="local", workers=["a", "b"], ps=["c"]),
                                ADDR, PORTS, logins={"a": {"login": "me@10.0.0.2:2222",
@@ -140,9 +144,9 @@ def test_multi_machine_bundle_readme_and_run_sh(tmp_path: Path) -> None:
 # -- run records and the history ---------------------------------------------------------------
 def test_run_records_and_history(tmp_path: Path) -> None:
     old = RunRecord("r1-aaaaaa", "r1", str(tmp_path / "r1"), "mirrored", created=1.0,
-                    state="finished", final_loss=0.5)
+                    state=RunState.FINISHED, final_loss=0.5)
     new = RunRecord("r2-bbbbbb", "r2", str(tmp_path / "r2"), "multi_worker_mirrored",
-                    created=2.0, state="running",
+                    created=2.0, state=RunState.RUNNING,
                     machines=[MachineRecord("h2", "/home/u/.cache/dtgui/runs/r2/h2", "python3",
                                             "10.0.0.2", {"name": "h2", "host": "10.0.0.2"})])
     new.set_pid("worker:0", "h2", 4242)
@@ -159,10 +163,11 @@ def test_run_records_and_history(tmp_path: Path) -> None:
     assert [r.run_id for r in history.records()] == ["r2-bbbbbb", "r1-aaaaaa", "r0"]
     assert [r.run_id for r in history.running()] == ["r2-bbbbbb"]
     loaded = history.find("r2-bbbbbb")
+    assert loaded is not None
     assert loaded.pids() == {"worker:0": 4242} and loaded.is_multi_machine
     assert loaded.machines[0].machine["host"] == "10.0.0.2"
     r0 = history.find("r0")
-    assert (r0.state, r0.final_loss) == ("finished", 0.7)
+    assert r0 is not None and (r0.state, r0.final_loss) == ("finished", 0.7)
     assert "password" not in (tmp_path / "r2" / "run.json").read_text()
 
 
@@ -245,7 +250,9 @@ def test_start_and_poll_scripts_with_real_processes(tmp_path: Path) -> None:
 
 
 # -- the run policy over scripted executors -----------------------------------------------------
-def scripted_run(tmp_path: Path, policy: RunPolicy) -> tuple[RunController, ScriptedExecutor, ScriptedExecutor]:
+def scripted_run(
+        tmp_path: Path, policy: RunPolicy
+        ) -> tuple[RunController, ScriptedExecutor, ScriptedExecutor]:
     plan = mwms()
     placed = place_on_machines(plan, assign(plan, machines=["a", "b"]), ADDR, PORTS)
     bundle = render_bundle(placed, tmp_path / "b")

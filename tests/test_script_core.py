@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,7 @@ from dtgui.core.script import (
     script_problems,
     split_args,
 )
+from dtgui.core.strategies import Strategy
 from dtgui.worker.script_env import expand_references
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,14 +119,14 @@ def test_plan_round_trips_and_old_plans_still_read(tmp_path: Path) -> None:
     assert any("inside the project folder" in p for p in validate(bad))
 
 
-def script_bundle(tmp_path: Path, **changes) -> Bundle:
+def script_bundle(tmp_path: Path, **changes: Any) -> Bundle:
     project = tmp_path / "proj"
     project.mkdir()
     (project / "train.py").write_text("print('hi')\n")
     model = ScriptModel(str(project), "train.py", ("--logdir", "$DTGUI_TENSORBOARD_DIR"),
                         {"MY_FLAG": "1"}, True, "/data/set")
-    plan = Plan(run_name="s", strategy="multi_worker_mirrored", workers=2, replicas_per_task=1,
-                model=model, **changes)
+    plan = Plan(run_name="s", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
+                replicas_per_task=1, model=model, **changes)
     return render_bundle(place_local(plan), tmp_path / "bundle")
 
 

@@ -16,6 +16,7 @@ from dtgui.core.plan import MetricsTasks, Plan, TaskSpec
 from dtgui.core.plan_text import script_rows, script_summary, script_text
 from dtgui.core.run_curves import RunCurves
 from dtgui.core.script import ScriptModel, script_problems
+from dtgui.core.strategies import Strategy
 from dtgui.launch.script_check import study
 from dtgui.worker.events import EventWriter
 from dtgui.worker.printed_metrics import LineParser, compile_patterns, metric_name, preview
@@ -109,9 +110,10 @@ def test_one_metric_whatever_wrote_it() -> None:
 
 # -- the supervisor's script child ------------------------------------------------------------
 
-def script_child(tmp_path: Path, task: str = "worker:0", **script: object) -> ScriptChild:
-    model = ScriptModel("project", "main.py", **script)  # type: ignore[arg-type]
-    plan = Plan(strategy="multi_worker_mirrored", workers=2, replicas_per_task=1, steps=70,
+def script_child(tmp_path: Path, task: str = "worker:0",
+                 script: ScriptModel | None = None) -> ScriptChild:
+    model = script or ScriptModel("project", "main.py")
+    plan = Plan(strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2, replicas_per_task=1, steps=70,
                 model=model, tasks=(TaskSpec("worker", 0), TaskSpec("worker", 1)))
     out = tmp_path / "output"
     out.mkdir(exist_ok=True)
@@ -155,14 +157,16 @@ def test_other_tasks_are_read_only_when_asked(tmp_path: Path) -> None:
     other = script_child(tmp_path, "worker:1")
     other.output(b"loss: 0.5\n")
     assert not [e for e in events_of(tmp_path, "worker-1") if e.kind == "scalar"]
-    every = script_child(tmp_path, "worker:1", metrics_tasks=MetricsTasks.ALL)
+    every = script_child(tmp_path, "worker:1", ScriptModel("project", "main.py",
+                                                           metrics_tasks=MetricsTasks.ALL))
     every.output(b"loss: 0.5\n")
     assert [e.get("tag") for e in events_of(tmp_path, "worker-1") if e.kind == "scalar"] == [
         "loss"]
 
 
 def test_user_pattern_steps_move_the_progress_against_dtgui_steps(tmp_path: Path) -> None:
-    child = script_child(tmp_path, patterns=(IT_PATTERN,))
+    child = script_child(tmp_path, script=ScriptModel("project", "main.py",
+                                                      patterns=(IT_PATTERN,)))
     child.output(b"[it 10] loss=0.90 lr=1e-3\n[it 20] loss=0.53 lr=1e-3\n")
     events = events_of(tmp_path)
     assert [(e.get("tag"), e.get("step"), e.get("value")) for e in events
@@ -234,7 +238,7 @@ def test_printed_losses_give_the_final_loss_and_the_epoch_progress() -> None:
 def test_a_script_plan_says_what_runs_and_what_does_not_apply() -> None:
     model = ScriptModel("/proj", "main.py", ("--epochs", "3"), {"DATA": "/d"}, True,
                         patterns=(IT_PATTERN,))
-    plan = Plan(strategy="multi_worker_mirrored", workers=2, model=model)
+    plan = Plan(strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2, model=model)
     assert script_summary(plan) == "script main.py --epochs 3 · tf_keras"
     rows = dict(script_rows(plan))
     assert rows["Environment"] == "DATA=/d"
@@ -253,7 +257,7 @@ def test_a_script_plan_says_what_runs_and_what_does_not_apply() -> None:
 
 def tutorial_plan(legacy: bool) -> Plan:
     model = ScriptModel(str(PROJECTS / "mwm_custom_loop"), "main.py", legacy_keras=legacy)
-    return Plan(strategy="multi_worker_mirrored", workers=2, model=model)
+    return Plan(strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2, model=model)
 
 
 def test_keras2_calls_are_warned_of_under_keras3_with_the_fix() -> None:

@@ -25,6 +25,7 @@ from dtgui.core.slurm import (
     time_seconds,
 )
 from dtgui.core.slurm_answers import (
+    ClusterFacts,
     JobStatus,
     gres_gpus,
     parse_accounts,
@@ -143,7 +144,9 @@ def test_tf_config_from_the_allocation_never_shares_a_port() -> None:
     # two nodes with the same address (as the test cluster's), two tasks each
     configs = [slurm_task.tf_config(ids, r, ["127.0.0.1", "127.0.0.1"], [2, 2], "17")
                for r in range(4)]
-    addresses = configs[0]["cluster"]["worker"]  # type: ignore[index]
+    cluster = configs[0]["cluster"]
+    assert isinstance(cluster, dict)
+    addresses = cluster["worker"]
     assert len(set(addresses)) == 4
     assert [c["task"] for c in configs] == [{"type": "worker", "index": i} for i in range(4)]
     # ParameterServer: chief, then servers, then workers, by rank; hosts by block layout
@@ -239,7 +242,7 @@ def test_a_job_that_cannot_fit_is_refused_before_submit() -> None:
 def test_accounting_is_used_when_it_answers() -> None:
     """The account check and an ended job's state: `sacctmgr`/`sacct` where accounting
     answers; where it does not, the account is left to sbatch and the state to scontrol."""
-    facts = login_node.ClusterFacts("22.05.8", parse_sinfo(SINFO))
+    facts = ClusterFacts("22.05.8", parse_sinfo(SINFO))
     with_accounting = FakeSlurm({"id": "me\n", "sacctmgr": "lab\n",
                                  "sacct": "TIMEOUT|TimeLimit|0:15|00:05:00|2026-11-24T18:00:00\n"})
     check = login_node.check_job(with_accounting, SlurmJob(account="chem"), facts)
@@ -247,8 +250,8 @@ def test_accounting_is_used_when_it_answers() -> None:
     ended = login_node.status(with_accounting, "12")  # squeue and scontrol forgot it
     assert (ended.state, ended.time_limit, ended.exit_code, ended.signal) == \
         ("TIMEOUT", "00:05:00", 0, 15)
-    assert status_from_sacct("3", "CANCELLED by 1000|None|0:0|UNLIMITED|N/A\n").state == \
-        "CANCELLED"
+    cancelled = status_from_sacct("3", "CANCELLED by 1000|None|0:0|UNLIMITED|N/A\n")
+    assert cancelled is not None and cancelled.state == "CANCELLED"
     without = FakeSlurm({"id": "me\n"}, failing={"sacctmgr", "sacct"})
     check = login_node.check_job(without, SlurmJob(account="chem"), facts)
     assert check.problems == [] and check.notes == [
@@ -297,7 +300,8 @@ def test_a_requeued_job_waits_again_whatever_its_first_attempt_wrote(tmp_path: P
                            "job 12 is waiting in the queue (BeginTime), expected to start "
                            "2026-11-24T18:02:00")
     executor.signal(15)
-    assert ["scancel", "12"] in executor.runner.calls  # type: ignore[attr-defined]
+    assert isinstance(executor.runner, FakeSlurm)
+    assert ["scancel", "12"] in executor.runner.calls
 
 
 def test_a_time_limit_fails_the_run_as_such(tmp_path: Path) -> None:
@@ -317,4 +321,5 @@ def test_a_time_limit_fails_the_run_as_such(tmp_path: Path) -> None:
             "output/checkpoints/ckpt-40 (step 40)") in controller.message
     assert any("CANCELLED DUE TO TIME LIMIT" in line
                for line in controller.metrics.log_lines("worker:0"))
-    assert not any(c[0] == "scancel" for c in executor.runner.calls)  # type: ignore[attr-defined]
+    assert isinstance(executor.runner, FakeSlurm)
+    assert not any(c[0] == "scancel" for c in executor.runner.calls)

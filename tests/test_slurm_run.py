@@ -16,7 +16,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import conftest_ssh
 import pytest
@@ -38,6 +40,7 @@ from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.pipeline import launch_plan, reattach
 from dtgui.launch.policy import RunPolicy
+from dtgui.launch.slurm_exec import SlurmExecutor
 from dtgui.launch.targets import Target
 from dtgui.remote.commands import LocalRunner
 from dtgui.remote.slurm import probe
@@ -66,9 +69,8 @@ def started_at(bundle: Path, task: str) -> list[int]:
             if event.get("kind") == "started"]
 
 
-def launch(plan: Plan, root: Path, python: str, **job: object) -> RunController:
-    settings = SlurmJob(**{"nodes": 2, "tasks_per_node": 1, "python": python,  # type: ignore[arg-type]
-                           **job})
+def launch(plan: Plan, root: Path, python: str, **job: Any) -> RunController:
+    settings = replace(SlurmJob(nodes=2, tasks_per_node=1, python=python), **job)
     return launch_plan(plan, root, targets=[Target(python=python, slurm=settings)])
 
 
@@ -174,7 +176,8 @@ def test_pending_job_says_why_and_stop_cancels_it(slurm: SlurmCluster, tmp_path:
         wait_for(lambda: any("is waiting in the queue (Resources" in line
                              for line in controller.metrics.log_lines("worker:0")), 20,
                  "the queue reason is not shown")
-        assert controller.state is RunState.RUNNING  # queued: not hung, not failed
+        queued = controller.state
+        assert queued is RunState.RUNNING  # queued: not hung, not failed
         assert "is waiting in the queue (Resources)" in controller.message  # the run's view
         controller.request_stop()
         assert controller.wait(30)
@@ -200,7 +203,9 @@ def test_a_task_that_fails_fails_the_run_with_its_error(slurm: SlurmCluster, tmp
     # in Slurm's words, with the checkpoint a restart would resume from
     python = stub_python(step_seconds=0.1)
     controller = launch(mwms(100000, "node-fails", checkpoint_every=10), tmp_path, python)
-    wait_for(lambda: controller.executors[0].checkpoint is not None, 30, "no checkpoint")
+    executor = controller.executors[0]
+    assert isinstance(executor, SlurmExecutor)
+    wait_for(lambda: executor.checkpoint is not None, 30, "no checkpoint")
     down = time.time()
     try:
         slurm.run("scontrol", "update", "NodeName=node2", "State=DOWN", "Reason=dtgui-test")
@@ -295,6 +300,7 @@ def test_a_restart_resubmits_the_job(slurm: SlurmCluster, tmp_path: Path,
                              targets=[Target(python=python, slurm=settings)],
                              policy=RunPolicy(max_restarts=1))
     executor = controller.executors[0]
+    assert isinstance(executor, SlurmExecutor)
     first = executor.job_id
     wait_for(lambda: executor.checkpoint is not None, 30, "no checkpoint")
     # the time limit, reached now (Slurm rounds the limit to the minute: 00:01:00)
@@ -392,7 +398,8 @@ def test_a_cluster_reached_over_ssh(slurm: SlurmCluster, ssh_env: Path, login_no
                       slurm=SlurmDefaults(partition="debug", shared_dir="cluster-runs"))
     controller = launch_plan(mwms(40), tmp_path, targets=[
         Target.cluster(cluster, nodes=2, tasks_per_node=1)])
-    run_dir = controller.record.machines[0].dir  # type: ignore[union-attr]
+    assert controller.record is not None
+    run_dir = controller.record.machines[0].dir
     assert run_dir.startswith(str(ssh_lab.home / "cluster-runs"))
     assert controller.wait(60) and controller.state is RunState.FINISHED, (
         controller.message, controller.metrics.log_lines("worker:0")[-8:])

@@ -11,6 +11,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 from conftest import ROOT
 from fakes import pynvml_slow_to_start
@@ -40,7 +41,7 @@ SUPERVISED = textwrap.dedent("""
 
 
 def supervised(tmp_path: Path, code: str, kind: str = "training",
-               timeout: float = 60) -> tuple[int, list[dict], str]:
+               timeout: float = 60) -> tuple[int, list[dict[str, Any]], str]:
     events = tmp_path / "events.jsonl"
     proc = subprocess.run([sys.executable, "-c", SUPERVISED, str(events), code, kind],
                           capture_output=True, text=True, timeout=timeout, cwd=ROOT)
@@ -48,7 +49,7 @@ def supervised(tmp_path: Path, code: str, kind: str = "training",
     return proc.returncode, [json.loads(x) for x in lines], proc.stdout + proc.stderr
 
 
-def failures(events: list[dict]) -> list[dict]:
+def failures(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in events if e.get("kind") == "failed"]
 
 

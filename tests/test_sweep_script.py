@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from pytestqt.qtbot import QtBot
+from widgets import cell_text
 
 from dtgui.core.plan import Plan
 from dtgui.core.script import ScriptModel
@@ -74,8 +75,8 @@ def test_a_script_sweep_goes_on_in_its_own_process_while_the_view_is_closed(
     assert again.more_button.isEnabled()
     again.more(5)
     qtbot.waitUntil(lambda: again.table.rowCount() == 5 and again.process is None
-                    and all(again.table.item(i, 1).text() == "finished"  # type: ignore[union-attr]
-                            for i in range(5)), timeout=60_000)
+                    and all(cell_text(again.table, i, 1) == "finished" for i in range(5)),
+                    timeout=60_000)
     assert "going on with the sweep" in (folder / LOG_FILE).read_text()
 
 
