@@ -20,7 +20,7 @@ from dtgui.core.cluster import busy_ports, place_local, task_layout, tf_config
 from dtgui.core.events import EventTail, parse_line
 from dtgui.core.hardware import GpuInfo, MachineFacts, TfView, explain, tf_view
 from dtgui.core.metrics import RunMetrics, Series
-from dtgui.core.plan import ModelFile, Plan, PlanError, validate
+from dtgui.core.plan import DeviceKind, ModelFile, Plan, PlanError, validate
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
 from dtgui.core.strategies import STRATEGIES, Strategy, recommend
@@ -86,7 +86,7 @@ def test_invalid_plans_are_refused_with_the_reason(changes: dict[str, Any], frag
 
 
 def test_gpu_count_is_checked() -> None:
-    plan = Plan(device_kind="gpu", replicas_per_task=4)
+    plan = Plan(device_kind=DeviceKind.GPU, replicas_per_task=4)
     assert any("TensorFlow can use 2" in p for p in validate(plan, usable_gpus=2))
     assert validate(plan, usable_gpus=4) == []
 

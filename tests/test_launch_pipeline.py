@@ -16,7 +16,7 @@ from fakes import FakeSshClient
 from dtgui.core.bundle import render_bundle
 from dtgui.core.cluster import place_local, place_on_machines
 from dtgui.core.machines import Machine
-from dtgui.core.plan import Plan
+from dtgui.core.plan import DeviceKind, Plan
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import MachineRecord, RunRecord
 from dtgui.core.strategies import Strategy
@@ -70,7 +70,7 @@ def test_a_task_on_a_machine_not_chosen_is_refused_before_anything(tmp_path: Pat
 
 def test_the_targets_of_a_placed_plan_carry_each_machines_python_and_gpus() -> None:
     plan = Plan(run_name="p", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=3, replicas_per_task=2,
-                device_kind="gpu")
+                device_kind=DeviceKind.GPU)
     placed = place_on_machines(
         plan, {"worker:0": "local", "worker:1": "h2", "worker:2": "h2"},
         {"local": "10.0.0.1", "h2": "10.0.0.2"}, {"local": [5000], "h2": [5001, 5002]},

@@ -272,7 +272,7 @@ def test_keras2_calls_are_warned_of_under_keras3_with_the_fix() -> None:
 
 def test_a_plan_json_keeps_the_printed_metrics_fields(tmp_path: Path) -> None:
     model = ScriptModel("/p", "t.py", printed_metrics=False, patterns=(IT_PATTERN,),
-                        metrics_tasks="all")
+                        metrics_tasks=MetricsTasks.ALL)
     plan = Plan(model=model)
     back = Plan.from_dict(json.loads(plan.to_json())).script
     assert back == model

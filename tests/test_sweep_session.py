@@ -25,7 +25,7 @@ Said = tuple[str, int, object]  # signal, trial, what it carried
 
 
 def script_plan(*args: str) -> Plan:
-    model = ScriptModel(str(PROJECT), "train.py", args).to_dict()
+    model = ScriptModel(str(PROJECT), "train.py", args)
     return Plan(run_name="life", strategy=Strategy.ONE_DEVICE, replicas_per_task=1,
                 checkpoint_every=0, model=model)
 

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QCheckBox
 
 from dtgui.core.hardware import GpuInfo
 from dtgui.core.machines import Machine, MachineRegistry
-from dtgui.core.plan import Plan, TaskSpec
+from dtgui.core.plan import DeviceKind, Plan, TaskSpec
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
 from dtgui.core.strategies import Strategy
@@ -42,7 +42,7 @@ IDLE_H100 = parse_gpu_csv([(FIXTURES / "nvidia-smi-query-h100.csv").read_text().
 LOADED_H100 = [GpuInfo(d["index"], d["name"], d["mem_total"], d["mem_used"], d["util"])
                for line in (FIXTURES / "telemetry-h100-under-load.jsonl").read_text().splitlines()
                for d in json.loads(line)["devices"]]
-ONE_GPU = Plan(device_kind="gpu", strategy=Strategy.ONE_DEVICE, replicas_per_task=1)
+ONE_GPU = Plan(device_kind=DeviceKind.GPU, strategy=Strategy.ONE_DEVICE, replicas_per_task=1)
 
 
 def h100(index: int, loaded: bool = False) -> GpuInfo:
@@ -97,7 +97,7 @@ def test_trials_take_free_gpus_across_machines_and_say_what_is_left_out(
     assert "h100a: GPU 2 run(s) another process" in said
     assert "4 trials at once were asked, but 3 group(s) of 1 free GPU(s)" in said
 
-    mirrored = Plan(device_kind="gpu", strategy=Strategy.MIRRORED, replicas_per_task=2)
+    mirrored = Plan(device_kind=DeviceKind.GPU, strategy=Strategy.MIRRORED, replicas_per_task=2)
     pairs = slots_for(mirrored, 4, [], machines=["local", "h100a"], reports=report,
                       registry=registry)
     assert [(s.targets[0].name, s.gpus) for s in pairs] == [("local", (0, 1))]
@@ -115,9 +115,9 @@ def test_gpus_given_to_a_single_run_that_still_runs_are_left_to_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run launched while the sweep runs holds its GPUs from its start (its record and
     placed plan), before its process shows on them; one given no GPU numbers holds them all."""
-    single = Plan(device_kind="gpu", strategy=Strategy.ONE_DEVICE, replicas_per_task=1,
+    single = Plan(device_kind=DeviceKind.GPU, strategy=Strategy.ONE_DEVICE, replicas_per_task=1,
                   tasks=(TaskSpec("worker", 0, gpus=(1,)),))
-    remote = Plan(device_kind="gpu", strategy=Strategy.ONE_DEVICE, replicas_per_task=1,
+    remote = Plan(device_kind=DeviceKind.GPU, strategy=Strategy.ONE_DEVICE, replicas_per_task=1,
                   tasks=(TaskSpec("worker", 0, machine="h100a"),))
     assert held_gpus([single, remote, Plan()]) == {"local": {1}, "h100a": {ALL_GPUS}}
     bundle = tmp_path / "run-1"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from dtgui.cli.main import main
-from dtgui.core.plan import Plan
+from dtgui.core.plan import DeviceKind, Plan
 from dtgui.core.script import ScriptModel
 from dtgui.core.strategies import Strategy
 from dtgui.core.sweep import (
@@ -283,12 +283,12 @@ def test_gpu_trials_take_idle_gpus_only_and_say_when_fewer_than_asked() -> None:
     assert idle(gpus) == [0, 3]  # 1: its memory is taken; 2: busy
     assert [s.targets[0].gpus for s in gpu_slots([0, 1, 2, 3], 2)] == [(0, 1), (2, 3)]
     assert [s.targets[0].gpus for s in gpu_slots([0, 3, 5], 1)] == [(0,), (3,), (5,)]
-    plan = Plan(device_kind="gpu", strategy=Strategy.ONE_DEVICE, replicas_per_task=1)
+    plan = Plan(device_kind=DeviceKind.GPU, strategy=Strategy.ONE_DEVICE, replicas_per_task=1)
     notes: list[str] = []
     slots = slots_for(plan, 4, notes, gpus=lambda: [0, 3])
     assert [s.name for s in slots] == ["gpu 0", "gpu 3"]
     assert "4 trials at once were asked, but 2 group(s) of 1 free GPU(s)" in notes[0]
-    mirrored = Plan(device_kind="gpu", strategy=Strategy.MIRRORED, replicas_per_task=2)
+    mirrored = Plan(device_kind=DeviceKind.GPU, strategy=Strategy.MIRRORED, replicas_per_task=2)
     assert [s.targets[0].gpus for s in slots_for(mirrored, 2, [], gpus=lambda: [0, 1, 3])] \
         == [(0, 1)]
     with pytest.raises(SweepError, match="No GPU of this machine is free"):

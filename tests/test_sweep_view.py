@@ -13,7 +13,7 @@ import pytest
 from optuna.trial import TrialState
 from pytestqt.qtbot import QtBot
 
-from dtgui.core.plan import Plan
+from dtgui.core.plan import DeviceKind, Plan
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
 from dtgui.core.sweep import SweepSpec, parse_param, save_sweep
@@ -232,7 +232,7 @@ def test_the_dialog_says_how_many_gpu_trials_the_machines_take_at_once(qtbot: Qt
 
     gib = 1 << 30
     idle, busy = (GpuInfo(0, "H100", 80 * gib, 0, 0.0), GpuInfo(1, "H100", 80 * gib, gib, 97.0))
-    plan = Plan(device_kind="gpu", strategy=Strategy.ONE_DEVICE, replicas_per_task=1)
+    plan = Plan(device_kind=DeviceKind.GPU, strategy=Strategy.ONE_DEVICE, replicas_per_task=1)
     dialog = SweepDialog(plan, machines=["h100a"],
                          gpus={"local": [idle, busy],
                                "h100a": [idle, GpuInfo(1, "H100", 80 * gib, 0, 0.0)]})

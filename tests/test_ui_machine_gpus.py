@@ -21,7 +21,7 @@ from dtgui.core.bundle import task_environment, task_script_text
 from dtgui.core.cluster import PlacementError
 from dtgui.core.hardware import GpuInfo, MachineFacts, TfView
 from dtgui.core.machines import Machine, MachineError, MachineRegistry, RemoteFacts
-from dtgui.core.plan import LOCAL_MACHINE, MachineAccess, Plan
+from dtgui.core.plan import LOCAL_MACHINE, DeviceKind, MachineAccess, Plan
 from dtgui.core.strategies import Strategy
 from dtgui.remote import secrets
 from dtgui.ui.machines.add_dialog import MachineDialog
@@ -46,7 +46,7 @@ FAKE_LOCAL_FACTS = MachineFacts(
 GPU_BOX = Machine("gpu box", "10.1.0.2", user="me", auth="agent", python="/opt/tf/bin/python3")
 H3 = Machine("h3", "10.1.0.3", 2222, user="me", auth="agent")
 MACHINES = [GPU_BOX, H3]
-MWM_GPU = Plan(run_name="gpus", strategy=Strategy.MULTI_WORKER_MIRRORED, device_kind="gpu",
+MWM_GPU = Plan(run_name="gpus", strategy=Strategy.MULTI_WORKER_MIRRORED, device_kind=DeviceKind.GPU,
                workers=2, replicas_per_task=2)
 
 
@@ -203,7 +203,7 @@ def test_too_few_gpus_are_refused(qtbot: QtBot) -> None:
     box.gpus.set_checked("gpu box", [])
     with pytest.raises(PlacementError, match="gpu box has no GPU checked for task worker:0"):
         box.preview(MWM_GPU)
-    ps = Plan(run_name="ps", strategy=Strategy.PARAMETER_SERVER, device_kind="gpu", workers=1,
+    ps = Plan(run_name="ps", strategy=Strategy.PARAMETER_SERVER, device_kind=DeviceKind.GPU, workers=1,
               parameter_servers=1)
     box = gpu_box_for(qtbot, ps, ("gpu box", "h3", "gpu box"))  # coordinator, worker, ps
     box.gpus.set_checked("gpu box", [])  # the coordinator and the ps need no GPU

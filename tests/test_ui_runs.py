@@ -15,7 +15,7 @@ from widgets import cell, cell_text
 from dtgui.core.bundle import render_bundle
 from dtgui.core.cluster import place_local
 from dtgui.core.machines import Machine
-from dtgui.core.plan import Plan
+from dtgui.core.plan import MachineAccess, Plan
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
 from dtgui.core.settings import runs_dir
@@ -49,8 +49,8 @@ def test_machines_box_places_tasks_on_the_chosen_machines(qtbot: QtBot) -> None:
     placed = box.preview(plan)
     assert [t.machine for t in placed.tasks] == ["gpu box", "h3"]
     assert [a.split(":")[0] for a in placed.cluster["worker"]] == ["10.1.0.2", "10.1.0.3"]
-    assert placed.machines["h3"] == {"address": "10.1.0.3", "login": "me@10.1.0.3:2222",
-                                     "python": "/opt/tf/bin/python3"}
+    assert placed.machines["h3"] == MachineAccess(address="10.1.0.3", login="me@10.1.0.3:2222",
+                                                  python="/opt/tf/bin/python3")
     box.remember(placed)  # a remembered plan brings its choices back
     box.set_machines(MACHINES)
     box.set_plan(plan)

@@ -17,7 +17,7 @@ from pytestqt.qtbot import QtBot
 
 from dtgui.core.events import Event
 from dtgui.core.metrics import RunMetrics
-from dtgui.core.plan import Plan
+from dtgui.core.plan import LrSchedule, Optimizer, Plan
 from dtgui.core.smoothing import ema
 from dtgui.core.strategies import Strategy
 from dtgui.ui.dashboard import Dashboard
@@ -290,7 +290,7 @@ def test_a_real_run_shows_validation_learning_rate_and_its_saved_model(
     from dtgui.launch.pipeline import launch_plan
 
     plan = Plan(run_name="live-val", strategy=Strategy.MIRRORED, replicas_per_task=2, steps=60,
-                steps_per_epoch=30, optimizer="adamw", lr_schedule="warmup_cosine",
+                steps_per_epoch=30, optimizer=Optimizer.ADAMW, lr_schedule=LrSchedule.WARMUP_COSINE,
                 warmup_steps=10, validate_every=20, save_best=True, checkpoint_every=0)
     controller = launch_plan(plan, runs_dir())
     window = QMainWindow()

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Protocol
 
 from dtgui.core.cluster import place_local
+from dtgui.core.plan import Communication, DeviceKind, Precision
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -449,9 +450,9 @@ def test_epochs_set_the_steps(qtbot: QtBot, make_wizard: MakeWizard) -> None:
 def test_an_initial_plan_restores_every_field(
         qtbot: QtBot, make_wizard: MakeWizard, tmp_path: Path) -> None:
     path = model_file(tmp_path, "net.py", GOOD_MODEL)
-    initial = Plan(run_name="last-run", strategy=Strategy.PARAMETER_SERVER, device_kind="cpu",
-                   replicas_per_task=1, workers=3, parameter_servers=2, precision="mixed_bfloat16",
-                   xla=False, communication="auto", per_replica_batch=48, steps=321,
+    initial = Plan(run_name="last-run", strategy=Strategy.PARAMETER_SERVER, device_kind=DeviceKind.CPU,
+                   replicas_per_task=1, workers=3, parameter_servers=2, precision=Precision.MIXED_BFLOAT16,
+                   xla=False, communication=Communication.AUTO, per_replica_batch=48, steps=321,
                    steps_per_epoch=7, learning_rate=0.0025, seed=7, deterministic=False,
                    checkpoint_every=0, model=ModelFile(str(path)))
     wizard = make_wizard(cpu_facts(), initial)
@@ -491,7 +492,7 @@ def test_a_damaged_initial_plan_still_opens(make_wizard: MakeWizard) -> None:
 
 
 def test_an_initial_gpu_plan_falls_back_to_cpu_with_a_note(make_wizard: MakeWizard) -> None:
-    wizard = make_wizard(cpu_facts(), Plan(strategy=Strategy.MIRRORED, device_kind="gpu",
+    wizard = make_wizard(cpu_facts(), Plan(strategy=Strategy.MIRRORED, device_kind=DeviceKind.GPU,
                                            replicas_per_task=2))
     page = wizard.strategy_page
     assert page.device_kind() == "cpu"
@@ -743,7 +744,7 @@ def test_the_gui_process_does_not_import_tensorflow(make_wizard: MakeWizard) -> 
 
 def test_a_generated_run_name_follows_the_strategy_and_a_typed_one_is_kept(
         qtbot: QtBot, make_wizard: MakeWizard) -> None:
-    last = Plan(run_name="mirrored-20260101-120000", strategy=Strategy.MIRRORED, device_kind="cpu",
+    last = Plan(run_name="mirrored-20260101-120000", strategy=Strategy.MIRRORED, device_kind=DeviceKind.CPU,
                 replicas_per_task=2)
     wizard = make_wizard(cpu_facts(), last)
     click_strategy(qtbot, wizard, "multi_worker_mirrored")
