@@ -22,7 +22,14 @@ from dtgui.core.runs import MachineRecord, RunRecord
 from dtgui.launch.local_exec import LocalExecutor
 from dtgui.launch.pipeline import STEPS, LaunchError, launch_plan
 from dtgui.launch.ssh_exec import SshExecutor
-from dtgui.launch.targets import Target, TargetKind, make_executor, plan_targets
+from dtgui.launch.drivers import (
+    driver_for,
+    local_target,
+    plan_targets,
+    ssh_target,
+    target_of_record,
+)
+from dtgui.launch.targets import Target
 from dtgui.remote.connector import Connector, Secrets
 from dtgui.remote.parallel import each, each_value
 from dtgui.worker.machine_probe import choose_free_ports as free_ports
@@ -32,7 +39,7 @@ def test_a_run_here_skips_every_step_that_does_not_apply(
         tmp_path: Path, stub_python: Callable[..., str]) -> None:
     plan = Plan(run_name="here", strategy="multi_worker_mirrored", workers=2,
                 replicas_per_task=1, steps=3, steps_per_epoch=3, checkpoint_every=0)
-    controller = launch_plan(plan, tmp_path / "runs", targets=[Target(python=stub_python())])
+    controller = launch_plan(plan, tmp_path / "runs", targets=[local_target(stub_python())])
     assert controller.wait(60), "the run did not end"
     assert controller.state is RunState.FINISHED, controller.message
     # nothing to connect, check, copy; the model is the built-in one
@@ -77,8 +84,8 @@ def test_the_targets_of_a_placed_plan_carry_each_machines_python_and_gpus() -> N
     h2 = Machine("h2", "10.0.0.2", user="me")
     targets = plan_targets(placed, {"h2": h2})
     assert [(t.name, t.kind, t.python, t.gpus) for t in targets] == [
-        ("local", TargetKind.LOCAL, "", (0, 1)),
-        ("h2", TargetKind.SSH, "/opt/tf/bin/python", (2, 3, 4, 5))]
+        ("local", "local", "", (0, 1)),
+        ("h2", "ssh", "/opt/tf/bin/python", (2, 3, 4, 5))]
     assert targets[0].label == "this machine" and targets[1].interpreter == "/opt/tf/bin/python"
 
 
@@ -92,12 +99,12 @@ def test_one_executor_factory_for_a_launch_and_a_reattach(tmp_path: Path) -> Non
     h2 = Machine("h2", "10.0.0.2", user="me")
     rec = MachineRecord("h2", "/home/me/.cache/dtgui/runs/f/h2", "python3", "10.0.0.2",
                         h2.to_dict())
-    for target in (Target("h2", h2, "python3"), Target.of_record(rec)):
-        ssh = make_executor(target, bundle, rec.dir, connector=Connector())
+    for target in (ssh_target(h2, "python3"), target_of_record(rec)):
+        ssh = driver_for(target).executor(target, bundle, rec.dir, connector=Connector())
         assert isinstance(ssh, SshExecutor)
         assert (ssh.name, ssh.task_ids, ssh.directory) == ("h2", ["worker:1"], rec.dir)
-    local = make_executor(Target.of_record(MachineRecord("local", str(bundle.path))), bundle,
-                          str(bundle.path))
+    here = target_of_record(MachineRecord("local", str(bundle.path)))
+    local = driver_for(here).executor(here, bundle, str(bundle.path))
     assert isinstance(local, LocalExecutor) and local.task_ids == ["worker:0"]
 
 

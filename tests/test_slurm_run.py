@@ -39,6 +39,7 @@ from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.pipeline import launch_plan, reattach
 from dtgui.launch.policy import RunPolicy
+from dtgui.launch.drivers import cluster_job_target
 from dtgui.launch.targets import Target
 from dtgui.remote.commands import LocalRunner
 from dtgui.remote.slurm import probe
@@ -404,7 +405,7 @@ def test_a_cluster_reached_over_ssh(slurm: SlurmCluster, ssh_env: Path, login_no
     cluster = machine(ssh_lab, login_node, python=python,
                       slurm=SlurmDefaults(partition="debug", shared_dir="cluster-runs"))
     controller = launch_plan(mwms(40), tmp_path, targets=[
-        Target.cluster(cluster, nodes=2, tasks_per_node=1)])
+        cluster_job_target(cluster, nodes=2, tasks_per_node=1)])
     run_dir = controller.record.machines[0].dir  # type: ignore[union-attr]
     assert run_dir.startswith(str(ssh_lab.home / "cluster-runs"))
     assert controller.wait(60) and controller.state is RunState.FINISHED, (
@@ -416,7 +417,7 @@ def test_a_cluster_reached_over_ssh(slurm: SlurmCluster, ssh_env: Path, login_no
     assert slurm.drained() == []
     # Stop over SSH: scancel on the login node; nothing left in the queue or on the nodes
     endless = launch_plan(mwms(100000, "endless"), tmp_path, targets=[
-        Target.cluster(cluster, nodes=2, tasks_per_node=1)])
+        cluster_job_target(cluster, nodes=2, tasks_per_node=1)])
     wait_for(lambda: endless.metrics.snapshot().step >= 5, 30, "no steps over SSH")
     endless.request_stop()
     assert endless.wait(30) and endless.state is RunState.STOPPED, endless.message
@@ -429,7 +430,7 @@ def test_a_cluster_reached_over_ssh(slurm: SlurmCluster, ssh_env: Path, login_no
     before = sorted(shared.iterdir())
     with pytest.raises(LaunchError, match="Slurm refused the job: Invalid feature"):
         launch_plan(mwms(10, "refused"), tmp_path, targets=[
-            Target.cluster(cluster, nodes=2, tasks_per_node=1, constraint="nosuchfeature")])
+            cluster_job_target(cluster, nodes=2, tasks_per_node=1, constraint="nosuchfeature")])
     assert sorted(shared.iterdir()) == before and slurm.drained() == []
     # dtgui export --slurm CLUSTER, then dtgui run: over SSH to the registered login node
     registry = MachineRegistry()

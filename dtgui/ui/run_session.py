@@ -219,11 +219,11 @@ class RunSession(QObject):
     def _launcher(self, plan: Plan, root: Path, registered: dict[str, Machine],
                   connector: Connector, policy: RunPolicy,
                   slurm: SlurmJob | None) -> Callable[[Worker], Any]:
+        from dtgui.launch.drivers import cluster_target, plan_targets
         from dtgui.launch.pipeline import launch_plan
-        from dtgui.launch.targets import Target, plan_targets
 
         targets = plan_targets(plan, registered) if slurm is None else [
-            Target(slurm.cluster, registered.get(slurm.cluster), slurm.python, slurm=slurm)]
+            cluster_target(registered.get(slurm.cluster), slurm)]
 
         def launch(worker: Worker) -> Any:
             def report(text: str, fraction: float) -> None:
