@@ -21,8 +21,8 @@ from runs import live_members, replica_losses
 from dtgui.core.cluster import place_local
 from dtgui.core.plan import Plan
 from dtgui.launch.controller import RunController
-from dtgui.launch.pipeline import LaunchError, launch_plan
 from dtgui.launch.drivers import local_target
+from dtgui.launch.pipeline import LaunchError, launch_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -37,9 +37,9 @@ from dtgui.core.script import ScriptModel
 from dtgui.core.slurm import SlurmDefaults, SlurmJob
 from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import LaunchError, RunController
+from dtgui.launch.drivers import cluster_job_target
 from dtgui.launch.pipeline import launch_plan, reattach
 from dtgui.launch.policy import RunPolicy
-from dtgui.launch.drivers import cluster_job_target
 from dtgui.launch.targets import Target
 from dtgui.remote.commands import LocalRunner
 from dtgui.remote.slurm import probe
