@@ -219,11 +219,10 @@ class RunSession(QObject):
     def _launcher(self, plan: Plan, root: Path, registered: dict[str, Machine],
                   connector: Connector, policy: RunPolicy,
                   slurm: SlurmJob | None) -> Callable[[Worker], Any]:
-        from dtgui.launch.drivers import cluster_target, plan_targets
+        from dtgui.launch.drivers import chosen_targets
         from dtgui.launch.pipeline import launch_plan
 
-        targets = plan_targets(plan, registered) if slurm is None else [
-            cluster_target(registered.get(slurm.cluster), slurm)]
+        targets = chosen_targets(plan, registered, slurm)
 
         def launch(worker: Worker) -> Any:
             def report(text: str, fraction: float) -> None:

@@ -27,7 +27,7 @@ from dtgui.launch.drivers.ssh import SshDriver, ssh_target
 from dtgui.launch.executor import Executor
 from dtgui.launch.targets import Target
 
-__all__ = ["DRIVERS", "Driver", "Refused", "bundle_targets", "cluster_job_target",
+__all__ = ["DRIVERS", "Driver", "Refused", "bundle_targets", "chosen_targets", "cluster_job_target",
            "cluster_target", "driver_for", "job_target", "local_executor", "local_target",
            "plan_targets", "register", "ssh_target", "started_lines", "target_of_record"]
 
@@ -66,6 +66,20 @@ def plan_targets(plan: Plan, machines: Mapping[str, Machine]) -> list[Target]:
         targets.append(local_target(python, tuple(gpus[name])) if name == LOCAL_MACHINE
                        else ssh_target(machines[name], python, tuple(gpus[name])))
     return targets
+
+
+def chosen_targets(plan: Plan, machines: Mapping[str, Machine],
+                   job: object | None = None) -> list[Target]:
+    """The targets the wizard's choice makes: the target of the job its box for a kind made
+    (a Slurm job: the cluster), else the placed plan's machines (`plan_targets`). Refused
+    for a job no driver knows."""
+    if job is None:
+        return plan_targets(plan, machines)
+    for driver in DRIVERS.values():
+        target = driver.target_of_job(job, machines)
+        if target is not None:
+            return [target]
+    raise Refused(f"no driver knows the job {job!r}")
 
 
 def _recorded_kind(rec: MachineRecord) -> str:

@@ -15,6 +15,7 @@ never asks which kind a target is. A driver:
 * `record` / `reattach`: what the run record keeps of a target, and the target of a
   recorded machine;
 * `started`: what a command line says once the tasks started ("" = nothing);
+* `target_of_job`: the target of what the wizard's box for the kind made (a Slurm job);
 * `cleanup`: what a launch that did not start leaves on the target, removed.
 
 A bundle rendered already (`dtgui run BUNDLE`) finds its targets with `bundle_target`.
@@ -22,7 +23,7 @@ A bundle rendered already (`dtgui run BUNDLE`) finds its targets with `bundle_ta
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from dtgui.core.bundle import Bundle
@@ -94,6 +95,12 @@ class Driver:
     def reattach(self, rec: MachineRecord, registry: MachineRegistry | None) -> Target:
         """The target of a recorded run's machine."""
         raise NotImplementedError
+
+    def target_of_job(self, job: object,
+                      machines: Mapping[str, Machine]) -> Target | None:
+        """The target of a job the wizard made for this kind (None: not this kind's job).
+        `machines`: the registered machines by name."""
+        return None
 
     def bundle_target(self, bundle: Bundle,
                       registry: MachineRegistry | None) -> Target | None:

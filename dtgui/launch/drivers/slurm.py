@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from dtgui.core.bundle import Bundle
@@ -142,6 +143,12 @@ class SlurmDriver(Driver):
         machine = Machine.from_dict(rec.machine) if rec.machine else None
         return Target(rec.name, machine, rec.python, rec.address,
                       slurm=SlurmJob(cluster=rec.name), kind=KIND)
+
+    def target_of_job(self, job: object,
+                      machines: Mapping[str, Machine]) -> Target | None:
+        if not isinstance(job, SlurmJob):
+            return None
+        return cluster_target(machines.get(job.cluster), job)
 
     def bundle_target(self, bundle: Bundle,
                       registry: MachineRegistry | None) -> Target | None:
