@@ -21,6 +21,7 @@ from dtgui.core.machines import Machine, MachineRegistry
 from dtgui.core.plan import Plan
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RECORD_NAME, MachineRecord, RunRecord
+from dtgui.core.strategies import Strategy
 from dtgui.launch.drivers import (
     DRIVERS,
     Driver,
@@ -160,7 +161,7 @@ def test_a_kind_of_target_is_its_driver_and_one_registration(
     driver = ProcessesHere()
     monkeypatch.setitem(DRIVERS, driver.kind, driver)
     here = Target(python=stub_python(), kind=driver.kind)
-    plan = Plan(run_name="kind", strategy="multi_worker_mirrored", workers=2,
+    plan = Plan(run_name="kind", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
                 replicas_per_task=1, steps=3, steps_per_epoch=3, checkpoint_every=0)
     controller = launch_plan(plan, tmp_path / "runs", targets=[here])
     assert controller.wait(60), "the run did not end"
@@ -181,7 +182,7 @@ def test_every_drivers_refusal_is_reported_together_and_nothing_is_left(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     driver = ProcessesHere(refusal="is not ready.")
     monkeypatch.setitem(DRIVERS, driver.kind, driver)
-    plan = Plan(run_name="refused", strategy="multi_worker_mirrored", workers=2,
+    plan = Plan(run_name="refused", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
                 replicas_per_task=1)
     with pytest.raises(LaunchError, match=r"Not launched: a is not ready\. b is not ready\."):
         launch_plan(plan, tmp_path / "runs",

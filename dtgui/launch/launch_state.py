@@ -14,11 +14,11 @@ from dtgui.core.cluster import machine_key
 from dtgui.core.plan import Plan
 from dtgui.core.runs import RunRecord
 from dtgui.launch.policy import RunPolicy
+from dtgui.launch.run_source import BundledRun
 from dtgui.launch.script_check import ScriptStudy
 from dtgui.launch.targets import Target
 
 if TYPE_CHECKING:  # paramiko is imported only when a step needs it (not for this machine)
-    from dtgui.launch.controller import RunController
     from dtgui.launch.executor import Executor
     from dtgui.launch.precheck import PythonCheck
     from dtgui.remote.connection import SSHClient
@@ -83,7 +83,7 @@ class Launch:
         self.bundle: Bundle | None = None
         self.executors: list[Executor] = []
         self.recorded = False
-        self.controller: RunController | None = None
+        self.controller: BundledRun | None = None  # the run's controller, once started
         self.timings: dict[str, float] = {}
 
     @property

@@ -63,7 +63,6 @@ from dtgui.launch.launch_state import (
     Launch,
     LaunchProgress,
     UnknownMachine,
-    new_record,
     unique_run_dir,
 )
 from dtgui.launch.model_check import check_bundled_model
@@ -76,7 +75,7 @@ if TYPE_CHECKING:  # paramiko is imported only when a step needs it (not for thi
     from dtgui.remote.connector import Connector
 
 __all__ = ["BUNDLE_STEPS", "STEPS", "LaunchError", "LaunchProgress", "Step", "Target",
-           "launch_bundle", "launch_plan", "new_record", "reattach"]
+           "launch_bundle", "launch_plan", "reattach"]
 
 
 def _default_connector() -> Connector:
@@ -280,7 +279,7 @@ def _run_steps(launch: Launch, steps: Sequence[Step]) -> RunController:
         launch.close()
         raise
     controller = launch.controller
-    assert controller is not None
+    assert isinstance(controller, RunController)
     controller.launch_timings = launch.timings
     launch.progress("Running", 1.0)
     return controller
