@@ -37,10 +37,9 @@ from dtgui.core.script import ScriptModel
 from dtgui.core.slurm import SlurmDefaults, SlurmJob
 from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import LaunchError, RunController
-from dtgui.launch.drivers import cluster_job_target
+from dtgui.launch.drivers import cluster_job_target, cluster_target
 from dtgui.launch.pipeline import launch_plan, reattach
 from dtgui.launch.policy import RunPolicy
-from dtgui.launch.targets import Target
 from dtgui.remote.commands import LocalRunner
 from dtgui.remote.slurm import probe
 
@@ -83,7 +82,7 @@ def started_at(bundle: Path, task: str) -> list[int]:
 def launch(plan: Plan, root: Path, python: str, **job: object) -> RunController:
     settings = SlurmJob(**{"nodes": 2, "tasks_per_node": 1, "python": python,  # type: ignore[arg-type]
                            **job})
-    return launch_plan(plan, root, targets=[Target(python=python, slurm=settings)])
+    return launch_plan(plan, root, targets=[cluster_target(None, settings)])
 
 
 def processes_in(directory: Path) -> list[int]:
@@ -238,7 +237,7 @@ def test_a_job_that_cannot_run_is_a_clear_error(slurm: SlurmCluster, tmp_path: P
         launch(mwms(10), tmp_path, python, partition="nosuch")
     with pytest.raises(LaunchError, match="asks for 3 node\\(s\\) but the partition debug "
                                           "has 2: ask for at most 2"):
-        launch_plan(mwms(10, "three"), tmp_path, targets=[Target(slurm=SlurmJob(
+        launch_plan(mwms(10, "three"), tmp_path, targets=[cluster_target(None, SlurmJob(
             nodes=3, tasks_per_node=1, python=python))])
     with pytest.raises(LaunchError, match="asks for 1 GPU\\(s\\) per node but the nodes of "
                                           "debug have none: ask for none"):
@@ -306,7 +305,7 @@ def test_a_restart_resubmits_the_job(slurm: SlurmCluster, tmp_path: Path,
     python = stub_python(step_seconds=0.1)
     settings = SlurmJob(nodes=2, tasks_per_node=1, python=python, time_limit="00:05:00")
     controller = launch_plan(mwms(100000, checkpoint_every=10), tmp_path,
-                             targets=[Target(python=python, slurm=settings)],
+                             targets=[cluster_target(None, settings)],
                              policy=RunPolicy(max_restarts=1))
     executor = controller.executors[0]
     first = executor.job_id

@@ -5,28 +5,20 @@ Slurm cluster at its login node. What a kind of target does at each launch step 
 place, render, upload, its executor, its record, its reattach) is its driver's, in
 `dtgui.launch.drivers`; the driver modules' constructors (`local_target`, `ssh_target`,
 `cluster_target`, `plan_targets`) make the targets, and `driver_for(target)` finds its
-driver.
+driver. A target made without a kind is this machine, or a registered machine over SSH.
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from dtgui.core.machines import Machine
 from dtgui.core.plan import LOCAL_MACHINE
-from dtgui.core.slurm import SlurmJob
 
 LOCAL_LABEL = "this machine"  # how messages name the local target
 LOCAL_KIND = "local"  # the kind whose tasks are processes on this machine
-
-
-def _default_kind(target: Target) -> str:
-    """The kind of a target made without one (the drivers' constructors always give it):
-    a cluster when it has a job, a registered machine over SSH, else this machine."""
-    if target.slurm is not None:
-        return "slurm"
-    return LOCAL_KIND if target.machine is None else "ssh"
+SSH_KIND = "ssh"  # the kind whose tasks are processes on a registered machine, over SSH
 
 
 @dataclass(frozen=True)
@@ -38,13 +30,13 @@ class Target:
     python: str = ""  # "" = this process's interpreter here, `python3` on a remote machine
     address: str = ""  # the address the other machines reach it at ("" = found out)
     gpus: tuple[int, ...] = ()
-    slurm: SlurmJob | None = None  # a Slurm cluster: the job the tasks are (machine: its
-    # login node over SSH; None: this machine is the login node)
-    kind: str = field(default="", compare=True)  # its driver's kind ("" = from the fields)
+    job: object | None = None  # what its kind's own settings are (a Slurm cluster: the job
+    # its tasks are; the machine is its login node over SSH, None: this machine)
+    kind: str = ""  # its driver's kind ("" = this machine, or a registered one over SSH)
 
     def __post_init__(self) -> None:
         if not self.kind:
-            object.__setattr__(self, "kind", _default_kind(self))
+            object.__setattr__(self, "kind", LOCAL_KIND if self.machine is None else SSH_KIND)
 
     @property
     def is_local(self) -> bool:

@@ -38,8 +38,8 @@ def cluster_target(machine: Machine | None, job: SlurmJob) -> Target:
     """A Slurm cluster as the target of one job: `machine` its registered login node (None:
     this machine is the login node)."""
     if machine is None:
-        return Target(LOCAL_MACHINE, None, job.python, slurm=job, kind=KIND)
-    return Target(machine.name, machine, job.python or machine.python, slurm=job, kind=KIND)
+        return Target(LOCAL_MACHINE, None, job.python, job=job, kind=KIND)
+    return Target(machine.name, machine, job.python or machine.python, job=job, kind=KIND)
 
 
 def cluster_job_target(machine: Machine, **job: Any) -> Target:
@@ -61,6 +61,11 @@ def job_target(job: SlurmJob, registry: MachineRegistry | None = None) -> Target
     return cluster_target(machine, job)
 
 
+def _job(target: Target) -> SlurmJob:
+    assert isinstance(target.job, SlurmJob), f"{target.name} has no Slurm job"
+    return target.job
+
+
 class SlurmDriver(Driver):
     kind = KIND
     whole_run = ("a run on a Slurm cluster runs all its tasks there; it cannot take other "
@@ -71,7 +76,7 @@ class SlurmDriver(Driver):
         run's directory on the shared filesystem."""
         from dtgui.remote.slurm import check_job, make_run_dir, probe
 
-        assert target.slurm is not None
+        job = _job(target)
         runner = command_runner(target, launch.clients.get(target.name))
         try:
             facts = probe(runner)
@@ -79,7 +84,7 @@ class SlurmDriver(Driver):
             return [str(exc)]
         if not facts.version:
             return facts.problems[:1]
-        found = check_job(runner, target.slurm, facts)
+        found = check_job(runner, job, facts)
         launch.notes += found.notes
         if found.problems or target.machine is None:
             return found.problems
@@ -95,9 +100,9 @@ class SlurmDriver(Driver):
         from dtgui.core.slurm_bundle import place_on_cluster
 
         (target,) = launch.targets
-        assert target.slurm is not None
-        placed = place_on_cluster(launch.plan, target.slurm)
-        problems = job_problems(placed, target.slurm)
+        job = _job(target)
+        placed = place_on_cluster(launch.plan, job)
+        problems = job_problems(placed, job)
         if problems:
             raise Refused(" ".join(problems))
         return placed
@@ -105,8 +110,7 @@ class SlurmDriver(Driver):
     def render(self, launch: Launch, target: Target, bundle: Bundle) -> None:
         from dtgui.core.slurm_bundle import write_slurm_files
 
-        assert target.slurm is not None
-        write_slurm_files(bundle, target.slurm)
+        write_slurm_files(bundle, _job(target))
 
     def executor(self, target: Target, bundle: Bundle, run_dir: str, *,
                  connector: Connector | None = None, client: SSHClient | None = None,
@@ -142,7 +146,7 @@ class SlurmDriver(Driver):
         """Its job's settings are the bundle's (the executor reads them)."""
         machine = Machine.from_dict(rec.machine) if rec.machine else None
         return Target(rec.name, machine, rec.python, rec.address,
-                      slurm=SlurmJob(cluster=rec.name), kind=KIND)
+                      job=SlurmJob(cluster=rec.name), kind=KIND)
 
     def target_of_job(self, job: object,
                       machines: Mapping[str, Machine]) -> Target | None:

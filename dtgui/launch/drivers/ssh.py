@@ -14,13 +14,13 @@ from dtgui.launch.drivers.base import Copied, registered
 from dtgui.launch.drivers.processes import ProcessDriver
 from dtgui.launch.executor import Executor
 from dtgui.launch.launch_state import Launch
-from dtgui.launch.targets import Target
+from dtgui.launch.targets import SSH_KIND, Target
 
 if TYPE_CHECKING:
     from dtgui.remote.connection import SSHClient
     from dtgui.remote.connector import Connector
 
-KIND = "ssh"
+KIND = SSH_KIND
 
 
 def ssh_target(machine: Machine, python: str | None = None, gpus: tuple[int, ...] = (),
