@@ -83,7 +83,7 @@ def chosen_targets(plan: Plan, machines: Mapping[str, Machine],
 
 
 def _recorded_kind(rec: MachineRecord) -> str:
-    """The kind of a recorded machine; a record written before kinds were kept tells it by
+    """The kind of a recorded machine; a record without one (an older dtgui's) tells it by
     its fields (a Slurm job's id, this machine's name)."""
     if rec.kind:
         return rec.kind
