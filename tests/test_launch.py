@@ -22,8 +22,8 @@ from dtgui.core.cluster import place_local
 from dtgui.core.plan import Plan
 from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import RunController
+from dtgui.launch.drivers import local_target
 from dtgui.launch.pipeline import LaunchError, launch_plan
-from dtgui.launch.targets import Target
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,7 +83,7 @@ def test_stop_leaves_no_process_behind(tmp_path: Path,
                                        stub_python: Callable[..., str]) -> None:
     plan = Plan(run_name="stop", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
                 replicas_per_task=1, steps=100000, checkpoint_every=0)
-    controller = launch_plan(plan, tmp_path / "runs", targets=[Target(python=stub_python())])
+    controller = launch_plan(plan, tmp_path / "runs", targets=[local_target(stub_python())])
     stepping(controller)
     started = time.monotonic()
     controller.request_stop()
@@ -101,7 +101,7 @@ def test_a_crashing_worker_fails_the_run_with_its_error_and_stops_the_rest(
     plan = Plan(run_name="crash", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
                 replicas_per_task=1, steps=100000, checkpoint_every=0)
     python = stub_python(fail="worker:1=disk full while reading shard 1")
-    controller = launch_plan(plan, tmp_path / "runs", targets=[Target(python=python)])
+    controller = launch_plan(plan, tmp_path / "runs", targets=[local_target(python)])
     wait_done(controller, 60)
     assert controller.state == "failed"
     assert "disk full while reading shard 1" in controller.message
@@ -129,7 +129,7 @@ def test_a_stopped_local_task_is_ended_by_sigterm_not_killed(
     instead of being SIGKILLed after it."""
     plan = Plan(run_name="frozen", strategy=Strategy.ONE_DEVICE, replicas_per_task=1, steps=1_000_000,
                 checkpoint_every=0)
-    controller = launch_plan(plan, tmp_path / "runs", targets=[Target(python=stub_python())])
+    controller = launch_plan(plan, tmp_path / "runs", targets=[local_target(stub_python())])
     stepping(controller)
     (pgid,) = controller.pgids()
     os.killpg(pgid, signal.SIGSTOP)

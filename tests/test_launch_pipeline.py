@@ -5,6 +5,8 @@ tests/test_multihost.py; the run policy: tests/test_launch.py.)"""
 
 from __future__ import annotations
 
+import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -13,17 +15,28 @@ from pathlib import Path
 import pytest
 from fakes import FakeSshClient
 
-from dtgui.core.bundle import render_bundle
+from dtgui.core.bundle import Bundle, render_bundle
 from dtgui.core.cluster import place_local, place_on_machines
-from dtgui.core.machines import Machine
+from dtgui.core.machines import Machine, MachineRegistry
 from dtgui.core.plan import DeviceKind, Plan
 from dtgui.core.run_state import RunState
-from dtgui.core.runs import MachineRecord, RunRecord
+from dtgui.core.runs import RECORD_NAME, MachineRecord, RunRecord
 from dtgui.core.strategies import Strategy
+from dtgui.launch.drivers import (
+    DRIVERS,
+    Driver,
+    driver_for,
+    local_target,
+    plan_targets,
+    ssh_target,
+    target_of_record,
+)
+from dtgui.launch.executor import Executor
+from dtgui.launch.launch_state import Launch
 from dtgui.launch.local_exec import LocalExecutor
-from dtgui.launch.pipeline import STEPS, LaunchError, launch_plan
+from dtgui.launch.pipeline import STEPS, LaunchError, launch_plan, reattach
 from dtgui.launch.ssh_exec import SshExecutor
-from dtgui.launch.targets import Target, TargetKind, make_executor, plan_targets
+from dtgui.launch.targets import Target
 from dtgui.remote.connection import SSHClient
 from dtgui.remote.connector import Connector, Secrets
 from dtgui.remote.parallel import each, each_value
@@ -34,7 +47,7 @@ def test_a_run_here_skips_every_step_that_does_not_apply(
         tmp_path: Path, stub_python: Callable[..., str]) -> None:
     plan = Plan(run_name="here", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
                 replicas_per_task=1, steps=3, steps_per_epoch=3, checkpoint_every=0)
-    controller = launch_plan(plan, tmp_path / "runs", targets=[Target(python=stub_python())])
+    controller = launch_plan(plan, tmp_path / "runs", targets=[local_target(stub_python())])
     assert controller.wait(60), "the run did not end"
     assert controller.state is RunState.FINISHED, controller.message
     # nothing to connect, check, copy; the model is the built-in one
@@ -79,8 +92,8 @@ def test_the_targets_of_a_placed_plan_carry_each_machines_python_and_gpus() -> N
     h2 = Machine("h2", "10.0.0.2", user="me")
     targets = plan_targets(placed, {"h2": h2})
     assert [(t.name, t.kind, t.python, t.gpus) for t in targets] == [
-        ("local", TargetKind.LOCAL, "", (0, 1)),
-        ("h2", TargetKind.SSH, "/opt/tf/bin/python", (2, 3, 4, 5))]
+        ("local", "local", "", (0, 1)),
+        ("h2", "ssh", "/opt/tf/bin/python", (2, 3, 4, 5))]
     assert targets[0].label == "this machine" and targets[1].interpreter == "/opt/tf/bin/python"
 
 
@@ -94,13 +107,127 @@ def test_one_executor_factory_for_a_launch_and_a_reattach(tmp_path: Path) -> Non
     h2 = Machine("h2", "10.0.0.2", user="me")
     rec = MachineRecord("h2", "/home/me/.cache/dtgui/runs/f/h2", "python3", "10.0.0.2",
                         h2.to_dict())
-    for target in (Target("h2", h2, "python3"), Target.of_record(rec)):
-        ssh = make_executor(target, bundle, rec.dir, connector=Connector())
+    for target in (ssh_target(h2, "python3"), target_of_record(rec)):
+        ssh = driver_for(target).executor(target, bundle, rec.dir, connector=Connector())
         assert isinstance(ssh, SshExecutor)
         assert (ssh.name, ssh.task_ids, ssh.directory) == ("h2", ["worker:1"], rec.dir)
-    local = make_executor(Target.of_record(MachineRecord("local", str(bundle.path))), bundle,
-                          str(bundle.path))
+    here = target_of_record(MachineRecord("local", str(bundle.path)))
+    local = driver_for(here).executor(here, bundle, str(bundle.path))
     assert isinstance(local, LocalExecutor) and local.task_ids == ["worker:0"]
+
+
+class ProcessesHere(Driver):
+    """A kind of target the pipeline has never heard of, registered by the test alone: its
+    tasks are processes on this machine. Every protocol call is written down."""
+
+    kind = "processes-here"
+
+    def __init__(self, refusal: str = "") -> None:
+        self.refusal = refusal
+        self.calls: list[tuple[str, str]] = []
+
+    def check(self, launch: Launch, target: Target) -> list[str]:
+        self.calls.append(("check", target.name))
+        return [f"{target.name} {self.refusal}"] if self.refusal else []
+
+    def place(self, launch: Launch) -> Plan:
+        self.calls.append(("place", ",".join(t.name for t in launch.targets)))
+        return place_local(launch.plan, free_ports(launch.task_count(launch.targets[0])))
+
+    def render(self, launch: Launch, target: Target, bundle: Bundle) -> None:
+        self.calls.append(("render", target.name))
+        (bundle.path / "processes-here.txt").write_text(target.name, encoding="utf-8")
+
+    def executor(self, target: Target, bundle: Bundle, run_dir: str, *,
+                 connector: Connector | None = None, client: SSHClient | None = None,
+                 dir_ready: bool = False) -> Executor:
+        self.calls.append(("executor", run_dir))
+        return LocalExecutor(bundle, [t for t in bundle.plan.tasks if t.is_local],
+                             target.interpreter)
+
+    def reattach(self, rec: MachineRecord, registry: MachineRegistry | None) -> Target:
+        self.calls.append(("reattach", rec.name))
+        return Target(rec.name, python=rec.python, kind=self.kind)
+
+    def cleanup(self, launch: Launch, target: Target) -> None:
+        self.calls.append(("cleanup", target.name))
+
+
+def test_a_kind_of_target_is_its_driver_and_one_registration(
+        tmp_path: Path, stub_python: Callable[..., str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pipeline launches, records and reattaches a target of a kind registered by this
+    test alone, through its driver's protocol and nothing else."""
+    driver = ProcessesHere()
+    monkeypatch.setitem(DRIVERS, driver.kind, driver)
+    here = Target(python=stub_python(), kind=driver.kind)
+    plan = Plan(run_name="kind", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
+                replicas_per_task=1, steps=3, steps_per_epoch=3, checkpoint_every=0)
+    controller = launch_plan(plan, tmp_path / "runs", targets=[here])
+    assert controller.wait(60), "the run did not end"
+    assert controller.state is RunState.FINISHED, controller.message
+    bundle = controller.bundle.path
+    assert list(controller.launch_timings) == ["check", "place", "render", "record", "start"]
+    assert driver.calls == [("check", "local"), ("place", "local"), ("render", "local"),
+                            ("executor", str(bundle))]
+    assert (bundle / "processes-here.txt").read_text(encoding="utf-8") == "local"
+    record = RunRecord.load(bundle)
+    assert [(m.name, m.kind) for m in record.machines] == [("local", driver.kind)]
+    again = reattach(record)
+    assert driver.calls[-2:] == [("reattach", "local"), ("executor", str(bundle))]
+    assert again.wait(60) and again.state is RunState.FINISHED
+
+
+def test_every_drivers_refusal_is_reported_together_and_nothing_is_left(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    driver = ProcessesHere(refusal="is not ready.")
+    monkeypatch.setitem(DRIVERS, driver.kind, driver)
+    plan = Plan(run_name="refused", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
+                replicas_per_task=1)
+    with pytest.raises(LaunchError, match=r"Not launched: a is not ready\. b is not ready\."):
+        launch_plan(plan, tmp_path / "runs",
+                    targets=[Target(n, kind=driver.kind) for n in ("a", "b")],
+                    assignments={"worker:0": "a", "worker:1": "b"})
+    assert sorted(driver.calls) == [("check", "a"), ("check", "b"), ("cleanup", "a"),
+                                    ("cleanup", "b")]
+    assert not (tmp_path / "runs").exists()
+    with pytest.raises(LaunchError, match="no driver for targets of kind 'nowhere'"):
+        launch_plan(plan, tmp_path / "runs", targets=[Target(kind="nowhere")])
+
+
+def test_dtgui_run_of_a_bundle_goes_through_the_pipeline_and_records_the_run(
+        tmp_path: Path, stub_python: Callable[..., str], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from dtgui.cli.main import main
+
+    out = tmp_path / "bundle"
+    assert main(["export", str(out), "--strategy", "multi_worker_mirrored", "--workers", "2",
+                 "--steps", "3", "--steps-per-epoch", "3", "--checkpoint-every", "0"]) == 0
+    assert not (out / RECORD_NAME).exists()
+    # this machine's interpreter runs the tasks: here the stub's, which trains without TF
+    monkeypatch.setattr(sys, "executable", stub_python(python=sys.executable))
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    try:
+        assert main(["run", str(out)]) == 0, capsys.readouterr().err
+    finally:
+        signal.signal(signal.SIGINT, handlers[0])
+        signal.signal(signal.SIGTERM, handlers[1])
+    record = RunRecord.load(out)
+    assert record.state is RunState.FINISHED and record.bundle == str(out)
+    assert [(m.name, m.dir, m.kind) for m in record.machines] == [("local", str(out), "local")]
+    assert {t.task for t in record.tasks} == {"worker:0", "worker:1"}
+    # a bundle whose tasks are on other machines is refused before anything is written
+    other = tmp_path / "other"
+    registry = MachineRegistry()
+    registry.add(Machine("h2", "10.0.0.2", user="me"))
+    registry.save()
+    assert main(["export", str(other), "--strategy", "multi_worker_mirrored",
+                 "--workers-on", "local,h2", "--address", "local=10.0.0.1",
+                 "--address", "h2=10.0.0.2"]) == 0
+    capsys.readouterr()
+    assert main(["run", str(other)]) == 2
+    assert "run on other machines" in capsys.readouterr().err
+    assert not (other / RECORD_NAME).exists()
 
 
 def test_the_connector_hands_out_a_connection_made_earlier_once_then_connects_again(

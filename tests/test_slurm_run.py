@@ -38,10 +38,10 @@ from dtgui.core.script import ScriptModel
 from dtgui.core.slurm import SlurmDefaults, SlurmJob
 from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import LaunchError, RunController
+from dtgui.launch.drivers import cluster_job_target, cluster_target
 from dtgui.launch.pipeline import launch_plan, reattach
 from dtgui.launch.policy import RunPolicy
 from dtgui.launch.slurm_exec import SlurmExecutor
-from dtgui.launch.targets import Target
 from dtgui.remote.commands import LocalRunner
 from dtgui.remote.slurm import probe
 
@@ -71,7 +71,7 @@ def started_at(bundle: Path, task: str) -> list[int]:
 
 def launch(plan: Plan, root: Path, python: str, **job: Any) -> RunController:
     settings = replace(SlurmJob(nodes=2, tasks_per_node=1, python=python), **job)
-    return launch_plan(plan, root, targets=[Target(python=python, slurm=settings)])
+    return launch_plan(plan, root, targets=[cluster_target(None, settings)])
 
 
 def processes_in(directory: Path) -> list[int]:
@@ -229,7 +229,7 @@ def test_a_job_that_cannot_run_is_a_clear_error(slurm: SlurmCluster, tmp_path: P
         launch(mwms(10), tmp_path, python, partition="nosuch")
     with pytest.raises(LaunchError, match="asks for 3 node\\(s\\) but the partition debug "
                                           "has 2: ask for at most 2"):
-        launch_plan(mwms(10, "three"), tmp_path, targets=[Target(slurm=SlurmJob(
+        launch_plan(mwms(10, "three"), tmp_path, targets=[cluster_target(None, SlurmJob(
             nodes=3, tasks_per_node=1, python=python))])
     with pytest.raises(LaunchError, match="asks for 1 GPU\\(s\\) per node but the nodes of "
                                           "debug have none: ask for none"):
@@ -297,7 +297,7 @@ def test_a_restart_resubmits_the_job(slurm: SlurmCluster, tmp_path: Path,
     python = stub_python(step_seconds=0.1)
     settings = SlurmJob(nodes=2, tasks_per_node=1, python=python, time_limit="00:05:00")
     controller = launch_plan(mwms(100000, checkpoint_every=10), tmp_path,
-                             targets=[Target(python=python, slurm=settings)],
+                             targets=[cluster_target(None, settings)],
                              policy=RunPolicy(max_restarts=1))
     executor = controller.executors[0]
     assert isinstance(executor, SlurmExecutor)
@@ -397,7 +397,7 @@ def test_a_cluster_reached_over_ssh(slurm: SlurmCluster, ssh_env: Path, login_no
     cluster = machine(ssh_lab, login_node, python=python,
                       slurm=SlurmDefaults(partition="debug", shared_dir="cluster-runs"))
     controller = launch_plan(mwms(40), tmp_path, targets=[
-        Target.cluster(cluster, nodes=2, tasks_per_node=1)])
+        cluster_job_target(cluster, nodes=2, tasks_per_node=1)])
     assert controller.record is not None
     run_dir = controller.record.machines[0].dir
     assert run_dir.startswith(str(ssh_lab.home / "cluster-runs"))
@@ -410,7 +410,7 @@ def test_a_cluster_reached_over_ssh(slurm: SlurmCluster, ssh_env: Path, login_no
     assert slurm.drained() == []
     # Stop over SSH: scancel on the login node; nothing left in the queue or on the nodes
     endless = launch_plan(mwms(100000, "endless"), tmp_path, targets=[
-        Target.cluster(cluster, nodes=2, tasks_per_node=1)])
+        cluster_job_target(cluster, nodes=2, tasks_per_node=1)])
     wait_for(lambda: endless.metrics.snapshot().step >= 5, 30, "no steps over SSH")
     endless.request_stop()
     assert endless.wait(30) and endless.state is RunState.STOPPED, endless.message
@@ -423,7 +423,7 @@ def test_a_cluster_reached_over_ssh(slurm: SlurmCluster, ssh_env: Path, login_no
     before = sorted(shared.iterdir())
     with pytest.raises(LaunchError, match="Slurm refused the job: Invalid feature"):
         launch_plan(mwms(10, "refused"), tmp_path, targets=[
-            Target.cluster(cluster, nodes=2, tasks_per_node=1, constraint="nosuchfeature")])
+            cluster_job_target(cluster, nodes=2, tasks_per_node=1, constraint="nosuchfeature")])
     assert sorted(shared.iterdir()) == before and slurm.drained() == []
     # dtgui export --slurm CLUSTER, then dtgui run: over SSH to the registered login node
     registry = MachineRegistry()

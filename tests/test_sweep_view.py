@@ -289,5 +289,5 @@ def test_the_dialog_offers_a_slurm_cluster_whose_jobs_are_the_trials(
     registry.add(cluster)
     slots = cluster_slots(job, dialog.spec().parallel, registry)
     assert [s.name for s in slots] == ["hpc job #1", "hpc job #2", "hpc job #3"]
-    assert all(s.targets[0].slurm == job and s.targets[0].machine == cluster for s in slots)
+    assert all(s.targets[0].job == job and s.targets[0].machine == cluster for s in slots)
 

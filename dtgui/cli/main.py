@@ -275,25 +275,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     from dtgui.core.bundle import Bundle, BundleError
     from dtgui.core.plan import PlanError
     from dtgui.core.plan_text import script_summary, script_text
-    from dtgui.core.slurm import SlurmError, SlurmJob
-    from dtgui.launch.controller import LaunchError, RunController
+    from dtgui.core.slurm import SlurmError
+    from dtgui.launch.controller import LaunchError
+    from dtgui.launch.drivers import started_lines
+    from dtgui.launch.pipeline import launch_bundle
 
     try:
         bundle = Bundle.open(args.bundle)
-        job = SlurmJob.load(bundle.path)
-        if job is not None:
-            from dtgui.cli.slurm import slurm_controller
-
-            controller = slurm_controller(bundle, job)
-        else:
-            controller = RunController(bundle)
-        controller.start()
+        controller = launch_bundle(bundle)
     except (BundleError, PlanError, LaunchError, SlurmError) as exc:
         print(f"dtgui run: {exc}", file=sys.stderr)
         return 2
-    if job is not None:
-        print(f"submitted Slurm job {controller.executors[0].job_id}; Ctrl-C cancels it",
-              flush=True)
+    for line in started_lines(controller.record, controller.executors):
+        print(line, flush=True)
     signal.signal(signal.SIGINT, lambda *_: controller.request_stop())
     signal.signal(signal.SIGTERM, lambda *_: controller.request_stop())
     plan = bundle.plan

@@ -1,23 +1,16 @@
-"""`dtgui export OUT --slurm CLUSTER ...`: a bundle that is one Slurm job; `dtgui run OUT` of
-such a bundle submits it on this machine (the login node) and follows it through the one run
-lifecycle (the Slurm target's executor under `RunController`)."""
+"""`dtgui export OUT --slurm CLUSTER ...`: a bundle that is one Slurm job. `dtgui run OUT` of
+such a bundle goes through the launch pipeline as every run does (`launch_bundle`: the Slurm
+driver finds its cluster, checks the job with `sinfo`, copies it to a registered cluster's
+shared filesystem, submits and follows it)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING
 
-from dtgui.core.bundle import Bundle
-from dtgui.core.plan import LOCAL_MACHINE, Plan
+from dtgui.core.plan import Plan
 from dtgui.core.slurm import LOCAL_CLUSTER, SlurmDefaults, SlurmError, SlurmJob, job_from_args
 from dtgui.core.strategies import Strategy
-
-if TYPE_CHECKING:
-    from dtgui.launch.controller import RunController
-    from dtgui.launch.executor import Executor
-    from dtgui.launch.targets import Target
 
 
 def add_slurm_options(parser: argparse.ArgumentParser) -> None:
@@ -105,59 +98,3 @@ def export_slurm(plan: Plan, args: argparse.Namespace) -> int:
           f"{job.nodes} node(s) x {job.tasks_per_node}); submit it with `dtgui run "
           f"{bundle.path}`, or by hand on the login node: cd {bundle.path}; sbatch job.sbatch")
     return 0
-
-
-def slurm_controller(bundle: Bundle, job: SlurmJob) -> RunController:
-    """A RunController submitting and following the Slurm bundle, with a run record in the
-    bundle (a reattach finds the job from it). This machine is the login node (`local`), or
-    the registered cluster's login node is reached over SSH and the bundle copied to its
-    shared filesystem first. Raises LaunchError."""
-    from dtgui.launch.controller import LaunchError, RunController
-    from dtgui.launch.pipeline import new_record
-    from dtgui.launch.targets import Target, machine_record, make_executor
-
-    record = new_record(Path(bundle.path), bundle.plan)
-    if job.cluster == LOCAL_CLUSTER:
-        target = Target(LOCAL_MACHINE, None, job.python, slurm=job)
-        executor = make_executor(target, bundle, str(bundle.path))
-        run_dir = str(bundle.path)
-    else:
-        target, executor, run_dir = _on_cluster(bundle, job, record.run_id)
-    record.machines.append(machine_record(target, run_dir, ""))
-    record.save()
-    if executor.name != target.name:
-        raise LaunchError("internal: the executor is not the target's")
-    return RunController(bundle, executors=[executor], record=record)
-
-
-def _on_cluster(bundle: Bundle, job: SlurmJob, run_id: str) -> tuple[Target, Executor, str]:
-    """The registered cluster's login node over SSH: the run's directory made on the shared
-    filesystem and the bundle copied there."""
-    from dtgui.core.machines import MachineRegistry
-    from dtgui.launch.controller import LaunchError
-    from dtgui.launch.ssh_exec import bundle_archive
-    from dtgui.launch.targets import Target, make_executor
-    from dtgui.remote.commands import SshRunner
-    from dtgui.remote.connector import Connector
-    from dtgui.remote.slurm import make_run_dir
-
-    registry = MachineRegistry()
-    machine = registry.find(job.cluster)
-    if machine is None or machine.slurm is None:
-        raise LaunchError(f"no Slurm cluster is registered as {job.cluster!r}: add its login "
-                          "node in the Machines panel (or submit job.sbatch there by hand)")
-    connector = Connector(registry=registry)
-    (client,) = connector.connect_all([machine])
-    if isinstance(client, Exception):
-        raise LaunchError(f"cannot connect to {machine.name}: {client}")
-    target = Target(machine.name, machine, job.python, slurm=job)
-    try:
-        run_dir = make_run_dir(SshRunner(client), machine.slurm.shared_dir, run_id)
-    except SlurmError as exc:
-        client.close()
-        raise LaunchError(f"{machine.name}: {exc}") from exc
-    executor = make_executor(target, bundle, run_dir, connector=connector, client=client,
-                             dir_ready=True)
-    executor.archive = bundle_archive(bundle)  # type: ignore[attr-defined]
-    executor.prepare()
-    return target, executor, run_dir

@@ -39,6 +39,7 @@ class MachineRecord:
     address: str = ""  # the address in TF_CONFIG
     machine: dict[str, Any] = field(default_factory=dict)  # Machine.to_dict(); {} for local
     job_id: str = ""  # the Slurm job holding its tasks ("" = processes started by dtgui)
+    kind: str = ""  # its target's kind (dtgui.launch.drivers; "" in older records)
 
     @property
     def is_local(self) -> bool:

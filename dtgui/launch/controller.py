@@ -35,11 +35,11 @@ from dtgui.core.metrics import RunMetrics
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
 from dtgui.core.stragglers import describe, find_stragglers
+from dtgui.launch.drivers import local_executor
 from dtgui.launch.executor import Executor, MachinePoll, mirror
 from dtgui.launch.local_exec import LocalExecutor
 from dtgui.launch.policy import RunPolicy, exit_text, reap_later
 from dtgui.launch.run_source import BundledRun
-from dtgui.launch.targets import Target, make_executor
 from dtgui.remote.parallel import each, each_value
 
 log = logging.getLogger(__name__)
@@ -63,8 +63,7 @@ class RunController(BundledRun):
         self.bundle = bundle
         self.metrics = metrics or RunMetrics(bundle.plan.steps)
         self.python = python or sys.executable
-        self.executors = executors or [make_executor(Target(python=self.python), bundle,
-                                                     str(bundle.path))]
+        self.executors = executors or [local_executor(bundle, self.python)]
         self.record = record
         self.policy = policy or RunPolicy()
         if record is not None:  # a reattach (or the watcher) applies the same policy

@@ -3,26 +3,30 @@
 `launch_plan(plan, ...)` runs the named steps of `STEPS`, in order. Each step acts on every
 target it applies to, in parallel over the machines (`dtgui.remote.parallel`), and is skipped
 where it applies to none: a run on this machine alone connects to nothing, checks nothing but
-a user's own script, and copies nothing.
+a user's own script, and copies nothing. What a step does on a target is its kind's driver's
+(`dtgui.launch.drivers`): the pipeline never asks which kind a target is.
 
     connect      every target reached over SSH (host keys verified)
-    check        Python and TensorFlow, the run directory, free ports (or the plan's ports
-                 bind-tested), a user's script's imports: one round trip a machine
-                 (`dtgui.launch.precheck`); this machine alone is checked only for a script;
-                 a Slurm job against the cluster's partitions (`sinfo`)
-    place        the tasks on their machines with those ports (`dtgui.core.cluster.place_plan`);
-                 on a Slurm cluster, in rank order (their ports are chosen on the nodes)
-    render       the bundle under the runs directory (with its batch script for Slurm)
+    check        each target as its driver checks it, one round trip a machine (this
+                 machine, SSH machines: Python and TensorFlow, the run directory, free ports
+                 or the plan's ports bind-tested, a user's script's imports; a Slurm job:
+                 the cluster's partitions), then the TensorFlow versions agree
+    place        the tasks on their machines with those ports (the targets' drivers' one
+                 placement; a kind whose run takes no other machine refuses others)
+    render       the bundle under the runs directory, with each driver's own files
     check model  a model file imported from the bundle in a TensorFlow subprocess
     record       the run record (the history lists the run from now on) and one executor a
-                 target (`dtgui.launch.targets.make_executor`)
-    upload       the bundle copied to every remote target
+                 target, as its driver makes it
+    upload       the bundle copied to every target reached over SSH
     start        every task (a Slurm cluster: `sbatch`), then the run policy watches
                  (`RunController`)
 
-Nothing is started unless every machine passed every check, and the reasons are reported
-together; a failure once the record is written marks it failed. `reattach(record)` follows a
-recorded run again, with the same connect step and the same executor factory.
+`launch_bundle(bundle, ...)` runs the same steps but place, render and check model on a
+bundle rendered already (`dtgui run BUNDLE`). Nothing is started unless every machine passed
+every check, and the reasons are reported together; a failure once the record is written
+marks it failed, and what a launch that did not start made on a target is removed (its
+driver's `cleanup`). `reattach(record)` follows a recorded run again, with the same connect
+step and the same drivers' executors.
 
 Everything here blocks (for seconds when other machines take part): call it off the UI thread.
 """
@@ -30,9 +34,7 @@ Everything here blocks (for seconds when other machines take part): call it off 
 from __future__ import annotations
 
 import contextlib
-import secrets
 import shutil
-import socket
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -41,50 +43,39 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dtgui.core.bundle import Bundle, render_bundle
-from dtgui.core.cluster import PlacementError, machine_key, place_plan, task_layout
+from dtgui.core.cluster import task_layout
 from dtgui.core.machines import MachineRegistry
 from dtgui.core.plan import LOCAL_MACHINE, Plan, PlanError
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
 from dtgui.core.settings import runs_dir
 from dtgui.launch.controller import LaunchError, RunController
+from dtgui.launch.drivers import (
+    Refused,
+    bundle_targets,
+    driver_for,
+    local_target,
+    target_of_record,
+)
+from dtgui.launch.drivers.base import bundle_archive
 from dtgui.launch.executor import Executor
+from dtgui.launch.launch_state import (
+    Launch,
+    LaunchProgress,
+    UnknownMachine,
+    unique_run_dir,
+)
 from dtgui.launch.model_check import check_bundled_model
 from dtgui.launch.policy import RunPolicy
-from dtgui.launch.script_check import ScriptStudy, machine_problems, study
-from dtgui.launch.targets import (
-    Target,
-    TargetKind,
-    command_runner,
-    machine_record,
-    make_executor,
-)
-from dtgui.worker.machine_probe import choose_free_ports
+from dtgui.launch.script_check import study
+from dtgui.launch.targets import Target
 
 if TYPE_CHECKING:  # paramiko is imported only when a step needs it (not for this machine)
-    from dtgui.launch.precheck import PythonCheck
     from dtgui.remote.connection import SSHClient
     from dtgui.remote.connector import Connector
 
-__all__ = ["STEPS", "LaunchError", "LaunchProgress", "Step", "Target", "launch_plan",
-           "reattach"]
-
-LaunchProgress = Callable[[str, float], None]  # (what is happening, fraction done 0..1)
-
-
-def unique_run_dir(root: Path, name: str) -> Path:
-    candidate = root / name
-    n = 2
-    while candidate.exists():
-        candidate = root / f"{name}-{n}"
-        n += 1
-    return candidate
-
-
-def new_record(bundle_dir: Path, plan: Plan) -> RunRecord:
-    """The run record of a run about to start: its id is unique across machines."""
-    return RunRecord(run_id=f"{bundle_dir.name}-{secrets.token_hex(3)}", run_name=plan.run_name,
-                     bundle=str(bundle_dir), strategy=plan.strategy, created=time.time())
+__all__ = ["BUNDLE_STEPS", "STEPS", "LaunchError", "LaunchProgress", "Step", "Target",
+           "launch_bundle", "launch_plan", "reattach"]
 
 
 def _default_connector() -> Connector:
@@ -111,120 +102,14 @@ def connect_targets(targets: Sequence[Target], connector: Connector,
     return clients
 
 
-def _local_address(client: SSHClient) -> str:
-    """The address this machine used to reach a remote one (which can reach it back)."""
-    transport = client.get_transport()
-    sock = getattr(transport, "sock", None)
-    if isinstance(sock, socket.socket):
-        return str(sock.getsockname()[0])
-    return ""
+def checked(launch: Launch) -> list[Target]:
+    """The targets the check step runs on (as their drivers say)."""
+    return [t for t in launch.targets if driver_for(t).checks(launch, t)]
 
 
-class Launch:
-    """One launch in progress: its targets, and what each step found or made."""
-
-    def __init__(self, plan: Plan, runs_root: Path, targets: Sequence[Target],
-                 assignments: Mapping[str, str], connector: Connector | None,
-                 policy: RunPolicy | None, progress: LaunchProgress | None,
-                 keep_ports: bool) -> None:
-        self.plan = plan
-        self.assignments = {t: machine_key(m) for t, m in assignments.items()}
-        used = list(dict.fromkeys(self.assignments.values()))
-        by_name = {machine_key(t.name): t for t in targets}
-        unknown = [m for m in used if m not in by_name]
-        if unknown:
-            raise LaunchError(f"No machine named {', '.join(unknown)} was chosen.")
-        self.targets = [by_name[m] for m in used]
-        self._connector = connector
-        self.policy = policy
-        self.progress = progress or (lambda _text, _fraction: None)
-        self.keep_ports = keep_ports
-        self.bundle_dir = unique_run_dir(runs_root, plan.run_name)
-        self.record = new_record(self.bundle_dir, plan)  # its id names the remote directories
-        self.script: ScriptStudy | None = study(plan)  # a user's own script, looked at
-        self.clients: dict[str, SSHClient] = {}
-        self.checks: dict[str, PythonCheck] = {}
-        self.cluster_dir = ""  # a Slurm run's directory on the cluster's shared filesystem
-        self.notes: list[str] = []  # what a check could not tell, shown in the run's log
-        self.placed = plan
-        self.bundle: Bundle | None = None
-        self.executors: list[Executor] = []
-        self.recorded = False
-        self.controller: RunController | None = None
-        self.timings: dict[str, float] = {}
-
-    # -- facts the steps share -------------------------------------------------------------
-    @property
-    def connector(self) -> Connector:
-        if self._connector is None:
-            self._connector = _default_connector()
-        return self._connector
-
-    @property
-    def remote(self) -> list[Target]:
-        return [t for t in self.targets if t.needs_connection]
-
-    @property
-    def slurm(self) -> Target | None:
-        """The Slurm cluster the run is one job on (then the only target), or None."""
-        return next((t for t in self.targets if t.kind is TargetKind.SLURM), None)
-
-    @property
-    def checked(self) -> list[Target]:
-        """The targets the check step runs on: every remote one; this machine when other
-        machines take part (versions must agree, ports be found) or a script is looked at.
-        A Slurm job's nodes are not the login node: Slurm itself refuses what cannot run."""
-        if self.slurm is not None:
-            return []
-        return [t for t in self.targets if not t.is_local or len(self.targets) > 1
-                or self.script is not None]
-
-    @property
-    def local_python(self) -> str:
-        """This machine's interpreter for the run (the model check runs it here)."""
-        return next((t.interpreter for t in self.targets if t.is_local), sys.executable)
-
-    def task_count(self, target: Target) -> int:
-        return sum(1 for m in self.assignments.values() if m == target.name)
-
-    def wanted_ports(self, target: Target) -> list[int]:
-        """The ports the plan gives this target's tasks (keep_ports), in task order."""
-        if not self.keep_ports:
-            return []
-        return [t.port for t in self.plan.tasks
-                if self.assignments.get(t.task_id) == target.name and t.port]
-
-    def relative_dir(self, target: Target) -> str:
-        """The run directory under the machine's home (the check makes it)."""
-        from dtgui.launch.ssh_exec import remote_run_dir
-
-        return remote_run_dir("", self.record.run_id, target.name).lstrip("/")
-
-    def run_dir(self, target: Target) -> str:
-        """The bundle directory on the target."""
-        assert self.bundle is not None
-        if not target.needs_connection:
-            return str(self.bundle.path)
-        if target.kind is TargetKind.SLURM:
-            return self.cluster_dir  # on the shared filesystem (the check made it)
-        return self.checks[target.name].directory
-
-    def addresses(self) -> dict[str, str]:
-        """Given addresses; this machine's is the end of its SSH connections."""
-        out = {}
-        for target in self.targets:
-            if target.address:
-                out[target.name] = target.address
-            elif target.is_local:
-                found = [_local_address(c) for c in self.clients.values()]
-                out[target.name] = next((a for a in found if a), "")
-            elif target.machine is not None:
-                out[target.name] = target.machine.host
-        return out
-
-    def close(self) -> None:
-        for client in self.clients.values():
-            client.close()
+def local_python(launch: Launch) -> str:
+    """This machine's interpreter for the run (the model check runs it here)."""
+    return next((t.interpreter for t in launch.targets if t.is_local), sys.executable)
 
 
 # -- the steps ------------------------------------------------------------------------------
@@ -234,126 +119,35 @@ def _connect(launch: Launch) -> None:
 
 
 def _check(launch: Launch) -> None:
-    """Python, TensorFlow, the run directory and the ports: one round trip a machine."""
-    if launch.slurm is not None:
-        _check_cluster(launch, launch.slurm)
-        return
-    from dtgui.launch.precheck import check_python, check_versions_agree, expected_tf_version
+    """Every target as its driver checks it, all at once; the reasons reported together."""
+    from dtgui.launch.precheck import check_versions_agree, expected_tf_version
     from dtgui.remote.parallel import each
 
-    launch.progress("Checking Python, TensorFlow and ports on every machine", 0.15)
-    expected = expected_tf_version()
+    targets = checked(launch)
+    launch.progress(f"Checking {', '.join(t.label for t in targets)}", 0.15)
+    launch.expected_tf = expected_tf_version()
     script = launch.script
-    modules = script.modules if script is not None else ()
-    data_dir = script.script.data_dir if script is not None else ""
-
-    def one(target: Target) -> PythonCheck:
-        wanted = launch.wanted_ports(target)
-        return check_python(target.label, target.interpreter,
-                            command_runner(target, launch.clients.get(target.name)), expected,
-                            import_tf=not target.is_local,
-                            directory="" if target.is_local else launch.relative_dir(target),
-                            port_count=0 if launch.keep_ports else launch.task_count(target),
-                            ports=tuple(wanted), modules=modules, data_dir=data_dir)
-
-    targets = launch.checked
     problems = [script.refusal] if script is not None and script.refusal else []
-    for target, result in zip(targets, each(one, targets, name="dtgui-check"), strict=True):
+    found = each(lambda t: driver_for(t).check(launch, t), targets, name="dtgui-check")
+    for target, result in zip(targets, found, strict=True):
         if isinstance(result, Exception):
             problems.append(f"{target.label}: the check failed ({result}).")
-            continue
-        launch.checks[target.name] = result
-        problems += result.problems
-        if script is not None and result.executable:
-            problems += machine_problems(script, result)
-        problems += [f"Port {t.port} on {target.label} (task {t.task_id}) is in use by "
-                     "another process: choose other ports (or stop that process)."
-                     for t in launch.plan.tasks if launch.keep_ports and t.port
-                     and launch.assignments.get(t.task_id) == target.name
-                     and t.port in result.busy_ports]
-    if expected is None and not problems:
+        else:
+            problems += result
+    if launch.expected_tf is None and not problems:
         problems += check_versions_agree(list(launch.checks.values()))
     if problems:
         raise LaunchError("Not launched: " + " ".join(problems))
 
 
-def _check_cluster(launch: Launch, target: Target) -> None:
-    """The job against the cluster's partitions (`sinfo` on the login node)."""
-    from dtgui.core.slurm import SlurmError
-    from dtgui.remote.slurm import check_job, probe
-
-    assert target.slurm is not None
-    launch.progress(f"Asking Slurm about {target.label}", 0.15)
-    runner = command_runner(target, launch.clients.get(target.name))
-    try:
-        facts = probe(runner)
-    except SlurmError as exc:
-        raise LaunchError(f"Not launched: {exc}") from exc
-    if facts.version:
-        found = check_job(runner, target.slurm, facts)
-        problems, launch.notes = found.problems, found.notes
-    else:
-        problems = facts.problems[:1]
-    if problems:
-        raise LaunchError("Not launched: " + " ".join(problems))
-    if target.machine is not None:  # the run's directory on the shared filesystem
-        from dtgui.remote.slurm import make_run_dir
-
-        shared = target.machine.slurm.shared_dir if target.machine.slurm else "dtgui-runs"
-        try:
-            launch.cluster_dir = make_run_dir(runner, shared, launch.record.run_id)
-        except SlurmError as exc:
-            raise LaunchError(f"Not launched: {target.label}: {exc}") from exc
-
-
-def _remove_cluster_dir(launch: Launch) -> None:
-    """A launch that did not start leaves nothing on the cluster's shared filesystem."""
-    from dtgui.remote.slurm import remove_run_dir
-
-    target = launch.slurm
-    if target is not None:
-        with contextlib.suppress(Exception):  # the launch's own error is the one reported
-            remove_run_dir(command_runner(target, launch.clients.get(target.name)),
-                           launch.cluster_dir)
-
-
 def _place(launch: Launch) -> None:
-    if launch.slurm is not None:
-        _place_on_cluster(launch, launch.slurm)
-        return
-    ports: dict[str, list[int]] = {}
-    for target in launch.targets:
-        if launch.keep_ports:
-            ports[target.name] = launch.wanted_ports(target)
-        elif target.name in launch.checks:
-            ports[target.name] = launch.checks[target.name].free_ports
-        else:  # this machine, unchecked: free here now (the start step tests them again)
-            ports[target.name] = choose_free_ports(launch.task_count(target))
-    machines = {t.name: t.machine for t in launch.targets if t.machine is not None}
-    known = list(machines.values())
-    if any(m.jump_host.strip() for m in known):  # a jump host may be any registered machine
-        known += MachineRegistry().machines()
+    alone = [driver_for(t).whole_run for t in launch.targets if driver_for(t).whole_run]
+    if alone and len(launch.targets) > 1:
+        raise LaunchError(f"Not launched: {alone[0]}")
     try:
-        launch.placed = place_plan(launch.plan, launch.assignments, machines, ports,
-                                   pythons={t.name: t.interpreter for t in launch.targets},
-                                   gpus={t.name: t.gpus for t in launch.targets if t.gpus},
-                                   known=known, addresses=launch.addresses())
-    except PlacementError as exc:
+        launch.placed = driver_for(launch.targets[0]).place(launch)
+    except Refused as exc:
         raise LaunchError(f"Not launched: {exc}") from exc
-
-
-def _place_on_cluster(launch: Launch, target: Target) -> None:
-    from dtgui.core.slurm import job_problems
-    from dtgui.core.slurm_bundle import place_on_cluster
-
-    assert target.slurm is not None
-    if len(launch.targets) > 1:
-        raise LaunchError("Not launched: a run on a Slurm cluster runs all its tasks there; "
-                          "it cannot take other machines too.")
-    launch.placed = place_on_cluster(launch.plan, target.slurm)
-    problems = job_problems(launch.placed, target.slurm)
-    if problems:
-        raise LaunchError("Not launched: " + " ".join(problems))
 
 
 def _render(launch: Launch) -> None:
@@ -361,16 +155,14 @@ def _render(launch: Launch) -> None:
         launch.bundle = render_bundle(launch.placed, launch.bundle_dir)
     except PlanError as exc:
         raise LaunchError(f"Not launched: {exc}") from exc
-    if launch.slurm is not None and launch.slurm.slurm is not None:
-        from dtgui.core.slurm_bundle import write_slurm_files
-
-        write_slurm_files(launch.bundle, launch.slurm.slurm)
+    for target in launch.targets:
+        driver_for(target).render(launch, target, launch.bundle)
 
 
 def _check_model(launch: Launch) -> None:
     assert launch.bundle is not None
     launch.progress("Checking the model file in the bundle", 0.25)
-    problem = check_bundled_model(launch.bundle, launch.local_python)
+    problem = check_bundled_model(launch.bundle, local_python(launch))
     if problem:
         shutil.rmtree(launch.bundle.path, ignore_errors=True)
         raise LaunchError(f"Not launched: {problem}")
@@ -382,10 +174,11 @@ def _record(launch: Launch) -> None:
     record = launch.record
     record.run_name, record.strategy = launch.placed.run_name, launch.placed.strategy
     for target in launch.targets:
+        driver = driver_for(target)
         run_dir = launch.run_dir(target)
         address = launch.placed.machine(target.name).address
-        record.machines.append(machine_record(target, run_dir, address))
-        launch.executors.append(make_executor(
+        record.machines.append(driver.record(target, run_dir, address))
+        launch.executors.append(driver.executor(
             target, bundle, run_dir, connector=launch.connector if target.needs_connection
             else None, client=launch.clients.get(target.name), dir_ready=True))
     record.save()
@@ -393,13 +186,11 @@ def _record(launch: Launch) -> None:
 
 
 def _upload(launch: Launch) -> None:
-    from dtgui.launch.slurm_remote import RemoteSlurmExecutor
-    from dtgui.launch.ssh_exec import SshExecutor, bundle_archive
     from dtgui.remote.parallel import each
 
     assert launch.bundle is not None
-    remote = [ex for ex in launch.executors
-              if isinstance(ex, SshExecutor | RemoteSlurmExecutor)]
+    remote = [(t, ex) for t, ex in zip(launch.targets, launch.executors, strict=True)
+              if t.needs_connection]
     archive = bundle_archive(launch.bundle)
     done: dict[str, int] = {}
     shown = [0.0]
@@ -412,12 +203,14 @@ def _upload(launch: Launch) -> None:
             launch.progress(f"Copying the bundle ({len(archive) // 1024} KiB) to "
                             f"{len(remote)} machine(s)", 0.3 + 0.55 * fraction)
 
-    def copy(executor: SshExecutor | RemoteSlurmExecutor) -> None:
-        executor.archive = archive
-        executor.prepare(lambda sent, _total: report(executor.name, sent))
+    def copy(pair: tuple[Target, Executor]) -> None:
+        target, executor = pair
+        driver_for(target).upload(executor, archive,
+                                  lambda sent, _total: report(executor.name, sent))
 
-    errors = [f"{ex.name}: {r}" for ex, r in zip(remote, each(copy, remote, name="dtgui-upload"),
-                                                  strict=True) if isinstance(r, Exception)]
+    errors = [f"{ex.name}: {r}" for (_, ex), r in zip(remote, each(copy, remote,
+                                                                   name="dtgui-upload"),
+                                                      strict=True) if isinstance(r, Exception)]
     if errors:
         raise LaunchError("Copying the bundle failed: " + " ".join(errors))
 
@@ -436,7 +229,7 @@ def _start(launch: Launch) -> None:
                                          [f"[dtgui] {n}" for n in launch.notes])
     launch.progress(f"Starting {len(placed.tasks)} task(s)", 0.9)
     # ports the check chose free or bind-tested on every machine are not tested again
-    tested = len(launch.checked) == len(launch.targets)
+    tested = len(checked(launch)) == len(launch.targets)
     controller.start(check_ports=not tested)
     launch.controller = controller
 
@@ -452,7 +245,7 @@ class Step:
 
 STEPS: tuple[Step, ...] = (
     Step("connect", _connect, lambda launch: bool(launch.remote)),
-    Step("check", _check, lambda launch: bool(launch.checked) or launch.slurm is not None),
+    Step("check", _check, lambda launch: bool(checked(launch))),
     Step("place", _place),
     Step("render", _render),
     Step("check model", _check_model, lambda launch: launch.plan.model_file is not None),
@@ -460,6 +253,57 @@ STEPS: tuple[Step, ...] = (
     Step("upload", _upload, lambda launch: bool(launch.remote)),
     Step("start", _start),
 )
+# a bundle rendered already: placed, rendered and its model checked when it was written
+BUNDLE_STEPS: tuple[Step, ...] = tuple(
+    s for s in STEPS if s.name not in ("place", "render", "check model"))
+
+
+def _run_steps(launch: Launch, steps: Sequence[Step]) -> RunController:
+    """The steps that apply, in order; a failure marks the record failed (once written) and
+    removes what the drivers made for a launch that did not start."""
+    try:
+        started = time.monotonic()
+        for step in steps:
+            if step.applies(launch):
+                step.run(launch)
+                now = time.monotonic()
+                launch.timings[step.name], started = now - started, now
+    except BaseException as exc:
+        if launch.recorded and launch.controller is None:
+            launch.record.end(RunState.FAILED, str(exc), None)
+            launch.record.save()
+        if launch.controller is None:
+            for target in launch.targets:
+                with contextlib.suppress(Exception):  # the launch's own error is reported
+                    driver_for(target).cleanup(launch, target)
+        launch.close()
+        raise
+    controller = launch.controller
+    assert isinstance(controller, RunController)
+    controller.launch_timings = launch.timings
+    launch.progress("Running", 1.0)
+    return controller
+
+
+def _known(targets: Sequence[Target]) -> list[Target]:
+    """The targets, each of a kind a driver is registered for (else LaunchError)."""
+    try:
+        for target in targets:
+            driver_for(target)
+    except Refused as exc:
+        raise LaunchError(f"Not launched: {exc}") from exc
+    return list(targets)
+
+
+def _new_launch(plan: Plan, bundle_dir: Path, targets: Sequence[Target],
+                assignments: Mapping[str, str], connect: Connector | None,
+                policy: RunPolicy | None, progress: LaunchProgress | None, keep_ports: bool,
+                script: bool) -> Launch:
+    try:
+        return Launch(plan, bundle_dir, targets, assignments, connect, policy, progress,
+                      keep_ports, study(plan) if script else None)
+    except UnknownMachine as exc:
+        raise LaunchError(str(exc)) from exc
 
 
 def launch_plan(plan: Plan, runs_root: Path | None = None, *,
@@ -471,41 +315,49 @@ def launch_plan(plan: Plan, runs_root: Path | None = None, *,
 
     `targets`: the machines the plan may use (`plan_targets` gives those of a placed plan;
     default: this machine alone). `assignments`: task id -> machine name ("local" = this
-    machine; default: the plan's own placement, or every task here when it has none).
-    `connect`: connects to remote targets (default: the keyring's secrets). `keep_ports`:
-    use the ports already in `plan.tasks` (bind-tested first) instead of choosing free ones;
-    by default kept for a plan placed on this machine alone (they were chosen free here).
+    machine; default: the plan's own placement, or every task here when it has none; every
+    task on a target whose kind takes a whole run). `connect`: connects to remote targets
+    (default: the keyring's secrets). `keep_ports`: use the ports already in `plan.tasks`
+    (bind-tested first) instead of choosing free ones; by default kept for a plan placed on
+    this machine alone (they were chosen free here).
     """
-    clusters = [t for t in targets if t.kind is TargetKind.SLURM]
-    if assignments is None and clusters:  # a Slurm job: every task is on the cluster
-        assignments = {f"{kind}:{index}": clusters[0].name for kind, index in task_layout(plan)}
+    targets = _known(targets) or [local_target()]
+    whole = [t for t in targets if driver_for(t).whole_run]
+    if assignments is None and whole:  # e.g. a Slurm job: every task is on the cluster
+        assignments = {f"{kind}:{index}": whole[0].name for kind, index in task_layout(plan)}
     if assignments is None:  # the plan's own placement, or every task on this machine
         assignments = {t.task_id: t.machine_name for t in plan.tasks} if plan.tasks \
             else {f"{kind}:{index}": LOCAL_MACHINE for kind, index in task_layout(plan)}
     if keep_ports is None:
         keep_ports = bool(plan.tasks) and all(t.is_local for t in plan.tasks)
-    launch = Launch(plan, runs_root or runs_dir(), list(targets) or [Target()], assignments,
-                    connect, policy, progress, keep_ports and bool(plan.tasks))
+    launch = _new_launch(plan, unique_run_dir(runs_root or runs_dir(), plan.run_name), targets,
+                         assignments, connect, policy, progress, keep_ports and bool(plan.tasks),
+                         script=True)
+    return _run_steps(launch, STEPS)
+
+
+def launch_bundle(bundle: Bundle, targets: Sequence[Target] = (), *,
+                  connect: Connector | None = None, policy: RunPolicy | None = None,
+                  progress: LaunchProgress | None = None) -> RunController:
+    """Start a bundle rendered already (`dtgui export`), in its own directory, and return
+    the controller that watches it: connect, check, record (in the bundle), upload, start.
+
+    `targets`: the machines its tasks are placed on (default: those the drivers find for
+    the bundle: a Slurm bundle's cluster, else this machine)."""
+    plan = bundle.plan
     try:
-        started = time.monotonic()
-        for step in STEPS:
-            if step.applies(launch):
-                step.run(launch)
-                now = time.monotonic()
-                launch.timings[step.name], started = now - started, now
-    except BaseException as exc:
-        if launch.recorded and launch.controller is None:
-            launch.record.end(RunState.FAILED, str(exc), None)
-            launch.record.save()
-        if launch.cluster_dir and launch.controller is None:
-            _remove_cluster_dir(launch)
-        launch.close()
-        raise
-    controller = launch.controller
-    assert controller is not None
-    controller.launch_timings = launch.timings
-    launch.progress("Running", 1.0)
-    return controller
+        targets = _known(targets) or bundle_targets(bundle)
+    except Refused as exc:
+        raise LaunchError(str(exc)) from exc
+    names = {t.name for t in targets}
+    if any(t.machine_name not in names for t in plan.tasks):
+        raise LaunchError("This bundle's tasks run on other machines: start it from the app, "
+                          "or run `bash run.sh MACHINE` on each machine (see its README).")
+    launch = _new_launch(plan, bundle.path, targets,
+                         {t.task_id: t.machine_name for t in plan.tasks}, connect, policy,
+                         progress, keep_ports=True, script=False)
+    launch.bundle = bundle
+    return _run_steps(launch, BUNDLE_STEPS)
 
 
 def reattach(record: RunRecord, *, connect: Connector | None = None,
@@ -516,13 +368,17 @@ def reattach(record: RunRecord, *, connect: Connector | None = None,
     event is read again from the start."""
     connector = connect or _default_connector()
     bundle = Bundle.open(Path(record.bundle))
-    targets = [Target.of_record(rec, registry) for rec in record.machines]
+    try:
+        targets = [target_of_record(rec, registry) for rec in record.machines]
+    except Refused as exc:
+        raise LaunchError(f"Cannot reattach: {exc}") from exc
     clients = connect_targets(targets, connector, "Cannot reattach")
     pids = record.pids()
     executors: list[Executor] = []
     for target, rec in zip(targets, record.machines, strict=True):
-        executor = make_executor(target, bundle, rec.dir, client=clients.get(target.name),
-                                 connector=connector if target.needs_connection else None)
+        executor = driver_for(target).executor(
+            target, bundle, rec.dir, client=clients.get(target.name),
+            connector=connector if target.needs_connection else None)
         executor.adopt(pids)
         executors.append(executor)
     policy = policy or RunPolicy(max_restarts=record.max_restarts)

@@ -28,10 +28,16 @@ from dtgui.core.hardware import GpuInfo
 from dtgui.core.machines import Machine, MachineRegistry, RemoteFacts
 from dtgui.core.plan import LOCAL_MACHINE, PLAN_NAME, Plan, is_local_machine
 from dtgui.core.runs import RunHistory, RunRecord
-from dtgui.core.slurm import LOCAL_CLUSTER, SlurmJob
+from dtgui.core.slurm import SlurmJob
 from dtgui.core.sweep import SweepError
+from dtgui.launch.drivers import (
+    job_target,
+    local_target,
+    plan_targets,
+    ssh_target,
+)
 from dtgui.launch.sweep_holds import Hold, held_by_sweeps, read_holds
-from dtgui.launch.targets import Target, plan_targets
+from dtgui.launch.targets import Target
 from dtgui.remote.commands import CommandRunner, CommandTimeout, LocalRunner, SshRunner
 from dtgui.remote.connector import Connector
 from dtgui.remote.hostkeys import ConnectError
@@ -47,7 +53,7 @@ class Slot:
     """Where one trial runs: the targets it may use (one GPU group, or K of this machine)."""
 
     name: str
-    targets: tuple[Target, ...] = (Target(),)
+    targets: tuple[Target, ...] = (local_target(),)
 
     @property
     def gpus(self) -> tuple[int, ...]:
@@ -91,9 +97,8 @@ def _registered(names: Sequence[str], registry: MachineRegistry | None) -> dict[
 
 def _target(name: str, machines: Mapping[str, Machine], gpus: tuple[int, ...] = ()) -> Target:
     if is_local_machine(name):
-        return Target(gpus=gpus)
-    machine = machines[name]
-    return Target(machine.name, machine, machine.python, gpus=gpus)
+        return local_target(gpus=gpus)
+    return ssh_target(machines[name], gpus=gpus)
 
 
 EVERY_MACHINE = "all"  # --trial-on all: this machine and every registered one
@@ -125,14 +130,10 @@ def cluster_slots(job: SlurmJob, parallel: int,
     its login node (this machine for `local`, else the registered cluster's over SSH), and
     Slurm places it; `parallel` is how many of the sweep's jobs are in the queue at once.
     SweepError names a cluster that is not registered."""
-    if job.cluster == LOCAL_CLUSTER:
-        target = Target(LOCAL_MACHINE, None, job.python, slurm=job)
-    else:
-        machine = (registry or MachineRegistry()).find(job.cluster)
-        if machine is None or machine.slurm is None:
-            raise SweepError([f"No Slurm cluster is registered as {job.cluster!r} (local = "
-                              "this machine is the login node)."])
-        target = Target(machine.name, machine, machine.python, slurm=job)
+    target = job_target(job, registry or MachineRegistry())
+    if target is None:
+        raise SweepError([f"No Slurm cluster is registered as {job.cluster!r} (local = "
+                          "this machine is the login node)."])
     return [Slot(f"{job.cluster} job #{i + 1}", (target,)) for i in range(max(1, parallel))]
 
 
@@ -174,7 +175,7 @@ def free_groups(reports: Mapping[str, GpuReport],
 def gpu_slots(gpus: Sequence[int], per_trial: int) -> list[Slot]:
     """Groups of `per_trial` free GPUs of this machine, one trial each."""
     report = GpuReport([GpuInfo(i, "", 1, 0, 0.0) for i in gpus])
-    return [Slot(f"gpu {','.join(map(str, g))}", (Target(gpus=g),))
+    return [Slot(f"gpu {','.join(map(str, g))}", (local_target(gpus=g),))
             for _, g in free_groups({LOCAL_MACHINE: report}, per_trial)]
 
 

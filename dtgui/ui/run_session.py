@@ -218,12 +218,13 @@ class RunSession(QObject):
 
     def _launcher(self, plan: Plan, root: Path, registered: dict[str, Machine],
                   connector: Connector, policy: RunPolicy,
-                  slurm: SlurmJob | None) -> Callable[[Worker], Any]:
+                  job: object | None) -> Callable[[Worker], Any]:
+        """The launch of `plan` on the targets the wizard chose (`job`: what the box of a
+        kind made, a Slurm job; None: the plan's machines)."""
+        from dtgui.launch.drivers import chosen_targets
         from dtgui.launch.pipeline import launch_plan
-        from dtgui.launch.targets import Target, plan_targets
 
-        targets = plan_targets(plan, registered) if slurm is None else [
-            Target(slurm.cluster, registered.get(slurm.cluster), slurm.python, slurm=slurm)]
+        targets = chosen_targets(plan, registered, job)
 
         def launch(worker: Worker) -> Any:
             def report(text: str, fraction: float) -> None:

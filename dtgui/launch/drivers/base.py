@@ -1,0 +1,138 @@
+"""What a kind of target does at each step of a launch: the `Driver` protocol.
+
+The launch pipeline (`dtgui.launch.pipeline`) runs its steps over a run's targets and asks
+each target's driver (`dtgui.launch.drivers.driver_for`) for what depends on its kind; it
+never asks which kind a target is. A driver:
+
+* `checks` / `check`: whether the pre-launch check runs on a target, and the check itself
+  (problems, one sentence each; what it found goes into the `Launch`: `checks`, `dirs`,
+  `notes`);
+* `place`: the tasks on the run's targets (`whole_run`: a kind whose run takes no other
+  machine says why; the other kinds share one placement, `ProcessDriver.place`);
+* `render`: its own files in the rendered bundle;
+* `executor`: what starts and follows its tasks, for a launch and a reattach alike;
+* `upload`: the bundle copied to a target reached over SSH;
+* `record` / `reattach`: what the run record keeps of a target, and the target of a
+  recorded machine;
+* `started`: what a command line says once the tasks started ("" = nothing);
+* `target_of_job`: the target of what the wizard's box for the kind made (a Slurm job);
+* `cleanup`: what a launch that did not start leaves on the target, removed.
+
+A bundle rendered already (`dtgui run BUNDLE`) finds its targets with `bundle_target`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from dtgui.core.bundle import Bundle
+from dtgui.core.machines import Machine, MachineRegistry
+from dtgui.core.plan import Plan
+from dtgui.core.runs import MachineRecord
+from dtgui.launch.executor import Executor
+from dtgui.launch.launch_state import Launch
+from dtgui.launch.targets import Target
+
+if TYPE_CHECKING:  # paramiko is imported only when a target needs it
+    from dtgui.remote.commands import CommandRunner
+    from dtgui.remote.connection import SSHClient
+    from dtgui.remote.connector import Connector
+
+Copied = Callable[[int, int], None]  # (bytes sent, bytes in all)
+
+
+class Refused(Exception):
+    """A driver refuses the launch: the message says why (the pipeline reports it)."""
+
+
+class Driver:
+    """One kind of target. Subclasses set `kind` and override what applies to them."""
+
+    kind = ""
+    whole_run = ""  # why a run on this kind takes no other machine ("" = it shares a run)
+
+    # -- check -----------------------------------------------------------------------------
+    def checks(self, launch: Launch, target: Target) -> bool:
+        """Whether the pre-launch check runs on the target."""
+        return True
+
+    def check(self, launch: Launch, target: Target) -> list[str]:
+        """The target checked before anything starts: the problems found."""
+        return []
+
+    # -- place and render ------------------------------------------------------------------
+    def place(self, launch: Launch) -> Plan:
+        """The plan with every task placed on the launch's targets. Raises Refused."""
+        raise NotImplementedError
+
+    def render(self, launch: Launch, target: Target, bundle: Bundle) -> None:
+        """Its own files written into the rendered bundle."""
+
+    # -- record, executor, upload ----------------------------------------------------------
+    def record(self, target: Target, run_dir: str, address: str) -> MachineRecord:
+        """What the run record keeps of the target (enough to reattach)."""
+        machine = target.machine.to_dict() if target.machine is not None else {}
+        return MachineRecord(target.name, run_dir, target.interpreter, address, machine,
+                             kind=self.kind)
+
+    def executor(self, target: Target, bundle: Bundle, run_dir: str, *,
+                 connector: Connector | None = None, client: SSHClient | None = None,
+                 dir_ready: bool = False) -> Executor:
+        """The executor of the target's tasks of `bundle`. `run_dir`: the bundle directory
+        on the target; `client`: a connection made already; `dir_ready`: the pre-launch
+        check made `run_dir` already."""
+        raise NotImplementedError
+
+    def upload(self, executor: Executor, archive: bytes, copied: Copied) -> None:
+        """The bundle (`archive`) copied to a target reached over SSH."""
+
+    def started(self, executor: Executor) -> str:
+        """What the command line says once the target's tasks started."""
+        return ""
+
+    # -- reattach, a rendered bundle, clean-up ---------------------------------------------
+    def reattach(self, rec: MachineRecord, registry: MachineRegistry | None) -> Target:
+        """The target of a recorded run's machine."""
+        raise NotImplementedError
+
+    def target_of_job(self, job: object,
+                      machines: Mapping[str, Machine]) -> Target | None:
+        """The target of a job the wizard made for this kind (None: not this kind's job).
+        `machines`: the registered machines by name."""
+        return None
+
+    def bundle_target(self, bundle: Bundle,
+                      registry: MachineRegistry | None) -> Target | None:
+        """The target a bundle rendered for this kind runs on (None: not such a bundle).
+        Raises Refused when it is one but its target cannot be found."""
+        return None
+
+    def cleanup(self, launch: Launch, target: Target) -> None:
+        """What a launch that did not start made on the target, removed."""
+
+
+def command_runner(target: Target, client: SSHClient | None) -> CommandRunner:
+    """How commands (the pre-launch check) run on the target: the same argv, here or over
+    its SSH connection."""
+    from dtgui.remote.commands import LocalRunner, SshRunner
+
+    if target.needs_connection:
+        assert client is not None, f"{target.name} is not connected"
+        return SshRunner(client)
+    return LocalRunner()
+
+
+def registered(machine: Machine | None, name: str,
+               registry: MachineRegistry | None) -> Machine | None:
+    """A recorded machine's registered settings when it is still registered, else those
+    recorded at launch."""
+    found = registry.find(name) if registry is not None else None
+    return found or machine
+
+
+def bundle_archive(bundle: Bundle) -> bytes:
+    """The bundle as the archive every remote target is sent."""
+    from dtgui.launch.ssh_exec import bundle_archive as archive
+
+    return archive(bundle)

@@ -1,0 +1,175 @@
+"""A Slurm cluster as a target: the run's tasks are one batch job, submitted at the
+cluster's login node (this machine, or a registered machine over SSH) and placed by Slurm.
+
+Checked with `sinfo` against the job (`dtgui.remote.slurm.check_job`); on a login node
+reached over SSH the check makes the run's directory on the cluster's shared filesystem, the
+bundle is copied there, and a launch that does not start removes it. The tasks are placed in
+rank order (their ports are chosen on the nodes) and the bundle gets its batch script
+(`dtgui.core.slurm_bundle`); `SlurmExecutor` (here) or `RemoteSlurmExecutor` (over SSH)
+submit and follow the job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from dtgui.core.bundle import Bundle
+from dtgui.core.machines import Machine, MachineRegistry
+from dtgui.core.plan import LOCAL_MACHINE, Plan
+from dtgui.core.runs import MachineRecord
+from dtgui.core.slurm import LOCAL_CLUSTER, SlurmError, SlurmJob
+from dtgui.launch.drivers.base import Copied, Driver, Refused, command_runner
+from dtgui.launch.executor import Executor
+from dtgui.launch.launch_state import Launch
+from dtgui.launch.targets import Target
+
+if TYPE_CHECKING:
+    from dtgui.remote.connection import SSHClient
+    from dtgui.remote.connector import Connector
+
+KIND = "slurm"
+DEFAULT_SHARED_DIR = "dtgui-runs"  # under the login node's home, when none is registered
+
+
+def cluster_target(machine: Machine | None, job: SlurmJob) -> Target:
+    """A Slurm cluster as the target of one job: `machine` its registered login node (None:
+    this machine is the login node)."""
+    if machine is None:
+        return Target(LOCAL_MACHINE, None, job.python, job=job, kind=KIND)
+    return Target(machine.name, machine, job.python or machine.python, job=job, kind=KIND)
+
+
+def cluster_job_target(machine: Machine, **job: Any) -> Target:
+    """A registered cluster as the target of one job: its defaults, then `job`'s values that
+    are not None (SlurmJob's fields)."""
+    assert machine.slurm is not None, f"{machine.name} is not a Slurm cluster"
+    return cluster_target(machine, SlurmJob.from_defaults(
+        machine.name, machine.slurm, python=machine.python or None, **job))
+
+
+def job_target(job: SlurmJob, registry: MachineRegistry | None = None) -> Target | None:
+    """The target of `job` on its cluster: this machine for `local`, else the registered
+    cluster of its name (None when no cluster is registered so)."""
+    if job.cluster == LOCAL_CLUSTER:
+        return cluster_target(None, job)
+    machine = (registry or MachineRegistry()).find(job.cluster)
+    if machine is None or machine.slurm is None:
+        return None
+    return cluster_target(machine, job)
+
+
+def _job(target: Target) -> SlurmJob:
+    assert isinstance(target.job, SlurmJob), f"{target.name} has no Slurm job"
+    return target.job
+
+
+class SlurmDriver(Driver):
+    kind = KIND
+    whole_run = ("a run on a Slurm cluster runs all its tasks there; it cannot take other "
+                 "machines too.")
+
+    def check(self, launch: Launch, target: Target) -> list[str]:
+        """The job against the cluster's partitions (`sinfo` on the login node), then the
+        run's directory on the shared filesystem."""
+        from dtgui.remote.slurm import check_job, make_run_dir, probe
+
+        job = _job(target)
+        runner = command_runner(target, launch.clients.get(target.name))
+        try:
+            facts = probe(runner)
+        except SlurmError as exc:
+            return [str(exc)]
+        if not facts.version:
+            return facts.problems[:1]
+        found = check_job(runner, job, facts)
+        launch.notes += found.notes
+        if found.problems or target.machine is None:
+            return found.problems
+        shared = target.machine.slurm.shared_dir if target.machine.slurm else DEFAULT_SHARED_DIR
+        try:
+            launch.dirs[target.name] = make_run_dir(runner, shared, launch.record.run_id)
+        except SlurmError as exc:
+            return [f"{target.label}: {exc}"]
+        return []
+
+    def place(self, launch: Launch) -> Plan:
+        from dtgui.core.slurm import job_problems
+        from dtgui.core.slurm_bundle import place_on_cluster
+
+        (target,) = launch.targets
+        job = _job(target)
+        placed = place_on_cluster(launch.plan, job)
+        problems = job_problems(placed, job)
+        if problems:
+            raise Refused(" ".join(problems))
+        return placed
+
+    def render(self, launch: Launch, target: Target, bundle: Bundle) -> None:
+        from dtgui.core.slurm_bundle import write_slurm_files
+
+        write_slurm_files(bundle, _job(target))
+
+    def executor(self, target: Target, bundle: Bundle, run_dir: str, *,
+                 connector: Connector | None = None, client: SSHClient | None = None,
+                 dir_ready: bool = False) -> Executor:
+        tasks = [t for t in bundle.plan.tasks if t.machine_name == target.name]
+        if target.machine is not None:  # the login node over SSH
+            from dtgui.launch.slurm_remote import RemoteSlurmExecutor
+
+            assert connector is not None
+            remote = RemoteSlurmExecutor(target.name, bundle, tasks, run_dir=run_dir,
+                                         reconnect=functools.partial(connector, target.machine),
+                                         client=client)
+            remote.dir_ready = dir_ready
+            return remote
+        from dtgui.launch.slurm_exec import SlurmExecutor
+
+        return SlurmExecutor(target.name, bundle, tasks, command_runner(target, None), run_dir)
+
+    def upload(self, executor: Executor, archive: bytes, copied: Copied) -> None:
+        from dtgui.launch.slurm_remote import RemoteSlurmExecutor
+
+        assert isinstance(executor, RemoteSlurmExecutor)
+        executor.archive = archive
+        executor.prepare(copied)
+
+    def started(self, executor: Executor) -> str:
+        from dtgui.launch.slurm_exec import SlurmExecutor
+
+        assert isinstance(executor, SlurmExecutor)
+        return f"submitted Slurm job {executor.job_id}; Ctrl-C cancels it"
+
+    def reattach(self, rec: MachineRecord, registry: MachineRegistry | None) -> Target:
+        """Its job's settings are the bundle's (the executor reads them)."""
+        machine = Machine.from_dict(rec.machine) if rec.machine else None
+        return Target(rec.name, machine, rec.python, rec.address,
+                      job=SlurmJob(cluster=rec.name), kind=KIND)
+
+    def target_of_job(self, job: object,
+                      machines: Mapping[str, Machine]) -> Target | None:
+        if not isinstance(job, SlurmJob):
+            return None
+        return cluster_target(machines.get(job.cluster), job)
+
+    def bundle_target(self, bundle: Bundle,
+                      registry: MachineRegistry | None) -> Target | None:
+        job = SlurmJob.load(bundle.path)
+        if job is None:
+            return None
+        target = job_target(job, registry)
+        if target is None:
+            raise Refused(f"no Slurm cluster is registered as {job.cluster!r}: add its login "
+                          "node in the Machines panel (or submit job.sbatch there by hand)")
+        return target
+
+    def cleanup(self, launch: Launch, target: Target) -> None:
+        """A launch that did not start leaves nothing on the cluster's shared filesystem."""
+        from dtgui.remote.slurm import remove_run_dir
+
+        made = launch.dirs.get(target.name)
+        if made:
+            with contextlib.suppress(Exception):  # the launch's own error is the one reported
+                remove_run_dir(command_runner(target, launch.clients.get(target.name)), made)
