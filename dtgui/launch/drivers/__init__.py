@@ -62,7 +62,7 @@ def plan_targets(plan: Plan, machines: Mapping[str, Machine]) -> list[Target]:
         chosen.extend(g for g in task.gpus if g not in chosen)
     targets = []
     for name in plan.machine_names:
-        python = plan.machines.get(name, {}).get("python", "")
+        python = plan.machine(name).python
         targets.append(local_target(python, tuple(gpus[name])) if name == LOCAL_MACHINE
                        else ssh_target(machines[name], python, tuple(gpus[name])))
     return targets
