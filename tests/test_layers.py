@@ -16,12 +16,14 @@ FORBIDDEN_IN_GUI = {"tensorflow", "keras"}
 LAYERS = ("core", "remote", "launch", "ui")
 # The TensorFlow-free parts of the training program that the GUI process shares (the event
 # encoding of step batches, the size of a call, a user's script's paths, variable references
-# and loss tags, the plan and the strategy catalogue, the machine probe: ports, system, GPUs);
+# and loss tags, the plan and the strategy catalogue, the machine probe: ports, system, GPUs; the bundle's
+# output layout and task wrapper, the TF_CONFIG builder and the Slurm task's rank layout);
 # the rest of dtgui.worker imports TensorFlow.
 SHARED_WORKER_MODULES = {"dtgui.worker.step_batch", "dtgui.worker.call_size",
                          "dtgui.worker.script_env", "dtgui.worker.plan",
                          "dtgui.worker.strategies", "dtgui.worker.machine_probe",
-                         "dtgui.worker.printed_metrics"}
+                         "dtgui.worker.printed_metrics", "dtgui.worker.layout",
+                         "dtgui.worker.tf_config", "dtgui.worker.slurm_task"}
 # Where dtgui's files are (it imports nothing of dtgui).
 SHARED_MODULES = {"dtgui.resources"}
 
