@@ -22,6 +22,7 @@ PIDS_DIR = f"{OUTPUT_DIR}/pids"
 TASK_DIRS = (LOGS_DIR, PIDS_DIR)  # made before a task starts: its log and pid go there
 EVENTS_GLOB = "events-*.jsonl"  # every task's events file, in OUTPUT_DIR
 TASKS_DIR = "tasks"
+BUNDLE_ARCHIVE = ".bundle.tar.gz"  # the bundle as copied to another machine, before unpacking
 
 
 def events_name(stem: str) -> str:
