@@ -25,6 +25,11 @@ TASKS_DIR = "tasks"
 BUNDLE_ARCHIVE = ".bundle.tar.gz"  # the bundle as copied to another machine, before unpacking
 
 
+def task_dir_names() -> list[str]:
+    """TASK_DIRS' names inside OUTPUT_DIR ("logs", "pids")."""
+    return [d.removeprefix(f"{OUTPUT_DIR}/") for d in TASK_DIRS]
+
+
 def events_name(stem: str) -> str:
     """The events file's name inside OUTPUT_DIR (a task given its output directory)."""
     return f"events-{stem}.jsonl"
