@@ -158,6 +158,6 @@ def _on_cluster(bundle: Bundle, job: SlurmJob, run_id: str) -> tuple[Target, Exe
         raise LaunchError(f"{machine.name}: {exc}") from exc
     executor = make_executor(target, bundle, run_dir, connector=connector, client=client,
                              dir_ready=True)
-    executor.archive = bundle_archive(bundle)  # type: ignore[attr-defined]
+    executor.archive = bundle_archive(bundle)
     executor.prepare()
     return target, executor, run_dir

@@ -88,6 +88,10 @@ class Executor(abc.ABC):
         self.tasks = list(tasks)
         self.pids: dict[str, int] = {}  # task id -> process group id
         self.job_id = ""  # the batch job holding the tasks, where a scheduler queues them
+        # where the bundle is copied (`mirrors`): the archive copied, made once and shared by
+        # the machines of a launch; the launch check made the run directory already
+        self.archive: bytes | None = None
+        self.dir_ready = False
         self._events = {t.task_id: LineBuffer() for t in self.tasks}
         self._logs = {t.task_id: LineBuffer() for t in self.tasks}
 

@@ -52,8 +52,6 @@ class ProcessExecutor(Executor):
         self.python = python
         self._offsets: list[float] = []
         self.clock_offset = 0.0  # the machine's clock minus this machine's (seconds)
-        self.archive: bytes | None = None  # the bundle as .tar.gz (made once, shared)
-        self.dir_ready = False  # the launch check made the directory already
 
     @property
     def directory(self) -> str:

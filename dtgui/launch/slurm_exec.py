@@ -60,8 +60,6 @@ class SlurmExecutor(Executor):
         self.run_dir = run_dir
         self.host = host or LocalHost(name)
         self.mirrors = self.host.mirrors
-        self.archive: bytes | None = None  # the bundle as .tar.gz, where it is copied
-        self.dir_ready = False  # the launch check made run_dir already
         self.status: JobStatus | None = None  # the last look at the job
         self._told = ""  # the queue sentence last written to the log
         self._job_log_shown = False
