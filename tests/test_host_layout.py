@@ -18,6 +18,7 @@ from dtgui.core.plan import Plan
 from dtgui.launch.host import LocalHost, TaskRead
 from dtgui.launch.remote_scripts import POLL_SCRIPT, PollOutput, parse_poll
 from dtgui.worker import layout
+from dtgui.worker.strategies import Strategy
 
 ROOT = Path(__file__).resolve().parent.parent
 EVENT = b'{"kind": "started", "task": "worker:0", "time": 1.0}\n'
@@ -25,7 +26,7 @@ EVENT = b'{"kind": "started", "task": "worker:0", "time": 1.0}\n'
 
 def bundle_with(tmp_path: Path, script: str) -> Bundle:
     """A bundle directory whose one task runs `script`."""
-    plan = place_local(Plan(strategy="one_device", replicas_per_task=1))
+    plan = place_local(Plan(strategy=Strategy.ONE_DEVICE, replicas_per_task=1))
     bundle = Bundle(tmp_path, plan)
     task = plan.tasks[0]
     bundle.task_script(task).parent.mkdir(parents=True)

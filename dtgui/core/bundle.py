@@ -258,11 +258,11 @@ python3 -m pip install -r requirements.txt
 bash run.sh                 # every task on this machine; PYTHON=/path/to/python to choose one
 ```
 
-Events are written as JSON lines to `output/events-<task>.jsonl` (one object a line: `kind`
+Events are written as JSON lines to `{layout.events_file("<task>")}` (one object a line: `kind`
 is started, steps, epoch, device, checkpoint, log, finished or failed; a `steps` event reports
 the steps of one training call, every step's loss per replica in a compact form;
-`python3 -m dtgui_worker.step_batch output/events-worker-0.jsonl` prints them as CSV).
-Logs: `output/logs/`. Checkpoints: `output/checkpoints/` (a new run in this directory resumes from them; delete `output/` to
+`python3 -m dtgui_worker.step_batch {layout.events_file("worker-0")}` prints them as CSV).
+Logs: `{layout.LOGS_DIR}/`. Checkpoints: `output/checkpoints/` (a new run in this directory resumes from them; delete `output/` to
 start over). TensorBoard: `tensorboard --logdir output/tensorboard`.
 
 ## Tasks
