@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from dtgui.core.bundle import Bundle
+from dtgui.core.runs import RECORD_NAME
 from dtgui.launch.remote_scripts import PollOutput
 from dtgui.worker import layout
 from dtgui.worker.machine_probe import port_is_free
@@ -106,6 +108,14 @@ class Host(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - nothing to release by default
         """Release connections; the tasks keep running."""
+
+
+def bundle_archive(bundle: Bundle) -> bytes:
+    """What is copied to another machine: the bundle minus the record and the output."""
+    from dtgui.remote.transfer import make_archive  # paramiko only where one is remote
+
+    return make_archive(bundle.path, skip=[RECORD_NAME, layout.OUTPUT_DIR],
+                        empty_dirs=[layout.OUTPUT_DIR, *layout.TASK_DIRS])
 
 
 def group_states(pgids: Iterable[int]) -> dict[int, list[str]]:

@@ -24,20 +24,11 @@ from pathlib import Path
 from dtgui.core.bundle import Bundle
 from dtgui.core.cluster import port_in_use
 from dtgui.core.plan import TaskSpec
-from dtgui.core.runs import RECORD_NAME
 from dtgui.launch.executor import Executor, MachinePoll, TaskPoll
-from dtgui.launch.host import CopyProgress, Host
+from dtgui.launch.host import CopyProgress, Host, bundle_archive
 from dtgui.worker import layout
 
 CLOCK_SHIFT_MIN = 0.5  # seconds of clock difference worth correcting on the time axis
-
-
-def bundle_archive(bundle: Bundle) -> bytes:
-    """What is copied to every machine: the bundle minus the record and the output."""
-    from dtgui.remote.transfer import make_archive  # paramiko only where one is remote
-
-    return make_archive(bundle.path, skip=[RECORD_NAME, layout.OUTPUT_DIR],
-                        empty_dirs=[layout.OUTPUT_DIR, *layout.TASK_DIRS])
 
 
 class ProcessExecutor(Executor):

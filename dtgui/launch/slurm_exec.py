@@ -37,7 +37,7 @@ from dtgui.core.plan import TaskSpec
 from dtgui.core.slurm import JOB_FILE, SlurmError
 from dtgui.core.slurm_answers import JobStatus
 from dtgui.launch.executor import Executor, MachinePoll, TaskFiles, TaskPoll
-from dtgui.launch.host import CopyProgress, Host, LocalHost
+from dtgui.launch.host import CopyProgress, Host, LocalHost, bundle_archive
 from dtgui.remote import slurm
 from dtgui.worker import layout
 
@@ -82,8 +82,6 @@ class SlurmExecutor(Executor):
         """The bundle in the run directory, with the tasks' output directories (copied as
         one archive and unpacked there when the files are on another machine)."""
         if self.archive is None and self.host.mirrors:
-            from dtgui.launch.process_exec import bundle_archive
-
             self.archive = bundle_archive(self.bundle)
         self.host.prepare_dir(self.run_dir, self.archive, make_dir=not self.dir_ready,
                               progress=progress)

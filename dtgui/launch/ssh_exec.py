@@ -19,7 +19,8 @@ import paramiko
 
 from dtgui.core.bundle import Bundle
 from dtgui.core.plan import TaskSpec
-from dtgui.launch.process_exec import ProcessExecutor, bundle_archive
+from dtgui.launch.host import bundle_archive
+from dtgui.launch.process_exec import ProcessExecutor
 from dtgui.launch.ssh_host import POLL_TIMEOUT, Reconnect, SshHost
 
 __all__ = ["POLL_TIMEOUT", "Reconnect", "SshExecutor", "bundle_archive", "remote_run_dir"]
