@@ -12,10 +12,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from dtgui.core.bundle import Bundle
 from dtgui.core.cluster import place_local
 from dtgui.core.plan import Plan
 from dtgui.launch.host import LocalHost, TaskRead
+from dtgui.launch.local_exec import LocalExecutor
 from dtgui.launch.remote_scripts import POLL_SCRIPT, PollOutput, parse_poll
 from dtgui.worker import layout
 from dtgui.worker.strategies import Strategy
@@ -79,6 +82,24 @@ def test_the_wrapper_writes_where_the_bundle_and_both_hosts_read(tmp_path: Path)
     later = [TaskRead(task.file_stem, 0, len(EVENT) + 100, 0)]
     assert host.read_tasks(str(tmp_path), later).truncated == \
         remote_read(tmp_path, later).truncated == {(task.file_stem, "ev"): len(EVENT)}
+
+
+def test_this_machines_poll_reads_the_files_itself(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """LocalExecutor polls by reading the files and /proc: with no program to be found (an
+    empty PATH) it still sees the task's end, exit code, events and log."""
+    bundle = bundle_with(tmp_path, task_script(5))
+    executor = LocalExecutor(bundle, bundle.plan.tasks, sys.executable)
+    executor.start()
+    wait_for_exit_file(bundle)
+    monkeypatch.setenv("PATH", "")
+    deadline = time.monotonic() + 30
+    while (poll := executor.poll().tasks["worker:0"]).alive:
+        assert time.monotonic() < deadline, "the task never ended"
+        time.sleep(0.05)
+    executor.reap()
+    assert poll.exit_code == 5 and poll.raw_events == EVENT
+    assert poll.log_lines == ["hello from the task"]
 
 
 def run_slurm_task(tmp_path: Path, extra_env: dict[str, str]) -> subprocess.Popen[bytes]:
