@@ -94,12 +94,16 @@ def test_this_machines_poll_reads_the_files_itself(tmp_path: Path,
     wait_for_exit_file(bundle)
     monkeypatch.setenv("PATH", "")
     deadline = time.monotonic() + 30
-    while (poll := executor.poll().tasks["worker:0"]).alive:
+    events, lines = b"", []
+    while True:
+        poll = executor.poll().tasks["worker:0"]
+        events, lines = events + poll.raw_events, lines + poll.log_lines
+        if not poll.alive:
+            break
         assert time.monotonic() < deadline, "the task never ended"
         time.sleep(0.05)
     executor.reap()
-    assert poll.exit_code == 5 and poll.raw_events == EVENT
-    assert poll.log_lines == ["hello from the task"]
+    assert poll.exit_code == 5 and events == EVENT and lines == ["hello from the task"]
 
 
 def run_slurm_task(tmp_path: Path, extra_env: dict[str, str]) -> subprocess.Popen[bytes]:
