@@ -94,7 +94,7 @@ def test_this_machines_poll_reads_the_files_itself(tmp_path: Path,
     wait_for_exit_file(bundle)
     monkeypatch.setenv("PATH", "")
     deadline = time.monotonic() + 30
-    events, lines = b"", []
+    events, lines = b"", list[str]()
     while True:
         poll = executor.poll().tasks["worker:0"]
         events, lines = events + poll.raw_events, lines + poll.log_lines
