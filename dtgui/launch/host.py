@@ -94,7 +94,7 @@ class Host(abc.ABC):
         """Send each of `sigs`, in order, to each process group."""
 
     @abc.abstractmethod
-    def busy_ports(self, ports: Sequence[int], python: str) -> tuple[list[int], str]:
+    def held_ports(self, ports: Sequence[int], python: str) -> tuple[list[int], str]:
         """The ports another process holds, and why they could not be checked ("")."""
 
     @abc.abstractmethod
@@ -253,7 +253,7 @@ class LocalHost(Host):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(pgid, sig)
 
-    def busy_ports(self, ports: Sequence[int], python: str) -> tuple[list[int], str]:
+    def held_ports(self, ports: Sequence[int], python: str) -> tuple[list[int], str]:
         return [p for p in ports if not port_is_free(p)], ""
 
     def download_tree(self, directory: str, local: Path,

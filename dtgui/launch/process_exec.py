@@ -58,7 +58,7 @@ class ProcessExecutor(Executor):
         ports = [t.port for t in self.tasks if t.port]
         if not ports:
             return []
-        busy, unchecked = self.host.busy_ports(ports, self.python)
+        busy, unchecked = self.host.held_ports(ports, self.python)
         if unchecked:
             return [f"Could not check the ports on {self.name}: {unchecked}"]
         where = self.name if self.host.mirrors else ""

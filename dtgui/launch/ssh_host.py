@@ -143,7 +143,7 @@ class SshHost(Host):
             names = ",".join(signals.Signals(sig).name.removeprefix("SIG") for sig in sigs)
             self.script(SIGNAL_SCRIPT, [names, *groups], 15)
 
-    def busy_ports(self, ports: Sequence[int], python: str) -> tuple[list[int], str]:
+    def held_ports(self, ports: Sequence[int], python: str) -> tuple[list[int], str]:
         args = ["facts"] + [a for p in ports for a in ("--test-port", str(p))]
         answer = ask(self, python, args, 30)
         if answer.data is None:
