@@ -146,11 +146,12 @@ def read_from(path: str | Path, offset: int, limit: int) -> tuple[bytes, int | N
     `offset` (it was replaced: read it from the start), else None."""
     try:
         with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size < offset:
-                return b"", size
             f.seek(offset)
-            return f.read(limit), None
+            data = f.read(limit)
+            if data or not offset:
+                return data, None
+            size = os.fstat(f.fileno()).st_size  # nothing new: was it replaced?
+            return b"", (size if size < offset else None)
     except FileNotFoundError:
         return b"", (0 if offset > 0 else None)
 
@@ -182,14 +183,15 @@ class LocalHost(Host):
         root = Path(directory)
         for read in reads:
             stem = read.stem
-            if read.pgid and stem in codes and codes[stem] is None:
+            states = out.states.get(read.pgid, [])
+            if read.pgid and stem in codes and codes[stem] is None and \
+                    all(s == "Z" for s in states):
                 # a child not reaped yet runs, whatever /proc showed a moment earlier
-                states = out.states.setdefault(read.pgid, [])
-                if not [s for s in states if s != "Z"]:
-                    states.append("R")
+                states = out.states[read.pgid] = [*states, "R"]
             code = codes.get(stem)
-            out.exits[stem] = code if code is not None else \
-                read_exit_code(root / layout.exit_file(stem))
+            if code is None and not (read.pgid and any(s != "Z" for s in states)):
+                code = read_exit_code(root / layout.exit_file(stem))  # only once it ended
+            out.exits[stem] = code
             for which, name, offset in (("ev", layout.events_file(stem), read.events_offset),
                                         ("log", layout.log_file(stem), read.log_offset)):
                 data, shorter = read_from(root / name, offset, self.max_chunk)
