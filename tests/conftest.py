@@ -86,7 +86,8 @@ def _share_checks(shared: Path, found: dict[str, object]) -> None:
 
 
 @pytest.fixture(autouse=True)
-def isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+def isolated_dirs(tmp_path_factory: pytest.TempPathFactory,
+                  monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """dtgui's config and data dirs, new for each test - but for the launch check's memory of
     the interpreters whose TensorFlow imported (launch-checks.json), which carries on as it
     does for a user from launch to launch: one TensorFlow import a machine and interpreter a

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import atexit
 import base64
+import dataclasses
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import paramiko
 import pytest
@@ -44,7 +47,7 @@ def _get_lab() -> sshhosts.SshLab:
 
 
 @pytest.fixture(scope="session")
-def ssh_lab() -> sshhosts.SshLab:
+def ssh_lab() -> Iterator[sshhosts.SshLab]:
     lab = _get_lab()
     yield lab
     remote_python.cleanup()  # the test account's Python, made once a session
@@ -57,7 +60,7 @@ def ssh_lab() -> sshhosts.SshLab:
 
 
 @pytest.fixture
-def real_keyring(tmp_path: Path) -> PlaintextKeyring:
+def real_keyring(tmp_path: Path) -> Iterator[PlaintextKeyring]:
     """keyrings.alt's file backend, its file in this test's temp dir (outside the config dir)."""
     backend = PlaintextKeyring()
     backend.file_path = str(tmp_path / "keyring" / "keyring_pass.cfg")
@@ -66,7 +69,8 @@ def real_keyring(tmp_path: Path) -> PlaintextKeyring:
 
 
 @pytest.fixture
-def ssh_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, real_keyring, ssh_lab):
+def ssh_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, real_keyring: PlaintextKeyring,
+            ssh_lab: sshhosts.SshLab) -> Path:
     """A clean HOME (so the real ~/.ssh is never read), no ssh-agent, a real keyring."""
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)
@@ -87,9 +91,8 @@ def trust(*hosts: sshhosts.Host) -> None:
         hostkeys.trust_host_key(host.address, host.port, host_key(host))
 
 
-def machine(lab: sshhosts.SshLab, h: sshhosts.Host, auth: str = "key", **kw) -> Machine:
+def machine(lab: sshhosts.SshLab, h: sshhosts.Host, auth: str = "key", **kw: Any) -> Machine:
     """A machine for test host `h`; keyword arguments override any field."""
     key = str(lab.plain_key) if auth == "key" else ""
-    fields = {"name": h.name, "host": h.address, "port": h.port,
-              "user": sshhosts.TEST_USER, "auth": auth, "key_file": key, **kw}
-    return Machine(**fields)
+    return dataclasses.replace(Machine(name=h.name, host=h.address, port=h.port,
+                                       user=sshhosts.TEST_USER, auth=auth, key_file=key), **kw)

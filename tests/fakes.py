@@ -1,25 +1,56 @@
-"""What tests share to stand in for a run: one `wait_for`, and events built the way the
-training program writes them (parsed through the product's own `parse_line`)."""
+"""Every stand-in the tests use for a part of the product or of the machine, and one
+`wait_for`: events built the way the training program writes them (parsed through the
+product's own `parse_line`), a run moved by hand (`FakeRun`), a machine whose polls are
+scripted (`ScriptedExecutor`), a login node whose Slurm answers from a table (`FakeSlurm`), an
+SSH connection made earlier (`FakeSshClient`), an `nvidia-smi` answering as an H100 machine's
+did, an interpreter that records what a task script hands it, interpreters whose NVML
+replays a real GPU's telemetry (or is slow to start), and the desktop's opener of file URLs
+(`opened_file_urls`).
+
+Two stand-ins are files of their own, because something other than a test imports or runs
+them: tests/fake_nvml/pynvml.py is imported as the `pynvml` module (its directory put first
+on the path: `use_fake_nvml`, `python_with_fake_gpus`), and tests/stub_task.py is the training
+program a stub interpreter runs instead of TensorFlow (`runs.stub_python`), copied where the
+SSH test account can read it and run without dtgui on its path. The supervised child's
+stand-in in tests/test_supervisor.py (`Stand`) is part of the code that child process runs."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shlex
+import signal
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import paramiko
+import pytest
+from PySide6.QtCore import QObject, QUrl, Slot
+from PySide6.QtGui import QDesktopServices
 
 from dtgui.core.bundle import Bundle
 from dtgui.core.events import Event, parse_line
 from dtgui.core.metrics import RunMetrics
-from dtgui.core.plan import Plan
+from dtgui.core.plan import Plan, TaskSpec
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
+from dtgui.launch.executor import Executor, MachinePoll, TaskPoll
 from dtgui.launch.run_source import BundledRun
+from dtgui.remote.connection import SSHClient
+from dtgui.remote.transfer import CopyProgress
 from dtgui.worker import step_batch
 from dtgui.worker.events import SCHEMA_VERSION  # the version the worker writes
+
+TESTS = Path(__file__).resolve().parent
+FAKE_NVML = TESTS / "fake_nvml"  # the `pynvml` stand-in's directory
+GPU_FIXTURES = TESTS / "fixtures" / "gpu"
+H100_ROW = (GPU_FIXTURES / "nvidia-smi-query-h100.csv").read_text().strip()
+H100_PROBE = (GPU_FIXTURES / "probe-h100.txt").read_text()
+H100_COMPUTE_CAP = "9.0"  # what NVML reported for that GPU
 
 
 def wait_for(condition: Callable[[], object], timeout: float, message: str = "",
@@ -120,3 +151,176 @@ class FakeRun(BundledRun):
             self.final_loss = final_loss
         self.state = RunState(state)
         self.finished = True
+
+
+class ScriptedExecutor(Executor):
+    """A machine whose polls are scripted: set `alive` (per task), `stopped` (tasks that
+    wrote their `stopped` event), `silent` (tasks that write nothing more: no event, no log
+    line) and `error` (the machine unreachable); `signals` lists the signals sent, in order.
+    A SIGKILL ends the tasks it is sent to."""
+
+    def __init__(self, name: str, bundle: Bundle, tasks: Iterable[TaskSpec]) -> None:
+        super().__init__(name, bundle, tasks)
+        self.alive = {t.task_id: True for t in self.tasks}
+        self.stopped: set[str] = set()
+        self.silent: set[str] = set()
+        self.error = ""
+        self.signals: list[int] = []
+
+    def prepare(self, progress: CopyProgress | None = None) -> None:
+        pass  # nothing to copy
+
+    def busy_ports(self) -> list[str]:
+        return []
+
+    def start(self) -> dict[str, int]:
+        self.pids = {t: 1000 + i for i, t in enumerate(self.task_ids)}
+        return self.pids
+
+    def poll(self) -> MachinePoll:
+        if self.error:
+            return MachinePoll(self.name, error=self.error)
+        return MachinePoll(self.name, {t: self._task_poll(t, time.time()) for t in self.task_ids})
+
+    def _task_poll(self, task: str, now: float) -> TaskPoll:
+        if task in self.silent:
+            return TaskPoll(task, alive=self.alive[task])
+        return TaskPoll(task, alive=self.alive[task], stopped=task in self.stopped,
+                        events=[Event("device", task, now, {"devices": []})],
+                        log_lines=[f"{task} says hello"])
+
+    def signal(self, *sigs: int, tasks: Iterable[str] | None = None) -> None:
+        self.signals.extend(sigs)
+        if signal.SIGKILL in sigs:
+            self.alive.update(dict.fromkeys(self.task_ids if tasks is None else tasks, False))
+
+
+class FakeSlurm:
+    """A login node whose Slurm answers from a table: argv[0] (or "squeue --start") -> stdout.
+    `failing`: commands that fail (exit 1) as they do without Slurm's accounting."""
+
+    def __init__(self, answers: dict[str, str], failing: set[str] | frozenset[str] = frozenset()
+                 ) -> None:
+        self.answers = answers
+        self.failing = failing
+        self.calls: list[list[str]] = []
+
+    def run(self, argv: Sequence[str], timeout: float, *, stdin: bytes | None = None,
+            env: Mapping[str, str] | None = None) -> tuple[int, bytes, bytes]:
+        self.calls.append(list(argv))
+        key = "squeue --start" if "--start" in argv else argv[0]
+        if key in self.failing:
+            return 1, b"", b"Slurm accounting storage is disabled\n"
+        return 0, self.answers.get(key, "").encode(), b""
+
+
+class _Liveness(paramiko.Transport):
+    """The one thing a connector asks a connection's transport: is it active? (No socket.)"""
+
+    def __init__(self, client: FakeSshClient) -> None:  # no Transport.__init__: no socket
+        self.client = client
+
+    def is_active(self) -> bool:
+        return self.client.alive and not self.client.closed
+
+
+class FakeSshClient(SSHClient):
+    """A connection made earlier (a `Connector`'s `clients`), alive or dropped; `closed` once
+    closed. No network."""
+
+    def __init__(self, alive: bool = True) -> None:
+        super().__init__()
+        self.alive, self.closed = alive, False
+
+    def get_transport(self) -> paramiko.Transport | None:
+        return _Liveness(self)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def fake_nvidia_smi(bin_dir: Path, knows_compute_cap: bool = True) -> None:
+    """An `nvidia-smi` in `bin_dir` that answers as the H100 machine's did (its captured
+    outputs); one of a driver too old for the `compute_cap` field when not
+    `knows_compute_cap`."""
+    smi = H100_PROBE.split("@@smi\n", 1)[1].split("@@end", 1)[0]
+    (bin_dir / "smi-header.txt").write_text(smi)
+    (bin_dir / "query.csv").write_text(H100_ROW + "\n")
+    refuse = ('echo \'Field "compute_cap" is not a valid field to query.\'; exit 2'
+              if not knows_compute_cap else
+              f'sed "s/$/, {H100_COMPUTE_CAP}/" "$here/query.csv"; exit 0')
+    script = bin_dir / "nvidia-smi"
+    script.write_text(
+        "#!/bin/sh\n"
+        'here=$(dirname "$0")\n'
+        'case "$1" in\n'
+        f'  --query-gpu=*compute_cap*) {refuse} ;;\n'
+        '  --query-gpu=*) cat "$here/query.csv" ;;\n'
+        '  *) cat "$here/smi-header.txt" ;;\n'
+        "esac\n")
+    script.chmod(0o755)
+
+
+def recording_python(path: Path) -> Path:
+    """An executable at `path` standing in for python: it records what a task script hands
+    the interpreter in files named after $DUMP (.tfconfig: $TF_CONFIG, .args: its arguments
+    one a line, .cuda: $CUDA_VISIBLE_DEVICES)."""
+    path.write_text("""#!/bin/sh
+printf '%s\\n' "$TF_CONFIG" > "$DUMP.tfconfig"
+printf '%s\\n' "$@" > "$DUMP.args"
+printf '%s\\n' "$CUDA_VISIBLE_DEVICES" > "$DUMP.cuda"
+""")
+    path.chmod(0o755)
+    return path
+
+
+def use_fake_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process imports tests/fake_nvml/pynvml.py as `pynvml` (for this test)."""
+    monkeypatch.syspath_prepend(str(FAKE_NVML))
+    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
+
+
+def pynvml_slow_to_start(folder: Path, started: Path) -> Path:
+    """`folder` (made) with a `pynvml` whose nvmlInit says it has begun (it makes the file
+    `started`) and holds there 30 s; put `folder` on a process's PYTHONPATH to use it."""
+    folder.mkdir()
+    (folder / "pynvml.py").write_text(
+        "import time\n"
+        "def nvmlInit():\n"
+        f"    open({str(started)!r}, 'w').close()\n"
+        "    time.sleep(30)\n")
+    return folder
+
+
+def python_with_fake_gpus(python: str, folder: Path) -> str:
+    """`python` with an NVML that replays a real GPU's telemetry (tests/fake_nvml), as the
+    nodes' interpreter: the tasks' telemetry reports that GPU."""
+    wrapper = folder / "python-with-gpus"
+    wrapper.write_text("#!/bin/sh\n"
+                       f"PYTHONPATH={shlex.quote(str(FAKE_NVML))}${{PYTHONPATH:+:$PYTHONPATH}}\n"
+                       f'export PYTHONPATH\nexec {shlex.quote(python)} "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+class _FileOpener(QObject):
+    def __init__(self) -> None:
+        super().__init__()
+        self.opened: list[QUrl] = []
+
+    @Slot(QUrl)
+    def open(self, url: QUrl) -> None:
+        self.opened.append(url)
+
+
+@contextlib.contextmanager
+def opened_file_urls() -> Iterator[list[QUrl]]:
+    """While inside, the desktop's opener of file URLs (QDesktopServices) is a stand-in that
+    opens nothing and lists the URLs it was given."""
+    opener = _FileOpener()
+    # PySide6's stub types the method name as bytes; PySide6 itself takes only a str here
+    QDesktopServices.setUrlHandler("file", opener, "open")  # type: ignore[arg-type]
+    try:
+        yield opener.opened
+    finally:
+        QDesktopServices.unsetUrlHandler("file")

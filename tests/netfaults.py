@@ -59,7 +59,7 @@ def firewalled(host: sshhosts.Host, port: int, table: str = "dtgui_test") -> Ite
 
 
 @contextlib.contextmanager
-def held(host: sshhosts.Host, port: int) -> Iterator[subprocess.Popen]:
+def held(host: sshhosts.Host, port: int) -> Iterator[subprocess.Popen[str]]:
     """Another program listens on host's address and `port` (so the port is not free)."""
     code = ("import socket, sys, time\n"
             "s = socket.socket()\n"
@@ -99,7 +99,7 @@ def throttled(host: sshhosts.Host, rates: dict[str, float], delay_ms: float = 0.
     """Packets from `host` to each address of `rates` leave at its rate in Mbit/s (after
     `delay_ms`, when the kernel has netem; yields whether the delay applies). Throttle both
     hosts of a link for both directions."""
-    def tc(*argv: str) -> subprocess.CompletedProcess:
+    def tc(*argv: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(_in_host(host, "tc", *argv), check=True, capture_output=True,
                               text=True, timeout=10)
 

@@ -60,7 +60,7 @@ def unavailable_reason() -> str:
     return ""
 
 
-def _run(*args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
+def _run(*args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(args), check=check, capture_output=True, text=True, input=input,
                           timeout=30)
 
@@ -72,7 +72,8 @@ def keygen(path: Path, passphrase: str = "", comment: str = "dtgui-test") -> Pat
 
 def fingerprint(pub: Path) -> str:
     """The SHA256 fingerprint exactly as `ssh-keygen -lf` prints it."""
-    return _run("ssh-keygen", "-lf", str(pub)).stdout.split()[1]
+    printed: str = _run("ssh-keygen", "-lf", str(pub)).stdout
+    return printed.split()[1]
 
 
 @dataclass
@@ -84,7 +85,7 @@ class Host:
     dir: Path
     host_pub: Path
     fingerprint: str
-    proc: subprocess.Popen | None = None
+    proc: subprocess.Popen[bytes] | None = None
 
     @property
     def log(self) -> Path:
@@ -304,7 +305,8 @@ class SshLab:
 def _free_port(address: str) -> int:
     with socket.socket() as s:
         s.bind((address, 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def _err(exc: BaseException) -> str:

@@ -27,12 +27,13 @@ import runpy
 import socket
 import sys
 import time
+from typing import TYPE_CHECKING, Any
 
 CALL_STEPS = 5  # steps in one "device call": one `steps` event
 MARKER = "stub-step"
 
 
-def replica_ids(plan: dict, kind: str, index: int) -> list[int]:
+def replica_ids(plan: dict[str, Any], kind: str, index: int) -> list[int]:
     per_task = int(plan.get("replicas_per_task", 1) or 1)
     if plan.get("strategy") == "multi_worker_mirrored":
         return [index * per_task + k for k in range(per_task)]
@@ -43,8 +44,13 @@ def replica_ids(plan: dict, kind: str, index: int) -> list[int]:
 
 def child(argv: list[str]) -> int:
     import numpy as np
-    from dtgui_worker import step_batch
-    from dtgui_worker.events import EventWriter
+
+    if TYPE_CHECKING:  # the bundle's dtgui_worker is a copy of dtgui.worker
+        from dtgui.worker import step_batch
+        from dtgui.worker.events import EventWriter
+    else:
+        from dtgui_worker import step_batch
+        from dtgui_worker.events import EventWriter
 
     supervisor = importlib.import_module("dtgui_worker.supervisor")
     if hasattr(supervisor, "child_setup"):

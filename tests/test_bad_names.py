@@ -40,9 +40,10 @@ def test_machine_user_and_host_names_with_a_trailing_newline_are_refused() -> No
     assert host_problem("gpu1.lab.example\n") and not host_problem("gpu1.lab.example")
     assert host_problem("10.0.0.2\n")
     assert parse_jump_spec("me@gw.example:22") == ("me", "gw.example", 22)
-    for fields in ({"name": "gpu1\n"}, {"user": "alice\n"}, {"host": "gpu1.example\n"}):
-        machine = Machine(**{"name": "gpu1", "host": "gpu1.example", "user": "alice", **fields})
-        assert machine.problems(), fields
+    for machine in (Machine(name="gpu1\n", host="gpu1.example", user="alice"),
+                    Machine(name="gpu1", host="gpu1.example", user="alice\n"),
+                    Machine(name="gpu1", host="gpu1.example\n", user="alice")):
+        assert machine.problems(), machine
     with pytest.raises(MachineError, match="not a valid login name"):  # from machines.toml
         Machine.from_dict({"name": "gpu1", "host": "gpu1.example", "user": "alice\n"})
 

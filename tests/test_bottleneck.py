@@ -28,8 +28,10 @@ from dtgui.core.run_curves import RunCurves
 from dtgui.launch.history import open_run
 
 
-def split(task: str, **parts: float) -> StepSplit:
-    return StepSplit(task=task, step=100, **parts)
+def split(task: str, input: float = 0.0, compute: float = 0.0, communication: float = 0.0,
+          reporting: float = 0.0) -> StepSplit:
+    return StepSplit(task=task, step=100, input=input, compute=compute,
+                     communication=communication, reporting=reporting)
 
 
 def test_input_bound_names_the_worst_task_its_share_and_the_input_advice() -> None:
@@ -212,12 +214,13 @@ def test_a_device_near_its_memory_limit_is_the_runs_first_limit_with_the_time_be
     Compare and the run history alike; where the step time goes stays beside it."""
     record = write_run(tmp_path, "fullgpu", steps=40, steps_per_epoch=20)
     events = Path(record.bundle) / "output" / "events-worker-0.jsonl"
+    total = 85520809984
     gpu = {"kind": "gpu", "index": 0, "name": "NVIDIA H100 80GB HBM3", "util": 97.0,
-           "mem_total": 85520809984}
+           "mem_total": total}
     with events.open("a", encoding="utf-8") as f:
         for used in (0.5, 0.93, 0.6):  # the fullest sample counts
             f.write(json.dumps({"v": 2, "kind": "device", "task": "worker:0", "t": 2e9,
-                                "devices": [{**gpu, "mem_used": int(used * gpu["mem_total"])}]})
+                                "devices": [{**gpu, "mem_used": int(used * total)}]})
                     + "\n")
         f.write(json.dumps({"v": 2, "kind": "split", "task": "worker:0", "t": 2e9, "step": 40,
                             "input": 0.062, "compute": 0.036, "communication": 0.002}) + "\n")

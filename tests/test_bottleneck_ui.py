@@ -4,25 +4,32 @@ split events through the run's metrics; the run history's view reads the same.""
 from __future__ import annotations
 
 from fakes import FakeRun, event, started_event
+from pytestqt.qtbot import QtBot
+from widgets import cell, cell_text
 
 from dtgui.core.bottleneck import INPUT, StepSplit
+from dtgui.core.events import Event
 from dtgui.core.metrics import RunMetrics
 from dtgui.core.plan import Plan
+from dtgui.core.strategies import Strategy
 from dtgui.ui.dashboard import Dashboard
 from dtgui.ui.step_split import MAX_ROWS, StepSplitPanel
+from dtgui.worker.events import SCHEMA_VERSION
 
 
-def split_event(task: str, **parts: float) -> object:
-    return event("split", task, step=100, calibration_seconds=0.05, training_seconds=20.0,
-                 **parts)
+def split_event(task: str, **parts: float | str) -> Event:
+    """A `split` event of `task`: its parts (seconds a step) and `of_task` when it reports
+    another task's."""
+    return event("split", task, 1000.0, SCHEMA_VERSION, step=100, calibration_seconds=0.05,
+                 training_seconds=20.0, **parts)
 
 
-def test_the_dashboard_shows_each_tasks_split_and_the_verdict(qtbot: object) -> None:
+def test_the_dashboard_shows_each_tasks_split_and_the_verdict(qtbot: QtBot) -> None:
     metrics = RunMetrics(100)
     metrics.add_events([started_event([0], task="worker:0"),
                         started_event([1], task="worker:1")])
     dash = Dashboard()
-    qtbot.addWidget(dash)  # type: ignore[attr-defined]
+    qtbot.addWidget(dash)
     dash.attach(FakeRun(metrics))
     dash.refresh()
     assert not dash.step_split.isVisibleTo(dash)  # nothing measured yet
@@ -48,12 +55,12 @@ def test_the_dashboard_shows_each_tasks_split_and_the_verdict(qtbot: object) -> 
     assert not panel.isVisibleTo(dash)
     # ParameterServer with deterministic ops: the workers cannot time their steps, and the
     # card says so (and what to change) rather than staying away
-    dash.attach(FakeRun(RunMetrics(100), plan=Plan(run_name="ps", strategy="parameter_server",
+    dash.attach(FakeRun(RunMetrics(100), plan=Plan(run_name="ps", strategy=Strategy.PARAMETER_SERVER,
                                                    workers=2, parameter_servers=1)))
     assert panel.isVisibleTo(dash) and "Deterministic ops off" in panel.verdict_label.text()
     # without them the coordinator reports each worker's split (of_task), shown per worker
     metrics = RunMetrics(100)
-    dash.attach(FakeRun(metrics, plan=Plan(run_name="ps", strategy="parameter_server",
+    dash.attach(FakeRun(metrics, plan=Plan(run_name="ps", strategy=Strategy.PARAMETER_SERVER,
                                            workers=2, parameter_servers=1,
                                            deterministic=False)))
     assert not panel.isVisibleTo(dash)
@@ -69,9 +76,9 @@ def test_the_dashboard_shows_each_tasks_split_and_the_verdict(qtbot: object) -> 
     assert "add parameter servers (now 1)" in text and "all-reduce" not in text
 
 
-def test_many_tasks_show_the_first_bars_and_the_verdict_covers_them_all(qtbot: object) -> None:
+def test_many_tasks_show_the_first_bars_and_the_verdict_covers_them_all(qtbot: QtBot) -> None:
     panel = StepSplitPanel()
-    qtbot.addWidget(panel)  # type: ignore[attr-defined]
+    qtbot.addWidget(panel)
     splits = {f"worker:{i}": StepSplit(f"worker:{i}", compute=0.01,
                                        communication=0.03 if i == 11 else 0.001)
               for i in range(12)}
@@ -84,9 +91,9 @@ def test_many_tasks_show_the_first_bars_and_the_verdict_covers_them_all(qtbot: o
     assert not panel.isVisible()
 
 
-def test_a_script_run_says_how_to_get_its_split_until_it_reports_one(qtbot: object) -> None:
+def test_a_script_run_says_how_to_get_its_split_until_it_reports_one(qtbot: QtBot) -> None:
     panel = StepSplitPanel()
-    qtbot.addWidget(panel)  # type: ignore[attr-defined]
+    qtbot.addWidget(panel)
     panel.set_script(True)
     panel.clear()
     panel.update_splits({})
@@ -99,28 +106,28 @@ def test_a_script_run_says_how_to_get_its_split_until_it_reports_one(qtbot: obje
 
 
 def test_compare_shows_where_each_runs_time_went_with_the_advice_on_hover(
-        qtbot: object) -> None:
+        qtbot: QtBot) -> None:
     from dtgui.core.bottleneck import verdict
     from dtgui.core.compare import RunSummary
     from dtgui.ui.compare.view import LIMIT_FIELD, CompareView
 
     view = CompareView()
-    qtbot.addWidget(view)  # type: ignore[attr-defined]
+    qtbot.addWidget(view)
     slow = RunSummary("slow", "/nowhere", limit=verdict(
         [StepSplit("worker:1", input=0.062, compute=0.038)]))
     view.show_summaries([slow, RunSummary("old", "/elsewhere")])
     row = view.row_of(LIMIT_FIELD)
-    cell = view.table.item(row, 0)
-    assert cell.text() == "input 62 % (worker:1)"
-    assert "prefetch(tf.data.AUTOTUNE)" in cell.toolTip()
-    assert view.table.item(row, 1).text() == "\u2014"  # a run from before the split
+    limit = cell(view.table, row, 0)
+    assert limit.text() == "input 62 % (worker:1)"
+    assert "prefetch(tf.data.AUTOTUNE)" in limit.toolTip()
+    assert cell_text(view.table, row, 1) == "\u2014"  # a run from before the split
 
 
-def test_a_device_near_its_memory_limit_leads_the_card_even_before_a_split(qtbot: object) -> None:
+def test_a_device_near_its_memory_limit_leads_the_card_even_before_a_split(qtbot: QtBot) -> None:
     from dtgui.core.memory import DeviceMemory
 
     panel = StepSplitPanel()
-    qtbot.addWidget(panel)  # type: ignore[attr-defined]
+    qtbot.addWidget(panel)
     panel.set_script(True)  # a script that gives no split: the memory verdict still shows
     full = DeviceMemory("worker:1", "gpu0", "NVIDIA H100 80GB HBM3", "gpu", peak=80 << 30,
                         used=79 << 30, total=85520809984, fullest=int(0.95 * 85520809984))

@@ -8,6 +8,7 @@ import os
 import shlex
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,16 +47,18 @@ def export(out: Path, *opts: str) -> int:
     return main(["export", str(out), "--run-name", "cli-mh", "--steps", "5", *opts])
 
 
-def tasks_of(out: Path) -> dict[str, dict]:
+def tasks_of(out: Path) -> dict[str, dict[str, Any]]:
     plan = json.loads((out / "plan.json").read_text())
     return {f"{t['type']}:{t['index']}": t for t in plan["tasks"]}
 
 
-def tf_config(out: Path, stem: str) -> dict:
+def tf_config(out: Path, stem: str) -> dict[str, Any]:
     """TF_CONFIG as the task script exports it (parsed the way sh does)."""
     for line in (out / "tasks" / f"{stem}.sh").read_text().splitlines():
         if line.startswith("export TF_CONFIG="):
-            return json.loads(shlex.split(line.removeprefix("export "))[0].split("=", 1)[1])
+            config: dict[str, Any] = json.loads(
+                shlex.split(line.removeprefix("export "))[0].split("=", 1)[1])
+            return config
     raise AssertionError(f"{stem}.sh exports no TF_CONFIG")
 
 
@@ -132,8 +135,11 @@ def test_this_machines_address_is_found_towards_the_others(
         registry: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     asked: list[str] = []
-    monkeypatch.setattr(cluster, "local_address_towards",
-                        lambda host: asked.append(host) or "10.9.8.7")
+    def towards(host: str) -> str:
+        asked.append(host)
+        return "10.9.8.7"
+
+    monkeypatch.setattr(cluster, "local_address_towards", towards)
     out = tmp_path / "auto"
     assert export(out, "--strategy", "multi_worker_mirrored", "--workers-on", "local,h2") == 0
     assert asked == ["10.0.0.2"]

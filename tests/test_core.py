@@ -8,9 +8,11 @@ import socket
 import stat
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from fakes import recording_python
 
 from dtgui.core import settings
 from dtgui.core.bundle import Bundle, BundleError, primary_tasks, render_bundle
@@ -18,7 +20,7 @@ from dtgui.core.cluster import busy_ports, place_local, task_layout, tf_config
 from dtgui.core.events import EventTail, parse_line
 from dtgui.core.hardware import GpuInfo, MachineFacts, TfView, explain, tf_view
 from dtgui.core.metrics import RunMetrics, Series
-from dtgui.core.plan import Plan, PlanError, validate
+from dtgui.core.plan import DeviceKind, ModelFile, Plan, PlanError, validate
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
 from dtgui.core.strategies import STRATEGIES, Strategy, recommend
@@ -55,7 +57,7 @@ def test_explanations_say_what_to_do() -> None:
 def test_default_plan_is_valid_for_every_strategy() -> None:
     for key in STRATEGIES:
         one = key in ("one_device", "multi_worker_mirrored")
-        plan = Plan(strategy=key, replicas_per_task=1 if one else 2,
+        plan = Plan(strategy=Strategy(key), replicas_per_task=1 if one else 2,
                     workers=2, parameter_servers=1, tpu_address="grpc://10.0.0.1:8470")
         assert validate(plan) == [], key
 
@@ -74,22 +76,23 @@ def test_default_plan_is_valid_for_every_strategy() -> None:
         ({"run_name": "$(reboot)"}, "Run name"),
         ({"strategy": "parameter_server", "parameter_servers": 0}, "Parameter servers"),
         ({"strategy": "nope"}, "Unknown strategy"),
-        ({"model": {"kind": "file", "path": ""}}, "model file"),
+        ({"model": ModelFile("")}, "model file"),
     ],
 )
-def test_invalid_plans_are_refused_with_the_reason(changes: dict, fragment: str) -> None:
+def test_invalid_plans_are_refused_with_the_reason(changes: dict[str, Any], fragment: str
+                                                  ) -> None:
     problems = validate(Plan(**changes))
     assert any(fragment in p for p in problems), problems
 
 
 def test_gpu_count_is_checked() -> None:
-    plan = Plan(device_kind="gpu", replicas_per_task=4)
+    plan = Plan(device_kind=DeviceKind.GPU, replicas_per_task=4)
     assert any("TensorFlow can use 2" in p for p in validate(plan, usable_gpus=2))
     assert validate(plan, usable_gpus=4) == []
 
 
 def test_plan_round_trips_through_json() -> None:
-    plan = place_local(Plan(strategy="parameter_server", workers=2, parameter_servers=1))
+    plan = place_local(Plan(strategy=Strategy.PARAMETER_SERVER, workers=2, parameter_servers=1))
     again = Plan.from_dict(json.loads(plan.to_json()))
     assert again == plan
     with pytest.raises(PlanError):
@@ -97,12 +100,16 @@ def test_plan_round_trips_through_json() -> None:
 
 
 def test_plan_json_keeps_the_strategy_name_and_old_files_take_the_defaults() -> None:
-    data = json.loads(Plan(strategy="tpu", tpu_address="grpc://10.0.0.1:8470").to_json())
+    data = json.loads(Plan(strategy=Strategy.TPU, tpu_address="grpc://10.0.0.1:8470").to_json())
     assert data["strategy"] == "tpu"  # the name, as plan.json has always held it
-    old = Plan.from_dict({"schema": 1, "strategy": "one_device", "steps": 7, "retired": 1})
+    old = Plan.from_dict({"schema": 1, "strategy": "one_device", "steps": 7})
     assert old.strategy is Strategy.ONE_DEVICE and old.steps == 7
     assert old.steps_per_epoch == Plan().steps_per_epoch  # one set of defaults
-    assert Plan.from_dict({"schema": 1, "strategy": "nope"}).strategy == "nope"  # refused later
+    with pytest.raises(PlanError, match="'retired' is not a field"):  # a newer dtgui's file
+        Plan.from_dict({"schema": 1, "strategy": "one_device", "retired": 1})
+    with pytest.raises(PlanError, match="strategy is 'nope', which is not one of"):
+        Plan.from_dict({"schema": 1, "strategy": "nope"})
+    assert Plan(strategy="nope").strategy == "nope"  # type: ignore[arg-type]  # validate says
 
 
 def test_the_strategy_catalogue_answers_for_every_strategy() -> None:
@@ -122,20 +129,20 @@ def test_run_states_read_from_records() -> None:
                                   "state": "finished"})
     assert record.state is RunState.FINISHED and record.state.ended and not record.is_active
     assert json.loads(json.dumps(record.to_dict()))["state"] == "finished"
-    assert RunRecord(run_id="r", run_name="r", bundle="/b", state="running").is_active
+    assert RunRecord(run_id="r", run_name="r", bundle="/b", state=RunState.RUNNING).is_active
     assert RunState.named("from-a-newer-dtgui") is RunState.UNKNOWN
 
 
 # -- placement and TF_CONFIG -----------------------------------------------------------------
 def test_single_task_strategies_have_no_tf_config() -> None:
-    for key in ("one_device", "mirrored", "central_storage", "tpu"):
+    for key in (Strategy.ONE_DEVICE, Strategy.MIRRORED, Strategy.CENTRAL_STORAGE, Strategy.TPU):
         plan = place_local(Plan(strategy=key, replicas_per_task=1))
         assert [t.task_id for t in plan.tasks] == ["worker:0"]
         assert tf_config(plan, plan.tasks[0]) is None
 
 
 def test_multi_worker_tf_config() -> None:
-    plan = place_local(Plan(strategy="multi_worker_mirrored", workers=3, replicas_per_task=1))
+    plan = place_local(Plan(strategy=Strategy.MULTI_WORKER_MIRRORED, workers=3, replicas_per_task=1))
     ports = {t.port for t in plan.tasks}
     assert len(ports) == 3 and 0 not in ports
     config = tf_config(plan, plan.tasks[1])
@@ -147,7 +154,7 @@ def test_multi_worker_tf_config() -> None:
 
 
 def test_parameter_server_layout() -> None:
-    plan = place_local(Plan(strategy="parameter_server", workers=2, parameter_servers=1))
+    plan = place_local(Plan(strategy=Strategy.PARAMETER_SERVER, workers=2, parameter_servers=1))
     assert [t.task_id for t in plan.tasks] == ["chief:0", "worker:0", "worker:1", "ps:0"]
     assert set(plan.cluster) == {"chief", "worker", "ps"}
     assert [t.task_id for t in primary_tasks(plan)] == ["chief:0"]
@@ -159,7 +166,7 @@ def test_busy_port_is_reported() -> None:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
-        plan = place_local(Plan(strategy="multi_worker_mirrored", workers=2), ports=[port, port + 0])
+        plan = place_local(Plan(strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2), ports=[port, port + 0])
         problems = busy_ports(plan)
     # one sentence for the wizard and the command line: no button of the GUI in it
     assert problems and f"Port {port}" in problems[0] and "choose other ports" in problems[0]
@@ -167,16 +174,8 @@ def test_busy_port_is_reported() -> None:
 
 
 # -- bundle ------------------------------------------------------------------------------------
-FAKE_PYTHON = """#!/bin/sh
-# Stands in for python: records what a task script hands to the interpreter.
-printf '%s\\n' "$TF_CONFIG" > "$DUMP.tfconfig"
-printf '%s\\n' "$@" > "$DUMP.args"
-printf '%s\\n' "$CUDA_VISIBLE_DEVICES" > "$DUMP.cuda"
-"""
-
-
 def test_bundle_layout_and_task_scripts(tmp_path: Path) -> None:
-    plan = place_local(Plan(run_name="mw", strategy="multi_worker_mirrored", workers=2,
+    plan = place_local(Plan(run_name="mw", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
                                  replicas_per_task=1))
     bundle = render_bundle(plan, tmp_path / "b")
     for name in ("plan.json", "README.md", "requirements.txt", "run.sh",
@@ -189,9 +188,7 @@ def test_bundle_layout_and_task_scripts(tmp_path: Path) -> None:
     subprocess.run(["bash", "-n", str(bundle.path / "run.sh")], check=True)
     assert Bundle.open(bundle.path).plan == bundle.plan
 
-    fake = tmp_path / "fake-python"
-    fake.write_text(FAKE_PYTHON)
-    fake.chmod(0o755)
+    fake = recording_python(tmp_path / "fake-python")
     dump = tmp_path / "dump"
     env = {**os.environ, "PYTHON": str(fake), "DUMP": str(dump)}
     subprocess.run(["sh", str(bundle.task_script(plan.tasks[1]))], cwd="/", env=env, check=True)
@@ -207,10 +204,9 @@ def test_hostile_model_path_never_reaches_a_script(tmp_path: Path) -> None:
     evil_dir.mkdir()
     model = evil_dir / "m`id`.py"
     model.write_text("def build_model(): pass\ndef make_dataset(): pass\n")
-    plan = place_local(Plan(model={"kind": "file", "path": str(model)}))
+    plan = place_local(Plan(model=ModelFile(str(model))))
     bundle = render_bundle(plan, tmp_path / "b")
-    assert bundle.plan.model == {"kind": "file", "path": "project/m`id`.py",
-                                 "project": "project"}
+    assert bundle.plan.model == ModelFile("project/m`id`.py", "project")
     assert (bundle.path / "project" / "m`id`.py").read_text() == model.read_text()
     scripts = "".join(p.read_text() for p in (bundle.path / "tasks").iterdir())
     assert "pwned" not in scripts and "reboot" not in scripts
@@ -227,7 +223,7 @@ def test_bundle_refuses_a_non_empty_destination_and_leaves_nothing_half_written(
         render_bundle(place_local(Plan()), dest)
     assert [p.name for p in dest.iterdir()] == ["keep.txt"]
     with pytest.raises(BundleError, match="does not exist"):
-        render_bundle(place_local(Plan(model={"kind": "file", "path": "/nope.py"})),
+        render_bundle(place_local(Plan(model=ModelFile("/nope.py"))),
                       tmp_path / "x")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
     with pytest.raises(PlanError):
@@ -243,7 +239,7 @@ def test_open_rejects_a_directory_without_plan(tmp_path: Path) -> None:
 
 
 # -- events and metrics ------------------------------------------------------------------------
-def line(**fields) -> str:
+def line(**fields: object) -> str:
     return json.dumps({"v": 1, "task": "worker:0", "t": 1.0, **fields}) + "\n"
 
 
@@ -266,12 +262,13 @@ def test_event_tail_reads_only_complete_lines(tmp_path: Path) -> None:
 def test_parse_line_rejects_unknown_kinds() -> None:
     assert parse_line(line(kind="bogus")) is None
     assert parse_line(b"\xff\xfe") is None
-    assert parse_line(line(kind="log", message="hi")).task == "worker:0"
+    said = parse_line(line(kind="log", message="hi"))
+    assert said is not None and said.task == "worker:0"
 
 
 def test_metrics_collect_replicas_throughput_devices_and_failures() -> None:
     metrics = RunMetrics(total_steps=10)
-    events = [parse_line(s) for s in (
+    events = [e for e in map(parse_line, (
         line(kind="started", replicas=2, steps=10),
         line(kind="step", step=1, epoch=1, replica_losses=[2.0, 2.2], replica_ids=[0, 1],
              examples_per_sec=100.0),
@@ -280,7 +277,8 @@ def test_metrics_collect_replicas_throughput_devices_and_failures() -> None:
         line(kind="device", t=3.0, devices=[{"kind": "cpu", "index": 0, "util": 50.0,
                                               "mem_used": 2**20, "mem_total": 2**30}]),
         line(kind="failed", task="worker:1", error="boom"),
-    )]
+    )) if e is not None]
+    assert len(events) == 5
     metrics.add_events(events)
     snap = metrics.snapshot()
     assert snap.step == 2 and snap.total_steps == 10
@@ -306,7 +304,7 @@ def test_series_grows_without_losing_points() -> None:
 # -- settings ----------------------------------------------------------------------------------
 def test_last_plan_is_remembered_and_a_corrupt_file_is_kept_aside() -> None:
     assert settings.load_last_plan() == (None, "")
-    plan = Plan(strategy="central_storage", seed=7)
+    plan = Plan(strategy=Strategy.CENTRAL_STORAGE, seed=7)
     settings.save_last_plan(plan)
     assert settings.load_last_plan() == (plan, "")
     path = settings.last_plan_file()

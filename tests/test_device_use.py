@@ -15,6 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fakes import use_fake_nvml
+from pytestqt.qtbot import QtBot
+from widgets import cell_text
 
 from dtgui.core.device_use import (
     IDLE_UTIL,
@@ -29,14 +32,8 @@ from dtgui.core.events import Event
 from dtgui.core.metrics import RunMetrics
 from dtgui.core.network_pairs import LinkProbe
 from dtgui.core.run_curves import RunCurves
+from dtgui.worker.events import EventWriter
 from dtgui.worker.telemetry import NetworkTraffic, Telemetry
-
-FAKE_NVML = Path(__file__).resolve().parent / "fake_nvml"
-
-
-class _Writer:
-    def emit(self, kind: str, **fields: object) -> None:
-        pass
 
 
 def event(kind: str, task: str, t: float, **data: object) -> Event:
@@ -44,10 +41,9 @@ def event(kind: str, task: str, t: float, **data: object) -> Event:
 
 
 def test_a_gpus_use_while_training_from_nvml_replaying_an_h100_and_its_idle_gaps(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(FAKE_NVML))
-    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
-    telemetry = Telemetry(_Writer()).start()  # type: ignore[arg-type]
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    use_fake_nvml(monkeypatch)
+    telemetry = Telemetry(EventWriter(tmp_path / "events.jsonl", "worker:0")).start()
     try:
         samples = [telemetry.sample() for _ in range(5)]  # 63, 95, 98, 97, 97 %
     finally:
@@ -170,11 +166,12 @@ def test_the_telemetry_counts_the_bytes_a_real_transfer_sends_over_a_link(
 
 
 def test_the_card_shows_each_devices_use_and_the_traffic_and_the_split_card_the_summary(
-        qtbot) -> None:
+        qtbot: QtBot) -> None:
     from fakes import FakeRun
 
     from dtgui.ui.dashboard import Dashboard
-    from dtgui.worker.plan import Plan
+    from dtgui.worker.plan import Plan, ScriptModel
+    from dtgui.worker.strategies import Strategy
 
     metrics = RunMetrics(100)
     for task, machine in (("worker:0", "h2"), ("worker:1", "h3")):
@@ -188,16 +185,16 @@ def test_the_card_shows_each_devices_use_and_the_traffic_and_the_split_card_the_
                                           "util": util, "mem_used": 8 << 30,
                                           "mem_total": 80 << 30}]))
     metrics.add_events(events)
-    plan = Plan(run_name="script", strategy="multi_worker_mirrored", workers=2,
-                model={"kind": "script", "folder": "/tmp", "entry": "train.py"})
+    plan = Plan(run_name="script", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
+                model=ScriptModel("/tmp", "train.py"))
     dash = Dashboard()
     qtbot.addWidget(dash)
     dash.attach(FakeRun(metrics, plan=plan))
     dash._text_time = 0.0
     dash.refresh()
     panel = dash.memory_panel
-    rows = {(panel.table.item(r, 0).text(), panel.table.item(r, 1).text()):
-            panel.table.item(r, 5).text() for r in range(panel.table.rowCount())}
+    rows = {(cell_text(panel.table, r, 0), cell_text(panel.table, r, 1)):
+            cell_text(panel.table, r, 5) for r in range(panel.table.rowCount())}
     assert rows == {("worker:0", "gpu0"): "96 % / 0 %", ("worker:1", "gpu0"): "42 % / 50 %"}
     assert not panel.traffic.isHidden()
     assert panel.traffic.text() == "Sent at peak: h2 360.0 Mbit/s; h3 360.0 Mbit/s"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes import H100_COMPUTE_CAP, H100_PROBE, H100_ROW, fake_nvidia_smi
 
 from dtgui.core.doctor import FAIL, OK, WARN, Check, build_checks
 from dtgui.core.hardware import MachineFacts, TfView, tf_install_command
@@ -22,11 +23,7 @@ from dtgui.core.machines import RemoteFacts
 from dtgui.remote.commands import LocalRunner
 from dtgui.remote.probe import ProbeAnswer, parse_gpu_csv, probe, read_probe
 
-FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
-H100_ROW = (FIXTURES / "nvidia-smi-query-h100.csv").read_text().strip()
-H100_PROBE = (FIXTURES / "probe-h100.txt").read_text()
 H100_PYTHON = "/opt/torch/.venv/bin/python3"
-H100_COMPUTE_CAP = "9.0"  # what NVML reported for that GPU
 NO_TENSORFLOW = ProbeAnswer({"tensorflow": {
     "tensorflow": None, "not_installed": True,
     "error": "ModuleNotFoundError: No module named 'tensorflow'"}})
@@ -154,26 +151,6 @@ def test_a_registered_python_that_is_missing_is_named_in_the_rows() -> None:
 
 
 # -- the machine probe itself, with a stand-in nvidia-smi -----------------------------------------
-def _fake_nvidia_smi(bin_dir: Path, knows_compute_cap: bool) -> None:
-    """An `nvidia-smi` that answers as the H100 machine's did (its captured outputs)."""
-    smi = H100_PROBE.split("@@smi\n", 1)[1].split("@@end", 1)[0]
-    (bin_dir / "smi-header.txt").write_text(smi)
-    (bin_dir / "query.csv").write_text(H100_ROW + "\n")
-    refuse = ('echo \'Field "compute_cap" is not a valid field to query.\'; exit 2'
-              if not knows_compute_cap else
-              f'sed "s/$/, {H100_COMPUTE_CAP}/" "$here/query.csv"; exit 0')
-    script = bin_dir / "nvidia-smi"
-    script.write_text(
-        "#!/bin/sh\n"
-        'here=$(dirname "$0")\n'
-        'case "$1" in\n'
-        f'  --query-gpu=*compute_cap*) {refuse} ;;\n'
-        '  --query-gpu=*) cat "$here/query.csv" ;;\n'
-        '  *) cat "$here/smi-header.txt" ;;\n'
-        "esac\n")
-    script.chmod(0o755)
-
-
 def _run_probe_here(python: str, bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> RemoteFacts:
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
     return probe(LocalRunner(), python)
@@ -185,7 +162,7 @@ def test_the_probe_asks_for_compute_capability_and_falls_back_for_old_drivers(
     new, old = tmp_path / "new", tmp_path / "old"
     for d, knows in ((new, True), (old, False)):
         d.mkdir()
-        _fake_nvidia_smi(d, knows)
+        fake_nvidia_smi(d, knows)
     facts = _run_probe_here(sys.executable, new, monkeypatch)
     assert [(g.name, g.compute_capability, g.driver) for g in facts.gpus] == [
         ("NVIDIA H100 80GB HBM3", "9.0", "580.159.04")]
@@ -211,7 +188,7 @@ def test_a_python_without_tensorflow_beside_a_gpu_gets_the_cuda_build(
                    check=True, timeout=120)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    _fake_nvidia_smi(bin_dir, True)
+    fake_nvidia_smi(bin_dir, True)
     python = str(tmp_path / "venv" / "bin" / "python")
     facts = _run_probe_here(python, bin_dir, monkeypatch)
     assert facts.python_path == python and facts.tf_version == "not installed"

@@ -9,34 +9,38 @@ import time
 
 import pytest
 from fakes import wait_for
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import QWizard
+from pytestqt.qtbot import QtBot
 from runs import live_members
+from widgets import controller_of, dashboard_of
 
 from dtgui.ui.app import make_app
 from dtgui.ui.main_window import MainWindow
+from dtgui.ui.wizard.wizard import RunWizard
 
 pytestmark = [pytest.mark.slow, pytest.mark.gui]
 LEFT = Qt.MouseButton.LeftButton
 
 
-def click_next(qtbot, wizard) -> None:
+def click_next(qtbot: QtBot, wizard: QWizard) -> None:
     before = wizard.currentId()
     button = wizard.button(QWizard.WizardButton.NextButton)
-    assert button.isEnabled(), wizard.currentPage().findChildren(object)
+    assert button.isEnabled(), wizard.currentPage().findChildren(QObject)
     qtbot.mouseClick(button, LEFT)
     assert wizard.currentId() == before + 1
 
 
-def open_wizard_on(qtbot, window: MainWindow, strategy: str):
+def open_wizard_on(qtbot: QtBot, window: MainWindow, strategy: str) -> RunWizard:
     """Click New run, then the strategy in the list; returns the wizard."""
     qtbot.mouseClick(window.home.new_run, LEFT)
     qtbot.waitUntil(lambda: window.wizard is not None and window.wizard.isVisible(), timeout=5000)
     wizard = window.wizard
+    assert wizard is not None
     strategies = wizard.strategy_page.strategy_list
     for row in range(strategies.count()):
         item = strategies.item(row)
-        if item.data(Qt.ItemDataRole.UserRole) == strategy:
+        if item is not None and item.data(Qt.ItemDataRole.UserRole) == strategy:
             qtbot.mouseClick(strategies.viewport(), LEFT,
                              pos=strategies.visualItemRect(item).center())
     assert wizard.strategy_page.strategy() == strategy
@@ -44,11 +48,11 @@ def open_wizard_on(qtbot, window: MainWindow, strategy: str):
 
 
 def curve_points(window: MainWindow, rid: int) -> int:
-    curves = window.dashboard.loss_panel.curves
+    curves = dashboard_of(window).loss_panel.curves
     return len(curves.shown_data(rid)[0]) if rid in curves.raw else 0
 
 
-def test_wizard_to_a_live_mirrored_run_then_stop_leaves_nothing(qtbot) -> None:
+def test_wizard_to_a_live_mirrored_run_then_stop_leaves_nothing(qtbot: QtBot) -> None:
     make_app([])
     window = MainWindow()
     qtbot.addWidget(window)
@@ -69,17 +73,18 @@ def test_wizard_to_a_live_mirrored_run_then_stop_leaves_nothing(qtbot) -> None:
     qtbot.waitUntil(lambda: window.session.source is not None, timeout=30000)
     assert window.pages.currentWidget() is window.dashboard
     # Two replica curves with data, drawn by the dashboard's own timer.
-    qtbot.waitUntil(lambda: window.dashboard.loss_panel.replica_ids() == [0, 1], timeout=120000)
+    dashboard = dashboard_of(window)
+    qtbot.waitUntil(lambda: dashboard.loss_panel.replica_ids() == [0, 1], timeout=120000)
     qtbot.waitUntil(lambda: min(curve_points(window, 0), curve_points(window, 1)) >= 5,
                     timeout=60000)
-    controller = window.session.source
+    controller = controller_of(window)
     assert controller.state == "running"
     # The UI stays responsive while training: events keep being processed.
     started = time.monotonic()
     qtbot.wait(200)
     assert time.monotonic() - started < 2
 
-    stop = window.dashboard.header.stop_button
+    stop = dashboard.header.stop_button
     with qtbot.waitSignal(window.session.ended, timeout=30000) as ended:
         qtbot.mouseClick(stop, LEFT)
     assert ended.args[0] == "stopped"

@@ -17,7 +17,9 @@ from __future__ import annotations
 import gc
 import os
 import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import conftest_ssh
 import pytest
@@ -27,14 +29,18 @@ import sshhosts
 from conftest_ssh import machine, trust
 from fakes import wait_for
 from PySide6.QtCore import QCoreApplication, QEvent, Qt, QThreadPool, QTimer
-from PySide6.QtWidgets import QApplication, QMessageBox, QWizard
+from PySide6.QtWidgets import QApplication, QComboBox, QDialog, QMessageBox, QWidget, QWizard
+from pytestqt.qtbot import QtBot
 from runs import live_members, replica_losses
 from test_gui_e2e import click_next, curve_points, open_wizard_on
+from widgets import cell_text, controller_of, dashboard_of
 
 from dtgui.core.cluster import place_on_machines
 from dtgui.core.machines import MachineRegistry
 from dtgui.core.plan import Plan
 from dtgui.core.runs import RunHistory, RunRecord
+from dtgui.core.strategies import Strategy
+from dtgui.launch.controller import RunController
 from dtgui.launch.watcher import stop_watcher, watcher_pid
 from dtgui.ui.app import make_app
 from dtgui.ui.machines.hostkey_dialog import HostKeyDialog
@@ -48,19 +54,19 @@ FOREVER = 1_000_000
 
 
 @pytest.fixture
-def lab_python(ssh_lab: sshhosts.SshLab):
+def lab_python(ssh_lab: sshhosts.SshLab) -> Iterator[str]:
     python = remote_python.python_for()  # made once a session
     yield python
     shutil.rmtree(ssh_lab.home / ".cache" / "dtgui", ignore_errors=True)
 
 
-def choose(combo, data: str) -> None:
+def choose(combo: QComboBox, data: str) -> None:
     index = combo.findData(data)
     assert index >= 0, f"{data} is not offered"
     combo.setCurrentIndex(index)
 
 
-def screenshot(widget, name: str) -> None:
+def screenshot(widget: QWidget, name: str) -> None:
     """With DTGUI_SCREENSHOT_DIR set (run under Xvfb), keep a picture to look at."""
     folder = os.environ.get("DTGUI_SCREENSHOT_DIR")
     if folder:
@@ -68,8 +74,12 @@ def screenshot(widget, name: str) -> None:
         widget.grab().save(str(Path(folder) / f"{name}.png"))
 
 
-def wait_dialog(qtbot, shown: list, kind: type):
-    def open_ones() -> list:
+Shown = TypeVar("Shown", bound=QDialog)
+
+
+def wait_dialog(qtbot: QtBot, shown: list[QDialog],
+                kind: type[Shown] | tuple[type[Shown], ...]) -> Shown:
+    def open_ones() -> list[Shown]:
         return [d for d in shown if shiboken6.isValid(d) and isinstance(d, kind) and d.isVisible()]
 
     qtbot.waitUntil(lambda: bool(open_ones()), timeout=60_000)
@@ -77,7 +87,8 @@ def wait_dialog(qtbot, shown: list, kind: type):
 
 
 def test_two_machines_from_the_wizard_four_curves_stop_leaves_nothing(
-        qtbot, ssh_lab, ssh_env, lab_python, stub_python) -> None:
+        qtbot: QtBot, ssh_lab: sshhosts.SshLab, ssh_env: Path, lab_python: str,
+        stub_python: Callable[..., str]) -> None:
     key_host, password_host = ssh_lab.hosts[0], ssh_lab.hosts[1]
     trust(key_host)  # the password host's key is unknown: the launch asks
     registry = MachineRegistry()
@@ -90,7 +101,7 @@ def test_two_machines_from_the_wizard_four_curves_stop_leaves_nothing(
     qtbot.addWidget(window)
     window.show()
     qtbot.waitUntil(window.machines.ready, timeout=10_000)
-    shown: list = []
+    shown: list[QDialog] = []
     window.machines.flow.dialogShown.connect(shown.append)
 
     wizard = open_wizard_on(qtbot, window, "multi_worker_mirrored")
@@ -126,16 +137,20 @@ def test_two_machines_from_the_wizard_four_curves_stop_leaves_nothing(
             qtbot.mouseClick(dialog.trust_button, LEFT)
             answered.append("host key")
         else:
+            assert isinstance(dialog, SecretPrompt)
             assert dialog.kind == "password" and not dialog.remember.isChecked()
             dialog.edit.setText(ssh_lab.password)
             qtbot.mouseClick(dialog.ok_button, LEFT)
             answered.append("password")
-        qtbot.waitUntil(lambda d=dialog: not shiboken6.isValid(d) or not d.isVisible())
+        def gone(d: QDialog = dialog) -> bool:
+            return not shiboken6.isValid(d) or not d.isVisible()
+
+        qtbot.waitUntil(gone)
     assert sorted(answered) == ["host key", "password"]
 
     qtbot.waitUntil(lambda: window.session.source is not None, timeout=120_000)
-    controller = window.session.source
-    dashboard = window.dashboard
+    controller = controller_of(window)
+    dashboard = dashboard_of(window)
     assert window.pages.currentWidget() is dashboard
     qtbot.waitUntil(lambda: dashboard.loss_panel.replica_ids() == [0, 1, 2, 3], timeout=180_000)
     qtbot.waitUntil(lambda: min(curve_points(window, r) for r in range(4)) >= 3, timeout=60_000)
@@ -152,20 +167,21 @@ def test_two_machines_from_the_wizard_four_curves_stop_leaves_nothing(
     with qtbot.waitSignal(window.session.ended, timeout=60_000) as ended:
         qtbot.mouseClick(dashboard.header.stop_button, LEFT)
     assert ended.args[0] == "stopped"
+    assert controller.record is not None
     pgids = list(controller.record.pids().values())
     qtbot.waitUntil(lambda: not live_members(pgids), timeout=10_000)
     window.close()
 
 
 @pytest.fixture
-def windows(qtbot):
+def windows(qtbot: QtBot) -> Iterator[list[MainWindow]]:
     """Main windows made by a test; a run still active at the end is stopped (so closing the
     window at teardown asks nothing) and every watcher is stopped."""
     made: list[MainWindow] = []
     yield made
     for window in made:
         controller = window.session.source
-        if controller is not None and not controller.finished:
+        if isinstance(controller, RunController) and not controller.finished:
             controller.request_stop()
             controller.wait(60)
     for window in made:
@@ -182,7 +198,7 @@ def windows(qtbot):
     gc.collect()
 
 
-def click_message_button(qtbot, text: str) -> None:
+def click_message_button(qtbot: QtBot, text: str) -> None:
     """Click `text` in the modal message box that is about to open (exec() blocks)."""
     def click() -> None:
         box = QApplication.activeModalWidget()
@@ -196,7 +212,8 @@ def click_message_button(qtbot, text: str) -> None:
 
 
 def test_close_keep_training_reopen_and_reattach_without_a_gap(
-        qtbot, ssh_lab, ssh_env, lab_python, windows, stub_python) -> None:
+        qtbot: QtBot, ssh_lab: sshhosts.SshLab, ssh_env: Path, lab_python: str,
+        windows: list[MainWindow], stub_python: Callable[..., str]) -> None:
     """Close dtgui mid-run (Keep training): a watcher keeps the run's failure policy, holding
     the password given at launch in memory only. Reopen: Reattach asks for the password again
     (it was not remembered), takes the run back from the watcher, and the curves have every
@@ -207,7 +224,7 @@ def test_close_keep_training_reopen_and_reattach_without_a_gap(
     registry = MachineRegistry()
     registry.add(machine(ssh_lab, host, auth="password", name="box-a"))
     registry.save()
-    plan = Plan(run_name="closed-and-back", strategy="multi_worker_mirrored", workers=2,
+    plan = Plan(run_name="closed-and-back", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
                 replicas_per_task=1, steps=FOREVER, steps_per_epoch=25, checkpoint_every=0)
     placed = place_on_machines(plan, {"worker:0": "box-a", "worker:1": "box-a"},
                                {"box-a": host.address}, {"box-a": [0, 0]},
@@ -218,13 +235,15 @@ def test_close_keep_training_reopen_and_reattach_without_a_gap(
     windows.append(first)
     first.show()
     qtbot.waitUntil(first.machines.ready, timeout=10_000)
-    shown: list = []
+    shown: list[QDialog] = []
     first.machines.flow.dialogShown.connect(shown.append)
     first.launch(placed)
     give_password(qtbot, shown, ssh_lab.password)
     qtbot.waitUntil(lambda: first.session.source is not None, timeout=120_000)
-    record = first.session.source.record
-    qtbot.waitUntil(lambda: first.dashboard.loss_panel.replica_ids() == [0, 1], timeout=180_000)
+    record = controller_of(first).record
+    assert record is not None
+    qtbot.waitUntil(lambda: dashboard_of(first).loss_panel.replica_ids() == [0, 1],
+                    timeout=180_000)
     qtbot.waitUntil(lambda: min(curve_points(first, r) for r in range(2)) >= 5, timeout=60_000)
     click_message_button(qtbot, "Keep training")
     first.close()
@@ -249,24 +268,25 @@ def test_close_keep_training_reopen_and_reattach_without_a_gap(
     second.show_runs()
     table = second.runs_page.table
     qtbot.waitUntil(lambda: table.rowCount() == 1, timeout=10_000)
-    assert table.item(0, 3).text() == "running · watched"
+    assert cell_text(table, 0, 3) == "running · watched"
     second._reattach(running[0])
     give_password(qtbot, shown, ssh_lab.password)
     qtbot.waitUntil(lambda: second.session.source is not None, timeout=60_000)
     assert watcher_pid(record) is None  # the GUI took the run back
-    controller = second.session.source
+    controller = controller_of(second)
     qtbot.waitUntil(lambda: controller.metrics.snapshot().step >= 10, timeout=60_000)
     for rid in (0, 1):
         steps = [int(x) for x in controller.metrics.snapshot().replica_loss[rid][0]]
         assert steps == list(range(1, len(steps) + 1)), f"replica {rid} has a gap"
     with qtbot.waitSignal(second.session.ended, timeout=60_000):
-        qtbot.mouseClick(second.dashboard.header.stop_button, LEFT)
+        qtbot.mouseClick(dashboard_of(second).header.stop_button, LEFT)
+    assert controller.record is not None
     pgids = list(controller.record.pids().values())
     qtbot.waitUntil(lambda: not live_members(pgids), timeout=10_000)
     second.close()
 
 
-def give_password(qtbot, shown: list, password: str) -> None:
+def give_password(qtbot: QtBot, shown: list[QDialog], password: str) -> None:
     prompt = wait_dialog(qtbot, shown, SecretPrompt)
     prompt.edit.setText(password)
     qtbot.mouseClick(prompt.ok_button, LEFT)

@@ -21,15 +21,18 @@ import sshhosts
 from conftest_ssh import machine, trust
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QWizard
+from pytestqt.qtbot import QtBot
 from runs import live_members
 from test_gui_e2e import click_next, open_wizard_on
 from test_gui_multihost import choose, lab_python, screenshot  # noqa: F401
 from test_ui_script import pick_script
+from widgets import controller_of, dashboard_of
 
 from dtgui.core.events import read_all
 from dtgui.core.machines import MachineRegistry
 from dtgui.remote.hostkeys import app_known_hosts
 from dtgui.ui.app import make_app
+from dtgui.ui.curves import CurveSet
 from dtgui.ui.main_window import MainWindow
 
 ssh_lab, ssh_env, real_keyring = conftest_ssh.ssh_lab, conftest_ssh.ssh_env, conftest_ssh.real_keyring
@@ -39,7 +42,7 @@ PROJECT = Path(__file__).resolve().parent / "script_projects" / "mwm_fit"
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def points(curves, key) -> int:
+def points(curves: CurveSet, key: object) -> int:
     return len(curves.shown_data(key)[0]) if key in curves.raw else 0
 
 
@@ -86,7 +89,8 @@ def check_by_hand(lab: sshhosts.SshLab, procs: list[subprocess.Popen[str]]) -> N
 
 
 def test_script_on_two_machines_from_the_gui_and_by_hand(
-        qtbot, ssh_lab, ssh_env, lab_python, tmp_path: Path) -> None:  # noqa: F811
+        qtbot: QtBot, ssh_lab: sshhosts.SshLab, ssh_env: Path, lab_python: str,  # noqa: F811
+        tmp_path: Path) -> None:
     host_a, host_b = ssh_lab.hosts[0], ssh_lab.hosts[1]
     trust(host_a, host_b)
     registry = MachineRegistry()
@@ -114,7 +118,7 @@ def test_script_on_two_machines_from_the_gui_and_by_hand(
     check_by_hand(ssh_lab, by_hand)
 
 
-def run_from_the_gui(qtbot, window: MainWindow, project: Path, python: str) -> None:
+def run_from_the_gui(qtbot: QtBot, window: MainWindow, project: Path, python: str) -> None:
     """The wizard, the live dashboard and Stop."""
     wizard = open_wizard_on(qtbot, window, "multi_worker_mirrored")
     wizard.strategy_page.workers_spin.setValue(2)
@@ -140,13 +144,13 @@ def run_from_the_gui(qtbot, window: MainWindow, project: Path, python: str) -> N
         qtbot.mouseClick(wizard.button(QWizard.WizardButton.FinishButton), LEFT)
 
     qtbot.waitUntil(lambda: window.session.source is not None, timeout=120_000)
-    controller = window.session.source
-    dashboard = window.dashboard
+    controller = controller_of(window)
+    dashboard = dashboard_of(window)
     panel = dashboard.scalar_panel
 
     def curves_from_both() -> bool:
         sets = panel.curves.curves
-        return (panel.tag == "train/epoch_loss" and sorted(sets) == ["worker:0", "worker:1"]
+        return (panel.tag == "train/epoch_loss" and set(sets) == {"worker:0", "worker:1"}
                 and all(points(panel.curves, key) >= 3 for key in sets))
 
     try:
@@ -171,6 +175,7 @@ def run_from_the_gui(qtbot, window: MainWindow, project: Path, python: str) -> N
     with qtbot.waitSignal(window.session.ended, timeout=60_000) as ended:
         qtbot.mouseClick(dashboard.header.stop_button, LEFT)
     assert ended.args[0] == "stopped"
+    assert controller.record is not None
     pgids = list(controller.record.pids().values())
     qtbot.waitUntil(lambda: not live_members(pgids), timeout=10_000)
     window.close()

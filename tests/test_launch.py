@@ -20,6 +20,7 @@ from runs import live_members, replica_losses
 
 from dtgui.core.cluster import place_local
 from dtgui.core.plan import Plan
+from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import RunController
 from dtgui.launch.pipeline import LaunchError, launch_plan
 from dtgui.launch.targets import Target
@@ -36,7 +37,7 @@ def test_exported_bundle_reproduces_the_in_app_run_bit_for_bit(tmp_path: Path) -
     """Mirrored on two replicas in the app and, side by side, exported by the command line
     and run by hand with `bash run.sh` and plain python. (`dtgui run` of an exported bundle, with its
     progress, is tested with the installed package: tests/test_packaging.py.)"""
-    plan = Plan(run_name="repro", strategy="mirrored", replicas_per_task=2, steps=8,
+    plan = Plan(run_name="repro", strategy=Strategy.MIRRORED, replicas_per_task=2, steps=8,
                 steps_per_epoch=4, checkpoint_every=0, seed=1234)
     # Export the same plan with the command line and run it by hand with plain python while
     # the app runs it: two independent processes, each starting TensorFlow at once.
@@ -80,7 +81,7 @@ def nothing_left(controller: RunController) -> None:
 
 def test_stop_leaves_no_process_behind(tmp_path: Path,
                                        stub_python: Callable[..., str]) -> None:
-    plan = Plan(run_name="stop", strategy="multi_worker_mirrored", workers=2,
+    plan = Plan(run_name="stop", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
                 replicas_per_task=1, steps=100000, checkpoint_every=0)
     controller = launch_plan(plan, tmp_path / "runs", targets=[Target(python=stub_python())])
     stepping(controller)
@@ -97,7 +98,7 @@ def test_stop_leaves_no_process_behind(tmp_path: Path,
 def test_a_crashing_worker_fails_the_run_with_its_error_and_stops_the_rest(
     tmp_path: Path, stub_python: Callable[..., str]
 ) -> None:
-    plan = Plan(run_name="crash", strategy="multi_worker_mirrored", workers=2,
+    plan = Plan(run_name="crash", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
                 replicas_per_task=1, steps=100000, checkpoint_every=0)
     python = stub_python(fail="worker:1=disk full while reading shard 1")
     controller = launch_plan(plan, tmp_path / "runs", targets=[Target(python=python)])
@@ -114,7 +115,7 @@ def test_a_port_in_use_is_refused_before_anything_starts(tmp_path: Path) -> None
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
-        plan = place_local(Plan(strategy="multi_worker_mirrored", workers=2, replicas_per_task=1),
+        plan = place_local(Plan(strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2, replicas_per_task=1),
                            ports=[port, port + 1 if port < 65535 else port - 1])
         with pytest.raises(LaunchError, match=f"Port {port} .* in use"):
             launch_plan(plan, tmp_path / "runs")
@@ -126,7 +127,7 @@ def test_a_stopped_local_task_is_ended_by_sigterm_not_killed(
     """A task frozen with SIGSTOP is seen as hung; the run's end sends SIGTERM and SIGCONT, so
     the task acts on SIGTERM (its supervisor says "stopped (SIGTERM)") within the grace
     instead of being SIGKILLed after it."""
-    plan = Plan(run_name="frozen", strategy="one_device", replicas_per_task=1, steps=1_000_000,
+    plan = Plan(run_name="frozen", strategy=Strategy.ONE_DEVICE, replicas_per_task=1, steps=1_000_000,
                 checkpoint_every=0)
     controller = launch_plan(plan, tmp_path / "runs", targets=[Target(python=stub_python())])
     stepping(controller)

@@ -9,20 +9,22 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
+from fakes import FakeSshClient
 
 from dtgui.core.bundle import render_bundle
 from dtgui.core.cluster import place_local, place_on_machines
 from dtgui.core.machines import Machine
-from dtgui.core.plan import Plan
+from dtgui.core.plan import DeviceKind, Plan
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import MachineRecord, RunRecord
+from dtgui.core.strategies import Strategy
 from dtgui.launch.local_exec import LocalExecutor
 from dtgui.launch.pipeline import STEPS, LaunchError, launch_plan
 from dtgui.launch.ssh_exec import SshExecutor
 from dtgui.launch.targets import Target, TargetKind, make_executor, plan_targets
+from dtgui.remote.connection import SSHClient
 from dtgui.remote.connector import Connector, Secrets
 from dtgui.remote.parallel import each, each_value
 from dtgui.worker.machine_probe import choose_free_ports as free_ports
@@ -30,7 +32,7 @@ from dtgui.worker.machine_probe import choose_free_ports as free_ports
 
 def test_a_run_here_skips_every_step_that_does_not_apply(
         tmp_path: Path, stub_python: Callable[..., str]) -> None:
-    plan = Plan(run_name="here", strategy="multi_worker_mirrored", workers=2,
+    plan = Plan(run_name="here", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
                 replicas_per_task=1, steps=3, steps_per_epoch=3, checkpoint_every=0)
     controller = launch_plan(plan, tmp_path / "runs", targets=[Target(python=stub_python())])
     assert controller.wait(60), "the run did not end"
@@ -52,7 +54,7 @@ def test_a_placed_plan_keeps_its_ports_here_and_a_busy_one_marks_the_record_fail
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
-        plan = place_local(Plan(run_name="busy", strategy="multi_worker_mirrored", workers=2,
+        plan = place_local(Plan(run_name="busy", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
                                 replicas_per_task=1), ports=[port, *free_ports(1)])
         with pytest.raises(LaunchError, match=f"Port {port} "):
             launch_plan(plan, tmp_path / "runs")
@@ -67,8 +69,8 @@ def test_a_task_on_a_machine_not_chosen_is_refused_before_anything(tmp_path: Pat
 
 
 def test_the_targets_of_a_placed_plan_carry_each_machines_python_and_gpus() -> None:
-    plan = Plan(run_name="p", strategy="multi_worker_mirrored", workers=3, replicas_per_task=2,
-                device_kind="gpu")
+    plan = Plan(run_name="p", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=3, replicas_per_task=2,
+                device_kind=DeviceKind.GPU)
     placed = place_on_machines(
         plan, {"worker:0": "local", "worker:1": "h2", "worker:2": "h2"},
         {"local": "10.0.0.1", "h2": "10.0.0.2"}, {"local": [5000], "h2": [5001, 5002]},
@@ -83,7 +85,7 @@ def test_the_targets_of_a_placed_plan_carry_each_machines_python_and_gpus() -> N
 
 
 def test_one_executor_factory_for_a_launch_and_a_reattach(tmp_path: Path) -> None:
-    plan = place_on_machines(Plan(run_name="f", strategy="multi_worker_mirrored", workers=2,
+    plan = place_on_machines(Plan(run_name="f", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
                                   replicas_per_task=1),
                              {"worker:0": "local", "worker:1": "h2"},
                              {"local": "10.0.0.1", "h2": "10.0.0.2"},
@@ -101,33 +103,16 @@ def test_one_executor_factory_for_a_launch_and_a_reattach(tmp_path: Path) -> Non
     assert isinstance(local, LocalExecutor) and local.task_ids == ["worker:0"]
 
 
-class FakeClient:
-    def __init__(self, alive: bool = True) -> None:
-        self.alive, self.closed = alive, False
-
-    def get_transport(self) -> Any:
-        client = self
-
-        class Transport:
-            def is_active(self) -> bool:
-                return client.alive and not client.closed
-
-        return Transport()
-
-    def close(self) -> None:
-        self.closed = True
-
-
 def test_the_connector_hands_out_a_connection_made_earlier_once_then_connects_again(
         monkeypatch: pytest.MonkeyPatch) -> None:
     made: list[tuple[str, str | None]] = []
-    first, dead = FakeClient(), FakeClient(alive=False)
+    first, dead = FakeSshClient(), FakeSshClient(alive=False)
     connector = Connector(Secrets({"a": {"password": "pw-a"}}),
-                          clients={"a": first, "b": dead, "c": FakeClient()})
+                          clients={"a": first, "b": dead, "c": FakeSshClient()})
 
-    def connect(machine: Machine) -> Any:
+    def connect(machine: Machine) -> SSHClient:
         made.append((machine.name, connector.secrets.get(machine.name, "password")))
-        return FakeClient()
+        return FakeSshClient()
 
     monkeypatch.setattr(connector, "connect", connect)
     a, b = Machine("a", "10.0.0.1"), Machine("b", "10.0.0.2")

@@ -16,14 +16,17 @@ FORBIDDEN_IN_GUI = {"tensorflow", "keras"}
 LAYERS = ("core", "remote", "launch", "ui")
 # The TensorFlow-free parts of the training program that the GUI process shares (the event
 # encoding of step batches, the size of a call, a user's script's paths, variable references
-# and loss tags, the plan and the strategy catalogue, the machine probe: ports, system, GPUs; the bundle's
-# output layout and task wrapper, the TF_CONFIG builder and the Slurm task's rank layout);
+# and loss tags, the plan (its model and option sets) and the strategy catalogue, the machine
+# probe: ports, system, GPUs; the model check's command and answer; the bundle's output layout
+# and task wrapper, the TF_CONFIG builder and the Slurm task's rank layout);
 # the rest of dtgui.worker imports TensorFlow.
 SHARED_WORKER_MODULES = {"dtgui.worker.step_batch", "dtgui.worker.call_size",
                          "dtgui.worker.script_env", "dtgui.worker.plan",
+                         "dtgui.worker.plan_options", "dtgui.worker.plan_model",
                          "dtgui.worker.strategies", "dtgui.worker.machine_probe",
-                         "dtgui.worker.printed_metrics", "dtgui.worker.layout",
-                         "dtgui.worker.tf_config", "dtgui.worker.slurm_task"}
+                         "dtgui.worker.printed_metrics", "dtgui.worker.model_check_result",
+                         "dtgui.worker.layout", "dtgui.worker.tf_config",
+                         "dtgui.worker.slurm_task"}
 # Where dtgui's files are (it imports nothing of dtgui).
 SHARED_MODULES = {"dtgui.resources"}
 
@@ -111,6 +114,72 @@ def test_import_rule_sees_every_kind_of_import(tmp_path: Path) -> None:
     ]
 
 
+def module_name(root: Path, path: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_circles(root: Path) -> list[list[str]]:
+    """Every import circle among dtgui's modules (imports anywhere in a file, as
+    `dtgui_imports` collects them), each as its modules in order; [] when there is none."""
+    graph = {module_name(root, p): dtgui_imports(root, p)
+             for p in sorted((root / "dtgui").rglob("*.py"))}
+    circles: list[list[str]] = []
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(name: str) -> None:  # Tarjan's strongly connected components
+        index[name] = low[name] = len(index)
+        stack.append(name)
+        for other in sorted(graph.get(name, set()) - {name}):
+            if other not in graph:
+                continue
+            if other not in index:
+                visit(other)
+                low[name] = min(low[name], low[other])
+            elif other in stack:
+                low[name] = min(low[name], index[other])
+        if low[name] == index[name]:
+            members = []
+            while True:
+                member = stack.pop()
+                members.append(member)
+                if member == name:
+                    break
+            if len(members) > 1:
+                circles.append(sorted(members))
+
+    for name in sorted(graph):
+        if name not in index:
+            visit(name)
+    return circles
+
+
+def test_no_module_imports_itself_back() -> None:
+    """No import circle in dtgui, however long, with imports at module level, inside
+    functions or for type checking alike."""
+    assert import_circles(ROOT) == []
+
+
+def test_the_circle_rule_sees_circles_through_functions_and_type_checking(
+        tmp_path: Path) -> None:
+    for layer in ("core", "worker"):
+        (tmp_path / "dtgui" / layer).mkdir(parents=True)
+        (tmp_path / "dtgui" / layer / "__init__.py").write_text("")
+    (tmp_path / "dtgui" / "__init__.py").write_text("")
+    (tmp_path / "dtgui" / "core" / "a.py").write_text("from dtgui.core import b\n")
+    (tmp_path / "dtgui" / "core" / "b.py").write_text(
+        "def later() -> None:\n    from dtgui.core.c import x\n")
+    (tmp_path / "dtgui" / "core" / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from dtgui.core.a import y\n")
+    (tmp_path / "dtgui" / "core" / "alone.py").write_text("import dtgui.core.alone\n")
+    (tmp_path / "dtgui" / "worker" / "one.py").write_text("from .two import x\n")
+    (tmp_path / "dtgui" / "worker" / "two.py").write_text("from . import one\n")
+    assert import_circles(tmp_path) == [["dtgui.core.a", "dtgui.core.b", "dtgui.core.c"],
+                                        ["dtgui.worker.one", "dtgui.worker.two"]]
+
+
 def test_core_imports_neither_qt_nor_tensorflow() -> None:
     files = list((ROOT / "dtgui" / "core").rglob("*.py"))
     assert files
@@ -166,7 +235,8 @@ def test_the_main_window_module_loads_without_ssh_or_plotting() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_script_supervisor_and_its_tensorboard_reader_never_load_tensorflow(tmp_path) -> None:
+def test_script_supervisor_and_its_tensorboard_reader_never_load_tensorflow(
+        tmp_path: Path) -> None:
     """The supervisor follows a script's TensorBoard files without TensorFlow (tensorboard's
     compiled protos are fine: they need only protobuf)."""
     code = (

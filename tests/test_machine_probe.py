@@ -19,6 +19,7 @@ import pytest
 
 from dtgui.core.cluster import busy_ports, place_local
 from dtgui.core.plan import Plan
+from dtgui.core.strategies import Strategy
 from dtgui.launch.precheck import check_python
 from dtgui.remote.commands import LocalRunner
 from dtgui.remote.probe import ask, probe, probe_source, read_tensorflow, tensorflow_view
@@ -40,7 +41,8 @@ def held_port() -> Iterator[int]:
 def test_one_port_check_here_and_in_the_program() -> None:
     with held_port() as port:
         assert machine_probe.port_is_free(port) is False
-        plan = place_local(Plan(strategy="multi_worker_mirrored", workers=2), ports=[port, port])
+        plan = place_local(Plan(strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2),
+                           ports=[port, port])
         assert f"Port {port}" in busy_ports(plan)[0]
         answer = ask(LocalRunner(), PYTHON, ["facts", "--test-port", str(port), "--free-ports", "3"])
         assert answer.data is not None
@@ -99,7 +101,8 @@ def test_what_tensorflow_sees_and_a_hanging_import_answers_in_time() -> None:
     view = tensorflow_view(LocalRunner(), PYTHON)
     assert view.version == TF and view.error == "" and view.gpus == ()  # no GPU here
     answer = ask(LocalRunner(), PYTHON, ["facts", "--tensorflow", "devices"])
-    tf = answer.data["tensorflow"]  # type: ignore[index]
+    assert answer.data is not None, answer.detail
+    tf = answer.data["tensorflow"]
     assert tf["keras"].startswith("3.") and isinstance(tf["built_with_cuda"], bool)
     assert any(d["device_type"] == "CPU" for d in tf["physical_devices"])
 

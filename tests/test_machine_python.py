@@ -16,8 +16,9 @@ import remote_python
 import sshhosts
 from conftest_ssh import machine, trust
 from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
 
-from dtgui.core.doctor import FAIL, OK, build_checks
+from dtgui.core.doctor import FAIL, OK, Check, build_checks
 from dtgui.core.hardware import MachineFacts, TfView
 from dtgui.core.machines import MachineRegistry
 from dtgui.remote import doctor_checks
@@ -37,7 +38,8 @@ def venv_python(ssh_lab: sshhosts.SshLab) -> str:
     return remote_python.python_for()  # made once a session
 
 
-def test_probe_and_doctor_checks_run_the_registered_python(ssh_lab, venv_python: str) -> None:
+def test_probe_and_doctor_checks_run_the_registered_python(
+        ssh_lab: sshhosts.SshLab, venv_python: str) -> None:
     h2, h3 = ssh_lab.hosts[0], ssh_lab.hosts[1]
     trust(h2, h3)
     plain, with_tf = machine(ssh_lab, h2, name="plain"), machine(ssh_lab, h3, name="with-tf",
@@ -77,7 +79,7 @@ def test_probe_and_doctor_checks_run_the_registered_python(ssh_lab, venv_python:
             client.close()
 
 
-def test_a_hostile_python_field_is_data(ssh_lab) -> None:
+def test_a_hostile_python_field_is_data(ssh_lab: sshhosts.SshLab) -> None:
     h2 = ssh_lab.hosts[0]
     trust(h2)
     odd = "python3; touch pwned $(touch pwned-py) `touch pwned-pb`"
@@ -98,7 +100,7 @@ def test_a_hostile_python_field_is_data(ssh_lab) -> None:
 
 @pytest.mark.gui
 def test_panel_and_doctor_dialog_show_the_registered_pythons_tensorflow(
-        qtbot, ssh_lab, venv_python: str) -> None:
+        qtbot: QtBot, ssh_lab: sshhosts.SshLab, venv_python: str) -> None:
     from dtgui.ui.machines.doctor_dialog import DoctorDialog
     from dtgui.ui.machines.panel import COLUMNS, MachinesPanel
 
@@ -116,19 +118,30 @@ def test_panel_and_doctor_dialog_show_the_registered_pythons_tensorflow(
     qtbot.waitUntil(lambda: all(n in panel.states and panel.states[n].status in ("ok", "error")
                                 for n in ("plain", "with-tf")), timeout=SSH_WAIT)
     assert panel.states["with-tf"].status == "ok", panel.states["with-tf"].message
-    tf_column = COLUMNS.index("TF")
-    assert panel.table.item(panel.row_of("with-tf"), tf_column).text() == TF
-    if panel.states["plain"].facts.tf_installed:
+    def tf_cell(name: str) -> str:
+        item = panel.table.item(panel.row_of(name), COLUMNS.index("TF"))
+        assert item is not None
+        return item.text()
+
+    assert tf_cell("with-tf") == TF
+    plain_facts = panel.states["plain"].facts
+    assert plain_facts is not None
+    if plain_facts.tf_installed:
         pytest.skip("the test account's python3 has TensorFlow: nothing to tell apart")
-    assert panel.table.item(panel.row_of("plain"), tf_column).text() == "none"
+    assert tf_cell("plain") == "none"
 
     doctor = DoctorDialog(registry, LOCAL)
     qtbot.addWidget(doctor)
     doctor.show()
     with qtbot.waitSignal(doctor.finishedRun, timeout=SSH_WAIT):
         qtbot.mouseClick(doctor.run_button, Qt.MouseButton.LeftButton)
-    assert doctor.status_of("with-tf", "TensorFlow").status == OK
-    assert doctor.status_of("with-tf", "Python").detail.endswith(f"({venv_python})")
-    assert doctor.status_of("plain", "TensorFlow").status == FAIL
-    assert doctor.status_of("with-tf", "Port").status == OK
-    assert doctor.status_of("plain → with-tf", "Reach").status == OK
+    def check(machine: str, topic: str) -> Check:
+        found = doctor.status_of(machine, topic)
+        assert found is not None, f"no {topic} check of {machine}"
+        return found
+
+    assert check("with-tf", "TensorFlow").status == OK
+    assert check("with-tf", "Python").detail.endswith(f"({venv_python})")
+    assert check("plain", "TensorFlow").status == FAIL
+    assert check("with-tf", "Port").status == OK
+    assert check("plain → with-tf", "Reach").status == OK

@@ -10,29 +10,25 @@ import sys
 from pathlib import Path
 
 import pytest
+from fakes import use_fake_nvml
+from pytestqt.qtbot import QtBot
 
 from dtgui.core.events import Event
 from dtgui.core.memory import MemoryPeaks
 from dtgui.core.network_pairs import LinkProbe
 from dtgui.core.run_curves import RunCurves
+from dtgui.worker.events import EventWriter
 from dtgui.worker.telemetry import Telemetry
-
-FAKE_NVML = Path(__file__).resolve().parent / "fake_nvml"
-
-
-class _Writer:
-    def emit(self, kind: str, **fields: object) -> None:
-        pass
 
 
 def device_event(task: str, devices: list[dict[str, object]], t: float) -> Event:
     return Event("device", task, t, {"devices": devices})
 
 
-def test_gpu_peaks_from_nvml_replaying_an_h100(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(FAKE_NVML))
-    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
-    telemetry = Telemetry(_Writer()).start()  # type: ignore[arg-type]
+def test_gpu_peaks_from_nvml_replaying_an_h100(monkeypatch: pytest.MonkeyPatch,
+                                               tmp_path: Path) -> None:
+    use_fake_nvml(monkeypatch)
+    telemetry = Telemetry(EventWriter(tmp_path / "events.jsonl", "worker:0")).start()
     try:
         samples = [telemetry.sample() for _ in range(5)]
     finally:
@@ -53,7 +49,7 @@ def test_gpu_peaks_from_nvml_replaying_an_h100(monkeypatch: pytest.MonkeyPatch) 
     assert near.peak == full["mem_used"]
 
 
-def test_cpu_peak_is_caught_between_samples() -> None:
+def test_cpu_peak_is_caught_between_samples(tmp_path: Path) -> None:
     """A child allocates 300 MiB and frees it before the sample: its high-water mark stays."""
     code = ("import sys, time\nb = b'x' * (300 << 20)\ndel b\nprint('freed', flush=True)\n"
             "sys.stdin.read()\n")
@@ -61,7 +57,7 @@ def test_cpu_peak_is_caught_between_samples() -> None:
                              stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "freed"
-        [cpu] = Telemetry(_Writer()).sample()  # type: ignore[arg-type]
+        [cpu] = Telemetry(EventWriter(tmp_path / "events.jsonl", "worker:0")).sample()
     finally:
         child.communicate("", timeout=10)
     assert cpu["kind"] == "cpu" and cpu["mem_peak"] >= cpu["mem_used"] + (250 << 20)
@@ -83,7 +79,7 @@ def test_cpu_warning_is_about_the_machine() -> None:
     assert d.fraction == pytest.approx(0.95) and d.peak == 3 << 30
 
 
-def test_the_dashboard_card_shows_peaks_warning_and_network(qtbot) -> None:
+def test_the_dashboard_card_shows_peaks_warning_and_network(qtbot: QtBot) -> None:
     from dtgui.core.metrics import TaskState
     from dtgui.ui.memory_panel import MemoryPanel, network_details, network_text
 
@@ -97,7 +93,9 @@ def test_the_dashboard_card_shows_peaks_warning_and_network(qtbot) -> None:
                             "mem_used": 1563230208, "mem_total": total}])
     panel.update_memory(peaks)
     assert panel.table.rowCount() == 2
-    assert panel.table.item(0, 2).text() == "75.67 GiB" and panel.table.item(0, 4).text() == "95%"
+    used, share = panel.table.item(0, 2), panel.table.item(0, 4)
+    assert used is not None and used.text() == "75.67 GiB"
+    assert share is not None and share.text() == "95%"
     assert not panel.warning.isHidden() and "worker:0 gpu0 at 95% of 79.65 GiB" in panel.warning.text()
     link = LinkProbe("h2", "h3", 23456, rtt_ms=0.4, bandwidth=10e6, received=16 << 20,
                      measured_at=1.0)

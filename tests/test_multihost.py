@@ -21,7 +21,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import conftest_ssh
 import pytest
@@ -29,14 +31,16 @@ import remote_python
 import sshhosts
 from conftest_ssh import machine, trust
 from fakes import wait_for
+from pytestqt.qtbot import QtBot
 from runs import live_members, stub_python
 from worker_helpers import write_package
 
 from dtgui.core.bundle import render_bundle
 from dtgui.core.cluster import assign, place_on_machines
 from dtgui.core.events import STEP_KINDS, read_all, step_rows
-from dtgui.core.plan import Plan
+from dtgui.core.plan import ModelFile, Plan
 from dtgui.core.runs import RunHistory, RunRecord
+from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.pipeline import launch_plan, reattach
 from dtgui.launch.policy import RunPolicy
@@ -50,7 +54,7 @@ FOREVER = 1_000_000
 
 
 @pytest.fixture(scope="module")
-def lab_python(ssh_lab: sshhosts.SshLab):
+def lab_python(ssh_lab: sshhosts.SshLab) -> Iterator[str]:
     python = remote_python.python_for()
     yield python
     shutil.rmtree(ssh_lab.home / ".cache" / "dtgui", ignore_errors=True)
@@ -62,7 +66,7 @@ class Lab:
         self.python = python
         self.hosts = {h.name: h for h in lab.hosts}
 
-    def target(self, name: str, stub: bool = False, **kw) -> Target:
+    def target(self, name: str, stub: bool = False, **kw: Any) -> Target:
         """`stub`: its tasks train with the stub child instead of TensorFlow."""
         python = sys.executable if name == "local" else self.python
         if stub:
@@ -72,25 +76,31 @@ class Lab:
         return Target(name, machine(self.lab, self.hosts[name]), python=python, **kw)
 
     def launch(self, plan: Plan, placement: dict[str, str], stub: bool = False,
-               **kw) -> RunController:
+               **kw: Any) -> RunController:
         targets = [self.target(n, stub) for n in dict.fromkeys(placement.values())]
         return launch_plan(plan, targets=targets, assignments=placement, **kw)
 
 
 @pytest.fixture
-def lab(ssh_lab, lab_python, ssh_env):
+def lab(ssh_lab: sshhosts.SshLab, lab_python: str, ssh_env: Path) -> Lab:
     trust(*ssh_lab.hosts)
     return Lab(ssh_lab, lab_python)  # the launch check's memory carries on (conftest.py)
 
 
-def mwms(name: str, steps: int, **kw) -> Plan:
-    return Plan(run_name=name, strategy="multi_worker_mirrored", workers=2, replicas_per_task=1,
-                steps=steps, steps_per_epoch=10, checkpoint_every=kw.pop("checkpoint_every", 0),
-                seed=7, **kw)
+def mwms(name: str, steps: int, **kw: Any) -> Plan:
+    return Plan(run_name=name, strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
+                replicas_per_task=1, steps=steps, steps_per_epoch=10,
+                checkpoint_every=kw.pop("checkpoint_every", 0), seed=7, **kw)
+
+
+def record_of(controller: RunController) -> RunRecord:
+    """The run's record (launch_plan writes one for every run)."""
+    assert controller.record is not None
+    return controller.record
 
 
 def run_pgids(controller: RunController) -> list[int]:
-    return list(controller.record.pids().values())
+    return list(record_of(controller).pids().values())
 
 
 def nothing_left(controller: RunController) -> None:
@@ -123,7 +133,7 @@ def steps_in(events_file: Path) -> int:
 # -- MultiWorkerMirrored over 2 hosts, and its exported bundle by hand ------------------------
 @pytest.mark.slow
 def test_mwms_over_two_hosts_then_the_exported_bundle_by_hand_is_bit_identical(
-        lab: Lab, tmp_path: Path, qtbot) -> None:
+        lab: Lab, tmp_path: Path, qtbot: QtBot) -> None:
     from dtgui.ui.dashboard import Dashboard
 
     plan = mwms("mwms2", steps=12)
@@ -184,7 +194,7 @@ def test_mwms_over_two_hosts_then_the_exported_bundle_by_hand_is_bit_identical(
 # -- ParameterServer: coordinator here, 2 workers and 1 ps on separate hosts -----------------
 @pytest.mark.slow
 def test_parameter_server_over_three_hosts_and_this_machine_trains_and_finishes(lab: Lab) -> None:
-    plan = Plan(run_name="ps", strategy="parameter_server", workers=2, parameter_servers=1,
+    plan = Plan(run_name="ps", strategy=Strategy.PARAMETER_SERVER, workers=2, parameter_servers=1,
                 replicas_per_task=1, steps=20, steps_per_epoch=10, checkpoint_every=0,
                 deterministic=False)
     placement = assign(plan, chief="local", workers=["h2", "h3"], ps=["h4"])
@@ -213,9 +223,9 @@ def test_mirrored_model_package_with_its_data_trains_on_a_host_and_its_model_com
     a remote machine from the bundle's copy of its folder, with 2 logical CPU replicas there;
     the trained model is copied back."""
     net = write_package(tmp_path / "proj")
-    plan = Plan(run_name="remote-package", strategy="mirrored", replicas_per_task=2, steps=4,
+    plan = Plan(run_name="remote-package", strategy=Strategy.MIRRORED, replicas_per_task=2, steps=4,
                 steps_per_epoch=2, checkpoint_every=0,
-                model={"kind": "file", "path": str(net), "project": str(tmp_path / "proj")})
+                model=ModelFile(str(net), str(tmp_path / "proj")))
     controller = lab.launch(plan, assign(plan, machines=["h4"]))
     assert controller.bundle.plan.tasks[0].machine == "h4" and not controller.bundle.plan.cluster
     assert controller.wait(180) and controller.state == "finished", controller.message
@@ -255,7 +265,7 @@ def test_a_killed_or_hung_worker_fails_the_run_within_10_s_and_nothing_is_left(
     controller = lab.launch(plan, assign(plan, machines=["h2", "h3"]), stub=True)
     try:
         wait_for(lambda: step_of(controller) >= 5, 60, "the run did not start stepping")
-        victim = controller.record.pids()["worker:1"]
+        victim = record_of(controller).pids()["worker:1"]
         os.killpg(victim, sig)
         seconds = wait_for(
             lambda: controller.metrics.snapshot().tasks["worker:1"].status == "failed", 10,
@@ -282,7 +292,7 @@ def test_an_unreachable_machine_fails_the_run_within_10_s(lab: Lab) -> None:
         pytest.skip(firewall_unavailable(h3))
     plan = mwms("unreachable", steps=FOREVER)
     controller = lab.launch(plan, assign(plan, machines=["h2", "h3"]), stub=True)
-    h2_group = controller.record.pids()["worker:0"]
+    h2_group = record_of(controller).pids()["worker:0"]
     try:
         wait_for(lambda: step_of(controller) >= 5, 60, "the run did not start stepping")
         with firewalled(h3, h3.port):  # SSH to h3 is dropped: no answer at all
@@ -311,11 +321,11 @@ def test_closing_and_reopening_reattaches_without_a_gap(lab: Lab) -> None:
     wait_for(lambda: step_of(first) >= 20, 60, "the run did not start stepping")
     first.detach()  # the GUI closes: no controller, no SSH connection; training goes on
     seen = step_of(first)
-    on_h2 = Path({m.name: m.dir for m in first.record.machines}["h2"])
+    on_h2 = Path({m.name: m.dir for m in record_of(first).machines}["h2"])
     wait_for(lambda: steps_in(on_h2 / "output" / "events-worker-0.jsonl") >= seen + 50, 30,
              "training did not go on while nobody watched")
     records = RunHistory().running()
-    assert [r.run_id for r in records] == [first.record.run_id]
+    assert [r.run_id for r in records] == [record_of(first).run_id]
     second = reattach(records[0])
     try:
         assert second.wait(240), "the reattached run did not end"
@@ -338,7 +348,7 @@ def test_restart_from_the_last_checkpoint_when_enabled(lab: Lab) -> None:
     controller = lab.launch(plan, assign(plan, machines=["h2", "h3"]), stub=True,
                             policy=RunPolicy(max_restarts=1))
     wait_for(lambda: step_of(controller) >= 25, 60, "the run did not start stepping")
-    os.killpg(controller.record.pids()["worker:1"], signal.SIGKILL)
+    os.killpg(record_of(controller).pids()["worker:1"], signal.SIGKILL)
     assert controller.wait(240), "the run did not end"
     assert controller.state == "finished", controller.message
     assert controller.restarts == 1

@@ -4,6 +4,7 @@ measurements kept for dashboards, and the probe's timed transfer on this machine
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -46,7 +47,7 @@ def test_link_rows_warn_on_slow_links_and_say_why_not_measured() -> None:
     assert slowest([fast, slow, broken]) == slow
 
 
-def test_kept_links_newest_per_direction_of_each_pair(tmp_path) -> None:
+def test_kept_links_newest_per_direction_of_each_pair(tmp_path: Path) -> None:
     path = tmp_path / "links.json"
     # a file from before both directions were measured: one link a pair, still read
     path.write_text('[{"source": "a", "target": "b", "port": 1, "bandwidth": 1.0, '

@@ -10,20 +10,24 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psutil
 import pytest
+from fakes import ScriptedExecutor
 
-from dtgui.core.bundle import Bundle, render_bundle
+from dtgui.core.bundle import render_bundle
 from dtgui.core.cluster import PlacementError, assign, busy_ports, place_on_machines
 from dtgui.core.events import Event, LineBuffer
 from dtgui.core.metrics import RunMetrics
-from dtgui.core.plan import Plan, validate
+from dtgui.core.plan import MachineAccess, Plan, validate
+from dtgui.core.run_state import RunState
 from dtgui.core.runs import MachineRecord, RunHistory, RunRecord
 from dtgui.core.stragglers import find_stragglers
+from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import RunController
-from dtgui.launch.executor import WRAPPER, Executor, MachinePoll, TaskPoll
+from dtgui.launch.executor import WRAPPER
 from dtgui.launch.policy import RunPolicy, exit_text
 from dtgui.launch.remote_scripts import POLL_SCRIPT, START_SCRIPT, parse_pids, parse_poll
 
@@ -31,9 +35,9 @@ ADDR = {"local": "10.0.0.1", "a": "10.0.0.2", "b": "10.0.0.3", "c": "10.0.0.4"}
 PORTS = {"local": [5000, 5001], "a": [6000, 6001], "b": [7000], "c": [8000]}
 
 
-def mwms(**kw) -> Plan:
-    return Plan(run_name="mh", strategy="multi_worker_mirrored", workers=2, replicas_per_task=1,
-                steps=5, checkpoint_every=0, **kw)
+def mwms(**kw: Any) -> Plan:
+    return Plan(run_name="mh", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
+                replicas_per_task=1, steps=5, checkpoint_every=0, **kw)
 
 
 # -- placement ----------------------------------------------------------------------------------
@@ -44,14 +48,15 @@ def test_mwms_places_one_worker_per_machine_with_reachable_addresses() -> None:
         ("worker:0", "local", "10.0.0.1:5000"), ("worker:1", "a", "10.0.0.2:6000")]
     assert placed.cluster == {"worker": ["10.0.0.1:5000", "10.0.0.2:6000"]}
     assert placed.is_multi_machine and placed.machine_names == ["local", "a"]
-    assert placed.machines["a"] == {"address": "10.0.0.2"}
+    assert placed.machines["a"] == MachineAccess(address="10.0.0.2")
     assert validate(placed) == []
     again = Plan.from_dict(json.loads(placed.to_json()))
     assert again == placed  # machine names and the machines table survive plan.json
 
 
 def test_parameter_server_roles_go_where_they_are_assigned() -> None:
-    plan = Plan(strategy="parameter_server", workers=2, parameter_servers=1, replicas_per_task=1)
+    plan = Plan(strategy=Strategy.PARAMETER_SERVER, workers=2, parameter_servers=1,
+                replicas_per_task=1)
     placement = assign(plan, chief="local", workers=["a", "b"], ps=["c"])
     assert placement == {"chief:0": "local", "worker:0": "a", "worker:1": "b", "ps:0": "c"}
     placed = place_on_machines(plan, placement, ADDR, PORTS)
@@ -65,10 +70,10 @@ def test_one_machine_alone_uses_loopback_and_a_single_task_strategy_runs_remotel
     plan = mwms()
     placed = place_on_machines(plan, assign(plan, machines=["a", "a"]), {}, PORTS)
     assert placed.cluster == {"worker": ["127.0.0.1:6000", "127.0.0.1:6001"]}
-    single = Plan(strategy="mirrored", replicas_per_task=2)
+    single = Plan(strategy=Strategy.MIRRORED, replicas_per_task=2)
     placed = place_on_machines(single, assign(single, machines=["b"]), {}, {})
     assert [(t.machine, t.port) for t in placed.tasks] == [("b", 0)] and placed.cluster == {}
-    assert placed.machines == {"b": {"address": "127.0.0.1"}}
+    assert placed.machines == {"b": MachineAccess(address="127.0.0.1")}
 
 
 def test_loopback_missing_addresses_and_port_clashes_are_refused() -> None:
@@ -118,7 +123,7 @@ def test_busy_ports_only_checks_this_machines_tasks() -> None:
 
 # -- the multi-machine bundle -------------------------------------------------------------------
 def test_multi_machine_bundle_readme_and_run_sh(tmp_path: Path) -> None:
-    plan = Plan(run_name="ps3", strategy="parameter_server", workers=2, parameter_servers=1,
+    plan = Plan(run_name="ps3", strategy=Strategy.PARAMETER_SERVER, workers=2, parameter_servers=1,
                 replicas_per_task=1)
     placed = place_on_machines(plan, assign(plan, chief="local", workers=["a", "b"], ps=["c"]),
                                ADDR, PORTS, logins={"a": {"login": "me@10.0.0.2:2222",
@@ -139,9 +144,9 @@ def test_multi_machine_bundle_readme_and_run_sh(tmp_path: Path) -> None:
 # -- run records and the history ---------------------------------------------------------------
 def test_run_records_and_history(tmp_path: Path) -> None:
     old = RunRecord("r1-aaaaaa", "r1", str(tmp_path / "r1"), "mirrored", created=1.0,
-                    state="finished", final_loss=0.5)
+                    state=RunState.FINISHED, final_loss=0.5)
     new = RunRecord("r2-bbbbbb", "r2", str(tmp_path / "r2"), "multi_worker_mirrored",
-                    created=2.0, state="running",
+                    created=2.0, state=RunState.RUNNING,
                     machines=[MachineRecord("h2", "/home/u/.cache/dtgui/runs/r2/h2", "python3",
                                             "10.0.0.2", {"name": "h2", "host": "10.0.0.2"})])
     new.set_pid("worker:0", "h2", 4242)
@@ -158,10 +163,11 @@ def test_run_records_and_history(tmp_path: Path) -> None:
     assert [r.run_id for r in history.records()] == ["r2-bbbbbb", "r1-aaaaaa", "r0"]
     assert [r.run_id for r in history.running()] == ["r2-bbbbbb"]
     loaded = history.find("r2-bbbbbb")
+    assert loaded is not None
     assert loaded.pids() == {"worker:0": 4242} and loaded.is_multi_machine
     assert loaded.machines[0].machine["host"] == "10.0.0.2"
     r0 = history.find("r0")
-    assert (r0.state, r0.final_loss) == ("finished", 0.7)
+    assert r0 is not None and (r0.state, r0.final_loss) == ("finished", 0.7)
     assert "password" not in (tmp_path / "r2" / "run.json").read_text()
 
 
@@ -244,45 +250,14 @@ def test_start_and_poll_scripts_with_real_processes(tmp_path: Path) -> None:
 
 
 # -- the run policy over scripted executors -----------------------------------------------------
-class Scripted(Executor):
-    """A machine whose polls are scripted: `alive`, `stopped`, `error` per task/machine."""
-
-    def __init__(self, name: str, bundle: Bundle, tasks: list) -> None:
-        super().__init__(name, bundle, tasks)
-        self.alive = {t.task_id: True for t in self.tasks}
-        self.stopped: set[str] = set()
-        self.error = ""
-        self.signals: list[int] = []
-
-    def prepare(self, progress=None) -> None: ...
-    def busy_ports(self) -> list[str]:
-        return []
-
-    def start(self) -> dict[str, int]:
-        self.pids = {t: 1000 + i for i, t in enumerate(self.task_ids)}
-        return self.pids
-
-    def poll(self) -> MachinePoll:
-        if self.error:
-            return MachinePoll(self.name, error=self.error)
-        now = time.time()
-        return MachinePoll(self.name, {t: TaskPoll(
-            t, alive=self.alive[t], stopped=t in self.stopped,
-            events=[Event("device", t, now, {"devices": []})],
-            log_lines=[f"{t} says hello"]) for t in self.task_ids})
-
-    def signal(self, sig: int, tasks=None) -> None:
-        self.signals.append(sig)
-        if sig == signal.SIGKILL:
-            self.alive = dict.fromkeys(self.alive, False)
-
-
-def scripted_run(tmp_path: Path, policy: RunPolicy) -> tuple[RunController, Scripted, Scripted]:
+def scripted_run(
+        tmp_path: Path, policy: RunPolicy
+        ) -> tuple[RunController, ScriptedExecutor, ScriptedExecutor]:
     plan = mwms()
     placed = place_on_machines(plan, assign(plan, machines=["a", "b"]), ADDR, PORTS)
     bundle = render_bundle(placed, tmp_path / "b")
-    a = Scripted("a", bundle, [placed.tasks[0]])
-    b = Scripted("b", bundle, [placed.tasks[1]])
+    a = ScriptedExecutor("a", bundle, [placed.tasks[0]])
+    b = ScriptedExecutor("b", bundle, [placed.tasks[1]])
     controller = RunController(bundle, executors=[a, b], policy=policy)
     controller.start()
     return controller, a, b
@@ -303,7 +278,7 @@ def test_an_unreachable_machine_fails_its_tasks_and_the_rest_is_stopped(tmp_path
 
 def test_a_task_that_stops_writing_events_is_hung(tmp_path: Path) -> None:
     controller, _a, b = scripted_run(tmp_path, RunPolicy(stale_seconds=1.0, stop_grace=0.5))
-    b.poll = lambda: MachinePoll("b", {"worker:1": TaskPoll("worker:1", b.alive["worker:1"])})
+    b.silent.add("worker:1")
     assert controller.wait(10)
     assert controller.state == "failed" and "no event for 1 s" in controller.message
 

@@ -11,6 +11,8 @@ from pathlib import Path
 import conftest_ssh
 import keyring.backends.fail
 import pytest
+import tomllib
+from keyrings.alt.file import PlaintextKeyring
 
 from dtgui.core.machines import (
     SCHEMA,
@@ -20,7 +22,6 @@ from dtgui.core.machines import (
     machines_file,
     parse_jump_spec,
     parse_port,
-    tomllib,
 )
 from dtgui.remote import secrets
 from dtgui.remote.probe import ProbeAnswer, parse_gpu_csv, read_probe
@@ -98,6 +99,7 @@ def test_hostile_host_and_user_are_refused_in_plain_words(value: str) -> None:
 @pytest.mark.parametrize("port", [0, 65536, -1, "22; reboot", "22", 22.5, True])
 def test_bad_ports_are_refused(port: object) -> None:
     with pytest.raises(MachineError, match="port"):
+        # a hostile value of any type, as a hand-edited machines.toml can hold
         Machine("m", "h.example", port=port, user="u").validate()  # type: ignore[arg-type]
 
 
@@ -134,7 +136,8 @@ def test_newline_in_name_and_missing_key_file_are_refused() -> None:
 
 
 # -- secrets (real keyring backends) ----------------------------------------------------------
-def test_secrets_live_in_the_keyring_and_go_with_the_machine(real_keyring) -> None:
+def test_secrets_live_in_the_keyring_and_go_with_the_machine(
+        real_keyring: PlaintextKeyring) -> None:
     reg = MachineRegistry()
     reg.add(Machine("m; $(x)", "h.example", user="u", auth="password"))
     secrets.set_secret("m; $(x)", "password", "pw-AAA")
@@ -154,7 +157,9 @@ def test_secrets_live_in_the_keyring_and_go_with_the_machine(real_keyring) -> No
 
 
 def test_no_keyring_backend_gives_a_plain_message_not_a_crash() -> None:
-    with secrets.using_keyring(keyring.backends.fail.Keyring()):
+    # keyring leaves KeyringBackend.__init__ unannotated (no "-> None"): an untyped call.
+    no_backend = keyring.backends.fail.Keyring()  # type: ignore[no-untyped-call]
+    with secrets.using_keyring(no_backend):
         assert not secrets.available()
         with pytest.raises(secrets.KeyringUnavailable, match="ask for passwords"):
             secrets.get_secret("m", "password")

@@ -17,6 +17,7 @@ from dtgui.core.metrics import RunMetrics
 from dtgui.core.plan import Plan
 from dtgui.core.run_curves import RunCurves, bundle_curves, final_loss_of_bundle
 from dtgui.core.runs import RECORD_NAME, RunHistory, RunRecord
+from dtgui.core.strategies import Strategy
 from dtgui.launch.history import open_run
 from dtgui.launch.pipeline import launch_plan
 from dtgui.launch.targets import Target
@@ -80,7 +81,7 @@ def test_a_launched_runs_final_loss_is_the_same_in_its_record_and_every_view(
         tmp_path: Path, stub_python: Callable[..., str]) -> None:
     """Two MultiWorkerMirrored workers (stub training, real supervisor and controller): the
     controller's final loss, saved in the record, is what Compare and the history show."""
-    plan = Plan(run_name="final", strategy="multi_worker_mirrored", workers=2,
+    plan = Plan(run_name="final", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
                 replicas_per_task=1, steps=20, checkpoint_every=0)
     controller = launch_plan(plan, tmp_path / "runs",
                              targets=[Target(python=stub_python(step_seconds=0.005))])

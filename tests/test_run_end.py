@@ -42,7 +42,7 @@ def run_to_its_end(bundle: Path) -> tuple[int, list[dict[str, Any]], float]:
 def last_step_time(events: list[dict[str, Any]]) -> float:
     batches = kinds(events, "steps")
     assert batches and batches[-1]["first"] + batches[-1]["count"] - 1 == STEPS
-    return max(e["t"] for e in batches)
+    return max(float(e["t"]) for e in batches)
 
 
 def test_a_16_replica_run_exits_right_after_its_last_step(tmp_path: Path) -> None:

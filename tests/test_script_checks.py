@@ -13,6 +13,7 @@ from dtgui.core.ignore import list_project
 from dtgui.core.plan import Plan
 from dtgui.core.script import ScriptModel
 from dtgui.core.script_scan import fit_refusal, scan_project
+from dtgui.core.strategies import Strategy
 from dtgui.launch.pipeline import LaunchError, launch_plan
 from dtgui.launch.precheck import PythonCheck
 from dtgui.launch.script_check import check_local, keras_facts, machine_problems, study
@@ -21,10 +22,10 @@ PROJECTS = Path(__file__).resolve().parent / "script_projects"
 
 
 def plan_for(project: Path, entry: str, *, legacy: bool = False,
-             strategy: str = "multi_worker_mirrored") -> Plan:
+             strategy: Strategy = Strategy.MULTI_WORKER_MIRRORED) -> Plan:
     return Plan(run_name="check", strategy=strategy, workers=2, replicas_per_task=1,
                 checkpoint_every=0,
-                model=ScriptModel(str(project), entry, legacy_keras=legacy).to_dict())
+                model=ScriptModel(str(project), entry, legacy_keras=legacy))
 
 
 def test_keras3_fit_under_multi_worker_is_refused_before_launch(tmp_path: Path) -> None:
@@ -79,8 +80,8 @@ def test_machine_problems_without_tensorboard_or_matching_tf_keras() -> None:
 
 def test_data_folder_on_each_machine_must_exist(tmp_path: Path) -> None:
     model = ScriptModel(str(PROJECTS / "helper_data"), "train.py",
-                        data_dir=str(tmp_path / "no-such-data")).to_dict()
-    plan = Plan(run_name="d", strategy="one_device", replicas_per_task=1, model=model)
+                        data_dir=str(tmp_path / "no-such-data"))
+    plan = Plan(run_name="d", strategy=Strategy.ONE_DEVICE, replicas_per_task=1, model=model)
     problems, _ = check_local(plan, sys.executable)
     assert any("no-such-data" in p and "does not exist" in p for p in problems)
     (tmp_path / "no-such-data").mkdir()

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ from dtgui.core.cluster import place_local
 from dtgui.core.events import Event, parse_line
 from dtgui.core.ignore import is_ignored, list_project, parse_rules
 from dtgui.core.metrics import RunMetrics
-from dtgui.core.plan import Plan, validate
+from dtgui.core.plan import ModelFile, Plan, validate
 from dtgui.core.scalars import is_loss_tag
 from dtgui.core.script import (
     ScriptModel,
@@ -23,6 +24,7 @@ from dtgui.core.script import (
     script_problems,
     split_args,
 )
+from dtgui.core.strategies import Strategy
 from dtgui.worker.script_env import expand_references
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,7 +95,7 @@ def test_env_lines_are_validated_with_reasons() -> None:
     assert "not KEY=VALUE" in problems[1]
     assert "set by dtgui" in problems[2] and "set by dtgui" in problems[3]
     assert "set twice" in problems[4]
-    model = ScriptModel("/p", "t.py", env={"X": "a\nb"}).to_dict()
+    model = ScriptModel("/p", "t.py", env={"X": "a\nb"})
     assert any("line break" in p for p in script_problems(model))
 
 
@@ -107,24 +109,24 @@ def test_arguments_and_references() -> None:
 
 
 def test_plan_round_trips_and_old_plans_still_read(tmp_path: Path) -> None:
-    model = ScriptModel(str(tmp_path), "train.py", ("--x", "1"), {"K": "v"}, True).to_dict()
+    model = ScriptModel(str(tmp_path), "train.py", ("--x", "1"), {"K": "v"}, True)
     plan = Plan(model=model)
     assert Plan.from_dict(json.loads(plan.to_json())).model == model
     old = json.loads(Plan().to_json())
     old["model"] = {"kind": "file", "path": "user_model.py"}
-    assert Plan.from_dict(old).model["kind"] == "file"
-    bad = Plan(model=ScriptModel(str(tmp_path), "../evil.py").to_dict())
+    assert Plan.from_dict(old).model == ModelFile("user_model.py")
+    bad = Plan(model=ScriptModel(str(tmp_path), "../evil.py"))
     assert any("inside the project folder" in p for p in validate(bad))
 
 
-def script_bundle(tmp_path: Path, **changes) -> Bundle:
+def script_bundle(tmp_path: Path, **changes: Any) -> Bundle:
     project = tmp_path / "proj"
     project.mkdir()
     (project / "train.py").write_text("print('hi')\n")
     model = ScriptModel(str(project), "train.py", ("--logdir", "$DTGUI_TENSORBOARD_DIR"),
-                        {"MY_FLAG": "1"}, True, "/data/set").to_dict()
-    plan = Plan(run_name="s", strategy="multi_worker_mirrored", workers=2, replicas_per_task=1,
-                model=model, **changes)
+                        {"MY_FLAG": "1"}, True, "/data/set")
+    plan = Plan(run_name="s", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
+                replicas_per_task=1, model=model, **changes)
     return render_bundle(place_local(plan), tmp_path / "bundle")
 
 
@@ -150,7 +152,7 @@ def test_bundle_holds_the_project_and_each_task_its_variables(tmp_path: Path) ->
 def test_missing_project_or_entry_is_refused(tmp_path: Path) -> None:
     from dtgui.core.bundle import BundleError
 
-    model = ScriptModel(str(tmp_path / "nope"), "train.py").to_dict()
+    model = ScriptModel(str(tmp_path / "nope"), "train.py")
     with pytest.raises(BundleError, match="does not exist"):
         render_bundle(place_local(Plan(model=model)), tmp_path / "b")
     assert not (tmp_path / "b").exists()

@@ -6,15 +6,17 @@ found before launch. No TensorFlow here (the real runs are in test_script_runs.p
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from dtgui.core.events import Event, read_all
-from dtgui.core.plan import Plan, TaskSpec
+from dtgui.core.plan import MetricsTasks, Plan, TaskSpec
 from dtgui.core.plan_text import script_rows, script_summary, script_text
 from dtgui.core.run_curves import RunCurves
 from dtgui.core.script import ScriptModel, script_problems
+from dtgui.core.strategies import Strategy
 from dtgui.launch.script_check import study
 from dtgui.worker.events import EventWriter
 from dtgui.worker.printed_metrics import LineParser, compile_patterns, metric_name, preview
@@ -95,7 +97,7 @@ def test_patterns_that_cannot_read_are_refused_with_the_reason() -> None:
     assert len(problems) == 3
     assert "not a regular expression" in problems[0]
     assert "names no value" in problems[1] and "names no value" in problems[2]
-    model = ScriptModel("/p", "t.py", patterns=("(unclosed",)).to_dict()
+    model = ScriptModel("/p", "t.py", patterns=("(unclosed",))
     assert any("Printed metrics: Pattern 1" in p for p in script_problems(model))
 
 
@@ -108,9 +110,10 @@ def test_one_metric_whatever_wrote_it() -> None:
 
 # -- the supervisor's script child ------------------------------------------------------------
 
-def script_child(tmp_path: Path, task: str = "worker:0", **script: object) -> ScriptChild:
-    model = ScriptModel("project", "main.py", **script).to_dict()  # type: ignore[arg-type]
-    plan = Plan(strategy="multi_worker_mirrored", workers=2, replicas_per_task=1, steps=70,
+def script_child(tmp_path: Path, task: str = "worker:0",
+                 script: ScriptModel | None = None) -> ScriptChild:
+    model = script or ScriptModel("project", "main.py")
+    plan = Plan(strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2, replicas_per_task=1, steps=70,
                 model=model, tasks=(TaskSpec("worker", 0), TaskSpec("worker", 1)))
     out = tmp_path / "output"
     out.mkdir(exist_ok=True)
@@ -154,14 +157,16 @@ def test_other_tasks_are_read_only_when_asked(tmp_path: Path) -> None:
     other = script_child(tmp_path, "worker:1")
     other.output(b"loss: 0.5\n")
     assert not [e for e in events_of(tmp_path, "worker-1") if e.kind == "scalar"]
-    every = script_child(tmp_path, "worker:1", metrics_tasks="all")
+    every = script_child(tmp_path, "worker:1", ScriptModel("project", "main.py",
+                                                           metrics_tasks=MetricsTasks.ALL))
     every.output(b"loss: 0.5\n")
     assert [e.get("tag") for e in events_of(tmp_path, "worker-1") if e.kind == "scalar"] == [
         "loss"]
 
 
 def test_user_pattern_steps_move_the_progress_against_dtgui_steps(tmp_path: Path) -> None:
-    child = script_child(tmp_path, patterns=(IT_PATTERN,))
+    child = script_child(tmp_path, script=ScriptModel("project", "main.py",
+                                                      patterns=(IT_PATTERN,)))
     child.output(b"[it 10] loss=0.90 lr=1e-3\n[it 20] loss=0.53 lr=1e-3\n")
     events = events_of(tmp_path)
     assert [(e.get("tag"), e.get("step"), e.get("value")) for e in events
@@ -232,8 +237,8 @@ def test_printed_losses_give_the_final_loss_and_the_epoch_progress() -> None:
 
 def test_a_script_plan_says_what_runs_and_what_does_not_apply() -> None:
     model = ScriptModel("/proj", "main.py", ("--epochs", "3"), {"DATA": "/d"}, True,
-                        patterns=(IT_PATTERN,)).to_dict()
-    plan = Plan(strategy="multi_worker_mirrored", workers=2, model=model)
+                        patterns=(IT_PATTERN,))
+    plan = Plan(strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2, model=model)
     assert script_summary(plan) == "script main.py --epochs 3 · tf_keras"
     rows = dict(script_rows(plan))
     assert rows["Environment"] == "DATA=/d"
@@ -243,7 +248,7 @@ def test_a_script_plan_says_what_runs_and_what_does_not_apply() -> None:
     assert all(w in rows["Not applying"] for w in ("steps", "optimizer", "validation",
                                                     "checkpoints"))
     assert "Keras 3" in dict(script_rows(plan.with_changes(
-        model={**model, "legacy_keras": False})))["Keras"]
+        model=replace(model, legacy_keras=False))))["Keras"]
     assert "Adam" not in script_text(plan)
     assert script_rows(Plan()) == []
 
@@ -252,7 +257,7 @@ def test_a_script_plan_says_what_runs_and_what_does_not_apply() -> None:
 
 def tutorial_plan(legacy: bool) -> Plan:
     model = ScriptModel(str(PROJECTS / "mwm_custom_loop"), "main.py", legacy_keras=legacy)
-    return Plan(strategy="multi_worker_mirrored", workers=2, model=model.to_dict())
+    return Plan(strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2, model=model)
 
 
 def test_keras2_calls_are_warned_of_under_keras3_with_the_fix() -> None:
@@ -267,8 +272,8 @@ def test_keras2_calls_are_warned_of_under_keras3_with_the_fix() -> None:
 
 def test_a_plan_json_keeps_the_printed_metrics_fields(tmp_path: Path) -> None:
     model = ScriptModel("/p", "t.py", printed_metrics=False, patterns=(IT_PATTERN,),
-                        metrics_tasks="all")
-    plan = Plan(model=model.to_dict())
+                        metrics_tasks=MetricsTasks.ALL)
+    plan = Plan(model=model)
     back = Plan.from_dict(json.loads(plan.to_json())).script
     assert back == model
 
@@ -301,7 +306,7 @@ def test_sample_lines_come_from_the_last_run_of_this_very_script(tmp_path: Path)
         (bundle / "project" / "main.py").write_text(source)
         (bundle / "output" / "logs").mkdir(parents=True)
         (bundle / "output" / "logs" / "worker-0.log").write_text(printed)
-        plan = Plan(run_name=name, model=ScriptModel("project", "main.py").to_dict())
+        plan = Plan(run_name=name, model=ScriptModel("project", "main.py"))
         (bundle / "plan.json").write_text(plan.to_json())
         os.utime(bundle / "plan.json", (created, created))
 

@@ -9,14 +9,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from runs import live_members
 
 from dtgui.core.events import read_all
-from dtgui.core.plan import Plan
+from dtgui.core.plan import Plan, TaskSpec
 from dtgui.core.run_curves import final_loss_of_bundle
 from dtgui.core.script import ScriptModel
+from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import RunController
 from dtgui.launch.pipeline import launch_plan
 
@@ -25,9 +27,10 @@ ROOT = Path(__file__).resolve().parent.parent
 PROJECTS = ROOT / "tests" / "script_projects"
 
 
-def script_plan(project: str, entry: str, *, strategy: str = "multi_worker_mirrored",
-                args: tuple[str, ...] = (), legacy: bool = False, **changes) -> Plan:
-    model = ScriptModel(str(PROJECTS / project), entry, args, {}, legacy).to_dict()
+def script_plan(project: str, entry: str, *,
+                strategy: Strategy = Strategy.MULTI_WORKER_MIRRORED, args: tuple[str, ...] = (),
+                legacy: bool = False, **changes: Any) -> Plan:
+    model = ScriptModel(str(PROJECTS / project), entry, args, {}, legacy)
     workers = 2 if strategy == "multi_worker_mirrored" else 1
     replicas = 1 if strategy in ("multi_worker_mirrored", "one_device") else 2
     return Plan(run_name=f"script-{project}", strategy=strategy, workers=workers,
@@ -83,7 +86,7 @@ def test_stop_leaves_no_process(tmp_path: Path) -> None:
 
 
 def test_custom_loop_report_gives_per_replica_curves(tmp_path: Path) -> None:
-    plan = script_plan("custom_loop", "train.py", strategy="mirrored", steps=5,
+    plan = script_plan("custom_loop", "train.py", strategy=Strategy.MIRRORED, steps=5,
                        per_replica_batch=8)
     controller = launch_plan(plan, tmp_path / "runs")
     wait_done(controller)
@@ -114,7 +117,7 @@ def test_script_that_raises_fails_the_run_with_its_own_error_line(tmp_path: Path
     assert failed and failed[0].get("error").startswith("FileNotFoundError: the labels file")
 
 
-def plan_task(controller: RunController):
+def plan_task(controller: RunController) -> TaskSpec:
     return controller.bundle.plan.tasks[0]
 
 
@@ -136,8 +139,8 @@ def project_copy(tmp_path: Path) -> Path:
 
 def test_project_with_helper_and_data_runs_from_the_bundle_and_by_hand(tmp_path: Path) -> None:
     project = project_copy(tmp_path)
-    model = ScriptModel(str(project), "train.py").to_dict()
-    plan = Plan(run_name="helper", strategy="one_device", replicas_per_task=1,
+    model = ScriptModel(str(project), "train.py")
+    plan = Plan(run_name="helper", strategy=Strategy.ONE_DEVICE, replicas_per_task=1,
                 checkpoint_every=0, model=model)
     controller = launch_plan(plan, tmp_path / "runs")
     wait_done(controller, 60)
@@ -213,8 +216,8 @@ def test_reattach_and_history_follow_a_script_run(tmp_path: Path) -> None:
 
 
 def test_parameter_server_script_servers_are_stopped_when_the_chief_ends(tmp_path: Path) -> None:
-    model = ScriptModel(str(PROJECTS / "ps_loop"), "train.py").to_dict()
-    plan = Plan(run_name="ps-script", strategy="parameter_server", workers=2,
+    model = ScriptModel(str(PROJECTS / "ps_loop"), "train.py")
+    plan = Plan(run_name="ps-script", strategy=Strategy.PARAMETER_SERVER, workers=2,
                 parameter_servers=1, replicas_per_task=1, steps=5, checkpoint_every=0,
                 model=model)
     controller = launch_plan(plan, tmp_path / "runs")
@@ -231,8 +234,8 @@ def test_parameter_server_script_servers_are_stopped_when_the_chief_ends(tmp_pat
 def test_tensorboard_files_the_script_writes_where_it_likes_are_followed(tmp_path: Path) -> None:
     """keras.callbacks.TensorBoard() writes to ./logs (in the bundle's project/): its files are
     this task's, told by the writer's process id in their names."""
-    model = ScriptModel(str(PROJECTS / "default_logs"), "train.py").to_dict()
-    plan = Plan(run_name="logs", strategy="one_device", replicas_per_task=1,
+    model = ScriptModel(str(PROJECTS / "default_logs"), "train.py")
+    plan = Plan(run_name="logs", strategy=Strategy.ONE_DEVICE, replicas_per_task=1,
                 checkpoint_every=0, model=model)
     controller = launch_plan(plan, tmp_path / "runs")
     wait_done(controller)
@@ -270,8 +273,8 @@ def test_a_tutorial_custom_loop_that_only_prints_gets_live_epoch_curves(tmp_path
 
 def test_a_user_pattern_reads_the_script_s_own_log_format(tmp_path: Path) -> None:
     pattern = r"\[it (?P<step>\d+)\] loss=(?P<loss>\S+) lr=(?P<lr>\S+)"
-    model = ScriptModel(str(PROJECTS / "it_lines"), "train.py", patterns=(pattern,)).to_dict()
-    plan = Plan(run_name="it-lines", strategy="one_device", replicas_per_task=1, steps=80,
+    model = ScriptModel(str(PROJECTS / "it_lines"), "train.py", patterns=(pattern,))
+    plan = Plan(run_name="it-lines", strategy=Strategy.ONE_DEVICE, replicas_per_task=1, steps=80,
                 checkpoint_every=0, model=model)
     controller = launch_plan(plan, tmp_path / "runs")
     wait_done(controller, 60)
@@ -286,7 +289,8 @@ def test_a_user_pattern_reads_the_script_s_own_log_format(tmp_path: Path) -> Non
     assert (progress.unit, progress.done, progress.total) == ("step", 80, 80)
 
 
-def test_dtgui_run_says_what_a_script_run_is_and_its_progress(tmp_path: Path, capsys) -> None:
+def test_dtgui_run_says_what_a_script_run_is_and_its_progress(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from dtgui.cli import main
 
     out = tmp_path / "bundle"

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
+from fakes import FakeSlurm
 
 from dtgui.core.machines import Machine, MachineError, MachineRegistry
 from dtgui.core.plan import Plan
@@ -25,6 +25,7 @@ from dtgui.core.slurm import (
     time_seconds,
 )
 from dtgui.core.slurm_answers import (
+    ClusterFacts,
     JobStatus,
     gres_gpus,
     parse_accounts,
@@ -143,7 +144,9 @@ def test_tf_config_from_the_allocation_never_shares_a_port() -> None:
     # two nodes with the same address (as the test cluster's), two tasks each
     configs = [slurm_task.allocation_tf_config(ids, r, ["127.0.0.1", "127.0.0.1"], [2, 2], "17")
                for r in range(4)]
-    addresses = configs[0]["cluster"]["worker"]  # type: ignore[index]
+    cluster = configs[0]["cluster"]
+    assert isinstance(cluster, dict)
+    addresses = cluster["worker"]
     assert len(set(addresses)) == 4
     assert [c["task"] for c in configs] == [{"type": "worker", "index": i} for i in range(4)]
     # ParameterServer: chief, then servers, then workers, by rank; hosts by block layout
@@ -239,7 +242,7 @@ def test_a_job_that_cannot_fit_is_refused_before_submit() -> None:
 def test_accounting_is_used_when_it_answers() -> None:
     """The account check and an ended job's state: `sacctmgr`/`sacct` where accounting
     answers; where it does not, the account is left to sbatch and the state to scontrol."""
-    facts = login_node.ClusterFacts("22.05.8", parse_sinfo(SINFO))
+    facts = ClusterFacts("22.05.8", parse_sinfo(SINFO))
     with_accounting = FakeSlurm({"id": "me\n", "sacctmgr": "lab\n",
                                  "sacct": "TIMEOUT|TimeLimit|0:15|00:05:00|2026-11-24T18:00:00\n"})
     check = login_node.check_job(with_accounting, SlurmJob(account="chem"), facts)
@@ -247,32 +250,14 @@ def test_accounting_is_used_when_it_answers() -> None:
     ended = login_node.status(with_accounting, "12")  # squeue and scontrol forgot it
     assert (ended.state, ended.time_limit, ended.exit_code, ended.signal) == \
         ("TIMEOUT", "00:05:00", 0, 15)
-    assert status_from_sacct("3", "CANCELLED by 1000|None|0:0|UNLIMITED|N/A\n").state == \
-        "CANCELLED"
+    cancelled = status_from_sacct("3", "CANCELLED by 1000|None|0:0|UNLIMITED|N/A\n")
+    assert cancelled is not None and cancelled.state == "CANCELLED"
     without = FakeSlurm({"id": "me\n"}, failing={"sacctmgr", "sacct"})
     check = login_node.check_job(without, SlurmJob(account="chem"), facts)
     assert check.problems == [] and check.notes == [
         "The account 'chem' cannot be checked before submit (Slurm's accounting does not "
         "answer `sacctmgr` here): Slurm judges it when the job is submitted."]
     assert login_node.status(without, "12").state == ""
-
-
-class FakeSlurm:
-    """A login node whose Slurm answers from a table: argv[0] -> stdout."""
-
-    def __init__(self, answers: dict[str, str], failing: set[str] | frozenset[str] = frozenset()
-                 ) -> None:
-        self.answers = answers
-        self.failing = failing  # commands that fail (exit 1)
-        self.calls: list[list[str]] = []
-
-    def run(self, argv: Sequence[str], timeout: float, *, stdin: bytes | None = None,
-            env: Mapping[str, str] | None = None) -> tuple[int, bytes, bytes]:
-        self.calls.append(list(argv))
-        key = "squeue --start" if "--start" in argv else argv[0]
-        if key in self.failing:
-            return 1, b"", b"Slurm accounting storage is disabled\n"
-        return 0, self.answers.get(key, "").encode(), b""
 
 
 def slurm_executor(tmp_path: Path, answers: dict[str, str]) -> SlurmExecutor:
@@ -315,7 +300,8 @@ def test_a_requeued_job_waits_again_whatever_its_first_attempt_wrote(tmp_path: P
                            "job 12 is waiting in the queue (BeginTime), expected to start "
                            "2026-11-24T18:02:00")
     executor.signal(15)
-    assert ["scancel", "12"] in executor.runner.calls  # type: ignore[attr-defined]
+    assert isinstance(executor.runner, FakeSlurm)
+    assert ["scancel", "12"] in executor.runner.calls
 
 
 def test_a_time_limit_fails_the_run_as_such(tmp_path: Path) -> None:
@@ -335,4 +321,5 @@ def test_a_time_limit_fails_the_run_as_such(tmp_path: Path) -> None:
             "output/checkpoints/ckpt-40 (step 40)") in controller.message
     assert any("CANCELLED DUE TO TIME LIMIT" in line
                for line in controller.metrics.log_lines("worker:0"))
-    assert not any(c[0] == "scancel" for c in executor.runner.calls)  # type: ignore[attr-defined]
+    assert isinstance(executor.runner, FakeSlurm)
+    assert not any(c[0] == "scancel" for c in executor.runner.calls)

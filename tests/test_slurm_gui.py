@@ -12,28 +12,32 @@ TensorFlow on Slurm is tested in tests/test_slurm_run.py.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import conftest_ssh
 import pytest
 import remote_python
 import runs
+import sshhosts
 from conftest_ssh import machine, trust
 from fakes import wait_for
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QWizard
+from pytestqt.qtbot import QtBot
 from runs import replica_losses
 from slurm_cluster import SlurmCluster, served_cluster
 from test_gui_e2e import click_next, curve_points, open_wizard_on
 from test_gui_multihost import click_message_button, screenshot, windows
 from test_slurm_run import login_node, processes_in
+from widgets import controller_of, dashboard_of
 
 from dtgui.core.machines import MachineRegistry
 from dtgui.core.plan import Plan
 from dtgui.core.runs import RunHistory, RunRecord
 from dtgui.core.slurm import LOCAL_CLUSTER, SlurmDefaults, SlurmJob
 from dtgui.core.slurm_bundle import place_on_cluster
+from dtgui.core.strategies import Strategy
 from dtgui.launch.watcher import watcher_pid
 from dtgui.ui.app import make_app
 from dtgui.ui.main_window import MainWindow
@@ -57,8 +61,9 @@ def fill_the_cluster(slurm: SlurmCluster, where: Path) -> tuple[str, ...]:
                  for _ in range(4))
 
 
-def test_wizard_to_a_slurm_job_pending_live_curves_and_stop(qtbot, slurm, windows, tmp_path,
-                                                            stub_python) -> None:
+def test_wizard_to_a_slurm_job_pending_live_curves_and_stop(
+        qtbot: QtBot, slurm: SlurmCluster, windows: list[MainWindow], tmp_path: Path,
+        stub_python: Callable[..., str]) -> None:
     make_app([])
     window = MainWindow()
     windows.append(window)
@@ -94,8 +99,8 @@ def test_wizard_to_a_slurm_job_pending_live_curves_and_stop(qtbot, slurm, window
         with qtbot.waitSignal(wizard.accepted, timeout=5000):
             qtbot.mouseClick(wizard.button(QWizard.WizardButton.FinishButton), LEFT)
         qtbot.waitUntil(lambda: window.session.source is not None, timeout=60_000)
-        controller = window.session.source
-        header = window.dashboard.header
+        controller = controller_of(window)
+        header = dashboard_of(window).header
         # queued behind the blockers: the dashboard says why, and the run is not hung
         qtbot.waitUntil(lambda: header.message_label.isVisible(), timeout=30_000)
         assert "is waiting in the queue (" in header.message_label.text()  # Resources, Priority
@@ -105,7 +110,8 @@ def test_wizard_to_a_slurm_job_pending_live_curves_and_stop(qtbot, slurm, window
         slurm.run("scancel", *blockers)
     job = controller.executors[0].job_id
     assert RunRecord.load(controller.bundle.path).machines[0].job_id == job
-    qtbot.waitUntil(lambda: window.dashboard.loss_panel.replica_ids() == [0, 1], timeout=60_000)
+    qtbot.waitUntil(lambda: dashboard_of(window).loss_panel.replica_ids() == [0, 1],
+                    timeout=60_000)
     qtbot.waitUntil(lambda: min(curve_points(window, r) for r in range(2)) >= 5, timeout=60_000)
     assert not header.message_label.isVisible()  # the queue's reason went with the wait
     assert sorted(controller.metrics.snapshot().replica_loss) == [0, 1]
@@ -120,14 +126,15 @@ def test_wizard_to_a_slurm_job_pending_live_curves_and_stop(qtbot, slurm, window
     assert slurm.drained() == []
 
 
-def test_close_keep_training_reopen_and_reattach_from_the_job_id(qtbot, slurm, windows,
-                                                                 stub_python) -> None:
+def test_close_keep_training_reopen_and_reattach_from_the_job_id(
+        qtbot: QtBot, slurm: SlurmCluster, windows: list[MainWindow],
+        stub_python: Callable[..., str]) -> None:
     """Close dtgui mid-run (Keep training): the job stays in the queue, a watcher follows it.
     Reopen and reattach: the run is found again from the job id in its record, and the curves
     have every step, those trained while dtgui was closed too."""
     job = SlurmJob(nodes=2, tasks_per_node=1, python=stub_python(step_seconds=0.05))
     plan = place_on_cluster(Plan(run_name="slurm-closed-and-back",
-                                 strategy="multi_worker_mirrored", workers=2,
+                                 strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
                                  replicas_per_task=1, steps=FOREVER, steps_per_epoch=50,
                                  checkpoint_every=0), job)
     make_app([])
@@ -136,9 +143,10 @@ def test_close_keep_training_reopen_and_reattach_from_the_job_id(qtbot, slurm, w
     first.show()
     first.launch(plan, slurm=job)
     qtbot.waitUntil(lambda: first.session.source is not None, timeout=60_000)
-    record = first.session.source.record
+    record = controller_of(first).record
+    assert record is not None
     qtbot.waitUntil(lambda: min(curve_points(first, r) for r in range(2)) >= 5, timeout=60_000)
-    job_id = first.session.source.executors[0].job_id
+    job_id = controller_of(first).executors[0].job_id
     click_message_button(qtbot, "Keep training")
     first.close()
     assert not first.isVisible()
@@ -157,7 +165,7 @@ def test_close_keep_training_reopen_and_reattach_from_the_job_id(qtbot, slurm, w
     second._reattach(running[0])
     qtbot.waitUntil(lambda: second.session.source is not None, timeout=60_000)
     assert watcher_pid(record) is None  # the GUI took the run back
-    controller = second.session.source
+    controller = controller_of(second)
     assert controller.executors[0].job_id == job_id
     qtbot.waitUntil(lambda: controller.metrics.snapshot().step >= closed_at + 30,
                     timeout=60_000)
@@ -167,7 +175,7 @@ def test_close_keep_training_reopen_and_reattach_from_the_job_id(qtbot, slurm, w
     qtbot.waitUntil(lambda: min(curve_points(second, r) for r in range(2)) >= closed_at + 30,
                     timeout=30_000)
     with qtbot.waitSignal(second.session.ended, timeout=60_000) as ended:
-        qtbot.mouseClick(second.dashboard.header.stop_button, LEFT)
+        qtbot.mouseClick(dashboard_of(second).header.stop_button, LEFT)
     assert ended.args[0] == "stopped"
     assert {t.status for t in controller.metrics.snapshot().tasks.values()} == {"stopped"}
     wait_for(lambda: job_id not in slurm.queue(), 15, f"job {job_id} is still queued")
@@ -177,8 +185,9 @@ def test_close_keep_training_reopen_and_reattach_from_the_job_id(qtbot, slurm, w
         screenshot(second, "slurm-reattached")
 
 
-def test_a_registered_cluster_from_the_wizard_over_ssh(qtbot, slurm, ssh_env, login_node,
-                                                       ssh_lab, windows) -> None:
+def test_a_registered_cluster_from_the_wizard_over_ssh(
+        qtbot: QtBot, slurm: SlurmCluster, ssh_env: Path, login_node: sshhosts.Host,
+        ssh_lab: sshhosts.SshLab, windows: list[MainWindow]) -> None:
     """A cluster registered by its login node (an SSH test host): chosen in the wizard with its
     defaults, the run goes there through the launch's connection, its curves come back live,
     and Stop cancels the job on the login node."""
@@ -207,11 +216,12 @@ def test_a_registered_cluster_from_the_wizard_over_ssh(qtbot, slurm, ssh_env, lo
     with qtbot.waitSignal(wizard.accepted, timeout=5000):
         qtbot.mouseClick(wizard.button(QWizard.WizardButton.FinishButton), LEFT)
     qtbot.waitUntil(lambda: window.session.source is not None, timeout=60_000)
-    controller = window.session.source
+    controller = controller_of(window)
+    assert controller.record is not None
     assert controller.record.machines[0].dir.startswith(str(ssh_lab.home / "gui-runs"))
     qtbot.waitUntil(lambda: min(curve_points(window, r) for r in range(2)) >= 5, timeout=60_000)
     # the job runs: the queue's note (its first poll may find it pending) is gone from the header
-    header = window.dashboard.header
+    header = dashboard_of(window).header
     qtbot.waitUntil(lambda: not header.message_label.isVisible(), timeout=5000)
     job = controller.executors[0].job_id
     # the Machines panel's probe of the cluster: its partitions, and this job among yours
@@ -224,7 +234,7 @@ def test_a_registered_cluster_from_the_wizard_over_ssh(qtbot, slurm, ssh_env, lo
     assert f"{job} " in card and "RUNNING on 2 nodes in debug" in card, card
     screenshot(window, "slurm-machines")
     with qtbot.waitSignal(window.session.ended, timeout=60_000) as ended:
-        qtbot.mouseClick(window.dashboard.header.stop_button, LEFT)
+        qtbot.mouseClick(dashboard_of(window).header.stop_button, LEFT)
     assert ended.args[0] == "stopped"
     wait_for(lambda: job not in slurm.queue(), 15, f"job {job} is still queued")
     wait_for(lambda: not processes_in(Path(controller.executors[0].directory)), 10,

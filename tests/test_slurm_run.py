@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import conftest_ssh
 import pytest
@@ -25,7 +26,7 @@ import remote_python
 import runs
 import sshhosts
 from conftest_ssh import machine, trust
-from fakes import wait_for
+from fakes import GPU_FIXTURES, python_with_fake_gpus, wait_for
 from slurm_cluster import SlurmCluster, served_cluster
 
 from dtgui.cli.main import main as cli_main
@@ -39,6 +40,7 @@ from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.pipeline import launch_plan, reattach
 from dtgui.launch.policy import RunPolicy
+from dtgui.launch.slurm_exec import SlurmExecutor
 from dtgui.launch.targets import Target
 from dtgui.remote.commands import LocalRunner
 from dtgui.remote.slurm import probe
@@ -51,7 +53,6 @@ def slurm() -> Iterator[SlurmCluster]:
     yield from served_cluster()
 
 
-FAKE_NVML = Path(__file__).resolve().parent / "fake_nvml"
 SCRIPTS = Path(__file__).resolve().parent / "script_projects"
 
 
@@ -61,17 +62,6 @@ def mwms(steps: int, name: str = "slurm-run", checkpoint_every: int = 0) -> Plan
                 checkpoint_every=checkpoint_every)
 
 
-def with_fake_gpus(python: str, folder: Path) -> str:
-    """`python` with an NVML that replays a real GPU's telemetry (tests/fake_nvml), as the
-    nodes' interpreter: the tasks' telemetry reports that GPU."""
-    wrapper = folder / "python-with-gpus"
-    wrapper.write_text("#!/bin/sh\n"
-                       f"PYTHONPATH={shlex.quote(str(FAKE_NVML))}${{PYTHONPATH:+:$PYTHONPATH}}\n"
-                       f'export PYTHONPATH\nexec {shlex.quote(python)} "$@"\n')
-    wrapper.chmod(0o755)
-    return str(wrapper)
-
-
 def started_at(bundle: Path, task: str) -> list[int]:
     """The step each start of `task` resumed from (its `started` events)."""
     lines = (bundle / "output" / f"events-{task.replace(':', '-')}.jsonl").read_text()
@@ -79,9 +69,8 @@ def started_at(bundle: Path, task: str) -> list[int]:
             if event.get("kind") == "started"]
 
 
-def launch(plan: Plan, root: Path, python: str, **job: object) -> RunController:
-    settings = SlurmJob(**{"nodes": 2, "tasks_per_node": 1, "python": python,  # type: ignore[arg-type]
-                           **job})
+def launch(plan: Plan, root: Path, python: str, **job: Any) -> RunController:
+    settings = replace(SlurmJob(nodes=2, tasks_per_node=1, python=python), **job)
     return launch_plan(plan, root, targets=[Target(python=python, slurm=settings)])
 
 
@@ -187,7 +176,8 @@ def test_pending_job_says_why_and_stop_cancels_it(slurm: SlurmCluster, tmp_path:
         wait_for(lambda: any("is waiting in the queue (Resources" in line
                              for line in controller.metrics.log_lines("worker:0")), 20,
                  "the queue reason is not shown")
-        assert controller.state is RunState.RUNNING  # queued: not hung, not failed
+        queued = controller.state
+        assert queued is RunState.RUNNING  # queued: not hung, not failed
         assert "is waiting in the queue (Resources)" in controller.message  # the run's view
         controller.request_stop()
         assert controller.wait(30)
@@ -213,7 +203,9 @@ def test_a_task_that_fails_fails_the_run_with_its_error(slurm: SlurmCluster, tmp
     # in Slurm's words, with the checkpoint a restart would resume from
     python = stub_python(step_seconds=0.1)
     controller = launch(mwms(100000, "node-fails", checkpoint_every=10), tmp_path, python)
-    wait_for(lambda: controller.executors[0].checkpoint is not None, 30, "no checkpoint")
+    executor = controller.executors[0]
+    assert isinstance(executor, SlurmExecutor)
+    wait_for(lambda: executor.checkpoint is not None, 30, "no checkpoint")
     down = time.time()
     try:
         slurm.run("scontrol", "update", "NodeName=node2", "State=DOWN", "Reason=dtgui-test")
@@ -259,15 +251,15 @@ def test_a_job_that_cannot_run_is_a_clear_error(slurm: SlurmCluster, tmp_path: P
 def test_reattach_from_the_job_id(slurm: SlurmCluster, tmp_path: Path,
                                   stub_python: Callable[..., str]) -> None:
     # every node's GPUs on the dashboard while it runs (a real GPU's telemetry replayed)
-    python = with_fake_gpus(stub_python(step_seconds=0.1), tmp_path)
+    python = python_with_fake_gpus(stub_python(step_seconds=0.1), tmp_path)
     controller = launch(mwms(40).with_changes(device_kind="gpu"), tmp_path, python)
     gpus = ["worker:0 gpu0", "worker:1 gpu0"]  # a task a node
     wait_for(lambda: controller.metrics.snapshot().step >= 10 and
              sorted(controller.metrics.snapshot().device_util) == gpus, 30,
              f"no steps, or not every node's GPU: {controller.metrics.snapshot().step} "
              f"{sorted(controller.metrics.snapshot().device_util)}")
-    captured = {device["util"] for line in (FAKE_NVML.parent / "fixtures" / "gpu" /
-                "telemetry-h100-under-load.jsonl").read_text().splitlines()
+    captured = {device["util"] for line in (GPU_FIXTURES / "telemetry-h100-under-load.jsonl"
+                                            ).read_text().splitlines()
                 for device in json.loads(line)["devices"]}
     for label in gpus:
         assert set(controller.metrics.snapshot().device_util[label][1]) <= captured
@@ -308,6 +300,7 @@ def test_a_restart_resubmits_the_job(slurm: SlurmCluster, tmp_path: Path,
                              targets=[Target(python=python, slurm=settings)],
                              policy=RunPolicy(max_restarts=1))
     executor = controller.executors[0]
+    assert isinstance(executor, SlurmExecutor)
     first = executor.job_id
     wait_for(lambda: executor.checkpoint is not None, 30, "no checkpoint")
     # the time limit, reached now (Slurm rounds the limit to the minute: 00:01:00)
@@ -363,7 +356,7 @@ def test_ctrl_c_in_dtgui_run_cancels_the_job(slurm: SlurmCluster, tmp_path: Path
 def test_a_users_script_on_two_nodes(slurm: SlurmCluster, tmp_path: Path) -> None:
     """The user's own training script, one task a node, its curves live from the
     TensorBoard files it writes (the script needs no TensorFlow)."""
-    model = ScriptModel(str(SCRIPTS / "sleepy_loop"), "train.py", ("4", "0.3")).to_dict()
+    model = ScriptModel(str(SCRIPTS / "sleepy_loop"), "train.py", ("4", "0.3"))
     controller = launch(mwms(10, "slurm-script").with_changes(model=model), tmp_path,
                         sys.executable)
     deadline = time.monotonic() + 60
@@ -405,7 +398,8 @@ def test_a_cluster_reached_over_ssh(slurm: SlurmCluster, ssh_env: Path, login_no
                       slurm=SlurmDefaults(partition="debug", shared_dir="cluster-runs"))
     controller = launch_plan(mwms(40), tmp_path, targets=[
         Target.cluster(cluster, nodes=2, tasks_per_node=1)])
-    run_dir = controller.record.machines[0].dir  # type: ignore[union-attr]
+    assert controller.record is not None
+    run_dir = controller.record.machines[0].dir
     assert run_dir.startswith(str(ssh_lab.home / "cluster-runs"))
     assert controller.wait(60) and controller.state is RunState.FINISHED, (
         controller.message, controller.metrics.log_lines("worker:0")[-8:])

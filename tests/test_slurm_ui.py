@@ -5,11 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from pytestqt.qtbot import QtBot
 from test_gui_multihost import windows
 
 from dtgui.core.machines import Machine, MachineRegistry
+from dtgui.core.plan import Plan
 from dtgui.core.slurm import SlurmDefaults
+from dtgui.core.strategies import Strategy
 from dtgui.ui.machines.add_dialog import MachineDialog
+from dtgui.ui.main_window import MainWindow
+from dtgui.ui.wizard import RunWizard
 
 __all__ = ["windows"]  # a fixture
 
@@ -19,7 +25,7 @@ CLUSTER = Machine("hpc", "login.example.org", user="me", auth="agent",
                                       venv="~/envs/tf"))
 
 
-def test_the_dialog_keeps_and_edits_a_clusters_defaults(qtbot, tmp_path: Path) -> None:
+def test_the_dialog_keeps_and_edits_a_clusters_defaults(qtbot: QtBot, tmp_path: Path) -> None:
     registry = MachineRegistry(tmp_path / "machines.toml")
     dialog = MachineDialog(registry, CLUSTER)
     qtbot.addWidget(dialog)
@@ -44,12 +50,10 @@ def test_the_dialog_keeps_and_edits_a_clusters_defaults(qtbot, tmp_path: Path) -
     assert not plain.slurm_fields.isChecked() and plain.machine().slurm is None
 
 
-def review_on(qtbot, machines: list[Machine], last=None):
+def review_on(qtbot: QtBot, machines: list[Machine], last: Plan | None = None) -> RunWizard:
     """A wizard on its review page with `machines` registered (`last`: the last run's plan)."""
-    from dtgui.core.plan import Plan
-    from dtgui.ui.wizard import RunWizard
-
-    wizard = RunWizard(None, last or Plan(run_name="on-hpc", strategy="multi_worker_mirrored",
+    wizard = RunWizard(None, last or Plan(run_name="on-hpc",
+                                          strategy=Strategy.MULTI_WORKER_MIRRORED,
                                           workers=2, checkpoint_every=0))
     qtbot.addWidget(wizard)
     wizard.set_machines(machines)
@@ -60,7 +64,7 @@ def review_on(qtbot, machines: list[Machine], last=None):
     return wizard
 
 
-def test_the_wizard_sends_a_run_to_a_cluster_and_shows_its_batch_script(qtbot) -> None:
+def test_the_wizard_sends_a_run_to_a_cluster_and_shows_its_batch_script(qtbot: QtBot) -> None:
     """The review's Slurm target: the cluster's defaults, nodes x tasks per node x GPUs per
     task, the batch script the bundle will hold, and a clear error for each bad value."""
     from PySide6.QtWidgets import QWizard
@@ -149,14 +153,14 @@ def test_the_wizard_sends_a_run_to_a_cluster_and_shows_its_batch_script(qtbot) -
     assert all(t.is_local for t in wizard.plan().tasks)
 
 
-def test_export_from_the_wizard_writes_the_slurm_bundle(qtbot, tmp_path: Path, monkeypatch,
-                                                        windows) -> None:
+def test_export_from_the_wizard_writes_the_slurm_bundle(
+        qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        windows: list[MainWindow]) -> None:
     """Export bundle… with a Slurm target writes the job's bundle (job.sbatch as the review
     showed it) and says how to submit it by hand; the TPU strategy is refused for a cluster."""
     from PySide6.QtWidgets import QMessageBox
 
     from dtgui.core.slurm import SlurmJob
-    from dtgui.ui.main_window import MainWindow
 
     wizard = review_on(qtbot, [CLUSTER])
     review = wizard.review_page
@@ -184,7 +188,7 @@ def test_export_from_the_wizard_writes_the_slurm_bundle(qtbot, tmp_path: Path, m
     assert not review.isComplete()
 
 
-def test_a_probed_cluster_in_the_panel_and_the_wizard(qtbot) -> None:
+def test_a_probed_cluster_in_the_panel_and_the_wizard(qtbot: QtBot) -> None:
     """What the Machines panel's probe found of a cluster (sinfo, squeue): its card shows the
     partitions and the user's jobs and each problem with what to do; the wizard checks a job
     against those partitions, says where Launch sends the run, and the next wizard opens with

@@ -16,6 +16,7 @@ import sys
 import numpy as np
 import psutil
 from fakes import FakeRun, event, steps_fields
+from pytestqt.qtbot import QtBot
 
 from dtgui.core.events import Event
 from dtgui.core.metrics import RunMetrics
@@ -44,7 +45,7 @@ def passes(count: int) -> list[list[Event]]:
     return out
 
 
-def test_redraws_keep_none_and_memory_flat(qtbot) -> None:
+def test_redraws_keep_none_and_memory_flat(qtbot: QtBot) -> None:
     variants = passes(7)
     metrics = RunMetrics(STEPS)
     dash = Dashboard()

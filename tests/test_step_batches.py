@@ -140,7 +140,9 @@ def test_a_line_longer_than_one_read_is_still_read(tmp_path: Path) -> None:
     steps_event(writer, 1, np.ones((5000, 16), np.float32), list(range(16)))
     writer.close()
     events = EventTail(path).read_new(max_bytes=4096)
-    assert len(events) == 1 and step_rows(events[0].data).losses.shape == (5000, 16)
+    assert len(events) == 1
+    rows = step_rows(events[0].data)
+    assert rows is not None and rows.losses.shape == (5000, 16)
 
 
 def test_steps_per_call_grows_to_the_target_and_respects_bounds() -> None:
@@ -176,7 +178,8 @@ def test_step_batch_prints_a_bundles_losses_as_csv(tmp_path: Path) -> None:
                                 "2,1.5,1,2"]
 
 
-def test_export_takes_steps_per_call_and_refuses_too_many(tmp_path: Path, capsys) -> None:
+def test_export_takes_steps_per_call_and_refuses_too_many(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from dtgui.cli import main
 
     assert main(["export", str(tmp_path / "ok"), "--steps-per-call", "64"]) == 0

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -32,10 +33,11 @@ print(json.dumps({"records": records, "board": board}))
 """
 
 
-def read_back(path: str, logdir: str) -> dict:
+def read_back(path: str, logdir: str) -> dict[str, Any]:
     out = subprocess.run([sys.executable, "-c", READER, path, logdir], capture_output=True,
                          text=True, check=True, timeout=240).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    read: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return read
 
 
 def test_tensorflow_and_tensorboard_read_every_value_across_varint_widths(

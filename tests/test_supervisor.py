@@ -11,8 +11,10 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 from conftest import ROOT
+from fakes import pynvml_slow_to_start
 
 from dtgui.worker.script_child import last_error_line
 
@@ -39,7 +41,7 @@ SUPERVISED = textwrap.dedent("""
 
 
 def supervised(tmp_path: Path, code: str, kind: str = "training",
-               timeout: float = 60) -> tuple[int, list[dict], str]:
+               timeout: float = 60) -> tuple[int, list[dict[str, Any]], str]:
     events = tmp_path / "events.jsonl"
     proc = subprocess.run([sys.executable, "-c", SUPERVISED, str(events), code, kind],
                           capture_output=True, text=True, timeout=timeout, cwd=ROOT)
@@ -47,7 +49,7 @@ def supervised(tmp_path: Path, code: str, kind: str = "training",
     return proc.returncode, [json.loads(x) for x in lines], proc.stdout + proc.stderr
 
 
-def failures(events: list[dict]) -> list[dict]:
+def failures(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in events if e.get("kind") == "failed"]
 
 
@@ -100,15 +102,8 @@ def test_a_stop_while_the_device_telemetry_starts_is_not_lost(tmp_path: Path) ->
     """SIGTERM arriving while NVML starts (its import and init guard every error, as a machine
     without a driver needs): the stop still ends the task. A stand-in pynvml (a fake: no GPU
     here) says when its init has begun and holds it there."""
-    fake = tmp_path / "fake_pynvml"
-    fake.mkdir()
     started = tmp_path / "nvml-init"
-    (fake / "pynvml.py").write_text(textwrap.dedent(f"""
-        import time
-        def nvmlInit():
-            open({str(started)!r}, "w").close()
-            time.sleep(30)
-    """))
+    fake = pynvml_slow_to_start(tmp_path / "fake_pynvml", started)
     events_path = tmp_path / "events.jsonl"
     proc = subprocess.Popen([sys.executable, "-c", SUPERVISED, str(events_path),
                              "import time; time.sleep(600)", "training"], cwd=ROOT,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import conftest_ssh
@@ -18,6 +19,7 @@ from dtgui.core.plan import Plan
 from dtgui.core.script import ScriptModel
 from dtgui.core.strategies import Strategy
 from dtgui.core.sweep import SweepSpec, parse_param
+from dtgui.core.sweep_study import TrialRow
 from dtgui.launch.sweep_queue import SweepQueue
 from dtgui.launch.sweep_slots import Slot
 from dtgui.launch.targets import Target
@@ -29,30 +31,33 @@ PROJECT = Path(__file__).resolve().parent / "script_projects" / "sweep_target"
 
 
 @pytest.fixture(scope="module")
-def lab_python(ssh_lab: sshhosts.SshLab):  # type: ignore[no-untyped-def]
+def lab_python(ssh_lab: sshhosts.SshLab) -> Iterator[str]:
     python = remote_python.python_for()
     yield python
     shutil.rmtree(ssh_lab.home / ".cache" / "dtgui", ignore_errors=True)
 
 
-def test_a_script_sweep_runs_one_trial_per_host_at_a_time(  # type: ignore[no-untyped-def]
-        tmp_path: Path, ssh_lab, lab_python, ssh_env) -> None:
+def test_a_script_sweep_runs_one_trial_per_host_at_a_time(
+        tmp_path: Path, ssh_lab: sshhosts.SshLab, lab_python: str, ssh_env: Path) -> None:
     trust(*ssh_lab.hosts)
     hosts = {h.name: h for h in ssh_lab.hosts}
     slots = [Slot(name, (Target(name, machine(ssh_lab, hosts[name]), python=lab_python),))
              for name in ("h2", "h3")]
     model = ScriptModel(str(PROJECT), "train.py", ("--steps", "6", "--seconds", "0.3"))
     plan = Plan(run_name="hosts", strategy=Strategy.ONE_DEVICE, replicas_per_task=1,
-                checkpoint_every=0, model=model.to_dict())
+                checkpoint_every=0, model=model)
     spec = SweepSpec(params=(parse_param("--x=uniform:0:1"),), trials=4, parallel=2,
                      search="random", pruner="none")
-    rows = SweepQueue(tmp_path / "s", spec, plan, slots=slots).run()
+    rows = SweepQueue.new(tmp_path / "s", spec, plan, slots=slots).run()
     assert [r.state for r in rows] == ["finished"] * 4, [r.error for r in rows]
     assert all(r.objective is not None and r.best_step == 6 for r in rows)
-    by_host = {name: sorted((r.started, r.ended) for r in rows if r.machine == name)
-               for name in ("h2", "h3")}
+    def span(row: TrialRow) -> tuple[float, float]:
+        assert row.started is not None and row.ended is not None, row
+        return row.started, row.ended
+
+    by_host = {name: sorted(span(r) for r in rows if r.machine == name) for name in ("h2", "h3")}
     assert all(len(spans) == 2 for spans in by_host.values()), by_host
     for spans in by_host.values():  # one trial a host at a time
-        assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), spans  # type: ignore[operator]
+        assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), spans
     first_h2, first_h3 = by_host["h2"][0], by_host["h3"][0]
-    assert first_h2[0] < first_h3[1] and first_h3[0] < first_h2[1]  # type: ignore[operator]
+    assert first_h2[0] < first_h3[1] and first_h3[0] < first_h2[1]

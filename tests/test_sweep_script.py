@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from pytestqt.qtbot import QtBot
+from widgets import cell_text
 
 from dtgui.core.plan import Plan
 from dtgui.core.script import ScriptModel
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.gui
 
 
 def script_plan(*args: str) -> Plan:
-    model = ScriptModel(str(PROJECT), "train.py", args).to_dict()
+    model = ScriptModel(str(PROJECT), "train.py", args)
     return Plan(run_name="xsweep", strategy=Strategy.ONE_DEVICE, replicas_per_task=1,
                 checkpoint_every=0, model=model)
 
@@ -74,8 +75,8 @@ def test_a_script_sweep_goes_on_in_its_own_process_while_the_view_is_closed(
     assert again.more_button.isEnabled()
     again.more(5)
     qtbot.waitUntil(lambda: again.table.rowCount() == 5 and again.process is None
-                    and all(again.table.item(i, 1).text() == "finished"  # type: ignore[union-attr]
-                            for i in range(5)), timeout=60_000)
+                    and all(cell_text(again.table, i, 1) == "finished" for i in range(5)),
+                    timeout=60_000)
     assert "going on with the sweep" in (folder / LOG_FILE).read_text()
 
 
@@ -134,7 +135,8 @@ def test_trials_far_worse_than_the_median_are_pruned_early_and_keep_their_curves
 
     spec = SweepSpec(params=(parse_param("--x=choice:0.3,0.35,3,4"),), trials=4, parallel=1,
                      search="random", pruner="median")
-    queue = SweepQueue(tmp_path / "p", spec, script_plan("--steps", "40", "--seconds", "0.1"))
+    queue = SweepQueue.new(tmp_path / "p", spec,
+                           script_plan("--steps", "40", "--seconds", "0.1"))
     for x in ("0.3", "0.35", "3", "4"):
         queue.study.enqueue_trial({"--x": x})
     rows = {r.number: r for r in queue.run()}

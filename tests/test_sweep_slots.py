@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QCheckBox
 
 from dtgui.core.hardware import GpuInfo
 from dtgui.core.machines import Machine, MachineRegistry
-from dtgui.core.plan import Plan, TaskSpec
+from dtgui.core.plan import DeviceKind, Plan, TaskSpec
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
 from dtgui.core.strategies import Strategy
@@ -28,13 +28,13 @@ from dtgui.launch.sweep_slots import (
     GpuReport,
     Slot,
     active_run_plans,
-    busy_indexes,
     free_groups,
     held_gpus,
     slots_for,
 )
 from dtgui.launch.targets import Target
 from dtgui.remote.probe import parse_gpu_csv
+from dtgui.worker.machine_probe import processes_by_index
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
 IDLE_H100 = parse_gpu_csv([(FIXTURES / "nvidia-smi-query-h100.csv").read_text().strip()])[0]
@@ -42,7 +42,7 @@ IDLE_H100 = parse_gpu_csv([(FIXTURES / "nvidia-smi-query-h100.csv").read_text().
 LOADED_H100 = [GpuInfo(d["index"], d["name"], d["mem_total"], d["mem_used"], d["util"])
                for line in (FIXTURES / "telemetry-h100-under-load.jsonl").read_text().splitlines()
                for d in json.loads(line)["devices"]]
-ONE_GPU = Plan(device_kind="gpu", strategy=Strategy.ONE_DEVICE, replicas_per_task=1)
+ONE_GPU = Plan(device_kind=DeviceKind.GPU, strategy=Strategy.ONE_DEVICE, replicas_per_task=1)
 
 
 def h100(index: int, loaded: bool = False) -> GpuInfo:
@@ -59,10 +59,12 @@ def test_an_h100_under_load_is_busy_though_its_memory_is_nearly_free() -> None:
 
 
 def test_compute_processes_are_matched_to_their_gpu_by_uuid() -> None:
-    text = ("0, GPU-aaaa\n1, GPU-bbbb\n2, GPU-cccc\n@@apps\n"
-            "GPU-cccc, 4242\nGPU-aaaa, 17\nGPU-cccc, 4243\n")
-    assert busy_indexes(text) == {0, 2}
-    assert busy_indexes("0, GPU-aaaa\n@@apps\n") == set()
+    gpus = ["0, GPU-aaaa", "1, GPU-bbbb", "2, GPU-cccc"]
+    apps = ["GPU-cccc, 4242", "GPU-aaaa, 17", "GPU-cccc, 4243"]
+    assert processes_by_index(gpus, apps) == [1, 0, 2]
+    assert processes_by_index(["0, GPU-aaaa"], []) == [0]
+    # the machine probe's count is enough for a GPU to be taken
+    assert GpuReport([h100(0), dataclasses.replace(h100(1), processes=1)]).idle() == [0]
 
 
 def test_trials_take_free_gpus_across_machines_and_say_what_is_left_out(
@@ -95,7 +97,7 @@ def test_trials_take_free_gpus_across_machines_and_say_what_is_left_out(
     assert "h100a: GPU 2 run(s) another process" in said
     assert "4 trials at once were asked, but 3 group(s) of 1 free GPU(s)" in said
 
-    mirrored = Plan(device_kind="gpu", strategy=Strategy.MIRRORED, replicas_per_task=2)
+    mirrored = Plan(device_kind=DeviceKind.GPU, strategy=Strategy.MIRRORED, replicas_per_task=2)
     pairs = slots_for(mirrored, 4, [], machines=["local", "h100a"], reports=report,
                       registry=registry)
     assert [(s.targets[0].name, s.gpus) for s in pairs] == [("local", (0, 1))]
@@ -113,9 +115,9 @@ def test_gpus_given_to_a_single_run_that_still_runs_are_left_to_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run launched while the sweep runs holds its GPUs from its start (its record and
     placed plan), before its process shows on them; one given no GPU numbers holds them all."""
-    single = Plan(device_kind="gpu", strategy=Strategy.ONE_DEVICE, replicas_per_task=1,
+    single = Plan(device_kind=DeviceKind.GPU, strategy=Strategy.ONE_DEVICE, replicas_per_task=1,
                   tasks=(TaskSpec("worker", 0, gpus=(1,)),))
-    remote = Plan(device_kind="gpu", strategy=Strategy.ONE_DEVICE, replicas_per_task=1,
+    remote = Plan(device_kind=DeviceKind.GPU, strategy=Strategy.ONE_DEVICE, replicas_per_task=1,
                   tasks=(TaskSpec("worker", 0, machine="h100a"),))
     assert held_gpus([single, remote, Plan()]) == {"local": {1}, "h100a": {ALL_GPUS}}
     bundle = tmp_path / "run-1"
@@ -136,16 +138,16 @@ def test_gpus_given_to_a_single_run_that_still_runs_are_left_to_it(
 
 
 def test_a_sweep_set_up_to_run_a_trial_a_machine_keeps_its_machines(tmp_path: Path) -> None:
-    """The dialog's machines (spec.extra trial_on) are the queue's slots, also when the sweep's
+    """The dialog's machines (spec.trial_on) are the queue's slots, also when the sweep's
     process reads them back from its folder."""
     from dtgui.core.sweep import SweepSpec, load_sweep, parse_param
     from dtgui.launch.sweep_queue import SweepQueue
 
     spec = SweepSpec(params=(parse_param("lr=choice:0.01,0.02"),), trials=2, parallel=3,
-                     extra={"trial_on": ["local", "local"]})
-    queue = SweepQueue(tmp_path / "s", spec, Plan())
+                     trial_on=("local", "local"))
+    queue = SweepQueue.new(tmp_path / "s", spec, Plan())
     assert [s.name for s in queue.slots or ()] == ["local #1", "local #2"]
-    assert load_sweep(tmp_path / "s")[0].extra == {"trial_on": ["local", "local"]}
+    assert load_sweep(tmp_path / "s")[0].trial_on == ("local", "local")
 
 
 def test_this_machines_gpus_are_read_through_the_probe_and_nvidia_smi(
@@ -255,8 +257,8 @@ def test_a_sweeps_trials_hold_their_gpus_for_single_runs_and_other_sweeps(
     def on_note(_note: str) -> None:
         pass
 
-    queue = SweepQueue(tmp_path / "s", spec, plan, launch=launch, busy=lambda _s: "",
-                       slots=[Slot("gpu 1", (Target(gpus=(1,)),))], on_note=on_note)
+    queue = SweepQueue.new(tmp_path / "s", spec, plan, launch=launch, busy=lambda _s: "",
+                           slots=[Slot("gpu 1", (Target(gpus=(1,)),))], on_note=on_note)
     original = queue._follow
 
     def follow(run: Any) -> None:

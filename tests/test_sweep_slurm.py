@@ -17,7 +17,6 @@ from slurm_cluster import SlurmCluster, served_cluster
 
 from dtgui.core.runs import RunRecord
 from dtgui.core.sweep import load_sweep
-from dtgui.launch.sweep_slots import sweep_job
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +38,7 @@ def test_a_two_trial_sweep_runs_each_trial_as_a_slurm_job(
     assert "sweep complete: 2 finished" in done.stdout, done.stdout
 
     spec, _ = load_sweep(out)
-    job = sweep_job(spec)  # kept in sweep.json: a sweep opened again submits the same job
+    job = spec.slurm  # kept in sweep.json: a sweep opened again submits the same job
     assert job is not None and job.cluster == "local" and job.nodes == 1
 
     study = optuna.load_study(study_name="sweep", storage=f"sqlite:///{out / 'study.db'}")

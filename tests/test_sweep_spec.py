@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from dtgui.cli.main import main
-from dtgui.core.plan import Plan
+from dtgui.core.plan import DeviceKind, Plan
 from dtgui.core.script import ScriptModel
 from dtgui.core.strategies import Strategy
 from dtgui.core.sweep import (
@@ -78,7 +78,7 @@ def test_a_trial_plan_carries_its_values_and_the_script_gets_its_own() -> None:
     assert (trial.learning_rate, trial.per_replica_batch) == (0.01, 16)
 
     script = ScriptModel(project="/p", entry="train.py", args=("--depth", "3", "--width=8"))
-    sp = plan.with_changes(model=script.to_dict())
+    sp = plan.with_changes(model=script)
     script_params = (parse_param("--depth=choice:2,4"), parse_param("--width=choice:16,32"),
                      parse_param("--drop=choice:0.1,0.2"), parse_param("env:X=choice:1,2"))
     got = apply(sp, {"--depth": "4", "--width": "16", "--drop": "0.2", "env:X": "2"},
@@ -97,7 +97,7 @@ def test_check_says_what_the_model_cannot_take() -> None:
     assert "--depth: only your own training script takes arguments" in problems
     assert "optimizer=lion" in problems
     assert "lr=20" in problems
-    script = demo.with_changes(model=ScriptModel("/p", "t.py").to_dict())
+    script = demo.with_changes(model=ScriptModel("/p", "t.py"))
     problems = " ".join(check(SweepSpec(params=(parse_param("optimizer=choice:adam,sgd"),)),
                               script))
     assert "your script is not told this setting" in problems
@@ -105,6 +105,37 @@ def test_check_says_what_the_model_cannot_take() -> None:
     assert "grid search needs a list" in " ".join(check(grid, demo))
     assert check(SweepSpec(params=(parse_param("lr=choice:0.1,0.2"),), search="grid"),
                  demo) == []
+
+
+def test_a_sweeps_slurm_job_and_machines_are_typed_and_old_sweep_json_still_read(
+        tmp_path: Path) -> None:
+    """sweep.json keeps the job each trial is and the --trial-on machines as fields of their
+    own; one written when they were entries of "extra" reads the same."""
+    import json
+
+    from dtgui.core.slurm import SlurmJob
+    from dtgui.core.sweep import save_sweep
+
+    job = SlurmJob(cluster="hpc", nodes=2, partition="gpu", setup=("module load cuda",))
+    spec = SweepSpec(params=(parse_param("lr=choice:0.1,0.2"),), slurm=job)
+    save_sweep(tmp_path / "new", spec, Plan())
+    data = json.loads((tmp_path / "new" / "sweep.json").read_text())
+    assert data["spec"]["slurm"]["partition"] == "gpu" and "extra" not in data["spec"]
+    assert load_sweep(tmp_path / "new")[0] == spec
+    old = tmp_path / "old"
+    old.mkdir()
+    data["spec"]["extra"] = {"slurm": data["spec"].pop("slurm"),
+                             "trial_on": data["spec"].pop("trial_on")}
+    (old / "sweep.json").write_text(json.dumps(data))
+    assert load_sweep(old)[0] == spec
+    data["spec"]["extra"] = {"trial_on": ["local", "gpu1"]}
+    (old / "sweep.json").write_text(json.dumps(data))
+    read = load_sweep(old)[0]
+    assert read.trial_on == ("local", "gpu1") and read.slurm is None
+    data["spec"]["extra"] = {"slurm": {"cluster": "hpc", "nodes": "many"}}
+    (old / "sweep.json").write_text(json.dumps(data))
+    with pytest.raises(SweepError, match="Slurm job cannot be read"):
+        load_sweep(old)
 
 
 def test_the_objective_is_read_from_validation_or_a_scalar() -> None:
@@ -170,9 +201,9 @@ def test_a_failing_trial_is_marked_failed_and_the_others_go_on(
                      search="random", objective="loss", pruner="none")
     ended: list[str] = []
     said: list[str] = []
-    queue = SweepQueue(tmp_path / "s", spec, plan, slots=[Slot("a"), Slot("b")],
-                       launch=launch, on_trial_end=lambda row: ended.append(row.state),
-                       busy=busy, on_note=said.append)
+    queue = SweepQueue.new(tmp_path / "s", spec, plan, slots=[Slot("a"), Slot("b")],
+                           launch=launch, on_trial_end=lambda row: ended.append(row.state),
+                           busy=busy, on_note=said.append)
     rows = {r.number: r for r in queue.run()}
     assert sorted(ended) == ["failed", "finished", "finished", "finished"]
     assert rows[1].state == "failed" and "the data ran out" in rows[1].error, rows[1]
@@ -185,8 +216,8 @@ def test_a_failing_trial_is_marked_failed_and_the_others_go_on(
     # the sweep folder holds its state: opened again with more trials, it adds them
     spec2, plan2 = load_sweep(tmp_path / "s")
     assert spec2 == spec and plan2 == plan
-    more = SweepQueue(tmp_path / "s", SweepSpec(**{**spec.__dict__, "trials": 5}), plan,
-                      slots=[Slot("a")], launch=launch)
+    more = SweepQueue.new(tmp_path / "s", SweepSpec(**{**spec.__dict__, "trials": 5}), plan,
+                          slots=[Slot("a")], launch=launch)
     assert len(more.run()) == 5
     assert len(open_study(spec, tmp_path / "s").trials) == 5
     assert (tmp_path / "s" / STUDY_FILE).is_file()
@@ -216,7 +247,7 @@ def test_a_sweep_opened_again_settles_and_follows_the_trials_dtgui_left_running(
     spec = SweepSpec(params=(parse_param("lr=choice:0.01,0.02,0.03,0.04"),), trials=4,
                      parallel=2, search="random", objective="loss", pruner="none")
     folder = tmp_path / "s"
-    queue = SweepQueue(folder, spec, plan, slots=[Slot("a", (Target(python=python),))])
+    queue = SweepQueue.new(folder, spec, plan, slots=[Slot("a", (Target(python=python),))])
     study = queue.study
     runs = []
     for n in range(2):  # what the queue had started before dtgui stopped
@@ -233,8 +264,8 @@ def test_a_sweep_opened_again_settles_and_follows_the_trials_dtgui_left_running(
     assert not runs[1].finished or runs[1].state == "detached"
     study.ask().suggest_categorical("lr", [0.01, 0.02, 0.03, 0.04])  # never launched
 
-    again = SweepQueue(folder, spec, plan, slots=[Slot("a", (Target(python=python),)),
-                                                  Slot("b", (Target(python=python),))])
+    again = SweepQueue.new(folder, spec, plan, slots=[Slot("a", (Target(python=python),)),
+                                                      Slot("b", (Target(python=python),))])
     rows = {r.number: r for r in again.run()}
     assert [rows[n].state for n in range(4)] == ["finished", "finished", "failed", "finished"]
     assert "before its run started" in rows[2].error
@@ -252,12 +283,12 @@ def test_gpu_trials_take_idle_gpus_only_and_say_when_fewer_than_asked() -> None:
     assert idle(gpus) == [0, 3]  # 1: its memory is taken; 2: busy
     assert [s.targets[0].gpus for s in gpu_slots([0, 1, 2, 3], 2)] == [(0, 1), (2, 3)]
     assert [s.targets[0].gpus for s in gpu_slots([0, 3, 5], 1)] == [(0,), (3,), (5,)]
-    plan = Plan(device_kind="gpu", strategy=Strategy.ONE_DEVICE, replicas_per_task=1)
+    plan = Plan(device_kind=DeviceKind.GPU, strategy=Strategy.ONE_DEVICE, replicas_per_task=1)
     notes: list[str] = []
     slots = slots_for(plan, 4, notes, gpus=lambda: [0, 3])
     assert [s.name for s in slots] == ["gpu 0", "gpu 3"]
     assert "4 trials at once were asked, but 2 group(s) of 1 free GPU(s)" in notes[0]
-    mirrored = Plan(device_kind="gpu", strategy=Strategy.MIRRORED, replicas_per_task=2)
+    mirrored = Plan(device_kind=DeviceKind.GPU, strategy=Strategy.MIRRORED, replicas_per_task=2)
     assert [s.targets[0].gpus for s in slots_for(mirrored, 2, [], gpus=lambda: [0, 1, 3])] \
         == [(0, 1)]
     with pytest.raises(SweepError, match="No GPU of this machine is free"):

@@ -13,7 +13,7 @@ import pytest
 from optuna.trial import TrialState
 from pytestqt.qtbot import QtBot
 
-from dtgui.core.plan import Plan
+from dtgui.core.plan import DeviceKind, Plan
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
 from dtgui.core.sweep import SweepSpec, parse_param, save_sweep
@@ -169,8 +169,6 @@ def test_the_wizard_sweeps_its_run_setup_set_up_in_a_form(qtbot: QtBot, tmp_path
     window = MainWindow()
     qtbot.addWidget(window)
     window.show()
-    opened: list[Path] = []
-    monkeypatch.setattr(window, "open_sweep", opened.append)
     window.open_wizard()
     wizard = window.wizard
     assert wizard is not None
@@ -213,9 +211,11 @@ def test_the_wizard_sweeps_its_run_setup_set_up_in_a_form(qtbot: QtBot, tmp_path
     if os.environ.get("DTGUI_SCREENSHOTS"):
         dialog.grab().save(str(Path(os.environ["DTGUI_SCREENSHOTS"]) / "sweep-dialog.png"))
     ok.click()
-    qtbot.waitUntil(lambda: bool(opened), timeout=10_000)
+    qtbot.waitUntil(lambda: bool(started), timeout=10_000)
     folder, spec, plan = started[0]
-    assert folder == tmp_path / "sweep" and opened == [folder]
+    view = window.sweep_view
+    assert folder == tmp_path / "sweep" and view is not None and view.folder == folder
+    assert window.pages.currentWidget() is view
     assert [p.to_text() for p in spec.params] == ["lr=loguniform:0.1:0.5", "batch-size=int:16:64"]
     assert (spec.parallel, spec.objective, plan) == (4, "val_loss", dialog.base_plan)
     assert not wizard.isVisible()
@@ -232,7 +232,7 @@ def test_the_dialog_says_how_many_gpu_trials_the_machines_take_at_once(qtbot: Qt
 
     gib = 1 << 30
     idle, busy = (GpuInfo(0, "H100", 80 * gib, 0, 0.0), GpuInfo(1, "H100", 80 * gib, gib, 97.0))
-    plan = Plan(device_kind="gpu", strategy=Strategy.ONE_DEVICE, replicas_per_task=1)
+    plan = Plan(device_kind=DeviceKind.GPU, strategy=Strategy.ONE_DEVICE, replicas_per_task=1)
     dialog = SweepDialog(plan, machines=["h100a"],
                          gpus={"local": [idle, busy],
                                "h100a": [idle, GpuInfo(1, "H100", 80 * gib, 0, 0.0)]})
@@ -260,7 +260,7 @@ def test_the_dialog_offers_a_slurm_cluster_whose_jobs_are_the_trials(
     from dtgui.core.machines import Machine, MachineRegistry
     from dtgui.core.slurm import SlurmDefaults
     from dtgui.core.strategies import Strategy
-    from dtgui.launch.sweep_slots import cluster_slots, sweep_job
+    from dtgui.launch.sweep_slots import cluster_slots
     from dtgui.ui.sweep_dialog import SweepDialog
 
     cluster = Machine(name="hpc", host="login.example.org", user="me", python="/opt/py/bin/python",
@@ -279,8 +279,8 @@ def test_the_dialog_offers_a_slurm_cluster_whose_jobs_are_the_trials(
     here.setCheckState(Qt.CheckState.Unchecked)
     assert dialog.problems_now() == []
     spec = dialog.spec()
-    assert dialog.trial_on() == [] and "trial_on" not in spec.extra
-    job = sweep_job(spec)
+    assert dialog.trial_on() == [] and spec.trial_on == ()
+    job = spec.slurm
     assert job is not None and (job.cluster, job.nodes, job.tasks_per_node) == ("hpc", 2, 1)
     assert (job.partition, job.time_limit, job.python) == ("gpu", "01:00:00",
                                                             "/opt/py/bin/python")

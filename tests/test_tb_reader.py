@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -141,7 +142,7 @@ def test_damaged_record_is_reported_and_skipped(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("crc32c", [tfrecord.crc32c, tfrecord.python_crc32c],
                          ids=["google-crc32c", "python"])
-def test_crc32c_known_values(crc32c) -> None:
+def test_crc32c_known_values(crc32c: Callable[[bytes], int]) -> None:
     assert crc32c(b"") == 0
     assert crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value
     assert crc32c(b"\x00" * 32) == 0x8A9136AA  # RFC 3720 B.4
@@ -153,8 +154,8 @@ def test_the_c_crc32c_is_used_where_installed() -> None:
     assert tfrecord.crc32c is not tfrecord.python_crc32c
 
 
-def test_without_tensorboard_the_follower_says_why_it_reads_nothing(tmp_path: Path,
-                                                                     monkeypatch) -> None:
+def test_without_tensorboard_the_follower_says_why_it_reads_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tfrecord, "event_pb2", None)
     with open(tmp_path / "events.out.tfevents.1.test", "wb") as f:
         tfrecord.write_record(f, _event(1, "loss", 1.0))

@@ -133,7 +133,8 @@ print(json.dumps({{
                           env={"CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "3",
                                "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    scores: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return scores
 
 
 def test_regression_validation_schedule_and_accumulation(tmp_path: Path) -> None:
@@ -286,13 +287,14 @@ def test_a_model_package_runs_from_the_bundle_and_a_missing_data_file_is_refused
         tmp_path: Path) -> None:
     """The model file's folder is bundled: a sibling module imports and a data file beside the
     file is read. Without the data file the check of the bundle's copy refuses the launch."""
-    from dtgui.core.plan import Plan
+    from dtgui.core.plan import ModelFile, Plan
+    from dtgui.core.strategies import Strategy
     from dtgui.launch.pipeline import LaunchError, launch_plan
 
     net = write_package(tmp_path / "proj")
-    plan = Plan(run_name="package", strategy="one_device", replicas_per_task=1, steps=3,
+    plan = Plan(run_name="package", strategy=Strategy.ONE_DEVICE, replicas_per_task=1, steps=3,
                 steps_per_epoch=3, checkpoint_every=0,
-                model={"kind": "file", "path": str(net), "project": str(tmp_path / "proj")})
+                model=ModelFile(str(net), str(tmp_path / "proj")))
     controller = launch_plan(plan, tmp_path / "runs")
     assert controller.wait(180) and controller.state == "finished", controller.message
     assert (controller.bundle.output / "model" / "model.keras").is_file()

@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QItemSelectionModel, Qt
 from PySide6.QtGui import QImage
+from pytestqt.qtbot import QtBot
 from training_events import AGAIN_SHIFT, T0, write_run
+from widgets import cell, cell_text
 
 from dtgui.core.compare import FIELDS, MISSING, summarize_run, summary_csv
 from dtgui.core.runs import RunRecord
@@ -82,13 +84,15 @@ def test_csv_has_one_row_per_run_with_plain_numbers(three_runs: list[RunRecord])
     assert rows[0]["global_batch"] == "64" and rows[0]["replicas"] == "2"
     assert rows[0]["xla"] == "false" and rows[0]["steps_done"] == "120"
     assert float(rows[0]["final_loss"]) == pytest.approx(summaries[0].final_loss)
-    assert float(rows[0]["best_val_loss"]) == pytest.approx(summaries[0].best_val_loss[0])
+    best = summaries[0].best_val_loss
+    assert best is not None and float(rows[0]["best_val_loss"]) == pytest.approx(best[0])
     assert rows[0]["best_val_loss_step"] == "80"
     assert rows[0]["best_val_metric"] == "accuracy"
 
 
-def test_runs_page_compares_the_selected_runs(qtbot, three_runs: list[RunRecord],
-                                              tmp_path: Path, monkeypatch) -> None:
+def test_runs_page_compares_the_selected_runs(
+        qtbot: QtBot, three_runs: list[RunRecord], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     page = RunsPage()
     qtbot.addWidget(page)
     page.refresh()
@@ -141,16 +145,17 @@ def test_runs_page_compares_the_selected_runs(qtbot, three_runs: list[RunRecord]
     assert view.plot.plot.getAxis("bottom").labelText == "step"
     # the table: one column per run, a row per field, "—" where a run has nothing
     assert view.table.columnCount() == 3
-    assert [view.table.horizontalHeaderItem(c).text() for c in range(3)] == [
+    headers = [view.table.horizontalHeaderItem(c) for c in range(3)]
+    assert [h.text() if h is not None else None for h in headers] == [
         "old-run", "sgd-cosine", "adam-fast"]
-    row = {name: view.row_of(name) for name in FIELDS[1:]}
+    field_row = {name: view.row_of(name) for name in FIELDS[1:]}
     assert view.table.rowCount() == len(FIELDS) - 1  # the run's name heads its column
-    assert view.table.item(row["Optimizer"], 0).text() == MISSING
-    assert view.table.item(row["Optimizer"], 1).text() == "SGD (momentum 0.9)"
-    assert view.table.item(row["Throughput (examples/s)"], 1).text() == "3,200"
-    assert view.table.item(row["Best validation loss"], 2).text().endswith("(step 80)")
-    assert view.table.item(row["Best validation metric"], 2).text().startswith("accuracy 0.")
-    assert view.table.item(row["Best validation metric"], 2).text().endswith("(step 80)")
+    assert cell(view.table, field_row["Optimizer"], 0).text() == MISSING
+    assert cell(view.table, field_row["Optimizer"], 1).text() == "SGD (momentum 0.9)"
+    assert cell(view.table, field_row["Throughput (examples/s)"], 1).text() == "3,200"
+    assert cell(view.table, field_row["Best validation loss"], 2).text().endswith("(step 80)")
+    best_metric = cell_text(view.table, field_row["Best validation metric"], 2)
+    assert best_metric.startswith("accuracy 0.") and best_metric.endswith("(step 80)")
 
     # exports through the save dialogs (answered here), written off the UI thread
     answers = iter([tmp_path / "table.csv", tmp_path / "plot.png"])
@@ -169,7 +174,7 @@ def test_runs_page_compares_the_selected_runs(qtbot, three_runs: list[RunRecord]
 
 @pytest.mark.slow
 def test_a_real_training_run_is_compared_with_its_validation_and_saved_model(
-        qtbot, tmp_path: Path) -> None:
+        qtbot: QtBot, tmp_path: Path) -> None:
     """A real (tiny) TensorFlow run exported and run by hand, as the bundle's README says,
     then found in the Runs page (a bundle without a run record) and compared."""
     import os
@@ -205,12 +210,12 @@ def test_a_real_training_run_is_compared_with_its_validation_and_saved_model(
     assert real.throughput is not None and real.throughput > 0
     assert ("real-sgd", "val") in view.plot.curves
     col = [s.name for s in view.summaries].index("real-sgd")
-    assert view.table.item(view.row_of("Optimizer"), col).text().startswith("SGD")
+    assert cell(view.table, view.row_of("Optimizer"), col).text().startswith("SGD")
     assert (bundle / "output" / "model" / "best" / "model.keras").is_file()
 
 
 def test_main_window_opens_the_compare_view_from_runs_and_goes_back(
-        qtbot, three_runs: list[RunRecord], monkeypatch) -> None:
+        qtbot: QtBot, three_runs: list[RunRecord], monkeypatch: pytest.MonkeyPatch) -> None:
     from dtgui.ui.local_machine import LocalMachinePanel
     from dtgui.ui.main_window import MainWindow
 

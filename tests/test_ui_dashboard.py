@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
-import json
 import os
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from widgets import cell
+
+from dtgui.ui.curves import XY
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import numpy as np
 import pytest
-from fakes import FakeRun
+from fakes import FakeRun, event
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QColor
+from pytestqt.qtbot import QtBot
 
-from dtgui.core.events import Event, parse_line
+from dtgui.core.events import Event
 from dtgui.core.metrics import LOG_LINES_KEPT, RunMetrics
 from dtgui.core.run_state import RunState
 from dtgui.core.stragglers import describe, find_stragglers
@@ -34,10 +40,9 @@ pytestmark = pytest.mark.gui
 LEFT = Qt.MouseButton.LeftButton
 
 
-def ev(kind: str, task: str = "worker:0", t: float = 1000.0, **fields: object) -> Event:
-    event = parse_line(json.dumps({"v": 1, "kind": kind, "task": task, "t": t, **fields}))
-    assert event is not None
-    return event
+def ev(kind: str, task: str = "worker:0", t: float = 1000.0, **fields: Any) -> Event:
+    """An event of the first schema (a `step` event each step), which the readers still take."""
+    return event(kind, task, t, v=1, **fields)
 
 
 def loss(rid: int, step: int) -> float:
@@ -77,7 +82,7 @@ def controller(metrics: RunMetrics) -> FakeRun:
 
 
 @pytest.fixture
-def dash(qtbot) -> Dashboard:  # type: ignore[no-untyped-def]
+def dash(qtbot: QtBot) -> Iterator[Dashboard]:
     d = Dashboard()
     d.loss_panel.set_smoothing(0)  # these tests compare the drawn curves with the raw losses
     qtbot.addWidget(d)
@@ -102,7 +107,7 @@ def curve_xy(dash: Dashboard, rid: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_one_curve_per_replica_with_its_data_after_the_timer(
-        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     dash.attach(controller, run_name="r1", strategy="multi_worker_mirrored")
     assert dash.timer.isActive() and dash.timer.interval() == 50
     metrics.add_events(two_workers(1, 20))  # after attach: only the timer can show them
@@ -137,7 +142,7 @@ def test_one_curve_per_replica_with_its_data_after_the_timer(
 
 
 def test_checkboxes_and_legend_show_and_hide_replicas(
-        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     metrics.add_events(two_workers(1, 10))
     dash.attach(controller)
     panel = dash.loss_panel
@@ -174,7 +179,7 @@ def test_checkboxes_and_legend_show_and_hide_replicas(
 
 
 def test_failed_task_row_is_red_with_its_error(
-        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     metrics.add_events(two_workers(1, 5))
     follow(dash, controller)
     error = "ResourceExhaustedError: OOM when allocating tensor"
@@ -184,18 +189,18 @@ def test_failed_task_row_is_red_with_its_error(
     table = dash.task_table
 
     def row_of(task: str) -> int:
-        return next(r for r in range(table.rowCount()) if table.item(r, 0).text() == task)
+        return next(r for r in range(table.rowCount()) if cell(table, r, 0).text() == task)
 
     qtbot.waitUntil(lambda: table.rowCount() == 2
-                    and table.item(row_of("worker:1"), TaskTable.STATUS).text() == "failed",
+                    and cell(table, row_of("worker:1"), TaskTable.STATUS).text() == "failed",
                     timeout=3000)
     row = row_of("worker:1")
     for col in range(table.columnCount()):
-        item = table.item(row, col)
+        item = cell(table, row, col)
         assert item.foreground().color() == QColor(FAILED_ROW_FG[False])
         assert error in item.toolTip()
-    assert table.item(row, TaskTable.ERROR).text() == error
-    ok = table.item(row_of("worker:0"), 0)
+    assert cell(table, row, TaskTable.ERROR).text() == error
+    ok = cell(table, row_of("worker:0"), 0)
     assert ok.foreground().color() != QColor(FAILED_ROW_FG[False])
     assert dash.log_view.task == "worker:1"  # the failed task's log is shown
     qtbot.waitUntil(lambda: dash.header.message_label.isVisible(), timeout=3000)
@@ -204,7 +209,7 @@ def test_failed_task_row_is_red_with_its_error(
 
 
 def test_log_view_appends_only_new_lines_and_survives_the_buffer_wrapping(
-        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     dash.attach(controller)
     text = dash.log_view.text
     metrics.add_log_lines("worker:0", ["line 1", "line 2"])
@@ -244,7 +249,7 @@ def test_log_view_appends_only_new_lines_and_survives_the_buffer_wrapping(
 
 
 def test_stop_button_requests_stop_once_and_the_end_is_shown_once(
-        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     metrics.add_events(two_workers(1, 30))
     ended: list[tuple[str, str]] = []
     session = follow(dash, controller)
@@ -275,7 +280,7 @@ def test_stop_button_requests_stop_once_and_the_end_is_shown_once(
 
 
 def test_a_run_that_ended_before_it_was_shown_is_drawn_whole_and_still(
-        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     metrics.add_events(two_workers(1, 12))
     controller.end("finished", "all tasks finished")
     dash.attach(controller)
@@ -286,13 +291,19 @@ def test_a_run_that_ended_before_it_was_shown_is_drawn_whole_and_still(
 
 
 def test_redraw_only_when_the_metrics_version_changed(
-        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     metrics.add_events(two_workers(1, 5))
     dash.attach(controller)
     dash.timer.stop()  # drive the ticks by hand
     fed: list[int] = []
     original = dash.loss_panel.update_data
-    dash.loss_panel.update_data = lambda data: (fed.append(1), original(data))  # type: ignore[method-assign]
+
+    def counted(data: Mapping[int, XY]) -> None:
+        fed.append(1)
+        original(data)
+
+    monkeypatch.setattr(dash.loss_panel, "update_data", counted)
     count = dash.redraw_count
     for _ in range(10):
         dash.refresh()
@@ -305,7 +316,7 @@ def test_redraw_only_when_the_metrics_version_changed(
 
 
 def test_long_series_are_drawn_as_an_envelope_until_the_user_zooms(
-        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     n = ENVELOPE_MIN_POINTS * 3
     metrics.add_events(steps(1, n, "worker:0", (0,)))
     dash.attach(controller)
@@ -382,48 +393,49 @@ def placed() -> RunMetrics:
 
 
 def row_of(table: TaskTable, task: str) -> int:
-    return next(r for r in range(table.rowCount()) if table.item(r, 0).text() == task)
+    return next(r for r in range(table.rowCount()) if cell(table, r, 0).text() == task)
 
 
 def test_multi_machine_run_shows_each_tasks_machine_and_flags_the_straggler(
-        qtbot, dash: Dashboard, placed: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, placed: RunMetrics) -> None:
     dash.attach(FakeRun(placed))
     table = dash.task_table
     qtbot.waitUntil(lambda: table.rowCount() == 4 and table.item(3, 2) is not None, timeout=3000)
     assert not table.isColumnHidden(TaskTable.MACHINE)
-    assert table.horizontalHeaderItem(TaskTable.MACHINE).text() == "Machine"
-    machines = {table.item(r, 0).text(): table.item(r, TaskTable.MACHINE).text()
+    machine_header = table.horizontalHeaderItem(TaskTable.MACHINE)
+    assert machine_header is not None and machine_header.text() == "Machine"
+    machines = {cell(table, r, 0).text(): cell(table, r, TaskTable.MACHINE).text()
                 for r in range(4)}
     assert machines == {"worker:0": "this machine", "worker:1": "h2", "worker:2": "h3",
                         "worker:3": "lab box"}
 
     slow = row_of(table, "worker:2")
-    assert table.item(slow, TaskTable.STATUS).text() == "running \u00b7 slow"
-    assert not table.item(slow, 0).icon().isNull()  # the badge
+    assert cell(table, slow, TaskTable.STATUS).text() == "running \u00b7 slow"
+    assert not cell(table, slow, 0).icon().isNull()  # the badge
     for col in range(table.columnCount()):
-        item = table.item(slow, col)
+        item = cell(table, slow, col)
         assert "worker:2 on h3 is a straggler: 40% of the other workers' throughput" \
             in item.toolTip()
         assert item.foreground().color() == QColor(SLOW_ROW_FG[False])
         assert item.background().color() == QColor(SLOW_ROW_BG[False])
     for task in ("worker:0", "worker:1", "worker:3"):
         row = row_of(table, task)
-        assert table.item(row, TaskTable.STATUS).text() == "running"
-        assert table.item(row, 0).icon().isNull()
-        assert "straggler" not in table.item(row, TaskTable.STATUS).toolTip()
-        assert table.item(row, TaskTable.STATUS).foreground().color() \
+        assert cell(table, row, TaskTable.STATUS).text() == "running"
+        assert cell(table, row, 0).icon().isNull()
+        assert "straggler" not in cell(table, row, TaskTable.STATUS).toolTip()
+        assert cell(table, row, TaskTable.STATUS).foreground().color() \
             == QColor(STATE_COLOURS["running"])
 
     # caught up again: the badge and the amber go away
     placed.set_stragglers({})
-    qtbot.waitUntil(lambda: table.item(slow, TaskTable.STATUS).text() == "running",
+    qtbot.waitUntil(lambda: cell(table, slow, TaskTable.STATUS).text() == "running",
                     timeout=3000)
-    assert table.item(slow, 0).icon().isNull() and table.item(slow, 1).toolTip() == ""
-    assert table.item(slow, 1).foreground().color() != QColor(SLOW_ROW_FG[False])
+    assert cell(table, slow, 0).icon().isNull() and cell(table, slow, 1).toolTip() == ""
+    assert cell(table, slow, 1).foreground().color() != QColor(SLOW_ROW_FG[False])
 
 
 def test_multi_machine_device_series_and_logs_name_their_machine(
-        qtbot, dash: Dashboard, placed: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, placed: RunMetrics) -> None:
     dash.attach(FakeRun(placed))
     panel = dash.device_panel
     expected = ["local cpu0", "h2 cpu0", "h3 cpu0", "lab box cpu0"]
@@ -454,7 +466,7 @@ def test_multi_machine_device_series_and_logs_name_their_machine(
 
 
 def test_a_run_on_this_machine_only_has_no_machine_column(
-        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     metrics.add_events([*two_workers(1, 3), cpu_device("worker:1", 1003.0, 70.0)])
     metrics.add_log_lines("worker:1", ["w1"])
     dash.attach(controller)
@@ -462,8 +474,8 @@ def test_a_run_on_this_machine_only_has_no_machine_column(
     qtbot.waitUntil(lambda: table.rowCount() == 2 and table.item(1, 2) is not None,
                     timeout=3000)
     assert table.isColumnHidden(TaskTable.MACHINE)
-    assert [table.item(r, TaskTable.STATUS).text() for r in range(2)] == ["running"] * 2
-    assert all(table.item(r, 0).icon().isNull() for r in range(2))
+    assert [cell(table, r, TaskTable.STATUS).text() for r in range(2)] == ["running"] * 2
+    assert all(cell(table, r, 0).icon().isNull() for r in range(2))
     combo = dash.log_view.combo
     qtbot.waitUntil(lambda: combo.count() == 2, timeout=3000)
     assert [combo.itemText(i) for i in range(2)] == ["worker:0", "worker:1"]
@@ -476,7 +488,7 @@ def test_a_run_on_this_machine_only_has_no_machine_column(
     dash.attach(FakeRun(other))
     qtbot.waitUntil(lambda: table.rowCount() == 1 and not table.isColumnHidden(
         TaskTable.MACHINE), timeout=3000)
-    assert table.item(0, TaskTable.MACHINE).text() == "h2"
+    assert cell(table, 0, TaskTable.MACHINE).text() == "h2"
     dash.attach(controller)  # and hides again for a local run
     qtbot.waitUntil(lambda: table.rowCount() == 2, timeout=3000)
     assert table.isColumnHidden(TaskTable.MACHINE)
@@ -518,7 +530,7 @@ def test_a_restart_from_a_checkpoint_continues_the_curves_from_there() -> None:
     assert list(xs) == list(range(1, 12)) and ys[-1] == 0.5
 
 
-def test_elapsed_axis_never_repeats_a_label(qtbot) -> None:  # type: ignore[no-untyped-def]
+def test_elapsed_axis_never_repeats_a_label(qtbot: QtBot) -> None:
     axis = ElapsedAxis("bottom")
     for low, high in ((0.0, 1.3), (0.0, 7.0), (0.0, 4000.0)):
         labels = [label for spacing, values in axis.tickValues(low, high, 600)
@@ -527,7 +539,7 @@ def test_elapsed_axis_never_repeats_a_label(qtbot) -> None:  # type: ignore[no-u
 
 
 def test_many_long_series_are_painted_off_the_ui_thread_and_follow_the_view(
-        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     """128 replicas x 400 steps: too many vertices to stroke on the UI thread, so the layer's
     image is drawn by the render thread; it shows the series, and a new one comes when the
     data or the view's size changes."""
@@ -559,7 +571,7 @@ def test_many_long_series_are_painted_off_the_ui_thread_and_follow_the_view(
 
 
 def test_many_replicas_are_drawn_by_one_layer_fed_within_a_frame_budget(
-        qtbot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
     """128 replicas (8 tasks x 16): every series goes through the envelope layer (one
     graphics item), no legend covers the plot, and a tick feeds series for a bounded time,
     the rest at the next ticks, until every curve has every step."""

@@ -15,12 +15,14 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import pytest
 from keyrings.alt.file import PlaintextKeyring
 from PySide6.QtWidgets import QCheckBox, QWizard
+from pytestqt.qtbot import QtBot
 
 from dtgui.core.bundle import task_environment, task_script_text
 from dtgui.core.cluster import PlacementError
 from dtgui.core.hardware import GpuInfo, MachineFacts, TfView
 from dtgui.core.machines import Machine, MachineError, MachineRegistry, RemoteFacts
-from dtgui.core.plan import LOCAL_MACHINE, Plan
+from dtgui.core.plan import LOCAL_MACHINE, DeviceKind, MachineAccess, Plan
+from dtgui.core.strategies import Strategy
 from dtgui.remote import secrets
 from dtgui.ui.machines.add_dialog import MachineDialog
 from dtgui.ui.machines.panel import MachinesPanel
@@ -44,8 +46,8 @@ FAKE_LOCAL_FACTS = MachineFacts(
 GPU_BOX = Machine("gpu box", "10.1.0.2", user="me", auth="agent", python="/opt/tf/bin/python3")
 H3 = Machine("h3", "10.1.0.3", 2222, user="me", auth="agent")
 MACHINES = [GPU_BOX, H3]
-MWM_GPU = Plan(run_name="gpus", strategy="multi_worker_mirrored", device_kind="gpu", workers=2,
-               replicas_per_task=2)
+MWM_GPU = Plan(run_name="gpus", strategy=Strategy.MULTI_WORKER_MIRRORED, device_kind=DeviceKind.GPU,
+               workers=2, replicas_per_task=2)
 
 
 # -- Machine.python in the registry --------------------------------------------------------------
@@ -82,7 +84,7 @@ def test_registry_keeps_the_python_and_reads_files_without_it(tmp_path: Path) ->
 
 
 # -- the add/edit dialog -------------------------------------------------------------------------
-def test_the_dialog_edits_the_python(qtbot, tmp_path: Path) -> None:
+def test_the_dialog_edits_the_python(qtbot: QtBot, tmp_path: Path) -> None:
     registry = MachineRegistry(tmp_path / "machines.toml")
     dialog = MachineDialog(registry, GPU_BOX)
     qtbot.addWidget(dialog)
@@ -106,8 +108,10 @@ def test_the_dialog_edits_the_python(qtbot, tmp_path: Path) -> None:
 
 
 # -- the Python line of the wizard ---------------------------------------------------------------
-def test_the_machines_python_is_the_default_unless_the_last_plan_chose_another(qtbot) -> None:
-    plan = Plan(run_name="py", strategy="multi_worker_mirrored", workers=2, replicas_per_task=1)
+def test_the_machines_python_is_the_default_unless_the_last_plan_chose_another(
+        qtbot: QtBot) -> None:
+    plan = Plan(run_name="py", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
+                replicas_per_task=1)
 
     def box_for(remembered: Plan | None) -> MachinesBox:
         box = MachinesBox()
@@ -122,16 +126,16 @@ def test_the_machines_python_is_the_default_unless_the_last_plan_chose_another(q
     box = box_for(None)
     assert box._pythons["gpu box"].text() == "/opt/tf/bin/python3"
     assert box._pythons["h3"].text() == "python3"
-    assert box.preview(plan).machines["gpu box"]["python"] == "/opt/tf/bin/python3"
+    assert box.preview(plan).machine("gpu box").python == "/opt/tf/bin/python3"
     box._pythons["gpu box"].clear()  # empty: the machine's interpreter
     assert box.pythons()["gpu box"] == "/opt/tf/bin/python3"
 
-    last = plan.with_changes(machines={"gpu box": {"python": "python3"},
-                                       "h3": {"python": "/custom/python"}})
+    last = plan.with_changes(machines={"gpu box": MachineAccess(python="python3"),
+                                       "h3": MachineAccess(python="/custom/python")})
     box = box_for(last)  # "python3" was only the default: the machine's own wins
     assert box._pythons["gpu box"].text() == "/opt/tf/bin/python3"
     assert box._pythons["h3"].text() == "/custom/python"
-    last = plan.with_changes(machines={"gpu box": {"python": "/other/python"}})
+    last = plan.with_changes(machines={"gpu box": MachineAccess(python="/other/python")})
     box = box_for(last)
     assert box._pythons["gpu box"].text() == "/other/python"
 
@@ -142,7 +146,7 @@ def test_the_machines_python_is_the_default_unless_the_last_plan_chose_another(q
 
 
 # -- the GPU picker ------------------------------------------------------------------------------
-def gpu_box_for(qtbot, plan: Plan, where: tuple[str, ...]) -> MachinesBox:
+def gpu_box_for(qtbot: QtBot, plan: Plan, where: tuple[str, ...]) -> MachinesBox:
     box = MachinesBox()
     qtbot.addWidget(box)
     box.set_machines(MACHINES)
@@ -159,7 +163,7 @@ def checkboxes(box: MachinesBox, machine: str) -> list[QCheckBox]:
                    if b.objectName().startswith(f"gpu:{machine}:")), key=lambda b: b.objectName())
 
 
-def test_gpu_picker_places_the_checked_gpus(qtbot) -> None:
+def test_gpu_picker_places_the_checked_gpus(qtbot: QtBot) -> None:
     box = gpu_box_for(qtbot, MWM_GPU, ("gpu box", LOCAL_MACHINE))
     assert box.gpus.isVisible()
     boxes = checkboxes(box, "gpu box")
@@ -188,7 +192,7 @@ def test_gpu_picker_places_the_checked_gpus(qtbot) -> None:
     assert not checkboxes(box, "gpu box")[0].isChecked()  # the choice survives a rebuild
 
 
-def test_too_few_gpus_are_refused(qtbot) -> None:
+def test_too_few_gpus_are_refused(qtbot: QtBot) -> None:
     box = gpu_box_for(qtbot, MWM_GPU, ("gpu box", "gpu box"))  # 2 workers x 2 GPUs: needs 4
     with pytest.raises(PlacementError, match="gpu box has too few chosen GPUs for task worker:1"):
         box.preview(MWM_GPU)
@@ -199,14 +203,14 @@ def test_too_few_gpus_are_refused(qtbot) -> None:
     box.gpus.set_checked("gpu box", [])
     with pytest.raises(PlacementError, match="gpu box has no GPU checked for task worker:0"):
         box.preview(MWM_GPU)
-    ps = Plan(run_name="ps", strategy="parameter_server", device_kind="gpu", workers=1,
+    ps = Plan(run_name="ps", strategy=Strategy.PARAMETER_SERVER, device_kind=DeviceKind.GPU, workers=1,
               parameter_servers=1)
     box = gpu_box_for(qtbot, ps, ("gpu box", "h3", "gpu box"))  # coordinator, worker, ps
     box.gpus.set_checked("gpu box", [])  # the coordinator and the ps need no GPU
     assert [t.gpus for t in box.preview(ps).tasks] == [(), (), ()]
 
 
-def test_cpu_plans_show_no_gpu_picker(qtbot) -> None:
+def test_cpu_plans_show_no_gpu_picker(qtbot: QtBot) -> None:
     plan = MWM_GPU.with_changes(device_kind="cpu", replicas_per_task=1)
     box = gpu_box_for(qtbot, plan, ("gpu box", LOCAL_MACHINE))
     assert not box.gpus.isVisible() and box.gpus.shown() == []
@@ -224,7 +228,7 @@ def test_cpu_plans_show_no_gpu_picker(qtbot) -> None:
 
 
 # -- the wizard: review page refuses, accepts, and is fed by the Machines panel -----------------
-def test_the_review_page_refuses_too_few_gpus(qtbot) -> None:
+def test_the_review_page_refuses_too_few_gpus(qtbot: QtBot) -> None:
     wizard = RunWizard(FAKE_LOCAL_FACTS, MWM_GPU)
     qtbot.addWidget(wizard)
     wizard.set_machines(MACHINES)
@@ -269,7 +273,7 @@ def test_the_review_page_refuses_too_few_gpus(qtbot) -> None:
     assert "export CUDA_VISIBLE_DEVICES=0,1\n" in task_script_text(plan, plan.tasks[0])
 
 
-def test_the_machines_panel_gives_probed_and_local_gpus(qtbot, tmp_path: Path) -> None:
+def test_the_machines_panel_gives_probed_and_local_gpus(qtbot: QtBot, tmp_path: Path) -> None:
     registry = MachineRegistry(tmp_path / "machines.toml")
     for machine in MACHINES:
         registry.add(machine)
@@ -300,7 +304,7 @@ CPU_ONLY_HERE = MachineFacts(hostname="laptop", os_name="Linux", python="3.11", 
                              cpu_cores=4, ram_total=16 << 30, tf=TfView(version="2.21.0"))
 
 
-def test_a_machine_without_gpus_runs_gpu_training_on_registered_gpu_machines(qtbot) -> None:
+def test_a_machine_without_gpus_runs_gpu_training_on_registered_gpu_machines(qtbot: QtBot) -> None:
     """No GPU here, FAKE GPUs on a registered machine: GPU can be chosen, and the review
     refuses to keep the GPU tasks here but accepts them on the GPU machine."""
     wizard = RunWizard(CPU_ONLY_HERE, None)
@@ -331,7 +335,7 @@ def test_a_machine_without_gpus_runs_gpu_training_on_registered_gpu_machines(qtb
     assert "export CUDA_VISIBLE_DEVICES=0,1\n" in task_script_text(plan, plan.tasks[0])
 
 
-def test_the_gpus_of_the_last_plan_are_checked_again(qtbot) -> None:
+def test_the_gpus_of_the_last_plan_are_checked_again(qtbot: QtBot) -> None:
     """The last run used GPUs 1 and 2 of "gpu box": a new wizard starts from that choice
     (its facts arrive after the remembered plan, as in the app)."""
     last = gpu_box_for(qtbot, MWM_GPU, ("gpu box", LOCAL_MACHINE))

@@ -9,18 +9,23 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+from weakref import WeakKeyDictionary
 
 import conftest_ssh
 import netfaults
 import pytest
 import shiboken6
 import sshhosts
+import widgets
 from conftest_ssh import host_key, machine, trust
 from PySide6.QtCore import QPoint, Qt, QTimer
-from PySide6.QtWidgets import QDialogButtonBox, QMessageBox
+from PySide6.QtWidgets import QAbstractButton, QDialogButtonBox, QLineEdit, QMessageBox, QWidget
+from pytestqt.qtbot import QtBot
 
-from dtgui.core.doctor import FAIL, OK
+from dtgui.core.doctor import FAIL, OK, Check
 from dtgui.core.hardware import MachineFacts, TfView
 from dtgui.core.machines import MachineRegistry
 from dtgui.core.settings import config_dir
@@ -42,12 +47,26 @@ LOCAL = MachineFacts(hostname="here", os_name="Linux", python="3.11.7", cpu_mode
 
 
 # -- helpers ----------------------------------------------------------------------------------
+# the dialogs each panel showed (`dialogShown`), in order
+_shown: WeakKeyDictionary[MachinesPanel, list[QWidget]] = WeakKeyDictionary()
+D = TypeVar("D", bound=QWidget)
+
+
+def record_dialogs(panel: MachinesPanel) -> None:
+    seen: list[QWidget] = []
+    _shown[panel] = seen
+    panel.dialogShown.connect(seen.append)
+
+
+def shown(panel: MachinesPanel) -> list[QWidget]:
+    return _shown[panel]
+
+
 @pytest.fixture
-def make_panel(qtbot):
+def make_panel(qtbot: QtBot) -> Callable[[], MachinesPanel]:
     def make() -> MachinesPanel:
         panel = MachinesPanel(local_facts=lambda: LOCAL)
-        panel.shown = []
-        panel.dialogShown.connect(panel.shown.append)
+        record_dialogs(panel)
         qtbot.addWidget(panel)
         panel.resize(640, 560)
         panel.show()
@@ -57,35 +76,36 @@ def make_panel(qtbot):
     return make
 
 
-def type_into(qtbot, edit, text: str) -> None:
+def type_into(qtbot: QtBot, edit: QLineEdit, text: str) -> None:
     edit.selectAll()
     qtbot.keyClick(edit, Qt.Key.Key_Delete)
     qtbot.keyClicks(edit, text)
     assert edit.text() == text
 
 
-def click_indicator(qtbot, button) -> None:
+def click_indicator(qtbot: QtBot, button: QAbstractButton) -> None:
     """Click a check box or radio button on its indicator (a wide one ignores clicks right
     of its text)."""
     qtbot.mouseClick(button, LEFT, pos=QPoint(8, button.height() // 2))
 
 
-def click_radio(qtbot, radio) -> None:
+def click_radio(qtbot: QtBot, radio: QAbstractButton) -> None:
     click_indicator(qtbot, radio)
     assert radio.isChecked()
 
 
-def wait_dialog(qtbot, panel: MachinesPanel, kind: type, timeout: int = SSH_WAIT):
+def wait_dialog(qtbot: QtBot, panel: MachinesPanel, kind: type[D], timeout: int = SSH_WAIT
+                ) -> D:
     """The open dialog of `kind` the panel showed (closed ones are deleted on close)."""
-    def open_ones() -> list:
-        return [d for d in panel.shown if shiboken6.isValid(d) and isinstance(d, kind)
+    def open_ones() -> list[D]:
+        return [d for d in shown(panel) if shiboken6.isValid(d) and isinstance(d, kind)
                 and d.isVisible()]
 
     qtbot.waitUntil(lambda: bool(open_ones()), timeout=timeout)
     return open_ones()[-1]
 
 
-def wait_status(qtbot, panel: MachinesPanel, name: str, *statuses: str) -> None:
+def wait_status(qtbot: QtBot, panel: MachinesPanel, name: str, *statuses: str) -> None:
     qtbot.waitUntil(lambda: name in panel.states and panel.states[name].status in statuses,
                     timeout=SSH_WAIT)
 
@@ -93,10 +113,10 @@ def wait_status(qtbot, panel: MachinesPanel, name: str, *statuses: str) -> None:
 def cell(panel: MachinesPanel, name: str, column: str) -> str:
     from dtgui.ui.machines.panel import COLUMNS
 
-    return panel.table.item(panel.row_of(name), COLUMNS.index(column)).text()
+    return widgets.cell_text(panel.table, panel.row_of(name), COLUMNS.index(column))
 
 
-def fill_machine(qtbot, dialog: MachineDialog, name: str, host: sshhosts.Host, auth: str,
+def fill_machine(qtbot: QtBot, dialog: MachineDialog, name: str, host: sshhosts.Host, auth: str,
                  secret: str = "") -> None:
     type_into(qtbot, dialog.name_edit, name)
     type_into(qtbot, dialog.host_edit, host.address)
@@ -113,6 +133,13 @@ def python_version(path: str) -> str:
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
+def check_of(doctor: DoctorDialog, machine: str, topic: str) -> Check:
+    """The doctor's first check of `machine` whose topic starts with `topic`."""
+    found = doctor.status_of(machine, topic)
+    assert found is not None, f"no {topic} check of {machine}"
+    return found
+
+
 def select(panel: MachinesPanel, *names: str) -> None:
     panel.table.clearSelection()
     for name in names:
@@ -121,8 +148,8 @@ def select(panel: MachinesPanel, *names: str) -> None:
 
 
 # -- adding, host keys, probing ------------------------------------------------------------------
-def test_add_by_password_trust_the_fingerprint_and_see_the_probe(qtbot, make_panel,
-                                                                  ssh_lab) -> None:
+def test_add_by_password_trust_the_fingerprint_and_see_the_probe(
+        qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
     h = ssh_lab.hosts[0]
     panel = make_panel()
     qtbot.mouseClick(panel.add_button, LEFT)
@@ -143,6 +170,7 @@ def test_add_by_password_trust_the_fingerprint_and_see_the_probe(qtbot, make_pan
     state = panel.states["box-pw"]
     assert state.status == "ok", state.message
     facts = state.facts
+    assert facts is not None
     assert cell(panel, "box-pw", "Python") == python_version(facts.python_path)
     assert cell(panel, "box-pw", "Address") == h.address if h.port == 22 else True
     assert cell(panel, "box-pw", "OS") and cell(panel, "box-pw", "GPUs")
@@ -155,8 +183,9 @@ def test_add_by_password_trust_the_fingerprint_and_see_the_probe(qtbot, make_pan
     assert ssh_lab.password not in (config_dir() / "machines.toml").read_text()
 
 
-def test_import_from_the_ssh_config_then_accept_its_key(qtbot, make_panel, ssh_lab,
-                                                        ssh_env: Path) -> None:
+def test_import_from_the_ssh_config_then_accept_its_key(
+        qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab,
+        ssh_env: Path) -> None:
     h = ssh_lab.hosts[1]
     (ssh_env / ".ssh" / "config").write_text(
         f"Host lab-imported\n  HostName {h.address}\n  Port {h.port}\n"
@@ -180,7 +209,8 @@ def test_import_from_the_ssh_config_then_accept_its_key(qtbot, make_panel, ssh_l
                                                                  str(ssh_lab.plain_key))
 
 
-def test_rejecting_the_host_key_connects_nothing(qtbot, make_panel, ssh_lab) -> None:
+def test_rejecting_the_host_key_connects_nothing(
+        qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
     MachineRegistry().add(machine(ssh_lab, ssh_lab.hosts[0], name="nope"))
     panel = make_panel()
     qtbot.mouseClick(panel.refresh_button, LEFT)
@@ -192,7 +222,8 @@ def test_rejecting_the_host_key_connects_nothing(qtbot, make_panel, ssh_lab) -> 
     assert not hostkeys.app_known_hosts().exists()
 
 
-def test_two_machines_at_one_address_ask_for_its_key_once(qtbot, make_panel, ssh_lab) -> None:
+def test_two_machines_at_one_address_ask_for_its_key_once(
+        qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
     h = ssh_lab.hosts[2]
     reg = MachineRegistry()
     reg.add(machine(ssh_lab, h, name="alias-a"))
@@ -203,16 +234,18 @@ def test_two_machines_at_one_address_ask_for_its_key_once(qtbot, make_panel, ssh
     qtbot.mouseClick(key_dialog.trust_button, LEFT)
     wait_status(qtbot, panel, "alias-a", "ok", "error")
     wait_status(qtbot, panel, "alias-b", "ok", "error")
-    assert [type(d) for d in panel.shown] == [HostKeyDialog]
+    assert [type(d) for d in shown(panel)] == [HostKeyDialog]
     assert panel.states["alias-a"].status == panel.states["alias-b"].status == "ok"
 
 
-def test_wrong_password_is_shown_on_the_row_in_plain_words(qtbot, make_panel, ssh_lab) -> None:
+def test_wrong_password_is_shown_on_the_row_in_plain_words(
+        qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
     h = ssh_lab.hosts[0]
     trust(h)
     panel = make_panel()
     qtbot.mouseClick(panel.add_button, LEFT)
     dialog = panel.dialog
+    assert isinstance(dialog, MachineDialog)
     fill_machine(qtbot, dialog, "box-wrong", h, "password", "not-the-password")
     click_indicator(qtbot, dialog.remember_box)
     assert not dialog.remember()
@@ -222,12 +255,13 @@ def test_wrong_password_is_shown_on_the_row_in_plain_words(qtbot, make_panel, ss
     assert time.monotonic() - t0 < 10  # within the connect timeout
     message = panel.states["box-wrong"].message
     assert "was not accepted: wrong password" in message and "Traceback" not in message
-    assert message in panel.table.item(panel.row_of("box-wrong"), 0).toolTip()
+    assert message in widgets.cell(panel.table, panel.row_of("box-wrong"), 0).toolTip()
     assert "wrong password" in panel.details_label.text()  # the only machine: shown below
     assert secrets.get_secret("box-wrong", "password") is None  # not remembered
 
 
-def test_a_changed_host_key_is_refused_with_no_way_to_accept(qtbot, make_panel, ssh_lab) -> None:
+def test_a_changed_host_key_is_refused_with_no_way_to_accept(
+        qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
     h2, h3 = ssh_lab.hosts[0], ssh_lab.hosts[1]
     hostkeys.trust_host_key(h3.address, h3.port, host_key(h2))  # "the old key" on record
     MachineRegistry().add(machine(ssh_lab, h3, name="moved"))
@@ -247,7 +281,8 @@ def test_a_changed_host_key_is_refused_with_no_way_to_accept(qtbot, make_panel, 
     assert hostkeys.known_keys(h3.address, h3.port)["ssh-ed25519"] == host_key(h2)  # untouched
 
 
-def test_password_asked_when_needed_and_remembered_on_request(qtbot, make_panel, ssh_lab) -> None:
+def test_password_asked_when_needed_and_remembered_on_request(
+        qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
     h = ssh_lab.hosts[2]
     trust(h)
     MachineRegistry().add(machine(ssh_lab, h, name="ask-me", auth="password"))
@@ -271,19 +306,23 @@ def test_password_asked_when_needed_and_remembered_on_request(qtbot, make_panel,
     assert "No password was given" in panel.states["ask-me"].message
 
 
-def test_no_keyring_says_so_and_asks_each_time(qtbot, make_panel, ssh_lab) -> None:
+def test_no_keyring_says_so_and_asks_each_time(
+        qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
     import keyring.backends.fail
 
     h = ssh_lab.hosts[0]
     trust(h)
     MachineRegistry().add(machine(ssh_lab, h, name="no-store", auth="password"))
-    with secrets.using_keyring(keyring.backends.fail.Keyring()):
+    # keyring leaves KeyringBackend.__init__ unannotated (no "-> None"): an untyped call.
+    no_backend = keyring.backends.fail.Keyring()  # type: ignore[no-untyped-call]
+    with secrets.using_keyring(no_backend):
         panel = make_panel()
         qtbot.waitUntil(lambda: not panel.keyring_ok, timeout=10_000)
         assert "No usable password store" in panel.message_label.text()
         qtbot.mouseClick(panel.add_button, LEFT)
-        assert not panel.dialog.remember_box.isEnabled()
-        panel.dialog.reject()
+        dialog = panel.dialog
+        assert isinstance(dialog, MachineDialog) and not dialog.remember_box.isEnabled()
+        dialog.reject()
         qtbot.mouseClick(panel.refresh_button, LEFT)
         prompt = wait_dialog(qtbot, panel, SecretPrompt)
         assert not prompt.remember.isEnabled() and "each time" in str(prompt.error)
@@ -293,7 +332,8 @@ def test_no_keyring_says_so_and_asks_each_time(qtbot, make_panel, ssh_lab) -> No
         assert panel.states["no-store"].status == "ok", panel.states["no-store"].message
 
 
-def test_machines_connect_in_parallel_and_the_ui_keeps_running(qtbot, make_panel, ssh_lab) -> None:
+def test_machines_connect_in_parallel_and_the_ui_keeps_running(
+        qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
     import socket
 
     trust(*ssh_lab.hosts)
@@ -339,7 +379,8 @@ def test_machines_connect_in_parallel_and_the_ui_keeps_running(qtbot, make_panel
 
 
 # -- edit, remove, public key --------------------------------------------------------------------
-def test_edit_renames_with_its_secret_and_remove_forgets_both(qtbot, make_panel, ssh_lab) -> None:
+def test_edit_renames_with_its_secret_and_remove_forgets_both(
+        qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
     h = ssh_lab.hosts[0]
     trust(h)
     MachineRegistry().add(machine(ssh_lab, h, name="old-name", auth="password"))
@@ -364,8 +405,9 @@ def test_edit_renames_with_its_secret_and_remove_forgets_both(qtbot, make_panel,
     assert MachineRegistry().names() == [] and secrets.get_secret("new-name", "password") is None
 
 
-def test_install_my_public_key_then_sign_in_with_it(qtbot, make_panel, ssh_lab,
-                                                    ssh_env: Path) -> None:
+def test_install_my_public_key_then_sign_in_with_it(
+        qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab,
+        ssh_env: Path) -> None:
     h = ssh_lab.hosts[1]
     trust(h)
     key = sshhosts.keygen(ssh_env / ".ssh" / "id_ed25519", comment="me@here")
@@ -389,7 +431,7 @@ def test_install_my_public_key_then_sign_in_with_it(qtbot, make_panel, ssh_lab,
 
 # -- the doctor ---------------------------------------------------------------------------------
 def test_doctor_on_two_machines_shows_a_reachable_and_a_blocked_port_and_tf(
-        qtbot, make_panel, ssh_lab) -> None:
+        qtbot: QtBot, make_panel: Callable[[], MachinesPanel], ssh_lab: sshhosts.SshLab) -> None:
     h2, h3 = ssh_lab.hosts[0], ssh_lab.hosts[1]
     why = netfaults.firewall_unavailable(h3)
     if why:
@@ -408,29 +450,29 @@ def test_doctor_on_two_machines_shows_a_reachable_and_a_blocked_port_and_tf(
     with netfaults.firewalled(h3, port), qtbot.waitSignal(doctor.finishedRun, timeout=SSH_WAIT):
         qtbot.mouseClick(doctor.run_button, LEFT)
         assert doctor.progress.isVisible() and not doctor.run_button.isEnabled()
-    assert doctor.status_of("left → right", "Reach").status == FAIL
-    assert "firewall of right" in doctor.status_of("left → right", "Reach").fix
-    assert doctor.status_of("right → left", "Reach").status == OK
-    assert doctor.status_of("left", "Port").status == OK
-    facts_left = doctor.status_of("left", "TensorFlow")
+    assert check_of(doctor, "left → right", "Reach").status == FAIL
+    assert "firewall of right" in check_of(doctor, "left → right", "Reach").fix
+    assert check_of(doctor, "right → left", "Reach").status == OK
+    assert check_of(doctor, "left", "Port").status == OK
+    facts_left = check_of(doctor, "left", "TensorFlow")
     if "not installed" in facts_left.detail:
         assert facts_left.status == FAIL
         assert facts_left.fix.startswith("pip install tensorflow==2.21.0 on left")
     table = doctor.table
-    rows = {(table.item(r, 0).text(), table.item(r, 1).text()): table.item(r, 2).text()
+    rows = {(widgets.cell(table, r, 0).text(), widgets.cell(table, r, 1).text()): widgets.cell(table, r, 2).text()
             for r in range(table.rowCount())}
     assert rows[("left → right", f"Reach port {port}")] == "✗ Problem"
     assert rows[("right → left", f"Reach port {port}")] == "✓ OK"
     assert table.rowCount() == len(doctor.checks)
     assert "problem" in doctor.status_label.text()
     doctor.only_problems.setChecked(True)
-    assert all(table.item(r, 2).text() != "✓ OK" for r in range(table.rowCount()))
+    assert all(widgets.cell(table, r, 2).text() != "✓ OK" for r in range(table.rowCount()))
     assert netfaults.leftover_listeners(port) == []
 
 
 # -- the whole story, in the main window ---------------------------------------------------------
-def test_two_machines_keys_versions_and_the_doctor_all_by_clicking(qtbot, ssh_lab,
-                                                                    ssh_env: Path) -> None:
+def test_two_machines_keys_versions_and_the_doctor_all_by_clicking(
+        qtbot: QtBot, ssh_lab: sshhosts.SshLab, ssh_env: Path) -> None:
     """One machine by password, one from ~/.ssh/config, their host keys accepted, their
     versions and GPUs shown, and the doctor run from the toolbar: setting up two machines
     from start to end."""
@@ -444,13 +486,14 @@ def test_two_machines_keys_versions_and_the_doctor_all_by_clicking(qtbot, ssh_la
     qtbot.addWidget(window)
     window.show()
     panel = window.machines
-    panel.shown = []
-    panel.dialogShown.connect(panel.shown.append)
+    record_dialogs(panel)
     qtbot.waitUntil(panel.ready, timeout=10_000)
 
     qtbot.mouseClick(panel.add_button, LEFT)
-    fill_machine(qtbot, panel.dialog, "by-password", h2, "password", ssh_lab.password)
-    qtbot.mouseClick(panel.dialog.ok_button, LEFT)
+    adder = panel.dialog
+    assert isinstance(adder, MachineDialog)
+    fill_machine(qtbot, adder, "by-password", h2, "password", ssh_lab.password)
+    qtbot.mouseClick(adder.ok_button, LEFT)
     key_dialog = wait_dialog(qtbot, panel, HostKeyDialog)
     assert key_dialog.fingerprint_label.text() == h2.fingerprint
     qtbot.mouseClick(key_dialog.trust_button, LEFT)
@@ -458,6 +501,7 @@ def test_two_machines_keys_versions_and_the_doctor_all_by_clicking(qtbot, ssh_la
 
     qtbot.mouseClick(panel.import_button, LEFT)
     importer = panel.dialog
+    assert isinstance(importer, ImportDialog)
     qtbot.waitUntil(lambda: bool(importer.found), timeout=10_000)
     qtbot.mouseClick(importer.ok_button, LEFT)
     key_dialog = wait_dialog(qtbot, panel, HostKeyDialog)
@@ -467,22 +511,28 @@ def test_two_machines_keys_versions_and_the_doctor_all_by_clicking(qtbot, ssh_la
     for name in ("by-password", "from-config"):
         state = panel.states[name]
         assert state.status == "ok", state.message
+        assert state.facts is not None
         assert cell(panel, name, "Python") == state.facts.python_version != ""
-        assert cell(panel, name, "GPUs") == ("none" if not state.facts.gpus else cell(panel, name, "GPUs"))
+        assert cell(panel, name, "GPUs") == ("none" if not state.facts.gpus
+                                             else cell(panel, name, "GPUs"))
 
-    qtbot.waitUntil(lambda: window.machine.facts is not None and window.machine.facts.tf is not None,
+    qtbot.waitUntil(lambda: window.machine.facts is not None
+                    and window.machine.facts.tf is not None,
                     timeout=180_000)  # this machine's TensorFlow, asked in a subprocess
     window.act_doctor.trigger()
     doctor = wait_dialog(qtbot, panel, DoctorDialog)
     with qtbot.waitSignal(doctor.finishedRun, timeout=SSH_WAIT):
         qtbot.mouseClick(doctor.run_button, LEFT)
-    assert doctor.status_of("by-password → from-config", "Reach").status == OK
-    assert doctor.status_of("from-config → by-password", "Reach").status == OK
+    assert check_of(doctor, "by-password → from-config", "Reach").status == OK
+    assert check_of(doctor, "from-config → by-password", "Reach").status == OK
+    assert window.machine.facts is not None and window.machine.facts.tf is not None
     local_tf = window.machine.facts.tf.version
     for name in ("by-password", "from-config"):
-        remote_tf = panel.states[name].facts.tf_version
-        tf = doctor.status_of(name, "TensorFlow")
+        remote = panel.states[name].facts
+        assert remote is not None
+        remote_tf = remote.tf_version
+        tf = check_of(doctor, name, "TensorFlow")
         if local_tf and remote_tf != local_tf:
             assert tf.status == FAIL and tf.fix.startswith(f"pip install tensorflow=={local_tf}")
-        assert doctor.status_of(name, "Python").status in (OK, "warn")
+        assert check_of(doctor, name, "Python").status in (OK, "warn")
     doctor.close()

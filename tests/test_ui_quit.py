@@ -14,10 +14,12 @@ from fakes import FakeRun
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QMessageBox
+from pytestqt.qtbot import QtBot
 from runs import live_members
 
 import dtgui.ui.main_window as main_window
 from dtgui.core.plan import Plan
+from dtgui.launch.controller import RunController
 from dtgui.ui.main_window import MainWindow
 from dtgui.ui.run_session import LIFE_MS
 
@@ -58,7 +60,7 @@ def test_ctrl_q_quits_the_app_with_exit_code_0() -> None:
     assert time.monotonic() - t0 < 60
 
 
-def answer_question(qtbot, button_text: str, seen: list[str]) -> None:
+def answer_question(qtbot: QtBot, button_text: str, seen: list[str]) -> None:
     """Click `button_text` in the message box that is about to open (exec() blocks)."""
     def click() -> None:
         box = QApplication.activeModalWidget()
@@ -81,7 +83,7 @@ def press_ctrl_q(window: MainWindow) -> None:
 
 @pytest.mark.slow
 def test_ctrl_q_during_a_run_asks_keep_or_stop_and_stop_quits_leaving_nothing(
-        qtbot, monkeypatch: pytest.MonkeyPatch) -> None:
+        qtbot: QtBot, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(main_window, "DEMO_STEPS", 1_000_000)  # still training when asked
     window = MainWindow()
     qtbot.addWidget(window)
@@ -96,6 +98,7 @@ def test_ctrl_q_during_a_run_asks_keep_or_stop_and_stop_quits_leaving_nothing(
     qtbot.waitUntil(lambda: window.session.source is not None
                     and window.session.source.state == "running", timeout=120_000)
     controller = window.session.source
+    assert isinstance(controller, RunController)  # the demo runs here, under a controller
     questions: list[str] = []
 
     answer_question(qtbot, "Cancel", questions)
@@ -113,7 +116,7 @@ def test_ctrl_q_during_a_run_asks_keep_or_stop_and_stop_quits_leaving_nothing(
 
 
 def test_stop_and_quit_quits_when_the_session_tells_the_end_with_no_view_watching(
-        qtbot) -> None:
+        qtbot: QtBot) -> None:
     window = MainWindow()
     qtbot.addWidget(window)
     window.show()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from fakes import FakeRun
+from pytestqt.qtbot import QtBot
 
 from dtgui.core.plan import Plan
 from dtgui.core.run_state import RunState
@@ -28,7 +29,7 @@ class Told:
         return [said[1:] for said in self.all if said[0] == kind]
 
 
-def test_each_restart_change_and_the_end_are_told_once(qtbot) -> None:
+def test_each_restart_change_and_the_end_are_told_once(qtbot: QtBot) -> None:
     session = RunSession()
     told = Told(session)
     run = FakeRun(plan=Plan(run_name="digits"), max_restarts=2)
@@ -58,7 +59,7 @@ def test_each_restart_change_and_the_end_are_told_once(qtbot) -> None:
     assert not session.active and not session.following
 
 
-def test_what_a_listener_reads_while_taking_the_run_is_not_left_shown(qtbot) -> None:
+def test_what_a_listener_reads_while_taking_the_run_is_not_left_shown(qtbot: QtBot) -> None:
     """A Slurm run's first poll may land while the dashboard takes the run (reading its
     state and message then), and the job may start before the session looks again: what the
     listener read must not stay shown once the run has moved on."""
@@ -80,7 +81,7 @@ def test_what_a_listener_reads_while_taking_the_run_is_not_left_shown(qtbot) -> 
     assert shown[-1] == ("running", "")
 
 
-def test_a_run_that_ended_before_it_was_shown_tells_no_end(qtbot) -> None:
+def test_a_run_that_ended_before_it_was_shown_tells_no_end(qtbot: QtBot) -> None:
     session = RunSession()
     told = Told(session)
     old = FakeRun(plan=Plan(run_name="old"))
@@ -91,7 +92,7 @@ def test_a_run_that_ended_before_it_was_shown_tells_no_end(qtbot) -> None:
     assert not session.active and not session.following
 
 
-def test_a_new_run_replaces_the_followed_one(qtbot) -> None:
+def test_a_new_run_replaces_the_followed_one(qtbot: QtBot) -> None:
     session = RunSession()
     told = Told(session)
     first, second = FakeRun(), FakeRun()
@@ -105,7 +106,7 @@ def test_a_new_run_replaces_the_followed_one(qtbot) -> None:
     assert ended.args[0] == "finished"
 
 
-def test_keep_training_hands_the_run_over_and_tells_nothing_more(qtbot) -> None:
+def test_keep_training_hands_the_run_over_and_tells_nothing_more(qtbot: QtBot) -> None:
     session = RunSession()
     told = Told(session)
     run = FakeRun()  # started outside the app: no record for a watcher

@@ -9,13 +9,17 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
+from widgets import cell, cell_text
 
 from dtgui.core.bundle import render_bundle
 from dtgui.core.cluster import place_local
 from dtgui.core.machines import Machine
-from dtgui.core.plan import Plan
+from dtgui.core.plan import MachineAccess, Plan
+from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
 from dtgui.core.settings import runs_dir
+from dtgui.core.strategies import Strategy
 from dtgui.launch.history import open_run
 from dtgui.ui.runs_page import RunsPage
 from dtgui.ui.wizard.machines_box import LOCAL_TEXT, MachinesBox
@@ -25,11 +29,12 @@ MACHINES = [Machine("gpu box", "10.1.0.2", user="me", auth="agent"),
             Machine("h3", "10.1.0.3", 2222, user="me", auth="agent")]
 
 
-def test_machines_box_places_tasks_on_the_chosen_machines(qtbot) -> None:
+def test_machines_box_places_tasks_on_the_chosen_machines(qtbot: QtBot) -> None:
     box = MachinesBox()
     qtbot.addWidget(box)
     box.set_machines(MACHINES)
-    plan = Plan(run_name="mh", strategy="multi_worker_mirrored", workers=2, replicas_per_task=1)
+    plan = Plan(run_name="mh", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
+                replicas_per_task=1)
     box.set_plan(plan)
     combos = [c for c in box.findChildren(type(box._combos["worker:0"]))
               if c.objectName().startswith("machineFor:")]  # (the box's target has one too)
@@ -39,20 +44,22 @@ def test_machines_box_places_tasks_on_the_chosen_machines(qtbot) -> None:
     combos[1].setCurrentIndex(combos[1].findData("h3"))
     assert box.assignments() == {"worker:0": "gpu box", "worker:1": "h3"}
     python = box.findChild(type(box._pythons["h3"]), "pythonFor:h3")
+    assert python is not None
     python.setText("/opt/tf/bin/python3")
     placed = box.preview(plan)
     assert [t.machine for t in placed.tasks] == ["gpu box", "h3"]
     assert [a.split(":")[0] for a in placed.cluster["worker"]] == ["10.1.0.2", "10.1.0.3"]
-    assert placed.machines["h3"] == {"address": "10.1.0.3", "login": "me@10.1.0.3:2222",
-                                     "python": "/opt/tf/bin/python3"}
+    assert placed.machines["h3"] == MachineAccess(address="10.1.0.3", login="me@10.1.0.3:2222",
+                                                  python="/opt/tf/bin/python3")
     box.remember(placed)  # a remembered plan brings its choices back
     box.set_machines(MACHINES)
     box.set_plan(plan)
     assert box.assignments() == {"worker:0": "gpu box", "worker:1": "h3"}
 
 
-def make_run(name: str, state: str, loss: float | None, created: float) -> RunRecord:
-    plan = place_local(Plan(run_name=name, strategy="one_device", replicas_per_task=1, steps=3))
+def make_run(name: str, state: RunState, loss: float | None, created: float) -> RunRecord:
+    plan = place_local(Plan(run_name=name, strategy=Strategy.ONE_DEVICE, replicas_per_task=1,
+                            steps=3))
     bundle = render_bundle(plan, runs_dir() / name)
     events = bundle.events_file(plan.tasks[0])
     events.write_text("".join(json.dumps({"v": 1, "kind": "step", "task": "worker:0",
@@ -67,17 +74,17 @@ def make_run(name: str, state: str, loss: float | None, created: float) -> RunRe
     return record
 
 
-def test_runs_page_lists_running_and_finished_runs(qtbot) -> None:
-    make_run("old", "finished", 0.3333, time.time() - 100)
-    make_run("live", "running", None, time.time())
+def test_runs_page_lists_running_and_finished_runs(qtbot: QtBot) -> None:
+    make_run("old", RunState.FINISHED, 0.3333, time.time() - 100)
+    make_run("live", RunState.RUNNING, None, time.time())
     page = RunsPage()
     qtbot.addWidget(page)
     page.refresh()
     qtbot.waitUntil(lambda: page.table.rowCount() == 2, timeout=5000)
-    assert [page.table.item(r, 0).text() for r in range(2)] == ["live", "old"]
-    assert page.table.item(1, 4).text() == "0.3333"
-    assert page.table.item(0, 3).text() == "running · not watched"  # dtgui's watcher: none
-    assert "nothing stops the others" in page.table.item(0, 3).toolTip()
+    assert [cell_text(page.table, r, 0) for r in range(2)] == ["live", "old"]
+    assert cell_text(page.table, 1, 4) == "0.3333"
+    assert cell_text(page.table, 0, 3) == "running · not watched"  # dtgui's watcher: none
+    assert "nothing stops the others" in cell(page.table, 0, 3).toolTip()
     assert "1 run(s) still training" in page.summary.text()
     page.table.selectRow(0)
     assert page.reattach_button.isEnabled() and not page.open_button.isEnabled()

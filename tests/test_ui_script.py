@@ -9,6 +9,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from pytestqt.qtbot import QtBot
+from widgets import cell_text
+
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
@@ -21,6 +24,7 @@ from dtgui.core.hardware import MachineFacts, TfView
 from dtgui.core.metrics import RunMetrics
 from dtgui.core.plan import Plan
 from dtgui.core.script import ScriptModel
+from dtgui.core.strategies import Strategy
 from dtgui.ui.dashboard import Dashboard
 from dtgui.ui.wizard import RunWizard
 from dtgui.ui.wizard.wizard import PAGE_MODEL, PAGE_REVIEW
@@ -35,7 +39,8 @@ def cpu_facts() -> MachineFacts:
                         cpu_cores=2, ram_total=8 << 30, tf=TfView(version="2.21.0"))
 
 
-def open_model_page(qtbot, strategy: str = "multi_worker_mirrored") -> RunWizard:
+def open_model_page(qtbot: QtBot,
+                    strategy: Strategy = Strategy.MULTI_WORKER_MIRRORED) -> RunWizard:
     facts = cpu_facts()
     plan = Plan(run_name="s", strategy=strategy, workers=2, replicas_per_task=1)
     wizard = RunWizard(facts, plan)
@@ -48,7 +53,7 @@ def open_model_page(qtbot, strategy: str = "multi_worker_mirrored") -> RunWizard
     return wizard
 
 
-def pick_script(qtbot, page: Any, project: Path, entry: str) -> Any:  # type: ignore[no-untyped-def]
+def pick_script(qtbot: QtBot, page: Any, project: Path, entry: str) -> Any:
     """Click "My own training script" on the model page and name the project and its entry
     file; returns the script box."""
     radio = page.script_radio
@@ -63,7 +68,7 @@ def next_enabled(wizard: RunWizard) -> bool:
     return wizard.button(QWizard.WizardButton.NextButton).isEnabled()
 
 
-def test_script_choice_checks_the_project_off_the_ui_thread(qtbot, tmp_path: Path) -> None:
+def test_script_choice_checks_the_project_off_the_ui_thread(qtbot: QtBot, tmp_path: Path) -> None:
     project = tmp_path / "mwm_fit"
     shutil.copytree(PROJECTS / "mwm_fit", project)
     (project / ".venv").mkdir()
@@ -95,10 +100,10 @@ def test_script_choice_checks_the_project_off_the_ui_thread(qtbot, tmp_path: Pat
     qtbot.waitUntil(lambda: next_enabled(wizard), timeout=5_000)
     wizard.next()
     assert wizard.currentId() == PAGE_REVIEW
-    model = wizard.plan().model
-    assert model["kind"] == "script" and model["entry"] == "main.py"
-    assert model["args"] == ["4", "2", "--name=a b"] and model["env"] == {"GOOD": "1"}
-    assert model["legacy_keras"] is True
+    model = wizard.plan().script
+    assert model is not None and model.entry == "main.py"
+    assert model.args == ("4", "2", "--name=a b") and model.env == {"GOOD": "1"}
+    assert model.legacy_keras is True
     review = wizard.review_page
     assert review.summary_values["Model"].text().startswith("main.py")
     script_text = review.script_view.toPlainText()
@@ -108,16 +113,16 @@ def test_script_choice_checks_the_project_off_the_ui_thread(qtbot, tmp_path: Pat
     assert plan_json["model"]["kind"] == "script"
 
 
-def test_a_remembered_script_plan_comes_back(qtbot) -> None:
+def test_a_remembered_script_plan_comes_back(qtbot: QtBot) -> None:
     facts = cpu_facts()
-    model = {"kind": "script", "project": str(PROJECTS / "custom_loop"), "entry": "train.py",
-             "args": ["--x"], "env": {"A": "1"}, "legacy_keras": False, "data_dir": "/d"}
-    wizard = RunWizard(facts, Plan(strategy="mirrored", model=model))
+    model = ScriptModel(str(PROJECTS / "custom_loop"), "train.py", ("--x",), {"A": "1"},
+                        legacy_keras=False, data_dir="/d")
+    wizard = RunWizard(facts, Plan(strategy=Strategy.MIRRORED, model=model))
     qtbot.addWidget(wizard)
     box = wizard.model_page.script_box
     assert wizard.model_page.script_radio.isChecked()
-    assert box.model() == ScriptModel.from_dict(model).to_dict()
-    assert box.model()["printed_metrics"] is True and box.model()["metrics_tasks"] == "chief"
+    assert box.model() == model
+    assert box.model().printed_metrics is True and box.model().metrics_tasks == "chief"
 
 
 def scalar_line(task: str, tag: str, step: int, value: float) -> str:
@@ -125,12 +130,12 @@ def scalar_line(task: str, tag: str, step: int, value: float) -> str:
                        "step": step, "value": value})
 
 
-def test_dashboard_shows_scalars_by_tag_and_the_script_loss(qtbot) -> None:
+def test_dashboard_shows_scalars_by_tag_and_the_script_loss(qtbot: QtBot) -> None:
     metrics = RunMetrics(10)
     board = Dashboard()
     qtbot.addWidget(board)
     board.show()
-    board.attach(FakeRun(metrics), run_name="s", strategy="multi_worker_mirrored")
+    board.attach(FakeRun(metrics), run_name="s", strategy=Strategy.MULTI_WORKER_MIRRORED)
     assert not board.scalar_panel.isVisible()
     lines = [scalar_line(task, tag, step, 1.0 / (step + 1) + i)
              for step in range(4) for i, task in enumerate(("worker:0", "worker:1"))
@@ -141,7 +146,7 @@ def test_dashboard_shows_scalars_by_tag_and_the_script_loss(qtbot) -> None:
     assert panel.isVisible()
     assert panel.tags() == ["train/epoch_accuracy", "train/epoch_loss"]
     assert panel.tag == "train/epoch_loss"  # a loss is shown first
-    assert sorted(panel.curves.curves) == ["worker:0", "worker:1"]
+    assert set(panel.curves.curves) == {"worker:0", "worker:1"}
     assert sorted(board.loss_panel.replica_ids()) == [0, 1]  # the script's loss, per task
     assert not board.throughput_panel.isVisible()  # a script reports no throughput
     panel.tag_combo.setCurrentText("train/epoch_accuracy")
@@ -150,9 +155,9 @@ def test_dashboard_shows_scalars_by_tag_and_the_script_loss(qtbot) -> None:
     assert metrics.snapshot().epoch == 4
 
 
-def test_options_page_says_a_script_gets_them_as_variables(qtbot) -> None:
-    model = {"kind": "script", "project": str(PROJECTS / "custom_loop"), "entry": "train.py"}
-    wizard = RunWizard(cpu_facts(), Plan(strategy="mirrored", model=model))
+def test_options_page_says_a_script_gets_them_as_variables(qtbot: QtBot) -> None:
+    model = ScriptModel(str(PROJECTS / "custom_loop"), "train.py")
+    wizard = RunWizard(cpu_facts(), Plan(strategy=Strategy.MIRRORED, model=model))
     qtbot.addWidget(wizard)
     wizard.show()
     qtbot.waitExposed(wizard)
@@ -166,12 +171,12 @@ def test_options_page_says_a_script_gets_them_as_variables(qtbot) -> None:
     assert not options.script_note.isVisible() and options.optimizer_box.isEnabled()
 
 
-def test_what_this_machine_lacks_is_a_warning_not_a_stop(qtbot, tmp_path: Path) -> None:
+def test_what_this_machine_lacks_is_a_warning_not_a_stop(qtbot: QtBot, tmp_path: Path) -> None:
     """The tasks may all run on other machines: each is checked at launch."""
     project = tmp_path / "p"
     project.mkdir()
     (project / "train.py").write_text("import dtgui_no_such_module_xyz\n")
-    wizard = open_model_page(qtbot, strategy="mirrored")
+    wizard = open_model_page(qtbot, strategy=Strategy.MIRRORED)
     box = pick_script(qtbot, wizard.model_page, project, "train.py")
     box.start_look()
     qtbot.waitUntil(lambda: next_enabled(wizard), timeout=30_000)
@@ -182,7 +187,8 @@ def test_what_this_machine_lacks_is_a_warning_not_a_stop(qtbot, tmp_path: Path) 
 IT_PATTERN = r"\[it (?P<step>\d+)\] loss=(?P<loss>\S+) lr=(?P<lr>\S+)"
 
 
-def test_printed_metric_patterns_are_tried_live_on_sample_lines(qtbot, tmp_path: Path) -> None:
+def test_printed_metric_patterns_are_tried_live_on_sample_lines(
+        qtbot: QtBot, tmp_path: Path) -> None:
     wizard = open_model_page(qtbot)
     box = pick_script(qtbot, wizard.model_page, PROJECTS / "mwm_custom_loop", "main.py")
     printed = box.printed_box
@@ -201,14 +207,15 @@ def test_printed_metric_patterns_are_tried_live_on_sample_lines(qtbot, tmp_path:
     assert "loss 0.53, lr 0.001 @ step 120 (pattern 1)" in shown
     printed.tasks_combo.setCurrentIndex(printed.tasks_combo.findData("all"))
     model = box.model()
-    assert model["patterns"] == [IT_PATTERN] and model["metrics_tasks"] == "all"
+    assert model.patterns == (IT_PATTERN,) and model.metrics_tasks == "all"
 
 
-def test_samples_come_from_the_script_s_last_run(qtbot, tmp_path: Path, monkeypatch) -> None:
+def test_samples_come_from_the_script_s_last_run(
+        qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bundle = tmp_path / "runs" / "last"
     logs = bundle / "output" / "logs"
     logs.mkdir(parents=True)
-    plan = Plan(run_name="last", model=ScriptModel("project", "main.py").to_dict())
+    plan = Plan(run_name="last", model=ScriptModel("project", "main.py"))
     (bundle / "plan.json").write_text(plan.to_json())
     (logs / "worker-0.log").write_text("starting\nEpoch: 0, accuracy: 0.3, train_loss: 1.8.\n")
     monkeypatch.setenv("DTGUI_DATA_DIR", str(tmp_path))
@@ -222,7 +229,7 @@ def test_samples_come_from_the_script_s_last_run(qtbot, tmp_path: Path, monkeypa
     assert "run last" in box.printed_box.note.text()
 
 
-def test_keras2_calls_are_a_warning_on_the_model_page_until_legacy_keras(qtbot) -> None:
+def test_keras2_calls_are_a_warning_on_the_model_page_until_legacy_keras(qtbot: QtBot) -> None:
     wizard = open_model_page(qtbot)
     box = pick_script(qtbot, wizard.model_page, PROJECTS / "mwm_custom_loop", "main.py")
     box.start_look()
@@ -234,10 +241,10 @@ def test_keras2_calls_are_a_warning_on_the_model_page_until_legacy_keras(qtbot) 
     assert "reset_states" not in box.look_label.text()
 
 
-def test_the_review_of_a_script_run_shows_the_script_not_dtgui_s_defaults(qtbot) -> None:
+def test_the_review_of_a_script_run_shows_the_script_not_dtgui_s_defaults(qtbot: QtBot) -> None:
     model = ScriptModel(str(PROJECTS / "mwm_custom_loop"), "main.py", ("3", "7"),
-                        {"DATA": "/d"}, True).to_dict()
-    wizard = RunWizard(cpu_facts(), Plan(run_name="s", strategy="multi_worker_mirrored",
+                        {"DATA": "/d"}, True)
+    wizard = RunWizard(cpu_facts(), Plan(run_name="s", strategy=Strategy.MULTI_WORKER_MIRRORED,
                                          workers=2, replicas_per_task=1, model=model))
     qtbot.addWidget(wizard)
     wizard.show()
@@ -254,10 +261,10 @@ def test_the_review_of_a_script_run_shows_the_script_not_dtgui_s_defaults(qtbot)
     assert "DTGUI_STEPS=100" in info and "do not apply" in info
 
 
-def test_the_header_shows_a_script_s_own_progress_and_time_left(qtbot) -> None:
+def test_the_header_shows_a_script_s_own_progress_and_time_left(qtbot: QtBot) -> None:
     metrics = RunMetrics(10)
-    model = ScriptModel("project", "main.py", ("3",), legacy_keras=True).to_dict()
-    plan = Plan(strategy="multi_worker_mirrored", workers=2, model=model)
+    model = ScriptModel("project", "main.py", ("3",), legacy_keras=True)
+    plan = Plan(strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2, model=model)
     board = Dashboard()
     qtbot.addWidget(board)
     board.show()
@@ -282,23 +289,23 @@ def test_the_header_shows_a_script_s_own_progress_and_time_left(qtbot) -> None:
     assert board.loss_panel.plot.getAxis("bottom").labelText == "epoch"
 
 
-def test_the_run_history_says_what_a_script_run_was(qtbot, tmp_path: Path) -> None:
+def test_the_run_history_says_what_a_script_run_was(qtbot: QtBot, tmp_path: Path) -> None:
     from dtgui.core.bundle import render_bundle
     from dtgui.core.cluster import place_local
     from dtgui.core.runs import RunRecord
     from dtgui.ui.runs_page import RunsPage, plan_summary, run_texts
 
     model = ScriptModel(str(PROJECTS / "mwm_custom_loop"), "main.py", ("3",), {"A": "1"},
-                        True).to_dict()
-    plan = Plan(run_name="h", strategy="multi_worker_mirrored", workers=2,
+                        True)
+    plan = Plan(run_name="h", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
                 replicas_per_task=1, model=model)
     bundle = render_bundle(place_local(plan), tmp_path / "h")
     record = RunRecord(run_id="h", run_name="h", bundle=str(bundle.path),
-                       strategy="multi_worker_mirrored", created=0.0)
+                       strategy=Strategy.MULTI_WORKER_MIRRORED, created=0.0)
     text = plan_summary(record)
     assert "your script main.py 3 · tf_keras" in text and "A=1" in text
     assert "do not apply" in text and "100 steps" not in text
     page = RunsPage()
     qtbot.addWidget(page)
     page.show_records([(record, *run_texts(record)[:1], False, run_texts(record)[1])])
-    assert page.table.item(0, 1).text() == "MultiWorkerMirrored · script main.py 3 · tf_keras"
+    assert cell_text(page.table, 0, 1) == "MultiWorkerMirrored · script main.py 3 · tf_keras"

@@ -4,22 +4,22 @@ smoothing, the saved model's bar; and the run notifications."""
 
 from __future__ import annotations
 
-import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
-from fakes import FakeRun
-from PySide6.QtCore import QObject, Qt, QUrl, Slot
-from PySide6.QtGui import QDesktopServices
+from fakes import FakeRun, event, opened_file_urls, step_losses, steps_event
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMainWindow
+from pytestqt.qtbot import QtBot
 
-from dtgui.core.events import Event, parse_line
+from dtgui.core.events import Event
 from dtgui.core.metrics import RunMetrics
-from dtgui.core.plan import Plan
+from dtgui.core.plan import LrSchedule, Optimizer, Plan
 from dtgui.core.smoothing import ema
+from dtgui.core.strategies import Strategy
 from dtgui.ui.dashboard import Dashboard
 from dtgui.ui.notify import Notifier, RunNotices
 from dtgui.ui.run_session import RunSession
@@ -30,42 +30,20 @@ pytestmark = pytest.mark.gui
 LEFT = Qt.MouseButton.LeftButton
 
 
-def ev(kind: str, task: str = "worker:0", t: float = 1000.0, **fields: Any) -> Event:
-    event = parse_line(json.dumps({"v": 2, "kind": kind, "task": task, "t": t, **fields}))
-    assert event is not None, kind
-    return event
-
-
-def losses(first: int, count: int, replicas: int = 2, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed + first)
-    steps = np.arange(first, first + count)[:, None]
-    return (2.0 / np.sqrt(steps) + 0.1 * np.arange(replicas) + rng.normal(0, 0.05, (count, replicas))
-            ).astype(np.float32)
-
-
-def steps_event(first: int, count: int, replicas: int = 2, lr: float | None = None) -> Event:
-    values = losses(first, count, replicas)
-    extra = {"lr": lr} if lr is not None else {}
-    return ev("steps", t=1000.0 + first + count, first=first, count=count, stride=1, epoch=1,
-              replica_ids=list(range(replicas)), encoding=step_batch.ENCODING,
-              losses=step_batch.encode(values), means=step_batch.encode(values.mean(axis=1)),
-              loss=float(values.mean(axis=1)[-1]), examples_per_sec=500.0, **extra)
-
-
 def raw_loss(rid: int, last: int, replicas: int = 2) -> np.ndarray:
-    return np.concatenate([losses(f, 10, replicas)[:, rid] for f in range(1, last + 1, 10)])
+    return np.concatenate([step_losses(f, 10, replicas)[:, rid] for f in range(1, last + 1, 10)])
 
 
 @pytest.fixture
 def metrics() -> RunMetrics:
     m = RunMetrics(120)
-    m.add_events([ev("started", replicas=2, replica_ids=[0, 1], steps=120,
-                     strategy="mirrored")])
+    m.add_events([event("started", replicas=2, replica_ids=[0, 1], steps=120,
+                        strategy=Strategy.MIRRORED)])
     return m
 
 
 @pytest.fixture
-def dash(qtbot) -> Dashboard:  # type: ignore[no-untyped-def]
+def dash(qtbot: QtBot) -> Iterator[Dashboard]:
     d = Dashboard()
     qtbot.addWidget(d)
     d.resize(1400, 900)
@@ -74,18 +52,18 @@ def dash(qtbot) -> Dashboard:  # type: ignore[no-untyped-def]
     d.detach()
 
 
-def drawn(qtbot, dash: Dashboard) -> None:  # type: ignore[no-untyped-def]
+def drawn(qtbot: QtBot, dash: Dashboard) -> None:
     """Every series fed (a busy machine can leave some to the next ticks' budget)."""
     qtbot.waitUntil(lambda: not dash.backlog, timeout=3000)
 
 
 def validation(step: int, loss: float, acc: float, top5: float) -> Event:
-    return ev("validation", t=1000.0 + step, step=step, epoch=step // 40, loss=loss,
-              metrics={"accuracy": acc, "top_5": top5}, examples=360)
+    return event("validation", t=1000.0 + step, step=step, epoch=step // 40, loss=loss,
+                 metrics={"accuracy": acc, "top_5": top5}, examples=360)
 
 
 def test_validation_loss_metrics_best_points_and_learning_rate(
-        qtbot, dash: Dashboard, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, metrics: RunMetrics) -> None:
     dash.attach(FakeRun(metrics), run_name="val")
     assert not dash.validation_panel.isVisible() and not dash.lr_panel.isVisible()
     events = []
@@ -106,7 +84,9 @@ def test_validation_loss_metrics_best_points_and_learning_rate(
     np.testing.assert_allclose(y, [0.5, 0.3, 0.35])
     pen = loss.val_curves.curves["validation loss"].opts["pen"]
     assert pen.style() == Qt.PenStyle.DashLine and pen.widthF() >= 2
-    assert loss.best_point == (80.0, pytest.approx(0.3))
+    assert loss.best_point is not None
+    best_step, best_loss = loss.best_point
+    assert best_step == 80.0 and best_loss == pytest.approx(0.3)
     qtbot.waitUntil(lambda: "step 80" in loss.best_label.text(), timeout=3000)
     assert "0.3" in loss.best_label.text() and "latest 0.35" in loss.best_label.text()
     assert "validation" in [label.text for _s, label in loss.legend.items]
@@ -128,7 +108,7 @@ def test_validation_loss_metrics_best_points_and_learning_rate(
 
 
 def test_smoothing_is_tensorboards_ema_with_the_raw_points_faint_behind(
-        qtbot, dash: Dashboard, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, metrics: RunMetrics) -> None:
     dash.attach(FakeRun(metrics), run_name="ema")
     metrics.add_events([steps_event(f, 10) for f in range(1, 61, 10)])
     panel = dash.loss_panel
@@ -171,19 +151,19 @@ def test_smoothing_is_tensorboards_ema_with_the_raw_points_faint_behind(
 
 
 def test_smoothing_after_a_restart_follows_the_retrained_steps(
-        qtbot, dash: Dashboard, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, metrics: RunMetrics) -> None:
     dash.attach(FakeRun(metrics), run_name="restart")
     metrics.add_events([steps_event(f, 10) for f in range(1, 61, 10)])
     panel = dash.loss_panel
     qtbot.waitUntil(lambda: 0 in panel.curves.curves
                     and len(panel.curves.shown_data(0)[0]) == 60, timeout=3000)
     # resumed from step 40's checkpoint: steps 41.. are trained again, with other losses
-    metrics.add_events([ev("started", t=2000.0, replicas=2, replica_ids=[0, 1], steps=120,
-                           resumed_from_step=40)])
+    metrics.add_events([event("started", t=2000.0, replicas=2, replica_ids=[0, 1], steps=120,
+                              resumed_from_step=40)])
     again = [steps_event(f, 10) for f in range(41, 81, 10)]
-    for event in again:
-        rows = step_batch.decode(event.data["losses"], 10, 2) + 0.5
-        event.data["losses"] = step_batch.encode(rows)
+    for resumed in again:
+        rows = step_batch.decode(resumed.data["losses"], 10, 2) + 0.5
+        resumed.data["losses"] = step_batch.encode(rows)
     metrics.add_events(again)
     qtbot.waitUntil(lambda: len(panel.curves.shown_data(0)[0]) == 80, timeout=3000)
     drawn(qtbot, dash)
@@ -192,11 +172,11 @@ def test_smoothing_after_a_restart_follows_the_retrained_steps(
     np.testing.assert_allclose(panel.curves.shown_data(0)[1], ema(raw, 0.6), rtol=1e-6)
 
 
-def test_smoothing_many_replicas_keeps_the_frame_short(qtbot, dash: Dashboard) -> None:
+def test_smoothing_many_replicas_keeps_the_frame_short(qtbot: QtBot, dash: Dashboard) -> None:
     replicas, per_call = 64, 500
     metrics = RunMetrics(20_000)
-    metrics.add_events([ev("started", replicas=replicas, replica_ids=list(range(replicas)),
-                           steps=20_000, strategy="mirrored")])
+    metrics.add_events([event("started", replicas=replicas, replica_ids=list(range(replicas)),
+                              steps=20_000, strategy=Strategy.MIRRORED)])
     metrics.add_events([steps_event(f, per_call, replicas) for f in range(1, 20_001, per_call)])
     dash.attach(FakeRun(metrics), run_name="many")
     qtbot.waitUntil(lambda: not dash.backlog, timeout=10000)
@@ -213,11 +193,11 @@ def test_smoothing_many_replicas_keeps_the_frame_short(qtbot, dash: Dashboard) -
 
 
 def test_new_smoothing_on_an_ended_long_run_redraws_every_envelope(
-        qtbot, dash: Dashboard) -> None:
+        qtbot: QtBot, dash: Dashboard) -> None:
     replicas, steps = 20, 6000  # envelopes: more series than MANY_SERIES, longer than 4096
     metrics = RunMetrics(steps)
-    metrics.add_events([ev("started", replicas=replicas, replica_ids=list(range(replicas)),
-                           steps=steps, strategy="mirrored")])
+    metrics.add_events([event("started", replicas=replicas, replica_ids=list(range(replicas)),
+                              steps=steps, strategy=Strategy.MIRRORED)])
     metrics.add_events([steps_event(f, 500, replicas) for f in range(1, steps + 1, 500)])
     controller = FakeRun(metrics)
     controller.end("finished")
@@ -238,45 +218,32 @@ def test_new_smoothing_on_an_ended_long_run_redraws_every_envelope(
         assert shown.min() == pytest.approx(smoothed.min(), rel=1e-6)
     lo, hi = panel.curves.y_extent() or (0.0, 0.0)
     every = [ema(metrics.snapshot().replica_loss[r][1], 0.95) for r in range(replicas)]
-    assert (lo, hi) == (pytest.approx(min(e.min() for e in every)),
-                        pytest.approx(max(e.max() for e in every)))
+    assert lo == pytest.approx(min(e.min() for e in every))
+    assert hi == pytest.approx(max(e.max() for e in every))
 
 
-class FileUrls(QObject):
-    def __init__(self) -> None:
-        super().__init__()
-        self.opened: list[QUrl] = []
-
-    @Slot(QUrl)
-    def open(self, url: QUrl) -> None:
-        self.opened.append(url)
-
-
-def test_saved_model_bar_opens_the_models_folder(qtbot, dash: Dashboard, metrics: RunMetrics,
+def test_saved_model_bar_opens_the_models_folder(qtbot: QtBot, dash: Dashboard, metrics: RunMetrics,
                                                  tmp_path: Path) -> None:
     run = FakeRun(metrics, path=tmp_path / "bundle")
     output = run.output_dir
     dash.attach(run, run_name="saved")
     assert not dash.model_bar.isVisible()
     metrics.add_events([
-        ev("model_saved", role="best", path="model/best/model.keras",
-           savedmodel="model/best/saved_model", step=80, metric="val_loss", value=0.3),
-        ev("model_saved", role="final", path="model/model.keras",
-           savedmodel="model/saved_model", step=120)])
+        event("model_saved", role="best", path="model/best/model.keras",
+              savedmodel="model/best/saved_model", step=80, metric="val_loss", value=0.3),
+        event("model_saved", role="final", path="model/model.keras",
+              savedmodel="model/saved_model", step=120)])
     qtbot.waitUntil(dash.model_bar.isVisible, timeout=3000)
     text = dash.model_bar.label.text()
     assert "output/model/model.keras" in text and "step 120" in text
     assert "best val_loss 0.3 at step 80" in text
-    urls = FileUrls()
-    QDesktopServices.setUrlHandler("file", urls, "open")
-    try:
+    with opened_file_urls() as opened:
         qtbot.mouseClick(dash.model_bar.open_button, LEFT)
-    finally:
-        QDesktopServices.unsetUrlHandler("file")
-    assert [u.toLocalFile() for u in urls.opened] == [str(output / "model")]
+    assert [u.toLocalFile() for u in opened] == [str(output / "model")]
 
 
-def test_notifications_when_a_run_restarts_finishes_or_fails(qtbot, metrics: RunMetrics) -> None:
+def test_notifications_when_a_run_restarts_finishes_or_fails(
+        qtbot: QtBot, metrics: RunMetrics) -> None:
     window = QMainWindow()
     qtbot.addWidget(window)
     window.resize(900, 600)
@@ -316,14 +283,14 @@ def test_notifications_when_a_run_restarts_finishes_or_fails(qtbot, metrics: Run
 
 @pytest.mark.slow
 def test_a_real_run_shows_validation_learning_rate_and_its_saved_model(
-        qtbot, dash: Dashboard, tmp_path: Path) -> None:
+        qtbot: QtBot, dash: Dashboard, tmp_path: Path) -> None:
     """The real controller and training program: a tiny demo run with a schedule, validation
     every 20 steps and the best model kept, followed live to its end."""
     from dtgui.core.settings import runs_dir
     from dtgui.launch.pipeline import launch_plan
 
-    plan = Plan(run_name="live-val", strategy="mirrored", replicas_per_task=2, steps=60,
-                steps_per_epoch=30, optimizer="adamw", lr_schedule="warmup_cosine",
+    plan = Plan(run_name="live-val", strategy=Strategy.MIRRORED, replicas_per_task=2, steps=60,
+                steps_per_epoch=30, optimizer=Optimizer.ADAMW, lr_schedule=LrSchedule.WARMUP_COSINE,
                 warmup_steps=10, validate_every=20, save_best=True, checkpoint_every=0)
     controller = launch_plan(plan, runs_dir())
     window = QMainWindow()

@@ -8,21 +8,33 @@ import os
 import socket
 import sys
 from pathlib import Path
+from typing import Protocol
+
+from dtgui.core.cluster import place_local
+from dtgui.core.plan import Communication, DeviceKind, Precision
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
 from PySide6.QtCore import QPoint, Qt
-from PySide6.QtWidgets import QWizard
+from PySide6.QtGui import QStandardItem, QStandardItemModel
+from PySide6.QtWidgets import (
+    QAbstractButton,
+    QComboBox,
+    QFileDialog,
+    QLineEdit,
+    QWidget,
+    QWizard,
+)
+from pytestqt.qtbot import QtBot
 
 from dtgui.core.hardware import GpuInfo, MachineFacts, TfView
-from dtgui.core.plan import Plan
-from dtgui.core.strategies import STRATEGIES
+from dtgui.core.plan import ModelFile, Plan
+from dtgui.core.strategies import STRATEGIES, Strategy
 from dtgui.launch.model_check import ModelCheck
 from dtgui.ui.wizard import RunWizard
 from dtgui.ui.wizard import model_page as model_page_module
 from dtgui.ui.wizard import review_page as review_page_module
-from dtgui.ui.wizard import wizard as wizard_module
 from dtgui.ui.wizard.wizard import PAGE_MODEL, PAGE_OPTIONS, PAGE_REVIEW, PAGE_STRATEGY
 
 pytestmark = pytest.mark.gui
@@ -83,8 +95,13 @@ def gpu_facts(count: int = 2, cc: str = "8.6") -> MachineFacts:
                                   built_with_cuda=True))
 
 
+class MakeWizard(Protocol):
+    def __call__(self, facts: MachineFacts | None = None,
+                 initial: Plan | None = None) -> RunWizard: ...
+
+
 @pytest.fixture
-def make_wizard(qtbot):
+def make_wizard(qtbot: QtBot) -> MakeWizard:
     def make(facts: MachineFacts | None = None, initial: Plan | None = None) -> RunWizard:
         wizard = RunWizard(facts if facts is not None else cpu_facts(), initial)
         qtbot.addWidget(wizard)
@@ -95,11 +112,11 @@ def make_wizard(qtbot):
     return make
 
 
-def next_button(wizard: RunWizard):
+def next_button(wizard: RunWizard) -> QAbstractButton:
     return wizard.button(QWizard.WizardButton.NextButton)
 
 
-def click_next(qtbot, wizard: RunWizard) -> None:
+def click_next(qtbot: QtBot, wizard: RunWizard) -> None:
     button = next_button(wizard)
     assert button.isEnabled(), f"Next is disabled on page {wizard.currentId()}"
     before = wizard.currentId()
@@ -107,7 +124,7 @@ def click_next(qtbot, wizard: RunWizard) -> None:
     assert wizard.currentId() == before + 1
 
 
-def click_strategy(qtbot, wizard: RunWizard, key: str) -> None:
+def click_strategy(qtbot: QtBot, wizard: RunWizard, key: str) -> None:
     strategies = wizard.strategy_page.strategy_list
     for row in range(strategies.count()):
         item = strategies.item(row)
@@ -118,13 +135,22 @@ def click_strategy(qtbot, wizard: RunWizard, key: str) -> None:
     assert wizard.strategy_page.strategy() == key
 
 
-def click_radio(qtbot, radio) -> None:
+def choice(combo: QComboBox, data: str) -> QStandardItem:
+    """The combo box's item whose data is `data` (its model is a QStandardItemModel)."""
+    model = combo.model()
+    assert isinstance(model, QStandardItemModel)
+    item = model.item(combo.findData(data))
+    assert item is not None, data
+    return item
+
+
+def click_radio(qtbot: QtBot, radio: QAbstractButton) -> None:
     """Click on the radio's indicator (a wide radio button ignores clicks right of its text)."""
     qtbot.mouseClick(radio, LEFT, pos=QPoint(8, radio.height() // 2))
     assert radio.isChecked()
 
 
-def set_text(qtbot, edit, text: str) -> None:
+def set_text(qtbot: QtBot, edit: QLineEdit, text: str) -> None:
     edit.selectAll()
     edit.clear()
     if text:
@@ -153,7 +179,7 @@ def check_model_available() -> bool:
 
 
 # -- page 1: strategy ------------------------------------------------------------------------
-def test_lists_every_strategy_and_marks_the_recommendation(make_wizard) -> None:
+def test_lists_every_strategy_and_marks_the_recommendation(make_wizard: MakeWizard) -> None:
     wizard = make_wizard(cpu_facts(cores=2))
     page = wizard.strategy_page
     texts = [page.strategy_list.item(r).text() for r in range(page.strategy_list.count())]
@@ -165,7 +191,7 @@ def test_lists_every_strategy_and_marks_the_recommendation(make_wizard) -> None:
     assert wizard.currentId() == PAGE_STRATEGY
 
 
-def test_summary_follows_the_selection(qtbot, make_wizard) -> None:
+def test_summary_follows_the_selection(qtbot: QtBot, make_wizard: MakeWizard) -> None:
     wizard = make_wizard()
     click_strategy(qtbot, wizard, "central_storage")
     assert wizard.strategy_page.title_label.text() == "CentralStorage"
@@ -173,7 +199,8 @@ def test_summary_follows_the_selection(qtbot, make_wizard) -> None:
     assert "Recommended here: Mirrored" in wizard.strategy_page.recommend_label.text()
 
 
-def test_no_facts_recommends_on_a_two_core_cpu_and_disables_gpu(make_wizard, qtbot) -> None:
+def test_no_facts_recommends_on_a_two_core_cpu_and_disables_gpu(
+        make_wizard: MakeWizard, qtbot: QtBot) -> None:
     wizard = RunWizard(None)
     qtbot.addWidget(wizard)
     page = wizard.strategy_page
@@ -182,14 +209,14 @@ def test_no_facts_recommends_on_a_two_core_cpu_and_disables_gpu(make_wizard, qtb
     assert page.gpu_radio.toolTip()
 
 
-def test_gpu_is_disabled_with_a_reason_without_a_usable_gpu(make_wizard) -> None:
+def test_gpu_is_disabled_with_a_reason_without_a_usable_gpu(make_wizard: MakeWizard) -> None:
     wizard = make_wizard(cpu_facts())
     page = wizard.strategy_page
     assert not page.gpu_radio.isEnabled()
     assert "No GPU" in page.gpu_radio.toolTip()
 
 
-def test_gpu_machine_recommends_mirrored_on_gpus(qtbot, make_wizard) -> None:
+def test_gpu_machine_recommends_mirrored_on_gpus(qtbot: QtBot, make_wizard: MakeWizard) -> None:
     wizard = make_wizard(gpu_facts(2))
     page = wizard.strategy_page
     assert page.gpu_radio.isEnabled()
@@ -198,12 +225,13 @@ def test_gpu_machine_recommends_mirrored_on_gpus(qtbot, make_wizard) -> None:
     assert page.replicas_spin.maximum() == 2  # at most the usable GPUs
 
 
-def test_widgets_that_do_not_apply_are_hidden_or_disabled(qtbot, make_wizard) -> None:
+def test_widgets_that_do_not_apply_are_hidden_or_disabled(
+        qtbot: QtBot, make_wizard: MakeWizard) -> None:
     wizard = make_wizard()
     page = wizard.strategy_page
     form = page.form
 
-    def visible(widget) -> bool:
+    def visible(widget: QWidget) -> bool:
         return form.isRowVisible(widget)
 
     assert not visible(page.workers_spin) and not visible(page.ps_spin)
@@ -224,7 +252,7 @@ def test_widgets_that_do_not_apply_are_hidden_or_disabled(qtbot, make_wizard) ->
     assert not page.cpu_radio.isEnabled() and not page.gpu_radio.isEnabled()
 
 
-def test_tpu_with_an_empty_address_cannot_go_next(qtbot, make_wizard) -> None:
+def test_tpu_with_an_empty_address_cannot_go_next(qtbot: QtBot, make_wizard: MakeWizard) -> None:
     wizard = make_wizard()
     page = wizard.strategy_page
     click_strategy(qtbot, wizard, "tpu")
@@ -250,8 +278,8 @@ EXPECTED_TASKS = {
 
 
 @pytest.mark.parametrize("strategy", list(STRATEGIES))
-def test_every_strategy_reaches_a_review_with_one_entry_per_task(qtbot, make_wizard,
-                                                                 strategy: str) -> None:
+def test_every_strategy_reaches_a_review_with_one_entry_per_task(
+        qtbot: QtBot, make_wizard: MakeWizard, strategy: str) -> None:
     wizard = make_wizard()
     page = wizard.strategy_page
     click_strategy(qtbot, wizard, strategy)
@@ -295,24 +323,24 @@ def test_every_strategy_reaches_a_review_with_one_entry_per_task(qtbot, make_wiz
 
 
 # -- page 2: options -----------------------------------------------------------------------
-def test_nccl_is_not_selectable_on_cpu(qtbot, make_wizard) -> None:
+def test_nccl_is_not_selectable_on_cpu(qtbot: QtBot, make_wizard: MakeWizard) -> None:
     wizard = make_wizard()
     click_next(qtbot, wizard)
     combo = wizard.options_page.communication_combo
-    nccl = combo.model().item(combo.findData("nccl"))
+    nccl = choice(combo, "nccl")
     assert combo.isEnabled()
     assert not nccl.isEnabled()
     assert "NCCL needs GPUs" in nccl.toolTip()
-    assert combo.model().item(combo.findData("ring")).isEnabled()
+    assert choice(combo, "ring").isEnabled()
 
 
-def test_nccl_is_selectable_on_gpus_and_communication_only_where_supported(qtbot,
-                                                                           make_wizard) -> None:
+def test_nccl_is_selectable_on_gpus_and_communication_only_where_supported(
+        qtbot: QtBot, make_wizard: MakeWizard) -> None:
     wizard = make_wizard(gpu_facts(2))
     click_radio(qtbot, wizard.strategy_page.gpu_radio)
     click_next(qtbot, wizard)
     combo = wizard.options_page.communication_combo
-    assert combo.model().item(combo.findData("nccl")).isEnabled()
+    assert choice(combo, "nccl").isEnabled()
     combo.setCurrentIndex(combo.findData("nccl"))
     assert next_button(wizard).isEnabled()
     qtbot.mouseClick(wizard.button(QWizard.WizardButton.BackButton), LEFT)
@@ -326,7 +354,8 @@ def test_nccl_is_selectable_on_gpus_and_communication_only_where_supported(qtbot
     assert not combo.isEnabled()
 
 
-def test_invalid_numbers_and_names_disable_next_with_a_message(qtbot, make_wizard) -> None:
+def test_invalid_numbers_and_names_disable_next_with_a_message(
+        qtbot: QtBot, make_wizard: MakeWizard) -> None:
     wizard = make_wizard()
     click_next(qtbot, wizard)
     page = wizard.options_page
@@ -346,7 +375,7 @@ def test_invalid_numbers_and_names_disable_next_with_a_message(qtbot, make_wizar
     assert not page.errors.isVisible()
 
 
-def test_xla_is_refused_with_parameter_server(qtbot, make_wizard) -> None:
+def test_xla_is_refused_with_parameter_server(qtbot: QtBot, make_wizard: MakeWizard) -> None:
     wizard = make_wizard()
     click_next(qtbot, wizard)
     wizard.options_page.xla_check.setChecked(True)
@@ -366,17 +395,18 @@ def test_xla_is_refused_with_parameter_server(qtbot, make_wizard) -> None:
     assert wizard.options_page.ctx.draft().deterministic
 
 
-def test_mixed_float16_is_not_selectable_on_tpu(qtbot, make_wizard) -> None:
+def test_mixed_float16_is_not_selectable_on_tpu(qtbot: QtBot, make_wizard: MakeWizard) -> None:
     wizard = make_wizard()
     click_strategy(qtbot, wizard, "tpu")
     set_text(qtbot, wizard.strategy_page.tpu_edit, TPU_ADDRESS)
     click_next(qtbot, wizard)
     combo = wizard.options_page.precision_combo
-    assert not combo.model().item(combo.findData("mixed_float16")).isEnabled()
-    assert combo.model().item(combo.findData("mixed_bfloat16")).isEnabled()
+    assert not choice(combo, "mixed_float16").isEnabled()
+    assert choice(combo, "mixed_bfloat16").isEnabled()
 
 
-def test_precision_hint_uses_the_gpus_compute_capability(qtbot, make_wizard) -> None:
+def test_precision_hint_uses_the_gpus_compute_capability(
+        qtbot: QtBot, make_wizard: MakeWizard) -> None:
     wizard = make_wizard(gpu_facts(1, cc="7.5"))
     click_radio(qtbot, wizard.strategy_page.gpu_radio)
     click_next(qtbot, wizard)
@@ -385,7 +415,7 @@ def test_precision_hint_uses_the_gpus_compute_capability(qtbot, make_wizard) -> 
     assert "compute capability 7.5: float16 is fast, bfloat16 is not" in hint
 
 
-def test_global_batch_updates_live(qtbot, make_wizard) -> None:
+def test_global_batch_updates_live(qtbot: QtBot, make_wizard: MakeWizard) -> None:
     wizard = make_wizard()
     click_next(qtbot, wizard)
     page = wizard.options_page
@@ -404,7 +434,7 @@ def test_global_batch_updates_live(qtbot, make_wizard) -> None:
     assert wizard.plan().global_batch == 48
 
 
-def test_epochs_set_the_steps(qtbot, make_wizard) -> None:
+def test_epochs_set_the_steps(qtbot: QtBot, make_wizard: MakeWizard) -> None:
     wizard = make_wizard()
     click_next(qtbot, wizard)
     page = wizard.options_page
@@ -417,13 +447,14 @@ def test_epochs_set_the_steps(qtbot, make_wizard) -> None:
 
 
 # -- the remembered plan ---------------------------------------------------------------------
-def test_an_initial_plan_restores_every_field(qtbot, make_wizard, tmp_path: Path) -> None:
+def test_an_initial_plan_restores_every_field(
+        qtbot: QtBot, make_wizard: MakeWizard, tmp_path: Path) -> None:
     path = model_file(tmp_path, "net.py", GOOD_MODEL)
-    initial = Plan(run_name="last-run", strategy="parameter_server", device_kind="cpu",
-                   replicas_per_task=1, workers=3, parameter_servers=2, precision="mixed_bfloat16",
-                   xla=False, communication="auto", per_replica_batch=48, steps=321,
+    initial = Plan(run_name="last-run", strategy=Strategy.PARAMETER_SERVER, device_kind=DeviceKind.CPU,
+                   replicas_per_task=1, workers=3, parameter_servers=2, precision=Precision.MIXED_BFLOAT16,
+                   xla=False, communication=Communication.AUTO, per_replica_batch=48, steps=321,
                    steps_per_epoch=7, learning_rate=0.0025, seed=7, deterministic=False,
-                   checkpoint_every=0, model={"kind": "file", "path": str(path)})
+                   checkpoint_every=0, model=ModelFile(str(path)))
     wizard = make_wizard(cpu_facts(), initial)
     strategy, options, model = wizard.strategy_page, wizard.options_page, wizard.model_page
     assert strategy.strategy() == "parameter_server"
@@ -445,10 +476,12 @@ def test_an_initial_plan_restores_every_field(qtbot, make_wizard, tmp_path: Path
         assert getattr(draft, name) == getattr(initial, name), name
 
 
-def test_a_damaged_initial_plan_still_opens(make_wizard) -> None:
+def test_a_damaged_initial_plan_still_opens(make_wizard: MakeWizard) -> None:
     damaged = Plan.from_dict({"schema": 1, "strategy": "multi_worker_mirrored", "workers": "3",
                               "steps": float("inf"), "learning_rate": "fast", "seed": None,
-                              "run_name": "ok-name", "precision": "float64"})
+                              "run_name": "ok-name"})
+    # an unknown option name is refused when plan.json is read; one set in code stays
+    damaged = damaged.with_changes(precision="float64")
     wizard = make_wizard(cpu_facts(), damaged)
     assert wizard.strategy_page.strategy() == "multi_worker_mirrored"
     assert wizard.strategy_page.workers_spin.value() == 2  # the default
@@ -458,23 +491,24 @@ def test_a_damaged_initial_plan_still_opens(make_wizard) -> None:
     assert next_button(wizard).isEnabled()
 
 
-def test_an_initial_gpu_plan_falls_back_to_cpu_with_a_note(make_wizard) -> None:
-    wizard = make_wizard(cpu_facts(), Plan(strategy="mirrored", device_kind="gpu",
+def test_an_initial_gpu_plan_falls_back_to_cpu_with_a_note(make_wizard: MakeWizard) -> None:
+    wizard = make_wizard(cpu_facts(), Plan(strategy=Strategy.MIRRORED, device_kind=DeviceKind.GPU,
                                            replicas_per_task=2))
     page = wizard.strategy_page
     assert page.device_kind() == "cpu"
     assert "none is usable here" in page.device_note.text()
 
 
-def test_an_initial_tpu_plan_restores_the_address(make_wizard) -> None:
-    wizard = make_wizard(cpu_facts(), Plan(strategy="tpu", replicas_per_task=1,
+def test_an_initial_tpu_plan_restores_the_address(make_wizard: MakeWizard) -> None:
+    wizard = make_wizard(cpu_facts(), Plan(strategy=Strategy.TPU, replicas_per_task=1,
                                            tpu_address=TPU_ADDRESS))
     assert wizard.strategy_page.tpu_edit.text() == TPU_ADDRESS
     assert next_button(wizard).isEnabled()
 
 
 # -- page 3: model ---------------------------------------------------------------------------
-def test_model_page_shows_the_contract_and_defaults_to_the_demo(qtbot, make_wizard) -> None:
+def test_model_page_shows_the_contract_and_defaults_to_the_demo(
+        qtbot: QtBot, make_wizard: MakeWizard) -> None:
     wizard = make_wizard()
     click_next(qtbot, wizard)
     click_next(qtbot, wizard)
@@ -489,7 +523,9 @@ def test_model_page_shows_the_contract_and_defaults_to_the_demo(qtbot, make_wiza
     assert next_button(wizard).isEnabled()
 
 
-def test_model_check_result_gates_next(qtbot, make_wizard, monkeypatch, tmp_path: Path) -> None:
+def test_model_check_result_gates_next(
+        qtbot: QtBot, make_wizard: MakeWizard, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+        ) -> None:
     """The page's logic with a stand-in check (the real one runs below, marked slow)."""
     good = model_file(tmp_path, "good.py", "x = 1\n")
     bad = model_file(tmp_path, "bad.py", "x = 1\n")
@@ -501,7 +537,7 @@ def test_model_check_result_gates_next(qtbot, make_wizard, monkeypatch, tmp_path
     click_next(qtbot, wizard)
     click_next(qtbot, wizard)
     page = wizard.model_page
-    monkeypatch.setattr(model_page_module.QFileDialog, "getOpenFileName",
+    monkeypatch.setattr(QFileDialog, "getOpenFileName",
                         lambda *a, **k: (str(bad), "Python files (*.py)"))
     qtbot.mouseClick(page.browse_button, LEFT)
     assert page.file_radio.isChecked()
@@ -518,14 +554,15 @@ def test_model_check_result_gates_next(qtbot, make_wizard, monkeypatch, tmp_path
     qtbot.waitUntil(lambda: next_button(wizard).isEnabled(), timeout=10_000)
     assert page.status_label.text().startswith("✓")
     assert not page.details_button.isVisible()
-    assert wizard.ctx.draft().model == {"kind": "file", "path": str(good)}
+    assert wizard.ctx.draft().model == ModelFile(str(good))
     set_text(qtbot, page.path_edit, str(bad))  # edited: the old result no longer counts
     assert not next_button(wizard).isEnabled()
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not check_model_available(), reason="dtgui.worker.check_model is missing")
-def test_real_check_passes_a_good_model_file(qtbot, make_wizard, tmp_path: Path) -> None:
+def test_real_check_passes_a_good_model_file(
+        qtbot: QtBot, make_wizard: MakeWizard, tmp_path: Path) -> None:
     path = model_file(tmp_path, "good_model.py", GOOD_MODEL)
     wizard = make_wizard()
     click_next(qtbot, wizard)
@@ -541,13 +578,14 @@ def test_real_check_passes_a_good_model_file(qtbot, make_wizard, tmp_path: Path)
     assert f"its folder {path.parent} goes into the bundle (1 file," in page.status_label.text()
     assert next_button(wizard).isEnabled()
     click_next(qtbot, wizard)
-    assert wizard.plan().model == {"kind": "file", "path": str(path)}
+    assert wizard.plan().model == ModelFile(str(path))
     assert "tensorflow" not in sys.modules
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not check_model_available(), reason="dtgui.worker.check_model is missing")
-def test_real_check_reports_a_broken_model_file(qtbot, make_wizard, tmp_path: Path) -> None:
+def test_real_check_reports_a_broken_model_file(
+        qtbot: QtBot, make_wizard: MakeWizard, tmp_path: Path) -> None:
     path = model_file(tmp_path, "broken_model.py", BROKEN_MODEL)
     wizard = make_wizard()
     click_next(qtbot, wizard)
@@ -565,12 +603,12 @@ def test_real_check_reports_a_broken_model_file(qtbot, make_wizard, tmp_path: Pa
 
 
 # -- page 4: review, launch, export --------------------------------------------------------------
-def walk_to_review(qtbot, wizard: RunWizard) -> None:
+def walk_to_review(qtbot: QtBot, wizard: RunWizard) -> None:
     while wizard.currentId() != PAGE_REVIEW:
         click_next(qtbot, wizard)
 
 
-def test_launch_accepts_with_the_placed_plan(qtbot, make_wizard) -> None:
+def test_launch_accepts_with_the_placed_plan(qtbot: QtBot, make_wizard: MakeWizard) -> None:
     wizard = make_wizard()
     click_strategy(qtbot, wizard, "multi_worker_mirrored")
     wizard.strategy_page.workers_spin.setValue(2)
@@ -591,10 +629,12 @@ def test_launch_accepts_with_the_placed_plan(qtbot, make_wizard) -> None:
     assert plan.strategy == "multi_worker_mirrored" and plan.workers == 2
 
 
-def test_export_asks_a_directory(qtbot, make_wizard, monkeypatch, tmp_path: Path) -> None:
+def test_export_asks_a_directory(
+        qtbot: QtBot, make_wizard: MakeWizard, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+        ) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
-    monkeypatch.setattr(wizard_module.QFileDialog, "getExistingDirectory",
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory",
                         lambda *a, **k: str(empty))
     wizard = make_wizard()
     walk_to_review(qtbot, wizard)
@@ -605,10 +645,11 @@ def test_export_asks_a_directory(qtbot, make_wizard, monkeypatch, tmp_path: Path
     assert wizard.plan().tasks
 
 
-def test_export_into_a_non_empty_directory_uses_the_run_name(qtbot, make_wizard, monkeypatch,
-                                                              tmp_path: Path) -> None:
+def test_export_into_a_non_empty_directory_uses_the_run_name(
+        qtbot: QtBot, make_wizard: MakeWizard, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+        ) -> None:
     (tmp_path / "other.txt").write_text("x")
-    monkeypatch.setattr(wizard_module.QFileDialog, "getExistingDirectory",
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory",
                         lambda *a, **k: str(tmp_path))
     wizard = make_wizard(cpu_facts(), Plan(run_name="exported-run"))
     walk_to_review(qtbot, wizard)
@@ -617,8 +658,9 @@ def test_export_into_a_non_empty_directory_uses_the_run_name(qtbot, make_wizard,
     assert wizard.export_dir() == tmp_path / "exported-run"
 
 
-def test_cancelled_export_dialog_stays_on_review(qtbot, make_wizard, monkeypatch) -> None:
-    monkeypatch.setattr(wizard_module.QFileDialog, "getExistingDirectory", lambda *a, **k: "")
+def test_cancelled_export_dialog_stays_on_review(
+        qtbot: QtBot, make_wizard: MakeWizard, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *a, **k: "")
     wizard = make_wizard()
     walk_to_review(qtbot, wizard)
     qtbot.mouseClick(wizard.button(QWizard.WizardButton.CustomButton1), LEFT)
@@ -626,7 +668,7 @@ def test_cancelled_export_dialog_stays_on_review(qtbot, make_wizard, monkeypatch
     assert wizard.currentId() == PAGE_REVIEW
 
 
-def test_export_button_only_on_the_review(qtbot, make_wizard) -> None:
+def test_export_button_only_on_the_review(qtbot: QtBot, make_wizard: MakeWizard) -> None:
     wizard = make_wizard()
     export = wizard.button(QWizard.WizardButton.CustomButton1)
     for page in (PAGE_STRATEGY, PAGE_OPTIONS, PAGE_MODEL):
@@ -636,9 +678,10 @@ def test_export_button_only_on_the_review(qtbot, make_wizard) -> None:
     assert export.isVisible()
 
 
-def test_replan_ports_places_again(qtbot, make_wizard, monkeypatch) -> None:
+def test_replan_ports_places_again(
+        qtbot: QtBot, make_wizard: MakeWizard, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    real = review_page_module.place_local
+    real = place_local
 
     def counting(plan: Plan, ports: list[int] | None = None) -> Plan:
         calls.append(1)
@@ -662,12 +705,13 @@ def test_replan_ports_places_again(qtbot, make_wizard, monkeypatch) -> None:
     assert not wizard.review_page.replan_button.isEnabled()  # one process, no ports
 
 
-def test_busy_ports_are_warned_about(qtbot, make_wizard, monkeypatch) -> None:
+def test_busy_ports_are_warned_about(
+        qtbot: QtBot, make_wizard: MakeWizard, monkeypatch: pytest.MonkeyPatch) -> None:
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         held.listen()
         busy = held.getsockname()[1]
-        real = review_page_module.place_local
+        real = place_local
         monkeypatch.setattr(review_page_module, "place_local",
                             lambda plan: real(plan, [busy, 0, 0, 0]))
         wizard = make_wizard()
@@ -679,7 +723,8 @@ def test_busy_ports_are_warned_about(qtbot, make_wizard, monkeypatch) -> None:
         assert "Press Re-plan ports" in warnings.text()
 
 
-def test_hostile_text_never_reaches_a_script_unquoted(qtbot, make_wizard) -> None:
+def test_hostile_text_never_reaches_a_script_unquoted(
+        qtbot: QtBot, make_wizard: MakeWizard) -> None:
     wizard = make_wizard()
     click_strategy(qtbot, wizard, "tpu")
     set_text(qtbot, wizard.strategy_page.tpu_edit, "grpc://h:1'; touch /tmp/pwned; '")
@@ -693,14 +738,14 @@ def test_hostile_text_never_reaches_a_script_unquoted(qtbot, make_wizard) -> Non
     assert "$(reboot)" not in script
 
 
-def test_the_gui_process_does_not_import_tensorflow(make_wizard) -> None:
+def test_the_gui_process_does_not_import_tensorflow(make_wizard: MakeWizard) -> None:
     make_wizard()
     assert not [m for m in sys.modules if m.split(".")[0] in ("tensorflow", "keras")]
 
 
 def test_a_generated_run_name_follows_the_strategy_and_a_typed_one_is_kept(
-        qtbot, make_wizard) -> None:
-    last = Plan(run_name="mirrored-20260101-120000", strategy="mirrored", device_kind="cpu",
+        qtbot: QtBot, make_wizard: MakeWizard) -> None:
+    last = Plan(run_name="mirrored-20260101-120000", strategy=Strategy.MIRRORED, device_kind=DeviceKind.CPU,
                 replicas_per_task=2)
     wizard = make_wizard(cpu_facts(), last)
     click_strategy(qtbot, wizard, "multi_worker_mirrored")
@@ -713,7 +758,8 @@ def test_a_generated_run_name_follows_the_strategy_and_a_typed_one_is_kept(
     assert wizard.options_page.run_name_edit.text() == "my-experiment"
 
 
-def test_steps_per_call_is_automatic_by_default_and_can_be_fixed(qtbot, make_wizard) -> None:
+def test_steps_per_call_is_automatic_by_default_and_can_be_fixed(
+        qtbot: QtBot, make_wizard: MakeWizard) -> None:
     wizard = make_wizard()
     options = wizard.options_page
     assert options.per_call_spin.value() == 0 and options.per_call_spin.text() == "automatic"
@@ -727,7 +773,7 @@ def test_steps_per_call_is_automatic_by_default_and_can_be_fixed(qtbot, make_wiz
 
 
 def test_optimizer_schedule_and_validation_reach_the_plan_and_the_review(
-        qtbot, make_wizard) -> None:
+        qtbot: QtBot, make_wizard: MakeWizard) -> None:
     wizard = make_wizard()
     box = wizard.options_page.optimizer_box
     assert not box.decay_spin.isEnabled() and not box.warmup_spin.isEnabled()

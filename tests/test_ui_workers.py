@@ -8,12 +8,17 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
+import pytest
 import shiboken6
-from PySide6.QtCore import QObject, QThreadPool
+from PySide6.QtCore import QObject, QSize, QThreadPool
+from PySide6.QtGui import QImage, QPen, QPolygonF, QTransform
+from pytestqt.qtbot import QtBot
 
 from dtgui.ui import workers
 from dtgui.ui.workers import (
+    Worker,
     create_worker,
     dedicated_pool,
     error_details,
@@ -26,7 +31,7 @@ class Boom(RuntimeError):
     pass
 
 
-def test_an_exception_reaches_on_error_as_the_exception_with_its_traceback(qtbot) -> None:  # type: ignore[no-untyped-def]
+def test_an_exception_reaches_on_error_as_the_exception_with_its_traceback(qtbot: QtBot) -> None:
     ui_thread = threading.get_ident()
     got: list[tuple[BaseException, int]] = []
 
@@ -44,10 +49,14 @@ def test_an_exception_reaches_on_error_as_the_exception_with_its_traceback(qtbot
 
 
 def test_results_and_progress_reach_the_ui_thread_and_a_destroyed_context_drops_them(
-        qtbot) -> None:  # type: ignore[no-untyped-def]
+        qtbot: QtBot) -> None:
     seen: list[object] = []
-    create_worker(lambda w: (w.report("half"), 42)[1], on_done=seen.append,
-                  on_progress=seen.append)
+
+    def work(w: Worker) -> int:
+        w.report("half")
+        return 42
+
+    create_worker(work, on_done=seen.append, on_progress=seen.append)
     qtbot.waitUntil(lambda: 42 in seen, timeout=5000)
     assert seen == ["half", 42]
 
@@ -69,7 +78,7 @@ def test_results_and_progress_reach_the_ui_thread_and_a_destroyed_context_drops_
     assert delivered == []
 
 
-def test_shutdown_drains_every_pool_and_asks_running_work_to_stop(qtbot) -> None:  # type: ignore[no-untyped-def]
+def test_shutdown_drains_every_pool_and_asks_running_work_to_stop(qtbot: QtBot) -> None:
     """Running work is asked to stop and waited for; what a dedicated pool still has queued is
     dropped, what the global pool has queued still runs (a settings file written at exit)."""
     pool = dedicated_pool("test-render")
@@ -98,7 +107,7 @@ def test_shutdown_drains_every_pool_and_asks_running_work_to_stop(qtbot) -> None
 
 
 def test_the_plots_render_thread_is_the_one_thread_render_pool_and_a_failed_render_is_retried(
-        qtbot, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+        qtbot: QtBot, monkeypatch: pytest.MonkeyPatch) -> None:
     import numpy as np
     import pyqtgraph as pg
 
@@ -109,20 +118,22 @@ def test_the_plots_render_thread_is_the_one_thread_render_pool_and_a_failed_rend
     failures = [Boom("the first image fails")]
     render = envelope_layer.render_lines
 
-    def recording(*args: object) -> object:
+    def recording(lines: list[tuple[QPolygonF, QPen, bool]], transform: QTransform, size: QSize,
+                  ratio: float) -> QImage:
         threads.append(threading.get_ident())
         if failures:
             raise failures.pop()
-        return render(*args)  # type: ignore[arg-type]
+        return render(lines, transform, size, ratio)
 
     monkeypatch.setattr(envelope_layer, "render_lines", recording)
     widget = pg.PlotWidget()
     qtbot.addWidget(widget)
-    curves = {k: pg.PlotDataItem(pen=pg.mkPen("b")) for k in range(128)}
-    layer = EnvelopeLayer(curves)  # type: ignore[arg-type]
+    keys = range(128)
+    curves: dict[object, pg.PlotDataItem] = {k: pg.PlotDataItem(pen=pg.mkPen("b")) for k in keys}
+    layer = EnvelopeLayer(curves)
     widget.addItem(layer)
     bx = np.arange(200, dtype=float)
-    for k in curves:
+    for k in keys:
         layer.set_series(k, bx, bx * 0 + k + 1.0, bx * 0 + k)
     layer.commit()
     widget.resize(600, 400)
@@ -132,7 +143,8 @@ def test_the_plots_render_thread_is_the_one_thread_render_pool_and_a_failed_rend
     qtbot.waitUntil(lambda: len(threads) >= 1, timeout=10_000)
     layer.update()  # the next paint asks again after the failure
     qtbot.waitUntil(lambda: layer.image is not None, timeout=10_000)
-    assert layer.drawn or layer.image.generation == layer.generation
+    image = layer.image
+    assert image is not None and (layer.drawn or image.generation == layer.generation)
     pool_thread: list[int] = []
     create_worker(lambda _w: pool_thread.append(threading.get_ident()),
                   pool=dedicated_pool(RENDER_POOL))
@@ -142,7 +154,7 @@ def test_the_plots_render_thread_is_the_one_thread_render_pool_and_a_failed_rend
 
 
 def test_work_that_ends_after_its_application_was_torn_down_is_dropped_quietly(
-        qtbot, capfd) -> None:  # type: ignore[no-untyped-def]
+        qtbot: QtBot, capfd: pytest.CaptureFixture[str]) -> None:
     """PySide deletes every QObject, the relay too, with its application (a script's end, one
     test's application after another's): work still running then is dropped where it ran
     (its result released by on_dropped), nothing is raised on the pool thread, and the next
@@ -172,7 +184,7 @@ def test_work_that_ends_after_its_application_was_torn_down_is_dropped_quietly(
     assert "Signal source has been deleted" not in capfd.readouterr().err
 
 
-def test_a_script_that_ends_with_work_running_drains_it_quietly(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_script_that_ends_with_work_running_drains_it_quietly(tmp_path: Path) -> None:
     """A script that ends without shutdown() while work runs: PySide's teardown at the
     interpreter's exit deletes the relay; the exit first waits for the work (it ends whole),
     and nothing is raised on the pool thread."""

@@ -18,12 +18,13 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import conftest_ssh
 import pytest
 import remote_python
+import sshhosts
 from conftest_ssh import machine
 from fakes import wait_for
 from runs import live_members
@@ -33,8 +34,10 @@ from dtgui.core.cluster import assign, place_local
 from dtgui.core.events import STEP_KINDS, read_all, step_rows
 from dtgui.core.machines import Machine
 from dtgui.core.plan import Plan
+from dtgui.core.run_state import RunState
 from dtgui.core.runs import MachineRecord, RunRecord, TaskRecord
 from dtgui.core.settings import config_dir, data_dir, runs_dir
+from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import RunController
 from dtgui.launch.local_exec import LocalExecutor
 from dtgui.launch.pipeline import launch_plan, reattach
@@ -92,9 +95,11 @@ def launch_detached(name: str, python: str, checkpoint_every: int = 0,
                     min_step: int = 3) -> tuple[RunController, Path, list[int]]:
     """A 2-worker MultiWorkerMirrored run on this machine (its tasks run with `python`),
     stepping, then detached (the GUI closed with *Keep training*)."""
-    plan = Plan(run_name=name, strategy="multi_worker_mirrored", workers=2, replicas_per_task=1,
-                steps=FOREVER, steps_per_epoch=10, checkpoint_every=checkpoint_every, seed=3)
+    plan = Plan(run_name=name, strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
+                replicas_per_task=1, steps=FOREVER, steps_per_epoch=10,
+                checkpoint_every=checkpoint_every, seed=3)
     controller = launch_plan(plan, runs_dir(), targets=[Target(python=python)])
+    assert controller.record is not None
     pgids = list(controller.record.pids().values())
     try:
         wait_for(lambda: controller.metrics.snapshot().step >= min_step, 60,
@@ -238,15 +243,15 @@ def test_with_restarts_the_watcher_restarts_every_task_and_the_gui_takes_the_new
 
 
 # -- no TensorFlow: retries, pid reuse, ended runs --------------------------------------------
-def sleeping_task() -> subprocess.Popen:
+def sleeping_task() -> subprocess.Popen[bytes]:
     return subprocess.Popen(["sleep", "300"], start_new_session=True)
 
 
 def fake_run(name: str, tasks: dict[str, int], machines: list[MachineRecord] | None = None,
-             state: str = "running") -> Path:
+             state: RunState = RunState.RUNNING) -> Path:
     bundle = render_bundle(place_local(Plan(run_name=name, steps=5)), runs_dir() / name)
     record = RunRecord(run_id=f"{name}-1", run_name=name, bundle=str(bundle.path),
-                       strategy="one_device", created=time.time(), state=state,
+                       strategy=Strategy.ONE_DEVICE, created=time.time(), state=state,
                        machines=[MachineRecord("local", str(bundle.path), sys.executable),
                                  *(machines or [])],
                        tasks=[TaskRecord(t, "local", p) for t, p in tasks.items()])
@@ -257,7 +262,8 @@ def fake_run(name: str, tasks: dict[str, int], machines: list[MachineRecord] | N
 def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def test_an_unreachable_machine_is_retried_and_nothing_is_killed() -> None:
@@ -304,7 +310,7 @@ def test_stop_watcher_never_signals_a_process_that_is_not_this_runs_watcher() ->
 
 
 def test_a_run_that_already_ended_needs_no_watcher() -> None:
-    run_dir = fake_run("ended", {}, state="finished")
+    run_dir = fake_run("ended", {}, state=RunState.FINISHED)
     pid = start_watcher(RunRecord.load(run_dir), None, 0)
     wait_for(lambda: not is_watcher(pid, run_dir), 30, "the watcher did not exit")
     assert "has already ended (finished)" in log_of(run_dir)
@@ -319,24 +325,26 @@ real_keyring = conftest_ssh.real_keyring
 
 
 @pytest.fixture
-def lab(ssh_lab, ssh_env, stub_python):
+def lab(ssh_lab: sshhosts.SshLab, ssh_env: Path, stub_python: Callable[..., str]
+        ) -> Iterator[tuple[sshhosts.SshLab, str]]:
     python = stub_python(remote_python.python_for())
     conftest_ssh.trust(*ssh_lab.hosts)
     yield ssh_lab, python
 
 
-def test_over_ssh_a_killed_remote_worker_fails_the_detached_run(lab, isolated_dirs: Path,
-                                                                tmp_path: Path) -> None:
+def test_over_ssh_a_killed_remote_worker_fails_the_detached_run(
+        lab: tuple[sshhosts.SshLab, str], isolated_dirs: Path, tmp_path: Path) -> None:
     ssh_lab, python = lab
     hosts = {h.name: h for h in ssh_lab.hosts}
     given = {n: {"passphrase": ssh_lab.passphrase} for n in ("h2", "h3")}
     targets = [Target(n, machine(ssh_lab, hosts[n], key_file=str(ssh_lab.pass_key)),
                       python=python) for n in ("h2", "h3")]
-    plan = Plan(run_name="watched-ssh", strategy="multi_worker_mirrored", workers=2,
+    plan = Plan(run_name="watched-ssh", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
                 replicas_per_task=1, steps=FOREVER, steps_per_epoch=10, checkpoint_every=0)
     controller = launch_plan(plan, targets=targets, assignments=assign(plan, machines=["h2", "h3"]),
                              connect=Connector(given))
     run_dir = controller.bundle.path
+    assert controller.record is not None
     pgids = list(controller.record.pids().values())  # the hosts share this process table
     try:
         wait_for(lambda: controller.metrics.snapshot().step >= 3, 60, "no step")

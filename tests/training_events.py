@@ -16,6 +16,7 @@ import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
@@ -23,7 +24,9 @@ import dtgui.worker.events as worker_events
 from dtgui.core.bundle import render_bundle
 from dtgui.core.cluster import place_local
 from dtgui.core.plan import Plan
+from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
+from dtgui.core.strategies import Strategy
 from dtgui.worker import step_batch
 from dtgui.worker.events import EventWriter
 
@@ -35,12 +38,8 @@ AGAIN_SHIFT = 1.0  # how much higher the steps trained again after a restart are
 def clock(start: float) -> Iterator[list[float]]:
     """EventWriter's time.time() reads `now[0]` while inside."""
     now = [start]
-    saved = worker_events.time
-    worker_events.time = types.SimpleNamespace(time=lambda: now[0])  # type: ignore[assignment]
-    try:
+    with mock.patch.object(worker_events, "time", types.SimpleNamespace(time=lambda: now[0])):
         yield now
-    finally:
-        worker_events.time = saved
 
 
 def train_loss(step: int, rate: float, floor: float) -> float:
@@ -59,7 +58,8 @@ def write_run(root: Path, name: str, *, replicas: int = 2, steps: int = 120,
     resumed from step): the task trained to the first, restarted from the checkpoint of the
     second and trained the steps after it again (their losses and validation AGAIN_SHIFT
     higher, so that a reader shows which pass it kept)."""
-    plan = place_local(Plan(run_name=name, strategy="mirrored" if replicas > 1 else "one_device",
+    plan = place_local(Plan(run_name=name, strategy=Strategy.MIRRORED if replicas > 1
+                            else Strategy.ONE_DEVICE,
                             replicas_per_task=replicas, steps=steps,
                             steps_per_epoch=steps_per_epoch, learning_rate=lr))
     bundle = render_bundle(plan, root / name)
@@ -134,7 +134,7 @@ def write_run(root: Path, name: str, *, replicas: int = 2, steps: int = 120,
         ev.emit("finished", steps=steps, loss=float(losses.mean(axis=1)[-1]),
                 seconds=round(now[0] - begin, 3), timeline=timeline)
     record = RunRecord(f"{name}-{seed:06d}", name, str(bundle.path), plan.strategy,
-                       created=created, state="finished", ended=now[0],
+                       created=created, state=RunState.FINISHED, ended=now[0],
                        final_loss=float(losses.mean(axis=1)[-1]))
     record.save()
     return record

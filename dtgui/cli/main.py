@@ -29,8 +29,16 @@ from dtgui.core.plan import (
     LR_SCHEDULES,
     OPTIMIZERS,
     PRECISIONS,
+    Communication,
+    DemoModel,
+    DeviceKind,
+    LrSchedule,
+    ModelFile,
+    Optimizer,
     Plan,
     PlanError,
+    PlanModel,
+    Precision,
     validate,
 )
 from dtgui.core.run_state import RunState
@@ -66,9 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a bundle on this machine (a Slurm bundle: submit it "
                          "here, the login node, and follow the job), headless, printing progress")
     run.add_argument("bundle", type=Path, help="a directory written by dtgui export")
-    from dtgui.cli.sweep import add_sweep  # it takes the export options below
+    from dtgui.cli.sweep import add_sweep
 
-    add_sweep(sub, _HelpFormatter)
+    add_sweep(sub, _HelpFormatter, add_export_options)
     add_install_desktop(sub)
     return parser
 
@@ -134,17 +142,17 @@ def add_export_options(export: argparse.ArgumentParser) -> None:
 
 def plan_from_args(args: argparse.Namespace) -> Plan:
     strategy = Strategy(args.strategy)
-    model = {"kind": "file", "path": str(args.model.resolve())} if args.model else {"kind": "demo"}
+    model: PlanModel = ModelFile(str(args.model.resolve())) if args.model else DemoModel()
     return Plan(
         run_name=args.run_name or f"{strategy}-{time.strftime('%Y%m%d-%H%M%S')}",
         strategy=strategy,
-        device_kind=args.device,
+        device_kind=DeviceKind(args.device),
         replicas_per_task=_replicas(strategy, args),
         workers=args.workers if strategy.multi_process else 1,
         parameter_servers=args.ps if "ps" in strategy.task_types else 0,
-        precision=args.precision,
+        precision=Precision(args.precision),
         xla=args.xla,
-        communication=args.communication,
+        communication=Communication(args.communication),
         per_replica_batch=args.batch_size,
         steps=args.steps,
         steps_per_epoch=args.steps_per_epoch,
@@ -153,10 +161,10 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
         deterministic=not args.no_determinism and not strategy.asynchronous,
         checkpoint_every=args.checkpoint_every,
         steps_per_call=args.steps_per_call,
-        optimizer=args.optimizer,
+        optimizer=Optimizer(args.optimizer),
         weight_decay=args.weight_decay,
         momentum=args.momentum,
-        lr_schedule=args.lr_schedule,
+        lr_schedule=LrSchedule(args.lr_schedule),
         warmup_steps=args.warmup_steps,
         lr_step_every=args.lr_step_every,
         lr_step_factor=args.lr_step_factor,
@@ -352,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "sweep":
         from dtgui.cli.sweep import cmd_sweep
 
-        return cmd_sweep(args)
+        return cmd_sweep(args, checked_plan)
     if args.command == "install-desktop":
         return cmd_install_desktop(args)
     from dtgui.ui.app import run_gui

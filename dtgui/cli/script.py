@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dtgui.core.plan import MetricsTasks
 from dtgui.core.script import ScriptModel, env_name_problem, env_value_problem, script_problems
 
 
@@ -57,7 +58,7 @@ def wants_script(args: argparse.Namespace) -> bool:
     return args.script is not None or args.project is not None
 
 
-def script_model_from_args(args: argparse.Namespace) -> tuple[dict[str, Any] | None, list[str]]:
+def script_model_from_args(args: argparse.Namespace) -> tuple[ScriptModel | None, list[str]]:
     """The plan's model for --script/--project, and every problem with them."""
     if not wants_script(args):
         extra = [o for o, v in (("--script-arg", args.script_arg), ("--env", args.env),
@@ -96,7 +97,7 @@ def script_model_from_args(args: argparse.Namespace) -> tuple[dict[str, Any] | N
     model = ScriptModel(str(project), rel, tuple(args.script_arg), env, bool(args.legacy_keras),
                         args.data_dir, printed_metrics=not args.no_printed_metrics,
                         patterns=tuple(args.metric_pattern),
-                        metrics_tasks=args.metrics_from).to_dict()
+                        metrics_tasks=MetricsTasks(args.metrics_from))
     problems += script_problems(model, must_exist=True)
     return model, problems
 

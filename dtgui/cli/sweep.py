@@ -1,10 +1,12 @@
 """`dtgui sweep OUT`: run a sweep from the command line (docs/sweeps.md).
 
-The run is described by the export options (`dtgui.cli.main.add_export_options`: strategy,
-model, script, placement); `--param` names what varies. Each trial is printed as it ends; the
-trials are in OUT/trials.csv and the Optuna study (OUT/study.db unless --storage). Given a
-folder that holds a sweep already, the sweep goes on from its study: `--trials` more than it
-had adds trials.
+The run is described by the export options (strategy, model, script, placement:
+`dtgui.cli.main` gives `add_sweep` the function that adds them and `cmd_sweep` the one that
+reads a checked plan from them, so that this module does not import it); `--param` names what
+varies. The queue runs in the foreground (`dtgui.launch.sweep_process.run_sweep`, as the
+sweep's detached process runs it). Each trial is printed as it ends; the trials are in
+OUT/trials.csv and the Optuna study (OUT/study.db unless --storage). Given a folder that holds
+a sweep already, the sweep goes on from its study: `--trials` more than it had adds trials.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import re
-import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from dtgui.core.plan import Plan
@@ -27,15 +29,17 @@ from dtgui.core.sweep import (
     SweepSpec,
     load_sweep,
     parse_param,
+    save_sweep,
 )
 
 PROG = "dtgui sweep"
+AddOptions = Callable[[argparse.ArgumentParser], None]
+CheckedPlan = Callable[[argparse.Namespace], Plan]
 
 
 def add_sweep(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-              formatter: type[argparse.HelpFormatter]) -> None:
-    from dtgui.cli.main import add_export_options
-
+              formatter: type[argparse.HelpFormatter], add_export_options: AddOptions) -> None:
+    """The `sweep` command, with the export options `add_export_options` adds."""
     sweep = sub.add_parser(
         "sweep", help="train a run setup many times with settings varied (an Optuna search)",
         formatter_class=formatter,
@@ -108,14 +112,13 @@ def _spec(args: argparse.Namespace) -> SweepSpec:
                      objective=args.objective or DEFAULT_OBJECTIVE,
                      direction=args.direction or "", pruner=args.pruner or "median",
                      storage=args.storage or "", seed=args.search_seed or 0,
-                     extra={"trial_on": machines} if machines else {})
+                     trial_on=tuple(machines))
 
 
 def _on_cluster(args: argparse.Namespace, spec: SweepSpec, plan: Plan) -> SweepSpec:
     """The sweep with each trial one job of the --slurm cluster (kept in sweep.json)."""
     from dtgui.cli.slurm import job_from
     from dtgui.core.slurm import SlurmError
-    from dtgui.launch.sweep_slots import job_extra
 
     placed = args.on or args.workers_on or args.chief_on or args.ps_on or args.address \
         or args.gpus  # --python CLUSTER=PATH names the nodes' Python: it stays
@@ -128,30 +131,34 @@ def _on_cluster(args: argparse.Namespace, spec: SweepSpec, plan: Plan) -> SweepS
     except SlurmError as exc:
         text = str(exc).rstrip(".")
         raise SweepError([f"{text[:1].upper()}{text[1:]}."]) from exc
-    return dataclasses.replace(spec, extra={**spec.extra, **job_extra(job)})
+    return dataclasses.replace(spec, slurm=job)
 
 
 def _resumed(args: argparse.Namespace) -> tuple[SweepSpec, Plan]:
-    """The sweep in OUT, with the counts given now."""
+    """The sweep in OUT, with the counts given now (written back when they changed)."""
     spec, plan = load_sweep(args.out)
     if args.param and tuple(parse_param(p) for p in args.param) != spec.params:
         over = ", ".join(p.to_text() for p in spec.params)
         raise SweepError([f"{args.out} holds a sweep over {over}: its parameters stay (leave "
                           "out --param to go on with it, or choose a new folder)."])
     changes = {k: v for k, v in (("trials", args.trials), ("parallel", args.parallel)) if v}
-    return dataclasses.replace(spec, **changes), plan
+    if any(getattr(spec, k) != v for k, v in changes.items()):
+        spec = dataclasses.replace(spec, **changes)
+        save_sweep(args.out, spec, plan)
+    return spec, plan
 
 
-def cmd_sweep(args: argparse.Namespace) -> int:
+def cmd_sweep(args: argparse.Namespace, checked_plan: CheckedPlan) -> int:
+    """`dtgui sweep`; `checked_plan` reads the run the export options describe."""
     from dtgui.cli.machines import ExportOptionError, place_from_args, wants_machines
-    from dtgui.cli.main import checked_plan
+    from dtgui.launch.sweep_process import run_sweep
+    from dtgui.launch.sweep_queue import prepare_sweep
 
     if args.export is not None:
         return _export(args)
     try:
         if (args.out / SWEEP_FILE).is_file():
             spec, plan = _resumed(args)
-            print(f"going on with the sweep in {args.out}")
         else:
             spec = _spec(args)
             plan = checked_plan(args).with_changes(run_name=_run_name(args))
@@ -164,7 +171,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 plan, notes = place_from_args(plan, args)
                 for note in notes:
                     print(f"{PROG}: note: {note}", file=sys.stderr)
-        return _run(args.out, spec, plan)
+            prepare_sweep(args.out, spec, plan)
+        return run_sweep(args.out, spec, plan, sys.stdout, sys.stderr)
     except (SweepError, ExportOptionError) as exc:
         for problem in exc.problems:
             print(f"{PROG}: {problem}", file=sys.stderr)
@@ -185,37 +193,3 @@ def _export(args: argparse.Namespace) -> int:
     print(f"wrote {len(bundles)} trial bundle(s) to {args.export}; rerun them without dtgui "
           f"with: python3 {args.export / RERUN_SCRIPT}")
     return 0
-
-
-def _run(out: Path, spec: SweepSpec, plan: Plan) -> int:
-    from dtgui.core.sweep_study import TRIALS_CSV, sorted_rows
-    from dtgui.launch.sweep_queue import SweepQueue
-
-    queue = SweepQueue(out, spec, plan,
-                       on_trial_end=lambda row: print(row.text(spec.objective), flush=True),
-                       on_note=lambda note: print(f"{PROG}: note: {note}", file=sys.stderr,
-                                                  flush=True))
-    stopped = []
-
-    def stop(*_: object) -> None:
-        stopped.append(True)
-        queue.request_stop()
-
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
-    for note in queue.notes:
-        print(f"{PROG}: note: {note}", file=sys.stderr)
-    print(f"sweep {plan.run_name}: {spec.trials} trial(s), {spec.parallel} at a time, "
-          f"{spec.search} search over {', '.join(p.to_text() for p in spec.params)}; "
-          f"{spec.goal} {spec.objective}; Ctrl-C stops", flush=True)
-    rows = queue.run()
-    ranked = sorted_rows(rows, spec.goal)
-    counts = {s: sum(1 for r in rows if r.state == s) for s in ("finished", "pruned", "failed")}
-    print(f"sweep {'stopped' if stopped else 'complete'}: "
-          + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
-    if ranked and ranked[0].state == "finished":
-        print(f"best: {ranked[0].text(spec.objective)}\n  run: {ranked[0].run}")
-    print(f"trials: {out / TRIALS_CSV}")
-    if stopped:
-        return 130
-    return 0 if any(r.objective is not None for r in rows) else 1

@@ -241,14 +241,3 @@ def plan_facts(plan: Plan) -> RunFacts:
                     parameter_servers=plan.parameter_servers if plan.strategy.asynchronous
                     else 0)
 
-
-def facts_of(plan: Mapping[str, Any], hosts: int = 1, gpu: bool = False) -> RunFacts:
-    """RunFacts from a plan's JSON dict (plan.json)."""
-    batch = plan.get("per_replica_batch")
-    tasks = plan.get("tasks")
-    servers = sum(1 for t in tasks if isinstance(t, Mapping) and t.get("type") == "ps") \
-        if isinstance(tasks, list) and plan.get("strategy") == "parameter_server" else 0
-    return RunFacts(gpu=gpu, xla=bool(plan.get("xla")),
-                    mixed_precision=plan.get("precision") == "mixed_float16",
-                    hosts=max(1, hosts), per_replica_batch=batch if isinstance(batch, int) else 0,
-                    parameter_servers=servers)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from dtgui.core.cluster import tf_config_json
 from dtgui.core.ignore import ProjectFiles, human_size, list_project
-from dtgui.core.plan import PLAN_NAME, Plan, PlanError, TaskSpec, validate
+from dtgui.core.plan import PLAN_NAME, DemoModel, ModelFile, Plan, PlanError, TaskSpec, validate
 from dtgui.core.script import BUNDLE_PROJECT_DIR
 from dtgui.core.script_bundle import (
     prepare_project,
@@ -239,7 +239,8 @@ def readme_text(plan: Plan) -> str:
     if plan.is_multi_machine or plan.machines:
         from dtgui.core.bundle_readme import multi_machine_readme
 
-        return multi_machine_readme(plan)
+        return multi_machine_readme(plan, {t.task_id: (task_environment(plan, t), task_command(t))
+                                           for t in plan.tasks})
     rows = []
     for task in plan.tasks:
         env = task_environment(plan, task)
@@ -316,19 +317,20 @@ def render_bundle(plan: Plan, destination: Path, *, overwrite: bool = False) -> 
 
 def project_of(plan: Plan) -> bool:
     """Whether the plan runs a user's own training script (its project folder is bundled)."""
-    return plan.model_kind == "script"
+    return plan.script is not None
 
 
 def prepare_model_project(plan: Plan) -> tuple[Plan, ProjectFiles | None]:
     """A model file's folder goes into the bundle, so that the file's own modules and data
     files come along (`project` in plan.json's model: the folder, default the file's own).
     Reads the disk: not on a UI thread. Raises BundleError."""
-    if plan.model_kind != "file":
+    given = plan.model_file
+    if given is None:
         return plan, None
-    model_file = Path(plan.model["path"]).expanduser().resolve()
+    model_file = Path(given.path).expanduser().resolve()
     if not model_file.is_file():
         raise BundleError(f"model file {model_file} does not exist: choose it again.")
-    folder = Path(plan.model.get("project") or model_file.parent).expanduser().resolve()
+    folder = Path(given.project or model_file.parent).expanduser().resolve()
     if folder not in model_file.parents:
         raise BundleError(f"the model file {model_file} is not inside its project folder "
                           f"{folder}: choose a folder that holds it.")
@@ -343,8 +345,7 @@ def prepare_model_project(plan: Plan) -> tuple[Plan, ProjectFiles | None]:
             f"the model file's folder {folder} holds {human_size(listing.total_bytes)} to copy "
             "into the bundle: put the model file in a folder of its own project, or list large "
             "data in a .dtguiignore there (and read it from a path on each machine).")
-    model = {**plan.model, "path": f"{BUNDLE_PROJECT_DIR}/{relative}",
-             "project": BUNDLE_PROJECT_DIR}
+    model = ModelFile(f"{BUNDLE_PROJECT_DIR}/{relative}", BUNDLE_PROJECT_DIR)
     return plan.with_changes(model=model), listing
 
 
@@ -365,7 +366,7 @@ def _write_files(plan: Plan, root: Path) -> None:
     shutil.copytree(
         WORKER_SOURCE, root / WORKER_PACKAGE, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
     )
-    if plan.model_kind == "demo":
+    if isinstance(plan.model, DemoModel):
         (root / "data").mkdir()
         shutil.copy2(DEMO_DATA, root / "data" / DEMO_DATA.name)
     (root / OUTPUT_DIR).mkdir()

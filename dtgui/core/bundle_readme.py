@@ -3,42 +3,47 @@
 It tells a person how to reproduce the run by hand with plain ssh/scp and python: which
 machine runs which task, the exact environment (TF_CONFIG, CUDA_VISIBLE_DEVICES) and command
 of every task, and how to stop the servers. Machine names and logins are data, always quoted.
+Each task's environment and command are given by the bundle (dtgui.core.bundle), which writes
+the same into the task's script.
 """
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 
 from dtgui.core.plan import Plan, TaskSpec
 from dtgui.worker.layout import LOGS_DIR, events_file, pid_file
 
+# A task's environment and its command line.
+TaskScript = tuple[Mapping[str, str], str]
+
 
 def _login(plan: Plan, machine: str) -> tuple[str, str]:
-    """(user@host, port) of a machine, from plan.machines[...]["login"] ("user@host:port")."""
-    login = plan.machines.get(machine, {}).get("login", "")
+    """(user@host, port) of a machine, from its login ("user@host:port")."""
+    login = plan.machine(machine).login
     user_host, sep, port = login.rpartition(":")
     if not sep:
         return login, "22"
     return user_host, port or "22"
 
 
-def _task_block(plan: Plan, task: TaskSpec) -> str:
-    from dtgui.core.bundle import task_command, task_environment
-
-    env = task_environment(plan, task)
+def _task_block(task: TaskSpec, script: TaskScript) -> str:
+    env, command = script
     body = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
     return (f"### {task.task_id} on {task.machine_name}\n\n```sh\n{body}"
-            f"{task_command(task)}\n```\n")
+            f"{command}\n```\n")
 
 
-def multi_machine_readme(plan: Plan) -> str:
+def multi_machine_readme(plan: Plan, scripts: Mapping[str, TaskScript]) -> str:
+    """The README of `plan`; `scripts`: each task's environment and command by task id."""
     target = f"dtgui-{plan.run_name}"
     rows, starts, copies = [], [], []
     for name in plan.machine_names:
         mine = [t for t in plan.tasks if t.machine_name == name]
-        facts = plan.machines.get(name, {})
-        python = facts.get("python", "") or "python3"
-        address = facts.get("address", mine[0].host if mine else "")
+        facts = plan.machine(name)
+        python = facts.python or "python3"
+        address = facts.address or (mine[0].host if mine else "")
         rows.append(f"| {name} | {address} | {', '.join(t.task_id for t in mine)} | "
                     f"`{python}` |")
         user_host, port = _login(plan, name)
@@ -47,7 +52,7 @@ def multi_machine_readme(plan: Plan) -> str:
         if not user_host and name != "local" and address:
             user_host = address
         if user_host:
-            jump = f"-J {shlex.quote(facts['jump'])} " if facts.get("jump") else ""
+            jump = f"-J {shlex.quote(facts.jump)} " if facts.jump else ""
             p_scp = f"-P {shlex.quote(port)} " if port != "22" else ""
             p_ssh = f"-p {shlex.quote(port)} " if port != "22" else ""
             copies.append(f"scp {jump}-r {p_scp}. {shlex.quote(user_host + ':' + target)}")
@@ -56,7 +61,7 @@ def multi_machine_readme(plan: Plan) -> str:
             copies.append(f"# {name} (this machine): use this directory, or copy it to "
                           f"~/{target}")
             starts.append(f"( {run} ) &   # on {name}")
-    tasks = "\n".join(_task_block(plan, t) for t in plan.tasks)
+    tasks = "\n".join(_task_block(t, scripts[t.task_id]) for t in plan.tasks)
     return f"""# dtgui run bundle: {plan.run_name} ({len(plan.machine_names)} machines)
 
 Strategy: {plan.strategy.title} — {plan.total_replicas} replica(s), global batch {plan.global_batch},

@@ -9,7 +9,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dtgui.core.machines import Machine, ssh_login
-from dtgui.core.plan import LOCAL_HOST, LOCAL_MACHINE, Plan, TaskSpec, is_local_machine
+from dtgui.core.plan import (
+    LOCAL_HOST,
+    LOCAL_MACHINE,
+    MachineAccess,
+    Plan,
+    TaskSpec,
+    is_local_machine,
+)
 
 # the one port check, as on other machines: ports bound as TensorFlow binds them
 from dtgui.worker.machine_probe import choose_free_ports, port_is_free
@@ -171,12 +178,13 @@ def place_on_machines(plan: Plan, assignments: Mapping[str, str],
                 f"{task.machine_name}.")
         seen[key] = task.task_id
     placed = tuple(tasks)
-    machines_info: dict[str, dict[str, str]] = {}
+    machines_info: dict[str, MachineAccess] = {}
     if multi_machine or any(not t.is_local for t in placed):
         for m in used:
-            info = {"address": hosts[m]}
-            info.update({k: str(v) for k, v in (logins or {}).get(m, {}).items()})
-            machines_info[m] = info
+            login = (logins or {}).get(m, {})
+            machines_info[m] = MachineAccess(address=hosts[m], login=login.get("login", ""),
+                                             python=login.get("python", ""),
+                                             jump=login.get("jump", ""))
     return plan.with_changes(tasks=placed, cluster=cluster_spec(placed) if multi_task else {},
                              machines=machines_info)
 

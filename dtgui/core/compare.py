@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dtgui.core.bottleneck import RunFacts, Verdict, facts_of, plan_facts, verdict
+from dtgui.core.bottleneck import RunFacts, Verdict, plan_facts, verdict
 from dtgui.core.run_curves import (
     Curve,
     RunCurves,
@@ -62,7 +62,6 @@ def _plan_facts(summary: RunSummary, plan: dict[str, Any]) -> None:
     from dtgui.core.plan_text import SCRIPT_OWN, optimizer_text, schedule_text
 
     summary.strategy = str(plan.get("strategy", ""))
-    summary.facts = facts_of(plan, gpu=plan.get("device_kind") == "gpu")
     summary.precision = str(plan.get("precision", ""))
     xla = plan.get("xla")
     summary.xla = bool(xla) if isinstance(xla, bool) else None
@@ -70,7 +69,8 @@ def _plan_facts(summary: RunSummary, plan: dict[str, Any]) -> None:
     summary.steps = int(steps) if isinstance(steps, int) else 0
     try:
         parsed = Plan.from_dict(plan)
-    except (PlanError, TypeError, ValueError, KeyError):
+    except PlanError as exc:  # still listed, with what plan.json shows and why it is no more
+        summary.error = summary.error or str(exc)
         return
     if parsed.script is not None:  # it trains its own way: the plan's values are hints
         summary.optimizer = summary.schedule = SCRIPT_OWN

@@ -25,6 +25,7 @@ class GpuInfo:
     util: float
     driver: str = ""
     compute_capability: str = ""
+    processes: int = 0  # compute processes running on it (another program's work)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Validating a training plan: every reason the wizard's choices cannot run, as sentences.
 
-The plan itself (`Plan`, `TaskSpec`, plan.json) is dtgui.worker.plan, which every bundle
-carries; it is re-exported here for the rest of the app.
+The plan itself (`Plan`, `TaskSpec`, its model and option sets, plan.json) is
+dtgui.worker.plan, which every bundle carries; it is re-exported here for the rest of the app.
 """
 
 from __future__ import annotations
@@ -19,8 +19,19 @@ from dtgui.worker.plan import (
     PLAN_NAME,
     PRECISIONS,
     SCHEMA,
+    Communication,
+    DemoModel,
+    DeviceKind,
+    LrSchedule,
+    MachineAccess,
+    MetricsTasks,
+    ModelFile,
+    Optimizer,
     Plan,
     PlanError,
+    PlanModel,
+    Precision,
+    ScriptModel,
     TaskSpec,
     is_local_machine,
 )
@@ -28,8 +39,9 @@ from dtgui.worker.strategies import STRATEGIES, Strategy
 
 __all__ = ["COMMUNICATIONS", "DEVICE_KINDS", "LOCAL_HOST", "LOCAL_MACHINE", "LR_SCHEDULES",
            "MAX_ACCUMULATION", "MAX_REPLICAS", "MAX_STEPS_PER_CALL", "OPTIMIZERS", "PLAN_NAME",
-           "PRECISIONS",
-           "SCHEMA", "Plan", "PlanError", "TaskSpec", "is_local_machine", "validate"]
+           "PRECISIONS", "SCHEMA", "Communication", "DemoModel", "DeviceKind", "LrSchedule",
+           "MachineAccess", "MetricsTasks", "ModelFile", "Optimizer", "Plan", "PlanError",
+           "PlanModel", "Precision", "ScriptModel", "TaskSpec", "is_local_machine", "validate"]
 
 MAX_REPLICAS = 64
 MAX_STEPS_PER_CALL = StepsPerCall.MAX_STEPS  # the training program's own limit
@@ -124,15 +136,12 @@ def validate(plan: Plan, *, usable_gpus: int | None = None) -> list[str]:
                 "lower the replicas or train on CPU."
             )
     errors += _placement_problems(plan)
-    model_kind = plan.model_kind
-    if model_kind == "script":  # a user's own training script (dtgui.core.script)
+    model = plan.model
+    if isinstance(model, ScriptModel):  # a user's own training script (dtgui.core.script)
         from dtgui.core.script import script_problems
 
-        errors += script_problems(plan.model)
-    elif model_kind not in ("demo", "file"):
-        errors.append("Model must be the built-in demo, your own Python file or your own "
-                      "training script.")
-    elif model_kind == "file" and not plan.model.get("path"):
+        errors += script_problems(model)
+    elif isinstance(model, ModelFile) and not model.path:
         errors.append("Choose your model file (a .py defining build_model and make_dataset).")
     return errors
 

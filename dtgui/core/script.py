@@ -1,9 +1,9 @@
 """A user's own training script as a plan's model (docs/own-scripts.md).
 
-plan.json holds it as ``{"kind": "script", "project": DIR, "entry": "train.py", "args": [...],
-"env": {"KEY": "VALUE"}, "legacy_keras": false, "data_dir": ""}``. Before the bundle is
-written, ``project`` is the user's folder (absolute); in a bundle it is ``project`` (relative
-to the bundle, the folder's copy). Pure Python: no Qt, no TensorFlow.
+The plan holds it as a `ScriptModel` (plan.json: ``{"kind": "script", "project": DIR, "entry":
+"train.py", "args": [...], "env": {"KEY": "VALUE"}, "legacy_keras": false, "data_dir": ""}``).
+Before the bundle is written, ``project`` is the user's folder (absolute); in a bundle it is
+``project`` (relative to the bundle, the folder's copy). Pure Python: no Qt, no TensorFlow.
 """
 
 from __future__ import annotations
@@ -12,11 +12,9 @@ import re
 import shlex
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 # The script model itself is part of the plan every bundle carries.
 from dtgui.worker.plan import BUNDLE_PROJECT_DIR as BUNDLE_PROJECT_DIR
-from dtgui.worker.plan import SCRIPT_KIND as SCRIPT_KIND
 from dtgui.worker.plan import ScriptModel as ScriptModel
 from dtgui.worker.printed_metrics import compile_patterns
 
@@ -28,10 +26,6 @@ RESERVED_ENV = frozenset({
     "TF_USE_LEGACY_KERAS", "PYTHONUNBUFFERED", "PYTHONHASHSEED",
 })
 RESERVED_PREFIX = "DTGUI_"
-
-
-def is_script(model: Mapping[str, Any] | None) -> bool:
-    return isinstance(model, Mapping) and model.get("kind") == SCRIPT_KIND
 
 
 def env_name_problem(name: str) -> str:
@@ -99,9 +93,8 @@ def entry_problem(project: str, entry: str, *, must_exist: bool = True) -> str:
     return ""
 
 
-def script_problems(model: Mapping[str, Any], *, must_exist: bool = False) -> list[str]:
+def script_problems(script: ScriptModel, *, must_exist: bool = False) -> list[str]:
     """Every reason a script model cannot run (plan validation)."""
-    script = ScriptModel.from_dict(model)
     problems = []
     problem = entry_problem(script.project, script.entry, must_exist=must_exist)
     if problem:

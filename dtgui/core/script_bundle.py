@@ -9,6 +9,7 @@ paths, which depend on where the bundle lies, and runs ``python ENTRY ARGS`` in 
 from __future__ import annotations
 
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 from dtgui.core.ignore import ProjectFiles, copy_project, human_size, list_project
@@ -36,8 +37,7 @@ def prepare_project(plan: Plan) -> tuple[Plan, ProjectFiles | None]:
     if script.entry not in listing.files:
         raise ValueError(f"{script.entry} is left out of the bundle by {listing.rules_from or 'the'}"
                          " ignore rules: the entry script must be copied.")
-    model = {**plan.model, "project": BUNDLE_PROJECT_DIR}
-    return plan.with_changes(model=model), listing
+    return plan.with_changes(model=replace(script, project=BUNDLE_PROJECT_DIR)), listing
 
 
 def write_project(root: Path, listing: ProjectFiles | None) -> None:
@@ -57,7 +57,7 @@ def script_environment(plan: Plan, task: TaskSpec) -> dict[str, str]:
         "DTGUI_TASK_INDEX": str(task.index),
         "DTGUI_STRATEGY": str(plan.strategy),
         "DTGUI_NUM_WORKERS": str(plan.compute_tasks),
-        "DTGUI_DEVICE_KIND": plan.device_kind,
+        "DTGUI_DEVICE_KIND": str(plan.device_kind),
         "DTGUI_REPLICAS_PER_TASK": str(plan.replicas_per_task if computing else 0),
         "DTGUI_PER_REPLICA_BATCH": str(plan.per_replica_batch),
         "DTGUI_GLOBAL_BATCH": str(plan.global_batch),
@@ -66,7 +66,7 @@ def script_environment(plan: Plan, task: TaskSpec) -> dict[str, str]:
         "DTGUI_EPOCHS": str(max(1, -(-plan.steps // plan.steps_per_epoch))),
         "DTGUI_LEARNING_RATE": repr(float(plan.learning_rate)),
         "DTGUI_SEED": str(plan.seed),
-        "DTGUI_PRECISION": plan.precision,
+        "DTGUI_PRECISION": str(plan.precision),
         "DTGUI_XLA": "1" if plan.xla else "0",
         "DTGUI_CHECKPOINT_EVERY": str(plan.checkpoint_every),
     }

@@ -22,15 +22,15 @@ import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dtgui.core.plan import Plan, TaskSpec
+from dtgui.core.slurm_answers import Partition
+from dtgui.core.slurm_answers import SlurmError as SlurmError
+from dtgui.core.slurm_answers import time_seconds as time_seconds
 from dtgui.worker.layout import TASK_DIRS, events_file, job_log_file, log_file
 from dtgui.worker.slurm_task import node_of_rank
 from dtgui.worker.tf_config import split_task_id, task_tf_config, tf_cluster
-
-if TYPE_CHECKING:  # slurm_answers imports this module's values
-    from dtgui.core.slurm_answers import Partition
 
 JOB_FILE = "job.sbatch"  # the batch script in the bundle
 JOB_SETTINGS = "slurm.json"  # the job's settings in the bundle (what dtgui submits)
@@ -41,34 +41,9 @@ _NAME = re.compile(r"[A-Za-z0-9_.+-]{1,128}")  # partition, account, QoS
 _CONSTRAINT = re.compile(r"[A-Za-z0-9_.&|,:*\[\]()!-]{1,256}")
 _MODULE = re.compile(r"[A-Za-z0-9_./+:-]{1,128}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_TIME = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
-UNLIMITED = ("UNLIMITED", "INFINITE", "infinite")
-
-
-class SlurmError(ValueError):
-    """A Slurm value that cannot be used, or a command Slurm refused; the message says why."""
 
 
 # -- values --------------------------------------------------------------------------------
-def time_seconds(text: str) -> int | None:
-    """Slurm's time forms (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) in seconds;
-    None for UNLIMITED or a text that is none of them."""
-    text = text.strip()
-    m = _TIME.fullmatch(text)
-    if not m or text in UNLIMITED:
-        return None
-    days, a, b, c = m.groups()
-    parts = [int(x) for x in (a, b, c) if x is not None]
-    if days is not None:  # D-HH[:MM[:SS]]
-        h, mi, s = [*parts, 0, 0][:3]
-        return int(days) * 86400 + h * 3600 + mi * 60 + s
-    if len(parts) == 1:
-        return parts[0] * 60
-    if len(parts) == 2:
-        return parts[0] * 60 + parts[1]
-    return parts[0] * 3600 + parts[1] * 60 + parts[2]
-
-
 def time_text(seconds: int) -> str:
     """Seconds as Slurm's [D-]HH:MM:SS."""
     days, rest = divmod(seconds, 86400)

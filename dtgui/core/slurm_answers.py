@@ -9,7 +9,32 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from dtgui.core.slurm import SlurmError, time_seconds
+_TIME = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
+UNLIMITED = ("UNLIMITED", "INFINITE", "infinite")
+
+
+class SlurmError(ValueError):
+    """A Slurm value that cannot be used, or a command Slurm refused; the message says why."""
+
+
+def time_seconds(text: str) -> int | None:
+    """Slurm's time forms (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) in seconds;
+    None for UNLIMITED or a text that is none of them."""
+    text = text.strip()
+    m = _TIME.fullmatch(text)
+    if not m or text in UNLIMITED:
+        return None
+    days, a, b, c = m.groups()
+    parts = [int(x) for x in (a, b, c) if x is not None]
+    if days is not None:  # D-HH[:MM[:SS]]
+        h, mi, s = [*parts, 0, 0][:3]
+        return int(days) * 86400 + h * 3600 + mi * 60 + s
+    if len(parts) == 1:
+        return parts[0] * 60
+    if len(parts) == 2:
+        return parts[0] * 60 + parts[1]
+    return parts[0] * 3600 + parts[1] * 60 + parts[2]
+
 
 SINFO_FORMAT = "%P|%a|%D|%T|%c|%m|%G|%l"
 SQUEUE_FORMAT = "%i|%P|%j|%T|%r|%S|%M|%l|%D"

@@ -18,13 +18,14 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dtgui.core.plan import Plan, validate
 from dtgui.core.run_curves import lower_is_better
 from dtgui.core.script import ScriptModel
+from dtgui.core.slurm import SlurmError, SlurmJob
 
 SWEEP_FILE = "sweep.json"  # the sweep's settings and base plan, in its folder
 SWEEP_SCHEMA = 1
@@ -281,7 +282,8 @@ class SweepSpec:
     pruner: str = "median"
     storage: str = ""  # "" = SQLite in the sweep's folder; else an Optuna storage URL
     seed: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+    trial_on: tuple[str, ...] = ()  # each trial whole on one of these machines (--trial-on)
+    slurm: SlurmJob | None = None  # each trial one job of this kind on a Slurm cluster
 
     @property
     def goal(self) -> str:
@@ -299,12 +301,16 @@ class SweepSpec:
                 "trials": self.trials, "parallel": self.parallel, "search": self.search,
                 "objective": self.objective, "direction": self.direction,
                 "pruner": self.pruner, "storage": self.storage, "seed": self.seed,
-                "extra": self.extra}
+                "trial_on": list(self.trial_on),
+                "slurm": json.loads(self.slurm.to_json()) if self.slurm is not None else None}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SweepSpec:
         if data.get("schema") != SWEEP_SCHEMA:
             raise SweepError([f"sweep schema {data.get('schema')!r} is not {SWEEP_SCHEMA}."])
+        # sweep.json files written before these fields had their own keys kept them in "extra"
+        old = data.get("extra") or {}
+        trial_on = data.get("trial_on", old.get("trial_on")) or ()
         return cls(params=tuple(parse_param(p) for p in data.get("params", ())),
                    trials=int(data.get("trials", 10)), parallel=int(data.get("parallel", 1)),
                    search=str(data.get("search", "tpe")),
@@ -312,7 +318,21 @@ class SweepSpec:
                    direction=str(data.get("direction", "")),
                    pruner=str(data.get("pruner", "median")),
                    storage=str(data.get("storage", "")), seed=int(data.get("seed", 0)),
-                   extra=dict(data.get("extra") or {}))
+                   trial_on=tuple(str(n) for n in trial_on),
+                   slurm=_job(data.get("slurm", old.get("slurm"))))
+
+
+def _job(data: object) -> SlurmJob | None:
+    """The Slurm job of a sweep.json (None when its trials are not jobs)."""
+    if not data:
+        return None
+    try:
+        if not isinstance(data, Mapping):
+            raise TypeError(f"{type(data).__name__}, not an object")
+        return SlurmJob.from_dict(dict(data))
+    except (SlurmError, TypeError, ValueError) as exc:
+        raise SweepError([f"The sweep's Slurm job cannot be read ({exc}): start the sweep "
+                          "again in a new folder."]) from exc
 
 
 def check(spec: SweepSpec, plan: Plan) -> list[str]:
@@ -376,7 +396,7 @@ def apply(plan: Plan, values: Mapping[str, Value], params: Sequence[Param]) -> P
             args[p.key] = _text(value)
     script = plan.script
     if script is not None and (env or args):
-        changes["model"] = _with_script(script, env, args).to_dict()
+        changes["model"] = _with_script(script, env, args)
     return plan.with_changes(**changes) if changes else plan
 
 

@@ -175,12 +175,16 @@ class TrialRow:
     error: str
     started: float | None
     ended: float | None
+    last_step: int | None = None  # the step of the last value reported to the pruner
+    last_value: float | None = None  # that value
 
     @classmethod
     def of(cls, trial: FrozenTrial) -> TrialRow:
         attrs = trial.user_attrs
         started, ended = attrs.get("started"), attrs.get("ended")
         best_step = attrs.get("best_step")
+        reported = trial.intermediate_values
+        last = max(reported) if reported else None
         value = trial.value if trial.state in (TrialState.COMPLETE, TrialState.PRUNED) else None
         return cls(trial.number, TRIAL_STATES.get(trial.state, trial.state.name.lower()),
                    dict(trial.params), value,
@@ -190,7 +194,8 @@ class TrialRow:
                    str(attrs.get("machine", "")), str(attrs.get("bundle", "")),
                    str(attrs.get("error", "")),
                    started if isinstance(started, float) else None,
-                   ended if isinstance(ended, float) else None)
+                   ended if isinstance(ended, float) else None,
+                   last, float(reported[last]) if last is not None else None)
 
     def text(self, objective: str) -> str:
         """One line for the command line."""

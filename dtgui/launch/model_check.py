@@ -1,22 +1,24 @@
 """Checks that run TensorFlow in a subprocess, so the calling process never imports it.
 
-Both functions block for seconds: call them from a background thread, never the UI thread.
+A model file is checked by dtgui.worker.check_model; its command and its answer (`ModelCheck`)
+are dtgui.worker.model_check_result, which this module runs and reads. Both functions block for seconds: call them from a background thread, never the UI thread.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 from dtgui.core.bundle import Bundle
 from dtgui.core.cluster import tf_config_json
 from dtgui.core.hardware import TfView
+from dtgui.core.plan import ModelFile
+from dtgui.worker.model_check_result import ModelCheck as ModelCheck
+from dtgui.worker.model_check_result import check_command, read_result
 
 MODEL_CHECK_TIMEOUT = 120.0
 TF_PROBE_TIMEOUT = 90.0
@@ -56,14 +58,6 @@ def cancel_all() -> None:
             proc.kill()
 
 
-@dataclass(frozen=True)
-class ModelCheck:
-    ok: bool
-    error: str = ""
-    details: str = ""
-    summary: str = ""
-
-
 def check_model_file(path: Path, python: str | None = None,
                      timeout: float = MODEL_CHECK_TIMEOUT,
                      project: Path | None = None,
@@ -73,26 +67,14 @@ def check_model_file(path: Path, python: str | None = None,
     path = Path(path).expanduser()
     if not path.is_file():
         return ModelCheck(False, f"{path} does not exist: choose your model file again.")
-    cmd = [python or sys.executable, "-m", "dtgui.worker.check_model", str(path.resolve())]
-    if project is not None:
-        cmd += ["--project", str(project)]
+    cmd = check_command(python or sys.executable, str(path.resolve()),
+                        str(project) if project is not None else "")
     try:
         proc = _run(cmd, timeout, env)
     except subprocess.TimeoutExpired:
         return ModelCheck(False, f"Checking {path.name} took longer than {timeout:.0f} s: does "
                                  "make_dataset() or build_model() wait on something?")
-    lines = [ln for ln in proc.stdout.strip().splitlines() if ln.startswith("{")]
-    try:
-        result = json.loads(lines[-1])
-    except (IndexError, json.JSONDecodeError):
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        return ModelCheck(False, f"Checking {path.name} crashed: " + " | ".join(tail))
-    if result.get("ok"):
-        summary = (f"{result.get('num_examples', '?')} examples, input "
-                   f"{result.get('input_shape')}, output {result.get('output_shape')}")
-        return ModelCheck(True, summary=summary)
-    return ModelCheck(False, str(result.get("error", "the model file failed")),
-                      str(result.get("traceback", "")))
+    return read_result(proc.stdout, proc.stderr, path.name)
 
 
 def check_bundled_model(bundle: Bundle, python: str | None = None) -> str:
@@ -100,11 +82,11 @@ def check_bundled_model(bundle: Bundle, python: str | None = None) -> str:
     modules and data files are there, or are missing there; TF_CONFIG is the first task's);
     "" when it passes or the plan has no model file, else why it fails."""
     model = bundle.plan.model
-    if model.get("kind") != "file":
+    if not isinstance(model, ModelFile):
         return ""
-    project = bundle.path / model["project"] if model.get("project") else None
+    project = bundle.path / model.project if model.project else None
     config = tf_config_json(bundle.plan, bundle.plan.tasks[0]) if bundle.plan.tasks else ""
-    result = check_model_file(bundle.path / model["path"], python, project=project,
+    result = check_model_file(bundle.path / model.path, python, project=project,
                               env={"TF_CONFIG": config} if config else None)
     return "" if result.ok else f"The model file fails in the run's bundle: {result.error}"
 

@@ -383,7 +383,7 @@ def _record(launch: Launch) -> None:
     record.run_name, record.strategy = launch.placed.run_name, launch.placed.strategy
     for target in launch.targets:
         run_dir = launch.run_dir(target)
-        address = launch.placed.machines.get(target.name, {}).get("address", "")
+        address = launch.placed.machine(target.name).address
         record.machines.append(machine_record(target, run_dir, address))
         launch.executors.append(make_executor(
             target, bundle, run_dir, connector=launch.connector if target.needs_connection
@@ -455,7 +455,7 @@ STEPS: tuple[Step, ...] = (
     Step("check", _check, lambda launch: bool(launch.checked) or launch.slurm is not None),
     Step("place", _place),
     Step("render", _render),
-    Step("check model", _check_model, lambda launch: launch.plan.model.get("kind") == "file"),
+    Step("check model", _check_model, lambda launch: launch.plan.model_file is not None),
     Step("record", _record),
     Step("upload", _upload, lambda launch: bool(launch.remote)),
     Step("start", _start),

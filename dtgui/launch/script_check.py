@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from dtgui.core.ignore import list_project
 from dtgui.core.plan import Plan
-from dtgui.core.script import ScriptModel, is_script
+from dtgui.core.script import ScriptModel
 from dtgui.core.script_scan import (
     ScriptScan,
     fit_refusal,
@@ -49,9 +49,9 @@ class ScriptStudy:
 def study(plan: Plan, project: Path | None = None) -> ScriptStudy | None:
     """The static look at a script plan's code (None for other plans). `project`: where the
     code is (default: the plan's project folder)."""
-    if not is_script(plan.model):
+    script = plan.script
+    if script is None:
         return None
-    script = ScriptModel.from_dict(plan.model)
     root = Path(project or script.project).expanduser()
     listing = list_project(root)
     scan = scan_project(root, listing.files, script.entry)

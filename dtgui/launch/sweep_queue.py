@@ -1,8 +1,11 @@
 """The queue of a sweep's trials: K at a time on free slots, each launched through the one
 launch pipeline, pruned from its live validation values (docs/sweeps.md).
 
-`SweepQueue(folder, spec, plan).run()` asks the study for a trial whenever a slot is free,
-makes its plan (`dtgui.core.sweep.apply`), launches it with `launch_plan` and follows its
+`prepare_sweep(folder, spec, plan)` checks a new sweep and writes its folder (`sweep.json` and
+its study), once; `SweepQueue.new(folder, spec, plan)` is that and the queue, and
+`SweepQueue(folder, *load_sweep(folder))` the queue of a sweep prepared before (its own
+process, `dtgui.launch.sweep_process`). `queue.run()` asks the study for a trial whenever a
+slot is free, makes its plan (`dtgui.core.sweep.apply`), launches it with `launch_plan` and follows its
 `RunController`: each new point of the objective's series (the run's curves, folded by
 `dtgui.core.run_curves`) is reported to Optuna, and a trial its pruner gives up is stopped
 through its controller and marked pruned (its bundle, with its curves, stays). A trial whose
@@ -14,8 +17,9 @@ Slurm cluster's queue (each trial its own job; Slurm places it). A GPU slot is a
 again before each trial starts on it: a GPU another process took since is left to it, and the
 trial waits until the slot is free again (said in the notes, which the study keeps for the
 sweep view). The GPUs its running trials hold are kept in the sweeps' register
-(`dtgui.launch.sweep_holds`), which the wizard's GPU picker and other sweeps read. A plan placed on registered machines runs each trial on those machines. The study (SQLite in the sweep's folder, or the sweep's
-storage URL) is the queue's state: a sweep opened again settles the trials that ended while
+(`dtgui.launch.sweep_holds`), which the wizard's GPU picker and other sweeps read. A plan
+placed on registered machines runs each trial on those machines. The study (SQLite in the
+sweep's folder, or the sweep's storage URL) is the queue's state: a sweep opened again settles the trials that ended while
 dtgui was away, follows again those still running, and adds trials up to the asked number.
 
 Everything blocks: run it on a thread of its own (or from the command line).
@@ -30,6 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import optuna
 from optuna.trial import TrialState
@@ -53,7 +58,7 @@ from dtgui.core.sweep_study import (
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.pipeline import launch_plan, reattach
 from dtgui.launch.sweep_holds import HoldRegister
-from dtgui.launch.sweep_slots import GpuProber, Slot, slots_for, sweep_job
+from dtgui.launch.sweep_slots import GpuProber, Slot, slots_for
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.5
@@ -77,6 +82,19 @@ class Running:
 TrialEnded = Callable[[TrialRow], None]
 
 
+def prepare_sweep(folder: Path, spec: SweepSpec, plan: Plan) -> optuna.Study:
+    """Check a new sweep and write its folder: its study (an unreachable storage is said
+    now) and `sweep.json`. The one check and the one write of a sweep's settings; its study.
+    SweepError says every reason it cannot run."""
+    problems = check(spec, plan)
+    if problems:
+        raise SweepError(problems)
+    folder.mkdir(parents=True, exist_ok=True)
+    study = open_study(spec, folder)
+    save_sweep(folder, spec, plan)
+    return study
+
+
 @dataclass
 class SweepQueue:
     folder: Path
@@ -91,17 +109,19 @@ class SweepQueue:
     busy: Callable[[Slot], str] | None = None
     on_note: Callable[[str], None] | None = None
 
+    @classmethod
+    def new(cls, folder: Path, spec: SweepSpec, plan: Plan, **kwargs: Any) -> SweepQueue:
+        """The queue of a new sweep (or of one gone on with new counts): checked and written
+        first (`prepare_sweep`)."""
+        prepare_sweep(folder, spec, plan)
+        return cls(folder, spec, plan, **kwargs)
+
     def __post_init__(self) -> None:
-        problems = check(self.spec, self.plan)
-        if problems:
-            raise SweepError(problems)
-        if not self.spec.storage:  # SQLite in the folder
-            self.folder.mkdir(parents=True, exist_ok=True)
+        """The queue of a prepared sweep (`prepare_sweep`: checked, its folder written)."""
         self.study = open_study(self.spec, self.folder)  # an unreachable storage: said now
         if self.slots is None:
-            machines = [str(n) for n in self.spec.extra.get("trial_on", [])]
             self.slots = slots_for(self.plan, self.spec.parallel, self.notes,
-                                   machines=machines, slurm=sweep_job(self.spec))
+                                   machines=self.spec.trial_on, slurm=self.spec.slurm)
         self._prober: GpuProber | None = None
         if self.busy is None and any(s.gpus for s in self.slots):
             self._prober = GpuProber({t.name: t.machine for s in self.slots
@@ -111,7 +131,6 @@ class SweepQueue:
         self._holds = HoldRegister(self.plan.run_name) \
             if any(s.gpus for s in self.slots) else None
         self._said_busy: set[str] = set()  # slots said to be busy, until they are free
-        save_sweep(self.folder, self.spec, self.plan)
         self.study.set_user_attr(NOTES_ATTR, list(self.notes))
         self._stop = threading.Event()
         self._running: dict[int, Running] = {}
@@ -258,7 +277,8 @@ class SweepQueue:
             self._end(run.trial, TrialState.FAIL, error=_first_line(why or str(
                 controller.state)))
 
-    def _finished(self, trial: optuna.Trial, points: Points | None, final_loss: float | None) -> None:
+    def _finished(self, trial: optuna.Trial, points: Points | None,
+                  final_loss: float | None) -> None:
         if self.spec.objective == "loss" and final_loss is not None:
             self._end(trial, TrialState.COMPLETE, value=final_loss)
             return

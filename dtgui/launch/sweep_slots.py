@@ -3,12 +3,12 @@
 A slot is a place for one trial: one of K on this machine's CPU; a whole machine
 (`--trial-on NAMES`); or a group of free GPUs (one a trial, or as many as the trial's strategy
 takes) on this machine or on the machines `--trial-on` names. A GPU is free when no other
-process uses it: little of its memory taken and little utilisation (the machine probe's
-figures), no compute process on it (nvidia-smi's process list), and not given to a run dtgui
+process uses it: little of its memory taken, little utilisation and no compute process on it
+(the machine probe's figures, `dtgui.worker.machine_probe`), and not given to a run dtgui
 started that still runs (the runs' records: a single run launched while the sweep runs holds
 its GPUs from its start, before it loads anything onto them). The decisions (`idle`,
-`busy_indexes`, `held_gpus`, `free_groups`, `gpu_slots`) are pure; `GpuProber` asks the
-machines (this one with a subprocess, the others over SSH), and is asked again before each
+`held_gpus`, `free_groups`, `gpu_slots`) are pure; `GpuProber` asks the machine probe
+(this machine with a subprocess, the others over SSH), and is asked again before each
 trial starts on a GPU slot, so that a GPU another process took since is left to it and the
 trial waits.
 """
@@ -16,7 +16,6 @@ trial waits.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import sys
@@ -29,8 +28,8 @@ from dtgui.core.hardware import GpuInfo
 from dtgui.core.machines import Machine, MachineRegistry, RemoteFacts
 from dtgui.core.plan import LOCAL_MACHINE, PLAN_NAME, Plan, is_local_machine
 from dtgui.core.runs import RunHistory, RunRecord
-from dtgui.core.slurm import LOCAL_CLUSTER, SlurmError, SlurmJob
-from dtgui.core.sweep import SweepError, SweepSpec
+from dtgui.core.slurm import LOCAL_CLUSTER, SlurmJob
+from dtgui.core.sweep import SweepError
 from dtgui.launch.sweep_holds import Hold, held_by_sweeps, read_holds
 from dtgui.launch.targets import Target, plan_targets
 from dtgui.remote.commands import CommandRunner, CommandTimeout, LocalRunner, SshRunner
@@ -41,10 +40,6 @@ from dtgui.remote.probe import ask, read_gpus
 log = logging.getLogger(__name__)
 BUSY_MEMORY = 0.10  # a GPU with more of its memory in use, or busier, is taken
 BUSY_UTILISATION = 10.0
-SMI_TIMEOUT = 20.0
-# One command for both lists: the GPUs' uuids by index, then each compute process's GPU.
-SMI_PROCESSES = ("nvidia-smi --query-gpu=index,uuid --format=csv,noheader && echo @@apps && "
-                 "nvidia-smi --query-compute-apps=gpu_uuid,pid --format=csv,noheader")
 
 
 @dataclass(frozen=True)
@@ -62,7 +57,8 @@ class Slot:
 
 @dataclass
 class GpuReport:
-    """A machine's GPUs now: the probe's figures and which have a compute process."""
+    """A machine's GPUs now: the probe's figures, and the GPUs in use by others: a compute
+    process on them (the probe's count), given to a run, held by another sweep's trial."""
 
     gpus: list[GpuInfo] = field(default_factory=list)
     with_processes: set[int] = field(default_factory=set)
@@ -113,21 +109,6 @@ def expand_names(names: Sequence[str], registry: MachineRegistry | None = None) 
     return [n for name in names for n in (every if name == EVERY_MACHINE else [name])]
 
 
-SLURM_EXTRA = "slurm"  # the sweep's extra entry holding the job each trial is (SlurmJob's fields)
-
-
-def sweep_job(spec: SweepSpec) -> SlurmJob | None:
-    """The Slurm job each trial of the sweep is, when its trials run on a cluster."""
-    data = spec.extra.get(SLURM_EXTRA)
-    if not data:
-        return None
-    try:
-        return SlurmJob.from_dict(dict(data))
-    except (SlurmError, TypeError, ValueError) as exc:
-        raise SweepError([f"The sweep's Slurm job cannot be read ({exc}): start the sweep "
-                          "again in a new folder."]) from exc
-
-
 def cluster_job(plan: Plan, machine: Machine) -> SlurmJob:
     """The job each trial of `plan` is on a registered cluster: its defaults, a task a node
     (as `dtgui export --slurm` without --nodes). SlurmError when the defaults do not make a
@@ -136,11 +117,6 @@ def cluster_job(plan: Plan, machine: Machine) -> SlurmJob:
     tasks = len(task_layout(plan))
     return SlurmJob.from_defaults(machine.name, machine.slurm, python=machine.python or None,
                                   nodes=tasks, tasks_per_node=1).validate()
-
-
-def job_extra(job: SlurmJob) -> dict[str, object]:
-    """The sweep's extra entries for trials that are jobs of `job` (read by `sweep_job`)."""
-    return {SLURM_EXTRA: json.loads(job.to_json())}
 
 
 def cluster_slots(job: SlurmJob, parallel: int,
@@ -172,27 +148,11 @@ def machine_slots(names: Sequence[str], registry: MachineRegistry | None = None)
 
 # -- which GPUs are free (pure) ------------------------------------------------------------------
 def idle(gpus: Sequence[GpuInfo], with_processes: Sequence[int] | set[int] = ()) -> list[int]:
-    """The indexes of the GPUs no other process uses: no compute process on them, little of
-    their memory taken, little utilisation."""
-    return [g.index for g in gpus if g.index not in with_processes and g.mem_total
-            and g.mem_used / g.mem_total < BUSY_MEMORY and g.util < BUSY_UTILISATION]
-
-
-def busy_indexes(text: str) -> set[int]:
-    """The GPUs with a compute process, from SMI_PROCESSES' output (uuids matched to
-    indexes)."""
-    gpu_part, _, app_part = text.partition("@@apps")
-    by_uuid = {}
-    for line in gpu_part.splitlines():
-        index, _, uuid = (part.strip() for part in line.partition(","))
-        if index.isdigit() and uuid:
-            by_uuid[uuid] = int(index)
-    busy = set()
-    for line in app_part.splitlines():
-        uuid = line.partition(",")[0].strip()
-        if uuid in by_uuid:
-            busy.add(by_uuid[uuid])
-    return busy
+    """The indexes of the GPUs no other process uses: no compute process on them (the
+    probe's count, or `with_processes`), little of their memory taken, little utilisation."""
+    return [g.index for g in gpus if g.index not in with_processes and not g.processes
+            and g.mem_total and g.mem_used / g.mem_total < BUSY_MEMORY
+            and g.util < BUSY_UTILISATION]
 
 
 def free_groups(reports: Mapping[str, GpuReport],
@@ -258,8 +218,9 @@ def _hold(report: GpuReport, held: set[int]) -> GpuReport:
 
 # -- asking the machines -----------------------------------------------------------------------
 class GpuProber:
-    """Each machine's GPUs now: this machine's with a subprocess, a registered machine's over
-    SSH (one connection a machine, kept for the sweep). Blocks: not on a UI thread."""
+    """Each machine's GPUs now, from the machine probe: this machine's with a subprocess, a
+    registered machine's over SSH (one connection a machine, kept for the sweep). Blocks: not
+    on a UI thread."""
 
     def __init__(self, machines: Mapping[str, Machine] | None = None,
                  runs: Callable[[], list[Plan]] = active_run_plans,
@@ -297,12 +258,8 @@ class GpuProber:
             facts = RemoteFacts()
             if answer.data is not None and "gpus" in answer.data:
                 read_gpus(facts, answer.data["gpus"])
-            report = GpuReport(facts.gpus, error=facts.gpu_error or answer.detail)
-            if facts.gpus:
-                code, out, _ = runner.run(["sh", "-c", SMI_PROCESSES], SMI_TIMEOUT)
-                if code == 0:
-                    report.with_processes = busy_indexes(out.decode("utf-8", "replace"))
-            return report
+            return GpuReport(facts.gpus, {g.index for g in facts.gpus if g.processes},
+                             error=facts.gpu_error or answer.detail)
         except (ConnectError, CommandTimeout, OSError) as exc:
             self._clients.pop(name, None)
             return GpuReport(error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__)

@@ -116,7 +116,7 @@ def plan_targets(plan: Plan, machines: Mapping[str, Machine]) -> list[Target]:
         chosen = gpus.setdefault(task.machine_name, [])
         chosen.extend(g for g in task.gpus if g not in chosen)
     return [Target(name, None if name == LOCAL_MACHINE else machines[name],
-                   plan.machines.get(name, {}).get("python", ""), gpus=tuple(gpus[name]))
+                   plan.machine(name).python, gpus=tuple(gpus[name]))
             for name in plan.machine_names]
 
 

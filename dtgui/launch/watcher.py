@@ -13,7 +13,8 @@ with those secrets) with the same policy and follows it until the run ends: a
 task that dies, hangs or whose machine stays unreachable fails the run and every other task is
 stopped (or every task is restarted, with `max_restarts`), exactly as in the GUI.
 
-* The watcher's pid is kept in `<run dir>/watcher.pid` and its log in `<run dir>/watcher.log`.
+* The watcher's pid is kept in `<run dir>/watcher.pid` and its log in `<run dir>/watcher.log`
+  (`dtgui.launch.detached`, which starts and stops the sweeps' processes the same way).
 * SIGTERM makes it detach (the tasks keep running) and exit 0: `stop_watcher(record)` is how
   the GUI takes the run back before it reattaches. A policy action under way (stopping the
   tasks, a restart) is finished first, so the record always names the running tasks.
@@ -32,7 +33,6 @@ import json
 import logging
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -41,18 +41,18 @@ from typing import Any
 
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RECORD_NAME, RunRecord
-from dtgui.core.settings import atomic_write_text
+from dtgui.launch.detached import Detached
 from dtgui.remote.connector import GivenSecrets, Secrets
 
 MODULE = "dtgui.launch.watcher"
 PID_NAME = "watcher.pid"
 LOG_NAME = "watcher.log"
+WATCHER = Detached(MODULE, PID_NAME, LOG_NAME)
 RETRY_SECONDS = 30.0  # reattaching failed: try again after this long ...
 RETRY_FOR_SECONDS = 6 * 3600.0  # ... for up to this long
 DETACH_SECONDS = 300.0  # SIGTERM: let the policy finish what it is doing (a restart) first
 
 log = logging.getLogger("dtgui.watcher")
-_children: dict[int, subprocess.Popen[bytes]] = {}  # watchers this process started
 
 
 # -- the GUI's side ---------------------------------------------------------------------------
@@ -73,58 +73,21 @@ def start_watcher(record: RunRecord, secrets: Secrets | GivenSecrets | None,
     if not (run_dir / RECORD_NAME).is_file():
         raise FileNotFoundError(f"{run_dir} has no run record ({RECORD_NAME})")
     stop_watcher(run_dir)
-    package_root = Path(__file__).resolve().parents[2]  # `-m dtgui...` works from a checkout
-    argv = [sys.executable, "-m", MODULE, str(run_dir), "--max-restarts", str(int(max_restarts))]
-    with open(run_dir / LOG_NAME, "ab") as out:
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
-                                cwd=package_root, start_new_session=True, close_fds=True)
-    # The pid file first: the watcher does nothing before it has read stdin to its end.
-    atomic_write_text(run_dir / PID_NAME, f"{proc.pid}\n")
     payload = (secrets if isinstance(secrets, Secrets) else Secrets(secrets)).as_dict()
-    assert proc.stdin is not None
-    with contextlib.suppress(BrokenPipeError):
-        proc.stdin.write(json.dumps(payload).encode("utf-8"))
-    with contextlib.suppress(BrokenPipeError):
-        proc.stdin.close()
-    _children[proc.pid] = proc  # kept (not garbage) so that stop_watcher can reap it
-    return proc.pid
-
-
-def _cmdline(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return []
-    return [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
+    # The secrets go on stdin, after the pid file: the watcher reads stdin to its end first.
+    return WATCHER.start(run_dir, ["--max-restarts", str(int(max_restarts))],
+                         stdin=json.dumps(payload).encode("utf-8"))
 
 
 def is_watcher(pid: int, run_dir: Path) -> bool:
     """Whether process `pid` is the watcher of the run in `run_dir` (pids are reused: the
     command line must say so). A zombie has no command line: it is not a watcher any more."""
-    if pid <= 0:
-        return False
-    argv = _cmdline(pid)
-    if MODULE not in argv:
-        return False
-    return any(os.path.realpath(a) == str(run_dir) for a in argv[argv.index(MODULE) + 1:]
-               if not a.startswith("-"))
+    return WATCHER.is_one(pid, run_dir)
 
 
 def watcher_pid(record: RunRecord | Path | str) -> int | None:
     """The pid of the watcher following this run, or None when none is running."""
-    run_dir = run_dir_of(record)
-    try:
-        pid = int((run_dir / PID_NAME).read_text().strip())
-    except (OSError, ValueError):
-        return None
-    return pid if is_watcher(pid, run_dir) else None
-
-
-def _reap(pid: int) -> None:
-    """Collect the watcher's exit status when it is our child (no zombie is left)."""
-    proc = _children.get(pid)
-    if proc is not None and proc.poll() is not None:
-        del _children[pid]
+    return WATCHER.pid(run_dir_of(record))
 
 
 def stop_watcher(record: RunRecord | Path | str, timeout: float = 10.0) -> bool:
@@ -135,39 +98,7 @@ def stop_watcher(record: RunRecord | Path | str, timeout: float = 10.0) -> bool:
     reattaching is safe), False when it is still running after `timeout` (it is finishing a
     policy action, e.g. a restart: try again). Only a process whose command line is this
     run's watcher is ever signalled."""
-    run_dir = run_dir_of(record)
-    for child in list(_children):
-        _reap(child)
-    pid = watcher_pid(run_dir)
-    if pid is not None:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        except PermissionError:  # another user's: not ours to stop
-            return False
-        deadline = time.monotonic() + timeout
-        while True:
-            _reap(pid)
-            if not is_watcher(pid, run_dir):
-                break
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.05)
-    _forget(run_dir, pid)
-    return True
-
-
-def _forget(run_dir: Path, pid: int | None) -> None:
-    """Remove watcher.pid if it names `pid` (or, with pid None, anything not running)."""
-    path = run_dir / PID_NAME
-    try:
-        recorded = int(path.read_text().strip())
-    except (OSError, ValueError):
-        recorded = None
-    if pid is None or recorded == pid or recorded is None:
-        with contextlib.suppress(OSError):
-            path.unlink()
+    return WATCHER.stop(run_dir_of(record), timeout)
 
 
 # -- the watcher process ----------------------------------------------------------------------
@@ -264,16 +195,14 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdin.close()
     run_dir = run_dir_of(args.run)
     log.info("started for %s (secrets given for %d machine(s))", run_dir, len(secrets))
-    with contextlib.suppress(OSError):
-        atomic_write_text(run_dir / PID_NAME, f"{os.getpid()}\n")
     try:
-        return watch(run_dir, secrets, args.max_restarts, stop,
-                     retry_seconds=args.retry_seconds, retry_for=args.retry_for)
+        with WATCHER.claim(run_dir):
+            return watch(run_dir, secrets, args.max_restarts, stop,
+                         retry_seconds=args.retry_seconds, retry_for=args.retry_for)
     except Exception:
         log.exception("the watcher failed")
         return 1
     finally:
-        _forget(run_dir, os.getpid())
         logging.shutdown()
 
 

@@ -13,6 +13,7 @@ of its python3. A Slurm cluster's login node also answers Slurm's part (`dtgui.r
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
@@ -219,6 +220,9 @@ def read_gpus(facts: RemoteFacts, gpus: Mapping[str, Any]) -> None:
         m = re.search(r"CUDA Version:\s*([0-9.]+)", "\n".join(gpus.get("header") or []))
         facts.cuda_version = m.group(1) if m else ""
         facts.gpus = parse_gpu_csv(rows, with_compute_cap=bool(gpus.get("compute_cap")))
+        counts = [_int(n) for n in gpus.get("processes") or []]
+        facts.gpus = [dataclasses.replace(g, processes=counts[g.index])
+                      if g.index < len(counts) else g for g in facts.gpus]
         if not facts.gpus and (rc != "0" or rows):
             facts.gpu_error = f"nvidia-smi failed: {(rows[-1] if rows else 'exit ' + rc)[-200:]}"
     if facts.gpus:
@@ -229,7 +233,8 @@ def gpu_from_nvml(g: Mapping[str, Any]) -> GpuInfo:
     return GpuInfo(index=_int(g.get("index")), name=str(g.get("name", "")),
                    mem_total=_int(g.get("mem_total")), mem_used=_int(g.get("mem_used")),
                    util=float(g.get("util") or 0.0), driver=str(g.get("driver", "")),
-                   compute_capability=str(g.get("compute_capability", "")))
+                   compute_capability=str(g.get("compute_capability", "")),
+                   processes=_int(g.get("processes")))
 
 
 def parse_gpu_csv(lines: list[str], with_compute_cap: bool = False) -> list[GpuInfo]:

@@ -188,7 +188,7 @@ class Dashboard(QWidget):
         self._text_snap = None
         self._text_time = 0.0
         # A user's own script counts its own steps: the plan's number is only a hint to it.
-        self._script_run = plan.model_kind == "script"
+        self._script_run = plan.script is not None
         self.loss_panel.clear()
         self._label_loss_axis("step")
         self.throughput_panel.clear()

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 from dtgui.core.bundle import render_bundle
 from dtgui.core.cluster import place_local
 from dtgui.core.hardware import MachineFacts
-from dtgui.core.plan import Plan
+from dtgui.core.plan import DeviceKind, Plan
 from dtgui.core.runs import RunRecord
 from dtgui.core.settings import load_last_plan, runs_dir, save_last_plan
 from dtgui.core.slurm import SlurmJob
@@ -56,11 +56,11 @@ DEMO_STEPS = 1000
 def demo_plan(facts: MachineFacts | None) -> Plan:
     """The one-click demo: the recommended strategy for this machine on the digits MLP."""
     if facts is None:
-        strategy, replicas, device = Strategy.MIRRORED, 2, "cpu"
+        strategy, replicas, device = Strategy.MIRRORED, 2, DeviceKind.CPU
     else:
         rec = recommend(facts)
         strategy, replicas = rec.strategy, rec.replicas
-        device = "gpu" if facts.usable_gpu_count else "cpu"
+        device = DeviceKind.GPU if facts.usable_gpu_count else DeviceKind.CPU
     return Plan(
         run_name=f"demo-{time.strftime('%Y%m%d-%H%M%S')}",
         strategy=strategy,
@@ -296,6 +296,11 @@ class MainWindow(QMainWindow):
 
     def open_sweep(self, folder: Path) -> None:
         """Show the sweep in `folder` (its trials read in the background)."""
+        view = self._sweep_view()
+        view.open(folder)
+        self.pages.setCurrentWidget(view)
+
+    def _sweep_view(self) -> SweepView:
         if self.sweep_view is None:
             from dtgui.ui.sweep_view import SweepView
 
@@ -304,8 +309,7 @@ class MainWindow(QMainWindow):
             self.sweep_view.compareRequested.connect(self.compare_runs)
             self.sweep_view.openRequested.connect(self._open_run)
             self.pages.addWidget(self.sweep_view)
-        self.sweep_view.open(folder)
-        self.pages.setCurrentWidget(self.sweep_view)
+        return self.sweep_view
 
     def new_sweep(self) -> None:
         """Set up a sweep of the last run setup (the wizard remembers it)."""
@@ -345,14 +349,13 @@ class MainWindow(QMainWindow):
         dialog.accepted.connect(started)
 
     def _start_sweep(self, dialog: SweepDialog) -> None:
-        from dtgui.launch.sweep_process import start_sweep
-
+        """The sweep's process started and its view shown (which says why it could not)."""
         folder, spec, plan = dialog.folder(), dialog.spec(), dialog.base_plan
         if folder is None:
             return
-        self.statusBar().showMessage(f"Starting the sweep in {folder}…")
-        run_in_thread(lambda: start_sweep(folder, spec, plan),
-                      lambda _pid: self.open_sweep(folder), self._report_error, context=self)
+        view = self._sweep_view()
+        view.start(folder, spec, plan)
+        self.pages.setCurrentWidget(view)
 
     def _choose_sweep(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Open a sweep's folder", str(Path.home()))

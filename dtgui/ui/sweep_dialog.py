@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -58,7 +57,7 @@ from dtgui.core.sweep import (
     check,
     parse_param,
 )
-from dtgui.launch.sweep_slots import GpuReport, cluster_job, free_groups, job_extra, per_trial_gpus
+from dtgui.launch.sweep_slots import GpuReport, cluster_job, free_groups, per_trial_gpus
 
 ERROR_STYLE = "color: #b00020"
 CLUSTER_ROLE = Qt.ItemDataRole.UserRole + 1  # a "Trials run on" item that is a Slurm cluster
@@ -455,11 +454,7 @@ class SweepDialog(QDialog):
         return self._spec_of(params)
 
     def _spec_of(self, params: list[Param]) -> SweepSpec:
-        trial_on = self.trial_on()
-        extra: dict[str, Any] = {"trial_on": trial_on} if trial_on else {}
         job, _ = self.cluster_job()
-        if job is not None:
-            extra = dict(job_extra(job))
         return SweepSpec(params=tuple(params),
                          trials=self.trials_spin.value(),
                          parallel=self.parallel_spin.value(),
@@ -468,7 +463,8 @@ class SweepDialog(QDialog):
                          direction=str(self.direction_box.currentData()),
                          pruner=str(self.pruner_box.currentData()),
                          storage=self.storage_edit.text().strip(),
-                         extra=extra)
+                         trial_on=() if job is not None else tuple(self.trial_on()),
+                         slurm=job)
 
     def _checked(self) -> list[str]:
         """The names checked (machines and clusters)."""

@@ -1,11 +1,12 @@
 """The sweep view: a sweep's trials, live, best first, with a parallel-coordinates plot and
 the objective against each parameter (docs/sweeps.md).
 
-`SweepView.open(folder)` reads the sweep (its study) in the background every few seconds
-while it is shown (`dtgui.core.sweep_study.read_sweep`); the queue itself runs elsewhere
-(`dtgui sweep`, which goes on while dtgui is closed; Stop asks it to stop). The selected trials open in Compare, the
-best one's run opens like any run, the table exports as CSV and the sweep as a folder of
-bundles with a driver script (`dtgui.core.sweep_export`).
+`SweepView.open(folder)` shows the sweep its `SweepSession` follows (`dtgui.ui.sweep_session`:
+the sweep read in the background, its changes told as signals); `start` starts a sweep's
+process and shows it. The queue itself runs in that process, which goes on while dtgui is
+closed (Stop asks it to stop; More trials… starts it again). The selected trials open in
+Compare, the best one's run opens like any run, the table exports as CSV and the sweep as a
+folder of bundles with a driver script (`dtgui.core.sweep_export`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ import shutil
 from pathlib import Path
 
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QHideEvent, QShowEvent
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFileDialog,
@@ -32,7 +32,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from dtgui.core.plan import Plan
 from dtgui.core.runs import RunRecord
+from dtgui.core.sweep import SweepSpec
 from dtgui.core.sweep_study import (
     TRIALS_CSV,
     SweepTable,
@@ -41,13 +43,11 @@ from dtgui.core.sweep_study import (
     axis_values,
     csv_text,
     parallel_coordinates,
-    read_sweep,
 )
-from dtgui.launch.sweep_process import resume_sweep, stop_sweep, sweep_pid
 from dtgui.ui.plot_base import series_colour
-from dtgui.ui.workers import Worker, create_worker, error_message, run_in_thread
+from dtgui.ui.sweep_session import SweepSession
+from dtgui.ui.workers import Worker, create_worker, error_message
 
-REFRESH_MS = 3000
 STATE_COLOURS = {"finished": "#2ca02c", "pruned": "#ff7f0e", "failed": "#d62728",
                  "running": "#1f77b4", "waiting": "#7f7f7f"}
 
@@ -68,8 +68,11 @@ class SweepView(QWidget):
         super().__init__(parent)
         self.folder: Path | None = None
         self.table_data: SweepTable | None = None
-        self.process: int | None = None  # the pid of the sweep's process while it runs
-        self._worker: Worker | None = None
+        self.session = SweepSession(self)
+        self.session.changed.connect(self.show_table)
+        self.session.sweep_ended.connect(self._set_enabled)
+        self.session.started.connect(lambda _pid: self._set_enabled())
+        self.session.failed.connect(self._failed)
         self.title = QLabel("No sweep")
         self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.status = QLabel("")
@@ -121,41 +124,36 @@ class SweepView(QWidget):
         layout.addWidget(self.status)
         layout.addWidget(self.notes)
         layout.addWidget(splitter, 1)
-        self._timer = QTimer(self)
-        self._timer.setInterval(REFRESH_MS)
-        self._timer.timeout.connect(self.refresh)
         self._set_enabled()
+
+    @property
+    def process(self) -> int | None:
+        """The pid of the sweep's process while it runs."""
+        return self.session.process
 
     # -- reading ---------------------------------------------------------------------------
     def open(self, folder: Path) -> None:
-        """Show the sweep in `folder` (read in the background, then again every few seconds
-        while trials are running)."""
+        """Show the sweep in `folder` (followed by the session while its queue runs)."""
+        self._show_folder(folder, "Reading the sweep…")
+        self.session.follow(self.folder or Path(folder))
+
+    def start(self, folder: Path, spec: SweepSpec, plan: Plan) -> None:
+        """Start a new sweep in its own process and show it."""
+        self._show_folder(folder, f"Starting the sweep in {folder}…")
+        self.session.start(Path(folder), spec, plan)
+
+    def _show_folder(self, folder: Path, status: str) -> None:
         self.folder = Path(folder)
         self.table_data = None
         self.title.setText(f"Sweep {self.folder}")
-        self.status.setText("Reading the sweep…")
-        self.refresh()
-        self._timer.start()
+        self.status.setText(status)
+        self._set_enabled()
 
-    def refresh(self) -> None:
-        if self.folder is None or self._worker is not None:
-            return
-        folder = self.folder
-        self._worker = create_worker(lambda _w: (read_sweep(folder), sweep_pid(folder)),
-                                     on_done=self._read, on_error=self._failed, context=self)
-
-    def _read(self, result: tuple[SweepTable, int | None]) -> None:
-        data, self.process = result
-        self.show_table(data)
-
-    def _failed(self, exc: BaseException) -> None:
-        self._worker = None
-        if self.table_data is None:  # not a sweep: no use reading it again
-            self._timer.stop()
-        self.status.setText(f"The sweep cannot be read: {error_message(exc)}")
+    def _failed(self, text: str) -> None:
+        self.status.setText(text)
+        self._set_enabled()
 
     def show_table(self, data: SweepTable) -> None:
-        self._worker = None
         if self.folder is None or data.folder != self.folder:
             return
         selected = self._selected_numbers()
@@ -174,8 +172,6 @@ class SweepView(QWidget):
                if self.process is not None else ""))
         self.notes.setText("\n".join(data.notes[-3:]))
         self.notes.setVisible(bool(data.notes))
-        if self.process is None and not counts["running"] and len(data.rows) >= spec.trials:
-            self._timer.stop()  # the sweep is over: nothing changes any more
         self._fill_table(data, selected)
         self._draw_parallel(data)
         self._draw_scatters(data)
@@ -233,8 +229,9 @@ class SweepView(QWidget):
         self.best_button.setEnabled(data is not None and data.best is not None)
         self.csv_button.setEnabled(data is not None and bool(data.rows))
         self.bundles_button.setEnabled(data is not None and bool(data.rows))
-        self.stop_button.setEnabled(self.process is not None)
-        self.more_button.setEnabled(data is not None and self.process is None)
+        self.stop_button.setEnabled(self.session.running)
+        self.more_button.setEnabled(data is not None and not self.session.running
+                                    and not self.session.following)
 
     def _ask_more(self) -> None:
         data = self.table_data
@@ -248,33 +245,19 @@ class SweepView(QWidget):
 
     def more(self, trials: int) -> None:
         """Go on with the sweep up to `trials` in all, in its own process again."""
-        folder = self.folder
-        if folder is None:
+        if self.folder is None:
             return
         self.more_button.setEnabled(False)
         self.status.setText(f"Going on with the sweep up to {trials} trials…")
-
-        def started(pid: int) -> None:
-            self.process = pid
-            self._timer.start()
-            self.refresh()
-
-        run_in_thread(lambda: resume_sweep(folder, trials), started, self._failed_more,
-                      context=self)
-
-    def _failed_more(self, exc: BaseException) -> None:
-        self.status.setText(f"The sweep cannot go on: {error_message(exc)}")
-        self._set_enabled()
+        self.session.resume(trials)
 
     def stop(self) -> None:
-        """Ask the sweep's process to stop (in the background)."""
-        folder = self.folder
-        if folder is None:
+        """Ask the sweep's queue to stop (in the background)."""
+        if self.folder is None:
             return
         self.stop_button.setEnabled(False)
         self.status.setText("Stopping the sweep…")
-        run_in_thread(lambda: stop_sweep(folder), lambda _stopped: self.refresh(),
-                      self._failed, context=self)
+        self.session.stop()
 
     # -- the plots -------------------------------------------------------------------------
     def _draw_parallel(self, data: SweepTable) -> None:
@@ -405,15 +388,6 @@ class SweepView(QWidget):
                       on_error=lambda exc: self.status.setText(
                           f"The sweep could not be exported: {error_message(exc)}"),
                       context=self)
-
-    def hideEvent(self, event: QHideEvent) -> None:
-        self._timer.stop()
-        super().hideEvent(event)
-
-    def showEvent(self, event: QShowEvent) -> None:
-        if self.folder is not None:
-            self._timer.start()
-        super().showEvent(event)
 
 
 def _log_ticks(low: float, high: float) -> list[list[tuple[float, str]]]:

@@ -1,21 +1,22 @@
 """Check a user's model file: ``python -m dtgui.worker.check_model FILE [--batch 4]``.
 
 Imports the file, builds the model, takes one batch of its data set, runs the model and the
-loss on it. Prints ONE JSON object on stdout: ``{"ok": true, "num_examples", "input_shape",
-"output_shape", ...}`` (exit 0) or ``{"ok": false, "error": "<one line>", "traceback"}``
-(exit 1). Anything the file prints goes to stderr.
+loss on it. Prints ONE JSON line on stdout (model_check_result.py: the command, the line and
+its reading): ``{"ok": true, "num_examples", "input_shape", "output_shape", ...}`` (exit 0) or
+``{"ok": false, "error": "<one line>", "traceback"}`` (exit 1). Anything the file prints goes
+to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 import traceback
 from typing import Any
 
+from .model_check_result import failed_line, passed_line
 from .model_file import ModelSource, UserError, load_model_file, one_line
 
 
@@ -97,7 +98,7 @@ def check(path: str, batch: int) -> dict[str, Any]:
     check_optional(source, model, loss_obj, batch)
     element = ds.element_spec
     output_shape = _shape(logits)
-    return {"ok": True, "num_examples": card if card >= 0 else None,
+    return {"num_examples": card if card >= 0 else None,
             "input_shape": _shape(element[0]), "label_shape": _shape(element[1]),
             "output_shape": output_shape[1:] if output_shape else None,
             "num_classes": source.num_classes, "params": int(model.count_params()),
@@ -144,16 +145,16 @@ def main(argv: list[str] | None = None) -> int:
     real_stdout = sys.stdout
     try:
         with contextlib.redirect_stdout(sys.stderr):
-            result = check(args.file, max(1, args.batch))
+            line = passed_line(check(args.file, max(1, args.batch)))
         code = 0
     except UserError as exc:
-        result = {"ok": False, "error": exc.message, "traceback": exc.tb}
+        line = failed_line(exc.message, exc.tb)
         code = 1
     except Exception as exc:  # noqa: BLE001 - a user's model file may raise anything; the GUI needs an answer
-        result = {"ok": False, "error": f"Checking the model file failed: {one_line(exc)}",
-                  "traceback": traceback.format_exc()}
+        line = failed_line(f"Checking the model file failed: {one_line(exc)}",
+                           traceback.format_exc())
         code = 1
-    real_stdout.write(json.dumps(result) + "\n")
+    real_stdout.write(line + "\n")
     real_stdout.flush()
     return code
 

@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from .model_file import ModelSource, UserError, load_model_file
-from .plan import DEMO_KIND, FILE_KIND, Plan
+from .plan import DEMO_KIND, FILE_KIND, DemoModel, ModelFile, Plan
 
 DEMO_DATA = os.path.join("data", "digits.npz")
 NUM_CLASSES = 10
@@ -65,14 +65,13 @@ def default_loss() -> keras.losses.Loss:
 
 def model_source(plan: Plan, bundle_dir: str) -> ModelSource:
     """The demo, or the user's model file (its path relative to the bundle)."""
-    kind = plan.model_kind
-    if kind == DEMO_KIND:
+    model = plan.model
+    if isinstance(model, DemoModel):
         return ModelSource(kind="demo", path="", build_model=build_demo_model,
                            make_dataset=lambda: demo_dataset(bundle_dir),
                            make_loss=None, num_classes=NUM_CLASSES,
                            make_validation_dataset=lambda: demo_validation_dataset(bundle_dir))
-    model = plan.model_file
-    if model is not None:
+    if isinstance(model, ModelFile):
         if not model.path:
             raise UserError('plan.json: model.kind is "file" but model.path is empty')
         if model.project:  # the model file's folder: `import mypackage.models` resolves there
@@ -80,8 +79,8 @@ def model_source(plan: Plan, bundle_dir: str) -> ModelSource:
             if root not in sys.path:
                 sys.path.insert(0, root)
         return load_model_file(os.path.join(bundle_dir, model.path))
-    raise UserError(f'plan.json: unknown model.kind "{kind}" (expected "{DEMO_KIND}" or '
-                    f'"{FILE_KIND}")')
+    raise UserError(f'plan.json: a model of kind "{model.kind}" is not trained by this program '
+                    f'(expected "{DEMO_KIND}" or "{FILE_KIND}")')
 
 
 def make_loss(source: ModelSource) -> Any:

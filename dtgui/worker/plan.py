@@ -10,36 +10,59 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from .strategies import Strategy
+from .plan_model import (
+    BUNDLE_PROJECT_DIR,
+    DEMO_KIND,
+    FILE_KIND,
+    SCRIPT_KIND,
+    DemoModel,
+    ModelFile,
+    PlanModel,
+    ScriptModel,
+    model_from_dict,
+)
+from .plan_options import (
+    Choice,
+    Communication,
+    DeviceKind,
+    LrSchedule,
+    MetricsTasks,
+    Optimizer,
+    PlanError,
+    Precision,
+    choice_of,
+    refuse_unknown,
+)
+from .strategies import STRATEGIES, Strategy
+
+__all__ = ["BUNDLE_PROJECT_DIR", "COMMUNICATIONS", "DEMO_KIND", "DEVICE_KINDS", "FILE_KIND",
+           "LOCAL_HOST", "LOCAL_MACHINE", "LR_SCHEDULES", "OPTIMIZERS", "PLAN_NAME", "PRECISIONS",
+           "SCHEMA", "SCRIPT_KIND", "Communication", "DemoModel", "DeviceKind", "LrSchedule",
+           "MachineAccess", "MetricsTasks", "ModelFile", "Optimizer", "Plan", "PlanError",
+           "PlanModel", "Precision", "ScriptModel", "TaskSpec", "is_local_machine"]
 
 SCHEMA = 1
 PLAN_NAME = "plan.json"  # its file in a bundle
 LOCAL_MACHINE = "local"  # the machine name of "this machine" in a placed plan
 LOCAL_HOST = "127.0.0.1"
-# The choices of the plan's fields that take one of a few names.
-PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
-COMMUNICATIONS = ("auto", "ring", "nccl")
-DEVICE_KINDS = ("cpu", "gpu")
-OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
-LR_SCHEDULES = ("constant", "cosine", "warmup_cosine", "step")
+# The names of each option set (for choosers and messages).
+PRECISIONS = Precision.names()
+COMMUNICATIONS = Communication.names()
+DEVICE_KINDS = DeviceKind.names()
+OPTIMIZERS = Optimizer.names()
+LR_SCHEDULES = LrSchedule.names()
+# The plan's fields that take one of an option set, and the set.
+_CHOICES: dict[str, type[Choice]] = {
+    "device_kind": DeviceKind, "precision": Precision,
+    "communication": Communication, "optimizer": Optimizer, "lr_schedule": LrSchedule}
 
 
 def is_local_machine(name: str) -> bool:
     """True for this machine ("" or "local"); any other name is a registered machine."""
     return name in ("", LOCAL_MACHINE)
-
-
-# The model kinds: the built-in demo, a user's model file, a user's own training script.
-DEMO_KIND, FILE_KIND, SCRIPT_KIND = "demo", "file", "script"
-BUNDLE_PROJECT_DIR = "project"  # a bundle's copy of the user's project folder
-
-
-class PlanError(ValueError):
-    """A plan that cannot run, or a plan.json that cannot be read; the message says what to
-    change."""
 
 
 @dataclass(frozen=True)
@@ -78,78 +101,44 @@ class TaskSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TaskSpec:
+        refuse_unknown(data, (f.name for f in fields(cls)), "a task's ")
         return cls(data["type"], int(data["index"]), data.get("host", LOCAL_HOST),
                    int(data.get("port", 0)), tuple(data.get("gpus", ())),
                    str(data.get("machine", "")))
 
 
 @dataclass(frozen=True)
-class ModelFile:
-    """A user's model file (build_model, make_dataset ...): plan.json's model of kind "file".
-    In a bundle `path` is relative to the bundle and `project` the folder put on sys.path."""
+class MachineAccess:
+    """How a placed plan's machine is reached (this machine, when listed, has an address
+    only)."""
 
-    path: str
-    project: str = ""
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ModelFile:
-        return cls(path=str(data.get("path") or ""), project=str(data.get("project") or ""))
-
-
-@dataclass(frozen=True)
-class ScriptModel:
-    """A user's own training script: plan.json's model of kind "script". Before the bundle is
-    written `project` is the user's folder (absolute); in a bundle it is BUNDLE_PROJECT_DIR."""
-
-    project: str
-    entry: str
-    args: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)
-    legacy_keras: bool = False
-    data_dir: str = ""  # data kept on each machine at this path (DTGUI_DATASET_DIR); "" = none
-    # metrics from the lines it prints (printed_metrics.py): the built-in reading, the user's
-    # patterns (regular expressions with named groups), and which tasks: "chief" (the main
-    # task) or "all"
-    printed_metrics: bool = True
-    patterns: tuple[str, ...] = ()
-    metrics_tasks: str = "chief"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": SCRIPT_KIND, "project": self.project, "entry": self.entry,
-                "args": list(self.args), "env": dict(self.env),
-                "legacy_keras": self.legacy_keras, "data_dir": self.data_dir,
-                "printed_metrics": self.printed_metrics, "patterns": list(self.patterns),
-                "metrics_tasks": self.metrics_tasks}
+    address: str = ""  # the address the other machines reach it at
+    login: str = ""  # user@host:port
+    python: str = ""  # its interpreter
+    jump: str = ""  # an `ssh -J` argument when it goes through a jump host
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ScriptModel:
-        env = data.get("env") or {}
-        return cls(project=str(data.get("project", "")), entry=str(data.get("entry", "")),
-                   args=tuple(str(a) for a in data.get("args") or ()),
-                   env={str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {},
-                   legacy_keras=bool(data.get("legacy_keras", False)),
-                   data_dir=str(data.get("data_dir", "") or ""),
-                   printed_metrics=bool(data.get("printed_metrics", True)),
-                   patterns=tuple(str(p) for p in data.get("patterns") or ()),
-                   metrics_tasks="all" if data.get("metrics_tasks") == "all" else "chief")
-
-    def command(self) -> list[str]:
-        """What runs in the project folder: python ENTRY ARGS (python = the task's)."""
-        return ["python3", self.entry, *self.args]
+    def from_dict(cls, data: object, where: str = "") -> MachineAccess:
+        if not isinstance(data, Mapping):
+            raise PlanError(f"plan.json: machines[{where!r}] is not an object: re-export the "
+                            "plan.")
+        refuse_unknown(data, (f.name for f in fields(cls)), f"machines[{where!r}].")
+        return cls(**{k: str(v) for k, v in data.items()})
 
 
 @dataclass(frozen=True)
 class Plan:
     run_name: str = "run"
-    # A `Strategy`; a name that is none stays a str so that validation can say so.
+    # A `Strategy` and the option sets below: a constructor given a name that is none keeps
+    # it as a str so that validation can say so; plan.json with such a name is refused.
     strategy: Strategy = Strategy.MIRRORED
-    device_kind: str = "cpu"
+    device_kind: DeviceKind = DeviceKind.CPU
     replicas_per_task: int = 2
     workers: int = 1  # worker tasks (multi-process strategies)
     parameter_servers: int = 0  # ps tasks (parameter_server)
-    precision: str = "float32"
+    precision: Precision = Precision.FLOAT32
     xla: bool = False
-    communication: str = "auto"
+    communication: Communication = Communication.AUTO
     per_replica_batch: int = 32
     steps: int = 100
     steps_per_epoch: int = 25
@@ -160,10 +149,10 @@ class Plan:
     log_every: int = 1
     steps_per_call: int = 0  # training steps per call to the device; 0: chosen while training
     # the optimizer and its schedule (a model file's make_optimizer() replaces them)
-    optimizer: str = "adam"
+    optimizer: Optimizer = Optimizer.ADAM
     weight_decay: float = 0.0  # decoupled weight decay (AdamW, SGD, RMSprop)
     momentum: float = 0.9  # SGD
-    lr_schedule: str = "constant"
+    lr_schedule: LrSchedule = LrSchedule.CONSTANT
     warmup_steps: int = 0  # warmup_cosine: linear from 0 to the learning rate
     lr_step_every: int = 1000  # step: multiply the learning rate by lr_step_factor every N
     lr_step_factor: float = 0.1
@@ -171,20 +160,25 @@ class Plan:
     grad_accumulation: int = 1  # micro-batches per update (1: off)
     validate_every: int = 0  # steps between validations; 0: at the end of every epoch
     save_best: bool = False  # also keep the model at its best validation loss
-    # {"kind": "demo"}, a ModelFile's or a ScriptModel's fields with their kind
-    model: dict[str, Any] = field(default_factory=lambda: {"kind": DEMO_KIND})
+    model: PlanModel = field(default_factory=DemoModel)
     tpu_address: str = ""
     cluster: dict[str, list[str]] = field(default_factory=dict)
     tasks: tuple[TaskSpec, ...] = ()
-    # machine name -> {"address": reachable address, "login": "user@host:port",
-    # "python": interpreter, "jump": an `ssh -J` argument when it goes through a jump host};
-    # empty when every task runs on this machine.
-    machines: dict[str, dict[str, str]] = field(default_factory=dict)
+    # machine name -> how it is reached; empty when every task runs on this machine
+    machines: dict[str, MachineAccess] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         known = Strategy.named(self.strategy)
         if known is not None and self.strategy is not known:
             object.__setattr__(self, "strategy", known)
+        for name, kind in _CHOICES.items():
+            value = getattr(self, name)
+            member = kind.named(value)
+            if member is not None and value is not member:
+                object.__setattr__(self, name, member)
+        if not isinstance(self.model, (DemoModel, ModelFile, ScriptModel)):
+            raise TypeError(f"Plan.model is a {type(self.model).__name__}: give a DemoModel, "
+                            "ModelFile or ScriptModel (plan.json's form is read by from_dict)")
 
     # -- derived facts ------------------------------------------------------------------
     @property
@@ -229,18 +223,22 @@ class Plan:
 
     @property
     def model_kind(self) -> str:
-        """DEMO_KIND, FILE_KIND or SCRIPT_KIND."""
-        return str(self.model.get("kind", ""))
+        """DEMO_KIND, FILE_KIND or SCRIPT_KIND (for messages: code asks `isinstance`)."""
+        return self.model.kind
 
     @property
     def model_file(self) -> ModelFile | None:
         """The user's model file, None for another kind of model."""
-        return ModelFile.from_dict(self.model) if self.model_kind == FILE_KIND else None
+        return self.model if isinstance(self.model, ModelFile) else None
 
     @property
     def script(self) -> ScriptModel | None:
         """The user's own training script, None for another kind of model."""
-        return ScriptModel.from_dict(self.model) if self.model_kind == SCRIPT_KIND else None
+        return self.model if isinstance(self.model, ScriptModel) else None
+
+    def machine(self, name: str) -> MachineAccess:
+        """How machine `name` is reached (empty facts for one the plan does not list)."""
+        return self.machines.get(name) or MachineAccess()
 
     @property
     def worker_tasks(self) -> list[TaskSpec]:
@@ -260,28 +258,48 @@ class Plan:
 
     # -- JSON -----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["strategy"] = str(self.strategy)
+        data: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name in ("strategy", *_CHOICES):
+            data[name] = str(data[name])
+        data["model"] = self.model.to_dict()
+        data["cluster"] = {k: list(v) for k, v in self.cluster.items()}
         data["tasks"] = [t.to_dict() for t in self.tasks]
+        data["machines"] = {name: {k: v for k, v in vars(m).items() if v}
+                            for name, m in self.machines.items()}
         return {"schema": SCHEMA, **data}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n"
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Plan:
-        """A plan from its JSON form; fields a file leaves out take the defaults above and
-        fields this version does not know are ignored."""
+    def from_dict(cls, data: object) -> Plan:
+        """A plan from its JSON form, read once into its types. Fields a file leaves out take
+        the defaults above (files from before a field existed); a field this version does not
+        know, an unknown strategy or option, or a model of no known kind is a PlanError that
+        names it."""
         if not isinstance(data, dict):
             raise PlanError("plan.json does not hold a JSON object")
         if data.get("schema") != SCHEMA:
             raise PlanError(f"plan schema {data.get('schema')!r} is not {SCHEMA}; re-export it")
-        known = {f.name for f in fields(cls)}
-        kwargs = {k: v for k, v in data.items() if k in known}
+        refuse_unknown(data, ["schema", *(f.name for f in fields(cls))], "")
+        kwargs = {k: v for k, v in data.items() if k != "schema"}
+        if "strategy" in data and Strategy.named(data["strategy"]) is None:
+            raise PlanError(f"plan.json: strategy is {data['strategy']!r}, which is not one of "
+                            f"{', '.join(STRATEGIES)}: set one of them or re-export the plan.")
+        for name, kind in _CHOICES.items():
+            if name in data:
+                kwargs[name] = choice_of(kind, data[name], name)
+        if "model" in data:
+            kwargs["model"] = model_from_dict(data["model"])
+        machines = data.get("machines") or {}
+        if not isinstance(machines, dict):
+            raise PlanError("plan.json: machines is not an object: re-export the plan.")
+        kwargs["machines"] = {str(name): MachineAccess.from_dict(info, str(name))
+                              for name, info in machines.items()}
         try:
             kwargs["tasks"] = tuple(TaskSpec.from_dict(t) for t in data.get("tasks", ()))
             return cls(**kwargs)
-        except (TypeError, KeyError, ValueError) as exc:
+        except (TypeError, KeyError, ValueError, AttributeError) as exc:
             raise PlanError(f"plan.json does not fit schema {SCHEMA}: {exc}") from exc
 
     @classmethod

@@ -82,7 +82,7 @@ def configure(plan: Plan) -> None:
     precision = plan.precision
     if precision not in PRECISIONS:
         raise UserError(f'Unknown precision "{precision}" (expected {", ".join(PRECISIONS)})')
-    keras.mixed_precision.set_global_policy(precision)
+    keras.mixed_precision.set_global_policy(str(precision))  # a plain str: Keras takes the .name of other objects
 
 
 def started_fields(plan: Plan, info: BuiltStrategy, global_batch: int,

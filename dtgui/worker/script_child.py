@@ -22,7 +22,7 @@ import time
 
 from .events import EventWriter
 from .layout import task_dir_names
-from .plan import BUNDLE_PROJECT_DIR, Plan, ScriptModel
+from .plan import BUNDLE_PROJECT_DIR, MetricsTasks, Plan, ScriptModel
 from .printed_metrics import MAX_LINE, LineParser, LineResult, metric_name
 from .script_env import expand_references, is_loss_tag, task_paths
 from .supervisor import Child
@@ -188,7 +188,7 @@ def printed_parser(plan: Plan, script: ScriptModel, task: str) -> LineParser | N
     0) unless the script's metrics come from every task; None when nothing is read."""
     if not script.printed_metrics and not script.patterns:
         return None
-    if script.metrics_tasks != "all" and task != main_task(plan, task):
+    if script.metrics_tasks != MetricsTasks.ALL and task != main_task(plan, task):
         return None
     return LineParser(script.patterns, defaults=script.printed_metrics)
 

@@ -26,7 +26,6 @@ from collections.abc import Callable
 from typing import Any
 
 from .events import EventWriter
-from .plan import Plan
 from .telemetry import Telemetry
 
 STOP_CODES = {signal.SIGTERM: 143, signal.SIGINT: 130}
@@ -120,20 +119,6 @@ class TrainingChild(Child):
 
     def failure(self, code: int, output: str) -> tuple[str, int]:
         return f"{self.title} exited with code {code} without reporting an error", 1
-
-
-def supervise_task(plan: Plan, plan_path: str, task: str, out_dir: str,
-                   events: EventWriter) -> int:
-    """Run the task's child (the plan's model says which kind) to its end; returns this
-    task's exit code."""
-    child: Child
-    if plan.model_kind == "script":
-        from .script_child import ScriptChild
-
-        child = ScriptChild(plan, plan_path, task, out_dir, events)
-    else:
-        child = TrainingChild(plan_path, task, out_dir)
-    return supervise(child, events)
 
 
 def child_environment() -> dict[str, str]:

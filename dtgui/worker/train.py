@@ -22,7 +22,6 @@ from .model_file import UserError, describe_failure
 from .netcheck import tpu_precheck
 from .plan import Plan, PlanError
 from .process_exit import leave
-from .strategies import STRATEGIES, Strategy
 
 
 def task_slug(task: str) -> str:
@@ -46,9 +45,6 @@ def load_plan(path: str) -> Plan:
         plan = Plan.load(path)
     except PlanError as exc:
         raise UserError(str(exc)) from exc
-    if Strategy.named(plan.strategy) is None:
-        raise UserError(f'Unknown strategy "{plan.strategy}" in plan.json (expected one of '
-                        f'{", ".join(STRATEGIES)})')
     return plan
 
 
@@ -77,11 +73,25 @@ def main(argv: list[str] | None = None) -> int:
                 tpu_precheck(plan.tpu_address)
         except UserError as exc:
             return fail(events, exc.message, exc.tb or traceback.format_exc())
-        from .supervisor import supervise_task
-
         return supervise_task(plan, plan_path, args.task, out_dir, events)
     finally:
         events.close()
+
+
+def supervise_task(plan: Plan, plan_path: str, task: str, out_dir: str,
+                   events: EventWriter) -> int:
+    """Run the task's child (the plan's model says which kind) under the supervisor to its
+    end; returns this task's exit code."""
+    from .supervisor import Child, TrainingChild, supervise
+
+    child: Child
+    if plan.script is not None:
+        from .script_child import ScriptChild
+
+        child = ScriptChild(plan, plan_path, task, out_dir, events)
+    else:
+        child = TrainingChild(plan_path, task, out_dir)
+    return supervise(child, events)
 
 
 def child_main(plan_path: str, task: str, out_dir: str, events: EventWriter) -> int:

@@ -62,7 +62,7 @@ class MachinesPanel(QWidget):
                  local_facts: Callable[[], MachineFacts | None] | None = None,
                  registry: MachineRegistry | None = None) -> None:
         super().__init__(parent)
-        self.machine_actions = MachineActions(self)
+        self.machine_actions = MachineActions(self, self)
         self.local_facts = local_facts or (lambda: None)
         self.registry: MachineRegistry | None = None
         self.states: dict[str, RowState] = {}
@@ -161,22 +161,22 @@ class MachinesPanel(QWidget):
     def _on_loaded(self, registry: MachineRegistry) -> None:
         self.registry = registry
         self.states = {m.name: self.states.get(m.name, RowState()) for m in registry.machines()}
-        self._rebuild()
-        self._set_message(registry.message)
+        self.rebuild()
+        self.set_message(registry.message)
         self._update_buttons()
 
     def _on_load_error(self, exc: BaseException) -> None:
-        self._set_message(f"The machine list could not be loaded: {error_message(exc)}", True)
+        self.set_message(f"The machine list could not be loaded: {error_message(exc)}", True)
 
     def _on_keyring(self, result: tuple[bool, str]) -> None:
         self.keyring_ok, self.keyring_note = result
         self.flow.keyring_ok, self.flow.keyring_note = result
         self.keyring_checked = True
         if not self.keyring_ok:
-            self._set_message(self.keyring_note)
+            self.set_message(self.keyring_note)
         self._update_buttons()
 
-    def _set_message(self, text: str = "", error: bool = False) -> None:
+    def set_message(self, text: str = "", error: bool = False) -> None:
         """Show `text`; a missing keyring stays mentioned whatever else is shown."""
         parts = [text] if text else []
         if not self.keyring_ok and self.keyring_note and self.keyring_note not in text:
@@ -210,7 +210,7 @@ class MachinesPanel(QWidget):
                 and state.facts.cluster is not None}
 
     # -- table ---------------------------------------------------------------------------------
-    def _rebuild(self) -> None:
+    def rebuild(self) -> None:
         selected = set(self.selected_names())
         self.table.setRowCount(0)
         for row, machine in enumerate(self.machines()):
@@ -250,8 +250,8 @@ class MachinesPanel(QWidget):
             item.setToolTip(tip)
         self._cell(row, 0).setIcon(status_icon(state.status, self._frame))
 
-    def _set_state(self, name: str, status: str, message: str = "",
-                   facts: RemoteFacts | None = None, error: ConnectError | None = None) -> None:
+    def set_state(self, name: str, status: str, message: str = "",
+                  facts: RemoteFacts | None = None, error: ConnectError | None = None) -> None:
         old = self.states.get(name, RowState())
         self.states[name] = RowState(status, message, facts if facts is not None else old.facts,
                                      error)
@@ -341,22 +341,26 @@ class MachinesPanel(QWidget):
                 client.close()
 
         for m in machines:
-            self._set_state(m.name, "connecting", "connecting…")
+            self.set_state(m.name, "connecting", "connecting…")
         batch = self.flow.start(machines, action, given)
         batch.progress.connect(
-            lambda n, t: None if n in batch.outcomes else self._set_state(n, "connecting", t))
+            lambda n, t: None if n in batch.outcomes else self.set_state(n, "connecting", t))
         batch.outcome.connect(self._on_probed)
 
     def _on_probed(self, outcome: Outcome) -> None:
         name = outcome.machine.name
         if outcome.ok:
             facts: RemoteFacts = outcome.value
-            self._set_state(name, "ok", "", facts)
+            self.set_state(name, "ok", "", facts)
             self.factsChanged.emit(name, facts)
         else:
-            self._set_state(name, "error", outcome.message, error=outcome.error)
+            self.set_state(name, "error", outcome.message, error=outcome.error)
 
-    def _show(self, dialog: QDialog) -> None:
+    def show_dialog(self, dialog: QDialog, flow: ConnectFlow | None = None) -> None:
+        """Open `dialog` (the one shown last is `self.dialog`); the dialogs of `flow` (the
+        dialog's own connections) are told by `dialogShown` as the panel's are."""
+        if flow is not None:
+            flow.dialogShown.connect(self.dialogShown)
         self.dialog = dialog
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.open()
@@ -366,4 +370,4 @@ class MachinesPanel(QWidget):
         kind, _, name = link.partition(":")
         error = self.states.get(name, RowState()).error
         if kind == "changed" and isinstance(error, ChangedHostKeyError):
-            self._show(ChangedKeyDialog(error, name, self.window()))
+            self.show_dialog(ChangedKeyDialog(error, name, self.window()))

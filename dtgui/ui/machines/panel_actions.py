@@ -1,28 +1,27 @@
 """What the machines panel's buttons do: add, edit, remove, import, install a public key,
-open the doctor, on the `MachinesPanel` that owns them. Every change of the registry or the
-keyring runs through `run_in_thread`."""
+open the doctor, on the panel that owns them (`PanelHost`: what they need of it, which
+`MachinesPanel` is). Every change of the registry or the keyring runs through `run_in_thread`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtCore import QObject
+from PySide6.QtWidgets import QDialog, QMessageBox, QWidget
 
-from dtgui.core.machines import Machine, RemoteFacts
+from dtgui.core.hardware import MachineFacts
+from dtgui.core.machines import Machine, MachineRegistry, RemoteFacts
 from dtgui.remote import secrets as secret_store
 from dtgui.remote.connection import ConnectError, install_public_key
 from dtgui.remote.connector import Secrets
 from dtgui.ui.machines.add_dialog import MachineDialog
-from dtgui.ui.machines.connect_flow import Attempt, Outcome
+from dtgui.ui.machines.connect_flow import Attempt, ConnectFlow, Outcome
 from dtgui.ui.machines.import_dialog import ImportDialog
 from dtgui.ui.machines.install_key_dialog import InstallKeyDialog
 from dtgui.ui.workers import error_message, run_in_thread
-
-if TYPE_CHECKING:
-
-    from dtgui.ui.machines.panel import MachinesPanel
 
 
 @dataclass
@@ -33,19 +32,50 @@ class RowState:
     error: ConnectError | None = None
 
 
-class MachineActions:
-    """What the panel's buttons do, on the panel it is given (one per panel)."""
+class PanelHost(Protocol):
+    """What the actions need of the panel that owns them."""
 
-    def __init__(self, panel: MachinesPanel) -> None:
+    registry: MachineRegistry | None
+    states: dict[str, RowState]  # each machine's row
+    keyring_ok: bool
+    keyring_note: str
+    flow: ConnectFlow  # the panel's connections
+    local_facts: Callable[[], MachineFacts | None]
+
+    def window(self) -> QWidget: ...
+
+    def selected_names(self) -> list[str]: ...
+
+    def refresh(self, names: list[str] | None = None, given: Secrets | None = None) -> None:
+        """Connect to these machines (all when None) and show what each has."""
+
+    def rebuild(self) -> None:
+        """Show the registry's machines again (after it changed)."""
+
+    def set_message(self, text: str = "", error: bool = False) -> None: ...
+
+    def set_state(self, name: str, status: str, message: str = "",
+                  facts: RemoteFacts | None = None, error: ConnectError | None = None) -> None:
+        """One machine's row: its status, message, facts and error."""
+
+    def show_dialog(self, dialog: QDialog, flow: ConnectFlow | None = None) -> None:
+        """Open a dialog of the panel (`flow`: the dialog's own connections)."""
+
+
+class MachineActions(QObject):
+    """What the panel's buttons do, on the panel it is given (one per panel). `parent`: the
+    panel's widget; background work answers only while it exists (run_in_thread's context)."""
+
+    def __init__(self, panel: PanelHost, parent: QObject) -> None:
+        super().__init__(parent)
         self.panel = panel
 
     # -- add / edit / remove / import --------------------------------------------------------------
     def add_machine(self) -> None:
         dialog = MachineDialog(self.panel.registry, keyring_ok=self.panel.keyring_ok,
                                keyring_note=self.panel.keyring_note, parent=self.panel.window())
-        dialog.flow.dialogShown.connect(self.panel.dialogShown)
         dialog.accepted.connect(lambda: self._save(None, dialog))
-        self.panel._show(dialog)
+        self.panel.show_dialog(dialog, dialog.flow)
 
     def edit_selected(self) -> None:
         names = self.panel.selected_names()
@@ -54,9 +84,8 @@ class MachineActions:
         dialog = MachineDialog(self.panel.registry, self.panel.registry.get(names[0]),
                                keyring_ok=self.panel.keyring_ok, keyring_note=self.panel.keyring_note,
                                parent=self.panel.window())
-        dialog.flow.dialogShown.connect(self.panel.dialogShown)
         dialog.accepted.connect(lambda: self._save(names[0], dialog))
-        self.panel._show(dialog)
+        self.panel.show_dialog(dialog, dialog.flow)
 
     def _save(self, old_name: str | None, dialog: MachineDialog) -> None:
         machine, (kind, value), remember = dialog.machine(), dialog.secret(), dialog.remember()
@@ -79,13 +108,13 @@ class MachineActions:
         def saved(note: str) -> None:
             if old_name is not None and old_name != machine.name:
                 self.panel.states[machine.name] = self.panel.states.pop(old_name, RowState())
-            self.panel._rebuild()
-            self.panel._set_message(note)
+            self.panel.rebuild()
+            self.panel.set_message(note)
             given = Secrets({machine.name: {kind: value}}) if kind and value else None
             self.panel.refresh([machine.name], given)
 
-        run_in_thread(save, saved, lambda exc: self.panel._set_message(error_message(exc), True),
-                      context=self.panel)
+        run_in_thread(save, saved, lambda exc: self.panel.set_message(error_message(exc), True),
+                      context=self)
 
     def remove_selected(self, confirm: bool = True) -> None:
         names = self.panel.selected_names()
@@ -99,7 +128,7 @@ class MachineActions:
                           "forgotten too.", QMessageBox.StandardButton.Yes
                           | QMessageBox.StandardButton.No, self.panel.window())
         box.accepted.connect(lambda: self._remove(names))
-        self.panel._show(box)
+        self.panel.show_dialog(box)
 
     def _remove(self, names: list[str]) -> None:
         registry = self.panel.registry
@@ -120,16 +149,16 @@ class MachineActions:
             for name in names:
                 if name not in registry:
                     self.panel.states.pop(name, None)
-            self.panel._rebuild()
-            self.panel._set_message(note, bool(note))
+            self.panel.rebuild()
+            self.panel.set_message(note, bool(note))
 
-        run_in_thread(remove, removed, lambda exc: self.panel._set_message(error_message(exc), True),
-                      context=self.panel)
+        run_in_thread(remove, removed, lambda exc: self.panel.set_message(error_message(exc), True),
+                      context=self)
 
     def import_config(self, path: Path | None = None) -> None:
         dialog = ImportDialog(self.panel.registry, path, parent=self.panel.window())
         dialog.accepted.connect(lambda: self._import(dialog.chosen()))
-        self.panel._show(dialog)
+        self.panel.show_dialog(dialog)
 
     def _import(self, machines: list[Machine]) -> None:
         registry = self.panel.registry
@@ -146,13 +175,13 @@ class MachineActions:
 
         def done(result: tuple[list[str], list[str]]) -> None:
             added, problems = result
-            self.panel._rebuild()
-            self.panel._set_message(" ".join(problems), bool(problems))
+            self.panel.rebuild()
+            self.panel.set_message(" ".join(problems), bool(problems))
             if added:
                 self.panel.refresh(added)
 
-        run_in_thread(add_all, done, lambda exc: self.panel._set_message(error_message(exc), True),
-                      context=self.panel)
+        run_in_thread(add_all, done, lambda exc: self.panel.set_message(error_message(exc), True),
+                      context=self)
 
     # -- public key --------------------------------------------------------------------------------
     def install_key(self) -> None:
@@ -163,7 +192,7 @@ class MachineActions:
         dialog.accepted.connect(lambda: self._install(dialog.machine, dialog.public_key(),
                                                       dialog.password(), dialog.private_key()
                                                       if dialog.switch_to_key() else ""))
-        self.panel._show(dialog)
+        self.panel.show_dialog(dialog)
 
     def _install(self, machine: Machine, pub: str, password: str, private: str) -> None:
         def action(attempt: Attempt) -> bool:
@@ -172,7 +201,7 @@ class MachineActions:
             return install_public_key(m, attempt.secrets.get(m.name, "password"), pub,
                                       timeout=attempt.timeout, registry=attempt.registry)
 
-        self.panel._set_state(machine.name, "connecting", "installing your public key…")
+        self.panel.set_state(machine.name, "connecting", "installing your public key…")
         given = Secrets({machine.name: {"password": password}} if password else None)
         batch = self.panel.flow.start([machine], action, given)
         batch.outcome.connect(lambda o: self._installed(o, private))
@@ -180,23 +209,23 @@ class MachineActions:
     def _installed(self, outcome: Outcome, private: str) -> None:
         machine = outcome.machine
         if not outcome.ok:
-            self.panel._set_state(machine.name, "error", outcome.message)
+            self.panel.set_state(machine.name, "error", outcome.message)
             return
         done = "Your key was installed." if outcome.value else "Your key was already there."
         if not private or self.panel.registry is None:
-            self.panel._set_state(machine.name, "unknown", done)
+            self.panel.set_state(machine.name, "unknown", done)
             return
         keyed = replace(machine, auth="key", key_file=private)
         registry = self.panel.registry
 
         def switched(_: object) -> None:
-            self.panel._rebuild()
-            self.panel._set_state(machine.name, "unknown", f"{done} It signs in with {private} now.")
+            self.panel.rebuild()
+            self.panel.set_state(machine.name, "unknown", f"{done} It signs in with {private} now.")
             self.panel.refresh([machine.name])
 
         run_in_thread(lambda: secret_store.update_machine(registry, machine.name, keyed),
-                      switched, lambda exc: self.panel._set_message(error_message(exc), True),
-                      context=self.panel)
+                      switched, lambda exc: self.panel.set_message(error_message(exc), True),
+                      context=self)
 
     # -- doctor ------------------------------------------------------------------------------------
     def open_doctor(self) -> None:
@@ -210,6 +239,5 @@ class MachineActions:
         dialog = DoctorDialog(self.panel.registry, self.panel.local_facts(), chosen,
                               keyring_ok=self.panel.keyring_ok, keyring_note=self.panel.keyring_note,
                               parent=self.panel.window())
-        dialog.flow.dialogShown.connect(self.panel.dialogShown)
-        self.panel._show(dialog)
+        self.panel.show_dialog(dialog, dialog.flow)
 

@@ -174,8 +174,8 @@ class MachinesBox(QFrame):
             self.target_group.blockSignals(True)  # the user has not chosen yet
             self.ssh_radio.setChecked(True)
             self.target_group.blockSignals(False)
-        self._remembered = {m: info.get("python", "") for m, info in plan.machines.items()
-                            if info.get("python")}
+        self._remembered = {m: info.python for m, info in plan.machines.items()
+                            if info.python}
         if plan.device_kind == "gpu" and plan.machines:
             used: dict[str, set[int]] = {}
             for task in plan.tasks:

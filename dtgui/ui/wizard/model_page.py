@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from dtgui.core.ignore import human_size, list_project
-from dtgui.core.plan import Plan
+from dtgui.core.plan import DemoModel, ModelFile, Plan, ScriptModel
 from dtgui.launch.model_check import ModelCheck, check_model_file
 from dtgui.ui.workers import error_details, error_message, run_in_thread
 
@@ -177,12 +177,13 @@ class ModelPage(QWizardPage):
         self._layout.addStretch(1)
 
         plan = ctx.initial
-        if plan is not None and isinstance(plan.model, dict) and plan.model.get("kind") == "file":
+        model = plan.model if plan is not None else DemoModel()
+        if isinstance(model, ModelFile):
             self.file_radio.setChecked(True)
-            self.path_edit.setText(str(plan.model.get("path", "")))
-        if plan is not None and isinstance(plan.model, dict) and plan.model.get("kind") == "script":
+            self.path_edit.setText(model.path)
+        if isinstance(model, ScriptModel):
             self.script_radio.setChecked(True)
-            self.script_box.load(plan.model)
+            self.script_box.load(model)
 
         self.demo_radio.toggled.connect(self._on_kind)
         self.script_radio.toggled.connect(self._on_kind)
@@ -200,10 +201,10 @@ class ModelPage(QWizardPage):
 
     def apply(self, plan: Plan) -> Plan:
         if self.demo_radio.isChecked():
-            return plan.with_changes(model={"kind": "demo"})
+            return plan.with_changes(model=DemoModel())
         if self.script_radio.isChecked():
             return plan.with_changes(model=self.script_box.model())
-        return plan.with_changes(model={"kind": "file", "path": self.path()})
+        return plan.with_changes(model=ModelFile(self.path()))
 
     def check_passed(self) -> bool:
         return (self._result is not None and self._result.ok and not self._checking

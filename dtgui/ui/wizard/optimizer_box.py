@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.plan import LR_SCHEDULES, MAX_ACCUMULATION, OPTIMIZERS, Plan
+from dtgui.core.plan import LR_SCHEDULES, MAX_ACCUMULATION, OPTIMIZERS, LrSchedule, Optimizer, Plan
 
 from .common import as_float, as_int, muted
 
@@ -126,10 +126,10 @@ class OptimizerBox(QGroupBox):
 
     def apply(self, plan: Plan) -> Plan:
         return plan.with_changes(
-            optimizer=str(self.optimizer_combo.currentData()),
+            optimizer=Optimizer(self.optimizer_combo.currentData()),
             weight_decay=round(self.decay_spin.value(), 6),
             momentum=round(self.momentum_spin.value(), 6),
-            lr_schedule=str(self.schedule_combo.currentData()),
+            lr_schedule=LrSchedule(self.schedule_combo.currentData()),
             warmup_steps=self.warmup_spin.value(),
             lr_step_every=self.step_every_spin.value(),
             lr_step_factor=round(self.step_factor_spin.value(), 6),
@@ -142,7 +142,7 @@ class OptimizerBox(QGroupBox):
     def load(self, plan: Plan) -> None:
         for combo, value in ((self.optimizer_combo, plan.optimizer),
                              (self.schedule_combo, plan.lr_schedule)):
-            index = combo.findData(value)
+            index = combo.findData(str(value))
             if index >= 0:
                 combo.blockSignals(True)
                 combo.setCurrentIndex(index)

@@ -23,8 +23,16 @@ from PySide6.QtWidgets import (
     QWizardPage,
 )
 
-from dtgui.core.plan import COMMUNICATIONS, MAX_STEPS_PER_CALL, PRECISIONS, Plan, validate
-from dtgui.core.script import is_script
+from dtgui.core.plan import (
+    COMMUNICATIONS,
+    MAX_STEPS_PER_CALL,
+    PRECISIONS,
+    Communication,
+    DemoModel,
+    Plan,
+    Precision,
+    validate,
+)
 from dtgui.core.strategies import STRATEGIES
 
 from .common import (
@@ -237,9 +245,9 @@ class OptionsPage(QWizardPage):
 
     def apply(self, plan: Plan) -> Plan:
         return self.optimizer_box.apply(plan).with_changes(
-            precision=str(self.precision_combo.currentData()),
+            precision=Precision(self.precision_combo.currentData()),
             xla=self.xla_check.isChecked(),
-            communication=str(self.communication_combo.currentData()),
+            communication=Communication(self.communication_combo.currentData()),
             per_replica_batch=self.batch_spin.value(),
             steps=self.steps_spin.value(),
             steps_per_epoch=self.spe_spin.value(),
@@ -255,7 +263,7 @@ class OptionsPage(QWizardPage):
         """Pre-fill from a plan (the last run's settings)."""
         for combo, value in ((self.precision_combo, plan.precision),
                              (self.communication_combo, plan.communication)):
-            index = combo.findData(value)
+            index = combo.findData(str(value))
             if index >= 0:
                 combo.setCurrentIndex(index)
         self.xla_check.setChecked(bool(plan.xla))
@@ -283,7 +291,7 @@ class OptionsPage(QWizardPage):
             # a generated name (the last run's, or made for another strategy): a fresh one
             # for this strategy and time; a name the person typed is kept
             self._new_name()
-        script = is_script(self.ctx.draft().model)
+        script = self.ctx.draft().script is not None
         self.script_note.setVisible(script)
         self.optimizer_box.setEnabled(not script)
         self.optimizer_box.setToolTip("Your training script builds its own optimizer." if script
@@ -342,7 +350,7 @@ class OptionsPage(QWizardPage):
 
         self.global_label.setText(global_batch_text(plan))
         self.optimizer_box.set_effective_batch(plan.global_batch)
-        if self.ctx.draft().model.get("kind", "demo") == "demo" and not tpu:
+        if isinstance(self.ctx.draft().model, DemoModel) and not tpu:
             per_epoch = max(1, DIGITS_EXAMPLES // max(1, plan.global_batch))
             self.epoch_hint.setText(f"The demo's {DIGITS_EXAMPLES} examples make about "
                                     f"{per_epoch} steps at this global batch.")

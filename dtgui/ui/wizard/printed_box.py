@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.script import ScriptModel
+from dtgui.core.plan import MetricsTasks, ScriptModel
 from dtgui.ui.workers import error_message, run_in_thread
 from dtgui.worker.printed_metrics import compile_patterns, describe, preview
 
@@ -123,16 +123,16 @@ class PrintedMetricsBox(QWidget):
         self.patterns_edit.setPlainText("\n".join(script.patterns))
         if script.patterns:
             self.show_more()
-        index = self.tasks_combo.findData(script.metrics_tasks)
+        index = self.tasks_combo.findData(str(script.metrics_tasks))
         self.tasks_combo.setCurrentIndex(max(0, index))
 
     def patterns(self) -> tuple[str, ...]:
         return tuple(p for p in self.patterns_edit.toPlainText().splitlines() if p.strip())
 
-    def values(self) -> tuple[bool, tuple[str, ...], str]:
+    def values(self) -> tuple[bool, tuple[str, ...], MetricsTasks]:
         """The script model's printed_metrics, patterns and metrics_tasks."""
         return (self.defaults_check.isChecked(), self.patterns(),
-                str(self.tasks_combo.currentData() or "chief"))
+                MetricsTasks.named(self.tasks_combo.currentData()) or MetricsTasks.CHIEF)
 
     def problems(self) -> list[str]:
         return [f"Printed metrics: {p}" for p in compile_patterns(self.patterns())[1]]

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 
 from dtgui.core.bundle import task_script_text
 from dtgui.core.cluster import PlacementError, busy_ports, place_local, tf_config
-from dtgui.core.plan import LOCAL_MACHINE, Plan, TaskSpec, validate
+from dtgui.core.plan import LOCAL_MACHINE, ModelFile, Plan, ScriptModel, TaskSpec, validate
 from dtgui.core.plan_text import (
     SCRIPT_OWN,
     optimizer_text,
@@ -238,7 +238,7 @@ class ReviewPage(QWizardPage):
         values["Global batch"].setText(
             f"{plan.per_replica_batch} × cores" if tpu
             else str(plan.global_batch))
-        values["Precision"].setText(plan.precision)
+        values["Precision"].setText(str(plan.precision))
         values["XLA"].setText("on" if plan.xla else "off")
         per_call = f", {plan.steps_per_call} per call" if plan.steps_per_call else ""
         values["Steps"].setText(f"{plan.steps} ({plan.steps_per_epoch} per epoch{per_call})")
@@ -247,11 +247,12 @@ class ReviewPage(QWizardPage):
         values["Validation"].setText(validation_text(plan))
         values["Seed"].setText(f"{plan.seed}" + (", deterministic" if plan.deterministic else ""))
         model = plan.model
-        if model.get("kind") == "script":  # a user's own training script
+        if isinstance(model, ScriptModel):  # a user's own training script
             self._set_elided(values["Model"], script_title(model), script_tooltip(model))
+        elif isinstance(model, ModelFile):
+            self._set_elided(values["Model"], Path(model.path).name, model.path)
         else:
-            self._set_elided(values["Model"], "digits demo" if model.get("kind") == "demo"
-                             else Path(model.get("path", "")).name, model.get("path", ""))
+            self._set_elided(values["Model"], "digits demo", "")
         values["Checkpoints"].setText(f"every {plan.checkpoint_every} steps"
                                       if plan.checkpoint_every else "off")
         self._set_elided(values["Run name"], plan.run_name)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import shiboken6
 from PySide6.QtCore import Signal
@@ -30,7 +29,6 @@ from dtgui.core.script import (
     ScriptModel,
     entry_problem,
     env_lines,
-    is_script,
     parse_env_lines,
     quoted_args,
     split_args,
@@ -62,7 +60,8 @@ def look_at_project(plan: Plan) -> ProjectLook:
     from dtgui.core.script_bundle import project_summary
     from dtgui.launch.script_check import check_local, study
 
-    script = ScriptModel.from_dict(plan.model)
+    script = plan.script
+    assert script is not None, "a plan of a script"
     look = ProjectLook()
     try:
         look.summary = project_summary(list_project(Path(script.project)))
@@ -146,10 +145,7 @@ class ScriptBox(QWidget):
         self.printed_box.changed.connect(self._show)
 
     # -- the plan ----------------------------------------------------------------------
-    def load(self, model: dict[str, Any]) -> None:
-        if not is_script(model):
-            return
-        script = ScriptModel.from_dict(model)
+    def load(self, script: ScriptModel) -> None:
         self.project_edit.setText(script.project)
         self.entry_edit.setText(script.entry)
         self.args_edit.setText(quoted_args(script.args))
@@ -158,7 +154,7 @@ class ScriptBox(QWidget):
         self.legacy_check.setChecked(script.legacy_keras)
         self.printed_box.load(script)
 
-    def model(self) -> dict[str, Any]:
+    def model(self) -> ScriptModel:
         args, _ = split_args(self.args_edit.text())
         env, _ = parse_env_lines(self.env_edit.toPlainText())
         project = self.project_edit.text().strip()
@@ -167,19 +163,19 @@ class ScriptBox(QWidget):
         return ScriptModel(project, self.entry_edit.text().strip(), tuple(args), env,
                            self.legacy_check.isChecked(), self.data_edit.text().strip(),
                            printed_metrics=printed, patterns=patterns,
-                           metrics_tasks=tasks).to_dict()
+                           metrics_tasks=tasks)
 
     def problems(self) -> list[str]:
         """What must change before going on (typing errors; the look's findings)."""
         out = []
         model = self.model()
-        problem = entry_problem(model["project"], model["entry"], must_exist=False)
+        problem = entry_problem(model.project, model.entry, must_exist=False)
         if problem:
             out.append(problem)
         out += [p for p in [split_args(self.args_edit.text())[1]] if p]
         out += parse_env_lines(self.env_edit.toPlainText())[1]
         out += self.printed_box.problems()
-        data = model["data_dir"]
+        data = model.data_dir
         if data and not data.startswith(("/", "~")):
             out.append("The data folder on each machine must be an absolute path.")
         if self._look is not None and self._look_key == self._key():
@@ -204,14 +200,14 @@ class ScriptBox(QWidget):
     # -- the background look -------------------------------------------------------------
     def _key(self) -> str:
         model = self.model()
-        return repr((model["project"], model["entry"], model["legacy_keras"],
+        return repr((model.project, model.entry, model.legacy_keras,
                      self._plan.strategy))
 
     def start_look(self) -> None:
         if not self.isVisibleTo(self.window()) and not self.project_edit.text():
             return
         model = self.model()
-        if entry_problem(model["project"], model["entry"]):
+        if entry_problem(model.project, model.entry):
             self._look = None
             self._show()
             return
@@ -292,14 +288,12 @@ def _row(edit: QLineEdit, button: QPushButton) -> QWidget:
     return box
 
 
-def script_title(model: dict[str, Any]) -> str:
+def script_title(script: ScriptModel) -> str:
     """A script model in a few words (the review's summary)."""
-    script = ScriptModel.from_dict(model)
     return script.entry + (" · tf_keras" if script.legacy_keras else "")
 
 
-def script_tooltip(model: dict[str, Any]) -> str:
-    script = ScriptModel.from_dict(model)
+def script_tooltip(script: ScriptModel) -> str:
     lines = [f"cd {script.project} && python {quoted_args([script.entry, *script.args])}"]
     lines += [f"{k}={v}" for k, v in script.env.items()]
     if script.legacy_keras:

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
 )
 
 from dtgui.core.cluster import task_layout
-from dtgui.core.plan import MAX_REPLICAS, Plan, validate
+from dtgui.core.plan import MAX_REPLICAS, DeviceKind, Plan, validate
 from dtgui.core.strategies import STRATEGIES, Strategy
 
 from .common import (
@@ -167,8 +167,9 @@ class StrategyPage(QWizardPage):
     def select_strategy(self, key: str) -> None:
         self.strategy_list.select(key)
 
-    def device_kind(self) -> str:
-        return "gpu" if self.gpu_radio.isChecked() and not self.strategy().uses_tpu else "cpu"
+    def device_kind(self) -> DeviceKind:
+        return (DeviceKind.GPU if self.gpu_radio.isChecked() and not self.strategy().uses_tpu
+                else DeviceKind.CPU)
 
     def apply(self, plan: Plan) -> Plan:
         strategy = self.strategy()

@@ -1,0 +1,40 @@
+"""What tests of Qt widgets share to read them where Qt or the app types them as optional: a
+table's cell (an empty cell has no item), the main window's dashboard (made on its first run)
+and the run it follows, for the tests that expect one there."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from PySide6.QtWidgets import QTableWidget, QTableWidgetItem
+
+from dtgui.launch.controller import RunController
+
+if TYPE_CHECKING:  # the dashboard loads pyqtgraph: only the tests that show one import it
+    from dtgui.ui.dashboard import Dashboard
+    from dtgui.ui.main_window import MainWindow
+
+
+def cell(table: QTableWidget, row: int, column: int) -> QTableWidgetItem:
+    """The item at (`row`, `column`); fails the test when that cell is empty."""
+    item = table.item(row, column)
+    assert item is not None, f"no item at row {row}, column {column}"
+    return item
+
+
+def cell_text(table: QTableWidget, row: int, column: int) -> str:
+    """The text at (`row`, `column`); fails the test when that cell is empty."""
+    return cell(table, row, column).text()
+
+
+def dashboard_of(window: MainWindow) -> Dashboard:
+    """The window's dashboard (made on its first run); fails the test before that."""
+    assert window.dashboard is not None, "the window has shown no run yet"
+    return window.dashboard
+
+
+def controller_of(window: MainWindow) -> RunController:
+    """The run the window follows, launched or reattached by this app (a RunController)."""
+    source = window.session.source
+    assert isinstance(source, RunController), source
+    return source
