@@ -17,13 +17,16 @@ LAYERS = ("core", "remote", "launch", "ui")
 # The TensorFlow-free parts of the training program that the GUI process shares (the event
 # encoding of step batches, the size of a call, a user's script's paths, variable references
 # and loss tags, the plan (its model and option sets) and the strategy catalogue, the machine
-# probe: ports, system, GPUs; the model check's command and answer);
+# probe: ports, system, GPUs; the model check's command and answer; the bundle's output layout
+# and task wrapper, the TF_CONFIG builder and the Slurm task's rank layout);
 # the rest of dtgui.worker imports TensorFlow.
 SHARED_WORKER_MODULES = {"dtgui.worker.step_batch", "dtgui.worker.call_size",
                          "dtgui.worker.script_env", "dtgui.worker.plan",
                          "dtgui.worker.plan_options", "dtgui.worker.plan_model",
                          "dtgui.worker.strategies", "dtgui.worker.machine_probe",
-                         "dtgui.worker.printed_metrics", "dtgui.worker.model_check_result"}
+                         "dtgui.worker.printed_metrics", "dtgui.worker.model_check_result",
+                         "dtgui.worker.layout", "dtgui.worker.tf_config",
+                         "dtgui.worker.slurm_task"}
 # Where dtgui's files are (it imports nothing of dtgui).
 SHARED_MODULES = {"dtgui.resources"}
 

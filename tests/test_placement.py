@@ -118,7 +118,7 @@ def test_busy_ports_only_checks_this_machines_tasks() -> None:
         placed = place_on_machines(plan, assign(plan, machines=["local", "a"]), ADDR,
                                    {"local": [port], "a": [port]})
         problems = busy_ports(placed)
-    assert len(problems) == 1 and f"Port {port} for task worker:0" in problems[0]
+    assert len(problems) == 1 and f"Port {port} (task worker:0)" in problems[0]
 
 
 # -- the multi-machine bundle -------------------------------------------------------------------

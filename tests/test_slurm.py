@@ -142,7 +142,7 @@ def test_tf_config_from_the_allocation_never_shares_a_port() -> None:
     assert slurm_task.tasks_per_node("2(x2),1") == [2, 2, 1]
     ids = ["worker:0", "worker:1", "worker:2", "worker:3"]
     # two nodes with the same address (as the test cluster's), two tasks each
-    configs = [slurm_task.tf_config(ids, r, ["127.0.0.1", "127.0.0.1"], [2, 2], "17")
+    configs = [slurm_task.allocation_tf_config(ids, r, ["127.0.0.1", "127.0.0.1"], [2, 2], "17")
                for r in range(4)]
     cluster = configs[0]["cluster"]
     assert isinstance(cluster, dict)
@@ -150,8 +150,8 @@ def test_tf_config_from_the_allocation_never_shares_a_port() -> None:
     assert len(set(addresses)) == 4
     assert [c["task"] for c in configs] == [{"type": "worker", "index": i} for i in range(4)]
     # ParameterServer: chief, then servers, then workers, by rank; hosts by block layout
-    ps = slurm_task.tf_config(["chief:0", "ps:0", "worker:0", "worker:1"], 2,
-                              ["n1", "n2"], [2, 2], "3")
+    ps = slurm_task.allocation_tf_config(["chief:0", "ps:0", "worker:0", "worker:1"], 2,
+                                         ["n1", "n2"], [2, 2], "3")
     base = slurm_task.port_base("3")
     assert ps == {"cluster": {"chief": [f"n1:{base}"], "ps": [f"n1:{base + 1}"],
                               "worker": [f"n2:{base + 2}", f"n2:{base + 3}"]},

@@ -719,7 +719,8 @@ def test_busy_ports_are_warned_about(
         walk_to_review(qtbot, wizard)
         warnings = wizard.review_page.warnings
         assert warnings.isVisible()
-        assert f"Port {busy} for task chief:0 is in use" in warnings.text()
+        assert f"Port {busy} (task chief:0) is in use" in warnings.text()
+        assert "Press Re-plan ports" in warnings.text()
 
 
 def test_hostile_text_never_reaches_a_script_unquoted(

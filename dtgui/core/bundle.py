@@ -26,10 +26,11 @@ from dtgui.core.script_bundle import (
     write_project,
 )
 from dtgui.resources import DEMO_DATA, WORKER_SOURCE
+from dtgui.worker import layout
 
 WORKER_PACKAGE = "dtgui_worker"
 MAX_MODEL_PROJECT_BYTES = 1 << 30  # a model file's folder bigger than this is refused
-OUTPUT_DIR = "output"
+OUTPUT_DIR = layout.OUTPUT_DIR
 
 
 class BundleError(RuntimeError):
@@ -46,16 +47,19 @@ class Bundle:
         return self.path / OUTPUT_DIR
 
     def events_file(self, task: TaskSpec) -> Path:
-        return self.output / f"events-{task.file_stem}.jsonl"
+        return self.path / layout.events_file(task.file_stem)
 
     def log_file(self, task: TaskSpec) -> Path:
-        return self.output / "logs" / f"{task.file_stem}.log"
+        return self.path / layout.log_file(task.file_stem)
 
     def pid_file(self, task: TaskSpec) -> Path:
-        return self.output / "pids" / f"{task.file_stem}.pid"
+        return self.path / layout.pid_file(task.file_stem)
+
+    def exit_file(self, task: TaskSpec) -> Path:
+        return self.path / layout.exit_file(task.file_stem)
 
     def task_script(self, task: TaskSpec) -> Path:
-        return self.path / "tasks" / f"{task.file_stem}.sh"
+        return self.path / layout.task_script(task.file_stem)
 
     @classmethod
     def open(cls, path: str | Path) -> Bundle:
@@ -124,13 +128,18 @@ def task_script_text(plan: Plan, task: TaskSpec) -> str:
 def run_script_text(plan: Plan) -> str:
     stems = [t.file_stem for t in plan.tasks]
     primaries = [t.file_stem for t in primary_tasks(plan)]
+    paths = {"task_dirs": " ".join(layout.TASK_DIRS), "script": layout.task_script("$t"),
+             "log": layout.log_file("$t"), "pid": layout.pid_file("$t"),
+             "events": layout.events_file("<task>"), "all_events": layout.events_file("*"),
+             "logs": layout.LOGS_DIR}
     if plan.is_multi_machine:  # `bash run.sh MACHINE` runs that machine's tasks
-        return _RUN_SH.format(run_name=plan.run_name, tasks="", primaries="").replace(
+        return _RUN_SH.format(run_name=plan.run_name, tasks="", primaries="", **paths).replace(
             "TASKS=()\nPRIMARIES=()\n", _machine_selection(plan))
     return _RUN_SH.format(
         run_name=plan.run_name,
         tasks=" ".join(shlex.quote(s) for s in stems),
         primaries=" ".join(shlex.quote(s) for s in primaries),
+        **paths,
     )
 
 
@@ -155,11 +164,11 @@ def _machine_selection(plan: Plan) -> str:
 
 _RUN_SH = """#!/usr/bin/env bash
 # Runs every task of run {run_name} on this machine with plain python, and waits.
-# PYTHON picks the interpreter (default python3). Events: output/events-<task>.jsonl.
+# PYTHON picks the interpreter (default python3). Events: {events}.
 set -u
 cd "$(dirname "$0")" || exit 1
 export PYTHON="${{PYTHON:-python3}}"
-mkdir -p output/logs output/pids
+mkdir -p {task_dirs}
 TASKS=({tasks})
 PRIMARIES=({primaries})
 declare -A PID
@@ -184,9 +193,9 @@ stop_all() {{
 }}
 trap 'echo "stopping"; stop_all; exit 130' INT TERM
 for t in "${{TASKS[@]}}"; do
-  setsid sh "tasks/$t.sh" > "output/logs/$t.log" 2>&1 < /dev/null &
+  setsid sh "{script}" > "{log}" 2>&1 < /dev/null &
   PID[$t]=$!
-  echo "${{PID[$t]}}" > "output/pids/$t.pid"
+  echo "${{PID[$t]}}" > "{pid}"
   echo "started $t (pid ${{PID[$t]}})"
 done
 remaining=${{#PRIMARIES[@]}}
@@ -207,7 +216,7 @@ while [ "$remaining" -gt 0 ]; do
 done
 stop_all
 if [ "$status" -ne 0 ]; then
-  echo "run failed (exit $status): see output/logs/ and output/events-*.jsonl"
+  echo "run failed (exit $status): see {logs}/ and {all_events}"
 else
   echo "run finished"
 fi
@@ -250,11 +259,11 @@ python3 -m pip install -r requirements.txt
 bash run.sh                 # every task on this machine; PYTHON=/path/to/python to choose one
 ```
 
-Events are written as JSON lines to `output/events-<task>.jsonl` (one object a line: `kind`
+Events are written as JSON lines to `{layout.events_file("<task>")}` (one object a line: `kind`
 is started, steps, epoch, device, checkpoint, log, finished or failed; a `steps` event reports
 the steps of one training call, every step's loss per replica in a compact form;
-`python3 -m dtgui_worker.step_batch output/events-worker-0.jsonl` prints them as CSV).
-Logs: `output/logs/`. Checkpoints: `output/checkpoints/` (a new run in this directory resumes from them; delete `output/` to
+`python3 -m dtgui_worker.step_batch {layout.events_file("worker-0")}` prints them as CSV).
+Logs: `{layout.LOGS_DIR}/`. Checkpoints: `output/checkpoints/` (a new run in this directory resumes from them; delete `output/` to
 start over). TensorBoard: `tensorboard --logdir output/tensorboard`.
 
 ## Tasks

@@ -13,6 +13,7 @@ import shlex
 from collections.abc import Mapping
 
 from dtgui.core.plan import Plan, TaskSpec
+from dtgui.worker.layout import LOGS_DIR, events_file, pid_file
 
 # A task's environment and its command line.
 TaskScript = tuple[Mapping[str, str], str]
@@ -95,12 +96,12 @@ wait
 
 Parameter servers and ParameterServer workers are servers that never exit by themselves:
 when the chief has finished, stop them with Ctrl-C in their `run.sh`, or on their machine with
-`kill -TERM -- -$(cat output/pids/<task>.pid)`.
+`kill -TERM -- -$(cat {pid_file("<task>")})`.
 
-Each machine writes the events of its own tasks to `output/events-<task>.jsonl` (JSON lines;
+Each machine writes the events of its own tasks to `{events_file("<task>")}` (JSON lines;
 a `steps` event reports the steps of one training call: every step's loss per replica, in the
 compact form `dtgui_worker/step_batch.py` reads, and `replica_ids`, their global ids), logs to
-`output/logs/`. Checkpoints go to the chief's `output/checkpoints/`; to resume
+`{LOGS_DIR}/`. Checkpoints go to the chief's `output/checkpoints/`; to resume
 a MultiWorkerMirrored run every worker must see them: copy the chief's `output/checkpoints/`
 to the other machines first (delete `output/` everywhere to start over).
 

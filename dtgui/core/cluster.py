@@ -21,6 +21,9 @@ from dtgui.core.plan import (
 # the one port check, as on other machines: ports bound as TensorFlow binds them
 from dtgui.worker.machine_probe import choose_free_ports, port_is_free
 
+# the one TF_CONFIG builder, shared with the Slurm task on the nodes and the review page
+from dtgui.worker.tf_config import task_tf_config, tf_cluster
+
 
 class PlacementError(ValueError):
     """Tasks cannot be placed on the chosen machines; the message says what to change."""
@@ -49,17 +52,14 @@ def place_local(plan: Plan, ports: list[int] | None = None) -> Plan:
 
 
 def cluster_spec(tasks: tuple[TaskSpec, ...]) -> dict[str, list[str]]:
-    cluster: dict[str, list[str]] = {}
-    for task in sorted(tasks, key=lambda t: (t.type, t.index)):
-        cluster.setdefault(task.type, []).append(task.address)
-    return cluster
+    return tf_cluster((t.type, t.index, t.address) for t in tasks)
 
 
 def tf_config(plan: Plan, task: TaskSpec) -> dict[str, Any] | None:
     """TF_CONFIG for one task, or None for a single-process strategy."""
     if not plan.cluster:
         return None
-    return {"cluster": plan.cluster, "task": {"type": task.type, "index": task.index}}
+    return task_tf_config(plan.cluster, task.type, task.index)
 
 
 def tf_config_json(plan: Plan, task: TaskSpec) -> str:
@@ -67,19 +67,18 @@ def tf_config_json(plan: Plan, task: TaskSpec) -> str:
     return json.dumps(config, separators=(",", ":")) if config else ""
 
 
+def port_in_use(port: int, task_id: str, machine: str = "") -> str:
+    """The one sentence for a task's port that another process holds (the wizard, the
+    launch and the command line alike: each adds its own way to choose other ports)."""
+    where = f" on {machine}" if machine else ""
+    return (f"Port {port}{where} (task {task_id}) is in use by another process: choose other "
+            "ports (or stop that process).")
+
+
 def busy_ports(plan: Plan) -> list[str]:
     """Sentences naming every task port on this machine that another process holds."""
-    problems = []
-    for task in plan.tasks:
-        if not task.port or not task.is_local:
-            continue
-        if not port_is_free(task.port):
-            problems.append(
-                f"Port {task.port} for task {task.task_id} is in use by another process: "
-                "press Re-plan ports in the review page (or stop that process)."
-            )
-    return problems
-
+    return [port_in_use(t.port, t.task_id) for t in plan.tasks
+            if t.port and t.is_local and not port_is_free(t.port)]
 
 
 # -- tasks on several machines -----------------------------------------------------------------

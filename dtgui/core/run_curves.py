@@ -30,6 +30,7 @@ from dtgui.core.events import STEP_KINDS, Event, StepRows, read_all, step_rows
 from dtgui.core.memory import MemoryPeaks
 from dtgui.core.scalars import ScalarStore, is_loss_tag
 from dtgui.core.script_progress import ScriptProgress
+from dtgui.worker.layout import EVENTS_GLOB, OUTPUT_DIR
 
 K = TypeVar("K")
 GROUP_VALUES = 1 << 20  # step losses decoded before they are applied (one batch at most)
@@ -556,7 +557,7 @@ def bundle_curves(bundle_dir: Path | str, total_steps: int = 0) -> RunCurves:
     """A bundle's curves: every task's events file (output/events-*.jsonl) folded in task
     order. Blocks on the disk."""
     per_task: dict[str, list[Event]] = {}
-    for path in sorted((Path(bundle_dir) / "output").glob("events-*.jsonl")):
+    for path in sorted((Path(bundle_dir) / OUTPUT_DIR).glob(EVENTS_GLOB)):
         for event in read_all(path):
             per_task.setdefault(event.task, []).append(event)
     return curves_of(per_task, total_steps)

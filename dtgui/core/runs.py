@@ -24,6 +24,7 @@ from dtgui.core.plan import PLAN_NAME
 from dtgui.core.run_curves import final_loss_of_bundle
 from dtgui.core.run_state import ENDED, RunState
 from dtgui.core.settings import atomic_write_text, runs_dir
+from dtgui.worker.layout import EVENTS_GLOB, OUTPUT_DIR
 
 RECORD_NAME = "run.json"
 RECORD_SCHEMA = 1
@@ -140,7 +141,7 @@ def _known(cls: type[MachineRecord | TaskRecord], data: dict[str, Any]) -> dict[
 def state_from_events(bundle_dir: Path) -> RunState:
     """For a bundle without a record (a run of an older dtgui): finished / failed / unknown."""
     kinds: set[str] = set()
-    for path in (Path(bundle_dir) / "output").glob("events-*.jsonl"):
+    for path in (Path(bundle_dir) / OUTPUT_DIR).glob(EVENTS_GLOB):
         kinds.update(e.kind for e in read_all(path) if e.kind in ("finished", "failed"))
     if "failed" in kinds:
         return RunState.FAILED

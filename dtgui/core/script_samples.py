@@ -10,6 +10,7 @@ from pathlib import Path
 from dtgui.core.plan import PLAN_NAME, Plan, PlanError
 from dtgui.core.runs import RunHistory
 from dtgui.core.script import BUNDLE_PROJECT_DIR
+from dtgui.worker.layout import log_file
 
 SAMPLE_LINES = 40
 TAIL_BYTES = 64 * 1024
@@ -33,9 +34,8 @@ def last_run_output(entry: str, root: Path | None = None, lines: int = SAMPLE_LI
     if mine is not None:
         runs.sort(key=lambda run: _read(run[0] / BUNDLE_PROJECT_DIR / entry) != mine)
     for bundle, plan, name in runs:
-        logs = bundle / "output" / "logs"
         for stem in ("chief-0", "worker-0", *(t.file_stem for t in plan.tasks)):
-            text = _tail(logs / f"{stem}.log")
+            text = _tail(bundle / log_file(stem))
             if text:
                 shown = [ln.rstrip() for ln in text.replace("\r", "\n").split("\n")
                          if ln.strip()]

@@ -28,11 +28,14 @@ from dtgui.core.plan import Plan, TaskSpec
 from dtgui.core.slurm_answers import Partition
 from dtgui.core.slurm_answers import SlurmError as SlurmError
 from dtgui.core.slurm_answers import time_seconds as time_seconds
+from dtgui.worker.layout import TASK_DIRS, events_file, job_log_file, log_file
+from dtgui.worker.slurm_task import node_of_rank
+from dtgui.worker.tf_config import split_task_id, task_tf_config, tf_cluster
 
 JOB_FILE = "job.sbatch"  # the batch script in the bundle
 JOB_SETTINGS = "slurm.json"  # the job's settings in the bundle (what dtgui submits)
 LOCAL_CLUSTER = "local"  # this machine is the cluster's login node
-JOB_LOG = "output/logs/slurm-%j.log"  # the batch step's own output
+JOB_LOG = job_log_file("%j")  # the batch step's own output
 
 _NAME = re.compile(r"[A-Za-z0-9_.+-]{1,128}")  # partition, account, QoS
 _CONSTRAINT = re.compile(r"[A-Za-z0-9_.&|,:*\[\]()!-]{1,256}")
@@ -229,6 +232,16 @@ def rank_order(tasks: Iterable[TaskSpec]) -> list[str]:
     return [t.task_id for t in tasks]
 
 
+def tf_config_on_nodes(plan: Plan, job: SlurmJob, rank: int) -> dict[str, object]:
+    """The TF_CONFIG the task at `rank` forms on the nodes (`dtgui_worker.slurm_task`, from
+    the same builder), with the addresses and ports the allocation gives as placeholders."""
+    ids = rank_order(plan.tasks)
+    counts = [job.tasks_per_node] * max(job.nodes, -(-len(ids) // max(job.tasks_per_node, 1)))
+    cluster = tf_cluster((*split_task_id(tid), f"<node {node_of_rank(r, counts) + 1}>:"
+                          f"<port base + {r}>") for r, tid in enumerate(ids))
+    return task_tf_config(cluster, *split_task_id(ids[rank]))
+
+
 def batch_script(plan: Plan, job: SlurmJob) -> str:
     """job.sbatch: one Slurm task per dtgui task, the nodes' Python set up first."""
     directives = [f"--job-name={job.job_name or 'dtgui-' + _safe_name(plan.run_name)}",
@@ -258,7 +271,7 @@ def batch_script(plan: Plan, job: SlurmJob) -> str:
              'cd BUNDLE; sbatch job.sbatch" >&2; exit 2; }',
              *job.setup,
              f'export PYTHON="${{PYTHON:-{_dq(job.interpreter)}}}"',
-             "mkdir -p output/logs output/pids",
+             f"mkdir -p {' '.join(TASK_DIRS)}",
              "# The nodes' addresses in node order: TF_CONFIG is formed from them on each node",
              'DTGUI_SLURM_HOSTS="$("$PYTHON" -m dtgui_worker.slurm_task --hosts)" || exit 1',
              "export DTGUI_SLURM_HOSTS",
@@ -297,8 +310,8 @@ sbatch {JOB_FILE}
 `{JOB_FILE}` sets up Python on the nodes, then `srun` starts one task a rank; each task forms
 its TF_CONFIG from Slurm's allocation (`dtgui_worker.slurm_task`: the nodes' addresses from
 `scontrol`, port = a base from the job id + the rank) and runs `tasks/<task>.sh`. Logs:
-`output/logs/<task>.log` and `output/logs/slurm-<job id>.log`; events
-`output/events-<task>.jsonl`. `scancel <job id>` stops it.
+`{log_file("<task>")}` and `{job_log_file("<job id>")}`; events
+`{events_file("<task>")}`. `scancel <job id>` stops it.
 """
 
 

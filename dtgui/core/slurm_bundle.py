@@ -23,6 +23,7 @@ from dtgui.core.slurm import (
     job_problems,
     readme_section,
 )
+from dtgui.worker.layout import LOGS_DIR
 
 SLURM_TASKS_VARIABLE = "DTGUI_SLURM_TASKS"  # set by job.sbatch: the task ids by rank
 
@@ -51,7 +52,7 @@ def slurm_task_script(text: str) -> str:
 def write_slurm_files(bundle: Bundle, job: SlurmJob) -> None:
     """job.sbatch, slurm.json and the README section, into a rendered bundle."""
     plan = bundle.plan
-    (bundle.output / "logs").mkdir(parents=True, exist_ok=True)  # sbatch writes there at once
+    (bundle.path / LOGS_DIR).mkdir(parents=True, exist_ok=True)  # sbatch writes there at once
     (bundle.path / JOB_FILE).write_text(batch_script(plan, job), encoding="utf-8")
     (bundle.path / JOB_FILE).chmod(0o755)
     (bundle.path / JOB_SETTINGS).write_text(job.to_json(), encoding="utf-8")

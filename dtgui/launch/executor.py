@@ -1,16 +1,13 @@
 """The executor interface: how the run policy starts, watches and signals the tasks
-of one machine. `LocalExecutor` (this machine: processes) and `SshExecutor` (a remote
-machine: SSH + SFTP) implement it; `RunController` holds the policy, written once.
+of one machine (`RunController` holds the policy, written once). Two executors implement it,
+each written once over the host layer (`dtgui.launch.host`: this machine or one over SSH):
+the process executor (`dtgui.launch.process_exec`: `LocalExecutor`, `SshExecutor`) and the
+batch-scheduler executor (`dtgui.launch.slurm_exec`: `SlurmExecutor`, `RemoteSlurmExecutor`).
 
-Every task is started the same way on every machine, from its bundle directory, detached in
-a session of its own (so it survives the GUI and a dropped connection):
-
-    sh -c WRAPPER dtgui-task <stem>     (stdin /dev/null, stdout+stderr >> output/logs/<stem>.log)
-
-The wrapper writes its pid (= the process group) to output/pids/<stem>.pid, runs
-tasks/<stem>.sh, and writes the task's exit code to output/pids/<stem>.exit. It traps
-TERM/INT/HUP only to outlive the group's SIGTERM long enough to record the code; the task
-itself gets default signal actions.
+Every task runs in the one task wrapper (`dtgui.worker.layout.WRAPPER`), from its bundle
+directory: it writes its pid (= the process group) and, once the task ended, its exit code
+where the bundle's layout says (`dtgui.worker.layout`), and its output goes to the task's
+log. Reading what a task wrote since the last poll is written once here (`take_files`).
 """
 
 from __future__ import annotations
@@ -18,19 +15,16 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from dtgui.core.bundle import Bundle
-from dtgui.core.events import Event, LineBuffer
+from dtgui.core.events import Event, LineBuffer, parse_events
 from dtgui.core.plan import TaskSpec
+from dtgui.launch.host import CopyProgress, TaskRead
+from dtgui.launch.remote_scripts import PollOutput
+from dtgui.worker.layout import WRAPPER
 
-if TYPE_CHECKING:  # paramiko is imported only where a machine is remote
-    from dtgui.remote.transfer import CopyProgress
-
-WRAPPER = ('trap : TERM INT HUP; echo "$$" > "output/pids/$1.pid"; sh "tasks/$1.sh"; c=$?; '
-           'echo "$c" > "output/pids/$1.exit"; exit "$c"')
-MAX_CHUNK = 4 * 1024 * 1024  # bytes of one remote file read per poll
-LOCAL_MAX_CHUNK = 16 * 1024 * 1024  # ... of a file on this machine
+__all__ = ["WRAPPER", "Executor", "MachinePoll", "TaskFiles",
+           "TaskPoll", "mirror", "split_log"]
 
 
 @dataclass
@@ -58,6 +52,18 @@ class MachinePoll:
     note: str = ""  # what the machine says of its tasks now (a batch job waiting in its queue)
 
 
+@dataclass
+class TaskFiles:
+    """What one read saw of a task's files."""
+
+    exit_code: int | None = None  # None: not written
+    raw_events: bytes = b""
+    events: list[Event] = field(default_factory=list)
+    raw_log: bytes = b""
+    log_lines: list[str] = field(default_factory=list)
+    behind: bool = False  # more to read than one read takes
+
+
 def mirror(bundle: Bundle, task: TaskSpec, raw_events: bytes, raw_log: bytes) -> None:
     """Append a remote task's new events and log bytes to the local bundle's copies."""
     for path, data in ((bundle.events_file(task), raw_events), (bundle.log_file(task), raw_log)):
@@ -82,6 +88,10 @@ class Executor(abc.ABC):
         self.tasks = list(tasks)
         self.pids: dict[str, int] = {}  # task id -> process group id
         self.job_id = ""  # the batch job holding the tasks, where a scheduler queues them
+        # where the bundle is copied (`mirrors`): the archive copied, made once and shared by
+        # the machines of a launch; the launch check made the run directory already
+        self.archive: bytes | None = None
+        self.dir_ready = False
         self._events = {t.task_id: LineBuffer() for t in self.tasks}
         self._logs = {t.task_id: LineBuffer() for t in self.tasks}
 
@@ -102,6 +112,34 @@ class Executor(abc.ABC):
     def directory(self) -> str:
         """The bundle directory on this executor's machine."""
         return str(self.bundle.path)
+
+    def task_reads(self, pgids: bool = True) -> list[TaskRead]:
+        """What the next read asks of every task: from the offsets read so far."""
+        return [TaskRead(t.file_stem, self.pids.get(t.task_id, 0) if pgids else 0,
+                         self._events[t.task_id].offset, self._logs[t.task_id].offset)
+                for t in self.tasks]
+
+    def take_files(self, seen: PollOutput, max_chunk: int,
+                   shift: float = 0.0) -> dict[str, TaskFiles]:
+        """Task id -> its exit code and the complete new lines of its files in `seen` (the
+        offsets advance past them; a file replaced since is read from the start next time);
+        `shift` corrects the events' times for the machine's clock."""
+        found: dict[str, TaskFiles] = {}
+        for task in self.tasks:
+            tid, stem = task.task_id, task.file_stem
+            files = TaskFiles(seen.exits.get(stem))
+            for which, buf in (("ev", self._events[tid]), ("log", self._logs[tid])):
+                if (stem, which) in seen.truncated:
+                    buf.offset = 0
+                offset, data = seen.data.get((stem, which), (buf.offset, b""))
+                files.behind |= len(data) >= max_chunk
+                taken = buf.take(data, offset)
+                if which == "ev":
+                    files.raw_events, files.events = taken, parse_events(taken, shift)
+                else:
+                    files.raw_log, files.log_lines = taken, split_log(taken)
+            found[tid] = files
+        return found
 
     @abc.abstractmethod
     def prepare(self, progress: CopyProgress | None = None) -> None:

@@ -7,7 +7,8 @@ and as sh it costs about a fifth of starting Python each time (24 ms against 120
 Each script is constant text sent on stdin to `sh -s -- ARGS...`; every value (directories,
 task names, pids, offsets, interpreter paths) is an argument, quoted by shlex on the command
 line and used as "$1"... inside: nothing is ever interpolated into code. Output is
-line-framed text; file contents come framed by their byte length.
+line-framed text; file contents come framed by their byte length. Every path in them is the
+bundle's layout (`dtgui.worker.layout`), spelled with the script's variables.
 """
 
 from __future__ import annotations
@@ -15,35 +16,57 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-# START DIR PYTHON WRAPPER STEM...: unpack the bundle (when copied as .bundle.tar.gz), start
-# each task detached, print "@@pid STEM PGID".
+from dtgui.worker.layout import (
+    BUNDLE_ARCHIVE,
+    TASK_DIRS,
+    WRAPPER_NAME,
+    events_file,
+    exit_file,
+    log_file,
+    pid_file,
+)
+
+_DIRS = " ".join(TASK_DIRS)
+
+# unpack the bundle when it was copied as BUNDLE_ARCHIVE; make the tasks' directories
+UNPACK = f"""
+if [ -f {BUNDLE_ARCHIVE} ]; then
+  tar -xzf {BUNDLE_ARCHIVE} || {{ echo "@@error cannot unpack the bundle in $PWD"; exit 3; }}
+  rm -f {BUNDLE_ARCHIVE}
+fi
+mkdir -p {_DIRS} || {{ echo "@@error cannot write in $PWD/output"; exit 3; }}
+"""
+
+# UNPACK_SCRIPT DIR: unpack the bundle copied as BUNDLE_ARCHIVE, make the tasks' directories.
+UNPACK_SCRIPT = """
+cd "$1" || { echo "@@error cannot enter $1"; exit 3; }
+""" + UNPACK
+
+# START DIR PYTHON WRAPPER STEM...: unpack the bundle (when copied as an archive), start each
+# task detached in WRAPPER, print "@@pid STEM PGID".
 START_SCRIPT = r"""
 cd "$1" || { echo "@@error cannot enter $1"; exit 3; }
 PYTHON=$2
 export PYTHON
 wrapper=$3
 shift 3
-if [ -f .bundle.tar.gz ]; then
-  tar -xzf .bundle.tar.gz || { echo "@@error cannot unpack the bundle in $PWD"; exit 3; }
-  rm -f .bundle.tar.gz
-fi
-mkdir -p output/logs output/pids || { echo "@@error cannot write in $PWD/output"; exit 3; }
-command -v setsid >/dev/null 2>&1 || { echo "@@error setsid is not installed"; exit 3; }
+""" + UNPACK + f"""
+command -v setsid >/dev/null 2>&1 || {{ echo "@@error setsid is not installed"; exit 3; }}
 for t in "$@"; do
-  rm -f "output/pids/$t.exit" "output/pids/$t.pid"
-  setsid nohup sh -c "$wrapper" dtgui-task "$t" >> "output/logs/$t.log" 2>&1 < /dev/null &
+  rm -f "{exit_file("$t")}" "{pid_file("$t")}"
+  setsid nohup sh -c "$wrapper" {WRAPPER_NAME} "$t" >> "{log_file("$t")}" 2>&1 < /dev/null &
   echo "@@bgpid $t $!"
 done
 for t in "$@"; do
   n=0
-  while [ ! -s "output/pids/$t.pid" ] && [ "$n" -lt 250 ]; do sleep 0.02; n=$((n + 1)); done
-  [ -s "output/pids/$t.pid" ] && echo "@@pid $t $(cat "output/pids/$t.pid")"
+  while [ ! -s "{pid_file("$t")}" ] && [ "$n" -lt 250 ]; do sleep 0.02; n=$((n + 1)); done
+  [ -s "{pid_file("$t")}" ] && echo "@@pid $t $(cat "{pid_file("$t")}")"
 done
 """
 
 # POLL DIR MAXBYTES [STEM PGID EVOFF LOGOFF]...: liveness first, then exit codes and data.
-POLL_SCRIPT = r"""
-cd "$1" || { echo "@@error cannot enter $1"; exit 3; }
+POLL_SCRIPT = rf"""
+cd "$1" || {{ echo "@@error cannot enter $1"; exit 3; }}
 max=$2
 shift 2
 echo "@@now $(date +%s.%N 2>/dev/null)"
@@ -55,8 +78,8 @@ for a in "$@"; do
 done
 echo "@@ps"
 cat /proc/[0-9]*/stat 2>/dev/null | awk -v want="$want" \
-  '{ sub(/^.*\) /, ""); if (index(want, " " $3 " ") > 0) print $3, $1 }'
-emit() {
+  '{{ sub(/^.*\) /, ""); if (index(want, " " $3 " ") > 0) print $3, $1 }}'
+emit() {{
   if [ -f "$3" ]; then size=$(( $(wc -c < "$3") )); else size=0; fi
   n=$((size - $4))
   [ "$n" -gt "$max" ] && n=$max
@@ -67,13 +90,13 @@ emit() {
   elif [ "$n" -lt 0 ]; then
     echo "@@trunc $1 $2 $size"
   fi
-}
+}}
 while [ $# -ge 4 ]; do
   code=-
-  [ -s "output/pids/$1.exit" ] && code=$(cat "output/pids/$1.exit")
+  [ -s "{exit_file("$1")}" ] && code=$(cat "{exit_file("$1")}")
   echo "@@exit $1 $code"
-  emit "$1" ev "output/events-$1.jsonl" "$3"
-  emit "$1" log "output/logs/$1.log" "$4"
+  emit "$1" ev "{events_file("$1")}" "$3"
+  emit "$1" log "{log_file("$1")}" "$4"
   shift 4
 done
 echo "@@end"

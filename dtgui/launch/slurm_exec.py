@@ -17,60 +17,49 @@ task's events, log and exit file from the bundle directory on the shared filesys
 
 `signal(SIGTERM)` is `scancel`, `signal(SIGKILL)` is `scancel --full --signal=KILL`: the job,
 every step and every process of it end, and nothing is left in the queue.
+
+Written once over the host layer: Slurm's commands go through `runner` (on the login node),
+the run directory's files through `host` (this machine: `LocalHost`; a cluster's login node
+over SSH: `RemoteSlurmExecutor`).
 """
 
 from __future__ import annotations
 
+import posixpath
 import signal as signals
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dtgui.core.bundle import Bundle
-from dtgui.core.events import Event, parse_events
+from dtgui.core.events import Event
 from dtgui.core.plan import TaskSpec
 from dtgui.core.slurm import JOB_FILE, SlurmError
 from dtgui.core.slurm_answers import JobStatus
-from dtgui.launch.executor import LOCAL_MAX_CHUNK, Executor, MachinePoll, TaskPoll, split_log
-from dtgui.launch.local_exec import read_chunk, read_exit_code
+from dtgui.launch.executor import Executor, MachinePoll, TaskFiles, TaskPoll
+from dtgui.launch.host import CopyProgress, Host, LocalHost, bundle_archive
 from dtgui.remote import slurm
+from dtgui.worker import layout
 
 if TYPE_CHECKING:
     from dtgui.remote.commands import CommandRunner
-    from dtgui.remote.transfer import CopyProgress
 
 JOB_LOG_LINES = 20  # lines of the batch step's log shown when the job ends
-
-
-@dataclass
-class TaskFiles:
-    """What one poll read of a task's files."""
-
-    exit_code: int | None = None
-    raw_events: bytes = b""
-    raw_log: bytes = b""
-    behind: bool = False  # more to read than one poll takes
-
-    @property
-    def events(self) -> list[Event]:
-        return parse_events(self.raw_events)
-
-    @property
-    def log_lines(self) -> list[str]:
-        return split_log(self.raw_log)
+JOB_LOG_BYTES = 64 * 1024  # the end of the batch step's log read for them
 
 
 class SlurmExecutor(Executor):
     """The tasks of `bundle` as one Slurm job submitted on the login node `runner` reaches;
-    `run_dir`: the bundle directory on the shared filesystem (here, for now)."""
+    `run_dir`: the bundle directory on the shared filesystem, read through `host` (default
+    this machine)."""
 
     def __init__(self, name: str, bundle: Bundle, tasks: Iterable[TaskSpec],
-                 runner: CommandRunner, run_dir: str) -> None:
+                 runner: CommandRunner, run_dir: str, host: Host | None = None) -> None:
         super().__init__(name, bundle, tasks)
         self.runner = runner
         self.run_dir = run_dir
+        self.host = host or LocalHost(name)
+        self.mirrors = self.host.mirrors
         self.status: JobStatus | None = None  # the last look at the job
         self._told = ""  # the queue sentence last written to the log
         self._job_log_shown = False
@@ -84,27 +73,27 @@ class SlurmExecutor(Executor):
     def directory(self) -> str:
         return self.run_dir
 
-    @property
-    def _out(self) -> Path:
-        return Path(self.run_dir) / "output"
-
     def adopt(self, pids: dict[str, int]) -> None:
         super().adopt(pids)
         if self.pids and not self.job_id:
             self.job_id = str(next(iter(self.pids.values())))
 
     def prepare(self, progress: CopyProgress | None = None) -> None:
-        for sub in ("logs", "pids"):
-            (self._out / sub).mkdir(parents=True, exist_ok=True)
+        """The bundle in the run directory, with the tasks' output directories (copied as
+        one archive and unpacked there when the files are on another machine)."""
+        if self.archive is None and self.host.mirrors:
+            self.archive = bundle_archive(self.bundle)
+        self.host.prepare_dir(self.run_dir, self.archive, make_dir=not self.dir_ready,
+                              progress=progress)
 
     def busy_ports(self) -> list[str]:
         return []  # the tasks' ports are chosen on the nodes, from the job id
 
     def _clear_exit_codes(self) -> None:
         """A resubmission starts with no exit codes."""
-        self.prepare()
-        for task in self.tasks:
-            (self._out / "pids" / f"{task.file_stem}.exit").unlink(missing_ok=True)
+        if not self.host.mirrors:
+            self.host.prepare_dir(self.run_dir, None)
+        self.host.remove(self.run_dir, [layout.exit_file(t.file_stem) for t in self.tasks])
 
     def start(self) -> dict[str, int]:
         self._clear_exit_codes()
@@ -155,8 +144,8 @@ class SlurmExecutor(Executor):
             elif status.ended or not status.state:
                 poll.alive = False
             found = files[tid]
-            poll.raw_events, poll.events = found.raw_events, found.events
-            poll.raw_log, poll.log_lines = found.raw_log, found.log_lines
+            poll.raw_events, poll.events = found.raw_events, list(found.events)
+            poll.raw_log, poll.log_lines = found.raw_log, list(found.log_lines)
             result.behind |= found.behind
             if i == 0:
                 poll.log_lines = notes + poll.log_lines
@@ -195,27 +184,15 @@ class SlurmExecutor(Executor):
         self._told = text
         return [f"[dtgui] {text}"]
 
-    # -- the files in the run directory (here; over SSH in RemoteSlurmExecutor) ----------
+    # -- the files in the run directory -------------------------------------------------
     def _read_files(self) -> dict[str, TaskFiles]:
         """Every task's exit code (None: not written) and the new lines of its files."""
-        out = {}
-        for task in self.tasks:
-            tid = task.task_id
-            found = TaskFiles(read_exit_code(self._out / "pids" / f"{task.file_stem}.exit"))
-            chunk = read_chunk(self._out / f"events-{task.file_stem}.jsonl",
-                               self._events[tid].offset)
-            found.behind |= len(chunk) >= LOCAL_MAX_CHUNK
-            found.raw_events = self._events[tid].take(chunk)
-            chunk = read_chunk(self._out / "logs" / f"{task.file_stem}.log",
-                               self._logs[tid].offset)
-            found.behind |= len(chunk) >= LOCAL_MAX_CHUNK
-            found.raw_log = self._logs[tid].take(chunk)
-            out[tid] = found
-        return out
+        seen = self.host.read_tasks(self.run_dir, self.task_reads(pgids=False))
+        return self.take_files(seen, self.host.max_chunk)
 
     def _job_log_text(self) -> str:
-        return read_chunk(self._out / "logs" / f"slurm-{self.job_id}.log", 0).decode(
-            "utf-8", "replace")
+        return self.host.read_tail(self.run_dir, layout.job_log_file(self.job_id),
+                                   JOB_LOG_BYTES).decode("utf-8", "replace")
 
     def _job_log_tail(self) -> list[str]:
         lines = [line for line in self._job_log_text().splitlines() if line.strip()]
@@ -236,6 +213,16 @@ class SlurmExecutor(Executor):
         elif signals.SIGTERM in sigs or signals.SIGINT in sigs:
             self._cancelled = True
             slurm.cancel(self.runner, self.job_id)
+
+
+    def fetch_output(self, name: str) -> int:
+        if not self.host.mirrors:
+            return 0  # the run directory is the local bundle's
+        return self.host.download_tree(posixpath.join(self.run_dir, layout.OUTPUT_DIR, name),
+                                       self.bundle.output / name)
+
+    def close(self) -> None:
+        self.host.close()
 
 
 __all__ = ["SlurmError", "SlurmExecutor"]

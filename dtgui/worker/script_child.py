@@ -21,6 +21,7 @@ import sys
 import time
 
 from .events import EventWriter
+from .layout import task_dir_names
 from .plan import BUNDLE_PROJECT_DIR, MetricsTasks, Plan, ScriptModel
 from .printed_metrics import MAX_LINE, LineParser, LineResult, metric_name
 from .script_env import expand_references, is_loss_tag, task_paths
@@ -71,7 +72,7 @@ class ScriptChild(Child):
             self._on_scalar,
             shared=[self.cwd, out_dir],  # where the script may write on its own (e.g. ./logs)
             skip=[os.path.join(out_dir, d) for d in ("tensorboard", "script", "checkpoints",
-                                                     "logs", "pids")])
+                                                     *task_dir_names())])
 
     def command(self) -> list[str]:
         return [sys.executable, self.script.entry,

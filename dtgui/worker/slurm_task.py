@@ -11,8 +11,9 @@ many on each node of DTGUI_SLURM_HOSTS. Every task listens on BASE + rank, BASE 
 job id: tasks that share a node (or nodes that share an address) never collide, and two jobs
 on one node collide only if their ids are 1000 jobs apart modulo the port range.
 
-The task's output goes to output/logs/<task>.log, its exit code to output/pids/<task>.exit,
-as for a task dtgui starts itself (dtgui.launch.executor).
+The task runs in the task wrapper every task of dtgui runs in (`layout.WRAPPER`: its pid and
+exit code in output/pids, its output in output/logs), in the mode that records a task Slurm
+stopped by a signal (time limit, scancel) as ended by that signal.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
+
+from .layout import TASK_DIRS, log_file, wrapper_argv
+from .tf_config import split_task_id, task_tf_config, tf_cluster
 
 PORT_LOW = 20000
 PORT_SPAN = 40000
@@ -52,16 +55,14 @@ def port_base(job_id: str) -> int:
     return PORT_LOW + (digits * PORTS_PER_JOB) % PORT_SPAN
 
 
-def tf_config(task_ids: list[str], rank: int, hosts: list[str], counts: list[int],
-              job_id: str) -> dict[str, object]:
-    """The TF_CONFIG of the task at `rank`."""
+def allocation_tf_config(task_ids: list[str], rank: int, hosts: list[str], counts: list[int],
+                         job_id: str) -> dict[str, object]:
+    """The TF_CONFIG of the task at `rank`: rank r listens on its node's address, port
+    base + r."""
     base = port_base(job_id)
-    cluster: dict[str, list[str]] = {}
-    for r, tid in enumerate(task_ids):
-        kind = tid.split(":")[0]
-        cluster.setdefault(kind, []).append(f"{hosts[node_of_rank(r, counts)]}:{base + r}")
-    kind, _, index = task_ids[rank].partition(":")
-    return {"cluster": cluster, "task": {"type": kind, "index": int(index)}}
+    cluster = tf_cluster((*split_task_id(tid), f"{hosts[node_of_rank(r, counts)]}:{base + r}")
+                         for r, tid in enumerate(task_ids))
+    return task_tf_config(cluster, *split_task_id(task_ids[rank]))
 
 
 def node_addresses(nodelist: str) -> list[str]:
@@ -93,37 +94,28 @@ def main(argv: list[str] | None = None) -> int:
                             or env.get("SLURM_TASKS_PER_NODE", "1"))
     hosts = env.get("DTGUI_SLURM_HOSTS", "").split() or \
         node_addresses(env.get("SLURM_STEP_NODELIST") or env["SLURM_JOB_NODELIST"])
-    config = tf_config(task_ids, rank, hosts, counts, env.get("SLURM_JOB_ID", "0"))
+    config = allocation_tf_config(task_ids, rank, hosts, counts, env.get("SLURM_JOB_ID", "0"))
     stem = task_ids[rank].replace(":", "-")
-    os.makedirs("output/logs", exist_ok=True)
-    os.makedirs("output/pids", exist_ok=True)
-    child_env = {**env, "TF_CONFIG": json.dumps(config)} if len(task_ids) > 1 else dict(env)
-    with open(f"output/pids/{stem}.pid", "w") as f:
-        f.write(f"{os.getpid()}\n")
-    with open(f"output/logs/{stem}.log", "ab") as log:
-        node = env.get("SLURMD_NODENAME", "") or hosts[node_of_rank(rank, counts)]
-        listens = f", listening on {hosts[node_of_rank(rank, counts)]}:" \
-            f"{port_base(env.get('SLURM_JOB_ID', '0')) + rank}" if len(task_ids) > 1 else ""
-        log.write(f"[dtgui] {task_ids[rank]} is rank {rank} of Slurm job "
+    for directory in TASK_DIRS:
+        os.makedirs(directory, exist_ok=True)
+    if len(task_ids) > 1:
+        os.environ["TF_CONFIG"] = json.dumps(config)
+    node = env.get("SLURMD_NODENAME", "") or hosts[node_of_rank(rank, counts)]
+    listens = f", listening on {hosts[node_of_rank(rank, counts)]}:" \
+        f"{port_base(env.get('SLURM_JOB_ID', '0')) + rank}" if len(task_ids) > 1 else ""
+    # the wrapper's output and the task's go to the task's log, as for a task dtgui starts
+    log = os.open(log_file(stem), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.write(log, f"[dtgui] {task_ids[rank]} is rank {rank} of Slurm job "
                   f"{env.get('SLURM_JOB_ID', '?')} on {node}{listens}\n".encode())
-        log.flush()
-        child = subprocess.Popen(["sh", f"tasks/{stem}.sh"], stdin=subprocess.DEVNULL,
-                                 stdout=log, stderr=subprocess.STDOUT, env=child_env)
-        stopped: list[int] = []
-
-        def forward(signum: int, _frame: object) -> None:
-            stopped.append(signum)
-            child.send_signal(signum)
-
-        for sig in (signal.SIGTERM, signal.SIGINT):  # Slurm's time limit, scancel
-            signal.signal(sig, forward)
-        code = child.wait()
-    # a task Slurm stopped ended by its signal (128 + N), whatever its training process said:
-    # the job's state tells why (time limit, cancelled, preempted)
-    code = 128 + stopped[0] if stopped else code if code >= 0 else 128 - code
-    with open(f"output/pids/{stem}.exit", "w") as f:
-        f.write(f"{code}\n")
-    return code
+    null = os.open(os.devnull, os.O_RDONLY)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    argv = wrapper_argv(stem, signalled=True)
+    os.execvp(argv[0], argv)
+    return 127  # not reached: exec replaces this process (or raises)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import sys
 import traceback
 
 from .events import EventWriter
+from .layout import events_name
 from .model_file import UserError, describe_failure
 from .netcheck import tpu_precheck
 from .plan import Plan, PlanError
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     out_dir = os.path.abspath(args.out)
     plan_path = os.path.abspath(args.plan)
-    events = EventWriter(os.path.join(out_dir, f"events-{task_slug(args.task)}.jsonl"),
+    events = EventWriter(os.path.join(out_dir, events_name(task_slug(args.task))),
                          args.task)
     try:
         if args.child:

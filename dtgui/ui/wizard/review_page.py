@@ -35,7 +35,13 @@ from dtgui.core.plan_text import (
     script_rows,
     validation_text,
 )
-from dtgui.core.slurm import JOB_FILE, LOCAL_CLUSTER, SlurmJob, batch_script
+from dtgui.core.slurm import (
+    JOB_FILE,
+    LOCAL_CLUSTER,
+    SlurmJob,
+    batch_script,
+    tf_config_on_nodes,
+)
 from dtgui.core.slurm_bundle import place_on_cluster
 from dtgui.core.strategies import STRATEGIES
 
@@ -209,7 +215,10 @@ class ReviewPage(QWizardPage):
             return self.slurm_problems + validate(plan, usable_gpus=None)
         placement = [self.placement_error] if self.placement_error else []
         gpus = self.ctx.usable_gpus_for(plan)
-        return placement + validate(plan, usable_gpus=gpus) + busy_ports(plan)
+        busy = busy_ports(plan)
+        if busy:  # the page's own way to choose other ports
+            busy.append("Press Re-plan ports to choose free ones.")
+        return placement + validate(plan, usable_gpus=gpus) + busy
 
     def isComplete(self) -> bool:
         if self._plan is not None and self.slurm_job is not None:
@@ -366,15 +375,8 @@ class ReviewPage(QWizardPage):
 
 
 def _slurm_tf_config(plan: Plan, job: SlurmJob, rank: int) -> str:
-    """What a task's TF_CONFIG will be on the nodes: its shape, with the addresses and ports
-    Slurm's allocation gives (dtgui_worker.slurm_task forms it there)."""
-    cluster: dict[str, list[str]] = {}
-    for r, task in enumerate(plan.tasks):
-        cluster.setdefault(task.type, []).append(
-            f"<node {r // job.tasks_per_node + 1}>:<port base + {r}>")
-    task = plan.tasks[rank]
-    config = {"cluster": cluster, "task": {"type": task.type, "index": task.index}}
+    """What a task's TF_CONFIG will be on the nodes (dtgui_worker.slurm_task forms it there)."""
     return ("# Formed on the node when the job starts (dtgui_worker.slurm_task): the nodes'\n"
             "# addresses from Slurm's allocation, and a port per rank from a base drawn from\n"
             "# the job id, so tasks sharing a node never share a port.\n"
-            + json.dumps(config, indent=2) + "\n")
+            + json.dumps(tf_config_on_nodes(plan, job, rank), indent=2) + "\n")
