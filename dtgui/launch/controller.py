@@ -37,7 +37,6 @@ from dtgui.core.runs import RunRecord
 from dtgui.core.stragglers import describe, find_stragglers
 from dtgui.launch.drivers import local_executor
 from dtgui.launch.executor import Executor, MachinePoll, mirror
-from dtgui.launch.local_exec import LocalExecutor
 from dtgui.launch.policy import RunPolicy, exit_text, reap_later
 from dtgui.launch.run_source import BundledRun
 from dtgui.remote.parallel import each, each_value
@@ -45,9 +44,6 @@ from dtgui.remote.parallel import each, each_value
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.2
 MODEL_OUTPUT = "model"  # output/model: the trained model the chief saves
-LOCAL_POLL_SECONDS = 0.2  # this machine: a /proc scan in-process
-REMOTE_POLL_SECONDS = 0.5  # a remote machine whose tasks are training
-REMOTE_START_POLL_SECONDS = 1.0  # ... still starting (importing TensorFlow): poll less
 STRAGGLER_SECONDS = 2.0
 LOG_TAIL_LINES = 3
 
@@ -106,8 +102,8 @@ class RunController(BundledRun):
     # -- public API ------------------------------------------------------------------------
     def start(self, check_ports: bool = True) -> None:
         """Check ports, start every task on every machine (in parallel), then watch."""
-        if len(self.executors) == 1 and isinstance(self.executors[0], LocalExecutor) \
-                and any(not t.is_local for t in self.bundle.plan.tasks):
+        followed = {tid for ex in self.executors for tid in ex.task_ids}
+        if any(t.task_id not in followed for t in self.bundle.plan.tasks):
             raise LaunchError("This bundle's tasks run on other machines: start it from the app, "
                               "or run `bash run.sh MACHINE` on each machine (see its README).")
         checked = each_value(lambda ex: ex.busy_ports(), self.executors if check_ports else [],
@@ -168,8 +164,7 @@ class RunController(BundledRun):
 
     def pgids(self) -> list[int]:
         """Process groups of this machine's tasks."""
-        return [p for ex in self.executors if isinstance(ex, LocalExecutor)
-                for p in ex.pids.values()]
+        return [p for ex in self.executors for p in ex.local_pgids()]
 
     # -- starting --------------------------------------------------------------------------
     def _start_all(self) -> None:
@@ -233,12 +228,10 @@ class RunController(BundledRun):
     def _poll_round(self, wait: float = 0.3) -> None:
         now = time.monotonic()
         for ex in self.executors:
-            if isinstance(ex, LocalExecutor):
-                interval = LOCAL_POLL_SECONDS
-            elif any(t in self._stepping for t in ex.task_ids):
-                interval = REMOTE_POLL_SECONDS
+            if any(t in self._stepping for t in ex.task_ids):
+                interval = ex.poll_seconds
             else:
-                interval = REMOTE_START_POLL_SECONDS
+                interval = ex.start_poll_seconds
             if ex.name in self._behind:
                 interval = 0.0  # catching up (a reattach reads the whole run)
             if ex.name not in self._inflight and \
@@ -421,8 +414,7 @@ class RunController(BundledRun):
             self._signal_all(signal.SIGKILL)
             self._wait_ended(5.0)
         for ex in self.executors:
-            if isinstance(ex, LocalExecutor):
-                ex.reap()
+            ex.reap()
 
     def _stop_all(self, final_state: RunState, message: str) -> None:
         self._end_tasks()

@@ -81,6 +81,10 @@ class Executor(abc.ABC):
     """Starts, watches and signals the tasks of one machine of a run."""
 
     mirrors = False  # True: the events/logs live elsewhere and are copied into the bundle
+    # seconds between polls once its tasks train, and while they start (importing TensorFlow):
+    # a poll of this machine is a /proc scan in this process, elsewhere a round trip
+    poll_seconds = 0.5
+    start_poll_seconds = 1.0
 
     def __init__(self, name: str, bundle: Bundle, tasks: Iterable[TaskSpec]) -> None:
         self.name = name  # the machine ("local" for this machine)
@@ -169,6 +173,13 @@ class Executor(abc.ABC):
 
     def sync_checkpoints_from(self, source: Executor) -> None:  # noqa: B027 - optional
         """Make the chief's checkpoints (on `source`) visible here (restart of a run)."""
+
+    def local_pgids(self) -> list[int]:
+        """The process groups of its tasks that run on this machine (none elsewhere)."""
+        return []
+
+    def reap(self) -> None:  # noqa: B027 - no children of this process by default
+        """Collect the exit statuses of this process's ended children (no zombies)."""
 
     def close(self) -> None:  # noqa: B027 - nothing to release by default
         """Release connections; the tasks keep running."""

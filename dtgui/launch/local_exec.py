@@ -20,6 +20,7 @@ from dtgui.launch.process_exec import ProcessExecutor
 
 class LocalExecutor(ProcessExecutor):
     host: LocalHost
+    poll_seconds = start_poll_seconds = 0.2
 
     def __init__(self, bundle: Bundle, tasks: Iterable[TaskSpec] | None = None,
                  python: str | None = None, name: str = "local") -> None:
@@ -31,6 +32,8 @@ class LocalExecutor(ProcessExecutor):
         """The wrappers this process started (by task file stem)."""
         return self.host.procs
 
+    def local_pgids(self) -> list[int]:
+        return list(self.pids.values())
+
     def reap(self) -> None:
-        """Collect the exit statuses of ended children (no zombies are left)."""
         self.host.reap()

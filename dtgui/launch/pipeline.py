@@ -57,8 +57,8 @@ from dtgui.launch.drivers import (
     local_target,
     target_of_record,
 )
-from dtgui.launch.drivers.base import bundle_archive
 from dtgui.launch.executor import Executor
+from dtgui.launch.host import bundle_archive
 from dtgui.launch.launch_state import (
     Launch,
     LaunchProgress,

@@ -85,7 +85,10 @@ class Driver:
         raise NotImplementedError
 
     def upload(self, executor: Executor, archive: bytes, copied: Copied) -> None:
-        """The bundle (`archive`) copied to a target reached over SSH."""
+        """The bundle (`archive`, made once for every target of the launch) copied to a
+        target reached over a connection."""
+        executor.archive = archive
+        executor.prepare(copied)
 
     def started(self, executor: Executor) -> str:
         """What the command line says once the target's tasks started."""
@@ -130,9 +133,3 @@ def registered(machine: Machine | None, name: str,
     found = registry.find(name) if registry is not None else None
     return found or machine
 
-
-def bundle_archive(bundle: Bundle) -> bytes:
-    """The bundle as the archive every remote target is sent."""
-    from dtgui.launch.ssh_exec import bundle_archive as archive
-
-    return archive(bundle)

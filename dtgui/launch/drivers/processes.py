@@ -8,7 +8,7 @@ from __future__ import annotations
 import socket
 from typing import TYPE_CHECKING
 
-from dtgui.core.cluster import PlacementError, place_plan
+from dtgui.core.cluster import PlacementError, place_plan, port_in_use
 from dtgui.core.machines import MachineRegistry
 from dtgui.core.plan import Plan
 from dtgui.launch.drivers.base import Driver, Refused, command_runner
@@ -46,9 +46,7 @@ class ProcessDriver(Driver):
         problems = list(result.problems)
         if script is not None and result.executable:
             problems += machine_problems(script, result)
-        problems += [f"Port {t.port} on {target.label} (task {t.task_id}) is in use by "
-                     "another process: choose other ports (or stop that process)."
-                     for t in launch.plan.tasks if launch.keep_ports and t.port
+        problems += [port_in_use(t.port, t.task_id, target.label) for t in launch.plan.tasks if launch.keep_ports and t.port
                      and launch.assignments.get(t.task_id) == target.name
                      and t.port in result.busy_ports]
         return problems

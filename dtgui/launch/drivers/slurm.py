@@ -21,7 +21,7 @@ from dtgui.core.machines import Machine, MachineRegistry
 from dtgui.core.plan import LOCAL_MACHINE, Plan
 from dtgui.core.runs import MachineRecord
 from dtgui.core.slurm import LOCAL_CLUSTER, SlurmError, SlurmJob
-from dtgui.launch.drivers.base import Copied, Driver, Refused, command_runner
+from dtgui.launch.drivers.base import Driver, Refused, command_runner
 from dtgui.launch.executor import Executor
 from dtgui.launch.launch_state import Launch
 from dtgui.launch.targets import Target
@@ -128,13 +128,6 @@ class SlurmDriver(Driver):
         from dtgui.launch.slurm_exec import SlurmExecutor
 
         return SlurmExecutor(target.name, bundle, tasks, command_runner(target, None), run_dir)
-
-    def upload(self, executor: Executor, archive: bytes, copied: Copied) -> None:
-        from dtgui.launch.slurm_remote import RemoteSlurmExecutor
-
-        assert isinstance(executor, RemoteSlurmExecutor)
-        executor.archive = archive
-        executor.prepare(copied)
 
     def started(self, executor: Executor) -> str:
         from dtgui.launch.slurm_exec import SlurmExecutor

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from dtgui.core.bundle import Bundle
 from dtgui.core.machines import Machine, MachineRegistry
 from dtgui.core.runs import MachineRecord
-from dtgui.launch.drivers.base import Copied, registered
+from dtgui.launch.drivers.base import registered
 from dtgui.launch.drivers.processes import ProcessDriver
 from dtgui.launch.executor import Executor
 from dtgui.launch.launch_state import Launch
@@ -55,13 +55,6 @@ class SshDriver(ProcessDriver):
                                remote_dir=run_dir, python=target.interpreter, client=client)
         executor.dir_ready = dir_ready
         return executor
-
-    def upload(self, executor: Executor, archive: bytes, copied: Copied) -> None:
-        from dtgui.launch.ssh_exec import SshExecutor
-
-        assert isinstance(executor, SshExecutor)
-        executor.archive = archive
-        executor.prepare(copied)
 
     def reattach(self, rec: MachineRecord, registry: MachineRegistry | None) -> Target:
         machine = registered(Machine.from_dict(rec.machine), rec.name, registry)
