@@ -356,7 +356,7 @@ def test_ctrl_c_in_dtgui_run_cancels_the_job(slurm: SlurmCluster, tmp_path: Path
 def test_a_users_script_on_two_nodes(slurm: SlurmCluster, tmp_path: Path) -> None:
     """The user's own training script, one task a node, its curves live from the
     TensorBoard files it writes (the script needs no TensorFlow)."""
-    model = ScriptModel(str(SCRIPTS / "sleepy_loop"), "train.py", ("4", "0.3"))
+    model = ScriptModel(str(SCRIPTS / "sleepy_loop"), "train.py", ("6", "0.4"))
     controller = launch(mwms(10, "slurm-script").with_changes(model=model), tmp_path,
                         sys.executable)
     deadline = time.monotonic() + 60
@@ -366,7 +366,7 @@ def test_a_users_script_on_two_nodes(slurm: SlurmCluster, tmp_path: Path) -> Non
         assert time.monotonic() < deadline, "no curve from the script"
     assert controller.wait(60) and controller.state is RunState.FINISHED, controller.message
     steps, losses = controller.metrics.scalars.snapshot()["train/epoch_loss"]["worker:0"]
-    assert list(steps) == [0, 1, 2, 3] and losses[-1] == pytest.approx(0.25)
+    assert list(steps) == [0, 1, 2, 3, 4, 5] and losses[-1] == pytest.approx(1 / 6)
     assert any("on node2" in line for line in controller.metrics.log_lines("worker:1"))
     nothing_left(slurm, controller)
 

@@ -46,6 +46,9 @@ POLL_SECONDS = 0.2
 MODEL_OUTPUT = "model"  # output/model: the trained model the chief saves
 STRAGGLER_SECONDS = 2.0
 LOG_TAIL_LINES = 3
+# events that say a task trains (its steps, or a script's numbers and progress): its machine
+# is polled at the training rate from then on
+TRAINING_KINDS = (*STEP_KINDS, "scalar", "progress")
 
 
 class LaunchError(RuntimeError):
@@ -92,7 +95,7 @@ class RunController(BundledRun):
     def _reset_watch(self) -> None:
         now = time.monotonic()
         self._hung: set[str] = set()
-        self._stepping: set[str] = set()  # tasks that reported a step (polled more often)
+        self._stepping: set[str] = set()  # tasks that reported training (polled more often)
         self._ended: dict[str, int | None] = {}
         self._last_event = {tid: now for tid in self._exec_of}
         self._unreachable: dict[str, str] = {}  # machine -> why its last poll failed
@@ -268,7 +271,7 @@ class RunController(BundledRun):
             if tp.events or tp.queued:  # a task waiting in a queue is not hung
                 self.metrics.add_events(tp.events)
                 self._last_event[tid] = now
-                if any(e.kind in STEP_KINDS for e in tp.events):
+                if any(e.kind in TRAINING_KINDS for e in tp.events):
                     self._stepping.add(tid)
             if tp.log_lines:
                 self.metrics.add_log_lines(tid, tp.log_lines)
