@@ -29,7 +29,7 @@ from dtgui.core.device_use import (
     unhelped_summary,
 )
 from dtgui.core.events import Event
-from dtgui.core.metrics import RunMetrics
+from dtgui.core.live_run import LiveRun
 from dtgui.core.network_pairs import LinkProbe
 from dtgui.core.run_curves import RunCurves
 from dtgui.worker.events import EventWriter
@@ -173,7 +173,7 @@ def test_the_card_shows_each_devices_use_and_the_traffic_and_the_split_card_the_
     from dtgui.worker.plan import Plan, ScriptModel
     from dtgui.worker.strategies import Strategy
 
-    metrics = RunMetrics(100)
+    metrics = LiveRun(100)
     for task, machine in (("worker:0", "h2"), ("worker:1", "h3")):
         metrics.set_task_machine(task, machine)
     events = [event("started", "worker:0", 100.0, steps=100, replica_ids=[0]),
@@ -207,7 +207,7 @@ def test_the_card_shows_each_devices_use_and_the_traffic_and_the_split_card_the_
     assert "dtgui_worker.report" in text
     assert "worker:1 gpu0 42 % busy, idle 50 % of the time — it waits" in text
     # one machine: its tasks talk over loopback, no traffic line
-    solo = RunMetrics(100)
+    solo = LiveRun(100)
     solo.add_events(events[:1])
     dash.attach(FakeRun(solo, plan=plan))
     dash.refresh()

@@ -259,9 +259,9 @@ def test_over_a_throttled_link_the_doctor_measures_its_rate_and_the_run_is_commu
     import remote_python
 
     from dtgui.core.bottleneck import COMMUNICATION, verdict
-    from dtgui.core.cluster import assign
     from dtgui.core.device_use import link_share, traffic_text
     from dtgui.core.network_pairs import ring_allreduce_seconds
+    from dtgui.core.placement import assign
     from dtgui.core.plan import ModelFile, Plan
     from dtgui.core.strategies import Strategy
     from dtgui.launch.pipeline import launch_plan

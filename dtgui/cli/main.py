@@ -255,7 +255,7 @@ def _place(plan: Plan, args: argparse.Namespace) -> tuple[Plan, list[str]]:
     """On the machines the options name, else on this machine (free ports, or from
     --base-port). Raises ValueError (ExportOptionError with `problems`)."""
     from dtgui.cli.machines import check_base_port, place_from_args
-    from dtgui.core.cluster import place_local, task_layout
+    from dtgui.core.placement import place_local, task_layout
 
     if wants_machines(args):
         return place_from_args(plan, args)

@@ -6,7 +6,7 @@ validation loss and metrics, the learning rate, a script's scalars, the wall tim
 point, and the final loss. A task restarted from a checkpoint rewinds its curves to the
 resumed step (the steps after it are trained again) instead of drawing them twice.
 
-The live dashboard (`dtgui.core.metrics.RunMetrics`, which holds one under its lock), Compare
+The live dashboard (`dtgui.core.live_run.LiveRun`, which holds one under its lock), Compare
 (`dtgui.core.compare`), the run history and the CLI all read runs through it, so they show the
 same curves and the same final loss.
 
@@ -270,7 +270,7 @@ def step_batches(events: Iterable[Event]) -> Iterator[Event | StepBatch]:
 # -- the reducer ------------------------------------------------------------------------------
 
 class RunCurves:
-    """A run's curves, folded from its events in order (not thread-safe: `RunMetrics` holds
+    """A run's curves, folded from its events in order (not thread-safe: `LiveRun` holds
     one under its lock; Compare and the history read a bundle into one of their own).
 
     The run's mean loss and its final loss come from its main task: the first, in task

@@ -1,6 +1,6 @@
 """Straggler detection: a worker clearly slower than the rest.
 
-Input: the per-task throughput series of `RunMetrics` (examples/s at each reported step).
+Input: the per-task throughput series of `LiveRun` (examples/s at each reported step).
 A worker is a straggler when the median of its last `window` reports is below `ratio` times
 the median of the other workers' recent throughput, with at least `min_reports` reports each.
 Synchronous strategies (MultiWorkerMirrored) make every worker wait for the slowest, so there

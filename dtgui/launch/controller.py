@@ -2,7 +2,7 @@
 
 `RunController` follows one run: a monitor thread polls every machine's executor (each
 machine on its own schedule, so an unreachable one never delays the others), feeds events and
-log lines into `RunMetrics` (mirroring remote files into the local bundle), and applies the
+log lines into `LiveRun` (mirroring remote files into the local bundle), and applies the
 policy:
 
 * a task that exits with an error, dies without a word, is stopped (SIGSTOP: hung), writes no
@@ -31,7 +31,7 @@ from concurrent.futures import wait as wait_futures
 
 from dtgui.core.bundle import Bundle, primary_tasks
 from dtgui.core.events import STEP_KINDS
-from dtgui.core.metrics import RunMetrics
+from dtgui.core.live_run import LiveRun
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
 from dtgui.core.stragglers import describe, find_stragglers
@@ -56,11 +56,11 @@ class LaunchError(RuntimeError):
 
 
 class RunController(BundledRun):
-    def __init__(self, bundle: Bundle, metrics: RunMetrics | None = None,
+    def __init__(self, bundle: Bundle, metrics: LiveRun | None = None,
                  python: str | None = None, *, executors: list[Executor] | None = None,
                  record: RunRecord | None = None, policy: RunPolicy | None = None) -> None:
         self.bundle = bundle
-        self.metrics = metrics or RunMetrics(bundle.plan.steps)
+        self.metrics = metrics or LiveRun(bundle.plan.steps)
         self.python = python or sys.executable
         self.executors = executors or [local_executor(bundle, self.python)]
         self.record = record
@@ -109,7 +109,7 @@ class RunController(BundledRun):
         if any(t.task_id not in followed for t in self.bundle.plan.tasks):
             raise LaunchError("This bundle's tasks run on other machines: start it from the app, "
                               "or run `bash run.sh MACHINE` on each machine (see its README).")
-        checked = each_value(lambda ex: ex.busy_ports(), self.executors if check_ports else [],
+        checked = each_value(lambda ex: ex.port_conflicts(), self.executors if check_ports else [],
                              name="dtgui-ports")
         problems = [p for found in checked for p in found]
         if problems:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dtgui.core.bundle import Bundle
-from dtgui.core.cluster import machine_key
+from dtgui.core.placement import machine_key
 from dtgui.core.plan import Plan
 from dtgui.core.runs import RunRecord
 from dtgui.launch.policy import RunPolicy

@@ -14,8 +14,8 @@ import threading
 from pathlib import Path
 
 from dtgui.core.bundle import Bundle
-from dtgui.core.cluster import tf_config_json
 from dtgui.core.hardware import TfView
+from dtgui.core.placement import placed_tf_config_json
 from dtgui.core.plan import ModelFile
 from dtgui.worker.model_check_result import ModelCheck as ModelCheck
 from dtgui.worker.model_check_result import check_command, read_result
@@ -85,7 +85,7 @@ def check_bundled_model(bundle: Bundle, python: str | None = None) -> str:
     if not isinstance(model, ModelFile):
         return ""
     project = bundle.path / model.project if model.project else None
-    config = tf_config_json(bundle.plan, bundle.plan.tasks[0]) if bundle.plan.tasks else ""
+    config = placed_tf_config_json(bundle.plan, bundle.plan.tasks[0]) if bundle.plan.tasks else ""
     result = check_model_file(bundle.path / model.path, python, project=project,
                               env={"TF_CONFIG": config} if config else None)
     return "" if result.ok else f"The model file fails in the run's bundle: {result.error}"

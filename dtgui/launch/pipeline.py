@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dtgui.core.bundle import Bundle, render_bundle
-from dtgui.core.cluster import task_layout
 from dtgui.core.machines import MachineRegistry
+from dtgui.core.placement import task_layout
 from dtgui.core.plan import LOCAL_MACHINE, Plan, PlanError
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord

@@ -32,8 +32,8 @@ from dtgui.core.device_use import (
     traffic_text,
     unhelped_summary,
 )
+from dtgui.core.live_run import TaskState
 from dtgui.core.memory import NEAR_LIMIT, MemoryPeaks, gib, warning_text
-from dtgui.core.metrics import TaskState
 from dtgui.core.network_pairs import (
     LINKS_FILE,
     REFERENCE_PARAMS,

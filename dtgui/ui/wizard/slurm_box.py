@@ -27,8 +27,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.cluster import task_layout
 from dtgui.core.machines import Machine
+from dtgui.core.placement import task_layout
 from dtgui.core.plan import Plan
 from dtgui.core.settings import atomic_write_text, config_dir, read_json_or_backup
 from dtgui.core.slurm import (

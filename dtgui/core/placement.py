@@ -55,15 +55,15 @@ def cluster_spec(tasks: tuple[TaskSpec, ...]) -> dict[str, list[str]]:
     return tf_cluster((t.type, t.index, t.address) for t in tasks)
 
 
-def tf_config(plan: Plan, task: TaskSpec) -> dict[str, Any] | None:
+def placed_tf_config(plan: Plan, task: TaskSpec) -> dict[str, Any] | None:
     """TF_CONFIG for one task, or None for a single-process strategy."""
     if not plan.cluster:
         return None
     return task_tf_config(plan.cluster, task.type, task.index)
 
 
-def tf_config_json(plan: Plan, task: TaskSpec) -> str:
-    config = tf_config(plan, task)
+def placed_tf_config_json(plan: Plan, task: TaskSpec) -> str:
+    config = placed_tf_config(plan, task)
     return json.dumps(config, separators=(",", ":")) if config else ""
 
 
@@ -75,7 +75,7 @@ def port_in_use(port: int, task_id: str, machine: str = "") -> str:
             "ports (or stop that process).")
 
 
-def busy_ports(plan: Plan) -> list[str]:
+def local_port_conflicts(plan: Plan) -> list[str]:
     """Sentences naming every task port on this machine that another process holds."""
     return [port_in_use(t.port, t.task_id) for t in plan.tasks
             if t.port and t.is_local and not port_is_free(t.port)]
