@@ -72,7 +72,7 @@ class QueuedJob:
 
 @dataclass
 class ClusterFacts:
-    """What the probe of a cluster found (`dtgui.remote.slurm.probe`)."""
+    """What the probe of a cluster found (`dtgui.remote.slurm.ask_slurm`)."""
 
     version: str = ""
     partitions: list[Partition] = field(default_factory=list)
@@ -198,7 +198,7 @@ def refusal_text(reason: str) -> str:
 
 
 # -- a job's state -------------------------------------------------------------------------
-PROBE_HINTS = (  # (what Slurm's client says, what to do), first match wins
+SLURM_COMMAND_HINTS = (  # (what Slurm's client says, what to do), first match wins
     (("not found", "No such file"), "Slurm's client (sinfo, squeue, sbatch) is not on the "
      "login node's PATH: install it there (Debian: slurm-client), or register a login node "
      "that has it."),
@@ -211,11 +211,11 @@ PROBE_HINTS = (  # (what Slurm's client says, what to do), first match wins
 )
 
 
-def probe_problem(message: str) -> str:
-    """A failed probe command's message ("sinfo failed: ...", its last line), with what to do."""
+def slurm_command_problem(message: str) -> str:
+    """A failed Slurm command's message ("sinfo failed: ...", its last line), with what to do."""
     lines = [line.strip() for line in message.splitlines() if line.strip()] or [message]
     text = f"{lines[0].partition(': ')[0]}: {lines[-1]}" if len(lines) > 1 else lines[0]
-    for needles, hint in PROBE_HINTS:
+    for needles, hint in SLURM_COMMAND_HINTS:
         if any(n.lower() in message.lower() for n in needles):
             return f"{text.rstrip('.')}. {hint}"
     return text

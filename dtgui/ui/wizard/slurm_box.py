@@ -286,9 +286,9 @@ def local_login_node() -> bool:
 def local_partitions() -> list[Partition]:
     """What `sinfo` says here of the partitions (none when it cannot say)."""
     from dtgui.remote.commands import LocalRunner
-    from dtgui.remote.slurm import probe
+    from dtgui.remote.slurm import ask_slurm
 
-    facts = probe(LocalRunner())
+    facts = ask_slurm(LocalRunner())
     return facts.partitions if facts.version else []
 
 
