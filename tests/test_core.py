@@ -192,7 +192,8 @@ def test_bundle_layout_and_task_scripts(tmp_path: Path) -> None:
     dump = tmp_path / "dump"
     env = {**os.environ, "PYTHON": str(fake), "DUMP": str(dump)}
     subprocess.run(["sh", str(bundle.task_script(plan.tasks[1]))], cwd="/", env=env, check=True)
-    assert json.loads((tmp_path / "dump.tfconfig").read_text()) == placed_tf_config(plan, plan.tasks[1])
+    assert json.loads((tmp_path / "dump.tfconfig").read_text()) == placed_tf_config(
+        plan, plan.tasks[1])
     args = (tmp_path / "dump.args").read_text().split()
     assert args == ["-m", "dtgui_worker.train", "--plan", "plan.json", "--task", "worker:1",
                     "--out", "output"]
