@@ -190,7 +190,8 @@ def main() -> int:
         print(f"the split's calibration, timed inside each dtgui run (median of "
               f"{len(CALIBRATION)}): making the calibration runs {setup:.2f} s once, each "
               f"calibration {each * 1000:.1f} ms, every {CALIBRATE_EVERY_CALLS} calls: "
-              f"{share * 100:.2f} % of the training time (max {max(c[2] for c in CALIBRATION) * 100:.2f} %)")
+              f"{share * 100:.2f} % of the training time "
+              f"(max {max(c[2] for c in CALIBRATION) * 100:.2f} %)")
     return 0
 
 

@@ -56,7 +56,7 @@ def test_the_dashboard_shows_each_tasks_split_and_the_verdict(qtbot: QtBot) -> N
     # ParameterServer with deterministic ops: the workers cannot time their steps, and the
     # card says so (and what to change) rather than staying away
     dash.attach(FakeRun(LiveRun(100), plan=Plan(run_name="ps", strategy=Strategy.PARAMETER_SERVER,
-                                                   workers=2, parameter_servers=1)))
+                                                workers=2, parameter_servers=1)))
     assert panel.isVisibleTo(dash) and "Deterministic ops off" in panel.verdict_label.text()
     # without them the coordinator reports each worker's split (of_task), shown per worker
     metrics = LiveRun(100)

@@ -96,7 +96,7 @@ def test_the_probe_times_a_transfer_and_round_trips_here() -> None:
                                 args=("127.0.0.1", port, b"tok", 1, 20.0), daemon=True)
     listener.start()
     for _ in range(100):
-        found = machine_probe.connect("127.0.0.1", port, b"tok", 3.0, send=4 << 20)
+        found = machine_probe.reach_test("127.0.0.1", port, b"tok", 3.0, send=4 << 20)
         if found["outcome"] == "ok":
             break
     listener.join(10)

@@ -107,7 +107,7 @@ def test_gpu_choice_per_machine_reaches_cuda_visible_devices(tmp_path: Path) -> 
                           gpus={"a": [0], "b": [0, 1]})
 
 
-def test_busy_ports_only_checks_this_machines_tasks() -> None:
+def test_local_port_conflicts_only_check_this_machines_tasks() -> None:
     import socket
 
     with socket.socket() as sock:

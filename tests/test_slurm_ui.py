@@ -217,7 +217,7 @@ def test_a_probed_cluster_in_the_panel_and_the_wizard(qtbot: QtBot) -> None:
     assert "2 train PENDING (Resources) on 2 nodes in gpu" in card
     assert (short_gpus(facts), short_tf(facts)) == ("4 nodes × 4 GPUs", "on nodes")
     down = slurm_command_problem("sinfo failed: slurm_load_partitions: Unable to contact slurm "
-                         "controller (connect failure)")
+                                 "controller (connect failure)")
     assert "slurmctld" in details_html(CLUSTER, RemoteFacts(cluster=ClusterFacts(
         "22.05.8", problems=[down])))
 

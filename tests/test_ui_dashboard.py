@@ -22,7 +22,7 @@ from pytestqt.qtbot import QtBot
 from dtgui.core.events import Event
 from dtgui.core.live_run import LOG_LINES_KEPT, LiveRun
 from dtgui.core.run_state import RunState
-from dtgui.core.stragglers import describe, find_stragglers
+from dtgui.core.stragglers import describe_straggler, find_stragglers
 from dtgui.ui.curves import ENVELOPE_MIN_POINTS, Envelope
 from dtgui.ui.dashboard import Dashboard
 from dtgui.ui.plot_base import ElapsedAxis, series_colour
@@ -388,7 +388,7 @@ def placed() -> LiveRun:
         m.add_log_lines(task, [f"log of {task}"])
     found = find_stragglers(m.throughput_series())
     assert list(found) == ["worker:2"]
-    m.set_stragglers({t: describe(t, f, PLACED[t]) for t, f in found.items()})
+    m.set_stragglers({t: describe_straggler(t, f, PLACED[t]) for t, f in found.items()})
     return m
 
 

@@ -148,7 +148,7 @@ def place_on_machines(plan: Plan, assignments: Mapping[str, str],
     used = list(dict.fromkeys(wanted[t] for t in ids))
     multi_machine = len(used) > 1
     multi_task = plan.strategy.multi_process
-    hosts = {m: _address(m, addresses, multi_machine) for m in used}
+    hosts = {m: _machine_address(m, addresses, multi_machine) for m in used}
     free = {m: list(ports.get(m, ())) for m in used}
     gpu_pool = {m: list((gpus or {}).get(m, ())) for m in used}
     tasks = []
@@ -189,7 +189,7 @@ def place_on_machines(plan: Plan, assignments: Mapping[str, str],
                              machines=machines_info)
 
 
-def _address(machine: str, addresses: Mapping[str, str], multi_machine: bool) -> str:
+def _machine_address(machine: str, addresses: Mapping[str, str], multi_machine: bool) -> str:
     if not multi_machine:
         return LOCAL_HOST
     address = (addresses.get(machine) or "").strip()

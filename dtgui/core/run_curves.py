@@ -202,7 +202,7 @@ class StepBatch:
     t_last: float
 
 
-def _number(value: object) -> float | None:
+def _float_or_none(value: object) -> float | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     return None
@@ -225,7 +225,7 @@ def decode_batch(group: list[tuple[Event, StepRows]]) -> StepBatch:
         if isinstance(lr, (int, float)):
             rates_lr.append((end, float(lr)))
         epoch = max(epoch, int(e.data.get("epoch", 0) or 0))
-    last_loss = _number(last_event.get("loss"))
+    last_loss = _float_or_none(last_event.get("loss"))
     if last_loss is None and len(last_rows.means):
         last_loss = float(last_rows.means[-1])
     times = [e.t for e, _ in group]
@@ -396,7 +396,7 @@ class RunCurves:
             self.device_use.finished(event.task)
         elif kind == "finished":
             self.device_use.finished(event.task)
-            loss = _number(event.get("loss"))
+            loss = _float_or_none(event.get("loss"))
             if loss is not None:
                 self._finished_loss[event.task] = loss
                 if event.get("loss_from") == "printed":  # the steps' loss says it better
@@ -456,7 +456,7 @@ class RunCurves:
         values = {"loss": event.get("loss"), **(event.get("metrics") or {})}
         kept = False
         for name, value in values.items():
-            number = _number(value)
+            number = _float_or_none(value)
             if number is None:
                 continue
             series = series_of(self.validation, str(name))

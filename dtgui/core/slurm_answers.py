@@ -86,7 +86,7 @@ class ClusterFacts:
         return next((p for p in self.partitions if p.name == name), None)
 
 
-def _int(text: str) -> int:
+def _leading_int(text: str) -> int:
     m = re.match(r"\d+", text.strip())
     return int(m.group()) if m else 0
 
@@ -97,7 +97,7 @@ def gres_gpus(gres: str) -> int:
     for part in gres.split(","):
         fields = part.split("(")[0].split(":")
         if fields[0] == "gpu" and len(fields) >= 2:
-            total += _int(fields[-1])
+            total += _leading_int(fields[-1])
     return total
 
 
@@ -113,12 +113,13 @@ def parse_sinfo(text: str) -> list[Partition]:
         name = name.rstrip("*")
         part = found.setdefault(name, Partition(name, default))
         part.available = avail.strip() == "up"
-        count = _int(nodes)
+        count = _leading_int(nodes)
         part.nodes += count
         key = state.strip().rstrip("*~#!%$@^-")
         part.states[key] = part.states.get(key, 0) + count
-        part.cpus = max(part.cpus, _int(cpus.split("/")[-1]) if "/" in cpus else _int(cpus))
-        part.memory_mb = max(part.memory_mb, _int(memory))
+        part.cpus = max(part.cpus, _leading_int(cpus.split("/")[-1]) if "/" in cpus
+                        else _leading_int(cpus))
+        part.memory_mb = max(part.memory_mb, _leading_int(memory))
         part.gpus_per_node = max(part.gpus_per_node, gres_gpus(gres))
         part.time_limit = time_seconds(limit)
     return list(found.values())
@@ -132,7 +133,7 @@ def parse_squeue(text: str) -> list[QueuedJob]:
         if len(cols) == 9:
             job_id, partition, name, state, reason, start, elapsed, limit = cols[:8]
             jobs.append(QueuedJob(job_id, partition, name, state, reason, start, elapsed,
-                                  limit, _int(cols[8])))
+                                  limit, _leading_int(cols[8])))
     return jobs
 
 
@@ -280,7 +281,7 @@ def status_from_scontrol(job_id: str, fields: dict[str, str]) -> JobStatus:
     code, _, sig = fields.get("ExitCode", "").partition(":")
     return JobStatus(job_id, fields.get("JobState", ""), fields.get("Reason", ""),
                      fields.get("StartTime", ""),
-                     int(code) if code.isdigit() else None, _int(sig),
+                     int(code) if code.isdigit() else None, _leading_int(sig),
                      fields.get("TimeLimit", ""))
 
 
@@ -296,7 +297,7 @@ def status_from_sacct(job_id: str, text: str) -> JobStatus | None:
             state = cols[0].split()[0]  # "CANCELLED by 1000" -> CANCELLED
             code, _, sig = cols[2].partition(":")
             return JobStatus(job_id, state, cols[1], cols[4],
-                             int(code) if code.isdigit() else None, _int(sig), cols[3])
+                             int(code) if code.isdigit() else None, _leading_int(sig), cols[3])
     return None
 
 

@@ -42,7 +42,7 @@ def find_stragglers(throughput: Mapping[str, tuple[np.ndarray, np.ndarray]], *,
     return out
 
 
-def describe(task: str, fraction: float, machine: str = "") -> str:
+def describe_straggler(task: str, fraction: float, machine: str = "") -> str:
     where = f" on {machine}" if machine else ""
     return (f"{task}{where} is a straggler: {fraction:.0%} of the other workers' throughput "
             "(a slower or busier machine?)")

@@ -34,7 +34,7 @@ from dtgui.core.events import STEP_KINDS
 from dtgui.core.live_run import LiveRun
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
-from dtgui.core.stragglers import describe, find_stragglers
+from dtgui.core.stragglers import describe_straggler, find_stragglers
 from dtgui.launch.drivers import local_executor
 from dtgui.launch.executor import Executor, MachinePoll, mirror
 from dtgui.launch.policy import RunPolicy, exit_text, reap_later
@@ -379,10 +379,10 @@ class RunController(BundledRun):
             return
         self._stragglers_at = now
         found = find_stragglers(self.metrics.throughput_series())
-        self.metrics.set_stragglers({t: describe(t, f, self._machine_of.get(t, ""))
+        self.metrics.set_stragglers({t: describe_straggler(t, f, self._machine_of.get(t, ""))
                                      for t, f in found.items()})
         if found and self.state is RunState.RUNNING:
-            self.message = "; ".join(describe(t, f, self._machine_of.get(t, ""))
+            self.message = "; ".join(describe_straggler(t, f, self._machine_of.get(t, ""))
                                      for t, f in found.items())
 
     # -- stopping --------------------------------------------------------------------------

@@ -27,8 +27,8 @@ _running: set[subprocess.Popen[str]] = set()
 _running_lock = threading.Lock()
 
 
-def _run(cmd: list[str], timeout: float,
-         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _run_cancellable(cmd: list[str], timeout: float,
+                     env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """subprocess.run that `cancel_all()` can end early (on application exit)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             stdin=subprocess.DEVNULL, start_new_session=True,
@@ -70,7 +70,7 @@ def check_model_file(path: Path, python: str | None = None,
     cmd = check_command(python or sys.executable, str(path.resolve()),
                         str(project) if project is not None else "")
     try:
-        proc = _run(cmd, timeout, env)
+        proc = _run_cancellable(cmd, timeout, env)
     except subprocess.TimeoutExpired:
         return ModelCheck(False, f"Checking {path.name} took longer than {timeout:.0f} s: does "
                                  "make_dataset() or build_model() wait on something?")
