@@ -95,7 +95,7 @@ def nothing_left(slurm: SlurmCluster, controller: RunController, keep: tuple[str
     assert [j for j in slurm.queue() if j not in keep] == []
 
 
-def test_probe_of_the_login_node(slurm: SlurmCluster) -> None:
+def test_ask_slurm_on_the_login_node(slurm: SlurmCluster) -> None:
     facts = ask_slurm(LocalRunner())
     assert facts.problems == [] and facts.version.startswith("22.")
     debug = facts.partition("")
