@@ -4,7 +4,7 @@
 
 Uses $DISPLAY when set (a real window or Xvfb), else the offscreen platform. A frame is what
 one 20 Hz tick costs when the run has moved on: one new step per task is added to the
-RunMetrics (not timed: the reader thread does that), then the dashboard takes a snapshot,
+LiveRun (not timed: the reader thread does that), then the dashboard takes a snapshot,
 feeds every curve, and the window is repainted synchronously; the time of that redraw+paint
 cycle is averaged over --frames frames (wall time; the UI thread's CPU time is printed too,
 as it is less sensitive to other processes). For comparison, the same is then measured with
@@ -31,14 +31,14 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QApplication
 
 from dtgui.core.events import Event
-from dtgui.core.metrics import RunMetrics
+from dtgui.core.live_run import LiveRun
 from dtgui.ui.dashboard import Dashboard
 
 TARGET_MS = 16.0
 
 
 class BenchController:
-    def __init__(self, metrics: RunMetrics) -> None:
+    def __init__(self, metrics: LiveRun) -> None:
         self.metrics = metrics
         self.state = "running"
         self.message = ""
@@ -90,7 +90,7 @@ class Feeder:
         return events
 
 
-def measure(app: QApplication, dash: Dashboard, metrics: RunMetrics, feeder: Feeder,
+def measure(app: QApplication, dash: Dashboard, metrics: LiveRun, feeder: Feeder,
             frames: int) -> tuple[list[float], list[float]]:
     """Wall and CPU (this thread) milliseconds of each frame."""
     wall, cpu = [], []
@@ -154,7 +154,7 @@ def main() -> int:
     app = QApplication.instance() or QApplication(sys.argv[:1])
     workers = 2 if args.replicas % 2 == 0 else 1
     feeder = Feeder(workers, args.replicas // workers)
-    metrics = RunMetrics(args.steps * 2)
+    metrics = LiveRun(args.steps * 2)
     t = time.perf_counter()
     metrics.add_events(feeder.started())
     for _ in range(args.steps // 10_000):

@@ -7,7 +7,7 @@ Eight writer processes (the training tasks' part: they run outside the GUI proce
 each, at --rate steps per second in all (default 50,000, e.g. 8 tasks x 6,250 steps/s, a
 batch per task every 0.2 s as the training program sends them). In this process, as in the
 GUI: a background thread reads the events files with the LocalExecutor's polls into
-RunMetrics every 0.2 s (the run controller's reading path), and the Dashboard redraws from
+LiveRun every 0.2 s (the run controller's reading path), and the Dashboard redraws from
 its 20 Hz timer. A 10 ms probe QTimer measures how late the UI thread serves it (event
 latency), and every dashboard frame is timed: the tick (snapshot, curves fed, ranges) and the
 plots' paints that Qt runs after it.
@@ -102,8 +102,8 @@ def main() -> int:
     from PySide6.QtWidgets import QApplication
 
     from dtgui.core.bundle import render_bundle
-    from dtgui.core.cluster import place_local
-    from dtgui.core.metrics import RunMetrics
+    from dtgui.core.live_run import LiveRun
+    from dtgui.core.placement import place_local
     from dtgui.core.plan import Plan
     from dtgui.launch.local_exec import LocalExecutor
     from dtgui.ui.dashboard import Dashboard
@@ -114,7 +114,7 @@ def main() -> int:
                                 workers=TASKS, replicas_per_task=1, device_kind="gpu",
                                 steps=int(args.rate * args.seconds), checkpoint_every=0))
         bundle = render_bundle(plan, Path(tmp) / "ingest")
-        metrics = RunMetrics(plan.steps)
+        metrics = LiveRun(plan.steps)
         executor = LocalExecutor(bundle)
         source = Source(bundle, metrics)
         dash = Dashboard()

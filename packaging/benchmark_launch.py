@@ -44,7 +44,7 @@ import remote_python  # noqa: E402
 import sshhosts  # noqa: E402
 from conftest_ssh import machine, trust  # noqa: E402
 
-from dtgui.core.cluster import assign  # noqa: E402
+from dtgui.core.placement import assign  # noqa: E402
 from dtgui.core.plan import Plan  # noqa: E402
 from dtgui.launch.pipeline import STEPS, launch_plan  # noqa: E402
 from dtgui.launch.targets import Target  # noqa: E402

@@ -38,7 +38,7 @@ def synthesize(root: Path, steps: int, replicas: int, per_call: int) -> Path:
     import numpy as np
 
     from dtgui.core.bundle import render_bundle
-    from dtgui.core.cluster import place_local
+    from dtgui.core.placement import place_local
     from dtgui.core.plan import Plan
     from dtgui.core.runs import RunRecord
     from dtgui.worker import step_batch
@@ -155,11 +155,11 @@ class _Reattached:
 
 def reattached(record: object) -> _Reattached:
     from dtgui.core.bundle import Bundle
-    from dtgui.core.metrics import RunMetrics
+    from dtgui.core.live_run import LiveRun
     from dtgui.launch.local_exec import LocalExecutor
 
     bundle = Bundle.open(record.bundle)  # type: ignore[attr-defined]
-    metrics = RunMetrics(bundle.plan.steps)
+    metrics = LiveRun(bundle.plan.steps)
     executor = LocalExecutor(bundle)
     executor.reset_offsets()
     while True:

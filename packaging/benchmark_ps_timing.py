@@ -12,7 +12,7 @@ falls on both alike; the ratio of the pairs' medians is the cost. A run-to-run c
 (packaging/benchmark_training.py) varies by ±30 % on a loaded 2-core machine, far more than
 this cost.
 
-Also times the round-trip probe (`ParameterServerProbe`) against a training step.
+Also times the round-trip run (`RoundTripRuns`) against a training step.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def measure(bundle: Path, k: int, pairs: int) -> int:
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
     import tensorflow as tf
 
-    from dtgui.worker import loop, probes
+    from dtgui.worker import calibration_runs, loop
     from dtgui.worker.data import model_source
     from dtgui.worker.distribute import build_strategy
     from dtgui.worker.plan import Plan
@@ -134,10 +134,10 @@ def measure(bundle: Path, k: int, pairs: int) -> int:
             if timed:
                 in_call.append(timing[1])
                 waits.append(timing[2])
-    probe = probes.ParameterServerProbe(info, model)
-    setup = probe.trace()
+    runs = calibration_runs.RoundTripRuns(info, model)
+    setup = runs.trace()
     n = max(4, k // 16)
-    round_trips = [float(r[1]) / n for r in coordinator.fetch(probe.schedule(n, 8))]
+    round_trips = [float(r[1]) / n for r in coordinator.fetch(runs.schedule(n, 8))]
     timed_call, plain_call = (statistics.median(seconds[t]) for t in (True, False))
     print(f"ParameterServer, 2 workers + 1 server, the demo, {k} steps a call, {pairs} pairs "
           f"(medians, one call in flight):")
@@ -149,8 +149,8 @@ def measure(bundle: Path, k: int, pairs: int) -> int:
           f"(cost {(timed_call / plain_call - 1) * 100:+.1f} %)")
     print(f"  inside the call, as the worker timed it: {statistics.median(in_call) * 1000:.2f} "
           f"ms, input wait {statistics.median(waits) / k * 1000:.3f} ms a step")
-    print(f"  round-trip probe: {statistics.median(round_trips) * 1000:.3f} ms a round trip "
-          f"(median of 8 probes of {n}); made once in {setup:.2f} s")
+    print(f"  round-trip run: {statistics.median(round_trips) * 1000:.3f} ms a round trip "
+          f"(median of 8 calibration runs of {n}); made once in {setup:.2f} s")
     return 0
 
 

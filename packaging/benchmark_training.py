@@ -14,7 +14,7 @@ it runs, in interleaved rounds (each round in another order, so that all see the
   time;
 - dtgui without the split of its step time (DTGUI_STEP_SPLIT=0), side by side; and what the
   split's calibration costs, timed inside each dtgui run (its last `split` event): making the
-  probes once, each calibration, and the share of the time that is at the calibration
+  calibration runs once, each calibration, and the share of the time that is at the calibration
   interval (dtgui.worker.step_timing.CALIBRATE_EVERY_CALLS calls);
 - a hand-written tf.distribute custom loop (packaging/benchmark_programs/handwritten_loop.py);
 - Keras `model.fit` under the same strategy (tf_keras for MultiWorkerMirrored).
@@ -47,7 +47,7 @@ PROGRAMS = REPO / "packaging" / "benchmark_programs"
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "parameter_server")
 KINDS = ("dtgui", "dtgui-no-events", "dtgui-no-split", "hand-written", "model.fit")
 REPORTING: list[float] = []  # per dtgui run: time writing live events / training time
-# per dtgui run: (making the probes, one calibration, its share at the interval), seconds
+# per dtgui run: (making the calibration runs, one calibration, its share at the interval), seconds
 CALIBRATION: list[tuple[float, float, float]] = []
 
 
@@ -188,9 +188,10 @@ def main() -> int:
     if CALIBRATION:
         setup, each, share = (statistics.median(c[i] for c in CALIBRATION) for i in range(3))
         print(f"the split's calibration, timed inside each dtgui run (median of "
-              f"{len(CALIBRATION)}): making the probes {setup:.2f} s once, each calibration "
-              f"{each * 1000:.1f} ms, every {CALIBRATE_EVERY_CALLS} calls: {share * 100:.2f} % "
-              f"of the training time (max {max(c[2] for c in CALIBRATION) * 100:.2f} %)")
+              f"{len(CALIBRATION)}): making the calibration runs {setup:.2f} s once, each "
+              f"calibration {each * 1000:.1f} ms, every {CALIBRATE_EVERY_CALLS} calls: "
+              f"{share * 100:.2f} % of the training time "
+              f"(max {max(c[2] for c in CALIBRATION) * 100:.2f} %)")
     return 0
 
 

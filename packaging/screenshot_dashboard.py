@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
 
 from dtgui.core.events import Event, parse_line
-from dtgui.core.metrics import RunMetrics
+from dtgui.core.live_run import LiveRun
 from dtgui.ui.app import make_app
 from dtgui.ui.dashboard import Dashboard
 
@@ -31,7 +31,7 @@ from dtgui.ui.dashboard import Dashboard
 class DemoController:
     """A run that is half-way: metrics only, nothing to stop."""
 
-    def __init__(self, metrics: RunMetrics, state: str = "running") -> None:
+    def __init__(self, metrics: LiveRun, state: str = "running") -> None:
         self.metrics = metrics
         self.state = state
         self.message = ""
@@ -48,7 +48,7 @@ def _ev(kind: str, task: str, t: float, **fields: object) -> Event:
     return event
 
 
-def fill(metrics: RunMetrics, *, workers: int, replicas: int, steps: int, done: int,
+def fill(metrics: LiveRun, *, workers: int, replicas: int, steps: int, done: int,
          steps_per_epoch: int, failed: bool) -> None:
     rng = np.random.default_rng(7)
     t0 = 1_700_000_000.0
@@ -122,7 +122,7 @@ def main() -> int:
     parser.add_argument("--size", default="1280x800")
     args = parser.parse_args()
     app = make_app(sys.argv[:1])  # the app's own style sheet, as users see it
-    metrics = RunMetrics(args.steps)
+    metrics = LiveRun(args.steps)
     fill(metrics, workers=args.workers, replicas=args.replicas, steps=args.steps,
          done=args.done, steps_per_epoch=250, failed=args.failed)
     controller = DemoController(metrics, "failed" if args.failed else "running")

@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from screenshot_dashboard import _ev, fill
 from screenshot_split import SplitDemo, add_splits
 
-from dtgui.core.metrics import RunMetrics
-from dtgui.core.network_pairs import LINKS_FILE, LinkProbe, save_links
+from dtgui.core.live_run import LiveRun
+from dtgui.core.network_pairs import LINKS_FILE, LinkTest, save_links
 from dtgui.core.settings import data_dir
 from dtgui.ui.app import make_app
 from dtgui.ui.dashboard import Dashboard
@@ -45,11 +45,11 @@ def main() -> int:
     args = parser.parse_args()
     app = make_app(sys.argv[:1])
     save_links(data_dir() / LINKS_FILE, [
-        LinkProbe(a, b, 23456, rtt_ms=0.42, bandwidth=rate / 8, sent=16 << 20,
-                  received=16 << 20, measured_at=time.time() - 240)
+        LinkTest(a, b, 23456, rtt_ms=0.42, bandwidth=rate / 8, sent=16 << 20,
+                 received=16 << 20, measured_at=time.time() - 240)
         for a, b, rate in (("gpu-box-1", "gpu-box-2", 95.1e6), ("gpu-box-2", "gpu-box-1",
                                                                  94.6e6))])
-    metrics = RunMetrics(2000)
+    metrics = LiveRun(2000)
     fill(metrics, workers=2, replicas=4, steps=2000, done=1130, steps_per_epoch=250,
          failed=False)
     t = 1_700_000_000.0 + 1130 * 0.21

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from screenshot_dashboard import DemoController, fill
 
 from dtgui.core.events import parse_line, read_all
-from dtgui.core.metrics import RunMetrics
+from dtgui.core.live_run import LiveRun
 from dtgui.ui.app import make_app
 from dtgui.ui.dashboard import Dashboard
 from dtgui.worker.plan import Plan
@@ -41,14 +41,14 @@ SPLITS = {
 class SplitDemo(DemoController):
     """The screenshot's run, with the plan and folders the dashboard reads."""
 
-    def __init__(self, metrics: RunMetrics, plan: Plan | None = None) -> None:
+    def __init__(self, metrics: LiveRun, plan: Plan | None = None) -> None:
         super().__init__(metrics)
         self.plan = plan or Plan(strategy="multi_worker_mirrored", per_replica_batch=32)
         self.run_name = plan.run_name if plan else "digits-mwm-20261124-2010"
         self.output_dir = Path("/tmp")
 
 
-def add_splits(metrics: RunMetrics, workers: int, limit: str, t: float) -> None:
+def add_splits(metrics: LiveRun, workers: int, limit: str, t: float) -> None:
     rows = SPLITS[limit]
     for w in range(workers):
         parts = rows[min(w, len(rows) - 1)] if w == workers - 1 else rows[0]
@@ -72,7 +72,7 @@ def main() -> int:
     parser.add_argument("--bundle", type=Path, default=None)
     args = parser.parse_args()
     app = make_app(sys.argv[:1])
-    metrics = RunMetrics(2000)
+    metrics = LiveRun(2000)
     plan = None
     if args.bundle is not None:
         plan = Plan.load(str(args.bundle / "plan.json"))

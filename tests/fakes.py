@@ -34,7 +34,7 @@ from PySide6.QtGui import QDesktopServices
 
 from dtgui.core.bundle import Bundle
 from dtgui.core.events import Event, parse_line
-from dtgui.core.metrics import RunMetrics
+from dtgui.core.live_run import LiveRun
 from dtgui.core.plan import Plan, TaskSpec
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
@@ -115,11 +115,11 @@ class FakeRun(BundledRun):
     """A whole run as the UI follows it (`dtgui.launch.run_source.RunSource`), moved by hand:
     set `state`, `message`, `restarts`, `final_loss`, feed `metrics`, then `end(...)`."""
 
-    def __init__(self, metrics: RunMetrics | None = None, plan: Plan | None = None,
+    def __init__(self, metrics: LiveRun | None = None, plan: Plan | None = None,
                  path: Path | str = "fake-run", max_restarts: int = 0,
                  record: RunRecord | None = None) -> None:
         plan = plan or Plan(run_name="fake-run")
-        self.metrics = metrics or RunMetrics(plan.steps)
+        self.metrics = metrics or LiveRun(plan.steps)
         self.bundle = Bundle(Path(path), plan)
         self.state = RunState.RUNNING
         self.message = ""
@@ -170,7 +170,7 @@ class ScriptedExecutor(Executor):
     def prepare(self, progress: CopyProgress | None = None) -> None:
         pass  # nothing to copy
 
-    def busy_ports(self) -> list[str]:
+    def port_conflicts(self) -> list[str]:
         return []
 
     def start(self) -> dict[str, int]:

@@ -15,7 +15,6 @@ import pytest
 
 from dtgui.cli import main
 from dtgui.core.bundle import BundleError, render_bundle
-from dtgui.core.cluster import place_local
 from dtgui.core.machines import (
     Machine,
     MachineError,
@@ -23,6 +22,7 @@ from dtgui.core.machines import (
     parse_jump_spec,
     user_problem,
 )
+from dtgui.core.placement import place_local
 from dtgui.core.plan import Plan, PlanError, validate
 
 

@@ -148,21 +148,21 @@ def test_a_scripts_report_calls_give_its_split_input_wait_through_timed(
 
 def test_calibrations_cost_at_most_one_percent_of_the_steps_between_them() -> None:
     """A large call (a fast model) calibrates every CALIBRATE_EVERY_CALLS calls; a call of one
-    slow step (a large model) waits until the probes' steps are 1 % of the steps since."""
+    slow step (a large model) waits until the calibration runs' steps are 1 % of the steps since."""
     from dtgui.worker.step_timing import (
         CALIBRATE_EVERY_CALLS,
         FIRST_CALIBRATION_CALL,
         StepTiming,
+        calibration_run_steps,
+        calibration_steps,
         next_calibration,
-        probe_steps,
-        probed_steps,
     )
 
     assert next_calibration(4, 1000) == 4 + CALIBRATE_EVERY_CALLS
-    assert next_calibration(4, 1) == 4 + probed_steps(probe_steps(1)) * 100 == 7204
+    assert next_calibration(4, 1) == 4 + calibration_steps(calibration_run_steps(1)) * 100 == 7204
     for k in (1, 2, 3, 7, 16, 64, 200, 1000, 5000):
         between = (next_calibration(10, k) - 10) * k
-        assert probed_steps(probe_steps(k)) <= 0.01 * between, k
+        assert calibration_steps(calibration_run_steps(k)) <= 0.01 * between, k
 
     timing = StepTiming(active=True)
     due = []
@@ -175,9 +175,9 @@ def test_calibrations_cost_at_most_one_percent_of_the_steps_between_them() -> No
 
 def test_the_parameter_server_coordinator_splits_each_workers_step_from_its_own_timing() -> None:
     """Under ParameterServer each call times itself on its worker (seconds, input wait, the
-    worker's index) and a round-trip probe calibrates communication: the coordinator keeps
-    one split per worker, never counts an untimed call, and schedules the probes again while
-    a training worker has had none."""
+    worker's index) and a round-trip run calibrates communication: the coordinator keeps
+    one split per worker, never counts an untimed call, and schedules the calibration
+    runs again while a training worker has had none."""
     from dtgui.worker.step_timing import FIRST_CALIBRATION_CALL, WorkerStepTimings
 
     timing = WorkerStepTimings(active=True)
@@ -186,11 +186,12 @@ def test_the_parameter_server_coordinator_splits_each_workers_step_from_its_own_
         timing.scheduled()
         if timing.calibrate_now(10):
             calibrations.append(call)
-            if call == FIRST_CALIBRATION_CALL:  # the probes all went to worker 0
+            if call == FIRST_CALIBRATION_CALL:  # the calibration runs all went to worker 0
                 timing.calibrated({0: 0.004}, {0: 0.05}, setup=0.3)
         timing.call(call % 2, 10, seconds=0.1, input_wait=0.03 * (call % 2), last_step=10 * call)
         timing.call(-1, 10, seconds=5.0, input_wait=5.0, last_step=10 * call)  # not timed
-    # the probes came again while worker 1 trained without a round trip, a few times at most
+    # the calibration runs came again while worker 1 trained without a round trip, a few times
+    # at most
     assert calibrations[0] == FIRST_CALIBRATION_CALL and len(calibrations) > 1
     assert len(calibrations) <= 1 + WorkerStepTimings.RETRIES
     timing.calibrated({1: 0.006}, {1: 0.07}, setup=0.0)

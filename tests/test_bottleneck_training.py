@@ -71,7 +71,7 @@ def test_slow_data_is_input_bound_and_fast_data_compute_bound(tmp_path: Path) ->
                                                       "reporting")
         assert last.communication > 0 and last.reporting > 0  # the all-reduce was timed
         assert splits[-1]["step"] == 40 and last.calibration_seconds > 0
-        # the probes reuse the training call's trace: making them (the all-reduce probe's
+        # the calibration runs reuse the training call's trace: making them (the all-reduce run's
         # trace) takes a fraction of the first call, which traced the training call
         first_call = kinds(events, "finished")[-1]["timeline"][0][1]
         assert 0 < splits[-1]["setup_seconds"] < 0.5 * first_call, (splits[-1], first_call)

@@ -9,7 +9,7 @@ from widgets import cell, cell_text
 
 from dtgui.core.bottleneck import INPUT, StepSplit
 from dtgui.core.events import Event
-from dtgui.core.metrics import RunMetrics
+from dtgui.core.live_run import LiveRun
 from dtgui.core.plan import Plan
 from dtgui.core.strategies import Strategy
 from dtgui.ui.dashboard import Dashboard
@@ -25,7 +25,7 @@ def split_event(task: str, **parts: float | str) -> Event:
 
 
 def test_the_dashboard_shows_each_tasks_split_and_the_verdict(qtbot: QtBot) -> None:
-    metrics = RunMetrics(100)
+    metrics = LiveRun(100)
     metrics.add_events([started_event([0], task="worker:0"),
                         started_event([1], task="worker:1")])
     dash = Dashboard()
@@ -51,15 +51,15 @@ def test_the_dashboard_shows_each_tasks_split_and_the_verdict(qtbot: QtBot) -> N
     assert panel._rows[1][2].text() == "100 ms / step"
     assert "0.25 %" in panel.cost_label.text()
     bar.grab()  # paints
-    dash.attach(FakeRun(RunMetrics(100)))  # another run: nothing shown until it measures
+    dash.attach(FakeRun(LiveRun(100)))  # another run: nothing shown until it measures
     assert not panel.isVisibleTo(dash)
     # ParameterServer with deterministic ops: the workers cannot time their steps, and the
     # card says so (and what to change) rather than staying away
-    dash.attach(FakeRun(RunMetrics(100), plan=Plan(run_name="ps", strategy=Strategy.PARAMETER_SERVER,
-                                                   workers=2, parameter_servers=1)))
+    dash.attach(FakeRun(LiveRun(100), plan=Plan(run_name="ps", strategy=Strategy.PARAMETER_SERVER,
+                                                workers=2, parameter_servers=1)))
     assert panel.isVisibleTo(dash) and "Deterministic ops off" in panel.verdict_label.text()
     # without them the coordinator reports each worker's split (of_task), shown per worker
-    metrics = RunMetrics(100)
+    metrics = LiveRun(100)
     dash.attach(FakeRun(metrics, plan=Plan(run_name="ps", strategy=Strategy.PARAMETER_SERVER,
                                            workers=2, parameter_servers=1,
                                            deterministic=False)))

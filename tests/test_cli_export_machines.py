@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-import dtgui.core.cluster as cluster
+import dtgui.core.placement as placement
 from dtgui.cli import main
 
 REGISTRY = """schema = 1
@@ -139,13 +139,13 @@ def test_this_machines_address_is_found_towards_the_others(
         asked.append(host)
         return "10.9.8.7"
 
-    monkeypatch.setattr(cluster, "local_address_towards", towards)
+    monkeypatch.setattr(placement, "local_address_towards", towards)
     out = tmp_path / "auto"
     assert export(out, "--strategy", "multi_worker_mirrored", "--workers-on", "local,h2") == 0
     assert asked == ["10.0.0.2"]
     assert tasks_of(out)["worker:0"]["host"] == "10.9.8.7"
     assert "reached at 10.9.8.7" in capsys.readouterr().err
-    monkeypatch.setattr(cluster, "local_address_towards", lambda host: "127.0.1.1")
+    monkeypatch.setattr(placement, "local_address_towards", lambda host: "127.0.1.1")
     assert export(tmp_path / "lo", "--strategy", "multi_worker_mirrored",
                   "--workers-on", "local,h2") == 2
     assert "--address local=ADDR" in capsys.readouterr().err
@@ -153,7 +153,7 @@ def test_this_machines_address_is_found_towards_the_others(
 
 
 def test_real_local_address_lookup_sends_nothing_and_answers() -> None:
-    assert cluster.local_address_towards("10.0.0.2")
+    assert placement.local_address_towards("10.0.0.2")
 
 
 def test_base_port_alone_places_tasks_here(tmp_path: Path) -> None:

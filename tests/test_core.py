@@ -16,10 +16,10 @@ from fakes import recording_python
 
 from dtgui.core import settings
 from dtgui.core.bundle import Bundle, BundleError, primary_tasks, render_bundle
-from dtgui.core.cluster import busy_ports, place_local, task_layout, tf_config
 from dtgui.core.events import EventTail, parse_line
 from dtgui.core.hardware import GpuInfo, MachineFacts, TfView, explain, tf_view
-from dtgui.core.metrics import RunMetrics, Series
+from dtgui.core.live_run import LiveRun, Series
+from dtgui.core.placement import local_port_conflicts, place_local, placed_tf_config, task_layout
 from dtgui.core.plan import DeviceKind, ModelFile, Plan, PlanError, validate
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
@@ -138,14 +138,14 @@ def test_single_task_strategies_have_no_tf_config() -> None:
     for key in (Strategy.ONE_DEVICE, Strategy.MIRRORED, Strategy.CENTRAL_STORAGE, Strategy.TPU):
         plan = place_local(Plan(strategy=key, replicas_per_task=1))
         assert [t.task_id for t in plan.tasks] == ["worker:0"]
-        assert tf_config(plan, plan.tasks[0]) is None
+        assert placed_tf_config(plan, plan.tasks[0]) is None
 
 
 def test_multi_worker_tf_config() -> None:
     plan = place_local(Plan(strategy=Strategy.MULTI_WORKER_MIRRORED, workers=3, replicas_per_task=1))
     ports = {t.port for t in plan.tasks}
     assert len(ports) == 3 and 0 not in ports
-    config = tf_config(plan, plan.tasks[1])
+    config = placed_tf_config(plan, plan.tasks[1])
     assert config == {"cluster": {"worker": [t.address for t in plan.tasks]},
                       "task": {"type": "worker", "index": 1}}
     assert all(a.startswith("127.0.0.1:") for a in config["cluster"]["worker"])
@@ -167,7 +167,7 @@ def test_busy_port_is_reported() -> None:
         sock.listen()
         port = sock.getsockname()[1]
         plan = place_local(Plan(strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2), ports=[port, port + 0])
-        problems = busy_ports(plan)
+        problems = local_port_conflicts(plan)
     # one sentence for the wizard and the command line: no button of the GUI in it
     assert problems and f"Port {port}" in problems[0] and "choose other ports" in problems[0]
     assert "Re-plan" not in problems[0] and "press" not in problems[0].lower()
@@ -192,7 +192,8 @@ def test_bundle_layout_and_task_scripts(tmp_path: Path) -> None:
     dump = tmp_path / "dump"
     env = {**os.environ, "PYTHON": str(fake), "DUMP": str(dump)}
     subprocess.run(["sh", str(bundle.task_script(plan.tasks[1]))], cwd="/", env=env, check=True)
-    assert json.loads((tmp_path / "dump.tfconfig").read_text()) == tf_config(plan, plan.tasks[1])
+    assert json.loads((tmp_path / "dump.tfconfig").read_text()) == placed_tf_config(
+        plan, plan.tasks[1])
     args = (tmp_path / "dump.args").read_text().split()
     assert args == ["-m", "dtgui_worker.train", "--plan", "plan.json", "--task", "worker:1",
                     "--out", "output"]
@@ -267,7 +268,7 @@ def test_parse_line_rejects_unknown_kinds() -> None:
 
 
 def test_metrics_collect_replicas_throughput_devices_and_failures() -> None:
-    metrics = RunMetrics(total_steps=10)
+    metrics = LiveRun(total_steps=10)
     events = [e for e in map(parse_line, (
         line(kind="started", replicas=2, steps=10),
         line(kind="step", step=1, epoch=1, replica_losses=[2.0, 2.2], replica_ids=[0, 1],

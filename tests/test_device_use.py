@@ -29,8 +29,8 @@ from dtgui.core.device_use import (
     unhelped_summary,
 )
 from dtgui.core.events import Event
-from dtgui.core.metrics import RunMetrics
-from dtgui.core.network_pairs import LinkProbe
+from dtgui.core.live_run import LiveRun
+from dtgui.core.network_pairs import LinkTest
 from dtgui.core.run_curves import RunCurves
 from dtgui.worker.events import EventWriter
 from dtgui.worker.telemetry import NetworkTraffic, Telemetry
@@ -87,8 +87,8 @@ def test_the_machines_traffic_is_counted_once_and_set_against_the_measured_link(
     assert [t.machine for t in traffic] == ["this machine", "h2", "h3"]
     h3 = traffic[2]
     assert (h3.rx, h3.tx, h3.peak_rx, h3.peak_tx) == (2e6, 1e6, 44e6, 29e6)
-    link = LinkProbe("h2", "h3", 1, bandwidth=50e6, received=16 << 20)  # 400 Mbit/s
-    back = LinkProbe("h3", "h2", 1, bandwidth=125e6, received=16 << 20)
+    link = LinkTest("h2", "h3", 1, bandwidth=50e6, received=16 << 20)  # 400 Mbit/s
+    back = LinkTest("h3", "h2", 1, bandwidth=125e6, received=16 << 20)
     share = link_share(traffic[1], [link, back])
     assert share is not None and share[0] == pytest.approx(0.9) and share[1] is link
     text = traffic_text(traffic, [link, back])
@@ -173,7 +173,7 @@ def test_the_card_shows_each_devices_use_and_the_traffic_and_the_split_card_the_
     from dtgui.worker.plan import Plan, ScriptModel
     from dtgui.worker.strategies import Strategy
 
-    metrics = RunMetrics(100)
+    metrics = LiveRun(100)
     for task, machine in (("worker:0", "h2"), ("worker:1", "h3")):
         metrics.set_task_machine(task, machine)
     events = [event("started", "worker:0", 100.0, steps=100, replica_ids=[0]),
@@ -207,7 +207,7 @@ def test_the_card_shows_each_devices_use_and_the_traffic_and_the_split_card_the_
     assert "dtgui_worker.report" in text
     assert "worker:1 gpu0 42 % busy, idle 50 % of the time — it waits" in text
     # one machine: its tasks talk over loopback, no traffic line
-    solo = RunMetrics(100)
+    solo = LiveRun(100)
     solo.add_events(events[:1])
     dash.attach(FakeRun(solo, plan=plan))
     dash.refresh()

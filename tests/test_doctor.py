@@ -18,8 +18,8 @@ from dtgui.core.doctor import (
     OK,
     WARN,
     Check,
-    PortProbe,
-    ReachProbe,
+    PortTest,
+    ReachTest,
     build_checks,
     summary,
 )
@@ -62,9 +62,9 @@ def row(checks: list[Check], machine: str, topic: str) -> Check:
 # -- the rules ------------------------------------------------------------------------------
 def test_same_versions_everywhere_is_all_ok() -> None:
     checks = build_checks(local(), {"a": remote(), "b": remote()}, 23456,
-                          [PortProbe("a", 23456, True), PortProbe("b", 23456, True)],
-                          [ReachProbe("a", "b", "10.0.0.2", 23456, "ok", millis=1.5),
-                           ReachProbe("b", "a", "10.0.0.1", 23456, "ok", millis=2.0)])
+                          [PortTest("a", 23456, True), PortTest("b", 23456, True)],
+                          [ReachTest("a", "b", "10.0.0.2", 23456, "ok", millis=1.5),
+                           ReachTest("b", "a", "10.0.0.1", 23456, "ok", millis=2.0)])
     assert summary(checks) == (0, 0)
     assert all(c.fix == "" for c in checks)
     assert row(checks, "a → b", "Reach").detail == "Connected to 10.0.0.2:23456 in 2 ms."
@@ -118,14 +118,14 @@ def test_gpu_drivers_are_listed_and_odd_ones_flagged() -> None:
 
 
 def test_port_and_path_problems_each_have_a_fix() -> None:
-    ports = [PortProbe("a", 23456, False, "python3, pid 42"), PortProbe("b", 23456, True),
-             PortProbe("c", 23456, None, "there is no python3 on c")]
-    reach = [ReachProbe("b", "a", "10.0.0.1", 23456, "untested", "port 23456 is in use on a"),
-             ReachProbe("a", "b", "10.0.0.2", 23456, "timeout", timeout=3),
-             ReachProbe("c", "b", "gpu-b.lab", 23456, "unresolved"),
-             ReachProbe("a", "c", "10.9.9.9", 23456, "unreachable", "No route to host"),
-             ReachProbe("c", "a", "10.0.0.1", 23456, "refused"),
-             ReachProbe("b", "c", "10.0.0.3", 23456, "other", "it sent b'HTTP/1.1'")]
+    ports = [PortTest("a", 23456, False, "python3, pid 42"), PortTest("b", 23456, True),
+             PortTest("c", 23456, None, "there is no python3 on c")]
+    reach = [ReachTest("b", "a", "10.0.0.1", 23456, "untested", "port 23456 is in use on a"),
+             ReachTest("a", "b", "10.0.0.2", 23456, "timeout", timeout=3),
+             ReachTest("c", "b", "gpu-b.lab", 23456, "unresolved"),
+             ReachTest("a", "c", "10.9.9.9", 23456, "unreachable", "No route to host"),
+             ReachTest("c", "a", "10.0.0.1", 23456, "refused"),
+             ReachTest("b", "c", "10.0.0.3", 23456, "other", "it sent b'HTTP/1.1'")]
     checks = build_checks(local(), {n: remote() for n in "abc"}, 23456, ports, reach)
     busy = row(checks, "a", "Port")
     assert busy.status == FAIL and "python3, pid 42" in busy.detail
@@ -259,9 +259,9 @@ def test_over_a_throttled_link_the_doctor_measures_its_rate_and_the_run_is_commu
     import remote_python
 
     from dtgui.core.bottleneck import COMMUNICATION, verdict
-    from dtgui.core.cluster import assign
     from dtgui.core.device_use import link_share, traffic_text
     from dtgui.core.network_pairs import ring_allreduce_seconds
+    from dtgui.core.placement import assign
     from dtgui.core.plan import ModelFile, Plan
     from dtgui.core.strategies import Strategy
     from dtgui.launch.pipeline import launch_plan

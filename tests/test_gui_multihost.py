@@ -35,8 +35,8 @@ from runs import live_members, replica_losses
 from test_gui_e2e import click_next, curve_points, open_wizard_on
 from widgets import cell_text, controller_of, dashboard_of
 
-from dtgui.core.cluster import place_on_machines
 from dtgui.core.machines import MachineRegistry
+from dtgui.core.placement import place_on_machines
 from dtgui.core.plan import Plan
 from dtgui.core.runs import RunHistory, RunRecord
 from dtgui.core.strategies import Strategy

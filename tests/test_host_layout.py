@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from dtgui.core.bundle import Bundle
-from dtgui.core.cluster import place_local
+from dtgui.core.placement import place_local
 from dtgui.core.plan import Plan
 from dtgui.launch.host import LocalHost, TaskRead
 from dtgui.launch.local_exec import LocalExecutor

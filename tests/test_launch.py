@@ -18,7 +18,7 @@ import pytest
 from fakes import wait_for
 from runs import live_members, replica_losses
 
-from dtgui.core.cluster import place_local
+from dtgui.core.placement import place_local
 from dtgui.core.plan import Plan
 from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import RunController

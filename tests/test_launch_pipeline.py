@@ -16,8 +16,8 @@ import pytest
 from fakes import FakeSshClient
 
 from dtgui.core.bundle import Bundle, render_bundle
-from dtgui.core.cluster import place_local, place_on_machines
 from dtgui.core.machines import Machine, MachineRegistry
+from dtgui.core.placement import place_local, place_on_machines
 from dtgui.core.plan import DeviceKind, Plan
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RECORD_NAME, MachineRecord, RunRecord

@@ -255,3 +255,71 @@ def test_script_supervisor_and_its_tensorboard_reader_never_load_tensorflow(
                           text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "decode_event" in proc.stdout  # tensorboard's protos were used, without TensorFlow
+
+
+# Names that several modules define with one meaning by design, each with why. Methods are not
+# module-level, so a protocol's methods, their implementations and Qt's overrides never count.
+SAME_MEANING = {
+    "main": "the entry point of a module run as a program (`python -m ...`, a bundle's task, "
+            "the `dtgui` command); each such module ends in `if __name__ == \"__main__\"`",
+}
+
+
+def _module_level(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef]:
+    """The functions and classes a module defines at its top (also under a module-level `if`,
+    `try` or `with`), not those inside a function or a class."""
+    found: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef] = []
+    pending: list[ast.stmt] = list(tree.body)
+    while pending:
+        node = pending.pop(0)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.append(node)
+        elif isinstance(node, (ast.If, ast.Try, ast.With)):
+            pending.extend(child for child in ast.iter_child_nodes(node)
+                           if isinstance(child, ast.stmt))
+            if isinstance(node, ast.Try):
+                pending.extend(s for handler in node.handlers for s in handler.body)
+    return found
+
+
+def name_clashes(root: Path) -> list[str]:
+    """Every module-level function or class name that two modules of dtgui define, but those
+    of SAME_MEANING, each as "name: module, module"."""
+    defined: dict[str, set[str]] = {}
+    for path in sorted((root / "dtgui").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in _module_level(tree):
+            defined.setdefault(node.name, set()).add(module_name(root, path))
+    return [f"{name}: {', '.join(sorted(modules))}" for name, modules in sorted(defined.items())
+            if len(modules) > 1 and name not in SAME_MEANING]
+
+
+def test_one_meaning_per_name() -> None:
+    """A function or class name means one thing across dtgui: two modules that need the same
+    name for different jobs rename one; two that do the same job share one definition."""
+    assert name_clashes(ROOT) == []
+
+
+def test_every_module_defining_main_runs_as_a_program() -> None:
+    """`main` is shared only as the entry point of a module run as a program."""
+    for path in sorted((ROOT / "dtgui").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if any(node.name == "main" for node in _module_level(tree)):
+            assert 'if __name__ == "__main__"' in path.read_text(encoding="utf-8"), path
+
+
+def test_the_name_rule_sees_module_level_names_only(tmp_path: Path) -> None:
+    for package in ("core", "worker"):
+        (tmp_path / "dtgui" / package).mkdir(parents=True)
+        (tmp_path / "dtgui" / package / "__init__.py").write_text("")
+    (tmp_path / "dtgui" / "core" / "a.py").write_text(
+        "def probe() -> None: ...\nclass Cluster: ...\ndef main() -> None: ...\n"
+        "class Box:\n    def run(self) -> None: ...\n")
+    (tmp_path / "dtgui" / "core" / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    class Cluster: ...\n"
+        "def main() -> None:\n    def probe() -> None: ...\n"
+        "def run() -> None: ...\n")
+    (tmp_path / "dtgui" / "worker" / "c.py").write_text(
+        "try:\n    def probe() -> None: ...\nexcept ImportError:\n    def probe() -> None: ...\n")
+    assert name_clashes(tmp_path) == ["Cluster: dtgui.core.a, dtgui.core.b",
+                                      "probe: dtgui.core.a, dtgui.worker.c"]

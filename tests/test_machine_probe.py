@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from dtgui.core.cluster import busy_ports, place_local
+from dtgui.core.placement import local_port_conflicts, place_local
 from dtgui.core.plan import Plan
 from dtgui.core.strategies import Strategy
 from dtgui.launch.precheck import check_python
@@ -43,7 +43,7 @@ def test_one_port_check_here_and_in_the_program() -> None:
         assert machine_probe.port_is_free(port) is False
         plan = place_local(Plan(strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2),
                            ports=[port, port])
-        assert f"Port {port}" in busy_ports(plan)[0]
+        assert f"Port {port}" in local_port_conflicts(plan)[0]
         answer = ask(LocalRunner(), PYTHON, ["facts", "--test-port", str(port), "--free-ports", "3"])
         assert answer.data is not None
         checked = answer.data["ports"]
@@ -62,7 +62,7 @@ def test_the_pre_launch_check_passes_and_refuses_by_name(tmp_path: Path) -> None
                              modules=("numpy", "surely_not_a_module"), data_dir=str(tmp_path))
     assert check.problems == []
     assert check.tf_version == TF and check.executable == PYTHON
-    assert check.busy_ports == [port] and len(check.free_ports) == 2
+    assert check.ports_in_use == [port] and len(check.free_ports) == 2
     assert check.missing_modules == ["surely_not_a_module"] and check.data_dir_found is True
     assert (tmp_path / "run").is_dir() and check.directory == str(tmp_path / "run")
 

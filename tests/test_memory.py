@@ -15,7 +15,7 @@ from pytestqt.qtbot import QtBot
 
 from dtgui.core.events import Event
 from dtgui.core.memory import MemoryPeaks
-from dtgui.core.network_pairs import LinkProbe
+from dtgui.core.network_pairs import LinkTest
 from dtgui.core.run_curves import RunCurves
 from dtgui.worker.events import EventWriter
 from dtgui.worker.telemetry import Telemetry
@@ -80,7 +80,7 @@ def test_cpu_warning_is_about_the_machine() -> None:
 
 
 def test_the_dashboard_card_shows_peaks_warning_and_network(qtbot: QtBot) -> None:
-    from dtgui.core.metrics import TaskState
+    from dtgui.core.live_run import TaskState
     from dtgui.ui.memory_panel import MemoryPanel, network_details, network_text
 
     panel = MemoryPanel()
@@ -97,8 +97,8 @@ def test_the_dashboard_card_shows_peaks_warning_and_network(qtbot: QtBot) -> Non
     assert used is not None and used.text() == "75.67 GiB"
     assert share is not None and share.text() == "95%"
     assert not panel.warning.isHidden() and "worker:0 gpu0 at 95% of 79.65 GiB" in panel.warning.text()
-    link = LinkProbe("h2", "h3", 23456, rtt_ms=0.4, bandwidth=10e6, received=16 << 20,
-                     measured_at=1.0)
+    link = LinkTest("h2", "h3", 23456, rtt_ms=0.4, bandwidth=10e6, received=16 << 20,
+                    measured_at=1.0)
     text = network_text([link], ["h2", "h3"], 2, gradient_bytes=12 << 20)
     assert text.startswith("Network: h2 → h3 80.0 Mbit/s, 0.40 ms round trip")  # one way
     assert text.endswith("Expected all-reduce: 1.26 s a step over 2 workers (12.0 MiB).")

@@ -36,8 +36,8 @@ from runs import live_members, stub_python
 from worker_helpers import write_package
 
 from dtgui.core.bundle import render_bundle
-from dtgui.core.cluster import assign, place_on_machines
 from dtgui.core.events import STEP_KINDS, read_all, step_rows
+from dtgui.core.placement import assign, place_on_machines
 from dtgui.core.plan import ModelFile, Plan
 from dtgui.core.runs import RunHistory, RunRecord
 from dtgui.core.strategies import Strategy

@@ -18,9 +18,9 @@ import pytest
 from fakes import ScriptedExecutor
 
 from dtgui.core.bundle import render_bundle
-from dtgui.core.cluster import PlacementError, assign, busy_ports, place_on_machines
 from dtgui.core.events import Event, LineBuffer
-from dtgui.core.metrics import RunMetrics
+from dtgui.core.live_run import LiveRun
+from dtgui.core.placement import PlacementError, assign, local_port_conflicts, place_on_machines
 from dtgui.core.plan import MachineAccess, Plan, validate
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import MachineRecord, RunHistory, RunRecord
@@ -107,7 +107,7 @@ def test_gpu_choice_per_machine_reaches_cuda_visible_devices(tmp_path: Path) -> 
                           gpus={"a": [0], "b": [0, 1]})
 
 
-def test_busy_ports_only_checks_this_machines_tasks() -> None:
+def test_local_port_conflicts_only_check_this_machines_tasks() -> None:
     import socket
 
     with socket.socket() as sock:
@@ -117,7 +117,7 @@ def test_busy_ports_only_checks_this_machines_tasks() -> None:
         plan = mwms()
         placed = place_on_machines(plan, assign(plan, machines=["local", "a"]), ADDR,
                                    {"local": [port], "a": [port]})
-        problems = busy_ports(placed)
+        problems = local_port_conflicts(placed)
     assert len(problems) == 1 and f"Port {port} (task worker:0)" in problems[0]
 
 
@@ -183,7 +183,7 @@ def test_a_clearly_slower_worker_is_flagged() -> None:
 
 
 def test_device_curves_are_labelled_with_their_machine() -> None:
-    metrics = RunMetrics()
+    metrics = LiveRun()
     metrics.set_task_machine("worker:1", "h3")
     metrics.add_events([Event("device", "worker:1", 5.0, {"devices": [
         {"kind": "cpu", "index": 0, "util": 50.0, "mem_used": 2**20}]})])

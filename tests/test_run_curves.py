@@ -13,7 +13,7 @@ from training_events import AGAIN_SHIFT, T0, write_run
 
 from dtgui.core.compare import summarize_run
 from dtgui.core.events import Event, read_all
-from dtgui.core.metrics import RunMetrics
+from dtgui.core.live_run import LiveRun
 from dtgui.core.plan import Plan
 from dtgui.core.run_curves import RunCurves, bundle_curves, final_loss_of_bundle
 from dtgui.core.runs import RECORD_NAME, RunHistory, RunRecord
@@ -23,9 +23,9 @@ from dtgui.launch.pipeline import launch_plan
 from dtgui.launch.targets import Target
 
 
-def dashboard_of(record: RunRecord) -> RunMetrics:
+def dashboard_of(record: RunRecord) -> LiveRun:
     """The dashboard's metrics of a run, fed as a live run feeds them: a poll at a time."""
-    metrics = RunMetrics()
+    metrics = LiveRun()
     events = read_all(Path(record.bundle) / "output" / "events-worker-0.jsonl")
     for i in range(0, len(events), 7):
         metrics.add_events(events[i: i + 7])
@@ -132,7 +132,7 @@ def test_a_scripts_final_loss_is_its_loss_scalar_else_its_finished_loss() -> Non
 
 def test_a_scripts_loss_curve_is_its_loss_scalar_with_wall_times() -> None:
     """A script reports no steps: Compare draws the loss scalar the dashboard draws."""
-    metrics = RunMetrics()
+    metrics = LiveRun()
     scalars = [event("scalar", t=T0 + e, tag="epoch_loss", step=e, value=1.0 / (e + 1))
                for e in range(4)]
     scalars.insert(3, event("scalar", t=T0 + 2.5, tag="epoch_loss", step=1, value=0.9))

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from dtgui.core.bundle import Bundle, render_bundle
-from dtgui.core.cluster import place_local
 from dtgui.core.events import Event, parse_line
 from dtgui.core.ignore import is_ignored, list_project, parse_rules
-from dtgui.core.metrics import RunMetrics
+from dtgui.core.live_run import LiveRun
+from dtgui.core.placement import place_local
 from dtgui.core.plan import ModelFile, Plan, validate
 from dtgui.core.scalars import is_loss_tag
 from dtgui.core.script import (
@@ -167,7 +167,7 @@ def scalar(task: str, tag: str, step: int, value: float) -> Event:
 
 
 def test_scalar_events_become_series_per_tag_and_task() -> None:
-    metrics = RunMetrics(10)
+    metrics = LiveRun(10)
     metrics.add_events([scalar("worker:0", "train/batch_loss", s, 1.0 / s) for s in (1, 2, 3)])
     metrics.add_events([scalar("worker:1", "train/batch_loss", 1, 0.9),
                         scalar("worker:0", "train/epoch_loss", 0, 0.7)])

@@ -43,7 +43,7 @@ from dtgui.launch.pipeline import launch_plan, reattach
 from dtgui.launch.policy import RunPolicy
 from dtgui.launch.slurm_exec import SlurmExecutor
 from dtgui.remote.commands import LocalRunner
-from dtgui.remote.slurm import probe
+from dtgui.remote.slurm import ask_slurm
 
 ssh_lab, ssh_env, real_keyring = conftest_ssh.ssh_lab, conftest_ssh.ssh_env, conftest_ssh.real_keyring
 
@@ -95,8 +95,8 @@ def nothing_left(slurm: SlurmCluster, controller: RunController, keep: tuple[str
     assert [j for j in slurm.queue() if j not in keep] == []
 
 
-def test_probe_of_the_login_node(slurm: SlurmCluster) -> None:
-    facts = probe(LocalRunner())
+def test_ask_slurm_on_the_login_node(slurm: SlurmCluster) -> None:
+    facts = ask_slurm(LocalRunner())
     assert facts.problems == [] and facts.version.startswith("22.")
     debug = facts.partition("")
     assert debug is not None and debug.name == "debug" and debug.nodes == 2

@@ -196,7 +196,12 @@ def test_a_probed_cluster_in_the_panel_and_the_wizard(qtbot: QtBot) -> None:
     from PySide6.QtWidgets import QWizard
 
     from dtgui.core.machines import RemoteFacts
-    from dtgui.core.slurm_answers import ClusterFacts, parse_sinfo, parse_squeue, probe_problem
+    from dtgui.core.slurm_answers import (
+        ClusterFacts,
+        parse_sinfo,
+        parse_squeue,
+        slurm_command_problem,
+    )
     from dtgui.ui.machines.texts import details_html, short_gpus, short_tf
     from dtgui.ui.wizard.slurm_box import last_job_file
 
@@ -211,8 +216,8 @@ def test_a_probed_cluster_in_the_panel_and_the_wizard(qtbot: QtBot) -> None:
     assert "64 CPUs, 500.0 GiB, 4 GPUs per node · 2-00:00:00 time limit" in card
     assert "2 train PENDING (Resources) on 2 nodes in gpu" in card
     assert (short_gpus(facts), short_tf(facts)) == ("4 nodes × 4 GPUs", "on nodes")
-    down = probe_problem("sinfo failed: slurm_load_partitions: Unable to contact slurm "
-                         "controller (connect failure)")
+    down = slurm_command_problem("sinfo failed: slurm_load_partitions: Unable to contact slurm "
+                                 "controller (connect failure)")
     assert "slurmctld" in details_html(CLUSTER, RemoteFacts(cluster=ClusterFacts(
         "22.05.8", problems=[down])))
 

@@ -19,7 +19,7 @@ from fakes import FakeRun, event, steps_fields
 from pytestqt.qtbot import QtBot
 
 from dtgui.core.events import Event
-from dtgui.core.metrics import RunMetrics
+from dtgui.core.live_run import LiveRun
 from dtgui.ui.dashboard import Dashboard
 
 REDRAWS = int(os.environ.get("DTGUI_SOAK_REDRAWS", "5000"))
@@ -47,7 +47,7 @@ def passes(count: int) -> list[list[Event]]:
 
 def test_redraws_keep_none_and_memory_flat(qtbot: QtBot) -> None:
     variants = passes(7)
-    metrics = RunMetrics(STEPS)
+    metrics = LiveRun(STEPS)
     dash = Dashboard()
     qtbot.addWidget(dash)
     dash.resize(900, 600)

@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT
 
 from dtgui.core.events import EventTail, parse_line, read_all, step_rows
-from dtgui.core.metrics import RunMetrics
+from dtgui.core.live_run import LiveRun
 from dtgui.core.run_curves import Series
 from dtgui.worker import step_batch
 from dtgui.worker.call_size import StepsPerCall
@@ -93,7 +93,7 @@ def test_metrics_from_batches_match_every_step_and_drop_non_finite(tmp_path: Pat
             writer.emit("device", devices=[{"kind": "cpu", "index": 0, "util": 50.0}])
         first += len(losses)
     writer.close()
-    metrics = RunMetrics()
+    metrics = LiveRun()
     metrics.add_events(read_all(path))
     snap = metrics.snapshot()
     everything = np.concatenate(batches)
@@ -112,7 +112,7 @@ def test_a_restart_rewinds_the_curves_without_touching_views_handed_out(tmp_path
     writer.emit("started", replicas=1, replica_ids=[0], steps=20, resumed_from_step=0)
     steps_event(writer, 1, np.arange(1, 11, dtype=np.float32)[:, None], [0])
     writer.close()
-    metrics = RunMetrics()
+    metrics = LiveRun()
     metrics.add_events(read_all(path))
     _held_x, held_y = metrics.snapshot().replica_loss[0]  # what the UI may be drawing
     tail = EventTail(path, offset=path.stat().st_size)
@@ -192,7 +192,7 @@ def test_export_takes_steps_per_call_and_refuses_too_many(
 
 def test_validation_learning_rate_and_saved_models_reach_the_metrics(tmp_path: Path) -> None:
     """Two MultiWorkerMirrored workers report the same validation: it is kept once a step."""
-    metrics = RunMetrics()
+    metrics = LiveRun()
     for task in ("worker:0", "worker:1"):
         path = tmp_path / f"{task}.jsonl"
         writer = EventWriter(path, task)

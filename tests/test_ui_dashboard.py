@@ -1,4 +1,4 @@
-"""The live dashboard, fed by a real RunMetrics with real parsed events (pytest-qt)."""
+"""The live dashboard, fed by a real LiveRun with real parsed events (pytest-qt)."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from PySide6.QtGui import QColor
 from pytestqt.qtbot import QtBot
 
 from dtgui.core.events import Event
-from dtgui.core.metrics import LOG_LINES_KEPT, RunMetrics
+from dtgui.core.live_run import LOG_LINES_KEPT, LiveRun
 from dtgui.core.run_state import RunState
-from dtgui.core.stragglers import describe, find_stragglers
+from dtgui.core.stragglers import describe_straggler, find_stragglers
 from dtgui.ui.curves import ENVELOPE_MIN_POINTS, Envelope
 from dtgui.ui.dashboard import Dashboard
 from dtgui.ui.plot_base import ElapsedAxis, series_colour
@@ -70,14 +70,14 @@ def started(task: str, ids: list[int], total: int = 100) -> Event:
 
 
 @pytest.fixture
-def metrics() -> RunMetrics:
-    m = RunMetrics(100)
+def metrics() -> LiveRun:
+    m = LiveRun(100)
     m.add_events([started("worker:0", [0, 1]), started("worker:1", [2, 3])])
     return m
 
 
 @pytest.fixture
-def controller(metrics: RunMetrics) -> FakeRun:
+def controller(metrics: LiveRun) -> FakeRun:
     return FakeRun(metrics)
 
 
@@ -107,7 +107,7 @@ def curve_xy(dash: Dashboard, rid: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_one_curve_per_replica_with_its_data_after_the_timer(
-        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: LiveRun) -> None:
     dash.attach(controller, run_name="r1", strategy="multi_worker_mirrored")
     assert dash.timer.isActive() and dash.timer.interval() == 50
     metrics.add_events(two_workers(1, 20))  # after attach: only the timer can show them
@@ -142,7 +142,7 @@ def test_one_curve_per_replica_with_its_data_after_the_timer(
 
 
 def test_checkboxes_and_legend_show_and_hide_replicas(
-        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: LiveRun) -> None:
     metrics.add_events(two_workers(1, 10))
     dash.attach(controller)
     panel = dash.loss_panel
@@ -179,7 +179,7 @@ def test_checkboxes_and_legend_show_and_hide_replicas(
 
 
 def test_failed_task_row_is_red_with_its_error(
-        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: LiveRun) -> None:
     metrics.add_events(two_workers(1, 5))
     follow(dash, controller)
     error = "ResourceExhaustedError: OOM when allocating tensor"
@@ -209,7 +209,7 @@ def test_failed_task_row_is_red_with_its_error(
 
 
 def test_log_view_appends_only_new_lines_and_survives_the_buffer_wrapping(
-        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: LiveRun) -> None:
     dash.attach(controller)
     text = dash.log_view.text
     metrics.add_log_lines("worker:0", ["line 1", "line 2"])
@@ -249,7 +249,7 @@ def test_log_view_appends_only_new_lines_and_survives_the_buffer_wrapping(
 
 
 def test_stop_button_requests_stop_once_and_the_end_is_shown_once(
-        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: LiveRun) -> None:
     metrics.add_events(two_workers(1, 30))
     ended: list[tuple[str, str]] = []
     session = follow(dash, controller)
@@ -280,7 +280,7 @@ def test_stop_button_requests_stop_once_and_the_end_is_shown_once(
 
 
 def test_a_run_that_ended_before_it_was_shown_is_drawn_whole_and_still(
-        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: LiveRun) -> None:
     metrics.add_events(two_workers(1, 12))
     controller.end("finished", "all tasks finished")
     dash.attach(controller)
@@ -291,7 +291,7 @@ def test_a_run_that_ended_before_it_was_shown_is_drawn_whole_and_still(
 
 
 def test_redraw_only_when_the_metrics_version_changed(
-        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics,
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: LiveRun,
         monkeypatch: pytest.MonkeyPatch) -> None:
     metrics.add_events(two_workers(1, 5))
     dash.attach(controller)
@@ -316,7 +316,7 @@ def test_redraw_only_when_the_metrics_version_changed(
 
 
 def test_long_series_are_drawn_as_an_envelope_until_the_user_zooms(
-        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: LiveRun) -> None:
     n = ENVELOPE_MIN_POINTS * 3
     metrics.add_events(steps(1, n, "worker:0", (0,)))
     dash.attach(controller)
@@ -370,10 +370,10 @@ def cpu_device(task: str, t: float, util: float) -> Event:
 
 
 @pytest.fixture
-def placed() -> RunMetrics:
+def placed() -> LiveRun:
     """A MultiWorkerMirrored run on this machine, h2, h3 and "lab box"; worker:2 (h3) runs at
     40 % of the others' pace and is flagged the way RunController flags it."""
-    m = RunMetrics(100)
+    m = LiveRun(100)
     for task, machine in PLACED.items():  # as RunController does from the plan, before events
         m.set_task_machine(task, machine)
     events = [started(task, [i]) for i, task in enumerate(PLACED)]
@@ -388,7 +388,7 @@ def placed() -> RunMetrics:
         m.add_log_lines(task, [f"log of {task}"])
     found = find_stragglers(m.throughput_series())
     assert list(found) == ["worker:2"]
-    m.set_stragglers({t: describe(t, f, PLACED[t]) for t, f in found.items()})
+    m.set_stragglers({t: describe_straggler(t, f, PLACED[t]) for t, f in found.items()})
     return m
 
 
@@ -397,7 +397,7 @@ def row_of(table: TaskTable, task: str) -> int:
 
 
 def test_multi_machine_run_shows_each_tasks_machine_and_flags_the_straggler(
-        qtbot: QtBot, dash: Dashboard, placed: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, placed: LiveRun) -> None:
     dash.attach(FakeRun(placed))
     table = dash.task_table
     qtbot.waitUntil(lambda: table.rowCount() == 4 and table.item(3, 2) is not None, timeout=3000)
@@ -435,7 +435,7 @@ def test_multi_machine_run_shows_each_tasks_machine_and_flags_the_straggler(
 
 
 def test_multi_machine_device_series_and_logs_name_their_machine(
-        qtbot: QtBot, dash: Dashboard, placed: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, placed: LiveRun) -> None:
     dash.attach(FakeRun(placed))
     panel = dash.device_panel
     expected = ["local cpu0", "h2 cpu0", "h3 cpu0", "lab box cpu0"]
@@ -466,7 +466,7 @@ def test_multi_machine_device_series_and_logs_name_their_machine(
 
 
 def test_a_run_on_this_machine_only_has_no_machine_column(
-        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: LiveRun) -> None:
     metrics.add_events([*two_workers(1, 3), cpu_device("worker:1", 1003.0, 70.0)])
     metrics.add_log_lines("worker:1", ["w1"])
     dash.attach(controller)
@@ -482,7 +482,7 @@ def test_a_run_on_this_machine_only_has_no_machine_column(
     qtbot.waitUntil(lambda: "worker:1 cpu0" in dash.device_panel.util.curves, timeout=3000)
     assert list(dash.device_panel.util.curves) == ["worker:1 cpu0"]
     # a run placed on another machine, shown next in the same dashboard: the column appears
-    other = RunMetrics(10)
+    other = LiveRun(10)
     other.set_task_machine("worker:0", "h2")
     other.add_events([started("worker:0", [0])])
     dash.attach(FakeRun(other))
@@ -497,7 +497,7 @@ def test_a_run_on_this_machine_only_has_no_machine_column(
 def test_tasks_sharing_a_machine_give_one_device_series_for_it() -> None:
     """Two workers on h2 both see h2's CPU: one series, its memory the sum of theirs; when
     the reporting task ends, the other one speaks for the machine."""
-    m = RunMetrics(100)
+    m = LiveRun(100)
     for task, machine in {"worker:0": "h2", "worker:1": "h2", "worker:2": "h3"}.items():
         m.set_task_machine(task, machine)
     m.add_events([cpu_device("worker:0", 1001.0, 50.0), cpu_device("worker:1", 1001.5, 52.0),
@@ -512,7 +512,7 @@ def test_tasks_sharing_a_machine_give_one_device_series_for_it() -> None:
 
 
 def test_a_restart_from_a_checkpoint_continues_the_curves_from_there() -> None:
-    m = RunMetrics(100)
+    m = LiveRun(100)
     m.add_events([started("worker:0", [0, 1])])
     m.add_events([ev("step", "worker:0", 1000.0 + s, step=s, epoch=1, replica_ids=[0, 1],
                      replica_losses=[loss(0, s), loss(1, s)], examples_per_sec=100.0)
@@ -539,7 +539,7 @@ def test_elapsed_axis_never_repeats_a_label(qtbot: QtBot) -> None:
 
 
 def test_many_long_series_are_painted_off_the_ui_thread_and_follow_the_view(
-        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: LiveRun) -> None:
     """128 replicas x 400 steps: too many vertices to stroke on the UI thread, so the layer's
     image is drawn by the render thread; it shows the series, and a new one comes when the
     data or the view's size changes."""
@@ -571,7 +571,7 @@ def test_many_long_series_are_painted_off_the_ui_thread_and_follow_the_view(
 
 
 def test_many_replicas_are_drawn_by_one_layer_fed_within_a_frame_budget(
-        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: LiveRun) -> None:
     """128 replicas (8 tasks x 16): every series goes through the envelope layer (one
     graphics item), no legend covers the plot, and a tick feeds series for a bounded time,
     the rest at the next ticks, until every curve has every step."""

@@ -18,9 +18,9 @@ from PySide6.QtWidgets import QCheckBox, QWizard
 from pytestqt.qtbot import QtBot
 
 from dtgui.core.bundle import task_environment, task_script_text
-from dtgui.core.cluster import PlacementError
 from dtgui.core.hardware import GpuInfo, MachineFacts, TfView
 from dtgui.core.machines import Machine, MachineError, MachineRegistry, RemoteFacts
+from dtgui.core.placement import PlacementError
 from dtgui.core.plan import LOCAL_MACHINE, DeviceKind, MachineAccess, Plan
 from dtgui.core.strategies import Strategy
 from dtgui.remote import secrets

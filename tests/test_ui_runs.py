@@ -13,8 +13,8 @@ from pytestqt.qtbot import QtBot
 from widgets import cell, cell_text
 
 from dtgui.core.bundle import render_bundle
-from dtgui.core.cluster import place_local
 from dtgui.core.machines import Machine
+from dtgui.core.placement import place_local
 from dtgui.core.plan import MachineAccess, Plan
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QWizard
 
 from dtgui.core.events import parse_line
 from dtgui.core.hardware import MachineFacts, TfView
-from dtgui.core.metrics import RunMetrics
+from dtgui.core.live_run import LiveRun
 from dtgui.core.plan import Plan
 from dtgui.core.script import ScriptModel
 from dtgui.core.strategies import Strategy
@@ -131,7 +131,7 @@ def scalar_line(task: str, tag: str, step: int, value: float) -> str:
 
 
 def test_dashboard_shows_scalars_by_tag_and_the_script_loss(qtbot: QtBot) -> None:
-    metrics = RunMetrics(10)
+    metrics = LiveRun(10)
     board = Dashboard()
     qtbot.addWidget(board)
     board.show()
@@ -262,7 +262,7 @@ def test_the_review_of_a_script_run_shows_the_script_not_dtgui_s_defaults(qtbot:
 
 
 def test_the_header_shows_a_script_s_own_progress_and_time_left(qtbot: QtBot) -> None:
-    metrics = RunMetrics(10)
+    metrics = LiveRun(10)
     model = ScriptModel("project", "main.py", ("3",), legacy_keras=True)
     plan = Plan(strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2, model=model)
     board = Dashboard()
@@ -291,7 +291,7 @@ def test_the_header_shows_a_script_s_own_progress_and_time_left(qtbot: QtBot) ->
 
 def test_the_run_history_says_what_a_script_run_was(qtbot: QtBot, tmp_path: Path) -> None:
     from dtgui.core.bundle import render_bundle
-    from dtgui.core.cluster import place_local
+    from dtgui.core.placement import place_local
     from dtgui.core.runs import RunRecord
     from dtgui.ui.runs_page import RunsPage, plan_summary, run_texts
 

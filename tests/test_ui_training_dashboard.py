@@ -1,4 +1,4 @@
-"""The dashboard's training-quality parts with real widgets and a real RunMetrics fed with
+"""The dashboard's training-quality parts with real widgets and a real LiveRun fed with
 schema-2 events: validation loss and metrics with their best points, the learning rate, EMA
 smoothing, the saved model's bar; and the run notifications."""
 
@@ -16,7 +16,7 @@ from pytestqt.qtbot import QtBot
 
 from dtgui.core import smoothing
 from dtgui.core.events import Event
-from dtgui.core.metrics import RunMetrics
+from dtgui.core.live_run import LiveRun
 from dtgui.core.plan import LrSchedule, Optimizer, Plan
 from dtgui.core.smoothing import ema
 from dtgui.core.strategies import Strategy
@@ -35,8 +35,8 @@ def raw_loss(rid: int, last: int, replicas: int = 2) -> np.ndarray:
 
 
 @pytest.fixture
-def metrics() -> RunMetrics:
-    m = RunMetrics(120)
+def metrics() -> LiveRun:
+    m = LiveRun(120)
     m.add_events([event("started", replicas=2, replica_ids=[0, 1], steps=120,
                         strategy=Strategy.MIRRORED)])
     return m
@@ -63,7 +63,7 @@ def validation(step: int, loss: float, acc: float, top5: float) -> Event:
 
 
 def test_validation_loss_metrics_best_points_and_learning_rate(
-        qtbot: QtBot, dash: Dashboard, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, metrics: LiveRun) -> None:
     dash.attach(FakeRun(metrics), run_name="val")
     assert not dash.validation_panel.isVisible() and not dash.lr_panel.isVisible()
     events = []
@@ -108,7 +108,7 @@ def test_validation_loss_metrics_best_points_and_learning_rate(
 
 
 def test_smoothing_is_tensorboards_ema_with_the_raw_points_faint_behind(
-        qtbot: QtBot, dash: Dashboard, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, metrics: LiveRun) -> None:
     dash.attach(FakeRun(metrics), run_name="ema")
     metrics.add_events([steps_event(f, 10) for f in range(1, 61, 10)])
     panel = dash.loss_panel
@@ -151,7 +151,7 @@ def test_smoothing_is_tensorboards_ema_with_the_raw_points_faint_behind(
 
 
 def test_smoothing_after_a_restart_follows_the_retrained_steps(
-        qtbot: QtBot, dash: Dashboard, metrics: RunMetrics) -> None:
+        qtbot: QtBot, dash: Dashboard, metrics: LiveRun) -> None:
     dash.attach(FakeRun(metrics), run_name="restart")
     metrics.add_events([steps_event(f, 10) for f in range(1, 61, 10)])
     panel = dash.loss_panel
@@ -175,7 +175,7 @@ def test_smoothing_after_a_restart_follows_the_retrained_steps(
 def test_smoothing_many_replicas_keeps_the_frame_short(
         qtbot: QtBot, dash: Dashboard, monkeypatch: pytest.MonkeyPatch) -> None:
     replicas, per_call = 64, 500
-    metrics = RunMetrics(20_000)
+    metrics = LiveRun(20_000)
     metrics.add_events([event("started", replicas=replicas, replica_ids=list(range(replicas)),
                               steps=20_000, strategy=Strategy.MIRRORED)])
     metrics.add_events([steps_event(f, per_call, replicas) for f in range(1, 20_001, per_call)])
@@ -205,7 +205,7 @@ def test_smoothing_many_replicas_keeps_the_frame_short(
 def test_new_smoothing_on_an_ended_long_run_redraws_every_envelope(
         qtbot: QtBot, dash: Dashboard) -> None:
     replicas, steps = 20, 6000  # envelopes: more series than MANY_SERIES, longer than 4096
-    metrics = RunMetrics(steps)
+    metrics = LiveRun(steps)
     metrics.add_events([event("started", replicas=replicas, replica_ids=list(range(replicas)),
                               steps=steps, strategy=Strategy.MIRRORED)])
     metrics.add_events([steps_event(f, 500, replicas) for f in range(1, steps + 1, 500)])
@@ -232,7 +232,7 @@ def test_new_smoothing_on_an_ended_long_run_redraws_every_envelope(
     assert hi == pytest.approx(max(e.max() for e in every))
 
 
-def test_saved_model_bar_opens_the_models_folder(qtbot: QtBot, dash: Dashboard, metrics: RunMetrics,
+def test_saved_model_bar_opens_the_models_folder(qtbot: QtBot, dash: Dashboard, metrics: LiveRun,
                                                  tmp_path: Path) -> None:
     run = FakeRun(metrics, path=tmp_path / "bundle")
     output = run.output_dir
@@ -253,7 +253,7 @@ def test_saved_model_bar_opens_the_models_folder(qtbot: QtBot, dash: Dashboard, 
 
 
 def test_notifications_when_a_run_restarts_finishes_or_fails(
-        qtbot: QtBot, metrics: RunMetrics) -> None:
+        qtbot: QtBot, metrics: LiveRun) -> None:
     window = QMainWindow()
     qtbot.addWidget(window)
     window.resize(900, 600)

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Protocol
 
-from dtgui.core.cluster import place_local
+from dtgui.core.placement import place_local
 from dtgui.core.plan import Communication, DeviceKind, Precision
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")

@@ -30,9 +30,9 @@ from fakes import wait_for
 from runs import live_members
 
 from dtgui.core.bundle import render_bundle
-from dtgui.core.cluster import assign, place_local
 from dtgui.core.events import STEP_KINDS, read_all, step_rows
 from dtgui.core.machines import Machine
+from dtgui.core.placement import assign, place_local
 from dtgui.core.plan import Plan
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import MachineRecord, RunRecord, TaskRecord

@@ -115,7 +115,7 @@ def test_multi_worker_mirrored_two_processes(tmp_path: Path) -> None:
                                  log=log_text(bundle, f"worker:{i}"))
         assert started["replica_ids"] == [i] and started["global_batch"] == 32
         means.append(step_means(events))
-        # both workers ran the split's probes together (their collectives matched)
+        # both workers ran the split's calibration runs together (their collectives matched)
         [split] = kinds(events, "split")
         assert split["calibrations"] == 1 and split["communication"] > 0, split
     assert means[0] == means[1]  # the mean is all-reduced: the same on every worker

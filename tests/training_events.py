@@ -22,7 +22,7 @@ import numpy as np
 
 import dtgui.worker.events as worker_events
 from dtgui.core.bundle import render_bundle
-from dtgui.core.cluster import place_local
+from dtgui.core.placement import place_local
 from dtgui.core.plan import Plan
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord

@@ -21,7 +21,8 @@ import argparse
 import re
 from collections.abc import Sequence
 
-from dtgui.core.cluster import (
+from dtgui.core.machines import Machine, MachineRegistry, host_problem
+from dtgui.core.placement import (
     PlacementError,
     assign,
     is_loopback,
@@ -29,7 +30,6 @@ from dtgui.core.cluster import (
     reachable_addresses,
     task_layout,
 )
-from dtgui.core.machines import Machine, MachineRegistry, host_problem
 from dtgui.core.plan import LOCAL_MACHINE, Plan
 from dtgui.core.strategies import Strategy
 

@@ -196,7 +196,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.slurm:  # one Slurm job: its tasks are placed on the nodes Slurm gives
         return export_slurm(plan, args)
     try:
-        placed, notes = _place(plan, args)
+        placed, notes = _place_for_export(plan, args)
     except ValueError as exc:
         return _refuse(getattr(exc, "problems", [str(exc)]))
     try:
@@ -251,11 +251,11 @@ def _refuse(problems: list[str]) -> int:
     return 2
 
 
-def _place(plan: Plan, args: argparse.Namespace) -> tuple[Plan, list[str]]:
+def _place_for_export(plan: Plan, args: argparse.Namespace) -> tuple[Plan, list[str]]:
     """On the machines the options name, else on this machine (free ports, or from
     --base-port). Raises ValueError (ExportOptionError with `problems`)."""
     from dtgui.cli.machines import check_base_port, place_from_args
-    from dtgui.core.cluster import place_local, task_layout
+    from dtgui.core.placement import place_local, task_layout
 
     if wants_machines(args):
         return place_from_args(plan, args)

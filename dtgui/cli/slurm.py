@@ -67,7 +67,7 @@ def job_from(args: argparse.Namespace, plan: Plan) -> SlurmJob:
         name, _, path = item.partition("=")
         if name == args.slurm:
             python = path
-    from dtgui.core.cluster import task_layout
+    from dtgui.core.placement import task_layout
 
     count = len(task_layout(plan))
     per_node = args.tasks_per_node or (1 if args.nodes is None else max(count // args.nodes, 1))

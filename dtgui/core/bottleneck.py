@@ -12,7 +12,7 @@ A `split` event (schema 2, added fields are optional):
 "seconds_per_step": wall time of a step, "input"/"compute"/"communication"/"reporting":
 seconds of a step, "measured": the parts measured, "method": "calibrated" | "report",
 "calibration_seconds": what measuring cost so far (its recurring part), "setup_seconds":
-making the probes once (tracing them), "training_seconds": the task's training time so
+making the calibration runs once (tracing them), "training_seconds": the task's training time so
 far, "of_task": the task measured when another task reports it (the ParameterServer
 coordinator reports its workers': "worker:1"), "method": "calibrated" | "worker-timed" |
 "report"}``.
@@ -59,7 +59,7 @@ class StepSplit:
     measured: tuple[str, ...] = PARTS  # parts measured (a script without help: fewer)
     method: str = "calibrated"
     calibration_seconds: float = 0.0  # what measuring cost the task so far (recurring)
-    setup_seconds: float = 0.0  # making the probes once, at the first calibration
+    setup_seconds: float = 0.0  # making the calibration runs once, at the first calibration
     training_seconds: float = 0.0  # the task's training time so far
 
     @classmethod
@@ -99,7 +99,7 @@ class StepSplit:
     @property
     def cost_share(self) -> float:
         """What measuring the split costs as it goes, as a share of the task's time (the
-        probes' making, once, is `setup_seconds`)."""
+        calibration runs' making, once, is `setup_seconds`)."""
         total = self.training_seconds + self.calibration_seconds
         return self.calibration_seconds / total if total > 0 else 0.0
 

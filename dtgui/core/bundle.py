@@ -13,8 +13,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from dtgui.core.cluster import tf_config_json
 from dtgui.core.ignore import ProjectFiles, human_size, list_project
+from dtgui.core.placement import placed_tf_config_json
 from dtgui.core.plan import PLAN_NAME, DemoModel, ModelFile, Plan, PlanError, TaskSpec, validate
 from dtgui.core.script import BUNDLE_PROJECT_DIR
 from dtgui.core.script_bundle import (
@@ -96,7 +96,7 @@ def task_environment(plan: Plan, task: TaskSpec) -> dict[str, str]:
         "PYTHONUNBUFFERED": "1",  # progress lines reach the log as they are printed
         "PYTHONHASHSEED": str(plan.seed),
     }
-    config = tf_config_json(plan, task)
+    config = placed_tf_config_json(plan, task)
     if config:
         env["TF_CONFIG"] = config
     # GPU numbers come from NVML (PCI bus order); make CUDA number them the same way.
@@ -279,7 +279,7 @@ def render_bundle(plan: Plan, destination: Path, *, overwrite: bool = False) -> 
     if problems:
         raise PlanError(" ".join(problems))
     if not plan.tasks:
-        raise PlanError("the plan has no tasks: place it first (dtgui.core.cluster.place_local)")
+        raise PlanError("the plan has no tasks: place it first (dtgui.core.placement.place_local)")
     destination = Path(destination).resolve()
     if any(ord(c) < 32 or ord(c) == 127 for c in str(destination)):
         # run.sh finds its folder with "$(dirname "$0")", which drops a trailing line break,

@@ -130,7 +130,7 @@ FIELDS = ("Run", "State", "Strategy", "Machines", "Replicas", "Precision", "XLA"
           "Final loss", "Best validation loss", "Best validation metric", "Limited by")
 
 
-def _number(value: float | None, digits: int = 4) -> str:
+def _number_text(value: float | None, digits: int = 4) -> str:
     return MISSING if value is None else f"{value:.{digits}g}"
 
 
@@ -151,7 +151,7 @@ def table_rows(summaries: Iterable[RunSummary]) -> list[list[str]]:
             str(s.global_batch) if s.global_batch else MISSING,
             s.optimizer or MISSING, s.schedule or MISSING, steps,
             MISSING if s.throughput is None else f"{s.throughput:,.0f}",
-            _number(s.final_loss), val, metric, s.limit.short or MISSING,
+            _number_text(s.final_loss), val, metric, s.limit.short or MISSING,
         ])
     return rows
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from dtgui.core.memory import non_negative
-from dtgui.core.network_pairs import LinkProbe, rate_text
+from dtgui.core.network_pairs import LinkTest, rate_text
 
 IDLE_UTIL = 10.0  # % utilisation under which a sample counts as idle
 BUSY_LINK = 0.7  # traffic at this share of the measured link: the link is the limit
@@ -137,7 +137,7 @@ class DeviceUse:
         return out
 
 
-def link_share(traffic: Traffic, links: Iterable[LinkProbe]) -> tuple[float, LinkProbe] | None:
+def link_share(traffic: Traffic, links: Iterable[LinkTest]) -> tuple[float, LinkTest] | None:
     """The share of its slowest measured outgoing link that the machine's peak sending
     reached, with that link (None when the doctor measured none from it)."""
     outgoing = [k for k in links if k.ok and k.source == traffic.machine]
@@ -147,7 +147,7 @@ def link_share(traffic: Traffic, links: Iterable[LinkProbe]) -> tuple[float, Lin
     return traffic.peak_tx / link.bandwidth, link
 
 
-def traffic_text(traffic: Sequence[Traffic], links: Iterable[LinkProbe] = ()) -> str:
+def traffic_text(traffic: Sequence[Traffic], links: Iterable[LinkTest] = ()) -> str:
     """The card's traffic line: each machine's traffic, and the share of its measured link
     it reached when the doctor measured one ('' before any sample)."""
     if not traffic:
@@ -165,7 +165,7 @@ def traffic_text(traffic: Sequence[Traffic], links: Iterable[LinkProbe] = ()) ->
     return "Traffic: " + "; ".join(parts) + "."
 
 
-def traffic_line(traffic: Sequence[Traffic], links: Iterable[LinkProbe] = ()) -> str:
+def traffic_line(traffic: Sequence[Traffic], links: Iterable[LinkTest] = ()) -> str:
     """The card's short traffic line: each machine's peak sending, and the share of its
     measured link ('Sent at peak: h2 337.7 Mbit/s (88 % of its link); h3 …'); the full
     figures are `traffic_text`'s."""
@@ -181,7 +181,7 @@ def traffic_line(traffic: Sequence[Traffic], links: Iterable[LinkProbe] = ()) ->
 
 
 def unhelped_summary(devices: Sequence[DeviceBusy], traffic: Sequence[Traffic],
-                     links: Iterable[LinkProbe] = ()) -> str:
+                     links: Iterable[LinkTest] = ()) -> str:
     """What the samples say of a run that gives no split (a script without `report()`):
     the idlest device, and a machine whose sending filled most of its measured link ('' when
     there is nothing to say yet)."""

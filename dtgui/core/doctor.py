@@ -1,8 +1,8 @@
 """The cluster doctor: compare machines that are to train together and say what to fix.
 
 Pure Python (no Qt, paramiko or TensorFlow). The remote side (`dtgui.remote.doctor_checks`)
-measures ports and reachability from the machines themselves and fills `PortProbe` and
-`ReachProbe`; the probe fills `RemoteFacts`. `build_checks` turns all of it into table rows,
+measures ports and reachability from the machines themselves and fills `PortTest` and
+`ReachTest`; the probe fills `RemoteFacts`. `build_checks` turns all of it into table rows,
 each `Check` with one plain detail and, for every problem, one suggested fix.
 
 Rules: every machine needs the TensorFlow version of this machine, in the interpreter it
@@ -26,7 +26,7 @@ from dtgui.core.machines import RemoteFacts
 from dtgui.core.network_pairs import (
     REFERENCE_PARAMS,
     SLOW_LINK,
-    LinkProbe,
+    LinkTest,
     asymmetric,
     asymmetry_text,
     directions,
@@ -41,7 +41,7 @@ OK, WARN, FAIL = "ok", "warn", "fail"  # Check.status
 LOCAL = "this machine"
 DEFAULT_PORT = 23456
 
-# ReachProbe.outcome values
+# ReachTest.outcome values
 REACH_OUTCOMES = ("ok", "timeout", "refused", "unresolved", "unreachable", "other", "untested")
 
 
@@ -57,7 +57,7 @@ class Check:
 
 
 @dataclass(frozen=True)
-class PortProbe:
+class PortTest:
     """Whether `port` could be bound on all addresses of `machine` (None: not tested)."""
 
     machine: str
@@ -67,7 +67,7 @@ class PortProbe:
 
 
 @dataclass(frozen=True)
-class ReachProbe:
+class ReachTest:
     """Whether `source` could open a TCP connection to `address:port` of `target`, where a
     short-lived test listener ran (see REACH_OUTCOMES)."""
 
@@ -117,10 +117,10 @@ def build_checks(
     local: MachineFacts | None,
     facts: dict[str, RemoteFacts],
     port: int,
-    ports: Sequence[PortProbe] = (),
-    reach: Sequence[ReachProbe] = (),
+    ports: Sequence[PortTest] = (),
+    reach: Sequence[ReachTest] = (),
     errors: dict[str, str] | None = None,
-    links: Sequence[LinkProbe] = (),
+    links: Sequence[LinkTest] = (),
 ) -> list[Check]:
     """The doctor's rows: this machine first, then each machine, then every path between two.
 
@@ -161,8 +161,8 @@ def build_checks(
     return rows
 
 
-def _link_row(link: LinkProbe, machines: int,
-              pair: tuple[LinkProbe, LinkProbe | None] | None = None) -> Check:
+def _link_row(link: LinkTest, machines: int,
+              pair: tuple[LinkTest, LinkTest | None] | None = None) -> Check:
     """A measured direction of a pair (`pair`: both directions, when this is the slow one)."""
     path, topic = f"{link.source} → {link.target}", "Link speed"
     if not link.ok:
@@ -293,7 +293,7 @@ def _gpu_rows(name: str, f: RemoteFacts, driver_ref: str, with_gpus: list[str]) 
     return [Check(name, "GPUs", OK, "No NVIDIA GPU (CPU only)")]
 
 
-def _port_row(p: PortProbe) -> Check:
+def _port_row(p: PortTest) -> Check:
     topic = f"Port {p.port} free"
     if p.free:
         return Check(p.machine, topic, OK, f"Port {p.port} is free.")
@@ -308,7 +308,7 @@ def _port_row(p: PortProbe) -> Check:
                  f"holds port {p.port} on {p.machine} (see: ss -ltnp 'sport = :{p.port}').")
 
 
-def _reach_row(r: ReachProbe) -> Check:
+def _reach_row(r: ReachTest) -> Check:
     path, topic = f"{r.source} → {r.target}", f"Reach port {r.port}"
     where = f"{r.address}:{r.port}"
     source = r.source_address or f"<{r.source}'s address>"

@@ -40,7 +40,7 @@ LINKS_FILE = "network-links.json"
 
 
 @dataclass(frozen=True)
-class LinkProbe:
+class LinkTest:
     """What `source` measured towards `target` on `port` (error: why nothing was)."""
 
     source: str
@@ -71,15 +71,15 @@ def ring_allreduce_seconds(nbytes: float, participants: int, bandwidth: float,
     return 2 * (n - 1) / n * nbytes / bandwidth + 2 * (n - 1) * rtt_ms / 2000
 
 
-def slowest(links: Iterable[LinkProbe]) -> LinkProbe | None:
+def slowest(links: Iterable[LinkTest]) -> LinkTest | None:
     measured = [link for link in links if link.ok]
     return min(measured, key=lambda link: link.bandwidth) if measured else None
 
 
-def between(links: Iterable[LinkProbe], machines: Sequence[str]) -> list[LinkProbe]:
+def between(links: Iterable[LinkTest], machines: Sequence[str]) -> list[LinkTest]:
     """The newest measurement of each direction of each pair among `machines`."""
     wanted = set(machines)
-    newest: dict[tuple[str, str], LinkProbe] = {}
+    newest: dict[tuple[str, str], LinkTest] = {}
     for link in links:
         key = (link.source, link.target)
         if {link.source, link.target} <= wanted and link.source != link.target and (
@@ -88,17 +88,17 @@ def between(links: Iterable[LinkProbe], machines: Sequence[str]) -> list[LinkPro
     return list(newest.values())
 
 
-def directions(links: Iterable[LinkProbe]) -> list[tuple[LinkProbe, LinkProbe | None]]:
+def directions(links: Iterable[LinkTest]) -> list[tuple[LinkTest, LinkTest | None]]:
     """The measured links by pair: (one direction, the other or None when only one was
     measured), in the order the pairs first appear."""
-    found: dict[frozenset[str], list[LinkProbe]] = {}
+    found: dict[frozenset[str], list[LinkTest]] = {}
     for link in links:
         if link.ok:
             found.setdefault(frozenset((link.source, link.target)), []).append(link)
     return [(pair[0], pair[1] if len(pair) > 1 else None) for pair in found.values()]
 
 
-def asymmetric(forward: LinkProbe, backward: LinkProbe | None) -> LinkProbe | None:
+def asymmetric(forward: LinkTest, backward: LinkTest | None) -> LinkTest | None:
     """The slower direction of a pair when it runs at under ASYMMETRY of the other, and its
     transfer took long enough to be timed (a fast link moves the doctor's transfer in a few
     milliseconds, where the two ways differ by the machines' load, not the link)."""
@@ -109,7 +109,7 @@ def asymmetric(forward: LinkProbe, backward: LinkProbe | None) -> LinkProbe | No
     return slow if timed and slow.bandwidth < ASYMMETRY * fast.bandwidth else None
 
 
-def pair_text(forward: LinkProbe, backward: LinkProbe | None) -> str:
+def pair_text(forward: LinkTest, backward: LinkTest | None) -> str:
     """'a ↔ b 382 Mbit/s → / 941 Mbit/s ←, 0.42 ms round trip' (one way: 'a → b ...')."""
     if backward is None:
         return (f"{forward.source} → {forward.target} {rate_text(forward.bandwidth)}, "
@@ -119,7 +119,7 @@ def pair_text(forward: LinkProbe, backward: LinkProbe | None) -> str:
             f"{rate_text(backward.bandwidth)} ←, {rtt_text(rtt)} round trip")
 
 
-def asymmetry_text(slow: LinkProbe, fast: LinkProbe) -> str:
+def asymmetry_text(slow: LinkTest, fast: LinkTest) -> str:
     """Why one direction of a link can be much slower than the other, and what to check."""
     return (f"{slow.source} → {slow.target} runs at {rate_text(slow.bandwidth)}, "
             f"{fast.bandwidth / slow.bandwidth:.1f}× slower than {fast.source} → "
@@ -148,14 +148,14 @@ def rtt_text(rtt_ms: float) -> str:
     return f"{rtt_ms:.2f} ms" if rtt_ms < 1 else f"{rtt_ms:.1f} ms"
 
 
-def link_text(link: LinkProbe) -> str:
+def link_text(link: LinkTest) -> str:
     """'94.1 Mbit/s, round trip 0.40 ms (16.0 MiB in 1.43 s)'."""
     took = link.received / link.bandwidth if link.bandwidth else 0.0
     return (f"{rate_text(link.bandwidth)}, round trip {rtt_text(link.rtt_ms)} "
             f"({size_text(link.received)} in {took:.2f} s)")
 
 
-def allreduce_text(nbytes: float, participants: int, link: LinkProbe,
+def allreduce_text(nbytes: float, participants: int, link: LinkTest,
                    who: str = "workers") -> str:
     """'all-reduce of 12.0 MiB over 2 workers: about 214 ms at 94.1 Mbit/s'."""
     t = ring_allreduce_seconds(nbytes, participants, link.bandwidth, link.rtt_ms)
@@ -164,7 +164,7 @@ def allreduce_text(nbytes: float, participants: int, link: LinkProbe,
 
 
 # -- kept for the dashboard -----------------------------------------------------------------
-def save_links(path: Path, links: Iterable[LinkProbe]) -> None:
+def save_links(path: Path, links: Iterable[LinkTest]) -> None:
     """Merge `links` into the file (newest per direction of each pair), written atomically."""
     kept = {(k.source, k.target): k for k in load_links(path)}
     for link in links:
@@ -172,24 +172,24 @@ def save_links(path: Path, links: Iterable[LinkProbe]) -> None:
     atomic_write_text(path, json.dumps([asdict(k) for k in kept.values()], indent=1))
 
 
-def load_links(path: Path) -> list[LinkProbe]:
+def load_links(path: Path) -> list[LinkTest]:
     """The kept measurements ([] when there is no readable file)."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return []
-    names = {f.name for f in fields(LinkProbe)}
+    names = {f.name for f in fields(LinkTest)}
     out = []
     for item in raw if isinstance(raw, list) else []:
         if isinstance(item, dict):
             try:
-                out.append(LinkProbe(**{k: v for k, v in item.items() if k in names}))
+                out.append(LinkTest(**{k: v for k, v in item.items() if k in names}))
             except TypeError:
                 continue
     return out
 
 
-def age_text(link: LinkProbe, now: float | None = None) -> str:
+def age_text(link: LinkTest, now: float | None = None) -> str:
     minutes = max(0.0, ((now if now is not None else time.time()) - link.measured_at) / 60)
     if minutes < 1:
         return "just now"

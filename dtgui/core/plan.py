@@ -49,7 +49,7 @@ MAX_ACCUMULATION = 64  # micro-batches per update (unrolled in the step's graph)
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
 
 
-def _number(value: object) -> bool:
+def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -59,13 +59,13 @@ def _check_optimizer(plan: Plan, errors: list[str]) -> None:
         errors.append(f"Optimizer must be one of {', '.join(OPTIMIZERS)}.")
     if plan.lr_schedule not in LR_SCHEDULES:
         errors.append(f"Learning-rate schedule must be one of {', '.join(LR_SCHEDULES)}.")
-    if not _number(plan.weight_decay) or not 0 <= plan.weight_decay <= 1:
+    if not _is_number(plan.weight_decay) or not 0 <= plan.weight_decay <= 1:
         errors.append("Weight decay must be a number from 0 to 1 (e.g. 0.01; 0 = none).")
-    if not _number(plan.momentum) or not 0 <= plan.momentum < 1:
+    if not _is_number(plan.momentum) or not 0 <= plan.momentum < 1:
         errors.append("Momentum must be a number from 0 up to (not including) 1 (e.g. 0.9).")
-    if not _number(plan.clip_norm) or not 0 <= plan.clip_norm <= 1e6:
+    if not _is_number(plan.clip_norm) or not 0 <= plan.clip_norm <= 1e6:
         errors.append("Gradient clipping must be a global norm of 0 (off) or more (e.g. 1.0).")
-    if not _number(plan.lr_step_factor) or not 0 < plan.lr_step_factor <= 1:
+    if not _is_number(plan.lr_step_factor) or not 0 < plan.lr_step_factor <= 1:
         errors.append("Step decay factor must be above 0 and at most 1 (e.g. 0.1).")
     _check_int(errors, "Warm-up steps", plan.warmup_steps, 0, 10_000_000)
     _check_int(errors, "Step decay interval", plan.lr_step_every, 1, 10_000_000)

@@ -6,7 +6,7 @@ validation loss and metrics, the learning rate, a script's scalars, the wall tim
 point, and the final loss. A task restarted from a checkpoint rewinds its curves to the
 resumed step (the steps after it are trained again) instead of drawing them twice.
 
-The live dashboard (`dtgui.core.metrics.RunMetrics`, which holds one under its lock), Compare
+The live dashboard (`dtgui.core.live_run.LiveRun`, which holds one under its lock), Compare
 (`dtgui.core.compare`), the run history and the CLI all read runs through it, so they show the
 same curves and the same final loss.
 
@@ -202,7 +202,7 @@ class StepBatch:
     t_last: float
 
 
-def _number(value: object) -> float | None:
+def _float_or_none(value: object) -> float | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     return None
@@ -225,7 +225,7 @@ def decode_batch(group: list[tuple[Event, StepRows]]) -> StepBatch:
         if isinstance(lr, (int, float)):
             rates_lr.append((end, float(lr)))
         epoch = max(epoch, int(e.data.get("epoch", 0) or 0))
-    last_loss = _number(last_event.get("loss"))
+    last_loss = _float_or_none(last_event.get("loss"))
     if last_loss is None and len(last_rows.means):
         last_loss = float(last_rows.means[-1])
     times = [e.t for e, _ in group]
@@ -270,7 +270,7 @@ def step_batches(events: Iterable[Event]) -> Iterator[Event | StepBatch]:
 # -- the reducer ------------------------------------------------------------------------------
 
 class RunCurves:
-    """A run's curves, folded from its events in order (not thread-safe: `RunMetrics` holds
+    """A run's curves, folded from its events in order (not thread-safe: `LiveRun` holds
     one under its lock; Compare and the history read a bundle into one of their own).
 
     The run's mean loss and its final loss come from its main task: the first, in task
@@ -396,7 +396,7 @@ class RunCurves:
             self.device_use.finished(event.task)
         elif kind == "finished":
             self.device_use.finished(event.task)
-            loss = _number(event.get("loss"))
+            loss = _float_or_none(event.get("loss"))
             if loss is not None:
                 self._finished_loss[event.task] = loss
                 if event.get("loss_from") == "printed":  # the steps' loss says it better
@@ -456,7 +456,7 @@ class RunCurves:
         values = {"loss": event.get("loss"), **(event.get("metrics") or {})}
         kept = False
         for name, value in values.items():
-            number = _number(value)
+            number = _float_or_none(value)
             if number is None:
                 continue
             series = series_of(self.validation, str(name))

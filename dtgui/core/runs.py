@@ -120,9 +120,10 @@ class RunRecord:
             raise ValueError(f"run record schema {data.get('schema')!r} is not {RECORD_SCHEMA}")
         known = set(cls.__dataclass_fields__)
         kwargs = {k: v for k, v in data.items() if k in known}
-        kwargs["machines"] = [MachineRecord(**_known(MachineRecord, m))
+        kwargs["machines"] = [MachineRecord(**_known_fields(MachineRecord, m))
                               for m in data.get("machines", [])]
-        kwargs["tasks"] = [TaskRecord(**_known(TaskRecord, t)) for t in data.get("tasks", [])]
+        kwargs["tasks"] = [TaskRecord(**_known_fields(TaskRecord, t))
+                           for t in data.get("tasks", [])]
         return cls(**kwargs)
 
     @classmethod
@@ -133,7 +134,7 @@ class RunRecord:
         return record
 
 
-def _known(cls: type[MachineRecord | TaskRecord], data: dict[str, Any]) -> dict[str, Any]:
+def _known_fields(cls: type[MachineRecord | TaskRecord], data: dict[str, Any]) -> dict[str, Any]:
     names = {f.name for f in fields(cls)}
     return {k: v for k, v in data.items() if k in names}
 

@@ -1,7 +1,7 @@
 """The `scalar` events of a run (docs/bundle-format.md): every number a user's script logs, per task
 and tag, as plot-ready series. Pure Python (no Qt).
 
-`RunMetrics` hands each `scalar` event to `ScalarStore.add` (under its own lock); the dashboard
+`LiveRun` hands each `scalar` event to `ScalarStore.add` (under its own lock); the dashboard
 reads `snapshot()` from the UI thread. A series whose step goes back (a script restarted from
 its checkpoint) continues from there instead of drawing a line back.
 

@@ -228,7 +228,7 @@ def job_problems(plan: Plan, job: SlurmJob) -> list[str]:
 
 def rank_order(tasks: Iterable[TaskSpec]) -> list[str]:
     """Task ids by Slurm rank: rank r runs the r-th of the plan's tasks (the coordinator
-    first, then the workers, then the parameter servers: `core.cluster.task_layout`)."""
+    first, then the workers, then the parameter servers: `core.placement.task_layout`)."""
     return [t.task_id for t in tasks]
 
 

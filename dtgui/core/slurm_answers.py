@@ -72,7 +72,7 @@ class QueuedJob:
 
 @dataclass
 class ClusterFacts:
-    """What the probe of a cluster found (`dtgui.remote.slurm.probe`)."""
+    """What the probe of a cluster found (`dtgui.remote.slurm.ask_slurm`)."""
 
     version: str = ""
     partitions: list[Partition] = field(default_factory=list)
@@ -86,7 +86,7 @@ class ClusterFacts:
         return next((p for p in self.partitions if p.name == name), None)
 
 
-def _int(text: str) -> int:
+def _leading_int(text: str) -> int:
     m = re.match(r"\d+", text.strip())
     return int(m.group()) if m else 0
 
@@ -97,7 +97,7 @@ def gres_gpus(gres: str) -> int:
     for part in gres.split(","):
         fields = part.split("(")[0].split(":")
         if fields[0] == "gpu" and len(fields) >= 2:
-            total += _int(fields[-1])
+            total += _leading_int(fields[-1])
     return total
 
 
@@ -113,12 +113,13 @@ def parse_sinfo(text: str) -> list[Partition]:
         name = name.rstrip("*")
         part = found.setdefault(name, Partition(name, default))
         part.available = avail.strip() == "up"
-        count = _int(nodes)
+        count = _leading_int(nodes)
         part.nodes += count
         key = state.strip().rstrip("*~#!%$@^-")
         part.states[key] = part.states.get(key, 0) + count
-        part.cpus = max(part.cpus, _int(cpus.split("/")[-1]) if "/" in cpus else _int(cpus))
-        part.memory_mb = max(part.memory_mb, _int(memory))
+        part.cpus = max(part.cpus, _leading_int(cpus.split("/")[-1]) if "/" in cpus
+                        else _leading_int(cpus))
+        part.memory_mb = max(part.memory_mb, _leading_int(memory))
         part.gpus_per_node = max(part.gpus_per_node, gres_gpus(gres))
         part.time_limit = time_seconds(limit)
     return list(found.values())
@@ -132,7 +133,7 @@ def parse_squeue(text: str) -> list[QueuedJob]:
         if len(cols) == 9:
             job_id, partition, name, state, reason, start, elapsed, limit = cols[:8]
             jobs.append(QueuedJob(job_id, partition, name, state, reason, start, elapsed,
-                                  limit, _int(cols[8])))
+                                  limit, _leading_int(cols[8])))
     return jobs
 
 
@@ -198,7 +199,7 @@ def refusal_text(reason: str) -> str:
 
 
 # -- a job's state -------------------------------------------------------------------------
-PROBE_HINTS = (  # (what Slurm's client says, what to do), first match wins
+SLURM_COMMAND_HINTS = (  # (what Slurm's client says, what to do), first match wins
     (("not found", "No such file"), "Slurm's client (sinfo, squeue, sbatch) is not on the "
      "login node's PATH: install it there (Debian: slurm-client), or register a login node "
      "that has it."),
@@ -211,11 +212,11 @@ PROBE_HINTS = (  # (what Slurm's client says, what to do), first match wins
 )
 
 
-def probe_problem(message: str) -> str:
-    """A failed probe command's message ("sinfo failed: ...", its last line), with what to do."""
+def slurm_command_problem(message: str) -> str:
+    """A failed Slurm command's message ("sinfo failed: ...", its last line), with what to do."""
     lines = [line.strip() for line in message.splitlines() if line.strip()] or [message]
     text = f"{lines[0].partition(': ')[0]}: {lines[-1]}" if len(lines) > 1 else lines[0]
-    for needles, hint in PROBE_HINTS:
+    for needles, hint in SLURM_COMMAND_HINTS:
         if any(n.lower() in message.lower() for n in needles):
             return f"{text.rstrip('.')}. {hint}"
     return text
@@ -280,7 +281,7 @@ def status_from_scontrol(job_id: str, fields: dict[str, str]) -> JobStatus:
     code, _, sig = fields.get("ExitCode", "").partition(":")
     return JobStatus(job_id, fields.get("JobState", ""), fields.get("Reason", ""),
                      fields.get("StartTime", ""),
-                     int(code) if code.isdigit() else None, _int(sig),
+                     int(code) if code.isdigit() else None, _leading_int(sig),
                      fields.get("TimeLimit", ""))
 
 
@@ -296,7 +297,7 @@ def status_from_sacct(job_id: str, text: str) -> JobStatus | None:
             state = cols[0].split()[0]  # "CANCELLED by 1000" -> CANCELLED
             code, _, sig = cols[2].partition(":")
             return JobStatus(job_id, state, cols[1], cols[4],
-                             int(code) if code.isdigit() else None, _int(sig), cols[3])
+                             int(code) if code.isdigit() else None, _leading_int(sig), cols[3])
     return None
 
 

@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 from dtgui.core.bundle import Bundle, BundleError, render_bundle
-from dtgui.core.cluster import place_local
+from dtgui.core.placement import place_local
 from dtgui.core.plan import Plan, PlanError, TaskSpec
 from dtgui.core.slurm import (
     JOB_FILE,

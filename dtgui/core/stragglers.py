@@ -1,6 +1,6 @@
 """Straggler detection: a worker clearly slower than the rest.
 
-Input: the per-task throughput series of `RunMetrics` (examples/s at each reported step).
+Input: the per-task throughput series of `LiveRun` (examples/s at each reported step).
 A worker is a straggler when the median of its last `window` reports is below `ratio` times
 the median of the other workers' recent throughput, with at least `min_reports` reports each.
 Synchronous strategies (MultiWorkerMirrored) make every worker wait for the slowest, so there
@@ -42,7 +42,7 @@ def find_stragglers(throughput: Mapping[str, tuple[np.ndarray, np.ndarray]], *,
     return out
 
 
-def describe(task: str, fraction: float, machine: str = "") -> str:
+def describe_straggler(task: str, fraction: float, machine: str = "") -> str:
     where = f" on {machine}" if machine else ""
     return (f"{task}{where} is a straggler: {fraction:.0%} of the other workers' throughput "
             "(a slower or busier machine?)")

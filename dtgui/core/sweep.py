@@ -153,7 +153,7 @@ class Param:
         return f"{self.name}={self.space.text()}"
 
 
-def _number(text: str, name: str, problems: list[str]) -> float | None:
+def _finite_number(text: str, name: str, problems: list[str]) -> float | None:
     try:
         value = float(text)
     except ValueError:
@@ -165,7 +165,7 @@ def _number(text: str, name: str, problems: list[str]) -> float | None:
     return value
 
 
-def _target(name: str) -> tuple[ParamTarget, str] | None:
+def _param_target(name: str) -> tuple[ParamTarget, str] | None:
     if name in PLAN_FIELDS:
         return ParamTarget.PLAN, PLAN_FIELDS[name]
     if name.replace("_", "-") in PLAN_FIELDS:
@@ -190,7 +190,7 @@ def parse_param(text: str) -> Param:
     if not eq or not name or not spec.strip():
         raise SweepError([f"--param {text!r}: write NAME=SPACE, e.g. lr=loguniform:1e-4:1e-1 "
                           "or batch-size=choice:16,32,64."])
-    target = _target(name) if _NAME.fullmatch(name) else None
+    target = _param_target(name) if _NAME.fullmatch(name) else None
     if target is None:
         if name.removeprefix("env:").startswith("DTGUI_"):
             told = ", ".join(n for n in PLAN_FIELDS if n.startswith("DTGUI_"))
@@ -216,7 +216,7 @@ def parse_param(text: str) -> Param:
         parts = rest.split(":")
         if len(parts) != 2:
             raise SweepError([f"--param {name}: a range is {kind.value}:LOW:HIGH."])
-        low, high = (_number(p.strip(), name, problems) for p in parts)
+        low, high = (_finite_number(p.strip(), name, problems) for p in parts)
         if low is None or high is None:
             raise SweepError(problems)
         space = Space(kind, low=low, high=high)
@@ -233,13 +233,13 @@ def typed(param: Param) -> Param:
         for v in space.values:
             text = str(v)
             if kind == "int":
-                number = _number(text, name, problems)
+                number = _finite_number(text, name, problems)
                 if number is not None and number != int(number):
                     problems.append(f"{name}: {text!r} is not a whole number.")
                 elif number is not None:
                     values.append(int(number))
             elif kind == "float":
-                number = _number(text, name, problems)
+                number = _finite_number(text, name, problems)
                 if number is not None:
                     values.append(number)
             else:
@@ -319,10 +319,10 @@ class SweepSpec:
                    pruner=str(data.get("pruner", "median")),
                    storage=str(data.get("storage", "")), seed=int(data.get("seed", 0)),
                    trial_on=tuple(str(n) for n in trial_on),
-                   slurm=_job(data.get("slurm", old.get("slurm"))))
+                   slurm=_sweep_job(data.get("slurm", old.get("slurm"))))
 
 
-def _job(data: object) -> SlurmJob | None:
+def _sweep_job(data: object) -> SlurmJob | None:
     """The Slurm job of a sweep.json (None when its trials are not jobs)."""
     if not data:
         return None
@@ -391,16 +391,16 @@ def apply(plan: Plan, values: Mapping[str, Value], params: Sequence[Param]) -> P
         if p.target is ParamTarget.PLAN:
             changes[p.key] = value
         elif p.target is ParamTarget.ENV:
-            env[p.key] = _text(value)
+            env[p.key] = _exact_text(value)
         else:
-            args[p.key] = _text(value)
+            args[p.key] = _exact_text(value)
     script = plan.script
     if script is not None and (env or args):
         changes["model"] = _with_script(script, env, args)
     return plan.with_changes(**changes) if changes else plan
 
 
-def _text(value: Value) -> str:
+def _exact_text(value: Value) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 

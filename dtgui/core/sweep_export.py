@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 
 from dtgui.core.bundle import BundleError, render_bundle
-from dtgui.core.cluster import place_local, task_layout
+from dtgui.core.placement import place_local, task_layout
 from dtgui.core.plan import Plan
 from dtgui.core.sweep import SweepError, SweepSpec, apply, load_sweep
 from dtgui.core.sweep_study import TrialRow, read_sweep

@@ -2,7 +2,7 @@
 
 `RunController` follows one run: a monitor thread polls every machine's executor (each
 machine on its own schedule, so an unreachable one never delays the others), feeds events and
-log lines into `RunMetrics` (mirroring remote files into the local bundle), and applies the
+log lines into `LiveRun` (mirroring remote files into the local bundle), and applies the
 policy:
 
 * a task that exits with an error, dies without a word, is stopped (SIGSTOP: hung), writes no
@@ -31,10 +31,10 @@ from concurrent.futures import wait as wait_futures
 
 from dtgui.core.bundle import Bundle, primary_tasks
 from dtgui.core.events import STEP_KINDS
-from dtgui.core.metrics import RunMetrics
+from dtgui.core.live_run import LiveRun
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
-from dtgui.core.stragglers import describe, find_stragglers
+from dtgui.core.stragglers import describe_straggler, find_stragglers
 from dtgui.launch.drivers import local_executor
 from dtgui.launch.executor import Executor, MachinePoll, mirror
 from dtgui.launch.policy import RunPolicy, exit_text, reap_later
@@ -56,11 +56,11 @@ class LaunchError(RuntimeError):
 
 
 class RunController(BundledRun):
-    def __init__(self, bundle: Bundle, metrics: RunMetrics | None = None,
+    def __init__(self, bundle: Bundle, metrics: LiveRun | None = None,
                  python: str | None = None, *, executors: list[Executor] | None = None,
                  record: RunRecord | None = None, policy: RunPolicy | None = None) -> None:
         self.bundle = bundle
-        self.metrics = metrics or RunMetrics(bundle.plan.steps)
+        self.metrics = metrics or LiveRun(bundle.plan.steps)
         self.python = python or sys.executable
         self.executors = executors or [local_executor(bundle, self.python)]
         self.record = record
@@ -109,7 +109,7 @@ class RunController(BundledRun):
         if any(t.task_id not in followed for t in self.bundle.plan.tasks):
             raise LaunchError("This bundle's tasks run on other machines: start it from the app, "
                               "or run `bash run.sh MACHINE` on each machine (see its README).")
-        checked = each_value(lambda ex: ex.busy_ports(), self.executors if check_ports else [],
+        checked = each_value(lambda ex: ex.port_conflicts(), self.executors if check_ports else [],
                              name="dtgui-ports")
         problems = [p for found in checked for p in found]
         if problems:
@@ -379,10 +379,10 @@ class RunController(BundledRun):
             return
         self._stragglers_at = now
         found = find_stragglers(self.metrics.throughput_series())
-        self.metrics.set_stragglers({t: describe(t, f, self._machine_of.get(t, ""))
+        self.metrics.set_stragglers({t: describe_straggler(t, f, self._machine_of.get(t, ""))
                                      for t, f in found.items()})
         if found and self.state is RunState.RUNNING:
-            self.message = "; ".join(describe(t, f, self._machine_of.get(t, ""))
+            self.message = "; ".join(describe_straggler(t, f, self._machine_of.get(t, ""))
                                      for t, f in found.items())
 
     # -- stopping --------------------------------------------------------------------------

@@ -150,7 +150,7 @@ class Executor(abc.ABC):
         """Make the bundle available on the machine (copy it; `progress` hears how far)."""
 
     @abc.abstractmethod
-    def busy_ports(self) -> list[str]:
+    def port_conflicts(self) -> list[str]:
         """Sentences naming each task port on the machine that another process holds."""
 
     @abc.abstractmethod

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dtgui.core.bottleneck import Verdict, plan_facts, verdict
 from dtgui.core.bundle import Bundle
 from dtgui.core.events import read_all
-from dtgui.core.metrics import RunMetrics
+from dtgui.core.live_run import LiveRun
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
 from dtgui.launch.run_source import BundledRun
@@ -24,7 +24,7 @@ class RunView(BundledRun):
         self.record = record
         self.bundle = Bundle.open(record.bundle)
         plan = self.bundle.plan
-        self.metrics = RunMetrics(plan.steps)
+        self.metrics = LiveRun(plan.steps)
         if plan.machines or plan.is_multi_machine:
             for task in plan.tasks:
                 self.metrics.set_task_machine(task.task_id, task.machine_name)

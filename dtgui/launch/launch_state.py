@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dtgui.core.bundle import Bundle
-from dtgui.core.cluster import machine_key
+from dtgui.core.placement import machine_key
 from dtgui.core.plan import Plan
 from dtgui.core.runs import RunRecord
 from dtgui.launch.policy import RunPolicy
@@ -42,7 +42,7 @@ def new_record(bundle_dir: Path, plan: Plan) -> RunRecord:
                      bundle=str(bundle_dir), strategy=plan.strategy, created=time.time())
 
 
-def _default_connector() -> Connector:
+def default_connector() -> Connector:
     from dtgui.remote.connector import Connector
 
     return Connector()
@@ -89,7 +89,7 @@ class Launch:
     @property
     def connector(self) -> Connector:
         if self._connector is None:
-            self._connector = _default_connector()
+            self._connector = default_connector()
         return self._connector
 
     @property

@@ -14,8 +14,8 @@ import threading
 from pathlib import Path
 
 from dtgui.core.bundle import Bundle
-from dtgui.core.cluster import tf_config_json
 from dtgui.core.hardware import TfView
+from dtgui.core.placement import placed_tf_config_json
 from dtgui.core.plan import ModelFile
 from dtgui.worker.model_check_result import ModelCheck as ModelCheck
 from dtgui.worker.model_check_result import check_command, read_result
@@ -27,8 +27,8 @@ _running: set[subprocess.Popen[str]] = set()
 _running_lock = threading.Lock()
 
 
-def _run(cmd: list[str], timeout: float,
-         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _run_cancellable(cmd: list[str], timeout: float,
+                     env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """subprocess.run that `cancel_all()` can end early (on application exit)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             stdin=subprocess.DEVNULL, start_new_session=True,
@@ -70,7 +70,7 @@ def check_model_file(path: Path, python: str | None = None,
     cmd = check_command(python or sys.executable, str(path.resolve()),
                         str(project) if project is not None else "")
     try:
-        proc = _run(cmd, timeout, env)
+        proc = _run_cancellable(cmd, timeout, env)
     except subprocess.TimeoutExpired:
         return ModelCheck(False, f"Checking {path.name} took longer than {timeout:.0f} s: does "
                                  "make_dataset() or build_model() wait on something?")
@@ -85,7 +85,7 @@ def check_bundled_model(bundle: Bundle, python: str | None = None) -> str:
     if not isinstance(model, ModelFile):
         return ""
     project = bundle.path / model.project if model.project else None
-    config = tf_config_json(bundle.plan, bundle.plan.tasks[0]) if bundle.plan.tasks else ""
+    config = placed_tf_config_json(bundle.plan, bundle.plan.tasks[0]) if bundle.plan.tasks else ""
     result = check_model_file(bundle.path / model.path, python, project=project,
                               env={"TF_CONFIG": config} if config else None)
     return "" if result.ok else f"The model file fails in the run's bundle: {result.error}"

@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dtgui.core.bundle import Bundle, render_bundle
-from dtgui.core.cluster import task_layout
 from dtgui.core.machines import MachineRegistry
+from dtgui.core.placement import task_layout
 from dtgui.core.plan import LOCAL_MACHINE, Plan, PlanError
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
@@ -63,6 +63,7 @@ from dtgui.launch.launch_state import (
     Launch,
     LaunchProgress,
     UnknownMachine,
+    default_connector,
     unique_run_dir,
 )
 from dtgui.launch.model_check import check_bundled_model
@@ -76,12 +77,6 @@ if TYPE_CHECKING:  # paramiko is imported only when a step needs it (not for thi
 
 __all__ = ["BUNDLE_STEPS", "STEPS", "LaunchError", "LaunchProgress", "Step", "Target",
            "launch_bundle", "launch_plan", "reattach"]
-
-
-def _default_connector() -> Connector:
-    from dtgui.remote.connector import Connector
-
-    return Connector()
 
 
 def connect_targets(targets: Sequence[Target], connector: Connector,
@@ -366,7 +361,7 @@ def reattach(record: RunRecord, *, connect: Connector | None = None,
     """Follow a recorded run again: every machine is connected first (an error is raised and
     nothing changes when one cannot be), then its tasks are watched from their pids and every
     event is read again from the start."""
-    connector = connect or _default_connector()
+    connector = connect or default_connector()
     bundle = Bundle.open(Path(record.bundle))
     try:
         targets = [target_of_record(rec, registry) for rec in record.machines]

@@ -43,7 +43,7 @@ class PythonCheck:
     home: str = ""
     directory: str = ""  # the directory made for the run ("" when none was asked for)
     free_ports: list[int] = field(default_factory=list)
-    busy_ports: list[int] = field(default_factory=list)
+    ports_in_use: list[int] = field(default_factory=list)
     packages: dict[str, str] = field(default_factory=dict)  # name -> version ("" = absent)
     missing_modules: list[str] = field(default_factory=list)  # of the `modules` asked about
     data_dir_found: bool | None = None  # the `data_dir` asked about exists (None: not asked)
@@ -93,7 +93,7 @@ def check_python(machine: str, python: str, runner: CommandRunner, expected: str
     wrong and what to do.
 
     In the same round trip: make `directory` (relative to the home directory), choose
-    `port_count` free ports and test `ports` (busy ones are in `busy_ports`), look for the
+    `port_count` free ports and test `ports` (busy ones are in `ports_in_use`), look for the
     `modules` a user's script imports and its `data_dir`."""
     result = PythonCheck(machine, python)
     args = ["facts", "--packages", "--free-ports", str(port_count)]
@@ -116,7 +116,7 @@ def check_python(machine: str, python: str, runner: CommandRunner, expected: str
     result.directory = str(data.get("dir", ""))
     checked = data.get("ports") or {}
     result.free_ports = [int(p) for p in checked.get("free", [])]
-    result.busy_ports = [int(p) for p in checked.get("busy", {})]
+    result.ports_in_use = [int(p) for p in checked.get("busy", {})]
     result.packages = packages
     result.data_dir_found = bool(data.get("isdir")) if data_dir else None
     result.missing_modules = [str(m) for m in data.get("missing_modules", [])]

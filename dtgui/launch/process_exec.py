@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from dtgui.core.bundle import Bundle
-from dtgui.core.cluster import port_in_use
+from dtgui.core.placement import port_in_use
 from dtgui.core.plan import TaskSpec
 from dtgui.launch.executor import Executor, MachinePoll, TaskPoll
 from dtgui.launch.host import CopyProgress, Host, bundle_archive
@@ -54,7 +54,7 @@ class ProcessExecutor(Executor):
         self.host.prepare_dir(self.directory, self.archive, make_dir=not self.dir_ready,
                               progress=progress)
 
-    def busy_ports(self) -> list[str]:
+    def port_conflicts(self) -> list[str]:
         ports = [t.port for t in self.tasks if t.port]
         if not ports:
             return []

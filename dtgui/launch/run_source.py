@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Protocol
 
 from dtgui.core.bundle import Bundle
-from dtgui.core.metrics import RunMetrics
+from dtgui.core.live_run import LiveRun
 from dtgui.core.plan import Plan
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
@@ -47,7 +47,7 @@ class RunSource(Protocol):
         """The run's final loss (RunCurves.final_loss; None before the first step)."""
 
     @property
-    def metrics(self) -> RunMetrics:
+    def metrics(self) -> LiveRun:
         """Curves, task states and logs, filled as events arrive."""
 
     @property

@@ -86,7 +86,7 @@ class SlurmExecutor(Executor):
         self.host.prepare_dir(self.run_dir, self.archive, make_dir=not self.dir_ready,
                               progress=progress)
 
-    def busy_ports(self) -> list[str]:
+    def port_conflicts(self) -> list[str]:
         return []  # the tasks' ports are chosen on the nodes, from the job id
 
     def _clear_exit_codes(self) -> None:

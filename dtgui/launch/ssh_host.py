@@ -38,7 +38,7 @@ POLL_TIMEOUT = 4.0
 Reconnect = Callable[[], paramiko.SSHClient]  # a new connection to the host's machine
 
 
-def _text(data: bytes) -> str:
+def _decoded(data: bytes) -> str:
     return data.decode("utf-8", "replace").strip()
 
 
@@ -100,7 +100,7 @@ class SshHost(Host):
         code, out, err = self.script(POLL_SCRIPT, args, POLL_TIMEOUT)
         parsed = parse_poll(out)
         if not parsed.complete:
-            detail = parsed.error or _text(err)[-300:] or f"exit code {code}"
+            detail = parsed.error or _decoded(err)[-300:] or f"exit code {code}"
             raise ConnectError(f"polling failed: {detail}")
         return parsed
 
@@ -125,14 +125,14 @@ class SshHost(Host):
         code, out, err = self.script(UNPACK_SCRIPT, [directory], 60)
         if code != 0:
             raise ConnectError(f"unpacking the bundle in {directory} on {self.name} failed: "
-                               f"{_text(out + err)[-400:] or f'exit code {code}'}")
+                               f"{_decoded(out + err)[-400:] or f'exit code {code}'}")
 
     def start_tasks(self, directory: str, python: str, stems: Sequence[str]) -> dict[str, int]:
         code, out, err = self.script(START_SCRIPT, [directory, python, WRAPPER, *stems], 60)
-        pids = {s: p for s, p in parse_pids(_text(out)).items() if s in stems}
+        pids = {s: p for s, p in parse_pids(_decoded(out)).items() if s in stems}
         missing = [s for s in stems if s not in pids]
         if code != 0 or missing:
-            detail = _text(out + err)[-400:] or f"exit code {code}"
+            detail = _decoded(out + err)[-400:] or f"exit code {code}"
             raise ConnectError(f"Starting {', '.join(missing) or 'the tasks'} on {self.name} "
                                f"failed: {detail}")
         return pids

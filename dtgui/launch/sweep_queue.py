@@ -39,7 +39,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from dtgui.core.cluster import task_layout
+from dtgui.core.placement import task_layout
 from dtgui.core.plan import Plan
 from dtgui.core.run_curves import bundle_curves
 from dtgui.core.run_state import RunState

@@ -23,9 +23,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dtgui.core.cluster import task_layout
 from dtgui.core.hardware import GpuInfo
 from dtgui.core.machines import Machine, MachineRegistry, RemoteFacts
+from dtgui.core.placement import task_layout
 from dtgui.core.plan import LOCAL_MACHINE, PLAN_NAME, Plan, is_local_machine
 from dtgui.core.runs import RunHistory, RunRecord
 from dtgui.core.slurm import SlurmJob

@@ -198,14 +198,14 @@ def connect(
     uses its own sign-in method (and `jump_password` / `jump_passphrase`); a `user@host:port`
     jump host uses this machine's method and secrets.
     """
-    return _connect(machine, password, passphrase, jump_password, jump_passphrase,
-                    time.monotonic() + timeout, timeout, registry, 0, None)
+    return _open_client(machine, password, passphrase, jump_password, jump_passphrase,
+                        time.monotonic() + timeout, timeout, registry, 0, None)
 
 
-def _connect(machine: Machine, password: str | None, passphrase: str | None,
-             jump_password: str | None, jump_passphrase: str | None, deadline: float,
-             timeout: float, registry: MachineRegistry | None, depth: int,
-             resolved: tuple[paramiko.PKey | None, str | None] | None) -> SSHClient:
+def _open_client(machine: Machine, password: str | None, passphrase: str | None,
+                 jump_password: str | None, jump_passphrase: str | None, deadline: float,
+                 timeout: float, registry: MachineRegistry | None, depth: int,
+                 resolved: tuple[paramiko.PKey | None, str | None] | None) -> SSHClient:
     try:
         machine.validate()
     except MachineError as exc:
@@ -228,8 +228,9 @@ def _connect(machine: Machine, password: str | None, passphrase: str | None,
     if jump_info is not None:
         via, registered = jump_info
         try:
-            jump_client = _connect(via, jump_password, jump_passphrase, None, None, deadline,
-                                   timeout, registry, depth + 1, None if registered else (pkey, pw))
+            jump_client = _open_client(via, jump_password, jump_passphrase, None, None,
+                                       deadline, timeout, registry, depth + 1,
+                                       None if registered else (pkey, pw))
         except ConnectError as exc:
             msg = f"Jump host {via.name}: {exc.message}"
             exc.message, exc.args = msg, (msg,)

@@ -30,9 +30,9 @@ from typing import Any
 
 import paramiko
 
-from dtgui.core.doctor import REACH_OUTCOMES, PortProbe, ReachProbe
+from dtgui.core.doctor import REACH_OUTCOMES, PortTest, ReachTest
 from dtgui.core.machines import Machine
-from dtgui.core.network_pairs import TRANSFER_BYTES, TRANSFER_LIMIT, LinkProbe
+from dtgui.core.network_pairs import TRANSFER_BYTES, TRANSFER_LIMIT, LinkTest
 from dtgui.remote.commands import NOT_FOUND, SshRunner, run
 from dtgui.remote.hostkeys import ConnectError
 from dtgui.remote.parallel import each_value
@@ -57,7 +57,7 @@ def _connect_address(host: str) -> str:
 
 
 def check_port_free(client: paramiko.SSHClient, name: str, port: int,
-                    timeout: float = 20.0, *, python: str = "python3") -> PortProbe:
+                    timeout: float = 20.0, *, python: str = "python3") -> PortTest:
     """Whether TensorFlow could bind `port` on that machine (the machine probe's port check),
     and when not, which program holds it."""
     port = int(port)
@@ -65,19 +65,19 @@ def check_port_free(client: paramiko.SSHClient, name: str, port: int,
         answer = ask(SshRunner(client), python, ["facts", "--test-port", str(port), "--who"],
                      timeout)
     except ConnectError as exc:
-        return PortProbe(name, port, None, str(exc))
+        return PortTest(name, port, None, str(exc))
     if answer.python_missing:
-        return PortProbe(name, port, None, f"there is no {python} on {name}")
+        return PortTest(name, port, None, f"there is no {python} on {name}")
     if answer.data is None:
-        return PortProbe(name, port, None, answer.detail)
+        return PortTest(name, port, None, answer.detail)
     checked = answer.data.get("ports") or {}
     if str(port) in checked.get("busy", {}):
-        return PortProbe(name, port, False, str(checked["busy"][str(port)]))
+        return PortTest(name, port, False, str(checked["busy"][str(port)]))
     if str(port) in checked.get("errors", {}):
-        return PortProbe(name, port, None, f"binding it failed: {checked['errors'][str(port)]}")
+        return PortTest(name, port, None, f"binding it failed: {checked['errors'][str(port)]}")
     if "ports" not in answer.data:
-        return PortProbe(name, port, None, str(answer.data.get("error") or "no answer"))
-    return PortProbe(name, port, True)
+        return PortTest(name, port, None, str(answer.data.get("error") or "no answer"))
+    return PortTest(name, port, True)
 
 
 class _Listener:
@@ -187,7 +187,7 @@ def try_connect(client: paramiko.SSHClient, address: str, port: int, token: str,
 
 def measure_link(clients: Mapping[str, paramiko.SSHClient], machines: Mapping[str, Machine],
                  source: str, target: str, port: int, *, size: int = TRANSFER_BYTES,
-                 limit: float = TRANSFER_LIMIT) -> LinkProbe:
+                 limit: float = TRANSFER_LIMIT) -> LinkTest:
     """Round trips and a transfer of `size` bytes (at most `limit` s) from `source` to a test
     listener on `target`'s `port`."""
     address, token = _connect_address(machines[target].host), secrets.token_hex(12)
@@ -195,29 +195,29 @@ def measure_link(clients: Mapping[str, paramiko.SSHClient], machines: Mapping[st
         listener = _Listener(clients[target], _bind_address(machines[target].host), port, token,
                              1, limit + LISTENER_MARGIN, python=machines[target].interpreter)
     except (ConnectError, paramiko.SSHException, OSError) as exc:
-        return LinkProbe(source, target, port, error=f"no listener on {target}: {exc}")
+        return LinkTest(source, target, port, error=f"no listener on {target}: {exc}")
     try:
         ready, why = listener.wait_ready(15.0)
         if not ready:
-            return LinkProbe(source, target, port, error=f"on {target}, {why}")
+            return LinkTest(source, target, port, error=f"on {target}, {why}")
         data = _dial(clients[source], address, port, token, limit,
                      machines[source].interpreter, send=size)
     finally:
         listener.stop()
     if data.get("outcome") != "ok":
-        return LinkProbe(source, target, port, error=str(data.get("detail") or data["outcome"]))
+        return LinkTest(source, target, port, error=str(data.get("detail") or data["outcome"]))
     if "rate" not in data:
-        return LinkProbe(source, target, port, error=str(data.get("measure_error") or
-                                                         "the transfer was not timed"))
-    return LinkProbe(source, target, port, rtt_ms=float(data.get("rtt_ms") or 0.0),
-                     bandwidth=float(data["rate"]), sent=int(data.get("sent") or 0),
-                     received=int(data.get("received") or 0), measured_at=time.time())
+        return LinkTest(source, target, port, error=str(data.get("measure_error") or
+                                                        "the transfer was not timed"))
+    return LinkTest(source, target, port, rtt_ms=float(data.get("rtt_ms") or 0.0),
+                    bandwidth=float(data["rate"]), sent=int(data.get("sent") or 0),
+                    received=int(data.get("received") or 0), measured_at=time.time())
 
 
 def measure_links(clients: Mapping[str, paramiko.SSHClient], machines: Mapping[str, Machine],
-                  port: int, reach: Sequence[ReachProbe] | None = None, *,
+                  port: int, reach: Sequence[ReachTest] | None = None, *,
                   size: int = TRANSFER_BYTES, limit: float = TRANSFER_LIMIT,
-                  on_progress: Callable[[str], None] | None = None) -> list[LinkProbe]:
+                  on_progress: Callable[[str], None] | None = None) -> list[LinkTest]:
     """Each pair of `clients` both ways (a link can be faster one way than the other: a
     shaped or saturated uplink, a duplex mismatch), among the pairs `reach` found connected
     both ways (every pair without `reach`); one transfer at a time, as two at once would
@@ -242,36 +242,36 @@ def check_reachability(
     clients: Mapping[str, paramiko.SSHClient], machines: Mapping[str, Machine], port: int,
     targets: Sequence[str] | None = None, *, timeout: float = CONNECT_TIMEOUT,
     on_progress: Callable[[str], None] | None = None,
-) -> list[ReachProbe]:
+) -> list[ReachTest]:
     """Every ordered pair (A -> B) of `clients`, B among `targets` (default: all)."""
     names = list(clients)
     targets = list(targets) if targets is not None else names
     order = {(a, b): i for i, (a, b) in enumerate((a, b) for a in names for b in names if a != b)}
-    results: list[ReachProbe] = []
+    results: list[ReachTest] = []
 
-    def for_target(b: str) -> list[ReachProbe]:
+    def for_target(b: str) -> list[ReachTest]:
         sources = [a for a in names if a != b]
         address = _connect_address(machines[b].host)
         token = secrets.token_hex(12)
-        out: list[ReachProbe] = []
+        out: list[ReachTest] = []
         try:
             listener = _Listener(clients[b], _bind_address(machines[b].host), port, token,
                                  len(sources), timeout + LISTENER_MARGIN,
                                  python=machines[b].interpreter)
         except (ConnectError, paramiko.SSHException, OSError) as exc:
-            return [ReachProbe(a, b, address, port, "untested", f"no listener on {b}: {exc}")
+            return [ReachTest(a, b, address, port, "untested", f"no listener on {b}: {exc}")
                     for a in sources]
         try:
             ready, why = listener.wait_ready(15.0)
             if not ready:
-                return [ReachProbe(a, b, address, port, "untested", f"on {b}, {why}")
+                return [ReachTest(a, b, address, port, "untested", f"on {b}, {why}")
                         for a in sources]
             found = each_value(lambda a: try_connect(clients[a], address, port, token, timeout,
                                                      python=machines[a].interpreter),
                                sources, name="dtgui-reach")
             for a, (outcome, ms, detail) in zip(sources, found, strict=True):
-                out.append(ReachProbe(a, b, address, port, outcome, detail, ms, timeout,
-                                      _connect_address(machines[a].host)))
+                out.append(ReachTest(a, b, address, port, outcome, detail, ms, timeout,
+                                     _connect_address(machines[a].host)))
         finally:
             listener.stop()
         if on_progress is not None:
@@ -288,7 +288,7 @@ def check_reachability(
 def run_doctor_checks(
     clients: Mapping[str, paramiko.SSHClient], machines: Mapping[str, Machine], port: int, *,
     timeout: float = CONNECT_TIMEOUT, on_progress: Callable[[str], None] | None = None,
-) -> tuple[list[PortProbe], list[ReachProbe]]:
+) -> tuple[list[PortTest], list[ReachTest]]:
     """Free-port checks on every machine (in parallel), then reachability between every pair
     towards the machines where the port is free."""
     names = list(clients)
@@ -308,8 +308,8 @@ def run_doctor_checks(
                else f"port {port} could not be checked on {b}")
         for a in names:
             if a != b:
-                reach.append(ReachProbe(a, b, _connect_address(machines[b].host), port,
-                                        "untested", why))
+                reach.append(ReachTest(a, b, _connect_address(machines[b].host), port,
+                                       "untested", why))
     order = {n: i for i, n in enumerate(names)}
     reach.sort(key=lambda r: (order[r.source], order[r.target]))
     return ports, reach

@@ -27,7 +27,7 @@ import paramiko
 from dtgui.core.hardware import GpuInfo, TfView, tf_view
 from dtgui.core.machines import RemoteFacts
 from dtgui.remote.commands import NOT_FOUND, CommandRunner, CommandTimeout, SshRunner
-from dtgui.remote.slurm import probe as slurm_probe
+from dtgui.remote.slurm import ask_slurm
 from dtgui.worker import machine_probe
 
 TF_TIMEOUT = 60.0
@@ -116,7 +116,7 @@ def probe(machine: paramiko.SSHClient | CommandRunner, python: str = "python3",
         if found.data is not None and not slurm else None
     facts = read_probe(python, found, tf, system, tf_timeout=timeout)
     if slurm:
-        facts.cluster = slurm_probe(runner)
+        facts.cluster = ask_slurm(runner)
         if found.python_missing and python != "python3":  # the nodes' Python, not the login's
             facts.warnings = [f"{python} is not on the login node's PATH: the cluster's setup "
                               "lines (module load, venv, conda) must give it on the nodes."]

@@ -22,8 +22,8 @@ from dtgui.core.slurm_answers import (
     parse_sinfo,
     parse_squeue,
     parse_version,
-    probe_problem,
     refusal_text,
+    slurm_command_problem,
     status_from_sacct,
     status_from_scontrol,
     status_from_squeue,
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 TIMEOUT = 30.0
 
 
-def _text(runner: CommandRunner, argv: Sequence[str], what: str) -> str:
+def _slurm_output(runner: CommandRunner, argv: Sequence[str], what: str) -> str:
     code, out, err = runner.run(list(argv), TIMEOUT)
     if code != 0:
         reason = err.decode("utf-8", "replace").strip() or f"exit {code}"
@@ -44,26 +44,26 @@ def _text(runner: CommandRunner, argv: Sequence[str], what: str) -> str:
     return out.decode("utf-8", "replace")
 
 
-def probe(runner: CommandRunner, user: str = "") -> ClusterFacts:
+def ask_slurm(runner: CommandRunner, user: str = "") -> ClusterFacts:
     """Slurm's version, the partitions, and the user's jobs ("" = the login user)."""
     facts = ClusterFacts()
     try:
-        facts.version = parse_version(_text(runner, ["sinfo", "--version"], "sinfo"))
+        facts.version = parse_version(_slurm_output(runner, ["sinfo", "--version"], "sinfo"))
     except SlurmError as exc:
-        facts.problems.append(probe_problem(str(exc)))
+        facts.problems.append(slurm_command_problem(str(exc)))
         return facts
     try:
-        facts.partitions = parse_sinfo(_text(runner, ["sinfo", "-h", "-o", SINFO_FORMAT],
-                                             "sinfo"))
+        facts.partitions = parse_sinfo(_slurm_output(runner, ["sinfo", "-h", "-o", SINFO_FORMAT],
+                                                     "sinfo"))
     except SlurmError as exc:
-        facts.problems.append(probe_problem(str(exc)))
+        facts.problems.append(slurm_command_problem(str(exc)))
         return facts  # squeue would fail the same way
     who = ["-u", user] if user else ["--me"]
     try:
-        facts.jobs = parse_squeue(_text(runner, ["squeue", "-h", *who, "-o", SQUEUE_FORMAT],
-                                        "squeue"))
+        facts.jobs = parse_squeue(_slurm_output(runner, ["squeue", "-h", *who, "-o", SQUEUE_FORMAT],
+                                                "squeue"))
     except SlurmError as exc:
-        facts.problems.append(probe_problem(str(exc)))
+        facts.problems.append(slurm_command_problem(str(exc)))
     return facts
 
 
@@ -138,7 +138,7 @@ class JobCheck:
 
 
 def check_job(runner: CommandRunner, job: SlurmJob, facts: ClusterFacts) -> JobCheck:
-    """The job against the partitions `facts` holds (`probe`) and the user's accounts."""
+    """The job against the partitions `facts` holds (`ask_slurm`) and the user's accounts."""
     found = JobCheck(fit_problems(job, facts.partitions))
     if job.account:
         user, accounts = user_accounts(runner)

@@ -33,7 +33,7 @@ def make_app(argv: list[str] | None = None) -> QApplication:
     return app
 
 
-class _FirstPaintProbe(QObject):
+class _FirstPaintClock(QObject):
     """For the benchmark: print the wall time of the window's first paint, then quit."""
 
     def __init__(self, parent: QObject | None = None) -> None:
@@ -54,8 +54,8 @@ def run_gui() -> int:
 
     window = MainWindow()
     if os.environ.get("DTGUI_BENCH_FIRST_PAINT"):
-        probe = _FirstPaintProbe(window)
-        window.installEventFilter(probe)
+        clock = _FirstPaintClock(window)
+        window.installEventFilter(clock)
     window.show()
     # Let Ctrl-C in the terminal close the window (Python signal handlers need the
     # interpreter to run now and then).

@@ -20,7 +20,7 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QFrame, QSplitter, QVBoxLayout, QWidget
 
 from dtgui.core.bottleneck import plan_facts
-from dtgui.core.metrics import RunMetrics, Snapshot
+from dtgui.core.live_run import LiveRun, Snapshot
 from dtgui.core.plan_text import script_summary, script_text
 from dtgui.core.run_curves import task_key
 from dtgui.core.run_state import RunState
@@ -49,7 +49,7 @@ BACKLOG_MS = 10
 TEXT_SECONDS = 0.25  # numbers are for reading: at most 4 updates a second (plots: 20)
 
 
-def script_losses(metrics: RunMetrics | None) -> dict[int, Any]:
+def script_losses(metrics: LiveRun | None) -> dict[int, Any]:
     """For a script that reports no steps: each task's training-loss scalar as the curve of
     its task's number (worker:1 -> 1; one replica per worker on CPU), else nothing."""
     if metrics is None:
@@ -357,14 +357,14 @@ class Dashboard(QWidget):
                  for i, size in enumerate(sizes)])
         return fed
 
-    def _metrics(self) -> RunMetrics | None:
+    def _metrics(self) -> LiveRun | None:
         return self.controller.metrics if self.controller is not None else None
 
     def _scalars(self) -> dict[str, Any]:
         metrics = self._metrics()
         return metrics.scalars.snapshot() if metrics is not None else {}
 
-    def _update_text(self, metrics: RunMetrics, force: bool) -> None:
+    def _update_text(self, metrics: LiveRun, force: bool) -> None:
         """Header, readouts, task table and log: from the latest snapshot, at most every
         TEXT_SECONDS (and at the end)."""
         now = time.monotonic()

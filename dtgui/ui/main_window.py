@@ -25,8 +25,8 @@ from PySide6.QtWidgets import (
 )
 
 from dtgui.core.bundle import render_bundle
-from dtgui.core.cluster import place_local
 from dtgui.core.hardware import MachineFacts
+from dtgui.core.placement import place_local
 from dtgui.core.plan import DeviceKind, Plan
 from dtgui.core.runs import RunRecord
 from dtgui.core.settings import load_last_plan, runs_dir, save_last_plan

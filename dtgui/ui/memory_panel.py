@@ -32,12 +32,12 @@ from dtgui.core.device_use import (
     traffic_text,
     unhelped_summary,
 )
+from dtgui.core.live_run import TaskState
 from dtgui.core.memory import NEAR_LIMIT, MemoryPeaks, gib, warning_text
-from dtgui.core.metrics import TaskState
 from dtgui.core.network_pairs import (
     LINKS_FILE,
     REFERENCE_PARAMS,
-    LinkProbe,
+    LinkTest,
     age_text,
     allreduce_text,
     asymmetric,
@@ -60,7 +60,7 @@ COLUMNS = ("Task", "Device", "Peak", "Limit", "Use", "Busy / idle")
 NEAR_BG, NEAR_FG = "#fef3c7", "#92400e"
 
 
-def network_text(links: Sequence[LinkProbe], machines: Sequence[str], workers: int,
+def network_text(links: Sequence[LinkTest], machines: Sequence[str], workers: int,
                  gradient_bytes: int = 0, *, here: bool = False, servers: bool = False) -> str:
     """What the doctor measured between the registered `machines` (`here`: this machine takes
     part too), and the all-reduce time of the model's gradients (of a 10 M-parameter model
@@ -90,7 +90,7 @@ def network_text(links: Sequence[LinkProbe], machines: Sequence[str], workers: i
             f"({size_text(size)}).")
 
 
-def network_details(links: Sequence[LinkProbe], machines: Sequence[str], workers: int,
+def network_details(links: Sequence[LinkTest], machines: Sequence[str], workers: int,
                     gradient_bytes: int = 0) -> str:
     """The network line's tooltip: each link in full, and the formula."""
     found = [k for k in between(links, machines) if k.ok]
@@ -179,7 +179,7 @@ class MemoryPanel(QWidget):
         layout.addWidget(self.traffic)
         layout.addWidget(self.warning)
         layout.addWidget(self.table, 1)
-        self._links: list[LinkProbe] = []
+        self._links: list[LinkTest] = []
         self._machines: tuple[str, ...] = ()
         self._workers = 0
         self._here = self._servers = False
@@ -253,7 +253,7 @@ class MemoryPanel(QWidget):
         """What the samples say of a run that gives no split (dtgui.core.device_use)."""
         return unhelped_summary(use.devices(), use.traffic(machine_of(tasks)), self._links)
 
-    def _loaded(self, links: list[LinkProbe]) -> None:
+    def _loaded(self, links: list[LinkTest]) -> None:
         self._links = links
         self._show_network()
         self.update_traffic(self._use, self._task_states)  # its share of the links now

@@ -1,7 +1,7 @@
 """The dashboard's non-plot parts: the run header, the per-task table and the log view.
 
 All of them are fed from the UI thread with data already in memory (a `Snapshot`, or the
-new log lines of a `RunMetrics`); none of them touches a file or a process.
+new log lines of a `LiveRun`); none of them touches a file or a process.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.metrics import LOG_LINES_KEPT, RunMetrics, TaskState
+from dtgui.core.live_run import LOG_LINES_KEPT, LiveRun, TaskState
 from dtgui.core.plan import is_local_machine
 from dtgui.core.run_curves import task_key
 from dtgui.core.run_state import RunState
@@ -357,7 +357,7 @@ class LogView(QWidget):
         self.text.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.text.setPlaceholderText("No output yet.")
         layout.addWidget(self.text, 1)
-        self._metrics: RunMetrics | None = None
+        self._metrics: LiveRun | None = None
         self._seen = 0
 
     @property
@@ -365,7 +365,7 @@ class LogView(QWidget):
         """The chosen task's id (the combo's text may add its machine)."""
         return str(self.combo.currentData() or "")
 
-    def set_metrics(self, metrics: RunMetrics | None) -> None:
+    def set_metrics(self, metrics: LiveRun | None) -> None:
         self._metrics = metrics
         self.combo.blockSignals(True)
         self.combo.clear()

@@ -139,7 +139,7 @@ class StepSplitPanel(QFrame):
         self.cost_label = QLabel("")
         self.cost_label.setObjectName("splitCost")
         self.cost_label.setToolTip("What measuring the split costs as the run goes, as a "
-                                   "share of the training time; making its probes took "
+                                   "share of the training time; making its calibration runs took "
                                    "a few seconds once, at the start")
         head.addWidget(self.cost_label)
         layout.addLayout(head)

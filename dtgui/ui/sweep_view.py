@@ -52,7 +52,7 @@ STATE_COLOURS = {"finished": "#2ca02c", "pruned": "#ff7f0e", "failed": "#d62728"
                  "running": "#1f77b4", "waiting": "#7f7f7f"}
 
 
-def _record(row: TrialRow) -> RunRecord | None:
+def _trial_record(row: TrialRow) -> RunRecord | None:
     try:
         return RunRecord.load(Path(row.run)) if row.run else None
     except (OSError, ValueError):
@@ -326,7 +326,8 @@ class SweepView(QWidget):
 
     # -- actions ---------------------------------------------------------------------------
     def _compare(self) -> None:
-        records = [rec for rec in (_record(r) for r in self.selected_rows()) if rec is not None]
+        records = [rec for rec in (_trial_record(r) for r in self.selected_rows())
+                   if rec is not None]
         if records:
             self.compareRequested.emit(records)
 
@@ -334,7 +335,7 @@ class SweepView(QWidget):
         data = self.table_data
         if data is None or data.best is None:
             return
-        record = _record(data.best)
+        record = _trial_record(data.best)
         if record is not None:
             self.openRequested.emit(record)
 

@@ -65,7 +65,7 @@ def check_labels(labels: Any, logits: Any, custom_loss: bool) -> None:
                         f"logits (classes 0..{classes - 1})")
 
 
-def check(path: str, batch: int) -> dict[str, Any]:
+def try_model_file(path: str, batch: int) -> dict[str, Any]:
     source: ModelSource = load_model_file(path)
     import keras
     import numpy as np
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     real_stdout = sys.stdout
     try:
         with contextlib.redirect_stdout(sys.stderr):
-            line = passed_line(check(args.file, max(1, args.batch)))
+            line = passed_line(try_model_file(args.file, max(1, args.batch)))
         code = 0
     except UserError as exc:
         line = failed_line(exc.message, exc.tb)

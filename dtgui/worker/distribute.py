@@ -46,7 +46,7 @@ def parse_task(task: str) -> tuple[str, int]:
     return kind, int(index)
 
 
-def tf_config() -> dict[str, Any]:
+def env_tf_config() -> dict[str, Any]:
     raw = os.environ.get("TF_CONFIG", "")
     if not raw:
         return {}
@@ -186,7 +186,7 @@ def build_strategy(plan: Plan, task: str) -> BuiltStrategy:
 
 
 def _build_mwms(plan: Plan, task_type: str, task_index: int) -> BuiltStrategy:
-    config = tf_config()
+    config = env_tf_config()
     strategy = tf.distribute.MultiWorkerMirroredStrategy(
         communication_options=_mwms_options(plan))
     devices = _worker_devices(strategy)
@@ -202,7 +202,7 @@ def _build_mwms(plan: Plan, task_type: str, task_index: int) -> BuiltStrategy:
 
 
 def _build_ps(task_type: str, task_index: int) -> BuiltStrategy:
-    config = tf_config()
+    config = env_tf_config()
     if not config.get("cluster"):
         raise UserError("parameter_server needs TF_CONFIG with a cluster (chief, worker, ps); "
                         "run the task through its tasks/<task>.sh script")

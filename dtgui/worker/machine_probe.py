@@ -194,7 +194,7 @@ def nvml_gpus() -> dict[str, Any]:
     gpus = []
     cuda = ""
     try:
-        driver = _text(pynvml.nvmlSystemGetDriverVersion())
+        driver = nvml_text(pynvml.nvmlSystemGetDriverVersion())
         with contextlib.suppress(Exception):
             version = int(pynvml.nvmlSystemGetCudaDriverVersion())
             cuda = f"{version // 1000}.{version % 1000 // 10}"
@@ -214,7 +214,7 @@ def nvml_gpus() -> dict[str, Any]:
                 processes = len(pynvml.nvmlDeviceGetComputeRunningProcesses(handle))
             except (pynvml.NVMLError, AttributeError):  # an nvidia-ml-py without it
                 processes = 0
-            gpus.append({"index": i, "name": _text(pynvml.nvmlDeviceGetName(handle)),
+            gpus.append({"index": i, "name": nvml_text(pynvml.nvmlDeviceGetName(handle)),
                          "mem_total": int(mem.total), "mem_used": int(mem.used), "util": util,
                          "driver": driver, "compute_capability": cc,
                          "processes": processes})
@@ -224,8 +224,9 @@ def nvml_gpus() -> dict[str, Any]:
     return {"gpus": gpus, "cuda_version": cuda}
 
 
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+def nvml_text(value: object) -> str:
+    """An NVML string (bytes from older pynvml releases) as text."""
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
 def nvidia_smi_gpus() -> dict[str, Any]:
@@ -473,7 +474,7 @@ def measure(c: socket.socket, send: int, limit: float, pings: int = 5) -> dict[s
             "rate": float(got[2])}
 
 
-def connect(host: str, port: int, token: bytes, timeout: float, send: int = 0) -> dict[str, Any]:
+def reach_test(host: str, port: int, token: bytes, timeout: float, send: int = 0) -> dict[str, Any]:
     """`outcome` (ok, timeout, refused, unresolved, unreachable, other), `millis`, `detail`."""
     try:
         socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -568,7 +569,8 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.redirect_stdout(sys.stderr):  # TensorFlow's and nvidia-smi's chatter
         try:
             if args.command == "connect":
-                result = connect(args.host, args.port, args.token.encode(), args.timeout, args.send)
+                result = reach_test(args.host, args.port, args.token.encode(), args.timeout,
+                                    args.send)
             else:
                 result = facts(args)
         except Exception as exc:  # noqa: BLE001 - dtgui needs an answer it can show

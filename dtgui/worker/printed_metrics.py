@@ -67,7 +67,7 @@ def _axis_of(name: str) -> str:
     return ""
 
 
-def _number(text: str) -> float | None:
+def _parsed_number(text: str) -> float | None:
     """The number a pair or a pattern's group gives (a group may take the punctuation after
     it: `0.53,`)."""
     try:
@@ -190,7 +190,7 @@ class LineParser:
         x: dict[str, float] = {}
         values: list[tuple[str, float]] = []
         for name, text in pairs:
-            number = _number(text)
+            number = _parsed_number(text)
             if number is None:
                 continue
             axis = _axis_of(name)

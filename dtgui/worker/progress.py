@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from . import step_batch
+from .calibration_runs import CalibrationRuns, RoundTripRuns
 from .call_size import StepsPerCall
 from .checkpoints import Checkpoints
 from .distribute import BuiltStrategy
@@ -27,8 +28,7 @@ from .export import ModelSaver
 from .loop import Trainer, xla_functions
 from .optim import learning_rate_at
 from .plan import Plan
-from .probes import ParameterServerProbe, Probes
-from .step_timing import StepTiming, WorkerStepTimings, probe_steps
+from .step_timing import StepTiming, WorkerStepTimings, calibration_run_steps
 from .summaries import Scalars
 from .validation import Validator
 
@@ -45,8 +45,8 @@ class Progress:
                  ckpts: Checkpoints | None, writer: Scalars | None, global_batch: int, resumed: int,
                  task: str, *, optimizer: Any = None, validator: Validator | None = None,
                  saver: ModelSaver | None = None, classification: bool = True,
-                 probes: Probes | None = None,
-                 ps_probe: ParameterServerProbe | None = None) -> None:
+                 calibration_runs: CalibrationRuns | None = None,
+                 round_trip_runs: RoundTripRuns | None = None) -> None:
         self.info = info
         self.events = events
         self.ckpts = ckpts
@@ -82,13 +82,13 @@ class Progress:
         self._clock0 = time.perf_counter()
         self.reporting_seconds = 0.0  # spent writing the live events and loss summaries
         self.timeline: list[tuple[int, float]] = []  # (step, seconds since the start) per call
-        self.probes = probes
-        self.timing = StepTiming(active=probes is not None)  # where a step's time goes
-        # parameter_server: the workers' steps, timed by the calls and a round-trip probe
-        self.ps_probe = ps_probe
-        self.worker_timing = WorkerStepTimings(active=ps_probe is not None)
-        self._ps_probes: list[Any] = []
-        self._ps_probe_n = 1
+        self.calibration_runs = calibration_runs
+        self.timing = StepTiming(active=calibration_runs is not None)  # where a step's time goes
+        # parameter_server: the workers' steps, timed by the calls and a round-trip run
+        self.round_trip_runs = round_trip_runs
+        self.worker_timing = WorkerStepTimings(active=round_trip_runs is not None)
+        self._round_trip_calls: list[Any] = []
+        self._round_trip_n = 1
         self._ps_setup = 0.0
 
     # -- synchronous strategies ------------------------------------------------------------
@@ -137,8 +137,8 @@ class Progress:
             remote = coordinator.schedule(trainer.run, args=(iterator, tf.constant(k, tf.int32)))
             in_flight.append((done + 1, k, remote))
             self.worker_timing.scheduled()
-            if not self._ps_probes and self.worker_timing.calibrate_now(k):
-                self.schedule_ps_probes(k)
+            if not self._round_trip_calls and self.worker_timing.calibrate_now(k):
+                self.schedule_round_trips(k)
             if done == self.start and self.xla:
                 self.report_xla(trainer, iterator, tf.constant(1, tf.int32))
             done += k
@@ -174,40 +174,40 @@ class Progress:
         for (_, k, _), result in zip(calls, results, strict=True):
             worker, seconds, waited = (float(x) for x in np.asarray(result[1]))
             self.worker_timing.call(int(worker), k, seconds, waited, last)
-        self.collect_ps_probes()
+        self.collect_round_trips()
         self.emit_worker_splits()
         return now
 
-    def schedule_ps_probes(self, k: int) -> None:
-        """The calibration's round-trip probes, scheduled behind the calls in flight (two
+    def schedule_round_trips(self, k: int) -> None:
+        """The calibration's round-trip runs, scheduled behind the calls in flight (two
         a worker: the coordinator hands each to the next free worker); collected at the next
         fetch of calls, which they follow in the queue."""
-        if self.ps_probe is None:
+        if self.round_trip_runs is None:
             return
-        n = probe_steps(k)
+        n = calibration_run_steps(k)
         try:
-            setup = self.ps_probe.trace()
-            self._ps_probes = self.ps_probe.schedule(n, 2 * self.ps_workers)
+            setup = self.round_trip_runs.trace()
+            self._round_trip_calls = self.round_trip_runs.schedule(n, 2 * self.ps_workers)
         except Exception as exc:  # noqa: BLE001 - a measure only; training goes on
             self._no_split(exc)
             return
-        self._ps_probe_n = n
+        self._round_trip_n = n
         self._ps_setup = setup
 
-    def collect_ps_probes(self) -> None:
-        if not self._ps_probes:
+    def collect_round_trips(self) -> None:
+        if not self._round_trip_calls:
             return
         try:
-            found = self.info.coordinator.fetch(self._ps_probes)
+            found = self.info.coordinator.fetch(self._round_trip_calls)
         except Exception as exc:  # noqa: BLE001 - a measure only; training goes on
-            self._ps_probes = []
+            self._round_trip_calls = []
             self._no_split(exc)
             return
-        self._ps_probes = []
+        self._round_trip_calls = []
         by_worker: dict[int, list[float]] = {}
         for worker, seconds in (np.asarray(f, dtype=np.float64) for f in found):
             by_worker.setdefault(int(worker), []).append(float(seconds))
-        n = self._ps_probe_n
+        n = self._round_trip_n
         self.worker_timing.calibrated(
             {w: statistics.median(t) / n for w, t in by_worker.items()},
             {w: sum(t) for w, t in by_worker.items()}, self._ps_setup)
@@ -224,12 +224,12 @@ class Progress:
         self.events.log(f"could not measure where the step time goes: {exc}", level="warning")
 
     def calibrate(self, k: int) -> None:
-        """Time the probes (dtgui.worker.step_timing): every MultiWorkerMirrored worker
+        """Time the calibration runs (dtgui.worker.step_timing): every MultiWorkerMirrored worker
         does so at the same call, as their collectives must match."""
-        assert self.probes is not None
+        assert self.calibration_runs is not None
         began = time.perf_counter()
         try:
-            found = self.probes.measure(probe_steps(k))
+            found = self.calibration_runs.measure(calibration_run_steps(k))
         except Exception as exc:  # noqa: BLE001 - a measure only; training goes on
             self._no_split(exc)
             return

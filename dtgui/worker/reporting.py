@@ -111,7 +111,7 @@ def _events() -> EventWriter | None:
         return _writer
 
 
-def _number(value: Any) -> float | None:
+def _as_float(value: Any) -> float | None:
     """A float from a Python/numpy number or an eager tensor (None when it is not one)."""
     if hasattr(value, "numpy"):
         value = value.numpy()
@@ -146,8 +146,8 @@ def report(step: int, loss: Any = None, *, replica_losses: Any = None,
         return
     began = time.perf_counter()
     _timing.stepped(int(step), began)
-    losses = [_number(v) for v in (replica_losses if replica_losses is not None else ())]
-    mean = _number(loss) if loss is not None else None
+    losses = [_as_float(v) for v in (replica_losses if replica_losses is not None else ())]
+    mean = _as_float(loss) if loss is not None else None
     if mean is None and losses and all(v is not None for v in losses):
         mean = sum(losses) / len(losses)  # type: ignore[arg-type]
     step = int(step)
@@ -160,7 +160,7 @@ def report(step: int, loss: Any = None, *, replica_losses: Any = None,
             fields["epoch"] = int(epoch)
         events.emit("step", **fields)
     for name, value in metrics.items():
-        number = _number(value)
+        number = _as_float(value)
         if number is not None:
             events.emit("scalar", tag=str(name), step=step, value=number, source="report")
     now = time.perf_counter()
@@ -174,7 +174,7 @@ def report_epoch(epoch: int, step: int, **metrics: Any) -> None:
     events = _events()
     if events is None:
         return
-    numbers = {k: _number(v) for k, v in metrics.items()}
+    numbers = {k: _as_float(v) for k, v in metrics.items()}
     events.emit("epoch", epoch=int(epoch), steps=int(step),
                 **{k: v for k, v in numbers.items() if v is not None})
     for name, value in numbers.items():

@@ -15,7 +15,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from . import loop, probes, step_timing
+from . import calibration_runs, loop, step_timing
 from .checkpoints import Checkpoints
 from .data import make_loss, model_source
 from .distribute import BuiltStrategy, build_strategy, configure_devices
@@ -203,14 +203,14 @@ def run_task(plan: Plan, bundle_dir: str, out_dir: str, task: str,
                                 micro_batches=micro_batches,
                                 clip_norm=float(plan.clip_norm), timed=ps_timed)
     classification = is_classification(loss_obj)
-    # where a step's time goes (step_timing.py): the synchronous strategies' probes, or
+    # where a step's time goes (step_timing.py): the synchronous strategies' calibration runs, or
     # the parameter servers' round trip the coordinator schedules on the workers
-    step_probes, ps_probe = None, None
+    step_runs, round_trip_runs = None, None
     if info.coordinator is None:
-        step_probes = probes.Probes(info, trainer, model, optimizer, source, global_batch,
-                                    micro_batches)
+        step_runs = calibration_runs.CalibrationRuns(info, trainer, model, optimizer, source,
+                                                     global_batch, micro_batches)
     elif ps_timed:
-        ps_probe = probes.ParameterServerProbe(info, model)
+        round_trip_runs = calibration_runs.RoundTripRuns(info, model)
     elif plan.deterministic:
         events.log("where the workers' step time goes is not measured: deterministic ops "
                    "forbid reading the clock in a step (tf.timestamp); ParameterServer "
@@ -240,8 +240,8 @@ def run_task(plan: Plan, bundle_dir: str, out_dir: str, task: str,
         writer = Scalars(out_dir, task)
     progress = Progress(plan, info, events, ckpts, writer, global_batch, resumed, task,
                         optimizer=optimizer, validator=validator, saver=saver,
-                        classification=classification, probes=step_probes,
-                        ps_probe=ps_probe)
+                        classification=classification, calibration_runs=step_runs,
+                        round_trip_runs=round_trip_runs)
     with stage(f"training ({info.name})"):
         if info.coordinator is not None:
             progress.run_ps(trainer, dataset)

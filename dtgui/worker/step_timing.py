@@ -2,10 +2,10 @@
 
 Every call's wall time and the time spent reporting it are counted as training runs. A short
 calibration, after the fourth call and then every CALIBRATE_EVERY_CALLS calls or more (so
-that the probes' steps stay under 1 % of the steps between two calibrations, whatever a
-step costs: `next_calibration`), times three
-probes (`dtgui.worker.probes.Probes`): the training call fed from one cached batch (forward,
-backward, gradient all-reduce, update; the variables are put back afterwards), the
+that the calibration runs' steps stay under 1 % of the steps between two calibrations,
+whatever a step costs: `next_calibration`), times three calibration runs
+(`dtgui.worker.calibration_runs.CalibrationRuns`): the training call fed from one cached
+batch (forward, backward, gradient all-reduce, update; the variables are put back afterwards), the
 gradient all-reduce alone (none with a single replica), and the plan's input pipeline alone
 making a step's batches. Then, per step:
 
@@ -18,12 +18,12 @@ making a step's batches. Then, per step:
 
 A `split` event (dtgui.core.bottleneck) goes out every SPLIT_EVERY_CALLS calls once a
 calibration was made, and at the end. The calls are counted, never timed, to decide when to
-calibrate: MultiWorkerMirrored workers must run the probes' collectives together.
+calibrate: MultiWorkerMirrored workers must run the calibration runs' collectives together.
 
 ParameterServer workers run the calls the coordinator schedules, so the coordinator keeps
 their splits (`WorkerStepTimings`): each call times itself and its input wait on its worker,
-and the probe is a round trip to the parameter servers (`dtgui.worker.probes
-.ParameterServerProbe`).
+and the calibration run is a round trip to the parameter servers (`dtgui.worker.calibration_runs
+.RoundTripRuns`).
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from typing import Any
 SPLIT_VARIABLE = "DTGUI_STEP_SPLIT"  # "0": no calibration, no split (to measure its cost)
 FIRST_CALIBRATION_CALL = 4  # the first call traces; the next ones still settle the call size
 CALIBRATE_EVERY_CALLS = 500  # at least; ~100 s at the usual 0.2 s call
-PROBE_REPEATS = 3  # each calibration probe runs this many times; the median counts
-PROBE_SHARE = 0.01  # the probes' steps, at most this share of the steps between calibrations
+CALIBRATION_REPEATS = 3  # each calibration run is repeated this many times; the median counts
+CALIBRATION_SHARE = 0.01  # the calibration runs' steps: at most this share of those between two
 SPLIT_EVERY_CALLS = 25  # ~5 s at the usual 0.2 s call
 PARTS = ("input", "compute", "communication", "reporting")
 
@@ -46,44 +46,45 @@ def enabled() -> bool:
     return os.environ.get(SPLIT_VARIABLE, "1") != "0"
 
 
-def probe_steps(k: int) -> int:
-    """n, for probes of n then 2n steps (their difference is the measure: Probes): a
-    sixteenth of the current call (at least 4); each probe runs three times (the median
+def calibration_run_steps(k: int) -> int:
+    """n, for runs of n then 2n steps (their difference is the measure: CalibrationRuns): a
+    sixteenth of the current call (at least 4); each run is repeated three times (the median
     counts), so a calibration takes about as long as a call."""
     return max(4, k // 16)
 
 
-def probed_steps(n: int) -> int:
-    """Steps a calibration with probes of n runs: n then 2n steps, PROBE_REPEATS times, for
+def calibration_steps(n: int) -> int:
+    """Steps a calibration with runs of n steps: n then 2n steps, CALIBRATION_REPEATS times, for
     the training step and for the all-reduce (counted as a step too: an upper bound)."""
-    return 2 * PROBE_REPEATS * 3 * n
+    return 2 * CALIBRATION_REPEATS * 3 * n
 
 
 def next_calibration(call: int, k: int) -> int:
     """The call after which the next calibration comes, one made after `call` with calls of
     `k` steps: CALIBRATE_EVERY_CALLS calls later, or later still when steps are so slow that
-    calls hold one or a few (a calibration's probes are then many calls' worth). Calls and
+    calls hold one or a few (a calibration's runs are then many calls' worth). Calls and
     their size only, never time: MultiWorkerMirrored workers agree on both, so they
     calibrate at the same call, as their collectives must."""
-    probed = probed_steps(probe_steps(k))
-    return call + max(CALIBRATE_EVERY_CALLS, math.ceil(probed / (PROBE_SHARE * max(1, k))))
+    calibrating = calibration_steps(calibration_run_steps(k))
+    return call + max(CALIBRATE_EVERY_CALLS,
+                      math.ceil(calibrating / (CALIBRATION_SHARE * max(1, k))))
 
 
 @dataclass
 class Calibration:
-    """Seconds per step of the two probes (the latest calibration)."""
+    """Seconds per step of the two calibration runs (the latest calibration)."""
 
     step: float  # the training step fed from one cached batch
     reduce: float  # the gradient all-reduce alone
     input: float = float("inf")  # the input pipeline alone, making one step's batches
-    setup: float = 0.0  # seconds of this calibration spent making the probes (traces)
+    setup: float = 0.0  # seconds of this calibration spent making the calibration runs (traces)
 
 
 def split_parts(call: float, reporting: float, calibration: Calibration,
                 input_wait: float | None = None) -> dict[str, float]:
     """Seconds per step by part, from a window's call time per step and reporting per step
     (`input_wait`: measured in the step itself, as ParameterServer workers do, instead of
-    inferred from the probes)."""
+    inferred from the calibration runs)."""
     if input_wait is None:
         cached = min(calibration.step, call)
         waiting = min(max(0.0, call - cached), calibration.input)
@@ -102,9 +103,9 @@ class StepTiming:
         self.first_call_traces = first_call_traces  # not counted: it traced the function
         self.calls = 0
         self.calibration: Calibration | None = None
-        self.calibration_seconds = 0.0  # what the probes cost, their making excepted
+        self.calibration_seconds = 0.0  # what the calibration runs cost, their making excepted
         self.calibrations = 0
-        self.setup_seconds = 0.0  # making the probes (tracing them) once
+        self.setup_seconds = 0.0  # making the calibration runs (tracing them) once
         self.training_seconds = 0.0  # calls and reporting, the first call excepted
         self._window = [0.0, 0.0, 0]  # call seconds, reporting seconds, steps
         self._input_wait = 0.0  # seconds of the window's calls spent waiting for input
@@ -177,7 +178,7 @@ class WorkerStepTimings:
     """Where the ParameterServer workers' step time goes, kept by the coordinator: workers
     train the calls it schedules, each call timing itself on its worker (the call's seconds
     and its input wait, with `tf.timestamp`, and which worker ran it), and the calibration's
-    probe is a parameter-server round trip timed on each worker (its variables read from the
+    run is a parameter-server round trip timed on each worker (its variables read from the
     servers and gradient-sized tensors sent back: what a step moves). Per worker step:
 
     * input wait = the call's own measure of its `next(iterator)`s;
@@ -189,15 +190,15 @@ class WorkerStepTimings:
     the coordinator schedules (`next_calibration`), as for the other strategies."""
 
     MEASURED = ("input", "compute", "communication")
-    RETRIES = 4  # probes scheduled again for workers that had none
+    RETRIES = 4  # calibration runs scheduled again for workers that had none
 
     def __init__(self, active: bool = True) -> None:
         self.schedule = StepTiming(active)  # every call, whichever worker: when to calibrate
         self.active = self.schedule.active
         self.workers: dict[int, StepTiming] = {}  # by the coordinator's worker index
         self.setup_seconds = 0.0
-        self.calibrations = 0  # probes collected
-        self.retries = 0  # probes scheduled again for a worker that had none
+        self.calibrations = 0  # calibration runs collected
+        self.retries = 0  # calibration runs scheduled again for a worker that had none
 
     def worker(self, index: int) -> StepTiming:
         if index not in self.workers:
@@ -214,9 +215,9 @@ class WorkerStepTimings:
         self.schedule.calls += 1
 
     def calibrate_now(self, k: int) -> bool:
-        """Whether to schedule the probes after this call: at the calibration's calls, and
+        """Whether to schedule the calibration runs after this call: at the calibration's calls, and
         again (a few times) while a worker that trains has not run one (the coordinator
-        gives a probe to whichever worker is free, not to each in turn)."""
+        gives a run to whichever worker is free, not to each in turn)."""
         if not self.active:
             return False
         if self.schedule.calibrate_now(k):
@@ -238,17 +239,17 @@ class WorkerStepTimings:
         timing.call(steps, seconds, input_wait)
         timing.reported(0.0, last_step)
 
-    def calibrated(self, round_trips: dict[int, float], probe_seconds: dict[int, float],
+    def calibrated(self, round_trips: dict[int, float], run_seconds: dict[int, float],
                    setup: float) -> None:
-        """`round_trips`: per worker, seconds of one round trip; `probe_seconds`: per worker,
-        what its probes took (their cost to that worker); `setup`: making the probe once."""
+        """`round_trips`: per worker, seconds of one round trip; `run_seconds`: per worker,
+        what its calibration runs took (their cost to that worker); `setup`: making the run once."""
         self.setup_seconds += setup
         self.calibrations += 1
         for index, seconds in round_trips.items():
             if index >= 0:
                 timing = self.worker(index)
                 timing.calibrated(Calibration(step=0.0, reduce=seconds, input=0.0),
-                                  probe_seconds.get(index, 0.0))
+                                  run_seconds.get(index, 0.0))
                 timing.setup_seconds = self.setup_seconds
 
     def splits_due(self, final: bool = False) -> list[tuple[int, dict[str, Any]]]:

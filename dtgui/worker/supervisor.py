@@ -191,7 +191,7 @@ class OutputRelay(threading.Thread):
         return bytes(self.tail[-TAIL_BYTES:]).decode("utf-8", "replace")
 
 
-def _start(child: Child, command: list[str], env: dict[str, str]) -> tuple[
+def _start_child(child: Child, command: list[str], env: dict[str, str]) -> tuple[
         subprocess.Popen[bytes], OutputRelay | None]:
     hook = _die_with_parent_hook()
     if not child.capture_output:
@@ -235,7 +235,7 @@ def supervise(child: Child, events: EventWriter) -> int:
     proc: subprocess.Popen[bytes] | None = None
     relay: OutputRelay | None = None
     try:
-        proc, relay = _start(child, command, env)
+        proc, relay = _start_child(child, command, env)
         child.started(proc.pid)
         telemetry = Telemetry(events).start()
         code = proc.wait()

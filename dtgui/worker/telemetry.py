@@ -18,7 +18,7 @@ from typing import Any
 import psutil
 
 from .events import EventWriter
-from .machine_probe import cpu_model_name
+from .machine_probe import cpu_model_name, nvml_text
 
 
 def peak_rss(pid: int) -> int:
@@ -31,10 +31,6 @@ def peak_rss(pid: int) -> int:
     except (OSError, ValueError, IndexError):
         pass
     return 0
-
-
-def _text(value: Any) -> str:
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
 class _Nvml:
@@ -51,7 +47,7 @@ class _Nvml:
             self._nv = pynvml
             handles = [pynvml.nvmlDeviceGetHandleByIndex(i)
                        for i in range(pynvml.nvmlDeviceGetCount())]
-            uuids = [_text(pynvml.nvmlDeviceGetUUID(h)) for h in handles]
+            uuids = [nvml_text(pynvml.nvmlDeviceGetUUID(h)) for h in handles]
             for i in self._visible_indices(uuids):
                 self._handles.append((i, handles[i]))
             self.ok = bool(self._handles)
@@ -78,7 +74,7 @@ class _Nvml:
         nv = self._nv
         devices: list[dict[str, Any]] = []
         for index, handle in self._handles:
-            name = _text(nv.nvmlDeviceGetName(handle))
+            name = nvml_text(nv.nvmlDeviceGetName(handle))
             util = nv.nvmlDeviceGetUtilizationRates(handle)
             mem = nv.nvmlDeviceGetMemoryInfo(handle)
             devices.append({"kind": "gpu", "index": index, "name": str(name),

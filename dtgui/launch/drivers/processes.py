@@ -1,15 +1,15 @@
 """Targets whose tasks are processes dtgui starts (this machine, SSH machines): one
 pre-launch check (`dtgui.launch.precheck`: Python and TensorFlow, the run directory, free
 ports or the plan's ports bind-tested, a user's script's imports, one round trip a machine)
-and one placement across all of them (`dtgui.core.cluster.place_plan`)."""
+and one placement across all of them (`dtgui.core.placement.place_plan`)."""
 
 from __future__ import annotations
 
 import socket
 from typing import TYPE_CHECKING
 
-from dtgui.core.cluster import PlacementError, place_plan, port_in_use
 from dtgui.core.machines import MachineRegistry
+from dtgui.core.placement import PlacementError, place_plan, port_in_use
 from dtgui.core.plan import Plan
 from dtgui.launch.drivers.base import Driver, Refused, command_runner
 from dtgui.launch.launch_state import Launch
@@ -48,7 +48,7 @@ class ProcessDriver(Driver):
             problems += machine_problems(script, result)
         problems += [port_in_use(t.port, t.task_id, target.label) for t in launch.plan.tasks if launch.keep_ports and t.port
                      and launch.assignments.get(t.task_id) == target.name
-                     and t.port in result.busy_ports]
+                     and t.port in result.ports_in_use]
         return problems
 
     def place(self, launch: Launch) -> Plan:

@@ -74,12 +74,12 @@ class SlurmDriver(Driver):
     def check(self, launch: Launch, target: Target) -> list[str]:
         """The job against the cluster's partitions (`sinfo` on the login node), then the
         run's directory on the shared filesystem."""
-        from dtgui.remote.slurm import check_job, make_run_dir, probe
+        from dtgui.remote.slurm import ask_slurm, check_job, make_run_dir
 
         job = _job(target)
         runner = command_runner(target, launch.clients.get(target.name))
         try:
-            facts = probe(runner)
+            facts = ask_slurm(runner)
         except SlurmError as exc:
             return [str(exc)]
         if not facts.version:

@@ -11,7 +11,7 @@ from dtgui.core.slurm import time_text
 from dtgui.core.slurm_answers import ClusterFacts, Partition, QueuedJob
 
 
-def gib(n: int) -> str:
+def short_gib(n: int) -> str:
     return f"{n / 2**30:.1f} GiB"
 
 
@@ -63,7 +63,7 @@ def gpu_tooltip(facts: RemoteFacts) -> str:
                           *facts.cluster.problems])
     if not facts.gpus:
         return facts.gpu_error or "No NVIDIA GPU"
-    lines = [f"{g.index}: {g.name}, {gib(g.mem_total)}"
+    lines = [f"{g.index}: {g.name}, {short_gib(g.mem_total)}"
              + (f", compute capability {g.compute_capability}" if g.compute_capability else "")
              for g in facts.gpus]
     lines.append(f"driver {facts.driver or '?'}, CUDA {facts.cuda_version or '?'}")
@@ -95,7 +95,7 @@ def details_html(machine: Machine, facts: RemoteFacts | None) -> str:
     lines = [
         head,
         f"{e(facts.os_name or '?')} · {e(facts.kernel)} {e(facts.arch)}",
-        f"{cpu} · {gib(facts.ram_total)} RAM",
+        f"{cpu} · {short_gib(facts.ram_total)} RAM",
         f"{py} · {tf}",
     ]
     if facts.cluster is None or facts.gpus:  # a login node's GPUs: the nodes' are below

@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QCheckBox, QGridLayout, QLabel, QWidget
 
-from dtgui.core.cluster import machine_key
 from dtgui.core.hardware import GpuInfo
+from dtgui.core.placement import machine_key
 from dtgui.core.plan import LOCAL_MACHINE
 from dtgui.launch.sweep_holds import busy_gpus, read_holds
 from dtgui.ui.workers import run_in_thread

@@ -35,14 +35,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.cluster import (
+from dtgui.core.hardware import GpuInfo
+from dtgui.core.machines import Machine
+from dtgui.core.placement import (
     PlacementError,
     machine_key,
     place_plan,
     task_layout,
 )
-from dtgui.core.hardware import GpuInfo
-from dtgui.core.machines import Machine
 from dtgui.core.plan import LOCAL_MACHINE, Plan
 from dtgui.core.slurm import LOCAL_CLUSTER, SlurmJob
 from dtgui.core.slurm_answers import ClusterFacts, Partition

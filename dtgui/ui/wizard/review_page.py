@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from dtgui.core.bundle import task_script_text
-from dtgui.core.cluster import PlacementError, busy_ports, place_local, tf_config
+from dtgui.core.placement import PlacementError, local_port_conflicts, place_local, placed_tf_config
 from dtgui.core.plan import LOCAL_MACHINE, ModelFile, Plan, ScriptModel, TaskSpec, validate
 from dtgui.core.plan_text import (
     SCRIPT_OWN,
@@ -215,7 +215,7 @@ class ReviewPage(QWizardPage):
             return self.slurm_problems + validate(plan, usable_gpus=None)
         placement = [self.placement_error] if self.placement_error else []
         gpus = self.ctx.usable_gpus_for(plan)
-        busy = busy_ports(plan)
+        busy = local_port_conflicts(plan)
         if busy:  # the page's own way to choose other ports
             busy.append("Press Re-plan ports to choose free ones.")
         return placement + validate(plan, usable_gpus=gpus) + busy
@@ -362,7 +362,7 @@ class ReviewPage(QWizardPage):
             self.script_view.clear()
             return
         task: TaskSpec = plan.tasks[row]
-        config = tf_config(plan, task)
+        config = placed_tf_config(plan, task)
         if config is not None and self.slurm_job is not None:
             self.tf_config_view.setPlainText(_slurm_tf_config(plan, self.slurm_job, row))
         elif config is None:

@@ -27,8 +27,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.cluster import task_layout
 from dtgui.core.machines import Machine
+from dtgui.core.placement import task_layout
 from dtgui.core.plan import Plan
 from dtgui.core.settings import atomic_write_text, config_dir, read_json_or_backup
 from dtgui.core.slurm import (
@@ -286,9 +286,9 @@ def local_login_node() -> bool:
 def local_partitions() -> list[Partition]:
     """What `sinfo` says here of the partitions (none when it cannot say)."""
     from dtgui.remote.commands import LocalRunner
-    from dtgui.remote.slurm import probe
+    from dtgui.remote.slurm import ask_slurm
 
-    facts = probe(LocalRunner())
+    facts = ask_slurm(LocalRunner())
     return facts.partitions if facts.version else []
 
 

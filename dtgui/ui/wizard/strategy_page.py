@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
     QWizardPage,
 )
 
-from dtgui.core.cluster import task_layout
+from dtgui.core.placement import task_layout
 from dtgui.core.plan import MAX_REPLICAS, DeviceKind, Plan, validate
 from dtgui.core.strategies import STRATEGIES, Strategy
 

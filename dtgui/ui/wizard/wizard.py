@@ -9,9 +9,9 @@ from PySide6.QtCore import QSize, Signal
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget, QWizard
 
-from dtgui.core.cluster import place_local
 from dtgui.core.hardware import GpuInfo, MachineFacts
 from dtgui.core.machines import Machine
+from dtgui.core.placement import place_local
 from dtgui.core.plan import LOCAL_MACHINE, Plan
 from dtgui.core.slurm import LOCAL_CLUSTER
 from dtgui.core.slurm_answers import ClusterFacts

@@ -55,15 +55,15 @@ def cluster_spec(tasks: tuple[TaskSpec, ...]) -> dict[str, list[str]]:
     return tf_cluster((t.type, t.index, t.address) for t in tasks)
 
 
-def tf_config(plan: Plan, task: TaskSpec) -> dict[str, Any] | None:
+def placed_tf_config(plan: Plan, task: TaskSpec) -> dict[str, Any] | None:
     """TF_CONFIG for one task, or None for a single-process strategy."""
     if not plan.cluster:
         return None
     return task_tf_config(plan.cluster, task.type, task.index)
 
 
-def tf_config_json(plan: Plan, task: TaskSpec) -> str:
-    config = tf_config(plan, task)
+def placed_tf_config_json(plan: Plan, task: TaskSpec) -> str:
+    config = placed_tf_config(plan, task)
     return json.dumps(config, separators=(",", ":")) if config else ""
 
 
@@ -75,7 +75,7 @@ def port_in_use(port: int, task_id: str, machine: str = "") -> str:
             "ports (or stop that process).")
 
 
-def busy_ports(plan: Plan) -> list[str]:
+def local_port_conflicts(plan: Plan) -> list[str]:
     """Sentences naming every task port on this machine that another process holds."""
     return [port_in_use(t.port, t.task_id) for t in plan.tasks
             if t.port and t.is_local and not port_is_free(t.port)]
@@ -148,7 +148,7 @@ def place_on_machines(plan: Plan, assignments: Mapping[str, str],
     used = list(dict.fromkeys(wanted[t] for t in ids))
     multi_machine = len(used) > 1
     multi_task = plan.strategy.multi_process
-    hosts = {m: _address(m, addresses, multi_machine) for m in used}
+    hosts = {m: _machine_address(m, addresses, multi_machine) for m in used}
     free = {m: list(ports.get(m, ())) for m in used}
     gpu_pool = {m: list((gpus or {}).get(m, ())) for m in used}
     tasks = []
@@ -189,7 +189,7 @@ def place_on_machines(plan: Plan, assignments: Mapping[str, str],
                              machines=machines_info)
 
 
-def _address(machine: str, addresses: Mapping[str, str], multi_machine: bool) -> str:
+def _machine_address(machine: str, addresses: Mapping[str, str], multi_machine: bool) -> str:
     if not multi_machine:
         return LOCAL_HOST
     address = (addresses.get(machine) or "").strip()

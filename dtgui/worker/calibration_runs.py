@@ -1,4 +1,4 @@
-"""The calibration's probes: what `dtgui.worker.step_timing` compares a training call with
+"""The calibration's runs: what `dtgui.worker.step_timing` compares a training call with
 to split its time (input wait, compute, communication), made from the run's own model,
 optimizer, data and strategy."""
 
@@ -15,19 +15,19 @@ from .distribute import BuiltStrategy
 from .loop import Trainer, check_dataset
 from .model_file import ModelSource
 from .process_exit import keep
-from .step_timing import PROBE_REPEATS, Calibration
+from .step_timing import CALIBRATION_REPEATS, Calibration
 
 
-class Probes:
-    """The calibration's probes. ``measure(n)`` times, in seconds per step: n training steps
+class CalibrationRuns:
+    """The calibration's runs. ``measure(n)`` times, in seconds per step: n training steps
     fed from one cached batch (forward, backward, all-reduce, update: no wait for the input
     pipeline), n gradient all-reduces alone, and the plan's input pipeline alone producing n
     steps' batches on the host. The model's and the optimizer's variables (weights, slots,
     random seeds, moving statistics) are put back afterwards, so training goes on exactly
-    as without the probes; the training iterator is not touched.
+    as without the calibration runs; the training iterator is not touched.
 
     The training steps are the training call itself, given an iterator over the cached
-    batch: its type is the training iterator's, so the call's trace is reused. A probe of its
+    batch: its type is the training iterator's, so the call's trace is reused. A run of its
     own would be traced again, which takes as long as the training call's first trace (9 s
     of a 23 s run with 16 replicas here)."""
 
@@ -41,7 +41,7 @@ class Probes:
         self._inputs: Any = None  # the input pipeline alone (no shuffle, no prefetch)
         self._micro_batches = micro_batches
         self._traced = False
-        # a single replica reduces nothing: its communication is none, not a probe's overhead
+        # a single replica reduces nothing: its communication is none, not the runs' overhead
         self._reduced = int(strategy.num_replicas_in_sync) > 1
         weights = list(model.trainable_variables)
         training_call = trainer.run
@@ -88,7 +88,7 @@ class Probes:
                 began = time.perf_counter()
                 next(self._inputs)
                 inputs.append(time.perf_counter() - began)
-            for _ in range(PROBE_REPEATS):
+            for _ in range(CALIBRATION_REPEATS):
                 steps.append(per_step(self._steps, self._cached, n=n))
                 if self._reduced:
                     reduces.append(per_step(self._reduces, n=n))
@@ -101,11 +101,11 @@ class Probes:
                            input=statistics.median(inputs) * micro_batches, setup=setup)
 
 
-class ParameterServerProbe:
-    """The ParameterServer calibration's probe, scheduled on the workers like a training
+class RoundTripRuns:
+    """The ParameterServer calibration's run, scheduled on the workers like a training
     call: n round trips to the parameter servers, each reading every trainable variable from
     its server to the worker and sending a tensor of the same size back (what a step moves:
-    the variables in, the gradients out), timed on the worker. Nothing is written: the probe
+    the variables in, the gradients out), timed on the worker. Nothing is written: the run
     runs between training calls without touching the training."""
 
     def __init__(self, info: BuiltStrategy, model: keras.Model) -> None:
@@ -135,13 +135,13 @@ class ParameterServerProbe:
         self._round_trips = round_trips
 
     def schedule(self, n: int, count: int) -> list[Any]:
-        """`count` probes of n round trips on whichever workers are free (the coordinator
+        """`count` runs of n round trips on whichever workers are free (the coordinator
         gives each closure to the next free worker); their results are fetched later."""
         return [self._coordinator.schedule(self._round_trips, args=(tf.constant(n),))
                 for _ in range(count)]
 
     def trace(self) -> float:
-        """Make the probe (trace it) once, before the first use: seconds it took."""
+        """Make the run (trace it) once, before the first use: seconds it took."""
         if self._traced:
             return 0.0
         began = time.perf_counter()
@@ -156,14 +156,14 @@ def _variable_device(variable: Any) -> str:
     return str(getattr(inner, "device", "") or getattr(variable, "device", ""))
 
 
-def per_step(probe: Any, *args: Any, n: int) -> float:
-    """Seconds a step of `probe` takes beyond the call's own overhead: the time of 2n steps
+def per_step(run: Any, *args: Any, n: int) -> float:
+    """Seconds a step of `run` takes beyond the call's own overhead: the time of 2n steps
     minus that of n, over n (a call's fixed cost, a few milliseconds, would otherwise weigh
-    on a probe of few steps as it does not on a training call of many)."""
+    on a run of few steps as it does not on a training call of many)."""
     began = time.perf_counter()
-    probe(*args, tf.constant(n)).numpy()
+    run(*args, tf.constant(n)).numpy()
     once = time.perf_counter()
-    probe(*args, tf.constant(2 * n)).numpy()
+    run(*args, tf.constant(2 * n)).numpy()
     return max(0.0, (time.perf_counter() - once) - (once - began)) / n
 
 

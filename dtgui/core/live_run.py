@@ -33,7 +33,7 @@ from dtgui.core.run_state import RunState
 from dtgui.core.scalars import ScalarStore
 from dtgui.core.script_progress import ScriptProgress
 
-__all__ = ["GROUP_VALUES", "LOG_LINES_KEPT", "RunMetrics", "Series", "Snapshot", "TaskState"]
+__all__ = ["GROUP_VALUES", "LOG_LINES_KEPT", "LiveRun", "Series", "Snapshot", "TaskState"]
 
 LOG_LINES_KEPT = 5000
 
@@ -74,7 +74,9 @@ class Snapshot:
     gradient_bytes: int = 0  # what a step's all-reduce carries (0: not said)
 
 
-class RunMetrics:
+class LiveRun:
+    """The live run's whole state: its curves, tasks, devices and logs."""
+
     def __init__(self, total_steps: int = 0) -> None:
         self._lock = threading.Lock()
         self.version = 0
