@@ -33,8 +33,7 @@ from dtgui.launch.sweep_slots import (
     slots_for,
 )
 from dtgui.launch.targets import Target
-from dtgui.remote.probe import parse_gpu_csv
-from dtgui.worker.machine_probe import processes_by_index
+from dtgui.remote.probe import parse_gpu_csv, processes_by_index
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
 IDLE_H100 = parse_gpu_csv([(FIXTURES / "nvidia-smi-query-h100.csv").read_text().strip()])[0]

@@ -220,13 +220,32 @@ def read_gpus(facts: RemoteFacts, gpus: Mapping[str, Any]) -> None:
         m = re.search(r"CUDA Version:\s*([0-9.]+)", "\n".join(gpus.get("header") or []))
         facts.cuda_version = m.group(1) if m else ""
         facts.gpus = parse_gpu_csv(rows, with_compute_cap=bool(gpus.get("compute_cap")))
-        counts = [_int(n) for n in gpus.get("processes") or []]
+        listed = gpus.get("processes")
+        counts = processes_by_index([str(r) for r in listed.get("gpus") or []],
+                                    [str(r) for r in listed.get("apps") or []]) \
+            if isinstance(listed, Mapping) else []
         facts.gpus = [dataclasses.replace(g, processes=counts[g.index])
                       if g.index < len(counts) else g for g in facts.gpus]
         if not facts.gpus and (rc != "0" or rows):
             facts.gpu_error = f"nvidia-smi failed: {(rows[-1] if rows else 'exit ' + rc)[-200:]}"
     if facts.gpus:
         facts.driver = facts.gpus[0].driver
+
+
+def processes_by_index(gpu_rows: list[str], app_rows: list[str]) -> list[int]:
+    """The compute processes of each GPU from nvidia-smi's `index, uuid` rows and its
+    `gpu_uuid, pid` rows (what it printed on a failure matches no GPU)."""
+    by_uuid = {}
+    for line in gpu_rows:
+        index, _, uuid = (part.strip() for part in line.partition(","))
+        if index.isdigit() and uuid:
+            by_uuid[uuid] = int(index)
+    counts = [0] * (max(by_uuid.values()) + 1 if by_uuid else 0)
+    for line in app_rows:
+        uuid = line.partition(",")[0].strip()
+        if uuid in by_uuid:
+            counts[by_uuid[uuid]] += 1
+    return counts
 
 
 def gpu_from_nvml(g: Mapping[str, Any]) -> GpuInfo:

@@ -233,7 +233,7 @@ def nvidia_smi_gpus() -> dict[str, Any]:
     """nvidia-smi's answer, as text for dtgui to read: `rows` of its CSV query (with the
     compute capability when the driver knows that field, `compute_cap`), `rc` its exit code
     ("notfound" without nvidia-smi), `header` the first lines of its table (the CUDA version),
-    `processes` the compute processes on each GPU (by index)."""
+    `processes` the GPUs' compute processes (`smi_processes`)."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return {"rc": "notfound"}
@@ -247,30 +247,12 @@ def nvidia_smi_gpus() -> dict[str, Any]:
             "header": table.splitlines()[:6], "processes": smi_processes(smi)}
 
 
-def smi_processes(smi: str) -> list[int]:
-    """How many compute processes run on each GPU (by index), nvidia-smi's process list
-    matched to the GPUs by uuid; [] when it cannot tell."""
-    rc, gpus = _run([smi, "--query-gpu=index,uuid", "--format=csv,noheader"])
-    if rc != 0:
-        return []
-    rc, apps = _run([smi, "--query-compute-apps=gpu_uuid,pid", "--format=csv,noheader"])
-    return processes_by_index(gpus.splitlines(), apps.splitlines()) if rc == 0 else []
-
-
-def processes_by_index(gpu_rows: list[str], app_rows: list[str]) -> list[int]:
-    """The compute processes of each GPU from nvidia-smi's `index, uuid` rows and its
-    `gpu_uuid, pid` rows."""
-    by_uuid = {}
-    for line in gpu_rows:
-        index, _, uuid = (part.strip() for part in line.partition(","))
-        if index.isdigit() and uuid:
-            by_uuid[uuid] = int(index)
-    counts = [0] * (max(by_uuid.values()) + 1 if by_uuid else 0)
-    for line in app_rows:
-        uuid = line.partition(",")[0].strip()
-        if uuid in by_uuid:
-            counts[by_uuid[uuid]] += 1
-    return counts
+def smi_processes(smi: str) -> dict[str, list[str]]:
+    """nvidia-smi's GPUs (`index, uuid`) and compute processes (`gpu_uuid, pid`), as text for
+    dtgui to match (`dtgui.remote.probe.processes_by_index`)."""
+    _, gpus = _run([smi, "--query-gpu=index,uuid", "--format=csv,noheader"])
+    _, apps = _run([smi, "--query-compute-apps=gpu_uuid,pid", "--format=csv,noheader"])
+    return {"gpus": gpus.splitlines(), "apps": apps.splitlines()}
 
 
 def _run(argv: list[str]) -> tuple[int | str, str]:
