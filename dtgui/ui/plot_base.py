@@ -117,7 +117,11 @@ def format_elapsed(seconds: float) -> str:
 def make_card(panel: str, parent: QWidget | None = None) -> QFrame:
     """A white card (objectName "card", as in resources/style.qss); `panel` names it for QSS
     (`QFrame#card[panel="loss"]`). Without a style sheet it still fills with the Base colour."""
-    card = QFrame(parent)
+    return style_card(QFrame(parent), panel)
+
+
+def style_card(card: QFrame, panel: str) -> QFrame:
+    """`card` drawn as make_card's (a QFrame subclass that is a card calls it on itself)."""
     card.setObjectName("card")
     card.setProperty("panel", panel)
     card.setFrameShape(QFrame.Shape.StyledPanel)
