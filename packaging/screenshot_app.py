@@ -23,15 +23,15 @@ def main() -> int:
     window.show()
     shots.wait_for(app, lambda: window.machine.facts is not None and window.machine.facts.tf is not None,
              120)
-    window.grab().save(str(out / "1-home.png"))
+    shots.save(app, window, out / "1-home.png")
     window.train_demo()
     shots.wait_for(app, lambda: window.session.source is not None, 60)
     shots.wait_for(app, lambda: window.session.source.metrics.snapshot().step >= 150, 180)
     shots.settle(app, 1.0)  # let the dashboard's 4 Hz text catch up
-    window.grab().save(str(out / "2-dashboard-running.png"))
+    shots.save(app, window, out / "2-dashboard-running.png")
     shots.wait_for(app, lambda: window.session.source.finished, 180)
     shots.settle(app, 0.5)
-    window.grab().save(str(out / "3-dashboard-finished.png"))
+    shots.save(app, window, out / "3-dashboard-finished.png")
     print(f"run {window.session.source.state}; screenshots in {out}")
     window.close()
     return 0

@@ -58,10 +58,7 @@ def main(argv: list[str]) -> int:
         python_version="3.11.2", tf_version="2.17.0"))
     panel.table.selectRow(panel.row_of("hpc"))
     shots.settle(app, 0.5)
-    path = out / "slurm_machines.png"
-    panel.grab().save(str(path))
-    print(path)
-    return 0
+    return 0 if shots.save(app, panel, out / "slurm_machines.png") else 1
 
 
 if __name__ == "__main__":

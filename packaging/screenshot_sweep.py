@@ -43,7 +43,7 @@ def main() -> int:
     dialog.parallel_spin.setValue(4)
     dialog.folder_edit.setText(str(Path.home() / "sweeps" / "lr-batch-warmup"))
     shots.settle(app, 0.5)
-    dialog.grab().save(str(out / "sweep_dialog.png"))
+    shots.save(app, dialog, out / "sweep_dialog.png")
     clip.low.setText("5")
     clip.high.setText("0.5")
     lr.low.setText("0")
@@ -52,7 +52,7 @@ def main() -> int:
     batch.high.setText("128")
     dialog.add_param("--dropout=choice:0.1,0.3")  # the built-in loop takes no arguments
     shots.settle(app, 0.5)
-    dialog.grab().save(str(out / "sweep_dialog_errors.png"))
+    shots.save(app, dialog, out / "sweep_dialog_errors.png")
     dialog.reject()
     del warmup
 
@@ -76,7 +76,7 @@ def main() -> int:
     gpus.folder_edit.setText(str(Path.home() / "sweeps" / "lr-batch-gpus"))
     gpus.show()
     shots.settle(app, 0.5)
-    gpus.grab().save(str(out / "sweep_dialog_gpus.png"))
+    shots.save(app, gpus, out / "sweep_dialog_gpus.png")
     gpus.reject()
 
     window.open_sweep(folder)
@@ -86,12 +86,12 @@ def main() -> int:
         print("the sweep view shows no trial", file=sys.stderr)
         return 1
     shots.settle(app, 1.5)
-    window.grab().save(str(out / "sweep_table.png"))
+    shots.save(app, window, out / "sweep_table.png")
     plots = view.parallel.parent().parent()
     if isinstance(plots, QTabWidget):
         plots.setCurrentIndex(1)
         shots.settle(app, 0.5)
-        window.grab().save(str(out / "sweep_scatter.png"))
+        shots.save(app, window, out / "sweep_scatter.png")
         plots.setCurrentIndex(0)
 
     data = view.table_data
@@ -110,7 +110,7 @@ def main() -> int:
         print("Compare did not show the two best trials", file=sys.stderr)
         return 1
     shots.settle(app, 2.0)
-    window.grab().save(str(out / "sweep_compare.png"))
+    shots.save(app, window, out / "sweep_compare.png")
     print(f"screenshots in {out}: trials {[r.number for r in best_two]} compared")
     window.close()
     return 0

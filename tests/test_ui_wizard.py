@@ -559,8 +559,13 @@ def test_model_check_result_gates_next(
     assert not next_button(wizard).isEnabled()
 
 
+needs_real_check = pytest.mark.skipif(not check_model_available(),
+                                      reason="dtgui.worker.check_model is missing")
+
+
 def entered_model_file(qtbot: QtBot, make_wizard: MakeWizard, path: Path) -> RunWizard:
-    """A wizard on its model page, the model file `path` typed in and Enter pressed."""
+    """A wizard on its model page, the model file `path` typed in and Enter pressed (the check
+    starts)."""
     wizard = make_wizard()
     click_next(qtbot, wizard)
     click_next(qtbot, wizard)
@@ -572,7 +577,7 @@ def entered_model_file(qtbot: QtBot, make_wizard: MakeWizard, path: Path) -> Run
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not check_model_available(), reason="dtgui.worker.check_model is missing")
+@needs_real_check
 def test_real_check_passes_a_good_model_file(
         qtbot: QtBot, make_wizard: MakeWizard, tmp_path: Path) -> None:
     path = model_file(tmp_path, "good_model.py", GOOD_MODEL)
@@ -590,7 +595,7 @@ def test_real_check_passes_a_good_model_file(
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not check_model_available(), reason="dtgui.worker.check_model is missing")
+@needs_real_check
 def test_real_check_reports_a_broken_model_file(
         qtbot: QtBot, make_wizard: MakeWizard, tmp_path: Path) -> None:
     path = model_file(tmp_path, "broken_model.py", BROKEN_MODEL)
