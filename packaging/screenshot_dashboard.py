@@ -27,16 +27,22 @@ from dtgui.core.events import Event, parse_line
 from dtgui.core.metrics import RunMetrics
 from dtgui.ui.app import make_app
 from dtgui.ui.dashboard import Dashboard
+from dtgui.worker.plan import Plan
 
 
 class DemoController:
-    """A run that is half-way: metrics only, nothing to stop."""
+    """A run that is half-way: metrics, the plan and folders the dashboard reads; nothing to
+    stop."""
 
-    def __init__(self, metrics: RunMetrics, state: str = "running") -> None:
+    def __init__(self, metrics: RunMetrics, state: str = "running",
+                 plan: Plan | None = None) -> None:
         self.metrics = metrics
         self.state = state
         self.message = ""
         self.finished = state not in ("running", "stopping")
+        self.plan = plan or Plan(strategy="multi_worker_mirrored", per_replica_batch=32)
+        self.run_name = plan.run_name if plan else "digits-mwm-20261124-2010"
+        self.output_dir = Path("/tmp")
 
     def request_stop(self) -> None:
         self.state = "stopping"

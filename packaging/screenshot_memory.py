@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import shots
-from screenshot_dashboard import _ev, fill, save_dashboard, shown_dashboard
-from screenshot_split import SplitDemo, add_splits
+from screenshot_dashboard import DemoController, _ev, fill, save_dashboard, shown_dashboard
+from screenshot_split import add_splits
 
 from dtgui.core.metrics import RunMetrics
 from dtgui.core.network_pairs import LINKS_FILE, LinkProbe, save_links
@@ -65,7 +65,7 @@ def main() -> int:
                                               "util": util, "mem_used": USED[(w, g)],
                                               "mem_total": H100[1]} for g in range(2)])])
     add_splits(metrics, 2, "communication", t)
-    dash = shown_dashboard(app, args.size, SplitDemo(metrics), run_name="digits-mwm-20261124-2010",
+    dash = shown_dashboard(app, args.size, DemoController(metrics), run_name="digits-mwm-20261124-2010",
                            strategy="multi_worker_mirrored", device_kind="gpu")
     dash._text_time = 0.0
     dash.refresh()

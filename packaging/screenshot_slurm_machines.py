@@ -48,11 +48,11 @@ def main(argv: list[str]) -> int:
     panel.show()
     shots.settle(app, 0.5)
     cluster = ClusterFacts("22.05.8", parse_sinfo(SINFO), parse_squeue(SQUEUE))
-    panel._set_state("hpc", "ok", "", RemoteFacts(
+    panel.set_state("hpc", "ok", "", RemoteFacts(
         hostname="login1", os_name="Rocky Linux 9.3 (Blue Onyx)", kernel="Linux 5.14.0",
         arch="x86_64", cpu_cores=32, ram_total=256 * 2**30, python_command="python",
         python_path="/usr/bin/python", python_version="3.11.5", cluster=cluster))
-    panel._set_state("box", "ok", "", RemoteFacts(
+    panel.set_state("box", "ok", "", RemoteFacts(
         hostname="box", os_name="Debian GNU/Linux 12 (bookworm)", kernel="Linux 6.1.0",
         arch="x86_64", cpu_cores=16, ram_total=64 * 2**30, python_path="/usr/bin/python3",
         python_version="3.11.2", tf_version="2.17.0"))

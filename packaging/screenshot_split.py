@@ -36,16 +36,6 @@ SPLITS = {
 }
 
 
-class SplitDemo(DemoController):
-    """The screenshot's run, with the plan and folders the dashboard reads."""
-
-    def __init__(self, metrics: RunMetrics, plan: Plan | None = None) -> None:
-        super().__init__(metrics)
-        self.plan = plan or Plan(strategy="multi_worker_mirrored", per_replica_batch=32)
-        self.run_name = plan.run_name if plan else "digits-mwm-20261124-2010"
-        self.output_dir = Path("/tmp")
-
-
 def add_splits(metrics: RunMetrics, workers: int, limit: str, t: float) -> None:
     rows = SPLITS[limit]
     for w in range(workers):
@@ -80,7 +70,7 @@ def main() -> int:
         fill(metrics, workers=args.workers, replicas=2 * args.workers, steps=2000, done=1130,
              steps_per_epoch=250, failed=False)
         add_splits(metrics, args.workers, args.limit, 1_700_000_000.0 + 1130 * 0.21)
-    demo = SplitDemo(metrics, plan)
+    demo = DemoController(metrics, plan=plan)
     dash = shown_dashboard(app, args.size, demo, run_name=demo.run_name,
                            strategy=str(demo.plan.strategy), device_kind="cpu")
     dash._text_time = 0.0
