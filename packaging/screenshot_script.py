@@ -27,7 +27,7 @@ PROJECT = shots.ROOT / "tests" / "script_projects" / "mwm_fit"
 CUSTOM_LOOP = shots.ROOT / "tests" / "script_projects" / "mwm_custom_loop"
 
 
-def open_wizard(model: dict[str, object], run_name: str, height: int) -> RunWizard:
+def open_wizard(model: ScriptModel, run_name: str, height: int) -> RunWizard:
     """The wizard on its model page, for a two-worker run of `model` on this small machine."""
     plan = Plan(run_name=run_name, strategy="multi_worker_mirrored", workers=2,
                 replicas_per_task=1, model=model)
@@ -40,7 +40,7 @@ def open_wizard(model: dict[str, object], run_name: str, height: int) -> RunWiza
 
 
 def wizard_shots(app: QApplication, out: Path) -> None:
-    model = ScriptModel(str(PROJECT), "main.py", ("3", "5"), {"MY_FLAG": "1"}).to_dict()
+    model = ScriptModel(str(PROJECT), "main.py", ("3", "5"), {"MY_FLAG": "1"})
     wizard = open_wizard(model, "my-script", 860)
     page = wizard.model_page
     shots.wait_for(app, lambda: not page.script_box._looking, 60)
@@ -58,8 +58,7 @@ def custom_loop_shots(app: QApplication, out: Path) -> None:
     """The tutorial's custom loop (it only prints): the Keras 2 warning under Keras 3, the
     printed-metrics preview on its lines, and the review of a script run."""
     model = ScriptModel(str(CUSTOM_LOOP), "main.py", ("3", "7"),
-                        patterns=(r"\[it (?P<step>\d+)\] loss=(?P<loss>\S+) lr=(?P<lr>\S+)",)
-                        ).to_dict()
+                        patterns=(r"\[it (?P<step>\d+)\] loss=(?P<loss>\S+) lr=(?P<lr>\S+)",))
     wizard = open_wizard(model, "tutorial-loop", 980)
     box = wizard.model_page.script_box
     box.printed_box.sample_edit.setPlainText(
@@ -78,7 +77,7 @@ def dashboard_shot(app: QApplication, out: Path) -> None:
     from dtgui.launch.pipeline import launch_plan
     from dtgui.ui.dashboard import Dashboard
 
-    model = ScriptModel(str(PROJECT), "main.py", ("40", "4"), legacy_keras=True).to_dict()
+    model = ScriptModel(str(PROJECT), "main.py", ("40", "4"), legacy_keras=True)
     plan = Plan(run_name="mwm-fit-script", strategy="multi_worker_mirrored", workers=2,
                 replicas_per_task=1, checkpoint_every=0, steps=160, model=model)
     runs = Path(tempfile.mkdtemp(prefix="dtgui-shot-"))
