@@ -16,6 +16,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QFont, QIcon, QPainter, QPalette, QPen, QPixmap
 from PySide6.QtWidgets import (
+    QComboBox,
     QFrame,
     QGraphicsItem,
     QHBoxLayout,
@@ -128,6 +129,20 @@ def style_card(card: QFrame, panel: str) -> QFrame:
     card.setBackgroundRole(QPalette.ColorRole.Base)
     card.setAutoFillBackground(True)
     return card
+
+
+def offer_names(combo: QComboBox, names: list[str], chosen: bool,
+                preferred: Callable[[list[str]], str]) -> str:
+    """Offer `names` in `combo` (without its signals); keep the shown name when the person
+    chose it and it is still offered, else show `preferred(names)`; the name now shown."""
+    combo.blockSignals(True)
+    current = combo.currentText()
+    combo.clear()
+    combo.addItems(names)
+    pick = current if chosen and current in names else preferred(names)
+    combo.setCurrentText(pick)
+    combo.blockSignals(False)
+    return pick
 
 
 def title_label(text: str) -> QLabel:

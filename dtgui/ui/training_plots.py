@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
 from dtgui.core.run_curves import best_index, lower_is_better, preferred_metric
 from dtgui.core.smoothing import Ema
 from dtgui.ui.curves import XY, make_curve
-from dtgui.ui.plot_base import PlotPanel, PlotTheme, series_colour, style_card
+from dtgui.ui.plot_base import PlotPanel, PlotTheme, offer_names, series_colour, style_card
 from dtgui.ui.plots import LossPanel
 
 DEFAULT_SMOOTHING = 0.6
@@ -295,13 +295,8 @@ class ValidationPanel(PlotPanel):
         self._data = {k: v for k, v in data.items() if k != "loss" and len(v[0])}
         names = list(self._data)
         if names != self.metrics():
-            self.combo.blockSignals(True)
             current = self.current_metric
-            self.combo.clear()
-            self.combo.addItems(names)
-            pick = current if self._chosen and current in names else preferred_metric(names)
-            self.combo.setCurrentText(pick)
-            self.combo.blockSignals(False)
+            pick = offer_names(self.combo, names, self._chosen, preferred_metric)
             if pick != current:
                 self._show(pick)
                 return
