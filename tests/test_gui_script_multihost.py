@@ -23,7 +23,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QWizard
 from pytestqt.qtbot import QtBot
 from test_gui_e2e import click_next, open_wizard_on
-from test_gui_multihost import choose, lab_python, screenshot  # noqa: F401
+from test_gui_multihost import choose, screenshot
 from test_ui_script import pick_script
 from widgets import controller_of, dashboard_of, ready_window, stop_with_the_button
 
@@ -33,6 +33,7 @@ from dtgui.ui.curves import CurveSet
 from dtgui.ui.main_window import MainWindow
 
 ssh_lab, ssh_env, real_keyring = conftest_ssh.ssh_lab, conftest_ssh.ssh_env, conftest_ssh.real_keyring
+lab_python = conftest_ssh.lab_python_each_test
 pytestmark = [pytest.mark.slow, pytest.mark.gui]
 LEFT = Qt.MouseButton.LeftButton
 PROJECT = Path(__file__).resolve().parent / "script_projects" / "mwm_fit"
@@ -75,7 +76,7 @@ def check_by_hand(lab: sshhosts.SshLab, procs: list[subprocess.Popen[str]]) -> N
 
 
 def test_script_on_two_machines_from_the_gui_and_by_hand(
-        qtbot: QtBot, ssh_lab: sshhosts.SshLab, ssh_env: Path, lab_python: str,  # noqa: F811
+        qtbot: QtBot, ssh_lab: sshhosts.SshLab, ssh_env: Path, lab_python: str,
         tmp_path: Path) -> None:
     host_a, host_b = ssh_lab.hosts[0], ssh_lab.hosts[1]
     trust(host_a, host_b)
