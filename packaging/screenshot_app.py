@@ -21,8 +21,8 @@ def main() -> int:
     window = MainWindow()
     window.resize(1500, 920)
     window.show()
-    shots.wait_for(app, lambda: window.machine.facts is not None and window.machine.facts.tf is not None,
-             120)
+    shots.wait_for(app, lambda: window.machine.facts is not None
+                   and window.machine.facts.tf is not None, 120)
     shots.save(app, window, out / "1-home.png")
     window.train_demo()
     shots.wait_for(app, lambda: window.session.source is not None, 60)

@@ -65,8 +65,9 @@ def main() -> int:
                                               "util": util, "mem_used": USED[(w, g)],
                                               "mem_total": H100[1]} for g in range(2)])])
     add_splits(metrics, 2, "communication", t)
-    dash = shown_dashboard(app, args.size, DemoController(metrics), run_name="digits-mwm-20261124-2010",
-                           strategy="multi_worker_mirrored", device_kind="gpu")
+    dash = shown_dashboard(app, args.size, DemoController(metrics),
+                           run_name="digits-mwm-20261124-2010", strategy="multi_worker_mirrored",
+                           device_kind="gpu")
     dash._text_time = 0.0
     dash.refresh()
     shots.settle(app, 1.0)  # the kept links are read in the thread pool

@@ -106,7 +106,8 @@ def main() -> int:
             selection.select(view.table.model().index(row, 0), flags)
     view.compare_button.click()
     compare = window.compare
-    if compare is None or not shots.wait_for(app, lambda: len(compare.summaries) == len(best_two), 60):
+    if compare is None or not shots.wait_for(
+            app, lambda: len(compare.summaries) == len(best_two), 60):
         print("Compare did not show the two best trials", file=sys.stderr)
         return 1
     shots.settle(app, 2.0)
