@@ -33,14 +33,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from shots import base_env
+
 REPO = Path(__file__).resolve().parents[1]
 WORKER = "dtgui_worker"
-
-
-def base_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "PYTHONPATH")}
-    env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", PYTHON=sys.executable)
-    return env
 
 
 def export_bundle(root: Path, replicas: int, steps: int) -> Path:

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from shots import base_env
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -49,12 +50,6 @@ KINDS = ("dtgui", "dtgui-no-events", "dtgui-no-split", "hand-written", "model.fi
 REPORTING: list[float] = []  # per dtgui run: time writing live events / training time
 # per dtgui run: (making the calibration runs, one calibration, its share at the interval), seconds
 CALIBRATION: list[tuple[float, float, float]] = []
-
-
-def base_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "PYTHONPATH")}
-    env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", PYTHON=sys.executable)
-    return env
 
 
 def export_bundle(root: Path, strategy: str, steps: int) -> Path:

@@ -6,23 +6,12 @@
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
-from PySide6.QtWidgets import QApplication
+import shots
 
 from dtgui.ui.app import make_app
 from dtgui.ui.main_window import MainWindow
-
-
-def wait_for(app: QApplication, condition, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        app.processEvents()
-        if condition():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def main() -> int:
@@ -32,17 +21,17 @@ def main() -> int:
     window = MainWindow()
     window.resize(1500, 920)
     window.show()
-    wait_for(app, lambda: window.machine.facts is not None and window.machine.facts.tf is not None,
-             120)
-    window.grab().save(str(out / "1-home.png"))
+    shots.wait_for(app, lambda: window.machine.facts is not None
+                   and window.machine.facts.tf is not None, 120)
+    shots.save(app, window, out / "1-home.png")
     window.train_demo()
-    wait_for(app, lambda: window.session.source is not None, 60)
-    wait_for(app, lambda: window.session.source.metrics.snapshot().step >= 150, 180)
-    wait_for(app, lambda: False, 1.0)  # let the dashboard's 4 Hz text catch up
-    window.grab().save(str(out / "2-dashboard-running.png"))
-    wait_for(app, lambda: window.session.source.finished, 180)
-    wait_for(app, lambda: False, 0.5)
-    window.grab().save(str(out / "3-dashboard-finished.png"))
+    shots.wait_for(app, lambda: window.session.source is not None, 60)
+    shots.wait_for(app, lambda: window.session.source.metrics.snapshot().step >= 150, 180)
+    shots.settle(app, 1.0)  # let the dashboard's 4 Hz text catch up
+    shots.save(app, window, out / "2-dashboard-running.png")
+    shots.wait_for(app, lambda: window.session.source.finished, 180)
+    shots.settle(app, 0.5)
+    shots.save(app, window, out / "3-dashboard-finished.png")
     print(f"run {window.session.source.state}; screenshots in {out}")
     window.close()
     return 0

@@ -12,7 +12,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 if not os.environ.get("DISPLAY"):
@@ -21,21 +20,29 @@ if not os.environ.get("DISPLAY"):
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
+import shots
+from PySide6.QtWidgets import QApplication
 
 from dtgui.core.events import Event, parse_line
 from dtgui.core.live_run import LiveRun
 from dtgui.ui.app import make_app
 from dtgui.ui.dashboard import Dashboard
+from dtgui.worker.plan import Plan
 
 
 class DemoController:
-    """A run that is half-way: metrics only, nothing to stop."""
+    """A run that is half-way: metrics, the plan and folders the dashboard reads; nothing to
+    stop."""
 
-    def __init__(self, metrics: LiveRun, state: str = "running") -> None:
+    def __init__(self, metrics: LiveRun, state: str = "running",
+                 plan: Plan | None = None) -> None:
         self.metrics = metrics
         self.state = state
         self.message = ""
         self.finished = state not in ("running", "stopping")
+        self.plan = plan or Plan(strategy="multi_worker_mirrored", per_replica_batch=32)
+        self.run_name = plan.run_name if plan else "digits-mwm-20261124-2010"
+        self.output_dir = Path("/tmp")
 
     def request_stop(self) -> None:
         self.state = "stopping"
@@ -111,6 +118,25 @@ def fill(metrics: LiveRun, *, workers: int, replicas: int, steps: int, done: int
                                 traceback="Traceback (most recent call last): ...")])
 
 
+def shown_dashboard(app: QApplication, size: str, source: object, **attach: str) -> Dashboard:
+    """A dashboard window of `size` (WxH) following `source`, its series drawn."""
+    dash = Dashboard()
+    w, h = (int(v) for v in size.split("x"))
+    dash.resize(w, h)
+    dash.setWindowTitle("dtgui — dashboard")
+    dash.show()
+    dash.attach(source, **attach)  # type: ignore[arg-type]
+    shots.wait_for(app, lambda: dash.fully_drawn, 30)  # series fed, images painted
+    return dash
+
+
+def save_dashboard(app: QApplication, dash: Dashboard, out: Path) -> int:
+    """Save `dash` as `out` and stop following its run; the exit status."""
+    ok = shots.save(app, dash, out)
+    dash.detach()
+    return 0 if ok else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("out", type=Path)
@@ -131,25 +157,12 @@ def main() -> int:
         for w in range(args.workers - 1):
             metrics.set_task_state(f"worker:{w}", "stopped", exit_code=-15)
         controller.message = f"{failed} failed: {metrics.snapshot().tasks[failed].error}"
-    dash = Dashboard()
-    w, h = (int(v) for v in args.size.split("x"))
-    dash.resize(w, h)
-    dash.setWindowTitle("dtgui — dashboard")
-    dash.show()
-    dash.attach(controller, run_name="digits-mwm-20261122-014000",
-                strategy="multi_worker_mirrored", device_kind="cpu")
-    deadline = time.monotonic() + 30
-    while not dash.fully_drawn and time.monotonic() < deadline:  # series fed, images painted
-        app.processEvents()
-        time.sleep(0.005)
-    dash.repaint()
-    app.processEvents()
-    ok = dash.grab().save(str(args.out))
-    print(f"wrote {args.out}" if ok else f"could not write {args.out}")
-    dash.detach()
+    dash = shown_dashboard(app, args.size, controller, run_name="digits-mwm-20261122-014000",
+                           strategy="multi_worker_mirrored", device_kind="cpu")
+    status = save_dashboard(app, dash, args.out)
     dash.close()
     del dash
-    return 0 if ok else 1
+    return status
 
 
 if __name__ == "__main__":

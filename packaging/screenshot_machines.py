@@ -11,22 +11,13 @@ directories (config, HOME, keyring file); nothing of the real user is read or wr
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-TMP = Path(tempfile.mkdtemp(prefix="dtgui-shots-"))
-os.environ["DTGUI_CONFIG_DIR"] = str(TMP / "config")
-os.environ["DTGUI_DATA_DIR"] = str(TMP / "data")
-os.environ["HOME"] = str(TMP / "home")
-os.environ.pop("SSH_AUTH_SOCK", None)
+import shots
+
+TMP = shots.sandbox()
 
 import shutil  # noqa: E402
 
@@ -40,29 +31,12 @@ from dtgui.ui.app import make_app  # noqa: E402
 BLOCKED_PORT = 23457
 
 
-def wait_until(app: QApplication, cond: Callable[[], object], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise TimeoutError("waited too long")
-        app.processEvents()
-        time.sleep(0.01)
-
-
 def settle(app: QApplication, seconds: float = 0.3) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        app.processEvents()
-        time.sleep(0.01)
+    shots.settle(app, seconds)
 
 
 def shoot(app: QApplication, widget: QWidget, out: Path, name: str) -> None:
-    settle(app)
-    widget.repaint()
-    app.processEvents()
-    path = out / f"{name}.png"
-    widget.grab().save(str(path))
-    print(path, flush=True)
+    shots.shoot(app, widget, out, name, seconds=0.3)
 
 
 def block_port(host: sshhosts.Host, port: int) -> bool:
@@ -86,7 +60,7 @@ def main(argv: list[str]) -> int:
         return 1
     out = Path(argv[1])
     out.mkdir(parents=True, exist_ok=True)
-    home = Path(os.environ["HOME"])
+    home = TMP / "home"
     (home / ".ssh").mkdir(parents=True)
     backend = PlaintextKeyring()
     backend.file_path = str(TMP / "keyring" / "keyring_pass.cfg")
@@ -118,7 +92,7 @@ def run(lab: sshhosts.SshLab, out: Path, home: Path) -> int:
     panel = window.machines
     shown: list[QWidget] = []
     panel.dialogShown.connect(shown.append)
-    wait_until(app, panel.ready)
+    shots.wait_until(app, panel.ready)
     shoot(app, window, out, "0-main-window-empty")
 
     # 1. Add gpu-box-1 by password through the dialog.
@@ -135,23 +109,23 @@ def run(lab: sshhosts.SshLab, out: Path, home: Path) -> int:
 
     # 2. "Test connection": the first contact shows the fingerprint dialog.
     dialog.test_button.click()
-    wait_until(app, lambda: isinstance(shown[-1], HostKeyDialog))
+    shots.wait_until(app, lambda: isinstance(shown[-1], HostKeyDialog))
     shoot(app, shown[-1], out, "3-fingerprint-dialog")
     shown[-1].trust_button.click()
-    wait_until(app, lambda: dialog.test_label.text().startswith("✓"), 60)
+    shots.wait_until(app, lambda: dialog.test_label.text().startswith("✓"), 60)
     shoot(app, dialog, out, "2b-add-dialog-tested")
     dialog.ok_button.click()
 
     # 3. Import gpu-box-2 from ~/.ssh/config; accept its key too.
     panel.machine_actions.import_config()
-    wait_until(app, lambda: isinstance(shown[-1], ImportDialog) and shown[-1].found)
+    shots.wait_until(app, lambda: isinstance(shown[-1], ImportDialog) and shown[-1].found)
     shoot(app, shown[-1], out, "4-import-dialog")
     shown[-1].ok_button.click()
-    wait_until(app, lambda: isinstance(shown[-1], HostKeyDialog))
+    shots.wait_until(app, lambda: isinstance(shown[-1], HostKeyDialog))
     shown[-1].trust_button.click()
-    wait_until(app, lambda: len(panel.states) == 2
+    shots.wait_until(app, lambda: len(panel.states) == 2
                and all(s.status == "ok" for s in panel.states.values()), 120)
-    wait_until(app, lambda: window.machine.facts is not None
+    shots.wait_until(app, lambda: window.machine.facts is not None
                and window.machine.facts.tf is not None, 120)
     panel.table.selectRow(0)
     shoot(app, window, out, "1-main-window-machines")
@@ -168,7 +142,7 @@ def run(lab: sshhosts.SshLab, out: Path, home: Path) -> int:
     doctor.run()
     settle(app, 0.4)
     shoot(app, doctor, out, "5a-doctor-running")
-    wait_until(app, lambda: done, 120)
+    shots.wait_until(app, lambda: done, 120)
     shoot(app, doctor, out, "5-doctor-table")
     doctor.only_problems.setChecked(True)
     shoot(app, doctor, out, "5b-doctor-only-problems")
@@ -180,7 +154,7 @@ def run(lab: sshhosts.SshLab, out: Path, home: Path) -> int:
 
     hostkeys.trust_host_key(h3.address, h3.port, host_key(h2))
     panel.refresh(["gpu-box-2"])
-    wait_until(app, lambda: isinstance(shown[-1], ChangedKeyDialog))
+    shots.wait_until(app, lambda: isinstance(shown[-1], ChangedKeyDialog))
     shoot(app, shown[-1], out, "6-changed-key-dialog")
     shown[-1].close_button.click()
     panel.table.selectRow(1)
@@ -191,7 +165,7 @@ def run(lab: sshhosts.SshLab, out: Path, home: Path) -> int:
     panel.refresh(["gpu-box-1"])
     from dtgui.ui.machines.secret_prompt import SecretPrompt
 
-    wait_until(app, lambda: isinstance(shown[-1], SecretPrompt))
+    shots.wait_until(app, lambda: isinstance(shown[-1], SecretPrompt))
     shoot(app, shown[-1], out, "8-password-prompt")
     shown[-1].reject()
     settle(app)

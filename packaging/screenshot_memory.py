@@ -24,14 +24,14 @@ os.environ["DTGUI_DATA_DIR"] = tempfile.mkdtemp(prefix="dtgui-shot-memory-")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from screenshot_dashboard import _ev, fill
-from screenshot_split import SplitDemo, add_splits
+import shots
+from screenshot_dashboard import DemoController, _ev, fill, save_dashboard, shown_dashboard
+from screenshot_split import add_splits
 
 from dtgui.core.live_run import LiveRun
 from dtgui.core.network_pairs import LINKS_FILE, LinkTest, save_links
 from dtgui.core.settings import data_dir
 from dtgui.ui.app import make_app
-from dtgui.ui.dashboard import Dashboard
 
 H100 = ("NVIDIA H100 80GB HBM3", 85520809984)
 USED = {(0, 0): 1563230208 * 21, (0, 1): 1563230208 * 21, (1, 0): 1563230208 * 22,
@@ -65,29 +65,13 @@ def main() -> int:
                                               "util": util, "mem_used": USED[(w, g)],
                                               "mem_total": H100[1]} for g in range(2)])])
     add_splits(metrics, 2, "communication", t)
-    dash = Dashboard()
-    w, h = (int(v) for v in args.size.split("x"))
-    dash.resize(w, h)
-    dash.setWindowTitle("dtgui — dashboard")
-    dash.show()
-    dash.attach(SplitDemo(metrics), run_name="digits-mwm-20261124-2010",  # type: ignore[arg-type]
-                strategy="multi_worker_mirrored", device_kind="gpu")
-    deadline = time.monotonic() + 30
-    while not dash.fully_drawn and time.monotonic() < deadline:
-        app.processEvents()
-        time.sleep(0.005)
+    dash = shown_dashboard(app, args.size, DemoController(metrics),
+                           run_name="digits-mwm-20261124-2010", strategy="multi_worker_mirrored",
+                           device_kind="gpu")
     dash._text_time = 0.0
     dash.refresh()
-    end = time.monotonic() + 1.0  # the kept links are read in the thread pool
-    while time.monotonic() < end:
-        app.processEvents()
-        time.sleep(0.01)
-    dash.repaint()
-    app.processEvents()
-    ok = dash.grab().save(str(args.out))
-    print(f"wrote {args.out}" if ok else f"could not write {args.out}")
-    dash.detach()
-    return 0 if ok else 1
+    shots.settle(app, 1.0)  # the kept links are read in the thread pool
+    return save_dashboard(app, dash, args.out)
 
 
 if __name__ == "__main__":

@@ -11,20 +11,12 @@ Everything happens in temporary directories (config, data, HOME, keyring file).
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
-import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-TMP = Path(tempfile.mkdtemp(prefix="dtgui-shots-"))
-os.environ["DTGUI_CONFIG_DIR"] = str(TMP / "config")
-os.environ["DTGUI_DATA_DIR"] = str(TMP / "data")
-os.environ["HOME"] = str(TMP / "home")
-os.environ.pop("SSH_AUTH_SOCK", None)
+import shots
+
+shots.sandbox()
 
 import netfaults  # noqa: E402
 import remote_python  # noqa: E402
@@ -59,16 +51,12 @@ def main() -> int:
             done: list[object] = []
             doctor.finishedRun.connect(done.append)
             doctor.run()
-            deadline = time.monotonic() + 180
-            while not done and time.monotonic() < deadline:
-                app.processEvents()
-                time.sleep(0.01)
+            shots.wait_for(app, lambda: done, 180)
         doctor.table.scrollToBottom()
-        for _ in range(30):
-            app.processEvents()
-            time.sleep(0.01)
-        ok = doctor.grab().save(str(out))
-        print(f"wrote {out}" if ok and done else f"could not write {out} (done: {bool(done)})")
+        shots.settle(app, 0.3)
+        ok = shots.save(app, doctor, out)
+        if not done:
+            print("the doctor did not finish")
         for check in doctor.checks:
             if check.topic.startswith("Link"):
                 print(check.machine, check.status, check.detail)

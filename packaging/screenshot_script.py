@@ -9,100 +9,67 @@ from __future__ import annotations
 
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import shots
 
-from PySide6.QtWidgets import QApplication, QWidget  # noqa: E402
+shots.use_checkout()
 
-from dtgui.core.hardware import MachineFacts, TfView  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+from screenshot_wizard import cpu_facts  # noqa: E402
+
 from dtgui.core.plan import Plan  # noqa: E402
 from dtgui.core.script import ScriptModel  # noqa: E402
 from dtgui.ui.app import make_app  # noqa: E402
 from dtgui.ui.wizard import RunWizard  # noqa: E402
 
-PROJECT = ROOT / "tests" / "script_projects" / "mwm_fit"
-CUSTOM_LOOP = ROOT / "tests" / "script_projects" / "mwm_custom_loop"
+PROJECT = shots.ROOT / "tests" / "script_projects" / "mwm_fit"
+CUSTOM_LOOP = shots.ROOT / "tests" / "script_projects" / "mwm_custom_loop"
 
 
-def settle(app: QApplication, widget: QWidget, seconds: float = 0.0) -> None:
-    deadline = time.monotonic() + seconds
-    while True:
-        for _ in range(5):
-            app.processEvents()
-        if time.monotonic() >= deadline:
-            break
-        time.sleep(0.05)
-    widget.repaint()
-    app.processEvents()
-
-
-def shoot(app: QApplication, widget: QWidget, out: Path, name: str) -> None:
-    settle(app, widget)
-    path = out / f"{name}.png"
-    widget.grab().save(str(path))
-    print(path)
-
-
-def wait_for(app: QApplication, test, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while not test() and time.monotonic() < deadline:
-        app.processEvents()
-        time.sleep(0.05)
-
-
-def wizard_shots(app: QApplication, out: Path) -> None:
-    facts = MachineFacts(hostname="devbox", os_name="Linux 6.1", python="3.11.2",
-                         cpu_model="Intel(R) Xeon(R) CPU", cpu_cores=2, ram_total=8 << 30,
-                         tf=TfView(version="2.21.0"))
-    model = ScriptModel(str(PROJECT), "main.py", ("3", "5"), {"MY_FLAG": "1"}).to_dict()
-    plan = Plan(run_name="my-script", strategy="multi_worker_mirrored", workers=2,
+def open_wizard(model: ScriptModel, run_name: str, height: int) -> RunWizard:
+    """The wizard on its model page, for a two-worker run of `model` on this small machine."""
+    plan = Plan(run_name=run_name, strategy="multi_worker_mirrored", workers=2,
                 replicas_per_task=1, model=model)
-    wizard = RunWizard(facts, plan)
-    wizard.resize(1100, 860)
+    wizard = RunWizard(cpu_facts(), plan)
+    wizard.resize(1100, height)
     wizard.show()
     wizard.next()
     wizard.next()
+    return wizard
+
+
+def wizard_shots(app: QApplication, out: Path) -> None:
+    model = ScriptModel(str(PROJECT), "main.py", ("3", "5"), {"MY_FLAG": "1"})
+    wizard = open_wizard(model, "my-script", 860)
     page = wizard.model_page
-    wait_for(app, lambda: not page.script_box._looking)
-    shoot(app, wizard, out, "script-1-model-page-keras3-refused")
+    shots.wait_for(app, lambda: not page.script_box._looking, 60)
+    shots.shoot(app, wizard, out, "script-1-model-page-keras3-refused")
     page.script_box.legacy_check.setChecked(True)
-    wait_for(app, page.isComplete)
-    shoot(app, wizard, out, "script-2-model-page-tf-keras")
+    shots.wait_for(app, page.isComplete, 60)
+    shots.shoot(app, wizard, out, "script-2-model-page-tf-keras")
     wizard.next()
     wizard.review_page.tabs.setCurrentIndex(1)
-    shoot(app, wizard, out, "script-3-review")
+    shots.shoot(app, wizard, out, "script-3-review")
     wizard.close()
 
 
 def custom_loop_shots(app: QApplication, out: Path) -> None:
     """The tutorial's custom loop (it only prints): the Keras 2 warning under Keras 3, the
     printed-metrics preview on its lines, and the review of a script run."""
-    facts = MachineFacts(hostname="devbox", os_name="Linux 6.1", python="3.11.2",
-                         cpu_model="Intel(R) Xeon(R) CPU", cpu_cores=2, ram_total=8 << 30,
-                         tf=TfView(version="2.21.0"))
     model = ScriptModel(str(CUSTOM_LOOP), "main.py", ("3", "7"),
-                        patterns=(r"\[it (?P<step>\d+)\] loss=(?P<loss>\S+) lr=(?P<lr>\S+)",)
-                        ).to_dict()
-    plan = Plan(run_name="tutorial-loop", strategy="multi_worker_mirrored", workers=2,
-                replicas_per_task=1, model=model)
-    wizard = RunWizard(facts, plan)
-    wizard.resize(1100, 980)
-    wizard.show()
-    wizard.next()
-    wizard.next()
+                        patterns=(r"\[it (?P<step>\d+)\] loss=(?P<loss>\S+) lr=(?P<lr>\S+)",))
+    wizard = open_wizard(model, "tutorial-loop", 980)
     box = wizard.model_page.script_box
     box.printed_box.sample_edit.setPlainText(
         "Epoch: 0, accuracy: 0.327567, train_loss: 1.820119.\n[it 120] loss=0.53 lr=1e-3\n"
         "Found 6000 images belonging to 10 classes.")
-    wait_for(app, lambda: not box._looking)
-    shoot(app, wizard, out, "script-5-custom-loop-keras2-warning")
+    shots.wait_for(app, lambda: not box._looking, 60)
+    shots.shoot(app, wizard, out, "script-5-custom-loop-keras2-warning")
     box.legacy_check.setChecked(True)
-    wait_for(app, wizard.model_page.isComplete)
+    shots.wait_for(app, wizard.model_page.isComplete, 60)
     wizard.next()
-    shoot(app, wizard, out, "script-6-custom-loop-review")
+    shots.shoot(app, wizard, out, "script-6-custom-loop-review")
     wizard.close()
 
 
@@ -110,7 +77,7 @@ def dashboard_shot(app: QApplication, out: Path) -> None:
     from dtgui.launch.pipeline import launch_plan
     from dtgui.ui.dashboard import Dashboard
 
-    model = ScriptModel(str(PROJECT), "main.py", ("40", "4"), legacy_keras=True).to_dict()
+    model = ScriptModel(str(PROJECT), "main.py", ("40", "4"), legacy_keras=True)
     plan = Plan(run_name="mwm-fit-script", strategy="multi_worker_mirrored", workers=2,
                 replicas_per_task=1, checkpoint_every=0, steps=160, model=model)
     runs = Path(tempfile.mkdtemp(prefix="dtgui-shot-"))
@@ -119,13 +86,12 @@ def dashboard_shot(app: QApplication, out: Path) -> None:
     board.resize(1500, 950)
     board.attach(controller)
     board.show()
-    wait_for(app, lambda: sum(len(x) for t in controller.metrics.scalars.snapshot().values()
-                              for x, _ in t.values()) >= 30 or controller.finished, 240)
-    settle(app, board, 1.0)
-    shoot(app, board, out, "script-4-dashboard")
+    shots.wait_for(app, lambda: sum(len(x) for t in controller.metrics.scalars.snapshot().values()
+                                    for x, _ in t.values()) >= 30 or controller.finished, 240)
+    shots.shoot(app, board, out, "script-4-dashboard", seconds=1.0)
     controller.request_stop()
-    wait_for(app, lambda: controller.finished, 60)
-    settle(app, board, 0.5)
+    shots.wait_for(app, lambda: controller.finished, 60)
+    shots.settle(app, 0.5)
 
 
 def main(argv: list[str]) -> int:

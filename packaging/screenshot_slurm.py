@@ -10,12 +10,10 @@ real Slurm by tests/test_slurm_gui.py with DTGUI_SCREENSHOT_DIR set.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import shots
 
-from PySide6.QtWidgets import QApplication, QWidget  # noqa: E402
+shots.use_checkout()
 
 from dtgui.core.hardware import MachineFacts, TfView  # noqa: E402
 from dtgui.core.machines import Machine  # noqa: E402
@@ -32,26 +30,10 @@ CLUSTER = Machine("hpc", "login.hpc.example.org", user="me", auth="agent",
 BOX = Machine("gpu-box", "10.0.0.7", user="me", auth="agent")
 
 
-def settle(app: QApplication, widget: QWidget) -> None:
-    for _ in range(10):
-        app.processEvents()
-    widget.repaint()
-    app.processEvents()
-
-
-def shoot(app: QApplication, widget: QWidget, out: Path, name: str) -> None:
-    settle(app, widget)
-    path = out / f"{name}.png"
-    widget.grab().save(str(path))
-    print(path)
-
-
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print(f"usage: {argv[0]} OUTDIR", file=sys.stderr)
+    out = shots.out_dir(argv)
+    if out is None:
         return 2
-    out = Path(argv[1])
-    out.mkdir(parents=True, exist_ok=True)
     app = make_app(argv[:1])
     facts = MachineFacts(hostname="laptop", os_name="Linux 6.1", python="3.11.2",
                          cpu_model="Intel(R) Core(TM) i7", cpu_cores=8, ram_total=16 << 30,
@@ -67,13 +49,13 @@ def main(argv: list[str]) -> int:
     box.slurm_radio.setChecked(True)
     box.slurm.tasks_spin.setValue(2)
     box.slurm.gpus_spin.setValue(2)
-    shoot(app, wizard, out, "slurm_wizard_review")
+    shots.shoot(app, wizard, out, "slurm_wizard_review", rounds=10)
     wizard.review_page.task_list.setCurrentRow(3)
     wizard.review_page.tabs.setCurrentIndex(0)
-    shoot(app, wizard, out, "slurm_wizard_tf_config")
+    shots.shoot(app, wizard, out, "slurm_wizard_tf_config", rounds=10)
     wizard.review_page.tabs.setCurrentIndex(2)
     box.slurm.time_edit.setText("two hours")
-    shoot(app, wizard, out, "slurm_wizard_bad_value")
+    shots.shoot(app, wizard, out, "slurm_wizard_bad_value", rounds=10)
     wizard.close()
     return 0
 

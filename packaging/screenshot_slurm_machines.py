@@ -13,13 +13,13 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+import shots
 
 TMP = Path(tempfile.mkdtemp(prefix="dtgui-shots-"))
 os.environ["DTGUI_CONFIG_DIR"] = str(TMP / "config")
 
-from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from dtgui.core.machines import Machine, MachineRegistry, RemoteFacts  # noqa: E402
 from dtgui.core.slurm import SlurmDefaults  # noqa: E402
@@ -34,13 +34,6 @@ SQUEUE = ("4812|gpu|mnist-mwms|RUNNING|None|2026-11-24T20:41:07|12:31|4:00:00|2\
           "4830|gpu|resnet-sweep|PENDING|Resources|2026-11-24T22:10:00|0:00|4:00:00|4\n")
 
 
-def settle(app: QApplication, seconds: float = 0.5) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        app.processEvents()
-        time.sleep(0.01)
-
-
 def main(argv: list[str]) -> int:
     out = Path(argv[1] if len(argv) > 1 else ".")
     out.mkdir(parents=True, exist_ok=True)
@@ -53,22 +46,19 @@ def main(argv: list[str]) -> int:
     panel = MachinesPanel(registry=registry)
     panel.resize(int(argv[2]) if len(argv) > 2 else 760, 560)
     panel.show()
-    settle(app)
+    shots.settle(app, 0.5)
     cluster = ClusterFacts("22.05.8", parse_sinfo(SINFO), parse_squeue(SQUEUE))
-    panel._set_state("hpc", "ok", "", RemoteFacts(
+    panel.set_state("hpc", "ok", "", RemoteFacts(
         hostname="login1", os_name="Rocky Linux 9.3 (Blue Onyx)", kernel="Linux 5.14.0",
         arch="x86_64", cpu_cores=32, ram_total=256 * 2**30, python_command="python",
         python_path="/usr/bin/python", python_version="3.11.5", cluster=cluster))
-    panel._set_state("box", "ok", "", RemoteFacts(
+    panel.set_state("box", "ok", "", RemoteFacts(
         hostname="box", os_name="Debian GNU/Linux 12 (bookworm)", kernel="Linux 6.1.0",
         arch="x86_64", cpu_cores=16, ram_total=64 * 2**30, python_path="/usr/bin/python3",
         python_version="3.11.2", tf_version="2.17.0"))
     panel.table.selectRow(panel.row_of("hpc"))
-    settle(app)
-    path = out / "slurm_machines.png"
-    panel.grab().save(str(path))
-    print(path)
-    return 0
+    shots.settle(app, 0.5)
+    return 0 if shots.save(app, panel, out / "slurm_machines.png") else 1
 
 
 if __name__ == "__main__":

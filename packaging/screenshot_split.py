@@ -13,7 +13,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 if not os.environ.get("DISPLAY"):
@@ -22,12 +21,11 @@ if not os.environ.get("DISPLAY"):
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from screenshot_dashboard import DemoController, fill
+from screenshot_dashboard import DemoController, fill, save_dashboard, shown_dashboard
 
 from dtgui.core.events import parse_line, read_all
 from dtgui.core.live_run import LiveRun
 from dtgui.ui.app import make_app
-from dtgui.ui.dashboard import Dashboard
 from dtgui.worker.plan import Plan
 
 # seconds per step: input wait, compute, communication, reporting (the slow one last)
@@ -36,16 +34,6 @@ SPLITS = {
     "communication": [(0.002, 0.041, 0.160, 0.0004), (0.003, 0.043, 0.158, 0.0004)],
     "compute": [(0.001, 0.181, 0.018, 0.0004), (0.002, 0.179, 0.019, 0.0004)],
 }
-
-
-class SplitDemo(DemoController):
-    """The screenshot's run, with the plan and folders the dashboard reads."""
-
-    def __init__(self, metrics: LiveRun, plan: Plan | None = None) -> None:
-        super().__init__(metrics)
-        self.plan = plan or Plan(strategy="multi_worker_mirrored", per_replica_batch=32)
-        self.run_name = plan.run_name if plan else "digits-mwm-20261124-2010"
-        self.output_dir = Path("/tmp")
 
 
 def add_splits(metrics: LiveRun, workers: int, limit: str, t: float) -> None:
@@ -82,26 +70,12 @@ def main() -> int:
         fill(metrics, workers=args.workers, replicas=2 * args.workers, steps=2000, done=1130,
              steps_per_epoch=250, failed=False)
         add_splits(metrics, args.workers, args.limit, 1_700_000_000.0 + 1130 * 0.21)
-    dash = Dashboard()
-    w, h = (int(v) for v in args.size.split("x"))
-    dash.resize(w, h)
-    dash.setWindowTitle("dtgui — dashboard")
-    dash.show()
-    demo = SplitDemo(metrics, plan)
-    dash.attach(demo, run_name=demo.run_name,  # type: ignore[arg-type]
-                strategy=str(demo.plan.strategy), device_kind="cpu")
-    deadline = time.monotonic() + 30
-    while not dash.fully_drawn and time.monotonic() < deadline:
-        app.processEvents()
-        time.sleep(0.005)
+    demo = DemoController(metrics, plan=plan)
+    dash = shown_dashboard(app, args.size, demo, run_name=demo.run_name,
+                           strategy=str(demo.plan.strategy), device_kind="cpu")
     dash._text_time = 0.0
     dash.refresh()
-    dash.repaint()
-    app.processEvents()
-    ok = dash.grab().save(str(args.out))
-    print(f"wrote {args.out}" if ok else f"could not write {args.out}")
-    dash.detach()
-    return 0 if ok else 1
+    return save_dashboard(app, dash, args.out)
 
 
 if __name__ == "__main__":

@@ -12,31 +12,16 @@ over lr and batch-size validated every epoch); nothing is trained here.
 from __future__ import annotations
 
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
+import shots
 from PySide6.QtCore import QItemSelectionModel, Qt
-from PySide6.QtWidgets import QApplication, QTabWidget
+from PySide6.QtWidgets import QTabWidget
 
 from dtgui.core.sweep import load_sweep
 from dtgui.ui.app import make_app
 from dtgui.ui.main_window import MainWindow
 from dtgui.ui.sweep_dialog import LOG_RANGE, RANGE
-
-
-def wait_for(app: QApplication, condition: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        app.processEvents()
-        if condition():
-            return True
-        time.sleep(0.02)
-    return False
-
-
-def settle(app: QApplication, seconds: float = 0.5) -> None:
-    wait_for(app, lambda: False, seconds)
 
 
 def main() -> int:
@@ -57,8 +42,8 @@ def main() -> int:
     dialog.trials_spin.setValue(24)
     dialog.parallel_spin.setValue(4)
     dialog.folder_edit.setText(str(Path.home() / "sweeps" / "lr-batch-warmup"))
-    settle(app)
-    dialog.grab().save(str(out / "sweep_dialog.png"))
+    shots.settle(app, 0.5)
+    shots.save(app, dialog, out / "sweep_dialog.png")
     clip.low.setText("5")
     clip.high.setText("0.5")
     lr.low.setText("0")
@@ -66,8 +51,8 @@ def main() -> int:
     batch.low.setText("16")
     batch.high.setText("128")
     dialog.add_param("--dropout=choice:0.1,0.3")  # the built-in loop takes no arguments
-    settle(app)
-    dialog.grab().save(str(out / "sweep_dialog_errors.png"))
+    shots.settle(app, 0.5)
+    shots.save(app, dialog, out / "sweep_dialog_errors.png")
     dialog.reject()
     del warmup
 
@@ -90,23 +75,23 @@ def main() -> int:
     gpus.parallel_spin.setValue(6)
     gpus.folder_edit.setText(str(Path.home() / "sweeps" / "lr-batch-gpus"))
     gpus.show()
-    settle(app)
-    gpus.grab().save(str(out / "sweep_dialog_gpus.png"))
+    shots.settle(app, 0.5)
+    shots.save(app, gpus, out / "sweep_dialog_gpus.png")
     gpus.reject()
 
     window.open_sweep(folder)
     view = window.sweep_view
     assert view is not None
-    if not wait_for(app, lambda: view.table.rowCount() > 0, 60):
+    if not shots.wait_for(app, lambda: view.table.rowCount() > 0, 60):
         print("the sweep view shows no trial", file=sys.stderr)
         return 1
-    settle(app, 1.5)
-    window.grab().save(str(out / "sweep_table.png"))
+    shots.settle(app, 1.5)
+    shots.save(app, window, out / "sweep_table.png")
     plots = view.parallel.parent().parent()
     if isinstance(plots, QTabWidget):
         plots.setCurrentIndex(1)
-        settle(app)
-        window.grab().save(str(out / "sweep_scatter.png"))
+        shots.settle(app, 0.5)
+        shots.save(app, window, out / "sweep_scatter.png")
         plots.setCurrentIndex(0)
 
     data = view.table_data
@@ -121,11 +106,12 @@ def main() -> int:
             selection.select(view.table.model().index(row, 0), flags)
     view.compare_button.click()
     compare = window.compare
-    if compare is None or not wait_for(app, lambda: len(compare.summaries) == len(best_two), 60):
+    if compare is None or not shots.wait_for(
+            app, lambda: len(compare.summaries) == len(best_two), 60):
         print("Compare did not show the two best trials", file=sys.stderr)
         return 1
-    settle(app, 2.0)
-    window.grab().save(str(out / "sweep_compare.png"))
+    shots.settle(app, 2.0)
+    shots.save(app, window, out / "sweep_compare.png")
     print(f"screenshots in {out}: trials {[r.number for r in best_two]} compared")
     window.close()
     return 0

@@ -24,12 +24,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+import shots  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 
 def settle(app: QApplication, rounds: int = 30) -> None:
-    for _ in range(rounds):
-        app.processEvents()
+    shots.settle(app, rounds=rounds)
 
 
 def main() -> int:
@@ -81,7 +81,7 @@ def main() -> int:
         dash.refresh()
     dash.repaint()
     settle(app)
-    ok = dash.grab().save(str(args.out / "dashboard-validation.png"))
+    ok = shots.save(app, dash, args.out / "dashboard-validation.png")
     dash.detach()
     dash.close()
 
@@ -95,12 +95,10 @@ def main() -> int:
     while not done:
         app.processEvents()
     settle(app)
-    ok = view.grab().save(str(args.out / "compare.png")) and ok
+    ok = shots.save(app, view, args.out / "compare.png") and ok
     view.set_axis_mode("time")
     settle(app)
-    ok = view.grab().save(str(args.out / "compare-wall-time.png")) and ok
-    print(f"wrote {args.out}/dashboard-validation.png, compare.png, compare-wall-time.png"
-          if ok else "could not write the screenshots")
+    ok = shots.save(app, view, args.out / "compare-wall-time.png") and ok
     view.close()
     return 0 if ok else 1
 

@@ -8,12 +8,10 @@ No TensorFlow is started: the model-file results are shown as the check would re
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import shots
 
-from PySide6.QtWidgets import QApplication, QWidget  # noqa: E402
+shots.use_checkout()
 
 from dtgui.core.hardware import GpuInfo, MachineFacts, TfView  # noqa: E402
 from dtgui.core.plan import Plan  # noqa: E402
@@ -42,50 +40,34 @@ def gpu_facts() -> MachineFacts:
                         tf=TfView(version="2.21.0", gpus=("GPU:0", "GPU:1"), built_with_cuda=True))
 
 
-def settle(app: QApplication, widget: QWidget) -> None:
-    for _ in range(5):
-        app.processEvents()
-    widget.repaint()
-    app.processEvents()
-
-
-def shoot(app: QApplication, wizard: RunWizard, out: Path, name: str) -> None:
-    settle(app, wizard)
-    path = out / f"{name}.png"
-    wizard.grab().save(str(path))
-    print(path)
-
-
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print(f"usage: {argv[0]} OUTDIR", file=sys.stderr)
+    out = shots.out_dir(argv)
+    if out is None:
         return 2
-    out = Path(argv[1])
-    out.mkdir(parents=True, exist_ok=True)
     app = make_app(argv[:1])  # the app's theme, exactly as dtgui starts
 
     wizard = RunWizard(cpu_facts())
     wizard.show()
-    shoot(app, wizard, out, "1-strategy")
+    shots.shoot(app, wizard, out, "1-strategy")
     wizard.next()
-    shoot(app, wizard, out, "2-options")
+    shots.shoot(app, wizard, out, "2-options")
     wizard.next()
-    shoot(app, wizard, out, "3-model-demo")
+    shots.shoot(app, wizard, out, "3-model-demo")
     wizard.next()
-    shoot(app, wizard, out, "4-review-mirrored")
+    shots.shoot(app, wizard, out, "4-review-mirrored")
     wizard.close()
 
     # Parameter server with 2 workers + 1 ps: four processes in the review.
     wizard = RunWizard(cpu_facts(), Plan(run_name="ps-demo", strategy="parameter_server",
                                          replicas_per_task=1, workers=2, parameter_servers=1))
     wizard.show()
-    shoot(app, wizard, out, "1b-strategy-parameter-server")
+    shots.shoot(app, wizard, out, "1b-strategy-parameter-server")
     for _ in range(3):
         wizard.next()
     wizard.review_page.task_list.setCurrentRow(1)
-    shoot(app, wizard, out, "4b-review-parameter-server-tfconfig")
+    shots.shoot(app, wizard, out, "4b-review-parameter-server-tfconfig")
     wizard.review_page.tabs.setCurrentIndex(1)
-    shoot(app, wizard, out, "4c-review-parameter-server-script")
+    shots.shoot(app, wizard, out, "4c-review-parameter-server-script")
     wizard.close()
 
     # ParameterServer chosen afresh: deterministic ops go off, the reason on hover.
@@ -93,25 +75,25 @@ def main(argv: list[str]) -> int:
     wizard.show()
     wizard.strategy_page.select_strategy("parameter_server")
     wizard.next()
-    shoot(app, wizard, out, "2c-options-parameter-server")
+    shots.shoot(app, wizard, out, "2c-options-parameter-server")
     wizard.close()
 
     # TPU with no address: refused on page 1.
     wizard = RunWizard(cpu_facts())
     wizard.show()
     wizard.strategy_page.select_strategy("tpu")
-    shoot(app, wizard, out, "1c-strategy-tpu-no-address")
+    shots.shoot(app, wizard, out, "1c-strategy-tpu-no-address")
     wizard.close()
 
     # A GPU machine, options with an invalid learning rate and name.
     wizard = RunWizard(gpu_facts(), Plan(strategy="mirrored", device_kind="gpu",
                                          replicas_per_task=2, precision="mixed_float16"))
     wizard.show()
-    shoot(app, wizard, out, "1d-strategy-gpu-machine")
+    shots.shoot(app, wizard, out, "1d-strategy-gpu-machine")
     wizard.next()
     wizard.options_page.lr_edit.setText("0")
     wizard.options_page.run_name_edit.setText("my run; rm -rf /")
-    shoot(app, wizard, out, "2b-options-gpu-invalid")
+    shots.shoot(app, wizard, out, "2b-options-gpu-invalid")
     wizard.close()
 
     # The model page with a file: checking, passed, failed (results as the check reports them).
@@ -124,17 +106,17 @@ def main(argv: list[str]) -> int:
     page.path_edit.setText("/home/me/models/good_model.py")
     page._checking = page.path()
     page._show_state()
-    shoot(app, wizard, out, "3b-model-checking")
+    shots.shoot(app, wizard, out, "3b-model-checking")
     page._on_result(page._generation, page.path(), ModelCheck(
         True, summary="1797 examples, input (64,), output (10,)"))
-    shoot(app, wizard, out, "3c-model-passed")
+    shots.shoot(app, wizard, out, "3c-model-passed")
     page.path_edit.setText("/home/me/models/broken_model.py")
     page._on_result(page._generation, page.path(), ModelCheck(
         False, "Your model file raised ValueError in build_model(): no layers configured",
         BROKEN_TRACEBACK))
-    shoot(app, wizard, out, "3d-model-failed")
+    shots.shoot(app, wizard, out, "3d-model-failed")
     page.details_button.setChecked(True)
-    shoot(app, wizard, out, "3e-model-failed-details")
+    shots.shoot(app, wizard, out, "3e-model-failed-details")
     wizard.close()
     return 0
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import atexit
 import base64
 import dataclasses
+import shutil
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -59,6 +61,25 @@ def ssh_lab() -> Iterator[sshhosts.SshLab]:
             _lab = None
 
 
+def _lab_python(ssh_lab: sshhosts.SshLab) -> Iterator[str]:
+    python = remote_python.python_for()  # made once a session
+    yield python
+    shutil.rmtree(ssh_lab.home / ".cache" / "dtgui", ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def lab_python(ssh_lab: sshhosts.SshLab) -> Iterator[str]:
+    """This machine's TensorFlow Python as the test account runs it; the account's dtgui cache
+    (uploaded worker packages...) cleared after the module."""
+    yield from _lab_python(ssh_lab)
+
+
+@pytest.fixture(name="lab_python")
+def lab_python_each_test(ssh_lab: sshhosts.SshLab) -> Iterator[str]:
+    """`lab_python`, the cache cleared after each test (bind it as `lab_python`)."""
+    yield from _lab_python(ssh_lab)
+
+
 @pytest.fixture
 def real_keyring(tmp_path: Path) -> Iterator[PlaintextKeyring]:
     """keyrings.alt's file backend, its file in this test's temp dir (outside the config dir)."""
@@ -96,3 +117,19 @@ def machine(lab: sshhosts.SshLab, h: sshhosts.Host, auth: str = "key", **kw: Any
     key = str(lab.plain_key) if auth == "key" else ""
     return dataclasses.replace(Machine(name=h.name, host=h.address, port=h.port,
                                        user=sshhosts.TEST_USER, auth=auth, key_file=key), **kw)
+
+
+def copy_and_start(lab: sshhosts.SshLab, host: sshhosts.Host, bundle: Path, folder: str,
+                   python: str, machine_name: str) -> subprocess.Popen[str]:
+    """`bundle` copied to `folder` of the test account on `host` with scp and started there
+    with `bash run.sh MACHINE` over ssh, as a person would by hand (stdout and stderr piped)."""
+    opts = ["-o", f"UserKnownHostsFile={hostkeys.app_known_hosts()}", "-o",
+            "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
+            "-i", str(lab.plain_key)]
+    login = f"{sshhosts.TEST_USER}@{host.address}"
+    subprocess.run(["ssh", *opts, login, f"rm -rf {folder}"], check=True, timeout=30)
+    subprocess.run(["scp", "-q", "-r", *opts, str(bundle), f"{login}:{folder}"], check=True,
+                   timeout=60)
+    command = f"cd {folder} && PYTHON={python} bash run.sh {machine_name}"
+    return subprocess.Popen(["ssh", *opts, login, command], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)

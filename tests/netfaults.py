@@ -24,20 +24,22 @@ import psutil
 import sshhosts
 
 
-def firewall_unavailable(host: sshhosts.Host) -> str:
+def _unavailable(host: sshhosts.Host, what: str, tool: str, missing: str) -> str:
+    """Why `host` cannot have its own `what` (`tool` runs in its network namespace), or ""."""
     if not host.netns:
-        return "the test hosts share one network stack (loopback mode): no per-host firewall"
-    if not shutil.which("nft"):
-        return "nftables is not installed (apt-get install nftables)"
+        return f"the test hosts share one network stack (loopback mode): no per-host {what}"
+    if not shutil.which(tool):
+        return missing
     return ""
+
+
+def firewall_unavailable(host: sshhosts.Host) -> str:
+    return _unavailable(host, "firewall", "nft",
+                        "nftables is not installed (apt-get install nftables)")
 
 
 def shaping_unavailable(host: sshhosts.Host) -> str:
-    if not host.netns:
-        return "the test hosts share one network stack (loopback mode): no per-host link"
-    if not shutil.which("tc"):
-        return "tc is not installed (apt-get install iproute2)"
-    return ""
+    return _unavailable(host, "link", "tc", "tc is not installed (apt-get install iproute2)")
 
 
 def _in_host(host: sshhosts.Host, *argv: str) -> list[str]:

@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import gc
 import os
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
 import conftest_ssh
 import pytest
-import remote_python
 import shiboken6
 import sshhosts
 from conftest_ssh import machine, trust
@@ -33,7 +31,7 @@ from PySide6.QtWidgets import QApplication, QComboBox, QDialog, QMessageBox, QWi
 from pytestqt.qtbot import QtBot
 from runs import live_members, replica_losses
 from test_gui_e2e import click_next, curve_points, open_wizard_on
-from widgets import cell_text, controller_of, dashboard_of
+from widgets import cell_text, controller_of, dashboard_of, ready_window, stop_with_the_button
 
 from dtgui.core.machines import MachineRegistry
 from dtgui.core.placement import place_on_machines
@@ -42,22 +40,15 @@ from dtgui.core.runs import RunHistory, RunRecord
 from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import RunController
 from dtgui.launch.watcher import stop_watcher, watcher_pid
-from dtgui.ui.app import make_app
 from dtgui.ui.machines.hostkey_dialog import HostKeyDialog
 from dtgui.ui.machines.secret_prompt import SecretPrompt
 from dtgui.ui.main_window import MainWindow
 
 ssh_lab, ssh_env, real_keyring = conftest_ssh.ssh_lab, conftest_ssh.ssh_env, conftest_ssh.real_keyring
+lab_python = conftest_ssh.lab_python_each_test
 pytestmark = [pytest.mark.slow, pytest.mark.gui]
 LEFT = Qt.MouseButton.LeftButton
 FOREVER = 1_000_000
-
-
-@pytest.fixture
-def lab_python(ssh_lab: sshhosts.SshLab) -> Iterator[str]:
-    python = remote_python.python_for()  # made once a session
-    yield python
-    shutil.rmtree(ssh_lab.home / ".cache" / "dtgui", ignore_errors=True)
 
 
 def choose(combo: QComboBox, data: str) -> None:
@@ -96,11 +87,7 @@ def test_two_machines_from_the_wizard_four_curves_stop_leaves_nothing(
     registry.add(machine(ssh_lab, password_host, auth="password", name="box-b"))
     registry.save()
 
-    make_app([])
-    window = MainWindow()
-    qtbot.addWidget(window)
-    window.show()
-    qtbot.waitUntil(window.machines.ready, timeout=10_000)
+    window = ready_window(qtbot)
     shown: list[QDialog] = []
     window.machines.flow.dialogShown.connect(shown.append)
 
@@ -164,13 +151,7 @@ def test_two_machines_from_the_wizard_four_curves_stop_leaves_nothing(
     # Every machine's device use (CPU here, labelled as CPU) is plotted.
     assert sorted(snapshot.device_util) == ["box-a cpu0", "box-b cpu0"]
 
-    with qtbot.waitSignal(window.session.ended, timeout=60_000) as ended:
-        qtbot.mouseClick(dashboard.header.stop_button, LEFT)
-    assert ended.args[0] == "stopped"
-    assert controller.record is not None
-    pgids = list(controller.record.pids().values())
-    qtbot.waitUntil(lambda: not live_members(pgids), timeout=10_000)
-    window.close()
+    stop_with_the_button(qtbot, window)
 
 
 @pytest.fixture
@@ -230,11 +211,7 @@ def test_close_keep_training_reopen_and_reattach_without_a_gap(
                                {"box-a": host.address}, {"box-a": [0, 0]},
                                logins={"box-a": {"python": stub_python(lab_python)}})
 
-    make_app([])
-    first = MainWindow()
-    windows.append(first)
-    first.show()
-    qtbot.waitUntil(first.machines.ready, timeout=10_000)
+    first = ready_window(qtbot, windows)
     shown: list[QDialog] = []
     first.machines.flow.dialogShown.connect(shown.append)
     first.launch(placed)

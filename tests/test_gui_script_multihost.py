@@ -18,24 +18,22 @@ from pathlib import Path
 import conftest_ssh
 import pytest
 import sshhosts
-from conftest_ssh import machine, trust
+from conftest_ssh import copy_and_start, machine, trust
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QWizard
 from pytestqt.qtbot import QtBot
-from runs import live_members
 from test_gui_e2e import click_next, open_wizard_on
-from test_gui_multihost import choose, lab_python, screenshot  # noqa: F401
+from test_gui_multihost import choose, screenshot
 from test_ui_script import pick_script
-from widgets import controller_of, dashboard_of
+from widgets import controller_of, dashboard_of, ready_window, stop_with_the_button
 
 from dtgui.core.events import read_all
 from dtgui.core.machines import MachineRegistry
-from dtgui.remote.hostkeys import app_known_hosts
-from dtgui.ui.app import make_app
 from dtgui.ui.curves import CurveSet
 from dtgui.ui.main_window import MainWindow
 
 ssh_lab, ssh_env, real_keyring = conftest_ssh.ssh_lab, conftest_ssh.ssh_env, conftest_ssh.real_keyring
+lab_python = conftest_ssh.lab_python_each_test
 pytestmark = [pytest.mark.slow, pytest.mark.gui]
 LEFT = Qt.MouseButton.LeftButton
 PROJECT = Path(__file__).resolve().parent / "script_projects" / "mwm_fit"
@@ -59,19 +57,8 @@ def start_by_hand(lab: sshhosts.SshLab, hosts: dict[str, sshhosts.Host], project
                    check=True, cwd=ROOT, timeout=60, env={**os.environ})
     readme = (out / "README.md").read_text()
     assert "bash run.sh box-a" in readme and "## Your training script" in readme
-    opts = ["-o", f"UserKnownHostsFile={app_known_hosts()}", "-o", "StrictHostKeyChecking=yes",
-            "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-i", str(lab.plain_key)]
-    procs = []
-    for name, host in hosts.items():
-        login = f"{sshhosts.TEST_USER}@{host.address}"
-        target = f"byhand-{name}"
-        subprocess.run(["ssh", *opts, login, f"rm -rf {target}"], check=True, timeout=30)
-        subprocess.run(["scp", "-q", "-r", *opts, str(out), f"{login}:{target}"], check=True,
-                       timeout=60)
-        command = f"cd {target} && PYTHON={python} bash run.sh {name}"
-        procs.append(subprocess.Popen(["ssh", *opts, login, command], stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True))
-    return procs
+    return [copy_and_start(lab, host, out, f"byhand-{name}", python, name)
+            for name, host in hosts.items()]
 
 
 def check_by_hand(lab: sshhosts.SshLab, procs: list[subprocess.Popen[str]]) -> None:
@@ -89,7 +76,7 @@ def check_by_hand(lab: sshhosts.SshLab, procs: list[subprocess.Popen[str]]) -> N
 
 
 def test_script_on_two_machines_from_the_gui_and_by_hand(
-        qtbot: QtBot, ssh_lab: sshhosts.SshLab, ssh_env: Path, lab_python: str,  # noqa: F811
+        qtbot: QtBot, ssh_lab: sshhosts.SshLab, ssh_env: Path, lab_python: str,
         tmp_path: Path) -> None:
     host_a, host_b = ssh_lab.hosts[0], ssh_lab.hosts[1]
     trust(host_a, host_b)
@@ -100,11 +87,7 @@ def test_script_on_two_machines_from_the_gui_and_by_hand(
     project = tmp_path / "my_project"
     shutil.copytree(PROJECT, project)
 
-    make_app([])
-    window = MainWindow()
-    qtbot.addWidget(window)
-    window.show()
-    qtbot.waitUntil(window.machines.ready, timeout=10_000)
+    window = ready_window(qtbot)
     # The same script exported and run by hand on both machines, side by side with the run
     # from the GUI (its own ports and directories), checked at the end.
     by_hand = start_by_hand(ssh_lab, {"box-a": host_a, "box-b": host_b}, project, lab_python,
@@ -172,11 +155,5 @@ def run_from_the_gui(qtbot: QtBot, window: MainWindow, project: Path, python: st
         controller.request_stop()
         controller.wait(60)
         raise
-    with qtbot.waitSignal(window.session.ended, timeout=60_000) as ended:
-        qtbot.mouseClick(dashboard.header.stop_button, LEFT)
-    assert ended.args[0] == "stopped"
-    assert controller.record is not None
-    pgids = list(controller.record.pids().values())
-    qtbot.waitUntil(lambda: not live_members(pgids), timeout=10_000)
-    window.close()
+    stop_with_the_button(qtbot, window)
 

@@ -91,21 +91,28 @@ def test_imports_point_down_only() -> None:
         assert not dtgui_imports(ROOT, path), f"{name} imports dtgui"
 
 
+def write_files(root: Path, files: dict[str, str]) -> None:
+    """Each file (its path below `root`: its text) written, its folders made."""
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
 def test_import_rule_sees_every_kind_of_import(tmp_path: Path) -> None:
-    for layer in (*LAYERS, "worker", "ui/wizard"):
-        (tmp_path / "dtgui" / layer).mkdir(parents=True)
-        (tmp_path / "dtgui" / layer / "__init__.py").write_text("")
-    (tmp_path / "dtgui" / "worker" / "step_batch.py").write_text("")
-    (tmp_path / "dtgui" / "worker" / "train.py").write_text("")
-    (tmp_path / "dtgui" / "core" / "ok.py").write_text(
-        "from dtgui.worker import step_batch\nimport dtgui.core.ok\n")
-    (tmp_path / "dtgui" / "core" / "up.py").write_text(
-        "def later() -> None:\n    from dtgui.ui import app\n")
-    (tmp_path / "dtgui" / "core" / "tf.py").write_text("from dtgui.worker import train\n")
-    (tmp_path / "dtgui" / "remote" / "typing_only.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import dtgui.launch.x\n")
-    (tmp_path / "dtgui" / "ui" / "wizard" / "page.py").write_text("from .. import app\n")
-    (tmp_path / "dtgui" / "launch" / "rel.py").write_text("from ..ui import window\n")
+    write_files(tmp_path, {f"dtgui/{layer}/__init__.py": ""
+                           for layer in (*LAYERS, "worker", "ui/wizard")})
+    write_files(tmp_path, {
+        "dtgui/worker/step_batch.py": "",
+        "dtgui/worker/train.py": "",
+        "dtgui/core/ok.py": "from dtgui.worker import step_batch\nimport dtgui.core.ok\n",
+        "dtgui/core/up.py": "def later() -> None:\n    from dtgui.ui import app\n",
+        "dtgui/core/tf.py": "from dtgui.worker import train\n",
+        "dtgui/remote/typing_only.py":
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import dtgui.launch.x\n",
+        "dtgui/ui/wizard/page.py": "from .. import app\n",
+        "dtgui/launch/rel.py": "from ..ui import window\n",
+    })
     assert layer_violations(tmp_path) == [
         "dtgui/core/tf.py (core) imports dtgui.worker.train",
         "dtgui/core/up.py (core) imports dtgui.ui",
@@ -164,18 +171,18 @@ def test_no_module_imports_itself_back() -> None:
 
 def test_the_circle_rule_sees_circles_through_functions_and_type_checking(
         tmp_path: Path) -> None:
-    for layer in ("core", "worker"):
-        (tmp_path / "dtgui" / layer).mkdir(parents=True)
-        (tmp_path / "dtgui" / layer / "__init__.py").write_text("")
-    (tmp_path / "dtgui" / "__init__.py").write_text("")
-    (tmp_path / "dtgui" / "core" / "a.py").write_text("from dtgui.core import b\n")
-    (tmp_path / "dtgui" / "core" / "b.py").write_text(
-        "def later() -> None:\n    from dtgui.core.c import x\n")
-    (tmp_path / "dtgui" / "core" / "c.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from dtgui.core.a import y\n")
-    (tmp_path / "dtgui" / "core" / "alone.py").write_text("import dtgui.core.alone\n")
-    (tmp_path / "dtgui" / "worker" / "one.py").write_text("from .two import x\n")
-    (tmp_path / "dtgui" / "worker" / "two.py").write_text("from . import one\n")
+    write_files(tmp_path, {
+        "dtgui/__init__.py": "",
+        "dtgui/core/__init__.py": "",
+        "dtgui/worker/__init__.py": "",
+        "dtgui/core/a.py": "from dtgui.core import b\n",
+        "dtgui/core/b.py": "def later() -> None:\n    from dtgui.core.c import x\n",
+        "dtgui/core/c.py":
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from dtgui.core.a import y\n",
+        "dtgui/core/alone.py": "import dtgui.core.alone\n",
+        "dtgui/worker/one.py": "from .two import x\n",
+        "dtgui/worker/two.py": "from . import one\n",
+    })
     assert import_circles(tmp_path) == [["dtgui.core.a", "dtgui.core.b", "dtgui.core.c"],
                                         ["dtgui.worker.one", "dtgui.worker.two"]]
 

@@ -18,18 +18,15 @@ import contextlib
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import conftest_ssh
 import pytest
-import remote_python
 import sshhosts
-from conftest_ssh import machine, trust
+from conftest_ssh import copy_and_start, machine, trust
 from fakes import wait_for
 from pytestqt.qtbot import QtBot
 from runs import live_members, stub_python
@@ -45,19 +42,12 @@ from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.pipeline import launch_plan, reattach
 from dtgui.launch.policy import RunPolicy
 from dtgui.launch.targets import Target
-from dtgui.remote.hostkeys import app_known_hosts
 
 ssh_lab = conftest_ssh.ssh_lab
 ssh_env = conftest_ssh.ssh_env
 real_keyring = conftest_ssh.real_keyring
+lab_python = conftest_ssh.lab_python
 FOREVER = 1_000_000
-
-
-@pytest.fixture(scope="module")
-def lab_python(ssh_lab: sshhosts.SshLab) -> Iterator[str]:
-    python = remote_python.python_for()
-    yield python
-    shutil.rmtree(ssh_lab.home / ".cache" / "dtgui", ignore_errors=True)
 
 
 class Lab:
@@ -165,20 +155,9 @@ def test_mwms_over_two_hosts_then_the_exported_bundle_by_hand_is_bit_identical(
     readme = (out / "README.md").read_text()
     assert "bash run.sh h2" in readme and "TF_CONFIG" in readme and \
         f"{lab.lab.hosts[0].address}:" in readme
-    key = str(lab.lab.plain_key)
-    opts = ["-o", f"UserKnownHostsFile={app_known_hosts()}", "-o", "StrictHostKeyChecking=yes",
-            "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-i", key]
-    procs = []
-    for task in bundle.plan.tasks:
-        host = lab.hosts[task.machine]
-        login = f"{sshhosts.TEST_USER}@{host.address}"
-        target = f"exported-{plan.run_name}-{task.machine}"
-        subprocess.run(["ssh", *opts, login, f"rm -rf {target}"], check=True, timeout=30)
-        subprocess.run(["scp", "-q", "-r", *opts, str(out), f"{login}:{target}"], check=True,
-                       timeout=60)
-        command = f"cd {target} && PYTHON={lab.python} bash run.sh {task.machine}"
-        procs.append(subprocess.Popen(["ssh", *opts, login, command], stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True))
+    procs = [copy_and_start(lab.lab, lab.hosts[task.machine], out,
+                            f"exported-{plan.run_name}-{task.machine}", lab.python, task.machine)
+             for task in bundle.plan.tasks]
     for proc in procs:
         output, _ = proc.communicate(timeout=240)
         assert proc.returncode == 0, output

@@ -30,7 +30,7 @@ from slurm_cluster import SlurmCluster, served_cluster
 from test_gui_e2e import click_next, curve_points, open_wizard_on
 from test_gui_multihost import click_message_button, screenshot, windows
 from test_slurm_run import login_node, processes_in
-from widgets import controller_of, dashboard_of
+from widgets import controller_of, dashboard_of, ready_window
 
 from dtgui.core.machines import MachineRegistry
 from dtgui.core.plan import Plan
@@ -197,11 +197,7 @@ def test_a_registered_cluster_from_the_wizard_over_ssh(
     registry.add(machine(ssh_lab, login_node, name="hpc", python=python,
                          slurm=SlurmDefaults(partition="debug", shared_dir="gui-runs")))
     registry.save()
-    make_app([])
-    window = MainWindow()
-    windows.append(window)
-    window.show()
-    qtbot.waitUntil(window.machines.ready, timeout=10_000)
+    window = ready_window(qtbot, windows)
     wizard = open_wizard_on(qtbot, window, "multi_worker_mirrored")
     click_next(qtbot, wizard)
     wizard.options_page.steps_spin.setValue(FOREVER)

@@ -64,6 +64,15 @@ def review_on(qtbot: QtBot, machines: list[Machine], last: Plan | None = None) -
     return wizard
 
 
+def choose_strategy_again(wizard: RunWizard, strategy: str) -> None:
+    """From the review back to the first page, `strategy` chosen there, forward to the review."""
+    for _ in range(3):
+        wizard.back()
+    wizard.strategy_page.select_strategy(strategy)
+    for _ in range(3):
+        wizard.next()
+
+
 def test_the_wizard_sends_a_run_to_a_cluster_and_shows_its_batch_script(qtbot: QtBot) -> None:
     """The review's Slurm target: the cluster's defaults, nodes x tasks per node x GPUs per
     task, the batch script the bundle will hold, and a clear error for each bad value."""
@@ -125,12 +134,7 @@ def test_the_wizard_sends_a_run_to_a_cluster_and_shows_its_batch_script(qtbot: Q
     assert review.isComplete() and "--partition" not in review.batch_view.toPlainText()
 
     # ParameterServer by rank: the coordinator, the workers, the servers
-    wizard.back()
-    wizard.back()
-    wizard.back()
-    wizard.strategy_page.select_strategy("parameter_server")
-    for _ in range(3):
-        wizard.next()
+    choose_strategy_again(wizard, "parameter_server")
     slurm.nodes_spin.setValue(2)
     slurm.tasks_spin.setValue(2)
     assert [t.task_id for t in wizard.plan().tasks] == ["chief:0", "worker:0", "worker:1",
@@ -139,12 +143,7 @@ def test_the_wizard_sends_a_run_to_a_cluster_and_shows_its_batch_script(qtbot: Q
     assert "needs at least 3 tasks" in review.warnings.text() and not review.isComplete()
 
     # a single-process strategy: one task on one node
-    wizard.back()
-    wizard.back()
-    wizard.back()
-    wizard.strategy_page.select_strategy("mirrored")
-    for _ in range(3):
-        wizard.next()
+    choose_strategy_again(wizard, "mirrored")
     assert not slurm.nodes_spin.isEnabled() and slurm.nodes_spin.value() == 1
     assert review.slurm_job is not None and review.slurm_job.tasks == 1 and review.isComplete()
 

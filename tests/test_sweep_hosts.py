@@ -5,13 +5,9 @@ its printed validation loss read back live."""
 from __future__ import annotations
 
 import itertools
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import conftest_ssh
-import pytest
-import remote_python
 import sshhosts
 from conftest_ssh import machine, trust
 
@@ -27,14 +23,8 @@ from dtgui.launch.targets import Target
 ssh_lab = conftest_ssh.ssh_lab
 ssh_env = conftest_ssh.ssh_env
 real_keyring = conftest_ssh.real_keyring
+lab_python = conftest_ssh.lab_python
 PROJECT = Path(__file__).resolve().parent / "script_projects" / "sweep_target"
-
-
-@pytest.fixture(scope="module")
-def lab_python(ssh_lab: sshhosts.SshLab) -> Iterator[str]:
-    python = remote_python.python_for()
-    yield python
-    shutil.rmtree(ssh_lab.home / ".cache" / "dtgui", ignore_errors=True)
 
 
 def test_a_script_sweep_runs_one_trial_per_host_at_a_time(

@@ -559,11 +559,13 @@ def test_model_check_result_gates_next(
     assert not next_button(wizard).isEnabled()
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not check_model_available(), reason="dtgui.worker.check_model is missing")
-def test_real_check_passes_a_good_model_file(
-        qtbot: QtBot, make_wizard: MakeWizard, tmp_path: Path) -> None:
-    path = model_file(tmp_path, "good_model.py", GOOD_MODEL)
+needs_real_check = pytest.mark.skipif(not check_model_available(),
+                                      reason="dtgui.worker.check_model is missing")
+
+
+def entered_model_file(qtbot: QtBot, make_wizard: MakeWizard, path: Path) -> RunWizard:
+    """A wizard on its model page, the model file `path` typed in and Enter pressed (the check
+    starts)."""
     wizard = make_wizard()
     click_next(qtbot, wizard)
     click_next(qtbot, wizard)
@@ -571,6 +573,16 @@ def test_real_check_passes_a_good_model_file(
     click_radio(qtbot, page.file_radio)
     set_text(qtbot, page.path_edit, str(path))
     qtbot.keyClick(page.path_edit, Qt.Key.Key_Return)
+    return wizard
+
+
+@pytest.mark.slow
+@needs_real_check
+def test_real_check_passes_a_good_model_file(
+        qtbot: QtBot, make_wizard: MakeWizard, tmp_path: Path) -> None:
+    path = model_file(tmp_path, "good_model.py", GOOD_MODEL)
+    wizard = entered_model_file(qtbot, make_wizard, path)
+    page = wizard.model_page
     assert page.busy.isVisible()
     assert "Checking good_model.py" in page.status_label.text()
     qtbot.waitUntil(lambda: not page.busy.isVisible(), timeout=90_000)
@@ -583,17 +595,12 @@ def test_real_check_passes_a_good_model_file(
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not check_model_available(), reason="dtgui.worker.check_model is missing")
+@needs_real_check
 def test_real_check_reports_a_broken_model_file(
         qtbot: QtBot, make_wizard: MakeWizard, tmp_path: Path) -> None:
     path = model_file(tmp_path, "broken_model.py", BROKEN_MODEL)
-    wizard = make_wizard()
-    click_next(qtbot, wizard)
-    click_next(qtbot, wizard)
+    wizard = entered_model_file(qtbot, make_wizard, path)
     page = wizard.model_page
-    click_radio(qtbot, page.file_radio)
-    set_text(qtbot, page.path_edit, str(path))
-    qtbot.keyClick(page.path_edit, Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: not page.busy.isVisible(), timeout=90_000)
     text = page.status_label.text()
     assert text.startswith("✗") and "build_model" in text and "no layers configured" in text

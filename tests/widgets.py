@@ -1,16 +1,21 @@
 """What tests of Qt widgets share to read them where Qt or the app types them as optional: a
 table's cell (an empty cell has no item), the main window's dashboard (made on its first run)
-and the run it follows, for the tests that expect one there."""
+and the run it follows, for the tests that expect one there; the main window opened and its run
+stopped as a person does."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QTableWidget, QTableWidgetItem
+from runs import live_members
 
 from dtgui.launch.controller import RunController
 
 if TYPE_CHECKING:  # the dashboard loads pyqtgraph: only the tests that show one import it
+    from pytestqt.qtbot import QtBot
+
     from dtgui.ui.dashboard import Dashboard
     from dtgui.ui.main_window import MainWindow
 
@@ -38,3 +43,33 @@ def controller_of(window: MainWindow) -> RunController:
     source = window.session.source
     assert isinstance(source, RunController), source
     return source
+
+
+def ready_window(qtbot: QtBot, windows: list[MainWindow] | None = None) -> MainWindow:
+    """The app's main window, shown, its machines panel ready; closed after the test by qtbot,
+    or by the test's own `windows` fixture when given it."""
+    from dtgui.ui.app import make_app
+    from dtgui.ui.main_window import MainWindow
+
+    make_app([])
+    window = MainWindow()
+    if windows is None:
+        qtbot.addWidget(window)
+    else:
+        windows.append(window)
+    window.show()
+    qtbot.waitUntil(window.machines.ready, timeout=10_000)
+    return window
+
+
+def stop_with_the_button(qtbot: QtBot, window: MainWindow) -> None:
+    """Stop the window's run with the dashboard's Stop button: it ends "stopped" and leaves no
+    process of its tasks behind; then the window is closed."""
+    controller = controller_of(window)
+    with qtbot.waitSignal(window.session.ended, timeout=60_000) as ended:
+        qtbot.mouseClick(dashboard_of(window).header.stop_button, Qt.MouseButton.LeftButton)
+    assert ended.args[0] == "stopped"
+    assert controller.record is not None
+    pgids = list(controller.record.pids().values())
+    qtbot.waitUntil(lambda: not live_members(pgids), timeout=10_000)
+    window.close()

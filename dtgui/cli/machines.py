@@ -91,28 +91,31 @@ def _names(text: str) -> list[str]:
     return [p.strip() for p in text.split(",")] if text.strip() else []
 
 
+def _count(option: str, given: int | None, on: list[str], default: int, each: str,
+           problems: list[str]) -> int:
+    """The count of a task type `option` (--workers, --ps) set or implied by its `-on` list."""
+    if given is None:
+        return len(on) or default
+    if on and len(on) != given:
+        problems.append(f"{option} {given} but {option}-on names {len(on)} machine(s): give one "
+                        f"machine per {each} (or drop {option}).")
+    return given
+
+
 def resolve_counts(args: argparse.Namespace) -> list[str]:
     """Fill `args.workers` / `args.ps` (None = not given) from the shorthands; problems."""
     problems: list[str] = []
     strategy = Strategy(args.strategy)
     workers_on, ps_on = _names(args.workers_on), _names(args.ps_on)
     if strategy.multi_process:
-        if args.workers is None:
-            args.workers = len(workers_on) or 2
-        elif workers_on and len(workers_on) != args.workers:
-            problems.append(f"--workers {args.workers} but --workers-on names {len(workers_on)} "
-                            "machine(s): give one machine per worker (or drop --workers).")
+        args.workers = _count("--workers", args.workers, workers_on, 2, "worker", problems)
     else:
         args.workers = 1 if args.workers is None else args.workers
         if len(workers_on) > 1:
             problems.append(f"--strategy {strategy} runs one task (worker:0): give --workers-on "
                             "one machine, or choose multi_worker_mirrored or parameter_server.")
     if "ps" in strategy.task_types:
-        if args.ps is None:
-            args.ps = len(ps_on) or 1
-        elif ps_on and len(ps_on) != args.ps:
-            problems.append(f"--ps {args.ps} but --ps-on names {len(ps_on)} machine(s): give "
-                            "one machine per parameter server (or drop --ps).")
+        args.ps = _count("--ps", args.ps, ps_on, 1, "parameter server", problems)
     else:
         args.ps = 1 if args.ps is None else args.ps
         for option, value in (("--chief-on", args.chief_on), ("--ps-on", args.ps_on)):

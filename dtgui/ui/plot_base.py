@@ -16,6 +16,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QFont, QIcon, QPainter, QPalette, QPen, QPixmap
 from PySide6.QtWidgets import (
+    QComboBox,
     QFrame,
     QGraphicsItem,
     QHBoxLayout,
@@ -117,13 +118,31 @@ def format_elapsed(seconds: float) -> str:
 def make_card(panel: str, parent: QWidget | None = None) -> QFrame:
     """A white card (objectName "card", as in resources/style.qss); `panel` names it for QSS
     (`QFrame#card[panel="loss"]`). Without a style sheet it still fills with the Base colour."""
-    card = QFrame(parent)
+    return style_card(QFrame(parent), panel)
+
+
+def style_card(card: QFrame, panel: str) -> QFrame:
+    """`card` drawn as make_card's (a QFrame subclass that is a card calls it on itself)."""
     card.setObjectName("card")
     card.setProperty("panel", panel)
     card.setFrameShape(QFrame.Shape.StyledPanel)
     card.setBackgroundRole(QPalette.ColorRole.Base)
     card.setAutoFillBackground(True)
     return card
+
+
+def offer_names(combo: QComboBox, names: list[str], chosen: bool,
+                preferred: Callable[[list[str]], str]) -> str:
+    """Offer `names` in `combo` (without its signals); keep the shown name when the person
+    chose it and it is still offered, else show `preferred(names)`; the name now shown."""
+    combo.blockSignals(True)
+    current = combo.currentText()
+    combo.clear()
+    combo.addItems(names)
+    pick = current if chosen and current in names else preferred(names)
+    combo.setCurrentText(pick)
+    combo.blockSignals(False)
+    return pick
 
 
 def title_label(text: str) -> QLabel:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor, QFontDatabase, QIcon, QPainter, QPalette, QPixmap
+from PySide6.QtGui import QColor, QFontDatabase, QIcon, QPainter, QPixmap
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -32,7 +32,7 @@ from dtgui.core.plan import is_local_machine
 from dtgui.core.run_curves import task_key
 from dtgui.core.run_state import RunState
 from dtgui.core.script_progress import ScriptProgress
-from dtgui.ui.plot_base import format_elapsed
+from dtgui.ui.plot_base import format_elapsed, style_card
 
 STATE_COLOURS: dict[str, str] = {  # by RunState (a str)
     RunState.READY: "#5f6368",
@@ -73,11 +73,7 @@ class RunHeader(QFrame):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setObjectName("card")
-        self.setProperty("panel", "header")
-        self.setFrameShape(QFrame.Shape.StyledPanel)
-        self.setBackgroundRole(QPalette.ColorRole.Base)
-        self.setAutoFillBackground(True)
+        style_card(self, "header")
         outer = QVBoxLayout(self)
         outer.setContentsMargins(12, 8, 12, 8)
         outer.setSpacing(6)

@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QComboBox, QSizePolicy, QWidget
 
 from dtgui.core.scalars import is_loss_tag, is_step_tag
 from dtgui.ui.curves import XY, make_curve
-from dtgui.ui.plot_base import PlotPanel, PlotTheme, series_colour, swatch_html
+from dtgui.ui.plot_base import PlotPanel, PlotTheme, offer_names, series_colour, swatch_html
 from dtgui.ui.plots import short_task
 
 ScalarData = Mapping[str, Mapping[str, XY]]  # tag -> task -> (steps, values)
@@ -66,13 +66,8 @@ class ScalarPanel(PlotPanel):
         self._axes = axes if axes is not None else self._axes
         known = self.tags()
         if list(data) != known:
-            self.tag_combo.blockSignals(True)
             current = self.tag
-            self.tag_combo.clear()
-            self.tag_combo.addItems(list(data))
-            best = current if self._chosen and current in data else preferred_tag(list(data))
-            self.tag_combo.setCurrentText(best)
-            self.tag_combo.blockSignals(False)
+            best = offer_names(self.tag_combo, list(data), self._chosen, preferred_tag)
             if best != current:
                 self._show_tag(best)
                 return

@@ -32,7 +32,7 @@ from dtgui.core.bottleneck import (
 )
 from dtgui.core.memory import DeviceMemory
 from dtgui.core.run_curves import task_key
-from dtgui.ui.plot_base import title_label
+from dtgui.ui.plot_base import style_card, title_label
 
 COLOURS = {"input": QColor("#e8a33d"), "compute": QColor("#3f9e6b"),
            "communication": QColor("#4a86d6"), "reporting": QColor("#9aa0a6")}
@@ -122,11 +122,7 @@ class StepSplitPanel(QFrame):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setObjectName("card")
-        self.setProperty("panel", "split")
-        self.setFrameShape(QFrame.Shape.StyledPanel)
-        self.setBackgroundRole(QPalette.ColorRole.Base)
-        self.setAutoFillBackground(True)
+        style_card(self, "split")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(10, 6, 10, 8)
         layout.setSpacing(4)

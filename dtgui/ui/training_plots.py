@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QUrl
-from PySide6.QtGui import QColor, QDesktopServices, QPalette
+from PySide6.QtGui import QColor, QDesktopServices
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
 from dtgui.core.run_curves import best_index, lower_is_better, preferred_metric
 from dtgui.core.smoothing import Ema
 from dtgui.ui.curves import XY, make_curve
-from dtgui.ui.plot_base import PlotPanel, PlotTheme, series_colour
+from dtgui.ui.plot_base import PlotPanel, PlotTheme, offer_names, series_colour, style_card
 from dtgui.ui.plots import LossPanel
 
 DEFAULT_SMOOTHING = 0.6
@@ -295,13 +295,8 @@ class ValidationPanel(PlotPanel):
         self._data = {k: v for k, v in data.items() if k != "loss" and len(v[0])}
         names = list(self._data)
         if names != self.metrics():
-            self.combo.blockSignals(True)
             current = self.current_metric
-            self.combo.clear()
-            self.combo.addItems(names)
-            pick = current if self._chosen and current in names else preferred_metric(names)
-            self.combo.setCurrentText(pick)
-            self.combo.blockSignals(False)
+            pick = offer_names(self.combo, names, self._chosen, preferred_metric)
             if pick != current:
                 self._show(pick)
                 return
@@ -425,11 +420,7 @@ class ModelBar(QFrame):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setObjectName("card")
-        self.setProperty("panel", "model")
-        self.setFrameShape(QFrame.Shape.StyledPanel)
-        self.setBackgroundRole(QPalette.ColorRole.Base)
-        self.setAutoFillBackground(True)
+        style_card(self, "model")
         layout = QHBoxLayout(self)
         layout.setContentsMargins(12, 4, 8, 4)
         self.label = QLabel("")

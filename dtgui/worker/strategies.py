@@ -8,12 +8,12 @@ the GUI process and every bundle share this module.
 
 from __future__ import annotations
 
-from enum import Enum
+from .plan_options import Choice
 
 
-class Strategy(str, Enum):
+class Strategy(Choice):
     """A strategy: its plan.json name (the value), the texts people read about it, and its
-    facts (the properties below)."""
+    facts (the properties below); an option set as the plan's others are (`named`, str())."""
 
     title: str  # type: ignore[assignment]  # the name shown to people; str.title() is no use here
     summary: str
@@ -80,19 +80,6 @@ class Strategy(str, Enum):
         (member.title, member.summary, member.tf_class, member.tagline, member.good_for,
          member.updates) = texts
         return member
-
-    def __str__(self) -> str:  # the plan.json name in f-strings, logs and file contents
-        return str(self.value)
-
-    @classmethod
-    def named(cls, name: object) -> Strategy | None:
-        """The strategy called `name`, None when there is none."""
-        if not isinstance(name, str):
-            return None
-        try:
-            return cls(name)
-        except ValueError:
-            return None
 
     @property
     def multi_process(self) -> bool:

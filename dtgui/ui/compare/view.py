@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QButtonGroup,
     QCheckBox,
     QFileDialog,
+    QFrame,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -78,6 +79,25 @@ def _write_image(path: Path, image: QImage) -> Path:
     if not image.save(str(path)):
         raise OSError(f"could not write {path}")
     return path
+
+
+def _card(panel: str, title: str, note: QLabel | None, tools: Sequence[QWidget],
+          body: QWidget) -> QFrame:
+    """A card: a header (its title, `note` in the spare width, its tools) above `body`."""
+    card = make_card(panel)
+    layout = QVBoxLayout(card)
+    layout.setContentsMargins(10, 6, 10, 10)
+    header = QHBoxLayout()
+    header.addWidget(title_label(title))
+    if note is None:
+        header.addStretch(1)
+    else:
+        header.addWidget(note, 1)
+    for widget in tools:
+        header.addWidget(widget)
+    layout.addLayout(header)
+    layout.addWidget(body, 1)
+    return card
 
 
 class ComparePlot(QWidget):
@@ -243,20 +263,12 @@ class CompareView(QWidget):
         self.smoothing.valueChanged.connect(self._smoothing_moved)
         self.png_button = QPushButton("Save plot as PNG…")
         self.png_button.clicked.connect(lambda: self.export_png())
-        plot_card = make_card("compare")
-        plot_layout = QVBoxLayout(plot_card)
-        plot_layout.setContentsMargins(10, 6, 10, 10)
-        header = QHBoxLayout()
-        header.addWidget(title_label("Loss"))
         legend_text = QLabel("solid: mean training loss over every replica · dashed: "
                              "validation loss")
         legend_text.setObjectName("muted")
-        header.addWidget(legend_text, 1)
-        for widget in (self.smoothing_label, self.smoothing, self.by_step, self.by_time,
-                       self.log_check, self.png_button):
-            header.addWidget(widget)
-        plot_layout.addLayout(header)
-        plot_layout.addWidget(self.plot, 1)
+        plot_card = _card("compare", "Loss", legend_text,
+                          (self.smoothing_label, self.smoothing, self.by_step, self.by_time,
+                           self.log_check, self.png_button), self.plot)
 
         self.table = QTableWidget(len(SHOWN_FIELDS), 0)
         self.table.setObjectName("compareTable")
@@ -269,15 +281,8 @@ class CompareView(QWidget):
         self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
         self.csv_button = QPushButton("Export table as CSV…")
         self.csv_button.clicked.connect(lambda: self.export_csv())
-        table_card = make_card("compareTable")
-        table_layout = QVBoxLayout(table_card)
-        table_layout.setContentsMargins(10, 6, 10, 10)
-        table_header = QHBoxLayout()
-        table_header.addWidget(title_label("Settings and results"))
-        table_header.addStretch(1)
-        table_header.addWidget(self.csv_button)
-        table_layout.addLayout(table_header)
-        table_layout.addWidget(self.table, 1)
+        table_card = _card("compareTable", "Settings and results", None, (self.csv_button,),
+                           self.table)
 
         splitter = QSplitter(Qt.Orientation.Vertical)
         splitter.addWidget(plot_card)

@@ -29,11 +29,20 @@ from dtgui.remote.hostkeys import (
 from dtgui.ui.machines.common import mono_label, plain_buttons
 
 
-def _icon(widget: QWidget, which: QStyle.StandardPixmap) -> QLabel:
-    label = QLabel()
-    label.setPixmap(widget.style().standardIcon(which).pixmap(40, 40))
-    label.setAlignment(Qt.AlignmentFlag.AlignTop)
-    return label
+def _lay_out(dialog: QDialog, which: QStyle.StandardPixmap, text: QVBoxLayout,
+             buttons: QDialogButtonBox) -> None:
+    """The dialog's layout: its icon beside `text`, `buttons` below."""
+    icon = QLabel()
+    icon.setPixmap(dialog.style().standardIcon(which).pixmap(40, 40))
+    icon.setAlignment(Qt.AlignmentFlag.AlignTop)
+    top = QHBoxLayout()
+    top.addWidget(icon)
+    top.addLayout(text, 1)
+    layout = QVBoxLayout(dialog)
+    layout.setContentsMargins(20, 18, 20, 16)
+    layout.addLayout(top)
+    layout.addSpacing(8)
+    layout.addWidget(buttons)
 
 
 def _heading(text: str) -> QLabel:
@@ -103,14 +112,7 @@ class HostKeyDialog(QDialog):
         text.addSpacing(6)
         text.addLayout(form)
         text.addWidget(note)
-        top = QHBoxLayout()
-        top.addWidget(_icon(self, QStyle.StandardPixmap.SP_MessageBoxQuestion))
-        top.addLayout(text, 1)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(20, 18, 20, 16)
-        layout.addLayout(top)
-        layout.addSpacing(8)
-        layout.addWidget(buttons)
+        _lay_out(self, QStyle.StandardPixmap.SP_MessageBoxQuestion, text, buttons)
 
 
 class ChangedKeyDialog(QDialog):
@@ -167,11 +169,4 @@ class ChangedKeyDialog(QDialog):
         text.addWidget(fix)
         text.addWidget(self.command_label)
         text.addWidget(also)
-        top = QHBoxLayout()
-        top.addWidget(_icon(self, QStyle.StandardPixmap.SP_MessageBoxCritical))
-        top.addLayout(text, 1)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(20, 18, 20, 16)
-        layout.addLayout(top)
-        layout.addSpacing(8)
-        layout.addWidget(buttons)
+        _lay_out(self, QStyle.StandardPixmap.SP_MessageBoxCritical, text, buttons)
