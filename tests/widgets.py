@@ -1,18 +1,23 @@
 """What tests of Qt widgets share to read them where Qt or the app types them as optional: a
 table's cell (an empty cell has no item), the main window's dashboard (made on its first run)
-and the run it follows, for the tests that expect one there."""
+and the run it follows, for the tests that expect one there; the wizard's Slurm box, its
+target choice and its job (the wizard types a box and its job generically)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from PySide6.QtWidgets import QTableWidget, QTableWidgetItem
+from PySide6.QtWidgets import QRadioButton, QTableWidget, QTableWidgetItem
 
 from dtgui.launch.controller import RunController
 
 if TYPE_CHECKING:  # the dashboard loads pyqtgraph: only the tests that show one import it
+    from dtgui.core.slurm import SlurmJob
     from dtgui.ui.dashboard import Dashboard
     from dtgui.ui.main_window import MainWindow
+    from dtgui.ui.wizard.machines_box import MachinesBox
+    from dtgui.ui.wizard.review_page import ReviewPage
+    from dtgui.ui.wizard.slurm_box import SlurmBox
 
 
 def cell(table: QTableWidget, row: int, column: int) -> QTableWidgetItem:
@@ -38,3 +43,26 @@ def controller_of(window: MainWindow) -> RunController:
     source = window.session.source
     assert isinstance(source, RunController), source
     return source
+
+
+def slurm_box(box: MachinesBox) -> SlurmBox:
+    """The review page's Slurm box (registered for the wizard's target choice)."""
+    from dtgui.ui.wizard.slurm_box import SlurmBox
+
+    found = box.boxes[SlurmBox.kind]
+    assert isinstance(found, SlurmBox)
+    return found
+
+
+def slurm_radio(box: MachinesBox) -> QRadioButton:
+    """The target choice "Slurm cluster:"."""
+    return box.radios[slurm_box(box).kind]
+
+
+def slurm_job(review: ReviewPage) -> SlurmJob | None:
+    """The Slurm job the review page's box made (None: another target)."""
+    from dtgui.core.slurm import SlurmJob
+
+    job = review.job
+    assert job is None or isinstance(job, SlurmJob), f"not a Slurm job: {job!r}"
+    return job

@@ -10,6 +10,7 @@ sweep slots and the wizard reach targets through here: `driver_for(target)`,
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from dtgui.core.bundle import Bundle
 from dtgui.core.machines import Machine, MachineRegistry
@@ -28,8 +29,9 @@ from dtgui.launch.executor import Executor
 from dtgui.launch.targets import Target
 
 __all__ = ["DRIVERS", "Driver", "Refused", "bundle_targets", "chosen_targets", "cluster_job_target",
-           "cluster_target", "driver_for", "job_target", "local_executor", "local_target",
-           "plan_targets", "register", "ssh_target", "started_lines", "target_of_record"]
+           "cluster_target", "driver_for", "export_job", "job_target", "local_executor",
+           "local_target", "plan_targets", "register", "ssh_target", "started_lines",
+           "target_of_record"]
 
 DRIVERS: dict[str, Driver] = {}
 
@@ -80,6 +82,16 @@ def chosen_targets(plan: Plan, machines: Mapping[str, Machine],
         if target is not None:
             return [target]
     raise Refused(f"no driver knows the job {job!r}")
+
+
+def export_job(plan: Plan, destination: Path, job: object,
+               machines: Mapping[str, Machine] | None = None) -> tuple[Path, str]:
+    """The bundle of `plan` as the job a wizard box made, written to `destination` by its
+    driver for a run without dtgui, and how to start it there. Refused for a job no driver
+    knows."""
+    (target,) = chosen_targets(plan, machines or {}, job)
+    bundle, how = driver_for(target).export(plan, destination, target)
+    return bundle.path, how
 
 
 def _recorded_kind(rec: MachineRecord) -> str:

@@ -16,6 +16,7 @@ never asks which kind a target is. A driver:
   recorded machine;
 * `started`: what a command line says once the tasks started ("" = nothing);
 * `target_of_job`: the target of what the wizard's box for the kind made (a Slurm job);
+* `export`: the bundle of such a job written for a run without dtgui, and how to start it;
 * `cleanup`: what a launch that did not start leaves on the target, removed.
 
 A bundle rendered already (`dtgui run BUNDLE`) finds its targets with `bundle_target`.
@@ -24,6 +25,7 @@ A bundle rendered already (`dtgui run BUNDLE`) finds its targets with `bundle_ta
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dtgui.core.bundle import Bundle
@@ -104,6 +106,12 @@ class Driver:
         """The target of a job the wizard made for this kind (None: not this kind's job).
         `machines`: the registered machines by name."""
         return None
+
+    def export(self, plan: Plan, destination: Path, target: Target) -> tuple[Bundle, str]:
+        """The bundle of `plan` on the target (one `target_of_job` made) written to
+        `destination` for a run without dtgui, and how to start it there (a sentence that
+        ends with the commands)."""
+        raise NotImplementedError
 
     def bundle_target(self, bundle: Bundle,
                       registry: MachineRegistry | None) -> Target | None:

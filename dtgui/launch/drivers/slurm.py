@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dtgui.core.bundle import Bundle
@@ -146,6 +147,14 @@ class SlurmDriver(Driver):
         if not isinstance(job, SlurmJob):
             return None
         return cluster_target(machines.get(job.cluster), job)
+
+    def export(self, plan: Plan, destination: Path, target: Target) -> tuple[Bundle, str]:
+        from dtgui.core.slurm_bundle import render_slurm_bundle
+
+        bundle = render_slurm_bundle(plan, destination, _job(target))
+        return bundle, ("on the cluster's login node, from the bundle on the shared "
+                        f"filesystem:\n  cd {bundle.path}   (or where you copied it)\n"
+                        "  sbatch job.sbatch")
 
     def bundle_target(self, bundle: Bundle,
                       registry: MachineRegistry | None) -> Target | None:
