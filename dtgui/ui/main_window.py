@@ -323,13 +323,15 @@ class MainWindow(QMainWindow):
     def sweep_plan(self, plan: Plan, parent: QWidget | None = None) -> SweepDialog:
         """Show the dialog that sets up a sweep of `plan`; once accepted the sweep runs in a
         process of its own, shown by the sweep view."""
+        from dtgui.launch.drivers import ssh_machines
         from dtgui.ui.sweep_dialog import SweepDialog
 
+        machines = self.machines.machines()
+        over_ssh = ssh_machines(machines)
         dialog = SweepDialog(plan, parent=parent or self,
-                             machines=[m.name for m in self.machines.machines()
-                                       if not m.is_slurm],
+                             machines=[m.name for m in over_ssh],
                              gpus=self.machines.gpu_facts(),
-                             clusters=[m for m in self.machines.machines() if m.is_slurm])
+                             clusters=[m for m in machines if m not in over_ssh])
         dialog.accepted.connect(lambda: self._start_sweep(dialog))
         dialog.open()
         return dialog

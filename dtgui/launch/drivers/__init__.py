@@ -30,8 +30,8 @@ from dtgui.launch.targets import Target
 
 __all__ = ["DRIVERS", "Driver", "Refused", "bundle_targets", "chosen_targets", "cluster_job_target",
            "cluster_target", "driver_for", "export_job", "job_target", "local_executor",
-           "local_target", "plan_targets", "register", "ssh_target", "started_lines",
-           "target_of_record"]
+           "local_target", "owner_of", "plan_targets", "register", "ssh_machines", "ssh_target",
+           "started_lines", "target_of_record", "trial_job"]
 
 DRIVERS: dict[str, Driver] = {}
 
@@ -52,6 +52,27 @@ def driver_for(target: Target) -> Driver:
     except KeyError:
         raise Refused(f"{target.name}: no driver for targets of kind {target.kind!r} "
                       f"(known: {', '.join(DRIVERS)})") from None
+
+
+def owner_of(machine: Machine) -> Driver | None:
+    """The driver of the kind a registered machine is (a Slurm cluster's login node), None
+    for a machine tasks are placed on over SSH."""
+    return next((d for d in DRIVERS.values() if d.owns(machine)), None)
+
+
+def ssh_machines(machines: Sequence[Machine]) -> list[Machine]:
+    """The registered machines tasks are placed on over SSH: those no kind owns."""
+    return [m for m in machines if owner_of(m) is None]
+
+
+def trial_job(plan: Plan, machine: Machine) -> object:
+    """The job each trial of a sweep over `plan` is on a registered machine a kind owns
+    (its driver's `trial_job`). Refused for a machine no kind owns, or defaults that make
+    no job."""
+    owner = owner_of(machine)
+    if owner is None:
+        raise Refused(f"{machine.name} takes a sweep's trials as processes, not as jobs")
+    return owner.trial_job(plan, machine)
 
 
 def plan_targets(plan: Plan, machines: Mapping[str, Machine]) -> list[Target]:

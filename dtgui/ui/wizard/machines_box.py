@@ -45,6 +45,7 @@ from dtgui.core.cluster import (
 from dtgui.core.hardware import GpuInfo
 from dtgui.core.machines import Machine
 from dtgui.core.plan import LOCAL_MACHINE, Plan
+from dtgui.launch.drivers import ssh_machines
 from dtgui.worker.machine_probe import choose_free_ports
 
 from .common import MULTI_TASK, card, label, muted
@@ -140,10 +141,9 @@ class MachinesBox(QFrame):
 
     # -- inputs ----------------------------------------------------------------------------
     def set_machines(self, machines: list[Machine]) -> None:
-        """The registered machines: those no box takes (e.g. a Slurm cluster's login node)
-        take tasks over SSH."""
-        self._ssh_machines = [m for m in machines
-                              if not any(box.takes(m) for box in self.boxes.values())]
+        """The registered machines: those no kind owns (`ssh_machines`; a Slurm cluster's
+        login node is its kind's) take tasks over SSH."""
+        self._ssh_machines = ssh_machines(machines)
         self._machines = list(machines)
         self._layout_key = ()
         for box in self.boxes.values():

@@ -168,9 +168,6 @@ class SlurmBox(TargetBox):
     def chooser(self) -> QWidget:
         return self.cluster_combo
 
-    def takes(self, machine: Machine) -> bool:
-        return machine.is_slurm
-
     def set_machines(self, machines: Sequence[Machine]) -> None:
         self._machines = list(machines)
         self._clusters = [m for m in machines if m.is_slurm]

@@ -7,7 +7,7 @@ fields under the choice and gives the job object its driver's `target_of_job` tu
 target (`dtgui.launch.drivers`); the object travels to `RunSession.launch` as it is. A box:
 
 * `title`, `chooser` (a widget beside its choice, e.g. which cluster), `available`, `tip`,
-  `takes` (a registered machine that is this kind's, not an SSH row), `set_machines`,
+  `set_machines` (the registered machines; those its kind owns are its driver's `owns`),
   `set_facts` (what the Machines panel's probe found), `last_chosen` (the last run went there);
 * `set_plan` and `review`: the plan placed as the job makes it, the job, its problems;
 * what the review page shows of it: `task_where`, `note`, `tf_config_text`, `job_file`
@@ -44,10 +44,6 @@ class TargetBox(QFrame):
     def chooser(self) -> QWidget | None:
         """A widget shown beside the choice (None: none)."""
         return None
-
-    def takes(self, machine: Machine) -> bool:
-        """Whether a registered machine is this kind's (it is then no SSH row)."""
-        return False
 
     def set_machines(self, machines: Sequence[Machine]) -> None:
         """The registered machines."""
