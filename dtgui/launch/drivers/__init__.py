@@ -105,14 +105,15 @@ def chosen_targets(plan: Plan, machines: Mapping[str, Machine],
     raise Refused(f"no driver knows the job {job!r}")
 
 
-def export_job(plan: Plan, destination: Path, job: object,
-               machines: Mapping[str, Machine] | None = None) -> tuple[Path, str]:
+def export_job(plan: Plan, destination: Path, job: object) -> tuple[Path, str]:
     """The bundle of `plan` as the job a wizard box made, written to `destination` by its
-    driver for a run without dtgui, and how to start it there. Refused for a job no driver
-    knows."""
-    (target,) = chosen_targets(plan, machines or {}, job)
-    bundle, how = driver_for(target).export(plan, destination, target)
-    return bundle.path, how
+    kind's driver for a run without dtgui, and how to start it there. Refused for a job no
+    driver knows."""
+    for driver in DRIVERS.values():
+        written = driver.export(plan, destination, job)
+        if written is not None:
+            return written[0].path, written[1]
+    raise Refused(f"no driver knows the job {job!r}")
 
 
 def _recorded_kind(rec: MachineRecord) -> str:

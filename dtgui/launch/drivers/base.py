@@ -121,11 +121,12 @@ class Driver:
         this kind owns (from its registered defaults). Refused when they make no job."""
         raise Refused(f"{machine.name} takes no sweep's trials as jobs")
 
-    def export(self, plan: Plan, destination: Path, target: Target) -> tuple[Bundle, str]:
-        """The bundle of `plan` on the target (one `target_of_job` made) written to
+    def export(self, plan: Plan, destination: Path,
+               job: object) -> tuple[Bundle, str] | None:
+        """The bundle of `plan` as a job the wizard made for this kind, written to
         `destination` for a run without dtgui, and how to start it there (a sentence that
-        ends with the commands)."""
-        raise NotImplementedError
+        ends with the commands); None: not this kind's job."""
+        return None
 
     def bundle_target(self, bundle: Bundle,
                       registry: MachineRegistry | None) -> Target | None:

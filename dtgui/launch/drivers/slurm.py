@@ -168,10 +168,13 @@ class SlurmDriver(Driver):
             raise Refused(f"The Slurm cluster {machine.name}'s defaults make no job: "
                           f"{exc}") from None
 
-    def export(self, plan: Plan, destination: Path, target: Target) -> tuple[Bundle, str]:
+    def export(self, plan: Plan, destination: Path,
+               job: object) -> tuple[Bundle, str] | None:
         from dtgui.core.slurm_bundle import render_slurm_bundle
 
-        bundle = render_slurm_bundle(plan, destination, _job(target))
+        if not isinstance(job, SlurmJob):
+            return None
+        bundle = render_slurm_bundle(plan, destination, job)
         return bundle, ("on the cluster's login node, from the bundle on the shared "
                         f"filesystem:\n  cd {bundle.path}   (or where you copied it)\n"
                         "  sbatch job.sbatch")
