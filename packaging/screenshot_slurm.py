@@ -21,6 +21,7 @@ from dtgui.core.plan import Plan  # noqa: E402
 from dtgui.core.slurm import SlurmDefaults  # noqa: E402
 from dtgui.ui.app import make_app  # noqa: E402
 from dtgui.ui.wizard import RunWizard  # noqa: E402
+from dtgui.ui.wizard.slurm_box import SlurmBox  # noqa: E402
 
 CLUSTER = Machine("hpc", "login.hpc.example.org", user="me", auth="agent",
                   python="python",
@@ -46,15 +47,17 @@ def main(argv: list[str]) -> int:
     for _ in range(3):
         wizard.next()
     box = wizard.review_page.machines_box
-    box.slurm_radio.setChecked(True)
-    box.slurm.tasks_spin.setValue(2)
-    box.slurm.gpus_spin.setValue(2)
+    box.radios[SlurmBox.kind].setChecked(True)
+    slurm = box.boxes[SlurmBox.kind]
+    assert isinstance(slurm, SlurmBox)
+    slurm.tasks_spin.setValue(2)
+    slurm.gpus_spin.setValue(2)
     shots.shoot(app, wizard, out, "slurm_wizard_review", rounds=10)
     wizard.review_page.task_list.setCurrentRow(3)
     wizard.review_page.tabs.setCurrentIndex(0)
     shots.shoot(app, wizard, out, "slurm_wizard_tf_config", rounds=10)
     wizard.review_page.tabs.setCurrentIndex(2)
-    box.slurm.time_edit.setText("two hours")
+    slurm.time_edit.setText("two hours")
     shots.shoot(app, wizard, out, "slurm_wizard_bad_value", rounds=10)
     wizard.close()
     return 0

@@ -30,7 +30,7 @@ from slurm_cluster import SlurmCluster, served_cluster
 from test_gui_e2e import click_next, curve_points, open_wizard_on
 from test_gui_multihost import click_message_button, screenshot, windows
 from test_slurm_run import login_node, processes_in
-from widgets import controller_of, dashboard_of, ready_window
+from widgets import controller_of, dashboard_of, ready_window, slurm_box, slurm_radio
 
 from dtgui.core.machines import MachineRegistry
 from dtgui.core.plan import Plan
@@ -77,16 +77,16 @@ def test_wizard_to_a_slurm_job_pending_live_curves_and_stop(
     review = wizard.review_page
     box = review.machines_box
     # Slurm's client is here: this machine is offered as the cluster's login node
-    qtbot.waitUntil(lambda: box.cluster_combo.findData(LOCAL_CLUSTER) >= 0, timeout=10_000)
-    qtbot.mouseClick(box.slurm_radio, LEFT)
-    box.cluster_combo.setCurrentIndex(box.cluster_combo.findData(LOCAL_CLUSTER))
-    slurm_box = box.slurm
-    assert slurm_box.isVisible() and not box.inner.isVisible()
-    slurm_box.nodes_spin.setValue(3)  # the test cluster has 2 nodes: sinfo says so here
+    job_box = slurm_box(box)
+    qtbot.waitUntil(lambda: job_box.cluster_combo.findData(LOCAL_CLUSTER) >= 0, timeout=10_000)
+    qtbot.mouseClick(slurm_radio(box), LEFT)
+    job_box.cluster_combo.setCurrentIndex(job_box.cluster_combo.findData(LOCAL_CLUSTER))
+    assert job_box.isVisible() and not box.inner.isVisible()
+    job_box.nodes_spin.setValue(3)  # the test cluster has 2 nodes: sinfo says so here
     qtbot.waitUntil(lambda: "partition debug has 2" in review.warnings.text(), timeout=10_000)
     assert not wizard.button(QWizard.WizardButton.FinishButton).isEnabled()
-    slurm_box.nodes_spin.setValue(2)
-    slurm_box.python_edit.setText(stub_python(step_seconds=0.05))
+    job_box.nodes_spin.setValue(2)
+    job_box.python_edit.setText(stub_python(step_seconds=0.05))
     assert review.isComplete(), review.warnings.text()
     script = review.batch_view.toPlainText()
     assert "#SBATCH --nodes=2" in script and "#SBATCH --ntasks-per-node=1" in script
@@ -141,7 +141,7 @@ def test_close_keep_training_reopen_and_reattach_from_the_job_id(
     first = MainWindow()
     windows.append(first)
     first.show()
-    first.launch(plan, slurm=job)
+    first.launch(plan, job=job)
     qtbot.waitUntil(lambda: first.session.source is not None, timeout=60_000)
     record = controller_of(first).record
     assert record is not None
@@ -205,9 +205,10 @@ def test_a_registered_cluster_from_the_wizard_over_ssh(
     click_next(qtbot, wizard)
     click_next(qtbot, wizard)
     box = wizard.review_page.machines_box
-    qtbot.mouseClick(box.slurm_radio, LEFT)
-    assert box.cluster_combo.currentData() == "hpc"  # the registered cluster comes first
-    assert (box.slurm.partition_edit.text(), box.slurm.python_edit.text()) == ("debug", python)
+    qtbot.mouseClick(slurm_radio(box), LEFT)
+    job_box = slurm_box(box)
+    assert job_box.cluster_combo.currentData() == "hpc"  # the registered cluster comes first
+    assert (job_box.partition_edit.text(), job_box.python_edit.text()) == ("debug", python)
     assert "#SBATCH --partition=debug" in wizard.review_page.batch_view.toPlainText()
     with qtbot.waitSignal(wizard.accepted, timeout=5000):
         qtbot.mouseClick(wizard.button(QWizard.WizardButton.FinishButton), LEFT)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 from test_gui_multihost import windows
+from widgets import slurm_box, slurm_job, slurm_radio
 
 from dtgui.core.machines import Machine, MachineRegistry
 from dtgui.core.plan import Plan
@@ -86,11 +87,11 @@ def test_the_wizard_sends_a_run_to_a_cluster_and_shows_its_batch_script(qtbot: Q
     review = wizard.review_page
     box = review.machines_box
     assert box.ssh_radio.isChecked()  # a machine over SSH is registered: its rows, as before
-    assert box.cluster_combo.itemData(0) == "hpc"
+    assert slurm_box(box).cluster_combo.itemData(0) == "hpc"
     assert "hpc" not in [box._combos["worker:0"].itemData(i)  # a cluster takes no single task
                          for i in range(box._combos["worker:0"].count())]
-    box.slurm_radio.setChecked(True)
-    slurm = box.slurm
+    slurm_radio(box).setChecked(True)
+    slurm = slurm_box(box)
     assert slurm.isVisible() and not box.inner.isVisible()
     assert (slurm.partition_edit.text(), slurm.time_edit.text()) == ("gpu", "04:00:00")
     assert slurm.gpus_spin.value() == 4 and slurm.python_edit.text() == "python3"
@@ -99,7 +100,7 @@ def test_the_wizard_sends_a_run_to_a_cluster_and_shows_its_batch_script(qtbot: Q
     # 2 nodes x 2 tasks x 1 GPU: four workers, one GPU replica each, 2 GPUs a node
     slurm.tasks_spin.setValue(2)
     slurm.gpus_spin.setValue(1)
-    plan, job = wizard.plan(), review.slurm_job
+    plan, job = wizard.plan(), slurm_job(review)
     assert job is not None and (job.nodes, job.tasks_per_node, job.gpus_per_node) == (2, 2, 2)
     assert [t.task_id for t in plan.tasks] == [f"worker:{i}" for i in range(4)]
     assert plan.device_kind == "gpu" and plan.replicas_per_task == 1
@@ -119,8 +120,8 @@ def test_the_wizard_sends_a_run_to_a_cluster_and_shows_its_batch_script(qtbot: Q
     launch = wizard.button(QWizard.WizardButton.FinishButton)
     assert launch.isEnabled()
     again = review_on(qtbot, [box_machine, CLUSTER], last=plan)  # the last run's target
-    assert again.review_page.machines_box.slurm_radio.isChecked()
-    assert again.review_page.slurm_job is not None and again.plan().tasks[0].machine == "hpc"
+    assert slurm_radio(again.review_page.machines_box).isChecked()
+    assert slurm_job(again.review_page) is not None and again.plan().tasks[0].machine == "hpc"
 
     # bad values: a clear message each, nothing to launch or export, no script
     slurm.time_edit.setText("two hours")
@@ -145,10 +146,11 @@ def test_the_wizard_sends_a_run_to_a_cluster_and_shows_its_batch_script(qtbot: Q
     # a single-process strategy: one task on one node
     choose_strategy_again(wizard, "mirrored")
     assert not slurm.nodes_spin.isEnabled() and slurm.nodes_spin.value() == 1
-    assert review.slurm_job is not None and review.slurm_job.tasks == 1 and review.isComplete()
+    job = slurm_job(review)
+    assert job is not None and job.tasks == 1 and review.isComplete()
 
     box.local_radio.setChecked(True)  # back to this machine: no job, no batch script
-    assert review.slurm_job is None and not review.tabs.isTabVisible(2)
+    assert slurm_job(review) is None and not review.tabs.isTabVisible(2)
     assert all(t.is_local for t in wizard.plan().tasks)
 
 
@@ -163,8 +165,8 @@ def test_export_from_the_wizard_writes_the_slurm_bundle(
 
     wizard = review_on(qtbot, [CLUSTER])
     review = wizard.review_page
-    review.machines_box.slurm_radio.setChecked(True)
-    plan, job = wizard.plan(), review.slurm_job
+    slurm_radio(review.machines_box).setChecked(True)
+    plan, job = wizard.plan(), slurm_job(review)
     assert isinstance(job, SlurmJob)
     shown = review.batch_view.toPlainText()
     said: list[str] = []
@@ -221,26 +223,26 @@ def test_a_probed_cluster_in_the_panel_and_the_wizard(qtbot: QtBot) -> None:
         "22.05.8", problems=[down])))
 
     wizard = review_on(qtbot, [CLUSTER])
-    wizard.set_cluster_facts({"hpc": cluster})
+    wizard.set_target_facts({"hpc": cluster})
     box, review = wizard.review_page.machines_box, wizard.review_page
-    box.slurm_radio.setChecked(True)
+    slurm_radio(box).setChecked(True)
     launch = wizard.button(QWizard.WizardButton.FinishButton)
     assert "queue of the Slurm cluster hpc" in launch.toolTip()
-    box.slurm.nodes_spin.setValue(5)
-    assert any("has 4: ask for at most 4" in p for p in review.slurm_problems)
+    slurm_box(box).nodes_spin.setValue(5)
+    assert any("has 4: ask for at most 4" in p for p in review.job_problems)
     assert not launch.isEnabled()
-    box.slurm.nodes_spin.setValue(3)
-    box.slurm.tasks_spin.setValue(2)
-    box.slurm.gpus_spin.setValue(2)
-    box.slurm.time_edit.setText("01:00:00")
-    assert review.slurm_problems == [] and launch.isEnabled()
+    slurm_box(box).nodes_spin.setValue(3)
+    slurm_box(box).tasks_spin.setValue(2)
+    slurm_box(box).gpus_spin.setValue(2)
+    slurm_box(box).time_edit.setText("01:00:00")
+    assert review.job_problems == [] and launch.isEnabled()
     plan = wizard.plan()
     wizard.accept()
     qtbot.waitUntil(last_job_file().exists, timeout=5000)
     again = review_on(qtbot, [CLUSTER], last=plan)
-    slurm = again.review_page.machines_box.slurm
+    slurm = slurm_box(again.review_page.machines_box)
     qtbot.waitUntil(lambda: slurm.last_job is not None, timeout=5000)
-    assert again.review_page.machines_box.slurm_radio.isChecked()
+    assert slurm_radio(again.review_page.machines_box).isChecked()
     assert (slurm.nodes_spin.value(), slurm.tasks_spin.value(), slurm.gpus_spin.value(),
             slurm.partition_edit.text(), slurm.time_edit.text()) == (3, 2, 2, "gpu", "01:00:00")
     local = review_on(qtbot, [])

@@ -260,7 +260,7 @@ def test_the_dialog_offers_a_slurm_cluster_whose_jobs_are_the_trials(
     from dtgui.core.machines import Machine, MachineRegistry
     from dtgui.core.slurm import SlurmDefaults
     from dtgui.core.strategies import Strategy
-    from dtgui.launch.sweep_slots import cluster_slots
+    from dtgui.launch.sweep_slots import job_slots
     from dtgui.ui.sweep_dialog import SweepDialog
 
     cluster = Machine(name="hpc", host="login.example.org", user="me", python="/opt/py/bin/python",
@@ -287,7 +287,7 @@ def test_the_dialog_offers_a_slurm_cluster_whose_jobs_are_the_trials(
     dialog.parallel_spin.setValue(3)
     registry = MachineRegistry(tmp_path / "machines.toml")
     registry.add(cluster)
-    slots = cluster_slots(job, dialog.spec().parallel, registry)
+    slots = job_slots(plan, job, dialog.spec().parallel, registry)
     assert [s.name for s in slots] == ["hpc job #1", "hpc job #2", "hpc job #3"]
     assert all(s.targets[0].job == job and s.targets[0].machine == cluster for s in slots)
 

@@ -1,14 +1,15 @@
 """What tests of Qt widgets share to read them where Qt or the app types them as optional: a
 table's cell (an empty cell has no item), the main window's dashboard (made on its first run)
 and the run it follows, for the tests that expect one there; the main window opened and its run
-stopped as a person does."""
+stopped as a person does; the wizard's Slurm box, its target choice and its job (the wizard
+types a box and its job generically)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QTableWidget, QTableWidgetItem
+from PySide6.QtWidgets import QRadioButton, QTableWidget, QTableWidgetItem
 from runs import live_members
 
 from dtgui.launch.controller import RunController
@@ -16,8 +17,12 @@ from dtgui.launch.controller import RunController
 if TYPE_CHECKING:  # the dashboard loads pyqtgraph: only the tests that show one import it
     from pytestqt.qtbot import QtBot
 
+    from dtgui.core.slurm import SlurmJob
     from dtgui.ui.dashboard import Dashboard
     from dtgui.ui.main_window import MainWindow
+    from dtgui.ui.wizard.machines_box import MachinesBox
+    from dtgui.ui.wizard.review_page import ReviewPage
+    from dtgui.ui.wizard.slurm_box import SlurmBox
 
 
 def cell(table: QTableWidget, row: int, column: int) -> QTableWidgetItem:
@@ -73,3 +78,26 @@ def stop_with_the_button(qtbot: QtBot, window: MainWindow) -> None:
     pgids = list(controller.record.pids().values())
     qtbot.waitUntil(lambda: not live_members(pgids), timeout=10_000)
     window.close()
+
+
+def slurm_box(box: MachinesBox) -> SlurmBox:
+    """The review page's Slurm box (registered for the wizard's target choice)."""
+    from dtgui.ui.wizard.slurm_box import SlurmBox
+
+    found = box.boxes[SlurmBox.kind]
+    assert isinstance(found, SlurmBox)
+    return found
+
+
+def slurm_radio(box: MachinesBox) -> QRadioButton:
+    """The target choice "Slurm cluster:"."""
+    return box.radios[slurm_box(box).kind]
+
+
+def slurm_job(review: ReviewPage) -> SlurmJob | None:
+    """The Slurm job the review page's box made (None: another target)."""
+    from dtgui.core.slurm import SlurmJob
+
+    job = review.job
+    assert job is None or isinstance(job, SlurmJob), f"not a Slurm job: {job!r}"
+    return job

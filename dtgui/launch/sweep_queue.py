@@ -121,7 +121,7 @@ class SweepQueue:
         self.study = open_study(self.spec, self.folder)  # an unreachable storage: said now
         if self.slots is None:
             self.slots = slots_for(self.plan, self.spec.parallel, self.notes,
-                                   machines=self.spec.trial_on, slurm=self.spec.slurm)
+                                   machines=self.spec.trial_on, job=self.spec.slurm)
         self._prober: GpuProber | None = None
         if self.busy is None and any(s.gpus for s in self.slots):
             self._prober = GpuProber({t.name: t.machine for s in self.slots

@@ -25,15 +25,15 @@ from pathlib import Path
 
 from dtgui.core.hardware import GpuInfo
 from dtgui.core.machines import Machine, MachineRegistry, RemoteFacts
-from dtgui.core.placement import task_layout
 from dtgui.core.plan import LOCAL_MACHINE, PLAN_NAME, Plan, is_local_machine
 from dtgui.core.runs import RunHistory, RunRecord
-from dtgui.core.slurm import SlurmJob
 from dtgui.core.sweep import SweepError
 from dtgui.launch.drivers import (
-    job_target,
+    Refused,
+    chosen_targets,
     local_target,
     plan_targets,
+    ssh_machines,
     ssh_target,
 )
 from dtgui.launch.sweep_holds import Hold, held_by_sweeps, read_holds
@@ -106,35 +106,27 @@ EVERY_MACHINE = "all"  # --trial-on all: this machine and every registered one
 
 def expand_names(names: Sequence[str], registry: MachineRegistry | None = None) -> list[str]:
     """The machine names with `all` standing for this machine and every registered machine
-    (not a Slurm cluster's login node: its jobs are not slots)."""
+    that takes tasks over SSH (not one a kind owns, e.g. a Slurm cluster's login node: its
+    jobs are not slots)."""
     if EVERY_MACHINE not in names:
         return list(names)
     known = registry or MachineRegistry()
-    every = [LOCAL_MACHINE, *(m.name for m in known.machines() if not m.is_slurm)]
+    every = [LOCAL_MACHINE, *(m.name for m in ssh_machines(known.machines()))]
     return [n for name in names for n in (every if name == EVERY_MACHINE else [name])]
 
 
-def cluster_job(plan: Plan, machine: Machine) -> SlurmJob:
-    """The job each trial of `plan` is on a registered cluster: its defaults, a task a node
-    (as `dtgui export --slurm` without --nodes). SlurmError when the defaults do not make a
-    job."""
-    assert machine.slurm is not None, f"{machine.name} is not a Slurm cluster"
-    tasks = len(task_layout(plan))
-    return SlurmJob.from_defaults(machine.name, machine.slurm, python=machine.python or None,
-                                  nodes=tasks, tasks_per_node=1).validate()
-
-
-def cluster_slots(job: SlurmJob, parallel: int,
-                  registry: MachineRegistry | None = None) -> list[Slot]:
-    """`parallel` slots on a Slurm cluster: each trial is one job of its own, submitted at
-    its login node (this machine for `local`, else the registered cluster's over SSH), and
-    Slurm places it; `parallel` is how many of the sweep's jobs are in the queue at once.
-    SweepError names a cluster that is not registered."""
-    target = job_target(job, registry or MachineRegistry())
-    if target is None:
-        raise SweepError([f"No Slurm cluster is registered as {job.cluster!r} (local = "
-                          "this machine is the login node)."])
-    return [Slot(f"{job.cluster} job #{i + 1}", (target,)) for i in range(max(1, parallel))]
+def job_slots(plan: Plan, job: object, parallel: int,
+              registry: MachineRegistry | None = None) -> list[Slot]:
+    """`parallel` slots on the target of `job` (its kind's driver makes it, e.g. a Slurm
+    cluster at its login node): each trial is one job of its own there, placed by its
+    scheduler; `parallel` is how many of the sweep's jobs are queued at once. SweepError
+    says why the job has no target (e.g. its cluster is not registered)."""
+    known = {m.name: m for m in (registry or MachineRegistry()).machines()}
+    try:
+        (target,) = chosen_targets(plan, known, job)
+    except Refused as exc:
+        raise SweepError([str(exc)]) from None
+    return [Slot(f"{target.name} job #{i + 1}", (target,)) for i in range(max(1, parallel))]
 
 
 def machine_slots(names: Sequence[str], registry: MachineRegistry | None = None) -> list[Slot]:
@@ -299,14 +291,15 @@ def slots_for(plan: Plan, parallel: int, notes: list[str],
               gpus: Callable[[], list[int]] = free_gpus, machines: Sequence[str] = (),
               reports: Reports | None = None,
               registry: MachineRegistry | None = None,
-              slurm: SlurmJob | None = None) -> list[Slot]:
-    """The slots of a sweep over `plan`. With `slurm`, `parallel` jobs on that cluster; its
+              job: object | None = None) -> list[Slot]:
+    """The slots of a sweep over `plan`. With `job` (a kind's, e.g. a Slurm job),
+    `parallel` jobs on its target (`job_slots`); its
     machines when it is placed on others; with
     `machines` (--trial-on), a trial a machine, or for a GPU plan a trial per free GPU group
     of those machines; free GPU groups of this machine for a GPU plan; else `parallel` of
     this machine. More trials at once than free devices: said in `notes`, and they wait."""
-    if slurm is not None:
-        return cluster_slots(slurm, parallel, registry)
+    if job is not None:
+        return job_slots(plan, job, parallel, registry)
     if machines:
         if not plan.on_gpu:
             return machine_slots(machines, registry)[:max(1, parallel)]

@@ -30,7 +30,6 @@ from dtgui.core.placement import place_local
 from dtgui.core.plan import DeviceKind, Plan
 from dtgui.core.runs import RunRecord
 from dtgui.core.settings import load_last_plan, runs_dir, save_last_plan
-from dtgui.core.slurm import SlurmJob
 from dtgui.core.strategies import STRATEGIES, Strategy, recommend
 from dtgui.launch.model_check import cancel_all as cancel_all_checks
 from dtgui.launch.policy import RunPolicy
@@ -250,7 +249,7 @@ class MainWindow(QMainWindow):
         wizard = self.wizard = RunWizard(self.machine.facts, last, self)
         wizard.set_machines(self.machines.machines())  # tasks may go to registered machines
         wizard.set_gpu_facts(self.machines.gpu_facts())
-        wizard.set_cluster_facts(self.machines.cluster_facts())  # its jobs fit the partitions
+        wizard.set_target_facts(self.machines.cluster_facts())  # its jobs fit the partitions
         wizard.accepted.connect(self._on_wizard_accepted)
         wizard.sweepRequested.connect(self._sweep_from_wizard)
         wizard.open()
@@ -263,21 +262,22 @@ class MainWindow(QMainWindow):
         run_in_thread(lambda: save_last_plan(plan), lambda _: None, self._report_error,
                       context=self)
         export_dir = wizard.export_dir()
-        slurm = wizard.review_page.slurm_job  # a Slurm cluster's job, or None
+        job = wizard.review_page.job  # what the chosen target's box made (a Slurm job), or None
         if wizard.action() == "export" and export_dir is not None:
-            self.export(plan, Path(export_dir), slurm)
+            self.export(plan, Path(export_dir), job)
         else:
             self.launch(plan, max_restarts=wizard.review_page.machines_box.max_restarts(),
-                        slurm=slurm)
+                        job=job)
 
-    def launch(self, plan: Plan, max_restarts: int = 0, slurm: SlurmJob | None = None) -> None:
-        """Start `plan` (as the Slurm job `slurm` when given) and show it."""
+    def launch(self, plan: Plan, max_restarts: int = 0, job: object | None = None) -> None:
+        """Start `plan` (on the target of `job`, what a wizard box made, when given) and show
+        it."""
         if not self._may_start():
             return
         self._set_launch_enabled(False)
         self.home.status.setText(f"Starting {plan.run_name}…")
         self.statusBar().showMessage(f"Writing the bundle and starting {plan.run_name}…")
-        self.session.launch(plan, runs_dir(), RunPolicy(max_restarts=max_restarts), slurm)
+        self.session.launch(plan, runs_dir(), RunPolicy(max_restarts=max_restarts), job)
 
     def show_runs(self) -> None:
         self.runs_page.refresh()
@@ -323,13 +323,15 @@ class MainWindow(QMainWindow):
     def sweep_plan(self, plan: Plan, parent: QWidget | None = None) -> SweepDialog:
         """Show the dialog that sets up a sweep of `plan`; once accepted the sweep runs in a
         process of its own, shown by the sweep view."""
+        from dtgui.launch.drivers import ssh_machines
         from dtgui.ui.sweep_dialog import SweepDialog
 
+        machines = self.machines.machines()
+        over_ssh = ssh_machines(machines)
         dialog = SweepDialog(plan, parent=parent or self,
-                             machines=[m.name for m in self.machines.machines()
-                                       if not m.is_slurm],
+                             machines=[m.name for m in over_ssh],
                              gpus=self.machines.gpu_facts(),
-                             clusters=[m for m in self.machines.machines() if m.is_slurm])
+                             clusters=[m for m in machines if m not in over_ssh])
         dialog.accepted.connect(lambda: self._start_sweep(dialog))
         dialog.open()
         return dialog
@@ -384,18 +386,22 @@ class MainWindow(QMainWindow):
             return False
         return True
 
-    def export(self, plan: Plan, destination: Path, slurm: SlurmJob | None = None) -> None:
+    def export(self, plan: Plan, destination: Path, job: object | None = None) -> None:
+        """Write the bundle of `plan` (as `job`, what a wizard box made, when given: its
+        driver writes it)."""
         self.statusBar().showMessage(f"Exporting to {destination}…")
 
-        def write() -> Path:
-            if slurm is not None:
-                from dtgui.core.slurm_bundle import render_slurm_bundle
+        def write() -> tuple[Path, str]:
+            if job is not None:
+                from dtgui.launch.drivers import export_job
 
-                return render_slurm_bundle(plan, destination, slurm).path
+                return export_job(plan, destination, job)
             placed = plan if plan.tasks else place_local(plan)
-            return render_bundle(placed, destination).path
+            path = render_bundle(placed, destination).path
+            return path, (f"\n  cd {path}\n  python3 -m pip install -r requirements.txt\n"
+                          "  bash run.sh")
 
-        run_in_thread(write, lambda path: self._on_exported(path, slurm is not None),
+        run_in_thread(write, lambda written: self._on_exported(*written),
                       self._report_error, context=self)
 
     # -- callbacks (UI thread) -------------------------------------------------------------
@@ -449,11 +455,9 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage("Launch failed.", 10000)
         QMessageBox.warning(self, "Could not start the run", first)
 
-    def _on_exported(self, path: Path, slurm: bool = False) -> None:
+    def _on_exported(self, path: Path, how: str) -> None:
+        """`how`: how to start the bundle without dtgui (a sentence ending in commands)."""
         self.statusBar().showMessage(f"Exported to {path}", 15000)
-        how = ("on the cluster's login node, from the bundle on the shared filesystem:\n"
-               f"  cd {path}   (or where you copied it)\n  sbatch job.sbatch" if slurm else
-               f"\n  cd {path}\n  python3 -m pip install -r requirements.txt\n  bash run.sh")
         QMessageBox.information(self, "Bundle exported",
                                 f"Wrote {path}.\n\nReproduce the run without dtgui: {how}")
 

@@ -22,7 +22,6 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from dtgui.core.machines import Machine
 from dtgui.core.plan import Plan
 from dtgui.core.runs import RunRecord
-from dtgui.core.slurm import SlurmJob
 from dtgui.launch.policy import RunPolicy
 from dtgui.launch.run_source import RunSource
 from dtgui.remote.connector import Connector
@@ -77,9 +76,10 @@ class RunSession(QObject):
 
     # -- starting a run ------------------------------------------------------------------------
     def launch(self, plan: Plan, root: Path, policy: RunPolicy,
-               slurm: SlurmJob | None = None) -> None:
+               job: object | None = None) -> None:
         """Write the bundle and start every task (remote machines are connected first); with
-        `slurm`, the tasks are that job on the cluster the plan is placed on."""
+        `job` (what the wizard's box of a kind made, e.g. a Slurm job), the tasks run on the
+        target its driver makes of it (`chosen_targets`)."""
         names = [n for n in plan.machine_names if n != "local"]
         # a run on this machine alone needs no machines panel (paramiko, the keyring)
         registered = {m.name: m for m in self._panel().machines()} if names else {}
@@ -94,7 +94,7 @@ class RunSession(QObject):
             self.connector = connector
             self.progress.emit("Connected; checking each machine" if names
                                else f"Writing the bundle and starting {plan.run_name}")
-            create_worker(self._launcher(plan, root, registered, connector, policy, slurm),
+            create_worker(self._launcher(plan, root, registered, connector, policy, job),
                           on_done=self._launched, on_error=self._failed(connector),
                           on_progress=self.progress.emit, context=self)
 

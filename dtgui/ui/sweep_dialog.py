@@ -43,7 +43,7 @@ from PySide6.QtWidgets import (
 from dtgui.core.hardware import GpuInfo
 from dtgui.core.machines import Machine
 from dtgui.core.plan import LOCAL_MACHINE, Plan
-from dtgui.core.slurm import SlurmError, SlurmJob
+from dtgui.core.slurm import SlurmJob
 from dtgui.core.sweep import (
     DEFAULT_OBJECTIVE,
     PLAN_FIELDS,
@@ -57,7 +57,8 @@ from dtgui.core.sweep import (
     check,
     parse_param,
 )
-from dtgui.launch.sweep_slots import GpuReport, cluster_job, free_groups, per_trial_gpus
+from dtgui.launch.drivers import Refused, owner_of, trial_job
+from dtgui.launch.sweep_slots import GpuReport, free_groups, per_trial_gpus
 
 ERROR_STYLE = "color: #b00020"
 CLUSTER_ROLE = Qt.ItemDataRole.UserRole + 1  # a "Trials run on" item that is a Slurm cluster
@@ -283,7 +284,7 @@ class SweepDialog(QDialog):
         self.setWindowTitle(f"Sweep of {plan.run_name}")
         self.base_plan = plan
         self.gpus = dict(gpus or {})
-        self.clusters = {m.name: m for m in clusters if m.slurm is not None}
+        self.clusters = {m.name: m for m in clusters if owner_of(m) is not None}
         self.machines_list = QListWidget()
         self.machines_list.setToolTip(
             "Each trial runs whole on one of the checked machines (on a GPU run setup, a trial "
@@ -487,9 +488,11 @@ class SweepDialog(QDialog):
         if not chosen:
             return None, ""
         try:
-            return cluster_job(self.base_plan, self.clusters[chosen[0]]), ""
-        except SlurmError as exc:
-            return None, f"The Slurm cluster {chosen[0]}'s defaults make no job: {exc}"
+            job = trial_job(self.base_plan, self.clusters[chosen[0]])
+        except Refused as exc:
+            return None, str(exc)
+        assert isinstance(job, SlurmJob), f"a sweep keeps a Slurm job, not {job!r}"
+        return job, ""
 
     def folder(self) -> Path | None:
         text = self.folder_edit.text().strip()

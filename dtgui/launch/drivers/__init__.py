@@ -10,6 +10,7 @@ sweep slots and the wizard reach targets through here: `driver_for(target)`,
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from dtgui.core.bundle import Bundle
 from dtgui.core.machines import Machine, MachineRegistry
@@ -28,8 +29,9 @@ from dtgui.launch.executor import Executor
 from dtgui.launch.targets import Target
 
 __all__ = ["DRIVERS", "Driver", "Refused", "bundle_targets", "chosen_targets", "cluster_job_target",
-           "cluster_target", "driver_for", "job_target", "local_executor", "local_target",
-           "plan_targets", "register", "ssh_target", "started_lines", "target_of_record"]
+           "cluster_target", "driver_for", "export_job", "job_target", "local_executor",
+           "local_target", "owner_of", "plan_targets", "register", "ssh_machines", "ssh_target",
+           "started_lines", "target_of_record", "trial_job"]
 
 DRIVERS: dict[str, Driver] = {}
 
@@ -50,6 +52,27 @@ def driver_for(target: Target) -> Driver:
     except KeyError:
         raise Refused(f"{target.name}: no driver for targets of kind {target.kind!r} "
                       f"(known: {', '.join(DRIVERS)})") from None
+
+
+def owner_of(machine: Machine) -> Driver | None:
+    """The driver of the kind a registered machine is (a Slurm cluster's login node), None
+    for a machine tasks are placed on over SSH."""
+    return next((d for d in DRIVERS.values() if d.owns(machine)), None)
+
+
+def ssh_machines(machines: Sequence[Machine]) -> list[Machine]:
+    """The registered machines tasks are placed on over SSH: those no kind owns."""
+    return [m for m in machines if owner_of(m) is None]
+
+
+def trial_job(plan: Plan, machine: Machine) -> object:
+    """The job each trial of a sweep over `plan` is on a registered machine a kind owns
+    (its driver's `trial_job`). Refused for a machine no kind owns, or defaults that make
+    no job."""
+    owner = owner_of(machine)
+    if owner is None:
+        raise Refused(f"{machine.name} takes a sweep's trials as processes, not as jobs")
+    return owner.trial_job(plan, machine)
 
 
 def plan_targets(plan: Plan, machines: Mapping[str, Machine]) -> list[Target]:
@@ -79,6 +102,17 @@ def chosen_targets(plan: Plan, machines: Mapping[str, Machine],
         target = driver.target_of_job(job, machines)
         if target is not None:
             return [target]
+    raise Refused(f"no driver knows the job {job!r}")
+
+
+def export_job(plan: Plan, destination: Path, job: object) -> tuple[Path, str]:
+    """The bundle of `plan` as the job a wizard box made, written to `destination` by its
+    kind's driver for a run without dtgui, and how to start it there. Refused for a job no
+    driver knows."""
+    for driver in DRIVERS.values():
+        written = driver.export(plan, destination, job)
+        if written is not None:
+            return written[0].path, written[1]
     raise Refused(f"no driver knows the job {job!r}")
 
 

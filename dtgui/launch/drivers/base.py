@@ -15,7 +15,11 @@ never asks which kind a target is. A driver:
 * `record` / `reattach`: what the run record keeps of a target, and the target of a
   recorded machine;
 * `started`: what a command line says once the tasks started ("" = nothing);
+* `owns`: whether a registered machine is this kind's (a Slurm cluster's login node), so
+  no machine tasks are placed on over SSH;
 * `target_of_job`: the target of what the wizard's box for the kind made (a Slurm job);
+* `trial_job`: the job each trial of a sweep is on a registered machine the kind owns;
+* `export`: the bundle of such a job written for a run without dtgui, and how to start it;
 * `cleanup`: what a launch that did not start leaves on the target, removed.
 
 A bundle rendered already (`dtgui run BUNDLE`) finds its targets with `bundle_target`.
@@ -24,6 +28,7 @@ A bundle rendered already (`dtgui run BUNDLE`) finds its targets with `bundle_ta
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dtgui.core.bundle import Bundle
@@ -99,10 +104,28 @@ class Driver:
         """The target of a recorded run's machine."""
         raise NotImplementedError
 
+    def owns(self, machine: Machine) -> bool:
+        """Whether a registered machine is this kind's: it takes a run whole, and is no
+        machine for single tasks over SSH."""
+        return False
+
     def target_of_job(self, job: object,
                       machines: Mapping[str, Machine]) -> Target | None:
         """The target of a job the wizard made for this kind (None: not this kind's job).
-        `machines`: the registered machines by name."""
+        `machines`: the registered machines by name. Refused for a job of this kind whose
+        machine is not among them."""
+        return None
+
+    def trial_job(self, plan: Plan, machine: Machine) -> object:
+        """The job each trial of a sweep over `plan` is on `machine`, a registered machine
+        this kind owns (from its registered defaults). Refused when they make no job."""
+        raise Refused(f"{machine.name} takes no sweep's trials as jobs")
+
+    def export(self, plan: Plan, destination: Path,
+               job: object) -> tuple[Bundle, str] | None:
+        """The bundle of `plan` as a job the wizard made for this kind, written to
+        `destination` for a run without dtgui, and how to start it there (a sentence that
+        ends with the commands); None: not this kind's job."""
         return None
 
     def bundle_target(self, bundle: Bundle,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dtgui.core.bundle import Bundle
@@ -141,11 +142,42 @@ class SlurmDriver(Driver):
         return Target(rec.name, machine, rec.python, rec.address,
                       job=SlurmJob(cluster=rec.name), kind=KIND)
 
+    def owns(self, machine: Machine) -> bool:
+        return machine.is_slurm
+
     def target_of_job(self, job: object,
                       machines: Mapping[str, Machine]) -> Target | None:
         if not isinstance(job, SlurmJob):
             return None
-        return cluster_target(machines.get(job.cluster), job)
+        machine = machines.get(job.cluster)
+        if job.cluster != LOCAL_CLUSTER and (machine is None or machine.slurm is None):
+            raise Refused(f"No Slurm cluster is registered as {job.cluster!r} (local = this "
+                          "machine is the login node).")
+        return cluster_target(machine, job)
+
+    def trial_job(self, plan: Plan, machine: Machine) -> SlurmJob:
+        """Its defaults, a task a node (as `dtgui export --slurm` without --nodes)."""
+        from dtgui.core.cluster import task_layout
+
+        assert machine.slurm is not None, f"{machine.name} is not a Slurm cluster"
+        try:
+            return SlurmJob.from_defaults(
+                machine.name, machine.slurm, python=machine.python or None,
+                nodes=len(task_layout(plan)), tasks_per_node=1).validate()
+        except SlurmError as exc:
+            raise Refused(f"The Slurm cluster {machine.name}'s defaults make no job: "
+                          f"{exc}") from None
+
+    def export(self, plan: Plan, destination: Path,
+               job: object) -> tuple[Bundle, str] | None:
+        from dtgui.core.slurm_bundle import render_slurm_bundle
+
+        if not isinstance(job, SlurmJob):
+            return None
+        bundle = render_slurm_bundle(plan, destination, job)
+        return bundle, ("on the cluster's login node, from the bundle on the shared "
+                        f"filesystem:\n  cd {bundle.path}   (or where you copied it)\n"
+                        "  sbatch job.sbatch")
 
     def bundle_target(self, bundle: Bundle,
                       registry: MachineRegistry | None) -> Target | None:

@@ -11,14 +11,15 @@ the address facing them), ports are only indicative - the launch chooses free on
 machine, and checks each machine's Python and TensorFlow first. It raises `PlacementError`
 when the checked GPUs are too few.
 
-Above the rows, the run's target: this machine, machines over SSH (the rows), or a Slurm
-cluster (a registered cluster's login node, or this machine when Slurm's client is here): then
-the rows give way to the job's fields (`SlurmBox`), and the tasks are one batch job.
+Above the rows, the run's target: this machine, machines over SSH (the rows), or a kind
+whose box is registered (`dtgui.ui.wizard.target_boxes`, e.g. a Slurm cluster): then the rows
+give way to that box, whose job (`job()`) the kind's driver turns into the target.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import functools
+from collections.abc import Mapping, Sequence
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
@@ -44,22 +45,20 @@ from dtgui.core.placement import (
     task_layout,
 )
 from dtgui.core.plan import LOCAL_MACHINE, Plan
-from dtgui.core.slurm import LOCAL_CLUSTER, SlurmJob
-from dtgui.core.slurm_answers import ClusterFacts, Partition
-from dtgui.ui.workers import run_in_thread
+from dtgui.launch.drivers import ssh_machines
 from dtgui.worker.machine_probe import choose_free_ports
 
 from .common import MULTI_TASK, card, label, muted
 from .gpu_picker import GpuPicker
-from .slurm_box import SlurmBox, load_last_job, local_login_node, local_partitions
+from .target_box import TargetBox
+from .target_boxes import BOXES
 
 LOCAL_TEXT = "This machine"
 RESTART_TIP = ("Off: a failed task stops the whole run. On: every task is stopped and started "
                "again, resuming from the newest checkpoint.")
 ROLE_TEXT = {"chief": "coordinator", "worker": "worker", "ps": "parameter server"}
 DEFAULT_PYTHON = "python3"
-LOCAL_TARGET, SSH_TARGET, SLURM_TARGET = "local", "ssh", "slurm"
-LOGIN_NODE_TEXT = "This machine (login node)"
+LOCAL_TARGET, SSH_TARGET = "local", "ssh"  # the plan's own machines; else a box's kind
 
 
 class MachinesBox(QFrame):
@@ -79,45 +78,45 @@ class MachinesBox(QFrame):
         self._device_kind = "cpu"
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
-        self._ssh_machines: list[Machine] = []  # registered machines that are no cluster
-        self._clusters: list[Machine] = []  # registered Slurm clusters (their login nodes)
-        self._login_node = False  # Slurm's client is here: this machine may be a login node
+        self._ssh_machines: list[Machine] = []  # registered machines no box takes
         self._target_chosen = False  # the user picked a target (kept over set_machines)
         self._last_machines: set[str] = set()  # where the remembered plan's tasks ran
-        self._partitions: dict[str, list[Partition]] = {}  # cluster -> its probed partitions
         self.local_radio = QRadioButton("This machine")
         self.ssh_radio = QRadioButton("Machines over SSH")
-        self.slurm_radio = QRadioButton("Slurm cluster:")
         self.local_radio.setObjectName("targetLocal")
         self.ssh_radio.setObjectName("targetSsh")
-        self.slurm_radio.setObjectName("targetSlurm")
+        # the registered kinds' boxes, each with its choice (and chooser) in the target row
+        self.boxes: dict[str, TargetBox] = {kind: box() for kind, box in BOXES.items()}
+        self.radios: dict[str, QRadioButton] = {}
         self.target_group = QButtonGroup(self)
-        for radio in (self.local_radio, self.ssh_radio, self.slurm_radio):
-            self.target_group.addButton(radio)
-        self.local_radio.setChecked(True)
-        self.cluster_combo = QComboBox()
-        self.cluster_combo.setObjectName("clusterChoice")
-        self.cluster_combo.setMinimumWidth(200)
         target_row = QHBoxLayout()
         target_row.setContentsMargins(0, 0, 0, 4)
         heading = label("Run on:", wrap=False)
         heading.setStyleSheet("font-weight: bold;")
         target_row.addWidget(heading)
-        for widget in (self.local_radio, self.ssh_radio, self.slurm_radio, self.cluster_combo):
-            target_row.addWidget(widget)
+        for radio in (self.local_radio, self.ssh_radio):
+            self.target_group.addButton(radio)
+            target_row.addWidget(radio)
+        for kind, box in self.boxes.items():
+            radio = QRadioButton(box.title)
+            radio.setObjectName(f"target:{kind}")
+            self.radios[kind] = radio
+            self.target_group.addButton(radio)
+            target_row.addWidget(radio)
+            chooser = box.chooser()
+            if chooser is not None:
+                target_row.addWidget(chooser)
+        self.local_radio.setChecked(True)
         target_row.addStretch(1)
         outer.addLayout(target_row)
-        self.slurm = SlurmBox()  # the job's fields, for a Slurm target
-        self.slurm.changed.connect(self.changed)
-        self.slurm.setVisible(False)
-        outer.addWidget(self.slurm)
+        for kind, box in self.boxes.items():
+            box.changed.connect(self.changed)
+            box.chosen.connect(functools.partial(self.radios[kind].setChecked, True))
+            box.offered.connect(self._update_targets)
+            box.setVisible(False)
+            outer.addWidget(box)
         self.target_group.buttonToggled.connect(self._on_target)
-        self.cluster_combo.currentIndexChanged.connect(self._on_cluster)
-        # picking a cluster is choosing the Slurm target
-        self.cluster_combo.activated.connect(lambda _index: self.slurm_radio.setChecked(True))
         self._update_targets()
-        run_in_thread(local_login_node, self._set_login_node, lambda _exc: None, context=self)
-        run_in_thread(load_last_job, self.slurm.remember, lambda _exc: None, context=self)
         self.inner = card()
         inner = QVBoxLayout(self.inner)
         inner.setContentsMargins(14, 8, 14, 8)
@@ -142,12 +141,15 @@ class MachinesBox(QFrame):
 
     # -- inputs ----------------------------------------------------------------------------
     def set_machines(self, machines: list[Machine]) -> None:
-        """The registered machines: those that are no Slurm cluster take tasks over SSH; the
-        clusters take a whole run as one job."""
-        self._ssh_machines = [m for m in machines if not m.is_slurm]
-        self._clusters = [m for m in machines if m.is_slurm]
+        """The registered machines: those no kind owns (`ssh_machines`; a Slurm cluster's
+        login node is its kind's) take tasks over SSH."""
+        self._ssh_machines = ssh_machines(machines)
         self._machines = list(machines)
         self._layout_key = ()
+        for box in self.boxes.values():
+            box.blockSignals(True)  # one update of the choice below
+            box.set_machines(machines)
+            box.blockSignals(False)
         self._update_targets()
 
     def set_gpu_facts(self, facts: Mapping[str, Sequence[GpuInfo]]) -> None:
@@ -155,14 +157,11 @@ class MachinesBox(QFrame):
         self.gpus.set_facts(facts)
         self._update_gpus()
 
-    def set_cluster_facts(self, facts: Mapping[str, ClusterFacts]) -> None:
-        """Cluster name -> what the Machines panel's probe found of Slurm: a job for that
-        cluster is checked against its partitions."""
-        self._partitions = {name: list(f.partitions) for name, f in facts.items()
-                            if f.partitions}
-        name = self.slurm.cluster
-        if name in self._partitions:
-            self.slurm.set_partitions(self._partitions[name])
+    def set_target_facts(self, facts: Mapping[str, object]) -> None:
+        """Machine name -> what the Machines panel's probe found of its kind (a Slurm
+        cluster's partitions), for the boxes."""
+        for box in self.boxes.values():
+            box.set_facts(facts)
 
     def remember(self, plan: Plan | None) -> None:
         """Start from the placement and interpreters of a remembered plan."""
@@ -188,8 +187,9 @@ class MachinesBox(QFrame):
         key = (tuple(ids), tuple(m.name for m in self._ssh_machines))
         self.setVisible(True)  # the restart choice applies to every run
         self.inner.setVisible(self.target() == SSH_TARGET)
-        self.slurm.setVisible(self.target() == SLURM_TARGET)
-        self.slurm.set_plan(plan)
+        for kind, box in self.boxes.items():
+            box.setVisible(self.target() == kind)
+            box.set_plan(plan)
         can_resume = plan.checkpoint_every > 0
         self.restart.setEnabled(can_resume)
         if not can_resume:
@@ -236,18 +236,15 @@ class MachinesBox(QFrame):
 
     # -- outputs ---------------------------------------------------------------------------
     def target(self) -> str:
-        """Where the run goes: LOCAL_TARGET, SSH_TARGET (the rows) or SLURM_TARGET."""
-        if self.slurm_radio.isChecked() and self.cluster_combo.count():
-            return SLURM_TARGET
+        """Where the run goes: LOCAL_TARGET, SSH_TARGET (the rows) or a box's kind."""
+        for kind, radio in self.radios.items():
+            if radio.isChecked() and self.boxes[kind].available():
+                return kind
         return SSH_TARGET if self.ssh_radio.isChecked() and self._ssh_machines else LOCAL_TARGET
 
-    def cluster(self) -> Machine | None:
-        """The chosen registered cluster (None: none, or this machine is the login node)."""
-        return self.machine(str(self.cluster_combo.currentData() or ""))
-
-    def slurm_job(self, plan: Plan) -> SlurmJob | None:
-        """The job the Slurm target asks for (None for another target); not validated."""
-        return self.slurm.job(plan) if self.target() == SLURM_TARGET else None
+    def target_box(self) -> TargetBox | None:
+        """The box of the chosen target (None: the plan's own machines)."""
+        return self.boxes.get(self.target())
 
     def _rows(self) -> dict[str, str]:
         """Task -> the machine its row names (whatever the target)."""
@@ -314,72 +311,42 @@ class MachinesBox(QFrame):
             raise PlacementError(text) from exc
 
     # -- internals -------------------------------------------------------------------------
-    def _set_login_node(self, found: bool) -> None:
-        self._login_node = bool(found)
-        self._update_targets()
-
     def _update_targets(self) -> None:
         """Offer the targets there are; keep the chosen one while it is offered."""
-        chosen = self.cluster_combo.currentData()
-        self.cluster_combo.blockSignals(True)
-        self.cluster_combo.clear()
-        for machine in self._clusters:
-            self.cluster_combo.addItem(machine.name, machine.name)
-        if self._login_node:
-            self.cluster_combo.addItem(LOGIN_NODE_TEXT, LOCAL_CLUSTER)
-        self.cluster_combo.setCurrentIndex(max(0, self.cluster_combo.findData(chosen)))
-        self.cluster_combo.blockSignals(False)
-        has_ssh, has_cluster = bool(self._ssh_machines), bool(self.cluster_combo.count())
+        has_ssh = bool(self._ssh_machines)
         self.ssh_radio.setEnabled(has_ssh)
         self.ssh_radio.setToolTip("Each task on a machine of its own, chosen below." if has_ssh
                                   else "No machine is registered: add one under Machines.")
-        self.slurm_radio.setEnabled(has_cluster)
-        self.cluster_combo.setEnabled(has_cluster)
-        self.slurm_radio.setToolTip(
-            "The run is one batch job on the cluster's nodes." if has_cluster else
-            "No Slurm cluster is registered: add its login node under Machines (Slurm "
-            "cluster).")
+        for kind, box in self.boxes.items():
+            self.radios[kind].setEnabled(box.available())
+            self.radios[kind].setToolTip(box.tip())
         self.target_group.blockSignals(True)
-        last_cluster = next((m.name for m in self._clusters if m.name in self._last_machines),
-                            "")
-        if not self._target_chosen and last_cluster:  # the last run was sent there
-            self.slurm_radio.setChecked(True)
-            self.cluster_combo.blockSignals(True)
-            self.cluster_combo.setCurrentIndex(self.cluster_combo.findData(last_cluster))
-            self.cluster_combo.blockSignals(False)
+        last = "" if self._target_chosen else next(
+            (kind for kind, box in self.boxes.items()
+             if box.available() and box.last_chosen(self._last_machines)), "")
+        if last:  # the last run was sent there
+            self.radios[last].setChecked(True)
         elif not self._target_chosen and has_ssh and self.local_radio.isChecked():
             self.ssh_radio.setChecked(True)  # the rows, "This machine" for every task
-        elif (self.ssh_radio.isChecked() and not has_ssh) or (
-                self.slurm_radio.isChecked() and not has_cluster):
+        elif (self.ssh_radio.isChecked() and not has_ssh) or any(
+                self.radios[kind].isChecked() and not box.available()
+                for kind, box in self.boxes.items()):
             self.local_radio.setChecked(True)
         self.target_group.blockSignals(False)
-        self._on_cluster()
+        self._activate()
 
     def _on_target(self, _button: object = None, checked: bool = True) -> None:
         if not checked:
             return  # the radio turned on says it
         self._target_chosen = True
-        self._on_cluster()
-        self._layout_key = ()  # the rows' visibility and the Slurm fields change
+        self._activate()
+        self._layout_key = ()  # the rows' visibility and the box's fields change
         self.changed.emit()
 
-    def _on_cluster(self) -> None:
-        name = str(self.cluster_combo.currentData() or "")
-        if self.target() != SLURM_TARGET or not name or name == self.slurm.cluster:
-            return
-        self.slurm.set_cluster(name, self.machine(name))
-        if name == LOCAL_CLUSTER:  # sinfo here: the job is checked against its partitions
-            run_in_thread(local_partitions, self._set_partitions(name), lambda _exc: None,
-                          context=self)
-        elif name in self._partitions:  # as the Machines panel last probed them
-            self.slurm.set_partitions(self._partitions[name])
-
-    def _set_partitions(self, name: str) -> Callable[[object], None]:
-        def done(partitions: object) -> None:
-            if self.slurm.cluster == name and isinstance(partitions, list):
-                self.slurm.set_partitions(partitions)
-
-        return done
+    def _activate(self) -> None:
+        target = self.target()
+        for kind, box in self.boxes.items():
+            box.set_active(kind == target)
 
     def _on_change(self) -> None:
         self._chosen.update(self._rows())

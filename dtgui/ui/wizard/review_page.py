@@ -1,6 +1,7 @@
-"""Page 4: the placed plan, every task's TF_CONFIG and script, and port warnings; for a Slurm
-cluster, the job's layout and the batch script dtgui submits (`dtgui.core.slurm.batch_script`,
-the one that goes into the bundle)."""
+"""Page 4: the placed plan, every task's TF_CONFIG and script, and port warnings; for a target
+whose box makes a job (`dtgui.ui.wizard.target_box`, e.g. a Slurm cluster), what the box says
+of it: the job's layout and the file that is submitted (a Slurm job's batch script, the one
+that goes into the bundle)."""
 
 from __future__ import annotations
 
@@ -35,18 +36,10 @@ from dtgui.core.plan_text import (
     script_rows,
     validation_text,
 )
-from dtgui.core.slurm import (
-    JOB_FILE,
-    LOCAL_CLUSTER,
-    SlurmJob,
-    batch_script,
-    tf_config_on_nodes,
-)
-from dtgui.core.slurm_bundle import place_on_cluster
 from dtgui.core.strategies import STRATEGIES
 
 from .common import WizardContext, card, error_label, label, monospace, muted, show_errors
-from .machines_box import SLURM_TARGET, MachinesBox
+from .machines_box import MachinesBox
 from .script_box import script_title, script_tooltip
 from .strategy_list import ROLE_TAGLINE, TwoLineDelegate
 
@@ -72,8 +65,10 @@ class ReviewPage(QWizardPage):
         self.setFinalPage(True)
         self._plan: Plan | None = None
         self.placement_error = ""  # why the tasks cannot go on the chosen machines (GPUs)
-        self.slurm_job: SlurmJob | None = None  # the job of a Slurm target (the placed plan's)
-        self.slurm_problems: list[str] = []  # why that job cannot be submitted as typed
+        # the job the chosen target's box made (e.g. a Slurm job; the placed plan's), for its
+        # driver's `target_of_job`; None: the plan's own machines
+        self.job: object | None = None
+        self.job_problems: list[str] = []  # why that job cannot be sent as typed
 
         self.summary = card()
         self.summary_grid = QGridLayout(self.summary)
@@ -127,12 +122,12 @@ class ReviewPage(QWizardPage):
         self.tabs.setStyleSheet(_TAB_STYLE)  # (Fusion's unselected tab clips the "_")
         self.tabs.addTab(self.tf_config_view, "TF_CONFIG")
         self.tabs.addTab(self.script_view, "Script")
-        self.batch_view = QPlainTextEdit()  # a Slurm job's batch script
+        self.batch_view = QPlainTextEdit()  # the file a box's job submits
         self.batch_view.setObjectName("batchScript")
         self.batch_view.setReadOnly(True)
         self.batch_view.setFont(monospace())
         self.batch_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
-        self.tabs.addTab(self.batch_view, JOB_FILE)
+        self.tabs.addTab(self.batch_view, "")
         self.tabs.setTabVisible(2, False)
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
@@ -176,9 +171,11 @@ class ReviewPage(QWizardPage):
         completed) and the tasks are shown on their machines without GPUs."""
         self.machines_box.set_plan(draft)
         self.placement_error = ""
-        self.slurm_job, self.slurm_problems = None, []
-        if self.machines_box.target() == SLURM_TARGET:
-            return self._place_on_cluster(draft)
+        self.job, self.job_problems = None, []
+        box = self.machines_box.target_box()
+        if box is not None:  # the job's tasks, as the launch places them
+            placed, self.job, self.job_problems = box.review(draft)
+            return placed
         if self.machines_box.is_remote():
             try:
                 return self.machines_box.preview(draft)
@@ -189,16 +186,6 @@ class ReviewPage(QWizardPage):
             except PlacementError:
                 pass
         return place_local(draft)
-
-    def _place_on_cluster(self, draft: Plan) -> Plan:
-        """The job's tasks in rank order on the cluster, as the launch places them."""
-        box = self.machines_box.slurm
-        fitted = box.fitted(draft)
-        job = box.job(fitted)
-        placed = place_on_cluster(fitted, job)
-        self.slurm_job, self.slurm_problems = job, box.problems(placed, job)
-        box.show_layout(placed)
-        return placed
 
     def initializePage(self) -> None:
         self.replan()
@@ -211,8 +198,8 @@ class ReviewPage(QWizardPage):
 
     def problems(self) -> list[str]:
         plan = self.placed_plan()
-        if self.slurm_job is not None:  # the nodes' GPUs and ports are Slurm's to give
-            return self.slurm_problems + validate(plan, usable_gpus=None)
+        if self.job is not None:  # the job's GPUs and ports are its kind's to give
+            return self.job_problems + validate(plan, usable_gpus=None)
         placement = [self.placement_error] if self.placement_error else []
         gpus = self.ctx.usable_gpus_for(plan)
         busy = local_port_conflicts(plan)
@@ -221,8 +208,8 @@ class ReviewPage(QWizardPage):
         return placement + validate(plan, usable_gpus=gpus) + busy
 
     def isComplete(self) -> bool:
-        if self._plan is not None and self.slurm_job is not None:
-            return not self.slurm_problems and not validate(self._plan, usable_gpus=None)
+        if self._plan is not None and self.job is not None:
+            return not self.job_problems and not validate(self._plan, usable_gpus=None)
         return self._plan is not None and not self.placement_error and not validate(
             self._plan, usable_gpus=self.ctx.usable_gpus_for(self._plan))
 
@@ -260,13 +247,13 @@ class ReviewPage(QWizardPage):
 
         self.task_list.blockSignals(True)
         self.task_list.clear()
-        job = self.slurm_job
+        job, box = self.job, self.machines_box.target_box()
         for i, task in enumerate(plan.tasks):
             where = task.address if task.port else "this machine, no TF_CONFIG"
             if not task.is_local:
                 where = f"{task.machine} · " + (task.address if task.port else "no TF_CONFIG")
-            if job is not None:
-                where = f"Slurm rank {i} · node {i // job.tasks_per_node + 1}"
+            if job is not None and box is not None:
+                where = box.task_where(job, i)
             item = QListWidgetItem(task.task_id)
             item.setData(ROLE_TAGLINE, f"{_ROLES.get(task.type, task.type)} · {where}")
             item.setToolTip(f"{_ROLES.get(task.type, task.type)}: tasks/{task.file_stem}.sh")
@@ -282,13 +269,9 @@ class ReviewPage(QWizardPage):
             "Ports are chosen on the nodes when the job starts." if job is not None
             else "Choose new free ports for every task." if plan.cluster
             else "A single-process strategy uses no ports.")
-        self._show_batch_script(plan, job)
-        if job is not None:
-            where = ("this machine's Slurm" if job.cluster == LOCAL_CLUSTER
-                     else f"the cluster {job.cluster}")
-            self.note.setText(f"{count} task(s) as one Slurm job on {where}: {job.nodes} "
-                              f"node(s) × {job.tasks_per_node} task(s) per node. See "
-                              f"{JOB_FILE} for what is submitted.")
+        self._show_job_file(plan)
+        if job is not None and box is not None:
+            self.note.setText(box.note(plan, job))
         elif plan.machines:
             self.note.setText(f"{count} process(es) on {len(plan.machine_names)} machine(s). "
                               "Select a process to see its TF_CONFIG and script.")
@@ -300,19 +283,19 @@ class ReviewPage(QWizardPage):
         show_errors(self.warnings, self.problems())
         self.completeChanged.emit()
 
-    def _show_batch_script(self, plan: Plan, job: SlurmJob | None) -> None:
-        """The batch script of a Slurm job (exactly what the bundle holds), or why it cannot
-        be written; the tab is there only for a Slurm target."""
+    def _show_job_file(self, plan: Plan) -> None:
+        """The file the box's job submits (exactly what the bundle holds), or why it cannot
+        be written; the tab is there only for a target whose box has one."""
         shown = self.tabs.isTabVisible(2)
-        self.tabs.setTabVisible(2, job is not None)
-        if job is None:
+        box = self.machines_box.target_box()
+        name, text = box.job_file(plan, self.job, self.job_problems) \
+            if box is not None and self.job is not None else ("", "")
+        self.tabs.setTabVisible(2, bool(name))
+        if not name:
             self.batch_view.clear()
             return
-        if self.slurm_problems:
-            self.batch_view.setPlainText("# Not written until these are fixed:\n" + "\n".join(
-                f"#   {p}" for p in self.slurm_problems) + "\n")
-        else:
-            self.batch_view.setPlainText(batch_script(plan, job))
+        self.tabs.setTabText(2, name)
+        self.batch_view.setPlainText(text)
         if not shown:
             self.tabs.setCurrentIndex(2)
 
@@ -363,8 +346,11 @@ class ReviewPage(QWizardPage):
             return
         task: TaskSpec = plan.tasks[row]
         config = placed_tf_config(plan, task)
-        if config is not None and self.slurm_job is not None:
-            self.tf_config_view.setPlainText(_slurm_tf_config(plan, self.slurm_job, row))
+        box = self.machines_box.target_box()
+        own = box.tf_config_text(plan, self.job, row) \
+            if box is not None and self.job is not None and config is not None else None
+        if own is not None:
+            self.tf_config_view.setPlainText(own)
         elif config is None:
             self.tf_config_view.setPlainText(
                 "# Not set: a single-process strategy needs no TF_CONFIG.\n")
@@ -373,10 +359,3 @@ class ReviewPage(QWizardPage):
         self.tabs.setTabText(1, f"tasks/{task.file_stem}.sh")
         self.script_view.setPlainText(task_script_text(plan, task))
 
-
-def _slurm_tf_config(plan: Plan, job: SlurmJob, rank: int) -> str:
-    """What a task's TF_CONFIG will be on the nodes (dtgui_worker.slurm_task forms it there)."""
-    return ("# Formed on the node when the job starts (dtgui_worker.slurm_task): the nodes'\n"
-            "# addresses from Slurm's allocation, and a port per rank from a base drawn from\n"
-            "# the job id, so tasks sharing a node never share a port.\n"
-            + json.dumps(tf_config_on_nodes(plan, job, rank), indent=2) + "\n")

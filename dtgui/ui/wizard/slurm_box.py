@@ -2,7 +2,10 @@
 per task, partition, time limit, the nodes' Python), with the cluster's registered defaults
 (`dtgui.core.slurm.SlurmDefaults`) filled in.
 
-Shown by the review page's `MachinesBox` when the target is a Slurm cluster. The run's tasks
+The target choice offers it as "Slurm cluster:" with the clusters beside it (the registered
+clusters' login nodes, and this machine when Slurm's client is here); chosen, it stands in
+for the review page's machine rows (`MachinesBox`) and makes the job (`SlurmJob`) the Slurm
+driver's `target_of_job` turns into the target. The run's tasks
 follow the job: a multi-process strategy gets nodes × tasks per node tasks (the coordinator
 and the parameter servers first, the rest workers); a single-process strategy runs as one task
 on one node. GPUs per task make a GPU run (one replica a GPU where the strategy says so).
@@ -12,13 +15,14 @@ cluster's partitions are known (`sinfo`), checked against them (`fit_problems`).
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
-    QFrame,
+    QComboBox,
     QGridLayout,
     QLabel,
     QLineEdit,
@@ -32,17 +36,26 @@ from dtgui.core.placement import task_layout
 from dtgui.core.plan import Plan
 from dtgui.core.settings import atomic_write_text, config_dir, read_json_or_backup
 from dtgui.core.slurm import (
+    JOB_FILE,
     LOCAL_CLUSTER,
     SlurmDefaults,
     SlurmError,
     SlurmJob,
+    batch_script,
     fit_problems,
     job_problems,
+    tf_config_on_nodes,
 )
-from dtgui.core.slurm_answers import Partition
+from dtgui.core.slurm_answers import ClusterFacts, Partition
+from dtgui.core.slurm_bundle import place_on_cluster
 from dtgui.core.strategies import Strategy
+from dtgui.launch.drivers.slurm import KIND
+from dtgui.ui.workers import run_in_thread
 
 from .common import card, label, mark_invalid, muted
+from .target_box import TargetBox
+
+LOGIN_NODE_TEXT = "This machine (login node)"
 
 TPU_REFUSAL = ("The TPU strategy trains on a Cloud TPU, not on a Slurm cluster's nodes: choose "
                "another strategy, or another target.")
@@ -69,14 +82,25 @@ def fit_plan(plan: Plan, tasks: int, gpus_per_task: int) -> Plan:
     return plan.with_changes(**changes)
 
 
-class SlurmBox(QFrame):
+class SlurmBox(TargetBox):
     """The job's fields for one cluster; `job()` and `fitted(plan)` for the review."""
 
-    changed = Signal()
+    kind = KIND
+    title = "Slurm cluster:"
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("slurmBox")
+        self._clusters: list[Machine] = []  # registered Slurm clusters (their login nodes)
+        self._machines: list[Machine] = []
+        self._login_node = False  # Slurm's client is here: this machine may be a login node
+        self._probed: dict[str, list[Partition]] = {}  # cluster -> its probed partitions
+        self.cluster_combo = QComboBox()
+        self.cluster_combo.setObjectName("clusterChoice")
+        self.cluster_combo.setMinimumWidth(200)
+        self.cluster_combo.currentIndexChanged.connect(self._on_cluster)
+        # picking a cluster is choosing the Slurm target
+        self.cluster_combo.activated.connect(lambda _index: self.chosen.emit())
         self.cluster = ""  # the chosen cluster's name ("local": this machine is the login node)
         self.defaults = SlurmDefaults()
         self.partitions: list[Partition] = []  # what sinfo told of the cluster (may be none)
@@ -136,6 +160,86 @@ class SlurmBox(QFrame):
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         outer.addWidget(inner)
+        self._active = False  # the Slurm target is the choice
+        run_in_thread(local_login_node, self._set_login_node, lambda _exc: None, context=self)
+        run_in_thread(load_last_job, self.remember, lambda _exc: None, context=self)
+
+    # -- the choice ------------------------------------------------------------------------
+    def chooser(self) -> QWidget:
+        return self.cluster_combo
+
+    def set_machines(self, machines: Sequence[Machine]) -> None:
+        self._machines = list(machines)
+        self._clusters = [m for m in machines if m.is_slurm]
+        self._update_clusters()
+
+    def set_facts(self, facts: Mapping[str, object]) -> None:
+        """A job for a cluster is checked against the partitions its probe found."""
+        self._probed = {name: list(f.partitions) for name, f in facts.items()
+                        if isinstance(f, ClusterFacts) and f.partitions}
+        if self.cluster in self._probed:
+            self.set_partitions(self._probed[self.cluster])
+
+    def available(self) -> bool:
+        return bool(self.cluster_combo.count())
+
+    def tip(self) -> str:
+        return ("The run is one batch job on the cluster's nodes." if self.available() else
+                "No Slurm cluster is registered: add its login node under Machines (Slurm "
+                "cluster).")
+
+    def last_chosen(self, machines: set[str]) -> bool:
+        last = next((m.name for m in self._clusters if m.name in machines), "")
+        if last:
+            self.cluster_combo.blockSignals(True)
+            self.cluster_combo.setCurrentIndex(self.cluster_combo.findData(last))
+            self.cluster_combo.blockSignals(False)
+        return bool(last)
+
+    def set_active(self, active: bool) -> None:
+        self._active = active
+        self._on_cluster()
+
+    def chosen_cluster(self) -> Machine | None:
+        """The chosen registered cluster (None: none, or this machine is the login node)."""
+        name = str(self.cluster_combo.currentData() or "")
+        return next((m for m in self._machines if m.name == name), None)
+
+    def _set_login_node(self, found: bool) -> None:
+        self._login_node = bool(found)
+        self._update_clusters()
+
+    def _update_clusters(self) -> None:
+        """Offer the clusters there are; keep the chosen one while it is offered."""
+        chosen = self.cluster_combo.currentData()
+        self.cluster_combo.blockSignals(True)
+        self.cluster_combo.clear()
+        for machine in self._clusters:
+            self.cluster_combo.addItem(machine.name, machine.name)
+        if self._login_node:
+            self.cluster_combo.addItem(LOGIN_NODE_TEXT, LOCAL_CLUSTER)
+        self.cluster_combo.setCurrentIndex(max(0, self.cluster_combo.findData(chosen)))
+        self.cluster_combo.blockSignals(False)
+        self.cluster_combo.setEnabled(self.available())
+        self.offered.emit()
+
+    def _on_cluster(self) -> None:
+        name = str(self.cluster_combo.currentData() or "")
+        if not self._active or not name or name == self.cluster:
+            return
+        self.set_cluster(name, self.chosen_cluster())
+        if name == LOCAL_CLUSTER:  # sinfo here: the job is checked against its partitions
+            run_in_thread(local_partitions, self._set_partitions(name), lambda _exc: None,
+                          context=self)
+        elif name in self._probed:  # as the Machines panel last probed them
+            self.set_partitions(self._probed[name])
+
+    def _set_partitions(self, name: str) -> Callable[[object], None]:
+        def done(partitions: object) -> None:
+            if self.cluster == name and isinstance(partitions, list):
+                self.set_partitions(partitions)
+
+        return done
 
     # -- inputs ----------------------------------------------------------------------------
     def set_cluster(self, name: str, machine: Machine | None) -> None:
@@ -254,6 +358,55 @@ class SlurmBox(QFrame):
         mark_invalid(self.partition_edit, any("partition" in p for p in out))
         mark_invalid(self.time_edit, any("time limit" in p for p in out))
         return out
+
+    def review(self, draft: Plan) -> tuple[Plan, object, list[str]]:
+        """The job's tasks in rank order on the cluster, as the launch places them."""
+        fitted = self.fitted(draft)
+        job = self.job(fitted)
+        placed = place_on_cluster(fitted, job)
+        problems = self.problems(placed, job)
+        self.show_layout(placed)
+        return placed, job, problems
+
+    def task_where(self, job: object, rank: int) -> str:
+        assert isinstance(job, SlurmJob)
+        return f"Slurm rank {rank} · node {rank // job.tasks_per_node + 1}"
+
+    def note(self, placed: Plan, job: object) -> str:
+        assert isinstance(job, SlurmJob)
+        where = ("this machine's Slurm" if job.cluster == LOCAL_CLUSTER
+                 else f"the cluster {job.cluster}")
+        return (f"{len(placed.tasks)} task(s) as one Slurm job on {where}: {job.nodes} "
+                f"node(s) × {job.tasks_per_node} task(s) per node. See {JOB_FILE} for what is "
+                "submitted.")
+
+    def tf_config_text(self, placed: Plan, job: object, rank: int) -> str:
+        """What a task's TF_CONFIG will be on the nodes (dtgui_worker.slurm_task forms it)."""
+        assert isinstance(job, SlurmJob)
+        return ("# Formed on the node when the job starts (dtgui_worker.slurm_task): the "
+                "nodes'\n# addresses from Slurm's allocation, and a port per rank from a base "
+                "drawn from\n# the job id, so tasks sharing a node never share a port.\n"
+                + json.dumps(tf_config_on_nodes(placed, job, rank), indent=2) + "\n")
+
+    def job_file(self, placed: Plan, job: object, problems: Sequence[str]) -> tuple[str, str]:
+        """The batch script (exactly what the bundle holds), or why it cannot be written."""
+        assert isinstance(job, SlurmJob)
+        if problems:
+            return JOB_FILE, "# Not written until these are fixed:\n" + "\n".join(
+                f"#   {p}" for p in problems) + "\n"
+        return JOB_FILE, batch_script(placed, job)
+
+    def launch_tip(self) -> str:
+        if not self.cluster:
+            return ""
+        queue = ("this machine's Slurm queue (it is the login node)"
+                 if self.cluster == LOCAL_CLUSTER else f"the queue of the Slurm cluster "
+                 f"{self.cluster}")
+        return f"Submit the run as one batch job to {queue} and watch the training."
+
+    def save(self, job: object) -> None:
+        if isinstance(job, SlurmJob):
+            save_last_job(job)
 
     # -- internals -------------------------------------------------------------------------
     def _on_change(self) -> None:

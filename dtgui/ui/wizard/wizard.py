@@ -13,17 +13,13 @@ from dtgui.core.hardware import GpuInfo, MachineFacts
 from dtgui.core.machines import Machine
 from dtgui.core.placement import place_local
 from dtgui.core.plan import LOCAL_MACHINE, Plan
-from dtgui.core.slurm import LOCAL_CLUSTER
-from dtgui.core.slurm_answers import ClusterFacts
 from dtgui.resources import resource
 from dtgui.ui.workers import run_in_thread
 
 from .common import WizardContext
-from .machines_box import SLURM_TARGET
 from .model_page import ModelPage
 from .options_page import OptionsPage
 from .review_page import ReviewPage
-from .slurm_box import save_last_job
 from .strategy_page import StrategyPage
 
 PAGE_STRATEGY, PAGE_OPTIONS, PAGE_MODEL, PAGE_REVIEW = range(4)
@@ -116,10 +112,10 @@ class RunWizard(QWizard):
         if self.currentId() == PAGE_REVIEW:
             self.review_page.replan()
 
-    def set_cluster_facts(self, facts: Mapping[str, ClusterFacts]) -> None:
-        """Cluster name -> what the Machines panel's probe found of Slurm: a job for it is
-        checked against its partitions."""
-        self.review_page.machines_box.set_cluster_facts(facts)
+    def set_target_facts(self, facts: Mapping[str, object]) -> None:
+        """Machine name -> what the Machines panel's probe found of its kind (a Slurm
+        cluster's partitions: a job for it is checked against them)."""
+        self.review_page.machines_box.set_target_facts(facts)
         if self.currentId() == PAGE_REVIEW:
             self.review_page.replan()
 
@@ -141,9 +137,9 @@ class RunWizard(QWizard):
         if self._action != "export":
             self._action = "launch"
         self._result = self.review_page.placed_plan()
-        job = self.review_page.slurm_job
-        if job is not None:  # the next wizard opens with this job's fields
-            run_in_thread(lambda: save_last_job(job), lambda _: None, lambda _exc: None)
+        job, box = self.review_page.job, self.review_page.machines_box.target_box()
+        if job is not None and box is not None:  # the next wizard opens with this job's fields
+            run_in_thread(lambda: box.save(job), lambda _: None, lambda _exc: None)
         super().accept()
 
     # -- buttons -------------------------------------------------------------------------
@@ -169,11 +165,9 @@ class RunWizard(QWizard):
         """Where Launch sends the run: this machine, the machines over SSH, or a cluster's
         queue."""
         box = self.review_page.machines_box
-        if box.target() == SLURM_TARGET and box.slurm.cluster:
-            name = box.slurm.cluster
-            queue = ("this machine's Slurm queue (it is the login node)"
-                     if name == LOCAL_CLUSTER else f"the queue of the Slurm cluster {name}")
-            return f"Submit the run as one batch job to {queue} and watch the training."
+        own = box.target_box()
+        if own is not None and own.launch_tip():
+            return own.launch_tip()
         names = box.remote_names()
         if names:
             local = LOCAL_MACHINE in box.assignments().values()
