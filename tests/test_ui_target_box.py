@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from dtgui.core.cluster import place_local
 from pytestqt.qtbot import QtBot
 from test_launch_pipeline import ProcessesHere
 
 from dtgui.core.machines import Machine
+from dtgui.core.placement import place_local
 from dtgui.core.plan import Plan
 from dtgui.core.runs import RunRecord
 from dtgui.core.strategies import Strategy

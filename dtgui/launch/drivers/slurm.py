@@ -157,7 +157,7 @@ class SlurmDriver(Driver):
 
     def trial_job(self, plan: Plan, machine: Machine) -> SlurmJob:
         """Its defaults, a task a node (as `dtgui export --slurm` without --nodes)."""
-        from dtgui.core.cluster import task_layout
+        from dtgui.core.placement import task_layout
 
         assert machine.slurm is not None, f"{machine.name} is not a Slurm cluster"
         try:
