@@ -16,7 +16,9 @@ import pytest
 from slurm_cluster import SlurmCluster, served_cluster
 
 from dtgui.core.runs import RunRecord
+from dtgui.core.slurm import SlurmJob
 from dtgui.core.sweep import load_sweep
+from dtgui.launch.drivers import job_readers
 
 
 @pytest.fixture(scope="module")
@@ -37,9 +39,9 @@ def test_a_two_trial_sweep_runs_each_trial_as_a_slurm_job(
     assert done.returncode == 0, done.stdout + done.stderr
     assert "sweep complete: 2 finished" in done.stdout, done.stdout
 
-    spec, _ = load_sweep(out)
-    job = spec.slurm  # kept in sweep.json: a sweep opened again submits the same job
-    assert job is not None and job.cluster == "local" and job.nodes == 1
+    spec, _ = load_sweep(out, job_readers())
+    job = spec.job  # kept in sweep.json: a sweep opened again submits the same job
+    assert isinstance(job, SlurmJob) and job.cluster == "local" and job.nodes == 1
 
     study = optuna.load_study(study_name="sweep", storage=f"sqlite:///{out / 'study.db'}")
     trials = study.get_trials(deepcopy=False)

@@ -107,35 +107,53 @@ def test_check_says_what_the_model_cannot_take() -> None:
                  demo) == []
 
 
-def test_a_sweeps_slurm_job_and_machines_are_typed_and_old_sweep_json_still_read(
+def test_a_sweeps_trial_job_and_machines_are_typed_and_old_sweep_json_still_read(
         tmp_path: Path) -> None:
-    """sweep.json keeps the job each trial is and the --trial-on machines as fields of their
-    own; one written when they were entries of "extra" reads the same."""
+    """sweep.json keeps the job each trial is as {"kind": ..., **its fields} and the
+    --trial-on machines as fields of their own; the job is read back by its kind's driver
+    (the readers the launch layer passes). One written when the job was a Slurm job under
+    "slurm" (at the top level, or with the machines in "extra") reads the same."""
     import json
 
     from dtgui.core.slurm import SlurmJob
-    from dtgui.core.sweep import save_sweep
+    from dtgui.core.sweep import StoredJob, save_sweep
+    from dtgui.launch.drivers import job_readers
 
     job = SlurmJob(cluster="hpc", nodes=2, partition="gpu", setup=("module load cuda",))
-    spec = SweepSpec(params=(parse_param("lr=choice:0.1,0.2"),), slurm=job)
+    spec = SweepSpec(params=(parse_param("lr=choice:0.1,0.2"),), job=job)
     save_sweep(tmp_path / "new", spec, Plan())
     data = json.loads((tmp_path / "new" / "sweep.json").read_text())
-    assert data["spec"]["slurm"]["partition"] == "gpu" and "extra" not in data["spec"]
-    assert load_sweep(tmp_path / "new")[0] == spec
+    assert data["spec"]["job"]["kind"] == "slurm" and data["spec"]["job"]["partition"] == "gpu"
+    assert "extra" not in data["spec"] and "slurm" not in data["spec"]
+    read = load_sweep(tmp_path / "new", job_readers())[0]
+    assert read == spec and isinstance(read.job, SlurmJob)
+    # without the readers (what only shows or exports a sweep) the job is kept as stored
+    stored = load_sweep(tmp_path / "new")[0]
+    assert stored.job == StoredJob("slurm", job.to_dict())
+    save_sweep(tmp_path / "again", stored, Plan())
+    assert load_sweep(tmp_path / "again", job_readers())[0] == spec
     old = tmp_path / "old"
     old.mkdir()
+    fields = {k: v for k, v in data["spec"].pop("job").items() if k != "kind"}
+    data["spec"]["slurm"] = fields  # an older dtgui's top-level key
+    (old / "sweep.json").write_text(json.dumps(data))
+    assert load_sweep(old, job_readers())[0] == spec
     data["spec"]["extra"] = {"slurm": data["spec"].pop("slurm"),
                              "trial_on": data["spec"].pop("trial_on")}
     (old / "sweep.json").write_text(json.dumps(data))
-    assert load_sweep(old)[0] == spec
+    assert load_sweep(old, job_readers())[0] == spec
     data["spec"]["extra"] = {"trial_on": ["local", "gpu1"]}
     (old / "sweep.json").write_text(json.dumps(data))
-    read = load_sweep(old)[0]
-    assert read.trial_on == ("local", "gpu1") and read.slurm is None
+    read = load_sweep(old, job_readers())[0]
+    assert read.trial_on == ("local", "gpu1") and read.job is None
     data["spec"]["extra"] = {"slurm": {"cluster": "hpc", "nodes": "many"}}
     (old / "sweep.json").write_text(json.dumps(data))
-    with pytest.raises(SweepError, match="Slurm job cannot be read"):
-        load_sweep(old)
+    with pytest.raises(SweepError, match="trial job cannot be read"):
+        load_sweep(old, job_readers())
+    data["spec"]["job"] = {"kind": "ssh", "host": "h"}  # a kind whose trials are not jobs
+    (old / "sweep.json").write_text(json.dumps(data))
+    with pytest.raises(SweepError, match="take no sweep's trials as jobs"):
+        load_sweep(old, job_readers())
 
 
 def test_the_objective_is_read_from_validation_or_a_scalar() -> None:

@@ -258,7 +258,7 @@ def test_the_dialog_offers_a_slurm_cluster_whose_jobs_are_the_trials(
     from PySide6.QtCore import Qt
 
     from dtgui.core.machines import Machine, MachineRegistry
-    from dtgui.core.slurm import SlurmDefaults
+    from dtgui.core.slurm import SlurmDefaults, SlurmJob
     from dtgui.core.strategies import Strategy
     from dtgui.launch.sweep_slots import job_slots
     from dtgui.ui.sweep_dialog import SweepDialog
@@ -267,21 +267,21 @@ def test_the_dialog_offers_a_slurm_cluster_whose_jobs_are_the_trials(
                       slurm=SlurmDefaults(partition="gpu", time_limit="01:00:00"))
     plan = Plan(run_name="mw", strategy=Strategy("multi_worker_mirrored"), workers=2,
                 replicas_per_task=1)
-    dialog = SweepDialog(plan, folder=tmp_path / "s", machines=["gpu1"], clusters=[cluster])
+    dialog = SweepDialog(plan, folder=tmp_path / "s", machines=["gpu1"], job_machines=[cluster])
     qtbot.addWidget(dialog)
     dialog.set_params(["lr=loguniform:1e-4:1e-1"])
     item = dialog.machines_list.item(2)
     assert item is not None and item.text() == "Slurm cluster hpc (a job a trial)"
     item.setCheckState(Qt.CheckState.Checked)  # with this machine still checked
-    assert "A Slurm cluster takes every trial" in dialog.problems.text()
+    assert "hpc takes every trial" in dialog.problems.text()
     here = dialog.machines_list.item(0)
     assert here is not None
     here.setCheckState(Qt.CheckState.Unchecked)
     assert dialog.problems_now() == []
     spec = dialog.spec()
     assert dialog.trial_on() == [] and spec.trial_on == ()
-    job = spec.slurm
-    assert job is not None and (job.cluster, job.nodes, job.tasks_per_node) == ("hpc", 2, 1)
+    job = spec.job
+    assert isinstance(job, SlurmJob) and (job.cluster, job.nodes, job.tasks_per_node) == ("hpc", 2, 1)
     assert (job.partition, job.time_limit, job.python) == ("gpu", "01:00:00",
                                                             "/opt/py/bin/python")
     dialog.parallel_spin.setValue(3)

@@ -131,12 +131,14 @@ def _on_cluster(args: argparse.Namespace, spec: SweepSpec, plan: Plan) -> SweepS
     except SlurmError as exc:
         text = str(exc).rstrip(".")
         raise SweepError([f"{text[:1].upper()}{text[1:]}."]) from exc
-    return dataclasses.replace(spec, slurm=job)
+    return dataclasses.replace(spec, job=job)
 
 
 def _resumed(args: argparse.Namespace) -> tuple[SweepSpec, Plan]:
     """The sweep in OUT, with the counts given now (written back when they changed)."""
-    spec, plan = load_sweep(args.out)
+    from dtgui.launch.drivers import job_readers
+
+    spec, plan = load_sweep(args.out, job_readers())
     if args.param and tuple(parse_param(p) for p in args.param) != spec.params:
         over = ", ".join(p.to_text() for p in spec.params)
         raise SweepError([f"{args.out} holds a sweep over {over}: its parameters stay (leave "

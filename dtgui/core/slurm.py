@@ -35,6 +35,7 @@ from dtgui.worker.tf_config import split_task_id, task_tf_config, tf_cluster
 JOB_FILE = "job.sbatch"  # the batch script in the bundle
 JOB_SETTINGS = "slurm.json"  # the job's settings in the bundle (what dtgui submits)
 LOCAL_CLUSTER = "local"  # this machine is the cluster's login node
+JOB_KIND = "slurm"  # its target's kind: the driver's (dtgui.launch.drivers.slurm)
 JOB_LOG = job_log_file("%j")  # the batch step's own output
 
 _NAME = re.compile(r"[A-Za-z0-9_.+-]{1,128}")  # partition, account, QoS
@@ -190,10 +191,18 @@ class SlurmJob:
                   setup=tuple(defaults.setup_lines()))
         return replace(job, **{k: v for k, v in overrides.items() if v is not None})
 
-    def to_json(self) -> str:
+    @property
+    def kind(self) -> str:
+        """The kind of target its driver is registered as (a sweep's trial job's kind)."""
+        return JOB_KIND
+
+    def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["setup"] = list(self.setup)
-        return json.dumps(data, indent=2) + "\n"
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2) + "\n"
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SlurmJob:

@@ -17,15 +17,14 @@ import enum
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from dtgui.core.plan import Plan, validate
 from dtgui.core.run_curves import lower_is_better
 from dtgui.core.script import ScriptModel
-from dtgui.core.slurm import SlurmError, SlurmJob
 
 SWEEP_FILE = "sweep.json"  # the sweep's settings and base plan, in its folder
 SWEEP_SCHEMA = 1
@@ -41,6 +40,34 @@ class SweepError(ValueError):
     def __init__(self, problems: Sequence[str]) -> None:
         super().__init__(" ".join(problems))
         self.problems = list(problems)
+
+
+class TrialJob(Protocol):
+    """What each trial of a sweep is on a target that takes jobs: its kind's own settings
+    (made by its kind's driver, `dtgui.launch.drivers`), kept in sweep.json as
+    `{"kind": KIND, **to_dict()}`."""
+
+    @property
+    def kind(self) -> str: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+# A kind's reader of its job's fields as sweep.json keeps them (ValueError or TypeError when
+# they make no job); the launch layer passes one per kind (`dtgui.launch.drivers.job_readers`).
+JobReader = Callable[[dict[str, Any]], TrialJob]
+
+
+@dataclass(frozen=True)
+class StoredJob:
+    """A trial job as sweep.json keeps it, read without its kind's reader (by what only
+    shows or exports a sweep): saved again as it was read."""
+
+    kind: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.fields)
 
 
 class SpaceKind(str, enum.Enum):
@@ -283,7 +310,7 @@ class SweepSpec:
     storage: str = ""  # "" = SQLite in the sweep's folder; else an Optuna storage URL
     seed: int = 0
     trial_on: tuple[str, ...] = ()  # each trial whole on one of these machines (--trial-on)
-    slurm: SlurmJob | None = None  # each trial one job of this kind on a Slurm cluster
+    job: TrialJob | None = None  # each trial one such job (its target: its kind's driver's)
 
     @property
     def goal(self) -> str:
@@ -302,10 +329,14 @@ class SweepSpec:
                 "objective": self.objective, "direction": self.direction,
                 "pruner": self.pruner, "storage": self.storage, "seed": self.seed,
                 "trial_on": list(self.trial_on),
-                "slurm": json.loads(self.slurm.to_json()) if self.slurm is not None else None}
+                "job": {"kind": self.job.kind, **self.job.to_dict()}
+                if self.job is not None else None}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SweepSpec:
+    def from_dict(cls, data: Mapping[str, Any],
+                  jobs: Mapping[str, JobReader] | None = None) -> SweepSpec:
+        """The spec of a sweep.json's "spec"; `jobs`: the reader of each kind's trial job
+        (None: the job is kept as stored, `StoredJob`)."""
         if data.get("schema") != SWEEP_SCHEMA:
             raise SweepError([f"sweep schema {data.get('schema')!r} is not {SWEEP_SCHEMA}."])
         # sweep.json files written before these fields had their own keys kept them in "extra"
@@ -319,19 +350,40 @@ class SweepSpec:
                    pruner=str(data.get("pruner", "median")),
                    storage=str(data.get("storage", "")), seed=int(data.get("seed", 0)),
                    trial_on=tuple(str(n) for n in trial_on),
-                   slurm=_sweep_job(data.get("slurm", old.get("slurm"))))
+                   job=_sweep_job(_stored_job(data, old), jobs))
 
 
-def _sweep_job(data: object) -> SlurmJob | None:
-    """The Slurm job of a sweep.json (None when its trials are not jobs)."""
+# An older dtgui kept the one kind of trial job it had under that kind's name (at the top
+# level, or earlier in "extra"); its fields are the job's.
+_OLD_JOB_KIND = "slurm"
+
+
+def _stored_job(data: Mapping[str, Any], old: Mapping[str, Any]) -> object:
+    """The trial job's entry of a sweep.json's spec, as {"kind": ..., **fields}."""
+    if "job" in data:
+        return data["job"]
+    stored = data.get(_OLD_JOB_KIND, old.get(_OLD_JOB_KIND))
+    if isinstance(stored, Mapping):
+        return {**stored, "kind": _OLD_JOB_KIND}
+    return stored
+
+
+def _sweep_job(data: object, jobs: Mapping[str, JobReader] | None) -> TrialJob | None:
+    """The trial job of a sweep.json (None when its trials are not jobs)."""
     if not data:
         return None
     try:
         if not isinstance(data, Mapping):
             raise TypeError(f"{type(data).__name__}, not an object")
-        return SlurmJob.from_dict(dict(data))
-    except (SlurmError, TypeError, ValueError) as exc:
-        raise SweepError([f"The sweep's Slurm job cannot be read ({exc}): start the sweep "
+        fields = {k: v for k, v in data.items() if k != "kind"}
+        kind = str(data.get("kind", ""))
+        if jobs is None:
+            return StoredJob(kind, fields)
+        if kind not in jobs:
+            raise ValueError(f"no kind of target {kind!r} takes jobs here")
+        return jobs[kind](fields)
+    except (TypeError, ValueError) as exc:
+        raise SweepError([f"The sweep's trial job cannot be read ({exc}): start the sweep "
                           "again in a new folder."]) from exc
 
 
@@ -431,10 +483,13 @@ def save_sweep(folder: Path, spec: SweepSpec, plan: Plan) -> None:
     tmp.replace(folder / SWEEP_FILE)
 
 
-def load_sweep(folder: Path) -> tuple[SweepSpec, Plan]:
+def load_sweep(folder: Path,
+               jobs: Mapping[str, JobReader] | None = None) -> tuple[SweepSpec, Plan]:
+    """The sweep in `folder`; `jobs`: as `SweepSpec.from_dict`'s (what starts trials passes
+    its drivers' readers)."""
     path = folder / SWEEP_FILE
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return SweepSpec.from_dict(data["spec"]), Plan.from_dict(data["plan"])
+        return SweepSpec.from_dict(data["spec"], jobs), Plan.from_dict(data["plan"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise SweepError([f"{path} cannot be read: {exc}"]) from exc

@@ -28,6 +28,7 @@ from typing import TextIO
 from dtgui.core.plan import Plan
 from dtgui.core.sweep import SweepError, SweepSpec, load_sweep, save_sweep
 from dtgui.launch.detached import Detached
+from dtgui.launch.drivers import job_readers
 
 MODULE = "dtgui.launch.sweep_process"
 PID_FILE = "sweep.pid"
@@ -50,7 +51,7 @@ def start_sweep(folder: Path, spec: SweepSpec, plan: Plan, python: str = "") -> 
 def resume_sweep(folder: Path, trials: int, python: str = "") -> int:
     """Go on with the sweep in `folder` in the background, up to `trials` trials in all; its
     pid. SweepError when the folder holds no sweep, or its process still runs."""
-    spec, plan = load_sweep(folder)  # a folder without a sweep: said here, not in the log
+    spec, plan = load_sweep(folder, job_readers())  # a folder without a sweep: said here, not in the log
     if sweep_pid(folder) is not None:
         raise SweepError([f"A sweep already runs in {folder}."])
     if trials != spec.trials:
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
         with SWEEP_PROCESS.claim(args.folder):
-            spec, plan = load_sweep(args.folder)
+            spec, plan = load_sweep(args.folder, job_readers())
             return run_sweep(args.folder, spec, plan, sys.stdout, sys.stderr)
     except SweepError as exc:
         for problem in exc.problems:

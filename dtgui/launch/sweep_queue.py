@@ -3,8 +3,8 @@ launch pipeline, pruned from its live validation values (docs/sweeps.md).
 
 `prepare_sweep(folder, spec, plan)` checks a new sweep and writes its folder (`sweep.json` and
 its study), once; `SweepQueue.new(folder, spec, plan)` is that and the queue, and
-`SweepQueue(folder, *load_sweep(folder))` the queue of a sweep prepared before (its own
-process, `dtgui.launch.sweep_process`). `queue.run()` asks the study for a trial whenever a
+`SweepQueue(folder, *load_sweep(folder, job_readers()))` the queue of a sweep prepared
+before (its own process, `dtgui.launch.sweep_process`; the drivers read its trial job). `queue.run()` asks the study for a trial whenever a
 slot is free, makes its plan (`dtgui.core.sweep.apply`), launches it with `launch_plan` and follows its
 `RunController`: each new point of the objective's series (the run's curves, folded by
 `dtgui.core.run_curves`) is reported to Optuna, and a trial its pruner gives up is stopped
@@ -121,7 +121,7 @@ class SweepQueue:
         self.study = open_study(self.spec, self.folder)  # an unreachable storage: said now
         if self.slots is None:
             self.slots = slots_for(self.plan, self.spec.parallel, self.notes,
-                                   machines=self.spec.trial_on, job=self.spec.slurm)
+                                   machines=self.spec.trial_on, job=self.spec.job)
         self._prober: GpuProber | None = None
         if self.busy is None and any(s.gpus for s in self.slots):
             self._prober = GpuProber({t.name: t.machine for s in self.slots

@@ -331,7 +331,7 @@ class MainWindow(QMainWindow):
         dialog = SweepDialog(plan, parent=parent or self,
                              machines=[m.name for m in over_ssh],
                              gpus=self.machines.gpu_facts(),
-                             clusters=[m for m in machines if m not in over_ssh])
+                             job_machines=[m for m in machines if m not in over_ssh])
         dialog.accepted.connect(lambda: self._start_sweep(dialog))
         dialog.open()
         return dialog

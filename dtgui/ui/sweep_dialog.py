@@ -43,7 +43,6 @@ from PySide6.QtWidgets import (
 from dtgui.core.hardware import GpuInfo
 from dtgui.core.machines import Machine
 from dtgui.core.plan import LOCAL_MACHINE, Plan
-from dtgui.core.slurm import SlurmJob
 from dtgui.core.sweep import (
     DEFAULT_OBJECTIVE,
     PLAN_FIELDS,
@@ -54,6 +53,7 @@ from dtgui.core.sweep import (
     SpaceKind,
     SweepError,
     SweepSpec,
+    TrialJob,
     check,
     parse_param,
 )
@@ -61,7 +61,7 @@ from dtgui.launch.drivers import Refused, owner_of, trial_job
 from dtgui.launch.sweep_slots import GpuReport, free_groups, per_trial_gpus
 
 ERROR_STYLE = "color: #b00020"
-CLUSTER_ROLE = Qt.ItemDataRole.UserRole + 1  # a "Trials run on" item that is a Slurm cluster
+JOB_ROLE = Qt.ItemDataRole.UserRole + 1  # a "Trials run on" item whose trials are jobs there
 # The settings a row may vary: (what the user reads, the parameter's name).
 SETTINGS = (
     ("learning rate", "lr"), ("batch size (per replica)", "batch-size"),
@@ -276,29 +276,31 @@ class SweepDialog(QDialog):
     def __init__(self, plan: Plan, folder: Path | None = None,
                  parent: QWidget | None = None, machines: list[str] | None = None,
                  gpus: dict[str, list[GpuInfo]] | None = None,
-                 clusters: Sequence[Machine] = ()) -> None:
+                 job_machines: Sequence[Machine] = ()) -> None:
         """`machines`: the registered machines a trial may run on besides this one; `gpus`:
-        machine ("local" = this one) -> its GPUs by its last probe; `clusters`: the
-        registered Slurm clusters (checked alone: each trial is a job there)."""
+        machine ("local" = this one) -> its GPUs by its last probe; `job_machines`: the
+        registered machines a kind owns (a Slurm cluster; checked alone: each trial is a job
+        there, made by the kind's driver)."""
         super().__init__(parent)
         self.setWindowTitle(f"Sweep of {plan.run_name}")
         self.base_plan = plan
         self.gpus = dict(gpus or {})
-        self.clusters = {m.name: m for m in clusters if owner_of(m) is not None}
+        self.owners = {m.name: d for m in job_machines if (d := owner_of(m)) is not None}
+        self.job_machines = {m.name: m for m in job_machines if m.name in self.owners}
         self.machines_list = QListWidget()
         self.machines_list.setToolTip(
             "Each trial runs whole on one of the checked machines (on a GPU run setup, a trial "
             "per free GPU, or group of GPUs, of each); more at once than free places wait. "
-            "A Slurm cluster, checked alone: each trial is a job of its own in its queue, "
-            "placed by Slurm, as many queued at once as asked")
-        names = [LOCAL_MACHINE, *(n for n in machines or [] if n not in self.clusters)]
-        for name in [*names, *self.clusters]:
+            "A cluster with a scheduler (Slurm), checked alone: each trial is a job of its own "
+            "in its queue, placed by its scheduler, as many queued at once as asked")
+        names = [LOCAL_MACHINE, *(n for n in machines or [] if n not in self.job_machines)]
+        for name in [*names, *self.job_machines]:
             text = ("this machine" if name == LOCAL_MACHINE else name) + self._gpu_text(name)
-            if name in self.clusters:
-                text = f"Slurm cluster {name} (a job a trial)"
+            if name in self.job_machines:
+                text = self.owners[name].trial_target_text(self.job_machines[name])
             item = QListWidgetItem(text)
             item.setData(Qt.ItemDataRole.UserRole, name)
-            item.setData(CLUSTER_ROLE, name in self.clusters)
+            item.setData(JOB_ROLE, name in self.job_machines)
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
             item.setCheckState(Qt.CheckState.Checked if name == LOCAL_MACHINE
                                else Qt.CheckState.Unchecked)
@@ -455,7 +457,7 @@ class SweepDialog(QDialog):
         return self._spec_of(params)
 
     def _spec_of(self, params: list[Param]) -> SweepSpec:
-        job, _ = self.cluster_job()
+        job, _ = self.trial_job()
         return SweepSpec(params=tuple(params),
                          trials=self.trials_spin.value(),
                          parallel=self.parallel_spin.value(),
@@ -465,10 +467,10 @@ class SweepDialog(QDialog):
                          pruner=str(self.pruner_box.currentData()),
                          storage=self.storage_edit.text().strip(),
                          trial_on=() if job is not None else tuple(self.trial_on()),
-                         slurm=job)
+                         job=job)
 
     def _checked(self) -> list[str]:
-        """The names checked (machines and clusters)."""
+        """The names checked (machines, and those whose trials are jobs)."""
         if not self.machines_list.isEnabled():
             return []
         return [str(item.data(Qt.ItemDataRole.UserRole))
@@ -478,21 +480,20 @@ class SweepDialog(QDialog):
 
     def trial_on(self) -> list[str]:
         """The machines checked, when they are not just this one (then: [], the default)."""
-        names = [n for n in self._checked() if n not in self.clusters]
+        names = [n for n in self._checked() if n not in self.job_machines]
         return [] if names == [LOCAL_MACHINE] else names
 
-    def cluster_job(self) -> tuple[SlurmJob | None, str]:
-        """The job each trial is when a Slurm cluster is checked, else None; and why the
-        cluster's defaults make no job ("" when they do)."""
-        chosen = [n for n in self._checked() if n in self.clusters]
+    def trial_job(self) -> tuple[TrialJob | None, str]:
+        """The job each trial is when a machine whose trials are jobs is checked (its
+        driver's `trial_job`), else None; and why its defaults make no job ("" when they
+        do)."""
+        chosen = [n for n in self._checked() if n in self.job_machines]
         if not chosen:
             return None, ""
         try:
-            job = trial_job(self.base_plan, self.clusters[chosen[0]])
+            return trial_job(self.base_plan, self.job_machines[chosen[0]]), ""
         except Refused as exc:
             return None, str(exc)
-        assert isinstance(job, SlurmJob), f"a sweep keeps a Slurm job, not {job!r}"
-        return job, ""
 
     def folder(self) -> Path | None:
         text = self.folder_edit.text().strip()
@@ -524,10 +525,11 @@ class SweepDialog(QDialog):
                              for i in range(self.machines_list.count()))):
             others.append("Check at least one machine for the trials to run on.")
         checked = self._checked()
-        if any(n in self.clusters for n in checked) and len(checked) > 1:
-            others.append("A Slurm cluster takes every trial (Slurm places each trial's job): "
-                          "check it alone.")
-        others += [why for why in [self.cluster_job()[1]] if why]
+        jobs_on = [n for n in checked if n in self.job_machines]
+        if jobs_on and len(checked) > 1:
+            others.append(f"{jobs_on[0]} takes every trial (its scheduler places each "
+                          "trial's job): check it alone.")
+        others += [why for why in [self.trial_job()[1]] if why]
         folder = self.folder()
         if folder is None:
             others.append("Choose the sweep's folder.")
@@ -552,7 +554,7 @@ class SweepDialog(QDialog):
         when fewer than asked ("" otherwise, or when their GPUs are not known yet)."""
         plan = self.base_plan
         names = self.trial_on() or [LOCAL_MACHINE]
-        if self.cluster_job()[0] is not None:  # Slurm places the trials' jobs
+        if self.trial_job()[0] is not None:  # its scheduler places the trials' jobs
             return ""
         if not plan.on_gpu or not self.machines_list.isEnabled() \
                 or any(n not in self.gpus for n in names):

@@ -16,6 +16,7 @@ from dtgui.core.bundle import Bundle
 from dtgui.core.machines import Machine, MachineRegistry
 from dtgui.core.plan import LOCAL_MACHINE, Plan
 from dtgui.core.runs import MachineRecord, RunRecord
+from dtgui.core.sweep import JobReader, TrialJob
 from dtgui.launch.drivers.base import Driver, Refused
 from dtgui.launch.drivers.local import LocalDriver, local_executor, local_target
 from dtgui.launch.drivers.slurm import (
@@ -28,10 +29,11 @@ from dtgui.launch.drivers.ssh import SshDriver, ssh_target
 from dtgui.launch.executor import Executor
 from dtgui.launch.targets import Target
 
-__all__ = ["DRIVERS", "Driver", "Refused", "bundle_targets", "chosen_targets", "cluster_job_target",
-           "cluster_target", "driver_for", "export_job", "job_target", "local_executor",
-           "local_target", "owner_of", "plan_targets", "register", "ssh_machines", "ssh_target",
-           "started_lines", "target_of_record", "trial_job"]
+__all__ = ["DRIVERS", "Driver", "Refused", "bundle_targets", "chosen_targets",
+           "cluster_job_target", "cluster_target", "driver_for", "export_job", "job_readers",
+           "job_target", "local_executor", "local_target", "owner_of", "plan_targets",
+           "register", "ssh_machines", "ssh_target", "started_lines", "target_of_record",
+           "trial_job"]
 
 DRIVERS: dict[str, Driver] = {}
 
@@ -65,7 +67,7 @@ def ssh_machines(machines: Sequence[Machine]) -> list[Machine]:
     return [m for m in machines if owner_of(m) is None]
 
 
-def trial_job(plan: Plan, machine: Machine) -> object:
+def trial_job(plan: Plan, machine: Machine) -> TrialJob:
     """The job each trial of a sweep over `plan` is on a registered machine a kind owns
     (its driver's `trial_job`). Refused for a machine no kind owns, or defaults that make
     no job."""
@@ -73,6 +75,11 @@ def trial_job(plan: Plan, machine: Machine) -> object:
     if owner is None:
         raise Refused(f"{machine.name} takes a sweep's trials as processes, not as jobs")
     return owner.trial_job(plan, machine)
+
+
+def job_readers() -> dict[str, JobReader]:
+    """Each kind's reader of a sweep's trial job as sweep.json keeps it (`load_sweep`)."""
+    return {kind: driver.job_from_dict for kind, driver in DRIVERS.items()}
 
 
 def plan_targets(plan: Plan, machines: Mapping[str, Machine]) -> list[Target]:

@@ -18,7 +18,9 @@ never asks which kind a target is. A driver:
 * `owns`: whether a registered machine is this kind's (a Slurm cluster's login node), so
   no machine tasks are placed on over SSH;
 * `target_of_job`: the target of what the wizard's box for the kind made (a Slurm job);
-* `trial_job`: the job each trial of a sweep is on a registered machine the kind owns;
+* `trial_job`: the job each trial of a sweep is on a registered machine the kind owns,
+  `trial_target_text` how the sweep dialog offers that machine, `job_from_dict` the job
+  read back from sweep.json;
 * `export`: the bundle of such a job written for a run without dtgui, and how to start it;
 * `cleanup`: what a launch that did not start leaves on the target, removed.
 
@@ -29,12 +31,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dtgui.core.bundle import Bundle
 from dtgui.core.machines import Machine, MachineRegistry
 from dtgui.core.plan import Plan
 from dtgui.core.runs import MachineRecord
+from dtgui.core.sweep import TrialJob
 from dtgui.launch.executor import Executor
 from dtgui.launch.launch_state import Launch
 from dtgui.launch.targets import Target
@@ -116,10 +119,19 @@ class Driver:
         machine is not among them."""
         return None
 
-    def trial_job(self, plan: Plan, machine: Machine) -> object:
+    def trial_job(self, plan: Plan, machine: Machine) -> TrialJob:
         """The job each trial of a sweep over `plan` is on `machine`, a registered machine
         this kind owns (from its registered defaults). Refused when they make no job."""
         raise Refused(f"{machine.name} takes no sweep's trials as jobs")
+
+    def trial_target_text(self, machine: Machine) -> str:
+        """How the sweep dialog's "Trials run on" offers `machine`, one this kind owns."""
+        return f"{machine.name} (a job a trial)"
+
+    def job_from_dict(self, data: dict[str, Any]) -> TrialJob:
+        """The trial job whose fields sweep.json keeps (its `to_dict()`). ValueError or
+        TypeError when they make no job of this kind."""
+        raise ValueError(f"targets of kind {self.kind!r} take no sweep's trials as jobs")
 
     def export(self, plan: Plan, destination: Path,
                job: object) -> tuple[Bundle, str] | None:

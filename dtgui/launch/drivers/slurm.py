@@ -21,7 +21,7 @@ from dtgui.core.bundle import Bundle
 from dtgui.core.machines import Machine, MachineRegistry
 from dtgui.core.plan import LOCAL_MACHINE, Plan
 from dtgui.core.runs import MachineRecord
-from dtgui.core.slurm import LOCAL_CLUSTER, SlurmError, SlurmJob
+from dtgui.core.slurm import JOB_KIND, LOCAL_CLUSTER, SlurmError, SlurmJob
 from dtgui.launch.drivers.base import Driver, Refused, command_runner
 from dtgui.launch.executor import Executor
 from dtgui.launch.launch_state import Launch
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from dtgui.remote.connection import SSHClient
     from dtgui.remote.connector import Connector
 
-KIND = "slurm"
+KIND = JOB_KIND
 DEFAULT_SHARED_DIR = "dtgui-runs"  # under the login node's home, when none is registered
 
 
@@ -144,6 +144,12 @@ class SlurmDriver(Driver):
 
     def owns(self, machine: Machine) -> bool:
         return machine.is_slurm
+
+    def trial_target_text(self, machine: Machine) -> str:
+        return f"Slurm cluster {machine.name} (a job a trial)"
+
+    def job_from_dict(self, data: dict[str, Any]) -> SlurmJob:
+        return SlurmJob.from_dict(data)
 
     def target_of_job(self, job: object,
                       machines: Mapping[str, Machine]) -> Target | None:
