@@ -291,3 +291,61 @@ def test_the_dialog_offers_a_slurm_cluster_whose_jobs_are_the_trials(
     assert [s.name for s in slots] == ["hpc job #1", "hpc job #2", "hpc job #3"]
     assert all(s.targets[0].job == job and s.targets[0].machine == cluster for s in slots)
 
+
+
+def test_the_dialog_offers_the_machines_any_kind_owns_and_keeps_its_job(
+        qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kind registered by this test alone (its driver owns one registered machine): the
+    dialog offers that machine with the driver's text, the sweep's job is the driver's, and
+    sweep.json keeps it by its kind and reads it back through the driver."""
+    from dataclasses import asdict, dataclass
+    from typing import Any
+
+    from PySide6.QtCore import Qt
+
+    from dtgui.core.machines import Machine
+    from dtgui.core.sweep import load_sweep
+    from dtgui.launch.drivers import DRIVERS, Driver, job_readers
+    from dtgui.ui.sweep_dialog import SweepDialog
+
+    @dataclass(frozen=True)
+    class FarmJob:
+        machine: str
+        slots: int
+
+        @property
+        def kind(self) -> str:
+            return "farm"
+
+        def to_dict(self) -> dict[str, Any]:
+            return asdict(self)
+
+    class FarmDriver(Driver):
+        kind = "farm"
+
+        def owns(self, machine: Machine) -> bool:
+            return machine.name.startswith("farm")
+
+        def trial_job(self, plan: Plan, machine: Machine) -> FarmJob:
+            return FarmJob(machine.name, plan.workers)
+
+        def trial_target_text(self, machine: Machine) -> str:
+            return f"the farm at {machine.host}"
+
+        def job_from_dict(self, data: dict[str, Any]) -> FarmJob:
+            return FarmJob(str(data["machine"]), int(data["slots"]))
+
+    monkeypatch.setitem(DRIVERS, FarmDriver.kind, FarmDriver())
+    farm = Machine(name="farm1", host="farm.example.org", user="me")
+    dialog = SweepDialog(Plan(workers=3), folder=tmp_path / "s", job_machines=[farm])
+    qtbot.addWidget(dialog)
+    dialog.set_params(["lr=loguniform:1e-4:1e-1"])
+    here, item = dialog.machines_list.item(0), dialog.machines_list.item(1)
+    assert here is not None and item is not None
+    assert item.text() == "the farm at farm.example.org"
+    item.setCheckState(Qt.CheckState.Checked)
+    here.setCheckState(Qt.CheckState.Unchecked)
+    spec = dialog.spec()
+    assert spec.job == FarmJob("farm1", 3) and spec.trial_on == ()
+    save_sweep(tmp_path / "s", spec, Plan(workers=3))
+    assert load_sweep(tmp_path / "s", job_readers())[0].job == FarmJob("farm1", 3)
