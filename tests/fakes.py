@@ -17,6 +17,7 @@ stand-in in tests/test_supervisor.py (`Stand`) is part of the code that child pr
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import shlex
 import signal
@@ -275,9 +276,14 @@ printf '%s\\n' "$CUDA_VISIBLE_DEVICES" > "$DUMP.cuda"
 
 
 def use_fake_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
-    """This process imports tests/fake_nvml/pynvml.py as `pynvml` (for this test)."""
-    monkeypatch.syspath_prepend(str(FAKE_NVML))
-    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
+    """This process imports tests/fake_nvml/pynvml.py as `pynvml`, for this test only: the
+    fake is put in sys.modules through monkeypatch, so that afterwards the pynvml this process
+    had (or none) is back and a later test in the same process never reads the fake GPUs."""
+    spec = importlib.util.spec_from_file_location("pynvml", FAKE_NVML / "pynvml.py")
+    assert spec is not None and spec.loader is not None
+    fake = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fake)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
 
 
 def pynvml_slow_to_start(folder: Path, started: Path) -> Path:

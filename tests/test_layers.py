@@ -217,7 +217,7 @@ def test_gui_process_never_loads_tensorflow() -> None:
         "w = MainWindow(); w.show(); app.processEvents()\n"
         "wiz = RunWizard(None, None, w); wiz.show(); app.processEvents()\n"
         "import dtgui.cli, dtgui.core.bundle, dtgui.launch.pipeline\n"
-        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras'))\n"
+        "bad = sorted(m for m in list(sys.modules) if m.split('.')[0] in ('tensorflow', 'keras'))\n"
         "print('LOADED', bad)\n"
         "wiz.close(); w.close()\n"
         "sys.exit(1 if bad else 0)\n"
