@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fakes import use_fake_nvml
+from fakes import FAKE_NVML, use_fake_nvml
 from pytestqt.qtbot import QtBot
 
 from dtgui.core.events import Event
@@ -124,3 +124,15 @@ def test_the_dashboard_card_shows_peaks_warning_and_network(qtbot: QtBot) -> Non
     assert not split_card.network_label.isHidden()
     panel._loaded([])
     assert split_card.network_label.text() == "" and split_card.network_label.isHidden()
+
+
+def test_the_fake_nvml_is_this_tests_only() -> None:
+    """A test's fake pynvml is gone after it: a later test in the same process (the main
+    window detecting this machine's GPUs) reads the pynvml the process had, or none."""
+    before = sys.modules.get("pynvml")
+    with pytest.MonkeyPatch.context() as patch:
+        use_fake_nvml(patch)
+        import pynvml
+
+        assert Path(str(pynvml.__file__)) == FAKE_NVML / "pynvml.py"
+    assert sys.modules.get("pynvml") is before
