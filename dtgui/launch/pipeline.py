@@ -9,8 +9,8 @@ a user's own script, and copies nothing. What a step does on a target is its kin
     connect      every target reached over SSH (host keys verified)
     check        each target as its driver checks it, one round trip a machine (this
                  machine, SSH machines: Python and TensorFlow, the run directory, free ports
-                 or the plan's ports bind-tested, a user's script's imports; a Slurm job:
-                 the cluster's partitions), then the TensorFlow versions agree
+                 or the plan's ports bind-tested, a user's script's imports; a batch job:
+                 the scheduler's partitions), then the TensorFlow versions agree
     place        the tasks on their machines with those ports (the targets' drivers' one
                  placement; a kind whose run takes no other machine refuses others)
     render       the bundle under the runs directory, with each driver's own files
@@ -18,7 +18,7 @@ a user's own script, and copies nothing. What a step does on a target is its kin
     record       the run record (the history lists the run from now on) and one executor a
                  target, as its driver makes it
     upload       the bundle copied to every target reached over SSH
-    start        every task (a Slurm cluster: `sbatch`), then the run policy watches
+    start        every task (a batch scheduler: the job submitted), then the run policy watches
                  (`RunController`)
 
 `launch_bundle(bundle, ...)` runs the same steps but place, render and check model on a
@@ -318,7 +318,7 @@ def launch_plan(plan: Plan, runs_root: Path | None = None, *,
     """
     targets = _known(targets) or [local_target()]
     whole = [t for t in targets if driver_for(t).whole_run]
-    if assignments is None and whole:  # e.g. a Slurm job: every task is on the cluster
+    if assignments is None and whole:  # one batch job: every task is on its scheduler's nodes
         assignments = {f"{kind}:{index}": whole[0].name for kind, index in task_layout(plan)}
     if assignments is None:  # the plan's own placement, or every task on this machine
         assignments = {t.task_id: t.machine_name for t in plan.tasks} if plan.tasks \
@@ -338,7 +338,7 @@ def launch_bundle(bundle: Bundle, targets: Sequence[Target] = (), *,
     the controller that watches it: connect, check, record (in the bundle), upload, start.
 
     `targets`: the machines its tasks are placed on (default: those the drivers find for
-    the bundle: a Slurm bundle's cluster, else this machine)."""
+    the bundle: the scheduler a job's bundle was written for, else this machine)."""
     plan = bundle.plan
     try:
         targets = _known(targets) or bundle_targets(bundle)
