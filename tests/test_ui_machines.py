@@ -536,3 +536,17 @@ def test_two_machines_keys_versions_and_the_doctor_all_by_clicking(
             assert tf.status == FAIL and tf.fix.startswith(f"pip install tensorflow=={local_tf}")
         assert check_of(doctor, name, "Python").status in (OK, "warn")
     doctor.close()
+
+
+def test_the_connection_test_says_its_message_as_it_is(qtbot: QtBot, tmp_path: Path) -> None:
+    """Quotes, angle brackets and ampersands of a connection's message show as written (not
+    as HTML entities)."""
+    from dtgui.core.machines import Machine
+    from dtgui.ui.machines.connect_flow import Outcome
+
+    dialog = MachineDialog(MachineRegistry(tmp_path / "machines.toml"), None)
+    qtbot.addWidget(dialog)
+    message = "the host's key isn't known: <check it> & trust it"
+    dialog._tested([Outcome(Machine("a", "10.0.0.1"), error=hostkeys.ConnectError(message))])
+    assert dialog.test_label.text() == f"✗ {message}"
+    assert dialog.test_label.textFormat() == Qt.TextFormat.PlainText

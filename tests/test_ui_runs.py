@@ -77,12 +77,14 @@ def make_run(name: str, state: RunState, loss: float | None, created: float) -> 
 def test_runs_page_lists_running_and_finished_runs(qtbot: QtBot) -> None:
     make_run("old", RunState.FINISHED, 0.3333, time.time() - 100)
     make_run("live", RunState.RUNNING, None, time.time())
+    make_run("tiny", RunState.FINISHED, 4.01e-05, time.time() - 200)
     page = RunsPage()
     qtbot.addWidget(page)
     page.refresh()
-    qtbot.waitUntil(lambda: page.table.rowCount() == 2, timeout=5000)
-    assert [cell_text(page.table, r, 0) for r in range(2)] == ["live", "old"]
+    qtbot.waitUntil(lambda: page.table.rowCount() == 3, timeout=5000)
+    assert [cell_text(page.table, r, 0) for r in range(3)] == ["live", "old", "tiny"]
     assert cell_text(page.table, 1, 4) == "0.3333"
+    assert cell_text(page.table, 2, 4) == "4.01e-05"  # as the dashboard says it, not 0.0000
     assert cell_text(page.table, 0, 3) == "running · not watched"  # dtgui's watcher: none
     assert "nothing stops the others" in cell(page.table, 0, 3).toolTip()
     assert "1 run(s) still training" in page.summary.text()

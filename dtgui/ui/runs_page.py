@@ -158,7 +158,8 @@ class RunsPage(QWidget):
         for row, r in enumerate(self.records):
             info = STRATEGIES.get(r.strategy)
             machines = ", ".join(m.name for m in r.machines) or "local"
-            loss = f"{r.final_loss:.4f}" if r.final_loss is not None else ""
+            # significant digits, as the dashboard says it (a small loss is not 0.0000)
+            loss = f"{r.final_loss:.4g}" if r.final_loss is not None else ""
             state = str(r.state)
             if r.is_active:
                 state += " · watched" if watched[row] else " · not watched"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import getpass
-import html
 import os
 
 from PySide6.QtCore import Qt, QTimer
@@ -136,6 +135,7 @@ class MachineDialog(QDialog):
         self.test_button = QPushButton("Test connection")
         self.test_button.clicked.connect(self.test_connection)
         self.test_label = QLabel("")
+        self.test_label.setTextFormat(Qt.TextFormat.PlainText)  # a message shows as it is
         self.test_label.setWordWrap(True)
         self.test_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         test_row = QHBoxLayout()
@@ -296,19 +296,19 @@ class MachineDialog(QDialog):
         kind, value = self.secret()
         given = Secrets({machine.name: {kind: value}} if kind and value else None)
         self.test_button.setEnabled(False)
-        self._show_test("muted", f"Connecting to {html.escape(machine.address)}…")
+        self._show_test("muted", f"Connecting to {machine.address}…")
         batch = self.flow.start([machine], _whoami, given)
         batch.progress.connect(lambda _n, text: None if batch.finished
-                               else self._show_test("muted", html.escape(text)))
+                               else self._show_test("muted", text))
         batch.done.connect(self._tested)
 
     def _tested(self, outcomes: list[Outcome]) -> None:
         self.test_button.setEnabled(not self.problems())
         outcome = outcomes[0]
         if outcome.ok:
-            self._show_test("okText", f"✓ {html.escape(outcome.value)}")
+            self._show_test("okText", f"✓ {outcome.value}")
         else:
-            self._show_test("errorText", f"✗ {html.escape(outcome.message)}")
+            self._show_test("errorText", f"✗ {outcome.message}")
 
     def _show_test(self, name: str, text: str) -> None:
         repolish(self.test_label, name)
