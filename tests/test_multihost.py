@@ -244,6 +244,10 @@ def test_a_killed_or_hung_worker_fails_the_run_within_10_s_and_nothing_is_left(
     controller = lab.launch(plan, assign(plan, machines=["h2", "h3"]), stub=True)
     try:
         wait_for(lambda: step_of(controller) >= 5, 60, "the run did not start stepping")
+        # its error quotes its last log lines: the victim has printed one (a step's event can
+        # be read before the line printed with it)
+        wait_for(lambda: any(line.strip() for line in controller.metrics.log_lines("worker:1")),
+                 30, "worker:1 printed no line")
         victim = record_of(controller).pids()["worker:1"]
         os.killpg(victim, sig)
         seconds = wait_for(
