@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,7 +123,3 @@ def busy_gpus(holds: Sequence[Hold]) -> dict[str, dict[int, str]]:
         out.setdefault(hold.machine, {})[hold.gpu] = hold.text
     return out
 
-
-def held_by_sweeps(holds: Sequence[Hold]) -> Mapping[str, set[int]]:
-    """Machine -> the GPUs sweeps' trials hold (as `sweep_slots.held_gpus` gives runs')."""
-    return {machine: set(gpus) for machine, gpus in busy_gpus(holds).items()}

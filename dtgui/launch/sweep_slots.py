@@ -36,7 +36,7 @@ from dtgui.launch.drivers import (
     ssh_machines,
     ssh_target,
 )
-from dtgui.launch.sweep_holds import Hold, held_by_sweeps, read_holds
+from dtgui.launch.sweep_holds import Hold, busy_gpus, read_holds
 from dtgui.launch.targets import Target
 from dtgui.remote.commands import CommandRunner, CommandTimeout, LocalRunner, SshRunner
 from dtgui.remote.connector import Connector
@@ -69,6 +69,7 @@ class GpuReport:
     gpus: list[GpuInfo] = field(default_factory=list)
     with_processes: set[int] = field(default_factory=set)
     error: str = ""
+    held_by: dict[int, str] = field(default_factory=dict)  # GPU -> the run or trial given it
 
     def idle(self) -> list[int]:
         return idle(self.gpus, self.with_processes)
@@ -182,13 +183,17 @@ ALL_GPUS = -1  # in `held_gpus`: every GPU of the machine (a GPU run not given a
 def held_gpus(plans: Sequence[Plan]) -> dict[str, set[int]]:
     """Machine -> the GPUs these runs' tasks were given (ALL_GPUS for a GPU task given none:
     it sees every GPU of its machine)."""
-    held: dict[str, set[int]] = {}
+    return {machine: set(gpus) for machine, gpus in gpu_holders(plans).items()}
+
+
+def gpu_holders(plans: Sequence[Plan]) -> dict[str, dict[int, str]]:
+    """Machine -> GPU (ALL_GPUS: every one) -> the run given it ("run NAME")."""
+    held: dict[str, dict[int, str]] = {}
     for plan in plans:
         for task in plan.tasks:
-            if task.gpus:
-                held.setdefault(task.machine_name, set()).update(task.gpus)
-            elif plan.on_gpu:
-                held.setdefault(task.machine_name, set()).add(ALL_GPUS)
+            gpus = task.gpus or ((ALL_GPUS,) if plan.on_gpu else ())
+            for gpu in gpus:
+                held.setdefault(task.machine_name, {}).setdefault(gpu, f"run {plan.run_name}")
     return held
 
 
@@ -202,11 +207,11 @@ def active_run_plans(records: Sequence[RunRecord] | None = None) -> list[Plan]:
     return plans
 
 
-def _hold(report: GpuReport, held: set[int]) -> GpuReport:
-    """The report with the GPUs runs hold counted as in use."""
-    every = {g.index for g in report.gpus} if ALL_GPUS in held else set()
-    return GpuReport(report.gpus, report.with_processes | (held - {ALL_GPUS}) | every,
-                     report.error)
+def _hold(report: GpuReport, held: Mapping[int, str]) -> GpuReport:
+    """The report with the GPUs runs and trials hold counted as in use (and by whom)."""
+    by = {g.index: held[ALL_GPUS] for g in report.gpus} if ALL_GPUS in held else {}
+    by.update({gpu: who for gpu, who in held.items() if gpu != ALL_GPUS})
+    return GpuReport(report.gpus, report.with_processes | set(by), report.error, by)
 
 
 # -- asking the machines -----------------------------------------------------------------------
@@ -237,8 +242,8 @@ class GpuProber:
         counted as in use."""
         report = self._ask(name)
         key = LOCAL_MACHINE if is_local_machine(name) else name
-        held = held_gpus(self.runs()).get(key, set()) | \
-            held_by_sweeps(self.sweeps()).get(key, set())
+        held = {**gpu_holders(self.runs()).get(key, {}),
+                **busy_gpus(self.sweeps()).get(key, {})}
         return _hold(report, held) if held else report
 
     def _ask(self, name: str) -> GpuReport:
@@ -260,17 +265,22 @@ class GpuProber:
     def busy(self, slot: Slot) -> str:
         """Why the slot cannot take a trial now ("" when every GPU of it is free, and for a
         slot without GPUs)."""
-        if not slot.gpus:
-            return ""
-        report = self.report(slot.targets[0].name)
+        return self.taken(slot.targets[0].name, slot.gpus) if slot.gpus else ""
+
+    def taken(self, machine: str, gpus: Sequence[int] | None) -> str:
+        """Why these GPUs of `machine` (None: every one it has) cannot be given to a run now,
+        naming who has them ("" when all are free)."""
+        report = self.report(machine)
         if report.error and not report.gpus:
             return f"its machine's GPUs cannot be read ({report.error})"
         free = set(report.idle())
-        taken = [g for g in slot.gpus if g not in free]
-        if taken:
-            return (f"GPU {', '.join(map(str, taken))} is in use by another process "
-                    "(or given to another run)")
-        return ""
+        wanted = [g.index for g in report.gpus] if gpus is None else list(gpus)
+        taken = [g for g in wanted if g not in free]
+        if not taken:
+            return ""
+        who = sorted({report.held_by.get(g, "another process") for g in taken})
+        where = "" if is_local_machine(machine) else f" of {machine}"
+        return f"GPU {', '.join(map(str, taken))}{where} is in use by {' and '.join(who)}"
 
     def close(self) -> None:
         for runner in self._clients.values():

@@ -1,0 +1,140 @@
+"""Single runs that wait for a busy GPU ("Launch when free"): the queue's own process (real,
+detached) reads this machine's GPU through the machine probe and a fake NVML replaying the
+H100 captures (tests/fake_nvml), and starts each queued run through the one pipeline (the
+stub training child) when its GPU is free: first when another process leaves the GPU, then,
+for a second run on the only GPU, when the first run ends. The queue is reordered and
+cancelled while a run waits; a damaged queue file is refused with what to do, and kept."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from dtgui.core.placement import place_local
+from dtgui.core.plan import DeviceKind, MachineAccess, Plan
+from dtgui.core.queue_file import QueueError, ahead_of, moved
+from dtgui.core.run_state import RunState
+from dtgui.core.runs import RunHistory, RunRecord
+from dtgui.core.strategies import Strategy
+from dtgui.launch.pipeline import reattach
+from dtgui.launch.run_queue import (
+    QueuedRun,
+    cancel,
+    enqueue,
+    main,
+    move,
+    queue_dir,
+    queue_pid,
+    queued_runs,
+)
+from dtgui.launch.watcher import stop_watcher
+from fakes import FAKE_NVML, wait_for
+
+
+def gpu_plan(name: str, python: str) -> Plan:
+    """A run placed on this machine's only GPU, its tasks run by `python`."""
+    plan = place_local(Plan(run_name=name, strategy=Strategy.ONE_DEVICE,
+                            device_kind=DeviceKind.GPU, replicas_per_task=1, steps=100000,
+                            checkpoint_every=0))
+    tasks = tuple(dataclasses.replace(t, gpus=(0,)) for t in plan.tasks)
+    return plan.with_changes(tasks=tasks, machines={"local": MachineAccess(python=python)})
+
+
+def entry(name: str) -> QueuedRun | None:
+    return next((q for q in queued_runs() if q.entry.name == name), None)
+
+
+def running(name: str) -> RunRecord | None:
+    return next((r for r in RunHistory().running() if r.run_name == name), None)
+
+
+def stop(record: RunRecord) -> RunRecord:
+    """End a queued run that started as the Runs page would: take it from its watcher,
+    reattach, Stop."""
+    assert stop_watcher(record)
+    controller = reattach(RunRecord.load(Path(record.bundle)))
+    controller.request_stop()
+    assert controller.wait(60), "the run did not stop"
+    return RunRecord.load(Path(record.bundle))
+
+
+def test_two_runs_want_the_only_gpu_and_the_second_starts_when_the_first_ends(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        stub_python: Callable[..., str]) -> None:
+    load = tmp_path / "another-process-on-the-gpu"
+    load.touch()
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(FAKE_NVML), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    monkeypatch.setenv("DTGUI_FAKE_NVML_LOADED_WHILE", str(load))
+    python = stub_python(step_seconds=0.2)
+
+    first = enqueue(gpu_plan("first", python))
+    assert first.position == 1 and queue_pid() is not None
+    wait_for(lambda: "another process" in getattr(entry("first"), "text", ""), 60,
+             "the queue never said the GPU is taken by another process")
+    assert running("first") is None
+    load.unlink()  # the other process leaves the GPU
+    wait_for(lambda: running("first") is not None, 60, "the first run did not start")
+    assert entry("first") is None  # a run of the history now, followed by its watcher
+
+    second = enqueue(gpu_plan("second", python))
+    assert second.position == 1
+    wait_for(lambda: "run first" in getattr(entry("second"), "text", ""), 60,
+             "the second run does not say it waits for the first")
+    assert entry("second") is not None and running("second") is None
+
+    # two more behind it, on the same GPU: they wait for the one ahead; reordered, cancelled
+    third, fourth = enqueue(gpu_plan("third", python)), enqueue(gpu_plan("fourth", python))
+    assert (third.position, fourth.position) == (2, 3)
+    move(fourth.entry.id, -1)
+    assert [q.entry.name for q in queued_runs()] == ["second", "fourth", "third"]
+    wait_for(lambda: "second (ahead of it)" in getattr(entry("third"), "text", ""), 60,
+             "a run behind another on the same GPU does not say it waits for it")
+    cancel(fourth.entry.id)
+    cancel(third.entry.id)
+    with pytest.raises(QueueError, match="No run .* is queued"):
+        cancel(third.entry.id)
+    assert [q.entry.name for q in queued_runs()] == ["second"]
+
+    record = running("first")
+    assert record is not None
+    ended = stop(record)
+    assert ended.state is RunState.STOPPED
+    wait_for(lambda: running("second") is not None, 60,
+             "the second run did not start when the first ended")
+    started = running("second")
+    assert started is not None and ended.ended is not None
+    assert started.started >= ended.ended
+    assert stop(started).state is RunState.STOPPED
+    wait_for(lambda: queue_pid() is None, 30, "the queue's process did not end")
+
+
+def test_a_damaged_queue_file_is_refused_with_what_to_do_and_kept(
+        stub_python: Callable[..., str]) -> None:
+    path = queue_dir() / "queue.json"
+    path.parent.mkdir(parents=True)
+    damaged = '{"schema": 1, "entries": [{"id": "q1", "plan": {"run_name": "a"}}, {"id"'
+    path.write_text(damaged)
+    with pytest.raises(QueueError) as caught:
+        enqueue(gpu_plan("late", stub_python()))
+    text = str(caught.value)
+    assert str(path) in text and "damaged" in text and f"mv {path} {path}.damaged" in text
+    with pytest.raises(QueueError):
+        queued_runs()
+    assert main([str(queue_dir())]) == 2  # the queue's process starts nothing
+    assert path.read_text() == damaged  # nothing lost
+
+
+def test_the_queue_order_pure() -> None:
+    from dtgui.core.queue_file import EVERY_GPU, QueueEntry
+
+    a = QueueEntry("a", {}, claims=(("local", 0),))
+    b = QueueEntry("b", {}, claims=(("local", 1),))
+    c = QueueEntry("c", {}, claims=(("local", EVERY_GPU),))
+    assert ahead_of([a, b, c], 1) is None and ahead_of([a, b, c], 2) is a
+    assert [e.id for e in moved([a, b, c], "c", -5)] == ["c", "a", "b"]
+    assert [e.id for e in moved([a, b, c], "a", 1)] == ["b", "a", "c"]
