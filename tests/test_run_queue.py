@@ -78,8 +78,9 @@ def test_two_runs_want_the_only_gpu_and_the_second_starts_when_the_first_ends(
              "the queue never said the GPU is taken by another process")
     assert running("first") is None
     load.unlink()  # the other process leaves the GPU
-    wait_for(lambda: running("first") is not None, 60, "the first run did not start")
-    assert entry("first") is None  # a run of the history now, followed by its watcher
+    # started: a run of the history now, followed by its watcher, and out of the queue
+    wait_for(lambda: running("first") is not None and entry("first") is None, 60,
+             "the first run did not start")
 
     second = enqueue(gpu_plan("second", python))
     assert second.position == 1
@@ -104,11 +105,11 @@ def test_two_runs_want_the_only_gpu_and_the_second_starts_when_the_first_ends(
     assert record is not None
     ended = stop(record)
     assert ended.state is RunState.STOPPED
-    wait_for(lambda: running("second") is not None, 60,
+    wait_for(lambda: running("second") is not None and not queued_runs(), 60,
              "the second run did not start when the first ended")
     started = running("second")
     assert started is not None and ended.ended is not None
-    assert started.started >= ended.ended
+    assert started.created >= ended.ended
     assert stop(started).state is RunState.STOPPED
     wait_for(lambda: queue_pid() is None, 30, "the queue's process did not end")
 
