@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from fakes import FAKE_NVML, wait_for
 
 from dtgui.core.placement import place_local
 from dtgui.core.plan import DeviceKind, MachineAccess, Plan
@@ -32,7 +33,6 @@ from dtgui.launch.run_queue import (
     queued_runs,
 )
 from dtgui.launch.watcher import stop_watcher
-from fakes import FAKE_NVML, wait_for
 
 
 def gpu_plan(name: str, python: str) -> Plan:
@@ -97,7 +97,7 @@ def test_two_runs_want_the_only_gpu_and_the_second_starts_when_the_first_ends(
              "a run behind another on the same GPU does not say it waits for it")
     cancel(fourth.entry.id)
     cancel(third.entry.id)
-    with pytest.raises(QueueError, match="No run .* is queued"):
+    with pytest.raises(QueueError, match=r"No run .* is queued"):
         cancel(third.entry.id)
     assert [q.entry.name for q in queued_runs()] == ["second"]
 
