@@ -24,10 +24,10 @@ from dtgui.core.strategies import Strategy
 from dtgui.launch.pipeline import reattach
 from dtgui.launch.run_queue import (
     QueuedRun,
-    cancel,
+    cancel_queued,
     enqueue,
     main,
-    move,
+    move_queued,
     queue_dir,
     queue_pid,
     queued_runs,
@@ -91,14 +91,14 @@ def test_two_runs_want_the_only_gpu_and_the_second_starts_when_the_first_ends(
     # two more behind it, on the same GPU: they wait for the one ahead; reordered, cancelled
     third, fourth = enqueue(gpu_plan("third", python)), enqueue(gpu_plan("fourth", python))
     assert (third.position, fourth.position) == (2, 3)
-    move(fourth.entry.id, -1)
+    move_queued(fourth.entry.id, -1)
     assert [q.entry.name for q in queued_runs()] == ["second", "fourth", "third"]
     wait_for(lambda: "second (ahead of it)" in getattr(entry("third"), "text", ""), 60,
              "a run behind another on the same GPU does not say it waits for it")
-    cancel(fourth.entry.id)
-    cancel(third.entry.id)
+    cancel_queued(fourth.entry.id)
+    cancel_queued(third.entry.id)
     with pytest.raises(QueueError, match=r"No run .* is queued"):
-        cancel(third.entry.id)
+        cancel_queued(third.entry.id)
     assert [q.entry.name for q in queued_runs()] == ["second"]
 
     record = running("first")

@@ -21,7 +21,7 @@ the process ends; `resume_queue()` starts it again when entries wait and none ru
 reboot).
 
 `queued_runs()` lists the entries with their position and what they wait for,
-`cancel(id)` removes one, `move(id, by)` reorders. Each reads and writes the file under a
+`cancel_queued(id)` removes one, `move_queued(id, by)` reorders. Each reads and writes the file under a
 lock; a damaged file raises `QueueError` (what to do) and is never written over.
 
 Blocks (files, processes; the process launches): not on a UI thread.
@@ -105,7 +105,7 @@ def _locked(folder: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _read(folder: Path) -> list[QueueEntry]:
+def _read_queue(folder: Path) -> list[QueueEntry]:
     path = folder / QUEUE_FILE
     try:
         text = path.read_text(encoding="utf-8")
@@ -124,7 +124,7 @@ def _write(folder: Path, entries: Sequence[QueueEntry]) -> None:
 def _change(folder: Path, change: Callable[[list[QueueEntry]], list[QueueEntry]]
             ) -> list[QueueEntry]:
     with _locked(folder):
-        entries = change(_read(folder))
+        entries = change(_read_queue(folder))
         _write(folder, entries)
         return entries
 
@@ -181,11 +181,11 @@ def queued_runs(folder: Path | None = None) -> list[QueuedRun]:
     """Every queued run in order, with its position; QueueError for a damaged file."""
     folder = folder or queue_dir()
     with _locked(folder):
-        entries = _read(folder)
+        entries = _read_queue(folder)
     return [QueuedRun(e, i + 1) for i, e in enumerate(entries)]
 
 
-def cancel(entry_id: str, folder: Path | None = None) -> None:
+def cancel_queued(entry_id: str, folder: Path | None = None) -> None:
     """Take the run out of the queue (QueueError when it started or left already)."""
 
     def drop(entries: list[QueueEntry]) -> list[QueueEntry]:
@@ -198,7 +198,7 @@ def cancel(entry_id: str, folder: Path | None = None) -> None:
     _change(folder or queue_dir(), drop)
 
 
-def move(entry_id: str, by: int, folder: Path | None = None) -> None:
+def move_queued(entry_id: str, by: int, folder: Path | None = None) -> None:
     """Move the run `by` places (-1: one up, towards the front)."""
     _change(folder or queue_dir(), lambda entries: moved(entries, entry_id, by))
 
@@ -213,7 +213,7 @@ def resume_queue(folder: Path | None = None, python: str = "") -> int | None:
     folder = folder or queue_dir()
     with _locked(folder):  # the process decides to end under this lock too
         pid = QUEUE_PROCESS.pid(folder)
-        if pid is not None or not any(e.waiting for e in _read(folder)):
+        if pid is not None or not any(e.waiting for e in _read_queue(folder)):
             return pid
         return QUEUE_PROCESS.start(folder, python=python)
 
@@ -261,7 +261,7 @@ class RunQueue:
     def look(self) -> bool:
         """One look; False when nothing waits any more (the process then ends)."""
         with _locked(self.folder):
-            entries = _read(self.folder)
+            entries = _read_queue(self.folder)
             if not any(e.waiting for e in entries):
                 QUEUE_PROCESS.forget(self.folder, None)  # an enqueue now starts another
                 return False
