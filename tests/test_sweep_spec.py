@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes import wait_for
 
 from dtgui.cli.main import main
 from dtgui.core.plan import DeviceKind, Plan
@@ -289,6 +290,50 @@ def test_a_sweep_opened_again_settles_and_follows_the_trials_dtgui_left_running(
     assert "before its run started" in rows[2].error
     assert rows[1].objective is not None and rows[1].seconds is not None
     assert rows[1].machine in ("a", "b")  # followed again on a slot
+
+
+def test_a_stopped_sweep_continued_runs_its_stopped_trials_again_first(
+        tmp_path: Path, stub_python: Callable[..., str]) -> None:
+    """Stop sweep while both trials run: they end failed, stopped. Continued, the queue runs
+    each again with its values (new trials, new run folders) before it asks the sampler for
+    new ones, and ends with as many finished trials as asked; once only."""
+    import threading
+
+    from dtgui.launch.sweep_queue import RERUN_ATTR
+
+    plan = Plan(run_name="halt", strategy=Strategy.ONE_DEVICE, replicas_per_task=1, steps=10,
+                checkpoint_every=0)
+    spec = SweepSpec(params=(parse_param("lr=loguniform:1e-4:1e-1"),), trials=2, parallel=2,
+                     search="random", objective="loss", pruner="none")
+    folder = tmp_path / "s"
+
+    def launcher(python: str) -> Callable[..., Any]:
+        def launch(trial_plan: Plan, root: Path, **kwargs: Any) -> Any:
+            return launch_plan(trial_plan, root, **{**kwargs,
+                                                    "targets": [Target(python=python)]})
+        return launch
+
+    slow = SweepQueue.new(folder, spec, plan, slots=[Slot("a"), Slot("b")],
+                          launch=launcher(stub_python(step_seconds=5.0)))
+    thread = threading.Thread(target=slow.run)
+    thread.start()
+    wait_for(lambda: len(slow._running) == 2, 60, "the two trials did not start")
+    slow.request_stop()  # Stop sweep (the sweep's process does this on SIGTERM and Ctrl-C)
+    thread.join(60)
+    stopped = slow.study.get_trials()
+    assert [(t.state.name, t.user_attrs["error"]) for t in stopped] == [("FAIL", "stopped")] * 2
+
+    said: list[str] = []
+    again = SweepQueue(folder, *load_sweep(folder), slots=[Slot("a"), Slot("b")],
+                       launch=launcher(stub_python()), on_note=said.append)
+    rows = again.run()
+    assert [r.state for r in rows] == ["failed", "failed", "finished", "finished"]
+    reruns = again.study.get_trials()[2:]
+    assert [t.user_attrs[RERUN_ATTR] for t in reruns] == [0, 1]
+    assert [t.params for t in reruns] == [t.params for t in stopped]
+    assert len({t.user_attrs["bundle"] for t in again.study.get_trials()}) == 4
+    assert said[0].startswith("trial 0 was stopped: it runs again with its values (lr=")
+    assert len(SweepQueue(folder, *load_sweep(folder), slots=[Slot("a")]).run()) == 4
 
 
 def test_gpu_trials_take_idle_gpus_only_and_say_when_fewer_than_asked() -> None:

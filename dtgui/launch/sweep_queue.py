@@ -65,6 +65,8 @@ POLL_SECONDS = 0.5
 TRIALS_DIR = "trials"  # the trials' bundles, in the sweep's folder
 RECHECK_SECONDS = 30.0  # a GPU slot found taken is asked again after this long
 NOTES_ATTR = "notes"  # the study's user attribute that keeps the queue's notes
+STOPPED_ATTR = "stopped"  # a trial's user attribute: it was stopped (not failed, not pruned)
+RERUN_ATTR = "rerun_of"  # a trial's user attribute: the stopped trial whose values it runs
 
 
 @dataclass
@@ -155,6 +157,7 @@ class SweepQueue:
         """Run the sweep until its trials are done (or a stop is asked); every trial's row."""
         free = list(self.slots or ())
         self._resume(free)
+        self._rerun_stopped()
         wanted = trial_count(self.spec)
         resting: list[tuple[float, Slot]] = []  # GPU slots another process took, and when
         try:
@@ -207,9 +210,24 @@ class SweepQueue:
                 break
 
     def _started_count(self) -> int:
-        """Trials started (an enqueued one waits for a slot: it counts once asked)."""
-        return len(self.study.get_trials(deepcopy=False, states=(
-            TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)))
+        """Trials started, but those stopped (their values run again: `_rerun_stopped`; an
+        enqueued trial waits for a slot: it counts once asked)."""
+        return sum(1 for t in self.study.get_trials(deepcopy=False, states=(
+            TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL))
+            if not t.user_attrs.get(STOPPED_ATTR))
+
+    def _rerun_stopped(self) -> None:
+        """Each trial a stop ended (Stop sweep, Ctrl-C, its run stopped while the sweep was
+        away) runs again with its values before the sampler is asked for new ones, once: as
+        a new trial (the study's enqueued trials are asked first) in a new run folder."""
+        trials = self.study.get_trials(deepcopy=False)
+        again = {t.user_attrs.get(RERUN_ATTR) for t in trials}
+        for frozen in trials:
+            if frozen.state is TrialState.FAIL and frozen.user_attrs.get(STOPPED_ATTR) \
+                    and frozen.number not in again and frozen.params:
+                self.study.enqueue_trial(frozen.params, user_attrs={RERUN_ATTR: frozen.number})
+                self.say(f"trial {frozen.number} was stopped: it runs again with its values "
+                         f"({', '.join(f'{k}={v}' for k, v in frozen.params.items())}).")
 
     def _start(self, slot: Slot) -> None:
         trial = self.study.ask()
@@ -273,9 +291,10 @@ class SweepQueue:
         elif controller.state is RunState.FINISHED:
             self._finished(run.trial, points, controller.final_loss)
         else:
+            stopped = self._stop.is_set() or controller.state is RunState.STOPPED
             why = "stopped" if self._stop.is_set() else controller.message
             self._end(run.trial, TrialState.FAIL, error=_first_line(why or str(
-                controller.state)))
+                controller.state)), stopped=stopped)
 
     def _finished(self, trial: optuna.Trial, points: Points | None,
                   final_loss: float | None) -> None:
@@ -290,10 +309,12 @@ class SweepQueue:
         self._end(trial, TrialState.COMPLETE, value=best[0])
 
     def _end(self, trial: optuna.Trial, state: TrialState, *, value: float | None = None,
-             error: str = "", points: Points | None = None) -> None:
+             error: str = "", points: Points | None = None, stopped: bool = False) -> None:
         trial.set_user_attr("ended", time.time())
         if error:
             trial.set_user_attr("error", error)
+        if stopped:
+            trial.set_user_attr(STOPPED_ATTR, True)
         if state is TrialState.PRUNED and points is not None:
             best = best_of(points, self.spec.goal)
             if best is not None:
@@ -338,7 +359,8 @@ class SweepQueue:
                 self._finished(trial, points, curves.final_loss())
             else:
                 self._end(trial, TrialState.FAIL, error=_first_line(
-                    record.message or f"its run is {record.state.value}"))
+                    record.message or f"its run is {record.state.value}"),
+                    stopped=record.state is RunState.STOPPED)
 
 
 def _first_line(text: str) -> str:
