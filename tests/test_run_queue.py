@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from fakes import FAKE_NVML, wait_for
+from pytestqt.qtbot import QtBot
 
 from dtgui.core.placement import place_local
 from dtgui.core.plan import DeviceKind, MachineAccess, Plan
@@ -24,15 +25,15 @@ from dtgui.core.strategies import Strategy
 from dtgui.launch.pipeline import reattach
 from dtgui.launch.run_queue import (
     QueuedRun,
+    RunQueue,
     cancel_queued,
     enqueue,
-    main,
-    move_queued,
     queue_dir,
     queue_pid,
     queued_runs,
 )
 from dtgui.launch.watcher import stop_watcher
+from dtgui.ui.run_queue_panel import RunQueuePanel
 
 
 def gpu_plan(name: str, python: str) -> Plan:
@@ -52,6 +53,11 @@ def running(name: str) -> RunRecord | None:
     return next((r for r in RunHistory().running() if r.run_name == name), None)
 
 
+def cell(panel: RunQueuePanel, row: int, col: int) -> str:
+    item = panel.table.item(row, col)
+    return item.text() if item is not None else ""
+
+
 def stop(record: RunRecord) -> RunRecord:
     """End a queued run that started as the Runs page would: take it from its watcher,
     reattach, Stop."""
@@ -63,7 +69,7 @@ def stop(record: RunRecord) -> RunRecord:
 
 
 def test_two_runs_want_the_only_gpu_and_the_second_starts_when_the_first_ends(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, qtbot: QtBot,
         stub_python: Callable[..., str]) -> None:
     load = tmp_path / "another-process-on-the-gpu"
     load.touch()
@@ -88,14 +94,30 @@ def test_two_runs_want_the_only_gpu_and_the_second_starts_when_the_first_ends(
              "the second run does not say it waits for the first")
     assert entry("second") is not None and running("second") is None
 
-    # two more behind it, on the same GPU: they wait for the one ahead; reordered, cancelled
+    # two more behind it, on the same GPU: they wait for the one ahead; on the Runs page's
+    # panel, reordered and cancelled
     third, fourth = enqueue(gpu_plan("third", python)), enqueue(gpu_plan("fourth", python))
     assert (third.position, fourth.position) == (2, 3)
-    move_queued(fourth.entry.id, -1)
+    panel = RunQueuePanel()
+    qtbot.addWidget(panel)
+    panel.refresh()
+    qtbot.waitUntil(lambda: panel.table.rowCount() == 3, timeout=10_000)
+    assert not panel.isHidden()
+    panel.select(fourth.entry.id)
+    assert not panel.down_button.isEnabled() and panel.up_button.isEnabled()
+    panel.up_button.click()
+    qtbot.waitUntil(lambda: [q.entry.name for q in panel.runs] == ["second", "fourth",
+                                                                   "third"], timeout=10_000)
     assert [q.entry.name for q in queued_runs()] == ["second", "fourth", "third"]
     wait_for(lambda: "second (ahead of it)" in getattr(entry("third"), "text", ""), 60,
              "a run behind another on the same GPU does not say it waits for it")
-    cancel_queued(fourth.entry.id)
+    panel.refresh()
+    qtbot.waitUntil(lambda: "second (ahead of it)" in cell(panel, 2, 2), timeout=10_000)
+    assert "run first" in cell(panel, 0, 2)
+    panel.select(fourth.entry.id)
+    with qtbot.waitSignal(panel.changed, timeout=10_000):
+        panel.cancel_button.click()
+    assert [q.entry.name for q in panel.runs] == ["second", "third"]
     cancel_queued(third.entry.id)
     with pytest.raises(QueueError, match=r"No run .* is queued"):
         cancel_queued(third.entry.id)
@@ -115,7 +137,7 @@ def test_two_runs_want_the_only_gpu_and_the_second_starts_when_the_first_ends(
 
 
 def test_a_damaged_queue_file_is_refused_with_what_to_do_and_kept(
-        stub_python: Callable[..., str]) -> None:
+        qtbot: QtBot, stub_python: Callable[..., str]) -> None:
     path = queue_dir() / "queue.json"
     path.parent.mkdir(parents=True)
     damaged = '{"schema": 1, "entries": [{"id": "q1", "plan": {"run_name": "a"}}, {"id"'
@@ -126,7 +148,12 @@ def test_a_damaged_queue_file_is_refused_with_what_to_do_and_kept(
     assert str(path) in text and "damaged" in text and f"mv {path} {path}.damaged" in text
     with pytest.raises(QueueError):
         queued_runs()
-    assert main([str(queue_dir())]) == 2  # the queue's process starts nothing
+    assert RunQueue(queue_dir()).serve() == 2  # the queue's process starts nothing
+    panel = RunQueuePanel()  # the Runs page says it
+    qtbot.addWidget(panel)
+    panel.refresh()
+    qtbot.waitUntil(lambda: "damaged" in panel.message.text(), timeout=10_000)
+    assert not panel.isHidden() and f"mv {path}" in panel.message.text()
     assert path.read_text() == damaged  # nothing lost
 
 

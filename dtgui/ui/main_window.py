@@ -263,11 +263,13 @@ class MainWindow(QMainWindow):
                       context=self)
         export_dir = wizard.export_dir()
         job = wizard.review_page.job  # what the chosen target's box made (a Slurm job), or None
+        restarts = wizard.review_page.machines_box.max_restarts()
         if wizard.action() == "export" and export_dir is not None:
             self.export(plan, Path(export_dir), job)
+        elif wizard.review_page.when_free.isChecked():
+            self.queue_run(plan, max_restarts=restarts, job=job)
         else:
-            self.launch(plan, max_restarts=wizard.review_page.machines_box.max_restarts(),
-                        job=job)
+            self.launch(plan, max_restarts=restarts, job=job)
 
     def launch(self, plan: Plan, max_restarts: int = 0, job: object | None = None) -> None:
         """Start `plan` (on the target of `job`, what a wizard box made, when given) and show
@@ -278,6 +280,20 @@ class MainWindow(QMainWindow):
         self.home.status.setText(f"Starting {plan.run_name}…")
         self.statusBar().showMessage(f"Writing the bundle and starting {plan.run_name}…")
         self.session.launch(plan, runs_dir(), RunPolicy(max_restarts=max_restarts), job)
+
+    def queue_run(self, plan: Plan, max_restarts: int = 0, job: object | None = None) -> None:
+        """Put `plan` in the run queue: it starts when its GPUs and machines are free, in
+        the background (the Runs page shows it waiting, then running)."""
+        from dtgui.launch.run_queue import QueuedRun, enqueue
+
+        def queued(entry: QueuedRun) -> None:
+            self.statusBar().showMessage(
+                f"{plan.run_name} is queued (position {entry.position}): it starts when its GPUs "
+                "and machines are free; see Runs.", 15000)
+            self.show_runs()
+
+        run_in_thread(lambda: enqueue(plan, job=job, max_restarts=max_restarts), queued,
+                      self._report_error, context=self)
 
     def show_runs(self) -> None:
         self.runs_page.refresh()

@@ -9,7 +9,8 @@ A GPU a running sweep's trial holds (the sweeps' register, `dtgui.launch.sweep_h
 off the UI thread whenever the facts or the machines shown change) is shown busy, "busy:
 trial 4 of sweep X", unchecked and disabled: a run launched now takes only the free ones. The
 register is read again every BUSY_REFRESH_MS while machines are shown, so a GPU is offered
-again soon after its trial has ended.
+again soon after its trial has ended. A run launched when free (`set_wait_for_busy`, the review
+page's choice) may take a busy GPU: it waits in the queue until the GPU is free.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class GpuPicker(QWidget):
         self._boxes: dict[str, list[tuple[int, QCheckBox]]] = {}
         self._notes: dict[str, QLabel] = {}
         self._shown: tuple[str, ...] | None = None
+        self._wait_for_busy = False  # busy GPUs offered: the run waits for them
         self.grid = QGridLayout(self)
         self.grid.setContentsMargins(0, 6, 0, 0)
         self.grid.setHorizontalSpacing(10)
@@ -85,6 +87,16 @@ class GpuPicker(QWidget):
         if shown is not None:
             self._render(shown)
             self.changed.emit()  # the GPUs offered changed
+
+    def set_wait_for_busy(self, wait: bool) -> None:
+        """Offer the busy GPUs too (the run waits in the queue until they are free)."""
+        if wait == self._wait_for_busy:
+            return
+        self._wait_for_busy = wait
+        shown, self._shown = self._shown, None
+        if shown is not None:
+            self._render(shown)
+            self.changed.emit()
 
     def busy(self, machine: str) -> dict[int, str]:
         """The GPUs of `machine` shown busy, and who holds each."""
@@ -144,7 +156,9 @@ class GpuPicker(QWidget):
                 box.setChecked(gpu.index not in self._unchecked.get(name, set()))
                 box.setToolTip(f"Let the tasks on {machine_text(name)} use GPU {gpu.index} "
                                "(CUDA_VISIBLE_DEVICES, PCI bus order).")
-                if gpu.index in busy:  # a sweep's trial runs there: left to it
+                if gpu.index in busy and self._wait_for_busy:
+                    box.setText(f"{gpu_text(gpu)} — busy: {busy[gpu.index]}; the run waits")
+                elif gpu.index in busy:  # a sweep's trial runs there: left to it
                     box.setText(f"{gpu_text(gpu)} — busy: {busy[gpu.index]}")
                     box.setChecked(False)
                     box.setEnabled(False)

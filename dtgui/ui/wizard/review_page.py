@@ -12,6 +12,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFontMetrics, QTextOption
 from PySide6.QtWidgets import (
+    QCheckBox,
     QGridLayout,
     QHBoxLayout,
     QLabel,
@@ -152,6 +153,14 @@ class ReviewPage(QWizardPage):
         layout.addWidget(splitter, 1)
         bottom = QHBoxLayout()
         bottom.addWidget(self.note, 1)
+        self.when_free = QCheckBox("Launch when free")  # queued: `dtgui.launch.run_queue`
+        self.when_free.setObjectName("launchWhenFree")
+        self.when_free.setToolTip(
+            "If its GPUs or machines are busy (another process, a run, a sweep's trial), the "
+            "run waits in the queue on the Runs page and starts when they are free, also "
+            "while dtgui is closed.")
+        self.when_free.toggled.connect(self.machines_box.gpus.set_wait_for_busy)
+        bottom.addWidget(self.when_free)
         layout.addLayout(bottom)
         layout.addWidget(self.warnings)
 
