@@ -235,6 +235,17 @@ def test_a_sweeps_trials_hold_their_gpus_for_single_runs_and_other_sweeps(
     assert box("gpu:local:1").text().endswith("— busy: trial 4 of sweep lr-search")
     assert picker.busy("local") == {1: "trial 4 of sweep lr-search"}
     assert picker.chosen() == {"local": [0]}
+    def rendered() -> bool:  # the rows before deleted (deleteLater)
+        return len(picker.findChildren(QCheckBox, "gpu:local:1")) == 1
+
+    picker.set_wait_for_busy(True)  # "Launch when free": the run may wait for it
+    qtbot.waitUntil(rendered, timeout=5000)
+    assert box("gpu:local:1").isEnabled() and box("gpu:local:1").text().endswith("the run waits")
+    box("gpu:local:1").setChecked(True)
+    assert picker.chosen() == {"local": [0, 1]}
+    picker.set_wait_for_busy(False)
+    qtbot.waitUntil(rendered, timeout=5000)
+    assert not box("gpu:local:1").isEnabled() and picker.chosen() == {"local": [0]}
     held.close()  # the trial ended: offered (checked) again once read again
     picker.refresh_busy()
     qtbot.waitUntil(lambda: box("gpu:local:1").isEnabled(), timeout=5000)
