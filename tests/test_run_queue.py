@@ -16,6 +16,7 @@ import pytest
 from fakes import FAKE_NVML, wait_for
 from pytestqt.qtbot import QtBot
 
+from dtgui.cli.main import main as cli
 from dtgui.core.placement import place_local
 from dtgui.core.plan import DeviceKind, MachineAccess, Plan
 from dtgui.core.queue_file import QueueError, ahead_of, moved
@@ -70,7 +71,7 @@ def stop(record: RunRecord) -> RunRecord:
 
 def test_two_runs_want_the_only_gpu_and_the_second_starts_when_the_first_ends(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, qtbot: QtBot,
-        stub_python: Callable[..., str]) -> None:
+        stub_python: Callable[..., str], capsys: pytest.CaptureFixture[str]) -> None:
     load = tmp_path / "another-process-on-the-gpu"
     load.touch()
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
@@ -114,6 +115,9 @@ def test_two_runs_want_the_only_gpu_and_the_second_starts_when_the_first_ends(
     panel.refresh()
     qtbot.waitUntil(lambda: "second (ahead of it)" in cell(panel, 2, 2), timeout=10_000)
     assert "run first" in cell(panel, 0, 2)
+    assert cli(["queue"]) == 0  # the command line lists the same
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[0].split()[:3] == ["1", second.entry.id, "second:"] and "run first" in listed[0]
     panel.select(fourth.entry.id)
     with qtbot.waitSignal(panel.changed, timeout=10_000):
         panel.cancel_button.click()
@@ -137,7 +141,8 @@ def test_two_runs_want_the_only_gpu_and_the_second_starts_when_the_first_ends(
 
 
 def test_a_damaged_queue_file_is_refused_with_what_to_do_and_kept(
-        qtbot: QtBot, stub_python: Callable[..., str]) -> None:
+        qtbot: QtBot, stub_python: Callable[..., str],
+        capsys: pytest.CaptureFixture[str]) -> None:
     path = queue_dir() / "queue.json"
     path.parent.mkdir(parents=True)
     damaged = '{"schema": 1, "entries": [{"id": "q1", "plan": {"run_name": "a"}}, {"id"'
@@ -149,6 +154,7 @@ def test_a_damaged_queue_file_is_refused_with_what_to_do_and_kept(
     with pytest.raises(QueueError):
         queued_runs()
     assert RunQueue(queue_dir()).serve() == 2  # the queue's process starts nothing
+    assert cli(["queue"]) == 2 and f"mv {path} {path}.damaged" in capsys.readouterr().err
     panel = RunQueuePanel()  # the Runs page says it
     qtbot.addWidget(panel)
     panel.refresh()

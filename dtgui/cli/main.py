@@ -1,5 +1,5 @@
 """Command line: `dtgui` (GUI), `dtgui export OUTDIR`, `dtgui run OUTDIR`, `dtgui sweep OUT`,
-`dtgui install-desktop`."""
+`dtgui queue`, `dtgui install-desktop`."""
 
 from __future__ import annotations
 
@@ -77,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     from dtgui.cli.sweep import add_sweep
 
     add_sweep(sub, _HelpFormatter, add_export_options)
+    from dtgui.cli.queue import add_queue
+
+    add_queue(sub)
     add_install_desktop(sub)
     return parser
 
@@ -355,6 +358,10 @@ def main(argv: list[str] | None = None) -> int:
         from dtgui.cli.sweep import cmd_sweep
 
         return cmd_sweep(args, checked_plan)
+    if args.command == "queue":
+        from dtgui.cli.queue import cmd_queue
+
+        return cmd_queue(args)
     if args.command == "install-desktop":
         return cmd_install_desktop(args)
     from dtgui.ui.app import run_gui
