@@ -203,6 +203,10 @@ def test_a_sweeps_trials_hold_their_gpus_for_single_runs_and_other_sweeps(
     assert read_holds(tmp_path, but_pid=os.getpid()) == []  # a sweep's own are not others'
     register.release(4)
     assert read_holds(tmp_path) == [Hold("h100a", 2, 5, "lr-search")]
+    queued = HoldRegister("big", tmp_path, pid=os.getppid())  # the run queue starting a run
+    queued.hold(0, "local", (3,), run="big")
+    assert busy_gpus(read_holds(tmp_path))["local"] == {3: "run big"}
+    queued.close()
     (tmp_path / "999999999.json").write_text(json.dumps(
         [{"machine": "local", "gpu": 3, "trial": 1, "sweep": "killed"}]))
     assert read_holds(tmp_path) == [Hold("h100a", 2, 5, "lr-search")]

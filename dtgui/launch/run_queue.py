@@ -60,6 +60,7 @@ from dtgui.core.settings import atomic_write_text, data_dir, runs_dir
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.detached import Detached
 from dtgui.launch.drivers import Refused, chosen_targets, driver_for, job_readers
+from dtgui.launch.sweep_holds import HoldRegister
 from dtgui.launch.sweep_slots import GpuProber, active_run_plans
 from dtgui.launch.targets import Target
 
@@ -342,12 +343,19 @@ class RunQueue:
         from dtgui.launch.policy import RunPolicy
         from dtgui.launch.watcher import start_watcher
 
+        # its GPUs held from now (sweeps and the wizard read the register), until its
+        # record holds them
+        holds = HoldRegister(entry.name)
         try:
             plan = Plan.from_dict(entry.plan)
+            targets = entry_targets(plan, self._job(entry))
+            for i, target in enumerate(targets):
+                if not driver_for(target).whole_run:
+                    holds.hold(i, target.name, target.gpus, run=entry.name)
             controller = self.launch(
                 plan, Path(entry.runs_root) if entry.runs_root else runs_dir(),
-                targets=entry_targets(plan, self._job(entry)),
-                policy=RunPolicy(max_restarts=entry.max_restarts), keep_ports=False)
+                targets=targets, policy=RunPolicy(max_restarts=entry.max_restarts),
+                keep_ports=False)
         except (LaunchError, QueueError, OSError, ValueError, TypeError) as exc:
             error = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
             log.warning("%s could not start: %s", entry.name, error)
@@ -355,6 +363,8 @@ class RunQueue:
                 with_state(e, FAILED, error=error) if e.id == entry.id else e
                 for e in entries])
             return
+        finally:
+            holds.close()
         log.info("%s started: %s", entry.name, controller.bundle.path)
         _change(self.folder, lambda entries: [e for e in entries if e.id != entry.id])
         controller.detach()

@@ -6,7 +6,8 @@ every GPU one of its running trials was given, with the trial and the sweep, rew
 trials start and end and removed when the sweep ends. `read_holds()` gathers every sweep's
 that still runs (a file whose process is gone is a sweep that was killed: it holds nothing);
 the wizard's GPU picker shows those GPUs as busy ("trial 4 of sweep lr-search") and a sweep
-leaves them to the other sweep. A GPU's own figures (memory, processes) say the rest: a
+leaves them to the other sweep. The run queue (`dtgui.launch.run_queue`) keeps the GPUs of a
+queued run it is starting the same way ("run NAME"), until the run's record holds them. A GPU's own figures (memory, processes) say the rest: a
 trial's GPU is held from its start, before its process has loaded anything onto it.
 
 Reads and writes small files: not on a UI thread.
@@ -29,16 +30,17 @@ HOLDS_DIR = "sweep-gpus"
 
 @dataclass(frozen=True)
 class Hold:
-    """One GPU a running trial of a sweep was given."""
+    """One GPU a running trial of a sweep (or a queued run being started) was given."""
 
     machine: str  # "local" = this machine, else a registered machine's name
     gpu: int
     trial: int  # the trial's number in its study (as the sweep view shows it)
     sweep: str  # the sweep's name (its run setup's)
+    run: str = ""  # a queued run's name (then not a sweep's trial)
 
     @property
     def text(self) -> str:
-        return f"trial {self.trial} of sweep {self.sweep}"
+        return f"run {self.run}" if self.run else f"trial {self.trial} of sweep {self.sweep}"
 
 
 def holds_dir() -> Path:
@@ -64,10 +66,11 @@ class HoldRegister:
         self.path = (directory or holds_dir()) / f"{pid or os.getpid()}.json"
         self._holds: dict[int, list[Hold]] = {}  # trial -> its GPUs
 
-    def hold(self, trial: int, machine: str, gpus: Iterable[int]) -> None:
-        """The trial runs on these GPUs of `machine` from now on."""
+    def hold(self, trial: int, machine: str, gpus: Iterable[int], run: str = "") -> None:
+        """The trial (or the queued run `run`) runs on these GPUs of `machine` from now
+        on."""
         key = LOCAL_MACHINE if is_local_machine(machine) else machine
-        held = [Hold(key, gpu, trial, self.sweep) for gpu in gpus]
+        held = [Hold(key, gpu, trial, self.sweep, run) for gpu in gpus]
         if held:
             self._holds[trial] = held
             self._write()
@@ -89,8 +92,8 @@ class HoldRegister:
             with contextlib.suppress(OSError):
                 self.path.unlink()
             return
-        data = [{"machine": h.machine, "gpu": h.gpu, "trial": h.trial, "sweep": h.sweep}
-                for h in holds]
+        data = [{"machine": h.machine, "gpu": h.gpu, "trial": h.trial, "sweep": h.sweep,
+                 **({"run": h.run} if h.run else {})} for h in holds]
         # a register that cannot be written: the sweep goes on, and others learn of its GPUs
         # from their figures alone
         with contextlib.suppress(OSError):
@@ -112,7 +115,7 @@ def read_holds(directory: Path | None = None, but_pid: int | None = None) -> lis
         with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
             for item in json.loads(path.read_text(encoding="utf-8")):
                 found.append(Hold(str(item["machine"]), int(item["gpu"]), int(item["trial"]),
-                                  str(item["sweep"])))
+                                  str(item["sweep"]), str(item.get("run", ""))))
     return found
 
 
