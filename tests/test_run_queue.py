@@ -19,7 +19,7 @@ from pytestqt.qtbot import QtBot
 from dtgui.cli.main import main as cli
 from dtgui.core.placement import place_local
 from dtgui.core.plan import DeviceKind, MachineAccess, Plan
-from dtgui.core.queue_file import QueueError, ahead_of, moved
+from dtgui.core.queue_file import QueueEntry, QueueError, ahead_of, moved
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunHistory, RunRecord
 from dtgui.core.strategies import Strategy
@@ -88,6 +88,10 @@ def test_two_runs_want_the_only_gpu_and_the_second_starts_when_the_first_ends(
     # started: a run of the history now, followed by its watcher, and out of the queue
     wait_for(lambda: running("first") is not None and entry("first") is None, 60,
              "the first run did not start")
+
+    # a run on the CPU waits for the dtgui runs on its machine
+    cpu = QueueEntry("cpu", Plan(run_name="cpu", strategy=Strategy.ONE_DEVICE).to_dict())
+    assert RunQueue(queue_dir()).waits_for(cpu) == "run first on this machine"
 
     second = enqueue(gpu_plan("second", python))
     assert second.position == 1
@@ -164,7 +168,7 @@ def test_a_damaged_queue_file_is_refused_with_what_to_do_and_kept(
 
 
 def test_the_queue_order_pure() -> None:
-    from dtgui.core.queue_file import EVERY_GPU, QueueEntry
+    from dtgui.core.queue_file import EVERY_GPU
 
     a = QueueEntry("a", {}, claims=(("local", 0),))
     b = QueueEntry("b", {}, claims=(("local", 1),))

@@ -59,7 +59,13 @@ from dtgui.core.queue_file import (
 from dtgui.core.settings import atomic_write_text, data_dir, runs_dir
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.detached import Detached
-from dtgui.launch.drivers import Refused, chosen_targets, driver_for, job_readers
+from dtgui.launch.drivers import (
+    Refused,
+    chosen_targets,
+    driver_for,
+    job_readers,
+    local_target,
+)
 from dtgui.launch.sweep_holds import HoldRegister
 from dtgui.launch.sweep_slots import GpuProber, active_run_plans
 from dtgui.launch.targets import Target
@@ -136,8 +142,8 @@ def entry_targets(plan: Plan, job: object | None) -> list[Target]:
     when they cannot be made (a machine no longer registered, a job no driver knows)."""
     machines = {m.name: m for m in MachineRegistry().machines()} \
         if any(not is_local_machine(n) for n in plan.machine_names) or job is not None else {}
-    try:
-        return chosen_targets(plan, machines, job)
+    try:  # a plan not placed runs here, as `launch_plan` places it
+        return chosen_targets(plan, machines, job) or [local_target()]
     except (Refused, KeyError) as exc:
         raise QueueError(f"{plan.run_name} cannot be queued: {exc}") from None
 
