@@ -59,6 +59,12 @@ def _trial_record(row: TrialRow) -> RunRecord | None:
         return None
 
 
+def _counted(data: SweepTable) -> int:
+    """The trials that count towards those asked: not those a stop ended (they run again
+    when the sweep goes on)."""
+    return sum(1 for r in data.rows if not (r.state == "failed" and r.error == "stopped"))
+
+
 class SweepView(QWidget):
     compareRequested = Signal(list)  # list[RunRecord]: the selected trials' runs
     openRequested = Signal(object)  # RunRecord: the best trial's run
@@ -164,7 +170,7 @@ class SweepView(QWidget):
         told = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no trial yet"
         best = data.best
         self.status.setText(
-            f"{len(data.rows)} of {spec.trials} trial(s): {told}. {spec.search} search, "
+            f"{_counted(data)} of {spec.trials} trial(s): {told}. {spec.search} search, "
             f"{spec.goal} {spec.objective}"
             + (f"; best: trial {best.number} ({best.objective:.4g})"
                if best is not None and best.objective is not None else "")
@@ -237,8 +243,13 @@ class SweepView(QWidget):
         data = self.table_data
         if data is None:
             return
-        least = max(len(data.rows), data.spec.trials) + 1
-        trials, ok = QInputDialog.getInt(self, "More trials", "Trials in all:", least + 3,
+        asked = data.spec.trials
+        if _counted(data) < asked:  # stopped trials are owed: going on runs them again first
+            least, default = asked, asked
+        else:
+            least = asked + 1
+            default = least + 3
+        trials, ok = QInputDialog.getInt(self, "More trials", "Trials in all:", default,
                                          least, 100_000)
         if ok:
             self.more(trials)
