@@ -21,8 +21,8 @@ the process ends; `resume_queue()` starts it again when entries wait and none ru
 reboot).
 
 `queued_runs()` lists the entries with their position and what they wait for,
-`cancel_queued(id)` removes one, `move_queued(id, by)` reorders. Each reads and writes the file under a
-lock; a damaged file raises `QueueError` (what to do) and is never written over.
+`cancel_queued(id)` removes one, `move_queued(id, by)` reorders. Each reads and writes the
+file under a lock; a damaged file raises `QueueError` (what to do) and is never written over.
 
 Blocks (files, processes; the process launches): not on a UI thread.
 """
