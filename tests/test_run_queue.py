@@ -33,7 +33,7 @@ from dtgui.launch.run_queue import (
     queue_pid,
     queued_runs,
 )
-from dtgui.launch.watcher import stop_watcher
+from dtgui.launch.watcher import stop_watcher, watcher_pid
 from dtgui.ui.run_queue_panel import RunQueuePanel
 
 
@@ -62,6 +62,7 @@ def cell(panel: RunQueuePanel, row: int, col: int) -> str:
 def stop(record: RunRecord) -> RunRecord:
     """End a queued run that started as the Runs page would: take it from its watcher,
     reattach, Stop."""
+    assert watcher_pid(record) is not None  # the queue handed it to a watcher
     assert stop_watcher(record)
     controller = reattach(RunRecord.load(Path(record.bundle)))
     controller.request_stop()

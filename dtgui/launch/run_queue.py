@@ -56,6 +56,7 @@ from dtgui.core.queue_file import (
     read_entries,
     with_state,
 )
+from dtgui.core.run_state import RunState
 from dtgui.core.settings import atomic_write_text, data_dir, runs_dir
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.detached import Detached
@@ -372,14 +373,15 @@ class RunQueue:
         finally:
             holds.close()
         log.info("%s started: %s", entry.name, controller.bundle.path)
-        _change(self.folder, lambda entries: [e for e in entries if e.id != entry.id])
         controller.detach()
-        if controller.record is not None and not controller.finished:
+        # still training (not ended before the detach): a watcher keeps its policy
+        if controller.record is not None and controller.state is RunState.DETACHED:
             try:
                 start_watcher(controller.record, None, entry.max_restarts)
             except OSError as exc:
                 log.warning("%s runs without a watcher (%s): reattach to it from the Runs "
                             "page.", entry.name, exc)
+        _change(self.folder, lambda entries: [e for e in entries if e.id != entry.id])
 
 
 def main(argv: list[str] | None = None) -> int:
