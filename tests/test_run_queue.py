@@ -7,9 +7,10 @@ cancelled while a run waits; a damaged queue file is refused with what to do, an
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from dtgui.core.runs import RunHistory, RunRecord
 from dtgui.core.strategies import Strategy
 from dtgui.launch.pipeline import reattach
 from dtgui.launch.run_queue import (
+    QUEUE_PROCESS,
     QueuedRun,
     RunQueue,
     cancel_queued,
@@ -40,7 +42,7 @@ from dtgui.ui.run_queue_panel import RunQueuePanel
 def gpu_plan(name: str, python: str) -> Plan:
     """A run placed on this machine's only GPU, its tasks run by `python`."""
     plan = place_local(Plan(run_name=name, strategy=Strategy.ONE_DEVICE,
-                            device_kind=DeviceKind.GPU, replicas_per_task=1, steps=100000,
+                            device_kind=DeviceKind.GPU, replicas_per_task=1, steps=3000,
                             checkpoint_every=0))
     tasks = tuple(dataclasses.replace(t, gpus=(0,)) for t in plan.tasks)
     return plan.with_changes(tasks=tasks, machines={"local": MachineAccess(python=python)})
@@ -70,8 +72,18 @@ def stop(record: RunRecord) -> RunRecord:
     return RunRecord.load(Path(record.bundle))
 
 
+@pytest.fixture
+def queue_ended() -> Iterator[None]:
+    """After the test, also a failed one: no queue process, no run of it left training."""
+    yield
+    QUEUE_PROCESS.stop(queue_dir())
+    for record in RunHistory().running():
+        with contextlib.suppress(Exception):
+            stop(record)
+
+
 def test_two_runs_want_the_only_gpu_and_the_second_starts_when_the_first_ends(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, qtbot: QtBot,
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, qtbot: QtBot, queue_ended: None,
         stub_python: Callable[..., str], capsys: pytest.CaptureFixture[str]) -> None:
     load = tmp_path / "another-process-on-the-gpu"
     load.touch()
