@@ -20,7 +20,9 @@ sweep view). The GPUs its running trials hold are kept in the sweeps' register
 (`dtgui.launch.sweep_holds`), which the wizard's GPU picker and other sweeps read. A plan
 placed on registered machines runs each trial on those machines. The study (SQLite in the
 sweep's folder, or the sweep's storage URL) is the queue's state: a sweep opened again settles the trials that ended while
-dtgui was away, follows again those still running, and adds trials up to the asked number.
+dtgui was away, follows again those still running, runs again the trials a stop ended (with
+their values, before the sampler is asked for new ones) and adds trials up to the asked
+number.
 
 Everything blocks: run it on a thread of its own (or from the command line).
 """
