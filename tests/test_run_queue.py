@@ -28,13 +28,13 @@ from dtgui.launch.pipeline import reattach
 from dtgui.launch.run_queue import (
     QUEUE_PROCESS,
     QueuedRun,
-    RunQueue,
     cancel_queued,
     enqueue,
     queue_dir,
     queue_pid,
     queued_runs,
 )
+from dtgui.launch.run_queue_process import RunQueue
 from dtgui.launch.watcher import stop_watcher, watcher_pid
 from dtgui.ui.run_queue_panel import RunQueuePanel
 
