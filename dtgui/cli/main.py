@@ -328,10 +328,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"  {tid}: {state.status}" + (f" ({state.error})" if state.error else ""))
     print(f"run {controller.state}: {controller.message}")
     loss = controller.final_loss
-    if loss is not None:
-        print(f"final loss {loss:.4g}")
+    if loss is not None:  # a run that did not finish has no final loss
+        print(f"{loss_words(controller.state)} {loss:.4g}")
     print(limit_line(plan, snap.splits.values(), snap.memory.devices()))
     return {RunState.FINISHED: 0, RunState.STOPPED: 130}.get(controller.state, 1)
+
+
+def loss_words(state: str) -> str:
+    """How a run's last training loss is named: the final loss only of a finished run."""
+    if state == RunState.FINISHED:
+        return "final loss"
+    return "last loss before the stop" if state == RunState.STOPPED \
+        else "last loss before the failure"
 
 
 def limit_line(plan: Plan, splits: Iterable[StepSplit], memory: Iterable[DeviceMemory]) -> str:
