@@ -354,6 +354,12 @@ def limit_line(plan: Plan, splits: Iterable[StepSplit], memory: Iterable[DeviceM
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if "--param" in argv:  # a script's argument as a sweep's parameter: `--param --x=SPACE`
+        from dtgui.cli.sweep import joined_params
+
+        argv = joined_params(argv)
     args = build_parser().parse_args(argv)
     if args.command == "export":
         return cmd_export(args)
