@@ -371,3 +371,45 @@ def test_sample_lines_come_from_the_last_run_of_this_very_script(tmp_path: Path)
         ["starting", "loss: 1.0"], "mine")
     assert last_run_output("main.py", tmp_path / "runs") == (["loss: 9.0"], "other")
     assert last_run_output("train.py", tmp_path / "runs") == ([], "")
+
+
+# -- devices and imports before launch --------------------------------------------------------
+
+DEVICES_LINES = ("cpus = tf.config.list_physical_devices('CPU')\n"
+                 "tf.config.set_logical_device_configuration(cpus[0], [None, None])\n")
+
+
+def test_fewer_devices_than_replicas_is_warned_of_with_the_lines_that_make_them(
+        tmp_path: Path) -> None:
+    (tmp_path / "main.py").write_text("import tensorflow as tf\n"
+                                      "strategy = tf.distribute.MirroredStrategy()\n")
+    mirrored = Plan(strategy=Strategy.MIRRORED, replicas_per_task=2,
+                    model=ScriptModel(str(tmp_path), "main.py"))
+    found = study(mirrored)
+    assert found is not None
+    [warning] = found.warnings
+    assert "MirroredStrategy would train 1 replica while dtgui records 2" in warning
+    assert "set_logical_device_configuration" in warning and "DTGUI_REPLICAS_PER_TASK" in warning
+    for plan in (mirrored.with_changes(replicas_per_task=1),
+                 mirrored.with_changes(strategy=Strategy.ONE_DEVICE, replicas_per_task=1)):
+        assert study(plan).warnings == []  # type: ignore[union-attr]
+    (tmp_path / "main.py").write_text("import tensorflow as tf\n" + DEVICES_LINES)
+    assert study(mirrored).warnings == []  # type: ignore[union-attr]  # it makes them
+
+
+def test_dtgui_run_checks_a_bundle_s_imports_before_anything_starts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from dtgui.cli import main
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text("import dtgui_test_absent_module\nprint('loss: 1')\n")
+    out = tmp_path / "bundle"
+    assert main(["export", str(out), "--strategy", "mirrored", "--replicas", "2",
+                 "--script", str(project / "train.py")]) == 0
+    assert "MirroredStrategy would train 1 replica" in capsys.readouterr().err
+    assert main(["run", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "the script imports dtgui_test_absent_module" in err
+    assert "-m pip install dtgui_test_absent_module" in err
+    assert not list((out / "output").glob("events-*.jsonl"))  # no task started
