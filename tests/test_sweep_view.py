@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import optuna
+import pyqtgraph as pg
 import pytest
 from optuna.trial import TrialState
 from pytestqt.qtbot import QtBot
@@ -95,8 +96,9 @@ def test_the_sweep_view_shows_the_trials_best_first(qtbot: QtBot, tmp_path: Path
     assert "Bayesian search (TPE) for the lowest val_loss" in view.status.text()
     assert view.status.text().endswith("Not running.") and "process" not in view.status.text()
     assert cell(view, 0, 7) == "this machine #1" and view.table.verticalHeader().isHidden()
-    left = view.scatter_tabs.widget(0).getAxis("left")  # type: ignore[attr-defined]
-    assert not left.autoSIPrefix  # 0.35 is shown as 0.35, not 350 with "(x0.001)"
+    scatter = view.scatter_tabs.widget(0)
+    assert isinstance(scatter, pg.PlotWidget)
+    assert not scatter.getAxis("left").autoSIPrefix  # 0.00035 as it is, not 350 "(x0.001)"
     assert "the other trials wait for one" in view.notes.text() and view.notes.isVisible()
     assert view.scatter_tabs.count() == 2
     assert len(view.parallel.getPlotItem().listDataItems()) == 5  # a line a trial
