@@ -413,3 +413,24 @@ def test_dtgui_run_checks_a_bundle_s_imports_before_anything_starts(
     assert "the script imports dtgui_test_absent_module" in err
     assert "-m pip install dtgui_test_absent_module" in err
     assert not list((out / "output").glob("events-*.jsonl"))  # no task started
+
+
+def test_a_failed_run_names_its_last_loss_so_and_keeps_its_whole_exception(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from dtgui.cli import main
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text(
+        "print('Epoch 1, Loss: 0.5, Test Loss: 0.9', flush=True)\n"
+        "raise TypeError('Failed to convert elements of PerReplica:{\\n  0: 1,\\n  1: 2\\n}) '\n"
+        "                'with an unsupported type to a Tensor.')\n")
+    out = tmp_path / "bundle"
+    assert main(["export", str(out), "--strategy", "one_device", "--replicas", "1",
+                 "--script", str(project / "train.py")]) == 0
+    capsys.readouterr()
+    assert main(["run", str(out)]) == 1
+    printed = capsys.readouterr().out
+    assert "last loss before the failure 0.5" in printed and "final loss" not in printed
+    assert "TypeError: Failed to convert elements of PerReplica:{ 0: 1, 1: 2 }) with an " \
+        "unsupported type to a Tensor." in printed
