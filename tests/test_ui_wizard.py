@@ -445,10 +445,11 @@ def test_epochs_set_the_steps(qtbot: QtBot, make_wizard: MakeWizard) -> None:
     assert page.epochs_spin.value() == pytest.approx(2.5)
     assert wizard.plan().steps == 50 and wizard.plan().steps_per_epoch == 20
     # the demo's pass over its data beside the epoch set, and a click to make them one
-    assert "about 23 steps at this global batch; an epoch here is 20 steps" in \
-        page.epoch_hint.text()
+    assert page.epoch_hint.text() == ("The demo's 1500 examples: about 23 steps at this "
+                                      "batch (<a href='23'>use 23</a>).")
     page.epoch_hint.linkActivated.emit("23")
-    assert page.spe_spin.value() == 23 and page.epoch_hint.text().endswith("an epoch is one pass.")
+    assert page.spe_spin.value() == 23 and page.epoch_hint.text().endswith("steps at this "
+                                                                           "batch, one epoch.")
 
 
 # -- the remembered plan ---------------------------------------------------------------------
