@@ -353,6 +353,8 @@ def launch_bundle(bundle: Bundle, targets: Sequence[Target] = (), *,
                          {t.task_id: t.machine_name for t in plan.tasks}, connect, policy,
                          progress, keep_ports=True,
                          project=bundle.path / BUNDLE_PROJECT_DIR)  # its imports checked too
+    if launch.script is not None:
+        launch.script.refusal = ""  # the export decided that (`dtgui export --no-check`)
     launch.bundle = bundle
     return _run_steps(launch, BUNDLE_STEPS)
 
