@@ -19,7 +19,7 @@ from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
 from dtgui.core.sweep import SweepSpec, parse_param, save_sweep
 from dtgui.core.sweep_study import open_study, parallel_coordinates, read_sweep
-from dtgui.ui.sweep_view import SweepView
+from dtgui.ui.sweep_view import SweepView, status_text
 
 pytestmark = pytest.mark.gui
 
@@ -95,6 +95,9 @@ def test_the_sweep_view_shows_the_trials_best_first(qtbot: QtBot, tmp_path: Path
     # user's words: the search, the goal, the slot; the trial ids alone number the rows
     assert "Bayesian search (TPE) for the lowest val_loss" in view.status.text()
     assert view.status.text().endswith("Not running.") and "process" not in view.status.text()
+    assert status_text(data, running=True).endswith("it goes on if dtgui is closed.")
+    assert status_text(data, running=True, in_process=False).endswith(
+        "Running in dtgui: it stops when dtgui is closed.")
     assert cell(view, 0, 7) == "this machine #1" and view.table.verticalHeader().isHidden()
     scatter = view.scatter_tabs.widget(0)
     assert isinstance(scatter, pg.PlotWidget)

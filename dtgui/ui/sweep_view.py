@@ -62,9 +62,9 @@ def slot_text(name: str) -> str:
                            name).replace("  ", " ").strip()
 
 
-def status_text(data: SweepTable, running: bool) -> str:
+def status_text(data: SweepTable, running: bool, in_process: bool = True) -> str:
     """The sweep in a sentence: its trials, its search and goal, its best trial and whether
-    its queue runs."""
+    its queue runs (`in_process`: in a process of its own, else in the app)."""
     spec = data.spec
     counts = {s: sum(1 for r in data.rows if r.state == s)
               for s in ("finished", "pruned", "failed", "running")}
@@ -76,8 +76,9 @@ def status_text(data: SweepTable, running: bool) -> str:
             + (f"; best: trial {best.number} ({best.objective:.4g})"
                if best is not None and best.objective is not None else "")
             + (". Running in the background: it goes on if dtgui is closed." if running
-               else ". Not running.")
-            )
+               and in_process else ". Running in dtgui: it stops when dtgui is closed."
+               if running else "." if counts["running"]  # its queue runs elsewhere (a shell)
+               else ". Not running."))
 
 
 def _trial_record(row: TrialRow) -> RunRecord | None:
@@ -197,7 +198,8 @@ class SweepView(QWidget):
     def _show_status(self) -> None:
         """What the sweep is now (once read; before, what is being done stays)."""
         if self.table_data is not None:
-            self.status.setText(status_text(self.table_data, self.session.running))
+            self.status.setText(status_text(self.table_data, self.session.running,
+                                            self.process is not None))
             self.status.setToolTip(f"The sweep's process: {self.process}"
                                    if self.process else "")
         self._set_enabled()
