@@ -294,6 +294,21 @@ def test_metrics_collect_replicas_throughput_devices_and_failures() -> None:
     assert metrics.version == version
 
 
+def test_a_cpu_run_s_logs_leave_out_tensorflow_s_search_for_cuda() -> None:
+    printed = [  # what TensorFlow 2.21 prints at start on a machine without CUDA
+        "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+        "I0000 00:00:1795709829.923230   30416 cudart_stub.cc:31] Could not find cuda drivers "
+        "on your machine, GPU will not be used.",
+        "E0000 00:00:1795709838.664473   30416 cuda_platform.cc:52] failed call to cuInit: "
+        "INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)",
+        "step 1/10 loss 2.3"]
+    cpu, gpu = LiveRun(cpu_only=True), LiveRun()
+    for metrics in (cpu, gpu):
+        metrics.add_log_lines("worker:0", printed)
+    assert cpu.log_lines("worker:0") == ["step 1/10 loss 2.3"]
+    assert gpu.log_lines("worker:0") == printed  # on a GPU plan it says why none is used
+
+
 def test_series_grows_without_losing_points() -> None:
     series = Series(capacity=2)
     for i in range(1000):

@@ -37,6 +37,7 @@ from dtgui.core.events import STEP_KINDS, read_all, step_rows
 from dtgui.core.placement import assign, place_on_machines
 from dtgui.core.plan import ModelFile, Plan
 from dtgui.core.runs import RunHistory, RunRecord
+from dtgui.core.script import ScriptModel
 from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.pipeline import launch_plan, reattach
@@ -343,7 +344,8 @@ def test_restart_from_the_last_checkpoint_when_enabled(lab: Lab) -> None:
 
 
 # -- refused before launch ----------------------------------------------------------------------
-def test_a_machine_without_tensorflow_is_refused_before_anything_starts(lab: Lab) -> None:
+def test_a_machine_without_tensorflow_is_refused_before_anything_starts(
+        lab: Lab, tmp_path: Path) -> None:
     plan = mwms("nopython", steps=5)
     targets = [lab.target("h2"), Target("h3", machine(lab.lab, lab.hosts["h3"]),
                                         python="/usr/bin/python3")]
@@ -356,6 +358,16 @@ def test_a_machine_without_tensorflow_is_refused_before_anything_starts(lab: Lab
     targets[1] = Target("h3", machine(lab.lab, lab.hosts["h3"]), python="/nowhere/python3")
     with pytest.raises(LaunchError, match="h3: the Python interpreter '/nowhere/python3' cannot"):
         launch_plan(plan, targets=targets, assignments=assign(plan, machines=["h2", "h3"]))
+    # a user's script importing what the machine lacks: the module and the pip line to run there
+    project = tmp_path / "absent-import"
+    project.mkdir()
+    (project / "train.py").write_text("import dtgui_test_absent_module\n")
+    script = plan.with_changes(model=ScriptModel(str(project), "train.py"))
+    with pytest.raises(LaunchError) as info:
+        lab.launch(script, assign(script, machines=["h2", "h3"]), stub=True)
+    assert "h2: the script imports dtgui_test_absent_module" in str(info.value)
+    assert "-m pip install dtgui_test_absent_module" in str(info.value)
+    assert not RunHistory().records()
 
 
 def test_a_busy_port_on_a_remote_host_is_refused(lab: Lab) -> None:

@@ -70,6 +70,57 @@ def test_prose_and_log_lines_give_nothing(line: str) -> None:
     assert LineParser().feed(line).readings == []
 
 
+# Lines widely used tutorials and Keras examples print, as their authors mean them
+# (issue 27): a qualifier makes another metric, prose gives nothing, "is" and markers count.
+AUTHORS_LINES: list[tuple[str, dict[str, tuple[float, float, str]]]] = [
+    ("Epoch 2, Loss: 0.03, Accuracy: 99.1, Test Loss: 0.21, Test Accuracy: 93.0",
+     {"Loss": (0.03, 2.0, "epoch"), "Accuracy": (99.1, 2.0, "epoch"),
+      "Test Loss": (0.21, 2.0, "epoch"), "Test Accuracy": (93.0, 2.0, "epoch")}),
+    ("Test loss: 0.0228", {"Test loss": (0.0228, 1.0, "line")}),
+    ("Number of devices: 1", {}),
+    ("Accuracy after restoring the saved model without strategy: 93.4", {}),
+    ("INFO:tensorflow:Using MirroredStrategy with devices "
+     "('/job:localhost/replica:0/task:0/device:CPU:0',)", {}),
+    ("Total params: 34,826 (136.04 KB)", {}),
+    ("Finished epoch 0, accuracy is 0.49.", {"accuracy": (0.49, 0.0, "epoch")}),
+    ("Final loss is 0.0957", {"loss": (0.0957, 1.0, "line")}),
+    ("Train Loss: 0.4, Validation Loss: 0.5", {"Train Loss": (0.4, 1.0, "line"),
+                                                "Validation Loss": (0.5, 1.0, "line")}),
+]
+
+
+@pytest.mark.parametrize(("line", "expected"), AUTHORS_LINES)
+def test_lines_are_read_as_their_authors_mean(
+        line: str, expected: dict[str, tuple[float, float, str]]) -> None:
+    assert values(LineParser(), line) == expected
+
+
+def test_only_the_training_loss_is_the_loss_and_said_after_an_epoch_is_at_it(
+        tmp_path: Path) -> None:
+    from dtgui.worker.script_env import is_loss_tag
+
+    assert [n for n in ("Loss", "Train Loss", "training loss", "Test Loss", "Test loss",
+                        "Validation Loss", "val_loss") if is_loss_tag(n)] == [
+        "Loss", "Train Loss", "training loss"]
+    assert metric_name("Validation Accuracy") == metric_name("val_accuracy")
+    child = script_child(tmp_path)  # the tutorial's custom loop, then its evaluation
+    child.output(b"Epoch 1, Loss: 0.5, Accuracy: 80.0, Test Loss: 0.9, Test Accuracy: 70.0\n"
+                 b"Epoch 2, Loss: 0.03, Accuracy: 99.1, Test Loss: 0.21, Test Accuracy: 93.0\n"
+                 b"Test loss: 0.25\n")
+    assert child.outcome(0, "") == 0
+    events = events_of(tmp_path)
+    assert [(e.get("unit"), e.get("done")) for e in events if e.kind == "progress"] == [
+        ("epoch", 1), ("epoch", 2)]  # numbered from 1: epoch 2 ends the second
+    scalars = [(e.get("tag"), e.get("step"), e.get("axis")) for e in events
+               if e.kind == "scalar"]
+    assert ("Loss", 2, "epoch") in scalars and ("Test loss", 2, "epoch") in scalars
+    assert next(e for e in events if e.kind == "finished").get("loss") == 0.03
+    curves = RunCurves()
+    curves.add_events(events)
+    assert curves.final_loss() == 0.03  # the last training loss, not the test loss
+    assert curves.scalars.loss_tags() == {"worker:0": "Loss"}
+
+
 def test_keras_progress_lines_give_the_epoch_count_and_their_metrics() -> None:
     parser = LineParser()
     assert parser.feed("Epoch 3/10").progress == ("epoch", 2, 10)  # the third opens
@@ -84,7 +135,8 @@ def test_a_user_pattern_reads_its_lines_alone() -> None:
     assert result.pattern == 0
     assert [(r.name, r.value, r.step, r.axis) for r in result.readings] == [
         ("loss", 0.53, 120.0, "step"), ("lr", 0.001, 120.0, "step")]
-    assert values(parser, "val_loss: 0.7") == {"val_loss": (0.7, 2.0, "line")}  # the defaults
+    # the defaults read it, at the step the pattern's line gave (said after step 120)
+    assert values(parser, "val_loss: 0.7") == {"val_loss": (0.7, 120.0, "step")}
     assert LineParser([IT_PATTERN], defaults=False).feed("val_loss: 0.7").readings == []
     grabbing = LineParser([r"loss=(?P<loss>\S+)"])  # \S+ takes the comma after the number
     assert [r.value for r in grabbing.feed("loss=0.53, lr=1").readings] == [0.53]
@@ -319,3 +371,66 @@ def test_sample_lines_come_from_the_last_run_of_this_very_script(tmp_path: Path)
         ["starting", "loss: 1.0"], "mine")
     assert last_run_output("main.py", tmp_path / "runs") == (["loss: 9.0"], "other")
     assert last_run_output("train.py", tmp_path / "runs") == ([], "")
+
+
+# -- devices and imports before launch --------------------------------------------------------
+
+DEVICES_LINES = ("cpus = tf.config.list_physical_devices('CPU')\n"
+                 "tf.config.set_logical_device_configuration(cpus[0], [None, None])\n")
+
+
+def test_fewer_devices_than_replicas_is_warned_of_with_the_lines_that_make_them(
+        tmp_path: Path) -> None:
+    (tmp_path / "main.py").write_text("import tensorflow as tf\n"
+                                      "strategy = tf.distribute.MirroredStrategy()\n")
+    mirrored = Plan(strategy=Strategy.MIRRORED, replicas_per_task=2,
+                    model=ScriptModel(str(tmp_path), "main.py"))
+    found = study(mirrored)
+    assert found is not None
+    [warning] = found.warnings
+    assert "MirroredStrategy would train 1 replica while dtgui records 2" in warning
+    assert "set_logical_device_configuration" in warning and "DTGUI_REPLICAS_PER_TASK" in warning
+    for plan in (mirrored.with_changes(replicas_per_task=1),
+                 mirrored.with_changes(strategy=Strategy.ONE_DEVICE, replicas_per_task=1)):
+        assert study(plan).warnings == []  # type: ignore[union-attr]
+    (tmp_path / "main.py").write_text("import tensorflow as tf\n" + DEVICES_LINES)
+    assert study(mirrored).warnings == []  # type: ignore[union-attr]  # it makes them
+
+
+def test_dtgui_run_checks_a_bundle_s_imports_before_anything_starts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from dtgui.cli import main
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text("import dtgui_test_absent_module\nprint('loss: 1')\n")
+    out = tmp_path / "bundle"
+    assert main(["export", str(out), "--strategy", "mirrored", "--replicas", "2",
+                 "--script", str(project / "train.py")]) == 0
+    assert "MirroredStrategy would train 1 replica" in capsys.readouterr().err
+    assert main(["run", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "the script imports dtgui_test_absent_module" in err
+    assert "-m pip install dtgui_test_absent_module" in err
+    assert not list((out / "output").glob("events-*.jsonl"))  # no task started
+
+
+def test_a_failed_run_names_its_last_loss_so_and_keeps_its_whole_exception(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from dtgui.cli import main
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text(
+        "print('Epoch 1, Loss: 0.5, Test Loss: 0.9', flush=True)\n"
+        "raise TypeError('Failed to convert elements of PerReplica:{\\n  0: 1,\\n  1: 2\\n}) '\n"
+        "                'with an unsupported type to a Tensor.')\n")
+    out = tmp_path / "bundle"
+    assert main(["export", str(out), "--strategy", "one_device", "--replicas", "1",
+                 "--script", str(project / "train.py")]) == 0
+    capsys.readouterr()
+    assert main(["run", str(out)]) == 1
+    printed = capsys.readouterr().out
+    assert "last loss before the failure 0.5" in printed and "final loss" not in printed
+    assert "TypeError: Failed to convert elements of PerReplica:{ 0: 1, 1: 2 }) with an " \
+        "unsupported type to a Tensor." in printed

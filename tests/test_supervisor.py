@@ -152,3 +152,18 @@ def test_last_error_line_is_the_exception_of_the_last_traceback() -> None:
             "    boom()\nValueError: bad units\n")
     assert last_error_line(text) == "ValueError: bad units"
     assert last_error_line("a\n\nlast words\n\n") == "last words"
+    # a message of several lines is kept whole, TensorFlow's own log lines left out
+    per_replica = (
+        "Traceback (most recent call last):\n  File \"main.py\", line 9, in <module>\n"
+        "    model.fit(x)\nTypeError: Failed to convert elements of PerReplica:{\n"
+        "  0: <tf.Tensor: shape=(), dtype=float32, numpy=1.0>,\n"
+        "2026-11-24 17:11:31.123: W tensorflow/core/kernels/data/iterator.cc:1] cancelled\n"
+        "  1: <tf.Tensor: shape=(), dtype=float32, numpy=2.0>\n"
+        "}) with an unsupported type (<class 'PerReplica'>) to a Tensor.\n")
+    assert last_error_line(per_replica) == (
+        "TypeError: Failed to convert elements of PerReplica:{ 0: <tf.Tensor: shape=(), "
+        "dtype=float32, numpy=1.0>, 1: <tf.Tensor: shape=(), dtype=float32, numpy=2.0> }) "
+        "with an unsupported type (<class 'PerReplica'>) to a Tensor.")
+    shortened = last_error_line(per_replica, limit=140)
+    assert shortened.startswith("TypeError: Failed to convert elements of PerReplica:{ ... ")
+    assert shortened.endswith("}) with an unsupported type (<class 'PerReplica'>) to a Tensor.")

@@ -119,6 +119,8 @@ def test_a_sweep_set_up_in_the_app_starts_in_the_background_and_stops(
     assert view.stop_button.isEnabled()
     view.stop_button.click()
     qtbot.waitUntil(lambda: sweep_pid(folder) is None, timeout=60_000)
+    # the view says it ended (not "Starting the sweep…" or "Running in the background")
+    qtbot.waitUntil(lambda: view.status.text().endswith("Not running."), timeout=10_000)
     log = (folder / LOG_FILE).read_text()
     assert "sweep stopped: 2 failed" in log, log
     assert [r.error for r in read_sweep(folder).rows] == ["stopped", "stopped"]

@@ -189,6 +189,9 @@ def test_bad_input_on_the_command_line_is_a_clear_error_without_tensorflow(
     assert "cannot be reached" in err and "secret" not in err
     assert main(["sweep", str(out), "--param", "env:X=choice:1,2"]) == 2
     assert "the demo model cannot take it" in capsys.readouterr().err
+    # a script's argument in the name form docs/sweeps.md gives reaches the sweep's checks
+    assert main(["sweep", str(out), "--param", "--dropout=uniform:0.1:0.5"]) == 2
+    assert "the demo model cannot take it" in capsys.readouterr().err
     assert not (out / "sweep.json").exists()
     assert "tensorflow" not in sys.modules
 

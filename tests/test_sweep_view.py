@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import optuna
+import pyqtgraph as pg
 import pytest
 from optuna.trial import TrialState
 from pytestqt.qtbot import QtBot
@@ -18,7 +19,7 @@ from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
 from dtgui.core.sweep import SweepSpec, parse_param, save_sweep
 from dtgui.core.sweep_study import open_study, parallel_coordinates, read_sweep
-from dtgui.ui.sweep_view import SweepView
+from dtgui.ui.sweep_view import SweepView, status_text
 
 pytestmark = pytest.mark.gui
 
@@ -91,6 +92,16 @@ def test_the_sweep_view_shows_the_trials_best_first(qtbot: QtBot, tmp_path: Path
     states = [cell(view, i, 1) for i in range(5)]
     assert states[:3] == ["finished"] * 3 and states[3:] == ["pruned", "failed"]
     assert "5 of 6 trial(s)" in view.status.text()
+    # user's words: the search, the goal, the slot; the trial ids alone number the rows
+    assert "Bayesian search (TPE) for the lowest val_loss" in view.status.text()
+    assert view.status.text().endswith("Not running.") and "process" not in view.status.text()
+    assert status_text(data, running=True).endswith("it goes on if dtgui is closed.")
+    assert status_text(data, running=True, in_process=False).endswith(
+        "Running in dtgui: it stops when dtgui is closed.")
+    assert cell(view, 0, 7) == "this machine #1" and view.table.verticalHeader().isHidden()
+    scatter = view.scatter_tabs.widget(0)
+    assert isinstance(scatter, pg.PlotWidget)
+    assert not scatter.getAxis("left").autoSIPrefix  # 0.00035 as it is, not 350 "(x0.001)"
     assert "the other trials wait for one" in view.notes.text() and view.notes.isVisible()
     assert view.scatter_tabs.count() == 2
     assert len(view.parallel.getPlotItem().listDataItems()) == 5  # a line a trial
@@ -111,6 +122,9 @@ def test_the_sweep_view_shows_the_trials_best_first(qtbot: QtBot, tmp_path: Path
         assert len(list(csv.DictReader(f))) == 5
     view.export_bundles(tmp_path / "bundles")  # the made-up trials' runs: their plans' bundles
     qtbot.waitUntil(lambda: "rerun them" in view.status.text(), timeout=20_000)
+    view.open(tmp_path)  # shown again: what it is, not "Reading the sweep…"
+    qtbot.waitUntil(lambda: "5 of 6 trial(s)" in view.status.text(), timeout=5000)
+    assert view.table_data is not None and view.best_button.isEnabled()
     assert sorted(p.name for p in (tmp_path / "bundles").glob("t*")) == [
         f"t{n:03d}" for n in range(5)]
     if os.environ.get("DTGUI_SCREENSHOTS"):

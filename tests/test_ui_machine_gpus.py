@@ -265,6 +265,12 @@ def test_the_review_page_refuses_too_few_gpus(qtbot: QtBot) -> None:
                                       "(needs 2).")
     checkboxes(box, LOCAL_MACHINE)[0].setChecked(True)
     assert review.isComplete() and launch.isEnabled() and not review.warnings.isVisible()
+    # a machine in use that Machines marks with a cross is named, and may still be launched on
+    wizard.set_machine_problems({"gpu box": "Could not connect: timed out.", "other": ""})
+    assert review.warnings.isVisible() and review.warnings.text() == (
+        "✗ gpu box is marked with a problem in Machines (Could not connect: timed out); the "
+        "launch checks it again.")
+    assert review.isComplete() and launch.isEnabled()
     with qtbot.waitSignal(wizard.accepted, timeout=2000):
         wizard.accept()
     plan = wizard.plan()

@@ -444,6 +444,12 @@ def test_epochs_set_the_steps(qtbot: QtBot, make_wizard: MakeWizard) -> None:
     page.steps_spin.setValue(50)
     assert page.epochs_spin.value() == pytest.approx(2.5)
     assert wizard.plan().steps == 50 and wizard.plan().steps_per_epoch == 20
+    # the demo's pass over its data beside the epoch set, and a click to make them one
+    assert page.epoch_hint.text() == ("The demo's 1500 examples: about 23 steps at this "
+                                      "batch (<a href='23'>use 23</a>).")
+    page.epoch_hint.linkActivated.emit("23")
+    assert page.spe_spin.value() == 23 and page.epoch_hint.text().endswith("steps at this "
+                                                                           "batch, one epoch.")
 
 
 # -- the remembered plan ---------------------------------------------------------------------
@@ -521,6 +527,12 @@ def test_model_page_shows_the_contract_and_defaults_to_the_demo(
     assert page.path_edit.isEnabled()
     click_radio(qtbot, page.demo_radio)
     assert next_button(wizard).isEnabled()
+    assert "cross-entropy, Adam (Training options)" in page.demo_net.text()
+    wizard.back()  # the optimizer is chosen on the page before
+    box = wizard.options_page.optimizer_box
+    box.optimizer_combo.setCurrentIndex(box.optimizer_combo.findData("sgd"))
+    click_next(qtbot, wizard)
+    assert "cross-entropy, SGD with momentum (Training options)" in page.demo_net.text()
 
 
 def test_model_check_result_gates_next(

@@ -331,10 +331,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"  {tid}: {state.status}" + (f" ({state.error})" if state.error else ""))
     print(f"run {controller.state}: {controller.message}")
     loss = controller.final_loss
-    if loss is not None:
-        print(f"final loss {loss:.4g}")
+    if loss is not None:  # a run that did not finish has no final loss
+        print(f"{loss_words(controller.state)} {loss:.4g}")
     print(limit_line(plan, snap.splits.values(), snap.memory.devices()))
     return {RunState.FINISHED: 0, RunState.STOPPED: 130}.get(controller.state, 1)
+
+
+def loss_words(state: str) -> str:
+    """How a run's last training loss is named: the final loss only of a finished run."""
+    if state == RunState.FINISHED:
+        return "final loss"
+    return "last loss before the stop" if state == RunState.STOPPED \
+        else "last loss before the failure"
 
 
 def limit_line(plan: Plan, splits: Iterable[StepSplit], memory: Iterable[DeviceMemory]) -> str:
@@ -349,6 +357,12 @@ def limit_line(plan: Plan, splits: Iterable[StepSplit], memory: Iterable[DeviceM
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if "--param" in argv:  # a script's argument as a sweep's parameter: `--param --x=SPACE`
+        from dtgui.cli.sweep import joined_params
+
+        argv = joined_params(argv)
     args = build_parser().parse_args(argv)
     if args.command == "export":
         return cmd_export(args)

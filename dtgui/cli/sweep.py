@@ -15,7 +15,7 @@ import argparse
 import dataclasses
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from dtgui.core.plan import Plan
@@ -84,6 +84,26 @@ def add_sweep(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                        help="with --export: only the N best finished trials (0: every "
                        "trial)")
     add_export_options(sweep)
+
+
+def joined_params(argv: Sequence[str]) -> list[str]:
+    """The command line with `--param --option=SPACE` (a script's argument, as docs/sweeps.md
+    writes it) given as `--param=--option=SPACE`: argparse takes a value starting with `-`
+    for an option of its own and refuses it."""
+    out: list[str] = []
+    taken = False
+    for index, arg in enumerate(argv):
+        if taken:
+            taken = False
+            continue
+        if arg == "--":
+            return out + list(argv[index:])
+        if arg == "--param" and index + 1 < len(argv) and argv[index + 1].startswith("-"):
+            out.append(f"--param={argv[index + 1]}")
+            taken = True
+        else:
+            out.append(arg)
+    return out
 
 
 def _run_name(args: argparse.Namespace) -> str:

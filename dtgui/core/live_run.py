@@ -9,6 +9,7 @@ out as numpy views of the filled part, so a snapshot copies nothing.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import deque
 from collections.abc import Iterable
@@ -74,10 +75,22 @@ class Snapshot:
     gradient_bytes: int = 0  # what a step's all-reduce carries (0: not said)
 
 
-class LiveRun:
-    """The live run's whole state: its curves, tasks, devices and logs."""
+# What TensorFlow prints when it looks for CUDA and finds none: on a CPU plan it says nothing
+# (the task's log file keeps it; the Logs view and a failure's last lines leave it out).
+GPU_PROBE_NOISE = re.compile(
+    r"failed call to cuInit|Could not find cuda drivers on your machine|"
+    r"All log messages before absl::InitializeLog\(\) is called|"
+    r"Unable to register cu(?:DNN|FFT|BLAS) factory|"
+    r"TensorFlow binary is optimized to use available CPU instructions|"
+    r"To enable the following instructions: .* in other operations, rebuild TensorFlow")
 
-    def __init__(self, total_steps: int = 0) -> None:
+
+class LiveRun:
+    """The live run's whole state: its curves, tasks, devices and logs. `cpu_only`: a run on
+    the CPU, whose logs leave out TensorFlow's search for CUDA (GPU_PROBE_NOISE)."""
+
+    def __init__(self, total_steps: int = 0, *, cpu_only: bool = False) -> None:
+        self.cpu_only = cpu_only
         self._lock = threading.Lock()
         self.version = 0
         self.curves = RunCurves(total_steps)
@@ -122,10 +135,10 @@ class LiveRun:
                 self.version += 1
 
     def add_log_lines(self, task: str, lines: Iterable[str]) -> None:
+        lines = [ln for ln in lines if not (self.cpu_only and GPU_PROBE_NOISE.search(ln))]
         with self._lock:
             buf = self._logs.setdefault(task, deque(maxlen=LOG_LINES_KEPT))
             before = len(buf)
-            lines = list(lines)
             buf.extend(lines)
             self._log_totals[task] = self._log_totals.get(task, 0) + len(lines)
             if len(buf) != before or buf.maxlen == before:

@@ -6,7 +6,8 @@ What it finds: the modules imported from outside the project (each machine must 
 TensorBoard summaries (tf.summary, keras.callbacks.TensorBoard), which need the `tensorboard`
 package since TensorFlow 2.21. Imports inside `try:` are optional and not required. Calls of
 Keras 2-only names (`metric.reset_states()`, `optimizer.get_updates(...)`) are noted: under
-Keras 3 they fail when reached.
+Keras 3 they fail when reached. Whether it makes logical CPU devices itself (without them
+its MirroredStrategy sees one CPU device, whatever replicas the plan counts).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ KERAS2_ONLY = {
     "add_metric": ("Layer.add_metric", "a Metric object"),
     "get_session": ("backend.get_session", "eager TensorFlow"),
 }
+# Calls that split a physical device into logical ones (tf.config).
+DEVICE_CALLS = ("set_logical_device_configuration", "set_virtual_device_configuration")
 # Which pip package provides an import name, when they differ.
 PIP_NAMES = {"tf_keras": "tf-keras", "yaml": "pyyaml", "sklearn": "scikit-learn",
              "PIL": "pillow", "cv2": "opencv-python"}
@@ -45,6 +48,7 @@ class ScriptScan:
     errors: list[str] = field(default_factory=list)  # files that do not parse
     keras2_calls: list[tuple[str, str]] = field(default_factory=list)  # (name, "file:line")
     files: list[str] = field(default_factory=list)
+    logical_devices: list[str] = field(default_factory=list)  # "file:line": it makes devices
 
     def keras_for_fit(self, legacy: bool) -> str:
         """The Keras a `.fit(` in this code runs on: "keras3", "tf_keras" or ""."""
@@ -134,6 +138,8 @@ class _Visitor(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         if isinstance(node.func, ast.Attribute) and node.func.attr == "fit":
             self.scan.fit_calls.append(self._where(node))
+        if isinstance(node.func, ast.Attribute) and node.func.attr in DEVICE_CALLS:
+            self.scan.logical_devices.append(self._where(node))
         if isinstance(node.func, ast.Attribute) and node.func.attr in KERAS2_ONLY:
             self.scan.keras2_calls.append((node.func.attr, self._where(node)))
         self.generic_visit(node)
@@ -201,6 +207,28 @@ def keras2_warning(scan: ScriptScan, legacy: bool) -> str:
                "or use Keras 3's names")
     return (f"The script gets Keras 3 but calls Keras 2-only names, which fail when reached: "
             f"{calls}. To fix: {fix}.")
+
+
+def devices_warning(scan: ScriptScan, strategy: str, on_gpu: bool, replicas: int,
+                    global_batch: int) -> str:
+    """Why the script would train fewer replicas than the plan counts, with how to give it
+    logical CPU devices ("" when it sees as many devices as replicas, or makes them itself).
+    On the CPU TensorFlow shows a process one device; dtgui's own loop splits it
+    (worker/distribute.py), a script must do it before its strategy is made."""
+    known = Strategy.named(strategy)
+    if on_gpu or replicas <= 1 or known is None or known.one_replica \
+            or known.one_replica_per_worker or known.uses_tpu or scan.logical_devices \
+            or known.collective_across_workers:  # one CPU device a worker, whatever it makes
+        return ""
+    return (f"The plan counts {replicas} replicas per task on the CPU, but TensorFlow shows "
+            f"the script one CPU device: its {known.tf_class.split('.')[-1]} would train 1 "
+            f"replica while dtgui records {replicas} and passes "
+            f"DTGUI_GLOBAL_BATCH={global_batch}. Make the devices "
+            "first thing in the script, before the strategy: "
+            "tf.config.set_logical_device_configuration(tf.config.list_physical_devices('CPU')"
+            "[0], [tf.config.LogicalDeviceConfiguration()] * "
+            "int(os.environ['DTGUI_REPLICAS_PER_TASK'])) (docs/own-scripts.md); or choose 1 "
+            "replica per task.")
 
 
 def pip_name(module: str) -> str:

@@ -60,7 +60,8 @@ class RunController(BundledRun):
                  python: str | None = None, *, executors: list[Executor] | None = None,
                  record: RunRecord | None = None, policy: RunPolicy | None = None) -> None:
         self.bundle = bundle
-        self.metrics = metrics or LiveRun(bundle.plan.steps)
+        self.metrics = metrics or LiveRun(bundle.plan.steps,
+                                          cpu_only=bundle.plan.device_kind == "cpu")
         self.python = python or sys.executable
         self.executors = executors or [local_executor(bundle, self.python)]
         self.record = record

@@ -24,7 +24,7 @@ class RunView(BundledRun):
         self.record = record
         self.bundle = Bundle.open(record.bundle)
         plan = self.bundle.plan
-        self.metrics = LiveRun(plan.steps)
+        self.metrics = LiveRun(plan.steps, cpu_only=plan.device_kind == "cpu")
         if plan.machines or plan.is_multi_machine:
             for task in plan.tasks:
                 self.metrics.set_task_machine(task.task_id, task.machine_name)

@@ -48,6 +48,7 @@ from dtgui.core.placement import task_layout
 from dtgui.core.plan import LOCAL_MACHINE, Plan, PlanError
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
+from dtgui.core.script import BUNDLE_PROJECT_DIR
 from dtgui.core.settings import runs_dir
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.drivers import (
@@ -293,10 +294,11 @@ def _known(targets: Sequence[Target]) -> list[Target]:
 def _new_launch(plan: Plan, bundle_dir: Path, targets: Sequence[Target],
                 assignments: Mapping[str, str], connect: Connector | None,
                 policy: RunPolicy | None, progress: LaunchProgress | None, keep_ports: bool,
-                script: bool) -> Launch:
+                project: Path | None = None) -> Launch:
+    """`project`: where a script plan's code is (default: the plan's project folder)."""
     try:
         return Launch(plan, bundle_dir, targets, assignments, connect, policy, progress,
-                      keep_ports, study(plan) if script else None)
+                      keep_ports, study(plan, project))
     except UnknownMachine as exc:
         raise LaunchError(str(exc)) from exc
 
@@ -326,8 +328,7 @@ def launch_plan(plan: Plan, runs_root: Path | None = None, *,
     if keep_ports is None:
         keep_ports = bool(plan.tasks) and all(t.is_local for t in plan.tasks)
     launch = _new_launch(plan, unique_run_dir(runs_root or runs_dir(), plan.run_name), targets,
-                         assignments, connect, policy, progress, keep_ports and bool(plan.tasks),
-                         script=True)
+                         assignments, connect, policy, progress, keep_ports and bool(plan.tasks))
     return _run_steps(launch, STEPS)
 
 
@@ -350,7 +351,10 @@ def launch_bundle(bundle: Bundle, targets: Sequence[Target] = (), *,
                           "or run `bash run.sh MACHINE` on each machine (see its README).")
     launch = _new_launch(plan, bundle.path, targets,
                          {t.task_id: t.machine_name for t in plan.tasks}, connect, policy,
-                         progress, keep_ports=True, script=False)
+                         progress, keep_ports=True,
+                         project=bundle.path / BUNDLE_PROJECT_DIR)  # its imports checked too
+    if launch.script is not None:
+        launch.script.refusal = ""  # the export decided that (`dtgui export --no-check`)
     launch.bundle = bundle
     return _run_steps(launch, BUNDLE_STEPS)
 

@@ -6,7 +6,8 @@ its interpreter (dtgui.launch.precheck, with the script's imports asked about): 
 script imports that are not installed there, tensorboard when the script writes summaries
 (TensorFlow 2.21 no longer installs it), and for legacy Keras a tf-keras that is missing or
 does not match TensorFlow's version. Notes say which Keras the script gets on each machine;
-warnings, with their fix, that code the script gets Keras 3 for calls Keras 2-only names.
+warnings, with their fix, that code the script gets Keras 3 for calls Keras 2-only names, and
+that the script would see fewer devices than the replicas the plan counts.
 Reads the disk and runs interpreters: call it off the UI thread.
 """
 
@@ -21,6 +22,7 @@ from dtgui.core.plan import Plan
 from dtgui.core.script import ScriptModel
 from dtgui.core.script_scan import (
     ScriptScan,
+    devices_warning,
     fit_refusal,
     keras2_warning,
     pip_name,
@@ -58,8 +60,10 @@ def study(plan: Plan, project: Path | None = None) -> ScriptStudy | None:
     result = ScriptStudy(script, scan,
                          fit_refusal(scan, plan.strategy, script.legacy_keras, script.entry))
     result.notes += [f"{e} (not looked at: it does not parse)" for e in scan.errors]
-    warning = keras2_warning(scan, script.legacy_keras)
-    result.warnings += [warning] if warning else []
+    warnings = (keras2_warning(scan, script.legacy_keras),
+                devices_warning(scan, plan.strategy, plan.on_gpu, plan.replicas_per_task,
+                                plan.global_batch))
+    result.warnings += [w for w in warnings if w]
     return result
 
 

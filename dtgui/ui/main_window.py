@@ -250,6 +250,7 @@ class MainWindow(QMainWindow):
         wizard.set_machines(self.machines.machines())  # tasks may go to registered machines
         wizard.set_gpu_facts(self.machines.gpu_facts())
         wizard.set_target_facts(self.machines.cluster_facts())  # its jobs fit the partitions
+        wizard.set_machine_problems(self.machines.problems())  # the review names a ✗ in use
         wizard.accepted.connect(self._on_wizard_accepted)
         wizard.sweepRequested.connect(self._sweep_from_wizard)
         wizard.open()

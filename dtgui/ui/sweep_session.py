@@ -124,6 +124,8 @@ class SweepSession(QObject):
         """Follow the sweep in `folder` (another one than before: from its beginning)."""
         if self.folder != Path(folder):
             self._begin(folder)
+        elif self.table is not None:  # shown again: what is known, before the next look
+            self.changed.emit(self.table)
         self._timer.start()
         self._read()
 

@@ -12,6 +12,7 @@ folder of bundles with a driver script (`dtgui.core.sweep_export`).
 from __future__ import annotations
 
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -50,6 +51,34 @@ from dtgui.ui.workers import Worker, create_worker, error_message
 
 STATE_COLOURS = {"finished": "#2ca02c", "pruned": "#ff7f0e", "failed": "#d62728",
                  "running": "#1f77b4", "waiting": "#7f7f7f"}
+SEARCH_TEXT = {"tpe": "Bayesian search (TPE)", "random": "random search",
+               "grid": "grid search (every combination)"}
+_LOCAL_SLOT = re.compile(r"^local(?:-(?=\d)|(?=\s|$))")  # this machine's: local-1, local #1
+
+
+def slot_text(name: str) -> str:
+    """A trial's slot as the user knows it: "this machine #1" for local-1."""
+    return _LOCAL_SLOT.sub(lambda m: "this machine " + ("#" if m.group(0) == "local-" else ""),
+                           name).replace("  ", " ").strip()
+
+
+def status_text(data: SweepTable, running: bool, in_process: bool = True) -> str:
+    """The sweep in a sentence: its trials, its search and goal, its best trial and whether
+    its queue runs (`in_process`: in a process of its own, else in the app)."""
+    spec = data.spec
+    counts = {s: sum(1 for r in data.rows if r.state == s)
+              for s in ("finished", "pruned", "failed", "running")}
+    told = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no trial yet"
+    best = data.best
+    goal = "lowest" if spec.goal == "minimize" else "highest"
+    return (f"{_counted(data)} of {spec.trials} trial(s): {told}. "
+            f"{SEARCH_TEXT.get(spec.search, spec.search)} for the {goal} {spec.objective}"
+            + (f"; best: trial {best.number} ({best.objective:.4g})"
+               if best is not None and best.objective is not None else "")
+            + (". Running in the background: it goes on if dtgui is closed." if running
+               and in_process else ". Running in dtgui: it stops when dtgui is closed."
+               if running else "." if counts["running"]  # its queue runs elsewhere (a shell)
+               else ". Not running."))
 
 
 def _trial_record(row: TrialRow) -> RunRecord | None:
@@ -76,7 +105,7 @@ class SweepView(QWidget):
         self.table_data: SweepTable | None = None
         self.session = SweepSession(self)
         self.session.changed.connect(self.show_table)
-        self.session.sweep_ended.connect(self._set_enabled)
+        self.session.sweep_ended.connect(self._show_status)
         self.session.started.connect(lambda _pid: self._set_enabled())
         self.session.failed.connect(self._failed)
         self.title = QLabel("No sweep")
@@ -90,6 +119,7 @@ class SweepView(QWidget):
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.itemSelectionChanged.connect(self._selection_changed)
+        self.table.verticalHeader().hide()  # the trial column numbers the rows
         self.parallel = pg.PlotWidget(background="w")
         self.parallel.setMouseEnabled(False, False)
         self.parallel.hideButtons()
@@ -164,23 +194,20 @@ class SweepView(QWidget):
             return
         selected = self._selected_numbers()
         self.table_data = data
-        spec = data.spec
-        counts = {s: sum(1 for r in data.rows if r.state == s)
-                  for s in ("finished", "pruned", "failed", "running")}
-        told = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no trial yet"
-        best = data.best
-        self.status.setText(
-            f"{_counted(data)} of {spec.trials} trial(s): {told}. {spec.search} search, "
-            f"{spec.goal} {spec.objective}"
-            + (f"; best: trial {best.number} ({best.objective:.4g})"
-               if best is not None and best.objective is not None else "")
-            + (f". Running in the background (process {self.process})."
-               if self.process is not None else ""))
         self.notes.setText("\n".join(data.notes[-3:]))
         self.notes.setVisible(bool(data.notes))
         self._fill_table(data, selected)
         self._draw_parallel(data)
         self._draw_scatters(data)
+        self._show_status()
+
+    def _show_status(self) -> None:
+        """What the sweep is now (once read; before, what is being done stays)."""
+        if self.table_data is not None:
+            self.status.setText(status_text(self.table_data, self.session.running,
+                                            self.process is not None))
+            self.status.setToolTip(f"The sweep's process: {self.process}"
+                                   if self.process else "")
         self._set_enabled()
 
     # -- the table -------------------------------------------------------------------------
@@ -197,8 +224,8 @@ class SweepView(QWidget):
                      "" if row.objective is None else f"{row.objective:.5g}",
                      "" if row.best_step is None else str(row.best_step),
                      *(_value_text(row.params.get(n)) for n in names),
-                     "" if row.seconds is None else f"{row.seconds:.0f} s", row.machine,
-                     row.error]
+                     "" if row.seconds is None else f"{row.seconds:.0f} s",
+                     slot_text(row.machine), row.error]
             for j, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setData(Qt.ItemDataRole.UserRole, row.number)
@@ -312,7 +339,8 @@ class SweepView(QWidget):
             plot = pg.PlotWidget(background="w")
             plot.setLabel("left", data.spec.objective)
             plot.setLabel("bottom", param.name)
-            plot.getAxis("bottom").enableAutoSIPrefix(False)
+            for side in ("left", "bottom"):  # the values as the table shows them, unscaled
+                plot.getAxis(side).enableAutoSIPrefix(False)
             xs = axis_values(with_value, param)
             points = [(x, r.objective) for x, r in zip(xs, with_value, strict=True)
                       if x is not None and r.objective is not None]

@@ -3,12 +3,17 @@
 The one parser of printed lines: the supervisor's script child (script_child.py) feeds it the
 script's output as it passes, and the wizard's preview feeds it sample lines.
 
-Out of the box a line gives one value per pair it holds: ``name: 1.23``, ``name=1.23`` or
-``name 1.23`` (the last form only when the whole line is such pairs, so that prose such as
-``Found 6000 images`` gives nothing). The x of the line's values is its ``step``, ``iter``,
-``batch`` (a step axis) or, where only an epoch is given, its ``epoch`` (an epoch axis); a line
-with neither counts lines that gave values. ``Epoch 3/10`` (or ``step 40/100``) tells the
-progress. Source-file positions and TensorFlow's own log lines are left alone.
+Out of the box a line gives one value per pair it holds: ``name: 1.23``, ``name=1.23``,
+``name is 1.23`` or ``name 1.23`` (the last form only when the whole line is such pairs, so that
+prose such as ``Found 6000 images`` gives nothing). A number in prose is not a metric: a line
+gives values only when one of its names is a known metric's (loss, accuracy, lr, ...: KNOWN) or
+it carries a step or epoch marker (``Number of devices: 1`` gives nothing). A qualifier before
+a name is kept as the author wrote it: ``Test Loss: 0.21`` is the metric "Test Loss", not the
+training loss (``Final loss`` is the loss). The x of the line's values is its ``step``,
+``iter``, ``batch`` (a step axis) or, where only an epoch is given, its ``epoch`` (an epoch
+axis); a line with neither takes the x of the last line that had one (``Final loss is 0.09``
+after the epochs), else counts lines that gave values. ``Epoch 3/10`` (or ``step 40/100``)
+tells the progress. Source-file positions and TensorFlow's own log lines are left alone.
 
 A user's patterns are regular expressions with named groups: a group named ``step``,
 ``iter``, ``batch`` or ``epoch`` gives the x, every other group a value of that name. A line
@@ -27,16 +32,28 @@ STEP_WORDS = ("step", "steps", "global_step", "iter", "iters", "iteration", "bat
 EPOCH_WORDS = ("epoch",)
 AXES = ("step", "epoch", "line")  # what a value's x counts
 _PAIR = re.compile(
-    r"(?<![\w./\\-])(?P<name>[A-Za-z_][\w./-]*[A-Za-z0-9_]|[A-Za-z_])"
-    r"(?:\s*(?P<sep>[:=])\s*|\s+)"
-    rf"(?P<value>{NUMBER})(?![\w/]|[.:]\S)(?:%)?", re.IGNORECASE)
+    r"(?<![\w./\\:-])(?P<name>[A-Za-z_][\w./-]*[A-Za-z0-9_]|[A-Za-z_])"
+    r"(?:\s*(?P<sep>[:=])\s*|\s+(?P<is>is)\s+|\s+)"
+    rf"(?P<value>{NUMBER})(?![\w/]|[.:]\S|,\d)(?:%)?", re.IGNORECASE)  # not 34,826
+# words before a name that make another metric of it (kept: "Test Loss"), or none ("Final")
+QUALIFIERS = ("train", "training", "test", "testing", "val", "valid", "validation", "eval",
+              "evaluation")
+_QUALIFIER = re.compile(rf"(?<![\w-])(?P<word>{'|'.join(QUALIFIERS)}|final)\s+$",
+                        re.IGNORECASE)
+# a word of a name that makes it a metric (`val_sparse_categorical_accuracy`, `Test Loss`)
+KNOWN = frozenset({
+    "loss", "acc", "accuracy", "lr", "learning_rate", "mae", "mse", "rmse", "mape", "auc",
+    "precision", "recall", "f1", "perplexity", "ppl", "error", "err", "crossentropy", "bleu",
+    "iou", "dice", "psnr", "ssim", "reward", "entropy", "grad_norm", "top1", "top5", "wer",
+    "cer"})
+_WORDS = re.compile(r"[\s_./-]+")
 _COUNT_OF = re.compile(
     r"(?<![\w-])(?P<word>epoch|step|iter(?:ation)?|batch)\s*[:=]?\s*(?P<n>\d+)\s*(?:/|\bof\b)\s*"
     r"(?P<total>\d+)(?![\w.])", re.IGNORECASE)
 _FILLER = re.compile(r"[^A-Za-z]*")  # what may sit between pairs for `name 1.23` to count
 _SOURCE_FILE = re.compile(r"\.(?:py|h|hpp|cc|cpp|c|cu|so)$", re.IGNORECASE)
 # glog (`I1124 17:11:31.1234 ...`) and TensorFlow's C++ log (`2026-11-24 17:11:31.12: I ...`)
-_LOG_LINE = re.compile(r"^\s*(?:[IWEF]\d{4} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
+LOG_LINE = re.compile(r"^\s*(?:[IWEF]\d{4} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
                        r"(?:\.\d+)?: [IWEF] )")
 MAX_LINE = 4000  # longer lines are not looked at (a dumped array, a progress bar's backspaces)
 
@@ -65,6 +82,12 @@ def _axis_of(name: str) -> str:
     if low in EPOCH_WORDS:
         return "epoch"
     return ""
+
+
+def is_known_metric(name: str) -> bool:
+    """A name a metric goes by: it or one of its words is KNOWN."""
+    low = name.lower()
+    return low.replace(" ", "_") in KNOWN or any(w in KNOWN for w in _WORDS.split(low))
 
 
 def _parsed_number(text: str) -> float | None:
@@ -106,8 +129,9 @@ def pattern_problem(text: str) -> str:
 def metric_name(tag: str) -> str:
     """The name a tag stands for whatever wrote it, to tell the same metric from two sources:
     TensorBoard's ``train/epoch_loss`` and a printed ``loss`` are both ``loss``;
-    ``validation/epoch_accuracy`` and ``val_accuracy`` both ``val_accuracy``."""
-    parts = [p for p in tag.lower().split("/") if p]
+    ``validation/epoch_accuracy``, a printed ``Validation Accuracy`` and ``val_accuracy`` all
+    ``val_accuracy``."""
+    parts = [p for p in tag.lower().replace(" ", "_").split("/") if p]
     if not parts:
         return ""
     last = parts[-1]
@@ -137,6 +161,7 @@ class LineParser:
         self.defaults = defaults
         self.lines = 0  # lines that gave values (the x where a line gives none)
         self.first_epoch: int | None = None  # 0 or 1: how the script numbers its epochs
+        self.last_x: tuple[float, str] | None = None  # of the last line with values and an x
 
     def feed(self, line: str) -> LineResult:
         result = LineResult()
@@ -150,7 +175,7 @@ class LineParser:
                 self._read(result, [(k, v) for k, v in match.groupdict().items()
                                     if v is not None], None)
                 return result
-        if self.defaults and not _LOG_LINE.match(line):
+        if self.defaults and not LOG_LINE.match(line):
             self._read(result, *self._default_pairs(line))
         return result
 
@@ -163,24 +188,34 @@ class LineParser:
             word = "epoch" if counted["word"].lower() == "epoch" else "step"
             progress = (word, int(counted["n"]), int(counted["total"]))
             rest = line[:counted.start()] + " " + line[counted.end():]
-        pairs: list[tuple[str, str]] = []
-        spaced = False
-        leftover, last = [], 0
         matches = list(_PAIR.finditer(rest))
         starts = {m.start() for m in matches}
+        found: list[tuple[str, str, bool, bool]] = []  # (name, value, spaced, axis)
+        leftover, last = [], 0
         for match in matches:
             name = match["name"]
             if _SOURCE_FILE.search(name) or not _ends_pair(rest, match.end(), starts):
                 continue
-            leftover.append(rest[last:match.start()])
+            start = match.start()
+            qualifier = _QUALIFIER.search(rest, last, start)
+            if qualifier is not None and not _axis_of(name):
+                start = qualifier.start()
+                if qualifier["word"].lower() != "final":  # the final loss is the loss
+                    name = f"{qualifier['word']} {name}"
+            leftover.append(rest[last:start])
             last = match.end()
-            pairs.append((name, match["value"]))
-            spaced = spaced or match["sep"] is None
+            found.append((name, match["value"], match["sep"] is None and match["is"] is None,
+                          bool(_axis_of(name))))
         leftover.append(rest[last:])
-        if spaced and not all(_FILLER.fullmatch(piece) for piece in leftover):
-            # `name 1.23` only where the line is nothing but pairs: keep the `:` / `=` ones
-            pairs = [(m["name"], m["value"]) for m in matches if m["sep"] is not None
-                     and not _SOURCE_FILE.search(m["name"]) and _ends_pair(rest, m.end(), starts)]
+        if any(spaced for _, _, spaced, _ in found) and \
+                not all(_FILLER.fullmatch(piece) for piece in leftover):
+            # `name 1.23` only where the line is nothing but pairs (or a step or epoch
+            # marker: `Finished epoch 0, accuracy is 0.49.`)
+            found = [f for f in found if not f[2] or f[3]]
+        marked = progress is not None or any(axis for *_, axis in found)
+        if not marked and not any(is_known_metric(name) for name, *_ in found):
+            found = []  # prose: `Number of devices: 1`
+        pairs = [(name, value) for name, value, _, _ in found]
         if progress is not None:
             pairs.append((progress[0], str(progress[1])))
         return pairs, progress
@@ -213,8 +248,12 @@ class LineParser:
             step, axis = x["step"], "step"
         elif "epoch" in x:
             step, axis = x["epoch"], "epoch"
+        elif self.last_x is not None:  # said after that step or epoch (`Test loss: 0.02`)
+            step, axis = self.last_x
         else:
             step, axis = float(self.lines), "line"
+        if axis != "line":
+            self.last_x = (step, axis)
         result.readings = [Reading(name, value, step, axis) for name, value in values]
 
     def epochs_done(self, epoch: float) -> int:

@@ -23,24 +23,34 @@ import time
 from .events import EventWriter
 from .layout import task_dir_names
 from .plan import BUNDLE_PROJECT_DIR, MetricsTasks, Plan, ScriptModel
-from .printed_metrics import MAX_LINE, LineParser, LineResult, metric_name
+from .printed_metrics import LOG_LINE, MAX_LINE, LineParser, LineResult, metric_name
 from .script_env import expand_references, is_loss_tag, task_paths
 from .supervisor import Child
 from .tb_follow import TensorBoardFollower
 from .tfrecord import Scalar
 
 
-def last_error_line(text: str) -> str:
-    """The line a person acts on: the exception line of the last traceback, else the last
-    non-empty line."""
+def last_error_line(text: str, limit: int = 500) -> str:
+    """The line a person acts on: the exception of the last traceback, its whole message
+    (one of several lines is joined: `TypeError: Failed to convert elements of PerReplica:{`
+    ... `}) with an unsupported type ... to a Tensor.`), else the last non-empty line. A
+    message longer than `limit` keeps its first and last lines."""
     lines = [ln.rstrip() for ln in text.replace("\r", "\n").splitlines()]
     start = max((i for i, ln in enumerate(lines) if ln.startswith("Traceback (most recent call")),
                 default=-1)
-    candidates = lines[start + 1:] if start >= 0 else lines
-    for line in reversed(candidates):
-        if line.strip() and (start < 0 or not line.startswith((" ", "\t"))):
-            return line.strip()[:500]
-    return ""
+    if start < 0:
+        return next((ln.strip()[:limit] for ln in reversed(lines) if ln.strip()), "")
+    # the frames are indented; the exception starts at the first line that is not
+    first = next((i for i in range(start + 1, len(lines))
+                  if lines[i].strip() and not lines[i].startswith((" ", "\t"))), None)
+    if first is None:
+        return ""
+    message = [ln.strip() for ln in lines[first:] if ln.strip() and not LOG_LINE.match(ln)]
+    joined = " ".join(message)
+    if len(joined) <= limit or len(message) == 1:
+        return joined[:limit]
+    head, tail = message[0][:limit // 2], message[-1][-(limit // 2 - 5):]
+    return f"{head} ... {tail}"
 
 
 class ScriptChild(Child):

@@ -37,8 +37,9 @@ def expand_references(text: str, values: Mapping[str, str]) -> str:
 
 
 def is_loss_tag(tag: str) -> bool:
-    """A training loss: `loss`, `batch_loss`, `train/epoch_loss` ... (not a validation one)."""
-    parts = tag.lower().split("/")
+    """A training loss: `loss`, `batch_loss`, `train/epoch_loss`, a printed `Train Loss` ...
+    (not a validation or test one)."""
+    parts = tag.lower().replace(" ", "_").split("/")
     if any(p.startswith(("val", "eval", "test")) for p in parts):
         return False
     return parts[-1] in LOSS_NAMES

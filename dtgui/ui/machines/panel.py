@@ -209,6 +209,11 @@ class MachinesPanel(QWidget):
                 if (state := self.states.get(m.name)) is not None and state.facts is not None
                 and state.facts.cluster is not None}
 
+    def problems(self) -> dict[str, str]:
+        """Machine -> the problem its row is marked with (a ✗: its last probe failed)."""
+        return {name: short_message(state) for name, state in self.states.items()
+                if state.status == "error"}
+
     # -- table ---------------------------------------------------------------------------------
     def rebuild(self) -> None:
         selected = set(self.selected_names())

@@ -30,13 +30,19 @@ from dtgui.launch.model_check import ModelCheck, check_model_file
 from dtgui.ui.workers import error_details, error_message, run_in_thread
 
 from .common import WizardContext, card, label, monospace, muted
+from .optimizer_box import OPTIMIZER_TEXT
 from .script_box import ScriptBox
 
 DEMO_TEXT = ("MLP on the digits data set: 1797 real 8×8 images (1500 to train, 297 held out to "
              "validate), 10 classes, bundled, "
              "works offline.")
 DEMO_NETWORK = ("64 pixels → Dense 128 (relu) → Dense 64 (relu) → 10 logits; sparse categorical "
-                "cross-entropy, Adam.")
+                "cross-entropy, {optimizer} (Training options).")
+
+
+def demo_network(plan: Plan) -> str:
+    """The demo's network, with the optimizer the plan has (Training options)."""
+    return DEMO_NETWORK.format(optimizer=OPTIMIZER_TEXT.get(plan.optimizer, plan.optimizer))
 CONTRACT = """\
 def build_model():    # -> keras.Model, built inside strategy.scope(); outputs logits
 def make_dataset():   # -> tf.data.Dataset of unbatched (features, label) pairs
@@ -96,7 +102,7 @@ class ModelPage(QWizardPage):
         self.demo_radio.setChecked(True)
         demo_text = label(DEMO_TEXT)
         demo_text.setContentsMargins(26, 0, 0, 0)
-        demo_net = muted(DEMO_NETWORK)
+        self.demo_net = demo_net = muted(demo_network(Plan()))
         demo_net.setContentsMargins(26, 0, 0, 8)
 
         self.path_edit = QLineEdit()
@@ -216,6 +222,7 @@ class ModelPage(QWizardPage):
         return self.demo_radio.isChecked() or self.check_passed()
 
     def initializePage(self) -> None:
+        self.demo_net.setText(demo_network(self.ctx.draft()))  # as Training options set it
         if self.script_radio.isChecked():  # the look at a script depends on the strategy
             self.script_box.set_plan(self.ctx.draft())
         # A remembered file is checked when the page is first shown (not at start-up).

@@ -146,6 +146,8 @@ class OptionsPage(QWizardPage):
         self.epochs_spin.setDecimals(2)
         self.epochs_spin.setToolTip("Sets the steps to epochs × steps per epoch.")
         self.epoch_hint = muted()
+        self.epoch_hint.setTextFormat(Qt.TextFormat.RichText)  # its "use N" link
+        self.epoch_hint.linkActivated.connect(lambda steps: self.spe_spin.setValue(int(steps)))
         self.per_call_spin = QSpinBox()
         self.per_call_spin.setRange(0, MAX_STEPS_PER_CALL)
         self.per_call_spin.setSpecialValueText("automatic")
@@ -351,9 +353,13 @@ class OptionsPage(QWizardPage):
         self.global_label.setText(global_batch_text(plan))
         self.optimizer_box.set_effective_batch(plan.global_batch)
         if isinstance(self.ctx.draft().model, DemoModel) and not tpu:
-            per_epoch = max(1, DIGITS_EXAMPLES // max(1, plan.global_batch))
-            self.epoch_hint.setText(f"The demo's {DIGITS_EXAMPLES} examples make about "
-                                    f"{per_epoch} steps at this global batch.")
+            per_epoch = max(1, round(DIGITS_EXAMPLES / max(1, plan.global_batch)))
+            pass_text = (f"The demo's {DIGITS_EXAMPLES} examples: about {per_epoch} steps "
+                         "at this batch")
+            # an epoch is the steps per epoch set above; offer the pass's length beside it
+            self.epoch_hint.setText(
+                f"{pass_text}, one epoch." if plan.steps_per_epoch == per_epoch
+                else f"{pass_text} (<a href='{per_epoch}'>use {per_epoch}</a>).")
         else:
             self.epoch_hint.setText("")
         self.epoch_hint.setVisible(bool(self.epoch_hint.text()))

@@ -39,10 +39,13 @@ class PrintedMetricsBox(QWidget):
         super().__init__(parent)
         self.defaults_check = QCheckBox("Curves from the lines it prints (name: 1.2, name=1.2)")
         self.defaults_check.setToolTip(
-            "Several pairs a line: `name: 1.2`, `name=1.2`, or `name 1.2` where the line is "
-            "only pairs. The x is the step, iter or batch in the same line, else its epoch "
-            "(an epoch axis), else a line count. `Epoch 3/10` moves the progress. A metric "
-            "the script's TensorBoard files or report() give is taken from those alone.")
+            "Several pairs a line: `name: 1.2`, `name=1.2`, `name is 1.2`, or `name 1.2` where "
+            "the line is only pairs. A line counts when it names a known metric (loss, "
+            "accuracy, lr, ...) or a step or epoch: `Number of devices: 1` is prose. `Test "
+            "Loss` is its own curve; only a training loss is the run's loss. The x is the "
+            "step, iter or batch in the same line, else its epoch (an epoch axis), else the "
+            "last line's x, else a line count. `Epoch 3/10` moves the progress. A metric the "
+            "script's TensorBoard files or report() give is taken from those alone.")
         self.defaults_check.setChecked(True)
         self.tasks_combo = QComboBox()
         self.tasks_combo.setToolTip("Which tasks' lines are read: the main task (the chief, "

@@ -70,6 +70,7 @@ class ReviewPage(QWizardPage):
         # driver's `target_of_job`; None: the plan's own machines
         self.job: object | None = None
         self.job_problems: list[str] = []  # why that job cannot be sent as typed
+        self.machine_problems: dict[str, str] = {}  # machine -> why Machines marks it ✗
 
         self.summary = card()
         self.summary_grid = QGridLayout(self.summary)
@@ -289,8 +290,17 @@ class ReviewPage(QWizardPage):
                               "Select a process to see its TF_CONFIG and script.")
         else:
             self.note.setText("One process: a single-process strategy needs no TF_CONFIG.")
-        show_errors(self.warnings, self.problems())
+        show_errors(self.warnings, self.problems() + self.marked(plan))
         self.completeChanged.emit()
+
+    def marked(self, plan: Plan) -> list[str]:
+        """A word on each machine the run uses that the Machines panel marks with a problem
+        (the launch checks it again, and may yet start)."""
+        return [f"{name} is marked with a problem in Machines"
+                + (f" ({problem.rstrip('.')})" if problem else "")
+                + "; the launch checks it again."
+                for name in plan.machine_names
+                if (problem := self.machine_problems.get(name)) is not None]
 
     def _show_job_file(self, plan: Plan) -> None:
         """The file the box's job submits (exactly what the bundle holds), or why it cannot

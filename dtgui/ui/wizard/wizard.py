@@ -119,6 +119,13 @@ class RunWizard(QWizard):
         if self.currentId() == PAGE_REVIEW:
             self.review_page.replan()
 
+    def set_machine_problems(self, problems: Mapping[str, str]) -> None:
+        """Machine name -> why the Machines panel marks it with a problem (its last probe's
+        error): the review says so for a machine the run uses."""
+        self.review_page.machine_problems = dict(problems)
+        if self.currentId() == PAGE_REVIEW:
+            self.review_page.replan()
+
     def machine_pythons(self) -> dict[str, str]:
         """Remote machine -> the Python interpreter chosen for it (launch checks it)."""
         return self.review_page.machines_box.pythons()
