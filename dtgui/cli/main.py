@@ -1,5 +1,5 @@
 """Command line: `dtgui` (GUI), `dtgui export OUTDIR`, `dtgui run OUTDIR`, `dtgui sweep OUT`,
-`dtgui install-desktop`."""
+`dtgui runs ...`, `dtgui install-desktop`."""
 
 from __future__ import annotations
 
@@ -77,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     from dtgui.cli.sweep import add_sweep
 
     add_sweep(sub, _HelpFormatter, add_export_options)
+    from dtgui.cli.runs import add_runs
+
+    add_runs(sub, _HelpFormatter)
     add_install_desktop(sub)
     return parser
 
@@ -355,6 +358,10 @@ def main(argv: list[str] | None = None) -> int:
         from dtgui.cli.sweep import cmd_sweep
 
         return cmd_sweep(args, checked_plan)
+    if args.command == "runs":
+        from dtgui.cli.runs import cmd_runs
+
+        return cmd_runs(args)
     if args.command == "install-desktop":
         return cmd_install_desktop(args)
     from dtgui.ui.app import run_gui

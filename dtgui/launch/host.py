@@ -79,6 +79,11 @@ class Host(abc.ABC):
         """Delete these files of `directory` (those there)."""
 
     @abc.abstractmethod
+    def remove_tree(self, directory: str) -> None:
+        """Delete `directory` and everything in it (a run's copy; nothing when it is gone).
+        Raises OSError (or the connection's error) when it cannot."""
+
+    @abc.abstractmethod
     def prepare_dir(self, directory: str, archive: bytes | None, *, make_dir: bool = True,
                     progress: CopyProgress | None = None) -> None:
         """Make the bundle ready in `directory`: copied there as `archive` and unpacked (a
@@ -212,6 +217,11 @@ class LocalHost(Host):
     def remove(self, directory: str, names: Sequence[str]) -> None:
         for name in names:
             (Path(directory) / name).unlink(missing_ok=True)
+
+    def remove_tree(self, directory: str) -> None:
+        path = Path(directory).expanduser()
+        if path.exists():
+            shutil.rmtree(path)
 
     def prepare_dir(self, directory: str, archive: bytes | None, *, make_dir: bool = True,
                     progress: CopyProgress | None = None) -> None:

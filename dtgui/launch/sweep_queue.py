@@ -57,6 +57,7 @@ from dtgui.core.sweep_study import (
 )
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.pipeline import launch_plan, reattach
+from dtgui.launch.run_admin import remember_sweep
 from dtgui.launch.sweep_holds import HoldRegister
 from dtgui.launch.sweep_slots import GpuProber, Slot, slots_for
 
@@ -92,6 +93,7 @@ def prepare_sweep(folder: Path, spec: SweepSpec, plan: Plan) -> optuna.Study:
     folder.mkdir(parents=True, exist_ok=True)
     study = open_study(spec, folder)
     save_sweep(folder, spec, plan)
+    remember_sweep(folder)  # listed on the Runs page
     return study
 
 

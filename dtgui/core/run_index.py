@@ -1,0 +1,282 @@
+"""The Runs page's rows: every run of a runs folder as one flat row, read fast.
+
+A row holds what the Runs page and `dtgui runs list` show of a run: its record's facts (name,
+state, strategy, machines, times, final loss), what its events say once it has ended (steps
+done, best validation value) and what the user wrote about it (tags, note, archived, kept in
+`run-notes.json` beside the record, so that the record's writer and the user never write the
+same file).
+
+Reading 10,000 records and their events each time would be slow, so each runs folder keeps
+an index, `.runs-index.json`: a row per run folder with the modification times of the files
+it was read from. A row is read again only when one of those changed; a run still training
+is read again from its record each time (its events are not summarized). Pure Python: no Qt;
+it blocks on the disk: not on a UI thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from dtgui.core.plan import PLAN_NAME
+from dtgui.core.run_state import RunState
+from dtgui.core.runs import RECORD_NAME, RunHistory, RunRecord
+from dtgui.core.settings import atomic_write_text
+
+INDEX_NAME = ".runs-index.json"
+INDEX_SCHEMA = 1
+NOTES_NAME = "run-notes.json"  # tags, note, archived: the user's, beside run.json
+
+RUN, SWEEP, TRIAL = "run", "sweep", "trial"
+
+
+def significant(value: float | None) -> str:
+    """A loss or a metric as every view shows it: 4 significant digits (4.01e-05, not
+    0.0000); "" when there is none."""
+    if value is None or not math.isfinite(value):
+        return ""
+    return f"{value:.4g}"
+
+
+@dataclass
+class Notes:
+    """What the user wrote about a run (any text: newlines and every character kept)."""
+
+    tags: list[str] = field(default_factory=list)
+    note: str = ""
+    archived: bool = False
+
+    @classmethod
+    def read(cls, folder: Path | str) -> Notes:
+        try:
+            data = json.loads((Path(folder) / NOTES_NAME).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return cls()
+        if not isinstance(data, dict):
+            return cls()
+        tags = data.get("tags")
+        return cls(tags=[str(t) for t in tags] if isinstance(tags, list) else [],
+                   note=str(data.get("note") or ""), archived=bool(data.get("archived")))
+
+    def write(self, folder: Path | str) -> None:
+        atomic_write_text(Path(folder) / NOTES_NAME,
+                          json.dumps(asdict(self), indent=2, ensure_ascii=False) + "\n")
+
+
+def clean_tags(tags: Iterable[str]) -> list[str]:
+    """Tags as typed, each once, in order, without surrounding blanks or empty ones."""
+    out: list[str] = []
+    for tag in tags:
+        tag = tag.strip()
+        if tag and tag not in out:
+            out.append(tag)
+    return out
+
+
+def split_tags(text: str) -> list[str]:
+    """The tags of "a, b c" as typed in the Tags cell: separated by commas."""
+    return clean_tags(text.split(","))
+
+
+@dataclass
+class RunRow:
+    folder: str  # the run's local bundle (a sweep's folder for a sweep)
+    name: str
+    kind: str = RUN  # RUN, SWEEP or TRIAL
+    parent: str = ""  # a trial's sweep folder
+    run_id: str = ""
+    state: str = ""
+    active: bool = False
+    message: str = ""
+    strategy: str = ""  # the strategy's key (dtgui.core.strategies)
+    where: str = ""  # its machines, "local" for this machine alone
+    started: float = 0.0
+    ended: float | None = None
+    steps: int | None = None  # steps done (None: not read: still training or no events)
+    total_steps: int = 0
+    final_loss: float | None = None
+    best_val: float | None = None
+    best_val_name: str = ""  # "val_loss" or "val_METRIC"
+    summarized: bool = False  # steps and best value read from the ended run's events
+    tags: list[str] = field(default_factory=list)
+    note: str = ""
+    archived: bool = False
+
+    @property
+    def duration(self) -> float | None:
+        return self.ended - self.started if self.ended and self.started else None
+
+    def text(self) -> str:
+        """Everything a filter matches, lowercased."""
+        return " ".join((self.name, self.state, self.strategy, self.where, self.note,
+                         " ".join(self.tags), Path(self.folder).name,
+                         self.run_id)).lower()
+
+    def matches(self, words: Sequence[str]) -> bool:
+        text = self.text()
+        return all(w in text for w in words)
+
+    def set_notes(self, notes: Notes) -> None:
+        self.tags, self.note, self.archived = list(notes.tags), notes.note, notes.archived
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunRow:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def row_of_record(record: RunRecord, kind: str = RUN, parent: str = "") -> RunRow:
+    """A record's row, without what its events say (`summarize`)."""
+    where = ", ".join(m.name for m in record.machines) or "local"
+    return RunRow(folder=record.bundle, name=record.run_name, kind=kind, parent=parent,
+                  run_id=record.run_id, state=str(record.state), active=record.is_active,
+                  message=record.message, strategy=str(record.strategy), where=where,
+                  started=record.created, ended=record.ended, final_loss=record.final_loss)
+
+
+def summarize(row: RunRow) -> None:
+    """Fill the steps done and the best validation value of an ended run from its events
+    (the compare view's reading of a bundle: one definition of each)."""
+    from dtgui.core.compare import summarize_run
+
+    summary = summarize_run(row.folder, row.name, row.state)
+    row.steps = summary.steps_done or None
+    row.total_steps = summary.steps
+    if summary.final_loss is not None:
+        row.final_loss = summary.final_loss
+    if summary.best_val_metric is not None:
+        name, value, _ = summary.best_val_metric
+        row.best_val, row.best_val_name = value, f"val_{name}"
+    elif summary.best_val_loss is not None:
+        row.best_val, row.best_val_name = summary.best_val_loss[0], "val_loss"
+    row.summarized = True
+
+
+def _mtime(path: str) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return 0
+
+
+class RunIndex:
+    """The rows of the runs under `root` (the runs folder, or a sweep's trials folder),
+    through its index file."""
+
+    def __init__(self, root: Path | str, kind: str = RUN, parent: str = "") -> None:
+        self.root = Path(root)
+        self.kind, self.parent = kind, parent
+        self._cache: dict[str, dict[str, Any]] = {}
+        self.changed = False
+
+    @property
+    def path(self) -> Path:
+        return self.root / INDEX_NAME
+
+    def _load(self) -> None:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+        if isinstance(data, dict) and data.get("schema") == INDEX_SCHEMA \
+                and isinstance(data.get("rows"), dict):
+            self._cache = data["rows"]
+
+    def save(self) -> None:
+        if not self.changed:
+            return
+        with contextlib.suppress(OSError):  # a cache: the next reading builds it again
+            atomic_write_text(self.path, json.dumps(
+                {"schema": INDEX_SCHEMA, "rows": self._cache}, separators=(",", ":")))
+        self.changed = False
+
+    def rows(self, *, summarize_ended: bool = True) -> list[RunRow]:
+        """Every run's row, newest first. `summarize_ended`: read the events of ended runs
+        not read yet (else their rows say `summarized=False`: `fill` reads them later)."""
+        self._load()
+        out: list[RunRow] = []
+        seen: set[str] = set()
+        try:
+            entries = [e for e in os.scandir(self.root) if e.is_dir()]
+        except OSError:
+            entries = []
+        for entry in entries:
+            row = self._row(entry.path, entry.name)
+            if row is not None:
+                seen.add(entry.name)
+                out.append(row)
+        for gone in set(self._cache) - seen:  # deleted or moved away
+            del self._cache[gone]
+            self.changed = True
+        if summarize_ended:
+            self.fill([r for r in out if not r.summarized and not r.active])
+        out.sort(key=lambda r: r.started, reverse=True)
+        self.save()
+        return out
+
+    def _row(self, folder: str, name: str) -> RunRow | None:
+        record_file = os.path.join(folder, RECORD_NAME)
+        stamp = [_mtime(record_file) or _mtime(os.path.join(folder, PLAN_NAME)),
+                 _mtime(os.path.join(folder, NOTES_NAME))]
+        if not stamp[0]:
+            return None
+        cached = self._cache.get(name)
+        if cached is not None and cached.get("stamp") == stamp and isinstance(
+                cached.get("row"), dict):
+            row = RunRow.from_dict(cached["row"])
+            if not row.active:
+                row.folder = folder  # the runs folder may have been moved
+                return row
+        record = RunHistory.read(Path(folder))
+        if record is None:
+            return None
+        row = row_of_record(record, self.kind, self.parent)
+        row.set_notes(Notes.read(folder))
+        old = RunRow.from_dict(cached["row"]) if cached and isinstance(
+            cached.get("row"), dict) else None
+        if old is not None and old.summarized and stamp[0] == cached.get("stamp", [0])[0]:
+            row.steps, row.total_steps, row.best_val, row.best_val_name = (
+                old.steps, old.total_steps, old.best_val, old.best_val_name)
+            row.final_loss, row.summarized = old.final_loss, True
+        self._cache[name] = {"stamp": stamp, "row": row.to_dict()}
+        self.changed = True
+        return row
+
+    def fill(self, rows: Iterable[RunRow]) -> None:
+        """Read the events of these ended runs (steps done, best validation value) and keep
+        them in the index (call `save`)."""
+        for row in rows:
+            with contextlib.suppress(OSError, ValueError):
+                summarize(row)
+            row.summarized = True
+            name = Path(row.folder).name
+            if name in self._cache:
+                self._cache[name]["row"] = row.to_dict()
+                self.changed = True
+
+
+def find(rows: Sequence[RunRow], text: str) -> list[RunRow]:
+    """The rows `text` names: a run folder's path, its folder name, its run id or its name
+    (the command line's RUN). Several when a name is not unique."""
+    path = Path(text).expanduser()
+    if path.is_absolute() or os.sep in text:
+        resolved = str(path.resolve())
+        return [r for r in rows if str(Path(r.folder).resolve()) == resolved]
+    for key in (lambda r: Path(r.folder).name, lambda r: r.run_id, lambda r: r.name):
+        found = [r for r in rows if key(r) == text]
+        if found:
+            return found
+    return []
+
+
+def state_of(row: RunRow) -> RunState:
+    return RunState.named(row.state)
