@@ -104,6 +104,7 @@ class RunRow:
     best_val: float | None = None
     best_val_name: str = ""  # "val_loss" or "val_METRIC"
     summarized: bool = False  # steps and best value read from the ended run's events
+    trained: str = ""  # a user's script in a few words ("" for dtgui's loop)
     tags: list[str] = field(default_factory=list)
     note: str = ""
     archived: bool = False
@@ -161,6 +162,21 @@ def summarize(row: RunRow) -> None:
     row.summarized = True
 
 
+def plan_facts(folder: str) -> tuple[int, str]:
+    """(its planned steps, what it trained: a user's script in a few words, "" for dtgui's
+    loop) from a run's plan.json."""
+    from dtgui.core.plan import Plan
+    from dtgui.core.plan_text import script_summary
+
+    try:
+        plan = Plan.from_dict(json.loads(Path(folder, PLAN_NAME).read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return 0, ""
+    if plan.script is not None:
+        return 0, script_summary(plan)
+    return int(plan.steps), ""
+
+
 def _mtime(path: str) -> int:
     try:
         return os.stat(path).st_mtime_ns
@@ -206,7 +222,7 @@ class RunIndex:
         out: list[RunRow] = []
         seen: set[str] = set()
         try:
-            entries = [e for e in os.scandir(self.root) if e.is_dir()]
+            entries = [e for e in os.scandir(self.root) if e.is_dir() and e.name[:1] != "."]
         except OSError:
             entries = []
         for entry in entries:
@@ -241,9 +257,11 @@ class RunIndex:
             return None
         row = row_of_record(record, self.kind, self.parent)
         row.set_notes(Notes.read(folder))
+        row.total_steps, row.trained = plan_facts(folder)
         old = RunRow.from_dict(cached["row"]) if cached and isinstance(
             cached.get("row"), dict) else None
-        if old is not None and old.summarized and stamp[0] == cached.get("stamp", [0])[0]:
+        same_record = cached is not None and (cached.get("stamp") or [0])[0] == stamp[0]
+        if old is not None and old.summarized and same_record:
             row.steps, row.total_steps, row.best_val, row.best_val_name = (
                 old.steps, old.total_steps, old.best_val, old.best_val_name)
             row.final_loss, row.summarized = old.final_loss, True

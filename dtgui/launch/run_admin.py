@@ -101,13 +101,16 @@ def sweep_rows(folder: Path, *, summarize_ended: bool = True) -> list[RunRow]:
 
 def list_rows(root: Path | None = None, *, summarize_ended: bool = True,
               sweeps: list[Path] | None = None) -> list[RunRow]:
-    """Every run under `root` (default: the runs folder), then every known sweep with its
-    trials, each sweep's trials right after it."""
-    rows = RunIndex(root if root is not None else runs_dir()).rows(
-        summarize_ended=summarize_ended)
+    """Every run under `root` (default: the runs folder) and every known sweep, newest
+    first, each sweep's trials right after it."""
+    groups = [[r] for r in RunIndex(root if root is not None else runs_dir()).rows(
+        summarize_ended=summarize_ended)]
     for folder in (sweeps if sweeps is not None else known_sweeps()):
-        rows += sweep_rows(folder, summarize_ended=summarize_ended)
-    return rows
+        group = sweep_rows(folder, summarize_ended=summarize_ended)
+        if group:
+            groups.append(group)
+    groups.sort(key=lambda g: g[0].started, reverse=True)
+    return [r for group in groups for r in group]
 
 
 def fill_rows(rows: list[RunRow]) -> list[RunRow]:

@@ -93,8 +93,9 @@ class RunWizard(QWizard):
         box = self.review_page.machines_box
         box.remember(plan)
         if job is not None:
-            from .slurm_box import SlurmBox
             from dtgui.core.slurm import SlurmJob
+
+            from .slurm_box import SlurmBox
 
             for target in box.boxes.values():
                 if isinstance(target, SlurmBox) and isinstance(job, SlurmJob):
