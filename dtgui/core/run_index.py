@@ -152,7 +152,7 @@ def summarize(row: RunRow) -> None:
     summary = summarize_run(row.folder, row.name, row.state)
     row.steps = summary.steps_done or None
     row.total_steps = summary.steps
-    if summary.final_loss is not None:
+    if row.final_loss is None:  # the record's, when the run's end wrote one
         row.final_loss = summary.final_loss
     if summary.best_val_metric is not None:
         name, value, _ = summary.best_val_metric
@@ -283,17 +283,13 @@ class RunIndex:
 
 
 def find(rows: Sequence[RunRow], text: str) -> list[RunRow]:
-    """The rows `text` names: a run folder's path, its folder name, its run id or its name
-    (the command line's RUN). Several when a name is not unique."""
+    """The rows `text` names: a run folder's path, or its folder name, run id or name (the
+    command line's RUN). Several when it names more than one run."""
     path = Path(text).expanduser()
     if path.is_absolute() or os.sep in text:
         resolved = str(path.resolve())
         return [r for r in rows if str(Path(r.folder).resolve()) == resolved]
-    for key in (lambda r: Path(r.folder).name, lambda r: r.run_id, lambda r: r.name):
-        found = [r for r in rows if key(r) == text]
-        if found:
-            return found
-    return []
+    return [r for r in rows if text in (Path(r.folder).name, r.run_id, r.name)]
 
 
 def state_of(row: RunRow) -> RunState:

@@ -171,7 +171,8 @@ class RunsModel(QAbstractTableModel):
                 return f"{row.state} · {'watched' if row.folder in self.watched else 'not watched'}"
             return row.state + (" · archived" if row.archived else "")
         values: dict[int, Callable[[], str]] = {
-            STRATEGY: lambda: strategy_title(row.strategy), WHERE: lambda: row.where,
+            STRATEGY: lambda: strategy_title(row.strategy) + (
+                f" · {row.trained}" if row.trained else ""), WHERE: lambda: row.where,
             STARTED: lambda: when(row.started), DURATION: lambda: duration_text(row.duration),
             STEPS: lambda: "" if row.steps is None else f"{row.steps:,}",
             FINAL_LOSS: lambda: significant(row.final_loss),
@@ -237,12 +238,19 @@ class RunsFilter(QSortFilterProxyModel):
         self.show_archived = False
 
     def set_text(self, text: str) -> None:
+        self.beginFilterChange()
         self.words = text.lower().split()
-        self.invalidateRowsFilter()
+        self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
 
     def set_show_archived(self, shown: bool) -> None:
+        self.beginFilterChange()
         self.show_archived = shown
-        self.invalidateRowsFilter()
+        self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+
+    def refilter(self) -> None:
+        """Filter again (a row archived, a sweep folded or unfolded)."""
+        self.beginFilterChange()
+        self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
 
     def filterAcceptsRow(self, source_row: int, source_parent: Index) -> bool:
         row = self.runs.rows[source_row]

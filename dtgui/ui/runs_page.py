@@ -313,7 +313,7 @@ class RunsPage(QWidget):
         row = self.row_at(index.row())
         if row.kind == SWEEP and index.column() == NAME:
             self.model.toggle(row)
-            self.proxy.invalidateRowsFilter()
+            self.proxy.refilter()
 
     def _double_clicked(self, index: QModelIndex) -> None:
         row = self.row_at(index.row())
@@ -425,7 +425,7 @@ class RunsPage(QWidget):
             self.model.row_changed(row)
         run_in_thread(lambda: [set_notes(r.folder, archived=archived) for r in chosen],
                       lambda _: None, self._failed, context=self)
-        self.proxy.invalidateRowsFilter()
+        self.proxy.refilter()
         self._update_buttons()
 
     def ask_export_dir(self) -> str:
