@@ -228,6 +228,7 @@ def test_main_window_opens_the_compare_view_from_runs_and_goes_back(
     qtbot.waitUntil(lambda: page.row_count() == 3, timeout=5000)
     page.table.selectAll()
     qtbot.mouseClick(page.compare_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: window.compare is not None, timeout=5000)  # records read first
     view = window.compare
     assert view is not None and window.pages.currentWidget() is view
     qtbot.waitUntil(lambda: view.table.columnCount() == 3, timeout=10000)

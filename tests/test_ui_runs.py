@@ -17,8 +17,8 @@ from dtgui.core.bundle import Bundle, render_bundle
 from dtgui.core.machines import Machine
 from dtgui.core.placement import place_local
 from dtgui.core.plan import MachineAccess, Plan
+from dtgui.core.run_index import Notes, RunRow
 from dtgui.core.run_state import RunState
-from dtgui.core.run_index import Notes
 from dtgui.core.runs import RECORD_NAME, RunRecord
 from dtgui.core.settings import runs_dir
 from dtgui.core.strategies import Strategy
@@ -164,8 +164,12 @@ def test_runs_page_filters_sorts_tags_notes_archives_and_deletes(
 
     # delete: refused while training (nothing asked, nothing changed), else asked, then gone
     asked: list[str] = []
-    monkeypatch.setattr(page, "confirm_delete",
-                        lambda row, copies: (asked.append(row.name), (True, False))[1])
+
+    def confirm(row: RunRow, copies: list[str]) -> tuple[bool, bool]:
+        asked.append(row.name)
+        return True, False
+
+    monkeypatch.setattr(page, "confirm_delete", confirm)
     page.select(shown(page).index("busy"))
     qtbot.mouseClick(page.delete_button, Qt.MouseButton.LeftButton)
     assert "still training" in page.summary.text() and not asked

@@ -291,8 +291,8 @@ def test_the_header_shows_a_script_s_own_progress_and_time_left(qtbot: QtBot) ->
 def test_the_run_history_says_what_a_script_run_was(qtbot: QtBot, tmp_path: Path) -> None:
     from dtgui.core.bundle import render_bundle
     from dtgui.core.placement import place_local
-    from dtgui.core.runs import RunRecord
     from dtgui.core.run_index import RunIndex
+    from dtgui.core.runs import RunRecord
     from dtgui.ui.runs_model import STRATEGY
     from dtgui.ui.runs_page import RunsPage, plan_summary, run_texts
 
