@@ -30,7 +30,7 @@ from dtgui.core.runs import RECORD_NAME, RunHistory, RunRecord
 from dtgui.core.settings import atomic_write_text
 
 INDEX_NAME = ".runs-index.json"
-INDEX_SCHEMA = 1
+INDEX_SCHEMA = 2
 NOTES_NAME = "run-notes.json"  # tags, note, archived: the user's, beside run.json
 
 RUN, SWEEP, TRIAL = "run", "sweep", "trial"
@@ -131,8 +131,14 @@ class RunRow:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunRow:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        try:  # the index's own rows: every key a field (10,000 of them read at each opening)
+            return cls(**data)
+        except TypeError:  # another dtgui's index
+            return cls(**{k: v for k, v in data.items() if k in _ROW_FIELDS})
+
+
+_ROW_FIELDS = frozenset(f.name for f in fields(RunRow))
+_FIELD_NAMES = [f.name for f in fields(RunRow)]  # the index keeps a row's values in this order
 
 
 def row_of_record(record: RunRecord, kind: str = RUN, parent: str = "") -> RunRow:
@@ -191,7 +197,9 @@ class RunIndex:
     def __init__(self, root: Path | str, kind: str = RUN, parent: str = "") -> None:
         self.root = Path(root)
         self.kind, self.parent = kind, parent
-        self._cache: dict[str, dict[str, Any]] = {}
+        # folder name -> [[its folder's mtime, its record's mtime], the row's values in
+        # field order]: lists, as JSON reads them fastest
+        self._cache: dict[str, list[Any]] = {}
         self.changed = False
 
     @property
@@ -204,7 +212,7 @@ class RunIndex:
         except (OSError, ValueError):
             return
         if isinstance(data, dict) and data.get("schema") == INDEX_SCHEMA \
-                and isinstance(data.get("rows"), dict):
+                and data.get("fields") == _FIELD_NAMES and isinstance(data.get("rows"), dict):
             self._cache = data["rows"]
 
     def save(self) -> None:
@@ -212,7 +220,8 @@ class RunIndex:
             return
         with contextlib.suppress(OSError):  # a cache: the next reading builds it again
             atomic_write_text(self.path, json.dumps(
-                {"schema": INDEX_SCHEMA, "rows": self._cache}, separators=(",", ":")))
+                {"schema": INDEX_SCHEMA, "fields": _FIELD_NAMES, "rows": self._cache},
+                separators=(",", ":"), ensure_ascii=False))
         self.changed = False
 
     def rows(self, *, summarize_ended: bool = True) -> list[RunRow]:
@@ -240,32 +249,33 @@ class RunIndex:
         return out
 
     def _row(self, folder: str, name: str) -> RunRow | None:
-        record_file = os.path.join(folder, RECORD_NAME)
-        stamp = [_mtime(record_file) or _mtime(os.path.join(folder, PLAN_NAME)),
-                 _mtime(os.path.join(folder, NOTES_NAME))]
-        if not stamp[0]:
-            return None
+        """A run folder's row: from the index while the folder is unchanged (run.json and
+        run-notes.json are replaced whole, which changes their folder's time), else read."""
+        folder_time = _mtime(folder)
         cached = self._cache.get(name)
-        if cached is not None and cached.get("stamp") == stamp and isinstance(
-                cached.get("row"), dict):
-            row = RunRow.from_dict(cached["row"])
-            if not row.active:
-                row.folder = folder  # the runs folder may have been moved
-                return row
+        old: RunRow | None = None
+        if cached is not None:
+            with contextlib.suppress(TypeError, ValueError):
+                old = RunRow(*cached[1])
+        if old is not None and cached is not None and cached[0][0] == folder_time \
+                and not old.active:
+            old.folder = folder  # the runs folder may have been moved
+            return old
+        record_time = _mtime(f"{folder}/{RECORD_NAME}") or _mtime(f"{folder}/{PLAN_NAME}")
+        if not record_time:
+            return None
         record = RunHistory.read(Path(folder))
         if record is None:
             return None
         row = row_of_record(record, self.kind, self.parent)
         row.set_notes(Notes.read(folder))
         row.total_steps, row.trained = plan_facts(folder)
-        old = RunRow.from_dict(cached["row"]) if cached and isinstance(
-            cached.get("row"), dict) else None
-        same_record = cached is not None and (cached.get("stamp") or [0])[0] == stamp[0]
-        if old is not None and old.summarized and same_record:
+        if old is not None and old.summarized and cached is not None \
+                and cached[0][1] == record_time:  # the same record: the same events read
             row.steps, row.total_steps, row.best_val, row.best_val_name = (
                 old.steps, old.total_steps, old.best_val, old.best_val_name)
             row.final_loss, row.summarized = old.final_loss, True
-        self._cache[name] = {"stamp": stamp, "row": row.to_dict()}
+        self._cache[name] = [[folder_time, record_time], _values(row)]
         self.changed = True
         return row
 
@@ -276,10 +286,14 @@ class RunIndex:
             with contextlib.suppress(OSError, ValueError):
                 summarize(row)
             row.summarized = True
-            name = Path(row.folder).name
-            if name in self._cache:
-                self._cache[name]["row"] = row.to_dict()
+            cached = self._cache.get(Path(row.folder).name)
+            if cached is not None:
+                cached[1] = _values(row)
                 self.changed = True
+
+
+def _values(row: RunRow) -> list[Any]:
+    return [getattr(row, name) for name in _FIELD_NAMES]
 
 
 def find(rows: Sequence[RunRow], text: str) -> list[RunRow]:

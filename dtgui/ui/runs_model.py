@@ -92,9 +92,9 @@ class RunsModel(QAbstractTableModel):
         self.beginResetModel()
         self.rows = list(rows)
         self.watched = set(watched or ())
+        self.texts = [r.text() for r in self.rows]
         if self._sort is not None:
             self._sorted(*self._sort)
-        self.texts = [r.text() for r in self.rows]
         self.endResetModel()
 
     def row_changed(self, row: RunRow) -> None:
@@ -201,29 +201,33 @@ class RunsModel(QAbstractTableModel):
         self.layoutAboutToBeChanged.emit()
         self._sort = (column, order)
         self._sorted(column, order)
-        self.texts = [r.text() for r in self.rows]
         self.layoutChanged.emit()
 
     def _sorted(self, column: int, order: Qt.SortOrder) -> None:
-        """Runs and sweeps sorted, each sweep's trials (sorted the same way) right after it."""
+        """Runs and sweeps sorted, each sweep's trials (sorted the same way) right after it
+        (the filter's texts move with their rows)."""
         key = _sort_key(column)
         descending = order == Qt.SortOrder.DescendingOrder
+        rows = self.rows
 
-        def ordered(rows: list[RunRow]) -> list[RunRow]:
-            known = [r for r in rows if key(r) is not None]
-            known.sort(key=key, reverse=descending)
-            return known + [r for r in rows if key(r) is None]
+        def ordered(indexes: list[int]) -> list[int]:
+            known = [i for i in indexes if key(rows[i]) is not None]
+            known.sort(key=lambda i: key(rows[i]), reverse=descending)
+            return known + [i for i in indexes if key(rows[i]) is None]
 
-        trials: dict[str, list[RunRow]] = {}
-        for r in self.rows:
+        trials: dict[str, list[int]] = {}
+        for i, r in enumerate(rows):
             if r.kind == TRIAL:
-                trials.setdefault(r.parent, []).append(r)
-        out: list[RunRow] = []
-        for r in ordered([r for r in self.rows if r.kind != TRIAL]):
-            out.append(r)
-            if r.kind == SWEEP:
-                out += ordered(trials.pop(r.folder, []))
-        self.rows = out + [t for group in trials.values() for t in group]
+                trials.setdefault(r.parent, []).append(i)
+        out: list[int] = []
+        for i in ordered([i for i, r in enumerate(rows) if r.kind != TRIAL]):
+            out.append(i)
+            if rows[i].kind == SWEEP:
+                out += ordered(trials.pop(rows[i].folder, []))
+        out += [i for group in trials.values() for i in group]
+        self.rows = [rows[i] for i in out]
+        if len(self.texts) == len(rows):
+            self.texts = [self.texts[i] for i in out]
 
 
 class RunsFilter(QSortFilterProxyModel):
