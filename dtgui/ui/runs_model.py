@@ -28,7 +28,7 @@ Index = QModelIndex | QPersistentModelIndex
 (NAME, STATE, STRATEGY, WHERE, STARTED, DURATION, STEPS, FINAL_LOSS, BEST_VAL, TAGS,
  NOTE) = range(11)
 COLUMNS = ("Name", "State", "Strategy", "Where", "Started", "Duration", "Steps", "Final loss",
-           "Best validation", "Tags", "Note")
+           "Best val.", "Tags", "Note")
 NUMERIC = (DURATION, STEPS, FINAL_LOSS, BEST_VAL)
 ROW_ROLE = Qt.ItemDataRole.UserRole + 1  # the RunRow itself
 
@@ -187,7 +187,8 @@ class RunsModel(QAbstractTableModel):
         if column == STATE and row.message:
             return row.message
         if column == BEST_VAL and row.best_val_name:
-            return f"the best {row.best_val_name} of the run"
+            return f"its best validation value: {row.best_val_name} " + (
+                "(the best of its trials)" if row.kind == SWEEP else "")
         if column == NOTE and row.note:
             return row.note
         if column == NAME and row.kind == SWEEP:

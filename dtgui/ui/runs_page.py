@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QModelIndex, QPoint, Qt, Signal, SignalInstance
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -39,8 +40,12 @@ from dtgui.core.strategies import STRATEGIES
 from dtgui.ui.runs_model import COLUMNS, NAME, NOTE, STARTED, TAGS, RunsFilter, RunsModel
 from dtgui.ui.workers import error_message, run_in_thread
 
-WIDTHS = {NAME: 230, 1: 150, 2: 150, 3: 110, STARTED: 130, 5: 80, 6: 80, 7: 90, 8: 110,
-          TAGS: 140, NOTE: 200}
+# each column's least width (as wide as this text in the table's font), and its share of the
+# width left over (names, tags and notes grow; figures do not)
+SAMPLES = {NAME: "resnet-baseline-1", 1: "finished · ok", 2: "MultiWorker…", 3: "gpu-a, gpu",
+           STARTED: "2026-11-26 16:21", 5: "Duration", 6: "100,000", 7: "Final loss",
+           8: "Best val.", TAGS: "baseline", NOTE: "a note"}
+GROWS = {NAME: 3, 1: 1, 2: 1, 3: 1, TAGS: 2, NOTE: 3}
 
 
 def plan_summary(record: RunRecord) -> str:
@@ -127,10 +132,8 @@ class RunsPage(QWidget):
         self.table.setWordWrap(False)
         self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)  # 10,000 rows: no
-        for column, width in WIDTHS.items():  # measuring of every cell
-            header.resizeSection(column, width)
-        header.setStretchLastSection(True)
+        # 10,000 rows: widths by the space there is, not by measuring every cell
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setSortIndicatorShown(True)
         header.setSectionsClickable(True)
         header.setSortIndicator(-1, Qt.SortOrder.DescendingOrder)
@@ -204,6 +207,20 @@ class RunsPage(QWidget):
         self.table.customContextMenuRequested.connect(self._menu)
         self._generation = 0
         self._update_buttons()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self.fit_columns()
+
+    def fit_columns(self) -> None:
+        """Every column at least its width; what is left shared by the growing ones."""
+        metrics = self.table.fontMetrics()
+        widths = {c: metrics.horizontalAdvance(text) + 22 for c, text in SAMPLES.items()}
+        spare = self.table.viewport().width() - sum(widths.values())
+        header = self.table.horizontalHeader()
+        grows = sum(GROWS.values())
+        for column, width in widths.items():
+            header.resizeSection(column, width + max(0, spare) * GROWS.get(column, 0) // grows)
 
     # -- sections ------------------------------------------------------------------------------
     def add_section(self, widget: QWidget) -> None:
