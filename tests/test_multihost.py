@@ -40,8 +40,8 @@ from dtgui.core.runs import RunHistory, RunRecord
 from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.pipeline import launch_plan, reattach
-from dtgui.launch.run_admin import RunAdminError, delete_run
 from dtgui.launch.policy import RunPolicy
+from dtgui.launch.run_admin import RunAdminError, delete_run
 from dtgui.launch.targets import Target
 
 ssh_lab = conftest_ssh.ssh_lab

@@ -7,10 +7,11 @@ done, best validation value) and what the user wrote about it (tags, note, archi
 same file).
 
 Reading 10,000 records and their events each time would be slow, so each runs folder keeps
-an index, `.runs-index.json`: a row per run folder with the modification times of the files
-it was read from. A row is read again only when one of those changed; a run still training
-is read again from its record each time (its events are not summarized). Pure Python: no Qt;
-it blocks on the disk: not on a UI thread.
+an index, `.runs-index.json`: a row per run folder, stamped with the folder's modification
+time (run.json and run-notes.json are always replaced whole, which changes it) and the
+record's. A row is read again only when its folder changed, and its events only when its
+record changed; a run still training is read again from its record each time (its events
+are not summarized). Pure Python: no Qt; it blocks on the disk: not on a UI thread.
 """
 
 from __future__ import annotations

@@ -88,11 +88,14 @@ class RunsModel(QAbstractTableModel):
         self._sort: tuple[int, Qt.SortOrder] | None = None
 
     # -- contents ------------------------------------------------------------------------------
-    def set_rows(self, rows: Sequence[RunRow], watched: set[str] | None = None) -> None:
+    def set_rows(self, rows: Sequence[RunRow], watched: set[str] | None = None,
+                 texts: list[str] | None = None) -> None:
+        """Show `rows`; `texts`: their `text()`s when made already (off the UI thread)."""
         self.beginResetModel()
         self.rows = list(rows)
         self.watched = set(watched or ())
-        self.texts = [r.text() for r in self.rows]
+        self.texts = texts if texts is not None and len(texts) == len(self.rows) \
+            else [r.text() for r in self.rows]
         if self._sort is not None:
             self._sorted(*self._sort)
         self.endResetModel()

@@ -79,16 +79,17 @@ def _summary(record: RunRecord, plan: Plan) -> str:
             f"{where}\n{record.bundle}")
 
 
-def load_rows() -> tuple[list[RunRow], set[str]]:
-    """The rows (ended runs read for the first time without their events) and the folders of
-    running runs a headless watcher follows (dtgui closed with Keep training)."""
+def load_rows() -> tuple[list[RunRow], set[str], list[str]]:
+    """The rows (ended runs read for the first time without their events), the folders of
+    running runs a headless watcher follows (dtgui closed with Keep training) and the rows'
+    texts the filter reads."""
     from dtgui.launch.run_admin import list_rows
     from dtgui.launch.watcher import watcher_pid
 
     rows = list_rows(summarize_ended=False)
     watched = {r.folder for r in rows if r.active and r.kind != SWEEP
                and watcher_pid(Path(r.folder)) is not None}
-    return rows, watched
+    return rows, watched, [r.text() for r in rows]
 
 
 def _records(rows: list[RunRow]) -> list[RunRecord]:
@@ -236,10 +237,11 @@ class RunsPage(QWidget):
         run_in_thread(load_rows, lambda got: self._loaded(generation, *got),
                       self._failed, context=self)
 
-    def _loaded(self, generation: int, rows: list[RunRow], watched: set[str]) -> None:
+    def _loaded(self, generation: int, rows: list[RunRow], watched: set[str],
+                texts: list[str]) -> None:
         if generation != self._generation:
             return
-        self.show_rows(rows, watched)
+        self.show_rows(rows, watched, texts)
         pending = [r for r in rows if not r.summarized and not r.active]
         if pending:
             from dtgui.launch.run_admin import fill_rows
@@ -256,8 +258,9 @@ class RunsPage(QWidget):
     def _failed(self, exc: BaseException) -> None:
         self.summary.setText(f"The runs could not be read: {error_message(exc)}")
 
-    def show_rows(self, rows: list[RunRow], watched: set[str] | None = None) -> None:
-        self.model.set_rows(rows, watched)
+    def show_rows(self, rows: list[RunRow], watched: set[str] | None = None,
+                  texts: list[str] | None = None) -> None:
+        self.model.set_rows(rows, watched, texts)
         runs = [r for r in rows if r.kind != SWEEP]
         running = sum(1 for r in runs if r.active)
         sweeps = sum(1 for r in rows if r.kind == SWEEP)
