@@ -85,7 +85,7 @@ def main() -> int:
         write_run(sweep / "trials", f"lr-batch-trial-{n}", Strategy.MIRRORED, "finished", [],
                   4 + n, 0.3 / (n + 1), now - 2 * 3600 - n * 300)
 
-    from dtgui.launch.run_admin import remember_sweep
+    from dtgui.core.run_index import remember_sweep
     from dtgui.ui.app import make_app
     from dtgui.ui.main_window import MainWindow
 

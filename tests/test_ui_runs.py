@@ -184,8 +184,8 @@ def test_runs_page_filters_sorts_tags_notes_archives_and_deletes(
         "alpha", "busy", "gamma"]
 
 
-def test_a_clone_fills_the_wizard_with_the_runs_plan(qtbot: QtBot) -> None:
-    from dtgui.core.plan import LrSchedule, Optimizer, Precision, ScriptModel
+def test_a_clone_fills_the_wizard_with_the_runs_plan(qtbot: QtBot, tmp_path: Path) -> None:
+    from dtgui.core.plan import LrSchedule, ModelFile, Optimizer, Precision, ScriptModel
     from dtgui.ui.wizard import RunWizard
 
     project = Path(__file__).parent / "script_projects" / "mwm_custom_loop"
@@ -195,8 +195,13 @@ def test_a_clone_fills_the_wizard_with_the_runs_plan(qtbot: QtBot) -> None:
                     precision=Precision.MIXED_FLOAT16, xla=True, learning_rate=0.02, seed=9,
                     optimizer=Optimizer.SGD, momentum=0.8, lr_schedule=LrSchedule.COSINE,
                     checkpoint_every=40, validate_every=60, save_best=True)
+    model_file = tmp_path / "proj" / "models" / "net.py"  # in a folder of its project
+    model_file.parent.mkdir(parents=True)
+    model_file.write_text("def build_model(): ...\ndef make_dataset(): ...\n")
+    own_model = ModelFile(str(model_file), str(tmp_path / "proj"))
     for plan in (original, original.with_changes(model=script, strategy=Strategy.ONE_DEVICE,
-                                                 replicas_per_task=1)):
+                                                 replicas_per_task=1),
+                 original.with_changes(model=own_model, run_name="own")):
         name = f"{plan.run_name}-{plan.strategy}"
         render_bundle(place_local(plan.with_changes(run_name=name)), runs_dir() / name)
         source, job = source_plan(runs_dir() / name)
@@ -207,6 +212,10 @@ def test_a_clone_fills_the_wizard_with_the_runs_plan(qtbot: QtBot) -> None:
         drafted = wizard.ctx.draft()
         expected = source.with_changes(tasks=(), cluster={}, machines={})
         assert drafted.to_dict() == expected.to_dict()
+        if plan.model_file is not None:  # the file the run trained with: the bundle's copy
+            assert drafted.model_file == ModelFile(
+                str(runs_dir() / name / "project" / "models" / "net.py"),
+                str(runs_dir() / name / "project"))
         if plan.script is not None:  # the script the run trained with: the bundle's copy
             assert drafted.script is not None
             assert Path(drafted.script.project) == runs_dir() / name / "project"

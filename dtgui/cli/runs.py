@@ -100,7 +100,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if command == "delete":
         return _delete(row, args)
     if command == "export":
-        return _export(row, args.dir)
+        return _export_to(row, args.dir)
     return _tag(row, args.tag, args.remove)
 
 
@@ -156,7 +156,7 @@ def _delete(row: RunRow, args: argparse.Namespace) -> int:
     return 0 if done.local else 1
 
 
-def _export(row: RunRow, destination: Path) -> int:
+def _export_to(row: RunRow, destination: Path) -> int:
     from dtgui.core.bundle import BundleError
     from dtgui.core.plan import PlanError
     from dtgui.launch.run_admin import RunAdminError, export_run

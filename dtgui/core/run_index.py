@@ -26,15 +26,33 @@ from pathlib import Path
 from typing import Any
 
 from dtgui.core.plan import PLAN_NAME
-from dtgui.core.run_state import RunState
 from dtgui.core.runs import RECORD_NAME, RunHistory, RunRecord
-from dtgui.core.settings import atomic_write_text
+from dtgui.core.settings import atomic_write_text, data_dir
 
 INDEX_NAME = ".runs-index.json"
 INDEX_SCHEMA = 2
 NOTES_NAME = "run-notes.json"  # tags, note, archived: the user's, beside run.json
+SWEEPS_FILE = "sweeps.json"  # the sweep folders this user made or opened, in the data dir
 
 RUN, SWEEP, TRIAL = "run", "sweep", "trial"
+
+
+def known_sweeps() -> list[Path]:
+    try:
+        data = json.loads((data_dir() / SWEEPS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [Path(str(p)) for p in data] if isinstance(data, list) else []
+
+
+def remember_sweep(folder: Path) -> None:
+    """List the sweep in `folder` on the Runs page (a sweep made or opened)."""
+    folder = Path(folder).expanduser().resolve()
+    known = known_sweeps()
+    if folder not in known:
+        with contextlib.suppress(OSError):
+            atomic_write_text(data_dir() / SWEEPS_FILE,
+                              json.dumps([str(p) for p in [*known, folder]], indent=1))
 
 
 def significant(value: float | None) -> str:
@@ -169,7 +187,7 @@ def summarize(row: RunRow) -> None:
     row.summarized = True
 
 
-def plan_facts(folder: str) -> tuple[int, str]:
+def planned(folder: str) -> tuple[int, str]:
     """(its planned steps, what it trained: a user's script in a few words, "" for dtgui's
     loop) from a run's plan.json."""
     from dtgui.core.plan import Plan
@@ -270,7 +288,7 @@ class RunIndex:
             return None
         row = row_of_record(record, self.kind, self.parent)
         row.set_notes(Notes.read(folder))
-        row.total_steps, row.trained = plan_facts(folder)
+        row.total_steps, row.trained = planned(folder)
         if old is not None and old.summarized and cached is not None \
                 and cached[0][1] == record_time:  # the same record: the same events read
             row.steps, row.total_steps, row.best_val, row.best_val_name = (
@@ -305,7 +323,3 @@ def find(rows: Sequence[RunRow], text: str) -> list[RunRow]:
         resolved = str(path.resolve())
         return [r for r in rows if str(Path(r.folder).resolve()) == resolved]
     return [r for r in rows if text in (Path(r.folder).name, r.run_id, r.name)]
-
-
-def state_of(row: RunRow) -> RunState:
-    return RunState.named(row.state)

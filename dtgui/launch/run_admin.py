@@ -28,14 +28,20 @@ from dtgui.core.bundle import Bundle, render_bundle
 from dtgui.core.machines import MachineRegistry
 from dtgui.core.placement import place_local
 from dtgui.core.plan import ModelFile, Plan, ScriptModel
-from dtgui.core.run_index import SWEEP, TRIAL, Notes, RunIndex, RunRow, clean_tags
+from dtgui.core.run_index import (
+    SWEEP,
+    TRIAL,
+    Notes,
+    RunIndex,
+    RunRow,
+    clean_tags,
+    known_sweeps,
+)
 from dtgui.core.runs import RECORD_NAME, MachineRecord, RunRecord
-from dtgui.core.settings import atomic_write_text, data_dir, runs_dir
+from dtgui.core.settings import runs_dir
 from dtgui.core.slurm import SlurmJob
-from dtgui.core.sweep import SWEEP_FILE
+from dtgui.core.sweep import SWEEP_FILE, TRIALS_DIR
 
-SWEEPS_FILE = "sweeps.json"  # the sweep folders this user made or opened, in the data dir
-TRIALS_DIR = "trials"  # a sweep's trials' bundles (dtgui.launch.sweep_queue)
 DELETING_PREFIX = ".deleting-"
 
 
@@ -44,24 +50,6 @@ class RunAdminError(RuntimeError):
 
 
 # -- the list ---------------------------------------------------------------------------------
-def known_sweeps() -> list[Path]:
-    try:
-        data = json.loads((data_dir() / SWEEPS_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    return [Path(str(p)) for p in data] if isinstance(data, list) else []
-
-
-def remember_sweep(folder: Path) -> None:
-    """List the sweep in `folder` on the Runs page (a sweep made or opened)."""
-    folder = Path(folder).expanduser().resolve()
-    known = known_sweeps()
-    if folder not in known:
-        with contextlib.suppress(OSError):
-            atomic_write_text(data_dir() / SWEEPS_FILE,
-                              json.dumps([str(p) for p in [*known, folder]], indent=1))
-
-
 def sweep_rows(folder: Path, *, summarize_ended: bool = True) -> list[RunRow]:
     """A sweep's row followed by its trials' (none when the folder holds no sweep)."""
     from dtgui.core.run_curves import lower_is_better
@@ -223,7 +211,7 @@ def delete_run(folder: Path | str, *, remote: bool = False,
     """Delete a run: its copies on the machines first (when `remote`), then its folder here
     (see the module's docstring for the order). RunAdminError when it is refused."""
     folder = Path(folder)
-    record = _record(folder)
+    record = _readable_record(folder)
     if record is not None and (why := training_refusal(record)):
         raise RunAdminError(why)
     done = Deleted()
@@ -246,7 +234,7 @@ def delete_run(folder: Path | str, *, remote: bool = False,
     return done
 
 
-def _record(folder: Path) -> RunRecord | None:
+def _readable_record(folder: Path) -> RunRecord | None:
     if not (folder / RECORD_NAME).is_file():
         return None  # an older run without a record: its folder only
     try:

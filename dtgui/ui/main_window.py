@@ -312,7 +312,7 @@ class MainWindow(QMainWindow):
 
     def open_sweep(self, folder: Path) -> None:
         """Show the sweep in `folder` (its trials read in the background)."""
-        from dtgui.launch.run_admin import remember_sweep
+        from dtgui.core.run_index import remember_sweep
 
         view = self._sweep_view()
         view.open(folder)
