@@ -78,10 +78,13 @@ class Host(abc.ABC):
     def remove(self, directory: str, names: Sequence[str]) -> None:
         """Delete these files of `directory` (those there)."""
 
-    @abc.abstractmethod
     def remove_tree(self, directory: str) -> None:
-        """Delete `directory` and everything in it (a run's copy; nothing when it is gone).
-        Raises OSError (or the connection's error) when it cannot."""
+        """Delete a run's copy: `directory` (absolute) and everything in it, as a launch that
+        did not start removes the directory it made. Raises when it cannot (SlurmError with
+        the reason, or the connection's error)."""
+        from dtgui.remote.slurm import remove_run_dir
+
+        remove_run_dir(self, directory)
 
     @abc.abstractmethod
     def prepare_dir(self, directory: str, archive: bytes | None, *, make_dir: bool = True,
@@ -217,11 +220,6 @@ class LocalHost(Host):
     def remove(self, directory: str, names: Sequence[str]) -> None:
         for name in names:
             (Path(directory) / name).unlink(missing_ok=True)
-
-    def remove_tree(self, directory: str) -> None:
-        path = Path(directory).expanduser()
-        if path.exists():
-            shutil.rmtree(path)
 
     def prepare_dir(self, directory: str, archive: bytes | None, *, make_dir: bool = True,
                     progress: CopyProgress | None = None) -> None:

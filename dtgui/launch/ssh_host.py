@@ -113,12 +113,6 @@ class SshHost(Host):
         if names:
             self.run(["rm", "-f", "--", *(posixpath.join(directory, n) for n in names)], 30)
 
-    def remove_tree(self, directory: str) -> None:
-        directory = directory.removeprefix("~/")  # commands run in the home directory
-        code, _, err = self.run(["rm", "-rf", "--", directory], 120)
-        if code != 0:
-            raise OSError(f"rm -rf {directory} failed: {_decoded(err)[-300:] or code}")
-
     def prepare_dir(self, directory: str, archive: bytes | None, *, make_dir: bool = True,
                     progress: CopyProgress | None = None) -> None:
         """One .tar.gz over SFTP into `directory` (made first unless `make_dir` is False:

@@ -251,9 +251,9 @@ class RunsPage(QWidget):
 
     def _filled(self, generation: int) -> None:
         if generation == self._generation and self.model.rows:
+            # (steps and best values: nothing the filter reads changed)
             self.model.dataChanged.emit(self.model.index(0, 0), self.model.index(
                 len(self.model.rows) - 1, len(COLUMNS) - 1))
-            self.model.texts = [r.text() for r in self.model.rows]
 
     def _failed(self, exc: BaseException) -> None:
         self.summary.setText(f"The runs could not be read: {error_message(exc)}")
