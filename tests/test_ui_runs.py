@@ -17,11 +17,12 @@ from dtgui.core.bundle import Bundle, render_bundle
 from dtgui.core.machines import Machine
 from dtgui.core.placement import place_local
 from dtgui.core.plan import MachineAccess, Plan
-from dtgui.core.run_index import Notes, RunRow
+from dtgui.core.run_index import Notes, RunRow, remember_sweep
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RECORD_NAME, RunRecord
 from dtgui.core.settings import runs_dir
 from dtgui.core.strategies import Strategy
+from dtgui.core.sweep import SWEEP_FILE
 from dtgui.launch.history import open_run
 from dtgui.launch.run_admin import RunAdminError, delete_run, source_plan
 from dtgui.ui.runs_model import FINAL_LOSS, NAME, NOTE, STATE, STEPS, TAGS
@@ -221,6 +222,31 @@ def test_a_clone_fills_the_wizard_with_the_runs_plan(qtbot: QtBot, tmp_path: Pat
             assert Path(drafted.script.project) == runs_dir() / name / "project"
             assert (drafted.script.entry, drafted.script.args) == ("main.py",
                                                                    ("3", "--tag=a b"))
+
+
+def test_a_sweep_lists_with_its_trials_and_opens_its_view(qtbot: QtBot, tmp_path: Path) -> None:
+    sweep = tmp_path / "lr-search"
+    base = Plan(run_name="lr-search", strategy=Strategy.MIRRORED, replicas_per_task=2)
+    (sweep / "trials").mkdir(parents=True)
+    (sweep / SWEEP_FILE).write_text(json.dumps({"spec": {}, "plan": base.to_dict()}))
+    for n, val in enumerate((0.5, 0.25)):
+        record = make_run(f"lr-search-{n}", RunState.FINISHED, val, time.time() - 60 + n)
+        Path(record.bundle).rename(sweep / "trials" / f"lr-search-{n}")
+    make_run("single", RunState.FINISHED, 0.1, time.time())
+    remember_sweep(sweep)
+    page = loaded(qtbot, 2)  # the trials folded under their sweep
+    assert shown(page) == ["single", "\u25b8 lr-search (sweep)"]
+    qtbot.mouseClick(page.table.viewport(), Qt.MouseButton.LeftButton,
+                     pos=page.table.visualRect(page.proxy.index(1, NAME)).center())
+    assert shown(page) == ["single", "\u25be lr-search (sweep)", "lr-search-1", "lr-search-0"]
+    assert page.row_at(2).parent == str(sweep)
+    page.set_filter("lr-search-0")  # a trial the filter names shows, folded or not
+    assert "lr-search-0" in shown(page)
+    page.set_filter("")
+    with qtbot.waitSignal(page.sweepRequested) as got:
+        page.select(1)
+        qtbot.mouseClick(page.open_button, Qt.MouseButton.LeftButton)
+    assert got.args[0] == sweep
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
