@@ -31,7 +31,7 @@ from PySide6.QtWidgets import QApplication, QComboBox, QDialog, QMessageBox, QWi
 from pytestqt.qtbot import QtBot
 from runs import live_members, replica_losses
 from test_gui_e2e import click_next, curve_points, open_wizard_on
-from widgets import cell_text, controller_of, dashboard_of, ready_window, stop_with_the_button
+from widgets import controller_of, dashboard_of, ready_window, stop_with_the_button
 
 from dtgui.core.machines import MachineRegistry
 from dtgui.core.placement import place_on_machines
@@ -43,6 +43,7 @@ from dtgui.launch.watcher import stop_watcher, watcher_pid
 from dtgui.ui.machines.hostkey_dialog import HostKeyDialog
 from dtgui.ui.machines.secret_prompt import SecretPrompt
 from dtgui.ui.main_window import MainWindow
+from dtgui.ui.runs_model import STATE
 
 ssh_lab, ssh_env, real_keyring = conftest_ssh.ssh_lab, conftest_ssh.ssh_env, conftest_ssh.real_keyring
 lab_python = conftest_ssh.lab_python_each_test
@@ -243,9 +244,9 @@ def test_close_keep_training_reopen_and_reattach_without_a_gap(
     running = RunHistory().running()
     assert [r.run_id for r in running] == [record.run_id]
     second.show_runs()
-    table = second.runs_page.table
-    qtbot.waitUntil(lambda: table.rowCount() == 1, timeout=10_000)
-    assert cell_text(table, 0, 3) == "running · watched"
+    page = second.runs_page
+    qtbot.waitUntil(lambda: page.row_count() == 1, timeout=10_000)
+    assert page.cell_text(0, STATE) == "running · watched"
     second._reattach(running[0])
     give_password(qtbot, shown, ssh_lab.password)
     qtbot.waitUntil(lambda: second.session.source is not None, timeout=60_000)

@@ -42,6 +42,7 @@ from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.pipeline import launch_plan, reattach
 from dtgui.launch.policy import RunPolicy
+from dtgui.launch.run_admin import RunAdminError, delete_run
 from dtgui.launch.targets import Target
 
 ssh_lab = conftest_ssh.ssh_lab
@@ -226,6 +227,8 @@ def test_stop_ends_every_task_on_every_machine(lab: Lab) -> None:
     cluster = controller.bundle.plan.cluster["worker"]
     assert cluster[0].split(":")[0] != "127.0.0.1"  # this machine's address facing h2
     wait_for(lambda: step_of(controller) >= 3, 60, "the run did not start stepping")
+    with pytest.raises(RunAdminError, match="still training"):  # refused: nothing removed
+        delete_run(controller.bundle.path, remote=True)
     started = time.monotonic()
     controller.request_stop()
     assert controller.wait(30)
@@ -235,6 +238,12 @@ def test_stop_ends_every_task_on_every_machine(lab: Lab) -> None:
     nothing_left(controller)
     assert RunRecord.load(controller.bundle.path).state == "stopped"
     controller.detach()
+    # Delete (the Runs page's, `dtgui runs delete --remote`): h2's copy over SSH, then here
+    copy = record_of(controller).machine("h2")
+    assert copy is not None and (lab.lab.home / copy.dir / "plan.json").is_file()
+    done = delete_run(controller.bundle.path, remote=True)
+    assert done.local and done.removed == [f"h2:{copy.dir}"], done.text()
+    assert not (lab.lab.home / copy.dir).exists() and not controller.bundle.path.exists()
 
 
 # -- failures: kill -9, SIGSTOP ---------------------------------------------------------------

@@ -96,7 +96,7 @@ def test_runs_page_compares_the_selected_runs(
     page = RunsPage()
     qtbot.addWidget(page)
     page.refresh()
-    qtbot.waitUntil(lambda: page.table.rowCount() == 3, timeout=5000)
+    qtbot.waitUntil(lambda: page.row_count() == 3, timeout=5000)
     assert not page.compare_button.isEnabled()
     page.table.selectRow(0)
     assert page.open_button.isEnabled() and not page.compare_button.isEnabled()
@@ -193,7 +193,7 @@ def test_a_real_training_run_is_compared_with_its_validation_and_saved_model(
     page = RunsPage()
     qtbot.addWidget(page)
     page.refresh()
-    qtbot.waitUntil(lambda: page.table.rowCount() == 2, timeout=5000)
+    qtbot.waitUntil(lambda: page.row_count() == 2, timeout=5000)
     page.table.selectAll()
     with qtbot.waitSignal(page.compareRequested) as got:
         qtbot.mouseClick(page.compare_button, Qt.MouseButton.LeftButton)
@@ -225,9 +225,10 @@ def test_main_window_opens_the_compare_view_from_runs_and_goes_back(
     window.show()
     window.show_runs()
     page = window.runs_page
-    qtbot.waitUntil(lambda: page.table.rowCount() == 3, timeout=5000)
+    qtbot.waitUntil(lambda: page.row_count() == 3, timeout=5000)
     page.table.selectAll()
     qtbot.mouseClick(page.compare_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: window.compare is not None, timeout=5000)  # records read first
     view = window.compare
     assert view is not None and window.pages.currentWidget() is view
     qtbot.waitUntil(lambda: view.table.columnCount() == 3, timeout=10000)

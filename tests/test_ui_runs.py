@@ -1,5 +1,6 @@
 """The multi-machine GUI parts with real widgets: choosing machines in the wizard's review page, the
-Runs page (reattach / open), and opening a finished run from its bundle."""
+Runs page (reattach / open, filter, sort, tags, notes, archive, delete, clone into the wizard),
+`dtgui runs`, and opening a finished run from its bundle."""
 
 from __future__ import annotations
 
@@ -10,17 +11,21 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
-from widgets import cell, cell_text
 
-from dtgui.core.bundle import render_bundle
+from dtgui.cli.main import main
+from dtgui.core.bundle import Bundle, render_bundle
 from dtgui.core.machines import Machine
 from dtgui.core.placement import place_local
 from dtgui.core.plan import MachineAccess, Plan
+from dtgui.core.run_index import Notes, RunRow, remember_sweep
 from dtgui.core.run_state import RunState
-from dtgui.core.runs import RunRecord
+from dtgui.core.runs import RECORD_NAME, RunRecord
 from dtgui.core.settings import runs_dir
 from dtgui.core.strategies import Strategy
+from dtgui.core.sweep import SWEEP_FILE
 from dtgui.launch.history import open_run
+from dtgui.launch.run_admin import RunAdminError, delete_run, source_plan
+from dtgui.ui.runs_model import FINAL_LOSS, NAME, NOTE, STATE, STEPS, TAGS
 from dtgui.ui.runs_page import RunsPage
 from dtgui.ui.wizard.machines_box import LOCAL_TEXT, MachinesBox
 
@@ -74,26 +79,37 @@ def make_run(name: str, state: RunState, loss: float | None, created: float) -> 
     return record
 
 
+def shown(page: RunsPage) -> list[str]:
+    return [page.cell_text(r, NAME).strip() for r in range(page.row_count())]
+
+
+def loaded(qtbot: QtBot, rows: int) -> RunsPage:
+    page = RunsPage()
+    qtbot.addWidget(page)
+    page.refresh()
+    qtbot.waitUntil(lambda: page.row_count() == rows, timeout=10000)
+    return page
+
+
 def test_runs_page_lists_running_and_finished_runs(qtbot: QtBot) -> None:
     make_run("old", RunState.FINISHED, 0.3333, time.time() - 100)
     make_run("live", RunState.RUNNING, None, time.time())
     make_run("tiny", RunState.FINISHED, 4.01e-05, time.time() - 200)
-    page = RunsPage()
-    qtbot.addWidget(page)
-    page.refresh()
-    qtbot.waitUntil(lambda: page.table.rowCount() == 3, timeout=5000)
-    assert [cell_text(page.table, r, 0) for r in range(3)] == ["live", "old", "tiny"]
-    assert cell_text(page.table, 1, 4) == "0.3333"
-    assert cell_text(page.table, 2, 4) == "4.01e-05"  # as the dashboard says it, not 0.0000
-    assert cell_text(page.table, 0, 3) == "running · not watched"  # dtgui's watcher: none
-    assert "nothing stops the others" in cell(page.table, 0, 3).toolTip()
+    page = loaded(qtbot, 3)
+    assert shown(page) == ["live", "old", "tiny"]
+    qtbot.waitUntil(lambda: page.cell_text(1, STEPS) == "3", timeout=10000)  # from its events
+    assert page.cell_text(1, FINAL_LOSS) == "0.3333"
+    assert page.cell_text(2, FINAL_LOSS) == "4.01e-05"  # as the dashboard says it, not 0.0000
+    assert page.cell_text(0, STATE) == "running · not watched"  # dtgui's watcher: none
+    assert "nothing stops the others" in str(page.proxy.index(0, STATE).data(
+        Qt.ItemDataRole.ToolTipRole))
     assert "1 run(s) still training" in page.summary.text()
-    page.table.selectRow(0)
+    page.select(0)
     assert page.reattach_button.isEnabled() and not page.open_button.isEnabled()
     with qtbot.waitSignal(page.reattachRequested) as got:
         qtbot.mouseClick(page.reattach_button, Qt.MouseButton.LeftButton)
     assert got.args[0].run_name == "live"
-    page.table.selectRow(1)
+    page.select(1)
     with qtbot.waitSignal(page.openRequested) as got:
         qtbot.mouseClick(page.open_button, Qt.MouseButton.LeftButton)
     view = open_run(got.args[0])
@@ -102,3 +118,189 @@ def test_runs_page_lists_running_and_finished_runs(qtbot: QtBot) -> None:
     assert list(snap.replica_loss) == [0] and len(snap.replica_loss[0][0]) == 3
     assert view.metrics.log_lines("worker:0") == ["[worker:0] step 3/3"]
     assert Path(view.bundle.path).name == "old"
+
+
+def test_runs_page_filters_sorts_tags_notes_archives_and_deletes(
+        qtbot: QtBot, monkeypatch: pytest.MonkeyPatch) -> None:
+    now = time.time()
+    make_run("alpha", RunState.FINISHED, 0.5, now - 300)
+    make_run("beta", RunState.FAILED, 0.25, now - 200)
+    make_run("gamma", RunState.FINISHED, 2.0, now - 100)
+    live = make_run("busy", RunState.RUNNING, None, now)
+    page = loaded(qtbot, 4)
+    page.set_filter("FAIL")
+    assert shown(page) == ["beta"]
+    page.set_filter("")
+    page.table.horizontalHeader().setSortIndicator(FINAL_LOSS, Qt.SortOrder.AscendingOrder)
+    assert shown(page) == ["beta", "alpha", "gamma", "busy"]  # a run without a loss last
+    page.table.horizontalHeader().setSortIndicator(NAME, Qt.SortOrder.DescendingOrder)
+    assert shown(page) == ["gamma", "busy", "beta", "alpha"]
+
+    # tags typed in their cell, a note with lines and any characters: kept as written
+    note = 'lr too high?\n  second line: "quotes", <b>, émoji 🚀, tab\t'
+    row = page.row_at(0)
+    assert page.proxy.setData(page.proxy.index(0, TAGS), " baseline, adam ,, baseline")
+    monkeypatch.setattr(page, "ask_note", lambda _row: (note, True))
+    page.edit_note(row)
+    folder = Path(row.folder)
+    qtbot.waitUntil(lambda: Notes.read(folder).note == note, timeout=5000)
+    qtbot.waitUntil(lambda: Notes.read(folder).tags == ["baseline", "adam"], timeout=5000)
+    assert page.cell_text(0, NOTE) == "lr too high? …"
+    page.set_filter("adam")
+    assert shown(page) == ["gamma"]
+    page.set_filter("")
+
+    # archive: hidden by default, shown with the toggle, after a reload too
+    page.select(shown(page).index("alpha"))
+    qtbot.mouseClick(page.archive_button, Qt.MouseButton.LeftButton)
+    assert "alpha" not in shown(page)
+    qtbot.waitUntil(lambda: Notes.read(runs_dir() / "alpha").archived, timeout=5000)
+    page = loaded(qtbot, 3)
+    page.archived_check.setChecked(True)
+    assert page.row_count() == 4 and "archived" in page.cell_text(shown(page).index("alpha"),
+                                                                   STATE)
+    page = loaded(qtbot, 3)
+    assert Notes.read(folder).note == note and page.row_at(shown(page).index("gamma")).note \
+        == note  # read back through the index
+
+    # delete: refused while training (nothing asked, nothing changed), else asked, then gone
+    asked: list[str] = []
+
+    def confirm(row: RunRow, copies: list[str]) -> tuple[bool, bool]:
+        asked.append(row.name)
+        return True, False
+
+    monkeypatch.setattr(page, "confirm_delete", confirm)
+    page.select(shown(page).index("busy"))
+    qtbot.mouseClick(page.delete_button, Qt.MouseButton.LeftButton)
+    assert "still training" in page.summary.text() and not asked
+    assert Path(live.bundle).is_dir()
+    with pytest.raises(RunAdminError, match="still training"):
+        delete_run(live.bundle)
+    page.select(shown(page).index("beta"))
+    qtbot.mouseClick(page.delete_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: "beta" not in shown(page), timeout=5000)
+    assert asked == ["beta"] and not (runs_dir() / "beta").exists()
+    assert sorted(p.name for p in runs_dir().iterdir() if not p.name.startswith(".")) == [
+        "alpha", "busy", "gamma"]
+
+
+def test_a_clone_fills_the_wizard_with_the_runs_plan(qtbot: QtBot, tmp_path: Path) -> None:
+    from dtgui.core.plan import LrSchedule, ModelFile, Optimizer, Precision, ScriptModel
+    from dtgui.ui.wizard import RunWizard
+
+    project = Path(__file__).parent / "script_projects" / "mwm_custom_loop"
+    script = ScriptModel(str(project), "main.py", ("3", "--tag=a b"), {"A": "1"}, True)
+    original = Plan(run_name="cloned", strategy=Strategy.MIRRORED, replicas_per_task=2,
+                    steps=240, steps_per_epoch=30, per_replica_batch=48,
+                    precision=Precision.MIXED_FLOAT16, xla=True, learning_rate=0.02, seed=9,
+                    optimizer=Optimizer.SGD, momentum=0.8, lr_schedule=LrSchedule.COSINE,
+                    checkpoint_every=40, validate_every=60, save_best=True)
+    model_file = tmp_path / "proj" / "models" / "net.py"  # in a folder of its project
+    model_file.parent.mkdir(parents=True)
+    model_file.write_text("def build_model(): ...\ndef make_dataset(): ...\n")
+    own_model = ModelFile(str(model_file), str(tmp_path / "proj"))
+    for plan in (original, original.with_changes(model=script, strategy=Strategy.ONE_DEVICE,
+                                                 replicas_per_task=1),
+                 original.with_changes(model=own_model, run_name="own")):
+        name = f"{plan.run_name}-{plan.strategy}"
+        render_bundle(place_local(plan.with_changes(run_name=name)), runs_dir() / name)
+        source, job = source_plan(runs_dir() / name)
+        assert job is None
+        wizard = RunWizard(None)
+        qtbot.addWidget(wizard)
+        wizard.load_plan(source)
+        drafted = wizard.ctx.draft()
+        expected = source.with_changes(tasks=(), cluster={}, machines={})
+        assert drafted.to_dict() == expected.to_dict()
+        if plan.model_file is not None:  # the file the run trained with: the bundle's copy
+            assert drafted.model_file == ModelFile(
+                str(runs_dir() / name / "project" / "models" / "net.py"),
+                str(runs_dir() / name / "project"))
+        if plan.script is not None:  # the script the run trained with: the bundle's copy
+            assert drafted.script is not None
+            assert Path(drafted.script.project) == runs_dir() / name / "project"
+            assert (drafted.script.entry, drafted.script.args) == ("main.py",
+                                                                   ("3", "--tag=a b"))
+
+
+def test_a_sweep_lists_with_its_trials_and_opens_its_view(qtbot: QtBot, tmp_path: Path) -> None:
+    sweep = tmp_path / "lr-search"
+    base = Plan(run_name="lr-search", strategy=Strategy.MIRRORED, replicas_per_task=2)
+    (sweep / "trials").mkdir(parents=True)
+    (sweep / SWEEP_FILE).write_text(json.dumps({"spec": {}, "plan": base.to_dict()}))
+    for n, val in enumerate((0.5, 0.25)):
+        record = make_run(f"lr-search-{n}", RunState.FINISHED, val, time.time() - 60 + n)
+        Path(record.bundle).rename(sweep / "trials" / f"lr-search-{n}")
+    make_run("single", RunState.FINISHED, 0.1, time.time())
+    remember_sweep(sweep)
+    page = loaded(qtbot, 2)  # the trials folded under their sweep
+    assert shown(page) == ["single", "\u25b8 lr-search (sweep)"]
+    qtbot.mouseClick(page.table.viewport(), Qt.MouseButton.LeftButton,
+                     pos=page.table.visualRect(page.proxy.index(1, NAME)).center())
+    assert shown(page) == ["single", "\u25be lr-search (sweep)", "lr-search-1", "lr-search-0"]
+    assert page.row_at(2).parent == str(sweep)
+    page.set_filter("lr-search-0")  # a trial the filter names shows, folded or not
+    assert "lr-search-0" in shown(page)
+    page.set_filter("")
+    with qtbot.waitSignal(page.sweepRequested) as got:
+        page.select(1)
+        qtbot.mouseClick(page.open_button, Qt.MouseButton.LeftButton)
+    assert got.args[0] == sweep
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["runs", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_runs_on_the_command_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    make_run("one", RunState.FINISHED, 4.01e-05, time.time() - 50)
+    make_run("two", RunState.FINISHED, 0.125, time.time())
+    twin = make_run("two-again", RunState.STOPPED, None, time.time() - 10)
+    data = json.loads((Path(twin.bundle) / RECORD_NAME).read_text())
+    data["run_name"] = "two"  # two runs called "two"
+    (Path(twin.bundle) / RECORD_NAME).write_text(json.dumps(data))
+
+    code, out, _ = run_cli(capsys, "list")
+    assert code == 0 and "4.01e-05" in out and out.splitlines()[0].startswith("name")
+    code, out, err = run_cli(capsys, "show", "two")
+    assert code == 2 and "2 runs are called 'two'" in err and twin.run_id in err
+    code, out, err = run_cli(capsys, "show", "nothing")
+    assert code == 2 and "no run is called 'nothing'" in err
+    code, out, _ = run_cli(capsys, "tag", "one", "best so far")
+    assert code == 0 and "best so far" in out
+    code, out, _ = run_cli(capsys, "list", "--json", "--filter", "best")
+    rows = json.loads(out)
+    assert [(r["name"], r["tags"], r["steps"], r["final_loss"]) for r in rows] == [
+        ("one", ["best so far"], 3, 4.01e-05)]  # the steps: from its events
+    code, out, _ = run_cli(capsys, "show", str(runs_dir() / "one"))
+    assert code == 0 and "tags: best so far" in out and "steps: 3" in out
+    code, out, err = run_cli(capsys, "export", "one", str(tmp_path / "out"))
+    assert code == 0, err
+    exported = Bundle.open(tmp_path / "out")
+    assert exported.plan.run_name == "one" and not (tmp_path / "out" / RECORD_NAME).exists()
+    code, out, err = run_cli(capsys, "delete", twin.run_id, "--yes")
+    assert code == 0 and not Path(twin.bundle).exists()
+    code, out, _ = run_cli(capsys, "list", "--json")
+    assert sorted(r["name"] for r in json.loads(out)) == ["one", "two"]
+
+
+def test_a_delete_keeps_the_run_when_a_machine_cannot_be_reached() -> None:
+    from dtgui.core.runs import MachineRecord
+
+    record = make_run("far", RunState.FINISHED, 0.5, time.time())
+    record.machines = [MachineRecord("h9", f".cache/dtgui/runs/{record.run_id}/h9")]
+    record.save()
+
+    def unreachable(rec: MachineRecord, directory: str) -> None:
+        raise ConnectionError("h9 does not answer")
+
+    done = delete_run(record.bundle, remote=True, remove=unreachable)
+    assert not done.local and "h9 does not answer" in done.text()
+    assert "kept" in done.text() and Path(record.bundle, RECORD_NAME).is_file()
+    record.machines = [MachineRecord("h9", "/home/someone")]  # not the run's own directory
+    record.save()
+    assert not delete_run(record.bundle, remote=True, remove=unreachable).local
+    assert delete_run(record.bundle).local and not Path(record.bundle).exists()

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from pytestqt.qtbot import QtBot
-from widgets import cell_text
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -292,7 +291,9 @@ def test_the_header_shows_a_script_s_own_progress_and_time_left(qtbot: QtBot) ->
 def test_the_run_history_says_what_a_script_run_was(qtbot: QtBot, tmp_path: Path) -> None:
     from dtgui.core.bundle import render_bundle
     from dtgui.core.placement import place_local
+    from dtgui.core.run_index import RunIndex
     from dtgui.core.runs import RunRecord
+    from dtgui.ui.runs_model import STRATEGY
     from dtgui.ui.runs_page import RunsPage, plan_summary, run_texts
 
     model = ScriptModel(str(PROJECTS / "mwm_custom_loop"), "main.py", ("3",), {"A": "1"},
@@ -305,7 +306,9 @@ def test_the_run_history_says_what_a_script_run_was(qtbot: QtBot, tmp_path: Path
     text = plan_summary(record)
     assert "your script main.py 3 · tf_keras" in text and "A=1" in text
     assert "do not apply" in text and "100 steps" not in text
+    record.save()
     page = RunsPage()
     qtbot.addWidget(page)
-    page.show_records([(record, *run_texts(record)[:1], False, run_texts(record)[1])])
-    assert cell_text(page.table, 0, 1) == "MultiWorkerMirrored · script main.py 3 · tf_keras"
+    page.show_rows(RunIndex(tmp_path).rows())
+    assert page.cell_text(0, STRATEGY) == "MultiWorkerMirrored · script main.py 3 · tf_keras"
+    assert run_texts(record)[1] == "script main.py 3 · tf_keras"

@@ -1,5 +1,6 @@
 """Command line: `dtgui` (GUI), `dtgui export OUTDIR`, `dtgui run OUTDIR`, `dtgui sweep OUT`,
-`dtgui queue`, `dtgui install-desktop`."""
+`dtgui queue`, `dtgui runs ...`,
+`dtgui install-desktop`."""
 
 from __future__ import annotations
 
@@ -80,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     from dtgui.cli.queue import add_queue
 
     add_queue(sub)
+    from dtgui.cli.runs import add_runs
+
+    add_runs(sub, _HelpFormatter)
     add_install_desktop(sub)
     return parser
 
@@ -376,6 +380,10 @@ def main(argv: list[str] | None = None) -> int:
         from dtgui.cli.queue import cmd_queue
 
         return cmd_queue(args)
+    if args.command == "runs":
+        from dtgui.cli.runs import cmd_runs
+
+        return cmd_runs(args)
     if args.command == "install-desktop":
         return cmd_install_desktop(args)
     from dtgui.ui.app import run_gui

@@ -162,7 +162,7 @@ class RunHistory:
         except OSError:
             return []
         for bundle in entries:
-            record = self._read(bundle)
+            record = self.read(bundle)
             if record is not None:
                 out.append(record)
         out.sort(key=lambda r: r.created, reverse=True)
@@ -178,7 +178,8 @@ class RunHistory:
         return next((r for r in self.records() if r.run_id == run_id), None)
 
     @staticmethod
-    def _read(bundle: Path) -> RunRecord | None:
+    def read(bundle: Path) -> RunRecord | None:
+        """The record of one run folder (None: not a run, or unreadable)."""
         if (bundle / RECORD_NAME).is_file():
             try:
                 return RunRecord.load(bundle)

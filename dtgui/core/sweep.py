@@ -27,6 +27,7 @@ from dtgui.core.run_curves import lower_is_better
 from dtgui.core.script import ScriptModel
 
 SWEEP_FILE = "sweep.json"  # the sweep's settings and base plan, in its folder
+TRIALS_DIR = "trials"  # the trials' bundles, in the sweep's folder
 SWEEP_SCHEMA = 1
 SEARCHES = ("tpe", "random", "grid")
 PRUNERS = ("median", "halving", "none")

@@ -78,6 +78,14 @@ class Host(abc.ABC):
     def remove(self, directory: str, names: Sequence[str]) -> None:
         """Delete these files of `directory` (those there)."""
 
+    def remove_tree(self, directory: str) -> None:
+        """Delete a run's copy: `directory` (absolute) and everything in it, as a launch that
+        did not start removes the directory it made. Raises when it cannot (SlurmError with
+        the reason, or the connection's error)."""
+        from dtgui.remote.slurm import remove_run_dir
+
+        remove_run_dir(self, directory)
+
     @abc.abstractmethod
     def prepare_dir(self, directory: str, archive: bytes | None, *, make_dir: bool = True,
                     progress: CopyProgress | None = None) -> None:

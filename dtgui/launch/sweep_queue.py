@@ -44,9 +44,10 @@ from optuna.trial import TrialState
 from dtgui.core.placement import task_layout
 from dtgui.core.plan import Plan
 from dtgui.core.run_curves import bundle_curves
+from dtgui.core.run_index import remember_sweep
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
-from dtgui.core.sweep import SweepError, SweepSpec, apply, check, save_sweep
+from dtgui.core.sweep import TRIALS_DIR, SweepError, SweepSpec, apply, check, save_sweep
 from dtgui.core.sweep_study import (
     Points,
     TrialRow,
@@ -64,7 +65,6 @@ from dtgui.launch.sweep_slots import GpuProber, Slot, slots_for
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.5
-TRIALS_DIR = "trials"  # the trials' bundles, in the sweep's folder
 RECHECK_SECONDS = 30.0  # a GPU slot found taken is asked again after this long
 NOTES_ATTR = "notes"  # the study's user attribute that keeps the queue's notes
 STOPPED_ATTR = "stopped"  # a trial's user attribute: it was stopped (not failed, not pruned)
@@ -96,6 +96,7 @@ def prepare_sweep(folder: Path, spec: SweepSpec, plan: Plan) -> optuna.Study:
     folder.mkdir(parents=True, exist_ok=True)
     study = open_study(spec, folder)
     save_sweep(folder, spec, plan)
+    remember_sweep(folder)  # listed on the Runs page
     return study
 
 

@@ -24,10 +24,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.bundle import render_bundle
 from dtgui.core.hardware import MachineFacts
-from dtgui.core.placement import place_local
 from dtgui.core.plan import DeviceKind, Plan
+from dtgui.core.run_index import SWEEP, RunRow
 from dtgui.core.runs import RunRecord
 from dtgui.core.settings import load_last_plan, runs_dir, save_last_plan
 from dtgui.core.strategies import STRATEGIES, Strategy, recommend
@@ -37,6 +36,7 @@ from dtgui.launch.run_source import RunSource
 from dtgui.resources import resource
 from dtgui.ui.local_machine import LocalMachinePanel
 from dtgui.ui.run_session import RunSession
+from dtgui.ui.run_queue_panel import RunQueuePanel
 from dtgui.ui.runs_page import RunsPage
 from dtgui.ui.workers import error_message, run_in_thread
 
@@ -202,6 +202,11 @@ class MainWindow(QMainWindow):
         self.runs_page.reattachRequested.connect(self._reattach)
         self.runs_page.openRequested.connect(self._open_run)
         self.runs_page.compareRequested.connect(self.compare_runs)
+        self.runs_page.cloneRequested.connect(self.clone_run)
+        self.runs_page.sweepRequested.connect(self.open_sweep)
+        self.queue_panel = RunQueuePanel()  # queued runs, above the list; hidden while empty
+        self.runs_page.add_section(self.queue_panel)
+        self.queue_panel.changed.connect(self.runs_page.refresh)  # one started or left
         self.compare: CompareView | None = None  # made on first use: pyqtgraph loads then
         self._run_notices: RunNotices | None = None  # made with the first run
         self.runs_page.loaded.connect(self._announce_running)
@@ -241,12 +246,26 @@ class MainWindow(QMainWindow):
         self.launch(demo_plan(self.machine.facts))
 
     def open_wizard(self) -> None:
-        from dtgui.ui.wizard import RunWizard
-
         last, message = load_last_plan()
         if message:
             self.statusBar().showMessage(message, 10000)
-        wizard = self.wizard = RunWizard(self.machine.facts, last, self)
+        self._wizard_from(last)
+
+    def clone_run(self, folder: Path) -> None:
+        """Open the wizard filled with a past run's setup (its plan read in the background)."""
+        from dtgui.launch.run_admin import source_plan
+
+        def fill(got: tuple[Plan, object | None]) -> None:
+            self._wizard_from(*got)
+
+        run_in_thread(lambda: source_plan(folder), fill, self._report_error, context=self)
+
+    def _wizard_from(self, plan: Plan | None, job: object | None = None) -> RunWizard:
+        from dtgui.ui.wizard import RunWizard
+
+        wizard = self.wizard = RunWizard(self.machine.facts, None, self)
+        if plan is not None:
+            wizard.load_plan(plan, job)
         wizard.set_machines(self.machines.machines())  # tasks may go to registered machines
         wizard.set_gpu_facts(self.machines.gpu_facts())
         wizard.set_target_facts(self.machines.cluster_facts())  # its jobs fit the partitions
@@ -254,6 +273,7 @@ class MainWindow(QMainWindow):
         wizard.accepted.connect(self._on_wizard_accepted)
         wizard.sweepRequested.connect(self._sweep_from_wizard)
         wizard.open()
+        return wizard
 
     def _on_wizard_accepted(self) -> None:
         wizard = self.wizard
@@ -313,9 +333,12 @@ class MainWindow(QMainWindow):
 
     def open_sweep(self, folder: Path) -> None:
         """Show the sweep in `folder` (its trials read in the background)."""
+        from dtgui.core.run_index import remember_sweep
+
         view = self._sweep_view()
         view.open(folder)
         self.pages.setCurrentWidget(view)
+        run_in_thread(lambda: remember_sweep(folder), lambda _: None, context=self)
 
     def _sweep_view(self) -> SweepView:
         if self.sweep_view is None:
@@ -408,17 +431,10 @@ class MainWindow(QMainWindow):
         driver writes it)."""
         self.statusBar().showMessage(f"Exporting to {destination}…")
 
-        def write() -> tuple[Path, str]:
-            if job is not None:
-                from dtgui.launch.drivers import export_job
+        from dtgui.launch.run_admin import write_export
 
-                return export_job(plan, destination, job)
-            placed = plan if plan.tasks else place_local(plan)
-            path = render_bundle(placed, destination).path
-            return path, (f"\n  cd {path}\n  python3 -m pip install -r requirements.txt\n"
-                          "  bash run.sh")
-
-        run_in_thread(write, lambda written: self._on_exported(*written),
+        run_in_thread(lambda: write_export(plan, destination, job),
+                      lambda written: self._on_exported(*written),
                       self._report_error, context=self)
 
     # -- callbacks (UI thread) -------------------------------------------------------------
@@ -458,8 +474,8 @@ class MainWindow(QMainWindow):
             "result.", 15000)
         self.runs_page.refresh()
 
-    def _announce_running(self, records: list[RunRecord]) -> None:
-        running = [r for r in records if r.is_active]
+    def _announce_running(self, rows: list[RunRow]) -> None:
+        running = [r for r in rows if r.active and r.kind != SWEEP]
         if running and not self.session.active:
             self.statusBar().showMessage(
                 f"{len(running)} run(s) kept training while dtgui was closed: open Runs to "

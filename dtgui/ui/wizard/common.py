@@ -40,6 +40,15 @@ class WizardContext:
         self.facts_given = facts is not None
         self.facts = facts if facts is not None else default_facts()
         self.recommendation: Recommendation = recommend(self.facts)
+        self.initial: Plan | None = None
+        self.base = Plan()
+        self.set_initial(initial)
+        self.parts: list[PlanPart] = []
+        self.remote_gpus: dict[str, int] = {}  # registered machine -> its probed GPUs
+        self.machine_names: list[str] = []  # the registered machines
+
+    def set_initial(self, initial: Plan | None) -> None:
+        """The plan the pages start from (`RunWizard.load_plan`)."""
         self.initial = initial
         log_every = initial.log_every if initial is not None else 1
         if isinstance(log_every, bool) or not isinstance(log_every, int) or not (
@@ -47,9 +56,6 @@ class WizardContext:
             log_every = 1
         # Fields no page edits come from here; every other field comes from a page.
         self.base = Plan(log_every=log_every)
-        self.parts: list[PlanPart] = []
-        self.remote_gpus: dict[str, int] = {}  # registered machine -> its probed GPUs
-        self.machine_names: list[str] = []  # the registered machines
 
     @property
     def gpu_count(self) -> int:

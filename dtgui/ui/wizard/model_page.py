@@ -182,14 +182,7 @@ class ModelPage(QWizardPage):
         self.contract = contract
         self._layout.addStretch(1)
 
-        plan = ctx.initial
-        model = plan.model if plan is not None else DemoModel()
-        if isinstance(model, ModelFile):
-            self.file_radio.setChecked(True)
-            self.path_edit.setText(model.path)
-        if isinstance(model, ScriptModel):
-            self.script_radio.setChecked(True)
-            self.script_box.load(model)
+        self._project = ("", "")  # (a loaded plan's model file, its project folder)
 
         self.demo_radio.toggled.connect(self._on_kind)
         self.script_radio.toggled.connect(self._on_kind)
@@ -201,6 +194,19 @@ class ModelPage(QWizardPage):
         self._show_state()
 
     # -- the plan ----------------------------------------------------------------------
+    def load(self, plan: Plan) -> None:
+        """Pre-fill from a plan: its model file, or its script and arguments, or the demo."""
+        model = plan.model
+        if isinstance(model, ModelFile):
+            self.file_radio.setChecked(True)
+            self.path_edit.setText(model.path)
+            self._project = (model.path, model.project)  # its folder, while the file is kept
+        elif isinstance(model, ScriptModel):
+            self.script_radio.setChecked(True)
+            self.script_box.load(model)
+        else:
+            self.demo_radio.setChecked(True)
+
     def path(self) -> str:
         text = self.path_edit.text().strip()
         return str(Path(text).expanduser().absolute()) if text else ""
@@ -210,7 +216,9 @@ class ModelPage(QWizardPage):
             return plan.with_changes(model=DemoModel())
         if self.script_radio.isChecked():
             return plan.with_changes(model=self.script_box.model())
-        return plan.with_changes(model=ModelFile(self.path()))
+        path = self.path()
+        kept, project = self._project
+        return plan.with_changes(model=ModelFile(path, project if path == kept else ""))
 
     def check_passed(self) -> bool:
         return (self._result is not None and self._result.ok and not self._checking

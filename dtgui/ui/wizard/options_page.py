@@ -220,8 +220,6 @@ class OptionsPage(QWizardPage):
         plan = ctx.initial
         self.run_name_edit.setText(
             plan.run_name if plan is not None else fresh_run_name(ctx.recommendation.strategy))
-        if plan is not None:
-            self.load(plan)
         self._sync_epochs()
 
         for combo in (self.precision_combo, self.communication_combo):

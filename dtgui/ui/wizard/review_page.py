@@ -146,7 +146,6 @@ class ReviewPage(QWizardPage):
         layout = QVBoxLayout(self)
         layout.addWidget(self.summary)
         self.machines_box = MachinesBox()  # which machine runs each task
-        self.machines_box.remember(ctx.initial)
         if ctx.facts_given:  # this machine's GPUs (NVML) until the wizard is given all facts
             self.machines_box.set_gpu_facts({LOCAL_MACHINE: ctx.facts.gpus})
         self.machines_box.changed.connect(self.replan)

@@ -58,7 +58,7 @@ class RunWizard(QWizard):
         self.setPage(PAGE_MODEL, self.model_page)
         self.setPage(PAGE_REVIEW, self.review_page)
         if initial is not None:
-            self.strategy_page.load(initial)
+            self.load_plan(initial)
 
         self.setButtonText(QWizard.WizardButton.FinishButton, "Launch")
         self.setButtonText(QWizard.WizardButton.CustomButton1, "Export bundle…")
@@ -80,6 +80,26 @@ class RunWizard(QWizard):
         self._export_dir: Path | None = None
         self._result: Plan | None = None
         self._update_buttons()
+
+    def load_plan(self, plan: Plan, job: object | None = None) -> None:
+        """Fill every page from `plan`: the last run's setup, or a past run's (Clone into the
+        wizard): its strategy and devices, options, model or script and its arguments, the
+        machines its tasks were placed on; `job`, the job it was sent as (a Slurm job), fills
+        its target's box."""
+        self.ctx.set_initial(plan)
+        self.strategy_page.load(plan)
+        self.options_page.load(plan)
+        self.model_page.load(plan)
+        box = self.review_page.machines_box
+        box.remember(plan)
+        if job is not None:
+            from dtgui.core.slurm import SlurmJob
+
+            from .slurm_box import SlurmBox
+
+            for target in box.boxes.values():
+                if isinstance(target, SlurmBox) and isinstance(job, SlurmJob):
+                    target.remember(job)
 
     # -- results -------------------------------------------------------------------------
     def plan(self) -> Plan:
