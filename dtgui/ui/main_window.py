@@ -35,8 +35,8 @@ from dtgui.launch.policy import RunPolicy
 from dtgui.launch.run_source import RunSource
 from dtgui.resources import resource
 from dtgui.ui.local_machine import LocalMachinePanel
-from dtgui.ui.run_session import RunSession
 from dtgui.ui.run_queue_panel import RunQueuePanel
+from dtgui.ui.run_session import RunSession
 from dtgui.ui.runs_page import RunsPage
 from dtgui.ui.workers import error_message, run_in_thread
 
