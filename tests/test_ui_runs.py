@@ -87,7 +87,7 @@ def loaded(qtbot: QtBot, rows: int) -> RunsPage:
     page = RunsPage()
     qtbot.addWidget(page)
     page.refresh()
-    qtbot.waitUntil(lambda: page.row_count() == rows, timeout=10000)
+    qtbot.waitUntil(lambda: page.row_count() == rows, timeout=30000)
     return page
 
 
@@ -97,7 +97,7 @@ def test_runs_page_lists_running_and_finished_runs(qtbot: QtBot) -> None:
     make_run("tiny", RunState.FINISHED, 4.01e-05, time.time() - 200)
     page = loaded(qtbot, 3)
     assert shown(page) == ["live", "old", "tiny"]
-    qtbot.waitUntil(lambda: page.cell_text(1, STEPS) == "3", timeout=10000)  # from its events
+    qtbot.waitUntil(lambda: page.cell_text(1, STEPS) == "3", timeout=30000)  # from its events
     assert page.cell_text(1, FINAL_LOSS) == "0.3333"
     assert page.cell_text(2, FINAL_LOSS) == "4.01e-05"  # as the dashboard says it, not 0.0000
     assert page.cell_text(0, STATE) == "running · not watched"  # dtgui's watcher: none
@@ -143,8 +143,8 @@ def test_runs_page_filters_sorts_tags_notes_archives_and_deletes(
     monkeypatch.setattr(page, "ask_note", lambda _row: (note, True))
     page.edit_note(row)
     folder = Path(row.folder)
-    qtbot.waitUntil(lambda: Notes.read(folder).note == note, timeout=5000)
-    qtbot.waitUntil(lambda: Notes.read(folder).tags == ["baseline", "adam"], timeout=5000)
+    qtbot.waitUntil(lambda: Notes.read(folder).note == note, timeout=30000)
+    qtbot.waitUntil(lambda: Notes.read(folder).tags == ["baseline", "adam"], timeout=30000)
     assert page.cell_text(0, NOTE) == "lr too high? …"
     page.set_filter("adam")
     assert shown(page) == ["gamma"]
@@ -154,7 +154,7 @@ def test_runs_page_filters_sorts_tags_notes_archives_and_deletes(
     page.select(shown(page).index("alpha"))
     qtbot.mouseClick(page.archive_button, Qt.MouseButton.LeftButton)
     assert "alpha" not in shown(page)
-    qtbot.waitUntil(lambda: Notes.read(runs_dir() / "alpha").archived, timeout=5000)
+    qtbot.waitUntil(lambda: Notes.read(runs_dir() / "alpha").archived, timeout=30000)
     page = loaded(qtbot, 3)
     page.archived_check.setChecked(True)
     assert page.row_count() == 4 and "archived" in page.cell_text(shown(page).index("alpha"),
@@ -179,7 +179,7 @@ def test_runs_page_filters_sorts_tags_notes_archives_and_deletes(
         delete_run(live.bundle)
     page.select(shown(page).index("beta"))
     qtbot.mouseClick(page.delete_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: "beta" not in shown(page), timeout=5000)
+    qtbot.waitUntil(lambda: "beta" not in shown(page), timeout=30000)
     assert asked == ["beta"] and not (runs_dir() / "beta").exists()
     assert sorted(p.name for p in runs_dir().iterdir() if not p.name.startswith(".")) == [
         "alpha", "busy", "gamma"]
