@@ -33,10 +33,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.plan import Plan
 from dtgui.core.run_index import SWEEP, RunRow
 from dtgui.core.runs import RunHistory, RunRecord
-from dtgui.core.strategies import STRATEGIES
 from dtgui.ui.runs_model import COLUMNS, NAME, NOTE, STARTED, TAGS, RunsFilter, RunsModel
 from dtgui.ui.workers import error_message, run_in_thread
 
@@ -46,37 +44,6 @@ SAMPLES = {NAME: "resnet-baseline-1", 1: "finished · ok", 2: "MultiWorker…", 
            STARTED: "2026-11-26 16:21", 5: "Duration", 6: "100,000", 7: "Final loss",
            8: "Best val.", TAGS: "baseline", NOTE: "a note"}
 GROWS = {NAME: 3, 1: 1, 2: 1, 3: 1, TAGS: 2, NOTE: 3}
-
-
-def plan_summary(record: RunRecord) -> str:
-    """One line about a run's plan (read from its bundle: call it off the UI thread)."""
-    return run_texts(record)[0]
-
-
-def run_texts(record: RunRecord) -> tuple[str, str]:
-    """(the plan's summary, what the run trained: "" for dtgui's loop, "script main.py ·
-    tf_keras" for a user's script), read from its bundle: call it off the UI thread."""
-    from dtgui.core.bundle import Bundle
-    from dtgui.core.plan_text import script_summary
-
-    try:
-        plan = Bundle.open(Path(record.bundle)).plan
-    except Exception:  # noqa: BLE001 - a damaged bundle still lists
-        return record.bundle, ""
-    return _summary(record, plan), script_summary(plan)
-
-
-def _summary(record: RunRecord, plan: Plan) -> str:
-    info = STRATEGIES.get(plan.strategy)
-    where = ", ".join(f"{t.task_id}@{t.machine_name}" for t in plan.tasks)
-    if plan.script is not None:  # its own steps and options: not the plan's defaults
-        from dtgui.core.plan_text import script_summary, script_text
-
-        return (f"{info.title if info else plan.strategy}: your {script_summary(plan)}; "
-                f"{where}\n{script_text(plan, indent='')}\n{record.bundle}")
-    return (f"{info.title if info else plan.strategy}: {plan.total_replicas} replica(s), "
-            f"{plan.steps} steps, global batch {plan.global_batch}, {plan.precision}; "
-            f"{where}\n{record.bundle}")
 
 
 def load_rows() -> tuple[list[RunRow], set[str], list[str]]:
