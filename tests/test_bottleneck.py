@@ -26,6 +26,7 @@ from dtgui.core.compare import CSV_FIELDS, FIELDS, summarize_run, summary_csv, t
 from dtgui.core.events import parse_line, read_all
 from dtgui.core.run_curves import RunCurves
 from dtgui.launch.history import open_run
+from dtgui.worker.step_timing import Calibration, StepTiming, calibration_run_steps
 
 
 def split(task: str, input: float = 0.0, compute: float = 0.0, communication: float = 0.0,
@@ -71,26 +72,32 @@ def test_reporting_is_called_out_only_past_its_threshold_and_nothing_before_a_sp
     assert not empty.known and empty.short == "" and "not measured" in empty.text
 
 
-def test_a_split_event_is_read_compatibly_and_the_reducer_keeps_each_tasks_latest() -> None:
+def test_a_split_event_is_read_compatibly_and_the_reducer_keeps_each_tasks_window() -> None:
+    """Each task's split is its last few events' (weighted by their steps), the latest's
+    step and cost; a task not measured yet says from when it will be."""
     lines = [
         '{"v":2,"kind":"split","task":"worker:1","t":1.0,"step":10,"input":0.03,'
         '"compute":0.01,"communication":0.0,"reporting":0.0001,"calibration_seconds":0.2,'
-        '"training_seconds":9.8}',
-        '{"v":2,"kind":"split","task":"worker:1","t":2.0,"step":20,"input":0.001,'
-        '"compute":0.01,"communication":0.0,"reporting":0.0001,"future_field":1}',
+        '"training_seconds":10.0,"steps":10}',
+        '{"v":2,"kind":"split","task":"worker:1","t":2.0,"step":40,"input":0.001,'
+        '"compute":0.01,"communication":0.0,"reporting":0.0001,"future_field":1,"steps":30}',
+        '{"v":2,"kind":"split","task":"worker:3","t":2.0,"step":4,"steps":0,'
+        '"deferred_until":120.5,"training_seconds":0.4}',
         '{"v":2,"kind":"split","task":"worker:0","t":2.0,"step":20,"input":"bad"}',
         '{"v":2,"kind":"split","task":"worker:2","t":2.0,"compute":0.01,'
         '"measured":["compute","reporting"],"method":"report"}',
     ]
     events = [e for e in (parse_line(x) for x in lines) if e is not None]
-    assert len(events) == 4
+    assert len(events) == 5
     curves = RunCurves()
     curves.add_events(events)
     assert set(curves.splits) == {"worker:1", "worker:2"}  # worker:0 held no time
-    latest = curves.splits["worker:1"]
-    assert latest.step == 20 and round(latest.share(COMPUTE), 2) == 0.9
+    assert curves.split_deferred == {"worker:3": 120.5}
+    window = curves.splits["worker:1"]
+    assert window.step == 40 and window.steps == 40
+    assert window.input == pytest.approx((10 * 0.03 + 30 * 0.001) / 40)
     first = StepSplit.from_event("worker:1", events[0].data)
-    assert first is not None and abs(first.cost_share - 0.02) < 1e-9
+    assert first is not None and abs(first.cost_share - 0.02) < 1e-9  # 0.2 s of 10 s
     script = curves.splits["worker:2"]
     assert script.measured == (COMPUTE, REPORTING) and script.method == "report"
     # a part a task did not measure never makes the verdict
@@ -101,18 +108,18 @@ def test_compare_and_the_history_read_the_same_verdict_from_a_bundle(tmp_path: P
     record = write_run(tmp_path, "slowdata", steps=40, steps_per_epoch=20)
     events = Path(record.bundle) / "output" / "events-worker-0.jsonl"
     with events.open("a", encoding="utf-8") as f:
-        for step, wait in ((20, 0.001), (40, 0.062)):  # the latest counts
+        for step, wait in ((20, 0.001), (40, 0.062)):  # the run's last splits, averaged
             f.write(json.dumps({"v": 2, "kind": "split", "task": "worker:0", "t": 2e9,
                                 "step": step, "input": wait, "compute": 0.036,
                                 "communication": 0.002}) + "\n")
     summary = summarize_run(record.bundle)
     assert (summary.limit.limit, summary.limit.task) == (INPUT, "worker:0")
     [row] = table_rows([summary])
-    assert dict(zip(FIELDS, row, strict=True))["Limited by"] == "input 62 % (worker:0)"
+    assert dict(zip(FIELDS, row, strict=True))["Limited by"] == "input 45 % (worker:0)"
     csv_row = dict(zip(CSV_FIELDS, next(csv.reader(io.StringIO(
         summary_csv([summary]).splitlines()[1]))), strict=True))
     assert (csv_row["limited_by"], csv_row["limited_task"]) == ("input", "worker:0")
-    assert float(csv_row["limited_share"]) == pytest.approx(0.62)
+    assert float(csv_row["limited_share"]) == pytest.approx(0.0315 / 0.0695, abs=1e-3)
     assert open_run(record).limit() == summary.limit  # the run history's view
 
 
@@ -147,12 +154,11 @@ def test_a_scripts_report_calls_give_its_split_input_wait_through_timed(
 
 
 def test_calibrations_cost_at_most_one_percent_of_the_steps_between_them() -> None:
-    """A large call (a fast model) calibrates every CALIBRATE_EVERY_CALLS calls; a call of one
-    slow step (a large model) waits until the calibration runs' steps are 1 % of the steps since."""
+    """A large call (a fast model) calibrates every CALIBRATE_EVERY_CALLS calls at most; a call
+    of one slow step (a large model) waits until the calibration runs' steps are 1 % of the
+    steps since."""
     from dtgui.worker.step_timing import (
         CALIBRATE_EVERY_CALLS,
-        FIRST_CALIBRATION_CALL,
-        StepTiming,
         calibration_run_steps,
         calibration_steps,
         next_calibration,
@@ -164,21 +170,65 @@ def test_calibrations_cost_at_most_one_percent_of_the_steps_between_them() -> No
         between = (next_calibration(10, k) - 10) * k
         assert calibration_steps(calibration_run_steps(k)) <= 0.01 * between, k
 
+
+def simulate(calls: int, k: int, call_seconds: float, first_call: float,
+             setup: float, per_calibration: float) -> tuple[list[int], StepTiming]:
+    """A task's calls as Progress makes them, each calibration taking `per_calibration`
+    seconds (and `setup` more the first time); the calls at which it calibrated."""
     timing = StepTiming(active=True)
-    due = []
-    for call in range(1, 7300):
-        timing.call(1, 0.5)
-        if timing.calibrate_now(1):
-            due.append(call)
-    assert due == [FIRST_CALIBRATION_CALL, 7204]
+    calibrated = []
+    for call in range(1, calls + 1):
+        wished = timing.wish(k)  # carried by the call (MultiWorkerMirrored: every task's)
+        timing.call(k, first_call if call == 1 else call_seconds)
+        timing.reported(0.0005, call * k)
+        if timing.calibrate_now(k, wished):
+            made = setup if not calibrated else 0.0
+            timing.calibrated(Calibration(step=0.001, reduce=0.0, setup=made),
+                              per_calibration + made, calibration_run_steps(k))
+            calibrated.append(call)
+            # what it took so far, honestly counted, within the budget of the training time
+            assert timing.calibration_seconds <= timing.budget * timing.training_seconds
+    return calibrated, timing
 
 
-def test_the_parameter_server_coordinator_splits_each_workers_step_from_its_own_timing() -> None:
+def test_measuring_takes_at_most_one_percent_of_the_training_time_short_runs_included() -> None:
+    """What the calibrations take, making their runs included, stays within 1 % of the
+    training time: a short run is not measured (its split event says from when it would be),
+    a longer one once its training paid for it, then as the budget allows."""
+    from dtgui.worker.step_timing import SPLIT_BUDGET
+
+    # a 100-step run (the demo, 5 ms steps): never measured, and told so at the end
+    short, timing = simulate(calls=10, k=10, call_seconds=0.05, first_call=2.0, setup=0.3,
+                             per_calibration=0.2)
+    assert short == [] and timing.deferred_due(final=True)
+    told = timing.deferred_fields(10)
+    assert told["deferred_until"] > timing.training_seconds and "calibration_seconds" not in told
+    # a long run: its first calibration once the training pays for it (making the runs is
+    # guessed from the first call until measured), later ones as the budget allows
+    long, timing = simulate(calls=3000, k=40, call_seconds=0.2, first_call=2.0, setup=0.3,
+                            per_calibration=0.2)
+    assert len(long) >= 2 and long[0] > 100
+    assert timing.calibration_seconds <= SPLIT_BUDGET * timing.training_seconds
+    fields = timing.split_fields()
+    assert StepSplit.from_event("worker:0", fields) is not None
+    cost = StepSplit.from_event("worker:0", fields).cost_share  # type: ignore[union-attr]
+    assert cost == pytest.approx(timing.calibration_seconds / timing.training_seconds, rel=1e-3)
+    assert 0 < cost <= SPLIT_BUDGET
+
+
+def test_the_parameter_server_coordinator_splits_each_workers_step_from_its_own_timing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Under ParameterServer each call times itself on its worker (seconds, input wait, the
     worker's index) and a round-trip run calibrates communication: the coordinator keeps
     one split per worker, never counts an untimed call, and schedules the calibration
     runs again while a training worker has had none."""
-    from dtgui.worker.step_timing import FIRST_CALIBRATION_CALL, WorkerStepTimings
+    from dtgui.worker.step_timing import (
+        BUDGET_VARIABLE,
+        FIRST_CALIBRATION_CALL,
+        WorkerStepTimings,
+    )
+
+    monkeypatch.setenv(BUDGET_VARIABLE, "100")  # these few calls pay for any calibration
 
     timing = WorkerStepTimings(active=True)
     calibrations = []
@@ -205,6 +255,7 @@ def test_the_parameter_server_coordinator_splits_each_workers_step_from_its_own_
     assert one.compute == pytest.approx(0.001) and one.reporting == 0
     assert zero.input == 0 and zero.communication == pytest.approx(0.004)
     assert zero.setup_seconds == pytest.approx(0.3) and one.calibration_seconds == 0.07
+    assert zero.calibration_seconds == pytest.approx(0.35)  # making the run counted too
     assert verdict([zero, one]).limit == COMMUNICATION
 
 
