@@ -16,6 +16,7 @@ from training_events import write_run
 from dtgui.core.bottleneck import (
     COMMUNICATION,
     COMPUTE,
+    CPU,
     INPUT,
     REPORTING,
     RunFacts,
@@ -289,3 +290,133 @@ def test_a_device_near_its_memory_limit_is_the_runs_first_limit_with_the_time_be
     assert open_run(record).limit() == found
     # without the memory, the same splits give the step time's verdict alone
     assert verdict([StepSplit("worker:0", input=0.062, compute=0.036)]).limit == INPUT
+
+
+# The verdict's hysteresis, as a table: (the limit shown, input share of a step, the limit
+# then). BOUND_SHARE is 0.25 and HYSTERESIS 0.05: input enters past 0.30, leaves below 0.20.
+HYSTERESIS_TABLE = [
+    ("", 0.27, COMPUTE),  # a new verdict: input must pass 0.30
+    ("", 0.31, INPUT),
+    (COMPUTE, 0.29, COMPUTE),  # noise around the threshold does not flip it
+    (COMPUTE, 0.31, INPUT),
+    (INPUT, 0.22, INPUT),  # once shown, input stays until below 0.20
+    (INPUT, 0.19, COMPUTE),
+]
+
+
+@pytest.mark.parametrize(("previous", "share", "expected"), HYSTERESIS_TABLE)
+def test_the_verdict_does_not_flip_on_noise_around_its_threshold(
+        previous: str, share: float, expected: str) -> None:
+    step = split("worker:0", input=share, compute=1 - share)
+    assert verdict([step], previous=previous).limit == expected
+
+
+def test_a_window_of_splits_outweighs_one_noisy_split() -> None:
+    """A run's last splits as one, by their steps: one loaded window of input wait among
+    compute-bound ones leaves the verdict at compute."""
+    from dtgui.core.bottleneck import window_split
+
+    steady = [StepSplit("worker:0", step=100 * i, input=0.0005, compute=0.0045, steps=100)
+              for i in range(1, 6)]
+    noisy = StepSplit("worker:0", step=600, input=0.004, compute=0.005, steps=100)
+    assert verdict([noisy]).limit == INPUT
+    merged = window_split([*steady, noisy])
+    assert merged is not None and merged.step == 600 and merged.steps == 600
+    assert verdict([merged]).limit == COMPUTE
+
+
+# Other processes' CPU, as a table: (step shares (input, compute), machine busy, the task's
+# own share, the limit shown, GPU run, the limit then).
+CPU_TABLE = [
+    ((0.4, 0.6), 1.00, 0.30, "", False, CPU),  # others take 70 % of a full machine
+    ((0.1, 0.9), 1.00, 0.30, "", False, CPU),  # compute on the CPU is slowed the same
+    ((0.1, 0.9), 1.00, 0.30, "", True, COMPUTE),  # a GPU's compute is not the CPU's
+    ((0.4, 0.6), 0.60, 0.20, "", False, INPUT),  # a machine with CPU to spare
+    ((0.4, 0.6), 1.00, 0.75, "", False, INPUT),  # the run itself fills the machine
+    ((0.4, 0.6), 0.92, 0.60, "", False, INPUT),  # others 32 %: not past 35 % to enter
+    ((0.4, 0.6), 0.92, 0.60, CPU, False, CPU),  # ...but enough to stay
+    ((0.4, 0.6), 0.87, 0.60, CPU, False, CPU),  # the machine's busy share has hysteresis too
+    ((0.4, 0.6), 0.92, 0.70, CPU, False, INPUT),  # others 22 %: below 25 %, it leaves
+]
+
+
+@pytest.mark.parametrize(("shares", "busy", "own", "previous", "gpu", "expected"), CPU_TABLE)
+def test_cpu_taken_by_other_processes_is_named_when_it_is_the_limit(
+        shares: tuple[float, float], busy: float, own: float, previous: str, gpu: bool,
+        expected: str) -> None:
+    from dtgui.core.bottleneck import CpuLoad
+
+    step = split("worker:0", input=shares[0], compute=shares[1])
+    found = verdict([step], RunFacts(gpu=gpu), loads=[CpuLoad("worker:0", busy, own)],
+                    previous=previous)
+    assert found.limit == expected
+    if expected == CPU:
+        assert found.share == pytest.approx(busy - own)
+        assert found.figure == (f"other processes take {round((busy - own) * 100)} % of the "
+                                "CPU on worker:0's machine")
+        assert "close or pause them" in found.advice and "prefetch" not in found.advice
+
+
+def test_cpu_loads_come_from_the_telemetrys_samples_of_each_task() -> None:
+    """The machine's busy % and the task's own % of each `device` event's CPU entry, over
+    the last samples; an entry without the task's own share (an older worker) is none."""
+    curves = RunCurves()
+    lines = [json.dumps({"v": 2, "kind": "device", "task": "worker:0", "t": float(i),
+                         "devices": [{"kind": "cpu", "index": 0, "util": busy,
+                                      "task_util": own, "mem_used": 1}]})
+             for i, (busy, own) in enumerate([(100.0, 20.0), (96.0, 30.0)])]
+    lines.append(json.dumps({"v": 2, "kind": "device", "task": "worker:1", "t": 3.0,
+                             "devices": [{"kind": "cpu", "index": 0, "util": 99.0}]}))
+    curves.add_events(e for e in (parse_line(x) for x in lines) if e is not None)
+    [load] = curves.cpu_loads()
+    assert (load.task, load.busy, load.own) == ("worker:0", pytest.approx(0.98),
+                                               pytest.approx(0.25))
+    assert load.others == pytest.approx(0.73)
+
+
+# What the verdict advises, as a table: (limit, facts, words it says, words it must not).
+WORDING_TABLE = [
+    (INPUT, RunFacts(builtin_data=True, replicas=2, per_replica_batch=32),
+     ["dtgui's own input pipeline", "fewer replicas", "(now 2)", "larger batch per replica",
+      "(now 32)", "free the CPU"], [".prefetch", ".map(", ".cache()", ".interleave()"]),
+    (INPUT, RunFacts(), [".prefetch(tf.data.AUTOTUNE)", ".interleave()"], ["demo"]),
+    (COMPUTE, RunFacts(), ["XLA (wizard, Options)"], ["mixed precision"]),
+    (COMPUTE, RunFacts(gpu=True), ["mixed precision", "XLA"], []),
+    (COMPUTE, RunFacts(gpu=True, xla=True, mixed_precision=True),
+     ["a faster device or more replicas"], ["XLA"]),
+    (CPU, RunFacts(replicas=4), ["other programs", "fewer replicas there (now 4)"],
+     [".prefetch"]),
+]
+
+
+@pytest.mark.parametrize(("limit", "facts", "says", "never"), WORDING_TABLE)
+def test_the_advice_is_what_the_runs_user_can_act_on(
+        limit: str, facts: RunFacts, says: list[str], never: list[str]) -> None:
+    from dtgui.core.bottleneck import advice
+
+    text = advice(limit, facts)
+    for words in says:
+        assert words in text, (words, text)
+    for words in never:
+        assert words not in text, (words, text)
+
+
+def test_compare_puts_validation_at_its_steps_training_time() -> None:
+    """By wall time a validation point sits where its step was trained (the training
+    curve's time base), not when the validation event was written seconds later."""
+    lines = []
+    for step in range(1, 21):
+        lines.append(json.dumps({"v": 2, "kind": "step", "task": "worker:0",
+                                 "t": 100.0 + step, "step": step, "replica_ids": [0],
+                                 "replica_losses": [1.0 / step], "loss": 1.0 / step}))
+        if step % 10 == 0:  # written 7 s after its step (validation takes its time)
+            lines.append(json.dumps({"v": 2, "kind": "validation", "task": "worker:0",
+                                     "t": 107.0 + step, "step": step, "loss": 0.5}))
+    curves = RunCurves()
+    curves.add_events(e for e in (parse_line(x) for x in lines) if e is not None)
+    loss = curves.loss_curve()
+    val = curves.validation_curves()["loss"]
+    assert list(val.steps) == [10.0, 20.0]
+    for step, seconds in zip(val.steps, val.seconds, strict=True):
+        [at] = [s for st, s in zip(loss.steps, loss.seconds, strict=True) if st == step]
+        assert seconds == pytest.approx(at)

@@ -44,6 +44,7 @@ from worker_helpers import (
 )
 
 from dtgui.core.bottleneck import COMMUNICATION, COMPUTE, INPUT, StepSplit, verdict
+from dtgui.worker.step_timing import BUDGET_VARIABLE
 
 pytestmark = pytest.mark.slow
 
@@ -101,7 +102,9 @@ def test_central_storage_with_mixed_bfloat16(tmp_path: Path) -> None:
     assert any("mixed_bfloat16: compute in bfloat16" in m for m in messages)
 
 
-def test_multi_worker_mirrored_two_processes(tmp_path: Path) -> None:
+def test_multi_worker_mirrored_two_processes(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(BUDGET_VARIABLE, "100")  # 4 steps: measured whatever it takes
     ports = free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     bundle = make_bundle(tmp_path, make_plan(strategy="multi_worker_mirrored", cluster=cluster,
@@ -126,7 +129,9 @@ def test_multi_worker_mirrored_two_processes(tmp_path: Path) -> None:
     assert not any(p.name.startswith("tmp-worker") for p in ckpt_dir.iterdir())
 
 
-def test_parameter_server_chief_two_workers_one_ps(tmp_path: Path) -> None:
+def test_parameter_server_chief_two_workers_one_ps(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(BUDGET_VARIABLE, "100")  # 6 steps: measured whatever it takes
     ports = free_ports(4)
     cluster = {"chief": [f"127.0.0.1:{ports[0]}"],
                "worker": [f"127.0.0.1:{ports[1]}", f"127.0.0.1:{ports[2]}"],
