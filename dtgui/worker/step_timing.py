@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 SPLIT_VARIABLE = "DTGUI_STEP_SPLIT"  # "0": no calibration, no split (to measure its cost)
-BUDGET_VARIABLE = "DTGUI_SPLIT_BUDGET"  # another share than SPLIT_BUDGET ("100": any cost)
+BUDGET_VARIABLE = "DTGUI_SPLIT_BUDGET"  # another share than SPLIT_BUDGET ("1e6": any cost)
 SPLIT_BUDGET = 0.01  # what the calibrations may take, at most, of the task's training time
 FIRST_CALIBRATION_CALL = 4  # the first call traces; the next ones still settle the call size
 CALIBRATE_EVERY_CALLS = 500  # at least; ~100 s at the usual 0.2 s call
