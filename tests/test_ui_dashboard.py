@@ -282,10 +282,15 @@ def test_stop_button_requests_stop_once_and_the_end_is_shown_once(
 def test_a_run_that_ended_before_it_was_shown_is_drawn_whole_and_still(
         qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: LiveRun) -> None:
     metrics.add_events(two_workers(1, 12))
+    metrics.add_events([event("device", "worker:0", 1001.0, devices=[
+        {"kind": "cpu", "index": 0, "util": 45.0, "mem_used": 700 << 20}])])
     controller.end("finished", "all tasks finished")
     dash.attach(controller)
     qtbot.waitUntil(lambda: not dash.timer.isActive(), timeout=3000)
     assert len(curve_xy(dash, 3)[0]) == 12
+    # the CPU headline after the run is its last sample while it trained, and says so
+    readout = dash.device_panel.readout.text()
+    assert readout.startswith("last sample of the run:") and "45% · 700 MiB" in readout
     assert STATE_COLOURS["finished"] in dash.header.state_label.styleSheet()
     assert not dash.header.stop_button.isEnabled()
 

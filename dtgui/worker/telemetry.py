@@ -26,6 +26,9 @@ from .events import EventWriter
 from .machine_probe import cpu_model_name, nvml_text
 
 
+MIN_CPU_SECONDS = 0.2  # a share of the CPU is measured over at least this long
+
+
 def peak_rss(pid: int) -> int:
     """The process's resident-memory high-water mark in bytes (Linux; 0 elsewhere)."""
     try:
@@ -164,12 +167,15 @@ class Telemetry:
             pass
         now = time.monotonic()
         used = sum(t - self._cpu_times.get(pid, 0.0) for pid, t in times.items())
-        capacity = max(1e-6, (now - self._cpu_at) * (psutil.cpu_count() or 1))
+        seconds = now - self._cpu_at
         self._cpu_times, self._cpu_at = times, now
+        own = {}
+        if seconds >= MIN_CPU_SECONDS:  # shorter (the sample at start): no measure of a share
+            share = 100 * used / (seconds * (psutil.cpu_count() or 1))
+            own["task_util"] = round(min(100.0, max(0.0, share)), 1)
         memory = psutil.virtual_memory()
         return {"kind": "cpu", "index": 0, "name": self._cpu_name,
-                "util": float(psutil.cpu_percent(interval=None)),
-                "task_util": round(min(100.0, max(0.0, 100 * used / capacity)), 1),
+                "util": float(psutil.cpu_percent(interval=None)), **own,
                 "mem_used": int(rss), "mem_peak": int(max(peak, rss)),
                 "mem_total": int(memory.total), "mem_avail": int(memory.available)}
 
