@@ -25,7 +25,6 @@ import psutil
 from .events import EventWriter
 from .machine_probe import cpu_model_name, nvml_text
 
-
 MIN_CPU_SECONDS = 0.2  # a share of the CPU is measured over at least this long
 
 
