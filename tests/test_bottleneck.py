@@ -177,7 +177,7 @@ def simulate(calls: int, k: int, call_seconds: float, first_call: float,
     """A task's calls as Progress makes them, each calibration taking `per_calibration`
     seconds (and `setup` more the first time); the calls at which it calibrated."""
     timing = StepTiming(active=True)
-    calibrated = []
+    calibrated: list[int] = []
     for call in range(1, calls + 1):
         wished = timing.wish(k)  # carried by the call (MultiWorkerMirrored: every task's)
         timing.call(k, first_call if call == 1 else call_seconds)
@@ -369,8 +369,8 @@ def test_cpu_loads_come_from_the_telemetrys_samples_of_each_task() -> None:
                              "devices": [{"kind": "cpu", "index": 0, "util": 99.0}]}))
     curves.add_events(e for e in (parse_line(x) for x in lines) if e is not None)
     [load] = curves.cpu_loads()
-    assert (load.task, load.busy, load.own) == ("worker:0", pytest.approx(0.98),
-                                               pytest.approx(0.25))
+    assert load.task == "worker:0"
+    assert load.busy == pytest.approx(0.98) and load.own == pytest.approx(0.25)
     assert load.others == pytest.approx(0.73)
 
 
