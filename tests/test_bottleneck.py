@@ -359,19 +359,22 @@ def test_cpu_taken_by_other_processes_is_named_when_it_is_the_limit(
 
 def test_cpu_loads_come_from_the_telemetrys_samples_of_each_task() -> None:
     """The machine's busy % and the task's own % of each `device` event's CPU entry, over
-    the last samples; an entry without the task's own share (an older worker) is none."""
+    the last samples; the run's tasks on one machine are not others to each other; an entry
+    without the task's own share (an older worker) is none."""
     curves = RunCurves()
-    lines = [json.dumps({"v": 2, "kind": "device", "task": "worker:0", "t": float(i),
-                         "devices": [{"kind": "cpu", "index": 0, "util": busy,
+    lines = [json.dumps({"v": 2, "kind": "device", "task": task, "t": float(i),
+                         "devices": [{"kind": "cpu", "index": 0, "util": busy, "host": "h1",
                                       "task_util": own, "mem_used": 1}]})
+             for task in ("worker:0", "worker:1")
              for i, (busy, own) in enumerate([(100.0, 20.0), (96.0, 30.0)])]
-    lines.append(json.dumps({"v": 2, "kind": "device", "task": "worker:1", "t": 3.0,
+    lines.append(json.dumps({"v": 2, "kind": "device", "task": "worker:2", "t": 3.0,
                              "devices": [{"kind": "cpu", "index": 0, "util": 99.0}]}))
     curves.add_events(e for e in (parse_line(x) for x in lines) if e is not None)
-    [load] = curves.cpu_loads()
-    assert load.task == "worker:0"
-    assert load.busy == pytest.approx(0.98) and load.own == pytest.approx(0.25)
-    assert load.others == pytest.approx(0.73)
+    loads = curves.cpu_loads()
+    assert [load.task for load in loads] == ["worker:0", "worker:1"]
+    for load in loads:  # each task 25 %, the run 50 % of the machine
+        assert load.busy == pytest.approx(0.98) and load.own == pytest.approx(0.5)
+        assert load.others == pytest.approx(0.48)
 
 
 # What the verdict advises, as a table: (limit, facts, words it says, words it must not).

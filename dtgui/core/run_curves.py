@@ -306,6 +306,7 @@ class RunCurves:
         self.split_deferred: dict[str, float] = {}
         # task -> its machine's CPU, (busy %, the task's own %), its last WINDOW_SAMPLES samples
         self._cpu: dict[str, deque[tuple[float, float]]] = {}
+        self._cpu_host: dict[str, str] = {}  # task -> the name of its machine
         self.t_first: float | None = None
         self.t_last: float | None = None
         self._loss_task = ""  # the main task (see the class doc)
@@ -527,11 +528,21 @@ class RunCurves:
             if isinstance(busy, (int, float)) and isinstance(own, (int, float)):
                 self._cpu.setdefault(task, deque(maxlen=WINDOW_SAMPLES)).append(
                     (float(busy), float(own)))
+                self._cpu_host[task] = str(dev.get("host") or "")
 
     def cpu_loads(self) -> list[CpuLoad]:
-        """Each task's machine's CPU load over its last samples (bottleneck.CpuLoad)."""
-        found = (cpu_load(task, list(samples)) for task, samples in self._cpu.items())
-        return [load for load in found if load is not None]
+        """Each task's machine's CPU load over its last samples (bottleneck.CpuLoad); the
+        run's own use of a machine is that of all its tasks there (one named host)."""
+        found = [cpu_load(task, list(samples)) for task, samples in self._cpu.items()]
+        loads = [load for load in found if load is not None]
+        run_own: dict[str, float] = {}
+        for load in loads:
+            host = self._cpu_host.get(load.task, "")
+            if host:
+                run_own[host] = run_own.get(host, 0.0) + load.own
+        return [CpuLoad(load.task, load.busy,
+                        min(1.0, run_own.get(self._cpu_host.get(load.task, ""), load.own)))
+                for load in loads]
 
     def span(self) -> float:
         """Seconds from the first event to the latest one (0 before two events)."""

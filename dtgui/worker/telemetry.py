@@ -7,14 +7,15 @@ resident memory (this supervisor and its training process), its high-water mark 
 the kernel's VmHWM, so a peak between two samples is not missed) and what the machine still
 has available (`mem_avail`): `dtgui.core.memory` keeps the peaks and warns near the limit.
 CPU use in % of all the machine's cores since the last sample: the machine's (`util`) and the
-task's own processes' (`task_util`): `dtgui.core.bottleneck` tells other processes' share
-from them. Samples come while the training process runs (`alive`): one taken after it ended
+task's own processes' (`task_util`), with the machine's name (`host`): `dtgui.core.run_curves`
+tells other processes' share from them (the run's tasks on one machine are not others). Samples come while the training process runs (`alive`): one taken after it ended
 would describe this supervisor alone."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -140,6 +141,7 @@ class Telemetry:
         self._nvml: _Nvml | None = None
         self._proc = psutil.Process()
         self._cpu_name = cpu_model_name()
+        self._host = socket.gethostname()
         self._traffic = NetworkTraffic()
 
     def start(self) -> Telemetry:
@@ -173,7 +175,7 @@ class Telemetry:
             share = 100 * used / (seconds * (psutil.cpu_count() or 1))
             own["task_util"] = round(min(100.0, max(0.0, share)), 1)
         memory = psutil.virtual_memory()
-        return {"kind": "cpu", "index": 0, "name": self._cpu_name,
+        return {"kind": "cpu", "index": 0, "name": self._cpu_name, "host": self._host,
                 "util": float(psutil.cpu_percent(interval=None)), **own,
                 "mem_used": int(rss), "mem_peak": int(max(peak, rss)),
                 "mem_total": int(memory.total), "mem_avail": int(memory.available)}
