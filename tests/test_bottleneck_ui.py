@@ -39,7 +39,7 @@ def test_the_dashboard_shows_each_tasks_split_and_the_verdict(qtbot: QtBot) -> N
     dash._text_time = 0.0
     dash.refresh()
     assert dash.step_split.isVisibleTo(dash)
-    assert "measured once a task has trained about 2 min" in \
+    assert "Not measured yet: measured once a task has trained about 2 min" in \
         dash.step_split.verdict_label.text()
     metrics.add_events([split_event("worker:0", input=0.002, compute=0.030, communication=0.004,
                                     reporting=0.0001),

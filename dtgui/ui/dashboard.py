@@ -373,7 +373,7 @@ class Dashboard(QWidget):
             return
         self._text_snap = None
         self._text_time = now
-        self.device_panel.ended = self._ended
+        self.device_panel.ended = self.step_split.ended = self._ended
         for panel in (self.loss_panel, self.throughput_panel, self.device_panel,
                       self.scalar_panel, self.validation_panel, self.lr_panel):
             panel.show_readout()

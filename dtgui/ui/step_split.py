@@ -166,6 +166,7 @@ class StepSplitPanel(QFrame):
         self._unhelped = ""  # what the samples say without a split
         self.script = False  # a user's own script: a hint until it reports a split
         self.deterministic_ps = False  # ParameterServer with deterministic ops: no split
+        self.ended = False  # the run ended (a split not measured will not be)
         self.verdict = Verdict("")
         self._rows: list[tuple[QLabel, SplitBar, QLabel]] = []
         self._shown: dict[str, StepSplit] = {}
@@ -276,9 +277,12 @@ class StepSplitPanel(QFrame):
         if not deferred or self._shown or self._near:
             return
         after = max(deferred.values())
-        line = ("Where the time goes: measured once a task has trained about "
-                f"{_duration(after)} (measuring may take 1 % of the training time, and it "
-                "takes the same time in a short run as in a long one)")
+        why = ("measuring takes as long in a short run as in a long one, and stays under 1 % "
+               "of the training time")
+        line = (f"Not measured: the run was too short ({why}: it needed about "
+                f"{_duration(after)} of training)" if self.ended else
+                f"Not measured yet: measured once a task has trained about {_duration(after)} "
+                f"({why})")
         if self.hint:
             line += "<br>" + self.hint
         if line != self.verdict_label.text():
