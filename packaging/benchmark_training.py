@@ -13,9 +13,10 @@ it runs, in interleaved rounds (each round in another order, so that all see the
   events and loss summaries (`reporting_seconds` of its `finished` event) over its training
   time;
 - dtgui without the split of its step time (DTGUI_STEP_SPLIT=0), side by side; and what the
-  split's calibration costs, timed inside each dtgui run (its last `split` event): making the
-  calibration runs once, each calibration, and the share of the time that is at the calibration
-  interval (dtgui.worker.step_timing.CALIBRATE_EVERY_CALLS calls);
+  split's calibrations took, timed inside each dtgui run (its last `split` event): making the
+  calibration runs once, each calibration, and all of it as a share of the training time (the
+  figure the dashboard shows, at most dtgui.worker.step_timing.SPLIT_BUDGET; a run too short
+  for that is not measured);
 - a hand-written tf.distribute custom loop (packaging/benchmark_programs/handwritten_loop.py);
 - Keras `model.fit` under the same strategy (tf_keras for MultiWorkerMirrored).
 
@@ -42,7 +43,6 @@ sys.path.insert(0, str(REPO))
 
 from dtgui.resources import DEMO_DATA  # noqa: E402
 from dtgui.worker.machine_probe import choose_free_ports as free_ports  # noqa: E402
-from dtgui.worker.step_timing import CALIBRATE_EVERY_CALLS  # noqa: E402
 
 PROGRAMS = REPO / "packaging" / "benchmark_programs"
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "parameter_server")
@@ -90,10 +90,9 @@ def run_dtgui(bundle: Path, warmup: int, live: bool, split: bool = True) -> floa
         REPORTING.append(finished[-1].get("reporting_seconds", 0.0) / timeline[-1][1])
     if live and splits and splits[-1].get("calibrations"):
         last = splits[-1]
-        each = last["calibration_seconds"] / last["calibrations"]
-        per_call = last["training_seconds"] / max(1, last["calls"] - 1)
+        each = (last["calibration_seconds"] - last["setup_seconds"]) / last["calibrations"]
         CALIBRATION.append((last["setup_seconds"], each,
-                            each / (each + CALIBRATE_EVERY_CALLS * per_call)))
+                            last["calibration_seconds"] / last["training_seconds"]))
     return (end[0] - start[0]) / (end[1] - start[1])
 
 
@@ -184,7 +183,7 @@ def main() -> int:
         setup, each, share = (statistics.median(c[i] for c in CALIBRATION) for i in range(3))
         print(f"the split's calibration, timed inside each dtgui run (median of "
               f"{len(CALIBRATION)}): making the calibration runs {setup:.2f} s once, each "
-              f"calibration {each * 1000:.1f} ms, every {CALIBRATE_EVERY_CALLS} calls: "
+              f"calibration {each * 1000:.1f} ms, all of it "
               f"{share * 100:.2f} % of the training time "
               f"(max {max(c[2] for c in CALIBRATION) * 100:.2f} %)")
     return 0

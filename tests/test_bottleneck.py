@@ -16,6 +16,7 @@ from training_events import write_run
 from dtgui.core.bottleneck import (
     COMMUNICATION,
     COMPUTE,
+    CPU,
     INPUT,
     REPORTING,
     RunFacts,
@@ -26,6 +27,7 @@ from dtgui.core.compare import CSV_FIELDS, FIELDS, summarize_run, summary_csv, t
 from dtgui.core.events import parse_line, read_all
 from dtgui.core.run_curves import RunCurves
 from dtgui.launch.history import open_run
+from dtgui.worker.step_timing import Calibration, StepTiming, calibration_run_steps
 
 
 def split(task: str, input: float = 0.0, compute: float = 0.0, communication: float = 0.0,
@@ -71,26 +73,32 @@ def test_reporting_is_called_out_only_past_its_threshold_and_nothing_before_a_sp
     assert not empty.known and empty.short == "" and "not measured" in empty.text
 
 
-def test_a_split_event_is_read_compatibly_and_the_reducer_keeps_each_tasks_latest() -> None:
+def test_a_split_event_is_read_compatibly_and_the_reducer_keeps_each_tasks_window() -> None:
+    """Each task's split is its last few events' (weighted by their steps), the latest's
+    step and cost; a task not measured yet says from when it will be."""
     lines = [
         '{"v":2,"kind":"split","task":"worker:1","t":1.0,"step":10,"input":0.03,'
         '"compute":0.01,"communication":0.0,"reporting":0.0001,"calibration_seconds":0.2,'
-        '"training_seconds":9.8}',
-        '{"v":2,"kind":"split","task":"worker:1","t":2.0,"step":20,"input":0.001,'
-        '"compute":0.01,"communication":0.0,"reporting":0.0001,"future_field":1}',
+        '"training_seconds":10.0,"steps":10}',
+        '{"v":2,"kind":"split","task":"worker:1","t":2.0,"step":40,"input":0.001,'
+        '"compute":0.01,"communication":0.0,"reporting":0.0001,"future_field":1,"steps":30}',
+        '{"v":2,"kind":"split","task":"worker:3","t":2.0,"step":4,"steps":0,'
+        '"deferred_until":120.5,"training_seconds":0.4}',
         '{"v":2,"kind":"split","task":"worker:0","t":2.0,"step":20,"input":"bad"}',
         '{"v":2,"kind":"split","task":"worker:2","t":2.0,"compute":0.01,'
         '"measured":["compute","reporting"],"method":"report"}',
     ]
     events = [e for e in (parse_line(x) for x in lines) if e is not None]
-    assert len(events) == 4
+    assert len(events) == 5
     curves = RunCurves()
     curves.add_events(events)
     assert set(curves.splits) == {"worker:1", "worker:2"}  # worker:0 held no time
-    latest = curves.splits["worker:1"]
-    assert latest.step == 20 and round(latest.share(COMPUTE), 2) == 0.9
+    assert curves.split_deferred == {"worker:3": 120.5}
+    window = curves.splits["worker:1"]
+    assert window.step == 40 and window.steps == 40
+    assert window.input == pytest.approx((10 * 0.03 + 30 * 0.001) / 40)
     first = StepSplit.from_event("worker:1", events[0].data)
-    assert first is not None and abs(first.cost_share - 0.02) < 1e-9
+    assert first is not None and abs(first.cost_share - 0.02) < 1e-9  # 0.2 s of 10 s
     script = curves.splits["worker:2"]
     assert script.measured == (COMPUTE, REPORTING) and script.method == "report"
     # a part a task did not measure never makes the verdict
@@ -101,18 +109,18 @@ def test_compare_and_the_history_read_the_same_verdict_from_a_bundle(tmp_path: P
     record = write_run(tmp_path, "slowdata", steps=40, steps_per_epoch=20)
     events = Path(record.bundle) / "output" / "events-worker-0.jsonl"
     with events.open("a", encoding="utf-8") as f:
-        for step, wait in ((20, 0.001), (40, 0.062)):  # the latest counts
+        for step, wait in ((20, 0.001), (40, 0.062)):  # the run's last splits, averaged
             f.write(json.dumps({"v": 2, "kind": "split", "task": "worker:0", "t": 2e9,
                                 "step": step, "input": wait, "compute": 0.036,
                                 "communication": 0.002}) + "\n")
     summary = summarize_run(record.bundle)
     assert (summary.limit.limit, summary.limit.task) == (INPUT, "worker:0")
     [row] = table_rows([summary])
-    assert dict(zip(FIELDS, row, strict=True))["Limited by"] == "input 62 % (worker:0)"
+    assert dict(zip(FIELDS, row, strict=True))["Limited by"] == "input 45 % (worker:0)"
     csv_row = dict(zip(CSV_FIELDS, next(csv.reader(io.StringIO(
         summary_csv([summary]).splitlines()[1]))), strict=True))
     assert (csv_row["limited_by"], csv_row["limited_task"]) == ("input", "worker:0")
-    assert float(csv_row["limited_share"]) == pytest.approx(0.62)
+    assert float(csv_row["limited_share"]) == pytest.approx(0.0315 / 0.0695, abs=1e-3)
     assert open_run(record).limit() == summary.limit  # the run history's view
 
 
@@ -147,12 +155,11 @@ def test_a_scripts_report_calls_give_its_split_input_wait_through_timed(
 
 
 def test_calibrations_cost_at_most_one_percent_of_the_steps_between_them() -> None:
-    """A large call (a fast model) calibrates every CALIBRATE_EVERY_CALLS calls; a call of one
-    slow step (a large model) waits until the calibration runs' steps are 1 % of the steps since."""
+    """A large call (a fast model) calibrates every CALIBRATE_EVERY_CALLS calls at most; a call
+    of one slow step (a large model) waits until the calibration runs' steps are 1 % of the
+    steps since."""
     from dtgui.worker.step_timing import (
         CALIBRATE_EVERY_CALLS,
-        FIRST_CALIBRATION_CALL,
-        StepTiming,
         calibration_run_steps,
         calibration_steps,
         next_calibration,
@@ -164,21 +171,65 @@ def test_calibrations_cost_at_most_one_percent_of_the_steps_between_them() -> No
         between = (next_calibration(10, k) - 10) * k
         assert calibration_steps(calibration_run_steps(k)) <= 0.01 * between, k
 
+
+def simulate(calls: int, k: int, call_seconds: float, first_call: float,
+             setup: float, per_calibration: float) -> tuple[list[int], StepTiming]:
+    """A task's calls as Progress makes them, each calibration taking `per_calibration`
+    seconds (and `setup` more the first time); the calls at which it calibrated."""
     timing = StepTiming(active=True)
-    due = []
-    for call in range(1, 7300):
-        timing.call(1, 0.5)
-        if timing.calibrate_now(1):
-            due.append(call)
-    assert due == [FIRST_CALIBRATION_CALL, 7204]
+    calibrated: list[int] = []
+    for call in range(1, calls + 1):
+        wished = timing.wish(k)  # carried by the call (MultiWorkerMirrored: every task's)
+        timing.call(k, first_call if call == 1 else call_seconds)
+        timing.reported(0.0005, call * k)
+        if timing.calibrate_now(k, wished):
+            made = setup if not calibrated else 0.0
+            timing.calibrated(Calibration(step=0.001, reduce=0.0, setup=made),
+                              per_calibration + made, calibration_run_steps(k))
+            calibrated.append(call)
+            # what it took so far, honestly counted, within the budget of the training time
+            assert timing.calibration_seconds <= timing.budget * timing.training_seconds
+    return calibrated, timing
 
 
-def test_the_parameter_server_coordinator_splits_each_workers_step_from_its_own_timing() -> None:
+def test_measuring_takes_at_most_one_percent_of_the_training_time_short_runs_included() -> None:
+    """What the calibrations take, making their runs included, stays within 1 % of the
+    training time: a short run is not measured (its split event says from when it would be),
+    a longer one once its training paid for it, then as the budget allows."""
+    from dtgui.worker.step_timing import SPLIT_BUDGET
+
+    # a 100-step run (the demo, 5 ms steps): never measured, and told so at the end
+    short, timing = simulate(calls=10, k=10, call_seconds=0.05, first_call=2.0, setup=0.3,
+                             per_calibration=0.2)
+    assert short == [] and timing.deferred_due(final=True)
+    told = timing.deferred_fields(10)
+    assert told["deferred_until"] > timing.training_seconds and "calibration_seconds" not in told
+    # a long run: its first calibration once the training pays for it (making the runs is
+    # guessed from the first call until measured), later ones as the budget allows
+    long, timing = simulate(calls=3000, k=40, call_seconds=0.2, first_call=2.0, setup=0.3,
+                            per_calibration=0.2)
+    assert len(long) >= 2 and long[0] > 100
+    assert timing.calibration_seconds <= SPLIT_BUDGET * timing.training_seconds
+    fields = timing.split_fields()
+    assert StepSplit.from_event("worker:0", fields) is not None
+    cost = StepSplit.from_event("worker:0", fields).cost_share  # type: ignore[union-attr]
+    assert cost == pytest.approx(timing.calibration_seconds / timing.training_seconds, rel=1e-3)
+    assert 0 < cost <= SPLIT_BUDGET
+
+
+def test_the_parameter_server_coordinator_splits_each_workers_step_from_its_own_timing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Under ParameterServer each call times itself on its worker (seconds, input wait, the
     worker's index) and a round-trip run calibrates communication: the coordinator keeps
     one split per worker, never counts an untimed call, and schedules the calibration
     runs again while a training worker has had none."""
-    from dtgui.worker.step_timing import FIRST_CALIBRATION_CALL, WorkerStepTimings
+    from dtgui.worker.step_timing import (
+        BUDGET_VARIABLE,
+        FIRST_CALIBRATION_CALL,
+        WorkerStepTimings,
+    )
+
+    monkeypatch.setenv(BUDGET_VARIABLE, "1e6")  # these few calls pay for any calibration
 
     timing = WorkerStepTimings(active=True)
     calibrations = []
@@ -205,6 +256,7 @@ def test_the_parameter_server_coordinator_splits_each_workers_step_from_its_own_
     assert one.compute == pytest.approx(0.001) and one.reporting == 0
     assert zero.input == 0 and zero.communication == pytest.approx(0.004)
     assert zero.setup_seconds == pytest.approx(0.3) and one.calibration_seconds == 0.07
+    assert zero.calibration_seconds == pytest.approx(0.35)  # making the run counted too
     assert verdict([zero, one]).limit == COMMUNICATION
 
 
@@ -238,3 +290,136 @@ def test_a_device_near_its_memory_limit_is_the_runs_first_limit_with_the_time_be
     assert open_run(record).limit() == found
     # without the memory, the same splits give the step time's verdict alone
     assert verdict([StepSplit("worker:0", input=0.062, compute=0.036)]).limit == INPUT
+
+
+# The verdict's hysteresis, as a table: (the limit shown, input share of a step, the limit
+# then). BOUND_SHARE is 0.25 and HYSTERESIS 0.05: input enters past 0.30, leaves below 0.20.
+HYSTERESIS_TABLE = [
+    ("", 0.27, COMPUTE),  # a new verdict: input must pass 0.30
+    ("", 0.31, INPUT),
+    (COMPUTE, 0.29, COMPUTE),  # noise around the threshold does not flip it
+    (COMPUTE, 0.31, INPUT),
+    (INPUT, 0.22, INPUT),  # once shown, input stays until below 0.20
+    (INPUT, 0.19, COMPUTE),
+]
+
+
+@pytest.mark.parametrize(("previous", "share", "expected"), HYSTERESIS_TABLE)
+def test_the_verdict_does_not_flip_on_noise_around_its_threshold(
+        previous: str, share: float, expected: str) -> None:
+    step = split("worker:0", input=share, compute=1 - share)
+    assert verdict([step], previous=previous).limit == expected
+
+
+def test_a_window_of_splits_outweighs_one_noisy_split() -> None:
+    """A run's last splits as one, by their steps: one loaded window of input wait among
+    compute-bound ones leaves the verdict at compute."""
+    from dtgui.core.bottleneck import window_split
+
+    steady = [StepSplit("worker:0", step=100 * i, input=0.0005, compute=0.0045, steps=100)
+              for i in range(1, 6)]
+    noisy = StepSplit("worker:0", step=600, input=0.004, compute=0.005, steps=100)
+    assert verdict([noisy]).limit == INPUT
+    merged = window_split([*steady, noisy])
+    assert merged is not None and merged.step == 600 and merged.steps == 600
+    assert verdict([merged]).limit == COMPUTE
+
+
+# Other processes' CPU, as a table: (step shares (input, compute), machine busy, the task's
+# own share, the limit shown, GPU run, the limit then).
+CPU_TABLE = [
+    ((0.4, 0.6), 1.00, 0.30, "", False, CPU),  # others take 70 % of a full machine
+    ((0.1, 0.9), 1.00, 0.30, "", False, CPU),  # compute on the CPU is slowed the same
+    ((0.1, 0.9), 1.00, 0.30, "", True, COMPUTE),  # a GPU's compute is not the CPU's
+    ((0.4, 0.6), 0.60, 0.20, "", False, INPUT),  # a machine with CPU to spare
+    ((0.4, 0.6), 1.00, 0.75, "", False, INPUT),  # the run itself fills the machine
+    ((0.4, 0.6), 0.92, 0.60, "", False, INPUT),  # others 32 %: not past 35 % to enter
+    ((0.4, 0.6), 0.92, 0.60, CPU, False, CPU),  # ...but enough to stay
+    ((0.4, 0.6), 0.87, 0.60, CPU, False, CPU),  # the machine's busy share has hysteresis too
+    ((0.4, 0.6), 0.92, 0.70, CPU, False, INPUT),  # others 22 %: below 25 %, it leaves
+]
+
+
+@pytest.mark.parametrize(("shares", "busy", "own", "previous", "gpu", "expected"), CPU_TABLE)
+def test_cpu_taken_by_other_processes_is_named_when_it_is_the_limit(
+        shares: tuple[float, float], busy: float, own: float, previous: str, gpu: bool,
+        expected: str) -> None:
+    from dtgui.core.bottleneck import CpuLoad
+
+    step = split("worker:0", input=shares[0], compute=shares[1])
+    found = verdict([step], RunFacts(gpu=gpu), loads=[CpuLoad("worker:0", busy, own)],
+                    previous=previous)
+    assert found.limit == expected
+    if expected == CPU:
+        assert found.share == pytest.approx(busy - own)
+        assert found.figure == (f"other processes take {round((busy - own) * 100)} % of the "
+                                "CPU on worker:0's machine")
+        assert "close or pause them" in found.advice and "prefetch" not in found.advice
+
+
+def test_cpu_loads_come_from_the_telemetrys_samples_of_each_task() -> None:
+    """The machine's busy % and the task's own % of each `device` event's CPU entry, over
+    the last samples; the run's tasks on one machine are not others to each other; an entry
+    without the task's own share (an older worker) is none."""
+    curves = RunCurves()
+    lines = [json.dumps({"v": 2, "kind": "device", "task": task, "t": float(i),
+                         "devices": [{"kind": "cpu", "index": 0, "util": busy, "host": "h1",
+                                      "task_util": own, "mem_used": 1}]})
+             for task in ("worker:0", "worker:1")
+             for i, (busy, own) in enumerate([(100.0, 20.0), (96.0, 30.0)])]
+    lines.append(json.dumps({"v": 2, "kind": "device", "task": "worker:2", "t": 3.0,
+                             "devices": [{"kind": "cpu", "index": 0, "util": 99.0}]}))
+    curves.add_events(e for e in (parse_line(x) for x in lines) if e is not None)
+    loads = curves.cpu_loads()
+    assert [load.task for load in loads] == ["worker:0", "worker:1"]
+    for load in loads:  # each task 25 %, the run 50 % of the machine
+        assert load.busy == pytest.approx(0.98) and load.own == pytest.approx(0.5)
+        assert load.others == pytest.approx(0.48)
+
+
+# What the verdict advises, as a table: (limit, facts, words it says, words it must not).
+WORDING_TABLE = [
+    (INPUT, RunFacts(builtin_data=True, replicas=2, per_replica_batch=32),
+     ["dtgui's own input pipeline", "fewer replicas", "(now 2)", "larger batch per replica",
+      "(now 32)", "free the CPU"], [".prefetch", ".map(", ".cache()", ".interleave()"]),
+    (INPUT, RunFacts(), [".prefetch(tf.data.AUTOTUNE)", ".interleave()"], ["demo"]),
+    (COMPUTE, RunFacts(), ["XLA (wizard, Options)"], ["mixed precision"]),
+    (COMPUTE, RunFacts(gpu=True), ["mixed precision", "XLA"], []),
+    (COMPUTE, RunFacts(gpu=True, xla=True, mixed_precision=True),
+     ["a faster device or more replicas"], ["XLA"]),
+    (CPU, RunFacts(replicas=4), ["other programs", "fewer replicas there (now 4)"],
+     [".prefetch"]),
+]
+
+
+@pytest.mark.parametrize(("limit", "facts", "says", "never"), WORDING_TABLE)
+def test_the_advice_is_what_the_runs_user_can_act_on(
+        limit: str, facts: RunFacts, says: list[str], never: list[str]) -> None:
+    from dtgui.core.bottleneck import advice
+
+    text = advice(limit, facts)
+    for words in says:
+        assert words in text, (words, text)
+    for words in never:
+        assert words not in text, (words, text)
+
+
+def test_compare_puts_validation_at_its_steps_training_time() -> None:
+    """By wall time a validation point sits where its step was trained (the training
+    curve's time base), not when the validation event was written seconds later."""
+    lines = []
+    for step in range(1, 21):
+        lines.append(json.dumps({"v": 2, "kind": "step", "task": "worker:0",
+                                 "t": 100.0 + step, "step": step, "replica_ids": [0],
+                                 "replica_losses": [1.0 / step], "loss": 1.0 / step}))
+        if step % 10 == 0:  # written 7 s after its step (validation takes its time)
+            lines.append(json.dumps({"v": 2, "kind": "validation", "task": "worker:0",
+                                     "t": 107.0 + step, "step": step, "loss": 0.5}))
+    curves = RunCurves()
+    curves.add_events(e for e in (parse_line(x) for x in lines) if e is not None)
+    loss = curves.loss_curve()
+    val = curves.validation_curves()["loss"]
+    assert list(val.steps) == [10.0, 20.0]
+    for step, seconds in zip(val.steps, val.seconds, strict=True):
+        [at] = [s for st, s in zip(loss.steps, loss.seconds, strict=True) if st == step]
+        assert seconds == pytest.approx(at)

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from fakes import FAKE_NVML, use_fake_nvml
+from fakes import FAKE_NVML, use_fake_nvml, wait_for
 from pytestqt.qtbot import QtBot
 
-from dtgui.core.events import Event
+from dtgui.core.events import Event, read_all
 from dtgui.core.memory import MemoryPeaks
 from dtgui.core.network_pairs import LinkTest
 from dtgui.core.run_curves import RunCurves
@@ -67,6 +68,34 @@ def test_cpu_peak_is_caught_between_samples(tmp_path: Path) -> None:
     [d] = peaks.devices()
     assert d.peak == cpu["mem_peak"] and d.used == cpu["mem_used"]
     assert d.fullest == cpu["mem_total"] - cpu["mem_avail"]  # the machine's memory in use
+
+
+def test_the_tasks_own_cpu_use_and_no_sample_once_its_training_process_ended(
+        tmp_path: Path) -> None:
+    """A sample carries the task's own CPU use (its processes, here a child that spins) beside
+    the machine's; the telemetry sends no sample once the training process ended (it would
+    describe the supervisor alone: "100 % · 20 MiB" after a run that peaked at 758 MiB)."""
+    spin = "import time\nend = time.time() + 30\nwhile time.time() < end: pass\n"
+    child = subprocess.Popen([sys.executable, "-c", spin])
+    events = tmp_path / "events.jsonl"
+    try:
+        telemetry = Telemetry(EventWriter(events, "worker:0"), interval=0.3,
+                              alive=lambda: child.poll() is None).start()
+        wait_for(lambda: len(read_all(events)) >= 2, timeout=20)
+        child.kill()
+        child.wait()
+        sent = len(read_all(events))
+        time.sleep(1.0)  # three intervals: none is sent now
+        telemetry.stop()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    samples = [e.get("devices")[0] for e in read_all(events)]
+    assert len(samples) in (sent, sent + 1)  # one taken as the child ended, at most
+    busy = [d for d in samples[1:] if "task_util" in d]
+    assert busy and max(d["task_util"] for d in busy) > 0
+    assert all(0 <= d["task_util"] <= 100 and 0 <= d["util"] <= 100 for d in busy)
 
 
 def test_cpu_warning_is_about_the_machine() -> None:

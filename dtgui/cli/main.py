@@ -23,7 +23,7 @@ from dtgui.cli.machines import (
 )
 from dtgui.cli.script import add_script_options, script_model_from_args, script_refusal
 from dtgui.cli.slurm import add_slurm_options, export_slurm, fill_counts
-from dtgui.core.bottleneck import StepSplit, plan_facts, verdict
+from dtgui.core.bottleneck import CpuLoad, StepSplit, plan_facts, verdict
 from dtgui.core.memory import DeviceMemory
 from dtgui.core.plan import (
     COMMUNICATIONS,
@@ -337,7 +337,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     loss = controller.final_loss
     if loss is not None:  # a run that did not finish has no final loss
         print(f"{loss_words(controller.state)} {loss:.4g}")
-    print(limit_line(plan, snap.splits.values(), snap.memory.devices()))
+    print(limit_line(plan, snap.splits.values(), snap.memory.devices(), snap.loads))
     return {RunState.FINISHED: 0, RunState.STOPPED: 130}.get(controller.state, 1)
 
 
@@ -349,15 +349,17 @@ def loss_words(state: str) -> str:
         else "last loss before the failure"
 
 
-def limit_line(plan: Plan, splits: Iterable[StepSplit], memory: Iterable[DeviceMemory]) -> str:
+def limit_line(plan: Plan, splits: Iterable[StepSplit], memory: Iterable[DeviceMemory],
+               loads: Iterable[CpuLoad] = ()) -> str:
     """What limited the run, with the figure and what to change (the dashboard's verdict)."""
-    found = verdict(splits, plan_facts(plan), memory)
+    found = verdict(splits, plan_facts(plan), memory, loads)
     if found.known:
         return f"limited by: {found.text}"
     if plan.script is not None:
         return ("limited by: not measured (your script gives no split: call "
                 "dtgui_worker.report(step, loss) each step; docs/own-scripts.md)")
-    return "limited by: not measured (the run ended before its first calibration)"
+    return ("limited by: not measured (the run was too short: measuring its step would have "
+            "taken more than 1 % of its training time)")
 
 
 def main(argv: list[str] | None = None) -> int:

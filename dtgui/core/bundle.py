@@ -7,6 +7,7 @@ renamed into place at the end, so a failure never leaves a half-written bundle.
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import shlex
 import shutil
 import tempfile
@@ -27,10 +28,12 @@ from dtgui.core.script_bundle import (
 )
 from dtgui.resources import DEMO_DATA, WORKER_SOURCE
 from dtgui.worker import layout
+from dtgui.worker.step_timing import BUDGET_VARIABLE, SPLIT_VARIABLE
 
 WORKER_PACKAGE = "dtgui_worker"
 MAX_MODEL_PROJECT_BYTES = 1 << 30  # a model file's folder bigger than this is refused
 OUTPUT_DIR = layout.OUTPUT_DIR
+SPLIT_VARIABLES = (SPLIT_VARIABLE, BUDGET_VARIABLE)  # passed on to the tasks when set
 
 
 class BundleError(RuntimeError):
@@ -106,6 +109,8 @@ def task_environment(plan: Plan, task: TaskSpec) -> dict[str, str]:
     elif plan.device_kind == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU plan stays on the CPU even where GPUs exist
     env.update(script_environment(plan, task))  # a user's own training script: its variables
+    # the split's switch and budget (docs/performance.md), set where dtgui runs, go with the run
+    env.update({k: os.environ[k] for k in SPLIT_VARIABLES if k in os.environ})
     return env
 
 

@@ -111,7 +111,8 @@ def _fold(summary: RunSummary, curves: RunCurves) -> None:
     summary.final_loss = curves.final_loss()
     summary.throughput = median_throughput(curves.throughput_views())
     summary.validation = curves.validation_curves()
-    summary.limit = verdict(curves.splits.values(), summary.facts, curves.memory.devices())
+    summary.limit = verdict(curves.splits.values(), summary.facts, curves.memory.devices(),
+                            curves.cpu_loads())
     val_loss = summary.validation.get("loss")
     if val_loss is not None:
         summary.best_val_loss = best_point(val_loss.steps, val_loss.values, "loss")

@@ -18,7 +18,7 @@ from itertools import islice
 
 import numpy as np
 
-from dtgui.core.bottleneck import StepSplit
+from dtgui.core.bottleneck import CpuLoad, StepSplit
 from dtgui.core.device_use import DeviceUse
 from dtgui.core.events import Event
 from dtgui.core.memory import MemoryPeaks
@@ -70,6 +70,8 @@ class Snapshot:
     models: list[dict[str, object]] = field(default_factory=list)  # model_saved events
     script_progress: ScriptProgress = field(default_factory=ScriptProgress)  # a script's own
     splits: dict[str, StepSplit] = field(default_factory=dict)  # task -> its step's split
+    split_deferred: dict[str, float] = field(default_factory=dict)  # task -> measured from (s)
+    loads: list[CpuLoad] = field(default_factory=list)  # each task's machine's CPU load
     memory: MemoryPeaks = field(default_factory=MemoryPeaks)  # each task's peak memory
     device_use: DeviceUse = field(default_factory=DeviceUse)  # utilisation, traffic
     gradient_bytes: int = 0  # what a step's all-reduce carries (0: not said)
@@ -292,6 +294,8 @@ class LiveRun:
                 models=[dict(m) for m in self._models],
                 script_progress=replace(self.curves.script_progress),
                 splits=dict(self.curves.splits),
+                split_deferred=dict(self.curves.split_deferred),
+                loads=self.curves.cpu_loads(),
                 memory=self.curves.memory.copy(),
                 device_use=self.curves.device_use.copy(),
                 gradient_bytes=self.curves.gradient_bytes,

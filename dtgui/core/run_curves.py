@@ -17,6 +17,7 @@ of a million steps is a few hundred array copies rather than a Python loop per s
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +25,16 @@ from typing import TypeVar
 
 import numpy as np
 
-from dtgui.core.bottleneck import SPLIT_KIND, StepSplit
+from dtgui.core.bottleneck import (
+    SPLIT_KIND,
+    WINDOW_SAMPLES,
+    WINDOW_SPLITS,
+    CpuLoad,
+    StepSplit,
+    cpu_load,
+    deferred_until,
+    window_split,
+)
 from dtgui.core.device_use import DeviceUse
 from dtgui.core.events import STEP_KINDS, Event, StepRows, read_all, step_rows
 from dtgui.core.memory import MemoryPeaks
@@ -289,7 +299,14 @@ class RunCurves:
         self.memory = MemoryPeaks()  # `device` events: each task's peak memory
         self.device_use = DeviceUse()  # `device` events: utilisation in training, traffic
         self.gradient_bytes = 0  # what a step's all-reduce carries (`started` events)
-        self.splits: dict[str, StepSplit] = {}  # task -> where its step time went, latest
+        # task -> where its step time went over its last WINDOW_SPLITS splits (window_split)
+        self.splits: dict[str, StepSplit] = {}
+        self._split_window: dict[str, deque[StepSplit]] = {}
+        # task -> training seconds from which it will be measured (not measured yet)
+        self.split_deferred: dict[str, float] = {}
+        # task -> its machine's CPU, (busy %, the task's own %), its last WINDOW_SAMPLES samples
+        self._cpu: dict[str, deque[tuple[float, float]]] = {}
+        self._cpu_host: dict[str, str] = {}  # task -> the name of its machine
         self.t_first: float | None = None
         self.t_last: float | None = None
         self._loss_task = ""  # the main task (see the class doc)
@@ -388,8 +405,16 @@ class RunCurves:
             self.device_use.started(event.task)  # a script's report()
             split = StepSplit.from_event(event.task, event.data)
             if split is not None:
-                self.splits[split.task] = split
+                recent = self._split_window.setdefault(split.task, deque(maxlen=WINDOW_SPLITS))
+                recent.append(split)
+                self.splits[split.task] = window_split(recent) or split
+                self.split_deferred.pop(split.task, None)
+            else:
+                waits = deferred_until(event.data)
+                if waits is not None:
+                    self.split_deferred[str(event.get("of_task") or event.task)] = waits
         elif kind == "device":
+            self._add_cpu(event.task, event.get("devices"))
             self.memory.add(event.task, event.get("devices"))
             self.device_use.add(event.task, event.get("devices"), event.get("net"))
         elif kind == "failed":
@@ -493,6 +518,32 @@ class RunCurves:
         _, values = self.scalars.loss_series().get(task, (_empty(), _empty()))
         return float(values[-1]) if len(values) else None
 
+    def _add_cpu(self, task: str, devices: object) -> None:
+        """A telemetry sample's CPU entry: the machine's busy % and the task's own % (a
+        sample without the task's own share, from an older worker, is not a load)."""
+        for dev in devices if isinstance(devices, list) else []:
+            if not isinstance(dev, dict) or dev.get("kind") != "cpu":
+                continue
+            busy, own = dev.get("util"), dev.get("task_util")
+            if isinstance(busy, (int, float)) and isinstance(own, (int, float)):
+                self._cpu.setdefault(task, deque(maxlen=WINDOW_SAMPLES)).append(
+                    (float(busy), float(own)))
+                self._cpu_host[task] = str(dev.get("host") or "")
+
+    def cpu_loads(self) -> list[CpuLoad]:
+        """Each task's machine's CPU load over its last samples (bottleneck.CpuLoad); the
+        run's own use of a machine is that of all its tasks there (one named host)."""
+        found = [cpu_load(task, list(samples)) for task, samples in self._cpu.items()]
+        loads = [load for load in found if load is not None]
+        run_own: dict[str, float] = {}
+        for load in loads:
+            host = self._cpu_host.get(load.task, "")
+            if host:
+                run_own[host] = run_own.get(host, 0.0) + load.own
+        return [CpuLoad(load.task, load.busy,
+                        min(1.0, run_own.get(self._cpu_host.get(load.task, ""), load.own)))
+                for load in loads]
+
     def span(self) -> float:
         """Seconds from the first event to the latest one (0 before two events)."""
         if self.t_first is None or self.t_last is None:
@@ -509,13 +560,20 @@ class RunCurves:
         steps, values = xs.astype(np.float64), ys.astype(np.float64)
         if not len(steps):
             return self._script_loss_curve()
+        seconds = self._training_seconds(steps)
+        return Curve(steps, values, seconds if seconds is not None else np.zeros_like(steps))
+
+    def _training_seconds(self, steps: np.ndarray) -> np.ndarray | None:
+        """The wall time at which the main task trained each of `steps` (seconds since the
+        run's first event; a call's steps share one event time: in between, the time grows
+        linearly); None when it reported no steps. The one time base of a run's curves by
+        wall time: a value measured at a step (validation) sits where that step was trained."""
         ends_x, ends_t = self._ends.get(self._loss_task, Series()).view()
-        if len(ends_x):
-            order = np.argsort(ends_x, kind="stable")
-            seconds = np.interp(steps, ends_x[order], ends_t[order]) - (self.t_first or 0.0)
-        else:
-            seconds = np.zeros_like(steps)
-        return Curve(steps, values, seconds)
+        if not len(ends_x):
+            return None
+        order = np.argsort(ends_x, kind="stable")
+        return np.asarray(np.interp(steps, ends_x[order], ends_t[order]) - (self.t_first or 0.0),
+                          dtype=np.float64)
 
     def _script_loss_curve(self) -> Curve:
         """A script reports no steps: its main task's loss scalar, as the dashboard plots it."""
@@ -530,13 +588,17 @@ class RunCurves:
         return Curve(steps.copy(), values.copy(), seconds)
 
     def validation_curves(self) -> dict[str, Curve]:
-        """The validation loss ("loss") and each metric, with the wall time of each point."""
+        """The validation loss ("loss") and each metric, with the wall time of each point:
+        when its step was trained (`_training_seconds`), as the training curve has it."""
         at_x, at_t = self._validated_at.view()
         out = {}
         for name, series in self.validation.items():
             xs, ys = series.view()
-            where = np.clip(np.searchsorted(at_x, xs), 0, max(0, len(at_x) - 1))
-            seconds = (at_t[where] - (self.t_first or 0.0)) if len(at_x) else np.zeros_like(xs)
+            seconds = self._training_seconds(xs.astype(np.float64))
+            if seconds is None:  # no steps reported (a script): when it was validated
+                where = np.clip(np.searchsorted(at_x, xs), 0, max(0, len(at_x) - 1))
+                seconds = (at_t[where] - (self.t_first or 0.0)) if len(at_x) \
+                    else np.zeros_like(xs)
             out[name] = Curve(xs.astype(np.float64), ys.astype(np.float64),
                               np.asarray(seconds, dtype=np.float64))
         return out

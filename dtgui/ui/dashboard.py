@@ -373,6 +373,7 @@ class Dashboard(QWidget):
             return
         self._text_snap = None
         self._text_time = now
+        self.device_panel.ended = self.step_split.ended = self._ended
         for panel in (self.loss_panel, self.throughput_panel, self.device_panel,
                       self.scalar_panel, self.validation_panel, self.lr_panel):
             panel.show_readout()
@@ -386,7 +387,8 @@ class Dashboard(QWidget):
         self.memory_panel.update_tasks(snap.tasks, snap.gradient_bytes)
         self.memory_panel.update_traffic(snap.device_use, snap.tasks)
         self.step_split.set_unhelped(self.memory_panel.unhelped(snap.device_use, snap.tasks))
-        self.step_split.update_splits(snap.splits, snap.memory.devices())
+        self.step_split.update_splits(snap.splits, snap.memory.devices(), snap.loads,
+                                      snap.split_deferred)
         tasks = sorted(set(snap.tasks) | set(metrics.log_tasks()), key=task_key)
         self.log_view.set_tasks(tasks, {t: s.machine for t, s in snap.tasks.items()})
         for task, state in snap.tasks.items():

@@ -239,6 +239,7 @@ class DevicePanel(PlotPanel):
         self.y_mode = "zero"
         self._colours: dict[str, QColor] = {}
         self.device_kind = ""
+        self.ended = False  # the run ended: the readout is its last sample while it trained
         self.mode = ""
         self.mode_buttons: dict[str, QToolButton] = {}
         group = QButtonGroup(self)
@@ -333,5 +334,10 @@ class DevicePanel(PlotPanel):
                 name = short_task(task) if len(labels) == len(tasks) else f"{short_task(task)}/{dev}"
                 value = util if self.mode == "util" else mem
             parts.append(swatch_html(self._colour(label), f"{name} <b>{value}</b>"))
+        if self.ended and parts:
+            # after the run, its last sample while it trained (not the machine idle after it)
+            parts.insert(0, "last sample of the run:")
+            tips.insert(0, "The last sample while the run trained (its memory peak is in the "
+                           "Memory panel)")
         self.readout.setText("&nbsp;&nbsp;".join(parts))
         self.readout.setToolTip("\n".join(tips))

@@ -23,8 +23,10 @@ from PySide6.QtWidgets import (
 )
 
 from dtgui.core.bottleneck import (
+    MEMORY,
     PART_NAMES,
     PARTS,
+    CpuLoad,
     RunFacts,
     StepSplit,
     Verdict,
@@ -37,7 +39,7 @@ from dtgui.ui.plot_base import style_card, title_label
 COLOURS = {"input": QColor("#e8a33d"), "compute": QColor("#3f9e6b"),
            "communication": QColor("#4a86d6"), "reporting": QColor("#9aa0a6")}
 LIMIT_COLOURS = {"input": "#b86e00", "communication": "#2a64b0", "compute": "#2e7d52",
-                 "reporting": "#5f6368", "memory": "#b3261e"}
+                 "reporting": "#5f6368", "memory": "#b3261e", "cpu": "#8e24aa"}
 MAX_ROWS = 8  # tasks shown one bar each; the rest are summed up in a line
 SCRIPT_HINT = ("A script's split needs its help: call <code>dtgui_worker.report(step, loss)</code> "
                "each step, and read its batches through <code>dtgui_worker.timed(dataset)</code> "
@@ -134,9 +136,9 @@ class StepSplitPanel(QFrame):
         head.addStretch(1)
         self.cost_label = QLabel("")
         self.cost_label.setObjectName("splitCost")
-        self.cost_label.setToolTip("What measuring the split costs as the run goes, as a "
-                                   "share of the training time; making its calibration runs took "
-                                   "a few seconds once, at the start")
+        self.cost_label.setToolTip("What measuring the split took, making its calibration runs "
+                                   "included, as a share of the training time (kept under 1 %: "
+                                   "a short run is measured once it has trained long enough)")
         head.addWidget(self.cost_label)
         layout.addLayout(head)
         self.verdict_label = QLabel("")
@@ -164,9 +166,11 @@ class StepSplitPanel(QFrame):
         self._unhelped = ""  # what the samples say without a split
         self.script = False  # a user's own script: a hint until it reports a split
         self.deterministic_ps = False  # ParameterServer with deterministic ops: no split
+        self.ended = False  # the run ended (a split not measured will not be)
         self.verdict = Verdict("")
         self._rows: list[tuple[QLabel, SplitBar, QLabel]] = []
         self._shown: dict[str, StepSplit] = {}
+        self._loads: tuple[CpuLoad, ...] = ()
         self.setVisible(False)
 
     def set_facts(self, facts: RunFacts) -> None:
@@ -207,6 +211,7 @@ class StepSplitPanel(QFrame):
     def clear(self) -> None:
         self._shown = {}
         self._near = ()
+        self._loads = ()
         self.verdict = Verdict("")
         for row in self._rows:
             for widget in row:
@@ -217,18 +222,23 @@ class StepSplitPanel(QFrame):
         self.setVisible(bool(self.hint))
 
     def update_splits(self, splits: Mapping[str, StepSplit],
-                      memory: Sequence[DeviceMemory] = ()) -> None:
-        """Each task's latest split, and its devices' memory (a device near its limit is
-        the run's first limit)."""
+                      memory: Sequence[DeviceMemory] = (), loads: Sequence[CpuLoad] = (),
+                      deferred: Mapping[str, float] | None = None) -> None:
+        """Each task's split (over its last few), its devices' memory (a device near its
+        limit is the run's first limit), its machine's CPU load, and for a task not measured
+        yet from when it will be (`deferred`: seconds of training)."""
         near = tuple(d for d in memory if d.near_limit)
         if not splits and not near:
             if self._shown or self._near:
                 self.clear()
+            self._show_deferred(deferred or {})
             return
-        if splits == self._shown and near == self._near:
+        if splits == self._shown and near == self._near and tuple(loads) == self._loads:
             return
-        self._shown, self._near = dict(splits), near
-        self.verdict = verdict(splits.values(), self.facts, near)
+        self._shown, self._near, self._loads = dict(splits), near, tuple(loads)
+        shown = self.verdict.time if self.verdict.limit == MEMORY else self.verdict
+        previous = shown.limit if shown is not None else ""
+        self.verdict = verdict(splits.values(), self.facts, near, loads, previous)
         line = verdict_html(self.verdict)
         if not splits and self.hint:
             line += "<br>" + self.hint
@@ -257,6 +267,30 @@ class StepSplitPanel(QFrame):
                                 if hidden > 0 else "")
         self.more_label.setVisible(hidden > 0)
         cost = max((s.cost_share for s in splits.values()), default=0.0)
-        self.cost_label.setText(f"measuring cost {cost * 100:.2g} % of the time"
+        self.cost_label.setText(f"measuring took {cost * 100:.2g} % of the training time"
                                 if cost > 0 else "")
         self.setVisible(True)
+
+    def _show_deferred(self, deferred: Mapping[str, float]) -> None:
+        """Before any split: why none yet, when the run is too short so far to measure
+        within the budget."""
+        if not deferred or self._shown or self._near:
+            return
+        after = max(deferred.values())
+        why = ("measuring takes as long in a short run as in a long one, and stays under 1 % "
+               "of the training time")
+        line = (f"Not measured: the run was too short ({why}: it needed about "
+                f"{_duration(after)} of training)" if self.ended else
+                f"Not measured yet: measured once a task has trained about {_duration(after)} "
+                f"({why})")
+        if self.hint:
+            line += "<br>" + self.hint
+        if line != self.verdict_label.text():
+            self.verdict_label.setText(line)
+        self.setVisible(True)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    return f"{seconds / 60:.0f} min"

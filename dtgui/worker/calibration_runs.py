@@ -12,7 +12,7 @@ import keras
 import tensorflow as tf
 
 from .distribute import BuiltStrategy
-from .loop import Trainer, check_dataset
+from .loop import Trainer, check_dataset, wishes
 from .model_file import ModelSource
 from .process_exit import keep
 from .step_timing import CALIBRATION_REPEATS, Calibration
@@ -48,7 +48,7 @@ class CalibrationRuns:
 
         def steps(cached: Any, n: Any) -> Any:
             # every task calls it at once (its collectives, as training's, take them all)
-            return training_call(cached, n, tf.constant(1.0, tf.float32))[1]
+            return training_call(cached, n, wishes(1.0, False))[1]
 
         def flat_weights() -> Any:
             # gradient-shaped: the weights read in the replica's context, in one vector as

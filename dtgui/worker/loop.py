@@ -87,13 +87,13 @@ def distributed_dataset(source: ModelSource, info: BuiltStrategy, seed: int, glo
 class Trainer:
     """The compiled training call and the replica's forward+backward pass.
 
-    ``run(iterator, k, proposal)`` trains ``k`` steps on the device in one call (k a scalar
+    ``run(iterator, k, wishes)`` trains ``k`` steps on the device in one call (k a scalar
     int32 tensor, so another k reuses the same trace) and returns ``(per_task, totals,
-    agreed)``: ``per_task`` is (k, local replicas, 2) - each local replica's mean loss and
+    agreed, lr)``: ``per_task`` is (k, local replicas, 2) - each local replica's mean loss and
     correct count per step -, ``totals`` is (k, 2), their sums over every replica in sync, and
-    ``agreed`` the size of the next call every task agrees on (the mean of the tasks'
-    float32 ``proposal``). Nothing in a call copies to the host; the caller fetches all three
-    once per call. Under parameter_server ``run(iterator, k)`` is the closure the
+    ``agreed`` what every task agrees on, the mean of the tasks' ``wishes`` (`wishes`): the
+    size of the next call, and the share of the tasks wishing to calibrate the split after
+    it. Nothing in a call copies to the host; the caller fetches them once per call. Under parameter_server ``run(iterator, k)`` is the closure the
     coordinator schedules on a worker: it returns (k, 2) for that worker's single replica,
     and (worker index, the call's seconds, its input wait) as timed on the worker.
     """
@@ -101,6 +101,12 @@ class Trainer:
     run: Any  # a tf.function (called, and traced by xla_functions); TensorFlow has no types
     compute: Callable[..., Any]
     replica_step: Callable[..., Any] | None = None  # one update, in a replica's context
+
+
+def wishes(size: float, calibrate: bool) -> Any:
+    """A call's `wishes` argument: the size wanted for the next call, and whether this task
+    would calibrate the split after it (1.0) or not (0.0)."""
+    return tf.constant([size, 1.0 if calibrate else 0.0], tf.float32)
 
 
 def loss_scale(optimizer: Any) -> Any:
@@ -222,16 +228,16 @@ def make_trainer(info: BuiltStrategy, model: keras.Model, optimizer: Any, loss_o
         if not across_workers:
             return tf.reduce_sum(per_task, axis=1), proposal
         # One collective per call (not per step): every local replica contributes its own
-        # column, and the sum runs over every worker's replicas. The proposed size of the
-        # next call rides along: every worker must train the same number of steps per call
-        # (or their collectives would not match), so they all take the mean proposal.
-        extra = tf.reshape(tf.stack([proposal, 0.0]), [1, 1, 2])
+        # column, and the sum runs over every worker's replicas. The wishes ride along: every
+        # worker must train the same number of steps per call and calibrate at the same call
+        # (or their collectives would not match), so they all take the mean wishes.
+        extra = tf.reshape(proposal, [1, 1, 2])
         table = tf.concat([per_task, tf.repeat(extra, local, axis=1)], axis=0)
         columns = strategy.experimental_distribute_values_from_function(
             lambda ctx: table[:, ctx.replica_id_in_sync_group - first_id, :])
         summed = strategy.reduce(tf.distribute.ReduceOp.SUM, columns, axis=None)
         in_sync = tf.cast(strategy.num_replicas_in_sync, tf.float32)
-        return summed[:-1], summed[-1, 0] / in_sync
+        return summed[:-1], summed[-1] / in_sync
 
     @tf.function
     def run_steps(iterator: Any, k: Any, proposal: Any) -> Any:

@@ -25,7 +25,7 @@ from .checkpoints import Checkpoints
 from .distribute import BuiltStrategy
 from .events import EventWriter
 from .export import ModelSaver
-from .loop import Trainer, xla_functions
+from .loop import Trainer, wishes, xla_functions
 from .optim import learning_rate_at
 from .plan import Plan
 from .step_timing import StepTiming, WorkerStepTimings, calibration_run_steps
@@ -99,23 +99,25 @@ class Progress:
             k = self.sizer.next(done, self.total, self.ckpt_every, self.val_every)
             began = time.perf_counter()
             per_task, totals, agreed, lr = trainer.run(
-                iterator, tf.constant(k, tf.int32), tf.constant(self.sizer.proposal, tf.float32))
+                iterator, tf.constant(k, tf.int32),
+                wishes(self.sizer.proposal, self.timing.wish(k)))
             per_task, totals = per_task.numpy(), totals.numpy()
             seconds = time.perf_counter() - began
             self.timing.call(k, seconds)
-            self.sizer.agree(float(agreed))
+            size, wished = (float(x) for x in agreed.numpy())
+            self.sizer.agree(size)
             self.sizer.observe(seconds / k)
             if done == self.start and self.xla:
                 self.report_xla(trainer, iterator, tf.constant(1, tf.int32),
-                                tf.constant(1.0, tf.float32))
+                                wishes(1.0, False))
             began = time.perf_counter()
             self.after_steps(done + 1, per_task[:, :, 0], totals[:, 0] / self.replicas_in_sync,
                              totals[:, 1], float(lr))
             done += k
             self.timing.reported(time.perf_counter() - began, done)
-            if self.timing.calibrate_now(k):
+            if self.timing.calibrate_now(k, wished > 1 - 1e-6):  # every task wished it
                 self.calibrate(k)
-            self.emit_split()
+            self.emit_split(k=k)
             if self.val_every > 0 and done % self.val_every == 0:
                 self.validate(done)
             if self.ckpt_every > 0 and done % self.ckpt_every == 0:
@@ -191,7 +193,7 @@ class Progress:
         except Exception as exc:  # noqa: BLE001 - a measure only; training goes on
             self._no_split(exc)
             return
-        self._round_trip_n = n
+        self._round_trip_n = self.worker_timing.schedule_n = n
         self._ps_setup = setup
 
     def collect_round_trips(self) -> None:
@@ -216,7 +218,7 @@ class Progress:
     def emit_worker_splits(self, final: bool = False) -> None:
         """Each worker's split, measured by the coordinator's calls (`of_task`: the worker
         it is of; the event is the coordinator's)."""
-        for worker, fields in self.worker_timing.splits_due(final):
+        for worker, fields in self.worker_timing.splits_due(final, self.sizer.k):
             self.events.emit("split", of_task=f"worker:{worker}", **fields)
 
     def _no_split(self, exc: Exception) -> None:
@@ -228,21 +230,26 @@ class Progress:
         does so at the same call, as their collectives must match."""
         assert self.calibration_runs is not None
         began = time.perf_counter()
+        n = calibration_run_steps(k)
         try:
-            found = self.calibration_runs.measure(calibration_run_steps(k))
+            found = self.calibration_runs.measure(n)
         except Exception as exc:  # noqa: BLE001 - a measure only; training goes on
             self._no_split(exc)
             return
-        self.timing.calibrated(found, time.perf_counter() - began)
+        self.timing.calibrated(found, time.perf_counter() - began, n)
 
-    def emit_split(self, final: bool = False) -> None:
+    def emit_split(self, final: bool = False, k: int = 1) -> None:
         if self.info.coordinator is not None:
             self.emit_worker_splits(final)
             return
+        began = time.perf_counter()
         if self.timing.split_due(final):
-            began = time.perf_counter()
             self.events.emit("split", **self.timing.split_fields())
-            self.timing.training_seconds += time.perf_counter() - began
+        elif self.timing.deferred_due(final):
+            self.events.emit("split", **self.timing.deferred_fields(k))
+        else:
+            return
+        self.timing.training_seconds += time.perf_counter() - began
 
     def report_xla(self, trainer: Trainer, iterator: Any, *args: Any) -> None:
         try:
@@ -382,7 +389,7 @@ class Progress:
 
     def finish(self) -> None:
         last = self.total
-        self.emit_split(final=True)
+        self.emit_split(final=True, k=self.sizer.k)
         if self.val_every > 0 and last > self.start:
             self.validate(last)  # the end, when it is not on an interval
         if self.ckpts is not None and last > self.start \

@@ -1,13 +1,10 @@
 """Where a training task's step time goes, measured on the run itself (no TensorFlow here).
 
-Every call's wall time and the time spent reporting it are counted as training runs. A short
-calibration, after the fourth call and then every CALIBRATE_EVERY_CALLS calls or more (so
-that the calibration runs' steps stay under 1 % of the steps between two calibrations,
-whatever a step costs: `next_calibration`), times three calibration runs
-(`dtgui.worker.calibration_runs.CalibrationRuns`): the training call fed from one cached
-batch (forward, backward, gradient all-reduce, update; the variables are put back afterwards), the
-gradient all-reduce alone (none with a single replica), and the plan's input pipeline alone
-making a step's batches. Then, per step:
+Every call's wall time and the time spent reporting it are counted as training runs. A
+calibration times three calibration runs (`dtgui.worker.calibration_runs.CalibrationRuns`): the
+training call fed from one cached batch (forward, backward, gradient all-reduce, update; the
+variables are put back afterwards), the gradient all-reduce alone (none with a single replica),
+and the plan's input pipeline alone making a step's batches. Then, per step:
 
 * input wait = the step's time in training minus the same step on data already there, but
   never more than the input pipeline alone takes to make the step's batches (so a step
@@ -16,9 +13,17 @@ making a step's batches. Then, per step:
 * compute = the rest of the call (forward, backward, the update, the loop);
 * reporting = dtgui's per-call host work: events, loss summaries, epochs (timed as it runs).
 
+What the calibrations take, making their runs included, stays within SPLIT_BUDGET (1 %) of the
+task's training time: a calibration comes only once the training time so far pays for it and
+for those before it (`Budget`), and at least CALIBRATE_EVERY_CALLS calls after the last. A run
+too short for one is not measured: its `split` events say so and from when it would be
+(`deferred_until`, seconds of training).
+MultiWorkerMirrored workers must run the calibration runs' collectives together: each call
+carries the task's wish to calibrate to the others (`dtgui.worker.loop`, with the call size),
+and a calibration comes when every task wished it.
+
 A `split` event (dtgui.core.bottleneck) goes out every SPLIT_EVERY_CALLS calls once a
-calibration was made, and at the end. The calls are counted, never timed, to decide when to
-calibrate: MultiWorkerMirrored workers must run the calibration runs' collectives together.
+calibration was made, and at the end.
 
 ParameterServer workers run the calls the coordinator schedules, so the coordinator keeps
 their splits (`WorkerStepTimings`): each call times itself and its input wait on its worker,
@@ -34,16 +39,34 @@ from dataclasses import dataclass
 from typing import Any
 
 SPLIT_VARIABLE = "DTGUI_STEP_SPLIT"  # "0": no calibration, no split (to measure its cost)
+BUDGET_VARIABLE = "DTGUI_SPLIT_BUDGET"  # another share than SPLIT_BUDGET ("1e6": any cost)
+SPLIT_BUDGET = 0.01  # what the calibrations may take, at most, of the task's training time
 FIRST_CALIBRATION_CALL = 4  # the first call traces; the next ones still settle the call size
 CALIBRATE_EVERY_CALLS = 500  # at least; ~100 s at the usual 0.2 s call
 CALIBRATION_REPEATS = 3  # each calibration run is repeated this many times; the median counts
 CALIBRATION_SHARE = 0.01  # the calibration runs' steps: at most this share of those between two
+# Before the first calibration, what it will take is guessed: making its runs (tracing the
+# all-reduce run, starting two input pipelines) as this share of the first call, which traced
+# the training call (measured at a fifth to a tenth of it), and each run's call as this many
+# seconds beyond its steps.
+SETUP_GUESS = 0.5
+RUN_CALL_GUESS = 0.005
 SPLIT_EVERY_CALLS = 25  # ~5 s at the usual 0.2 s call
 PARTS = ("input", "compute", "communication", "reporting")
 
 
 def enabled() -> bool:
     return os.environ.get(SPLIT_VARIABLE, "1") != "0"
+
+
+def split_budget() -> float:
+    """The share of the training time the calibrations may take (SPLIT_BUDGET unless
+    BUDGET_VARIABLE gives another: a large one measures even a short run, as tests do)."""
+    try:
+        share = float(os.environ.get(BUDGET_VARIABLE, ""))
+    except ValueError:
+        return SPLIT_BUDGET
+    return share if share > 0 and math.isfinite(share) else SPLIT_BUDGET
 
 
 def calibration_run_steps(k: int) -> int:
@@ -60,11 +83,9 @@ def calibration_steps(n: int) -> int:
 
 
 def next_calibration(call: int, k: int) -> int:
-    """The call after which the next calibration comes, one made after `call` with calls of
-    `k` steps: CALIBRATE_EVERY_CALLS calls later, or later still when steps are so slow that
-    calls hold one or a few (a calibration's runs are then many calls' worth). Calls and
-    their size only, never time: MultiWorkerMirrored workers agree on both, so they
-    calibrate at the same call, as their collectives must."""
+    """The earliest call after which the next calibration may come, one made after `call`
+    with calls of `k` steps: CALIBRATE_EVERY_CALLS calls later, or later still when steps are
+    so slow that calls hold one or a few (a calibration's runs are then many calls' worth)."""
     calibrating = calibration_steps(calibration_run_steps(k))
     return call + max(CALIBRATE_EVERY_CALLS,
                       math.ceil(calibrating / (CALIBRATION_SHARE * max(1, k))))
@@ -101,12 +122,16 @@ class StepTiming:
     def __init__(self, active: bool = True, first_call_traces: bool = True) -> None:
         self.active = active and enabled()
         self.first_call_traces = first_call_traces  # not counted: it traced the function
+        self.budget = split_budget()
         self.calls = 0
         self.calibration: Calibration | None = None
-        self.calibration_seconds = 0.0  # what the calibration runs cost, their making excepted
+        self.calibration_seconds = 0.0  # everything the calibrations took, making them included
         self.calibrations = 0
-        self.setup_seconds = 0.0  # making the calibration runs (tracing them) once
+        self.setup_seconds = 0.0  # of which making the calibration runs (tracing them), once
         self.training_seconds = 0.0  # calls and reporting, the first call excepted
+        self.first_call_seconds = 0.0  # the first call, which traced the training function
+        self.steps = 0  # trained in the calls counted
+        self._last_cost: tuple[int, float] | None = None  # (n, seconds) of the last calibration
         self._window = [0.0, 0.0, 0]  # call seconds, reporting seconds, steps
         self._input_wait = 0.0  # seconds of the window's calls spent waiting for input
         self._input_timed = False  # the calls timed their input wait themselves
@@ -115,12 +140,14 @@ class StepTiming:
         self._since_split = 0
         self._last_step = 0
         self._next_calibration = FIRST_CALIBRATION_CALL
+        self._deferred_sent = False
 
     def call(self, steps: int, seconds: float, input_wait: float | None = None) -> None:
         """A training call of `steps` steps took `seconds` (to its results on the host;
         `input_wait`: of those, waiting for input, when the call timed it itself)."""
         self.calls += 1
         if self.calls == 1 and self.first_call_traces:
+            self.first_call_seconds = seconds
             return  # it traced the training function: not a measure of a step
         self._window[0] += seconds
         self._window[2] += steps
@@ -128,6 +155,7 @@ class StepTiming:
             self._input_wait += input_wait
             self._input_timed = True
         self.training_seconds += seconds
+        self.steps += steps
         self._since_split += 1
 
     def reported(self, seconds: float, last_step: int) -> None:
@@ -137,22 +165,68 @@ class StepTiming:
             self._window[1] += seconds
             self.training_seconds += seconds
 
-    def calibrate_now(self, k: int) -> bool:
-        """Whether to calibrate after this call, of `k` steps (then the next one is set)."""
-        if not self.active or self.calls < self._next_calibration:
+    def estimate(self, k: int) -> float:
+        """Seconds the next calibration would take with calls of `k` steps: the last one's,
+        in proportion to its runs' steps; before any, a guess from the first call and the
+        step time (SETUP_GUESS, RUN_CALL_GUESS)."""
+        n = calibration_run_steps(k)
+        if self._last_cost is not None:
+            last_n, seconds = self._last_cost
+            return seconds * n / last_n
+        per_step = self.training_seconds / self.steps if self.steps else 0.0
+        runs = 2 * CALIBRATION_REPEATS * 2 + 1  # calls of the two timed runs, and warming up
+        return (SETUP_GUESS * self.first_call_seconds + RUN_CALL_GUESS * runs
+                + (calibration_steps(n) + n) * per_step)
+
+    def affordable_at(self, k: int) -> float:
+        """The training seconds that pay for the calibrations so far and the next one."""
+        return (self.calibration_seconds + self.estimate(k)) / self.budget
+
+    def wish(self, k: int) -> bool:
+        """Whether this task would calibrate after the next call, of about `k` steps: the
+        training so far pays for it within the budget, and CALIBRATE_EVERY_CALLS calls have
+        passed since the last (MultiWorkerMirrored: every task must wish it, `calibrate_now`)."""
+        return (self.active and self.calls + 1 >= self._next_calibration and self.steps > 0
+                and self.training_seconds >= self.affordable_at(k))
+
+    def calibrate_now(self, k: int, wished: bool) -> bool:
+        """Whether to calibrate after this call, of `k` steps, every task having `wished` it
+        (then the earliest next one is set)."""
+        if not self.active or not wished or self.calls < self._next_calibration:
             return False
         self._next_calibration = next_calibration(self.calls, k)
         return True
 
-    def calibrated(self, calibration: Calibration, seconds: float) -> None:
+    def calibrated(self, calibration: Calibration, seconds: float, n: int = 0) -> None:
+        """A calibration with runs of `n` steps took `seconds`, its runs' making included."""
         self.calibration = calibration
         self.calibrations += 1
-        self.calibration_seconds += seconds - calibration.setup
+        self.calibration_seconds += seconds
         self.setup_seconds += calibration.setup
+        if n > 0:
+            self._last_cost = (n, max(0.0, seconds - calibration.setup))
 
     def split_due(self, final: bool = False) -> bool:
         return (self.active and self.calibration is not None and self._window[2] > 0
                 and (final or self._since_split >= SPLIT_EVERY_CALLS))
+
+    def deferred_due(self, final: bool = False) -> bool:
+        """A `split` event saying the split waits for a longer run: once when the first
+        calibration could have come, and at the end of a run that had none."""
+        if not self.active or self.calibration is not None or self.steps == 0:
+            return False
+        if final:
+            return True
+        return not self._deferred_sent and self.calls >= FIRST_CALIBRATION_CALL
+
+    def deferred_fields(self, k: int) -> dict[str, Any]:
+        """The `split` event of a task not measured yet: from when (seconds of training) the
+        budget pays for its first calibration."""
+        self._deferred_sent = True
+        return {"step": self._last_step, "steps": 0, "calls": self.calls, "calibrations": 0,
+                "method": self.method, "budget": self.budget,
+                "deferred_until": round(self.affordable_at(k), 2),
+                "training_seconds": round(self.training_seconds, 4)}
 
     def split_fields(self) -> dict[str, Any]:
         """The `split` event's fields for the calls since the last one (then a new window)."""
@@ -169,6 +243,7 @@ class StepTiming:
                 "probe_step": round(self.calibration.step, 7),
                 "probe_reduce": round(self.calibration.reduce, 7),
                 "probe_input": round(self.calibration.input, 7),
+                "budget": self.budget,
                 "calibration_seconds": round(self.calibration_seconds, 4),
                 "setup_seconds": round(self.setup_seconds, 4),
                 "training_seconds": round(self.training_seconds, 4)}
@@ -199,6 +274,7 @@ class WorkerStepTimings:
         self.setup_seconds = 0.0
         self.calibrations = 0  # calibration runs collected
         self.retries = 0  # calibration runs scheduled again for a worker that had none
+        self.schedule_n = 0  # round trips in each calibration run scheduled last
 
     def worker(self, index: int) -> StepTiming:
         if index not in self.workers:
@@ -220,7 +296,11 @@ class WorkerStepTimings:
         gives a run to whichever worker is free, not to each in turn)."""
         if not self.active:
             return False
-        if self.schedule.calibrate_now(k):
+        # every worker that trains pays for it within the budget (the coordinator decides
+        # alone: no agreement to make)
+        wished = bool(self.workers) and all(t.training_seconds >= t.affordable_at(k)
+                                            for t in self.workers.values())
+        if self.schedule.calibrate_now(k, wished):
             return True
         missing = any(t.calibration is None for t in self.workers.values())
         if missing and self.calibrations and self.retries < self.RETRIES:
@@ -248,11 +328,19 @@ class WorkerStepTimings:
         for index, seconds in round_trips.items():
             if index >= 0:
                 timing = self.worker(index)
-                timing.calibrated(Calibration(step=0.0, reduce=seconds, input=0.0),
-                                  run_seconds.get(index, 0.0))
-                timing.setup_seconds = self.setup_seconds
+                # making the run (on the coordinator) is counted to every worker: honest,
+                # an upper bound
+                timing.calibrated(Calibration(step=0.0, reduce=seconds, input=0.0, setup=setup),
+                                  run_seconds.get(index, 0.0) + setup,
+                                  self.schedule_n)
 
-    def splits_due(self, final: bool = False) -> list[tuple[int, dict[str, Any]]]:
-        """(worker, the `split` event's fields) for each worker with one due."""
-        return [(i, t.split_fields()) for i, t in sorted(self.workers.items())
-                if t.split_due(final)]
+    def splits_due(self, final: bool = False, k: int = 1) -> list[tuple[int, dict[str, Any]]]:
+        """(worker, the `split` event's fields) for each worker with one due (or with one
+        saying it waits for a longer run)."""
+        due = []
+        for i, timing in sorted(self.workers.items()):
+            if timing.split_due(final):
+                due.append((i, timing.split_fields()))
+            elif timing.deferred_due(final):
+                due.append((i, timing.deferred_fields(k)))
+        return due

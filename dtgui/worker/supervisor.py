@@ -237,7 +237,7 @@ def supervise(child: Child, events: EventWriter) -> int:
     try:
         proc, relay = _start_child(child, command, env)
         child.started(proc.pid)
-        telemetry = Telemetry(events).start()
+        telemetry = Telemetry(events, alive=lambda: proc.poll() is None).start()
         code = proc.wait()
     except StopRequested as stop:
         # The event first: run.sh / the launcher SIGKILL the group soon after their SIGTERM.

@@ -5,20 +5,28 @@ its interfaces but loopback; absent at the first sample).
 Memory in bytes: a GPU's used and total memory as NVML reports them; on the CPU the task's
 resident memory (this supervisor and its training process), its high-water mark (`mem_peak`,
 the kernel's VmHWM, so a peak between two samples is not missed) and what the machine still
-has available (`mem_avail`): `dtgui.core.memory` keeps the peaks and warns near the limit."""
+has available (`mem_avail`): `dtgui.core.memory` keeps the peaks and warns near the limit.
+CPU use in % of all the machine's cores since the last sample: the machine's (`util`) and the
+task's own processes' (`task_util`), with the machine's name (`host`): `dtgui.core.run_curves`
+tells other processes' share from them (the run's tasks on one machine are not others). Samples come while the training process runs (`alive`): one taken after it ended
+would describe this supervisor alone."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import psutil
 
 from .events import EventWriter
 from .machine_probe import cpu_model_name, nvml_text
+
+MIN_CPU_SECONDS = 0.2  # a share of the CPU is measured over at least this long
 
 
 def peak_rss(pid: int) -> int:
@@ -121,38 +129,56 @@ class NetworkTraffic:
 class Telemetry:
     """Emits a ``device`` event at start and every ``interval`` seconds until ``stop()``."""
 
-    def __init__(self, events: EventWriter, interval: float = 2.0) -> None:
+    def __init__(self, events: EventWriter, interval: float = 2.0,
+                 alive: Callable[[], bool] = lambda: True) -> None:
         self._events = events
         self._interval = interval
+        self._alive = alive
+        self._cpu_times: dict[int, float] = {}  # pid -> its CPU seconds at the last sample
+        self._cpu_at = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._nvml: _Nvml | None = None
         self._proc = psutil.Process()
         self._cpu_name = cpu_model_name()
+        self._host = socket.gethostname()
         self._traffic = NetworkTraffic()
 
     def start(self) -> Telemetry:
         self._nvml = _Nvml()
         psutil.cpu_percent(interval=None)  # prime the system-wide counter
+        with contextlib.suppress(Exception):
+            self._cpu_entry()  # and the task's own (the first sample covers the same time)
         self._thread = threading.Thread(target=self._run, name="dtgui-telemetry", daemon=True)
         self._thread.start()
         return self
 
     def _cpu_entry(self) -> dict[str, Any]:
         rss = peak = 0
+        times: dict[int, float] = {}
         try:
             procs = [self._proc, *self._proc.children(recursive=True)]
             for p in procs:
                 with contextlib.suppress(psutil.Error):
                     rss += p.memory_info().rss
                     peak += peak_rss(p.pid)
+                    cpu = p.cpu_times()
+                    times[p.pid] = cpu.user + cpu.system
         except psutil.Error:
             pass
+        now = time.monotonic()
+        used = sum(t - self._cpu_times.get(pid, 0.0) for pid, t in times.items())
+        seconds = now - self._cpu_at
+        self._cpu_times, self._cpu_at = times, now
+        own = {}
+        if seconds >= MIN_CPU_SECONDS:  # shorter (the sample at start): no measure of a share
+            share = 100 * used / (seconds * (psutil.cpu_count() or 1))
+            own["task_util"] = round(min(100.0, max(0.0, share)), 1)
         memory = psutil.virtual_memory()
-        return {"kind": "cpu", "index": 0, "name": self._cpu_name,
-                "util": float(psutil.cpu_percent(interval=None)), "mem_used": int(rss),
-                "mem_peak": int(max(peak, rss)), "mem_total": int(memory.total),
-                "mem_avail": int(memory.available)}
+        return {"kind": "cpu", "index": 0, "name": self._cpu_name, "host": self._host,
+                "util": float(psutil.cpu_percent(interval=None)), **own,
+                "mem_used": int(rss), "mem_peak": int(max(peak, rss)),
+                "mem_total": int(memory.total), "mem_avail": int(memory.available)}
 
     def sample(self) -> list[dict[str, Any]]:
         if self._nvml is not None and self._nvml.ok:
@@ -166,8 +192,10 @@ class Telemetry:
         while True:
             with contextlib.suppress(Exception):  # telemetry must never break training
                 traffic = self._traffic.rates()
-                self._events.emit("device", devices=self.sample(),
-                                  **({"net": traffic} if traffic else {}))
+                devices = self.sample()
+                if self._alive():
+                    self._events.emit("device", devices=devices,
+                                      **({"net": traffic} if traffic else {}))
             if self._stop.wait(self._interval):
                 break
 
