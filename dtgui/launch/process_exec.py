@@ -127,11 +127,13 @@ class ProcessExecutor(Executor):
     def sync_checkpoints_from(self, source: Executor) -> None:
         if source is self:
             return
-        local = self.bundle.output / "checkpoints"
         if source.mirrors and isinstance(source, ProcessExecutor):
-            source.download_checkpoints(local)
+            source.download_checkpoints(self.bundle.output / "checkpoints")
+        self.put_checkpoints()
+
+    def put_checkpoints(self) -> None:
         if self.mirrors:
-            self.upload_checkpoints(local)
+            self.upload_checkpoints(self.bundle.output / "checkpoints")
 
     def close(self) -> None:
         self.host.close()
