@@ -13,8 +13,9 @@ real supervisor.
 argv: WRAPPER -m MODULE ARGS... Behaviour, from the wrapper's environment:
   DTGUI_STUB_STEP_SECONDS  seconds a step takes (default 0.02)
   DTGUI_STUB_FAIL          "TASK=ERROR": that task reports ERROR and exits 1 before it steps
-Checkpoints: the chief writes output/checkpoints/stub-step (the step it reached); a task that
-starts again resumes from there, as the training loop resumes from its last checkpoint.
+Checkpoints: the chief writes output/checkpoints/stub-step (the step it reached) and files
+shaped as TensorFlow's (`write_checkpoint_files`); a task that starts again resumes from
+stub-step, as the training loop resumes from its last checkpoint.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 CALL_STEPS = 5  # steps in one "device call": one `steps` event
 MARKER = "stub-step"
+TABLE_MAGIC = (0xDB4775248B80FB57).to_bytes(8, "little")  # a TensorFlow table's last bytes
 
 
 def replica_ids(plan: dict[str, Any], kind: str, index: int) -> list[int]:
@@ -120,11 +122,27 @@ def child(argv: list[str]) -> int:
             with open(marker + ".tmp", "w", encoding="utf-8") as f:
                 f.write(f"{step}\n")
             os.replace(marker + ".tmp", marker)
+            write_checkpoint_files(checkpoints, step)
             events.emit("checkpoint", step=step, path=f"output/checkpoints/ckpt-{step}")
     events.emit("finished", steps=step, loss=loss, seconds=round(time.time() - begin, 3),
                 timeline=timeline)
     print(f"[{task}] finished {step} steps, loss {loss}", flush=True)
     return 0
+
+
+def write_checkpoint_files(checkpoints: str, step: int) -> None:
+    """The files tf.train.CheckpointManager writes, as a resume checks them without
+    TensorFlow (dtgui.core.checkpoint_files): the state file, an index that ends with the
+    table format's magic number, one data shard."""
+    prefix = os.path.join(checkpoints, f"ckpt-{step}")
+    with open(prefix + ".data-00000-of-00001", "wb") as f:
+        f.write(b"stub")
+    with open(prefix + ".index", "wb") as f:
+        f.write(b"stub" + TABLE_MAGIC)
+    with open(os.path.join(checkpoints, "checkpoint.tmp"), "w", encoding="utf-8") as f:
+        f.write(f'model_checkpoint_path: "ckpt-{step}"\n')
+    os.replace(os.path.join(checkpoints, "checkpoint.tmp"), os.path.join(checkpoints,
+                                                                        "checkpoint"))
 
 
 def main() -> int:
