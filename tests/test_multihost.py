@@ -30,7 +30,7 @@ from conftest_ssh import copy_and_start, machine, trust
 from fakes import wait_for
 from pytestqt.qtbot import QtBot
 from runs import live_members, stub_python
-from worker_helpers import write_package
+from worker_helpers import free_ports, write_package
 
 from dtgui.core.bundle import render_bundle
 from dtgui.core.events import STEP_KINDS, read_all, step_rows
@@ -41,6 +41,7 @@ from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.pipeline import launch_plan, reattach
 from dtgui.launch.policy import RunPolicy
+from dtgui.launch.resume import resume_run
 from dtgui.launch.targets import Target
 
 ssh_lab = conftest_ssh.ssh_lab
@@ -340,6 +341,48 @@ def test_restart_from_the_last_checkpoint_when_enabled(lab: Lab) -> None:
     assert resumed[0] == 0 and resumed[-1] >= 20, resumed  # the mirror holds both runs
     nothing_left(controller)
     controller.detach()
+
+
+# -- resume a stopped run: on its machines, then on others -----------------------------------
+def test_a_stopped_run_resumes_on_its_machines_then_on_others(lab: Lab) -> None:
+    """Stopped, resumed from its checkpoint for 30 more steps on h2 and h3, then 20 more on
+    h4 and this machine (the checkpoint copied there): one run, its curves with no step
+    twice, a segment a stretch. A machine that is gone is refused with nothing changed.
+    (The stub's workers do not step together as MultiWorkerMirrored's do: the chief's curve
+    is the one without a gap.)"""
+    plan = mwms("resume", steps=FOREVER, checkpoint_every=10)
+    first = lab.launch(plan, assign(plan, machines=["h2", "h3"]), stub=True)
+    wait_for(lambda: step_of(first) >= 25, 60, "the run did not start stepping")
+    first.request_stop()
+    assert first.wait(60) and first.state == "stopped", first.message
+    record = RunRecord.load(first.bundle.path)
+    at = max(steps_in(first.bundle.events_file(first.bundle.plan.tasks[0])) // 10 * 10, 10)
+    second = resume_run(record, steps=at + 30)
+    assert second.wait(120) and second.state == "finished", second.message
+    elsewhere = {"worker:0": "h4", "worker:1": "local"}
+    third = resume_run(RunRecord.load(first.bundle.path), steps=at + 50,
+                       targets=[lab.target(n, stub=True) for n in ("h4", "local")],
+                       assignments=elsewhere)
+    assert third.wait(120) and third.state == "finished", third.message
+    snap = third.metrics.snapshot()
+    assert [int(x) for x in snap.replica_loss[0][0]] == list(range(1, at + 51))
+    steps = [int(x) for x in snap.replica_loss[1][0]]
+    assert steps == sorted(set(steps)) and steps[-50:] == list(range(at + 1, at + 51))
+    record = RunRecord.load(first.bundle.path)
+    assert [(s.machines, s.from_step, s.state) for s in record.segments] == [
+        (["h2", "h3"], 0, "stopped"), (["h2", "h3"], at, "finished"),
+        (["h4", "local"], at + 30, "finished")]
+    assert [t.machine_name for t in third.bundle.plan.tasks] == ["h4", "local"]
+    assert [r.run_id for r in RunHistory().records()].count(record.run_id) == 1
+
+    saved = record.path.read_bytes()
+    gone = RunRecord.load(first.bundle.path)
+    gone.machines[0].machine["port"] = free_ports(1)[0]
+    with pytest.raises(LaunchError, match="cannot be reached.*nothing was changed.*h4"):
+        resume_run(gone, steps=at + 60)
+    assert record.path.read_bytes() == saved
+    nothing_left(third)
+    third.detach()
 
 
 # -- refused before launch ----------------------------------------------------------------------

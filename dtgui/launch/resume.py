@@ -108,6 +108,13 @@ class ResumeLaunch(Launch):
 
 
 # -- the resume's own steps -----------------------------------------------------------------
+def _connect_resumed(launch: Launch) -> None:
+    launch.progress(f"Connecting to {len(launch.remote)} machine(s)", 0.05)
+    launch.clients = connect_targets(
+        launch.remote, launch.connector, "Not resumed: a machine of the run cannot be reached "
+        "(bring it back, or resume on other machines; nothing was changed)")
+
+
 def _fetch_checkpoint(launch: Launch) -> None:
     assert isinstance(launch, ResumeLaunch) and launch.bundle is not None
     source, bundle = launch.source, launch.bundle
@@ -222,7 +229,7 @@ def _step(name: str) -> Step:
 
 
 RESUME_STEPS: tuple[Step, ...] = (
-    _step("connect"),
+    Step("connect", _connect_resumed, _step("connect").applies),
     Step("checkpoint", _fetch_checkpoint),
     _step("check"),
     Step("place", _step("place").run,
