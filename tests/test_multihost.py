@@ -378,7 +378,7 @@ def test_a_stopped_run_resumes_on_its_machines_then_on_others(lab: Lab) -> None:
     saved = record.path.read_bytes()
     gone = RunRecord.load(first.bundle.path)
     gone.machines[0].machine["port"] = free_ports(1)[0]
-    with pytest.raises(LaunchError, match="cannot be reached.*nothing was changed.*h4"):
+    with pytest.raises(LaunchError, match=r"cannot be reached.*nothing was changed.*h4"):
         resume_run(gone, steps=at + 60)
     assert record.path.read_bytes() == saved
     nothing_left(third)

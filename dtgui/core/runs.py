@@ -209,6 +209,22 @@ class RunHistory:
     def find(self, run_id: str) -> RunRecord | None:
         return next((r for r in self.records() if r.run_id == run_id), None)
 
+    def lookup(self, text: str) -> RunRecord:
+        """The run `text` names: its id, its folder's name, or its run name when one run has
+        it. LookupError says why none is."""
+        records = self.records()
+        for exact in (lambda r: r.run_id == text, lambda r: Path(r.bundle).name == text):
+            found = [r for r in records if exact(r)]
+            if found:
+                return found[0]
+        named = [r for r in records if r.run_name == text]
+        if len(named) == 1:
+            return named[0]
+        if named:
+            raise LookupError(f"{len(named)} runs are named {text!r}: give one's folder name ("
+                              + ", ".join(Path(r.bundle).name for r in named) + ")")
+        raise LookupError(f"no run named {text!r} in {self.root}")
+
     @staticmethod
     def _read(bundle: Path) -> RunRecord | None:
         if (bundle / RECORD_NAME).is_file():

@@ -369,6 +369,14 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"Reattaching to {record.run_name}…")
             self.session.reattach(record)
 
+    def resume(self, run_dir: Path, steps: int | None = None) -> None:
+        """Resume the ended run in `run_dir` from its newest checkpoint (the dashboard's
+        Resume; `steps`: the step it trains to, default its plan's)."""
+        if self._may_start():
+            self.statusBar().showMessage(f"Resuming {run_dir.name}…")
+            self._set_launch_enabled(False)
+            self.session.resume(run_dir, steps)
+
     def _open_run(self, record: RunRecord) -> None:
         if self._may_start():
             self.session.open(record)
@@ -475,6 +483,7 @@ class MainWindow(QMainWindow):
 
             self.dashboard = Dashboard()
             self.dashboard.listen(self.session)
+            self.dashboard.resume_requested.connect(self.resume)
             self.pages.addWidget(self.dashboard)
         return self.dashboard
 
