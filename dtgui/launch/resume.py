@@ -224,18 +224,18 @@ def _start_resumed(launch: Launch) -> None:
     launch.controller = controller
 
 
-def _step(name: str) -> Step:
+def _pipeline_step(name: str) -> Step:
     return next(s for s in STEPS if s.name == name)
 
 
 RESUME_STEPS: tuple[Step, ...] = (
-    Step("connect", _connect_resumed, _step("connect").applies),
+    Step("connect", _connect_resumed, _pipeline_step("connect").applies),
     Step("checkpoint", _fetch_checkpoint),
-    _step("check"),
-    Step("place", _step("place").run,
+    _pipeline_step("check"),
+    Step("place", _pipeline_step("place").run,
          lambda launch: not isinstance(launch, ResumeLaunch) or not launch.same_place),
     Step("record", _record_resume),
-    _step("upload"),
+    _pipeline_step("upload"),
     Step("checkpoints", _put_checkpoints),
     Step("start", _start_resumed),
 )
