@@ -373,6 +373,8 @@ def test_a_stopped_run_resumes_on_its_machines_then_on_others(lab: Lab) -> None:
         (["h2", "h3"], 0, "stopped"), (["h2", "h3"], at, "finished"),
         (["h4", "local"], at + 30, "finished")]
     assert [t.machine_name for t in third.bundle.plan.tasks] == ["h4", "local"]
+    on_h4 = Path(record.machines[0].dir) / "output" / "events-worker-0.jsonl"
+    assert [e.kind for e in read_all(on_h4)].count("started") == 3  # as a reattach reads it
     assert [r.run_id for r in RunHistory().records()].count(record.run_id) == 1
 
     saved = record.path.read_bytes()

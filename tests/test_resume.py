@@ -18,13 +18,14 @@ from pytestqt.qtbot import QtBot
 from dtgui.cli.main import main
 from dtgui.core.checkpoint_files import newest_checkpoint
 from dtgui.core.plan import Plan
+from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
 from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import LaunchError
 from dtgui.launch.drivers import local_target
 from dtgui.launch.history import open_run
 from dtgui.launch.pipeline import launch_plan
-from dtgui.launch.resume import resume_run, restore_refusal
+from dtgui.launch.resume import restore_refusal, resume_run
 from dtgui.ui.dashboard import Dashboard
 from dtgui.ui.run_session import RunSession
 
@@ -41,7 +42,7 @@ def test_a_strategy_or_replica_change_is_refused_unless_the_checkpoint_restores_
     ps = mirrored.with_changes(strategy=Strategy.PARAMETER_SERVER, workers=2, parameter_servers=1)
     assert "Mirrored -> ParameterServer cannot be resumed" in restore_refusal(mirrored, ps)
     assert "replica count" in restore_refusal(ps, ps.with_changes(workers=3))
-    record = RunRecord("r-1", "r", "/nowhere", state="stopped")
+    record = RunRecord("r-1", "r", "/nowhere", state=RunState.STOPPED)
     record.machines = []
     with pytest.raises(LaunchError, match="never started"):
         resume_run(record)

@@ -188,6 +188,11 @@ class Executor(abc.ABC):
     def put_checkpoints(self) -> None:  # noqa: B027 - optional
         """The local bundle's output/checkpoints copied to this machine (a resume)."""
 
+    def put_task_files(self, task_ids: Iterable[str]) -> None:  # noqa: B027 - optional
+        """The local bundle's copies of these tasks' events and logs written on this machine
+        (a resume that moved them here): its files then hold the whole run, as a reattach
+        reads them again."""
+
     def local_pgids(self) -> list[int]:
         """The process groups of its tasks that run on this machine (none elsewhere)."""
         return []

@@ -135,5 +135,22 @@ class ProcessExecutor(Executor):
         if self.mirrors:
             self.upload_checkpoints(self.bundle.output / "checkpoints")
 
+    def put_task_files(self, task_ids: Iterable[str]) -> None:
+        if not self.mirrors:
+            return  # the tasks write into the local bundle
+        wanted = set(task_ids)
+        for task in self.tasks:
+            if task.task_id not in wanted:
+                continue
+            for name, local in ((layout.events_file(task.file_stem), self.bundle.events_file(task)),
+                                (layout.log_file(task.file_stem), self.bundle.log_file(task))):
+                data = local.read_bytes() if local.is_file() else b""
+                code, _, err = self.host.run(
+                    ["sh", "-c", 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"', "sh",
+                     posixpath.join(self.directory, name)], 120, stdin=data)
+                if code != 0:
+                    raise OSError(f"writing {name} on {self.name} failed: "
+                                  f"{err.decode('utf-8', 'replace').strip()[-300:]}")
+
     def close(self) -> None:
         self.host.close()

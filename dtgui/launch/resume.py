@@ -13,7 +13,8 @@ path. The command line (`dtgui resume`), the dashboard and the Runs page (throug
                  machines, other steps), the record's new segment, the executors
     upload       the bundle copied to every target reached over SSH (over the run's directory
                  there: its output stays)
-    checkpoints  the checkpoint copied to every machine that lacks it
+    checkpoints  the checkpoint copied to every machine that lacks it, and the events and
+                 logs of a task that moved to its new machine
     start        every task, reading on where the run's events and logs end: the curves
                  continue from the checkpoint's step (the tasks' `started` event rewinds them
                  to it), in the same run, its history and its record
@@ -40,6 +41,7 @@ from dtgui.core.runs import RunRecord
 from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.drivers import Refused, driver_for, target_of_record
+from dtgui.launch.executor import Executor
 from dtgui.launch.launch_state import Launch, LaunchProgress, UnknownMachine
 from dtgui.launch.pipeline import STEPS, Step, _run_steps, checked, connect_targets
 from dtgui.launch.policy import RunPolicy
@@ -102,6 +104,7 @@ class ResumeLaunch(Launch):
         self.record = record  # the run's own: its id names its directories on the targets
         self.bundle = bundle
         self.source = source
+        self.old_plan = bundle.plan  # where its tasks ran
         self.source_dir = next(m.dir for m in record.machines if m.name == source.name)
         self.same_place = same_place
         self.from_step = 0
@@ -184,16 +187,25 @@ def _record_resume(launch: Launch) -> None:
 
 def _put_checkpoints(launch: Launch) -> None:
     """The checkpoint on every machine of the run but the one it was trained on, where it
-    is already (the workers of a collective strategy each restore it)."""
+    is already (the workers of a collective strategy each restore it); the events and logs
+    of each task that moved to another machine, so that the files there hold the whole run
+    (a reattach reads them again from their start)."""
     from dtgui.remote.parallel import each
 
     assert isinstance(launch, ResumeLaunch)
+    was = {t.task_id: t.machine_name for t in launch.old_plan.tasks}
+    moved = {t.task_id for t in launch.placed.tasks if was.get(t.task_id) != t.machine_name}
     wanted = [ex for ex in launch.executors
               if not (launch.same_place and ex.name == launch.source.name)]
+
+    def put(ex: Executor) -> None:
+        ex.put_checkpoints()
+        ex.put_task_files(t for t in ex.task_ids if t in moved)
+
     launch.progress(f"Copying the checkpoint to {len(wanted)} machine(s)", 0.87)
     errors = [f"{ex.name}: {r}" for ex, r in zip(
-        wanted, each(lambda ex: ex.put_checkpoints(), wanted, name="dtgui-checkpoint"),
-        strict=True) if isinstance(r, Exception)]
+        wanted, each(put, wanted, name="dtgui-checkpoint"), strict=True)
+        if isinstance(r, Exception)]
     if errors:
         raise LaunchError("Copying the checkpoint failed: " + " ".join(errors))
 
