@@ -26,7 +26,8 @@ bundle rendered already (`dtgui run BUNDLE`). Nothing is started unless every ma
 every check, and the reasons are reported together; a failure once the record is written
 marks it failed, and what a launch that did not start made on a target is removed (its
 driver's `cleanup`). `reattach(record)` follows a recorded run again, with the same connect
-step and the same drivers' executors.
+step and the same drivers' executors; `dtgui.launch.resume.resume_run` continues an ended
+one from its checkpoint with these steps.
 
 Everything here blocks (for seconds when other machines take part): call it off the UI thread.
 """
