@@ -345,9 +345,9 @@ def test_restart_from_the_last_checkpoint_when_enabled(lab: Lab) -> None:
 
 # -- resume a stopped run: on its machines, then on others -----------------------------------
 def test_a_stopped_run_resumes_on_its_machines_then_on_others(lab: Lab) -> None:
-    """Stopped, resumed from its checkpoint for 30 more steps on h2 and h3, then 20 more on
-    h4 and this machine (the checkpoint copied there): one run, its curves with no step
-    twice, a segment a stretch. A machine that is gone is refused with nothing changed.
+    """Stopped, resumed from its checkpoint for 30 more steps on h2 and h3, then 20 more with
+    worker:0 on h3 and worker:1 on this machine (the checkpoint, the events and the logs
+    copied there): one run, its curves with no step twice, a segment a stretch. A machine that is gone is refused with nothing changed.
     (The stub's workers do not step together as MultiWorkerMirrored's do: the chief's curve
     is the one without a gap.)"""
     plan = mwms("resume", steps=FOREVER, checkpoint_every=10)
@@ -359,9 +359,9 @@ def test_a_stopped_run_resumes_on_its_machines_then_on_others(lab: Lab) -> None:
     at = max(steps_in(first.bundle.events_file(first.bundle.plan.tasks[0])) // 10 * 10, 10)
     second = resume_run(record, steps=at + 30)
     assert second.wait(120) and second.state == "finished", second.message
-    elsewhere = {"worker:0": "h4", "worker:1": "local"}
+    elsewhere = {"worker:0": "h3", "worker:1": "local"}
     third = resume_run(RunRecord.load(first.bundle.path), steps=at + 50,
-                       targets=[lab.target(n, stub=True) for n in ("h4", "local")],
+                       targets=[lab.target(n, stub=True) for n in ("h3", "local")],
                        assignments=elsewhere)
     assert third.wait(120) and third.state == "finished", third.message
     snap = third.metrics.snapshot()
@@ -371,16 +371,16 @@ def test_a_stopped_run_resumes_on_its_machines_then_on_others(lab: Lab) -> None:
     record = RunRecord.load(first.bundle.path)
     assert [(s.machines, s.from_step, s.state) for s in record.segments] == [
         (["h2", "h3"], 0, "stopped"), (["h2", "h3"], at, "finished"),
-        (["h4", "local"], at + 30, "finished")]
-    assert [t.machine_name for t in third.bundle.plan.tasks] == ["h4", "local"]
-    on_h4 = Path(record.machines[0].dir) / "output" / "events-worker-0.jsonl"
-    assert [e.kind for e in read_all(on_h4)].count("started") == 3  # as a reattach reads it
+        (["h3", "local"], at + 30, "finished")]
+    assert [t.machine_name for t in third.bundle.plan.tasks] == ["h3", "local"]
+    on_h3 = Path(record.machines[0].dir) / "output" / "events-worker-0.jsonl"
+    assert [e.kind for e in read_all(on_h3)].count("started") == 3  # as a reattach reads it
     assert [r.run_id for r in RunHistory().records()].count(record.run_id) == 1
 
     saved = record.path.read_bytes()
     gone = RunRecord.load(first.bundle.path)
     gone.machines[0].machine["port"] = free_ports(1)[0]
-    with pytest.raises(LaunchError, match=r"cannot be reached.*nothing was changed.*h4"):
+    with pytest.raises(LaunchError, match=r"cannot be reached.*nothing was changed.*h3"):
         resume_run(gone, steps=at + 60)
     assert record.path.read_bytes() == saved
     nothing_left(third)
