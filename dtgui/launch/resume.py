@@ -134,13 +134,17 @@ def _fetch_checkpoint(launch: Launch) -> None:
         source, bundle, launch.source_dir, client=client,
         connector=launch.connector if source.needs_connection else None, dir_ready=True)
     try:
-        executor.fetch_output(CHECKPOINTS_DIR)
+        copied = executor.fetch_output(CHECKPOINTS_DIR)
     except Exception as exc:
         raise LaunchError(f"Not resumed: the checkpoints could not be read on {source.label} "
                           f"({exc}); nothing was changed") from exc
     finally:
         for c in opened.values():
             c.close()
+    if executor.mirrors and not copied:  # a copy here from an earlier restart is not its own
+        raise LaunchError(f"Not resumed: {source.label} holds no checkpoint of the run in "
+                          f"{launch.source_dir}. Start the run anew (or clone it); nothing "
+                          "was changed.")
     found = newest_checkpoint(bundle.output / CHECKPOINTS_DIR,
                               own_script=bundle.plan.script is not None)
     if not found.ok:
