@@ -29,7 +29,7 @@ import sshhosts
 from conftest_ssh import copy_and_start, machine, trust
 from fakes import wait_for
 from pytestqt.qtbot import QtBot
-from runs import live_members, stub_python
+from runs import live_members, stub_losses, stub_python
 from worker_helpers import free_ports, write_package
 
 from dtgui.core.bundle import render_bundle
@@ -368,6 +368,9 @@ def test_a_stopped_run_resumes_on_its_machines_then_on_others(lab: Lab) -> None:
     assert [int(x) for x in snap.replica_loss[0][0]] == list(range(1, at + 51))
     steps = [int(x) for x in snap.replica_loss[1][0]]
     assert steps == sorted(set(steps)) and steps[-50:] == list(range(at + 1, at + 51))
+    for rid in (0, 1):  # each step's losses are those an uninterrupted run has at that step
+        xs, ys = snap.replica_loss[rid]
+        assert ys.tolist() == pytest.approx(stub_losses(xs.tolist(), rid), abs=1e-6)
     record = RunRecord.load(first.bundle.path)
     assert [(s.machines, s.from_step, s.state) for s in record.segments] == [
         (["h2", "h3"], 0, "stopped"), (["h2", "h3"], at, "finished"),

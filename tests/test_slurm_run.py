@@ -351,8 +351,11 @@ def test_a_job_its_time_limit_ended_is_resumed(slurm: SlurmCluster, tmp_path: Pa
     assert second.wait(120) and second.state is RunState.FINISHED, second.message
     assert started_at(first.bundle.path, "worker:0")[-1] == at
     assert started_at(first.bundle.path, "worker:1")[-1] == at
-    assert [int(x) for x in second.metrics.snapshot().replica_loss[0][0]][-20:] == \
-        list(range(at + 1, at + 21))
+    for rid in (0, 1):  # every step once, its losses those an uninterrupted run has there
+        xs, ys = second.metrics.snapshot().replica_loss[rid]
+        assert xs.tolist()[-20:] == list(range(at + 1, at + 21))
+        assert xs.tolist() == sorted(set(xs.tolist()))
+        assert ys.tolist() == pytest.approx(runs.stub_losses(xs.tolist(), rid), abs=1e-6)
     record = RunRecord.load(first.bundle.path)
     assert [(s.from_step, s.state) for s in record.segments] == [
         (0, RunState.FAILED), (at, RunState.FINISHED)]
