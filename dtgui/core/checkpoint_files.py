@@ -15,7 +15,9 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-CHECKPOINTS_DIR = "checkpoints"  # in a bundle's output directory (dtgui_worker.checkpoints)
+from dtgui.worker.layout import CHECKPOINTS_NAME
+
+CHECKPOINTS_DIR = CHECKPOINTS_NAME  # in a bundle's output directory
 STATE_FILE = "checkpoint"
 TABLE_MAGIC = struct.pack("<Q", 0xDB4775248B80FB57)  # tensorflow/core/lib/io/format.h
 _NEWEST = re.compile(r'^model_checkpoint_path:\s*"(.*)"\s*$', re.MULTILINE)

@@ -113,7 +113,7 @@ class ProcessExecutor(Executor):
 
     # -- checkpoints (restart) -------------------------------------------------------------
     def _checkpoints(self) -> str:
-        return posixpath.join(self.directory, layout.OUTPUT_DIR, "checkpoints")
+        return posixpath.join(self.directory, layout.OUTPUT_DIR, layout.CHECKPOINTS_NAME)
 
     def download_checkpoints(self, local_dir: Path) -> int:
         """Copy this machine's output/checkpoints (the chief's) to `local_dir`."""
@@ -128,12 +128,12 @@ class ProcessExecutor(Executor):
         if source is self:
             return
         if source.mirrors and isinstance(source, ProcessExecutor):
-            source.download_checkpoints(self.bundle.output / "checkpoints")
+            source.download_checkpoints(self.bundle.output / layout.CHECKPOINTS_NAME)
         self.put_checkpoints()
 
     def put_checkpoints(self) -> None:
         if self.mirrors:
-            self.upload_checkpoints(self.bundle.output / "checkpoints")
+            self.upload_checkpoints(self.bundle.output / layout.CHECKPOINTS_NAME)
 
     def put_task_files(self, task_ids: Iterable[str]) -> None:
         if not self.mirrors:
