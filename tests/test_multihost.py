@@ -33,6 +33,7 @@ from runs import live_members, stub_losses, stub_python
 from worker_helpers import free_ports, write_package
 
 from dtgui.core.bundle import render_bundle
+from dtgui.core.checkpoint_files import newest_checkpoint
 from dtgui.core.events import STEP_KINDS, read_all, step_rows
 from dtgui.core.placement import assign, place_on_machines
 from dtgui.core.plan import ModelFile, Plan
@@ -356,7 +357,10 @@ def test_a_stopped_run_resumes_on_its_machines_then_on_others(lab: Lab) -> None:
     first.request_stop()
     assert first.wait(60) and first.state == "stopped", first.message
     record = RunRecord.load(first.bundle.path)
-    at = max(steps_in(first.bundle.events_file(first.bundle.plan.tasks[0])) // 10 * 10, 10)
+    chief = record.machine("h2")
+    assert chief is not None
+    at = newest_checkpoint(Path(chief.dir) / "output" / "checkpoints").step
+    assert at >= 20
     second = resume_run(record, steps=at + 30)
     assert second.wait(120) and second.state == "finished", second.message
     elsewhere = {"worker:0": "h3", "worker:1": "local"}
