@@ -16,6 +16,7 @@ from fakes import wait_for
 from pytestqt.qtbot import QtBot
 
 from dtgui.cli.main import main
+from dtgui.core.bundle import Bundle
 from dtgui.core.checkpoint_files import newest_checkpoint
 from dtgui.core.plan import Plan
 from dtgui.core.run_state import RunState
@@ -116,3 +117,16 @@ def test_bad_input_is_refused_with_nothing_changed_then_the_run_resumes_in_the_a
     assert [(s.from_step, str(s.state)) for s in record.segments] == [
         (0, "stopped"), (at, "finished"), (at + 20, "finished")]
     assert Path(record.bundle) == bundle
+
+    # another replica count: Mirrored's checkpoint restores across it; ParameterServer not
+    here, where = [local_target(stub_python())], {"worker:0": "local"}
+    saved = record.path.read_bytes()
+    with pytest.raises(LaunchError, match="Mirrored -> ParameterServer cannot be resumed"):
+        resume_run(record, steps=at + 40, targets=here, assignments=where,
+                   changes={"strategy": Strategy.PARAMETER_SERVER})
+    assert record.path.read_bytes() == saved
+    wider = resume_run(record, steps=at + 40, targets=here, assignments=where,
+                       changes={"replicas_per_task": 4})
+    assert wider.wait(60) and wider.state == "finished", wider.message
+    assert wider.bundle.plan.replicas_per_task == 4 == Bundle.open(bundle).plan.replicas_per_task
+    assert sorted(wider.metrics.snapshot().replica_loss) == [0, 1, 2, 3]
