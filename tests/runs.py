@@ -9,7 +9,10 @@ import shlex
 import shutil
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
+
+import numpy as np
 
 from dtgui.core.events import STEP_KINDS, read_all, step_rows
 
@@ -57,6 +60,13 @@ def stub_python(python: str = sys.executable, step_seconds: float = 0.02, fail: 
             atexit.register(_remove_stubs)
         _stubs[key] = _make_stub(python, step_seconds, fail)
     return _stubs[key]
+
+
+def stub_losses(steps: Sequence[float], replica: int) -> list[float]:
+    """The loss the stub child reports for `replica` at each of `steps` (tests/stub_task.py:
+    a function of the step, as an uninterrupted run's losses are of its steps)."""
+    return [float(np.float32(2.0 / np.sqrt(np.float32(s)) + 0.01 * np.float32(replica)))
+            for s in steps]
 
 
 def _make_stub(python: str, step_seconds: float, fail: str) -> str:

@@ -13,8 +13,9 @@ real supervisor.
 argv: WRAPPER -m MODULE ARGS... Behaviour, from the wrapper's environment:
   DTGUI_STUB_STEP_SECONDS  seconds a step takes (default 0.02)
   DTGUI_STUB_FAIL          "TASK=ERROR": that task reports ERROR and exits 1 before it steps
-Checkpoints: the chief writes output/checkpoints/stub-step (the step it reached); a task that
-starts again resumes from there, as the training loop resumes from its last checkpoint.
+Checkpoints: the chief writes files shaped as TensorFlow's into output/checkpoints
+(`write_checkpoint_files`, the state file last); a task that starts again resumes from the
+step its state file names, as the training loop resumes from its last checkpoint.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import argparse
 import importlib
 import json
 import os
+import re
 import runpy
 import socket
 import sys
@@ -30,7 +32,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 CALL_STEPS = 5  # steps in one "device call": one `steps` event
-MARKER = "stub-step"
+TABLE_MAGIC = (0xDB4775248B80FB57).to_bytes(8, "little")  # a TensorFlow table's last bytes
 
 
 def replica_ids(plan: dict[str, Any], kind: str, index: int) -> list[int]:
@@ -73,11 +75,7 @@ def child(argv: list[str]) -> int:
         return 1
     ids = replica_ids(plan, kind, index)
     checkpoints = os.path.join(args.out, "checkpoints")
-    marker = os.path.join(checkpoints, MARKER)
-    resumed = 0
-    if os.path.isfile(marker):
-        with open(marker, encoding="utf-8") as f:
-            resumed = int(f.read().strip() or 0)
+    resumed = newest_step(checkpoints)
     total = int(plan.get("steps", 0))
     started = {"replicas": len(ids), "replica_ids": ids, "devices": ["/cpu:0"] * len(ids),
                "strategy": plan.get("strategy"), "global_batch": 16, "steps": total,
@@ -117,14 +115,37 @@ def child(argv: list[str]) -> int:
                         metrics={"accuracy": 0.5})
         if every and step % every == 0 and chief:
             os.makedirs(checkpoints, exist_ok=True)
-            with open(marker + ".tmp", "w", encoding="utf-8") as f:
-                f.write(f"{step}\n")
-            os.replace(marker + ".tmp", marker)
+            write_checkpoint_files(checkpoints, step)
             events.emit("checkpoint", step=step, path=f"output/checkpoints/ckpt-{step}")
     events.emit("finished", steps=step, loss=loss, seconds=round(time.time() - begin, 3),
                 timeline=timeline)
     print(f"[{task}] finished {step} steps, loss {loss}", flush=True)
     return 0
+
+
+def newest_step(checkpoints: str) -> int:
+    """The step of the newest checkpoint its state file names (0: none)."""
+    try:
+        with open(os.path.join(checkpoints, "checkpoint"), encoding="utf-8") as f:
+            found = re.search(r'model_checkpoint_path: "ckpt-(\d+)"', f.read())
+    except FileNotFoundError:
+        return 0
+    return int(found.group(1)) if found else 0
+
+
+def write_checkpoint_files(checkpoints: str, step: int) -> None:
+    """The files tf.train.CheckpointManager writes, as a resume checks them without
+    TensorFlow (dtgui.core.checkpoint_files): the state file, an index that ends with the
+    table format's magic number, one data shard."""
+    prefix = os.path.join(checkpoints, f"ckpt-{step}")
+    with open(prefix + ".data-00000-of-00001", "wb") as f:
+        f.write(b"stub")
+    with open(prefix + ".index", "wb") as f:
+        f.write(b"stub" + TABLE_MAGIC)
+    with open(os.path.join(checkpoints, "checkpoint.tmp"), "w", encoding="utf-8") as f:
+        f.write(f'model_checkpoint_path: "ckpt-{step}"\n')
+    os.replace(os.path.join(checkpoints, "checkpoint.tmp"), os.path.join(checkpoints,
+                                                                        "checkpoint"))
 
 
 def main() -> int:

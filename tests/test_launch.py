@@ -20,10 +20,12 @@ from runs import live_members, replica_losses
 
 from dtgui.core.placement import place_local
 from dtgui.core.plan import Plan
+from dtgui.core.runs import RunRecord
 from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import RunController
 from dtgui.launch.drivers import local_target
 from dtgui.launch.pipeline import LaunchError, launch_plan
+from dtgui.launch.resume import resume_run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,9 +38,11 @@ def wait_done(controller: RunController, timeout: float = 240) -> None:
 def test_exported_bundle_reproduces_the_in_app_run_bit_for_bit(tmp_path: Path) -> None:
     """Mirrored on two replicas in the app and, side by side, exported by the command line
     and run by hand with `bash run.sh` and plain python. (`dtgui run` of an exported bundle, with its
-    progress, is tested with the installed package: tests/test_packaging.py.)"""
-    plan = Plan(run_name="repro", strategy=Strategy.MIRRORED, replicas_per_task=2, steps=8,
-                steps_per_epoch=4, checkpoint_every=0, seed=1234)
+    progress, is tested with the installed package: tests/test_packaging.py.) The app's run
+    trains to its checkpoint at step 4 and is then resumed to step 8 (`resume_run`): the
+    same run, its curves without a gap or a step twice, every loss the uninterrupted run's."""
+    plan = Plan(run_name="repro", strategy=Strategy.MIRRORED, replicas_per_task=2, steps=4,
+                steps_per_epoch=4, checkpoint_every=4, seed=1234)
     # Export the same plan with the command line and run it by hand with plain python while
     # the app runs it: two independent processes, each starting TensorFlow at once.
     out = tmp_path / "exported"
@@ -52,7 +56,10 @@ def test_exported_bundle_reproduces_the_in_app_run_bit_for_bit(tmp_path: Path) -
     by_hand_run = subprocess.Popen(["bash", str(out / "run.sh")], env=env, text=True, cwd="/",
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        controller = launch_plan(plan, tmp_path / "runs")
+        first = launch_plan(plan, tmp_path / "runs")
+        wait_done(first)
+        assert first.state == "finished" and first.record is not None, first.message
+        controller = resume_run(first.record, steps=8)
         wait_done(controller)
         output, _ = by_hand_run.communicate(timeout=300)
     finally:
@@ -66,6 +73,13 @@ def test_exported_bundle_reproduces_the_in_app_run_bit_for_bit(tmp_path: Path) -
 
     assert len(in_app) == 8 and all(len(step) == 2 for step in in_app)
     assert by_hand == in_app  # bit-identical floats, every replica, every step
+    assert controller.bundle.path == first.bundle.path  # the same run
+    snap = controller.metrics.snapshot()
+    for rid in (0, 1):
+        assert [int(x) for x in snap.replica_loss[rid][0]] == list(range(1, 9))
+    record = RunRecord.load(first.bundle.path)
+    assert [(s.from_step, s.steps, str(s.state)) for s in record.segments] == [
+        (0, 4, "finished"), (4, 8, "finished")]
 
 
 def stepping(controller: RunController, steps: int = 3) -> None:

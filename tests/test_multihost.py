@@ -29,10 +29,11 @@ import sshhosts
 from conftest_ssh import copy_and_start, machine, trust
 from fakes import wait_for
 from pytestqt.qtbot import QtBot
-from runs import live_members, stub_python
-from worker_helpers import write_package
+from runs import live_members, stub_losses, stub_python
+from worker_helpers import free_ports, write_package
 
 from dtgui.core.bundle import render_bundle
+from dtgui.core.checkpoint_files import newest_checkpoint
 from dtgui.core.events import STEP_KINDS, read_all, step_rows
 from dtgui.core.placement import assign, place_on_machines
 from dtgui.core.plan import ModelFile, Plan
@@ -42,6 +43,7 @@ from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.pipeline import launch_plan, reattach
 from dtgui.launch.policy import RunPolicy
+from dtgui.launch.resume import resume_run
 from dtgui.launch.run_admin import RunAdminError, delete_run
 from dtgui.launch.targets import Target
 from dtgui.worker.step_timing import BUDGET_VARIABLE
@@ -355,6 +357,56 @@ def test_restart_from_the_last_checkpoint_when_enabled(lab: Lab) -> None:
     assert resumed[0] == 0 and resumed[-1] >= 20, resumed  # the mirror holds both runs
     nothing_left(controller)
     controller.detach()
+
+
+# -- resume a stopped run: on its machines, then on others -----------------------------------
+def test_a_stopped_run_resumes_on_its_machines_then_on_others(lab: Lab) -> None:
+    """Stopped, resumed from its checkpoint for 30 more steps on h2 and h3, then 20 more with
+    worker:0 on h3 and worker:1 on this machine (the checkpoint, the events and the logs
+    copied there): one run, its curves with no step twice, a segment a stretch. A machine that is gone is refused with nothing changed.
+    (The stub's workers do not step together as MultiWorkerMirrored's do: the chief's curve
+    is the one without a gap.)"""
+    plan = mwms("resume", steps=FOREVER, checkpoint_every=10)
+    first = lab.launch(plan, assign(plan, machines=["h2", "h3"]), stub=True)
+    wait_for(lambda: step_of(first) >= 25, 60, "the run did not start stepping")
+    first.request_stop()
+    assert first.wait(60) and first.state == "stopped", first.message
+    record = RunRecord.load(first.bundle.path)
+    chief = record.machine("h2")
+    assert chief is not None
+    at = newest_checkpoint(Path(chief.dir) / "output" / "checkpoints").step
+    assert at >= 20
+    second = resume_run(record, steps=at + 30)
+    assert second.wait(120) and second.state == "finished", second.message
+    elsewhere = {"worker:0": "h3", "worker:1": "local"}
+    third = resume_run(RunRecord.load(first.bundle.path), steps=at + 50,
+                       targets=[lab.target(n, stub=True) for n in ("h3", "local")],
+                       assignments=elsewhere)
+    assert third.wait(120) and third.state == "finished", third.message
+    snap = third.metrics.snapshot()
+    assert [int(x) for x in snap.replica_loss[0][0]] == list(range(1, at + 51))
+    steps = [int(x) for x in snap.replica_loss[1][0]]
+    assert steps == sorted(set(steps)) and steps[-50:] == list(range(at + 1, at + 51))
+    for rid in (0, 1):  # each step's losses are those an uninterrupted run has at that step
+        xs, ys = snap.replica_loss[rid]
+        assert ys.tolist() == pytest.approx(stub_losses(xs.tolist(), rid), abs=1e-6)
+    record = RunRecord.load(first.bundle.path)
+    assert [(s.machines, s.from_step, s.state) for s in record.segments] == [
+        (["h2", "h3"], 0, "stopped"), (["h2", "h3"], at, "finished"),
+        (["h3", "local"], at + 30, "finished")]
+    assert [t.machine_name for t in third.bundle.plan.tasks] == ["h3", "local"]
+    on_h3 = Path(record.machines[0].dir) / "output" / "events-worker-0.jsonl"
+    assert [e.kind for e in read_all(on_h3)].count("started") == 3  # as a reattach reads it
+    assert [r.run_id for r in RunHistory().records()].count(record.run_id) == 1
+
+    saved = record.path.read_bytes()
+    gone = RunRecord.load(first.bundle.path)
+    gone.machines[0].machine["port"] = free_ports(1)[0]
+    with pytest.raises(LaunchError, match=r"cannot be reached.*nothing was changed.*h3"):
+        resume_run(gone, steps=at + 60)
+    assert record.path.read_bytes() == saved
+    nothing_left(third)
+    third.detach()
 
 
 # -- refused before launch ----------------------------------------------------------------------

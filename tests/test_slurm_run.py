@@ -30,6 +30,7 @@ from fakes import GPU_FIXTURES, python_with_fake_gpus, wait_for
 from slurm_cluster import SlurmCluster, served_cluster
 
 from dtgui.cli.main import main as cli_main
+from dtgui.core.checkpoint_files import newest_checkpoint
 from dtgui.core.machines import MachineRegistry
 from dtgui.core.plan import Plan
 from dtgui.core.run_state import RunState
@@ -41,6 +42,7 @@ from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.drivers import cluster_job_target, cluster_target
 from dtgui.launch.pipeline import launch_plan, reattach
 from dtgui.launch.policy import RunPolicy
+from dtgui.launch.resume import resume_run
 from dtgui.launch.slurm_exec import SlurmExecutor
 from dtgui.remote.commands import LocalRunner
 from dtgui.remote.slurm import ask_slurm
@@ -325,6 +327,40 @@ def test_a_restart_resubmits_the_job(slurm: SlurmCluster, tmp_path: Path,
     assert started_at(controller.bundle.path, "worker:1") == [0, resumed]
     assert f"(step {resumed})" in said[0]  # the checkpoint named is the one resumed from
     nothing_left(slurm, controller)
+
+
+def test_a_job_its_time_limit_ended_is_resumed(slurm: SlurmCluster, tmp_path: Path,
+                                               stub_python: Callable[..., str]) -> None:
+    """The time limit ends the job (no restart allowed): the run fails with its checkpoint;
+    `resume_run` submits the job again in the run's directory, its tasks resume from the
+    checkpoint and train on to the steps asked, in the same run."""
+    settings = SlurmJob(nodes=2, tasks_per_node=1, python=stub_python(step_seconds=0.1),
+                        time_limit="00:05:00")
+    first = launch_plan(mwms(100000, "timed-out", checkpoint_every=10), tmp_path,
+                        targets=[cluster_target(None, settings)])
+    executor = first.executors[0]
+    assert isinstance(executor, SlurmExecutor)
+    wait_for(lambda: executor.checkpoint is not None, 30, "no checkpoint")
+    assert slurm.run("scontrol", "update", f"JobId={executor.job_id}",
+                     "EndTime=now").returncode == 0
+    assert first.wait(60) and first.state is RunState.FAILED, first.message
+    assert "time limit" in first.message
+    record = RunRecord.load(first.bundle.path)
+    at = newest_checkpoint(first.bundle.output / "checkpoints").step
+    second = resume_run(record, steps=at + 20)
+    assert second.wait(120) and second.state is RunState.FINISHED, second.message
+    assert started_at(first.bundle.path, "worker:0")[-1] == at
+    assert started_at(first.bundle.path, "worker:1")[-1] == at
+    for rid in (0, 1):  # every step once, its losses those an uninterrupted run has there
+        xs, ys = second.metrics.snapshot().replica_loss[rid]
+        assert xs.tolist()[-20:] == list(range(at + 1, at + 21))
+        assert xs.tolist() == sorted(set(xs.tolist()))
+        assert ys.tolist() == pytest.approx(runs.stub_losses(xs.tolist(), rid), abs=1e-6)
+    record = RunRecord.load(first.bundle.path)
+    assert [(s.from_step, s.state) for s in record.segments] == [
+        (0, RunState.FAILED), (at, RunState.FINISHED)]
+    assert record.machines[0].job_id == second.executors[0].job_id != executor.job_id
+    nothing_left(slurm, second)
 
 
 def test_ctrl_c_in_dtgui_run_cancels_the_job(slurm: SlurmCluster, tmp_path: Path,

@@ -1,6 +1,5 @@
-"""Command line: `dtgui` (GUI), `dtgui export OUTDIR`, `dtgui run OUTDIR`, `dtgui sweep OUT`,
-`dtgui queue`, `dtgui runs ...`,
-`dtgui install-desktop`."""
+"""Command line: `dtgui` (GUI), `dtgui export OUTDIR`, `dtgui run OUTDIR`, `dtgui resume RUN`,
+`dtgui sweep OUT`, `dtgui queue`, `dtgui runs ...`, `dtgui install-desktop`."""
 
 from __future__ import annotations
 
@@ -12,6 +11,7 @@ import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dtgui import __version__
 from dtgui.cli.desktop import add_install_desktop, cmd_install_desktop
@@ -45,6 +45,9 @@ from dtgui.core.plan import (
 from dtgui.core.run_state import RunState
 from dtgui.core.strategies import STRATEGIES, Strategy
 
+if TYPE_CHECKING:
+    from dtgui.launch.controller import RunController
+
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Shows defaults, except empty ones (None, "", [])."""
@@ -75,8 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a bundle on this machine (a Slurm bundle: submit it "
                          "here, the login node, and follow the job), headless, printing progress")
     run.add_argument("bundle", type=Path, help="a directory written by dtgui export")
+    from dtgui.cli.resume import add_resume
     from dtgui.cli.sweep import add_sweep
 
+    add_resume(sub)
     add_sweep(sub, _HelpFormatter, add_export_options)
     from dtgui.cli.queue import add_queue
 
@@ -281,10 +286,8 @@ def _place_for_export(plan: Plan, args: argparse.Namespace) -> tuple[Plan, list[
 def cmd_run(args: argparse.Namespace) -> int:
     from dtgui.core.bundle import Bundle, BundleError
     from dtgui.core.plan import PlanError
-    from dtgui.core.plan_text import script_summary, script_text
     from dtgui.core.slurm import SlurmError
     from dtgui.launch.controller import LaunchError
-    from dtgui.launch.drivers import started_lines
     from dtgui.launch.pipeline import launch_bundle
 
     try:
@@ -293,11 +296,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (BundleError, PlanError, LaunchError, SlurmError) as exc:
         print(f"dtgui run: {exc}", file=sys.stderr)
         return 2
+    return follow(controller)
+
+
+def follow(controller: RunController) -> int:
+    """Print a started run's progress until it ends (Ctrl-C stops it); its exit code."""
+    from dtgui.core.plan_text import script_summary, script_text
+    from dtgui.launch.drivers import started_lines
+
     for line in started_lines(controller.record, controller.executors):
         print(line, flush=True)
     signal.signal(signal.SIGINT, lambda *_: controller.request_stop())
     signal.signal(signal.SIGTERM, lambda *_: controller.request_stop())
-    plan = bundle.plan
+    plan = controller.bundle.plan
     if plan.script is not None:  # its own steps: the plan's options are only hints to it
         print(f"running {plan.run_name}: {len(plan.tasks)} task(s), your "
               f"{script_summary(plan)}; Ctrl-C stops every task\n{script_text(plan)}")
@@ -374,6 +385,10 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_export(args)
     if args.command == "run":
         return cmd_run(args)
+    if args.command == "resume":
+        from dtgui.cli.resume import cmd_resume
+
+        return cmd_resume(args, follow)
     if args.command == "sweep":
         from dtgui.cli.sweep import cmd_sweep
 

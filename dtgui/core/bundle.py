@@ -320,6 +320,33 @@ def render_bundle(plan: Plan, destination: Path, *, overwrite: bool = False) -> 
     return Bundle(destination, plan)
 
 
+def rewrite_placement(bundle: Bundle, plan: Plan, *, scripts: bool = True) -> Bundle:
+    """The bundle's files that say where its tasks run and how far they train (plan.json,
+    the README and, with `scripts`, the task scripts and run.sh) written again for `plan`,
+    the bundle's own plan placed anew or with other steps (a resume); its code, project,
+    data and output stay."""
+    problems = validate(plan)
+    if problems:
+        raise PlanError(" ".join(problems))
+    root = bundle.path
+    try:
+        for task in bundle.plan.tasks if scripts else ():
+            (root / layout.task_script(task.file_stem)).unlink(missing_ok=True)
+        (root / layout.TASKS_DIR).mkdir(exist_ok=True)
+        for task in plan.tasks if scripts else ():
+            script = root / layout.task_script(task.file_stem)
+            script.write_text(task_script_text(plan, task), encoding="utf-8")
+            script.chmod(0o755)
+        if scripts:
+            (root / "run.sh").write_text(run_script_text(plan), encoding="utf-8")
+        (root / "README.md").write_text(readme_text(plan) + script_readme_section(plan),
+                                        encoding="utf-8")
+        (root / PLAN_NAME).write_text(plan.to_json(), encoding="utf-8")
+    except OSError as exc:
+        raise BundleError(f"writing the bundle in {root} failed: {exc}") from exc
+    return Bundle(root, plan)
+
+
 def project_of(plan: Plan) -> bool:
     """Whether the plan runs a user's own training script (its project folder is bundled)."""
     return plan.script is not None

@@ -29,7 +29,7 @@ from dtgui.worker.layout import EVENTS_GLOB, OUTPUT_DIR
 RECORD_NAME = "run.json"
 RECORD_SCHEMA = 1
 
-__all__ = ["ENDED", "RECORD_NAME", "RunHistory", "RunRecord", "RunState"]
+__all__ = ["ENDED", "RECORD_NAME", "RunHistory", "RunRecord", "RunState", "Segment"]
 
 
 @dataclass
@@ -55,6 +55,21 @@ class TaskRecord:
 
 
 @dataclass
+class Segment:
+    """One stretch of a run's training: its first start, then each resume."""
+
+    started: float
+    machines: list[str] = field(default_factory=list)
+    from_step: int = 0  # the checkpoint's step it started from (0: the start)
+    steps: int = 0  # the step it had reached when it ended
+    ended: float | None = None
+    state: RunState = RunState.RUNNING
+
+    def __post_init__(self) -> None:
+        self.state = RunState.named(self.state)
+
+
+@dataclass
 class RunRecord:
     run_id: str
     run_name: str
@@ -69,6 +84,7 @@ class RunRecord:
     max_restarts: int = 0  # the run's policy: restart from the last checkpoint up to N times
     machines: list[MachineRecord] = field(default_factory=list)
     tasks: list[TaskRecord] = field(default_factory=list)
+    segments: list[Segment] = field(default_factory=list)  # its first start, then each resume
 
     def __post_init__(self) -> None:  # a name read from run.json becomes its state
         self.state = RunState.named(self.state)
@@ -101,11 +117,25 @@ class RunRecord:
                 return
         self.tasks.append(TaskRecord(task, machine, pid))
 
-    def end(self, state: RunState, message: str, final_loss: float | None) -> None:
+    def begin_segment(self, from_step: int = 0) -> None:
+        """A stretch of training starts now on the recorded machines (a resume: from the
+        checkpoint of `from_step`). A record of an older dtgui gets its first stretch first."""
+        if not self.segments and from_step:
+            self.segments.append(Segment(self.created, [m.name for m in self.machines],
+                                         ended=self.ended, state=self.state))
+        self.segments.append(Segment(time.time(), [m.name for m in self.machines], from_step))
+
+    def end(self, state: RunState, message: str, final_loss: float | None,
+            step: int | None = None) -> None:
         self.state, self.message = state, message
         if final_loss is not None:
             self.final_loss = final_loss
         self.ended = time.time()
+        if self.segments:
+            last = self.segments[-1]
+            last.ended, last.state = self.ended, state
+            if step is not None:
+                last.steps = step
 
     # -- JSON --------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -124,6 +154,8 @@ class RunRecord:
                               for m in data.get("machines", [])]
         kwargs["tasks"] = [TaskRecord(**_known_fields(TaskRecord, t))
                            for t in data.get("tasks", [])]
+        kwargs["segments"] = [Segment(**_known_fields(Segment, s))
+                              for s in data.get("segments", [])]
         return cls(**kwargs)
 
     @classmethod
@@ -134,7 +166,7 @@ class RunRecord:
         return record
 
 
-def _known_fields(cls: type[MachineRecord | TaskRecord], data: dict[str, Any]) -> dict[str, Any]:
+def _known_fields(cls: type[MachineRecord | TaskRecord | Segment], data: dict[str, Any]) -> dict[str, Any]:
     names = {f.name for f in fields(cls)}
     return {k: v for k, v in data.items() if k in names}
 
@@ -176,6 +208,22 @@ class RunHistory:
 
     def find(self, run_id: str) -> RunRecord | None:
         return next((r for r in self.records() if r.run_id == run_id), None)
+
+    def lookup(self, text: str) -> RunRecord:
+        """The run `text` names: its id, its folder's name, or its run name when one run has
+        it. LookupError says why none is."""
+        records = self.records()
+        for exact in (lambda r: r.run_id == text, lambda r: Path(r.bundle).name == text):
+            found = [r for r in records if exact(r)]
+            if found:
+                return found[0]
+        named = [r for r in records if r.run_name == text]
+        if len(named) == 1:
+            return named[0]
+        if named:
+            raise LookupError(f"{len(named)} runs are named {text!r}: give one's folder name ("
+                              + ", ".join(Path(r.bundle).name for r in named) + ")")
+        raise LookupError(f"no run named {text!r} in {self.root}")
 
     @staticmethod
     def read(bundle: Path) -> RunRecord | None:

@@ -458,7 +458,8 @@ class RunController(BundledRun):
         if self.record is None:
             return
         if state.ended:
-            self.record.end(state, self.message, self.final_loss)
+            self.record.end(state, self.message, self.final_loss,
+                            self.metrics.snapshot().step)
         else:
             self.record.state = state
         try:

@@ -108,6 +108,17 @@ class Executor(abc.ABC):
         for buf in (*self._events.values(), *self._logs.values()):
             buf.offset = 0
 
+    def read_on_from_bundle(self) -> None:
+        """Read every file on from where the local bundle's copy of it ends (a resume: what
+        was read before is in the bundle; a file the machine lacks is read from its start)."""
+        for task in self.tasks:
+            for buf, path in ((self._events[task.task_id], self.bundle.events_file(task)),
+                              (self._logs[task.task_id], self.bundle.log_file(task))):
+                try:
+                    buf.offset = path.stat().st_size
+                except OSError:
+                    buf.offset = 0
+
     def adopt(self, pids: dict[str, int]) -> None:
         """Follow tasks started earlier (by another session) instead of starting them."""
         self.pids.update({t: p for t, p in pids.items() if t in self._events and p > 0})
@@ -173,6 +184,14 @@ class Executor(abc.ABC):
 
     def sync_checkpoints_from(self, source: Executor) -> None:  # noqa: B027 - optional
         """Make the chief's checkpoints (on `source`) visible here (restart of a run)."""
+
+    def put_checkpoints(self) -> None:  # noqa: B027 - optional
+        """The local bundle's output/checkpoints copied to this machine (a resume)."""
+
+    def put_task_files(self, task_ids: Iterable[str]) -> None:  # noqa: B027 - optional
+        """The local bundle's copies of these tasks' events and logs written on this machine
+        (a resume that moved them here): its files then hold the whole run, as a reattach
+        reads them again."""
 
     def local_pgids(self) -> list[int]:
         """The process groups of its tasks that run on this machine (none elsewhere)."""

@@ -26,7 +26,8 @@ bundle rendered already (`dtgui run BUNDLE`). Nothing is started unless every ma
 every check, and the reasons are reported together; a failure once the record is written
 marks it failed, and what a launch that did not start made on a target is removed (its
 driver's `cleanup`). `reattach(record)` follows a recorded run again, with the same connect
-step and the same drivers' executors.
+step and the same drivers' executors; `dtgui.launch.resume.resume_run` continues an ended
+one from its checkpoint with these steps.
 
 Everything here blocks (for seconds when other machines take part): call it off the UI thread.
 """
@@ -43,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dtgui.core.bundle import Bundle, render_bundle
+from dtgui.core.bundle_manifest import write_manifest
 from dtgui.core.machines import MachineRegistry
 from dtgui.core.placement import task_layout
 from dtgui.core.plan import LOCAL_MACHINE, Plan, PlanError
@@ -177,6 +179,8 @@ def _record(launch: Launch) -> None:
         launch.executors.append(driver.executor(
             target, bundle, run_dir, connector=launch.connector if target.needs_connection
             else None, client=launch.clients.get(target.name), dir_ready=True))
+    write_manifest(bundle.path)  # a resume refuses a bundle edited since
+    record.begin_segment()
     record.save()
     launch.recorded = True
 
@@ -254,9 +258,10 @@ BUNDLE_STEPS: tuple[Step, ...] = tuple(
     s for s in STEPS if s.name not in ("place", "render", "check model"))
 
 
-def _run_steps(launch: Launch, steps: Sequence[Step]) -> RunController:
+def _run_steps(launch: Launch, steps: Sequence[Step], cleanup: bool = True) -> RunController:
     """The steps that apply, in order; a failure marks the record failed (once written) and
-    removes what the drivers made for a launch that did not start."""
+    removes what the drivers made for a launch that did not start (`cleanup`: a resume's
+    targets hold the run's files, which stay)."""
     try:
         started = time.monotonic()
         for step in steps:
@@ -268,7 +273,7 @@ def _run_steps(launch: Launch, steps: Sequence[Step]) -> RunController:
         if launch.recorded and launch.controller is None:
             launch.record.end(RunState.FAILED, str(exc), None)
             launch.record.save()
-        if launch.controller is None:
+        if launch.controller is None and cleanup:
             for target in launch.targets:
                 with contextlib.suppress(Exception):  # the launch's own error is reported
                     driver_for(target).cleanup(launch, target)

@@ -113,7 +113,7 @@ class ProcessExecutor(Executor):
 
     # -- checkpoints (restart) -------------------------------------------------------------
     def _checkpoints(self) -> str:
-        return posixpath.join(self.directory, layout.OUTPUT_DIR, "checkpoints")
+        return posixpath.join(self.directory, layout.OUTPUT_DIR, layout.CHECKPOINTS_NAME)
 
     def download_checkpoints(self, local_dir: Path) -> int:
         """Copy this machine's output/checkpoints (the chief's) to `local_dir`."""
@@ -127,11 +127,30 @@ class ProcessExecutor(Executor):
     def sync_checkpoints_from(self, source: Executor) -> None:
         if source is self:
             return
-        local = self.bundle.output / "checkpoints"
         if source.mirrors and isinstance(source, ProcessExecutor):
-            source.download_checkpoints(local)
+            source.download_checkpoints(self.bundle.output / layout.CHECKPOINTS_NAME)
+        self.put_checkpoints()
+
+    def put_checkpoints(self) -> None:
         if self.mirrors:
-            self.upload_checkpoints(local)
+            self.upload_checkpoints(self.bundle.output / layout.CHECKPOINTS_NAME)
+
+    def put_task_files(self, task_ids: Iterable[str]) -> None:
+        if not self.mirrors:
+            return  # the tasks write into the local bundle
+        wanted = set(task_ids)
+        for task in self.tasks:
+            if task.task_id not in wanted:
+                continue
+            for name, local in ((layout.events_file(task.file_stem), self.bundle.events_file(task)),
+                                (layout.log_file(task.file_stem), self.bundle.log_file(task))):
+                data = local.read_bytes() if local.is_file() else b""
+                code, _, err = self.host.run(
+                    ["sh", "-c", 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"', "sh",
+                     posixpath.join(self.directory, name)], 120, stdin=data)
+                if code != 0:
+                    raise OSError(f"writing {name} on {self.name} failed: "
+                                  f"{err.decode('utf-8', 'replace').strip()[-300:]}")
 
     def close(self) -> None:
         self.host.close()

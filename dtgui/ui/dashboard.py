@@ -13,9 +13,10 @@ the timer stops once every series is drawn.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QFrame, QSplitter, QVBoxLayout, QWidget
 
@@ -73,6 +74,8 @@ def _titled(title: str, body: QWidget, panel: str) -> QFrame:
 
 
 class Dashboard(QWidget):
+    resume_requested = Signal(object)  # Path: the folder of the shown ended run to resume
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("dashboard")
@@ -155,6 +158,7 @@ class Dashboard(QWidget):
         for panel in self._panels():
             panel.backlogged.connect(self._wake)
         self.header.stop_button.clicked.connect(self._stop_clicked)
+        self.header.resume_button.clicked.connect(self._resume_clicked)
         self.task_table.taskActivated.connect(self.log_view.select_task)
 
         self.controller: RunSource | None = None
@@ -406,7 +410,19 @@ class Dashboard(QWidget):
         c.request_stop()
         self._update_stop_button(c.state, False)
 
+    def _resume_clicked(self) -> None:
+        c = self.controller
+        if c is not None and c.finished and c.record is not None:
+            self.resume_requested.emit(Path(c.record.bundle))
+
     def _update_stop_button(self, state: str, finished: bool) -> None:
+        c = self.controller
+        # a stopped or failed run that kept checkpoints goes on where it stopped
+        resumable = finished and state in (RunState.STOPPED, RunState.FAILED) and \
+            c is not None and c.record is not None and \
+            (c.plan.checkpoint_every > 0 or c.plan.script is not None)
+        self.header.resume_button.setVisible(resumable)
+        self.header.resume_button.setEnabled(resumable)
         button = self.header.stop_button
         if finished:
             button.setText("Stop")

@@ -204,6 +204,7 @@ class MainWindow(QMainWindow):
         self.runs_page.compareRequested.connect(self.compare_runs)
         self.runs_page.cloneRequested.connect(self.clone_run)
         self.runs_page.sweepRequested.connect(self.open_sweep)
+        self.runs_page.resume_requested.connect(self.resume)
         self.queue_panel = RunQueuePanel()  # queued runs, above the list; hidden while empty
         self.runs_page.add_section(self.queue_panel)
         self.queue_panel.changed.connect(self.runs_page.refresh)  # one started or left
@@ -409,6 +410,14 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"Reattaching to {record.run_name}…")
             self.session.reattach(record)
 
+    def resume(self, run_dir: Path, steps: int | None = None) -> None:
+        """Resume the ended run in `run_dir` from its newest checkpoint (the dashboard's
+        Resume; `steps`: the step it trains to, default its plan's)."""
+        if self._may_start():
+            self.statusBar().showMessage(f"Resuming {run_dir.name}…")
+            self._set_launch_enabled(False)
+            self.session.resume(run_dir, steps)
+
     def _open_run(self, record: RunRecord) -> None:
         if self._may_start():
             self.session.open(record)
@@ -508,6 +517,7 @@ class MainWindow(QMainWindow):
 
             self.dashboard = Dashboard()
             self.dashboard.listen(self.session)
+            self.dashboard.resume_requested.connect(self.resume)
             self.pages.addWidget(self.dashboard)
         return self.dashboard
 

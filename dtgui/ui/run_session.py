@@ -1,4 +1,5 @@
-"""The run the window shows, whatever kind it is: launch, reattach, open, stop, keep training.
+"""The run the window shows, whatever kind it is: launch, reattach, resume, open, stop, keep
+training.
 
 One `RunSession` owns the shown run (a `dtgui.launch.run_source.RunSource`): a live
 `RunController` (tasks on this machine, on registered machines, or both: the controller does
@@ -135,6 +136,46 @@ class RunSession(QObject):
                           self._failed(connector), context=self)
 
         self._connect(machines, start)
+
+    def resume(self, run_dir: Path, steps: int | None = None) -> None:
+        """Resume the ended run in `run_dir` (its folder under the runs directory) from its
+        newest checkpoint, on its own machines, to `steps` (None: its plan's): the same run
+        goes on, shown and followed live (`started`); a refusal comes as `failed`, with what
+        to do (`dtgui.launch.resume.resume_run`)."""
+        self.busy = True
+        self.progress.emit(f"Resuming {Path(run_dir).name}")
+        run_in_thread(lambda: RunRecord.load(Path(run_dir)),
+                      lambda record: self._resume_on(record, steps),
+                      lambda exc: self._open_failed(
+                          f"{run_dir} holds no run record to resume ({error_message(exc)})."),
+                      context=self)
+
+    def _resume_on(self, record: RunRecord, steps: int | None) -> None:
+        """Connect the run's machines (host keys, passwords asked here), then resume it."""
+        from dtgui.launch.resume import resume_run
+
+        remote = [rec for rec in record.machines if not rec.is_local]
+        registry = self._panel().registry if remote else None
+        machines = [(registry.find(rec.name) if registry is not None else None)
+                    or Machine.from_dict(rec.machine) for rec in remote]
+
+        def start(connector: Connector) -> None:
+            self.connector = connector
+
+            def resume(worker: Worker) -> Any:
+                def report(text: str, fraction: float) -> None:
+                    worker.report(f"{text}… ({fraction:.0%})")
+
+                return resume_run(record, steps=steps, connect=connector, registry=registry,
+                                  progress=report)
+
+            create_worker(resume, on_done=self._launched, on_error=self._failed(connector),
+                          on_progress=self.progress.emit, context=self)
+
+        if machines:
+            self._connect(machines, start)
+        else:
+            start(Connector())
 
     def open(self, record: RunRecord) -> None:
         """Show an ended run from the history (read from its local bundle)."""

@@ -101,10 +101,17 @@ class RunHeader(QFrame):
         self.stop_button.setToolTip("Stop every task of this run")
         self.stop_button.setEnabled(False)
         self.stop_button.setMinimumWidth(96)
+        self.resume_button = QPushButton("Resume")
+        self.resume_button.setObjectName("resumeButton")
+        self.resume_button.setToolTip("Continue this run from its newest checkpoint, on its "
+                                      "machines, to its last step (dtgui resume RUN --steps N "
+                                      "trains longer)")
+        self.resume_button.setVisible(False)
         for w in (self.name_label, self.strategy_label, self.state_label):
             top.addWidget(w)
         top.addStretch(1)
         top.addWidget(self.elapsed_label)
+        top.addWidget(self.resume_button)
         top.addWidget(self.stop_button)
         outer.addLayout(top)
         bottom = QHBoxLayout()

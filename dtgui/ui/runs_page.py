@@ -75,7 +75,8 @@ class RunsPage(QWidget):
     compareRequested = Signal(list)  # the RunRecords selected
     cloneRequested = Signal(object)  # the run's folder (Path): fill the wizard from its plan
     sweepRequested = Signal(object)  # a sweep's folder (Path): show its view
-    resume_requested = Signal(object)  # the run's folder (Path)
+    # the run's folder (Path) and the step to train to (int; None: its plan's steps)
+    resume_requested = Signal(object, object)
     loaded = Signal(list)  # the rows just shown (RunRow)
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -339,8 +340,11 @@ class RunsPage(QWidget):
             menu.addAction("Reattach").triggered.connect(lambda: self._activate(row))
         else:
             menu.addAction("Open").triggered.connect(lambda: self._activate(row))
-            menu.addAction("Resume").triggered.connect(
-                lambda: self.resume_requested.emit(Path(row.folder)))
+            if row.state == "finished":
+                menu.addAction("Train longer…").triggered.connect(lambda: self._longer(row))
+            else:
+                menu.addAction("Resume").triggered.connect(
+                    lambda: self.resume_requested.emit(Path(row.folder), None))
         if len([r for r in chosen if r.kind != SWEEP]) >= 2:
             menu.addAction("Compare").triggered.connect(self._compare)
         if row.kind != SWEEP:
@@ -367,6 +371,15 @@ class RunsPage(QWidget):
 
         if chosen:
             run_in_thread(lambda: _records(chosen), first, self._failed, context=self)
+
+    def _longer(self, row: RunRow) -> None:
+        """A finished run trained on from its last checkpoint: to which step, asked."""
+        done = row.steps or row.total_steps
+        steps, ok = QInputDialog.getInt(
+            self, "Train longer", f"{row.name} trained {done:,} steps. Train on from its last "
+            "checkpoint to step:", max(done * 2, 1), done + 1, 2_000_000_000)
+        if ok:
+            self.resume_requested.emit(Path(row.folder), steps)
 
     def _compare(self) -> None:
         chosen = [r for r in self.selected_rows() if r.kind != SWEEP]

@@ -8,6 +8,7 @@ only, no TensorFlow (copied into bundles as `dtgui_worker.layout`; dtgui.core im
     output/logs/<task>.log       its stdout and stderr
     output/pids/<task>.pid       its process group (written by the wrapper)
     output/pids/<task>.exit      its exit code (written by the wrapper when it ended)
+    output/checkpoints/          the chief's checkpoints (a resume reads them)
     output/logs/slurm-<job>.log  a Slurm job's batch step
 
 Paths are relative to the bundle directory, "/"-separated (they are used on other machines
@@ -21,6 +22,7 @@ LOGS_DIR = f"{OUTPUT_DIR}/logs"
 PIDS_DIR = f"{OUTPUT_DIR}/pids"
 TASK_DIRS = (LOGS_DIR, PIDS_DIR)  # made before a task starts: its log and pid go there
 EVENTS_GLOB = "events-*.jsonl"  # every task's events file, in OUTPUT_DIR
+CHECKPOINTS_NAME = "checkpoints"  # the chief's checkpoints, in OUTPUT_DIR
 TASKS_DIR = "tasks"
 BUNDLE_ARCHIVE = ".bundle.tar.gz"  # the bundle as copied to another machine, before unpacking
 
