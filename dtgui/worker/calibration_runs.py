@@ -48,7 +48,8 @@ class CalibrationRuns:
 
         def steps(cached: Any, n: Any) -> Any:
             # every task calls it at once (its collectives, as training's, take them all)
-            return training_call(cached, n, tf.constant(1.0, tf.float32))[1]
+            return training_call(cached, n, tf.constant(1.0, tf.float32),
+                                 tf.constant(0.0, tf.float32))[1]
 
         def flat_weights() -> Any:
             # gradient-shaped: the weights read in the replica's context, in one vector as

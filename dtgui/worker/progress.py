@@ -25,10 +25,11 @@ from .checkpoints import Checkpoints
 from .distribute import BuiltStrategy
 from .events import EventWriter
 from .export import ModelSaver
-from .loop import Trainer, xla_functions
+from .loop import Trainer, report_xla
 from .optim import learning_rate_at
 from .plan import Plan
 from .step_timing import StepTiming, WorkerStepTimings, calibration_run_steps
+from .stop_request import StopRequest, stop_reason, stopped_message
 from .summaries import Scalars
 from .validation import Validator
 
@@ -46,7 +47,8 @@ class Progress:
                  task: str, *, optimizer: Any = None, validator: Validator | None = None,
                  saver: ModelSaver | None = None, classification: bool = True,
                  calibration_runs: CalibrationRuns | None = None,
-                 round_trip_runs: RoundTripRuns | None = None) -> None:
+                 round_trip_runs: RoundTripRuns | None = None,
+                 stop: StopRequest | None = None) -> None:
         self.info = info
         self.events = events
         self.ckpts = ckpts
@@ -90,6 +92,8 @@ class Progress:
         self._round_trip_calls: list[Any] = []
         self._round_trip_n = 1
         self._ps_setup = 0.0
+        self.stop = stop or StopRequest()
+        self.stopped_at: int | None = None  # the step the run stopped at (a stop was asked)
 
     # -- synchronous strategies ------------------------------------------------------------
     def run(self, trainer: Trainer, dataset: Any) -> None:
@@ -98,21 +102,25 @@ class Progress:
         while done < self.total:
             k = self.sizer.next(done, self.total, self.ckpt_every, self.val_every)
             began = time.perf_counter()
-            per_task, totals, agreed, lr = trainer.run(
-                iterator, tf.constant(k, tf.int32), tf.constant(self.sizer.proposal, tf.float32))
+            per_task, totals, agreed, lr, stops = trainer.run(
+                iterator, tf.constant(k, tf.int32), tf.constant(self.sizer.proposal, tf.float32),
+                tf.constant(self.stop.flag(), tf.float32))
             per_task, totals = per_task.numpy(), totals.numpy()
             seconds = time.perf_counter() - began
             self.timing.call(k, seconds)
             self.sizer.agree(float(agreed))
             self.sizer.observe(seconds / k)
             if done == self.start and self.xla:
-                self.report_xla(trainer, iterator, tf.constant(1, tf.int32),
-                                tf.constant(1.0, tf.float32))
+                report_xla(self.events, trainer, iterator, tf.constant(1, tf.int32),
+                                tf.constant(1.0, tf.float32), tf.constant(0.0, tf.float32))
             began = time.perf_counter()
             self.after_steps(done + 1, per_task[:, :, 0], totals[:, 0] / self.replicas_in_sync,
                              totals[:, 1], float(lr))
             done += k
             self.timing.reported(time.perf_counter() - began, done)
+            if float(stops) > 0 and done < self.total:  # every worker saw it after this call
+                self.stopped(done)
+                return
             if self.timing.calibrate_now(k):
                 self.calibrate(k)
             self.emit_split()
@@ -132,7 +140,7 @@ class Progress:
         max_in_flight = 4 * self.ps_workers
         done = self.start
         fetched_at = time.perf_counter()
-        while done < self.total:
+        while done < self.total and not self.stop.requested:
             k = self.sizer.next(done, self.total, self.ckpt_every, self.val_every)
             remote = coordinator.schedule(trainer.run, args=(iterator, tf.constant(k, tf.int32)))
             in_flight.append((done + 1, k, remote))
@@ -140,7 +148,7 @@ class Progress:
             if not self._round_trip_calls and self.worker_timing.calibrate_now(k):
                 self.schedule_round_trips(k)
             if done == self.start and self.xla:
-                self.report_xla(trainer, iterator, tf.constant(1, tf.int32))
+                report_xla(self.events, trainer, iterator, tf.constant(1, tf.int32))
             done += k
             saving = self.ckpt_every > 0 and done % self.ckpt_every == 0
             validating = self.val_every > 0 and done % self.val_every == 0
@@ -156,6 +164,9 @@ class Progress:
                 self.save(done)
         self._fetch_ps(in_flight, len(in_flight), fetched_at)
         coordinator.join()
+        if done < self.total:
+            self.stopped(done)
+            return
         self.finish()
 
     def _fetch_ps(self, in_flight: collections.deque[tuple[int, int, Any]], count: int,
@@ -243,17 +254,6 @@ class Progress:
             began = time.perf_counter()
             self.events.emit("split", **self.timing.split_fields())
             self.timing.training_seconds += time.perf_counter() - began
-
-    def report_xla(self, trainer: Trainer, iterator: Any, *args: Any) -> None:
-        try:
-            names = xla_functions(trainer, iterator, *args)
-        except Exception as exc:  # noqa: BLE001 - the check is evidence only; training goes on
-            self.events.log(f"XLA: could not inspect the step function: {exc}", level="warning")
-            return
-        if names:
-            self.events.log(f"XLA: the replica step is compiled by XLA ({names[0]})")
-        else:
-            self.events.log("XLA: no XLA-compiled function found in the step", level="warning")
 
     # -- reporting ---------------------------------------------------------------------------
     def after_steps(self, first: int, replica_losses: np.ndarray, means: np.ndarray,
@@ -380,11 +380,21 @@ class Progress:
             self.events.emit("checkpoint", step=step, path=path)
         self._last_report = (time.perf_counter(), self._last_report[1])  # rate excludes saving
 
+    def stopped(self, step: int) -> None:
+        """A stop was asked: save at `step` (every MultiWorkerMirrored worker, together),
+        whatever the checkpoint interval, and say so."""
+        self.stopped_at = step
+        saved = self.ckpts is not None and step > self.start
+        if saved:
+            self.save(step)
+        message = stopped_message(step, saved, stop_reason(self.stop.signal))
+        self.events.emit("log", level="warning", message=message, stopped_at=step, saved=saved)
+        print(f"[{self.task}] {message}", flush=True)
+
     def finish(self) -> None:
         last = self.total
         self.emit_split(final=True)
         if self.val_every > 0 and last > self.start:
             self.validate(last)  # the end, when it is not on an interval
-        if self.ckpts is not None and last > self.start \
-                and not (self.ckpt_every > 0 and last % self.ckpt_every == 0):
+        if self.ckpt_every > 0 and last > self.start and last % self.ckpt_every != 0:
             self.save(last)
