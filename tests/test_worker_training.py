@@ -348,3 +348,48 @@ def test_mirrored_is_deterministic_whatever_the_steps_per_call(tmp_path: Path) -
     timeline = kinds(results["auto"][1], "finished")[0]["timeline"]
     assert timeline[-1][0] == 40
     assert all(a[1] <= b[1] for a, b in itertools.pairwise(timeline))
+
+
+def test_a_stop_saves_at_the_step_reached_and_every_worker_agrees(tmp_path: Path) -> None:
+    """A stop asked of one MultiWorkerMirrored worker stops both after the same call, and
+    the chief saves the checkpoint of that step, with no periodic checkpoints; a Mirrored
+    run stopped by SIGINT (Ctrl-C) does the same alone."""
+    ports = free_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    long_run = {"steps": 100_000, "steps_per_call": 1, "checkpoint_every": 0}
+    mwms = make_bundle(tmp_path / "mwms", make_plan(strategy="multi_worker_mirrored",
+                                                   cluster=cluster, **long_run))
+    mirrored = make_bundle(tmp_path / "mirrored", make_plan(strategy="mirrored",
+                                                            replicas_per_task=2, **long_run))
+    procs = {("mwms", i): start_task(mwms, f"worker:{i}", cluster) for i in range(2)}
+    procs["mirrored", 0] = start_task(mirrored, "worker:0")
+    bundles = {"mwms": mwms, "mirrored": mirrored}
+
+    def trained(name: str) -> int:
+        rows = kinds(read_events(bundles[name], "worker:0"), "steps")
+        return max((r["first"] + r["count"] - 1 for r in rows), default=0)
+
+    try:
+        wait_for(lambda: trained("mwms") >= 3 and trained("mirrored") >= 3, 180,
+                 "the runs never trained 3 steps")
+        os.killpg(procs["mwms", 1].pid, signal.SIGTERM)  # worker:1 only
+        os.killpg(procs["mirrored", 0].pid, signal.SIGINT)
+        codes = {key: proc.wait(timeout=60) for key, proc in procs.items()}
+    finally:
+        for proc in procs.values():
+            stop(proc)
+    assert codes == {("mwms", 0): 143, ("mwms", 1): 143, ("mirrored", 0): 130}, codes
+    for (name, index) in procs:
+        bundle, task = bundles[name], f"worker:{index}"
+        events = read_events(bundle, task)
+        (stopped,) = [e for e in kinds(events, "log") if "stopped_at" in e]
+        reached = stopped["stopped_at"]
+        assert stopped["saved"] and reached == trained(name) >= 3, log_text(bundle, task)
+        assert stopped["message"].startswith(f"stopped at step {reached} (")
+        assert stopped["message"].endswith(f"): the checkpoint of step {reached} is saved")
+        if index == 0:
+            assert [e["step"] for e in kinds(events, "checkpoint")] == [reached]
+            assert f'"ckpt-{reached}"' in (bundle / "output/checkpoints/checkpoint").read_text()
+    assert {e["stopped_at"] for i in range(2) for e in kinds(read_events(mwms, f"worker:{i}"),
+                                                              "log") if "stopped_at" in e} \
+        == {trained("mwms")}  # the same step on both workers
