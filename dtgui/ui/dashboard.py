@@ -31,13 +31,13 @@ from dtgui.ui.plots import DevicePanel, ThroughputPanel
 from dtgui.ui.run_widgets import LogView, RunHeader, TaskTable
 from dtgui.ui.scalar_panel import AXIS_LABELS, ScalarPanel
 from dtgui.ui.step_split import StepSplitPanel
-from dtgui.worker.stop_request import STOP_GRACE_SECONDS, TASK_STOP_SECONDS
 from dtgui.ui.training_plots import (
     LearningRatePanel,
     ModelBar,
     TrainingLossPanel,
     ValidationPanel,
 )
+from dtgui.worker.stop_request import STOP_GRACE_SECONDS, TASK_STOP_SECONDS
 
 if TYPE_CHECKING:
     from dtgui.ui.run_session import RunSession
