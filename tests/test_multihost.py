@@ -224,7 +224,9 @@ def test_stop_ends_every_task_on_every_machine(lab: Lab) -> None:
     controller = lab.launch(plan, assign(plan, machines=["local", "h2"]), stub=True)
     cluster = controller.bundle.plan.cluster["worker"]
     assert cluster[0].split(":")[0] != "127.0.0.1"  # this machine's address facing h2
-    wait_for(lambda: step_of(controller) >= 3, 60, "the run did not start stepping")
+    chief_events = controller.bundle.output / "events-worker-0.jsonl"
+    # the stub's workers do not wait for each other: the chief's own steps
+    wait_for(lambda: steps_in(chief_events) >= 3, 60, "the run did not start stepping")
     started = time.monotonic()
     controller.request_stop()
     assert controller.wait(30)
@@ -234,6 +236,14 @@ def test_stop_ends_every_task_on_every_machine(lab: Lab) -> None:
     nothing_left(controller)
     assert RunRecord.load(controller.bundle.path).state == "stopped"
     controller.detach()
+    # the chief saved at the step it reached and said so, with no periodic checkpoint
+    events = read_all(chief_events)
+    trained = [e.data["first"] + e.data["count"] - 1 for e in events if e.kind == "steps"]
+    said = [(e.data["stopped_at"], e.data["saved"]) for e in events if "stopped_at" in e.data]
+    assert trained and said == [(max(trained), True)], (trained[-3:], said)
+    assert [e.data["step"] for e in events if e.kind == "checkpoint"] == [max(trained)]
+    marker = controller.bundle.output / "checkpoints" / "stub-step"
+    assert int(marker.read_text()) == max(trained)
 
 
 # -- failures: kill -9, SIGSTOP ---------------------------------------------------------------
