@@ -198,6 +198,7 @@ signal_groups() {{
 stop_all() {{
   signal_groups TERM "${{TASKS[@]}}"
   wait_groups {grace} "${{PRIMARIES[@]}}"
+  sleep 0.2  # two signals close together may reach a task as one
   signal_groups TERM "${{TASKS[@]}}"
   wait_groups 5 "${{TASKS[@]}}"
   signal_groups KILL "${{TASKS[@]}}"
