@@ -136,6 +136,18 @@ def stop(proc: subprocess.Popen[bytes], grace: float = 10) -> None:
             proc.wait()
 
 
+def stop_server(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a ParameterServer worker or ps task: it serves on after a first stop (the
+    coordinator may be saving), and ends when asked again."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=0.5)
+        except subprocess.TimeoutExpired:
+            pass
+    stop(proc)
+
+
 def read_events(bundle: Path, task: str, out: str = "output") -> list[dict[str, Any]]:
     path = bundle / out / f"events-{task.replace(':', '-')}.jsonl"
     if not path.exists():
