@@ -402,7 +402,8 @@ class Dashboard(QWidget):
         c = self.controller
         if c is None or c.finished or self._stop_requested:
             return
-        if self._elapsed > CONFIRM_STOP_SECONDS and not confirm_stop(self, c.metrics.snapshot()):
+        if self._elapsed > CONFIRM_STOP_SECONDS and \
+                not confirm_stop(self, c.metrics.snapshot(), self._script_run):
             return
         self._stop_requested = True
         c.request_stop()
@@ -421,15 +422,16 @@ class Dashboard(QWidget):
             button.setEnabled(state == RunState.RUNNING)
 
 
-def confirm_stop(parent: QWidget, snap: Snapshot) -> bool:
+def confirm_stop(parent: QWidget, snap: Snapshot, script: bool = False) -> bool:
     """Ask before stopping a run that has trained a while; says what is kept."""
-    step = f" at step {snap.step}" if snap.step else ""
+    step = f" at step {snap.step}" if snap.step and not script else ""
     box = QMessageBox(QMessageBox.Icon.Question, "Stop the run?", f"Stop the run{step}?",
                       parent=parent)
     box.setInformativeText(
-        f"Every task saves a checkpoint{step} before it ends (within "
-        f"{TASK_STOP_SECONDS} s); the run can be resumed from it. A script of your own is "
-        f"sent SIGTERM and given {STOP_GRACE_SECONDS:g} s to save its own.")
+        f"Your script is sent SIGTERM and has {STOP_GRACE_SECONDS:g} s to save a checkpoint "
+        "of its own (docs/own-scripts.md)." if script else
+        f"Every task saves a checkpoint{step} before it ends (within {TASK_STOP_SECONDS} s): "
+        "training can continue from there.")
     stop = box.addButton("Stop", QMessageBox.ButtonRole.DestructiveRole)
     keep = box.addButton("Keep training", QMessageBox.ButtonRole.RejectRole)
     box.setDefaultButton(keep)
