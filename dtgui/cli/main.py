@@ -275,6 +275,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from dtgui.core.bundle import Bundle, BundleError
     from dtgui.core.plan import PlanError
     from dtgui.core.plan_text import script_summary, script_text
+    from dtgui.core.run_state import RunState
     from dtgui.core.slurm import SlurmError
     from dtgui.launch.controller import LaunchError
     from dtgui.launch.drivers import started_lines
@@ -288,8 +289,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     for line in started_lines(controller.record, controller.executors):
         print(line, flush=True)
-    signal.signal(signal.SIGINT, lambda *_: controller.request_stop())
-    signal.signal(signal.SIGTERM, lambda *_: controller.request_stop())
+    def stop(*_: object) -> None:
+        if controller.state is RunState.RUNNING:
+            print(f"stopping: every task saves a checkpoint at the step it reached (at most "
+                  f"{controller.policy.save_grace:g} s)", flush=True)
+        controller.request_stop()
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
     plan = bundle.plan
     if plan.script is not None:  # its own steps: the plan's options are only hints to it
         print(f"running {plan.run_name}: {len(plan.tasks)} task(s), your "
