@@ -325,7 +325,7 @@ def test_a_restart_resubmits_the_job(slurm: SlurmCluster, tmp_path: Path,
     wait_for(lambda: stops_of(controller.bundle.path, "worker:0"), 30, "no stop at the warning")
     [(stopped, saved)] = stops_of(controller.bundle.path, "worker:0")
     assert saved and stopped >= 10
-    assert controller.state is RunState.RUNNING  # the job runs on to its limit
+    assert not controller.finished  # the job runs on to its limit
     # the time limit, reached now (Slurm rounds the limit to the minute: 00:01:00)
     done = slurm.run("scontrol", "update", f"JobId={first}", "EndTime=now")
     assert done.returncode == 0, done.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -141,10 +142,8 @@ def stop_server(proc: subprocess.Popen[bytes]) -> None:
     coordinator may be saving), and ends when asked again."""
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=0.5)
-        except subprocess.TimeoutExpired:
-            pass
     stop(proc)
 
 

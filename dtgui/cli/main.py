@@ -275,7 +275,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from dtgui.core.bundle import Bundle, BundleError
     from dtgui.core.plan import PlanError
     from dtgui.core.plan_text import script_summary, script_text
-    from dtgui.core.run_state import RunState
     from dtgui.core.slurm import SlurmError
     from dtgui.launch.controller import LaunchError
     from dtgui.launch.drivers import started_lines
