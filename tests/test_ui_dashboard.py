@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from widgets import cell
+from widgets import cell, click_stop
 
 from dtgui.ui.curves import XY
 
@@ -615,6 +615,5 @@ def test_stop_asks_first_once_the_run_has_trained_a_minute(
     assert controller.stop_calls == 0 and stop.isEnabled()
     assert told[0].startswith("Stop the run at step 30? Every task saves a checkpoint at "
                               "step 30 before it ends")
-    QTimer.singleShot(0, lambda: answer("Stop"))
-    qtbot.mouseClick(stop, LEFT)
+    click_stop(qtbot, stop)  # answers Stop
     assert controller.stop_calls == 1 and stop.text() == "Stopping…"
