@@ -95,7 +95,8 @@ class Trainer:
     sync, ``agreed`` the size of the next call every task agrees on (the mean of the tasks'
     float32 ``proposal``), ``lr`` the learning rate applied, and ``stops`` the sum of the
     tasks' float32 ``stop`` flags (above 0: every task saves and ends after this call, at the
-    same step). Nothing in a call copies to the host; the caller fetches them once per call. Under parameter_server ``run(iterator, k)`` is the closure the
+    same step). Nothing in a call copies to the host; the caller fetches them once per call.
+    Under parameter_server ``run(iterator, k)`` is the closure the
     coordinator schedules on a worker: it returns (k, 2) for that worker's single replica,
     and (worker index, the call's seconds, its input wait) as timed on the worker.
     """

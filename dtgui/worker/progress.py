@@ -112,7 +112,7 @@ class Progress:
             self.sizer.observe(seconds / k)
             if done == self.start and self.xla:
                 report_xla(self.events, trainer, iterator, tf.constant(1, tf.int32),
-                                tf.constant(1.0, tf.float32), tf.constant(0.0, tf.float32))
+                           tf.constant(1.0, tf.float32), tf.constant(0.0, tf.float32))
             began = time.perf_counter()
             self.after_steps(done + 1, per_task[:, :, 0], totals[:, 0] / self.replicas_in_sync,
                              totals[:, 1], float(lr))
