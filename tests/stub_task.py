@@ -7,8 +7,9 @@ runs this file. As the task's first process it runs the bundle's real supervisor
 its training child with `sys.executable`, the wrapper again; as that child (``--child``) it
 writes what the training loop writes (started, steps with per-replica losses, epoch,
 checkpoint, finished; a failed event when asked to) and sleeps between calls, so a run that
-never ends costs no CPU. Telemetry, signals, exit codes and the "stopped" event come from the
-real supervisor.
+never ends costs no CPU. Telemetry, signals and exit codes come from the real supervisor; asked
+to stop, it saves its checkpoint at the step reached and says so between calls, as the
+training loop does (the real `stop_request.StopRequest`).
 
 argv: WRAPPER -m MODULE ARGS... Behaviour, from the wrapper's environment:
   DTGUI_STUB_STEP_SECONDS  seconds a step takes (default 0.02)
@@ -48,15 +49,16 @@ def child(argv: list[str]) -> int:
     import numpy as np
 
     if TYPE_CHECKING:  # the bundle's dtgui_worker is a copy of dtgui.worker
-        from dtgui.worker import step_batch
+        from dtgui.worker import step_batch, stop_request
         from dtgui.worker.events import EventWriter
     else:
-        from dtgui_worker import step_batch
+        from dtgui_worker import step_batch, stop_request
         from dtgui_worker.events import EventWriter
 
     supervisor = importlib.import_module("dtgui_worker.supervisor")
     if hasattr(supervisor, "child_setup"):
         supervisor.child_setup()  # die with the supervisor, default signal actions
+    stop = stop_request.StopRequest().install()
     parser = argparse.ArgumentParser()
     parser.add_argument("--plan")
     parser.add_argument("--task")
@@ -92,6 +94,12 @@ def child(argv: list[str]) -> int:
     every = int(plan.get("checkpoint_every", 0) or 0)
     chief = (kind == "chief" or plan.get("strategy") != "parameter_server") and index == 0
     step, begin, timeline, loss = resumed, time.time(), [], 0.0
+
+    def save() -> None:
+        os.makedirs(checkpoints, exist_ok=True)
+        write_checkpoint_files(checkpoints, step)
+        events.emit("checkpoint", step=step, path=f"output/checkpoints/ckpt-{step}")
+
     while step < total:
         bounds = [total, step + CALL_STEPS, *(step + n - step % n for n in (per_epoch, every)
                                               if n)]
@@ -113,10 +121,16 @@ def child(argv: list[str]) -> int:
         if step % per_epoch == 0:
             events.emit("epoch", epoch=step // per_epoch, loss=loss, steps=step,
                         metrics={"accuracy": 0.5})
+        if stop.requested and step < total:
+            saved = step > resumed
+            if saved and chief:
+                save()
+            why = stop_request.stop_reason(stop.signal)
+            events.emit("log", level="warning", stopped_at=step, saved=saved,
+                        message=stop_request.stopped_message(step, saved, why))
+            return stop_request.STOPPED_EXIT
         if every and step % every == 0 and chief:
-            os.makedirs(checkpoints, exist_ok=True)
-            write_checkpoint_files(checkpoints, step)
-            events.emit("checkpoint", step=step, path=f"output/checkpoints/ckpt-{step}")
+            save()
     events.emit("finished", steps=step, loss=loss, seconds=round(time.time() - begin, 3),
                 timeline=timeline)
     print(f"[{task}] finished {step} steps, loss {loss}", flush=True)

@@ -13,7 +13,7 @@ from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import QWizard
 from pytestqt.qtbot import QtBot
 from runs import live_members
-from widgets import controller_of, dashboard_of
+from widgets import click_stop, controller_of, dashboard_of
 
 from dtgui.ui.app import make_app
 from dtgui.ui.main_window import MainWindow
@@ -86,7 +86,7 @@ def test_wizard_to_a_live_mirrored_run_then_stop_leaves_nothing(qtbot: QtBot) ->
 
     stop = dashboard.header.stop_button
     with qtbot.waitSignal(window.session.ended, timeout=30000) as ended:
-        qtbot.mouseClick(stop, LEFT)
+        click_stop(qtbot, stop)
     assert ended.args[0] == "stopped"
     assert controller.state == "stopped"
     wait_for(lambda: live_members(controller.pgids()) == [], 0.5,

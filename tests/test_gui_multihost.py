@@ -31,7 +31,13 @@ from PySide6.QtWidgets import QApplication, QComboBox, QDialog, QMessageBox, QWi
 from pytestqt.qtbot import QtBot
 from runs import live_members, replica_losses
 from test_gui_e2e import click_next, curve_points, open_wizard_on
-from widgets import controller_of, dashboard_of, ready_window, stop_with_the_button
+from widgets import (
+    click_stop,
+    controller_of,
+    dashboard_of,
+    ready_window,
+    stop_with_the_button,
+)
 
 from dtgui.core.machines import MachineRegistry
 from dtgui.core.placement import place_on_machines
@@ -257,7 +263,7 @@ def test_close_keep_training_reopen_and_reattach_without_a_gap(
         steps = [int(x) for x in controller.metrics.snapshot().replica_loss[rid][0]]
         assert steps == list(range(1, len(steps) + 1)), f"replica {rid} has a gap"
     with qtbot.waitSignal(second.session.ended, timeout=60_000):
-        qtbot.mouseClick(dashboard_of(second).header.stop_button, LEFT)
+        click_stop(qtbot, dashboard_of(second).header.stop_button)
     assert controller.record is not None
     pgids = list(controller.record.pids().values())
     qtbot.waitUntil(lambda: not live_members(pgids), timeout=10_000)

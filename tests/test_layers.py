@@ -26,7 +26,7 @@ SHARED_WORKER_MODULES = {"dtgui.worker.step_batch", "dtgui.worker.call_size",
                          "dtgui.worker.strategies", "dtgui.worker.machine_probe",
                          "dtgui.worker.printed_metrics", "dtgui.worker.model_check_result",
                          "dtgui.worker.layout", "dtgui.worker.tf_config",
-                         "dtgui.worker.slurm_task"}
+                         "dtgui.worker.slurm_task", "dtgui.worker.stop_request"}
 # Where dtgui's files are (it imports nothing of dtgui).
 SHARED_MODULES = {"dtgui.resources"}
 

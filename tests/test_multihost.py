@@ -233,7 +233,9 @@ def test_stop_ends_every_task_on_every_machine(lab: Lab) -> None:
     controller = lab.launch(plan, assign(plan, machines=["local", "h2"]), stub=True)
     cluster = controller.bundle.plan.cluster["worker"]
     assert cluster[0].split(":")[0] != "127.0.0.1"  # this machine's address facing h2
-    wait_for(lambda: step_of(controller) >= 3, 60, "the run did not start stepping")
+    chief_events = controller.bundle.output / "events-worker-0.jsonl"
+    # the stub's workers do not wait for each other: the chief's own steps
+    wait_for(lambda: steps_in(chief_events) >= 3, 60, "the run did not start stepping")
     with pytest.raises(RunAdminError, match="still training"):  # refused: nothing removed
         delete_run(controller.bundle.path, remote=True)
     started = time.monotonic()
@@ -245,6 +247,13 @@ def test_stop_ends_every_task_on_every_machine(lab: Lab) -> None:
     nothing_left(controller)
     assert RunRecord.load(controller.bundle.path).state == "stopped"
     controller.detach()
+    # the chief saved at the step it reached and said so, with no periodic checkpoint
+    events = read_all(chief_events)
+    trained = [e.data["first"] + e.data["count"] - 1 for e in events if e.kind == "steps"]
+    said = [(e.data["stopped_at"], e.data["saved"]) for e in events if "stopped_at" in e.data]
+    assert trained and said == [(max(trained), True)], (trained[-3:], said)
+    assert [e.data["step"] for e in events if e.kind == "checkpoint"] == [max(trained)]
+    assert newest_checkpoint(controller.bundle.output / "checkpoints").step == max(trained)
     # Delete (the Runs page's, `dtgui runs delete --remote`): h2's copy over SSH, then here
     copy = record_of(controller).machine("h2")
     assert copy is not None and (lab.lab.home / copy.dir / "plan.json").is_file()

@@ -30,7 +30,7 @@ from slurm_cluster import SlurmCluster, served_cluster
 from test_gui_e2e import click_next, curve_points, open_wizard_on
 from test_gui_multihost import click_message_button, screenshot, windows
 from test_slurm_run import login_node, processes_in
-from widgets import controller_of, dashboard_of, ready_window, slurm_box, slurm_radio
+from widgets import click_stop, controller_of, dashboard_of, ready_window, slurm_box, slurm_radio
 
 from dtgui.core.machines import MachineRegistry
 from dtgui.core.plan import Plan
@@ -117,7 +117,7 @@ def test_wizard_to_a_slurm_job_pending_live_curves_and_stop(
     assert sorted(controller.metrics.snapshot().replica_loss) == [0, 1]
 
     with qtbot.waitSignal(window.session.ended, timeout=60_000) as ended:
-        qtbot.mouseClick(header.stop_button, LEFT)
+        click_stop(qtbot, header.stop_button)
     assert ended.args[0] == "stopped"
     tasks = controller.metrics.snapshot().tasks.values()
     assert {t.status for t in tasks} == {"stopped"}  # cancelled by dtgui: no task failed
@@ -175,7 +175,7 @@ def test_close_keep_training_reopen_and_reattach_from_the_job_id(
     qtbot.waitUntil(lambda: min(curve_points(second, r) for r in range(2)) >= closed_at + 30,
                     timeout=30_000)
     with qtbot.waitSignal(second.session.ended, timeout=60_000) as ended:
-        qtbot.mouseClick(dashboard_of(second).header.stop_button, LEFT)
+        click_stop(qtbot, dashboard_of(second).header.stop_button)
     assert ended.args[0] == "stopped"
     assert {t.status for t in controller.metrics.snapshot().tasks.values()} == {"stopped"}
     wait_for(lambda: job_id not in slurm.queue(), 15, f"job {job_id} is still queued")
@@ -231,7 +231,7 @@ def test_a_registered_cluster_from_the_wizard_over_ssh(
     assert f"{job} " in card and "RUNNING on 2 nodes in debug" in card, card
     screenshot(window, "slurm-machines")
     with qtbot.waitSignal(window.session.ended, timeout=60_000) as ended:
-        qtbot.mouseClick(dashboard_of(window).header.stop_button, LEFT)
+        click_stop(qtbot, dashboard_of(window).header.stop_button)
     assert ended.args[0] == "stopped"
     wait_for(lambda: job not in slurm.queue(), 15, f"job {job} is still queued")
     wait_for(lambda: not processes_in(Path(controller.executors[0].directory)), 10,

@@ -71,6 +71,20 @@ def started_at(bundle: Path, task: str) -> list[int]:
             if event.get("kind") == "started"]
 
 
+def stops_of(bundle: Path, task: str) -> list[tuple[int, bool]]:
+    """(step, saved) of each stop `task` reported (its training loop's `stopped_at` event),
+    after the last step it had trained."""
+    lines = (bundle / "output" / f"events-{task.replace(':', '-')}.jsonl").read_text()
+    found, trained = [], 0
+    for event in map(json.loads, lines.splitlines()):
+        if event.get("kind") == "steps":
+            trained = event["first"] + event["count"] - 1
+        elif "stopped_at" in event:
+            assert event["stopped_at"] == trained, (event, trained)
+            found.append((event["stopped_at"], event["saved"]))
+    return found
+
+
 def launch(plan: Plan, root: Path, python: str, **job: Any) -> RunController:
     settings = replace(SlurmJob(nodes=2, tasks_per_node=1, python=python), **job)
     return launch_plan(plan, root, targets=[cluster_target(None, settings)])
@@ -294,8 +308,10 @@ def test_dtgui_run_submits_an_exported_job(slurm: SlurmCluster, tmp_path: Path,
 
 def test_a_restart_resubmits_the_job(slurm: SlurmCluster, tmp_path: Path,
                                      stub_python: Callable[..., str]) -> None:
-    """The job reaches its time limit after a checkpoint: that is the reason given, with the
-    checkpoint; the restart submits the job again and its tasks resume from the checkpoint."""
+    """Slurm's warning ahead of the time limit (job.sbatch's --signal=B:USR1@120, sent here as
+    Slurm sends it) stops the tasks with a checkpoint at the step they reached, off the
+    checkpoint interval; the job reaches its time limit: that is the reason given, with that
+    checkpoint; the restart submits the job again and its tasks resume from it."""
     python = stub_python(step_seconds=0.1)
     settings = SlurmJob(nodes=2, tasks_per_node=1, python=python, time_limit="00:05:00")
     controller = launch_plan(mwms(100000, checkpoint_every=10), tmp_path,
@@ -305,6 +321,13 @@ def test_a_restart_resubmits_the_job(slurm: SlurmCluster, tmp_path: Path,
     assert isinstance(executor, SlurmExecutor)
     first = executor.job_id
     wait_for(lambda: executor.checkpoint is not None, 30, "no checkpoint")
+    assert "#SBATCH --signal=B:USR1@120" in (controller.bundle.path / "job.sbatch").read_text()
+    warned = slurm.run("scancel", "--batch", "--signal=USR1", first)
+    assert warned.returncode == 0, warned.stderr
+    wait_for(lambda: stops_of(controller.bundle.path, "worker:0"), 30, "no stop at the warning")
+    [(stopped, saved)] = stops_of(controller.bundle.path, "worker:0")
+    assert saved and stopped >= 10
+    assert not controller.finished  # the job runs on to its limit
     # the time limit, reached now (Slurm rounds the limit to the minute: 00:01:00)
     done = slurm.run("scontrol", "update", f"JobId={first}", "EndTime=now")
     assert done.returncode == 0, done.stderr
@@ -323,7 +346,7 @@ def test_a_restart_resubmits_the_job(slurm: SlurmCluster, tmp_path: Path,
     logs = sorted(p.name for p in (controller.bundle.output / "logs").glob("slurm-*.log"))
     assert logs == sorted([f"slurm-{first}.log", f"slurm-{second}.log"])
     (_, resumed) = started_at(controller.bundle.path, "worker:0")
-    assert resumed >= 10 and resumed % 10 == 0  # from the checkpoint, not step 0
+    assert resumed == stopped  # from the checkpoint saved at the warning
     assert started_at(controller.bundle.path, "worker:1") == [0, resumed]
     assert f"(step {resumed})" in said[0]  # the checkpoint named is the one resumed from
     nothing_left(slurm, controller)
@@ -386,6 +409,9 @@ def test_ctrl_c_in_dtgui_run_cancels_the_job(slurm: SlurmCluster, tmp_path: Path
     assert run.returncode == 130, rest
     assert "run stopped" in rest
     assert slurm.drained() == []
+    # scancel: each task saved at the step it reached (the chief's checkpoint)
+    [(stopped, saved)] = stops_of(out, "worker:0")
+    assert saved and int((out / "output/checkpoints/stub-step").read_text()) == stopped
     wait_for(lambda: not processes_in(out), 10, "a task process is left")
 
 

@@ -167,3 +167,45 @@ def test_last_error_line_is_the_exception_of_the_last_traceback() -> None:
     shortened = last_error_line(per_replica, limit=140)
     assert shortened.startswith("TypeError: Failed to convert elements of PerReplica:{ ... ")
     assert shortened.endswith("}) with an unsupported type (<class 'PerReplica'>) to a Tensor.")
+
+
+def test_a_training_child_is_asked_to_stop_and_reports_it_or_ends_on_a_second_stop(
+        tmp_path: Path) -> None:
+    """Once it trains (its `started` event), a stop is relayed to the training child (SIGUSR1,
+    which no TensorFlow code takes) and it has its grace to save and say so; a child that
+    does not end is killed at a second stop signal, well within that grace."""
+    pid_file = tmp_path / "child.pid"
+    prelude = ("import os, sys, time\n"
+               "from dtgui.worker.events import EventWriter\n"
+               "from dtgui.worker.stop_request import STOPPED_EXIT, StopRequest\n"
+               f"events = EventWriter({str(tmp_path / 'events.jsonl')!r}, 'worker:0')\n")
+    saving = prelude + textwrap.dedent(f"""
+        stop = StopRequest().install()
+        events.emit("started")
+        open({str(pid_file)!r}, "w").write(str(os.getpid()))
+        while not stop.requested:
+            time.sleep(0.02)
+        events.emit("log", level="warning", message="saved", stopped_at=7, saved=True)
+        sys.exit(STOPPED_EXIT)
+        """)
+    deaf = prelude + textwrap.dedent(f"""
+        events.emit("started")
+        open({str(pid_file)!r}, "w").write(str(os.getpid()))
+        time.sleep(600)
+        """)
+    for child, signals_sent in ((saving, 1), (deaf, 2)):
+        (tmp_path / "events.jsonl").unlink(missing_ok=True)
+        pid_file.unlink(missing_ok=True)
+        proc = subprocess.Popen([sys.executable, "-c", SUPERVISED, str(tmp_path / "events.jsonl"),
+                                 child, "training"], cwd=ROOT)
+        deadline = time.monotonic() + 60
+        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for _ in range(signals_sent):
+            proc.send_signal(signal.SIGTERM)  # the supervisor only: it relays the stop
+            time.sleep(0.5)
+        assert proc.wait(timeout=15) == 143  # the grace is 20 s
+        events = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
+        told = [e["message"] for e in events if e["kind"] == "log"]
+        assert told == (["saved"] if child is saving else ["stopped (SIGTERM)"])
+        assert not _alive(int(pid_file.read_text()))

@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from widgets import cell
+from widgets import cell, click_stop
 
 from dtgui.ui.curves import XY
 
@@ -15,7 +15,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import numpy as np
 import pytest
 from fakes import FakeRun, event
-from PySide6.QtCore import QPoint, Qt
+from PySide6.QtCore import QPoint, Qt, QTimer
 from PySide6.QtGui import QColor
 from pytestqt.qtbot import QtBot
 
@@ -597,3 +597,33 @@ def test_many_replicas_are_drawn_by_one_layer_fed_within_a_frame_budget(
         assert x.max() == 60 and y.min() == pytest.approx(loss(rid, 60), rel=1e-6)
     metrics.add_events(steps(61, 62, "worker:0", ids))
     qtbot.waitUntil(lambda: curve_xy(dash, 127)[0].max() == 62, timeout=10_000)
+
+
+def test_stop_asks_first_once_the_run_has_trained_a_minute(
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: LiveRun,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    from dtgui.ui import dashboard
+
+    metrics.add_events(two_workers(1, 30))
+    follow(dash, controller)
+    stop = dash.header.stop_button
+    qtbot.waitUntil(stop.isEnabled, timeout=3000)
+    monkeypatch.setattr(dashboard, "CONFIRM_STOP_SECONDS", -1.0)  # the minute has passed
+    told: list[str] = []
+
+    def answer(button: str) -> None:
+        box = QApplication.activeModalWidget()
+        assert isinstance(box, QMessageBox)
+        told.append(f"{box.text()} {box.informativeText()}")
+        (chosen,) = [b for b in box.buttons() if b.text() == button]
+        chosen.click()
+
+    QTimer.singleShot(0, lambda: answer("Keep training"))
+    qtbot.mouseClick(stop, LEFT)
+    assert controller.stop_calls == 0 and stop.isEnabled()
+    assert told[0].startswith("Stop the run at step 30? Every task saves a checkpoint at "
+                              "step 30 before it ends")
+    click_stop(qtbot, stop)  # answers Stop
+    assert controller.stop_calls == 1 and stop.text() == "Stopping…"

@@ -41,6 +41,7 @@ from worker_helpers import (
     step_losses,
     step_means,
     stop,
+    stop_server,
 )
 
 from dtgui.core.bottleneck import COMMUNICATION, COMPUTE, INPUT, StepSplit, verdict
@@ -178,7 +179,7 @@ def test_parameter_server_chief_two_workers_one_ps(tmp_path: Path,
             assert first["replicas"] == 0
     finally:
         for proc in servers.values():
-            stop(proc)
+            stop_server(proc)
     for task, proc in servers.items():
         assert proc.returncode == 143, (task, proc.returncode, log_text(bundle, task)[-2000:])
         assert kinds(read_events(bundle, task), "log")[-1]["message"].startswith("stopped")
@@ -359,3 +360,69 @@ def test_mirrored_is_deterministic_whatever_the_steps_per_call(tmp_path: Path) -
     timeline = kinds(results["auto"][1], "finished")[0]["timeline"]
     assert timeline[-1][0] == 40
     assert all(a[1] <= b[1] for a, b in itertools.pairwise(timeline))
+
+
+def test_a_stop_saves_at_the_step_reached_and_every_worker_agrees(tmp_path: Path) -> None:
+    """A stop asked of one MultiWorkerMirrored worker stops both after the same call, and
+    the chief saves the checkpoint of that step, with no periodic checkpoints; a Mirrored
+    run stopped by SIGINT (Ctrl-C) does the same alone; a ParameterServer run whose every
+    task is stopped at once (as Slurm's scancel does) saves from the coordinator while its
+    servers serve on, until they are asked again."""
+    ports = free_ports(5)
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports[:2]]}
+    ps_cluster = {"chief": [f"127.0.0.1:{ports[2]}"], "worker": [f"127.0.0.1:{ports[3]}"],
+                  "ps": [f"127.0.0.1:{ports[4]}"]}
+    long_run = {"steps": 100_000, "steps_per_call": 1, "checkpoint_every": 0}
+    bundles = {"mwms": make_bundle(tmp_path / "mwms", make_plan(
+                   strategy="multi_worker_mirrored", cluster=cluster, **long_run)),
+               "mirrored": make_bundle(tmp_path / "mirrored", make_plan(
+                   strategy="mirrored", replicas_per_task=2, **long_run)),
+               "ps": make_bundle(tmp_path / "ps", make_plan(
+                   strategy="parameter_server", cluster=ps_cluster, learning_rate=0.001,
+                   **long_run))}
+    procs = {("mwms", f"worker:{i}"): start_task(bundles["mwms"], f"worker:{i}", cluster)
+             for i in range(2)}
+    procs["mirrored", "worker:0"] = start_task(bundles["mirrored"], "worker:0")
+    for task in ("ps:0", "worker:0", "chief:0"):
+        procs["ps", task] = start_task(bundles["ps"], task, ps_cluster)
+    chiefs = {"mwms": "worker:0", "mirrored": "worker:0", "ps": "chief:0"}
+
+    def trained(name: str) -> int:
+        rows = kinds(read_events(bundles[name], chiefs[name]), "steps")
+        return max((r["first"] + r["count"] - 1 for r in rows), default=0)
+
+    try:
+        wait_for(lambda: all(trained(name) >= 3 for name in bundles), 240,
+                 "the runs never trained 3 steps")
+        os.killpg(procs["mwms", "worker:1"].pid, signal.SIGTERM)  # worker:1 only
+        os.killpg(procs["mirrored", "worker:0"].pid, signal.SIGINT)
+        for task in ("ps:0", "worker:0", "chief:0"):
+            os.killpg(procs["ps", task].pid, signal.SIGTERM)
+        codes = {key: proc.wait(timeout=60) for key, proc in procs.items()
+                 if key[1] in ("worker:1", "chief:0") or key[0] != "ps"}
+        servers = [procs["ps", "ps:0"], procs["ps", "worker:0"]]
+        assert [p.poll() for p in servers] == [None, None]  # serving until asked again
+        for proc in servers:
+            os.killpg(proc.pid, signal.SIGTERM)
+        codes.update({("ps", t): procs["ps", t].wait(timeout=30) for t in ("ps:0", "worker:0")})
+    finally:
+        for proc in procs.values():
+            stop(proc)
+    assert set(codes.values()) == {143, 130} and codes["mirrored", "worker:0"] == 130, codes
+    for (name, task) in procs:
+        bundle = bundles[name]
+        events = read_events(bundle, task)
+        if name == "ps" and task != "chief:0":
+            assert kinds(events, "log")[-1]["message"] == "stopped (SIGTERM)"
+            continue
+        (stopped,) = [e for e in kinds(events, "log") if "stopped_at" in e]
+        reached = stopped["stopped_at"]
+        assert stopped["saved"] and reached == trained(name) >= 3, log_text(bundle, task)
+        assert stopped["message"].startswith(f"stopped at step {reached} (")
+        assert stopped["message"].endswith(f"): the checkpoint of step {reached} is saved")
+        if task == chiefs[name]:
+            assert [e["step"] for e in kinds(events, "checkpoint")] == [reached]
+            assert f'"ckpt-{reached}"' in (bundle / "output/checkpoints/checkpoint").read_text()
+    assert {e["stopped_at"] for i in range(2) for e in kinds(
+        read_events(bundles["mwms"], f"worker:{i}"), "log") if "stopped_at" in e} \
+        == {trained("mwms")}  # the same step on both workers

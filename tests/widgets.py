@@ -8,8 +8,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QRadioButton, QTableWidget, QTableWidgetItem
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import (
+    QAbstractButton,
+    QApplication,
+    QMessageBox,
+    QRadioButton,
+    QTableWidget,
+    QTableWidgetItem,
+)
 from runs import live_members
 
 from dtgui.launch.controller import RunController
@@ -67,12 +74,26 @@ def ready_window(qtbot: QtBot, windows: list[MainWindow] | None = None) -> MainW
     return window
 
 
+def click_stop(qtbot: QtBot, button: QAbstractButton) -> None:
+    """Click a run's Stop button; a run that has gone on for a minute asks first (under load
+    a test's run may): answer Stop."""
+    def answer() -> None:
+        box = QApplication.activeModalWidget()
+        if isinstance(box, QMessageBox):
+            for choice in box.buttons():
+                if choice.text() == "Stop":
+                    choice.click()
+
+    QTimer.singleShot(0, answer)
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+
+
 def stop_with_the_button(qtbot: QtBot, window: MainWindow) -> None:
     """Stop the window's run with the dashboard's Stop button: it ends "stopped" and leaves no
     process of its tasks behind; then the window is closed."""
     controller = controller_of(window)
     with qtbot.waitSignal(window.session.ended, timeout=60_000) as ended:
-        qtbot.mouseClick(dashboard_of(window).header.stop_button, Qt.MouseButton.LeftButton)
+        click_stop(qtbot, dashboard_of(window).header.stop_button)
     assert ended.args[0] == "stopped"
     assert controller.record is not None
     pgids = list(controller.record.pids().values())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -134,6 +135,16 @@ def stop(proc: subprocess.Popen[bytes], grace: float = 10) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def stop_server(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a ParameterServer worker or ps task: it serves on after a first stop (the
+    coordinator may be saving), and ends when asked again."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=0.5)
+    stop(proc)
 
 
 def read_events(bundle: Path, task: str, out: str = "output") -> list[dict[str, Any]]:

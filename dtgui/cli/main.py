@@ -306,8 +306,14 @@ def follow(controller: RunController) -> int:
 
     for line in started_lines(controller.record, controller.executors):
         print(line, flush=True)
-    signal.signal(signal.SIGINT, lambda *_: controller.request_stop())
-    signal.signal(signal.SIGTERM, lambda *_: controller.request_stop())
+    def stop(*_: object) -> None:
+        if controller.state is RunState.RUNNING:
+            print(f"stopping: every task saves a checkpoint at the step it reached (at most "
+                  f"{controller.policy.save_grace:g} s)", flush=True)
+        controller.request_stop()
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
     plan = controller.bundle.plan
     if plan.script is not None:  # its own steps: the plan's options are only hints to it
         print(f"running {plan.run_name}: {len(plan.tasks)} task(s), your "

@@ -29,6 +29,7 @@ from dtgui.core.script_bundle import (
 from dtgui.resources import DEMO_DATA, WORKER_SOURCE
 from dtgui.worker import layout
 from dtgui.worker.step_timing import BUDGET_VARIABLE, SPLIT_VARIABLE
+from dtgui.worker.stop_request import TASK_STOP_SECONDS
 
 WORKER_PACKAGE = "dtgui_worker"
 MAX_MODEL_PROJECT_BYTES = 1 << 30  # a model file's folder bigger than this is refused
@@ -137,6 +138,7 @@ def run_script_text(plan: Plan) -> str:
              "log": layout.log_file("$t"), "pid": layout.pid_file("$t"),
              "events": layout.events_file("<task>"), "all_events": layout.events_file("*"),
              "logs": layout.LOGS_DIR}
+    paths["grace"] = str(TASK_STOP_SECONDS)
     if plan.is_multi_machine:  # `bash run.sh MACHINE` runs that machine's tasks
         return _RUN_SH.format(run_name=plan.run_name, tasks="", primaries="", **paths).replace(
             "TASKS=()\nPRIMARIES=()\n", _machine_selection(plan))
@@ -177,23 +179,34 @@ mkdir -p {task_dirs}
 TASKS=({tasks})
 PRIMARIES=({primaries})
 declare -A PID
-stop_all() {{
-  sleep 1 &
+# Asked to stop, a training task saves a checkpoint at the step it reached (up to {grace} s),
+# a server serves on until asked again (the coordinator's checkpoint reads its variables).
+wait_groups() {{
+  sleep "$1" &
   local grace=$!
-  for t in "${{TASKS[@]}}"; do
-    [ -n "${{PID[$t]:-}}" ] && kill -TERM -- "-${{PID[$t]}}" 2>/dev/null
-  done
-  # up to 1 s for every task's processes to end, no longer than they take, then KILL the rest
-  for t in "${{TASKS[@]}}"; do
+  shift
+  for t in "$@"; do
     while [ -n "${{PID[$t]:-}}" ] && kill -0 -- "-${{PID[$t]}}" 2>/dev/null \\
         && kill -0 "$grace" 2>/dev/null; do
       sleep 0.05
     done
   done
   kill "$grace" 2>/dev/null
-  for t in "${{TASKS[@]}}"; do
-    [ -n "${{PID[$t]:-}}" ] && kill -KILL -- "-${{PID[$t]}}" 2>/dev/null
+}}
+signal_groups() {{
+  local sig=$1
+  shift
+  for t in "$@"; do
+    [ -n "${{PID[$t]:-}}" ] && kill "-$sig" -- "-${{PID[$t]}}" 2>/dev/null
   done
+}}
+stop_all() {{
+  signal_groups TERM "${{TASKS[@]}}"
+  wait_groups {grace} "${{PRIMARIES[@]}}"
+  sleep 0.2  # two signals close together may reach a task as one
+  signal_groups TERM "${{TASKS[@]}}"
+  wait_groups 5 "${{TASKS[@]}}"
+  signal_groups KILL "${{TASKS[@]}}"
   wait 2>/dev/null
 }}
 trap 'echo "stopping"; stop_all; exit 130' INT TERM

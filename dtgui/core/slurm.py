@@ -33,6 +33,9 @@ from dtgui.worker.slurm_task import node_of_rank
 from dtgui.worker.tf_config import split_task_id, task_tf_config, tf_cluster
 
 JOB_FILE = "job.sbatch"  # the batch script in the bundle
+# Slurm warns the job this long before its time limit: its tasks save a checkpoint and stop
+# (a stop's bound, dtgui.worker.stop_request.TASK_STOP_SECONDS, and Slurm's up to 60 s early)
+TIME_LIMIT_WARNING_SECONDS = 120
 JOB_SETTINGS = "slurm.json"  # the job's settings in the bundle (what dtgui submits)
 LOCAL_CLUSTER = "local"  # this machine is the cluster's login node
 JOB_KIND = "slurm"  # its target's kind: the driver's (dtgui.launch.drivers.slurm)
@@ -266,6 +269,7 @@ def batch_script(plan: Plan, job: SlurmJob) -> str:
     # requeue: the same job id runs again, its log keeps every attempt; otherwise a node
     # failure ends the job (Slurm's default may requeue it) and dtgui's restart resubmits
     directives += ["--requeue", "--open-mode=append"] if job.requeue else ["--no-requeue"]
+    directives.append(f"--signal=B:USR1@{TIME_LIMIT_WARNING_SECONDS}")
     ranks = ",".join(rank_order(plan.tasks))
     lines = ["#!/bin/bash",
              f"# Run {plan.run_name} ({plan.strategy.title}) as one Slurm job: "
@@ -287,7 +291,17 @@ def batch_script(plan: Plan, job: SlurmJob) -> str:
              f"export DTGUI_SLURM_TASKS={shlex.quote(ranks)}",
              "# One task a rank; a task that fails ends the others",
              "srun --kill-on-bad-exit=1 --distribution=block --ntasks="
-             f"{job.tasks} \"$PYTHON\" -m dtgui_worker.slurm_task",
+             f"{job.tasks} \"$PYTHON\" -m dtgui_worker.slurm_task &",
+             "STEP=$!",
+             "# Slurm's warning ahead of the time limit (--signal): the tasks save a checkpoint",
+             "# at the step they reached and end; the job then ends at its limit (TIMEOUT)",
+             "WARNED=",
+             "trap 'WARNED=1; echo \"[dtgui] the time limit is near: the tasks save a "
+             "checkpoint and stop\"; kill -USR1 \"$STEP\"' USR1",
+             'wait "$STEP"; CODE=$?',
+             'while [ -n "$WARNED" ] && kill -0 "$STEP" 2>/dev/null; do wait "$STEP"; CODE=$?; done',
+             '[ -n "$WARNED" ] && exec sleep infinity',
+             'exit "$CODE"',
              ""]
     return "\n".join(lines)
 

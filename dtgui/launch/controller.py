@@ -12,8 +12,10 @@ policy:
   every task is restarted from the last checkpoint;
 * when every primary task (the training workers, or the ParameterServer coordinator) has
   finished, the servers are stopped and the run is finished;
-* `request_stop()` stops every task on every machine; `detach()` only stops watching (the
-  tasks keep running; `dtgui.launch.pipeline.reattach` follows them again).
+* `request_stop()` stops every task on every machine: each saves a checkpoint at the step it
+  reached and ends (SIGKILL after `save_grace`); a ParameterServer's servers serve until
+  the coordinator has saved. `detach()` only stops watching (the tasks keep running;
+  `dtgui.launch.pipeline.reattach` follows them again).
 
 Nothing here blocks the caller: `request_stop()` and `detach()` only set flags.
 """
@@ -387,41 +389,55 @@ class RunController(BundledRun):
                                      for t, f in found.items())
 
     # -- stopping --------------------------------------------------------------------------
-    def _signal_all(self, *sigs: int) -> None:
-        """Signal every machine's tasks at once (unreachable machines: see _reap_later)."""
-        futures = [self._pool.submit(ex.signal, *sigs) for ex in self.executors
-                   if ex.name not in self._unreachable]
+    def _signal_all(self, *sigs: int, tasks: set[str] | None = None) -> None:
+        """Signal every machine's tasks (of `tasks`) at once (unreachable machines: see
+        _reap_later)."""
+        futures = [self._pool.submit(ex.signal, *sigs, tasks=[t for t in ex.task_ids
+                                                               if tasks is None or t in tasks])
+                   for ex in self.executors if ex.name not in self._unreachable
+                   and (tasks is None or any(t in tasks for t in ex.task_ids))]
         wait_futures(futures, timeout=15)
         for fut in futures:
             if fut.done() and fut.exception() is not None:
                 log.warning("signal %s failed: %s", sigs, fut.exception())
 
-    def _all_ended(self) -> bool:
-        """Every task has ended, or cannot be asked (never started; machine unreachable)."""
+    def _all_ended(self, tasks: set[str] | None = None) -> bool:
+        """Every task (of `tasks`) has ended, or cannot be asked (never started; machine
+        unreachable)."""
         return all(tid in self._ended or tid not in ex.pids or ex.name in self._unreachable
-                   for tid, ex in self._exec_of.items())
+                   for tid, ex in self._exec_of.items() if tasks is None or tid in tasks)
 
-    def _wait_ended(self, seconds: float) -> bool:
+    def _wait_ended(self, seconds: float, tasks: set[str] | None = None) -> bool:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             self._poll_round(wait=0.5)
-            if self._all_ended():
+            if self._all_ended(tasks):
                 return True
             time.sleep(0.05)
-        return self._all_ended()
+        return self._all_ended(tasks)
 
-    def _end_tasks(self) -> None:
-        """TERM (and CONT) every task, KILL what is left after the grace, then make sure."""
+    def _end_tasks(self, grace: float | None = None) -> None:
+        """TERM (and CONT) every task, KILL what is left after the grace, then make sure.
+
+        Asked to stop, a training task saves a checkpoint at the step it reached; a server
+        (ParameterServer's workers and ps) serves on until asked again, as the coordinator's
+        checkpoint reads its variables: it is asked again once the training tasks ended."""
+        grace = self.policy.stop_grace if grace is None else grace
         # SIGCONT too: a stopped (SIGSTOP) task acts on SIGTERM only once it runs again
         self._signal_all(signal.SIGTERM, signal.SIGCONT)
-        if not self._wait_ended(self.policy.stop_grace):
+        servers = set(self._exec_of) - self._primaries if self._primaries else set()
+        ended = self._wait_ended(grace, set(self._exec_of) - servers)
+        if servers and ended:
+            self._signal_all(signal.SIGTERM, tasks=servers)
+            ended = self._wait_ended(self.policy.stop_grace)
+        if not ended:
             self._signal_all(signal.SIGKILL)
             self._wait_ended(5.0)
         for ex in self.executors:
             ex.reap()
 
     def _stop_all(self, final_state: RunState, message: str) -> None:
-        self._end_tasks()
+        self._end_tasks(self.policy.save_grace if final_state is RunState.STOPPED else None)
         self._fetch_model()
         for tid in self._exec_of:
             code = self._ended.get(tid)

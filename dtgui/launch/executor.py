@@ -35,7 +35,7 @@ class TaskPoll:
     task: str
     alive: bool = True
     stopped: bool = False  # a process of the task is stopped (SIGSTOP): it is hung
-    queued: bool = False  # not started yet: waiting in a batch queue (not hung)
+    queued: bool = False  # not started yet, or ended before its batch job: waiting (not hung)
     exit_code: int | None = None  # once it ended, when known
     events: list[Event] = field(default_factory=list)
     log_lines: list[str] = field(default_factory=list)

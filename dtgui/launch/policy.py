@@ -10,13 +10,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dtgui.worker.stop_request import TASK_STOP_SECONDS
+
 
 @dataclass(frozen=True)
 class RunPolicy:
     max_restarts: int = 0  # after a failure, restart every task from the last checkpoint
     stale_seconds: float = 30.0  # no event at all for this long: the task is hung
     unreachable_seconds: float = 6.0  # a machine that does not answer for this long fails
-    stop_grace: float = 5.0  # SIGTERM, then SIGKILL after this long
+    stop_grace: float = 5.0  # a failed run's other tasks: SIGTERM, then SIGKILL after this long
+    # a stopped run: its tasks save a checkpoint at the step reached, then SIGKILL after this
+    # long (dtgui.worker.stop_request)
+    save_grace: float = TASK_STOP_SECONDS
     reap_seconds: float = 300.0  # keep trying to kill the tasks of an unreachable machine
 
 

@@ -138,7 +138,9 @@ class SlurmExecutor(Executor):
             elif hold and not (code is not None and 0 < code <= 128):
                 pass  # ended by srun because of another task (shown next poll)
             elif code is not None and code > 128 and status.active:
-                pass  # stopped by a signal (time limit, scancel): the job's end says why
+                # stopped by a signal (time limit, its warning, scancel): the job's end says
+                # why; till then it waits for the job as a queued task does (not hung)
+                poll.queued = True
             elif code is not None:
                 poll.alive, poll.exit_code = False, code
             elif status.ended or not status.state:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import QFrame, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QMessageBox, QSplitter, QVBoxLayout, QWidget
 
 from dtgui.core.bottleneck import plan_facts
 from dtgui.core.live_run import LiveRun, Snapshot
@@ -38,6 +38,7 @@ from dtgui.ui.training_plots import (
     TrainingLossPanel,
     ValidationPanel,
 )
+from dtgui.worker.stop_request import STOP_GRACE_SECONDS, TASK_STOP_SECONDS
 
 if TYPE_CHECKING:
     from dtgui.ui.run_session import RunSession
@@ -47,6 +48,7 @@ REFRESH_MS = 50  # 20 Hz
 # often instead: each still takes at most a frame's feed budget, so the window stays
 # responsive, and the whole dashboard is drawn sooner.
 BACKLOG_MS = 10
+CONFIRM_STOP_SECONDS = 60.0  # Stop asks first once the run has gone on this long
 TEXT_SECONDS = 0.25  # numbers are for reading: at most 4 updates a second (plots: 20)
 
 
@@ -406,6 +408,9 @@ class Dashboard(QWidget):
         c = self.controller
         if c is None or c.finished or self._stop_requested:
             return
+        if self._elapsed > CONFIRM_STOP_SECONDS and \
+                not confirm_stop(self, c.metrics.snapshot(), self._script_run):
+            return
         self._stop_requested = True
         c.request_stop()
         self._update_stop_button(c.state, False)
@@ -433,3 +438,21 @@ class Dashboard(QWidget):
         else:
             button.setText("Stop")
             button.setEnabled(state == RunState.RUNNING)
+
+
+def confirm_stop(parent: QWidget, snap: Snapshot, script: bool = False) -> bool:
+    """Ask before stopping a run that has trained a while; says what is kept."""
+    step = f" at step {snap.step}" if snap.step and not script else ""
+    box = QMessageBox(QMessageBox.Icon.Question, "Stop the run?", f"Stop the run{step}?",
+                      parent=parent)
+    box.setInformativeText(
+        f"Your script is sent SIGTERM and has {STOP_GRACE_SECONDS:g} s to save a checkpoint "
+        "of its own (docs/own-scripts.md)." if script else
+        f"Every task saves a checkpoint{step} before it ends (within {TASK_STOP_SECONDS} s): "
+        "training can continue from there.")
+    stop = box.addButton("Stop", QMessageBox.ButtonRole.DestructiveRole)
+    keep = box.addButton("Keep training", QMessageBox.ButtonRole.RejectRole)
+    box.setDefaultButton(keep)
+    box.setEscapeButton(keep)
+    box.exec()
+    return box.clickedButton() is stop

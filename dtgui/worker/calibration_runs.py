@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from .distribute import BuiltStrategy
@@ -48,7 +49,7 @@ class CalibrationRuns:
 
         def steps(cached: Any, n: Any) -> Any:
             # every task calls it at once (its collectives, as training's, take them all)
-            return training_call(cached, n, wishes(1.0, False))[1]
+            return training_call(cached, n, wishes(1.0, False), tf.constant(0.0, tf.float32))[1]
 
         def flat_weights() -> Any:
             # gradient-shaped: the weights read in the replica's context, in one vector as
@@ -111,6 +112,9 @@ class RoundTripRuns:
     def __init__(self, info: BuiltStrategy, model: keras.Model) -> None:
         self._coordinator = info.coordinator
         self._traced = False
+        self.calls: list[Any] = []  # the runs scheduled and not fetched yet
+        self._n = 1
+        self._setup = 0.0
         weights = [(w, _variable_device(w)) for w in model.trainable_variables]
 
         @tf.function
@@ -139,6 +143,25 @@ class RoundTripRuns:
         gives each closure to the next free worker); their results are fetched later."""
         return [self._coordinator.schedule(self._round_trips, args=(tf.constant(n),))
                 for _ in range(count)]
+
+    def start(self, n: int, count: int) -> None:
+        """Make the run (once) and schedule `count` runs of n round trips behind the calls
+        in flight; `collect` fetches them."""
+        self._setup = self.trace()
+        self.calls = self.schedule(n, count)
+        self._n = n
+
+    def collect(self) -> tuple[dict[int, float], dict[int, float], float]:
+        """Fetch the scheduled runs: per worker, the seconds of a round trip and of its runs
+        in all, and the seconds making the run took."""
+        calls, self.calls = self.calls, []
+        by_worker: dict[int, list[float]] = {}
+        for worker, seconds in (np.asarray(f, dtype=np.float64)
+                                for f in self._coordinator.fetch(calls)):
+            by_worker.setdefault(int(worker), []).append(float(seconds))
+        setup, self._setup = self._setup, 0.0
+        return ({w: statistics.median(t) / self._n for w, t in by_worker.items()},
+                {w: sum(t) for w, t in by_worker.items()}, setup)
 
     def trace(self) -> float:
         """Make the run (trace it) once, before the first use: seconds it took."""

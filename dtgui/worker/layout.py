@@ -68,9 +68,10 @@ def task_script(stem: str) -> str:
 # exit code to the exit file. The traps only let the wrapper outlive a signal sent to the
 # whole group long enough to record the code (the script gets default signal actions). MODE
 # "signalled": a task stopped by a signal records 128 + N whatever its script returned (a
-# batch scheduler's time limit or cancel; the job's state says why).
+# batch scheduler's time limit, its warning before it (USR1) or cancel; the job's state says
+# why).
 WRAPPER = (
-    "s=; trap 's=129' HUP; trap 's=130' INT; trap 's=143' TERM; "
+    "s=; trap 's=129' HUP; trap 's=130' INT; trap 's=143' TERM; trap 's=138' USR1; "
     f'echo "$$" > "{pid_file("$1")}"; sh "{task_script("$1")}"; c=$?; '
     '[ "${2:-}" = signalled ] && [ -n "$s" ] && c=$s; '
     f'echo "$c" > "{exit_file("$1")}"; exit "$c"'

@@ -11,6 +11,7 @@ import keras
 import tensorflow as tf
 
 from .distribute import BuiltStrategy
+from .events import EventWriter
 from .model_file import ModelSource, UserError
 
 SHUFFLE_BUFFER = 4096
@@ -87,13 +88,16 @@ def distributed_dataset(source: ModelSource, info: BuiltStrategy, seed: int, glo
 class Trainer:
     """The compiled training call and the replica's forward+backward pass.
 
-    ``run(iterator, k, wishes)`` trains ``k`` steps on the device in one call (k a scalar
-    int32 tensor, so another k reuses the same trace) and returns ``(per_task, totals,
-    agreed, lr)``: ``per_task`` is (k, local replicas, 2) - each local replica's mean loss and
-    correct count per step -, ``totals`` is (k, 2), their sums over every replica in sync, and
-    ``agreed`` what every task agrees on, the mean of the tasks' ``wishes`` (`wishes`): the
-    size of the next call, and the share of the tasks wishing to calibrate the split after
-    it. Nothing in a call copies to the host; the caller fetches them once per call. Under parameter_server ``run(iterator, k)`` is the closure the
+    ``run(iterator, k, wishes, stop)`` trains ``k`` steps on the device in one call (k a
+    scalar int32 tensor, so another k reuses the same trace) and returns ``(per_task, totals,
+    agreed, lr, stops)``: ``per_task`` is (k, local replicas, 2) - each local replica's mean
+    loss and correct count per step -, ``totals`` is (k, 2), their sums over every replica in
+    sync, ``agreed`` what every task agrees on, the mean of the tasks' ``wishes`` (`wishes`):
+    the size of the next call, and the share of the tasks wishing to calibrate the split after
+    it; ``lr`` the learning rate applied, and ``stops`` the sum of the tasks' float32 ``stop``
+    flags (above 0: every task saves and ends after this call, at the same step). Nothing in a
+    call copies to the host; the caller fetches them once per call.
+    Under parameter_server ``run(iterator, k)`` is the closure the
     coordinator schedules on a worker: it returns (k, 2) for that worker's single replica,
     and (worker index, the call's seconds, its input wait) as timed on the worker.
     """
@@ -224,30 +228,31 @@ def make_trainer(info: BuiltStrategy, model: keras.Model, optimizer: Any, loss_o
     first_id = info.replica_ids[0] if info.replica_ids else 0
     across_workers = info.name.collective_across_workers
 
-    def sums_and_size(per_task: Any, proposal: Any) -> tuple[Any, Any]:
+    def sums_and_size(per_task: Any, wishes: Any, stop: Any) -> tuple[Any, Any, Any]:
         if not across_workers:
-            return tf.reduce_sum(per_task, axis=1), proposal
+            return tf.reduce_sum(per_task, axis=1), wishes, stop
         # One collective per call (not per step): every local replica contributes its own
         # column, and the sum runs over every worker's replicas. The wishes ride along: every
         # worker must train the same number of steps per call and calibrate at the same call
-        # (or their collectives would not match), so they all take the mean wishes.
-        extra = tf.reshape(proposal, [1, 1, 2])
+        # (or their collectives would not match), so they all take the mean wishes. So does a
+        # stop asked of any worker: all of them see it after the same call, and save there.
+        extra = tf.reshape(tf.concat([wishes, tf.stack([stop, 0.0])], 0), [2, 1, 2])
         table = tf.concat([per_task, tf.repeat(extra, local, axis=1)], axis=0)
         columns = strategy.experimental_distribute_values_from_function(
             lambda ctx: table[:, ctx.replica_id_in_sync_group - first_id, :])
         summed = strategy.reduce(tf.distribute.ReduceOp.SUM, columns, axis=None)
         in_sync = tf.cast(strategy.num_replicas_in_sync, tf.float32)
-        return summed[:-1], summed[-1] / in_sync
+        return summed[:-2], summed[-2] / in_sync, summed[-1, 0]
 
     @tf.function
-    def run_steps(iterator: Any, k: Any, proposal: Any) -> Any:
+    def run_steps(iterator: Any, k: Any, wishes: Any, stop: Any) -> Any:
         rows = tf.TensorArray(tf.float32, size=k, element_shape=[local, 2])
         for i in tf.range(k):
             values = strategy.run(replica_step, args=(next_batches(iterator),))
             rows = rows.write(i, tf.stack(strategy.experimental_local_results(values)))
         per_task = rows.stack()
-        totals, agreed = sums_and_size(per_task, proposal)
-        return per_task, totals, agreed, applied_learning_rate(optimizer)
+        totals, agreed, stops = sums_and_size(per_task, wishes, stop)
+        return per_task, totals, agreed, applied_learning_rate(optimizer), stops
 
     return Trainer(run_steps, compute_fn, replica_step)
 
@@ -291,3 +296,16 @@ def xla_functions(trainer: Trainer, iterator: Any, *args: Any) -> list[str]:
         if fdef.attr["_XlaMustCompile"].b or any(node.attr["_XlaMustCompile"].b for node in fdef.node_def):
             found.append(fdef.signature.name)
     return found
+
+
+def report_xla(events: EventWriter, trainer: Trainer, iterator: Any, *args: Any) -> None:
+    """Log whether the replica step runs through XLA (after the first call)."""
+    try:
+        names = xla_functions(trainer, iterator, *args)
+    except Exception as exc:  # noqa: BLE001 - the check is evidence only; training goes on
+        events.log(f"XLA: could not inspect the step function: {exc}", level="warning")
+        return
+    if names:
+        events.log(f"XLA: the replica step is compiled by XLA ({names[0]})")
+    else:
+        events.log("XLA: no XLA-compiled function found in the step", level="warning")

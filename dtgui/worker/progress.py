@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import collections
 import os
-import statistics
 import time
 from typing import Any
 
@@ -25,10 +24,11 @@ from .checkpoints import Checkpoints
 from .distribute import BuiltStrategy
 from .events import EventWriter
 from .export import ModelSaver
-from .loop import Trainer, wishes, xla_functions
+from .loop import Trainer, report_xla, wishes
 from .optim import learning_rate_at
 from .plan import Plan
 from .step_timing import StepTiming, WorkerStepTimings, calibration_run_steps
+from .stop_request import StopRequest, stop_reason, stopped_message
 from .summaries import Scalars
 from .validation import Validator
 
@@ -46,7 +46,8 @@ class Progress:
                  task: str, *, optimizer: Any = None, validator: Validator | None = None,
                  saver: ModelSaver | None = None, classification: bool = True,
                  calibration_runs: CalibrationRuns | None = None,
-                 round_trip_runs: RoundTripRuns | None = None) -> None:
+                 round_trip_runs: RoundTripRuns | None = None,
+                 stop: StopRequest | None = None) -> None:
         self.info = info
         self.events = events
         self.ckpts = ckpts
@@ -87,9 +88,8 @@ class Progress:
         # parameter_server: the workers' steps, timed by the calls and a round-trip run
         self.round_trip_runs = round_trip_runs
         self.worker_timing = WorkerStepTimings(active=round_trip_runs is not None)
-        self._round_trip_calls: list[Any] = []
-        self._round_trip_n = 1
-        self._ps_setup = 0.0
+        self.stop = stop or StopRequest()
+        self.stopped_at: int | None = None  # the step the run stopped at (a stop was asked)
 
     # -- synchronous strategies ------------------------------------------------------------
     def run(self, trainer: Trainer, dataset: Any) -> None:
@@ -98,9 +98,10 @@ class Progress:
         while done < self.total:
             k = self.sizer.next(done, self.total, self.ckpt_every, self.val_every)
             began = time.perf_counter()
-            per_task, totals, agreed, lr = trainer.run(
+            per_task, totals, agreed, lr, stops = trainer.run(
                 iterator, tf.constant(k, tf.int32),
-                wishes(self.sizer.proposal, self.timing.wish(k)))
+                wishes(self.sizer.proposal, self.timing.wish(k)),
+                tf.constant(self.stop.flag(), tf.float32))
             per_task, totals = per_task.numpy(), totals.numpy()
             seconds = time.perf_counter() - began
             self.timing.call(k, seconds)
@@ -108,13 +109,16 @@ class Progress:
             self.sizer.agree(size)
             self.sizer.observe(seconds / k)
             if done == self.start and self.xla:
-                self.report_xla(trainer, iterator, tf.constant(1, tf.int32),
-                                wishes(1.0, False))
+                report_xla(self.events, trainer, iterator, tf.constant(1, tf.int32),
+                           wishes(1.0, False), tf.constant(0.0, tf.float32))
             began = time.perf_counter()
             self.after_steps(done + 1, per_task[:, :, 0], totals[:, 0] / self.replicas_in_sync,
                              totals[:, 1], float(lr))
             done += k
             self.timing.reported(time.perf_counter() - began, done)
+            if float(stops) > 0 and done < self.total:  # every worker saw it after this call
+                self.stopped(done)
+                return
             if self.timing.calibrate_now(k, wished > 1 - 1e-6):  # every task wished it
                 self.calibrate(k)
             self.emit_split(k=k)
@@ -134,15 +138,16 @@ class Progress:
         max_in_flight = 4 * self.ps_workers
         done = self.start
         fetched_at = time.perf_counter()
-        while done < self.total:
+        while done < self.total and not self.stop.requested:
             k = self.sizer.next(done, self.total, self.ckpt_every, self.val_every)
             remote = coordinator.schedule(trainer.run, args=(iterator, tf.constant(k, tf.int32)))
             in_flight.append((done + 1, k, remote))
             self.worker_timing.scheduled()
-            if not self._round_trip_calls and self.worker_timing.calibrate_now(k):
+            if not (self.round_trip_runs and self.round_trip_runs.calls) \
+                    and self.worker_timing.calibrate_now(k):
                 self.schedule_round_trips(k)
             if done == self.start and self.xla:
-                self.report_xla(trainer, iterator, tf.constant(1, tf.int32))
+                report_xla(self.events, trainer, iterator, tf.constant(1, tf.int32))
             done += k
             saving = self.ckpt_every > 0 and done % self.ckpt_every == 0
             validating = self.val_every > 0 and done % self.val_every == 0
@@ -158,6 +163,9 @@ class Progress:
                 self.save(done)
         self._fetch_ps(in_flight, len(in_flight), fetched_at)
         coordinator.join()
+        if done < self.total:
+            self.stopped(done)
+            return
         self.finish()
 
     def _fetch_ps(self, in_flight: collections.deque[tuple[int, int, Any]], count: int,
@@ -188,32 +196,19 @@ class Progress:
             return
         n = calibration_run_steps(k)
         try:
-            setup = self.round_trip_runs.trace()
-            self._round_trip_calls = self.round_trip_runs.schedule(n, 2 * self.ps_workers)
+            self.round_trip_runs.start(n, 2 * self.ps_workers)
         except Exception as exc:  # noqa: BLE001 - a measure only; training goes on
             self._no_split(exc)
             return
-        self._round_trip_n = self.worker_timing.schedule_n = n
-        self._ps_setup = setup
+        self.worker_timing.schedule_n = n
 
     def collect_round_trips(self) -> None:
-        if not self._round_trip_calls:
+        if self.round_trip_runs is None or not self.round_trip_runs.calls:
             return
         try:
-            found = self.info.coordinator.fetch(self._round_trip_calls)
+            self.worker_timing.calibrated(*self.round_trip_runs.collect())
         except Exception as exc:  # noqa: BLE001 - a measure only; training goes on
-            self._round_trip_calls = []
             self._no_split(exc)
-            return
-        self._round_trip_calls = []
-        by_worker: dict[int, list[float]] = {}
-        for worker, seconds in (np.asarray(f, dtype=np.float64) for f in found):
-            by_worker.setdefault(int(worker), []).append(float(seconds))
-        n = self._round_trip_n
-        self.worker_timing.calibrated(
-            {w: statistics.median(t) / n for w, t in by_worker.items()},
-            {w: sum(t) for w, t in by_worker.items()}, self._ps_setup)
-        self._ps_setup = 0.0
 
     def emit_worker_splits(self, final: bool = False) -> None:
         """Each worker's split, measured by the coordinator's calls (`of_task`: the worker
@@ -250,17 +245,6 @@ class Progress:
         else:
             return
         self.timing.training_seconds += time.perf_counter() - began
-
-    def report_xla(self, trainer: Trainer, iterator: Any, *args: Any) -> None:
-        try:
-            names = xla_functions(trainer, iterator, *args)
-        except Exception as exc:  # noqa: BLE001 - the check is evidence only; training goes on
-            self.events.log(f"XLA: could not inspect the step function: {exc}", level="warning")
-            return
-        if names:
-            self.events.log(f"XLA: the replica step is compiled by XLA ({names[0]})")
-        else:
-            self.events.log("XLA: no XLA-compiled function found in the step", level="warning")
 
     # -- reporting ---------------------------------------------------------------------------
     def after_steps(self, first: int, replica_losses: np.ndarray, means: np.ndarray,
@@ -387,11 +371,21 @@ class Progress:
             self.events.emit("checkpoint", step=step, path=path)
         self._last_report = (time.perf_counter(), self._last_report[1])  # rate excludes saving
 
+    def stopped(self, step: int) -> None:
+        """A stop was asked: save at `step` (every MultiWorkerMirrored worker, together),
+        whatever the checkpoint interval, and say so."""
+        self.stopped_at = step
+        saved = self.ckpts is not None and step > self.start
+        if saved:
+            self.save(step)
+        message = stopped_message(step, saved, stop_reason(self.stop.signal))
+        self.events.emit("log", level="warning", message=message, stopped_at=step, saved=saved)
+        print(f"[{self.task}] {message}", flush=True)
+
     def finish(self) -> None:
         last = self.total
         self.emit_split(final=True, k=self.sizer.k)
         if self.val_every > 0 and last > self.start:
             self.validate(last)  # the end, when it is not on an interval
-        if self.ckpts is not None and last > self.start \
-                and not (self.ckpt_every > 0 and last % self.ckpt_every == 0):
+        if self.ckpt_every > 0 and last > self.start and last % self.ckpt_every != 0:
             self.save(last)

@@ -26,6 +26,7 @@ from .optim import make_optimizer
 from .plan import PRECISIONS, Plan
 from .process_exit import keep
 from .progress import Progress
+from .stop_request import STOPPED_EXIT, StopRequest
 from .summaries import Scalars
 from .validation import Validator, metric_functions
 
@@ -170,7 +171,7 @@ def agree_on_step(info: BuiltStrategy, step: int) -> None:
 
 
 def run_task(plan: Plan, bundle_dir: str, out_dir: str, task: str,
-             events: EventWriter) -> int:
+             events: EventWriter, stop: StopRequest | None = None) -> int:
     configure(plan)
     if plan.strategy.collective_across_workers or (
             plan.strategy.has_coordinator and task.startswith("chief:")):
@@ -183,13 +184,12 @@ def run_task(plan: Plan, bundle_dir: str, out_dir: str, task: str,
     model, optimizer, loss_obj, step_var = build(source, info, plan)
     global_batch = plan.per_replica_batch * int(info.strategy.num_replicas_in_sync)
     total_steps = plan.steps
-    ckpts = None
-    resumed = 0
-    if plan.checkpoint_every > 0:
-        with stage("restoring the latest checkpoint"):
-            ckpts = Checkpoints(out_dir, info, model, optimizer, step_var)
-            resumed = ckpts.restore_latest()
-            agree_on_step(info, resumed)
+    # made whatever the interval: a stop saves at the step reached (a run without periodic
+    # checkpoints too), and a run started again continues from there
+    with stage("restoring the latest checkpoint"):
+        ckpts = Checkpoints(out_dir, info, model, optimizer, step_var)
+        resumed = ckpts.restore_latest()
+        agree_on_step(info, resumed)
     micro_batches = plan.micro_batches
     with stage("making the data set"):
         dataset = loop.distributed_dataset(source, info, plan.seed, global_batch,
@@ -241,7 +241,7 @@ def run_task(plan: Plan, bundle_dir: str, out_dir: str, task: str,
     progress = Progress(plan, info, events, ckpts, writer, global_batch, resumed, task,
                         optimizer=optimizer, validator=validator, saver=saver,
                         classification=classification, calibration_runs=step_runs,
-                        round_trip_runs=round_trip_runs)
+                        round_trip_runs=round_trip_runs, stop=stop)
     with stage(f"training ({info.name})"):
         if info.coordinator is not None:
             progress.run_ps(trainer, dataset)
@@ -252,6 +252,10 @@ def run_task(plan: Plan, bundle_dir: str, out_dir: str, task: str,
             inputs = iter(dataset)
             keep(inputs)
             progress.run(trainer, inputs)
+    if progress.stopped_at is not None:  # saved and said so: the model is not exported
+        if writer is not None:
+            writer.close()
+        return STOPPED_EXIT
     with stage("saving the trained model"):
         saver.final(max(total_steps, resumed))
     if writer is not None:

@@ -7,8 +7,12 @@ run. The child is one of two kinds (`Child`): dtgui's own training loop (`Traini
 ``python -m dtgui_worker.train --child``) or a user's own script (`script_child.ScriptChild`).
 For both:
 
-* SIGTERM / SIGINT (to the task's process group, or to this process) -> the child is stopped
-  (SIGTERM, then SIGKILL after 1 s), a ``log`` event "stopped" is written, exit 143 / 130.
+* SIGTERM / SIGINT / SIGUSR1 (to the task's process group, or to this process) -> the child is
+  asked to stop (`Child.stop_signal`) and given `Child.grace` seconds to save and end, then
+  SIGKILLed (at once on a second stop signal: a parameter server's task serves on until then,
+  as the coordinator's checkpoint reads its variables); a ``log`` event "stopped" is written (by dtgui's training loop itself, with the
+  step it saved), exit 143 / 130 / 138. SIGUSR1 is what a Slurm job gets ahead of its time
+  limit (job.sbatch).
 * telemetry (``device`` events) runs here, so it keeps flowing while the child is busy.
 * a child killed by a signal (segfault, the OOM killer) gets a ``failed`` event.
 * the child dies with this process (PR_SET_PDEATHSIG on Linux).
@@ -26,13 +30,12 @@ from collections.abc import Callable
 from typing import Any
 
 from .events import EventWriter
+from .stop_request import RELAY_SIGNAL, STOP_GRACE_SECONDS, STOPPED_EXIT
 from .telemetry import Telemetry
 
-STOP_CODES = {signal.SIGTERM: 143, signal.SIGINT: 130}
+STOP_CODES = {signal.SIGTERM: 143, signal.SIGINT: 130, signal.SIGUSR1: 138}
 CHILD_ENV = "DTGUI_WORKER_SUPERVISOR"
-# TensorFlow's preemption notifier (MultiWorkerMirrored) installs its own SIGTERM handler
-# in the training process, which then ignores SIGTERM: SIGKILL it after this grace.
-STOP_GRACE_SECONDS = 1.0
+UNSTARTED_GRACE_SECONDS = 1.0  # a training child that has not started training: nothing to save
 TAIL_BYTES = 64 * 1024  # the end of a child's output kept for its `failed` event
 
 
@@ -46,8 +49,13 @@ class StopRequested(BaseException):
         self.sig = sig
 
 
+_STOPS = {"seen": 0, "waiting": 0}  # stop signals seen; 1 while a stopped child has its grace
+
+
 def _raise_stop(sig: int, _frame: Any) -> None:
-    raise StopRequested(sig)
+    _STOPS["seen"] += 1
+    if _STOPS["seen"] == 1 or _STOPS["waiting"]:  # a second stop ends the child's grace
+        raise StopRequested(sig)
 
 
 def package_root() -> str:
@@ -70,6 +78,8 @@ class Child:
 
     title = "The child process"  # how a `failed` event names it
     cwd: str | None = None
+    stop_signal: int = signal.SIGTERM  # what asks the child to stop
+    grace = STOP_GRACE_SECONDS  # how long it has to end once asked
     capture_output = False  # through this process, keeping the tail for the `failed` event
 
     def command(self) -> list[str]:
@@ -91,6 +101,14 @@ class Child:
         """A piece of the child's output as it passes (with `capture_output`; the relay's
         thread)."""
 
+    def reported_stop(self, code: int) -> bool:
+        """Whether a child that exited with `code` after a stop wrote the "stopped" event."""
+        return False
+
+    def stop_grace(self, events: EventWriter) -> float:
+        """How long the child has to end once asked: `grace` once it trains."""
+        return self.grace
+
     def outcome(self, code: int, output: str) -> int | None:
         """The task's exit code for a child that exited with `code` >= 0 (None: a failure
         with `failure`'s wording)."""
@@ -102,13 +120,23 @@ class Child:
 
 
 class TrainingChild(Child):
-    """dtgui's training loop (train.py ``--child``): it writes its own started, finished and
-    failed events and exits 0 or 1."""
+    """dtgui's training loop (train.py ``--child``): it writes its own started, finished,
+    failed and stopped events and exits 0, 1 or STOPPED_EXIT. Asked to stop, it saves a
+    checkpoint at the step it reached (stop_request.py)."""
 
     title = "The training process"
+    stop_signal = RELAY_SIGNAL
 
     def __init__(self, plan_path: str, task: str, out_dir: str) -> None:
         self.plan_path, self.task, self.out_dir = plan_path, task, out_dir
+
+    def reported_stop(self, code: int) -> bool:
+        return code == STOPPED_EXIT
+
+    def stop_grace(self, events: EventWriter) -> float:
+        # Before its `started` event it has trained nothing, and may be held inside
+        # TensorFlow (MultiWorkerMirrored waiting for its peers) where no stop is seen.
+        return self.grace if wrote_started(events.path) else UNSTARTED_GRACE_SECONDS
 
     def command(self) -> list[str]:
         return [sys.executable, "-m", f"{__package__}.train", "--plan", self.plan_path,
@@ -119,6 +147,15 @@ class TrainingChild(Child):
 
     def failure(self, code: int, output: str) -> tuple[str, int]:
         return f"{self.title} exited with code {code} without reporting an error", 1
+
+
+def wrote_started(path: str) -> bool:
+    """Whether the events file at `path` holds a `started` event."""
+    try:
+        with open(path, "rb") as f:
+            return any(b'"kind":"started"' in line for line in f)
+    except OSError:
+        return False
 
 
 def child_environment() -> dict[str, str]:
@@ -147,6 +184,9 @@ def _die_with_parent_hook() -> Callable[[], None] | None:
     parent = os.getpid()
 
     def hook() -> None:
+        # Slurm's warning before a time limit goes to every process of the job: a child
+        # that does not take it (a user's script) must not die of it
+        signal.signal(RELAY_SIGNAL, signal.SIG_IGN)
         prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         if os.getppid() != parent:
             os._exit(1)
@@ -211,17 +251,24 @@ def _start_child(child: Child, command: list[str], env: dict[str, str]) -> tuple
     return proc, relay
 
 
-def _end_child(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        proc.send_signal(signal.SIGTERM)
+def _end_child(proc: subprocess.Popen[bytes], child: Child, events: EventWriter) -> int:
+    """Ask the child to stop, give it its grace, then kill it; returns its exit code."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(child.stop_signal)
     try:
-        proc.wait(timeout=STOP_GRACE_SECONDS)
-    except subprocess.TimeoutExpired:
+        _STOPS["waiting"] = 1
+        if _STOPS["seen"] > 1:  # asked again before its grace began
+            raise StopRequested(signal.SIGTERM)
+        return proc.wait(timeout=child.stop_grace(events))
+    except (subprocess.TimeoutExpired, StopRequested):  # its grace is over, or asked again
+        for sig in STOP_CODES:
+            signal.signal(sig, signal.SIG_IGN)
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
-        proc.wait()
+        return proc.wait()
+    finally:
+        _STOPS["waiting"] = 0
 
 
 def supervise(child: Child, events: EventWriter) -> int:
@@ -240,12 +287,11 @@ def supervise(child: Child, events: EventWriter) -> int:
         telemetry = Telemetry(events, alive=lambda: proc.poll() is None).start()
         code = proc.wait()
     except StopRequested as stop:
-        # The event first: run.sh / the launcher SIGKILL the group soon after their SIGTERM.
-        code = _stopped(events, stop.sig)
-        if proc is not None:
-            _end_child(proc)
+        ended = _end_child(proc, child, events) if proc is not None else -signal.SIGKILL
         child.stopped()
-        return code
+        if not child.reported_stop(ended):
+            _stopped(events, stop.sig)
+        return STOP_CODES.get(signal.Signals(stop.sig), 143)
     except OSError as exc:
         where = f" in {child.cwd}" if child.cwd else ""
         events.emit("failed", error=f"could not start {' '.join(command[1:])}{where}: {exc}",
@@ -260,8 +306,10 @@ def supervise(child: Child, events: EventWriter) -> int:
         relay.join(5)
     child.exited()
     output = relay.text() if relay is not None else ""
-    if code < 0 and -code in STOP_CODES:  # the group's SIGTERM/SIGINT reached the child first
+    if code < 0 and -code in STOP_CODES:  # the group's stop signal reached the child first
         return _stopped(events, -code)
+    if child.reported_stop(code):  # the child was stopped by the group's signal and said so
+        return code
     if code < 0:
         hint = " (out of memory? the kernel's OOM killer sends SIGKILL)" \
             if -code == signal.SIGKILL else ""

@@ -3,7 +3,8 @@
 
 The bundle directory is the one holding plan.json; ``--out`` is relative to the current
 directory. Events go to ``<out>/events-<task>.jsonl`` (docs/bundle-format.md). Exit codes: 0 done,
-1 failed, 143 stopped by SIGTERM (130 by SIGINT).
+1 failed, 143 stopped by SIGTERM (130 by SIGINT, 138 by SIGUSR1: a Slurm job's warning of
+its time limit); a stopped task saves a checkpoint at the step it reached first.
 
 The first process (the supervisor, no TensorFlow) runs the training in a child process
 (``--child``); see supervisor.py for why.
@@ -22,6 +23,7 @@ from .model_file import UserError, describe_failure
 from .netcheck import tpu_precheck
 from .plan import Plan, PlanError
 from .process_exit import leave
+from .stop_request import StopRequest
 
 
 def task_slug(task: str) -> str:
@@ -97,12 +99,13 @@ def supervise_task(plan: Plan, plan_path: str, task: str, out_dir: str,
 def child_main(plan_path: str, task: str, out_dir: str, events: EventWriter) -> int:
     """The training process: every exception becomes one ``failed`` event and exit 1."""
     stage = "reading the plan"
+    stop = StopRequest().install()  # before TensorFlow: a stop is seen from the first call on
     try:
         plan = load_plan(plan_path)
         stage = "starting TensorFlow"
         from . import run  # imports TensorFlow (seconds)
 
-        return run.run_task(plan, os.path.dirname(plan_path), out_dir, task, events)
+        return run.run_task(plan, os.path.dirname(plan_path), out_dir, task, events, stop)
     except UserError as exc:
         return fail(events, exc.message, exc.tb or traceback.format_exc())
     except BaseException as exc:  # noqa: BLE001 - SystemExit from user code is a failure too
