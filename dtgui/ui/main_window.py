@@ -24,16 +24,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.bundle import render_bundle
 from dtgui.core.hardware import MachineFacts
-from dtgui.core.placement import place_local
 from dtgui.core.plan import DeviceKind, Plan
-from dtgui.core.runs import RunRecord
 from dtgui.core.settings import load_last_plan, runs_dir, save_last_plan
 from dtgui.core.strategies import STRATEGIES, Strategy, recommend
 from dtgui.launch.model_check import cancel_all as cancel_all_checks
 from dtgui.launch.policy import RunPolicy
-from dtgui.launch.run_source import RunSource
 from dtgui.resources import resource
 from dtgui.ui.local_machine import LocalMachinePanel
 from dtgui.ui.run_session import RunSession
@@ -41,6 +37,8 @@ from dtgui.ui.runs_page import RunsPage
 from dtgui.ui.workers import error_message, run_in_thread
 
 if TYPE_CHECKING:
+    from dtgui.core.runs import RunRecord
+    from dtgui.launch.run_source import RunSource
     from dtgui.ui.compare import CompareView
     from dtgui.ui.dashboard import Dashboard
     from dtgui.ui.machines.panel import MachinesPanel
@@ -131,7 +129,8 @@ class MainWindow(QMainWindow):
         super().__init__()
         self.setWindowTitle("dtgui — distributed TensorFlow training")
         self.setWindowIcon(QIcon(str(resource("icons", "dtgui.svg"))))
-        self.resize(1400, 880)
+        area = self.screen().availableGeometry()  # on a 1366x768 screen too
+        self.resize(min(1400, area.width()), min(880, area.height()))
         self.session = RunSession(lambda: self.machines, self)
         self.wizard: RunWizard | None = None
         self._closing = False
@@ -156,11 +155,13 @@ class MainWindow(QMainWindow):
         left_layout.addStretch(1)
         left.setMinimumWidth(380)
         left.setMaximumWidth(620)
+        self.left_column = left
         splitter = QSplitter()
         splitter.addWidget(left)
         splitter.addWidget(self.pages)
         splitter.setStretchFactor(1, 1)
         splitter.setSizes([470, 930])  # wide enough for the machines table's columns
+        splitter.setChildrenCollapsible(False)  # hidden only by the View menu, which shows it
         self.setCentralWidget(splitter)
 
         toolbar = self.addToolBar("Main")
@@ -195,6 +196,7 @@ class MainWindow(QMainWindow):
         if isinstance(sweep_button, QToolButton):
             sweep_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         self.sweep_view: SweepView | None = None  # made on first use: Optuna loads then
+        self._add_view_menu()
         self.act_quit = QAction("Quit", self)
         self.act_quit.setShortcut(QKeySequence("Ctrl+Q"))
         self.act_quit.triggered.connect(self.close)  # closeEvent asks about a running run
@@ -224,6 +226,25 @@ class MainWindow(QMainWindow):
         # The window as the timers' context: closed before they fire, they do not fire.
         QTimer.singleShot(150, self, self.machine.refresh)
         QTimer.singleShot(100, self, lambda: self.machines)
+
+    def _add_view_menu(self) -> None:
+        """The left column beside Home only (the run's pages get the full width), or beside
+        every page: a menu action, so a hidden column always comes back."""
+        self.act_column = QAction("This machine and Machines beside every page", self)
+        self.act_column.setCheckable(True)
+        self.act_column.setShortcut(QKeySequence("Ctrl+M"))
+        self.act_column.toggled.connect(lambda _on: self._place_column())
+        view = self.menuBar().addMenu("&View")
+        view.addAction(self.act_home)
+        view.addAction(self.act_dashboard)
+        view.addAction(self.act_runs)
+        view.addSeparator()
+        view.addAction(self.act_column)
+        self.pages.currentChanged.connect(lambda _index: self._place_column())
+
+    def _place_column(self) -> None:
+        self.left_column.setVisible(self.act_column.isChecked()
+                                    or self.pages.currentWidget() is self.home)
 
     @property
     def machines(self) -> MachinesPanel:
@@ -392,6 +413,9 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"Exporting to {destination}…")
 
         def write() -> tuple[Path, str]:
+            from dtgui.core.bundle import render_bundle  # the bundle writer loads pathspec
+            from dtgui.core.placement import place_local
+
             if job is not None:
                 from dtgui.launch.drivers import export_job
 

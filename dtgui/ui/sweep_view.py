@@ -75,7 +75,9 @@ class SweepView(QWidget):
         self.session.failed.connect(self._failed)
         self.title = QLabel("No sweep")
         self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.title.setWordWrap(True)  # a long folder wraps: it never widens the window
         self.status = QLabel("")
+        self.status.setWordWrap(True)
         self.notes = QLabel("")  # what the queue said: trials waiting for a GPU ...
         self.notes.setWordWrap(True)
         self.notes.setStyleSheet("color: #8a5a00")

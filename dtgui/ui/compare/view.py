@@ -226,6 +226,7 @@ class CompareView(QWidget):
         title.setObjectName("pageTitle")
         self.status = QLabel("")
         self.status.setObjectName("muted")
+        self.status.setWordWrap(True)  # a long message wraps: it never widens the window
         self.back_button = QPushButton("\u2190 Runs")
         self.back_button.setToolTip("Back to the list of runs")
         self.back_button.clicked.connect(self.closed.emit)
@@ -266,6 +267,7 @@ class CompareView(QWidget):
         legend_text = QLabel("solid: mean training loss over every replica · dashed: "
                              "validation loss")
         legend_text.setObjectName("muted")
+        legend_text.setWordWrap(True)  # in the width the tools leave, on a 1366-px screen too
         plot_card = _card("compare", "Loss", legend_text,
                           (self.smoothing_label, self.smoothing, self.by_step, self.by_time,
                            self.log_check, self.png_button), self.plot)

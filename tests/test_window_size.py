@@ -1,0 +1,83 @@
+"""The main window on a 1366x768 screen: its minimum size fits, and opening each page (the
+dashboard of a run, Runs, a sweep, Compare) or the wizard leaves the window's size alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QSize
+from pytestqt.qtbot import QtBot
+from test_sweep_view import make_sweep
+from training_events import T0, write_run
+
+from dtgui.core.settings import runs_dir
+from dtgui.ui.local_machine import LocalMachinePanel
+from dtgui.ui.main_window import MainWindow
+
+pytestmark = pytest.mark.gui
+
+SMALL = QSize(1366, 768)
+
+
+def fits(size: QSize) -> bool:
+    return size.width() <= SMALL.width() and size.height() <= SMALL.height() - 60  # a panel
+
+
+def test_every_page_fits_1366x768_and_none_widens_the_window(
+        qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(LocalMachinePanel, "refresh", lambda self: None)  # no TensorFlow probe
+    runs = [write_run(runs_dir(), name, created=T0 + i, seed=i)
+            for i, name in enumerate(("adam-fast", "sgd-slow"))]
+    make_sweep(tmp_path / "sweep")
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.resize(SMALL.width(), SMALL.height() - 60)
+    window.show()
+    size = window.size()
+    _ = window.machines  # the left column complete, as a moment after start
+    assert window.left_column.isVisible()  # beside Home
+
+    def opened(page: object, what: str) -> None:
+        qtbot.waitUntil(lambda: window.pages.currentWidget() is page, timeout=10000)
+        qtbot.wait(50)  # layouts settle
+        assert window.size() == size, f"{what} resized the window to {window.size()}"
+        assert not window.left_column.isVisible(), f"the left column takes width on {what}"
+        assert fits(window.minimumSizeHint()), f"{what}: minimum {window.minimumSizeHint()}"
+
+    window.show_runs()
+    qtbot.waitUntil(lambda: window.runs_page.table.rowCount() == 2, timeout=10000)
+    opened(window.runs_page, "Runs")
+    window.compare_runs(runs)
+    assert window.compare is not None
+    qtbot.waitUntil(lambda: window.compare is not None
+                    and window.compare.table.columnCount() == 2, timeout=10000)
+    opened(window.compare, "Compare")
+    window.open_sweep(tmp_path / "sweep")
+    view = window.sweep_view
+    assert view is not None
+    qtbot.waitUntil(lambda: view.table.rowCount() == 5, timeout=10000)
+    opened(view, "the sweep view")
+    window._open_run(runs[0])
+    qtbot.waitUntil(lambda: window.dashboard is not None, timeout=10000)
+    opened(window.dashboard, "the dashboard")
+
+    # The column beside every page (View menu): it comes back, and every page still fits.
+    window.act_column.trigger()
+    assert window.left_column.isVisible()
+    for page in (window.runs_page, window.compare, view, window.dashboard):
+        window.pages.setCurrentWidget(page)
+        qtbot.wait(20)
+        assert window.size() == size
+        assert fits(window.minimumSizeHint()), f"{page}: minimum {window.minimumSizeHint()}"
+    window.act_column.trigger()
+    window.act_home.trigger()
+    assert window.left_column.isVisible()  # Home always shows it
+
+    window.open_wizard()
+    wizard = window.wizard
+    assert wizard is not None
+    qtbot.waitUntil(wizard.isVisible, timeout=5000)
+    assert window.size() == size
+    assert fits(wizard.size()) and fits(wizard.minimumSizeHint()), wizard.size()
+    wizard.reject()
