@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from fakes import FakeRun, event, opened_file_urls, step_losses, steps_event
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMainWindow
 from pytestqt.qtbot import QtBot
 
@@ -238,6 +239,7 @@ def test_saved_model_bar_opens_the_models_folder(qtbot: QtBot, dash: Dashboard, 
     output = run.output_dir
     dash.attach(run, run_name="saved")
     assert not dash.model_bar.isVisible()
+    assert not dash.loss_panel.legend.isVisible()  # no curve yet: no empty legend box
     metrics.add_events([
         event("model_saved", role="best", path="model/best/model.keras",
               savedmodel="model/best/saved_model", step=80, metric="val_loss", value=0.3),
@@ -250,6 +252,10 @@ def test_saved_model_bar_opens_the_models_folder(qtbot: QtBot, dash: Dashboard, 
     with opened_file_urls() as opened:
         qtbot.mouseClick(dash.model_bar.open_button, LEFT)
     assert [u.toLocalFile() for u in opened] == [str(output / "model")]
+    dash.model_bar.opener = lambda _url: False  # no file manager on this desktop
+    qtbot.mouseClick(dash.model_bar.open_button, LEFT)
+    assert str(output / "model") in dash.model_bar.label.text()
+    assert QGuiApplication.clipboard().text() == str(output / "model")
 
 
 def test_notifications_when_a_run_restarts_finishes_or_fails(

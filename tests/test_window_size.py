@@ -1,5 +1,6 @@
 """The main window on a 1366x768 screen: its minimum size fits, and opening each page (the
-dashboard of a run, Runs, a sweep, Compare) or the wizard leaves the window's size alone."""
+dashboard of a run, Runs, a sweep, Compare) or the wizard leaves the window's size alone; what
+Home says of a failed launch."""
 
 from __future__ import annotations
 
@@ -7,11 +8,16 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QSize
+from PySide6.QtWidgets import QMessageBox
 from pytestqt.qtbot import QtBot
 from test_sweep_view import make_sweep
 from training_events import T0, write_run
 
+from dtgui.core.machines import Machine, MachineRegistry
+from dtgui.core.placement import place_plan
+from dtgui.core.plan import Plan
 from dtgui.core.settings import runs_dir
+from dtgui.core.strategies import Strategy
 from dtgui.ui.local_machine import LocalMachinePanel
 from dtgui.ui.main_window import MainWindow
 
@@ -84,3 +90,27 @@ def test_every_page_fits_1366x768_and_none_widens_the_window(
         page = wizard.page(page_id)
         assert fits(page.minimumSizeHint() + QSize(0, 250)), f"{page}: {page.minimumSizeHint()}"
     wizard.reject()
+
+
+def test_a_launch_failure_on_home_goes_once_its_machine_is_removed(
+        qtbot: QtBot, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run placed on a registered machine that refuses the connection: Home says it could
+    not start until that machine is removed."""
+    monkeypatch.setattr(LocalMachinePanel, "refresh", lambda self: None)
+    box = Machine("box", "127.0.0.1", port=1, user="me")  # port 1: refused at once
+    MachineRegistry().add(box)
+    plan = place_plan(Plan(run_name="on-box", strategy=Strategy.ONE_DEVICE, steps=5),
+                      {"worker:0": "box"}, {"box": box}, {"box": [23456]})
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.show()
+    panel = window.machines
+    qtbot.waitUntil(lambda: len(panel.machines()) == 1, timeout=5000)
+    monkeypatch.setattr(QMessageBox, "warning", lambda *_a, **_k: None)
+    window.launch(plan)
+    qtbot.waitUntil(lambda: window.home.failed, timeout=30000)
+    assert "Could not start" in window.home.status.text()
+    panel.table.selectRow(0)
+    panel.machine_actions.remove_selected(confirm=False)
+    qtbot.waitUntil(lambda: not window.home.failed, timeout=10000)
+    assert window.home.status.text() == ""

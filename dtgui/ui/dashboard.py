@@ -203,6 +203,7 @@ class Dashboard(QWidget):
         self.step_split.set_script(self._script_run)
         self.step_split.set_deterministic_ps(
             not self._script_run and plan.strategy.asynchronous and plan.deterministic)
+        self.step_split.set_measuring(not controller.finished)
         self.step_split.clear()
         self.step_split.set_facts(plan_facts(plan))
         self.throughput_panel.setVisible(True)
@@ -239,6 +240,7 @@ class Dashboard(QWidget):
         if c is None or self._ended:
             return
         self._ended = True
+        self.step_split.set_measuring(False)
         self.header.set_state(state, message)
         self._update_stop_button(state, True)
         self.refresh()

@@ -94,6 +94,7 @@ class HomePage(QWidget):
         card_layout.addLayout(buttons)
         self.status = QLabel("")
         self.status.setWordWrap(True)
+        self.failed = False  # the status says why a launch could not start
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         hint = QLabel(
             "<b>New run…</b> opens the wizard: every tf.distribute strategy this machine can "
@@ -112,6 +113,11 @@ class HomePage(QWidget):
         layout.addWidget(self.status)
         layout.addStretch(1)
         self.set_plan_text(demo_plan(None))
+
+    def set_status(self, text: str, failed: bool = False) -> None:
+        """The line under the demo: a launch's progress, or why it could not start."""
+        self.status.setText(text)
+        self.failed = failed
 
     def set_plan_text(self, plan: Plan) -> None:
         info = STRATEGIES[plan.strategy]
@@ -134,6 +140,7 @@ class MainWindow(QMainWindow):
         self.session = RunSession(lambda: self.machines, self)
         self.wizard: RunWizard | None = None
         self._closing = False
+        self._launch_machines: set[str] = set()  # the last launch's registered machines
 
         self.machine = LocalMachinePanel()
         self.machine.setMinimumWidth(320)
@@ -255,7 +262,17 @@ class MainWindow(QMainWindow):
             stretch = self._left_layout.count() - 1
             self._left_layout.takeAt(stretch)
             self._left_layout.addWidget(self._machines, 1)
+            self._machines.machinesChanged.connect(self._forget_removed_machines)
         return self._machines
+
+    def _forget_removed_machines(self) -> None:
+        """A launch's failure on Home is about machines: once one of them is removed, the
+        message no longer applies."""
+        names = {m.name for m in self.machines.machines()}
+        if self._launch_machines - names:
+            self._launch_machines &= names
+            if self.home.failed:
+                self.home.set_status("")
 
     # -- actions ---------------------------------------------------------------------------
     def train_demo(self) -> None:
@@ -296,7 +313,8 @@ class MainWindow(QMainWindow):
         if not self._may_start():
             return
         self._set_launch_enabled(False)
-        self.home.status.setText(f"Starting {plan.run_name}…")
+        self._launch_machines = {t.machine for t in plan.tasks if not t.is_local}
+        self.home.set_status(f"Starting {plan.run_name}…")
         self.statusBar().showMessage(f"Writing the bundle and starting {plan.run_name}…")
         self.session.launch(plan, runs_dir(), RunPolicy(max_restarts=max_restarts), job)
 
@@ -444,7 +462,7 @@ class MainWindow(QMainWindow):
         return self._run_notices
 
     def _on_started(self, source: RunSource) -> None:
-        self.home.status.setText("")
+        self.home.set_status("")
         _ = self.run_notices  # listening before the run can restart or end
         self._ensure_dashboard().attach(source)
         self.act_dashboard.setEnabled(True)
@@ -456,7 +474,7 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"Run {source.state}: {source.message}")
 
     def _on_progress(self, text: str) -> None:
-        self.home.status.setText(f"{text}…" if not text.endswith(")") else text)
+        self.home.set_status(f"{text}…" if not text.endswith(")") else text)
         self.statusBar().showMessage(text)
 
     def _on_ended_while_closed(self, record: RunRecord) -> None:
@@ -475,7 +493,8 @@ class MainWindow(QMainWindow):
     def _on_launch_error(self, text: str) -> None:
         self._set_launch_enabled(True)
         first = text.splitlines()[0]
-        self.home.status.setText(f"<span style='color:#b91c1c'>Could not start: {first}</span>")
+        self.home.set_status(f"<span style='color:#b91c1c'>Could not start: {first}</span>",
+                             failed=True)
         self.statusBar().showMessage("Launch failed.", 10000)
         QMessageBox.warning(self, "Could not start the run", first)
 

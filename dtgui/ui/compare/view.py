@@ -123,6 +123,7 @@ class ComparePlot(QWidget):
                                           labelTextColor=self.theme.text,
                                           brush=pg.mkBrush(self.theme.legend_fill),
                                           pen=pg.mkPen(self.theme.legend_border))
+        self.legend.setVisible(False)  # until it has a curve to name
         # (run, "train" | "raw" | "val"): smoothed training loss, its raw points, validation
         self.curves: dict[tuple[str, str], pg.PlotDataItem] = {}
         layout = QVBoxLayout(self)
@@ -196,6 +197,7 @@ class ComparePlot(QWidget):
                                        name=f"{s.name} (validation)")
                 self.plot.addItem(item)
                 self.curves[(s.name, "val")] = item
+        self.legend.setVisible(bool(self.legend.items))  # no empty box before any curve
         self.plot.enableAutoRange()
 
     def image(self) -> QImage:
