@@ -24,7 +24,7 @@ import shots
 shots.sandbox()
 
 from PySide6.QtCore import QItemSelectionModel  # noqa: E402
-from PySide6.QtWidgets import QApplication, QWidget  # noqa: E402
+from PySide6.QtWidgets import QApplication, QScrollArea, QWidget  # noqa: E402
 
 from dtgui.ui.app import make_app  # noqa: E402
 from dtgui.ui.main_window import DEMO_STEPS, MainWindow  # noqa: E402
@@ -37,6 +37,11 @@ def save(app: QApplication, widget: QWidget, out: Path, name: str) -> None:
     shots.settle(app, 1.0)
     widget.repaint()
     app.processEvents()
+    area = widget.findChild(QScrollArea, "pagesArea")
+    if area is not None and (area.verticalScrollBar().isVisible()
+                             or area.horizontalScrollBar().isVisible()):
+        print(f"{name}: the page needs more room than the window has (it scrolls)",
+              file=sys.stderr)
     path = out / f"{name}.png"
     ok = widget.grab().save(str(path), "PNG", 0)  # quality 0: the most compressed PNG
     print(f"wrote {path}" if ok else f"could not write {path}", flush=True)

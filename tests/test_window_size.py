@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QSize
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtWidgets import QMessageBox, QScrollArea
 from pytestqt.qtbot import QtBot
 from test_sweep_view import make_sweep
 from training_events import T0, write_run
@@ -28,6 +28,14 @@ SMALL = QSize(1366, 768)
 
 def fits(size: QSize) -> bool:
     return size.width() <= SMALL.width() and size.height() <= SMALL.height() - 60  # a panel
+
+
+def scrolls(window: MainWindow) -> bool:
+    """The pages need more room than the window gives them (they would scroll)."""
+    area = window.findChild(QScrollArea, "pagesArea")
+    assert area is not None
+    need, room = area.widget().minimumSizeHint(), area.viewport().size()
+    return need.width() > room.width() or need.height() > room.height()
 
 
 def test_every_page_fits_1366x768_and_none_widens_the_window(
@@ -50,6 +58,7 @@ def test_every_page_fits_1366x768_and_none_widens_the_window(
         assert window.size() == size, f"{what} resized the window to {window.size()}"
         assert not window.left_column.isVisible(), f"the left column takes width on {what}"
         assert fits(window.minimumSizeHint()), f"{what}: minimum {window.minimumSizeHint()}"
+        assert not scrolls(window), what
 
     window.show_runs()
     qtbot.waitUntil(lambda: window.runs_page.table.rowCount() == 2, timeout=10000)
@@ -76,6 +85,7 @@ def test_every_page_fits_1366x768_and_none_widens_the_window(
         qtbot.wait(20)
         assert window.size() == size
         assert fits(window.minimumSizeHint()), f"{page}: minimum {window.minimumSizeHint()}"
+        assert not scrolls(window), page
     window.act_column.trigger()
     window.act_home.trigger()
     assert window.left_column.isVisible()  # Home always shows it

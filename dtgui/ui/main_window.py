@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QMenu,
     QMessageBox,
     QPushButton,
+    QScrollArea,
     QSplitter,
     QStackedWidget,
     QToolButton,
@@ -163,9 +164,16 @@ class MainWindow(QMainWindow):
         left.setMinimumWidth(380)
         left.setMaximumWidth(620)
         self.left_column = left
+        # A page whose minimum is larger than the screen scrolls: the window never grows by
+        # itself (a wide table, a long message) past the screen's edge.
+        pages_area = QScrollArea()
+        pages_area.setObjectName("pagesArea")
+        pages_area.setWidgetResizable(True)
+        pages_area.setFrameShape(QFrame.Shape.NoFrame)
+        pages_area.setWidget(self.pages)
         splitter = QSplitter()
         splitter.addWidget(left)
-        splitter.addWidget(self.pages)
+        splitter.addWidget(pages_area)
         splitter.setStretchFactor(1, 1)
         splitter.setSizes([470, 930])  # wide enough for the machines table's columns
         splitter.setChildrenCollapsible(False)  # hidden only by the View menu, which shows it
