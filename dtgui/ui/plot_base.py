@@ -246,8 +246,10 @@ class PlotPanel(QFrame):
             curves.set_use_envelope(use)
 
     def reset_view(self) -> None:
-        """For a new run: follow it from its start."""
+        """For a new run: follow it from its start (until its first points, empty axes rather
+        than the last run's)."""
         self._x_span = self._y_span = None
+        self.plot.getViewBox().setRange(xRange=(0.0, 1.0), yRange=(0.0, 1.0), padding=0)
         self.set_following(True)
 
     def _view_resized(self, *_args: object) -> None:
