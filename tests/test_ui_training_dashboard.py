@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from fakes import FakeRun, event, opened_file_urls, step_losses, steps_event
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QGuiApplication, QImage, QPainter
 from PySide6.QtWidgets import QMainWindow
 from pytestqt.qtbot import QtBot
 
@@ -24,7 +24,8 @@ from dtgui.core.strategies import Strategy
 from dtgui.ui.dashboard import Dashboard
 from dtgui.ui.notify import Notifier, RunNotices
 from dtgui.ui.run_session import RunSession
-from dtgui.ui.training_plots import RAW_ALPHA
+from dtgui.ui.plot_base import LIGHT
+from dtgui.ui.training_plots import RAW_ALPHA, LearningRatePanel
 from dtgui.worker import step_batch
 
 pytestmark = pytest.mark.gui
@@ -235,6 +236,28 @@ def test_new_smoothing_on_an_ended_long_run_redraws_every_envelope(
     every = [ema(metrics.snapshot().replica_loss[r][1], 0.95) for r in range(replicas)]
     assert lo == pytest.approx(min(e.min() for e in every))
     assert hi == pytest.approx(max(e.max() for e in every))
+
+
+def test_a_short_plot_keeps_a_label_on_its_y_axis(qtbot: QtBot) -> None:
+    """A constant learning rate in a plot as short as the dashboard's at 1366x768: its 0 and
+    0.001 ticks are at the ends, where pyqtgraph draws no label; a middle one is labelled."""
+    panel = LearningRatePanel(LIGHT)
+    qtbot.addWidget(panel)
+    panel.resize(400, 110)
+    panel.show()
+    x = np.arange(10, 1001, 10, dtype=float)
+    panel.update_data((x, np.full_like(x, 0.001)))
+    axis = panel.plot.getAxis("left")
+    qtbot.waitUntil(lambda: axis.geometry().height() > 20, timeout=5000)  # laid out
+    panel.settle()
+    image = QImage(8, 8, QImage.Format.Format_ARGB32)
+    painter = QPainter(image)
+    axis.generateDrawSpecs(painter)  # as a paint does: the axis widens to its labels
+    qtbot.wait(50)
+    specs = axis.generateDrawSpecs(painter)
+    painter.end()
+    view = panel.plot.getViewBox().viewRange()[1]
+    assert [text for _rect, _flags, text in specs[2]] == ["0.0005"], (axis.geometry(), view)
 
 
 def test_saved_model_bar_opens_the_models_folder(qtbot: QtBot, dash: Dashboard, metrics: LiveRun,

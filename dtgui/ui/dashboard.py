@@ -151,8 +151,8 @@ class Dashboard(QWidget):
             split.setHandleWidth(6)
 
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(8, 8, 8, 8)
-        layout.setSpacing(6)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.setSpacing(4)
         layout.addWidget(self.header)
         layout.addWidget(self.model_bar)
         layout.addWidget(self.step_split)

@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence
+from PySide6.QtCore import QEvent, QSize, Qt, QTimer
+from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence, QResizeEvent
 from PySide6.QtWidgets import (
     QFileDialog,
     QFrame,
@@ -131,6 +131,32 @@ class HomePage(QWidget):
         )
 
 
+class PagesHolder(QWidget):
+    """The pages at the scroll area's size. Without a layout it has no height-for-width, so
+    a page's wrapped labels do not make the scroll area give it their ideal height (taller
+    than the window): it scrolls only below the pages' minimum."""
+
+    def __init__(self, pages: QWidget) -> None:
+        super().__init__()
+        self.pages = pages
+        pages.setParent(self)
+
+    def minimumSizeHint(self) -> QSize:
+        return self.pages.minimumSizeHint()
+
+    def sizeHint(self) -> QSize:
+        return self.pages.sizeHint()
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.LayoutRequest:  # a page's minimum changed
+            self.updateGeometry()
+        return super().event(event)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        self.pages.setGeometry(self.rect())
+        super().resizeEvent(event)
+
+
 class MainWindow(QMainWindow):
     def __init__(self) -> None:
         super().__init__()
@@ -170,7 +196,7 @@ class MainWindow(QMainWindow):
         pages_area.setObjectName("pagesArea")
         pages_area.setWidgetResizable(True)
         pages_area.setFrameShape(QFrame.Shape.NoFrame)
-        pages_area.setWidget(self.pages)
+        pages_area.setWidget(PagesHolder(self.pages))
         splitter = QSplitter()
         splitter.addWidget(left)
         splitter.addWidget(pages_area)

@@ -14,7 +14,16 @@ from dataclasses import dataclass
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor, QFont, QIcon, QPainter, QPalette, QPen, QPixmap
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QFontMetricsF,
+    QIcon,
+    QPainter,
+    QPalette,
+    QPen,
+    QPixmap,
+)
 from PySide6.QtWidgets import (
     QComboBox,
     QFrame,
@@ -107,6 +116,26 @@ class SpacedAxis(pg.AxisItem):
         power = 10.0 ** math.floor(math.log10(need))
         return [(next(m * power for m in (1, 2, 5, 10) if m * power >= need), 0.0)]
 
+    def tickValues(self, minVal: float, maxVal: float,
+                   size: float) -> list[tuple[float, list[float]]]:
+        """pyqtgraph's ticks; in a short plot where none of them is far enough from both
+        ends for its label to be drawn (pyqtgraph leaves out a label that crosses an end),
+        one round value near the middle instead: a plot is never without a y label."""
+        levels: list[tuple[float, list[float]]] = super().tickValues(minVal, maxVal, size)
+        if not maxVal > minVal or size <= 0:
+            return levels
+        font = self.style.get("tickFont")
+        label = QFontMetricsF(font if font is not None else self.font()).height()
+        margin = label * 0.6 * (maxVal - minVal) / size  # half a label, and a little more
+        lo, hi = minVal + margin, maxVal - margin
+        if lo >= hi or any(lo <= v <= hi for _spacing, values in levels for v in values):
+            return levels
+        unit = 10.0 ** math.floor(math.log10(hi - lo))  # a multiple of it lies in [lo, hi]
+        return [(unit, [round((lo + hi) / 2 / unit) * unit])]
+
+
+PLOT_MIN_HEIGHT = 52
+
 
 def format_elapsed(seconds: float) -> str:
     s = round(seconds)
@@ -195,6 +224,8 @@ class PlotPanel(QFrame):
         self.plot_widget.setObjectName(panel + "Plot")
         self.plot_widget.setAntialiasing(False)
         self.plot_widget.setFrameShape(QFrame.Shape.NoFrame)
+        # Below pyqtgraph's 68 px: two rows of plots, the header and the tables fit 768 px.
+        self.plot_widget.setMinimumHeight(PLOT_MIN_HEIGHT)
         layout.addWidget(self.plot_widget, 1)
         self.plot: pg.PlotItem = self.plot_widget.getPlotItem()
         self.plot.setDownsampling(auto=True, mode="peak")
