@@ -248,7 +248,7 @@ class MainWindow(QMainWindow):
         self.compare: CompareView | None = None  # made on first use: pyqtgraph loads then
         self._run_notices: RunNotices | None = None  # made with the first run
         self.runs_page.loaded.connect(self._announce_running)
-        self.runs_page.refresh()
+        QTimer.singleShot(200, self, self.runs_page.refresh)  # after the first paint
         self.session.started.connect(self._on_started)
         self.session.failed.connect(self._on_launch_error)
         self.session.progress.connect(self._on_progress)
