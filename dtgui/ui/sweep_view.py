@@ -84,6 +84,7 @@ class SweepView(QWidget):
         self.notes.setStyleSheet("color: #8a5a00")
         self.notes.hide()
         self.table = QTableWidget(0, 0)
+        self.table.horizontalHeader().setStretchLastSection(True)  # the page's whole width
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.itemSelectionChanged.connect(self._selection_changed)
