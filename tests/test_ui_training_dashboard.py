@@ -23,8 +23,8 @@ from dtgui.core.smoothing import ema
 from dtgui.core.strategies import Strategy
 from dtgui.ui.dashboard import Dashboard
 from dtgui.ui.notify import Notifier, RunNotices
-from dtgui.ui.run_session import RunSession
 from dtgui.ui.plot_base import LIGHT
+from dtgui.ui.run_session import RunSession
 from dtgui.ui.training_plots import RAW_ALPHA, LearningRatePanel
 from dtgui.worker import step_batch
 

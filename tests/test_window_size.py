@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QSize
-from PySide6.QtWidgets import QMessageBox, QScrollArea
+from PySide6.QtWidgets import QMessageBox, QScrollArea, QWidget
 from pytestqt.qtbot import QtBot
 from test_sweep_view import make_sweep
 from training_events import T0, write_run
@@ -34,7 +34,9 @@ def scrolls(window: MainWindow) -> bool:
     """The pages need more room than the window gives them (they would scroll)."""
     area = window.findChild(QScrollArea, "pagesArea")
     assert area is not None
-    need, room = area.widget().minimumSizeHint(), area.viewport().size()
+    holder = area.widget()
+    assert holder is not None
+    need, room = holder.minimumSizeHint(), area.viewport().size()
     return need.width() > room.width() or need.height() > room.height()
 
 
@@ -75,12 +77,15 @@ def test_every_page_fits_1366x768_and_none_widens_the_window(
     opened(view, "the sweep view")
     window._open_run(runs[0])
     qtbot.waitUntil(lambda: window.dashboard is not None, timeout=10000)
-    opened(window.dashboard, "the dashboard")
+    dashboard = window.dashboard
+    assert dashboard is not None
+    opened(dashboard, "the dashboard")
 
     # The column beside every page (View menu): it comes back, and every page still fits.
     window.act_column.trigger()
     assert window.left_column.isVisible()
-    for page in (window.runs_page, window.compare, view, window.dashboard):
+    pages: list[QWidget] = [window.runs_page, window.compare, view, dashboard]
+    for page in pages:
         window.pages.setCurrentWidget(page)
         qtbot.wait(20)
         assert window.size() == size
@@ -97,8 +102,8 @@ def test_every_page_fits_1366x768_and_none_widens_the_window(
     assert window.size() == size
     assert fits(wizard.minimumSize()), wizard.minimumSize()
     for page_id in wizard.pageIds():  # the tallest page scrolls rather than grow the wizard
-        page = wizard.page(page_id)
-        assert fits(page.minimumSizeHint() + QSize(0, 250)), f"{page}: {page.minimumSizeHint()}"
+        step = wizard.page(page_id)
+        assert fits(step.minimumSizeHint() + QSize(0, 250)), f"{step}: {step.minimumSizeHint()}"
     wizard.reject()
 
 
