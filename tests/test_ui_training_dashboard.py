@@ -111,6 +111,7 @@ def test_validation_loss_metrics_best_points_and_learning_rate(
     dash.attach(FakeRun(LiveRun(50)), run_name="next")
     for plot in (dash.loss_panel, dash.throughput_panel, dash.lr_panel):
         assert plot.plot.getViewBox().viewRange()[0][1] < 120
+    assert dash.device_panel.plot.getViewBox().viewRange()[1] == [-6, 106]  # 0-100 % kept
 
 
 def test_smoothing_is_tensorboards_ema_with_the_raw_points_faint_behind(

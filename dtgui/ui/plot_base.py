@@ -280,7 +280,10 @@ class PlotPanel(QFrame):
         """For a new run: follow it from its start (until its first points, empty axes rather
         than the last run's)."""
         self._x_span = self._y_span = None
-        self.plot.getViewBox().setRange(xRange=(0.0, 1.0), yRange=(0.0, 1.0), padding=0)
+        view = self.plot.getViewBox()
+        view.setXRange(0.0, 1.0, padding=0)
+        if self.y_mode != "fixed":  # a fixed range (utilisation, 0-100 %) is the panel's own
+            view.setYRange(0.0, 1.0, padding=0)
         self.set_following(True)
 
     def _view_resized(self, *_args: object) -> None:
