@@ -39,3 +39,8 @@ def test_no_display_says_so_rather_than_blame_libraries(tmp_path: Path) -> None:
     err = start_without_window(tmp_path)
     assert "no X display at DISPLAY=':9999'" in err and "xvfb-run" in err
     assert "apt-get" not in err
+
+
+def test_the_readme_names_the_same_system_libraries() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert [p for p in debian_packages() if p not in readme] == []
