@@ -138,7 +138,7 @@ class Dashboard(QWidget):
         bottom.addWidget(_titled("Memory and network", self.memory_panel, "memory"))
         bottom.setStretchFactor(0, 2)
         bottom.setStretchFactor(1, 3)
-        bottom.setStretchFactor(2, 2)
+        bottom.setStretchFactor(2, 3)  # the memory table's columns whole at 1366 px
         self.splitter = QSplitter(Qt.Orientation.Vertical)
         self.splitter.setObjectName("dashboardSplitter")
         self.splitter.addWidget(self.plot_splitter)

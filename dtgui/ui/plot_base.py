@@ -130,8 +130,21 @@ class SpacedAxis(pg.AxisItem):
         lo, hi = minVal + margin, maxVal - margin
         if lo >= hi or any(lo <= v <= hi for _spacing, values in levels for v in values):
             return levels
-        unit = 10.0 ** math.floor(math.log10(hi - lo))  # a multiple of it lies in [lo, hi]
-        return [(unit, [round((lo + hi) / 2 / unit) * unit])]
+        step, value = round_inside(lo, hi)
+        return [(step, [value])]
+
+
+def round_inside(lo: float, hi: float) -> tuple[float, float]:
+    """The roundest value in [lo, hi] (a multiple of the largest 1, 2 or 5 times a power of
+    ten that has one there, the one nearest the middle), with that step."""
+    unit = 10.0 ** math.ceil(math.log10(hi - lo))
+    while True:
+        for step in (unit, unit / 2, unit / 5):
+            first = math.ceil(lo / step) * step
+            if first <= hi:
+                middle = round((lo + hi) / 2 / step) * step
+                return step, middle if lo <= middle <= hi else first
+        unit /= 10
 
 
 PLOT_MIN_HEIGHT = 52
