@@ -95,9 +95,11 @@ class SweepView(QWidget):
         plots = QTabWidget()
         plots.addTab(self.parallel, "Parallel coordinates")
         plots.addTab(self.scatter_tabs, "Objective by parameter")
-        self.compare_button = QPushButton("Compare selected")
+        self.compare_button = QPushButton("Compare")
+        self.compare_button.setToolTip("Compare the selected trials' runs")
         self.compare_button.clicked.connect(self._compare)
-        self.best_button = QPushButton("Open best run")
+        self.best_button = QPushButton("Best run")
+        self.best_button.setToolTip("Open the best trial's run")
         self.best_button.clicked.connect(self._open_best)
         # One button for both exports: the row of buttons fits beside the machines column on
         # a 1366-px screen.
