@@ -38,8 +38,8 @@ def scrolls(window: MainWindow) -> str:
     assert holder is not None
     need, room = holder.minimumSizeHint(), area.viewport().size()
     if need.width() > room.width() or need.height() > room.height():
-        wide = [(type(p).__name__, p.minimumSizeHint()) for p in
-                (window.pages.widget(i) for i in range(window.pages.count()))]
+        pages = [window.pages.widget(i) for i in range(window.pages.count())]
+        wide = [(type(p).__name__, p.minimumSizeHint()) for p in pages if p is not None]
         return f"need {need}, room {room}: {wide}"
     return ""
 
