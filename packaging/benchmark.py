@@ -4,7 +4,7 @@
 
 Prints:
   * time to the first painted main window / time of `python -c "import tensorflow"`
-    (target <= 0.2): the GUI must never pay for TensorFlow.
+    (target <= 0.15): the GUI must never pay for TensorFlow.
   * the dashboard frame time with 16 replicas x 100,000 points (target <= 16 ms).
 """
 
@@ -20,6 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 REPEATS = 3
+TARGET = 0.15  # first painted window / import tensorflow
 
 
 def time_import_tensorflow() -> float:
@@ -55,8 +56,8 @@ def main() -> int:
     ratio = paint_s / tf_s
     print(f"import tensorflow:            {tf_s:6.2f} s (median of {REPEATS})")
     print(f"first painted dtgui window:   {paint_s:6.2f} s (median of {REPEATS})")
-    print(f"ratio window/tensorflow:      {ratio:6.2f}   (target <= 0.20) "
-          f"{'OK' if ratio <= 0.2 else 'MISSED'}")
+    print(f"ratio window/tensorflow:      {ratio:6.2f}   (target <= {TARGET:.2f}) "
+          f"{'OK' if ratio <= TARGET else 'MISSED'}")
 
     # The dashboard frame time, in its own process (its own QApplication), same machine load.
     dash = subprocess.run([sys.executable, str(Path(__file__).with_name("benchmark_dashboard.py")),

@@ -12,10 +12,9 @@ VENV=${DTGUI_VENV:-$ROOT/.venv}
 MODE=${1:-run}
 shift || true
 
-APT_RUN=(python3 python3-venv python3-pip
-  libegl1 libgl1 libfontconfig1 libdbus-1-3 libxkbcommon0 libxkbcommon-x11-0
-  libxcb-icccm4 libxcb-keysyms1 libxcb-cursor0 libxcb-image0 libxcb-render-util0
-  libxcb-shape0 libxcb-randr0 libxcb-xinerama0 libxcb-xkb1 libxcb-xfixes0 fonts-dejavu-core)
+# Qt's system libraries: the list the app names when Qt's xcb plugin cannot load.
+mapfile -t QT_PACKAGES < dtgui/resources/qt-debian-packages.txt
+APT_RUN=(python3 python3-venv python3-pip "${QT_PACKAGES[@]}")
 APT_TEST=(xvfb xauth openssh-server iproute2 procps dbus dbus-x11 gnome-keyring nftables
   desktop-file-utils slurmctld slurmd slurm-client munge)
 

@@ -11,9 +11,10 @@ from dtgui.core.bottleneck import INPUT, StepSplit
 from dtgui.core.events import Event
 from dtgui.core.live_run import LiveRun
 from dtgui.core.plan import Plan
+from dtgui.core.run_state import RunState
 from dtgui.core.strategies import Strategy
 from dtgui.ui.dashboard import Dashboard
-from dtgui.ui.step_split import MAX_ROWS, StepSplitPanel
+from dtgui.ui.step_split import MAX_ROWS, MEASURING_HINT, StepSplitPanel
 from dtgui.worker.events import SCHEMA_VERSION
 
 
@@ -32,7 +33,9 @@ def test_the_dashboard_shows_each_tasks_split_and_the_verdict(qtbot: QtBot) -> N
     qtbot.addWidget(dash)
     dash.attach(FakeRun(metrics))
     dash.refresh()
-    assert not dash.step_split.isVisibleTo(dash)  # nothing measured yet
+    # nothing measured yet: the card says it is coming, with no bar
+    assert dash.step_split.isVisibleTo(dash) and not dash.step_split._rows
+    assert dash.step_split.verdict_label.text() == MEASURING_HINT
     # too short so far to measure within the budget: the card says from when it will be
     metrics.add_events([event("split", "worker:0", 999.0, SCHEMA_VERSION, step=8, steps=0,
                               deferred_until=125.0, training_seconds=0.5)])
@@ -68,7 +71,10 @@ def test_the_dashboard_shows_each_tasks_split_and_the_verdict(qtbot: QtBot) -> N
     dash.refresh()
     assert panel.verdict.limit == INPUT and 0.25 < panel.verdict.share < 0.30
     bar.grab()  # paints
-    dash.attach(FakeRun(LiveRun(100)))  # another run: nothing shown until it measures
+    dash.attach(FakeRun(LiveRun(100)))  # another run: no bar until it measures
+    assert panel.verdict_label.text() == MEASURING_HINT
+    assert not any(row[0].isVisibleTo(panel) for row in panel._rows)
+    dash.show_end(RunState.FINISHED, "")  # it ended without a split: no card
     assert not panel.isVisibleTo(dash)
     # ParameterServer with deterministic ops: the workers cannot time their steps, and the
     # card says so (and what to change) rather than staying away
@@ -80,7 +86,7 @@ def test_the_dashboard_shows_each_tasks_split_and_the_verdict(qtbot: QtBot) -> N
     dash.attach(FakeRun(metrics, plan=Plan(run_name="ps", strategy=Strategy.PARAMETER_SERVER,
                                            workers=2, parameter_servers=1,
                                            deterministic=False)))
-    assert not panel.isVisibleTo(dash)
+    assert panel.verdict_label.text() == MEASURING_HINT
     metrics.add_events([split_event("chief:0", of_task=f"worker:{i}", input=0.001,
                                     compute=0.004, communication=0.008 + i / 1000)
                         for i in range(2)])

@@ -69,7 +69,7 @@ def test_the_wheel_holds_the_package_data(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for name in ("dtgui/resources/style.qss", "dtgui/resources/icons/dtgui.svg",
                  "dtgui/resources/data/digits.npz", "dtgui/resources/dtgui.desktop",
-                 "dtgui/worker/train.py"):
+                 "dtgui/resources/qt-debian-packages.txt", "dtgui/worker/train.py"):
         assert name in names, name
 
 

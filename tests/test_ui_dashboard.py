@@ -224,6 +224,20 @@ def test_log_view_appends_only_new_lines_and_survives_the_buffer_wrapping(
     qtbot.waitUntil(lambda: text.toPlainText().endswith("more 199"), timeout=3000)
     bar = text.verticalScrollBar()
     assert bar.maximum() > 0 and bar.value() == bar.maximum()
+    # a line wider than the view: the start of every line stays in sight
+    metrics.add_log_lines("worker:0", ["wide " + "x" * 2000])
+    qtbot.waitUntil(lambda: text.toPlainText().endswith("x" * 10), timeout=3000)
+    wide = text.horizontalScrollBar()
+    assert wide.maximum() > 0 and wide.value() == 0
+    dash.hide()  # lines that arrive while another page is shown
+    metrics.add_log_lines("worker:0", ["wide again " + "y" * 2000])
+    dash.refresh()
+    dash._text_time = 0.0
+    dash.refresh()
+    dash.show()
+    qtbot.waitUntil(lambda: text.toPlainText().endswith("y" * 10), timeout=3000)
+    qtbot.wait(50)
+    assert wide.value() == 0
     # scrolled up: new lines do not move the view
     bar.setValue(0)
     metrics.add_log_lines("worker:0", ["after scroll"])

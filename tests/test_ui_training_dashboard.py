@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from fakes import FakeRun, event, opened_file_urls, step_losses, steps_event
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication, QImage, QPainter
 from PySide6.QtWidgets import QMainWindow
 from pytestqt.qtbot import QtBot
 
@@ -22,8 +23,9 @@ from dtgui.core.smoothing import ema
 from dtgui.core.strategies import Strategy
 from dtgui.ui.dashboard import Dashboard
 from dtgui.ui.notify import Notifier, RunNotices
+from dtgui.ui.plot_base import LIGHT
 from dtgui.ui.run_session import RunSession
-from dtgui.ui.training_plots import RAW_ALPHA
+from dtgui.ui.training_plots import RAW_ALPHA, LearningRatePanel
 from dtgui.worker import step_batch
 
 pytestmark = pytest.mark.gui
@@ -105,6 +107,11 @@ def test_validation_loss_metrics_best_points_and_learning_rate(
     x, y = dash.lr_panel.curves.shown_data("lr")
     np.testing.assert_array_equal(x, np.arange(10, 121, 10))
     np.testing.assert_allclose(y, [0.1 * (1 - s / 120) for s in range(10, 121, 10)])
+    # a new run: until its first step its plots are empty, not on this run's 120 steps
+    dash.attach(FakeRun(LiveRun(50)), run_name="next")
+    for plot in (dash.loss_panel, dash.throughput_panel, dash.lr_panel):
+        assert plot.plot.getViewBox().viewRange()[0][1] < 120
+    assert dash.device_panel.plot.getViewBox().viewRange()[1] == [-6, 106]  # 0-100 % kept
 
 
 def test_smoothing_is_tensorboards_ema_with_the_raw_points_faint_behind(
@@ -232,12 +239,35 @@ def test_new_smoothing_on_an_ended_long_run_redraws_every_envelope(
     assert hi == pytest.approx(max(e.max() for e in every))
 
 
+def test_a_short_plot_keeps_a_label_on_its_y_axis(qtbot: QtBot) -> None:
+    """A constant learning rate in a plot as short as the dashboard's at 1366x768: its 0 and
+    0.001 ticks are at the ends, where pyqtgraph draws no label; a middle one is labelled."""
+    panel = LearningRatePanel(LIGHT)
+    qtbot.addWidget(panel)
+    panel.resize(400, 110)
+    panel.show()
+    x = np.arange(10, 1001, 10, dtype=float)
+    panel.update_data((x, np.full_like(x, 0.001)))
+    axis = panel.plot.getAxis("left")
+    qtbot.waitUntil(lambda: axis.geometry().height() > 20, timeout=5000)  # laid out
+    panel.settle()
+    image = QImage(8, 8, QImage.Format.Format_ARGB32)
+    painter = QPainter(image)
+    axis.generateDrawSpecs(painter)  # as a paint does: the axis widens to its labels
+    qtbot.wait(50)
+    specs = axis.generateDrawSpecs(painter)
+    painter.end()
+    view = panel.plot.getViewBox().viewRange()[1]
+    assert [text for _rect, _flags, text in specs[2]] == ["0.0005"], (axis.geometry(), view)
+
+
 def test_saved_model_bar_opens_the_models_folder(qtbot: QtBot, dash: Dashboard, metrics: LiveRun,
                                                  tmp_path: Path) -> None:
     run = FakeRun(metrics, path=tmp_path / "bundle")
     output = run.output_dir
     dash.attach(run, run_name="saved")
     assert not dash.model_bar.isVisible()
+    assert not dash.loss_panel.legend.isVisible()  # no curve yet: no empty legend box
     metrics.add_events([
         event("model_saved", role="best", path="model/best/model.keras",
               savedmodel="model/best/saved_model", step=80, metric="val_loss", value=0.3),
@@ -250,6 +280,10 @@ def test_saved_model_bar_opens_the_models_folder(qtbot: QtBot, dash: Dashboard, 
     with opened_file_urls() as opened:
         qtbot.mouseClick(dash.model_bar.open_button, LEFT)
     assert [u.toLocalFile() for u in opened] == [str(output / "model")]
+    dash.model_bar.opener = lambda _url: False  # no file manager on this desktop
+    qtbot.mouseClick(dash.model_bar.open_button, LEFT)
+    assert str(output / "model") in dash.model_bar.label.text()
+    assert QGuiApplication.clipboard().text() == str(output / "model")
 
 
 def test_notifications_when_a_run_restarts_finishes_or_fails(

@@ -19,9 +19,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from dtgui.core.events import read_all
 from dtgui.core.plan import PLAN_NAME
-from dtgui.core.run_curves import final_loss_of_bundle
 from dtgui.core.run_state import ENDED, RunState
 from dtgui.core.settings import atomic_write_text, runs_dir
 from dtgui.worker.layout import EVENTS_GLOB, OUTPUT_DIR
@@ -173,6 +171,8 @@ def _known_fields(cls: type[MachineRecord | TaskRecord | Segment], data: dict[st
 
 def state_from_events(bundle_dir: Path) -> RunState:
     """For a bundle without a record (a run of an older dtgui): finished / failed / unknown."""
+    from dtgui.core.events import read_all  # numpy: only for runs without a record
+
     kinds: set[str] = set()
     for path in (Path(bundle_dir) / OUTPUT_DIR).glob(EVENTS_GLOB):
         kinds.update(e.kind for e in read_all(path) if e.kind in ("finished", "failed"))
@@ -236,6 +236,8 @@ class RunHistory:
         plan_file = bundle / PLAN_NAME
         if not plan_file.is_file():
             return None
+        from dtgui.core.run_curves import final_loss_of_bundle  # numpy: as read_all
+
         try:  # a run from before run records (and plan schemas): its name and strategy
             plan = json.loads(plan_file.read_text(encoding="utf-8"))
             created = plan_file.stat().st_mtime

@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import json
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -116,9 +117,20 @@ def fill_rows(rows: list[RunRow]) -> list[RunRow]:
     return rows
 
 
+_NOTES_LOCK = threading.Lock()
+
+
 def set_notes(folder: Path | str, *, tags: list[str] | None = None, note: str | None = None,
               archived: bool | None = None, add_tags: list[str] | None = None) -> Notes:
-    """Change what the user wrote about a run or a sweep (each given field)."""
+    """Change what the user wrote about a run or a sweep (each given field). One change at a
+    time: the page writes tags and a note from workers of their own, and each rewrites the
+    file it read."""
+    with _NOTES_LOCK:
+        return _set_notes(folder, tags, note, archived, add_tags)
+
+
+def _set_notes(folder: Path | str, tags: list[str] | None, note: str | None,
+               archived: bool | None, add_tags: list[str] | None) -> Notes:
     notes = Notes.read(folder)
     if tags is not None:
         notes.tags = clean_tags(tags)

@@ -10,13 +10,15 @@ is an in-memory value: reading one never blocks.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from dtgui.core.bundle import Bundle
-from dtgui.core.live_run import LiveRun
 from dtgui.core.plan import Plan
 from dtgui.core.run_state import RunState
-from dtgui.core.runs import RunRecord
+
+if TYPE_CHECKING:  # the main window imports this protocol before any run (and numpy) exists
+    from dtgui.core.bundle import Bundle
+    from dtgui.core.live_run import LiveRun
+    from dtgui.core.runs import RunRecord
 
 
 class RunSource(Protocol):

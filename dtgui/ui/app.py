@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QApplication
 
 from dtgui.launch.model_check import cancel_all as cancel_all_checks
 from dtgui.resources import resource
+from dtgui.ui.qt_start import StartMessages
 from dtgui.ui.ui_thread_gc import collect_on_ui_thread
 from dtgui.ui.workers import shutdown as shutdown_background_work
 
@@ -22,7 +23,10 @@ def make_app(argv: list[str] | None = None) -> QApplication:
     existing = QApplication.instance()
     if existing is not None and not isinstance(existing, QApplication):
         raise RuntimeError("a QCoreApplication without widgets is already running")
-    app = existing or QApplication(argv if argv is not None else sys.argv)
+    if existing is None:
+        with StartMessages():  # what to install when Qt cannot load its platform plugin
+            existing = QApplication(argv if argv is not None else sys.argv)
+    app = existing
     app.setApplicationName("dtgui")
     app.setOrganizationName("dtgui")
     app.setDesktopFileName("dtgui")  # ties the windows to dtgui.desktop (its icon and name)

@@ -65,6 +65,17 @@ def script_losses(metrics: LiveRun | None) -> dict[int, Any]:
     return out
 
 
+def give_share(splitter: QSplitter, index: int, share: float) -> None:
+    """The widget at `index` given `share` of the splitter's width; the others keep their
+    proportions in the rest."""
+    sizes = splitter.sizes()
+    total = sum(sizes)
+    wanted = int(total * share)
+    others = sum(size for i, size in enumerate(sizes) if i != index) or 1
+    splitter.setSizes([wanted if i == index else int(size * (total - wanted) / others)
+                       for i, size in enumerate(sizes)])
+
+
 def _titled(title: str, body: QWidget, panel: str) -> QFrame:
     box = make_card(panel)
     layout = QVBoxLayout(box)
@@ -100,28 +111,27 @@ class Dashboard(QWidget):
         self.memory_panel.networkMeasured.connect(self.step_split.set_network)
         self.log_view = LogView()
 
+        # Two rows of plots, each one plot high, so that the dashboard fits a 768-px screen:
+        # the loss beside the validation (and a script's scalars), the rates below.
         lower = QSplitter(Qt.Orientation.Horizontal)
         lower.setObjectName("lowerPlotSplitter")
         lower.addWidget(self.throughput_panel)
         lower.addWidget(self.device_panel)
+        lower.addWidget(self.lr_panel)
         self.plot_splitter = QSplitter(Qt.Orientation.Vertical)
         self.plot_splitter.setObjectName("plotSplitter")
         top = QSplitter(Qt.Orientation.Horizontal)
         top.setObjectName("topPlotSplitter")
         top.addWidget(self.loss_panel)
-        side = QSplitter(Qt.Orientation.Vertical)
-        side.setObjectName("trainingSideSplitter")
-        side.addWidget(self.validation_panel)
-        side.addWidget(self.lr_panel)
-        side.setStretchFactor(0, 3)
-        side.setStretchFactor(1, 2)
-        top.addWidget(side)
+        top.addWidget(self.validation_panel)
         top.addWidget(self.scalar_panel)
         top.setStretchFactor(0, 3)
         top.setStretchFactor(1, 2)
         top.setStretchFactor(2, 2)
-        self._top_splitter = top
-        self._side_sized = False  # the side column got its share of the width
+        # A panel shown after its splitter was laid out gets only its minimum width: it is
+        # given its share once (validation: 30 % of its row, learning rate: a third).
+        self._late_panels = {self.validation_panel: (top, 0.3), self.lr_panel: (lower, 1 / 3)}
+        self._sized: set[QWidget] = set()
         self.plot_splitter.addWidget(top)
         self.plot_splitter.addWidget(lower)
         self.plot_splitter.setStretchFactor(0, 3)
@@ -133,7 +143,7 @@ class Dashboard(QWidget):
         bottom.addWidget(_titled("Memory and network", self.memory_panel, "memory"))
         bottom.setStretchFactor(0, 2)
         bottom.setStretchFactor(1, 3)
-        bottom.setStretchFactor(2, 2)
+        bottom.setStretchFactor(2, 3)  # the memory table's columns whole at 1366 px
         self.splitter = QSplitter(Qt.Orientation.Vertical)
         self.splitter.setObjectName("dashboardSplitter")
         self.splitter.addWidget(self.plot_splitter)
@@ -141,13 +151,13 @@ class Dashboard(QWidget):
         self.splitter.setStretchFactor(0, 3)
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setSizes([620, 260])
-        for split in (top, side, lower, self.plot_splitter, bottom, self.splitter):
+        for split in (top, lower, self.plot_splitter, bottom, self.splitter):
             split.setChildrenCollapsible(False)
             split.setHandleWidth(6)
 
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(8, 8, 8, 8)
-        layout.setSpacing(6)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.setSpacing(4)
         layout.addWidget(self.header)
         layout.addWidget(self.model_bar)
         layout.addWidget(self.step_split)
@@ -204,11 +214,12 @@ class Dashboard(QWidget):
         for panel in (self.validation_panel, self.lr_panel):
             panel.clear()
             panel.setVisible(False)
-        self._side_sized = False
+        self._sized.clear()
         self.model_bar.set_output(controller.output_dir)
         self.step_split.set_script(self._script_run)
         self.step_split.set_deterministic_ps(
             not self._script_run and plan.strategy.asynchronous and plan.deterministic)
+        self.step_split.set_measuring(not controller.finished)
         self.step_split.clear()
         self.step_split.set_facts(plan_facts(plan))
         self.throughput_panel.setVisible(True)
@@ -245,6 +256,7 @@ class Dashboard(QWidget):
         if c is None or self._ended:
             return
         self._ended = True
+        self.step_split.set_measuring(False)
         self.header.set_state(state, message)
         self._update_stop_button(state, True)
         self.refresh()
@@ -350,17 +362,11 @@ class Dashboard(QWidget):
             self.lr_panel.update_data(lr)
             fed.append(self.lr_panel)
         self.model_bar.update_models(list(snap.models))
-        if fed and not self._side_sized:
-            # a column shown after the splitter was laid out gets only its minimum width
-            self._side_sized = True
-            sizes = self._top_splitter.sizes()
-            total = sum(sizes)
-            side = int(total * 0.3)
-            rest = [size for i, size in enumerate(sizes) if i != 1]
-            others = sum(rest) or 1
-            self._top_splitter.setSizes(
-                [side if i == 1 else int(size * (total - side) / others)
-                 for i, size in enumerate(sizes)])
+        for panel in fed:
+            if panel in self._late_panels and panel not in self._sized:
+                self._sized.add(panel)
+                splitter, share = self._late_panels[panel]
+                give_share(splitter, splitter.indexOf(panel), share)
         return fed
 
     def _metrics(self) -> LiveRun | None:

@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence
+from PySide6.QtCore import QEvent, QSize, Qt, QTimer
+from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence, QResizeEvent
 from PySide6.QtWidgets import (
     QFileDialog,
     QFrame,
@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QMenu,
     QMessageBox,
     QPushButton,
+    QScrollArea,
     QSplitter,
     QStackedWidget,
     QToolButton,
@@ -32,7 +33,6 @@ from dtgui.core.settings import load_last_plan, runs_dir, save_last_plan
 from dtgui.core.strategies import STRATEGIES, Strategy, recommend
 from dtgui.launch.model_check import cancel_all as cancel_all_checks
 from dtgui.launch.policy import RunPolicy
-from dtgui.launch.run_source import RunSource
 from dtgui.resources import resource
 from dtgui.ui.local_machine import LocalMachinePanel
 from dtgui.ui.run_queue_panel import RunQueuePanel
@@ -41,6 +41,8 @@ from dtgui.ui.runs_page import RunsPage
 from dtgui.ui.workers import error_message, run_in_thread
 
 if TYPE_CHECKING:
+    from dtgui.core.runs import RunRecord
+    from dtgui.launch.run_source import RunSource
     from dtgui.ui.compare import CompareView
     from dtgui.ui.dashboard import Dashboard
     from dtgui.ui.machines.panel import MachinesPanel
@@ -96,6 +98,7 @@ class HomePage(QWidget):
         card_layout.addLayout(buttons)
         self.status = QLabel("")
         self.status.setWordWrap(True)
+        self.failed = False  # the status says why a launch could not start
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         hint = QLabel(
             "<b>New run…</b> opens the wizard: every tf.distribute strategy this machine can "
@@ -115,6 +118,11 @@ class HomePage(QWidget):
         layout.addStretch(1)
         self.set_plan_text(demo_plan(None))
 
+    def set_status(self, text: str, failed: bool = False) -> None:
+        """The line under the demo: a launch's progress, or why it could not start."""
+        self.status.setText(text)
+        self.failed = failed
+
     def set_plan_text(self, plan: Plan) -> None:
         info = STRATEGIES[plan.strategy]
         where = "logical CPU devices" if plan.device_kind == "cpu" else "GPUs"
@@ -126,15 +134,43 @@ class HomePage(QWidget):
         )
 
 
+class PagesHolder(QWidget):
+    """The pages at the scroll area's size. Without a layout it has no height-for-width, so
+    a page's wrapped labels do not make the scroll area give it their ideal height (taller
+    than the window): it scrolls only below the pages' minimum."""
+
+    def __init__(self, pages: QWidget) -> None:
+        super().__init__()
+        self.pages = pages
+        pages.setParent(self)
+
+    def minimumSizeHint(self) -> QSize:
+        return self.pages.minimumSizeHint()
+
+    def sizeHint(self) -> QSize:
+        return self.pages.sizeHint()
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.LayoutRequest:  # a page's minimum changed
+            self.updateGeometry()
+        return super().event(event)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        self.pages.setGeometry(self.rect())
+        super().resizeEvent(event)
+
+
 class MainWindow(QMainWindow):
     def __init__(self) -> None:
         super().__init__()
         self.setWindowTitle("dtgui — distributed TensorFlow training")
         self.setWindowIcon(QIcon(str(resource("icons", "dtgui.svg"))))
-        self.resize(1400, 880)
+        area = self.screen().availableGeometry()  # on a 1366x768 screen too
+        self.resize(min(1400, area.width()), min(880, area.height()))
         self.session = RunSession(lambda: self.machines, self)
         self.wizard: RunWizard | None = None
         self._closing = False
+        self._launch_machines: set[str] = set()  # the last launch's registered machines
 
         self.machine = LocalMachinePanel()
         self.machine.setMinimumWidth(320)
@@ -156,11 +192,20 @@ class MainWindow(QMainWindow):
         left_layout.addStretch(1)
         left.setMinimumWidth(380)
         left.setMaximumWidth(620)
+        self.left_column = left
+        # A page whose minimum is larger than the screen scrolls: the window never grows by
+        # itself (a wide table, a long message) past the screen's edge.
+        pages_area = QScrollArea()
+        pages_area.setObjectName("pagesArea")
+        pages_area.setWidgetResizable(True)
+        pages_area.setFrameShape(QFrame.Shape.NoFrame)
+        pages_area.setWidget(PagesHolder(self.pages))
         splitter = QSplitter()
         splitter.addWidget(left)
-        splitter.addWidget(self.pages)
+        splitter.addWidget(pages_area)
         splitter.setStretchFactor(1, 1)
         splitter.setSizes([470, 930])  # wide enough for the machines table's columns
+        splitter.setChildrenCollapsible(False)  # hidden only by the View menu, which shows it
         self.setCentralWidget(splitter)
 
         toolbar = self.addToolBar("Main")
@@ -195,6 +240,7 @@ class MainWindow(QMainWindow):
         if isinstance(sweep_button, QToolButton):
             sweep_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         self.sweep_view: SweepView | None = None  # made on first use: Optuna loads then
+        self._add_view_menu()
         self.act_quit = QAction("Quit", self)
         self.act_quit.setShortcut(QKeySequence("Ctrl+Q"))
         self.act_quit.triggered.connect(self.close)  # closeEvent asks about a running run
@@ -211,7 +257,7 @@ class MainWindow(QMainWindow):
         self.compare: CompareView | None = None  # made on first use: pyqtgraph loads then
         self._run_notices: RunNotices | None = None  # made with the first run
         self.runs_page.loaded.connect(self._announce_running)
-        self.runs_page.refresh()
+        QTimer.singleShot(200, self, self.runs_page.refresh)  # after the first paint
         self.session.started.connect(self._on_started)
         self.session.failed.connect(self._on_launch_error)
         self.session.progress.connect(self._on_progress)
@@ -231,6 +277,25 @@ class MainWindow(QMainWindow):
         QTimer.singleShot(150, self, self.machine.refresh)
         QTimer.singleShot(100, self, lambda: self.machines)
 
+    def _add_view_menu(self) -> None:
+        """The left column beside Home only (the run's pages get the full width), or beside
+        every page: a menu action, so a hidden column always comes back."""
+        self.act_column = QAction("This machine and Machines beside every page", self)
+        self.act_column.setCheckable(True)
+        self.act_column.setShortcut(QKeySequence("Ctrl+M"))
+        self.act_column.toggled.connect(lambda _on: self._place_column())
+        view = self.menuBar().addMenu("&View")
+        view.addAction(self.act_home)
+        view.addAction(self.act_dashboard)
+        view.addAction(self.act_runs)
+        view.addSeparator()
+        view.addAction(self.act_column)
+        self.pages.currentChanged.connect(lambda _index: self._place_column())
+
+    def _place_column(self) -> None:
+        self.left_column.setVisible(self.act_column.isChecked()
+                                    or self.pages.currentWidget() is self.home)
+
     @property
     def machines(self) -> MachinesPanel:
         if self._machines is None:
@@ -240,7 +305,17 @@ class MainWindow(QMainWindow):
             stretch = self._left_layout.count() - 1
             self._left_layout.takeAt(stretch)
             self._left_layout.addWidget(self._machines, 1)
+            self._machines.machinesChanged.connect(self._forget_removed_machines)
         return self._machines
+
+    def _forget_removed_machines(self) -> None:
+        """A launch's failure on Home is about machines: once one of them is removed, the
+        message no longer applies."""
+        names = {m.name for m in self.machines.machines()}
+        if self._launch_machines - names:
+            self._launch_machines &= names
+            if self.home.failed:
+                self.home.set_status("")
 
     # -- actions ---------------------------------------------------------------------------
     def train_demo(self) -> None:
@@ -299,7 +374,8 @@ class MainWindow(QMainWindow):
         if not self._may_start():
             return
         self._set_launch_enabled(False)
-        self.home.status.setText(f"Starting {plan.run_name}…")
+        self._launch_machines = {t.machine for t in plan.tasks if not t.is_local}
+        self.home.set_status(f"Starting {plan.run_name}…")
         self.statusBar().showMessage(f"Writing the bundle and starting {plan.run_name}…")
         self.session.launch(plan, runs_dir(), RunPolicy(max_restarts=max_restarts), job)
 
@@ -462,7 +538,7 @@ class MainWindow(QMainWindow):
         return self._run_notices
 
     def _on_started(self, source: RunSource) -> None:
-        self.home.status.setText("")
+        self.home.set_status("")
         _ = self.run_notices  # listening before the run can restart or end
         self._ensure_dashboard().attach(source)
         self.act_dashboard.setEnabled(True)
@@ -474,7 +550,7 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"Run {source.state}: {source.message}")
 
     def _on_progress(self, text: str) -> None:
-        self.home.status.setText(f"{text}…" if not text.endswith(")") else text)
+        self.home.set_status(f"{text}…" if not text.endswith(")") else text)
         self.statusBar().showMessage(text)
 
     def _on_ended_while_closed(self, record: RunRecord) -> None:
@@ -493,7 +569,8 @@ class MainWindow(QMainWindow):
     def _on_launch_error(self, text: str) -> None:
         self._set_launch_enabled(True)
         first = text.splitlines()[0]
-        self.home.status.setText(f"<span style='color:#b91c1c'>Could not start: {first}</span>")
+        self.home.set_status(f"<span style='color:#b91c1c'>Could not start: {first}</span>",
+                             failed=True)
         self.statusBar().showMessage("Launch failed.", 10000)
         QMessageBox.warning(self, "Could not start the run", first)
 

@@ -14,7 +14,16 @@ from dataclasses import dataclass
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor, QFont, QIcon, QPainter, QPalette, QPen, QPixmap
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QFontMetricsF,
+    QIcon,
+    QPainter,
+    QPalette,
+    QPen,
+    QPixmap,
+)
 from PySide6.QtWidgets import (
     QComboBox,
     QFrame,
@@ -107,6 +116,39 @@ class SpacedAxis(pg.AxisItem):
         power = 10.0 ** math.floor(math.log10(need))
         return [(next(m * power for m in (1, 2, 5, 10) if m * power >= need), 0.0)]
 
+    def tickValues(self, minVal: float, maxVal: float,
+                   size: float) -> list[tuple[float, list[float]]]:
+        """pyqtgraph's ticks; in a short plot where none of them is far enough from both
+        ends for its label to be drawn (pyqtgraph leaves out a label that crosses an end),
+        one round value near the middle instead: a plot is never without a y label."""
+        levels: list[tuple[float, list[float]]] = super().tickValues(minVal, maxVal, size)
+        if not maxVal > minVal or size <= 0:
+            return levels
+        font = self.style.get("tickFont")
+        label = QFontMetricsF(font if font is not None else self.font()).height()
+        margin = label * 0.6 * (maxVal - minVal) / size  # half a label, and a little more
+        lo, hi = minVal + margin, maxVal - margin
+        if lo >= hi or any(lo <= v <= hi for _spacing, values in levels for v in values):
+            return levels
+        step, value = round_inside(lo, hi)
+        return [(step, [value])]
+
+
+def round_inside(lo: float, hi: float) -> tuple[float, float]:
+    """The roundest value in [lo, hi] (a multiple of the largest 1, 2 or 5 times a power of
+    ten that has one there, the one nearest the middle), with that step."""
+    unit = 10.0 ** math.ceil(math.log10(hi - lo))
+    while True:
+        for step in (unit, unit / 2, unit / 5):
+            first = math.ceil(lo / step) * step
+            if first <= hi:
+                middle = round((lo + hi) / 2 / step) * step
+                return step, middle if lo <= middle <= hi else first
+        unit /= 10
+
+
+PLOT_MIN_HEIGHT = 52
+
 
 def format_elapsed(seconds: float) -> str:
     s = round(seconds)
@@ -195,6 +237,8 @@ class PlotPanel(QFrame):
         self.plot_widget.setObjectName(panel + "Plot")
         self.plot_widget.setAntialiasing(False)
         self.plot_widget.setFrameShape(QFrame.Shape.NoFrame)
+        # Below pyqtgraph's 68 px: two rows of plots, the header and the tables fit 768 px.
+        self.plot_widget.setMinimumHeight(PLOT_MIN_HEIGHT)
         layout.addWidget(self.plot_widget, 1)
         self.plot: pg.PlotItem = self.plot_widget.getPlotItem()
         self.plot.setDownsampling(auto=True, mode="peak")
@@ -246,8 +290,13 @@ class PlotPanel(QFrame):
             curves.set_use_envelope(use)
 
     def reset_view(self) -> None:
-        """For a new run: follow it from its start."""
+        """For a new run: follow it from its start (until its first points, empty axes rather
+        than the last run's)."""
         self._x_span = self._y_span = None
+        view = self.plot.getViewBox()
+        view.setXRange(0.0, 1.0, padding=0)
+        if self.y_mode != "fixed":  # a fixed range (utilisation, 0-100 %) is the panel's own
+            view.setYRange(0.0, 1.0, padding=0)
         self.set_following(True)
 
     def _view_resized(self, *_args: object) -> None:

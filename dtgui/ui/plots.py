@@ -45,6 +45,7 @@ class LossPanel(PlotPanel):
                                     labelTextColor=theme.text, labelTextSize="8pt",
                                     verSpacing=-2, horSpacing=4, sampleType=LineSample)
         self.legend.setParentItem(self.plot.getViewBox())
+        self.legend.setVisible(False)  # until it has a curve to name
         self.legend.sigSampleClicked.connect(self._legend_clicked)
         self.curves = self.add_curve_set(self._make, layer_only=True)
         self._chips: dict[int, QCheckBox] = {}
@@ -128,7 +129,7 @@ class LossPanel(PlotPanel):
     def _rebuild_toggles(self) -> None:
         ids = self.replica_ids()
         self.legend.clear()
-        self.legend.setVisible(len(ids) <= MAX_LEGEND_ENTRIES)
+        self.legend.setVisible(0 < len(ids) <= MAX_LEGEND_ENTRIES)  # no empty box
         for rid in ids if len(ids) <= MAX_LEGEND_ENTRIES else ():
             self.legend.addItem(self.curves.curves[rid], f"replica {rid}")
         self.legend.setColumnCount(1 if len(ids) <= 4 else 2 if len(ids) <= 8 else 4)

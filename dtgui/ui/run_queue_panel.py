@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
@@ -29,14 +30,9 @@ from PySide6.QtWidgets import (
 )
 
 from dtgui.core.queue_file import QueueError
-from dtgui.launch.run_queue import (
-    QueuedRun,
-    cancel_queued,
-    move_queued,
-    queue_dir,
-    queued_runs,
-    resume_queue,
-)
+
+if TYPE_CHECKING:
+    from dtgui.launch.run_queue import QueuedRun
 from dtgui.ui.workers import error_message, run_in_thread
 
 REFRESH_MS = 3000
@@ -44,10 +40,27 @@ COLUMNS = ("#", "Run", "Waits for", "Queued")
 _ID = Qt.ItemDataRole.UserRole
 
 
-def _look(folder: Path) -> list[QueuedRun]:
-    """The queue now; its process started again when runs wait and none runs."""
+def _look(folder: Path | None) -> list[QueuedRun]:
+    """The queue now; its process started again when runs wait and none runs. (The queue
+    and the launch layer under it are imported here, in a worker: not before the first
+    window.)"""
+    from dtgui.launch.run_queue import queue_dir, queued_runs, resume_queue
+
+    folder = folder or queue_dir()
     resume_queue(folder)
     return queued_runs(folder)
+
+
+def _cancel(entry_id: str, folder: Path | None) -> None:
+    from dtgui.launch.run_queue import cancel_queued
+
+    cancel_queued(entry_id, folder)
+
+
+def _move(entry_id: str, by: int, folder: Path | None) -> None:
+    from dtgui.launch.run_queue import move_queued
+
+    move_queued(entry_id, by, folder)
 
 
 class RunQueuePanel(QWidget):
@@ -58,7 +71,7 @@ class RunQueuePanel(QWidget):
     def __init__(self, folder: Path | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("runQueue")
-        self.folder = folder or queue_dir()
+        self.folder = folder  # None: the data folder's queue
         self.runs: list[QueuedRun] = []
         self.error = ""
         self._reading = False
@@ -169,12 +182,12 @@ class RunQueuePanel(QWidget):
     def cancel_selected(self) -> None:
         chosen = self.selected()
         if chosen:
-            self._act(lambda: cancel_queued(chosen, self.folder))
+            self._act(lambda: _cancel(chosen, self.folder))
 
     def move_selected(self, by: int) -> None:
         chosen = self.selected()
         if chosen:
-            self._act(lambda: move_queued(chosen, by, self.folder))
+            self._act(lambda: _move(chosen, by, self.folder))
 
     def _act(self, action: Callable[[], None]) -> None:
         for button in (self.up_button, self.down_button, self.cancel_button):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor, QFontDatabase, QIcon, QPainter, QPixmap
+from PySide6.QtGui import QColor, QFontDatabase, QIcon, QPainter, QPixmap, QTextCursor
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -427,6 +427,16 @@ class LogView(QWidget):
         bar = self.text.verticalScrollBar()
         follow = bar.value() >= bar.maximum() - 1
         keep = bar.value()
+        sideways = self.text.horizontalScrollBar()
+        left = sideways.value()
         self.text.appendPlainText("\n".join(lines))
+        cursor = self.text.textCursor()
+        if not cursor.hasSelection():
+            # At the start of the last line, not its end: a view shown again (another page
+            # was in front) scrolls to its cursor, which would hide the start of every line.
+            cursor.movePosition(QTextCursor.MoveOperation.End)
+            cursor.movePosition(QTextCursor.MoveOperation.StartOfBlock)
+            self.text.setTextCursor(cursor)
         bar.setValue(bar.maximum() if follow else keep)
+        sideways.setValue(left)
         self.count_label.setText(f"{total:,} lines")

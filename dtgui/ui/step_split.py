@@ -49,6 +49,9 @@ DETERMINISTIC_PS_HINT = (
     "(tf.timestamp). ParameterServer training is asynchronous, so not repeatable anyway: "
     "turn Deterministic ops off (wizard, Options) to see where the time goes.")
 
+MEASURING_HINT = ("Measuring: each task times its first steps (input wait, compute, "
+                  "communication); its split shows here once it has.")
+
 
 def verdict_html(found: Verdict) -> str:
     """The verdict line, its figure in the limit's colour (a memory limit, then the step
@@ -167,6 +170,7 @@ class StepSplitPanel(QFrame):
         self.script = False  # a user's own script: a hint until it reports a split
         self.deterministic_ps = False  # ParameterServer with deterministic ops: no split
         self.ended = False  # the run ended (a split not measured will not be)
+        self.measuring = False  # a live run whose tasks have not reported a split yet
         self.verdict = Verdict("")
         self._rows: list[tuple[QLabel, SplitBar, QLabel]] = []
         self._shown: dict[str, StepSplit] = {}
@@ -183,12 +187,23 @@ class StepSplitPanel(QFrame):
     def set_deterministic_ps(self, deterministic_ps: bool) -> None:
         self.deterministic_ps = deterministic_ps
 
+    def set_measuring(self, measuring: bool) -> None:
+        """A live run (the card says a split is coming) or an ended one (it says nothing
+        without a split)."""
+        if measuring == self.measuring:
+            return
+        self.measuring = measuring
+        if not self._shown and not self._near:
+            self.verdict_label.setText(self.hint)
+            self.setVisible(bool(self.hint))
+
     @property
     def hint(self) -> str:
         """What the card says before (or instead of) a split: how to get one, and what the
         device and network samples say meanwhile."""
         reason = SCRIPT_HINT if self.script else \
-            DETERMINISTIC_PS_HINT if self.deterministic_ps else ""
+            DETERMINISTIC_PS_HINT if self.deterministic_ps else \
+            MEASURING_HINT if self.measuring else ""
         if reason and self._unhelped:
             reason += "<br>" + escape(self._unhelped)
         return reason
@@ -283,8 +298,8 @@ class StepSplitPanel(QFrame):
                 f"{_duration(after)} of training)" if self.ended else
                 f"Not measured yet: measured once a task has trained about {_duration(after)} "
                 f"({why})")
-        if self.hint:
-            line += "<br>" + self.hint
+        if self._unhelped:  # not the hint: it says a split is being measured
+            line += "<br>" + escape(self._unhelped)
         if line != self.verdict_label.text():
             self.verdict_label.setText(line)
         self.setVisible(True)

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QInputDialog,
     QLabel,
+    QMenu,
     QPushButton,
     QSplitter,
     QTableWidget,
@@ -110,12 +111,15 @@ class SweepView(QWidget):
         self.session.failed.connect(self._failed)
         self.title = QLabel("No sweep")
         self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.title.setWordWrap(True)  # a long folder wraps: it never widens the window
         self.status = QLabel("")
+        self.status.setWordWrap(True)
         self.notes = QLabel("")  # what the queue said: trials waiting for a GPU ...
         self.notes.setWordWrap(True)
         self.notes.setStyleSheet("color: #8a5a00")
         self.notes.hide()
         self.table = QTableWidget(0, 0)
+        self.table.horizontalHeader().setStretchLastSection(True)  # the page's whole width
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.itemSelectionChanged.connect(self._selection_changed)
@@ -127,16 +131,24 @@ class SweepView(QWidget):
         plots = QTabWidget()
         plots.addTab(self.parallel, "Parallel coordinates")
         plots.addTab(self.scatter_tabs, "Objective by parameter")
-        self.compare_button = QPushButton("Compare selected")
+        self.compare_button = QPushButton("Compare")
+        self.compare_button.setToolTip("Compare the selected trials' runs")
         self.compare_button.clicked.connect(self._compare)
-        self.best_button = QPushButton("Open best run")
+        self.best_button = QPushButton("Best run")
+        self.best_button.setToolTip("Open the best trial's run")
         self.best_button.clicked.connect(self._open_best)
-        self.csv_button = QPushButton("Export CSV…")
-        self.csv_button.clicked.connect(self._export_csv)
-        self.bundles_button = QPushButton("Export bundles…")
-        self.bundles_button.setToolTip("Write every trial's bundle and rerun.py, which reruns "
+        # One button for both exports: the row of buttons fits beside the machines column on
+        # a 1366-px screen.
+        self.export_button = QPushButton("Export")
+        export_menu = QMenu(self.export_button)
+        self.csv_action = export_menu.addAction("Trials as CSV…")
+        self.csv_action.triggered.connect(self._export_csv)
+        self.bundles_action = export_menu.addAction("Bundles and rerun.py…")
+        self.bundles_action.setToolTip("Write every trial's bundle and rerun.py, which reruns "
                                        "the sweep's trials without dtgui")
-        self.bundles_button.clicked.connect(self._export_bundles)
+        self.bundles_action.triggered.connect(self._export_bundles)
+        export_menu.setToolTipsVisible(True)
+        self.export_button.setMenu(export_menu)
         self.more_button = QPushButton("More trials…")
         self.more_button.setToolTip("Go on with this sweep (its study) up to more trials, in "
                                     "the background")
@@ -148,8 +160,8 @@ class SweepView(QWidget):
         back.clicked.connect(self.closed)
         top = QHBoxLayout()
         top.addWidget(self.title, 1)
-        for button in (self.best_button, self.compare_button, self.csv_button,
-                       self.bundles_button, self.more_button, self.stop_button, back):
+        for button in (self.best_button, self.compare_button, self.export_button,
+                       self.more_button, self.stop_button, back):
             top.addWidget(button)
         splitter = QSplitter(Qt.Orientation.Vertical)
         splitter.addWidget(self.table)
@@ -260,8 +272,7 @@ class SweepView(QWidget):
         data = self.table_data
         self.compare_button.setEnabled(len([r for r in self.selected_rows() if r.run]) >= 1)
         self.best_button.setEnabled(data is not None and data.best is not None)
-        self.csv_button.setEnabled(data is not None and bool(data.rows))
-        self.bundles_button.setEnabled(data is not None and bool(data.rows))
+        self.export_button.setEnabled(data is not None and bool(data.rows))
         self.stop_button.setEnabled(self.session.running)
         self.more_button.setEnabled(data is not None and not self.session.running
                                     and not self.session.following)

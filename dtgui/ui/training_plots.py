@@ -14,6 +14,7 @@ metrics, the learning rate, and where the trained model was saved.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QUrl
-from PySide6.QtGui import QColor, QDesktopServices
+from PySide6.QtGui import QColor, QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -38,7 +39,7 @@ from dtgui.core.run_curves import best_index, lower_is_better, preferred_metric
 from dtgui.core.smoothing import Ema
 from dtgui.ui.curves import XY, make_curve
 from dtgui.ui.plot_base import PlotPanel, PlotTheme, offer_names, series_colour, style_card
-from dtgui.ui.plots import LossPanel
+from dtgui.ui.plots import MAX_LEGEND_ENTRIES, LossPanel
 
 DEFAULT_SMOOTHING = 0.6
 SLIDER_STEPS = 1000  # the slider's positions: weight = position / SLIDER_STEPS (up to 0.999)
@@ -238,7 +239,8 @@ class TrainingLossPanel(LossPanel):
     def _rebuild_toggles(self) -> None:
         super()._rebuild_toggles()
         val = self.val_curves.curves.get(VALIDATION_KEY)
-        if val is not None and self.legend.isVisible():
+        if val is not None and len(self.replica_ids()) <= MAX_LEGEND_ENTRIES:
+            self.legend.setVisible(True)
             self.legend.addItem(val, "validation")
             self.legend.setColumnCount(1 if len(self.legend.items) <= 4 else 2)
 
@@ -459,5 +461,12 @@ class ModelBar(QFrame):
         self.setVisible(bool(text))
 
     def open_folder(self) -> None:
-        if self.folder is not None:
-            self.opener(QUrl.fromLocalFile(str(self.folder)))
+        if self.folder is None:
+            return
+        if self.opener(QUrl.fromLocalFile(str(self.folder))) is False:
+            # No file manager here (a server's desktop, a bare window manager): the path, to
+            # paste into a terminal or a file dialog.
+            QGuiApplication.clipboard().setText(str(self.folder))
+            path = html.escape(str(self.folder))
+            self.label.setText(f"No file manager opened the folder: <b>{path}</b> (its path "
+                               "is copied to the clipboard)")

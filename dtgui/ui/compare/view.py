@@ -123,6 +123,7 @@ class ComparePlot(QWidget):
                                           labelTextColor=self.theme.text,
                                           brush=pg.mkBrush(self.theme.legend_fill),
                                           pen=pg.mkPen(self.theme.legend_border))
+        self.legend.setVisible(False)  # until it has a curve to name
         # (run, "train" | "raw" | "val"): smoothed training loss, its raw points, validation
         self.curves: dict[tuple[str, str], pg.PlotDataItem] = {}
         layout = QVBoxLayout(self)
@@ -196,6 +197,7 @@ class ComparePlot(QWidget):
                                        name=f"{s.name} (validation)")
                 self.plot.addItem(item)
                 self.curves[(s.name, "val")] = item
+        self.legend.setVisible(bool(self.legend.items))  # no empty box before any curve
         self.plot.enableAutoRange()
 
     def image(self) -> QImage:
@@ -226,6 +228,7 @@ class CompareView(QWidget):
         title.setObjectName("pageTitle")
         self.status = QLabel("")
         self.status.setObjectName("muted")
+        self.status.setWordWrap(True)  # a long message wraps: it never widens the window
         self.back_button = QPushButton("\u2190 Runs")
         self.back_button.setToolTip("Back to the list of runs")
         self.back_button.clicked.connect(self.closed.emit)
@@ -266,6 +269,7 @@ class CompareView(QWidget):
         legend_text = QLabel("solid: mean training loss over every replica · dashed: "
                              "validation loss")
         legend_text.setObjectName("muted")
+        legend_text.setWordWrap(True)  # in the width the tools leave, on a 1366-px screen too
         plot_card = _card("compare", "Loss", legend_text,
                           (self.smoothing_label, self.smoothing, self.by_step, self.by_time,
                            self.log_check, self.png_button), self.plot)

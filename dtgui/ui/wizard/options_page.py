@@ -11,12 +11,14 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QDoubleSpinBox,
+    QFrame,
     QGridLayout,
     QGroupBox,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -211,10 +213,20 @@ class OptionsPage(QWizardPage):
         self.script_note = muted(SCRIPT_OPTIONS_NOTE)
         self.script_note.setObjectName("scriptOptionsNote")
         self.script_note.setVisible(False)
+        content = QWidget()
+        inner = QVBoxLayout(content)
+        inner.setContentsMargins(0, 0, 0, 0)
+        inner.addWidget(self.script_note)
+        inner.addLayout(grid)
+        inner.addStretch(1)
+        # Scrolls where the screen is lower than the page (1366x768): the wizard always fits.
+        scroll = QScrollArea()
+        scroll.setObjectName("optionsScroll")
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidget(content)
         layout = QVBoxLayout(self)
-        layout.addWidget(self.script_note)
-        layout.addLayout(grid)
-        layout.addStretch(1)
+        layout.addWidget(scroll, 1)
         layout.addWidget(self.errors)
 
         plan = ctx.initial

@@ -40,7 +40,8 @@ class RunWizard(QWizard):
         self.setOption(QWizard.WizardOption.NoBackButtonOnStartPage, True)
         self.setOption(QWizard.WizardOption.HaveCustomButton1, True)
         self.setOption(QWizard.WizardOption.HaveCustomButton2, True)
-        self.resize(960, 760)
+        area = (parent.screen() if parent is not None else self.screen()).availableGeometry()
+        self.resize(min(960, area.width()), min(760, area.height() - 48))  # its title bar
         self.setMinimumSize(QSize(860, 620))
         icon = resource("icons", "dtgui.svg")
         if icon.is_file():

@@ -1,0 +1,135 @@
+"""The main window on a 1366x768 screen: its minimum size fits, and opening each page (the
+dashboard of a run, Runs, a sweep, Compare) or the wizard leaves the window's size alone; what
+Home says of a failed launch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QSize
+from PySide6.QtWidgets import QMessageBox, QScrollArea, QWidget
+from pytestqt.qtbot import QtBot
+from test_sweep_view import make_sweep
+from training_events import T0, write_run
+
+from dtgui.core.machines import Machine, MachineRegistry
+from dtgui.core.placement import place_plan
+from dtgui.core.plan import Plan
+from dtgui.core.settings import runs_dir
+from dtgui.core.strategies import Strategy
+from dtgui.ui.local_machine import LocalMachinePanel
+from dtgui.ui.main_window import MainWindow
+
+pytestmark = pytest.mark.gui
+
+SMALL = QSize(1366, 768)
+
+
+def fits(size: QSize) -> bool:
+    return size.width() <= SMALL.width() and size.height() <= SMALL.height() - 60  # a panel
+
+
+def scrolls(window: MainWindow) -> str:
+    """What the pages need when it is more room than the window gives them ("" if not)."""
+    area = window.findChild(QScrollArea, "pagesArea")
+    assert area is not None
+    holder = area.widget()
+    assert holder is not None
+    need, room = holder.minimumSizeHint(), area.viewport().size()
+    if need.width() > room.width() or need.height() > room.height():
+        pages = [window.pages.widget(i) for i in range(window.pages.count())]
+        wide = [(type(p).__name__, p.minimumSizeHint()) for p in pages if p is not None]
+        return f"need {need}, room {room}: {wide}"
+    return ""
+
+
+def test_every_page_fits_1366x768_and_none_widens_the_window(
+        qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(LocalMachinePanel, "refresh", lambda self: None)  # no TensorFlow probe
+    runs = [write_run(runs_dir(), name, created=T0 + i, seed=i)
+            for i, name in enumerate(("adam-fast", "sgd-slow"))]
+    make_sweep(tmp_path / "sweep")
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.resize(SMALL.width(), SMALL.height() - 60)
+    window.show()
+    size = window.size()
+    _ = window.machines  # the left column complete, as a moment after start
+    assert window.left_column.isVisible()  # beside Home
+
+    def opened(page: object, what: str) -> None:
+        qtbot.waitUntil(lambda: window.pages.currentWidget() is page, timeout=10000)
+        qtbot.wait(50)  # layouts settle
+        assert window.size() == size, f"{what} resized the window to {window.size()}"
+        assert not window.left_column.isVisible(), f"the left column takes width on {what}"
+        assert fits(window.minimumSizeHint()), f"{what}: minimum {window.minimumSizeHint()}"
+        assert not scrolls(window), f"{what}: {scrolls(window)}"
+
+    window.show_runs()
+    qtbot.waitUntil(lambda: window.runs_page.row_count() == 2, timeout=30000)
+    opened(window.runs_page, "Runs")
+    window.compare_runs(runs)
+    assert window.compare is not None
+    qtbot.waitUntil(lambda: window.compare is not None
+                    and window.compare.table.columnCount() == 2, timeout=10000)
+    opened(window.compare, "Compare")
+    window.open_sweep(tmp_path / "sweep")
+    view = window.sweep_view
+    assert view is not None
+    qtbot.waitUntil(lambda: view.table.rowCount() == 5, timeout=10000)
+    opened(view, "the sweep view")
+    window._open_run(runs[0])
+    qtbot.waitUntil(lambda: window.dashboard is not None, timeout=10000)
+    dashboard = window.dashboard
+    assert dashboard is not None
+    opened(dashboard, "the dashboard")
+
+    # The column beside every page (View menu): it comes back, and every page still fits.
+    window.act_column.trigger()
+    assert window.left_column.isVisible()
+    pages: list[QWidget] = [window.runs_page, window.compare, view, dashboard]
+    for page in pages:
+        window.pages.setCurrentWidget(page)
+        qtbot.wait(20)
+        assert window.size() == size
+        assert fits(window.minimumSizeHint()), f"{page}: minimum {window.minimumSizeHint()}"
+        assert not scrolls(window), scrolls(window)
+    window.act_column.trigger()
+    window.act_home.trigger()
+    assert window.left_column.isVisible()  # Home always shows it
+
+    window.open_wizard()
+    wizard = window.wizard
+    assert wizard is not None
+    qtbot.waitUntil(wizard.isVisible, timeout=5000)
+    assert window.size() == size
+    assert fits(wizard.minimumSize()), wizard.minimumSize()
+    for page_id in wizard.pageIds():  # the tallest page scrolls rather than grow the wizard
+        step = wizard.page(page_id)
+        assert fits(step.minimumSizeHint() + QSize(0, 250)), f"{step}: {step.minimumSizeHint()}"
+    wizard.reject()
+
+
+def test_a_launch_failure_on_home_goes_once_its_machine_is_removed(
+        qtbot: QtBot, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run placed on a registered machine that refuses the connection: Home says it could
+    not start until that machine is removed."""
+    monkeypatch.setattr(LocalMachinePanel, "refresh", lambda self: None)
+    box = Machine("box", "127.0.0.1", port=1, user="me")  # port 1: refused at once
+    MachineRegistry().add(box)
+    plan = place_plan(Plan(run_name="on-box", strategy=Strategy.ONE_DEVICE, steps=5),
+                      {"worker:0": "box"}, {"box": box}, {"box": [23456]})
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.show()
+    panel = window.machines
+    qtbot.waitUntil(lambda: len(panel.machines()) == 1, timeout=5000)
+    monkeypatch.setattr(QMessageBox, "warning", lambda *_a, **_k: None)
+    window.launch(plan)
+    qtbot.waitUntil(lambda: window.home.failed, timeout=30000)
+    assert "Could not start" in window.home.status.text()
+    panel.table.selectRow(0)
+    panel.machine_actions.remove_selected(confirm=False)
+    qtbot.waitUntil(lambda: not window.home.failed, timeout=10000)
+    assert window.home.status.text() == ""
