@@ -290,6 +290,7 @@ class RunCurves:
         self.device_use = DeviceUse()  # `device` events: utilisation in training, traffic
         self.gradient_bytes = 0  # what a step's all-reduce carries (`started` events)
         self.splits: dict[str, StepSplit] = {}  # task -> where its step time went, latest
+        self.versions: dict[str, str] = {}  # the training program's (TensorFlow, Keras...)
         self.t_first: float | None = None
         self.t_last: float | None = None
         self._loss_task = ""  # the main task (see the class doc)
@@ -367,6 +368,9 @@ class RunCurves:
             steps = event.get("steps")
             if isinstance(steps, int) and steps:
                 self.total_steps = steps
+            versions = event.get("versions")
+            if isinstance(versions, dict):
+                self.versions.update({str(k): str(v) for k, v in versions.items()})
             sent = event.get("gradient_bytes")
             if isinstance(sent, int) and sent > 0:
                 self.gradient_bytes = sent

@@ -69,6 +69,10 @@ class RunRecord:
     max_restarts: int = 0  # the run's policy: restart from the last checkpoint up to N times
     machines: list[MachineRecord] = field(default_factory=list)
     tasks: list[TaskRecord] = field(default_factory=list)
+    # the MLflow run it is sent to, and where (dtgui.launch.mlflow_log): a reattach goes on
+    # there ("" = not sent)
+    mlflow_uri: str = ""
+    mlflow_run_id: str = ""
 
     def __post_init__(self) -> None:  # a name read from run.json becomes its state
         self.state = RunState.named(self.state)
