@@ -22,6 +22,7 @@ from dtgui.cli.machines import (
 )
 from dtgui.cli.script import add_script_options, script_model_from_args, script_refusal
 from dtgui.cli.slurm import add_slurm_options, export_slurm, fill_counts
+from dtgui.cli.tracking import add_export_mlflow, add_mlflow_option, apply_mlflow_option
 from dtgui.core.bottleneck import StepSplit, plan_facts, verdict
 from dtgui.core.memory import DeviceMemory
 from dtgui.core.plan import (
@@ -62,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"dtgui {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.add_parser("gui", help="open the GUI (the default)")
+    add_mlflow_option(parser)
+    add_mlflow_option(sub.add_parser("gui", help="open the GUI (the default)"))
 
     export = sub.add_parser(
         "export", help="write a run bundle that reproduces a run without dtgui",
@@ -74,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a bundle on this machine (a Slurm bundle: submit it "
                          "here, the login node, and follow the job), headless, printing progress")
     run.add_argument("bundle", type=Path, help="a directory written by dtgui export")
+    add_mlflow_option(run)
+    runs = sub.add_parser("runs", help="the runs dtgui started")
+    add_export_mlflow(runs.add_subparsers(dest="runs_command", metavar="COMMAND", required=True))
     from dtgui.cli.sweep import add_sweep
 
     add_sweep(sub, _HelpFormatter, add_export_options)
@@ -347,6 +352,11 @@ def limit_line(plan: Plan, splits: Iterable[StepSplit], memory: Iterable[DeviceM
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    apply_mlflow_option(args)
+    if args.command == "runs" and args.runs_command == "export-mlflow":
+        from dtgui.cli.tracking import cmd_export_mlflow
+
+        return cmd_export_mlflow(args)
     if args.command == "export":
         return cmd_export(args)
     if args.command == "run":

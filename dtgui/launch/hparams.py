@@ -29,8 +29,8 @@ from dtgui.worker.tfrecord import frame
 
 HPARAMS_DIR = f"{OUTPUT_DIR}/tensorboard/hparams"
 FILE_NAME = "events.out.tfevents.{t}.{host}.dtgui-hparams"
-STATUS = {RunState.FINISHED: api_pb2.STATUS_SUCCESS, RunState.FAILED: api_pb2.STATUS_FAILURE,
-          RunState.STOPPED: api_pb2.STATUS_ABORTED}
+# TensorBoard has no "stopped": a stopped run's (a pruned trial's) status is unknown
+STATUS = {RunState.FINISHED: api_pb2.STATUS_SUCCESS, RunState.FAILED: api_pb2.STATUS_FAILURE}
 SKIPPED = ("schema", "run_name", "tasks", "cluster", "machines")
 
 

@@ -53,6 +53,7 @@ from dtgui.worker.layout import OUTPUT_DIR
 log = logging.getLogger(__name__)
 FLUSH_SECONDS = 5.0  # a running run's new points are written this often
 DRAIN_SECONDS = 15.0  # at exit: what is left is sent for this long at most
+STUCK_SECONDS = 3.0  # a write with no answer for this long: the card says writes wait
 MAX_QUEUED = 200  # more waiting writes than this: new points wait in the curves instead
 BATCH = 900  # MLflow takes up to 1,000 metrics, 100 params and 100 tags a log_batch
 RETRY_MAX_SECONDS = 30.0
@@ -85,6 +86,7 @@ class MlflowWriter:
         self._ops: collections.deque[tuple[str, Op]] = collections.deque()
         self._cv = threading.Condition()
         self._busy = False
+        self._busy_since = 0.0  # monotonic: when the write under way began
         self.failing_since: float | None = None  # monotonic: the first failure of the head
         self.last_error = ""
         self.refused = 0  # writes the store refused (dropped)
@@ -101,16 +103,30 @@ class MlflowWriter:
         with self._cv:
             return len(self._ops) + int(self._busy)
 
-    def drain(self, timeout: float) -> bool:
-        """Wait until every queued write is done (True) or `timeout` has passed."""
+    def drain(self, timeout: float, *, while_answering: bool = False) -> bool:
+        """Wait until every queued write is done (True) or `timeout` has passed; with
+        `while_answering`, only while the store answers (at exit: a store that does not
+        answer keeps nobody waiting)."""
         deadline = time.monotonic() + timeout
         with self._cv:
             while self._ops or self._busy:
                 left = deadline - time.monotonic()
-                if left <= 0:
+                if left <= 0 or (while_answering and self._stuck()):
                     return False
                 self._cv.wait(min(left, 0.2))
         return True
+
+    def _stuck(self) -> bool:
+        """The head write failed, or has had no answer for STUCK_SECONDS (MLflow's own
+        client retries a request several times before it gives up)."""
+        return self.failing_since is not None or (
+            self._busy and time.monotonic() - self._busy_since > STUCK_SECONDS)
+
+    def discard(self) -> None:
+        """Drop every queued write (a store given up on)."""
+        with self._cv:
+            self._ops.clear()
+            self._cv.notify_all()
 
     def _loop(self) -> None:
         client = None
@@ -121,6 +137,7 @@ class MlflowWriter:
                     self._cv.wait()
                 what, op = self._ops[0]
                 self._busy = True
+                self._busy_since = time.monotonic()
             try:
                 if client is None:
                     client = self._factory(self.uri)
@@ -157,11 +174,14 @@ class MlflowWriter:
         """What the card says: writes waiting on a store that does not answer, refusals."""
         with self._cv:
             waiting = len(self._ops)
-            since = self.failing_since
+            stuck = self._stuck()
+            since = self.failing_since if self.failing_since is not None else self._busy_since
             refused, error = self.refused, self.last_error
-        if since is not None:
+        if stuck:
+            why = f" ({error})" if self.failing_since is not None and error else \
+                " (no answer yet)"
             return (f"MLflow: {waiting} write(s) waiting, retrying for "
-                    f"{time.monotonic() - since:.0f} s ({error})")
+                    f"{time.monotonic() - since:.0f} s{why}")
         if refused:
             return f"MLflow refused {refused} write(s): {error}"
         return ""
@@ -188,12 +208,13 @@ def writer_for(uri: str) -> MlflowWriter:
         return found
 
 
-def drain_all(timeout: float = DRAIN_SECONDS) -> bool:
-    """Send what is queued (at exit, and before a command ends)."""
+def drain_all(timeout: float = DRAIN_SECONDS, *, while_answering: bool = True) -> bool:
+    """Send what is queued (at exit, and before a command ends): True when all was sent."""
     deadline = time.monotonic() + timeout
     with _writers_lock:
         writers = list(_writers.values())
-    return all(w.drain(max(0.0, deadline - time.monotonic())) for w in writers)
+    return all([w.drain(max(0.0, deadline - time.monotonic()), while_answering=while_answering)
+                for w in writers])
 
 
 # -- the operations (run on the writer's thread, or directly by an export) ------------------
