@@ -27,10 +27,10 @@ from dtgui.core.tracking import ENV, RUN_ID_TAG, SWEEP_TAG, new_points
 from dtgui.launch import mlflow_log
 from dtgui.launch.controller import RunController
 from dtgui.launch.drivers import local_target
-from dtgui.launch.hparams import HPARAMS_DIR
 from dtgui.launch.pipeline import launch_plan, reattach
 from dtgui.launch.sweep_queue import SweepQueue
 from dtgui.launch.sweep_slots import Slot
+from dtgui.launch.tensorboard_server import start_tensorboard, stop_tensorboard
 from dtgui.worker.machine_probe import choose_free_ports
 
 mlflow = pytest.importorskip("mlflow")
@@ -142,26 +142,45 @@ def test_a_run_reaches_mlflow_live_and_an_export_adds_nothing_twice(
     assert len(_runs(client, RUN_ID_TAG, record.run_id)) == 1  # the reattach went on in it
 
     # exported again: the same run, the same points
-    assert main(["runs", "export-mlflow", record.run_id, "--tracking-uri", store]) == 0
+    assert main(["runs", "export-mlflow", record.bundle, "--tracking-uri", store]) == 0
     assert len(_runs(client, RUN_ID_TAG, record.run_id)) == 1
     assert _steps(client, run_id, "loss") == loss
     assert client.get_run(run_id).info.status == "FINISHED"
 
-    # TensorBoard's reader finds the run's HParams session, its settings and final loss
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    from tensorboard.plugins.hparams import metadata
+    # TensorBoard itself ("Open in TensorBoard": a real server on a free port) lists the
+    # run's HParams session: its settings, final loss and status
+    board = start_tensorboard([tmp_path / "runs"])
+    try:
+        wait_for(lambda: _hparams(board.url, "experiment").get("hparamInfos"), 120,
+                 "TensorBoard shows no HParams", interval=0.5)
+        experiment = _hparams(board.url, "experiment")
+        names = {h["name"] for h in experiment["hparamInfos"]}
+        assert {"strategy", "steps", "learning_rate"} <= names
+        assert "final/loss" in {m["name"]["tag"] for m in experiment["metricInfos"]}
+        groups = _hparams(board.url, "session_groups", {
+            "startIndex": 0, "sliceSize": 10, "colParams": [],
+            "allowedStatuses": ["STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_UNKNOWN"]})
+        (group,) = groups["sessionGroups"]
+        assert group["hparams"]["strategy"] == "mirrored" and group["hparams"]["steps"] == 400
+        (session,) = group["sessions"]
+        assert session["status"] == "STATUS_SUCCESS"
+        final = {m["name"]["tag"]: m["value"] for m in session["metricValues"]}["final/loss"]
+        assert final == pytest.approx(again.final_loss, rel=1e-5)
+    finally:
+        stop_tensorboard()
+    assert board.process.poll() is not None  # stopped (as at dtgui's exit)
 
-    acc = EventAccumulator(str(Path(record.bundle) / HPARAMS_DIR))
-    acc.Reload()
-    content = acc.SummaryMetadata(metadata.SESSION_START_INFO_TAG).plugin_data.content
-    start = metadata.parse_session_start_info_plugin_data(content)
-    assert start.hparams["strategy"].string_value == "mirrored"
-    assert start.hparams["steps"].number_value == 400
-    final = acc.Scalars("final/loss")[-1].value
-    assert final == pytest.approx(controller.metrics.final_loss() or again.final_loss, rel=1e-5)
-    end = metadata.parse_session_end_info_plugin_data(
-        acc.SummaryMetadata(metadata.SESSION_END_INFO_TAG).plugin_data.content)
-    assert end.status == 1  # STATUS_SUCCESS
+
+def _hparams(url: str, what: str, request: dict[str, Any] | None = None) -> dict[str, Any]:
+    import json
+    import urllib.request
+
+    body = json.dumps(request or {"experimentName": ""}).encode()
+    ask = urllib.request.Request(f"{url}data/plugin/hparams/{what}", data=body,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(ask, timeout=30) as reply:
+        found: dict[str, Any] = json.loads(reply.read())
+        return found
 
 
 def test_an_unreachable_server_neither_stops_nor_holds_a_run_and_its_card_says_so(

@@ -1,7 +1,7 @@
 """Open runs in TensorBoard: a real TensorBoard server on a free port of this machine.
 
-`open_in_tensorboard(folders)` starts `python -m tensorboard.main` (in a session of its own:
-it imports TensorFlow, which the GUI never does) on the runs' TensorBoard folders, waits until
+`open_in_tensorboard(folders)` starts TensorBoard (`tensorboard.main`, in a session of its
+own, without TensorFlow: TB_MAIN) on the runs' folders, waits until
 it answers, and opens the browser, or says the URL where there is none. One server at a time:
 opening others stops the previous one, and dtgui's exit stops the last. Blocks (the start
 takes seconds): call it off the UI thread.
@@ -27,7 +27,14 @@ from dtgui.core.placement import port_in_use
 from dtgui.worker.layout import OUTPUT_DIR
 from dtgui.worker.machine_probe import choose_free_ports, port_is_free
 
-START_SECONDS = 120.0  # TensorBoard imports TensorFlow: tens of seconds on a loaded machine
+START_SECONDS = 120.0
+# TensorBoard without TensorFlow (its own stub of TensorFlow's file reading): it starts in
+# seconds instead of importing TensorFlow for tens of seconds, and dtgui's files (scalars,
+# HParams) and a script's summaries read the same. The marker module is the switch
+# tensorboard.compat looks for.
+TB_MAIN = ("import sys, types; "
+           "sys.modules['tensorboard.compat.notf'] = types.ModuleType('tensorboard.compat.notf'); "
+           "from tensorboard.main import run_main; run_main()")
 TB_DIR = f"{OUTPUT_DIR}/tensorboard"
 
 
@@ -76,7 +83,7 @@ def start_tensorboard(folders: Sequence[Path], port: int = 0,
         raise TensorBoardError(port_in_use(port, "tensorboard"))
     port = port or choose_free_ports(1)[0]
     log = log or Path(os.environ.get("TMPDIR", "/tmp")) / f"dtgui-tensorboard-{port}.log"
-    args = [sys.executable, "-m", "tensorboard.main", "--port", str(port),
+    args = [sys.executable, "-c", TB_MAIN, "--port", str(port),
             "--host", "127.0.0.1", "--reload_interval", "5"]
     if len(folders) == 1:
         args += ["--logdir", str(folders[0])]
