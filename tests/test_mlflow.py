@@ -46,21 +46,30 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="module")
-def server(store: str) -> Iterator[str]:
-    """A real `mlflow server` on a free port over the module's store: a team's server."""
+def server_process(store: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """A real `mlflow server` on a free port over the module's store (a team's server),
+    started with the module's first test so that its start (seconds of imports) overlaps
+    that test; `server` waits until it answers."""
     port = choose_free_ports(1)[0]
     mlflow_bin = Path(sys.executable).with_name("mlflow")
     proc = subprocess.Popen([str(mlflow_bin), "server", "--backend-store-uri", store,
                              "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: _answers(url), 180, "mlflow server did not answer", interval=0.5)
-        yield url
+        yield proc, f"http://127.0.0.1:{port}"
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(30)
+
+
+@pytest.fixture
+def server(server_process: tuple[subprocess.Popen[bytes], str]) -> str:
+    proc, url = server_process
+    wait_for(lambda: _answers(url) or proc.poll() is not None, 600,
+             "mlflow server did not answer", interval=0.5)
+    assert proc.poll() is None, "mlflow server ended"
+    return url
 
 
 def _answers(url: str) -> bool:
@@ -104,7 +113,8 @@ def test_new_points_never_send_a_step_twice_after_a_rewind() -> None:
 
 def test_a_run_reaches_mlflow_live_and_an_export_adds_nothing_twice(
         tmp_path: Path, store: str, stub_python: Callable[..., str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch,
+        server_process: tuple[subprocess.Popen[bytes], str]) -> None:
     """Params, tags, metrics by step, the final state and artifacts, read back by MLflow's
     own client; the run's HParams summary by TensorBoard's reader; then detach and reattach
     continue the same MLflow run, and `dtgui runs export-mlflow` updates it, never twice."""
@@ -221,7 +231,7 @@ def test_a_sweep_is_a_parent_run_with_its_trials_nested_on_a_server(
         python = bad if trial_plan.run_name.endswith("t001") else good
         return launch_plan(trial_plan, root, **{**kwargs, "targets": [local_target(python)]})
 
-    spec = SweepSpec(params=(parse_param("lr=loguniform:1e-4:1e-1"),), trials=3, parallel=2,
+    spec = SweepSpec(params=(parse_param("lr=loguniform:1e-4:1e-1"),), trials=2, parallel=2,
                      search="random", objective="loss", pruner="none")
     rows = SweepQueue.new(tmp_path / "s", spec, plan, slots=[Slot("a"), Slot("b")],
                           launch=launch).run()
@@ -232,7 +242,7 @@ def test_a_sweep_is_a_parent_run_with_its_trials_nested_on_a_server(
     parent = parents[0]
     assert parent.data.params["param.lr"].startswith("loguniform")
     trials = _runs(client, "mlflow.parentRunId", parent.info.run_id)
-    assert len(trials) == 3
+    assert len(trials) == 2
     by_number = {int(t.data.tags["dtgui.trial"]): t for t in trials}
     for row in rows:
         trial = by_number[row.number]

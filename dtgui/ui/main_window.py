@@ -195,6 +195,14 @@ class MainWindow(QMainWindow):
         if isinstance(sweep_button, QToolButton):
             sweep_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         self.sweep_view: SweepView | None = None  # made on first use: Optuna loads then
+        self.act_tensorboard = QAction("TensorBoard", self)
+        self.act_tensorboard.setToolTip("Every run and sweep in TensorBoard (curves, HParams)")
+        self.act_tensorboard.triggered.connect(self._open_tensorboard)
+        toolbar.addAction(self.act_tensorboard)
+        self.act_preferences = QAction("Preferences…", self)
+        self.act_preferences.setToolTip("MLflow: send runs there, and where")
+        self.act_preferences.triggered.connect(self.open_preferences)
+        toolbar.addAction(self.act_preferences)
         self.act_quit = QAction("Quit", self)
         self.act_quit.setShortcut(QKeySequence("Ctrl+Q"))
         self.act_quit.triggered.connect(self.close)  # closeEvent asks about a running run
@@ -237,6 +245,18 @@ class MainWindow(QMainWindow):
         return self._machines
 
     # -- actions ---------------------------------------------------------------------------
+    def open_preferences(self) -> None:
+        from dtgui.ui.preferences import PreferencesDialog
+
+        PreferencesDialog(self).open()
+
+    def _open_tensorboard(self) -> None:
+        from dtgui.core.settings import runs_dir
+        from dtgui.ui.preferences import open_in_tensorboard
+
+        self.statusBar().showMessage("Starting TensorBoard…", 10000)
+        open_in_tensorboard(self, [runs_dir()])
+
     def train_demo(self) -> None:
         self.launch(demo_plan(self.machine.facts))
 
