@@ -90,6 +90,7 @@ class MlflowWriter:
         self.failing_since: float | None = None  # monotonic: the first failure of the head
         self.last_error = ""
         self.refused = 0  # writes the store refused (dropped)
+        self.cpu_seconds = 0.0  # this thread's CPU time writing (what logging costs)
         self._thread = threading.Thread(target=self._loop, name="dtgui-mlflow", daemon=True)
         self._thread.start()
 
@@ -138,11 +139,13 @@ class MlflowWriter:
                 what, op = self._ops[0]
                 self._busy = True
                 self._busy_since = time.monotonic()
+            cpu = time.thread_time()
             try:
                 if client is None:
                     client = self._factory(self.uri)
                 op(client)
             except Exception as exc:  # noqa: BLE001 - any failure is retried or said
+                self.cpu_seconds += time.thread_time() - cpu
                 message = f"{what}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
                 if client is not None and _refused(exc):
                     log.warning("MLflow refused %s", message)
@@ -163,6 +166,7 @@ class MlflowWriter:
                 time.sleep(delay)
                 delay = min(RETRY_MAX_SECONDS, delay * 2)
                 continue
+            self.cpu_seconds += time.thread_time() - cpu
             delay = 1.0
             with self._cv:
                 self._ops.popleft()
@@ -348,6 +352,7 @@ class RunTracker:
         self._flushed = float("-inf")
         self._versions_sent = False
         self._lock = threading.Lock()  # update() from the monitor, finish() from its end
+        self.update_cpu_seconds = 0.0  # the follower's CPU time choosing points to send
 
     @property
     def note(self) -> str:
@@ -378,6 +383,7 @@ class RunTracker:
         if not self.target.ready.is_set() or self.writer.queued > MAX_QUEUED:
             return  # they wait in the curves: nothing is lost, nothing piles up
         self._flushed = now
+        cpu = time.thread_time()
         series = metric_series(metrics.snapshot(), metrics.loss_curve())
         versions = metrics.versions()
         with self._lock:
@@ -391,6 +397,7 @@ class RunTracker:
             at = int(time.time() * 1000)
             self.writer.submit(f"{len(points)} metric point(s)", lambda c: _log_points(
                 c, self.target.run_id, points, at))
+        self.update_cpu_seconds += time.thread_time() - cpu
 
     def finish(self, metrics: LiveRun, state: RunState, message: str) -> None:
         """The last points, the final state with the error line, the artifacts."""
