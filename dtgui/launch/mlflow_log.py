@@ -138,11 +138,14 @@ class MlflowWriter:
                     self._cv.wait()
                 what, op = self._ops[0]
                 self._busy = True
-                self._busy_since = time.monotonic()
+                # importing MLflow first (seconds) is no wait on the store
+                self._busy_since = time.monotonic() if client is not None else float("inf")
             cpu = time.thread_time()
             try:
                 if client is None:
-                    client = self._factory(self.uri)
+                    client = self._factory(self.uri)  # imports MLflow: not a wait on the store
+                    with self._cv:
+                        self._busy_since = time.monotonic()
                 op(client)
             except Exception as exc:  # noqa: BLE001 - any failure is retried or said
                 self.cpu_seconds += time.thread_time() - cpu
@@ -182,10 +185,10 @@ class MlflowWriter:
             since = self.failing_since if self.failing_since is not None else self._busy_since
             refused, error = self.refused, self.last_error
         if stuck:
-            why = f" ({error})" if self.failing_since is not None and error else \
-                " (no answer yet)"
-            return (f"MLflow: {waiting} write(s) waiting, retrying for "
-                    f"{time.monotonic() - since:.0f} s{why}")
+            seconds = time.monotonic() - since
+            if self.failing_since is not None:
+                return f"MLflow: {waiting} write(s) waiting, retrying for {seconds:.0f} s ({error})"
+            return f"MLflow: {waiting} write(s) waiting, no answer for {seconds:.0f} s"
         if refused:
             return f"MLflow refused {refused} write(s): {error}"
         return ""
