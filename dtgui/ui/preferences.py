@@ -87,9 +87,12 @@ class PreferencesDialog(QDialog):
 
     def accept(self) -> None:
         chosen = self.preference()
-        run_in_thread(chosen.save, lambda _r: None,
-                      lambda exc: QMessageBox.warning(self.parentWidget(), "Preferences",
-                                                      f"Could not save: {error_message(exc)}"))
+        parent = self.parentWidget()
+
+        def failed(exc: BaseException) -> None:
+            QMessageBox.warning(parent, "Preferences", f"Could not save: {error_message(exc)}")
+
+        run_in_thread(chosen.save, lambda _r: None, failed)
         super().accept()
 
 
@@ -108,6 +111,7 @@ def open_in_tensorboard(parent: QWidget, folders: Sequence[Path]) -> None:
             box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             box.show()
 
-    run_in_thread(lambda: start(list(folders)), done,
-                  lambda exc: QMessageBox.warning(parent, "TensorBoard", error_message(exc)),
-                  context=parent)
+    def failed(exc: BaseException) -> None:
+        QMessageBox.warning(parent, "TensorBoard", error_message(exc))
+
+    run_in_thread(lambda: start(list(folders)), done, failed, context=parent)
