@@ -1,5 +1,6 @@
-"""The app's preferences (MLflow: whether runs are sent there, and where) and "Open in
-TensorBoard". The file is written and TensorBoard started off the UI thread."""
+"""The app's preferences (MLflow: whether runs are sent there, and where), "Open in
+TensorBoard" and "Export to MLflow". The file is written, TensorBoard started and runs
+exported off the UI thread."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from dtgui.core.runs import RunRecord
 from dtgui.core.tracking import (
     ENV,
     INSTALL_HINT,
@@ -26,6 +28,7 @@ from dtgui.core.tracking import (
     TrackingPreference,
     embedded_uri,
     mlflow_installed,
+    tracking_uri,
 )
 from dtgui.ui.workers import error_message, run_in_thread
 
@@ -115,3 +118,25 @@ def open_in_tensorboard(parent: QWidget, folders: Sequence[Path]) -> None:
         QMessageBox.warning(parent, "TensorBoard", error_message(exc))
 
     run_in_thread(lambda: start(list(folders)), done, failed, context=parent)
+
+
+def export_to_mlflow(parent: QWidget, records: Sequence[RunRecord]) -> None:
+    """The Runs page's "Export to MLflow" on the selected runs (off the UI thread): each sent
+    again to where runs go (dtgui's own store when sending is off); a run already there is
+    updated. Says where they went, or why not."""
+    from dtgui.launch.mlflow_log import export_run
+
+    if not mlflow_installed():
+        QMessageBox.information(parent, "Export to MLflow", INSTALL_HINT)
+        return
+    def export() -> list[str]:
+        uri = tracking_uri() or embedded_uri()  # reads the preferences: off the UI thread
+        return [f"Sent to {uri}:", *(f"{r.run_name}: {export_run(r, uri)}" for r in records)]
+
+    def done(lines: list[str]) -> None:
+        QMessageBox.information(parent, "Export to MLflow", "\n".join(lines))
+
+    def failed(exc: BaseException) -> None:
+        QMessageBox.warning(parent, "Export to MLflow", error_message(exc))
+
+    run_in_thread(export, done, failed, context=parent)
