@@ -51,7 +51,7 @@ from dtgui.core.tracking import (
 from dtgui.worker.layout import OUTPUT_DIR
 
 log = logging.getLogger(__name__)
-FLUSH_SECONDS = 5.0  # a running run's new points are written this often
+FLUSH_SECONDS = 10.0  # a running run's new points are written this often
 DRAIN_SECONDS = 15.0  # at exit: what is left is sent for this long at most
 STUCK_SECONDS = 3.0  # a write with no answer for this long: the card says writes wait
 MAX_QUEUED = 200  # more waiting writes than this: new points wait in the curves instead
@@ -235,7 +235,9 @@ def experiment_id(client: Any, uri: str) -> str:
     location = None
     if uri.startswith("sqlite:///"):
         location = (Path(uri.removeprefix("sqlite:///")).parent / "mlartifacts").as_uri()
-    return str(client.create_experiment(EXPERIMENT, artifact_location=location))
+    # a model-training experiment: MLflow's UI shows its runs' charts, not GenAI's views
+    return str(client.create_experiment(EXPERIMENT, artifact_location=location, tags={
+        "mlflow.experimentKind": "custom_model_development"}))
 
 
 def find_run(client: Any, experiment: str, tag: str, value: str) -> Any | None:
