@@ -14,18 +14,19 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = ["chromium", "--headless=new", "--no-sandbox", "--disable-gpu",
-            "--disable-dev-shm-usage", "--window-size=1400,900", "--virtual-time-budget=30000",
+            "--disable-dev-shm-usage", "--virtual-time-budget=30000",
             "--run-all-compositor-stages-before-draw"]
 
 
-def shot(url: str, out: Path) -> None:
-    subprocess.run([*CHROMIUM, f"--screenshot={out}", url], check=True, timeout=300,
-                   capture_output=True)
+def shot(url: str, out: Path, size: str = "1400,900") -> None:
+    subprocess.run([*CHROMIUM, f"--window-size={size}", f"--screenshot={out}", url],
+                   check=True, timeout=300, capture_output=True)
     print("wrote", out, flush=True)
 
 
@@ -90,12 +91,15 @@ def main() -> int:
     try:
         url = f"http://127.0.0.1:{port}"
         wait_answer(f"{url}/health")
-        runs = json.dumps([run_id])
-        shot(f'{url}/#/metric?runs={runs}&metric="loss"&experiments=["{exp}"]',
-             out / "mlflow-run-loss.png")
+        # the run's charts (a loss curve per replica), and the sweep's trials compared
         shot(f"{url}/#/experiments/{exp}/runs/{run_id}/model-metrics",
-             out / "mlflow-run-metrics.png")
-        shot(f"{url}/#/experiments/{exp}", out / "mlflow-sweep-trials.png")
+             out / "mlflow-run-loss.png", "1800,1100")
+        parent = next(r for r in client.search_runs([exp]) if r.info.run_name == "demo-sweep")
+        trials = [r.info.run_id for r in client.search_runs(
+            [exp], filter_string=f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")]
+        query = urllib.parse.quote(json.dumps(trials))
+        shot(f'{url}/#/compare-runs?runs={query}&experiments=["{exp}"]',
+             out / "mlflow-sweep-trials.png", "1800,1100")
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(60)

@@ -67,7 +67,7 @@ def final_values(metrics: LiveRun) -> dict[str, float]:
     return out
 
 
-def _summary(tag: str, data: plugin_data_pb2.HParamsPluginData) -> summary_pb2.Summary:
+def _plugin_summary(tag: str, data: plugin_data_pb2.HParamsPluginData) -> summary_pb2.Summary:
     summary = summary_pb2.Summary()
     summary.value.add(tag=tag, metadata=metadata.create_summary_metadata(data),
                       tensor=metadata.NULL_TENSOR)
@@ -91,14 +91,14 @@ def hparams_records(name: str, hparams: Mapping[str, bool | float | str],
     end = plugin_data_pb2.SessionEndInfo(
         status=STATUS.get(state, api_pb2.STATUS_UNKNOWN), end_time_secs=ended)
     events = [event_pb2.Event(wall_time=started, file_version="brain.Event:2"),
-              event_pb2.Event(wall_time=started, step=0, summary=_summary(
+              event_pb2.Event(wall_time=started, step=0, summary=_plugin_summary(
                   metadata.SESSION_START_INFO_TAG,
                   plugin_data_pb2.HParamsPluginData(session_start_info=start)))]
     for tag, value in sorted(values.items()):
         scalars = summary_pb2.Summary()
         scalars.value.add(tag=tag, simple_value=value)
         events.append(event_pb2.Event(wall_time=ended, step=0, summary=scalars))
-    events.append(event_pb2.Event(wall_time=ended, step=0, summary=_summary(
+    events.append(event_pb2.Event(wall_time=ended, step=0, summary=_plugin_summary(
         metadata.SESSION_END_INFO_TAG, plugin_data_pb2.HParamsPluginData(session_end_info=end))))
     return [frame(e.SerializeToString()) for e in events]
 

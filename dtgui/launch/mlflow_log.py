@@ -64,17 +64,14 @@ MODEL_DIR = f"{OUTPUT_DIR}/model"
 Op = Callable[[Any], None]  # an operation on an MlflowClient
 
 
-class Refused(Exception):
-    """The store answered and said no: trying again would give the same answer."""
-
-
 def _refused(exc: BaseException) -> bool:
+    """The store answered and said no (a 4xx): trying again would give the same answer."""
     code = getattr(exc, "get_http_status_code", None)
     if callable(code):
         with contextlib.suppress(Exception):
             status = int(code())
             return 400 <= status < 500 and status != 429
-    return isinstance(exc, Refused)
+    return False
 
 
 class MlflowWriter:
@@ -271,6 +268,7 @@ class RunTarget:
     name: str
     tags: dict[str, str] = field(default_factory=dict)
     run_id: str = ""
+    started_ms: int | None = None  # when dtgui's run started (None: when MLflow's is made)
     logged: dict[str, float] = field(default_factory=dict)
     ready: threading.Event = field(default_factory=threading.Event)
 
@@ -286,7 +284,7 @@ class RunTarget:
         if run is None or run.info.lifecycle_stage != "active":
             run = find_run(client, experiment, self.key_tag, self.key)
         if run is None:
-            run = client.create_run(experiment, run_name=self.name,
+            run = client.create_run(experiment, run_name=self.name, start_time=self.started_ms,
                                     tags={self.key_tag: self.key, **self.tags})
         else:
             self.logged.update(logged_steps(client, run))
@@ -354,6 +352,8 @@ class RunTracker:
         run_id = record.run_id if record is not None else bundle.path.name
         self.target = RunTarget(RUN_ID_TAG, run_id, bundle.plan.run_name,
                                 run_tags(bundle, record))
+        if record is not None and record.created:
+            self.target.started_ms = int(record.created * 1000)
         self._flushed = float("-inf")
         self._versions_sent = False
         self._lock = threading.Lock()  # update() from the monitor, finish() from its end

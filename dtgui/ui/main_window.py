@@ -252,10 +252,10 @@ class MainWindow(QMainWindow):
 
     def _open_tensorboard(self) -> None:
         from dtgui.core.settings import runs_dir
-        from dtgui.ui.preferences import open_in_tensorboard
+        from dtgui.ui.preferences import show_in_tensorboard
 
         self.statusBar().showMessage("Starting TensorBoard…", 10000)
-        open_in_tensorboard(self, [runs_dir()])
+        show_in_tensorboard(self, [runs_dir()])
 
     def train_demo(self) -> None:
         self.launch(demo_plan(self.machine.facts))

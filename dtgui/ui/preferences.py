@@ -99,7 +99,7 @@ class PreferencesDialog(QDialog):
         super().accept()
 
 
-def open_in_tensorboard(parent: QWidget, folders: Sequence[Path]) -> None:
+def show_in_tensorboard(parent: QWidget, folders: Sequence[Path]) -> None:
     """Start TensorBoard on the folders (off the UI thread) and open the browser; where no
     browser opens, say the URL. The Runs page's "Open in TensorBoard" calls this with the
     selected runs' folders."""
