@@ -2,7 +2,7 @@
 (docs/images/mlflow-*.png, tensorboard-hparams.png), with real TensorFlow runs of the demo.
 Run by hand (not a test: minutes of training and server starts), then look at the PNGs:
 
-    QT_QPA_PLATFORM=offscreen python tests/screens_mlflow.py [OUT_DIR]
+    .venv/bin/python packaging/screenshot_mlflow.py [OUT_DIR]
 """
 
 from __future__ import annotations
