@@ -45,7 +45,7 @@ PARENT_TAG = "mlflow.parentRunId"
 PARAM_MAX = 6000  # MLflow refuses longer parameter values
 # a flush logs at most this many points of one metric (evenly spaced, the last one always):
 # a million steps of 16 replicas must not become 17 million rows
-POINTS_PER_FLUSH = 25
+POINTS_PER_FLUSH = 20
 
 
 def embedded_uri() -> str:

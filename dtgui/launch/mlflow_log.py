@@ -38,6 +38,7 @@ from dtgui.core.slurm import JOB_FILE
 from dtgui.core.tracking import (
     EXPERIMENT,
     INSTALL_HINT,
+    POINTS_PER_FLUSH,
     PARENT_TAG,
     RUN_ID_TAG,
     SWEEP_TAG,
@@ -51,12 +52,13 @@ from dtgui.core.tracking import (
 from dtgui.worker.layout import OUTPUT_DIR
 
 log = logging.getLogger(__name__)
-FLUSH_SECONDS = 10.0  # a running run's new points are written this often
+FLUSH_SECONDS = 15.0  # a running run's new points are written this often
 DRAIN_SECONDS = 15.0  # at exit: what is left is sent for this long at most
 STUCK_SECONDS = 3.0  # a write with no answer for this long: the card says writes wait
 MAX_QUEUED = 200  # more waiting writes than this: new points wait in the curves instead
 BATCH = 900  # MLflow takes up to 1,000 metrics, 100 params and 100 tags a log_batch
 RETRY_MAX_SECONDS = 30.0
+EXPORT_POINTS = 2000  # a past run's points a curve (evenly spaced, the last one always)
 # a run's final state as MLflow says it
 STATUS = {RunState.FINISHED: "FINISHED", RunState.FAILED: "FAILED", RunState.STOPPED: "KILLED"}
 MODEL_DIR = f"{OUTPUT_DIR}/model"
@@ -404,15 +406,17 @@ class RunTracker:
                 c, self.target.run_id, points, at))
         self.update_cpu_seconds += time.thread_time() - cpu
 
-    def finish(self, metrics: LiveRun, state: RunState, message: str) -> None:
-        """The last points, the final state with the error line, the artifacts."""
+    def finish(self, metrics: LiveRun, state: RunState, message: str,
+               per_flush: int = POINTS_PER_FLUSH) -> None:
+        """The last points (thinned as the others: `per_flush` a curve), the final state with
+        the error line, the artifacts."""
         status = STATUS.get(state)
 
         def end(client: Any) -> None:
             run_id = self.target.run_id
             series = metric_series(metrics.snapshot(), metrics.loss_curve())
             with self._lock:
-                points = new_points(series, self.target.logged, per_flush=10_000)
+                points = new_points(series, self.target.logged, per_flush=per_flush)
                 versions = metrics.versions()
             _log_points(client, run_id, points, int(time.time() * 1000))
             if versions:
@@ -549,7 +553,7 @@ def export_run(record: RunRecord, uri: str) -> str:
     view = open_run(record)
     tracker = RunTracker(DirectWriter(uri), view.bundle, record)
     tracker.begin()
-    tracker.finish(view.metrics, record.state, record.message)
+    tracker.finish(view.metrics, record.state, record.message, per_flush=EXPORT_POINTS)
     if record.mlflow_run_id != tracker.target.run_id:  # begin() saved it (a record on disk)
         record.mlflow_run_id, record.mlflow_uri = tracker.target.run_id, uri
     return tracker.target.run_id
