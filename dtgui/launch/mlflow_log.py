@@ -38,8 +38,8 @@ from dtgui.core.slurm import JOB_FILE
 from dtgui.core.tracking import (
     EXPERIMENT,
     INSTALL_HINT,
-    POINTS_PER_FLUSH,
     PARENT_TAG,
+    POINTS_PER_FLUSH,
     RUN_ID_TAG,
     SWEEP_TAG,
     clean_key,
