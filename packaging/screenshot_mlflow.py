@@ -87,7 +87,7 @@ def main() -> int:
                                "--backend-store-uri", store, "--host", "127.0.0.1",
                                "--port", str(port), "--workers", "1"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
+                              start_new_session=True, cwd=home)
     try:
         url = f"http://127.0.0.1:{port}"
         wait_answer(f"{url}/health")

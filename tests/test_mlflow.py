@@ -52,10 +52,12 @@ def server_process(store: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     that test; `server` waits until it answers."""
     port = choose_free_ports(1)[0]
     mlflow_bin = Path(sys.executable).with_name("mlflow")
+    folder = Path(store.removeprefix("sqlite:///")).parent  # its artifacts there too
     proc = subprocess.Popen([str(mlflow_bin), "server", "--backend-store-uri", store,
+                             "--artifacts-destination", str(folder / "served-artifacts"),
                              "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+                            start_new_session=True, cwd=folder)
     try:
         yield proc, f"http://127.0.0.1:{port}"
     finally:
