@@ -80,8 +80,8 @@ setup() {
     echo "dtgui: creating $VENV"
     python3 -m venv "$VENV"
   fi
-  local extras=""
-  if [ "$MODE" = test ] || [ "$MODE" = lint ]; then extras="[test]"; fi
+  local extras="[mlflow]"  # runs into MLflow: the client (docs/mlflow.md)
+  if [ "$MODE" = test ] || [ "$MODE" = lint ]; then extras="[mlflow,test]"; fi
   python_packages "$extras"
   if [ -n "$apt_test" ]; then wait "$apt_test"; fi
 }

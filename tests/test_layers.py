@@ -18,7 +18,8 @@ LAYERS = ("core", "remote", "launch", "ui")
 # encoding of step batches, the size of a call, a user's script's paths, variable references
 # and loss tags, the plan (its model and option sets) and the strategy catalogue, the machine
 # probe: ports, system, GPUs; the model check's command and answer; the bundle's output layout
-# and task wrapper, the TF_CONFIG builder and the Slurm task's rank layout);
+# and task wrapper, the TF_CONFIG builder and the Slurm task's rank layout; the TFRecord
+# framing of TensorBoard files, which a run's HParams summary is written with);
 # the rest of dtgui.worker imports TensorFlow.
 SHARED_WORKER_MODULES = {"dtgui.worker.step_batch", "dtgui.worker.call_size",
                          "dtgui.worker.script_env", "dtgui.worker.plan",
@@ -27,7 +28,7 @@ SHARED_WORKER_MODULES = {"dtgui.worker.step_batch", "dtgui.worker.call_size",
                          "dtgui.worker.printed_metrics", "dtgui.worker.model_check_result",
                          "dtgui.worker.layout", "dtgui.worker.tf_config",
                          "dtgui.worker.slurm_task", "dtgui.worker.stop_request",
-                         "dtgui.worker.step_timing"}
+                         "dtgui.worker.step_timing", "dtgui.worker.tfrecord"}
 # Where dtgui's files are (it imports nothing of dtgui).
 SHARED_MODULES = {"dtgui.resources"}
 

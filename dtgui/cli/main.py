@@ -23,6 +23,7 @@ from dtgui.cli.machines import (
 )
 from dtgui.cli.script import add_script_options, script_model_from_args, script_refusal
 from dtgui.cli.slurm import add_slurm_options, export_slurm, fill_counts
+from dtgui.cli.tracking import add_mlflow_option, apply_mlflow_option
 from dtgui.core.bottleneck import CpuLoad, StepSplit, plan_facts, verdict
 from dtgui.core.memory import DeviceMemory
 from dtgui.core.plan import (
@@ -66,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"dtgui {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.add_parser("gui", help="open the GUI (the default)")
+    add_mlflow_option(parser)
+    add_mlflow_option(sub.add_parser("gui", help="open the GUI (the default)"))
 
     export = sub.add_parser(
         "export", help="write a run bundle that reproduces a run without dtgui",
@@ -78,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a bundle on this machine (a Slurm bundle: submit it "
                          "here, the login node, and follow the job), headless, printing progress")
     run.add_argument("bundle", type=Path, help="a directory written by dtgui export")
+    add_mlflow_option(run)
     from dtgui.cli.resume import add_resume
     from dtgui.cli.sweep import add_sweep
 
@@ -387,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
 
         argv = joined_params(argv)
     args = build_parser().parse_args(argv)
+    apply_mlflow_option(args)
     if args.command == "export":
         return cmd_export(args)
     if args.command == "run":

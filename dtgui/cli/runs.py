@@ -1,4 +1,4 @@
-"""`dtgui runs list|show|delete|export|tag`: the Runs page on the command line (docs/cli.md).
+"""`dtgui runs list|show|delete|export|tag|export-mlflow`: the Runs page on the command line (docs/cli.md).
 
 RUN is a run's folder, its folder name, its run id or its name; a name several runs share,
 or one no run has, is said with what matches.
@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from dtgui.cli.tracking import add_export_mlflow, cmd_export_mlflow
 from dtgui.core.run_index import SWEEP, RunRow, find, significant
 from dtgui.core.strategies import STRATEGIES
 
@@ -24,6 +25,7 @@ def add_runs(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     runs = sub.add_parser("runs", help="list, show, delete, export or tag past runs",
                           formatter_class=formatter)
     verbs = runs.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
+    add_export_mlflow(verbs)
     listing = verbs.add_parser("list", help="the runs and sweeps, newest first")
     listing.add_argument("--json", action="store_true", help="one JSON array of every row")
     listing.add_argument("--filter", default="", metavar="TEXT",
@@ -92,6 +94,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     command = args.runs_command
     if command == "list":
         return _list(args)
+    if command == "export-mlflow":
+        return cmd_export_mlflow(args)
     row = _one(args.run, command)
     if row is None:
         return 2

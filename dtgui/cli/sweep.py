@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from dtgui.cli.tracking import add_mlflow_option
 from dtgui.core.plan import Plan
 from dtgui.core.sweep import (
     DEFAULT_OBJECTIVE,
@@ -47,6 +48,7 @@ def add_sweep(sub: argparse._SubParsersAction[argparse.ArgumentParser],
         "with the --param values chosen by the search; prints each trial as it ends.")
     sweep.add_argument("out", type=Path, help="the sweep's folder (new, or a sweep to go on "
                        "with)")
+    add_mlflow_option(sweep)
     group = sweep.add_argument_group("sweep")
     group.add_argument("--param", action="append", default=[], metavar="NAME=SPACE",
                        help="a parameter and its values: lr=loguniform:1e-4:1e-1, "

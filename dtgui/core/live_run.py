@@ -24,6 +24,7 @@ from dtgui.core.events import Event
 from dtgui.core.memory import MemoryPeaks
 from dtgui.core.run_curves import (
     GROUP_VALUES,
+    Curve,
     RunCurves,
     Series,
     StepBatch,
@@ -314,6 +315,16 @@ class LiveRun:
         """The run's final loss (RunCurves.final_loss: the one definition)."""
         with self._lock:
             return self.curves.final_loss()
+
+    def loss_curve(self) -> Curve:
+        """The mean training loss by step (RunCurves.loss_curve)."""
+        with self._lock:
+            return self.curves.loss_curve()
+
+    def versions(self) -> dict[str, str]:
+        """The training program's versions (TensorFlow, Keras...), as its tasks said."""
+        with self._lock:
+            return dict(self.curves.versions)
 
     def log_lines_since(self, task: str, seen: int) -> tuple[list[str], int]:
         """The lines of `task` added after the first `seen` ones, and how many were ever added.

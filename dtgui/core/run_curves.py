@@ -307,6 +307,7 @@ class RunCurves:
         # task -> its machine's CPU, (busy %, the task's own %), its last WINDOW_SAMPLES samples
         self._cpu: dict[str, deque[tuple[float, float]]] = {}
         self._cpu_host: dict[str, str] = {}  # task -> the name of its machine
+        self.versions: dict[str, str] = {}  # the training program's (TensorFlow, Keras...)
         self.t_first: float | None = None
         self.t_last: float | None = None
         self._loss_task = ""  # the main task (see the class doc)
@@ -384,6 +385,9 @@ class RunCurves:
             steps = event.get("steps")
             if isinstance(steps, int) and steps:
                 self.total_steps = steps
+            versions = event.get("versions")
+            if isinstance(versions, dict):
+                self.versions.update({str(k): str(v) for k, v in versions.items()})
             sent = event.get("gradient_bytes")
             if isinstance(sent, int) and sent > 0:
                 self.gradient_bytes = sent

@@ -83,6 +83,10 @@ class RunRecord:
     machines: list[MachineRecord] = field(default_factory=list)
     tasks: list[TaskRecord] = field(default_factory=list)
     segments: list[Segment] = field(default_factory=list)  # its first start, then each resume
+    # the MLflow run it is sent to, and where (dtgui.launch.mlflow_log): a reattach goes on
+    # there ("" = not sent)
+    mlflow_uri: str = ""
+    mlflow_run_id: str = ""
 
     def __post_init__(self) -> None:  # a name read from run.json becomes its state
         self.state = RunState.named(self.state)

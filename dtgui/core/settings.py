@@ -68,6 +68,20 @@ def read_json_or_backup(path: Path) -> tuple[dict[str, Any] | None, str]:
         return None, f"{path.name} was damaged; it was kept as {backup} and defaults are used."
 
 
+def preferences_file() -> Path:
+    return config_dir() / "preferences.json"
+
+
+def load_preferences() -> tuple[dict[str, Any] | None, str]:
+    """The app's preferences (dtgui.core.tracking's among them), and a message when the file
+    was damaged."""
+    return read_json_or_backup(preferences_file())
+
+
+def save_preferences(data: dict[str, Any]) -> None:
+    atomic_write_text(preferences_file(), json.dumps(data, indent=2) + "\n")
+
+
 def last_plan_file() -> Path:
     return config_dir() / "last-run.json"
 

@@ -39,6 +39,8 @@ from dtgui.core.runs import RunRecord
 from dtgui.core.stragglers import describe_straggler, find_stragglers
 from dtgui.launch.drivers import local_executor
 from dtgui.launch.executor import Executor, MachinePoll, mirror
+from dtgui.launch.hparams import write_hparams
+from dtgui.launch.mlflow_log import RunTracker, tracker_for
 from dtgui.launch.policy import RunPolicy, exit_text, reap_later
 from dtgui.launch.run_source import BundledRun
 from dtgui.remote.parallel import each, each_value
@@ -73,8 +75,9 @@ class RunController(BundledRun):
         # ready | running | finished | failed | stopped | detached; written only by the thread
         # that owns the run (the caller of start/attach, then the monitor thread)
         self._state = RunState.READY
-        self.message = ""
+        self._message = ""
         self.restarts = 0
+        self.tracker: RunTracker | None = None  # MLflow (dtgui.launch.mlflow_log), when on
         self.launch_timings: dict[str, float] = {}  # seconds per launch step (pipeline.STEPS)
         plan = bundle.plan
         self._exec_of = {tid: ex for ex in self.executors for tid in ex.task_ids}
@@ -119,6 +122,7 @@ class RunController(BundledRun):
             raise LaunchError(" ".join(problems))
         self._start_all()
         self._state = RunState.RUNNING
+        self._track()
         self._save_record(RunState.RUNNING)
         self._spawn()
 
@@ -135,7 +139,28 @@ class RunController(BundledRun):
                         path.parent.mkdir(parents=True, exist_ok=True)
                         path.write_bytes(b"")
         self._state = RunState.RUNNING
+        self._track()
         self._spawn()
+
+    def _track(self) -> None:
+        """Send the run to MLflow when that is asked for (a record keeps where it went)."""
+        self.tracker = tracker_for(self.bundle, self.record)
+        if self.tracker is not None:
+            if self.record is not None and not self.record.mlflow_uri:
+                self.record.mlflow_uri = self.tracker.writer.uri
+            self.tracker.begin()
+
+    @property
+    def message(self) -> str:
+        """What the run says now; while MLflow writes wait or are refused, that too."""
+        note = self.tracker.note if self.tracker is not None else ""
+        if not note:
+            return self._message
+        return f"{self._message} · {note}" if self._message else note
+
+    @message.setter
+    def message(self, text: str) -> None:
+        self._message = text
 
     @property
     def state(self) -> RunState:
@@ -216,9 +241,13 @@ class RunController(BundledRun):
                     self._stop_all(RunState.FINISHED, "all tasks finished")
                     return
                 self._check_stragglers()
+                if self.tracker is not None:
+                    self.tracker.update(self.metrics)
                 if not self._behind:
                     time.sleep(POLL_SECONDS)
             self._state = RunState.DETACHED
+            if self.tracker is not None:
+                self.tracker.close(self.metrics)
         except Exception as exc:  # a bug must not leave the run unwatched and unstopped
             log.exception("the run monitor failed")
             with contextlib.suppress(Exception):
@@ -289,8 +318,8 @@ class RunController(BundledRun):
         old = self._notes.get(machine, "")
         if note != old:
             self._notes[machine] = note
-            if note or self.message == old:
-                self.message = note
+            if note or self._message == old:
+                self._message = note
 
     @property
     def final_loss(self) -> float | None:
@@ -351,8 +380,8 @@ class RunController(BundledRun):
                                         error=self._error_text(tid, reason))
         state = self.metrics.snapshot().tasks[first]
         where = f" on {self._machine_of[first]}" if self.bundle.plan.is_multi_machine else ""
-        self.message = f"{first}{where} failed: {state.error}"
-        self._stop_all(RunState.FAILED, self.message)
+        self._message = f"{first}{where} failed: {state.error}"
+        self._stop_all(RunState.FAILED, self._message)
 
     def _restart(self, failures: list[tuple[str, str, int | None]]) -> None:
         self.restarts += 1
@@ -363,7 +392,7 @@ class RunController(BundledRun):
         note = (f"{tid} failed ({reason}): restarting every task from the last checkpoint "
                 f"(restart {self.restarts} of {self.policy.max_restarts})")
         self.metrics.add_log_lines(tid, [f"[dtgui] {note}"])
-        self.message = note
+        self._message = note
         self._end_tasks()
         chief = next((t for t in self.bundle.plan.tasks if t.task_id in self._primaries), None)
         source = self._exec_of.get(chief.task_id) if chief is not None else None
@@ -385,7 +414,7 @@ class RunController(BundledRun):
         self.metrics.set_stragglers({t: describe_straggler(t, f, self._machine_of.get(t, ""))
                                      for t, f in found.items()})
         if found and self.state is RunState.RUNNING:
-            self.message = "; ".join(describe_straggler(t, f, self._machine_of.get(t, ""))
+            self._message = "; ".join(describe_straggler(t, f, self._machine_of.get(t, ""))
                                      for t, f in found.items())
 
     # -- stopping --------------------------------------------------------------------------
@@ -444,15 +473,25 @@ class RunController(BundledRun):
             self.metrics.set_task_state(tid, "stopped", exit_code=code)
         left = [t for t in self._exec_of if t not in self._ended and t in self._exec_of[t].pids]
         self._state = final_state
-        if final_state is not RunState.FAILED or not self.message:
-            self.message = message
+        if final_state is not RunState.FAILED or not self._message:
+            self._message = message
         if left:
-            self.message += (f" (could not confirm that {', '.join(left)} ended: their "
+            self._message += (f" (could not confirm that {', '.join(left)} ended: their "
                              "machine did not answer; dtgui keeps trying to stop them for "
                              f"{self.policy.reap_seconds:g} s)")
             reap_later([ex for ex in self.executors if ex.name in self._unreachable],
                        self.policy.reap_seconds)
         self._save_record(final_state)
+        self._finish_outputs(final_state)
+
+    def _finish_outputs(self, state: RunState) -> None:
+        """The run's HParams summary for TensorBoard; its end in MLflow (queued)."""
+        try:
+            write_hparams(self.bundle, self.metrics, state)
+        except (OSError, ValueError) as exc:
+            log.warning("could not write the run's HParams summary: %s", exc)
+        if self.tracker is not None:
+            self.tracker.finish(self.metrics, state, self._message)
 
     def _fetch_model(self) -> None:
         """The trained model (written by the chief) into the local bundle: a run on other
@@ -474,7 +513,7 @@ class RunController(BundledRun):
         if self.record is None:
             return
         if state.ended:
-            self.record.end(state, self.message, self.final_loss,
+            self.record.end(state, self._message, self.final_loss,
                             self.metrics.snapshot().step)
         else:
             self.record.state = state

@@ -59,6 +59,8 @@ from dtgui.core.sweep_study import (
     write_csv,
 )
 from dtgui.launch.controller import LaunchError, RunController
+from dtgui.launch.hparams import write_hparams
+from dtgui.launch.mlflow_log import sweep_tracker
 from dtgui.launch.pipeline import launch_plan, reattach
 from dtgui.launch.sweep_holds import HoldRegister
 from dtgui.launch.sweep_slots import GpuProber, Slot, slots_for
@@ -137,6 +139,11 @@ class SweepQueue:
             if any(s.gpus for s in self.slots) else None
         self._said_busy: set[str] = set()  # slots said to be busy, until they are free
         self.study.set_user_attr(NOTES_ATTR, list(self.notes))
+        # MLflow: the sweep's run, its trials' runs nested under it (None when not sent)
+        self._mlflow = sweep_tracker(self.folder, self.plan.run_name, {
+            "objective": self.spec.objective, "direction": self.spec.goal,
+            "search": self.spec.search, "trials": str(self.spec.trials),
+            **{f"param.{p.name}": p.space.text() for p in self.spec.params}})
         self._stop = threading.Event()
         self._running: dict[int, Running] = {}
 
@@ -171,6 +178,11 @@ class SweepQueue:
             if self._holds is not None:
                 self._holds.close()
         write_csv(self.folder, self.study, self.spec)
+        if self._mlflow is not None:
+            done = [t.value for t in self.study.get_trials(deepcopy=False, states=(
+                TrialState.COMPLETE,)) if t.value is not None]
+            best = (min if self.spec.goal == "minimize" else max)(done) if done else None
+            self._mlflow.finish(best, failed=self._stop.is_set())
         return [TrialRow.of(t) for t in self.study.get_trials(deepcopy=False)]
 
     def _loop(self, free: list[Slot], resting: list[tuple[float, Slot]], wanted: int) -> None:
@@ -256,7 +268,12 @@ class SweepQueue:
         if controller.record is not None:
             trial.set_user_attr("run_id", controller.record.run_id)
         self._running[number] = Running(trial, slot, controller, started)
+        self._nest(number, controller)
         self._hold(number, slot)
+
+    def _nest(self, number: int, controller: RunController) -> None:
+        if self._mlflow is not None:
+            self._mlflow.trial_started(controller.tracker, number)
 
     def _hold(self, number: int, slot: Slot) -> None:
         if self._holds is not None and slot.gpus:
@@ -298,6 +315,27 @@ class SweepQueue:
             why = "stopped" if self._stop.is_set() else controller.message
             self._end(run.trial, TrialState.FAIL, error=_first_line(why or str(
                 controller.state)), stopped=stopped)
+        self._record_trial(run)
+
+    def _record_trial(self, run: Running) -> None:
+        """The trial's values and objective beside its run: its HParams summary (the run's,
+        written again with them) and its MLflow run."""
+        frozen = self.study.get_trials(deepcopy=False)[run.trial.number]
+        state = {TrialState.COMPLETE: "complete", TrialState.PRUNED: "pruned"}.get(
+            frozen.state, "failed")
+        values = {f"trial.{k}": v if isinstance(v, (str, bool)) else float(v)
+                  for k, v in frozen.params.items() if isinstance(v, (str, bool, int, float))}
+        objective = {f"objective/{self.spec.objective}": frozen.value} \
+            if frozen.value is not None else {}
+        controller = run.controller
+        try:
+            write_hparams(controller.bundle, controller.metrics, controller.state,
+                          {**values, "trial.state": state}, objective)
+        except (OSError, ValueError) as exc:
+            log.warning("trial %d: could not write its HParams summary: %s", frozen.number, exc)
+        if controller.tracker is not None:
+            controller.tracker.log_trial(frozen.params, state, self.spec.objective,
+                                         frozen.value)
 
     def _finished(self, trial: optuna.Trial, points: Points | None,
                   final_loss: float | None) -> None:
@@ -352,6 +390,7 @@ class SweepQueue:
                     started = frozen.user_attrs.get("started", time.time())
                     self._running[frozen.number] = Running(trial, slot, controller,
                                                            float(started))
+                    self._nest(frozen.number, controller)
                     self._hold(frozen.number, slot)
                     continue
             curves = bundle_curves(Path(str(bundle)))

@@ -241,6 +241,14 @@ class MainWindow(QMainWindow):
             sweep_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         self.sweep_view: SweepView | None = None  # made on first use: Optuna loads then
         self._add_view_menu()
+        self.act_tensorboard = QAction("TensorBoard", self)
+        self.act_tensorboard.setToolTip("Every run and sweep in TensorBoard (curves, HParams)")
+        self.act_tensorboard.triggered.connect(self._open_tensorboard)
+        toolbar.addAction(self.act_tensorboard)
+        self.act_preferences = QAction("Preferences…", self)
+        self.act_preferences.setToolTip("MLflow: send runs there, and where")
+        self.act_preferences.triggered.connect(self.open_preferences)
+        toolbar.addAction(self.act_preferences)
         self.act_quit = QAction("Quit", self)
         self.act_quit.setShortcut(QKeySequence("Ctrl+Q"))
         self.act_quit.triggered.connect(self.close)  # closeEvent asks about a running run
@@ -251,6 +259,8 @@ class MainWindow(QMainWindow):
         self.runs_page.cloneRequested.connect(self.clone_run)
         self.runs_page.sweepRequested.connect(self.open_sweep)
         self.runs_page.resume_requested.connect(self.resume)
+        self.runs_page.tensorboardRequested.connect(self._tensorboard_on)
+        self.runs_page.mlflowRequested.connect(self._export_to_mlflow)
         self.queue_panel = RunQueuePanel()  # queued runs, above the list; hidden while empty
         self.runs_page.add_section(self.queue_panel)
         self.queue_panel.changed.connect(self.runs_page.refresh)  # one started or left
@@ -318,6 +328,25 @@ class MainWindow(QMainWindow):
                 self.home.set_status("")
 
     # -- actions ---------------------------------------------------------------------------
+    def open_preferences(self) -> None:
+        from dtgui.ui.preferences import PreferencesDialog
+
+        PreferencesDialog(self).open()
+
+    def _tensorboard_on(self, folders: list[Path]) -> None:
+        from dtgui.ui.preferences import show_in_tensorboard
+
+        self.statusBar().showMessage("Starting TensorBoard…", 10000)
+        show_in_tensorboard(self, folders)
+
+    def _export_to_mlflow(self, records: list[RunRecord]) -> None:
+        from dtgui.ui.preferences import export_to_mlflow
+
+        export_to_mlflow(self, records)
+
+    def _open_tensorboard(self) -> None:
+        self._tensorboard_on([runs_dir()])
+
     def train_demo(self) -> None:
         self.launch(demo_plan(self.machine.facts))
 

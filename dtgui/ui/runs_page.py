@@ -77,6 +77,8 @@ class RunsPage(QWidget):
     sweepRequested = Signal(object)  # a sweep's folder (Path): show its view
     # the run's folder (Path) and the step to train to (int; None: its plan's steps)
     resume_requested = Signal(object, object)
+    tensorboardRequested = Signal(list)  # the folders (Path) of the runs and sweeps selected
+    mlflowRequested = Signal(list)  # the RunRecords selected: send them to MLflow
     loaded = Signal(list)  # the rows just shown (RunRow)
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -350,6 +352,11 @@ class RunsPage(QWidget):
         if row.kind != SWEEP:
             menu.addAction("Clone into the wizard").triggered.connect(self._clone)
             menu.addAction("Export bundle…").triggered.connect(self.export_selected)
+        menu.addAction("Open in TensorBoard").triggered.connect(
+            lambda: self.tensorboardRequested.emit([Path(r.folder) for r in chosen or [row]]))
+        if any(r.kind != SWEEP for r in chosen or [row]):
+            menu.addAction("Export to MLflow").triggered.connect(
+                lambda: self._send_to_mlflow(chosen or [row]))
         menu.addSeparator()
         menu.addAction("Edit tags").triggered.connect(
             lambda: self.table.edit(self.proxy.index(index.row(), TAGS)))
@@ -386,6 +393,11 @@ class RunsPage(QWidget):
         if len(chosen) >= 2:
             run_in_thread(lambda: _records(chosen), self.compareRequested.emit,
                           self._failed, context=self)
+
+    def _send_to_mlflow(self, rows: list[RunRow]) -> None:
+        chosen = [r for r in rows if r.kind != SWEEP]
+        run_in_thread(lambda: _records(chosen), self.mlflowRequested.emit, self._failed,
+                      context=self)
 
     def _clone(self) -> None:
         row = self.selected()

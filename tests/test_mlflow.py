@@ -1,0 +1,260 @@
+"""Runs into MLflow and TensorBoard's HParams, read back with their own readers: MLflow's client
+on a SQLite store and through a real `mlflow server`, TensorBoard's event reader. The runs
+are the bundle's real supervisor over the stub training child (tests/stub_task.py): what is
+tested is what follows the run, not TensorFlow."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from fakes import wait_for
+
+from dtgui.cli.main import main
+from dtgui.core.plan import Plan
+from dtgui.core.run_state import RunState
+from dtgui.core.runs import RunRecord
+from dtgui.core.strategies import Strategy
+from dtgui.core.sweep import SweepSpec, parse_param
+from dtgui.core.tracking import ENV, RUN_ID_TAG, SWEEP_TAG, new_points
+from dtgui.launch import mlflow_log
+from dtgui.launch.controller import RunController
+from dtgui.launch.drivers import local_target
+from dtgui.launch.pipeline import launch_plan, reattach
+from dtgui.launch.sweep_queue import SweepQueue
+from dtgui.launch.sweep_slots import Slot
+from dtgui.launch.tensorboard_server import start_tensorboard, stop_tensorboard
+from dtgui.worker.machine_probe import choose_free_ports
+
+mlflow = pytest.importorskip("mlflow")
+from mlflow.tracking import MlflowClient  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One SQLite store for the module (making MLflow's tables takes seconds)."""
+    uri = f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
+    MlflowClient(uri).search_experiments()
+    return uri
+
+
+@pytest.fixture(scope="module")
+def server_process(store: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """A real `mlflow server` on a free port over the module's store (a team's server),
+    started with the module's first test so that its start (seconds of imports) overlaps
+    that test; `server` waits until it answers."""
+    port = choose_free_ports(1)[0]
+    mlflow_bin = Path(sys.executable).with_name("mlflow")
+    folder = Path(store.removeprefix("sqlite:///")).parent  # its artifacts there too
+    proc = subprocess.Popen([str(mlflow_bin), "server", "--backend-store-uri", store,
+                             "--artifacts-destination", str(folder / "served-artifacts"),
+                             "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True, cwd=folder)
+    try:
+        yield proc, f"http://127.0.0.1:{port}"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(30)
+
+
+@pytest.fixture
+def server(server_process: tuple[subprocess.Popen[bytes], str]) -> str:
+    proc, url = server_process
+    wait_for(lambda: _answers(url) or proc.poll() is not None, 600,
+             "mlflow server did not answer", interval=0.5)
+    assert proc.poll() is None, "mlflow server ended"
+    return url
+
+
+def _answers(url: str) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=2) as reply:
+            return bool(reply.status == 200)
+    except OSError:
+        return False
+
+
+def _launch(plan: Plan, root: Path, python: str) -> RunController:
+    return launch_plan(plan, root, targets=[local_target(python)])
+
+
+def _steps(client: MlflowClient, run_id: str, key: str) -> list[int]:
+    return [m.step for m in client.get_metric_history(run_id, key)]
+
+
+def _runs(client: MlflowClient, tag: str, value: str) -> list[Any]:
+    experiment = client.get_experiment_by_name("dtgui")
+    assert experiment is not None
+    return list(client.search_runs([experiment.experiment_id],
+                                   filter_string=f"tags.`{tag}` = '{value}'"))
+
+
+def test_new_points_never_send_a_step_twice_after_a_rewind() -> None:
+    logged: dict[str, float] = {}
+    steps = np.arange(1, 11, dtype=np.float64)
+    first = new_points({"loss": (steps, steps * 0.1)}, logged)
+    assert [p[1] for p in first] == list(range(1, 11))
+    # restarted from the checkpoint at step 5: steps 6.. trained again, then on to 15
+    again = np.arange(1, 16, dtype=np.float64)
+    second = new_points({"loss": (again, again * 0.2)}, logged)
+    assert [p[1] for p in second] == list(range(11, 16))
+    many = np.arange(16, 10_016, dtype=np.float64)
+    third = new_points({"loss": (many, many)}, logged, per_flush=50)
+    assert len(third) == 50 and third[-1][1] == 10_015  # thinned, the newest kept
+
+
+def test_a_run_reaches_mlflow_live_and_an_export_adds_nothing_twice(
+        tmp_path: Path, store: str, stub_python: Callable[..., str],
+        monkeypatch: pytest.MonkeyPatch,
+        server_process: tuple[subprocess.Popen[bytes], str]) -> None:
+    """Params, tags, metrics by step, the final state and artifacts, read back by MLflow's
+    own client; the run's HParams summary by TensorBoard's reader; then detach and reattach
+    continue the same MLflow run, and `dtgui runs export-mlflow` updates it, never twice."""
+    monkeypatch.setenv(ENV, store)
+    monkeypatch.setattr(mlflow_log, "FLUSH_SECONDS", 0.2)
+    plan = Plan(run_name="tracked", strategy=Strategy.MIRRORED, replicas_per_task=2,
+                steps=400, checkpoint_every=0)
+    controller = _launch(plan, tmp_path / "runs", stub_python(step_seconds=0.01))
+    record = controller.record
+    assert record is not None and record.mlflow_uri == store
+    client = MlflowClient(store)
+    wait_for(lambda: record.mlflow_run_id and client.get_metric_history(
+        record.mlflow_run_id, "loss"), 120, "no loss reached MLflow while the run trained")
+    run_id = record.mlflow_run_id
+    controller.detach()  # dtgui closed with the run training ...
+    again = reattach(RunRecord.load(Path(record.bundle)))  # ... and opened again
+    assert again.wait(120) and again.state is RunState.FINISHED
+    assert mlflow_log.drain_all(120, while_answering=False)
+
+    assert RunRecord.load(Path(record.bundle)).mlflow_run_id == run_id
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED"
+    assert run.data.tags[RUN_ID_TAG] == record.run_id
+    assert run.data.tags["dtgui.strategy"] == "mirrored"
+    assert run.data.tags["mlflow.runName"] == "tracked"
+    params = run.data.params
+    assert params["strategy"] == "mirrored" and params["replicas"] == "2"
+    assert params["steps"] == "400" and params["version.python"]
+    loss = _steps(client, run_id, "loss")
+    assert loss == sorted(set(loss)) and loss[-1] == 400, loss[-5:]  # no step twice
+    for replica in (0, 1):
+        steps = _steps(client, run_id, f"loss/replica_{replica}")
+        assert steps == sorted(set(steps)) and steps[-1] == 400
+    assert {"plan.json", "README.md"} <= {a.path for a in client.list_artifacts(run_id)}
+    assert len(_runs(client, RUN_ID_TAG, record.run_id)) == 1  # the reattach went on in it
+
+    # exported again: the same run, the same points
+    assert main(["runs", "export-mlflow", record.bundle, "--tracking-uri", store]) == 0
+    assert len(_runs(client, RUN_ID_TAG, record.run_id)) == 1
+    assert _steps(client, run_id, "loss") == loss
+    assert client.get_run(run_id).info.status == "FINISHED"
+
+    # TensorBoard itself ("Open in TensorBoard": a real server on a free port) lists the
+    # run's HParams session: its settings, final loss and status
+    board = start_tensorboard([tmp_path / "runs"])
+    try:
+        wait_for(lambda: _hparams(board.url, "experiment").get("hparamInfos"), 120,
+                 "TensorBoard shows no HParams", interval=0.5)
+        experiment = _hparams(board.url, "experiment")
+        names = {h["name"] for h in experiment["hparamInfos"]}
+        assert {"strategy", "steps", "learning_rate"} <= names
+        assert "final/loss" in {m["name"]["tag"] for m in experiment["metricInfos"]}
+        groups = _hparams(board.url, "session_groups", {
+            "startIndex": 0, "sliceSize": 10, "colParams": [],
+            "allowedStatuses": ["STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_UNKNOWN"]})
+        (group,) = groups["sessionGroups"]
+        assert group["hparams"]["strategy"] == "mirrored" and group["hparams"]["steps"] == 400
+        (session,) = group["sessions"]
+        assert session["status"] == "STATUS_SUCCESS"
+        final = {m["name"]["tag"]: m["value"] for m in session["metricValues"]}["final/loss"]
+        assert final == pytest.approx(again.final_loss, rel=1e-5)
+    finally:
+        stop_tensorboard()
+    assert board.process.poll() is not None  # stopped (as at dtgui's exit)
+
+
+def _hparams(url: str, what: str, request: dict[str, Any] | None = None) -> dict[str, Any]:
+    import json
+    import urllib.request
+
+    body = json.dumps(request or {"experimentName": ""}).encode()
+    ask = urllib.request.Request(f"{url}data/plugin/hparams/{what}", data=body,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(ask, timeout=30) as reply:
+        found: dict[str, Any] = json.loads(reply.read())
+        return found
+
+
+def test_an_unreachable_server_neither_stops_nor_holds_a_run_and_its_card_says_so(
+        tmp_path: Path, stub_python: Callable[..., str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    nobody = f"http://127.0.0.1:{choose_free_ports(1)[0]}"  # nothing listens there
+    monkeypatch.setenv(ENV, nobody)
+    monkeypatch.setattr(mlflow_log, "STUCK_SECONDS", 0.3)
+    plan = Plan(run_name="offline", strategy=Strategy.ONE_DEVICE, replicas_per_task=1,
+                steps=150, checkpoint_every=0)
+    controller = _launch(plan, tmp_path / "runs", stub_python(step_seconds=0.02))
+    said: list[str] = []
+    while not controller.finished:
+        if "MLflow" in controller.message:
+            said.append(controller.message)
+        controller.wait(0.1)
+    writer = mlflow_log.writer_for(nobody)
+    try:
+        assert controller.state is RunState.FINISHED, controller.message
+        assert said and "write(s) waiting" in said[-1], said
+        assert writer.queued > 0  # the run ended while its writes still waited
+        assert RunRecord.load(controller.bundle.path).state is RunState.FINISHED
+    finally:
+        writer.discard()
+
+
+def test_a_sweep_is_a_parent_run_with_its_trials_nested_on_a_server(
+        tmp_path: Path, server: str, stub_python: Callable[..., str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through a real `mlflow server`: the sweep's run, each trial's run under it with the
+    trial's values as params, its objective as a metric and how it ended (one failed)."""
+    monkeypatch.setenv(ENV, server)
+    good, bad = stub_python(), stub_python(fail="worker:0=the data ran out")
+    plan = Plan(run_name="swept", strategy=Strategy.ONE_DEVICE, replicas_per_task=1, steps=6,
+                checkpoint_every=0)
+
+    def launch(trial_plan: Plan, root: Path, **kwargs: Any) -> Any:
+        python = bad if trial_plan.run_name.endswith("t001") else good
+        return launch_plan(trial_plan, root, **{**kwargs, "targets": [local_target(python)]})
+
+    spec = SweepSpec(params=(parse_param("lr=loguniform:1e-4:1e-1"),), trials=2, parallel=2,
+                     search="random", objective="loss", pruner="none")
+    rows = SweepQueue.new(tmp_path / "s", spec, plan, slots=[Slot("a"), Slot("b")],
+                          launch=launch).run()
+    assert mlflow_log.drain_all(120, while_answering=False)
+    client = MlflowClient(server)
+    parents = _runs(client, SWEEP_TAG, str((tmp_path / "s").resolve()))
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    parent = parents[0]
+    assert parent.data.params["param.lr"].startswith("loguniform")
+    trials = _runs(client, "mlflow.parentRunId", parent.info.run_id)
+    assert len(trials) == 2
+    by_number = {int(t.data.tags["dtgui.trial"]): t for t in trials}
+    for row in rows:
+        trial = by_number[row.number]
+        assert float(trial.data.params["trial.lr"]) == pytest.approx(row.params["lr"])
+        if row.state == "failed":
+            assert trial.data.tags["dtgui.trial_state"] == "failed"
+            assert trial.info.status == "FAILED"
+            assert "the data ran out" in trial.data.tags["dtgui.message"]
+        else:
+            assert trial.data.tags["dtgui.trial_state"] == "complete"
+            assert trial.data.metrics["objective_loss"] == pytest.approx(row.objective)
+    assert parent.data.metrics["best_objective"] == pytest.approx(
+        min(r.objective for r in rows if r.objective is not None))
