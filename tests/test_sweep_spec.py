@@ -302,7 +302,7 @@ def test_a_stopped_sweep_continued_runs_its_stopped_trials_again_first(
     new ones, and ends with as many finished trials as asked; once only."""
     import threading
 
-    from dtgui.launch.sweep_queue import RERUN_ATTR
+    from dtgui.core.sweep_study import RERUN_ATTR, RESUMED_ATTR
 
     plan = Plan(run_name="halt", strategy=Strategy.ONE_DEVICE, replicas_per_task=1, steps=10,
                 checkpoint_every=0)
