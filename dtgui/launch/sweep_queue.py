@@ -113,7 +113,6 @@ class SweepQueue:
     slots: list[Slot] | None = None  # default: slots_for(plan, spec.parallel, notes)
     on_trial_end: TrialEnded | None = None
     launch: Callable[..., RunController] = launch_plan  # the one pipeline (tests: a stand-in)
-    resume: Callable[..., RunController] = resume_run  # a stopped trial's run continued
     notes: list[str] = field(default_factory=list)
     # Why a slot cannot take a trial now ("" when it can); default: a GpuProber's, when a
     # slot has GPUs.
@@ -284,8 +283,8 @@ class SweepQueue:
         whole = bool(driver_for(slot.targets[0]).whole_run)  # a cluster places its tasks
         targets = list(slot.targets) if assignments is not None or whole else []
         try:
-            controller = self.resume(record, targets=targets,
-                                     assignments=None if whole else assignments)
+            controller = resume_run(record, targets=targets,
+                                    assignments=None if whole else assignments)
         except (LaunchError, OSError, ValueError) as exc:
             self.say(f"trial {trial.number} runs trial {stopped}'s values from step 0: "
                      f"{_first_line(str(exc))}")
