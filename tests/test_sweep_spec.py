@@ -301,8 +301,8 @@ def test_a_stopped_sweep_continued_runs_its_stopped_trials_again_first(
     of the step it reached. Continued, the queue runs each again with its values (new
     trials) before it asks the sampler for new ones, and ends with as many finished trials
     as asked; once only. Trial 0's run goes on from its checkpoint in its own run folder
-    (its curve continues after the checkpoint's step); trial 1's checkpoint is gone: its
-    values train from step 0 in a new run folder."""
+    (its curve continues after the checkpoint's step), on its new slot's GPU; trial 1's
+    checkpoint is gone: its values train from step 0 in a new run folder."""
     import shutil
     import threading
 
@@ -313,15 +313,17 @@ def test_a_stopped_sweep_continued_runs_its_stopped_trials_again_first(
     from dtgui.core.sweep_study import RERUN_ATTR, RESUMED_ATTR, rows
 
     plan = Plan(run_name="halt", strategy=Strategy.ONE_DEVICE, replicas_per_task=1, steps=20,
-                checkpoint_every=0)
+                checkpoint_every=0, device_kind=DeviceKind.GPU)  # the stub uses none
     spec = SweepSpec(params=(parse_param("lr=loguniform:1e-4:1e-1"),), trials=2, parallel=2,
                      search="random", objective="loss", pruner="none")
     folder = tmp_path / "s"
 
-    def slots(python: str) -> list[Slot]:
-        return [Slot(name, (Target(python=python),)) for name in ("a", "b")]
+    def slots(python: str, first_gpu: int) -> list[Slot]:  # one GPU each (none probed)
+        return [Slot(name, (Target(python=python, gpus=(first_gpu + i,)),))
+                for i, name in enumerate("ab")]
 
-    slow = SweepQueue.new(folder, spec, plan, slots=slots(stub_python(step_seconds=0.2)))
+    slow = SweepQueue.new(folder, spec, plan, slots=slots(stub_python(step_seconds=0.2), 0),
+                          busy=lambda slot: "")
     thread = threading.Thread(target=slow.run)
     thread.start()
     wait_for(lambda: len(slow._running) == 2 and all(
@@ -337,8 +339,8 @@ def test_a_stopped_sweep_continued_runs_its_stopped_trials_again_first(
     shutil.rmtree(Path(stopped[1].user_attrs["bundle"]) / "output" / CHECKPOINTS_DIR)
 
     said: list[str] = []
-    again = SweepQueue(folder, *load_sweep(folder), slots=slots(stub_python()),
-                       on_note=said.append)
+    again = SweepQueue(folder, *load_sweep(folder), slots=slots(stub_python(), 2),
+                       busy=lambda slot: "", on_note=said.append)
     done = again.run()
     assert [r.state for r in done] == ["failed", "failed", "finished", "finished"], done
     assert [r.continued_in for r in done] == [2, None, None, None]
@@ -350,6 +352,7 @@ def test_a_stopped_sweep_continued_runs_its_stopped_trials_again_first(
     assert reruns[0].user_attrs["bundle"] == str(kept.path)
     assert reruns[0].user_attrs[RESUMED_ATTR] == saved
     assert f"trial 2 continues trial 0's run from its checkpoint of step {saved}." in said
+    assert [t.gpus for t in Bundle.open(kept.path).plan.tasks] == [(2,)]  # its slot's GPU
     segments = RunRecord.load(kept.path).segments
     assert [s.from_step for s in segments] == [0, saved] and segments[-1].steps == 20
     events = read_all(kept.events_file(kept.plan.tasks[0]))

@@ -255,7 +255,7 @@ def csv_text(rows_: Sequence[TrialRow], params: Sequence[Param], objective: str)
                          "" if r.best_step is None else r.best_step,
                          *(r.params.get(n, "") for n in names),
                          "" if r.seconds is None else f"{r.seconds:.1f}", r.machine, r.run,
-                         r.error])
+                         r.error_text])
     return out.getvalue()
 
 

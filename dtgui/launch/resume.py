@@ -82,11 +82,11 @@ def restore_refusal(old: Plan, new: Plan) -> str:
 
 
 def _gpus_kept(old: Plan, targets: Sequence[Target], assignments: Mapping[str, str]) -> bool:
-    """Every task keeps its GPUs on a target given GPUs of its own (a sweep's GPU slot):
-    else it is placed again, on the target's GPUs."""
+    """Every task given GPUs keeps them on a target given GPUs of its own (a sweep's GPU
+    slot): else it is placed again, on the target's GPUs."""
     given = {t.name: set(t.gpus) for t in targets if t.gpus}
-    return all(task.gpus and set(task.gpus) <= given[name] for task in old.tasks
-               if (name := assignments.get(task.task_id, "")) in given)
+    return all(set(task.gpus) <= given[name] for task in old.tasks
+               if task.gpus and (name := assignments.get(task.task_id, "")) in given)
 
 
 def resume_refusal(record: RunRecord) -> str:
