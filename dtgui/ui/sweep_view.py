@@ -365,8 +365,9 @@ class SweepView(QWidget):
 
     # -- actions ---------------------------------------------------------------------------
     def _compare(self) -> None:
-        records = [rec for rec in (_trial_record(r) for r in self.selected_rows())
-                   if rec is not None]
+        # a stopped trial and the trial that continues it share one run: compared once
+        runs = {r.run: r for r in self.selected_rows() if r.run}
+        records = [rec for rec in map(_trial_record, runs.values()) if rec is not None]
         if records:
             self.compareRequested.emit(records)
 
