@@ -153,9 +153,9 @@ def test_the_sweep_view_shows_the_trials_best_first(qtbot: QtBot, tmp_path: Path
     assert cell(view, rows["5"], 8) == "stopped; its run continues in trial 6"
     assert cell(view, rows["6"], 8) == ""
     view.table.clearSelection()
-    for number in ("5", "6"):
+    for shown in ("5", "6"):
         view.table.selectionModel().select(
-            view.table.model().index(rows[number], 0),
+            view.table.model().index(rows[shown], 0),
             QItemSelectionModel.SelectionFlag.Select | QItemSelectionModel.SelectionFlag.Rows)
     with qtbot.waitSignal(view.compareRequested, timeout=5000) as compared:
         view.compare_button.click()
