@@ -297,45 +297,73 @@ def test_a_sweep_opened_again_settles_and_follows_the_trials_dtgui_left_running(
 
 def test_a_stopped_sweep_continued_runs_its_stopped_trials_again_first(
         tmp_path: Path, stub_python: Callable[..., str]) -> None:
-    """Stop sweep while both trials run: they end failed, stopped. Continued, the queue runs
-    each again with its values (new trials, new run folders) before it asks the sampler for
-    new ones, and ends with as many finished trials as asked; once only."""
+    """Stop sweep while both trials run: they end failed, stopped, each with the checkpoint
+    of the step it reached. Continued, the queue runs each again with its values (new
+    trials) before it asks the sampler for new ones, and ends with as many finished trials
+    as asked; once only. Trial 0's run goes on from its checkpoint in its own run folder
+    (its curve continues after the checkpoint's step), on its new slot's GPU; trial 1's
+    checkpoint is gone: its values train from step 0 in a new run folder."""
+    import shutil
     import threading
 
-    from dtgui.launch.sweep_queue import RERUN_ATTR
+    from dtgui.core.bundle import Bundle
+    from dtgui.core.checkpoint_files import CHECKPOINTS_DIR, newest_checkpoint
+    from dtgui.core.events import read_all
+    from dtgui.core.runs import RunRecord
+    from dtgui.core.sweep_study import RERUN_ATTR, RESUMED_ATTR, rows
 
-    plan = Plan(run_name="halt", strategy=Strategy.ONE_DEVICE, replicas_per_task=1, steps=10,
-                checkpoint_every=0)
+    plan = Plan(run_name="halt", strategy=Strategy.ONE_DEVICE, replicas_per_task=1, steps=50,
+                checkpoint_every=0, device_kind=DeviceKind.GPU)  # the stub uses none
     spec = SweepSpec(params=(parse_param("lr=loguniform:1e-4:1e-1"),), trials=2, parallel=2,
                      search="random", objective="loss", pruner="none")
     folder = tmp_path / "s"
 
-    def launcher(python: str) -> Callable[..., Any]:
-        def launch(trial_plan: Plan, root: Path, **kwargs: Any) -> Any:
-            return launch_plan(trial_plan, root, **{**kwargs,
-                                                    "targets": [Target(python=python)]})
-        return launch
+    def slots(python: str, first_gpu: int) -> list[Slot]:  # one GPU each (none probed)
+        return [Slot(name, (Target(python=python, gpus=(first_gpu + i,)),))
+                for i, name in enumerate("ab")]
 
-    slow = SweepQueue.new(folder, spec, plan, slots=[Slot("a"), Slot("b")],
-                          launch=launcher(stub_python(step_seconds=5.0)))
+    slow = SweepQueue.new(folder, spec, plan, slots=slots(stub_python(step_seconds=0.2), 0),
+                          busy=lambda slot: "")
     thread = threading.Thread(target=slow.run)
     thread.start()
-    wait_for(lambda: len(slow._running) == 2, 60, "the two trials did not start")
+    wait_for(lambda: len(slow._running) == 2 and all(
+        r.controller.metrics.snapshot().step >= 5 for r in list(slow._running.values())), 60,
+        "the two trials did not step")
     slow.request_stop()  # Stop sweep (the sweep's process does this on SIGTERM and Ctrl-C)
     thread.join(60)
     stopped = slow.study.get_trials()
     assert [(t.state.name, t.user_attrs["error"]) for t in stopped] == [("FAIL", "stopped")] * 2
+    kept = Bundle.open(Path(stopped[0].user_attrs["bundle"]))
+    saved = newest_checkpoint(kept.output / CHECKPOINTS_DIR).step
+    assert 5 <= saved < 50
+    shutil.rmtree(Path(stopped[1].user_attrs["bundle"]) / "output" / CHECKPOINTS_DIR)
 
     said: list[str] = []
-    again = SweepQueue(folder, *load_sweep(folder), slots=[Slot("a"), Slot("b")],
-                       launch=launcher(stub_python()), on_note=said.append)
-    rows = again.run()
-    assert [r.state for r in rows] == ["failed", "failed", "finished", "finished"]
+    again = SweepQueue(folder, *load_sweep(folder), slots=slots(stub_python(), 2),
+                       busy=lambda slot: "", on_note=said.append)
+    done = again.run()
+    assert [r.state for r in done] == ["failed", "failed", "finished", "finished"], done
+    assert [r.continued_in for r in done] == [2, None, None, None]
     reruns = again.study.get_trials()[2:]
     assert [t.user_attrs[RERUN_ATTR] for t in reruns] == [0, 1]
     assert [t.params for t in reruns] == [t.params for t in stopped]
-    assert len({t.user_attrs["bundle"] for t in again.study.get_trials()}) == 4
     assert said[0].startswith("trial 0 was stopped: it runs again with its values (lr=")
+    # trial 2 continued trial 0's run: its folder, from the checkpoint's step on
+    assert reruns[0].user_attrs["bundle"] == str(kept.path)
+    assert reruns[0].user_attrs[RESUMED_ATTR] == saved
+    assert f"trial 2 continues trial 0's run from its checkpoint of step {saved}." in said
+    assert [t.gpus for t in Bundle.open(kept.path).plan.tasks] == [(2,)]  # its slot's GPU
+    segments = RunRecord.load(kept.path).segments
+    assert [s.from_step for s in segments] == [0, saved] and segments[-1].steps == 50
+    events = read_all(kept.events_file(kept.plan.tasks[0]))
+    last_start = max(i for i, e in enumerate(events) if e.kind == "started")
+    firsts = [e.get("first") for e in events[last_start:] if e.kind == "steps"]
+    assert firsts[0] == saved + 1 and events[last_start].get("resumed_from_step") == saved
+    # trial 3: no checkpoint, from step 0 in a run folder of its own
+    assert RESUMED_ATTR not in reruns[1].user_attrs
+    assert reruns[1].user_attrs["bundle"] != stopped[1].user_attrs["bundle"]
+    assert any(n.startswith("trial 3 runs trial 1's values from step 0: Not resumed") for n in said)
+    assert "its run continues in trial 2" in rows(again.study)[0].text("loss")
     assert len(SweepQueue(folder, *load_sweep(folder), slots=[Slot("a")]).run()) == 4
 
 

@@ -12,13 +12,20 @@ import optuna
 import pyqtgraph as pg
 import pytest
 from optuna.trial import TrialState
+from PySide6.QtCore import QItemSelectionModel
 from pytestqt.qtbot import QtBot
 
 from dtgui.core.plan import DeviceKind, Plan
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
 from dtgui.core.sweep import SweepSpec, parse_param, save_sweep
-from dtgui.core.sweep_study import open_study, parallel_coordinates, read_sweep
+from dtgui.core.sweep_study import (
+    RERUN_ATTR,
+    RESUMED_ATTR,
+    open_study,
+    parallel_coordinates,
+    read_sweep,
+)
 from dtgui.ui.sweep_view import SweepView, status_text
 
 pytestmark = pytest.mark.gui
@@ -127,6 +134,33 @@ def test_the_sweep_view_shows_the_trials_best_first(qtbot: QtBot, tmp_path: Path
     assert view.table_data is not None and view.best_button.isEnabled()
     assert sorted(p.name for p in (tmp_path / "bundles").glob("t*")) == [
         f"t{n:03d}" for n in range(5)]
+
+    # a stopped trial (5) and the trial that continued its run from its checkpoint (6)
+    qtbot.waitUntil(lambda: not view.session.following, timeout=10_000)  # its look ended
+    study = open_study(read_sweep(tmp_path).spec, tmp_path)
+    for number, state in ((5, TrialState.FAIL), (6, TrialState.COMPLETE)):
+        trial = study.ask({"lr": optuna.distributions.FloatDistribution(1e-4, 1e-1, log=True)})
+        trial.set_user_attr("bundle", str(tmp_path / "trials" / "t1"))
+        if number == 5:
+            trial.set_user_attr("error", "stopped")
+        else:
+            trial.set_user_attr(RERUN_ATTR, 5)
+            trial.set_user_attr(RESUMED_ATTR, 40)
+        study.tell(trial, 1.9 if number == 6 else None, state=state)
+    view.open(tmp_path)
+    qtbot.waitUntil(lambda: view.table.rowCount() == 7, timeout=10_000)
+    rows = {cell(view, i, 0): i for i in range(7)}
+    assert cell(view, rows["5"], 8) == "stopped; its run continues in trial 6"
+    assert cell(view, rows["6"], 8) == ""
+    view.table.clearSelection()
+    for shown in ("5", "6"):
+        view.table.selectionModel().select(
+            view.table.model().index(rows[shown], 0),
+            QItemSelectionModel.SelectionFlag.Select | QItemSelectionModel.SelectionFlag.Rows)
+    with qtbot.waitSignal(view.compareRequested, timeout=5000) as compared:
+        view.compare_button.click()
+    assert [r.run_id for r in compared.args[0]] == ["t1"]  # their one run, once
+    qtbot.waitUntil(lambda: not view.session.following, timeout=10_000)
     if os.environ.get("DTGUI_SCREENSHOTS"):
         shots = Path(os.environ["DTGUI_SCREENSHOTS"])
         view.grab().save(str(shots / "sweep-view.png"))

@@ -13,7 +13,7 @@ import csv
 import io
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,9 @@ from dtgui.core.sweep import Param, SpaceKind, SweepError, SweepSpec, Value
 STUDY_FILE = "study.db"
 STUDY_NAME = "sweep"
 TRIALS_CSV = "trials.csv"
+RERUN_ATTR = "rerun_of"  # a trial's user attribute: the stopped trial whose values it runs
+RESUMED_ATTR = "resumed_from_step"  # a re-run trial's: it continues that trial's run from
+# the checkpoint of this step (in its run folder; without it the trial trained from step 0)
 CONNECT_SECONDS = 10  # a server URL that does not answer in this time is unreachable
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)  # dtgui says what each trial did
@@ -177,6 +180,14 @@ class TrialRow:
     ended: float | None
     last_step: int | None = None  # the step of the last value reported to the pruner
     last_value: float | None = None  # that value
+    continued_in: int | None = None  # a stopped trial: the trial whose run continues its run
+
+    @property
+    def error_text(self) -> str:
+        """The error as the table says it, with the trial that continues a stopped run."""
+        if self.continued_in is None:
+            return self.error
+        return f"{self.error}; its run continues in trial {self.continued_in}"
 
     @classmethod
     def of(cls, trial: FrozenTrial) -> TrialRow:
@@ -205,7 +216,7 @@ class TrialRow:
             told += f" (step {self.best_step})"
         time = f"{self.seconds:.0f} s" if self.seconds is not None else ""
         parts = [f"trial {self.number}", self.state, values, told, time,
-                 self.error if self.state == "failed" else ""]
+                 self.error_text if self.state == "failed" else ""]
         return "  ".join(p for p in parts if p)
 
 
@@ -214,7 +225,12 @@ def _short(value: Any) -> str:
 
 
 def rows(study: optuna.Study) -> list[TrialRow]:
-    return [TrialRow.of(t) for t in study.get_trials(deepcopy=False)]
+    """Every trial's row; a stopped trial whose run a re-run trial continued names it (a
+    finished trial's attributes cannot change: the re-run trial holds the link)."""
+    trials = study.get_trials(deepcopy=False)
+    continued = {t.user_attrs.get(RERUN_ATTR): t.number for t in trials
+                 if RESUMED_ATTR in t.user_attrs}
+    return [replace(TrialRow.of(t), continued_in=continued.get(t.number)) for t in trials]
 
 
 def sorted_rows(rows_: Iterable[TrialRow], goal: str) -> list[TrialRow]:
@@ -239,7 +255,7 @@ def csv_text(rows_: Sequence[TrialRow], params: Sequence[Param], objective: str)
                          "" if r.best_step is None else r.best_step,
                          *(r.params.get(n, "") for n in names),
                          "" if r.seconds is None else f"{r.seconds:.1f}", r.machine, r.run,
-                         r.error])
+                         r.error_text])
     return out.getvalue()
 
 

@@ -81,6 +81,14 @@ def restore_refusal(old: Plan, new: Plan) -> str:
             "across replica counts); start a new run instead")
 
 
+def _gpus_kept(old: Plan, targets: Sequence[Target], assignments: Mapping[str, str]) -> bool:
+    """Every task given GPUs keeps them on a target given GPUs of its own (a sweep's GPU
+    slot): else it is placed again, on the target's GPUs."""
+    given = {t.name: set(t.gpus) for t in targets if t.gpus}
+    return all(set(task.gpus) <= given[name] for task in old.tasks
+               if task.gpus and (name := assignments.get(task.task_id, "")) in given)
+
+
 def resume_refusal(record: RunRecord) -> str:
     """Why the run cannot be resumed at all, before anything is asked ("" = it may be)."""
     if record.is_active:
@@ -313,7 +321,8 @@ def resume_run(record: RunRecord, *, steps: int | None = None,
     if assignments is None:
         raise LaunchError("Not resumed: say which machine each task resumes on.")
     same_place = not changes and [t.name for t in targets] == [t.name for t in recorded] and \
-        dict(assignments) == {t.task_id: t.machine_name for t in old.tasks}
+        dict(assignments) == {t.task_id: t.machine_name for t in old.tasks} and \
+        _gpus_kept(old, targets, assignments)
     if any(driver_for(t).whole_run for t in recorded) and not same_place:
         raise LaunchError("Not resumed: a run on a Slurm cluster resumes on its cluster, as "
                           "it was submitted (its checkpoints are on that cluster's shared "

@@ -21,8 +21,9 @@ sweep view). The GPUs its running trials hold are kept in the sweeps' register
 placed on registered machines runs each trial on those machines. The study (SQLite in the
 sweep's folder, or the sweep's storage URL) is the queue's state: a sweep opened again settles the trials that ended while
 dtgui was away, follows again those still running, runs again the trials a stop ended (with
-their values, before the sampler is asked for new ones) and adds trials up to the asked
-number.
+their values, before the sampler is asked for new ones: a new trial that continues the stopped
+trial's run from its checkpoint, `dtgui.launch.resume`, or trains from step 0 when it has
+none) and adds trials up to the asked number.
 
 Everything blocks: run it on a thread of its own (or from the command line).
 """
@@ -49,19 +50,24 @@ from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
 from dtgui.core.sweep import TRIALS_DIR, SweepError, SweepSpec, apply, check, save_sweep
 from dtgui.core.sweep_study import (
+    RERUN_ATTR,
+    RESUMED_ATTR,
     Points,
     TrialRow,
     best_of,
     objective_points,
     open_study,
+    rows,
     suggest,
     trial_count,
     write_csv,
 )
 from dtgui.launch.controller import LaunchError, RunController
+from dtgui.launch.drivers import driver_for
 from dtgui.launch.hparams import write_hparams
 from dtgui.launch.mlflow_log import sweep_tracker
 from dtgui.launch.pipeline import launch_plan, reattach
+from dtgui.launch.resume import resume_refusal, resume_run
 from dtgui.launch.sweep_holds import HoldRegister
 from dtgui.launch.sweep_slots import GpuProber, Slot, slots_for
 
@@ -70,7 +76,6 @@ POLL_SECONDS = 0.5
 RECHECK_SECONDS = 30.0  # a GPU slot found taken is asked again after this long
 NOTES_ATTR = "notes"  # the study's user attribute that keeps the queue's notes
 STOPPED_ATTR = "stopped"  # a trial's user attribute: it was stopped (not failed, not pruned)
-RERUN_ATTR = "rerun_of"  # a trial's user attribute: the stopped trial whose values it runs
 
 
 @dataclass
@@ -183,7 +188,7 @@ class SweepQueue:
                 TrialState.COMPLETE,)) if t.value is not None]
             best = (min if self.spec.goal == "minimize" else max)(done) if done else None
             self._mlflow.finish(best, failed=self._stop.is_set())
-        return [TrialRow.of(t) for t in self.study.get_trials(deepcopy=False)]
+        return rows(self.study)
 
     def _loop(self, free: list[Slot], resting: list[tuple[float, Slot]], wanted: int) -> None:
         while True:
@@ -234,7 +239,8 @@ class SweepQueue:
     def _rerun_stopped(self) -> None:
         """Each trial a stop ended (Stop sweep, Ctrl-C, its run stopped while the sweep was
         away) runs again with its values before the sampler is asked for new ones, once: as
-        a new trial (the study's enqueued trials are asked first) in a new run folder."""
+        a new trial (the study's enqueued trials are asked first) that continues the stopped
+        run from its checkpoint (`_continued`), else in a new run folder from step 0."""
         trials = self.study.get_trials(deepcopy=False)
         again = {t.user_attrs.get(RERUN_ATTR) for t in trials}
         for frozen in trials:
@@ -259,8 +265,9 @@ class SweepQueue:
         started = time.time()
         trial.set_user_attr("started", started)
         try:
-            controller = self.launch(plan, self.trials_root, targets=list(slot.targets),
-                                     assignments=assignments, keep_ports=False)
+            controller = self._continued(trial, slot, assignments) or self.launch(
+                plan, self.trials_root, targets=list(slot.targets), assignments=assignments,
+                keep_ports=False)
         except (LaunchError, SweepError, OSError, ValueError) as exc:
             self._end(trial, TrialState.FAIL, error=_first_line(str(exc)))
             return
@@ -274,6 +281,36 @@ class SweepQueue:
     def _nest(self, number: int, controller: RunController) -> None:
         if self._mlflow is not None:
             self._mlflow.trial_started(controller.tracker, number)
+
+    def _continued(self, trial: optuna.Trial, slot: Slot,
+                   assignments: dict[str, str] | None) -> RunController | None:
+        """A re-run trial's stopped run resumed from its newest checkpoint on the slot (a
+        plan placed on other machines: on its own machines), in the stopped trial's run
+        folder; None when it has no checkpoint or cannot go on (said): the trial then trains
+        from step 0 in a run folder of its own."""
+        stopped = trial.user_attrs.get(RERUN_ATTR)
+        if not isinstance(stopped, int):
+            return None
+        bundle = self.study.get_trials(deepcopy=False)[stopped].user_attrs.get("bundle")
+        record = None
+        with contextlib.suppress(OSError, ValueError):
+            record = RunRecord.load(Path(str(bundle))) if bundle else None
+        if record is None or resume_refusal(record):
+            return None
+        whole = bool(driver_for(slot.targets[0]).whole_run)  # a cluster places its tasks
+        targets = list(slot.targets) if assignments is not None or whole else []
+        try:
+            controller = resume_run(record, targets=targets,
+                                    assignments=None if whole else assignments)
+        except (LaunchError, OSError, ValueError) as exc:
+            self.say(f"trial {trial.number} runs trial {stopped}'s values from step 0: "
+                     f"{_first_line(str(exc))}")
+            return None
+        from_step = record.segments[-1].from_step if record.segments else 0
+        trial.set_user_attr(RESUMED_ATTR, from_step)
+        self.say(f"trial {trial.number} continues trial {stopped}'s run from its checkpoint "
+                 f"of step {from_step}.")
+        return controller
 
     def _hold(self, number: int, slot: Slot) -> None:
         if self._holds is not None and slot.gpus:

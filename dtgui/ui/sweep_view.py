@@ -237,14 +237,14 @@ class SweepView(QWidget):
                      "" if row.best_step is None else str(row.best_step),
                      *(_value_text(row.params.get(n)) for n in names),
                      "" if row.seconds is None else f"{row.seconds:.0f} s",
-                     slot_text(row.machine), row.error]
+                     slot_text(row.machine), row.error_text]
             for j, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setData(Qt.ItemDataRole.UserRole, row.number)
                 if j == 1:
                     item.setForeground(pg.mkColor(STATE_COLOURS.get(row.state, "#000")))
                 if j == len(cells) - 1 and row.error:
-                    item.setToolTip(row.error)
+                    item.setToolTip(row.error_text)
                 self.table.setItem(i, j, item)
             if row.number in selected:
                 self.table.selectRow(i)
@@ -376,8 +376,9 @@ class SweepView(QWidget):
 
     # -- actions ---------------------------------------------------------------------------
     def _compare(self) -> None:
-        records = [rec for rec in (_trial_record(r) for r in self.selected_rows())
-                   if rec is not None]
+        # a stopped trial and the trial that continues it share one run: compared once
+        runs = {r.run: r for r in self.selected_rows() if r.run}
+        records = [rec for rec in map(_trial_record, runs.values()) if rec is not None]
         if records:
             self.compareRequested.emit(records)
 
