@@ -131,6 +131,8 @@ def child(argv: list[str]) -> int:
             return stop_request.STOPPED_EXIT
         if every and step % every == 0 and chief:
             save()
+    if every and step % every != 0 and step > resumed and chief:
+        save()  # the end, as the training loop saves it when it is not on an interval
     events.emit("finished", steps=step, loss=loss, seconds=round(time.time() - begin, 3),
                 timeline=timeline)
     print(f"[{task}] finished {step} steps, loss {loss}", flush=True)

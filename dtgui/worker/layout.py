@@ -69,12 +69,14 @@ def task_script(stem: str) -> str:
 # whole group long enough to record the code (the script gets default signal actions). MODE
 # "signalled": a task stopped by a signal records 128 + N whatever its script returned (a
 # batch scheduler's time limit, its warning before it (USR1) or cancel; the job's state says
-# why).
+# why). A task stopped by that warning records 138 but leaves with 0: srun's
+# --kill-on-bad-exit would otherwise kill the tasks still saving their checkpoint.
 WRAPPER = (
     "s=; trap 's=129' HUP; trap 's=130' INT; trap 's=143' TERM; trap 's=138' USR1; "
     f'echo "$$" > "{pid_file("$1")}"; sh "{task_script("$1")}"; c=$?; '
     '[ "${2:-}" = signalled ] && [ -n "$s" ] && c=$s; '
-    f'echo "$c" > "{exit_file("$1")}"; exit "$c"'
+    f'echo "$c" > "{exit_file("$1")}"; '
+    '[ "${2:-}" = signalled ] && [ "$c" = 138 ] && exit 0; exit "$c"'
 )
 WRAPPER_NAME = "dtgui-task"  # the wrapper's $0 (what ps shows)
 SIGNALLED = "signalled"
