@@ -109,7 +109,7 @@ def main(argv: list[str]) -> int:
     shots.wait_until(app, lambda: source.finished, 300)
 
     window.show_runs()
-    shots.wait_until(app, lambda: window.runs_page.table.rowCount() > 0, 30)
+    shots.wait_until(app, lambda: window.runs_page.row_count() > 0, 30)
     save(app, window, out, f"runs-{width}")
 
     window.open_sweep(sweep)
