@@ -166,19 +166,24 @@ def _check_model(launch: Launch) -> None:
         raise LaunchError(f"Not launched: {problem}")
 
 
+def record_targets(launch: Launch, bundle: Bundle) -> None:
+    """Each target's machine in the run record and its executor (a launch's or a resume's)."""
+    for target in launch.targets:
+        driver = driver_for(target)
+        run_dir = launch.run_dir(target)
+        address = launch.placed.machine(target.name).address
+        launch.record.machines.append(driver.record(target, run_dir, address))
+        launch.executors.append(driver.executor(
+            target, bundle, run_dir, connector=launch.connector if target.needs_connection
+            else None, client=launch.clients.get(target.name), dir_ready=True))
+
+
 def _record(launch: Launch) -> None:
     bundle = launch.bundle
     assert bundle is not None
     record = launch.record
     record.run_name, record.strategy = launch.placed.run_name, launch.placed.strategy
-    for target in launch.targets:
-        driver = driver_for(target)
-        run_dir = launch.run_dir(target)
-        address = launch.placed.machine(target.name).address
-        record.machines.append(driver.record(target, run_dir, address))
-        launch.executors.append(driver.executor(
-            target, bundle, run_dir, connector=launch.connector if target.needs_connection
-            else None, client=launch.clients.get(target.name), dir_ready=True))
+    record_targets(launch, bundle)
     write_manifest(bundle.path)  # a resume refuses a bundle edited since
     record.begin_segment()
     record.save()

@@ -43,7 +43,14 @@ from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.drivers import Refused, driver_for, target_of_record
 from dtgui.launch.executor import Executor
 from dtgui.launch.launch_state import Launch, LaunchProgress, UnknownMachine
-from dtgui.launch.pipeline import STEPS, Step, _run_steps, checked, connect_targets
+from dtgui.launch.pipeline import (
+    STEPS,
+    Step,
+    _run_steps,
+    checked,
+    connect_targets,
+    record_targets,
+)
 from dtgui.launch.policy import RunPolicy
 from dtgui.launch.targets import Target
 
@@ -183,14 +190,7 @@ def _record_resume(launch: Launch) -> None:
     bundle, record = launch.bundle, launch.record
     record.strategy = launch.placed.strategy
     record.machines, record.tasks = [], []
-    for target in launch.targets:
-        driver = driver_for(target)
-        run_dir = launch.run_dir(target)
-        address = launch.placed.machine(target.name).address
-        record.machines.append(driver.record(target, run_dir, address))
-        launch.executors.append(driver.executor(
-            target, bundle, run_dir, connector=launch.connector if target.needs_connection
-            else None, client=launch.clients.get(target.name), dir_ready=True))
+    record_targets(launch, bundle)
     record.state, record.message, record.ended = RunState.STARTING, "", None
     record.begin_segment(launch.from_step)
     record.save()
