@@ -18,14 +18,14 @@ shots.use_checkout()
 from dtgui.core.hardware import MachineFacts, TfView  # noqa: E402
 from dtgui.core.machines import Machine  # noqa: E402
 from dtgui.core.plan import Plan  # noqa: E402
-from dtgui.core.slurm import SlurmDefaults  # noqa: E402
+from dtgui.kinds.slurm.box import SlurmBox  # noqa: E402
+from dtgui.kinds.slurm.job import SlurmDefaults  # noqa: E402
 from dtgui.ui.app import make_app  # noqa: E402
 from dtgui.ui.wizard import RunWizard  # noqa: E402
-from dtgui.ui.wizard.slurm_box import SlurmBox  # noqa: E402
 
 CLUSTER = Machine("hpc", "login.hpc.example.org", user="me", auth="agent",
                   python="python",
-                  slurm=SlurmDefaults(partition="gpu", account="lab", time_limit="04:00:00",
+                  kind="slurm", settings=SlurmDefaults(partition="gpu", account="lab", time_limit="04:00:00",
                                       gpus_per_node=4, modules=("cuda/12.2",),
                                       venv="~/envs/tf"))
 BOX = Machine("gpu-box", "10.0.0.7", user="me", auth="agent")

@@ -22,8 +22,8 @@ os.environ["DTGUI_CONFIG_DIR"] = str(TMP / "config")
 
 
 from dtgui.core.machines import Machine, MachineRegistry, RemoteFacts  # noqa: E402
-from dtgui.core.slurm import SlurmDefaults  # noqa: E402
-from dtgui.core.slurm_answers import ClusterFacts, parse_sinfo, parse_squeue  # noqa: E402
+from dtgui.kinds.slurm.answers import ClusterFacts, parse_sinfo, parse_squeue  # noqa: E402
+from dtgui.kinds.slurm.job import SlurmDefaults  # noqa: E402
 from dtgui.ui.app import make_app  # noqa: E402
 from dtgui.ui.machines.panel import MachinesPanel  # noqa: E402
 
@@ -41,7 +41,8 @@ def main(argv: list[str]) -> int:
     registry = MachineRegistry(TMP / "config" / "machines.toml")
     registry.add(Machine("hpc", "login.hpc.example.org", user="me", auth="agent",
                          python="python",
-                         slurm=SlurmDefaults(partition="gpu", time_limit="04:00:00")))
+                         kind="slurm",
+                         settings=SlurmDefaults(partition="gpu", time_limit="04:00:00")))
     registry.add(Machine("box", "10.0.0.12", user="me", auth="agent"))
     panel = MachinesPanel(registry=registry)
     panel.resize(int(argv[2]) if len(argv) > 2 else 760, 560)
@@ -51,7 +52,7 @@ def main(argv: list[str]) -> int:
     panel.set_state("hpc", "ok", "", RemoteFacts(
         hostname="login1", os_name="Rocky Linux 9.3 (Blue Onyx)", kernel="Linux 5.14.0",
         arch="x86_64", cpu_cores=32, ram_total=256 * 2**30, python_command="python",
-        python_path="/usr/bin/python", python_version="3.11.5", cluster=cluster))
+        python_path="/usr/bin/python", python_version="3.11.5", kind_facts=cluster))
     panel.set_state("box", "ok", "", RemoteFacts(
         hostname="box", os_name="Debian GNU/Linux 12 (bookworm)", kernel="Linux 6.1.0",
         arch="x86_64", cpu_cores=16, ram_total=64 * 2**30, python_path="/usr/bin/python3",

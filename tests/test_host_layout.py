@@ -107,11 +107,11 @@ def test_this_machines_poll_reads_the_files_itself(tmp_path: Path,
 
 
 def run_slurm_task(tmp_path: Path, extra_env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """dtgui_worker.slurm_task as srun starts it (rank 0 of a one-task job)."""
+    """dtgui_slurm_task as srun starts it (rank 0 of a one-task job)."""
     env = {**os.environ, "SLURM_PROCID": "0", "DTGUI_SLURM_TASKS": "worker:0",
            "DTGUI_SLURM_HOSTS": "127.0.0.1", "SLURM_JOB_ID": "7", "SLURM_TASKS_PER_NODE": "1",
            "PYTHONPATH": str(ROOT), **extra_env}
-    return subprocess.Popen([sys.executable, "-m", "dtgui.worker.slurm_task"], cwd=tmp_path,
+    return subprocess.Popen([sys.executable, "-m", "dtgui.kinds.slurm.task"], cwd=tmp_path,
                             env=env, start_new_session=True)
 
 

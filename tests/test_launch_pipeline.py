@@ -22,20 +22,20 @@ from dtgui.core.plan import DeviceKind, Plan
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RECORD_NAME, MachineRecord, RunRecord
 from dtgui.core.strategies import Strategy
+from dtgui.kinds.ssh.driver import ssh_target
+from dtgui.kinds.ssh.executor import SshExecutor
 from dtgui.launch.drivers import (
     DRIVERS,
     Driver,
     driver_for,
     local_target,
     plan_targets,
-    ssh_target,
     target_of_record,
 )
 from dtgui.launch.executor import Executor
 from dtgui.launch.launch_state import Launch
 from dtgui.launch.local_exec import LocalExecutor
 from dtgui.launch.pipeline import STEPS, LaunchError, launch_plan, reattach
-from dtgui.launch.ssh_exec import SshExecutor
 from dtgui.launch.targets import Target
 from dtgui.remote.connection import SSHClient
 from dtgui.remote.connector import Connector, Secrets

@@ -27,7 +27,7 @@ SHARED_WORKER_MODULES = {"dtgui.worker.step_batch", "dtgui.worker.call_size",
                          "dtgui.worker.strategies", "dtgui.worker.machine_probe",
                          "dtgui.worker.printed_metrics", "dtgui.worker.model_check_result",
                          "dtgui.worker.layout", "dtgui.worker.tf_config",
-                         "dtgui.worker.slurm_task", "dtgui.worker.stop_request",
+                         "dtgui.kinds.slurm.task", "dtgui.worker.stop_request",
                          "dtgui.worker.step_timing", "dtgui.worker.tfrecord"}
 # Where dtgui's files are (it imports nothing of dtgui).
 SHARED_MODULES = {"dtgui.resources"}
@@ -71,6 +71,41 @@ def dtgui_imports(root: Path, path: Path) -> set[str]:
     return {m for m in found if m == "dtgui" or m.startswith("dtgui.")}
 
 
+# A kind's package (dtgui/kinds/KIND/) holds modules of every layer; a module's name says its
+# layer (a name not listed is core, as the registration in its __init__). `task` is its part of
+# the task program, copied into bundles beside the worker package: stdlib and the shared
+# worker modules only. `cli` is its command-line options (the command line's layer: above
+# launch, without Qt). The registry (dtgui/kinds/__init__.py) is core.
+KIND_MODULE_LAYERS = {"box": "ui", "fields": "ui", "driver": "launch", "executor": "launch",
+                      "remote": "remote", "cli": "cli", "task": "task"}
+KIND_LAYER_ALLOWS = {"core": {"core"}, "remote": {"core", "remote"},
+                     "launch": {"core", "remote", "launch"},
+                     "ui": {"core", "remote", "launch", "ui"},
+                     "cli": {"core", "remote", "launch", "cli"}, "task": set()}
+
+
+def kind_module_layer(name: str) -> str:
+    """The layer of a kind package's module, by its name (executor_ssh: an executor)."""
+    return KIND_MODULE_LAYERS.get(name.split("_")[0], "core")
+
+
+def _kind_import_problem(root: Path, path: Path, module: str) -> str:
+    """Why a module of a kind's package may not import `module` ("" = it may)."""
+    own = path.relative_to(root / "dtgui" / "kinds").parts[0]
+    layer = kind_module_layer(path.stem)
+    allowed = KIND_LAYER_ALLOWS[layer]
+    if module in SHARED_MODULES | SHARED_WORKER_MODULES or module == "dtgui.kinds":
+        return ""
+    parts = module.split(".")
+    if parts[1] == "kinds":
+        if len(parts) < 3 or parts[2] != own:
+            return "another kind's package"
+        other = kind_module_layer(parts[3]) if len(parts) > 3 else "core"
+        # its task module is TensorFlow-free: every layer may read it (rank layouts)
+        return "" if other in allowed | {layer, "task"} else f"its {other} module"
+    return "" if parts[1] in allowed else f"the {parts[1]} layer"
+
+
 def layer_violations(root: Path) -> list[str]:
     problems = []
     for rank, layer in enumerate(LAYERS):
@@ -78,10 +113,31 @@ def layer_violations(root: Path) -> list[str]:
         for path in sorted((root / "dtgui" / layer).rglob("*.py")):
             for module in sorted(dtgui_imports(root, path)):
                 top = ".".join(module.split(".")[:2])
-                if top in allowed or module in SHARED_MODULES | SHARED_WORKER_MODULES:
+                if top in allowed or module in SHARED_MODULES | SHARED_WORKER_MODULES \
+                        or module == "dtgui.kinds":  # the registry, asked by every layer
                     continue
                 problems.append(f"{path.relative_to(root)} ({layer}) imports {module}")
+    for path in sorted((root / "dtgui" / "kinds").glob("*/*.py")):
+        for module in sorted(dtgui_imports(root, path)):
+            why = _kind_import_problem(root, path, module)
+            if why:
+                layer = kind_module_layer(path.stem)
+                problems.append(f"{path.relative_to(root)} (kind {layer}) imports {module}")
+    layered = [root / "dtgui" / layer for layer in LAYERS]
+    for path in sorted((root / "dtgui").rglob("*.py")):  # a kind's package is its own
+        if any(path.is_relative_to(d) for d in layered) or (
+                path.is_relative_to(root / "dtgui" / "kinds")
+                and path.parent != root / "dtgui" / "kinds"):
+            continue
+        for module in sorted(dtgui_imports(root, path)):
+            if module.startswith("dtgui.kinds.") or (path.parent == root / "dtgui" / "kinds"
+                                                     and not _core_module(module)):
+                problems.append(f"{path.relative_to(root)} imports {module}")
     return problems
+
+
+def _core_module(module: str) -> bool:
+    return module.split(".")[1] == "core" or module in SHARED_WORKER_MODULES
 
 
 def test_imports_point_down_only() -> None:
@@ -120,6 +176,32 @@ def test_import_rule_sees_every_kind_of_import(tmp_path: Path) -> None:
         "dtgui/core/up.py (core) imports dtgui.ui",
         "dtgui/remote/typing_only.py (remote) imports dtgui.launch.x",
         "dtgui/launch/rel.py (launch) imports dtgui.ui",
+    ]
+
+
+def test_kind_packages_keep_the_layers_by_module_name(tmp_path: Path) -> None:
+    """A kind's module imports only the layers at or below its own (told by its name), its
+    own package's modules of those layers and its task module; nothing outside the kind's
+    package imports it (the registry, `dtgui.kinds`, is every layer's)."""
+    write_files(tmp_path, {f"dtgui/{layer}/__init__.py": "" for layer in (*LAYERS, "worker")})
+    write_files(tmp_path, {
+        "dtgui/kinds/__init__.py": "from dtgui.core import x\n",
+        "dtgui/kinds/pool/__init__.py": "from dtgui.kinds import Kind\n",
+        "dtgui/kinds/pool/job.py": "from dtgui.kinds.pool import task\nfrom dtgui.launch import y\n",
+        "dtgui/kinds/pool/task.py": "from dtgui.core import z\n",
+        "dtgui/kinds/pool/driver.py": "from dtgui.kinds.pool.job import J\nfrom dtgui.ui import w\n",
+        "dtgui/kinds/pool/box.py": "from dtgui.kinds.pool.driver import D\nfrom dtgui.ui import w\n",
+        "dtgui/kinds/pool/remote.py": "from dtgui.kinds.pool.driver import D\n",
+        "dtgui/kinds/other/job.py": "from dtgui.kinds.pool.job import J\n",
+        "dtgui/launch/uses.py": "from dtgui.kinds import hooks\nfrom dtgui.kinds.pool import job\n",
+    })
+    assert layer_violations(tmp_path) == [
+        "dtgui/launch/uses.py (launch) imports dtgui.kinds.pool.job",
+        "dtgui/kinds/other/job.py (kind core) imports dtgui.kinds.pool.job",
+        "dtgui/kinds/pool/driver.py (kind launch) imports dtgui.ui",
+        "dtgui/kinds/pool/job.py (kind core) imports dtgui.launch",
+        "dtgui/kinds/pool/remote.py (kind remote) imports dtgui.kinds.pool.driver",
+        "dtgui/kinds/pool/task.py (kind task) imports dtgui.core",
     ]
 
 
@@ -189,8 +271,15 @@ def test_the_circle_rule_sees_circles_through_functions_and_type_checking(
                                         ["dtgui.worker.one", "dtgui.worker.two"]]
 
 
+def kind_files(layers: set[str]) -> list[Path]:
+    """The modules of the kinds' packages in these layers (the registry is core)."""
+    found = [p for p in (ROOT / "dtgui" / "kinds").glob("*/*.py")
+             if kind_module_layer(p.stem) in layers]
+    return found + ([ROOT / "dtgui" / "kinds" / "__init__.py"] if "core" in layers else [])
+
+
 def test_core_imports_neither_qt_nor_tensorflow() -> None:
-    files = list((ROOT / "dtgui" / "core").rglob("*.py"))
+    files = list((ROOT / "dtgui" / "core").rglob("*.py")) + kind_files({"core", "task"})
     assert files
     for path in files:
         bad = imported_modules(path) & FORBIDDEN_IN_CORE
@@ -202,6 +291,12 @@ def test_ui_and_launch_never_import_tensorflow_statically() -> None:
         for path in (ROOT / "dtgui" / layer).rglob("*.py"):
             bad = imported_modules(path) & FORBIDDEN_IN_GUI
             assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
+    for path in (ROOT / "dtgui" / "kinds").rglob("*.py"):  # every kind module of every layer
+        bad = imported_modules(path) & FORBIDDEN_IN_GUI
+        assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
+        if kind_module_layer(path.stem) not in ("ui", "cli"):
+            qt = imported_modules(path) & {"PySide6", "pyqtgraph"}
+            assert not qt, f"{path.relative_to(ROOT)} imports {qt}: Qt only in box/fields"
 
 
 def test_worker_uses_only_relative_imports_of_its_own_package() -> None:

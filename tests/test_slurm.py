@@ -15,16 +15,10 @@ from fakes import FakeSlurm
 from dtgui.core.machines import Machine, MachineError, MachineRegistry
 from dtgui.core.plan import Plan
 from dtgui.core.run_state import RunState
-from dtgui.core.slurm import (
-    SlurmDefaults,
-    SlurmError,
-    SlurmJob,
-    account_problems,
-    batch_script,
-    fit_problems,
-    time_seconds,
-)
-from dtgui.core.slurm_answers import (
+from dtgui.core.strategies import Strategy
+from dtgui.kinds.slurm import remote as login_node
+from dtgui.kinds.slurm import task as slurm_task
+from dtgui.kinds.slurm.answers import (
     ClusterFacts,
     JobStatus,
     gres_gpus,
@@ -39,12 +33,18 @@ from dtgui.core.slurm_answers import (
     status_from_scontrol,
     submit_error,
 )
-from dtgui.core.slurm_bundle import place_on_cluster, render_slurm_bundle
-from dtgui.core.strategies import Strategy
+from dtgui.kinds.slurm.batch_bundle import place_on_cluster, render_slurm_bundle
+from dtgui.kinds.slurm.executor import SlurmExecutor
+from dtgui.kinds.slurm.job import (
+    SlurmDefaults,
+    SlurmError,
+    SlurmJob,
+    account_problems,
+    batch_script,
+    fit_problems,
+    time_seconds,
+)
 from dtgui.launch.controller import RunController
-from dtgui.launch.slurm_exec import SlurmExecutor
-from dtgui.remote import slurm as login_node
-from dtgui.worker import slurm_task
 
 # Captured from the test cluster (tests/fixtures/slurm) and Slurm 22.05.8.
 SINFO = "debug*|up|2|idle|2|4000|(null)|infinite\n"
@@ -89,14 +89,15 @@ def test_cluster_settings_refuse_shell_words_and_quote_paths(tmp_path: Path) -> 
                                 ". \"$HOME\"/'envs/tf 2/bin/activate'"]
     # a cluster is a login node with defaults; it round-trips through the registry's TOML
     registry = MachineRegistry(tmp_path / "machines.toml")
-    cluster = Machine("hpc", "login.example.org", user="me", slurm=ok)
+    cluster = Machine("hpc", "login.example.org", user="me", kind="slurm", settings=ok)
     registry.add(cluster)
     registry.save()
     again = MachineRegistry(tmp_path / "machines.toml")
     assert again.load() == ""
-    assert again.get("hpc") == cluster and again.get("hpc").is_slurm
+    assert again.get("hpc") == cluster and again.get("hpc").kind == "slurm"
     with pytest.raises(MachineError, match="partition"):
-        Machine("x", "h", user="u", slurm=SlurmDefaults(partition="a|b")).validate()
+        Machine("x", "h", user="u", kind="slurm",
+                settings=SlurmDefaults(partition="a|b")).validate()
 
 
 def test_sinfo_squeue_version_scontrol() -> None:

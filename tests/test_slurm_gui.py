@@ -35,9 +35,9 @@ from widgets import click_stop, controller_of, dashboard_of, ready_window, slurm
 from dtgui.core.machines import MachineRegistry
 from dtgui.core.plan import Plan
 from dtgui.core.runs import RunHistory, RunRecord
-from dtgui.core.slurm import LOCAL_CLUSTER, SlurmDefaults, SlurmJob
-from dtgui.core.slurm_bundle import place_on_cluster
 from dtgui.core.strategies import Strategy
+from dtgui.kinds.slurm.batch_bundle import place_on_cluster
+from dtgui.kinds.slurm.job import LOCAL_CLUSTER, SlurmDefaults, SlurmJob
 from dtgui.launch.watcher import watcher_pid
 from dtgui.ui.app import make_app
 from dtgui.ui.main_window import MainWindow

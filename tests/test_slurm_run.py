@@ -36,16 +36,16 @@ from dtgui.core.plan import Plan
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
 from dtgui.core.script import ScriptModel
-from dtgui.core.slurm import SlurmDefaults, SlurmJob
 from dtgui.core.strategies import Strategy
+from dtgui.kinds.slurm.driver import cluster_job_target, cluster_target
+from dtgui.kinds.slurm.executor import SlurmExecutor
+from dtgui.kinds.slurm.job import SlurmDefaults, SlurmJob
+from dtgui.kinds.slurm.remote import ask_slurm
 from dtgui.launch.controller import LaunchError, RunController
-from dtgui.launch.drivers import cluster_job_target, cluster_target
 from dtgui.launch.pipeline import launch_plan, reattach
 from dtgui.launch.policy import RunPolicy
 from dtgui.launch.resume import resume_run
-from dtgui.launch.slurm_exec import SlurmExecutor
 from dtgui.remote.commands import LocalRunner
-from dtgui.remote.slurm import ask_slurm
 
 ssh_lab, ssh_env, real_keyring = conftest_ssh.ssh_lab, conftest_ssh.ssh_env, conftest_ssh.real_keyring
 

@@ -12,16 +12,17 @@ from widgets import slurm_box, slurm_job, slurm_radio
 
 from dtgui.core.machines import Machine, MachineRegistry
 from dtgui.core.plan import Plan
-from dtgui.core.slurm import SlurmDefaults
 from dtgui.core.strategies import Strategy
+from dtgui.kinds.slurm.fields import SlurmFields
+from dtgui.kinds.slurm.job import SlurmDefaults
 from dtgui.ui.machines.add_dialog import MachineDialog
 from dtgui.ui.main_window import MainWindow
 from dtgui.ui.wizard import RunWizard
 
 __all__ = ["windows"]  # a fixture
 
-CLUSTER = Machine("hpc", "login.example.org", user="me", auth="agent",
-                  slurm=SlurmDefaults(partition="gpu", account="lab", time_limit="04:00:00",
+CLUSTER = Machine("hpc", "login.example.org", user="me", auth="agent", kind="slurm",
+                  settings=SlurmDefaults(partition="gpu", account="lab", time_limit="04:00:00",
                                       gpus_per_node=4, modules=("cuda/12.2", "cudnn"),
                                       venv="~/envs/tf"))
 
@@ -31,7 +32,8 @@ def test_the_dialog_keeps_and_edits_a_clusters_defaults(qtbot: QtBot, tmp_path: 
     dialog = MachineDialog(registry, CLUSTER)
     qtbot.addWidget(dialog)
     dialog.show()
-    fields = dialog.slurm_fields
+    fields = dialog.kind_fields["slurm"]
+    assert isinstance(fields, SlurmFields)  # the Slurm kind's, registered by its plugin
     assert fields.isChecked() and dialog.machine() == CLUSTER  # nothing lost on edit
     assert fields.body.isVisible()
     fields.partition_edit.setText("gpu;reboot")
@@ -39,16 +41,17 @@ def test_the_dialog_keeps_and_edits_a_clusters_defaults(qtbot: QtBot, tmp_path: 
     fields.partition_edit.setText("a100")
     fields.gpus_spin.setValue(8)
     assert dialog.ok_button.isEnabled()
-    assert dialog.machine().slurm == SlurmDefaults(
+    assert dialog.machine().settings == SlurmDefaults(
         partition="a100", account="lab", time_limit="04:00:00", gpus_per_node=8,
         modules=("cuda/12.2", "cudnn"), venv="~/envs/tf")
     fields.setChecked(False)
-    assert dialog.machine().slurm is None and dialog.ok_button.isEnabled()
+    assert dialog.machine().settings is None and dialog.ok_button.isEnabled()
+    assert dialog.machine().kind == "ssh"
     assert not fields.body.isVisible()  # a machine that is no cluster: a short dialog
 
     plain = MachineDialog(registry, None)
     qtbot.addWidget(plain)
-    assert not plain.slurm_fields.isChecked() and plain.machine().slurm is None
+    assert not plain.kind_fields["slurm"].isChecked() and plain.machine().settings is None
 
 
 def review_on(qtbot: QtBot, machines: list[Machine], last: Plan | None = None) -> RunWizard:
@@ -79,7 +82,7 @@ def test_the_wizard_sends_a_run_to_a_cluster_and_shows_its_batch_script(qtbot: Q
     task, the batch script the bundle will hold, and a clear error for each bad value."""
     from PySide6.QtWidgets import QWizard
 
-    from dtgui.core.slurm import batch_script
+    from dtgui.kinds.slurm.job import batch_script
     from dtgui.ui.wizard.strategy_list import ROLE_TAGLINE
 
     box_machine = Machine("box", "box.example.org", user="me", auth="agent")
@@ -161,7 +164,7 @@ def test_export_from_the_wizard_writes_the_slurm_bundle(
     showed it) and says how to submit it by hand; the TPU strategy is refused for a cluster."""
     from PySide6.QtWidgets import QMessageBox
 
-    from dtgui.core.slurm import SlurmJob
+    from dtgui.kinds.slurm.job import SlurmJob
 
     wizard = review_on(qtbot, [CLUSTER])
     review = wizard.review_page
@@ -197,21 +200,21 @@ def test_a_probed_cluster_in_the_panel_and_the_wizard(qtbot: QtBot) -> None:
     from PySide6.QtWidgets import QWizard
 
     from dtgui.core.machines import RemoteFacts
-    from dtgui.core.slurm_answers import (
+    from dtgui.kinds.slurm.answers import (
         ClusterFacts,
         parse_sinfo,
         parse_squeue,
         slurm_command_problem,
     )
+    from dtgui.kinds.slurm.box import last_job_file
     from dtgui.ui.machines.texts import details_html, short_gpus, short_tf
-    from dtgui.ui.wizard.slurm_box import last_job_file
 
     sinfo = ("gpu*|up|3|mixed|64|512000|gpu:a100:4(S:0-1)|2-00:00:00\n"
              "gpu*|up|1|drained*|64|512000|gpu:a100:4(S:0-1)|2-00:00:00\n"
              "debug|up|2|idle|2|4000|(null)|infinite\n")
     cluster = ClusterFacts("22.05.8", parse_sinfo(sinfo), parse_squeue(
         "2|gpu|train|PENDING|Resources|2026-11-24T18:00:00|0:00|4:00:00|2\n"))
-    facts = RemoteFacts(python_command="python3", cluster=cluster)
+    facts = RemoteFacts(python_command="python3", kind_facts=cluster)
     card = details_html(CLUSTER, facts)
     assert "Slurm 22.05.8" in card and "gpu (default): 4 nodes (3 mixed, 1 drained)" in card
     assert "64 CPUs, 500.0 GiB, 4 GPUs per node · 2-00:00:00 time limit" in card
@@ -219,7 +222,7 @@ def test_a_probed_cluster_in_the_panel_and_the_wizard(qtbot: QtBot) -> None:
     assert (short_gpus(facts), short_tf(facts)) == ("4 nodes × 4 GPUs", "on nodes")
     down = slurm_command_problem("sinfo failed: slurm_load_partitions: Unable to contact slurm "
                                  "controller (connect failure)")
-    assert "slurmctld" in details_html(CLUSTER, RemoteFacts(cluster=ClusterFacts(
+    assert "slurmctld" in details_html(CLUSTER, RemoteFacts(kind_facts=ClusterFacts(
         "22.05.8", problems=[down])))
 
     wizard = review_on(qtbot, [CLUSTER])

@@ -16,8 +16,8 @@ import pytest
 from slurm_cluster import SlurmCluster, served_cluster
 
 from dtgui.core.runs import RunRecord
-from dtgui.core.slurm import SlurmJob
 from dtgui.core.sweep import load_sweep
+from dtgui.kinds.slurm.job import SlurmJob
 from dtgui.launch.drivers import job_readers
 
 

@@ -116,8 +116,8 @@ def test_a_sweeps_trial_job_and_machines_are_typed_and_old_sweep_json_still_read
     "slurm" (at the top level, or with the machines in "extra") reads the same."""
     import json
 
-    from dtgui.core.slurm import SlurmJob
     from dtgui.core.sweep import StoredJob, save_sweep
+    from dtgui.kinds.slurm.job import SlurmJob
     from dtgui.launch.drivers import job_readers
 
     job = SlurmJob(cluster="hpc", nodes=2, partition="gpu", setup=("module load cuda",))

@@ -306,13 +306,13 @@ def test_the_dialog_offers_a_slurm_cluster_whose_jobs_are_the_trials(
     from PySide6.QtCore import Qt
 
     from dtgui.core.machines import Machine, MachineRegistry
-    from dtgui.core.slurm import SlurmDefaults, SlurmJob
     from dtgui.core.strategies import Strategy
+    from dtgui.kinds.slurm.job import SlurmDefaults, SlurmJob
     from dtgui.launch.sweep_slots import job_slots
     from dtgui.ui.sweep_dialog import SweepDialog
 
     cluster = Machine(name="hpc", host="login.example.org", user="me", python="/opt/py/bin/python",
-                      slurm=SlurmDefaults(partition="gpu", time_limit="01:00:00"))
+                      kind="slurm", settings=SlurmDefaults(partition="gpu", time_limit="01:00:00"))
     plan = Plan(run_name="mw", strategy=Strategy("multi_worker_mirrored"), workers=2,
                 replicas_per_task=1)
     dialog = SweepDialog(plan, folder=tmp_path / "s", machines=["gpu1"], job_machines=[cluster])

@@ -24,12 +24,12 @@ from dtgui.launch.controller import RunController
 if TYPE_CHECKING:  # the dashboard loads pyqtgraph: only the tests that show one import it
     from pytestqt.qtbot import QtBot
 
-    from dtgui.core.slurm import SlurmJob
+    from dtgui.kinds.slurm.box import SlurmBox
+    from dtgui.kinds.slurm.job import SlurmJob
     from dtgui.ui.dashboard import Dashboard
     from dtgui.ui.main_window import MainWindow
     from dtgui.ui.wizard.machines_box import MachinesBox
     from dtgui.ui.wizard.review_page import ReviewPage
-    from dtgui.ui.wizard.slurm_box import SlurmBox
 
 
 def cell(table: QTableWidget, row: int, column: int) -> QTableWidgetItem:
@@ -103,7 +103,7 @@ def stop_with_the_button(qtbot: QtBot, window: MainWindow) -> None:
 
 def slurm_box(box: MachinesBox) -> SlurmBox:
     """The review page's Slurm box (registered for the wizard's target choice)."""
-    from dtgui.ui.wizard.slurm_box import SlurmBox
+    from dtgui.kinds.slurm.box import SlurmBox
 
     found = box.boxes[SlurmBox.kind]
     assert isinstance(found, SlurmBox)
@@ -117,7 +117,7 @@ def slurm_radio(box: MachinesBox) -> QRadioButton:
 
 def slurm_job(review: ReviewPage) -> SlurmJob | None:
     """The Slurm job the review page's box made (None: another target)."""
-    from dtgui.core.slurm import SlurmJob
+    from dtgui.kinds.slurm.job import SlurmJob
 
     job = review.job
     assert job is None or isinstance(job, SlurmJob), f"not a Slurm job: {job!r}"

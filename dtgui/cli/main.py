@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from dtgui import __version__
 from dtgui.cli.desktop import add_install_desktop, cmd_install_desktop
+from dtgui.cli.kind_options import chosen_options, kind_options
 from dtgui.cli.machines import (
     ExportOptionError,
     add_machine_options,
@@ -22,7 +23,6 @@ from dtgui.cli.machines import (
     wants_machines,
 )
 from dtgui.cli.script import add_script_options, script_model_from_args, script_refusal
-from dtgui.cli.slurm import add_slurm_options, export_slurm, fill_counts
 from dtgui.cli.tracking import add_mlflow_option, apply_mlflow_option
 from dtgui.core.bottleneck import CpuLoad, StepSplit, plan_facts, verdict
 from dtgui.core.memory import DeviceMemory
@@ -152,7 +152,8 @@ def add_export_options(export: argparse.ArgumentParser) -> None:
     export.add_argument("--run-name", default="", help="default: <strategy>-<time>")
     add_machine_options(export)
     add_script_options(export)
-    add_slurm_options(export)
+    for options in kind_options():  # each kind's own (a cluster's job)
+        options.add(export)
 
 
 def plan_from_args(args: argparse.Namespace) -> Plan:
@@ -208,8 +209,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         plan = checked_plan(args)
     except ExportOptionError as exc:
         return _refuse(exc.problems)
-    if args.slurm:  # one Slurm job: its tasks are placed on the nodes Slurm gives
-        return export_slurm(plan, args)
+    options = chosen_options(args)
+    if options is not None:  # one job of that kind: it places the tasks
+        return options.export(plan, args)
     try:
         placed, notes = _place_for_export(plan, args)
     except ValueError as exc:
@@ -243,8 +245,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 def checked_plan(args: argparse.Namespace) -> Plan:
     """The plan the export options describe, checked and not yet placed; ExportOptionError
     holds every problem."""
-    if args.slurm:
-        fill_counts(args)
+    options = chosen_options(args)
+    if options is not None:
+        options.fill_counts(args)
     problems = resolve_counts(args)
     script_model, script_problems = script_model_from_args(args)  # --script: the user's own
     if problems or script_problems:
@@ -289,14 +292,16 @@ def _place_for_export(plan: Plan, args: argparse.Namespace) -> tuple[Plan, list[
 def cmd_run(args: argparse.Namespace) -> int:
     from dtgui.core.bundle import Bundle, BundleError
     from dtgui.core.plan import PlanError
-    from dtgui.core.slurm import SlurmError
     from dtgui.launch.controller import LaunchError
+    from dtgui.launch.drivers import run_errors
     from dtgui.launch.pipeline import launch_bundle
 
+    refusals: tuple[type[Exception], ...] = (BundleError, PlanError, LaunchError,
+                                             *run_errors())  # a kind's, e.g. its job's
     try:
         bundle = Bundle.open(args.bundle)
         controller = launch_bundle(bundle)
-    except (BundleError, PlanError, LaunchError, SlurmError) as exc:
+    except refusals as exc:
         print(f"dtgui run: {exc}", file=sys.stderr)
         return 2
     return follow(controller)
@@ -382,6 +387,15 @@ def limit_line(plan: Plan, splits: Iterable[StepSplit], memory: Iterable[DeviceM
             "taken more than 1 % of its training time)")
 
 
+def _report_plugins() -> None:
+    """Each target plugin that cannot be used, one line on stderr (the others work)."""
+    import dtgui.launch.drivers  # noqa: F401 - its kinds' drivers load (or are reported)
+    from dtgui.kinds import problems
+
+    for problem in problems():
+        print(f"dtgui: {problem}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
@@ -391,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
         argv = joined_params(argv)
     args = build_parser().parse_args(argv)
     apply_mlflow_option(args)
+    if args.command is not None:
+        _report_plugins()
     if args.command == "export":
         return cmd_export(args)
     if args.command == "run":

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from dtgui.cli.kind_options import KindOptions, chosen_options
 from dtgui.cli.tracking import add_mlflow_option
 from dtgui.core.plan import Plan
 from dtgui.core.sweep import (
@@ -137,20 +138,19 @@ def _spec(args: argparse.Namespace) -> SweepSpec:
                      trial_on=tuple(machines))
 
 
-def _on_cluster(args: argparse.Namespace, spec: SweepSpec, plan: Plan) -> SweepSpec:
-    """The sweep with each trial one job of the --slurm cluster (kept in sweep.json)."""
-    from dtgui.cli.slurm import job_from
-    from dtgui.core.slurm import SlurmError
+def _as_jobs(args: argparse.Namespace, spec: SweepSpec, plan: Plan,
+             options: KindOptions) -> SweepSpec:
+    """The sweep with each trial one job of the kind whose options ask for it (kept in
+    sweep.json)."""
+    from dtgui.launch.drivers import DRIVERS
 
-    placed = args.on or args.workers_on or args.chief_on or args.ps_on or args.address \
-        or args.gpus  # --python CLUSTER=PATH names the nodes' Python: it stays
-    if args.trial_on or placed:
-        raise SweepError(["--slurm runs every trial as a job on the cluster, where Slurm "
-                          "places it: leave out --trial-on and the placement options (--on, "
-                          "--workers-on ...)."])
+    refusal = options.trial_refusal(args)
+    if refusal:
+        raise SweepError([refusal])
+    errors = DRIVERS[options.kind].errors if options.kind in DRIVERS else ()
     try:
-        job = job_from(args, plan)
-    except SlurmError as exc:
+        job = options.job(args, plan)
+    except errors as exc:
         text = str(exc).rstrip(".")
         raise SweepError([f"{text[:1].upper()}{text[1:]}."]) from exc
     return dataclasses.replace(spec, job=job)
@@ -186,8 +186,9 @@ def cmd_sweep(args: argparse.Namespace, checked_plan: CheckedPlan) -> int:
         else:
             spec = _spec(args)
             plan = checked_plan(args).with_changes(run_name=_run_name(args))
-            if getattr(args, "slurm", None):  # each trial one job on the cluster
-                spec = _on_cluster(args, spec, plan)
+            options = chosen_options(args)
+            if options is not None:  # each trial one job of that kind
+                spec = _as_jobs(args, spec, plan, options)
             elif args.trial_on and wants_machines(args):
                 raise SweepError(["--trial-on runs each trial on one machine: leave out the "
                                   "placement options (--on, --workers-on ...)."])

@@ -11,6 +11,7 @@ import os
 import shlex
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -289,6 +290,14 @@ start over). TensorBoard: `tensorboard --logdir output/tensorboard`.
 Each task is `tasks/<task>.sh`; run from the bundle directory it does the following.
 
 {"".join(rows)}"""
+
+
+def add_task_modules(bundle: Bundle, modules: Mapping[str, Path]) -> None:
+    """A kind's part of the task program (its driver's `task_modules`: the module's name ->
+    its source) copied into the bundle beside the worker package, where the bundle's own
+    scripts run it (`python -m NAME` from the bundle's directory)."""
+    for name, source in modules.items():
+        shutil.copy2(source, bundle.path / f"{name}.py")
 
 
 def render_bundle(plan: Plan, destination: Path, *, overwrite: bool = False) -> Bundle:

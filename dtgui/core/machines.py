@@ -21,14 +21,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import tomli_w
 
 from dtgui.core.hardware import GpuInfo, MachineFacts, TfView
 from dtgui.core.settings import atomic_write_text, config_dir
-from dtgui.core.slurm import SlurmDefaults, SlurmError
-from dtgui.core.slurm_answers import ClusterFacts
+from dtgui.kinds import kind_reached_over_ssh, kinds, load_hook
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -47,6 +46,48 @@ _JUMP = re.compile(r"(?:(?P<user>[^@\s]+)@)?(?P<host>\[[^\]]+\]|[^:@\s\[\]]+)(?:
 
 class MachineError(ValueError):
     """A machine value that cannot be used; the message says which field and why."""
+
+
+# The kind of a registered machine that tasks are placed on over SSH, among other machines:
+# one with no kind settings (machines.toml's entries written before kinds had their own).
+PLAIN_KIND = "ssh"
+
+
+class KindSettings(Protocol):
+    """What a kind keeps of one of its registered machines (a Slurm cluster: its jobs'
+    defaults), read by the kind's `settings` hook from the machine's table of the kind's
+    name in machines.toml."""
+
+    def problems(self) -> list[str]: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class UnreadSettings:
+    """The settings of a kind that is not installed: kept as written, so that saving the
+    machine list loses nothing."""
+
+    data: dict[str, Any]
+
+    def problems(self) -> list[str]:
+        return []
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.data)
+
+
+def read_settings(kind: str, data: Any) -> KindSettings:
+    """A machine's settings of `kind` from its table. MachineError when they cannot be read."""
+    found = kinds().get(kind)
+    reader = load_hook(found, "settings") if found is not None else None
+    if reader is None:
+        return UnreadSettings(dict(data) if isinstance(data, dict) else {})
+    try:
+        settings: KindSettings = reader(data)
+    except (TypeError, ValueError) as exc:
+        raise MachineError(str(exc)) from None
+    return settings
 
 
 def host_problem(host: str) -> str:
@@ -125,11 +166,21 @@ class Machine:
     key_file: str = ""  # for auth == "key"; "~" is expanded when used
     jump_host: str = ""  # "" | a registered machine's name | "[user@]host[:port]"
     python: str = ""  # the interpreter with TensorFlow there; "" = python3 (quoted when used)
-    slurm: SlurmDefaults | None = None  # a Slurm cluster's login node: its jobs' defaults
+    # The kind it is (a machine tasks are placed on over SSH, a cluster's login node, or a
+    # plugin's) and what that kind keeps of it (None: nothing). The fields above say how it
+    # is reached when its kind is reached over SSH.
+    kind: str = PLAIN_KIND
+    settings: KindSettings | None = None
 
     @property
-    def is_slurm(self) -> bool:
-        return self.slurm is not None
+    def over_ssh(self) -> bool:
+        """Whether it is reached over SSH (its kind says)."""
+        return kind_reached_over_ssh(self.kind)
+
+    @property
+    def is_plain(self) -> bool:
+        """A machine tasks are placed on over SSH: no kind of its own."""
+        return self.kind == PLAIN_KIND
 
     def problems(self) -> list[str]:
         """Every reason this machine cannot be used, in plain words (empty when valid)."""
@@ -139,9 +190,11 @@ class Machine:
             out.append("The machine needs a name.")
         elif len(name) > 100 or _CONTROL.search(name):
             out.append("The name must be one line of at most 100 characters.")
-        for problem in (host_problem(self.host), user_problem(self.user), port_problem(self.port)):
-            if problem:
-                out.append(problem)
+        if self.over_ssh:
+            for problem in (host_problem(self.host), user_problem(self.user),
+                            port_problem(self.port)):
+                if problem:
+                    out.append(problem)
         if self.auth not in AUTH_METHODS:
             out.append(f"The sign-in method {self.auth!r} is not one of: ssh-agent, key file, password.")
         if self.auth == "key" and not self.key_file.strip():
@@ -154,8 +207,8 @@ class Machine:
             out.append("A machine cannot be its own jump host.")
         if _CONTROL.search(self.python) or len(self.python) > 4096:
             out.append("The Python interpreter must be one line (a path or a command name).")
-        if self.slurm is not None:
-            out += self.slurm.problems()
+        if self.settings is not None:
+            out += self.settings.problems()
         return out
 
     def validate(self) -> Machine:
@@ -180,16 +233,24 @@ class Machine:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data.pop("slurm")  # TOML has no null: a machine that is no cluster has no table
-        if self.slurm is not None:
-            data["slurm"] = self.slurm.to_dict()
+        # TOML has no null: a plain machine has neither its kind nor a table; a kind's
+        # settings are the table of its name (as machines.toml always kept them)
+        del data["kind"], data["settings"]
+        if not self.is_plain:
+            data["kind"] = self.kind
+        if self.settings is not None:
+            data[self.kind] = self.settings.to_dict()
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Machine:
         if not isinstance(data, dict):
             raise MachineError("A machine entry is not a table.")
+        kind = str(data.get("kind") or next(
+            (k for k in kinds() if k != PLAIN_KIND and isinstance(data.get(k), dict)),
+            PLAIN_KIND))
         try:
+            settings = read_settings(kind, data[kind]) if kind in data else None
             machine = cls(
                 name=str(data["name"]),
                 host=str(data["host"]),
@@ -199,13 +260,31 @@ class Machine:
                 key_file=str(data.get("key_file", "")),
                 jump_host=str(data.get("jump_host", "")),
                 python=str(data.get("python", "")),
-                slurm=SlurmDefaults.from_dict(data["slurm"]) if "slurm" in data else None,
+                kind=kind,
+                settings=settings,
             )
-        except SlurmError as exc:
-            raise MachineError(f"The Slurm settings of {data.get('name')!r}: {exc}") from None
+        except MachineError as exc:
+            raise MachineError(f"The {kind} settings of {data.get('name')!r}: {exc}") from None
         except KeyError as exc:
             raise MachineError(f"A machine entry has no {exc.args[0]!r}.") from None
         return machine.validate()
+
+
+class KindFacts(Protocol):
+    """What a machine's kind found there besides the probe (a cluster's login node: what its
+    scheduler says; its driver's `probe_facts`), as the Machines panel shows it."""
+
+    tf_cell: str  # the TensorFlow cell ("on nodes")
+    tf_detail: str  # the same in the details
+    tf_tip: str  # its tooltip
+
+    def gpus_cell(self) -> str: ...
+
+    def gpus_tip(self) -> str: ...
+
+    def detail_lines(self) -> list[str]:
+        """Its part of the details, as lines of rich text."""
+        ...
 
 
 @dataclass
@@ -231,7 +310,8 @@ class RemoteFacts:
     cuda_version: str = ""  # the highest CUDA the driver supports (nvidia-smi header)
     gpu_error: str = ""  # why no GPU list: "nvidia-smi not found", its error text, ...
     warnings: list[str] = field(default_factory=list)
-    cluster: ClusterFacts | None = None  # a Slurm cluster's login node: what Slurm says
+    kind_facts: KindFacts | None = None  # what the machine's kind found there (a cluster's
+    # login node: what its scheduler says), its driver's `probe_facts`
 
     @property
     def tf_installed(self) -> bool:

@@ -1,8 +1,8 @@
 """The executor interface: how the run policy starts, watches and signals the tasks
-of one machine (`RunController` holds the policy, written once). Two executors implement it,
+of one machine (`RunController` holds the policy, written once). The executors implement it,
 each written once over the host layer (`dtgui.launch.host`: this machine or one over SSH):
-the process executor (`dtgui.launch.process_exec`: `LocalExecutor`, `SshExecutor`) and the
-batch-scheduler executor (`dtgui.launch.slurm_exec`: `SlurmExecutor`, `RemoteSlurmExecutor`).
+the process executor (`dtgui.launch.process_exec`: `LocalExecutor`, and a kind's over its
+host, e.g. the SSH machines') and a kind's own (a batch scheduler's, in its package).
 
 Every task runs in the one task wrapper (`dtgui.worker.layout.WRAPPER`), from its bundle
 directory: it writes its pid (= the process group) and, once the task ended, its exit code

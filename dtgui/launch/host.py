@@ -4,9 +4,8 @@ A `Host` runs commands (it is a `CommandRunner`), starts tasks detached in the t
 (`dtgui.worker.layout.WRAPPER`), signals their process groups, reads the new bytes of the
 tasks' files from byte offsets with their liveness and exit codes in one call, and copies
 files. The executors are written once over it: the process executor (tasks as detached
-process groups: `dtgui.launch.process_exec`) and the batch-scheduler executor (Slurm:
-`dtgui.launch.slurm_exec`). `LocalHost` (here) reads files and /proc directly and never
-starts a shell to poll; `SshHost` (`dtgui.launch.ssh_host`) sends the fixed scripts of
+process groups: `dtgui.launch.process_exec`) and a kind's own (a batch scheduler's, in its
+package). `LocalHost` (here) reads files and /proc directly and never starts a shell to poll; `SshHost` (`dtgui.launch.ssh_host`) sends the fixed scripts of
 `dtgui.launch.remote_scripts` over one connection (paramiko is imported only there).
 
 Directories are strings: this machine's paths or a remote machine's posix paths. Every
@@ -80,9 +79,9 @@ class Host(abc.ABC):
 
     def remove_tree(self, directory: str) -> None:
         """Delete a run's copy: `directory` (absolute) and everything in it, as a launch that
-        did not start removes the directory it made. Raises when it cannot (SlurmError with
-        the reason, or the connection's error)."""
-        from dtgui.remote.slurm import remove_run_dir
+        did not start removes the directory it made. Raises when it cannot (CommandFailed
+        with the reason, or the connection's error)."""
+        from dtgui.remote.commands import remove_run_dir
 
         remove_run_dir(self, directory)
 

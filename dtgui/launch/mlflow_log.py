@@ -34,7 +34,6 @@ from dtgui.core.bundle import Bundle
 from dtgui.core.live_run import LiveRun
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
-from dtgui.core.slurm import JOB_FILE
 from dtgui.core.tracking import (
     EXPERIMENT,
     INSTALL_HINT,
@@ -49,6 +48,7 @@ from dtgui.core.tracking import (
     run_params,
     tracking_uri,
 )
+from dtgui.launch.drivers import DRIVERS, recorded_kind
 from dtgui.worker.layout import OUTPUT_DIR
 
 log = logging.getLogger(__name__)
@@ -325,20 +325,24 @@ def run_tags(bundle: Bundle, record: RunRecord | None) -> dict[str, str]:
     plan = bundle.plan
     tags = {"dtgui.run_name": plan.run_name, "dtgui.strategy": str(plan.strategy)}
     if record is not None:
-        kinds = sorted({m.kind or ("local" if m.is_local else "ssh") for m in record.machines})
-        jobs = sorted({m.job_id for m in record.machines if m.job_id})
+        kinds = sorted({recorded_kind(m) for m in record.machines})
         if kinds:
             tags["dtgui.target"] = ",".join(kinds)
-        if jobs:
-            tags["dtgui.slurm_job"] = ",".join(jobs)
+        for kind in kinds:
+            if kind in DRIVERS:
+                tags.update(DRIVERS[kind].tracking_tags(record))
     return tags
 
 
-def artifacts(bundle: Bundle) -> list[Path]:
-    """The trained model, the plan, a Slurm job's batch script and the bundle's README."""
+def artifacts(bundle: Bundle, record: RunRecord | None = None) -> list[Path]:
+    """The trained model, the plan, the bundle's README and what the run's kinds keep (a
+    cluster's batch script)."""
     root = bundle.path
     found = sorted((root / MODEL_DIR).glob("*.keras"))
-    found += [p for p in (root / "plan.json", root / JOB_FILE, root / "README.md") if p.is_file()]
+    found += [p for p in (root / "plan.json", root / "README.md") if p.is_file()]
+    kinds = {recorded_kind(m) for m in record.machines} if record is not None else set()
+    found += [p for kind in sorted(kinds) if kind in DRIVERS
+              for p in DRIVERS[kind].tracking_files(root) if p.is_file()]
     return found
 
 
@@ -427,7 +431,7 @@ class RunTracker:
             if state is RunState.FAILED and message:
                 tags["mlflow.note.content"] = message[:5000]
             _log_tags(client, run_id, tags)
-            for path in artifacts(self.bundle):
+            for path in artifacts(self.bundle, self.record):
                 client.log_artifact(run_id, str(path))
             if status is not None:
                 client.set_terminated(run_id, status=status)

@@ -1,5 +1,6 @@
 """ProcessExecutor: the tasks of one machine as detached process groups, over a host
-(`dtgui.launch.host`): this machine (`LocalExecutor`) or one over SSH (`SshExecutor`).
+(`dtgui.launch.host`): this machine (`LocalExecutor`) or one of a kind's machines over its
+host (the SSH machines' executor).
 
 * prepare: the bundle made ready in the run directory (copied as one archive and unpacked
   when the machine is another).

@@ -323,10 +323,9 @@ def resume_run(record: RunRecord, *, steps: int | None = None,
     same_place = not changes and [t.name for t in targets] == [t.name for t in recorded] and \
         dict(assignments) == {t.task_id: t.machine_name for t in old.tasks} and \
         _gpus_kept(old, targets, assignments)
-    if any(driver_for(t).whole_run for t in recorded) and not same_place:
-        raise LaunchError("Not resumed: a run on a Slurm cluster resumes on its cluster, as "
-                          "it was submitted (its checkpoints are on that cluster's shared "
-                          "filesystem).")
+    fixed = [why for t in recorded if (why := driver_for(t).resume_refusal())]
+    if fixed and not same_place:
+        raise LaunchError(f"Not resumed: {fixed[0]}")
     try:
         launch = ResumeLaunch(record, bundle, plan, targets, assignments, source, same_place,
                               connect, policy or RunPolicy(max_restarts=record.max_restarts),

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from dtgui.core.bundle import Bundle, render_bundle
 from dtgui.core.machines import MachineRegistry
@@ -40,8 +41,10 @@ from dtgui.core.run_index import (
 )
 from dtgui.core.runs import RECORD_NAME, MachineRecord, RunRecord
 from dtgui.core.settings import runs_dir
-from dtgui.core.slurm import SlurmJob
 from dtgui.core.sweep import SWEEP_FILE, TRIALS_DIR
+
+if TYPE_CHECKING:
+    from dtgui.remote.connector import Connector
 
 DELETING_PREFIX = ".deleting-"
 
@@ -192,11 +195,10 @@ RemoveCopy = Callable[[MachineRecord, str], None]
 
 
 def remove_copy(record: RunRecord, registry: MachineRegistry | None = None,
-                connector: object | None = None) -> RemoveCopy:
-    """What removes one machine's copy: its target's host (the run's own drivers), over SSH
-    for a machine or a cluster's login node."""
+                connector: Connector | None = None) -> RemoveCopy:
+    """What removes one machine's copy: its target's driver (`Driver.remove_copy`), over a
+    connection for a target reached over one."""
     from dtgui.launch.drivers import driver_for, target_of_record
-    from dtgui.launch.host import Host
     from dtgui.launch.launch_state import default_connector
 
     bundle = Bundle.open(Path(record.bundle))
@@ -204,16 +206,8 @@ def remove_copy(record: RunRecord, registry: MachineRegistry | None = None,
 
     def remove(rec: MachineRecord, directory: str) -> None:
         target = target_of_record(rec, registry)
-        executor = driver_for(target).executor(
-            target, bundle, directory,
-            connector=connect if target.needs_connection else None)  # type: ignore[arg-type]
-        host = getattr(executor, "host", None)
-        if not isinstance(host, Host):
-            raise RunAdminError(f"{rec.name}: its kind keeps no copy dtgui can remove")
-        try:
-            host.remove_tree(directory)
-        finally:
-            host.close()
+        driver_for(target).remove_copy(target, bundle, directory,
+                                       connect if target.needs_connection else None)
 
     return remove
 
@@ -270,7 +264,7 @@ def _remove_local(folder: Path) -> None:
 # -- export and clone -------------------------------------------------------------------------
 def source_plan(folder: Path | str) -> tuple[Plan, object | None]:
     """A past run's plan as the wizard and an export take it, and the job it was sent as
-    (a Slurm job; None for processes): its model file or script pointing into the run's
+    (its kind's driver reads it from the bundle; None for processes): its model file or script pointing into the run's
     bundle (the copy it trained with). RunAdminError when the bundle cannot be read."""
     from dtgui.core.bundle import BundleError
     from dtgui.core.plan import PlanError
@@ -288,7 +282,9 @@ def source_plan(folder: Path | str) -> tuple[Plan, object | None]:
     elif isinstance(model, ScriptModel):
         plan = plan.with_changes(model=dataclasses.replace(model,
                                                            project=str(root / model.project)))
-    return plan, SlurmJob.load(root)
+    from dtgui.launch.drivers import bundle_job
+
+    return plan, bundle_job(root)
 
 
 def write_export(plan: Plan, destination: Path, job: object | None = None) -> tuple[Path, str]:

@@ -32,9 +32,9 @@ from dtgui.launch.drivers import (
     Refused,
     chosen_targets,
     local_target,
+    machine_target,
     plan_targets,
-    ssh_machines,
-    ssh_target,
+    process_machines,
 )
 from dtgui.launch.sweep_holds import Hold, busy_gpus, read_holds
 from dtgui.launch.targets import Target
@@ -99,7 +99,7 @@ def _registered(names: Sequence[str], registry: MachineRegistry | None) -> dict[
 def _target(name: str, machines: Mapping[str, Machine], gpus: tuple[int, ...] = ()) -> Target:
     if is_local_machine(name):
         return local_target(gpus=gpus)
-    return ssh_target(machines[name], gpus=gpus)
+    return machine_target(machines[name], gpus=gpus)
 
 
 EVERY_MACHINE = "all"  # --trial-on all: this machine and every registered one
@@ -107,12 +107,12 @@ EVERY_MACHINE = "all"  # --trial-on all: this machine and every registered one
 
 def expand_names(names: Sequence[str], registry: MachineRegistry | None = None) -> list[str]:
     """The machine names with `all` standing for this machine and every registered machine
-    that takes tasks over SSH (not one a kind owns, e.g. a Slurm cluster's login node: its
-    jobs are not slots)."""
+    that takes tasks among others (not one of a kind that takes a run whole, e.g. a
+    cluster's login node: its jobs are not slots)."""
     if EVERY_MACHINE not in names:
         return list(names)
     known = registry or MachineRegistry()
-    every = [LOCAL_MACHINE, *(m.name for m in ssh_machines(known.machines()))]
+    every = [LOCAL_MACHINE, *(m.name for m in process_machines(known.machines()))]
     return [n for name in names for n in (every if name == EVERY_MACHINE else [name])]
 
 

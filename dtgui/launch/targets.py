@@ -1,11 +1,12 @@
 """A run's machine: a `Target`, and the kind of target (its driver) it is.
 
-A `Target` is one machine of a run: this one, a registered machine reached over SSH, or a
-Slurm cluster at its login node. What a kind of target does at each launch step (check,
-place, render, upload, its executor, its record, its reattach) is its driver's, in
-`dtgui.launch.drivers`; the driver modules' constructors (`local_target`, `ssh_target`,
-`cluster_target`, `plan_targets`) make the targets, and `driver_for(target)` finds its
-driver. A target made without a kind is this machine, or a registered machine over SSH.
+A `Target` is one machine of a run: this one, a registered machine, or what a kind of its
+own reaches (a cluster at its login node). What a kind of target does at each launch step
+(check, place, render, upload, its executor, its record, its reattach) is its driver's,
+registered in `dtgui.launch.drivers`, whose constructors (`local_target` here,
+`plan_targets`, `chosen_targets`, each kind's own) make the targets, and
+`driver_for(target)` finds its driver. A target made without a kind is this machine, or a
+registered machine of the kind it is.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from dtgui.core.plan import LOCAL_MACHINE
 
 LOCAL_LABEL = "this machine"  # how messages name the local target
 LOCAL_KIND = "local"  # the kind whose tasks are processes on this machine
-SSH_KIND = "ssh"  # the kind whose tasks are processes on a registered machine, over SSH
 
 
 @dataclass(frozen=True)
@@ -32,11 +32,12 @@ class Target:
     gpus: tuple[int, ...] = ()
     job: object | None = None  # what its kind's own settings are (a Slurm cluster: the job
     # its tasks are; the machine is its login node over SSH, None: this machine)
-    kind: str = ""  # its driver's kind ("" = this machine, or a registered one over SSH)
+    kind: str = ""  # its driver's kind ("" = this machine, or its registered machine's)
 
     def __post_init__(self) -> None:
         if not self.kind:
-            object.__setattr__(self, "kind", LOCAL_KIND if self.machine is None else SSH_KIND)
+            object.__setattr__(self, "kind",
+                               LOCAL_KIND if self.machine is None else self.machine.kind)
 
     @property
     def is_local(self) -> bool:
@@ -45,7 +46,9 @@ class Target:
 
     @property
     def needs_connection(self) -> bool:
-        return self.machine is not None
+        """Whether it is reached over a connection: a registered machine whose kind is
+        reached over SSH (the kind's registration says)."""
+        return self.machine is not None and self.machine.over_ssh
 
     @property
     def interpreter(self) -> str:
@@ -55,3 +58,8 @@ class Target:
     def label(self) -> str:
         """The machine as messages name it."""
         return LOCAL_LABEL if self.is_local else self.name
+
+
+def local_target(python: str = "", gpus: tuple[int, ...] = (), address: str = "") -> Target:
+    """This machine (`python`: "" = this process's interpreter)."""
+    return Target(LOCAL_MACHINE, None, python, address, gpus, kind=LOCAL_KIND)

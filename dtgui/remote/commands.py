@@ -31,6 +31,11 @@ class CommandTimeout(ConnectError):
 
 
 NOT_FOUND = 127  # the exit code of a command that is not there
+REMOVE_TIMEOUT = 30.0
+
+
+class CommandFailed(RuntimeError):
+    """A command ran and failed: the message says why."""
 
 
 class CommandRunner(Protocol):
@@ -175,3 +180,15 @@ def run_script(client: paramiko.SSHClient, script: str, args: Sequence[str] = ()
     """`run_script_bytes`, its output decoded."""
     code, out, err = run_script_bytes(client, script, args, timeout)
     return code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+def remove_run_dir(runner: CommandRunner, path: str) -> None:
+    """Remove a run's directory on a machine: the copy of a run being deleted
+    (`dtgui.launch.host.Host.remove_tree`), or one a launch that did not start made.
+    CommandFailed when it is no run's directory (absolute, two levels deep at least) or
+    cannot be removed."""
+    if not path.startswith("/") or path.rstrip("/").count("/") < 2:
+        raise CommandFailed(f"not a run's directory: {path!r}")
+    code, _, err = runner.run(["rm", "-rf", "--", path], REMOVE_TIMEOUT)
+    if code != 0:
+        raise CommandFailed(f"cannot remove {path}: {err.decode('utf-8', 'replace').strip()}")

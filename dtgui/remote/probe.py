@@ -8,7 +8,8 @@ there exits 127. The pre-launch check, the doctor and the machines panel all ask
 `probe` gathers the machines panel's `RemoteFacts` in two answers: the system and GPUs first,
 then TensorFlow in a process of its own under a time limit, so that a hanging import loses
 nothing else. When the machine's registered interpreter is missing, the system is still asked
-of its python3. A Slurm cluster's login node also answers Slurm's part (`dtgui.remote.slurm`). The `read_*` functions turn answers into facts and never raise.
+of its python3. A machine of a kind of its own (a cluster's login node) also answers its kind's part (its
+driver's `probe_facts`). The `read_*` functions turn answers into facts and never raise.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import dataclasses
 import functools
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,6 @@ import paramiko
 from dtgui.core.hardware import GpuInfo, TfView, tf_view
 from dtgui.core.machines import RemoteFacts
 from dtgui.remote.commands import NOT_FOUND, CommandRunner, CommandTimeout, SshRunner
-from dtgui.remote.slurm import ask_slurm
 from dtgui.worker import machine_probe
 
 TF_TIMEOUT = 60.0
@@ -35,6 +35,8 @@ FACTS_TIMEOUT = 45.0
 ANSWER_MARGIN = 30.0  # beyond the program's own time limit: starting it, the connection
 PROBE_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3"}
 NOT_INSTALLED = "TensorFlow is not installed"
+# A kind's own part of the probe: asked through the machine's runner, into the facts.
+KindProbe = Callable[[CommandRunner, RemoteFacts], None]
 
 
 @dataclass(frozen=True)
@@ -97,15 +99,15 @@ def tensorflow_view(runner: CommandRunner, python: str, timeout: float = TF_TIME
 
 
 def probe(machine: paramiko.SSHClient | CommandRunner, python: str = "python3",
-          timeout: float = TF_TIMEOUT, *, slurm: bool = False) -> RemoteFacts:
+          timeout: float = TF_TIMEOUT, *, kind_probe: KindProbe | None = None) -> RemoteFacts:
     """Everything the machines panel shows of a machine (blocks; call off the UI thread).
 
     `machine`: a connection (or a runner); `python`: its interpreter (`Machine.interpreter`),
-    a path or a command name; `timeout`: how long TensorFlow may take to import; `slurm`: the
-    machine is a Slurm cluster's login node: Slurm's version, partitions and the user's jobs
-    are asked too (`facts.cluster`), and TensorFlow is not imported there (the job's tasks run
-    on the nodes, with the Python the cluster's setup lines give; a login node is no place
-    for a heavy import)."""
+    a path or a command name; `timeout`: how long TensorFlow may take to import;
+    `kind_probe`: the machine's kind asks its own part there (its driver's `probe_facts`,
+    into `facts.kind_facts`: a cluster's login node, what its scheduler says), and TensorFlow
+    is not imported there (the tasks run elsewhere, a login node is no place for a heavy
+    import)."""
     runner = SshRunner(machine) if isinstance(machine, paramiko.SSHClient) else machine
     python = python.strip() or "python3"
     found = ask(runner, python, ["facts", "--system", "--gpus", "--which", python])
@@ -113,13 +115,10 @@ def probe(machine: paramiko.SSHClient | CommandRunner, python: str = "python3",
     if found.python_missing and python != "python3":
         system = ask(runner, "python3", ["facts", "--system", "--gpus"])
     tf = ask_tensorflow(runner, python, timeout=timeout) \
-        if found.data is not None and not slurm else None
+        if found.data is not None and kind_probe is None else None
     facts = read_probe(python, found, tf, system, tf_timeout=timeout)
-    if slurm:
-        facts.cluster = ask_slurm(runner)
-        if found.python_missing and python != "python3":  # the nodes' Python, not the login's
-            facts.warnings = [f"{python} is not on the login node's PATH: the cluster's setup "
-                              "lines (module load, venv, conda) must give it on the nodes."]
+    if kind_probe is not None:
+        kind_probe(runner, facts)
     return facts
 
 

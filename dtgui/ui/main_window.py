@@ -373,7 +373,7 @@ class MainWindow(QMainWindow):
             wizard.load_plan(plan, job)
         wizard.set_machines(self.machines.machines())  # tasks may go to registered machines
         wizard.set_gpu_facts(self.machines.gpu_facts())
-        wizard.set_target_facts(self.machines.cluster_facts())  # its jobs fit the partitions
+        wizard.set_target_facts(self.machines.kind_facts())  # a kind's job checked against them
         wizard.set_machine_problems(self.machines.problems())  # the review names a ✗ in use
         wizard.accepted.connect(self._on_wizard_accepted)
         wizard.sweepRequested.connect(self._sweep_from_wizard)
@@ -469,11 +469,11 @@ class MainWindow(QMainWindow):
     def sweep_plan(self, plan: Plan, parent: QWidget | None = None) -> SweepDialog:
         """Show the dialog that sets up a sweep of `plan`; once accepted the sweep runs in a
         process of its own, shown by the sweep view."""
-        from dtgui.launch.drivers import ssh_machines
+        from dtgui.launch.drivers import process_machines
         from dtgui.ui.sweep_dialog import SweepDialog
 
         machines = self.machines.machines()
-        over_ssh = ssh_machines(machines)
+        over_ssh = process_machines(machines)
         dialog = SweepDialog(plan, parent=parent or self,
                              machines=[m.name for m in over_ssh],
                              gpus=self.machines.gpu_facts(),

@@ -106,15 +106,18 @@ class RunSession(QObject):
 
     def reattach(self, record: RunRecord) -> None:
         """Take a run that kept training while dtgui was closed back from its watcher."""
+        from dtgui.launch.drivers import Refused, connected_machines
         from dtgui.launch.history import open_run
         from dtgui.launch.pipeline import reattach
         from dtgui.launch.watcher import stop_watcher
 
         panel = self._panel()
         registry = panel.registry
-        machines = [(registry.find(rec.name) if registry is not None else None)
-                    or Machine.from_dict(rec.machine) for rec in record.machines
-                    if not rec.is_local]
+        try:  # what each recorded machine's kind connects to
+            machines = connected_machines(record, registry)
+        except Refused as exc:
+            self._open_failed(f"Cannot reattach: {exc}")
+            return
         self.busy = True
         self.progress.emit(f"Reattaching to {record.run_name}")
 
@@ -152,12 +155,16 @@ class RunSession(QObject):
 
     def _resume_on(self, record: RunRecord, steps: int | None) -> None:
         """Connect the run's machines (host keys, passwords asked here), then resume it."""
+        from dtgui.launch.drivers import Refused, connected_machines
         from dtgui.launch.resume import resume_run
 
         remote = [rec for rec in record.machines if not rec.is_local]
         registry = self._panel().registry if remote else None
-        machines = [(registry.find(rec.name) if registry is not None else None)
-                    or Machine.from_dict(rec.machine) for rec in remote]
+        try:  # what each recorded machine's kind connects to
+            machines = connected_machines(record, registry)
+        except Refused as exc:
+            self._open_failed(f"Not resumed: {exc}")
+            return
 
         def start(connector: Connector) -> None:
             self.connector = connector

@@ -1,10 +1,11 @@
 """The kinds of target a run can use, one driver each, and the targets they make.
 
-`DRIVERS` maps a kind to its driver (`dtgui.launch.drivers.base.Driver`); a kind is added by
-its module and one `register` line below. The launch pipeline, the reattach, `dtgui run`,
-sweep slots and the wizard reach targets through here: `driver_for(target)`,
-`target_of_record`, `bundle_targets`, and the constructors (`local_target`, `ssh_target`,
-`cluster_target`, `plan_targets`).
+`DRIVERS` maps a kind to its driver (`dtgui.launch.drivers.base.Driver`), made once from
+every kind registered in the entry-point group `dtgui.targets` (`dtgui.kinds`): a driver
+that fails to load, or lacks a hook every driver needs, is reported by its kind's name and
+left out. The launch pipeline, the reattach, `dtgui run`, sweep slots and the wizard reach
+targets through here: `driver_for(target)`, `target_of_record`, `bundle_targets`, and the
+constructors (`local_target`, `plan_targets`, `chosen_targets`).
 """
 
 from __future__ import annotations
@@ -13,26 +14,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from dtgui.core.bundle import Bundle
-from dtgui.core.machines import Machine, MachineRegistry
+from dtgui.core.machines import PLAIN_KIND, Machine, MachineRegistry
 from dtgui.core.plan import LOCAL_MACHINE, Plan
 from dtgui.core.runs import MachineRecord, RunRecord
 from dtgui.core.sweep import JobReader, TrialJob
-from dtgui.launch.drivers.base import Driver, Refused
-from dtgui.launch.drivers.local import LocalDriver, local_executor, local_target
-from dtgui.launch.drivers.slurm import (
-    SlurmDriver,
-    cluster_job_target,
-    cluster_target,
-    job_target,
-)
-from dtgui.launch.drivers.ssh import SshDriver, ssh_target
+from dtgui.kinds import hooks, report_plugin
+from dtgui.launch.drivers.base import REQUIRED_HOOKS, Driver, Refused
 from dtgui.launch.executor import Executor
-from dtgui.launch.targets import Target
+from dtgui.launch.targets import LOCAL_KIND, Target, local_target
 
-__all__ = ["DRIVERS", "Driver", "Refused", "bundle_targets", "chosen_targets",
-           "cluster_job_target", "cluster_target", "driver_for", "export_job", "job_readers",
-           "job_target", "local_executor", "local_target", "owner_of", "plan_targets",
-           "register", "ssh_machines", "ssh_target", "started_lines", "target_of_record",
+__all__ = ["DRIVERS", "Driver", "Refused", "bundle_job", "bundle_targets", "chosen_targets",
+           "connected_machines", "driver_for", "export_job", "job_readers", "local_executor",
+           "local_target", "machine_target", "owner_of", "plan_targets", "process_machines",
+           "recorded_kind", "register", "run_errors", "started_lines", "target_of_record",
            "trial_job"]
 
 DRIVERS: dict[str, Driver] = {}
@@ -42,9 +36,37 @@ def register(driver: Driver) -> None:
     DRIVERS[driver.kind] = driver
 
 
-register(LocalDriver())
-register(SshDriver())
-register(SlurmDriver())
+def _register_kinds() -> None:
+    """Every registered kind's driver, made once; one that cannot be is reported by its
+    kind's name, and the others work."""
+    for name, found in hooks("driver").items():
+        try:
+            driver = found()
+        except Exception as exc:  # noqa: BLE001 - any plugin's failure is reported by name
+            report_plugin(name, f"its driver could not be made ({type(exc).__name__}: {exc})")
+            continue
+        if not isinstance(driver, Driver) or driver.kind != name:
+            report_plugin(name, f"its driver is no dtgui Driver of the kind {name!r}")
+            continue
+        missing = [h for h in REQUIRED_HOOKS
+                   if getattr(type(driver), h) is getattr(Driver, h)]
+        if missing:
+            report_plugin(name, f"its driver lacks the hook {', '.join(map(repr, missing))}")
+            continue
+        register(driver)
+
+
+_register_kinds()
+
+
+def local_executor(bundle: Bundle, python: str) -> Executor:
+    """The executor of a bundle's tasks on this machine."""
+    return DRIVERS[LOCAL_KIND].executor(local_target(python), bundle, str(bundle.path))
+
+
+def run_errors() -> tuple[type[Exception], ...]:
+    """The errors of every kind that a command line reports as a refusal (its message)."""
+    return tuple(e for d in DRIVERS.values() for e in d.errors)
 
 
 def driver_for(target: Target) -> Driver:
@@ -57,14 +79,18 @@ def driver_for(target: Target) -> Driver:
 
 
 def owner_of(machine: Machine) -> Driver | None:
-    """The driver of the kind a registered machine is (a Slurm cluster's login node), None
-    for a machine tasks are placed on over SSH."""
-    return next((d for d in DRIVERS.values() if d.owns(machine)), None)
+    """The driver of the kind a registered machine is when that kind takes a run whole (a
+    cluster's login node), None for a machine tasks are placed on among others (or of a
+    kind that is not installed)."""
+    driver = DRIVERS.get(machine.kind)
+    return driver if driver is not None and driver.whole_run else None
 
 
-def ssh_machines(machines: Sequence[Machine]) -> list[Machine]:
-    """The registered machines tasks are placed on over SSH: those no kind owns."""
-    return [m for m in machines if owner_of(m) is None]
+def process_machines(machines: Sequence[Machine]) -> list[Machine]:
+    """The registered machines tasks are placed on, among others: those of a kind whose
+    runs share machines."""
+    return [m for m in machines
+            if (d := DRIVERS.get(m.kind)) is not None and not d.whole_run]
 
 
 def trial_job(plan: Plan, machine: Machine) -> TrialJob:
@@ -94,8 +120,18 @@ def plan_targets(plan: Plan, machines: Mapping[str, Machine]) -> list[Target]:
     for name in plan.machine_names:
         python = plan.machine(name).python
         targets.append(local_target(python, tuple(gpus[name])) if name == LOCAL_MACHINE
-                       else ssh_target(machines[name], python, tuple(gpus[name])))
+                       else machine_target(machines[name], python, tuple(gpus[name])))
     return targets
+
+
+def machine_target(machine: Machine, python: str | None = None,
+                   gpus: tuple[int, ...] = ()) -> Target:
+    """A registered machine as one target among a run's machines (its kind's driver makes
+    it). Refused for a machine of a kind that is not installed or takes a run whole."""
+    driver = DRIVERS.get(machine.kind)
+    if driver is None or driver.whole_run:
+        raise Refused(f"{machine.name} takes no tasks among other machines")
+    return driver.machine_target(machine, python, gpus)
 
 
 def chosen_targets(plan: Plan, machines: Mapping[str, Machine],
@@ -123,29 +159,39 @@ def export_job(plan: Plan, destination: Path, job: object) -> tuple[Path, str]:
     raise Refused(f"no driver knows the job {job!r}")
 
 
-def _recorded_kind(rec: MachineRecord) -> str:
-    """The kind of a recorded machine; a record without one (an older dtgui's) tells it by
-    its fields (a Slurm job's id, this machine's name)."""
+def recorded_kind(rec: MachineRecord) -> str:
+    """The kind of a recorded machine; a record without one (an older dtgui's) is told by
+    its fields by the first driver that knows it as its own (`old_record`), else it is this
+    machine or a registered one (by its name)."""
     if rec.kind:
         return rec.kind
-    return SlurmDriver.kind if rec.job_id else LocalDriver.kind if rec.is_local \
-        else SshDriver.kind
+    found = next((d.kind for d in DRIVERS.values() if d.old_record(rec)), "")
+    return found or (LOCAL_KIND if rec.is_local else PLAIN_KIND)
 
 
 def target_of_record(rec: MachineRecord, registry: MachineRegistry | None = None) -> Target:
     """The target of a recorded run's machine (its registered settings when it is still
     registered, else those recorded at launch). Refused for a kind no driver is known for."""
-    kind = _recorded_kind(rec)
+    kind = recorded_kind(rec)
     if kind not in DRIVERS:
         raise Refused(f"{rec.name}: no driver for targets of kind {kind!r}")
     return DRIVERS[kind].reattach(rec, registry)
+
+
+def connected_machines(record: RunRecord,
+                       registry: MachineRegistry | None = None) -> list[Machine]:
+    """The machines a recorded run's targets are reached at over a connection (their
+    registered settings when still registered): those a reattach or a resume connects
+    first. Refused for a kind no driver is known for."""
+    targets = [target_of_record(rec, registry) for rec in record.machines]
+    return [t.machine for t in targets if t.needs_connection and t.machine is not None]
 
 
 def started_lines(record: RunRecord | None, executors: Sequence[Executor]) -> list[str]:
     """What a command line says once a recorded run's tasks started (its drivers')."""
     machines = record.machines if record is not None else []
     return [line for rec, executor in zip(machines, executors, strict=False)
-            if (line := DRIVERS[_recorded_kind(rec)].started(executor))]
+            if (line := DRIVERS[recorded_kind(rec)].started(executor))]
 
 
 def bundle_targets(bundle: Bundle, registry: MachineRegistry | None = None) -> list[Target]:
@@ -156,3 +202,10 @@ def bundle_targets(bundle: Bundle, registry: MachineRegistry | None = None) -> l
         if target is not None:
             return [target]
     return [local_target()]
+
+
+def bundle_job(path: Path) -> object | None:
+    """The job a bundle was rendered as, read by the driver that knows it as its own (None
+    for a bundle of processes)."""
+    return next((job for d in DRIVERS.values() if (job := d.bundle_job(path)) is not None),
+                None)

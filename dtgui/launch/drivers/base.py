@@ -22,9 +22,21 @@ never asks which kind a target is. A driver:
   `trial_target_text` how the sweep dialog offers that machine, `job_from_dict` the job
   read back from sweep.json;
 * `export`: the bundle of such a job written for a run without dtgui, and how to start it;
-* `cleanup`: what a launch that did not start leaves on the target, removed.
+* `cleanup`: what a launch that did not start leaves on the target, removed;
+* `machine_target`: a registered machine of the kind as one target among a run's machines
+  (a kind whose runs share machines);
+* `task_modules`: its part of the task program, copied into its bundles beside the worker
+  package;
+* `bundle_job`: the job a bundle was rendered as (a clone, an export), `old_record`: a
+  record written before records kept their kind is this kind's;
+* `remove_copy`: a run's copy on the target deleted (the Runs page's delete);
+* `errors`: its exceptions a command line reports as a refusal (their message);
+* `probes`, `probe_text`, `probe_facts`: its own part of the Machines panel's probe;
+* `tracking_tags`, `tracking_files`: what MLflow gets of its runs besides every run's;
+* `resume_refusal`: why a run of the kind resumes where it ran.
 
 A bundle rendered already (`dtgui run BUNDLE`) finds its targets with `bundle_target`.
+Every driver overrides `REQUIRED_HOOKS`; a plugin's driver that does not is reported.
 """
 
 from __future__ import annotations
@@ -39,15 +51,19 @@ from dtgui.core.plan import Plan
 from dtgui.core.runs import MachineRecord
 from dtgui.core.sweep import TrialJob
 from dtgui.launch.executor import Executor
+from dtgui.launch.host import Host
 from dtgui.launch.launch_state import Launch
 from dtgui.launch.targets import Target
 
 if TYPE_CHECKING:  # paramiko is imported only when a target needs it
+    from dtgui.core.machines import RemoteFacts
+    from dtgui.core.runs import RunRecord
     from dtgui.remote.commands import CommandRunner
     from dtgui.remote.connection import SSHClient
     from dtgui.remote.connector import Connector
 
 Copied = Callable[[int, int], None]  # (bytes sent, bytes in all)
+REQUIRED_HOOKS = ("place", "executor", "reattach")  # no default does for these
 
 
 class Refused(Exception):
@@ -59,6 +75,9 @@ class Driver:
 
     kind = ""
     whole_run = ""  # why a run on this kind takes no other machine ("" = it shares a run)
+    errors: tuple[type[Exception], ...] = ()  # what a command line reports as a refusal
+    probes = False  # the Machines panel asks `probe_facts` of its registered machines
+    probe_text = ""  # what the panel says while it does ("probing the login node...")
 
     # -- check -----------------------------------------------------------------------------
     def checks(self, launch: Launch, target: Target) -> bool:
@@ -149,6 +168,52 @@ class Driver:
     def cleanup(self, launch: Launch, target: Target) -> None:
         """What a launch that did not start made on the target, removed."""
 
+    # -- the kind's machines, bundles and records ------------------------------------------
+    def machine_target(self, machine: Machine, python: str | None = None,
+                       gpus: tuple[int, ...] = ()) -> Target:
+        """A registered machine of this kind as one target among a run's machines
+        (`python`: None = its registered Python). Refused by a kind that takes a run
+        whole."""
+        raise Refused(f"{machine.name} takes no tasks among other machines")
+
+    def task_modules(self) -> dict[str, Path]:
+        """Its part of the task program: the module's name in the bundle -> its source,
+        copied beside the worker package (`dtgui.core.bundle.add_task_modules`)."""
+        return {}
+
+    def bundle_job(self, path: Path) -> object | None:
+        """The job the bundle at `path` was rendered as for this kind (None: not such a
+        bundle): the wizard refills its box from it, an export writes it again."""
+        return None
+
+    def old_record(self, rec: MachineRecord) -> bool:
+        """Whether a recorded machine without a kind (an older dtgui's record) is this
+        kind's, told by its fields."""
+        return False
+
+    def remove_copy(self, target: Target, bundle: Bundle, directory: str,
+                    connector: Connector | None) -> None:
+        """Delete a run's copy kept on the target: `directory` (absolute) and everything in
+        it. Refused when the kind keeps no copy dtgui can remove; else raises what removing
+        it raised."""
+        raise Refused(f"{target.name}: its kind keeps no copy dtgui can remove")
+
+    def probe_facts(self, runner: CommandRunner, facts: RemoteFacts) -> None:
+        """Its own part of a registered machine's probe, asked through `runner`, into
+        `facts.kind_facts` (and its warnings)."""
+
+    def tracking_tags(self, record: RunRecord) -> dict[str, str]:
+        """MLflow tags of a run with a target of this kind, besides every run's."""
+        return {}
+
+    def tracking_files(self, root: Path) -> list[Path]:
+        """Files of a run's bundle (at `root`) MLflow keeps besides every run's."""
+        return []
+
+    def resume_refusal(self) -> str:
+        """Why a run of this kind cannot move when it resumes ("" = it can)."""
+        return ""
+
 
 def command_runner(target: Target, client: SSHClient | None) -> CommandRunner:
     """How commands (the pre-launch check) run on the target: the same argv, here or over
@@ -168,3 +233,10 @@ def registered(machine: Machine | None, name: str,
     found = registry.find(name) if registry is not None else None
     return found or machine
 
+
+def remove_through_host(host: Host, directory: str) -> None:
+    """A run's copy in `directory` removed through the host its executor reaches it by."""
+    try:
+        host.remove_tree(directory)
+    finally:
+        host.close()

@@ -8,17 +8,20 @@ from __future__ import annotations
 import socket
 from typing import TYPE_CHECKING
 
+from dtgui.core.bundle import Bundle
 from dtgui.core.machines import MachineRegistry
 from dtgui.core.placement import PlacementError, place_plan, port_in_use
 from dtgui.core.plan import Plan
-from dtgui.launch.drivers.base import Driver, Refused, command_runner
+from dtgui.launch.drivers.base import Driver, Refused, command_runner, remove_through_host
 from dtgui.launch.launch_state import Launch
+from dtgui.launch.process_exec import ProcessExecutor
 from dtgui.launch.script_check import machine_problems
 from dtgui.launch.targets import Target
 from dtgui.worker.machine_probe import choose_free_ports
 
 if TYPE_CHECKING:
     from dtgui.remote.connection import SSHClient
+    from dtgui.remote.connector import Connector
 
 
 class ProcessDriver(Driver):
@@ -50,6 +53,12 @@ class ProcessDriver(Driver):
                      and launch.assignments.get(t.task_id) == target.name
                      and t.port in result.ports_in_use]
         return problems
+
+    def remove_copy(self, target: Target, bundle: Bundle, directory: str,
+                    connector: Connector | None) -> None:
+        executor = self.executor(target, bundle, directory, connector=connector)
+        assert isinstance(executor, ProcessExecutor)
+        remove_through_host(executor.host, directory)
 
     def place(self, launch: Launch) -> Plan:
         """Every task on its machine, with the ports the check found free (or the plan's)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import getpass
 import os
 
@@ -23,12 +24,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.machines import Machine, MachineRegistry, parse_jump_spec
+from dtgui.core.machines import PLAIN_KIND, Machine, MachineRegistry, parse_jump_spec
+from dtgui.kinds import hooks
 from dtgui.remote.commands import run
 from dtgui.remote.connector import Secrets
 from dtgui.ui.machines.common import plain_buttons, repolish
 from dtgui.ui.machines.connect_flow import Attempt, ConnectFlow, Outcome
-from dtgui.ui.machines.slurm_fields import SlurmFields
+from dtgui.ui.machines.kind_fields import KindFields
 
 SECRET_KIND = {"password": "password", "key": "passphrase"}
 
@@ -128,7 +130,9 @@ class MachineDialog(QDialog):
         self.form.addRow("", self.remember_row)
         self.form.addRow("Jump host", self.jump_edit)
         self.form.addRow("Python", self.python_edit)
-        self.slurm_fields = SlurmFields()
+        # each kind's own fields (a cluster's login node), at most one checked
+        self.kind_fields: dict[str, KindFields] = {
+            kind: fields() for kind, fields in hooks("fields").items()}
 
         self.problems_label = QLabel("")
         self.problems_label.setWordWrap(True)
@@ -154,7 +158,8 @@ class MachineDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(20, 18, 20, 16)
         layout.addLayout(self.form)
-        layout.addWidget(self.slurm_fields)
+        for fields in self.kind_fields.values():
+            layout.addWidget(fields)
         layout.addWidget(self.problems_label)
         layout.addLayout(test_row)
         layout.addStretch(1)
@@ -168,7 +173,9 @@ class MachineDialog(QDialog):
             edit.textChanged.connect(self._changed)
         self.port_spin.valueChanged.connect(self._changed)
         self.auth_group.buttonToggled.connect(self._changed)
-        self.slurm_fields.changed.connect(self._changed)
+        for fields in self.kind_fields.values():
+            fields.changed.connect(self._changed)
+            fields.toggled.connect(functools.partial(self._kind_toggled, fields))
         self._update()
 
     # -- values ----------------------------------------------------------------------------
@@ -186,8 +193,15 @@ class MachineDialog(QDialog):
         self.key_edit.setText(machine.key_file)
         self.jump_edit.setText(machine.jump_host)
         self.python_edit.setText(machine.python)
-        self.slurm_fields.fill(machine.slurm)
+        for kind, fields in self.kind_fields.items():
+            fields.fill(machine.settings if machine.kind == kind else None)
         self.secret_edit.setPlaceholderText("unchanged (leave empty to keep the remembered one)")
+
+    def _kind_toggled(self, fields: KindFields, checked: bool) -> None:
+        if checked:  # a machine is of one kind
+            for other in self.kind_fields.values():
+                if other is not fields:
+                    other.setChecked(False)
 
     def auth(self) -> str:
         if self.agent_radio.isChecked():
@@ -196,12 +210,16 @@ class MachineDialog(QDialog):
 
     def machine(self) -> Machine:
         auth = self.auth()
+        kind, settings = PLAIN_KIND, None
+        for fields in self.kind_fields.values():
+            if fields.isChecked():
+                kind, settings = fields.kind, fields.settings()
         return Machine(
             name=self.name_edit.text().strip(), host=self.host_edit.text().strip(),
             port=self.port_spin.value(), user=self.user_edit.text().strip(), auth=auth,
             key_file=self.key_edit.text().strip() if auth == "key" else "",
             jump_host=self.jump_edit.text().strip(), python=self.python_edit.text().strip(),
-            slurm=self.slurm_fields.defaults(),
+            kind=kind, settings=settings,
         )
 
     def secret(self) -> tuple[str, str]:

@@ -27,9 +27,8 @@ from PySide6.QtWidgets import (
 )
 
 from dtgui.core.hardware import GpuInfo, MachineFacts
-from dtgui.core.machines import Machine, MachineRegistry, RemoteFacts
+from dtgui.core.machines import KindFacts, Machine, MachineRegistry, RemoteFacts
 from dtgui.core.plan import LOCAL_MACHINE
-from dtgui.core.slurm_answers import ClusterFacts
 from dtgui.remote import secrets as secret_store
 from dtgui.remote.connection import ChangedHostKeyError, ConnectError
 from dtgui.remote.connector import Secrets
@@ -151,7 +150,7 @@ class MachinesPanel(QWidget):
         if registry is not None:
             QTimer.singleShot(0, lambda: self._on_loaded(registry))
         else:
-            run_in_thread(MachineRegistry, self._on_loaded, self._on_load_error, context=self)
+            run_in_thread(_load_registry, self._on_loaded, self._on_load_error, context=self)
 
     def ready(self) -> bool:
         """The machine list is loaded and the keyring was asked whether it works."""
@@ -159,10 +158,15 @@ class MachinesPanel(QWidget):
 
     # -- loading -------------------------------------------------------------------------------
     def _on_loaded(self, registry: MachineRegistry) -> None:
+        import dtgui.launch.drivers  # noqa: F401 - the kinds' drivers (loaded or reported)
+        from dtgui.kinds import problems
+
         self.registry = registry
         self.states = {m.name: self.states.get(m.name, RowState()) for m in registry.machines()}
         self.rebuild()
-        self.set_message(registry.message)
+        # a target plugin that cannot be used is said here, where the machines are
+        self.set_message("\n".join(filter(None, [registry.message, *problems()])),
+                         bool(problems()))
         self._update_buttons()
 
     def _on_load_error(self, exc: BaseException) -> None:
@@ -202,12 +206,13 @@ class MachinesPanel(QWidget):
             out[LOCAL_MACHINE] = list(local.gpus)
         return out
 
-    def cluster_facts(self) -> dict[str, ClusterFacts]:
-        """Cluster -> what its last probe found of Slurm (clusters not probed are left out);
-        for the wizard's check of a job against the partitions."""
-        return {m.name: state.facts.cluster for m in self.machines()
+    def kind_facts(self) -> dict[str, KindFacts]:
+        """Machine -> what its kind found there at its last probe (machines not probed, and
+        those of no kind's own, are left out); for the wizard's boxes (a cluster's job
+        checked against its partitions)."""
+        return {m.name: state.facts.kind_facts for m in self.machines()
                 if (state := self.states.get(m.name)) is not None and state.facts is not None
-                and state.facts.cluster is not None}
+                and state.facts.kind_facts is not None}
 
     def problems(self) -> dict[str, str]:
         """Machine -> the problem its row is marked with (a ✗: its last probe failed)."""
@@ -247,7 +252,8 @@ class MachinesPanel(QWidget):
         tips = [state.message or {"unknown": "Not connected yet: press Refresh."}.get(
                     state.status, ""), texts.address_tooltip(machine),
                 f.os_name if f else "", f.python_path if f else "",
-                texts.NODES_TF if f and f.cluster else (f.tf_error or f.tf_version) if f else "",
+                f.kind_facts.tf_tip if f and f.kind_facts else (f.tf_error or f.tf_version)
+                if f else "",
                 texts.gpu_tooltip(f) if f else ""]
         for col, (text, tip) in enumerate(zip(cells, tips, strict=True)):
             item = self._cell(row, col)
@@ -335,13 +341,16 @@ class MachinesPanel(QWidget):
         if not machines:
             return
 
+        from dtgui.launch.drivers import DRIVERS
+
         def action(attempt: Attempt) -> RemoteFacts:
             client = attempt.connect()
             try:
-                cluster = attempt.machine.is_slurm
-                attempt.report("signed in; probing the login node and Slurm (sinfo, squeue)…"
-                               if cluster else "signed in; probing Python, TensorFlow and GPUs…")
-                return probe(client, attempt.machine.interpreter, slurm=cluster)
+                driver = DRIVERS.get(attempt.machine.kind)  # the machine's kind probes its part
+                kind_probe = driver.probe_facts if driver is not None and driver.probes else None
+                attempt.report(f"signed in; {driver.probe_text}…" if kind_probe and driver
+                               else "signed in; probing Python, TensorFlow and GPUs…")
+                return probe(client, attempt.machine.interpreter, kind_probe=kind_probe)
             finally:
                 client.close()
 
@@ -376,3 +385,10 @@ class MachinesPanel(QWidget):
         error = self.states.get(name, RowState()).error
         if kind == "changed" and isinstance(error, ChangedHostKeyError):
             self.show_dialog(ChangedKeyDialog(error, name, self.window()))
+
+
+def _load_registry() -> MachineRegistry:
+    """The machine list, and the kinds' drivers loaded (off the UI thread)."""
+    import dtgui.launch.drivers  # noqa: F401 - a plugin's failure is reported by name
+
+    return MachineRegistry()

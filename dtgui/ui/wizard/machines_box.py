@@ -45,7 +45,7 @@ from dtgui.core.placement import (
     task_layout,
 )
 from dtgui.core.plan import LOCAL_MACHINE, Plan
-from dtgui.launch.drivers import ssh_machines
+from dtgui.launch.drivers import process_machines
 from dtgui.worker.machine_probe import choose_free_ports
 
 from .common import MULTI_TASK, card, label, muted
@@ -141,9 +141,9 @@ class MachinesBox(QFrame):
 
     # -- inputs ----------------------------------------------------------------------------
     def set_machines(self, machines: list[Machine]) -> None:
-        """The registered machines: those no kind owns (`ssh_machines`; a Slurm cluster's
+        """The registered machines: those no kind owns (`process_machines`; a Slurm cluster's
         login node is its kind's) take tasks over SSH."""
-        self._ssh_machines = ssh_machines(machines)
+        self._ssh_machines = process_machines(machines)
         self._machines = list(machines)
         self._layout_key = ()
         for box in self.boxes.values():

@@ -12,7 +12,8 @@ target (`dtgui.launch.drivers`); the object travels to `RunSession.launch` as it
 * `set_plan` and `review`: the plan placed as the job makes it, the job, its problems;
 * what the review page shows of it: `task_where`, `note`, `tf_config_text`, `job_file`
   (a tab with the file that is submitted), `launch_tip`;
-* `save`: the job sent, kept for the next wizard (off the UI thread).
+* `save`: the job sent, kept for the next wizard (off the UI thread);
+* `refill`: a past run's job (Clone into the wizard), taken when it is this kind's.
 """
 
 from __future__ import annotations
@@ -95,3 +96,8 @@ class TargetBox(QFrame):
 
     def save(self, job: object) -> None:
         """The job sent, kept for the next wizard (runs off the UI thread)."""
+
+    def refill(self, job: object) -> bool:
+        """A past run's job shown again (Clone into the wizard) when it is this kind's:
+        whether it was."""
+        return False

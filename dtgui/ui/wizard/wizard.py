@@ -85,22 +85,17 @@ class RunWizard(QWizard):
     def load_plan(self, plan: Plan, job: object | None = None) -> None:
         """Fill every page from `plan`: the last run's setup, or a past run's (Clone into the
         wizard): its strategy and devices, options, model or script and its arguments, the
-        machines its tasks were placed on; `job`, the job it was sent as (a Slurm job), fills
-        its target's box."""
+        machines its tasks were placed on; `job`, the job it was sent as (a kind's, read from
+        its bundle by its driver), fills its kind's box."""
         self.ctx.set_initial(plan)
         self.strategy_page.load(plan)
         self.options_page.load(plan)
         self.model_page.load(plan)
         box = self.review_page.machines_box
         box.remember(plan)
-        if job is not None:
-            from dtgui.core.slurm import SlurmJob
-
-            from .slurm_box import SlurmBox
-
+        if job is not None:  # the box of the job's kind takes it
             for target in box.boxes.values():
-                if isinstance(target, SlurmBox) and isinstance(job, SlurmJob):
-                    target.remember(job)
+                target.refill(job)
 
     # -- results -------------------------------------------------------------------------
     def plan(self) -> Plan:

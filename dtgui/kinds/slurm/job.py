@@ -1,14 +1,14 @@
 """Slurm clusters: a cluster's defaults, the job a run asks for, its batch script, and the
 checks of a job against the cluster (docs/slurm.md); what Slurm's commands answer is read in
-`dtgui.core.slurm_answers`.
+`dtgui.kinds.slurm.answers`.
 
 Pure Python (no paramiko, no Qt, no TensorFlow). Every value that reaches the batch script
 or a command line is validated here (no shell metacharacters, no line breaks) and quoted
 where it is used; the commands themselves run through a `dtgui.remote.commands.CommandRunner`
-(`dtgui.remote.slurm`), on the login node.
+(`dtgui.kinds.slurm.remote`), on the login node.
 
 The batch script starts one Slurm task per dtgui task (`srun`, block distribution: ranks
-0..T-1 on the first node, ...). Each task runs `dtgui_worker.slurm_task`, which forms
+0..T-1 on the first node, ...). Each task runs `dtgui_slurm_task`, which forms
 TF_CONFIG from Slurm's allocation (the nodes' addresses from `scontrol`, port = a base drawn
 from the job id + the task's rank, so tasks sharing a node or an address never collide) and
 then the bundle's own task script.
@@ -24,12 +24,14 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from dtgui.core.machines import Machine
 from dtgui.core.plan import Plan, TaskSpec
-from dtgui.core.slurm_answers import Partition
-from dtgui.core.slurm_answers import SlurmError as SlurmError
-from dtgui.core.slurm_answers import time_seconds as time_seconds
+from dtgui.kinds.slurm.answers import Partition
+from dtgui.kinds.slurm.answers import SlurmError as SlurmError
+from dtgui.kinds.slurm.answers import time_seconds as time_seconds
+from dtgui.kinds.slurm.answers import time_text as time_text
+from dtgui.kinds.slurm.task import node_of_rank
 from dtgui.worker.layout import TASK_DIRS, events_file, job_log_file, log_file
-from dtgui.worker.slurm_task import node_of_rank
 from dtgui.worker.tf_config import split_task_id, task_tf_config, tf_cluster
 
 JOB_FILE = "job.sbatch"  # the batch script in the bundle
@@ -38,7 +40,8 @@ JOB_FILE = "job.sbatch"  # the batch script in the bundle
 TIME_LIMIT_WARNING_SECONDS = 120
 JOB_SETTINGS = "slurm.json"  # the job's settings in the bundle (what dtgui submits)
 LOCAL_CLUSTER = "local"  # this machine is the cluster's login node
-JOB_KIND = "slurm"  # its target's kind: the driver's (dtgui.launch.drivers.slurm)
+JOB_KIND = "slurm"  # its target's kind: the driver's (dtgui.kinds.slurm.driver)
+TASK_MODULE = "dtgui_slurm_task"  # the task program's Slurm part in a bundle (`task.py`)
 JOB_LOG = job_log_file("%j")  # the batch step's own output
 
 _NAME = re.compile(r"[A-Za-z0-9_.+-]{1,128}")  # partition, account, QoS
@@ -48,14 +51,6 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 # -- values --------------------------------------------------------------------------------
-def time_text(seconds: int) -> str:
-    """Seconds as Slurm's [D-]HH:MM:SS."""
-    days, rest = divmod(seconds, 86400)
-    h, rest = divmod(rest, 3600)
-    mi, s = divmod(rest, 60)
-    return (f"{days}-" if days else "") + f"{h:02d}:{mi:02d}:{s:02d}"
-
-
 def home_path(path: str) -> str:
     """`path` as one shell word, a leading ~/ meaning the home directory."""
     if path.startswith("~/"):
@@ -137,6 +132,14 @@ class SlurmDefaults:
         except (TypeError, ValueError) as exc:
             raise SlurmError(f"The Slurm settings cannot be read: {exc}") from None
         return cls(**known).validate()
+
+
+def cluster_defaults(machine: Machine | None) -> SlurmDefaults | None:
+    """The jobs' defaults of a registered cluster's login node (None: no cluster's)."""
+    if machine is None or machine.kind != JOB_KIND:
+        return None
+    settings = machine.settings
+    return settings if isinstance(settings, SlurmDefaults) else SlurmDefaults()
 
 
 @dataclass(frozen=True)
@@ -245,7 +248,7 @@ def rank_order(tasks: Iterable[TaskSpec]) -> list[str]:
 
 
 def tf_config_on_nodes(plan: Plan, job: SlurmJob, rank: int) -> dict[str, object]:
-    """The TF_CONFIG the task at `rank` forms on the nodes (`dtgui_worker.slurm_task`, from
+    """The TF_CONFIG the task at `rank` forms on the nodes (`dtgui_slurm_task`, from
     the same builder), with the addresses and ports the allocation gives as placeholders."""
     ids = rank_order(plan.tasks)
     counts = [job.tasks_per_node] * max(job.nodes, -(-len(ids) // max(job.tasks_per_node, 1)))
@@ -286,12 +289,12 @@ def batch_script(plan: Plan, job: SlurmJob) -> str:
              f'export PYTHON="${{PYTHON:-{_dq(job.interpreter)}}}"',
              f"mkdir -p {' '.join(TASK_DIRS)}",
              "# The nodes' addresses in node order: TF_CONFIG is formed from them on each node",
-             'DTGUI_SLURM_HOSTS="$("$PYTHON" -m dtgui_worker.slurm_task --hosts)" || exit 1',
+             'DTGUI_SLURM_HOSTS="$("$PYTHON" -m dtgui_slurm_task --hosts)" || exit 1',
              "export DTGUI_SLURM_HOSTS",
              f"export DTGUI_SLURM_TASKS={shlex.quote(ranks)}",
              "# One task a rank; a task that fails ends the others",
              "srun --kill-on-bad-exit=1 --distribution=block --ntasks="
-             f"{job.tasks} \"$PYTHON\" -m dtgui_worker.slurm_task &",
+             f"{job.tasks} \"$PYTHON\" -m dtgui_slurm_task &",
              "STEP=$!",
              "# Slurm's warning ahead of the time limit (--signal): the tasks save a checkpoint",
              "# at the step they reached and end; the job then ends at its limit (TIMEOUT)",
@@ -331,7 +334,7 @@ sbatch {JOB_FILE}
 ```
 
 `{JOB_FILE}` sets up Python on the nodes, then `srun` starts one task a rank; each task forms
-its TF_CONFIG from Slurm's allocation (`dtgui_worker.slurm_task`: the nodes' addresses from
+its TF_CONFIG from Slurm's allocation (`dtgui_slurm_task`: the nodes' addresses from
 `scontrol`, port = a base from the job id + the rank) and runs `tasks/<task>.sh`. Logs:
 `{log_file("<task>")}` and `{job_log_file("<job id>")}`; events
 `{events_file("<task>")}`. `scancel <job id>` stops it.

@@ -1,32 +1,31 @@
-"""The Slurm part of a machine's dialog: the machine is a cluster's login node, with the
-defaults of its jobs (`dtgui.core.slurm.SlurmDefaults`; validated there, shown by the dialog
-with the machine's other problems)."""
+"""The Slurm part of a machine's dialog (`KindFields`): the machine is a cluster's login
+node, with the defaults of its jobs (`dtgui.kinds.slurm.job.SlurmDefaults`; validated there,
+shown by the dialog with the machine's other problems)."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QFormLayout,
-    QGroupBox,
     QLineEdit,
     QSpinBox,
     QVBoxLayout,
     QWidget,
 )
 
-from dtgui.core.slurm import SlurmDefaults
+from dtgui.core.machines import KindSettings
+from dtgui.kinds.slurm.job import JOB_KIND, SlurmDefaults
+from dtgui.ui.machines.kind_fields import KindFields
 
 
-class SlurmFields(QGroupBox):
-    """Checked: the machine is a Slurm cluster's login node; `defaults()` its job defaults."""
+class SlurmFields(KindFields):
+    """Checked: the machine is a Slurm cluster's login node; `settings()` its job defaults."""
 
-    changed = Signal()
+    kind = JOB_KIND
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Slurm cluster: this machine is its login node", parent)
         self.setObjectName("slurmFields")
-        self.setCheckable(True)
-        self.setChecked(False)
         self.setToolTip("Runs sent here are Slurm jobs (sbatch) on the cluster's nodes, not "
                         "processes on this machine. See docs/slurm.md.")
         self.partition_edit = QLineEdit()
@@ -70,7 +69,8 @@ class SlurmFields(QGroupBox):
         self.toggled.connect(self.changed)
         self.body.setVisible(False)
 
-    def fill(self, defaults: SlurmDefaults | None) -> None:
+    def fill(self, settings: KindSettings | None) -> None:
+        defaults = settings if isinstance(settings, SlurmDefaults) else None
         self.setChecked(defaults is not None)
         d = defaults or SlurmDefaults()
         for edit, value in ((self.partition_edit, d.partition), (self.account_edit, d.account),
@@ -82,7 +82,7 @@ class SlurmFields(QGroupBox):
             edit.setText(value)
         self.gpus_spin.setValue(d.gpus_per_node)
 
-    def defaults(self) -> SlurmDefaults | None:
+    def settings(self) -> SlurmDefaults | None:
         """The cluster's defaults as typed (not validated), or None: not a cluster."""
         if not self.isChecked():
             return None

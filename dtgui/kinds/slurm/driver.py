@@ -1,11 +1,11 @@
 """A Slurm cluster as a target: the run's tasks are one batch job, submitted at the
 cluster's login node (this machine, or a registered machine over SSH) and placed by Slurm.
 
-Checked with `sinfo` against the job (`dtgui.remote.slurm.check_job`); on a login node
+Checked with `sinfo` against the job (`dtgui.kinds.slurm.remote.check_job`); on a login node
 reached over SSH the check makes the run's directory on the cluster's shared filesystem, the
 bundle is copied there, and a launch that does not start removes it. The tasks are placed in
 rank order (their ports are chosen on the nodes) and the bundle gets its batch script
-(`dtgui.core.slurm_bundle`); `SlurmExecutor` (here) or `RemoteSlurmExecutor` (over SSH)
+(`dtgui.kinds.slurm.batch_bundle`); `SlurmExecutor` (here) or `RemoteSlurmExecutor` (over SSH)
 submit and follow the job.
 """
 
@@ -17,17 +17,28 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dtgui.core.bundle import Bundle
+from dtgui.core.bundle import Bundle, add_task_modules
 from dtgui.core.machines import Machine, MachineRegistry
 from dtgui.core.plan import LOCAL_MACHINE, Plan
-from dtgui.core.runs import MachineRecord
-from dtgui.core.slurm import JOB_KIND, LOCAL_CLUSTER, SlurmError, SlurmJob
-from dtgui.launch.drivers.base import Driver, Refused, command_runner
+from dtgui.core.runs import MachineRecord, RunRecord
+from dtgui.kinds.slurm.executor import SlurmExecutor
+from dtgui.kinds.slurm.job import (
+    JOB_FILE,
+    JOB_KIND,
+    LOCAL_CLUSTER,
+    TASK_MODULE,
+    SlurmError,
+    SlurmJob,
+    cluster_defaults,
+)
+from dtgui.launch.drivers.base import Driver, Refused, command_runner, remove_through_host
 from dtgui.launch.executor import Executor
 from dtgui.launch.launch_state import Launch
 from dtgui.launch.targets import Target
 
 if TYPE_CHECKING:
+    from dtgui.core.machines import RemoteFacts
+    from dtgui.remote.commands import CommandRunner
     from dtgui.remote.connection import SSHClient
     from dtgui.remote.connector import Connector
 
@@ -46,9 +57,10 @@ def cluster_target(machine: Machine | None, job: SlurmJob) -> Target:
 def cluster_job_target(machine: Machine, **job: Any) -> Target:
     """A registered cluster as the target of one job: its defaults, then `job`'s values that
     are not None (SlurmJob's fields)."""
-    assert machine.slurm is not None, f"{machine.name} is not a Slurm cluster"
+    defaults = cluster_defaults(machine)
+    assert defaults is not None, f"{machine.name} is not a Slurm cluster"
     return cluster_target(machine, SlurmJob.from_defaults(
-        machine.name, machine.slurm, python=machine.python or None, **job))
+        machine.name, defaults, python=machine.python or None, **job))
 
 
 def job_target(job: SlurmJob, registry: MachineRegistry | None = None) -> Target | None:
@@ -57,7 +69,7 @@ def job_target(job: SlurmJob, registry: MachineRegistry | None = None) -> Target
     if job.cluster == LOCAL_CLUSTER:
         return cluster_target(None, job)
     machine = (registry or MachineRegistry()).find(job.cluster)
-    if machine is None or machine.slurm is None:
+    if cluster_defaults(machine) is None:
         return None
     return cluster_target(machine, job)
 
@@ -71,11 +83,14 @@ class SlurmDriver(Driver):
     kind = KIND
     whole_run = ("a run on a Slurm cluster runs all its tasks there; it cannot take other "
                  "machines too.")
+    errors = (SlurmError,)
+    probes = True
+    probe_text = "probing the login node and Slurm (sinfo, squeue)"
 
     def check(self, launch: Launch, target: Target) -> list[str]:
         """The job against the cluster's partitions (`sinfo` on the login node), then the
         run's directory on the shared filesystem."""
-        from dtgui.remote.slurm import ask_slurm, check_job, make_run_dir
+        from dtgui.kinds.slurm.remote import ask_slurm, check_job, make_run_dir
 
         job = _job(target)
         runner = command_runner(target, launch.clients.get(target.name))
@@ -89,7 +104,8 @@ class SlurmDriver(Driver):
         launch.notes += found.notes
         if found.problems or target.machine is None:
             return found.problems
-        shared = target.machine.slurm.shared_dir if target.machine.slurm else DEFAULT_SHARED_DIR
+        defaults = cluster_defaults(target.machine)
+        shared = defaults.shared_dir if defaults is not None else DEFAULT_SHARED_DIR
         try:
             launch.dirs[target.name] = make_run_dir(runner, shared, launch.record.run_id)
         except SlurmError as exc:
@@ -97,8 +113,8 @@ class SlurmDriver(Driver):
         return []
 
     def place(self, launch: Launch) -> Plan:
-        from dtgui.core.slurm import job_problems
-        from dtgui.core.slurm_bundle import place_on_cluster
+        from dtgui.kinds.slurm.batch_bundle import place_on_cluster
+        from dtgui.kinds.slurm.job import job_problems
 
         (target,) = launch.targets
         job = _job(target)
@@ -109,16 +125,20 @@ class SlurmDriver(Driver):
         return placed
 
     def render(self, launch: Launch, target: Target, bundle: Bundle) -> None:
-        from dtgui.core.slurm_bundle import write_slurm_files
+        from dtgui.kinds.slurm.batch_bundle import write_slurm_files
 
         write_slurm_files(bundle, _job(target))
+        add_task_modules(bundle, self.task_modules())
+
+    def task_modules(self) -> dict[str, Path]:
+        return {TASK_MODULE: Path(__file__).with_name("task.py")}
 
     def executor(self, target: Target, bundle: Bundle, run_dir: str, *,
                  connector: Connector | None = None, client: SSHClient | None = None,
                  dir_ready: bool = False) -> Executor:
         tasks = [t for t in bundle.plan.tasks if t.machine_name == target.name]
         if target.machine is not None:  # the login node over SSH
-            from dtgui.launch.slurm_remote import RemoteSlurmExecutor
+            from dtgui.kinds.slurm.executor_ssh import RemoteSlurmExecutor
 
             assert connector is not None
             remote = RemoteSlurmExecutor(target.name, bundle, tasks, run_dir=run_dir,
@@ -126,13 +146,9 @@ class SlurmDriver(Driver):
                                          client=client)
             remote.dir_ready = dir_ready
             return remote
-        from dtgui.launch.slurm_exec import SlurmExecutor
-
         return SlurmExecutor(target.name, bundle, tasks, command_runner(target, None), run_dir)
 
     def started(self, executor: Executor) -> str:
-        from dtgui.launch.slurm_exec import SlurmExecutor
-
         assert isinstance(executor, SlurmExecutor)
         return f"submitted Slurm job {executor.job_id}; Ctrl-C cancels it"
 
@@ -141,9 +157,6 @@ class SlurmDriver(Driver):
         machine = Machine.from_dict(rec.machine) if rec.machine else None
         return Target(rec.name, machine, rec.python, rec.address,
                       job=SlurmJob(cluster=rec.name), kind=KIND)
-
-    def owns(self, machine: Machine) -> bool:
-        return machine.is_slurm
 
     def trial_target_text(self, machine: Machine) -> str:
         return f"Slurm cluster {machine.name} (a job a trial)"
@@ -156,7 +169,7 @@ class SlurmDriver(Driver):
         if not isinstance(job, SlurmJob):
             return None
         machine = machines.get(job.cluster)
-        if job.cluster != LOCAL_CLUSTER and (machine is None or machine.slurm is None):
+        if job.cluster != LOCAL_CLUSTER and cluster_defaults(machine) is None:
             raise Refused(f"No Slurm cluster is registered as {job.cluster!r} (local = this "
                           "machine is the login node).")
         return cluster_target(machine, job)
@@ -165,10 +178,11 @@ class SlurmDriver(Driver):
         """Its defaults, a task a node (as `dtgui export --slurm` without --nodes)."""
         from dtgui.core.placement import task_layout
 
-        assert machine.slurm is not None, f"{machine.name} is not a Slurm cluster"
+        defaults = cluster_defaults(machine)
+        assert defaults is not None, f"{machine.name} is not a Slurm cluster"
         try:
             return SlurmJob.from_defaults(
-                machine.name, machine.slurm, python=machine.python or None,
+                machine.name, defaults, python=machine.python or None,
                 nodes=len(task_layout(plan)), tasks_per_node=1).validate()
         except SlurmError as exc:
             raise Refused(f"The Slurm cluster {machine.name}'s defaults make no job: "
@@ -176,14 +190,47 @@ class SlurmDriver(Driver):
 
     def export(self, plan: Plan, destination: Path,
                job: object) -> tuple[Bundle, str] | None:
-        from dtgui.core.slurm_bundle import render_slurm_bundle
+        from dtgui.kinds.slurm.batch_bundle import render_slurm_bundle
 
         if not isinstance(job, SlurmJob):
             return None
         bundle = render_slurm_bundle(plan, destination, job)
+        add_task_modules(bundle, self.task_modules())
         return bundle, ("on the cluster's login node, from the bundle on the shared "
                         f"filesystem:\n  cd {bundle.path}   (or where you copied it)\n"
                         "  sbatch job.sbatch")
+
+    def bundle_job(self, path: Path) -> SlurmJob | None:
+        return SlurmJob.load(path)
+
+    def old_record(self, rec: MachineRecord) -> bool:
+        return bool(rec.job_id)
+
+    def remove_copy(self, target: Target, bundle: Bundle, directory: str,
+                    connector: Connector | None) -> None:
+        executor = self.executor(target, bundle, directory, connector=connector)
+        assert isinstance(executor, SlurmExecutor)
+        remove_through_host(executor.host, directory)
+
+    def probe_facts(self, runner: CommandRunner, facts: RemoteFacts) -> None:
+        from dtgui.kinds.slurm.remote import ask_slurm
+
+        facts.kind_facts = ask_slurm(runner)
+        python = facts.python_command
+        if not facts.python_path and python != "python3":  # the nodes' Python, not the login's
+            facts.warnings = [f"{python} is not on the login node's PATH: the cluster's setup "
+                              "lines (module load, venv, conda) must give it on the nodes."]
+
+    def tracking_tags(self, record: RunRecord) -> dict[str, str]:
+        jobs = sorted({m.job_id for m in record.machines if m.job_id})
+        return {"dtgui.slurm_job": ",".join(jobs)} if jobs else {}
+
+    def tracking_files(self, root: Path) -> list[Path]:
+        return [root / JOB_FILE]
+
+    def resume_refusal(self) -> str:
+        return ("a run on a Slurm cluster resumes on its cluster, as it was submitted (its "
+                "checkpoints are on that cluster's shared filesystem).")
 
     def bundle_target(self, bundle: Bundle,
                       registry: MachineRegistry | None) -> Target | None:
@@ -198,7 +245,7 @@ class SlurmDriver(Driver):
 
     def cleanup(self, launch: Launch, target: Target) -> None:
         """A launch that did not start leaves nothing on the cluster's shared filesystem."""
-        from dtgui.remote.slurm import remove_run_dir
+        from dtgui.remote.commands import remove_run_dir
 
         made = launch.dirs.get(target.name)
         if made:

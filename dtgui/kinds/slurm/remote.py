@@ -1,6 +1,6 @@
 """Slurm's commands on a cluster's login node, through a `CommandRunner` (the same argv here,
 when this machine is the login node, or over SSH). The answers are read by
-`dtgui.core.slurm`; every argument is a separate argv word (quoted over SSH).
+`dtgui.kinds.slurm.job`; every argument is a separate argv word (quoted over SSH).
 """
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from dtgui.core.slurm import SlurmError, SlurmJob, account_problems, fit_problems
-from dtgui.core.slurm_answers import (
+from dtgui.kinds.slurm.answers import (
     SACCT_FIELDS,
     SINFO_FORMAT,
     SQUEUE_FORMAT,
@@ -29,6 +28,7 @@ from dtgui.core.slurm_answers import (
     status_from_squeue,
     submit_error,
 )
+from dtgui.kinds.slurm.job import SlurmError, SlurmJob, account_problems, fit_problems
 
 if TYPE_CHECKING:
     from dtgui.remote.commands import CommandRunner
@@ -69,23 +69,14 @@ def ask_slurm(runner: CommandRunner, user: str = "") -> ClusterFacts:
 
 def make_run_dir(runner: CommandRunner, shared_dir: str, run_id: str) -> str:
     """The run's directory `~/<shared_dir>/<run_id>` on the cluster's shared filesystem, made
-    there; its absolute path. SlurmError when it cannot be made."""
+    there; its absolute path (removed by `dtgui.remote.commands.remove_run_dir`). SlurmError
+    when it cannot be made."""
     code, out, err = runner.run(["sh", "-c", 'mkdir -p -- "$HOME/$1" && cd -- "$HOME/$1" && pwd',
                                  "sh", f"{shared_dir}/{run_id}"], TIMEOUT)
     if code != 0:
         raise SlurmError(f"cannot make the run's directory under {shared_dir}: "
                          f"{err.decode('utf-8', 'replace').strip()}")
     return out.decode("utf-8", "replace").strip()
-
-
-def remove_run_dir(runner: CommandRunner, path: str) -> None:
-    """Remove a run's directory made by `make_run_dir` (a launch that did not start), or a
-    machine's copy of a run being deleted (`dtgui.launch.host.Host.remove_tree`)."""
-    if not path.startswith("/") or path.rstrip("/").count("/") < 2:
-        raise SlurmError(f"not a run's directory: {path!r}")
-    code, _, err = runner.run(["rm", "-rf", "--", path], TIMEOUT)
-    if code != 0:
-        raise SlurmError(f"cannot remove {path}: {err.decode('utf-8', 'replace').strip()}")
 
 
 def submit(runner: CommandRunner, directory: str, script: str) -> str:

@@ -10,33 +10,19 @@ from typing import TYPE_CHECKING
 
 from dtgui.core.bundle import Bundle
 from dtgui.core.machines import MachineRegistry
-from dtgui.core.plan import LOCAL_MACHINE
 from dtgui.core.runs import MachineRecord
 from dtgui.launch.drivers.processes import ProcessDriver
 from dtgui.launch.executor import Executor
 from dtgui.launch.launch_state import Launch
 from dtgui.launch.local_exec import LocalExecutor
-from dtgui.launch.targets import LOCAL_KIND, Target
+from dtgui.launch.targets import LOCAL_KIND, Target, local_target
 
 if TYPE_CHECKING:
     from dtgui.remote.connection import SSHClient
     from dtgui.remote.connector import Connector
 
-KIND = LOCAL_KIND
-
-
-def local_target(python: str = "", gpus: tuple[int, ...] = (), address: str = "") -> Target:
-    """This machine (`python`: "" = this process's interpreter)."""
-    return Target(LOCAL_MACHINE, None, python, address, gpus, kind=KIND)
-
-
-def local_executor(bundle: Bundle, python: str) -> Executor:
-    """The executor of a bundle's tasks on this machine."""
-    return LocalDriver().executor(local_target(python), bundle, str(bundle.path))
-
-
 class LocalDriver(ProcessDriver):
-    kind = KIND
+    kind = LOCAL_KIND
     imports_tf = False  # this machine's TensorFlow is the one the bundle pins
 
     def checks(self, launch: Launch, target: Target) -> bool:

@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING
 from dtgui.core.bundle import Bundle
 from dtgui.core.events import Event
 from dtgui.core.plan import TaskSpec
-from dtgui.core.slurm import JOB_FILE, SlurmError
-from dtgui.core.slurm_answers import JobStatus
+from dtgui.kinds.slurm import remote as slurm
+from dtgui.kinds.slurm.answers import JobStatus
+from dtgui.kinds.slurm.job import JOB_FILE, SlurmError
 from dtgui.launch.executor import Executor, MachinePoll, TaskFiles, TaskPoll
 from dtgui.launch.host import CopyProgress, Host, LocalHost, bundle_archive
-from dtgui.remote import slurm
 from dtgui.worker import layout
 
 if TYPE_CHECKING:

@@ -14,13 +14,13 @@ from dtgui.launch.drivers.base import registered
 from dtgui.launch.drivers.processes import ProcessDriver
 from dtgui.launch.executor import Executor
 from dtgui.launch.launch_state import Launch
-from dtgui.launch.targets import SSH_KIND, Target
+from dtgui.launch.targets import Target
 
 if TYPE_CHECKING:
     from dtgui.remote.connection import SSHClient
     from dtgui.remote.connector import Connector
 
-KIND = SSH_KIND
+KIND = "ssh"  # `dtgui.core.machines.PLAIN_KIND`: a registered machine of no other kind
 
 
 def ssh_target(machine: Machine, python: str | None = None, gpus: tuple[int, ...] = (),
@@ -33,8 +33,12 @@ def ssh_target(machine: Machine, python: str | None = None, gpus: tuple[int, ...
 class SshDriver(ProcessDriver):
     kind = KIND
 
+    def machine_target(self, machine: Machine, python: str | None = None,
+                       gpus: tuple[int, ...] = ()) -> Target:
+        return ssh_target(machine, python, gpus)
+
     def directory(self, launch: Launch, target: Target) -> str:
-        from dtgui.launch.ssh_exec import remote_run_dir
+        from dtgui.kinds.ssh.executor import remote_run_dir
 
         return remote_run_dir("", launch.record.run_id, target.name).lstrip("/")
 
@@ -46,7 +50,7 @@ class SshDriver(ProcessDriver):
     def executor(self, target: Target, bundle: Bundle, run_dir: str, *,
                  connector: Connector | None = None, client: SSHClient | None = None,
                  dir_ready: bool = False) -> Executor:
-        from dtgui.launch.ssh_exec import SshExecutor
+        from dtgui.kinds.ssh.executor import SshExecutor
 
         assert target.machine is not None and connector is not None
         tasks = [t for t in bundle.plan.tasks if t.machine_name == target.name]

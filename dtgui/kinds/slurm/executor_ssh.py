@@ -16,7 +16,7 @@ import paramiko
 
 from dtgui.core.bundle import Bundle
 from dtgui.core.plan import TaskSpec
-from dtgui.launch.slurm_exec import SlurmExecutor
+from dtgui.kinds.slurm.executor import SlurmExecutor
 from dtgui.launch.ssh_host import Reconnect, SshHost
 
 

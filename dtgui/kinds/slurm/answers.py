@@ -1,11 +1,12 @@
 """What Slurm's commands answer, read: `sinfo` partitions, `squeue` jobs, `scontrol` and
 `sacct` job states, `sbatch`'s refusals and the client's errors, each with what to do.
 
-Pure Python (no paramiko, no Qt, no TensorFlow); the commands run in `dtgui.remote.slurm`.
+Pure Python (no paramiko, no Qt, no TensorFlow); the commands run in `dtgui.kinds.slurm.remote`.
 """
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass, field
 
@@ -72,7 +73,7 @@ class QueuedJob:
 
 @dataclass
 class ClusterFacts:
-    """What the probe of a cluster found (`dtgui.remote.slurm.ask_slurm`)."""
+    """What the probe of a cluster found (`dtgui.kinds.slurm.remote.ask_slurm`)."""
 
     version: str = ""
     partitions: list[Partition] = field(default_factory=list)
@@ -84,6 +85,71 @@ class ClusterFacts:
         if not name:
             return next((p for p in self.partitions if p.default), None)
         return next((p for p in self.partitions if p.name == name), None)
+
+    # -- what the Machines panel shows of it (`dtgui.core.machines.KindFacts`) -------------
+    tf_cell = "on nodes"
+    tf_detail = "TensorFlow on the nodes"
+    tf_tip = ("TensorFlow runs on the cluster's nodes, with the Python its setup lines give "
+              "(module load, venv, conda); the login node does not import it.")
+
+    def gpus_cell(self) -> str:
+        """The GPUs cell of a cluster, short enough for the panel's narrow column: its nodes
+        and their most GPUs ("4 nodes × 4 GPUs"; the card has each partition)."""
+        if not self.partitions:
+            return "?"
+        nodes = max(p.nodes for p in self.partitions)  # partitions may share nodes
+        gpus = max(p.gpus_per_node for p in self.partitions)
+        return f"{nodes} nodes" + (f" × {gpus} GPUs" if gpus else ", no GPU")
+
+    def gpus_tip(self) -> str:
+        return "\n".join([*map(partition_text, self.partitions), *self.problems])
+
+    def detail_lines(self) -> list[str]:
+        """Slurm's part of a cluster's details (rich text): version, partitions, the user's
+        own jobs, and each problem with what to do."""
+        e = html.escape
+        grey = "<span style='color:#6b7280'>"
+        out = []
+        if self.version:
+            out.append(f"<b>Slurm {e(self.version)}</b> {grey}partitions (sinfo):</span>")
+            out += [f"&nbsp;&nbsp;{e(partition_text(p))}" for p in self.partitions]
+            mine = (f"Your jobs (squeue): {len(self.jobs)}" if self.jobs else
+                    f"{grey}No job of yours in the queue.</span>")
+            out.append(mine)
+            out += [f"&nbsp;&nbsp;{e(queued_job_text(j))}" for j in self.jobs[:8]]
+            if len(self.jobs) > 8:
+                out.append(f"&nbsp;&nbsp;{grey}… {len(self.jobs) - 8} more</span>")
+        out += [f"<span style='color:#b91c1c'>⚠ Slurm: {e(p)}</span>" for p in self.problems]
+        return out
+
+
+def time_text(seconds: int) -> str:
+    """Seconds as Slurm's [D-]HH:MM:SS."""
+    days, rest = divmod(seconds, 86400)
+    h, rest = divmod(rest, 3600)
+    mi, s = divmod(rest, 60)
+    return (f"{days}-" if days else "") + f"{h:02d}:{mi:02d}:{s:02d}"
+
+
+def partition_text(part: Partition) -> str:
+    """'debug (default): 2 nodes (2 idle) · 2 CPUs, 3.9 GiB, no GPU per node · no limit'."""
+    name = part.name + (" (default)" if part.default else "") + \
+        ("" if part.available else " (down)")
+    states = ", ".join(f"{n} {state}" for state, n in sorted(part.states.items(),
+                                                               key=lambda s: -s[1]))
+    gpus = f"{part.gpus_per_node} GPUs" if part.gpus_per_node else "no GPU"
+    limit = time_text(part.time_limit) if part.time_limit is not None else "no"
+    return (f"{name}: {part.nodes} node{'s' if part.nodes != 1 else ''}"
+            + (f" ({states})" if states else "")
+            + f" · {part.cpus} CPUs, {part.memory_mb / 1024:.1f} GiB, {gpus} per node"
+            + f" · {limit} time limit")
+
+
+def queued_job_text(job: QueuedJob) -> str:
+    """'12 train RUNNING on 2 nodes in debug, 0:05 of 1:00:00' ('PENDING (Resources)')."""
+    how = f"{job.state} ({job.reason})" if job.reason and job.reason != "None" else job.state
+    return (f"{job.job_id} {job.name} {how} on {job.nodes} node{'s' if job.nodes != 1 else ''}"
+            f" in {job.partition}, {job.elapsed} of {job.time_limit}")
 
 
 def _leading_int(text: str) -> int:

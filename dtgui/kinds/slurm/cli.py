@@ -1,16 +1,53 @@
-"""`dtgui export OUT --slurm CLUSTER ...`: a bundle that is one Slurm job. `dtgui run OUT` of
-such a bundle goes through the launch pipeline as every run does (`launch_bundle`: the Slurm
-driver finds its cluster, checks the job with `sinfo`, copies it to a registered cluster's
-shared filesystem, submits and follows it)."""
+"""The Slurm kind's command-line options (`KindOptions`): `dtgui export OUT --slurm CLUSTER
+...`, a bundle that is one Slurm job, and `dtgui sweep OUT --slurm CLUSTER`, each trial one.
+`dtgui run OUT` of such a bundle goes through the launch pipeline as every run does
+(`launch_bundle`: the Slurm driver finds its cluster, checks the job with `sinfo`, copies it
+to a registered cluster's shared filesystem, submits and follows it)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from dtgui.cli.kind_options import KindOptions
 from dtgui.core.plan import Plan
-from dtgui.core.slurm import LOCAL_CLUSTER, SlurmDefaults, SlurmError, SlurmJob, job_from_args
 from dtgui.core.strategies import Strategy
+from dtgui.kinds.slurm.job import (
+    JOB_KIND,
+    LOCAL_CLUSTER,
+    SlurmDefaults,
+    SlurmError,
+    SlurmJob,
+    cluster_defaults,
+    job_from_args,
+)
+
+
+class SlurmOptions(KindOptions):
+    kind = JOB_KIND
+
+    def add(self, parser: argparse.ArgumentParser) -> None:
+        add_slurm_options(parser)
+
+    def chosen(self, args: argparse.Namespace) -> bool:
+        return bool(getattr(args, "slurm", ""))
+
+    def fill_counts(self, args: argparse.Namespace) -> None:
+        fill_counts(args)
+
+    def job(self, args: argparse.Namespace, plan: Plan) -> SlurmJob:
+        return job_from(args, plan)
+
+    def export(self, plan: Plan, args: argparse.Namespace) -> int:
+        return export_slurm(plan, args)
+
+    def trial_refusal(self, args: argparse.Namespace) -> str:
+        placed = args.on or args.workers_on or args.chief_on or args.ps_on or args.address \
+            or args.gpus  # --python CLUSTER=PATH names the nodes' Python: it stays
+        if args.trial_on or placed:
+            return ("--slurm runs every trial as a job on the cluster, where Slurm places it: "
+                    "leave out --trial-on and the placement options (--on, --workers-on ...).")
+        return ""
 
 
 def add_slurm_options(parser: argparse.ArgumentParser) -> None:
@@ -52,12 +89,13 @@ def _cluster_defaults(name: str) -> tuple[SlurmDefaults, str]:
     registry = MachineRegistry()
     registry.load()
     machine = registry.find(name)
-    if machine is None or machine.slurm is None:
-        known = [m.name for m in registry.machines() if m.slurm is not None]
+    defaults = cluster_defaults(machine)
+    if machine is None or defaults is None:
+        known = [m.name for m in registry.machines() if cluster_defaults(m) is not None]
         raise SlurmError(f"no Slurm cluster is registered as {name!r} (registered: "
                          f"{', '.join(known) or 'none'}; `local` = this machine is the login "
                          "node)")
-    return machine.slurm, machine.python
+    return defaults, machine.python
 
 
 def job_from(args: argparse.Namespace, plan: Plan) -> SlurmJob:
@@ -84,13 +122,15 @@ def job_from(args: argparse.Namespace, plan: Plan) -> SlurmJob:
 
 
 def export_slurm(plan: Plan, args: argparse.Namespace) -> int:
-    from dtgui.core.bundle import BundleError
+    from dtgui.core.bundle import BundleError, add_task_modules
     from dtgui.core.plan import PlanError
-    from dtgui.core.slurm_bundle import render_slurm_bundle
+    from dtgui.kinds.slurm.batch_bundle import render_slurm_bundle
+    from dtgui.kinds.slurm.driver import SlurmDriver
 
     try:
         job = job_from(args, plan)
         bundle = render_slurm_bundle(plan, args.outdir, job)
+        add_task_modules(bundle, SlurmDriver().task_modules())
     except (SlurmError, BundleError, PlanError) as exc:
         print(f"dtgui export: {exc}", file=sys.stderr)
         return 2

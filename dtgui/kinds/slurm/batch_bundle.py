@@ -3,7 +3,7 @@ job.sbatch, slurm.json and a README section saying how to submit it by hand.
 
 The tasks are placed on this machine with free ports as for any bundle, so `bash run.sh`
 still runs it here; under Slurm (DTGUI_SLURM_TASKS set by job.sbatch) each task script keeps
-the TF_CONFIG that `dtgui_worker.slurm_task` formed from the allocation instead.
+the TF_CONFIG that `dtgui_slurm_task` formed from the allocation instead.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from dtgui.core.bundle import Bundle, BundleError, render_bundle
 from dtgui.core.placement import place_local
 from dtgui.core.plan import Plan, PlanError, TaskSpec
-from dtgui.core.slurm import (
+from dtgui.kinds.slurm.job import (
     JOB_FILE,
     JOB_SETTINGS,
     LOCAL_CLUSTER,
@@ -40,7 +40,7 @@ def place_on_cluster(plan: Plan, job: SlurmJob) -> Plan:
 
 
 def slurm_task_script(text: str) -> str:
-    """A task script whose TF_CONFIG gives way to Slurm's (set by dtgui_worker.slurm_task)."""
+    """A task script whose TF_CONFIG gives way to Slurm's (set by dtgui_slurm_task)."""
     out = []
     for line in text.splitlines():
         if line.startswith("export TF_CONFIG="):

@@ -1,9 +1,11 @@
 """One task of a run under Slurm: TF_CONFIG from Slurm's allocation, then the task's script.
 
-Stdlib only (copied into bundles as `dtgui_worker.slurm_task`). The bundle's job.sbatch runs
+Stdlib and the worker package only: the Slurm kind's part of the task program, copied into
+its bundles beside the worker package as `dtgui_slurm_task` (`Driver.task_modules`). The
+bundle's job.sbatch runs
 
-    python -m dtgui_worker.slurm_task --hosts   (the batch step: the nodes' addresses)
-    srun ... python -m dtgui_worker.slurm_task  (every task)
+    python -m dtgui_slurm_task --hosts   (the batch step: the nodes' addresses)
+    srun ... python -m dtgui_slurm_task  (every task)
 
 A task's rank (SLURM_PROCID) picks its dtgui task from DTGUI_SLURM_TASKS (task ids by rank);
 ranks are laid out in blocks (`srun --distribution=block`): SLURM_STEP_TASKS_PER_NODE says how
@@ -18,14 +20,33 @@ stopped by a signal (time limit, scancel) as ended by that signal.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
 import subprocess
 import sys
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-from .layout import TASK_DIRS, log_file, wrapper_argv
-from .tf_config import split_task_id, task_tf_config, tf_cluster
+
+def _worker_module(name: str) -> ModuleType:
+    """A module of the worker package: `dtgui_worker`'s in a bundle (copied beside it, where
+    dtgui itself is not installed), else dtgui's own (its tests run this from the tree)."""
+    try:
+        return importlib.import_module(f"dtgui_worker.{name}")
+    except ImportError:
+        return importlib.import_module(f"dtgui.worker.{name}")
+
+
+if TYPE_CHECKING:
+    from dtgui.worker import layout, tf_config
+else:
+    layout = _worker_module("layout")
+    tf_config = _worker_module("tf_config")
+TASK_DIRS, log_file, wrapper_argv = layout.TASK_DIRS, layout.log_file, layout.wrapper_argv
+split_task_id, task_tf_config = tf_config.split_task_id, tf_config.task_tf_config
+tf_cluster = tf_config.tf_cluster
 
 PORT_LOW = 20000
 PORT_SPAN = 40000

@@ -1,6 +1,6 @@
 """The wizard's Slurm target: the job a run asks of a cluster (nodes × tasks per node × GPUs
 per task, partition, time limit, the nodes' Python), with the cluster's registered defaults
-(`dtgui.core.slurm.SlurmDefaults`) filled in.
+(`dtgui.kinds.slurm.job.SlurmDefaults`) filled in.
 
 The target choice offers it as "Slurm cluster:" with the clusters beside it (the registered
 clusters' login nodes, and this machine when Slurm's client is here); chosen, it stands in
@@ -9,7 +9,7 @@ driver's `target_of_job` turns into the target. The run's tasks
 follow the job: a multi-process strategy gets nodes × tasks per node tasks (the coordinator
 and the parameter servers first, the rest workers); a single-process strategy runs as one task
 on one node. GPUs per task make a GPU run (one replica a GPU where the strategy says so).
-Everything the user types is validated by `dtgui.core.slurm` (`job_problems`), and, when the
+Everything the user types is validated by `dtgui.kinds.slurm.job` (`job_problems`), and, when the
 cluster's partitions are known (`sinfo`), checked against them (`fit_problems`).
 """
 
@@ -35,25 +35,25 @@ from dtgui.core.machines import Machine
 from dtgui.core.placement import task_layout
 from dtgui.core.plan import Plan
 from dtgui.core.settings import atomic_write_text, config_dir, read_json_or_backup
-from dtgui.core.slurm import (
+from dtgui.core.strategies import Strategy
+from dtgui.kinds.slurm.answers import ClusterFacts, Partition
+from dtgui.kinds.slurm.batch_bundle import place_on_cluster
+from dtgui.kinds.slurm.driver import KIND
+from dtgui.kinds.slurm.job import (
     JOB_FILE,
     LOCAL_CLUSTER,
     SlurmDefaults,
     SlurmError,
     SlurmJob,
     batch_script,
+    cluster_defaults,
     fit_problems,
     job_problems,
     tf_config_on_nodes,
 )
-from dtgui.core.slurm_answers import ClusterFacts, Partition
-from dtgui.core.slurm_bundle import place_on_cluster
-from dtgui.core.strategies import Strategy
-from dtgui.launch.drivers.slurm import KIND
+from dtgui.ui.wizard.common import card, label, mark_invalid, muted
+from dtgui.ui.wizard.target_box import TargetBox
 from dtgui.ui.workers import run_in_thread
-
-from .common import card, label, mark_invalid, muted
-from .target_box import TargetBox
 
 LOGIN_NODE_TEXT = "This machine (login node)"
 
@@ -170,7 +170,7 @@ class SlurmBox(TargetBox):
 
     def set_machines(self, machines: Sequence[Machine]) -> None:
         self._machines = list(machines)
-        self._clusters = [m for m in machines if m.is_slurm]
+        self._clusters = [m for m in machines if cluster_defaults(m) is not None]
         self._update_clusters()
 
     def set_facts(self, facts: Mapping[str, object]) -> None:
@@ -250,8 +250,7 @@ class SlurmBox(TargetBox):
         self.cluster = name
         self._machine = machine
         self.partitions = []
-        self.defaults = machine.slurm if machine is not None and machine.slurm else \
-            SlurmDefaults()
+        self.defaults = cluster_defaults(machine) or SlurmDefaults()
         python = (machine.python.strip() if machine is not None else "") or (
             sys.executable if name == LOCAL_CLUSTER else "python3")
         fields: tuple[QWidget, ...] = (self.partition_edit, self.time_edit, self.python_edit,
@@ -282,6 +281,12 @@ class SlurmBox(TargetBox):
             partitions, self.cluster = self.partitions, ""
             self.set_cluster(job.cluster, self._machine)
             self.set_partitions(partitions)
+
+    def refill(self, job: object) -> bool:
+        if not isinstance(job, SlurmJob):
+            return False
+        self.remember(job)
+        return True
 
     def _set_layout(self, nodes: int, tasks_per_node: int) -> None:
         for spin, value in ((self.nodes_spin, nodes), (self.tasks_spin, tasks_per_node)):
@@ -381,9 +386,9 @@ class SlurmBox(TargetBox):
                 "submitted.")
 
     def tf_config_text(self, placed: Plan, job: object, rank: int) -> str:
-        """What a task's TF_CONFIG will be on the nodes (dtgui_worker.slurm_task forms it)."""
+        """What a task's TF_CONFIG will be on the nodes (dtgui_slurm_task forms it)."""
         assert isinstance(job, SlurmJob)
-        return ("# Formed on the node when the job starts (dtgui_worker.slurm_task): the "
+        return ("# Formed on the node when the job starts (dtgui_slurm_task): the "
                 "nodes'\n# addresses from Slurm's allocation, and a port per rank from a base "
                 "drawn from\n# the job id, so tasks sharing a node never share a port.\n"
                 + json.dumps(tf_config_on_nodes(placed, job, rank), indent=2) + "\n")
@@ -438,8 +443,8 @@ def local_login_node() -> bool:
 
 def local_partitions() -> list[Partition]:
     """What `sinfo` says here of the partitions (none when it cannot say)."""
+    from dtgui.kinds.slurm.remote import ask_slurm
     from dtgui.remote.commands import LocalRunner
-    from dtgui.remote.slurm import ask_slurm
 
     facts = ask_slurm(LocalRunner())
     return facts.partitions if facts.version else []
