@@ -371,9 +371,6 @@ def test_the_dialog_offers_the_machines_any_kind_owns_and_keeps_its_job(
     class FarmDriver(Driver):
         kind = "farm"
 
-        def owns(self, machine: Machine) -> bool:
-            return machine.name.startswith("farm")
-
         def trial_job(self, plan: Plan, machine: Machine) -> FarmJob:
             return FarmJob(machine.name, plan.workers)
 
@@ -384,7 +381,7 @@ def test_the_dialog_offers_the_machines_any_kind_owns_and_keeps_its_job(
             return FarmJob(str(data["machine"]), int(data["slots"]))
 
     monkeypatch.setitem(DRIVERS, FarmDriver.kind, FarmDriver())
-    farm = Machine(name="farm1", host="farm.example.org", user="me")
+    farm = Machine(name="farm1", host="farm.example.org", user="me", kind="farm")
     dialog = SweepDialog(Plan(workers=3), folder=tmp_path / "s", job_machines=[farm])
     qtbot.addWidget(dialog)
     dialog.set_params(["lr=loguniform:1e-4:1e-1"])

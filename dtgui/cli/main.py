@@ -389,10 +389,9 @@ def limit_line(plan: Plan, splits: Iterable[StepSplit], memory: Iterable[DeviceM
 
 def _report_plugins() -> None:
     """Each target plugin that cannot be used, one line on stderr (the others work)."""
-    import dtgui.launch.drivers  # noqa: F401 - its kinds' drivers load (or are reported)
-    from dtgui.kinds import problems
+    from dtgui.launch.drivers import plugin_problems
 
-    for problem in problems():
+    for problem in plugin_problems():
         print(f"dtgui: {problem}", file=sys.stderr)
 
 

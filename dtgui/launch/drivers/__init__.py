@@ -10,33 +10,78 @@ constructors (`local_target`, `plan_targets`, `chosen_targets`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from dtgui.core.bundle import Bundle
 from dtgui.core.machines import PLAIN_KIND, Machine, MachineRegistry
 from dtgui.core.plan import LOCAL_MACHINE, Plan
 from dtgui.core.runs import MachineRecord, RunRecord
 from dtgui.core.sweep import JobReader, TrialJob
-from dtgui.kinds import hooks, report_plugin
+from dtgui.kinds import hooks, problems, report_plugin
 from dtgui.launch.drivers.base import REQUIRED_HOOKS, Driver, Refused
 from dtgui.launch.executor import Executor
 from dtgui.launch.targets import LOCAL_KIND, Target, local_target
 
 __all__ = ["DRIVERS", "Driver", "Refused", "bundle_job", "bundle_targets", "chosen_targets",
            "connected_machines", "driver_for", "export_job", "job_readers", "local_executor",
-           "local_target", "machine_target", "owner_of", "plan_targets", "process_machines",
+           "local_target", "machine_target", "owner_of", "plan_targets", "plugin_problems", "process_machines",
            "recorded_kind", "register", "run_errors", "started_lines", "target_of_record",
            "trial_job"]
 
-DRIVERS: dict[str, Driver] = {}
+class _Drivers(dict[str, Driver]):
+    """The drivers by kind, made on first use: a kind's driver module imports this package
+    (its base), so the kinds are loaded once every driver module can be imported whole."""
+
+    loaded = False
+
+    def _load(self) -> None:
+        if not self.loaded:
+            self.loaded = True
+            _register_kinds(self)
+
+    def __getitem__(self, kind: str) -> Driver:
+        self._load()
+        return super().__getitem__(kind)
+
+    def __contains__(self, kind: object) -> bool:
+        self._load()
+        return super().__contains__(kind)
+
+    def __iter__(self) -> Iterator[str]:
+        self._load()
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        self._load()
+        return super().__len__()
+
+    def get(self, kind: str, default: Any = None) -> Any:
+        self._load()
+        return super().get(kind, default)
+
+    def keys(self) -> Any:
+        self._load()
+        return super().keys()
+
+    def values(self) -> Any:
+        self._load()
+        return super().values()
+
+    def items(self) -> Any:
+        self._load()
+        return super().items()
+
+
+DRIVERS = _Drivers()
 
 
 def register(driver: Driver) -> None:
     DRIVERS[driver.kind] = driver
 
 
-def _register_kinds() -> None:
+def _register_kinds(drivers: dict[str, Driver]) -> None:
     """Every registered kind's driver, made once; one that cannot be is reported by its
     kind's name, and the others work."""
     for name, found in hooks("driver").items():
@@ -53,10 +98,14 @@ def _register_kinds() -> None:
         if missing:
             report_plugin(name, f"its driver lacks the hook {', '.join(map(repr, missing))}")
             continue
-        register(driver)
+        drivers.setdefault(driver.kind, driver)  # one a test registered first stays
 
 
-_register_kinds()
+def plugin_problems() -> list[str]:
+    """Why target plugins are not available, by name, once every kind's driver was made
+    (`dtgui.kinds.problems`; the app shows them at start, the command line on stderr)."""
+    DRIVERS.keys()
+    return problems()
 
 
 def local_executor(bundle: Bundle, python: str) -> Executor:
@@ -79,18 +128,18 @@ def driver_for(target: Target) -> Driver:
 
 
 def owner_of(machine: Machine) -> Driver | None:
-    """The driver of the kind a registered machine is when that kind takes a run whole (a
-    cluster's login node), None for a machine tasks are placed on among others (or of a
-    kind that is not installed)."""
+    """The driver of the kind a registered machine is when the machine is that kind's own
+    target (a cluster's login node), None for a machine tasks are placed on among others
+    (or of a kind that is not installed)."""
     driver = DRIVERS.get(machine.kind)
-    return driver if driver is not None and driver.whole_run else None
+    return driver if driver is not None and not driver.takes_tasks else None
 
 
 def process_machines(machines: Sequence[Machine]) -> list[Machine]:
     """The registered machines tasks are placed on, among others: those of a kind whose
     runs share machines."""
     return [m for m in machines
-            if (d := DRIVERS.get(m.kind)) is not None and not d.whole_run]
+            if (d := DRIVERS.get(m.kind)) is not None and d.takes_tasks]
 
 
 def trial_job(plan: Plan, machine: Machine) -> TrialJob:
@@ -129,7 +178,7 @@ def machine_target(machine: Machine, python: str | None = None,
     """A registered machine as one target among a run's machines (its kind's driver makes
     it). Refused for a machine of a kind that is not installed or takes a run whole."""
     driver = DRIVERS.get(machine.kind)
-    if driver is None or driver.whole_run:
+    if driver is None or not driver.takes_tasks:
         raise Refused(f"{machine.name} takes no tasks among other machines")
     return driver.machine_target(machine, python, gpus)
 

@@ -15,8 +15,8 @@ never asks which kind a target is. A driver:
 * `record` / `reattach`: what the run record keeps of a target, and the target of a
   recorded machine;
 * `started`: what a command line says once the tasks started ("" = nothing);
-* `owns`: whether a registered machine is this kind's (a Slurm cluster's login node), so
-  no machine tasks are placed on over SSH;
+* `takes_tasks`: its registered machines take tasks among a run's other machines (else a
+  registered machine of the kind is its own target, e.g. a cluster's login node);
 * `target_of_job`: the target of what the wizard's box for the kind made (a Slurm job);
 * `trial_job`: the job each trial of a sweep is on a registered machine the kind owns,
   `trial_target_text` how the sweep dialog offers that machine, `job_from_dict` the job
@@ -75,6 +75,7 @@ class Driver:
 
     kind = ""
     whole_run = ""  # why a run on this kind takes no other machine ("" = it shares a run)
+    takes_tasks = False  # its registered machines take tasks among a run's other machines
     errors: tuple[type[Exception], ...] = ()  # what a command line reports as a refusal
     probes = False  # the Machines panel asks `probe_facts` of its registered machines
     probe_text = ""  # what the panel says while it does ("probing the login node...")
@@ -125,11 +126,6 @@ class Driver:
     def reattach(self, rec: MachineRecord, registry: MachineRegistry | None) -> Target:
         """The target of a recorded run's machine."""
         raise NotImplementedError
-
-    def owns(self, machine: Machine) -> bool:
-        """Whether a registered machine is this kind's: it takes a run whole, and is no
-        machine for single tasks over SSH."""
-        return False
 
     def target_of_job(self, job: object,
                       machines: Mapping[str, Machine]) -> Target | None:

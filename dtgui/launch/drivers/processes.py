@@ -28,6 +28,7 @@ class ProcessDriver(Driver):
     """A kind whose tasks are processes started on the target; its runs share machines."""
 
     imports_tf = True  # the check imports TensorFlow there (this machine's is known)
+    takes_tasks = True
 
     def directory(self, launch: Launch, target: Target) -> str:
         """The run directory the check makes (relative to the home; "" = none)."""

@@ -158,15 +158,15 @@ class MachinesPanel(QWidget):
 
     # -- loading -------------------------------------------------------------------------------
     def _on_loaded(self, registry: MachineRegistry) -> None:
-        import dtgui.launch.drivers  # noqa: F401 - the kinds' drivers (loaded or reported)
-        from dtgui.kinds import problems
+        from dtgui.launch.drivers import plugin_problems
 
         self.registry = registry
         self.states = {m.name: self.states.get(m.name, RowState()) for m in registry.machines()}
         self.rebuild()
         # a target plugin that cannot be used is said here, where the machines are
-        self.set_message("\n".join(filter(None, [registry.message, *problems()])),
-                         bool(problems()))
+        problems = plugin_problems()
+        self.set_message("\n".join(filter(None, [registry.message, *problems])),
+                         bool(problems))
         self._update_buttons()
 
     def _on_load_error(self, exc: BaseException) -> None:
@@ -389,6 +389,7 @@ class MachinesPanel(QWidget):
 
 def _load_registry() -> MachineRegistry:
     """The machine list, and the kinds' drivers loaded (off the UI thread)."""
-    import dtgui.launch.drivers  # noqa: F401 - a plugin's failure is reported by name
+    from dtgui.launch.drivers import plugin_problems
 
+    plugin_problems()  # a plugin's failure is said by name when the list is shown
     return MachineRegistry()
