@@ -67,6 +67,17 @@ python_packages() {
   echo "$deps $ROOT" > "$stamp"
 }
 
+# The tests' own target kind, a distribution of its own (tests/plugins/pool): installed from
+# this checkout, so that the kinds' registry finds it as it finds any plugin.
+test_plugins() {
+  local found
+  found=$("$VENV/bin/python" -c 'import dtgui_pool, os; print(os.path.dirname(os.path.dirname(dtgui_pool.__file__)))' 2>/dev/null || true)
+  [ "$found" = "$ROOT/tests/plugins/pool" ] && return 0
+  echo "dtgui: installing the test plugin tests/plugins/pool into $VENV"
+  "$VENV/bin/python" -m uv pip install -q --python "$VENV/bin/python" --no-deps -e tests/plugins/pool \
+    || "$VENV/bin/python" -m pip install -q --no-deps -e tests/plugins/pool
+}
+
 setup() {
   local apt_test=""
   if command -v apt-get >/dev/null; then
@@ -83,6 +94,7 @@ setup() {
   local extras="[mlflow]"  # runs into MLflow: the client (docs/mlflow.md)
   if [ "$MODE" = test ] || [ "$MODE" = lint ]; then extras="[mlflow,test]"; fi
   python_packages "$extras"
+  if [ "$MODE" = test ] || [ "$MODE" = lint ]; then test_plugins; fi
   if [ -n "$apt_test" ]; then wait "$apt_test"; fi
 }
 

@@ -212,7 +212,8 @@ class SlurmDriver(Driver):
         assert isinstance(executor, SlurmExecutor)
         remove_through_host(executor.host, directory)
 
-    def probe_facts(self, runner: CommandRunner, facts: RemoteFacts) -> None:
+    def probe_facts(self, machine: Machine, runner: CommandRunner,
+                    facts: RemoteFacts) -> None:
         from dtgui.kinds.slurm.remote import ask_slurm
 
         facts.kind_facts = ask_slurm(runner)

@@ -10,9 +10,8 @@ constructors (`local_target`, `plan_targets`, `chosen_targets`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from dtgui.core.bundle import Bundle
 from dtgui.core.machines import PLAIN_KIND, Machine, MachineRegistry
@@ -30,48 +29,34 @@ __all__ = ["DRIVERS", "Driver", "Refused", "bundle_job", "bundle_targets", "chos
            "recorded_kind", "register", "run_errors", "started_lines", "target_of_record",
            "trial_job"]
 
-class _Drivers(dict[str, Driver]):
+class _Drivers(MutableMapping[str, Driver]):
     """The drivers by kind, made on first use: a kind's driver module imports this package
     (its base), so the kinds are loaded once every driver module can be imported whole."""
 
-    loaded = False
+    def __init__(self) -> None:
+        self.found: dict[str, Driver] = {}
+        self.loaded = False
 
-    def _load(self) -> None:
+    def _load(self) -> dict[str, Driver]:
         if not self.loaded:
             self.loaded = True
-            _register_kinds(self)
+            _register_kinds(self.found)
+        return self.found
 
     def __getitem__(self, kind: str) -> Driver:
-        self._load()
-        return super().__getitem__(kind)
+        return self._load()[kind]
 
-    def __contains__(self, kind: object) -> bool:
-        self._load()
-        return super().__contains__(kind)
+    def __setitem__(self, kind: str, driver: Driver) -> None:
+        self.found[kind] = driver
+
+    def __delitem__(self, kind: str) -> None:
+        del self.found[kind]
 
     def __iter__(self) -> Iterator[str]:
-        self._load()
-        return super().__iter__()
+        return iter(self._load())
 
     def __len__(self) -> int:
-        self._load()
-        return super().__len__()
-
-    def get(self, kind: str, default: Any = None) -> Any:
-        self._load()
-        return super().get(kind, default)
-
-    def keys(self) -> Any:
-        self._load()
-        return super().keys()
-
-    def values(self) -> Any:
-        self._load()
-        return super().values()
-
-    def items(self) -> Any:
-        self._load()
-        return super().items()
+        return len(self._load())
 
 
 DRIVERS = _Drivers()

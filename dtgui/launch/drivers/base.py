@@ -194,8 +194,10 @@ class Driver:
         it raised."""
         raise Refused(f"{target.name}: its kind keeps no copy dtgui can remove")
 
-    def probe_facts(self, runner: CommandRunner, facts: RemoteFacts) -> None:
-        """Its own part of a registered machine's probe, asked through `runner`, into
+    def probe_facts(self, machine: Machine, runner: CommandRunner,
+                    facts: RemoteFacts) -> None:
+        """Its own part of the probe of `machine`, one of its registered machines, asked
+        through `runner` (over SSH when the kind's machines are reached so, else here), into
         `facts.kind_facts` (and its warnings)."""
 
     def tracking_tags(self, record: RunRecord) -> dict[str, str]:

@@ -8,6 +8,7 @@ for every dialog, including the host-key and password questions.
 
 from __future__ import annotations
 
+import functools
 import html
 from collections.abc import Callable
 
@@ -346,20 +347,36 @@ class MachinesPanel(QWidget):
         def action(attempt: Attempt) -> RemoteFacts:
             client = attempt.connect()
             try:
-                driver = DRIVERS.get(attempt.machine.kind)  # the machine's kind probes its part
-                kind_probe = driver.probe_facts if driver is not None and driver.probes else None
+                machine = attempt.machine
+                driver = DRIVERS.get(machine.kind)  # the machine's kind probes its part
+                kind_probe = functools.partial(driver.probe_facts, machine) \
+                    if driver is not None and driver.probes else None
                 attempt.report(f"signed in; {driver.probe_text}…" if kind_probe and driver
                                else "signed in; probing Python, TensorFlow and GPUs…")
-                return probe(client, attempt.machine.interpreter, kind_probe=kind_probe)
+                return probe(client, machine.interpreter, kind_probe=kind_probe)
             finally:
                 client.close()
 
         for m in machines:
             self.set_state(m.name, "connecting", "connecting…")
+        for m in [m for m in machines if not m.over_ssh]:  # its kind probes it here
+            run_in_thread(functools.partial(_probe_here, m),
+                          functools.partial(self._on_probed_here, m.name),
+                          functools.partial(self._on_probe_failed_here, m.name), context=self)
+        machines = [m for m in machines if m.over_ssh]
+        if not machines:
+            return
         batch = self.flow.start(machines, action, given)
         batch.progress.connect(
             lambda n, t: None if n in batch.outcomes else self.set_state(n, "connecting", t))
         batch.outcome.connect(self._on_probed)
+
+    def _on_probed_here(self, name: str, facts: RemoteFacts) -> None:
+        self.set_state(name, "ok", "", facts)
+        self.factsChanged.emit(name, facts)
+
+    def _on_probe_failed_here(self, name: str, exc: BaseException) -> None:
+        self.set_state(name, "error", error_message(exc))
 
     def _on_probed(self, outcome: Outcome) -> None:
         name = outcome.machine.name
@@ -393,3 +410,15 @@ def _load_registry() -> MachineRegistry:
 
     plugin_problems()  # a plugin's failure is said by name when the list is shown
     return MachineRegistry()
+
+
+def _probe_here(machine: Machine) -> RemoteFacts:
+    """A machine reached without SSH (its kind says): what its kind finds, asked here."""
+    from dtgui.launch.drivers import DRIVERS
+    from dtgui.remote.commands import LocalRunner
+
+    facts = RemoteFacts(python_command=machine.interpreter)
+    driver = DRIVERS.get(machine.kind)
+    if driver is not None and driver.probes:
+        driver.probe_facts(machine, LocalRunner(), facts)
+    return facts
