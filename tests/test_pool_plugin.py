@@ -26,12 +26,13 @@ from pytestqt.qtbot import QtBot
 from dtgui import kinds
 from dtgui.cli.main import main
 from dtgui.core.bundle import Bundle
+from dtgui.core.checkpoint_files import newest_checkpoint
 from dtgui.core.machines import Machine, MachineRegistry
 from dtgui.core.plan import Plan
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
 from dtgui.core.strategies import Strategy
-from dtgui.launch.controller import RunController
+from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.drivers import DRIVERS, plugin_problems, target_of_record
 from dtgui.launch.mlflow_log import artifacts, run_tags
 from dtgui.launch.pipeline import reattach
@@ -134,10 +135,15 @@ def test_launched_from_the_wizard_stopped_reattached_after_a_restart_resumed_and
     assert radio.isEnabled()
     radio.setChecked(True)
     assert review.job == PoolJob(POOL) and review.isComplete()
-    session = RunSession()
+    from dtgui.ui.machines.panel import MachinesPanel
+
+    panel = MachinesPanel(registry=MachineRegistry())
+    qtbot.addWidget(panel)
+    qtbot.waitUntil(lambda: panel.registry is not None, timeout=10_000)
+    session = RunSession(lambda: panel)
     failed: list[str] = []
     session.failed.connect(failed.append)
-    with qtbot.waitSignal(session.started, timeout=60_000):
+    with qtbot.waitSignals([session.started], timeout=60_000, raising=False):
         session.launch(wizard.plan(), tmp_path / "runs", RunPolicy(), review.job)
     assert failed == []
     source = session.source
@@ -155,11 +161,14 @@ def test_launched_from_the_wizard_stopped_reattached_after_a_restart_resumed_and
     assert again.wait(60) and again.state is RunState.STOPPED, again.message
     # resumed in its pool, from its checkpoint; moving it is refused in the kind's words
     ended = RunRecord.load(bundle)
-    with pytest.raises(Exception, match="a run in a pool resumes in its pool"):
-        resume_run(ended, steps=40, targets=[target_of_record(ended.machines[0]),
+    copy = Path(ended.machines[0].dir)  # the checkpoints are in the pool's copy
+    at = newest_checkpoint(copy / "output" / "checkpoints").step
+    assert at >= 10
+    with pytest.raises(LaunchError, match="a run in a pool resumes in its pool"):
+        resume_run(ended, steps=at + 10, targets=[target_of_record(ended.machines[0]),
                                              pool_target(pool, PoolJob(POOL, "x"))],
                    assignments={"worker:0": POOL, "worker:1": POOL})
-    resumed = resume_run(RunRecord.load(bundle), steps=40)
+    resumed = resume_run(RunRecord.load(bundle), steps=at + 10)
     assert resumed.wait(60) and resumed.state is RunState.FINISHED, resumed.message
     # clone into the wizard: the pool's job read from the bundle refills its box
     plan, job = source_plan(bundle)
@@ -187,12 +196,14 @@ def test_a_sweeps_trials_are_jobs_in_the_pool(pool: Machine, tmp_path: Path) -> 
     job = trial_job(plan_of(3), pool)
     assert job == PoolJob(POOL)
     spec = dataclasses.replace(SweepSpec(params=(parse_param("lr=loguniform:1e-3:1e-1"),),
-                                         trials=2, parallel=1), job=job)
+                                         trials=2, parallel=1, search="random",
+                                         objective="loss", pruner="none"), job=job)
     folder = tmp_path / "sweep"
     plan = plan_of(5, "swept").with_changes(checkpoint_every=0)
     prepare_sweep(folder, spec, plan)
     assert load_sweep(folder, job_readers())[0].job == PoolJob(POOL)
-    assert run_sweep(folder, spec, plan, io.StringIO(), io.StringIO()) == 0
+    out, err = io.StringIO(), io.StringIO()
+    assert run_sweep(folder, spec, plan, out, err) == 0, out.getvalue() + err.getvalue()
     records = [RunRecord.load(p.parent) for p in folder.rglob("run.json")]
     assert len(records) == 2
     assert all([(m.name, m.kind) for m in r.machines] == [(POOL, "pool")] and

@@ -99,8 +99,9 @@ class RunSession(QObject):
                           on_done=self._launched, on_error=self._failed(connector),
                           on_progress=self.progress.emit, context=self)
 
-        if names:
-            self._connect([registered[n] for n in names], start)
+        connected = [registered[n] for n in names if registered[n].over_ssh]  # its kind says
+        if connected:
+            self._connect(connected, start)
         else:
             start(Connector())
 
