@@ -5,7 +5,7 @@
 export writes the run as that job and a sweep runs each trial as one. A kind's options:
 
 * `add`: its argument group on a command's parser;
-* `chosen`: whether the parsed arguments ask for a job of this kind (e.g. `--slurm CLUSTER`);
+* `chosen`: whether the parsed arguments ask for a job of this kind (its own option naming where the job goes);
 * `fill_counts`: the run's counts the job implies, before they are resolved;
 * `job`: the job the arguments ask for, for a checked plan (raises one of its driver's
   `errors`, whose message says why);

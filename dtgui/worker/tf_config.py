@@ -1,7 +1,7 @@
 """TF_CONFIG: the cluster of a multi-process run and each task's place in it.
 
 The one builder: the placement's TF_CONFIG (dtgui.core, the addresses chosen before the run),
-a Slurm allocation's (`slurm_task`, on the nodes, from the allocation) and the review page's
+a scheduler's allocation (a kind's task module, on the nodes) and the review page's
 display of either are built here. Stdlib only (copied into bundles).
 """
 
