@@ -124,6 +124,7 @@ def _garbage_collected_on_the_ui_thread() -> Iterator[None]:
     """Once a test made the QApplication, cyclic garbage is collected on this (the UI) thread
     only, as the app does (dtgui.ui.ui_thread_gc); each test's end is one more look, for
     tests that never turn the event loop."""
+    from PySide6.QtCore import QThreadPool
     from PySide6.QtWidgets import QApplication
 
     from dtgui.ui.ui_thread_gc import collect_on_ui_thread
@@ -134,4 +135,8 @@ def _garbage_collected_on_the_ui_thread() -> Iterator[None]:
     yield
     app = QApplication.instance()
     if app is not None:
+        # Work a test's widgets left in the thread pool ends here, not in the next test: a
+        # worker reads dtgui's folders when it runs (the next test's, once this one's
+        # monkeypatched variables are gone) and would write there.
+        QThreadPool.globalInstance().waitForDone(30_000)
         collect_on_ui_thread(app).check()
