@@ -13,6 +13,10 @@ import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Limits on importing TensorFlow and reading a machine's facts, stretched: other tests' training
+# on the same cores can make an import take minutes, and no test proves the default limit (a
+# test of a limit gives its own: test_machine_probe.py)
+os.environ.setdefault("DTGUI_START_LIMIT_FACTOR", "10")
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
