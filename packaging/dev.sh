@@ -59,9 +59,12 @@ python_packages() {
     echo "dtgui: installing Python packages into $VENV (TensorFlow is large: a minute or more the first time)"
     # uv resolves to the same versions as pip and downloads in parallel: a cold install took
     # 46 s with uv and 196 s with pip here (docs/testing.md); pip does it where uv cannot
-    # (a registry only pip's own configuration reaches)
+    # (a registry only pip's own configuration reaches). Bytecode is compiled at install, as
+    # pip does: a process that cannot write __pycache__ (the SSH test account's TensorFlow)
+    # would otherwise compile thousands of modules at every start.
     { "$VENV/bin/python" -m pip install -q --disable-pip-version-check uv \
-        && "$VENV/bin/python" -m uv pip install -q --python "$VENV/bin/python" -e ".$extras"; } \
+        && "$VENV/bin/python" -m uv pip install -q --compile-bytecode --python "$VENV/bin/python" \
+          -e ".$extras"; } \
       || "$VENV/bin/python" -m pip install -q -e ".$extras"
   fi
   echo "$deps $ROOT" > "$stamp"
