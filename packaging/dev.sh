@@ -59,9 +59,12 @@ python_packages() {
     echo "dtgui: installing Python packages into $VENV (TensorFlow is large: a minute or more the first time)"
     # uv resolves to the same versions as pip and downloads in parallel: a cold install took
     # 46 s with uv and 196 s with pip here (docs/testing.md); pip does it where uv cannot
-    # (a registry only pip's own configuration reaches)
+    # (a registry only pip's own configuration reaches). Bytecode is compiled at install, as
+    # pip does: a process that cannot write __pycache__ (the SSH test account's TensorFlow)
+    # would otherwise compile thousands of modules at every start.
     { "$VENV/bin/python" -m pip install -q --disable-pip-version-check uv \
-        && "$VENV/bin/python" -m uv pip install -q --python "$VENV/bin/python" -e ".$extras"; } \
+        && "$VENV/bin/python" -m uv pip install -q --compile-bytecode --python "$VENV/bin/python" \
+          -e ".$extras"; } \
       || "$VENV/bin/python" -m pip install -q -e ".$extras"
   fi
   echo "$deps $ROOT" > "$stamp"
@@ -76,6 +79,22 @@ test_plugins() {
   echo "dtgui: installing the test plugin tests/plugins/pool into $VENV"
   "$VENV/bin/python" -m uv pip install -q --python "$VENV/bin/python" --no-deps -e tests/plugins/pool \
     || "$VENV/bin/python" -m pip install -q --no-deps -e tests/plugins/pool
+}
+
+# The tests' `mlflow server`: the full mlflow (Flask, pandas, scikit-learn...) in a venv of its
+# own inside the test venv, at the version of the test venv's mlflow client. In the test venv
+# itself Keras would import scikit-learn and pandas into every training process (pyproject.toml).
+MLFLOW_SERVER=$VENV/mlflow-server
+mlflow_server() {
+  local version stamp="$MLFLOW_SERVER/.dtgui-installed"
+  version=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("mlflow-skinny"))')
+  [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$version" ] && return 0
+  echo "dtgui: installing MLflow's server $version for the tests into $MLFLOW_SERVER"
+  rm -rf "$MLFLOW_SERVER"
+  python3 -m venv "$MLFLOW_SERVER"
+  "$VENV/bin/python" -m uv pip install -q --python "$MLFLOW_SERVER/bin/python" "mlflow==$version" \
+    || "$MLFLOW_SERVER/bin/python" -m pip install -q "mlflow==$version"
+  echo "$version" > "$stamp"
 }
 
 setup() {
@@ -95,6 +114,7 @@ setup() {
   if [ "$MODE" = test ] || [ "$MODE" = lint ]; then extras="[mlflow,test]"; fi
   python_packages "$extras"
   if [ "$MODE" = test ] || [ "$MODE" = lint ]; then test_plugins; fi
+  if [ "$MODE" = test ]; then mlflow_server; fi
   if [ -n "$apt_test" ]; then wait "$apt_test"; fi
 }
 
