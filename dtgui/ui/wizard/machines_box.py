@@ -78,7 +78,7 @@ class MachinesBox(QFrame):
         self._device_kind = "cpu"
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
-        self._ssh_machines: list[Machine] = []  # registered machines no box takes
+        self._process_machines: list[Machine] = []  # registered machines no box takes
         self._target_chosen = False  # the user picked a target (kept over set_machines)
         self._last_machines: set[str] = set()  # where the remembered plan's tasks ran
         self.local_radio = QRadioButton("This machine")
@@ -143,7 +143,7 @@ class MachinesBox(QFrame):
     def set_machines(self, machines: list[Machine]) -> None:
         """The registered machines: those no kind owns (`process_machines`; a Slurm cluster's
         login node is its kind's) take tasks over SSH."""
-        self._ssh_machines = process_machines(machines)
+        self._process_machines = process_machines(machines)
         self._machines = list(machines)
         self._layout_key = ()
         for box in self.boxes.values():
@@ -184,7 +184,7 @@ class MachinesBox(QFrame):
     def set_plan(self, plan: Plan) -> None:
         """Show one row per task of the plan's layout (kept when the layout is the same)."""
         ids = [f"{kind}:{index}" for kind, index in task_layout(plan)]
-        key = (tuple(ids), tuple(m.name for m in self._ssh_machines))
+        key = (tuple(ids), tuple(m.name for m in self._process_machines))
         self.setVisible(True)  # the restart choice applies to every run
         self.inner.setVisible(self.target() == SSH_TARGET)
         for kind, box in self.boxes.items():
@@ -215,7 +215,7 @@ class MachinesBox(QFrame):
         heading = label("Where each process runs", wrap=False)
         heading.setStyleSheet("font-weight: bold;")
         self.grid.addWidget(heading, 0, 0, 1, 4)
-        names = [m.name for m in self._ssh_machines]
+        names = [m.name for m in self._process_machines]
         for i, tid in enumerate(ids):
             kind = tid.split(":")[0]
             combo = QComboBox()
@@ -240,7 +240,7 @@ class MachinesBox(QFrame):
         for kind, radio in self.radios.items():
             if radio.isChecked() and self.boxes[kind].available():
                 return kind
-        return SSH_TARGET if self.ssh_radio.isChecked() and self._ssh_machines else LOCAL_TARGET
+        return SSH_TARGET if self.ssh_radio.isChecked() and self._process_machines else LOCAL_TARGET
 
     def target_box(self) -> TargetBox | None:
         """The box of the chosen target (None: the plan's own machines)."""
@@ -313,7 +313,7 @@ class MachinesBox(QFrame):
     # -- internals -------------------------------------------------------------------------
     def _update_targets(self) -> None:
         """Offer the targets there are; keep the chosen one while it is offered."""
-        has_ssh = bool(self._ssh_machines)
+        has_ssh = bool(self._process_machines)
         self.ssh_radio.setEnabled(has_ssh)
         self.ssh_radio.setToolTip("Each task on a machine of its own, chosen below." if has_ssh
                                   else "No machine is registered: add one under Machines.")
