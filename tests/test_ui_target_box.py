@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pytestqt.qtbot import QtBot
@@ -18,6 +19,7 @@ from dtgui.core.placement import place_local
 from dtgui.core.plan import Plan
 from dtgui.core.runs import RunRecord
 from dtgui.core.strategies import Strategy
+from dtgui.core.target_job import TargetJob
 from dtgui.launch.drivers import DRIVERS
 from dtgui.launch.policy import RunPolicy
 from dtgui.launch.targets import Target
@@ -36,6 +38,13 @@ class HereJob:
 
     python: str
 
+    @property
+    def kind(self) -> str:
+        return ProcessesHere.kind
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"python": self.python}
+
 
 class HereBox(TargetBox):
     """The test kind's wizard box: no fields, a job of the interpreter it was given."""
@@ -44,20 +53,20 @@ class HereBox(TargetBox):
     title = "Processes here (test)"
     python = ""
 
-    def review(self, draft: Plan) -> tuple[Plan, object, list[str]]:
+    def review(self, draft: Plan) -> tuple[Plan, TargetJob, list[str]]:
         return place_local(draft), HereJob(self.python), [] if self.python else ["no Python"]
 
-    def task_where(self, job: object, rank: int) -> str:
+    def task_where(self, job: TargetJob, rank: int) -> str:
         return f"here, rank {rank}"
 
-    def note(self, placed: Plan, job: object) -> str:
+    def note(self, placed: Plan, job: TargetJob) -> str:
         return f"{len(placed.tasks)} processes here, as the test kind starts them."
 
 
 class HereDriver(ProcessesHere):
     """The test kind's driver, which knows its box's job."""
 
-    def target_of_job(self, job: object, machines: Mapping[str, Machine]) -> Target | None:
+    def target_of_job(self, job: TargetJob, machines: Mapping[str, Machine]) -> Target | None:
         if not isinstance(job, HereJob):
             return None
         return Target(python=job.python, kind=self.kind)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 
 from dtgui.core.plan import Plan
-from dtgui.core.sweep import TrialJob
+from dtgui.core.target_job import TargetJob
 
 
 class KindOptions:
@@ -35,7 +35,7 @@ class KindOptions:
     def fill_counts(self, args: argparse.Namespace) -> None:
         """The counts (workers...) its job implies when they are not given."""
 
-    def job(self, args: argparse.Namespace, plan: Plan) -> TrialJob:
+    def job(self, args: argparse.Namespace, plan: Plan) -> TargetJob:
         """The job the arguments ask for (a sweep's trials are each one)."""
         raise NotImplementedError
 

@@ -20,11 +20,12 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from dtgui.core.plan import Plan, validate
 from dtgui.core.run_curves import lower_is_better
 from dtgui.core.script import ScriptModel
+from dtgui.core.target_job import TargetJob
 
 SWEEP_FILE = "sweep.json"  # the sweep's settings and base plan, in its folder
 TRIALS_DIR = "trials"  # the trials' bundles, in the sweep's folder
@@ -43,20 +44,9 @@ class SweepError(ValueError):
         self.problems = list(problems)
 
 
-class TrialJob(Protocol):
-    """What each trial of a sweep is on a target that takes jobs: its kind's own settings
-    (made by its kind's driver, `dtgui.launch.drivers`), kept in sweep.json as
-    `{"kind": KIND, **to_dict()}`."""
-
-    @property
-    def kind(self) -> str: ...
-
-    def to_dict(self) -> dict[str, Any]: ...
-
-
 # A kind's reader of its job's fields as sweep.json keeps them (ValueError or TypeError when
 # they make no job); the launch layer passes one per kind (`dtgui.launch.drivers.job_readers`).
-JobReader = Callable[[dict[str, Any]], TrialJob]
+JobReader = Callable[[dict[str, Any]], TargetJob]
 
 
 @dataclass(frozen=True)
@@ -311,7 +301,7 @@ class SweepSpec:
     storage: str = ""  # "" = SQLite in the sweep's folder; else an Optuna storage URL
     seed: int = 0
     trial_on: tuple[str, ...] = ()  # each trial whole on one of these machines (--trial-on)
-    job: TrialJob | None = None  # each trial one such job (its target: its kind's driver's)
+    job: TargetJob | None = None  # each trial one such job (its target: its kind's driver's)
 
     @property
     def goal(self) -> str:
@@ -369,7 +359,7 @@ def _stored_job(data: Mapping[str, Any], old: Mapping[str, Any]) -> object:
     return stored
 
 
-def _sweep_job(data: object, jobs: Mapping[str, JobReader] | None) -> TrialJob | None:
+def _sweep_job(data: object, jobs: Mapping[str, JobReader] | None) -> TargetJob | None:
     """The trial job of a sweep.json (None when its trials are not jobs)."""
     if not data:
         return None

@@ -42,6 +42,7 @@ from dtgui.core.run_index import (
 from dtgui.core.runs import RECORD_NAME, MachineRecord, RunRecord
 from dtgui.core.settings import runs_dir
 from dtgui.core.sweep import SWEEP_FILE, TRIALS_DIR
+from dtgui.core.target_job import TargetJob
 
 if TYPE_CHECKING:
     from dtgui.remote.connector import Connector
@@ -262,7 +263,7 @@ def _remove_local(folder: Path) -> None:
 
 
 # -- export and clone -------------------------------------------------------------------------
-def source_plan(folder: Path | str) -> tuple[Plan, object | None]:
+def source_plan(folder: Path | str) -> tuple[Plan, TargetJob | None]:
     """A past run's plan as the wizard and an export take it, and the job it was sent as
     (its kind's driver reads it from the bundle; None for processes): its model file or script pointing into the run's
     bundle (the copy it trained with). RunAdminError when the bundle cannot be read."""
@@ -287,7 +288,7 @@ def source_plan(folder: Path | str) -> tuple[Plan, object | None]:
     return plan, bundle_job(root)
 
 
-def write_export(plan: Plan, destination: Path, job: object | None = None) -> tuple[Path, str]:
+def write_export(plan: Plan, destination: Path, job: TargetJob | None = None) -> tuple[Path, str]:
     """Write the bundle of `plan` to `destination` (as `job`, a job a wizard box made, when
     given: its driver writes it), and how to start it without dtgui."""
     if job is not None:

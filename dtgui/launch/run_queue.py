@@ -51,6 +51,7 @@ from dtgui.core.queue_file import (
     read_entries,
 )
 from dtgui.core.settings import atomic_write_text, data_dir
+from dtgui.core.target_job import TargetJob
 from dtgui.launch.detached import Detached
 from dtgui.launch.drivers import (
     Refused,
@@ -125,7 +126,7 @@ def change_queue(folder: Path, change: Callable[[list[QueueEntry]], list[QueueEn
 
 
 # -- the API ---------------------------------------------------------------------------------
-def entry_targets(plan: Plan, job: object | None) -> list[Target]:
+def entry_targets(plan: Plan, job: TargetJob | None) -> list[Target]:
     """The targets of a queued run (the wizard's choice: `chosen_targets`); QueueError
     when they cannot be made (a machine no longer registered, a job no driver knows)."""
     machines = {m.name: m for m in MachineRegistry().machines()} \
@@ -148,7 +149,7 @@ def claims_of(plan: Plan, targets: Sequence[Target]) -> tuple[tuple[str, int], .
     return tuple(out)
 
 
-def enqueue(plan: Plan, *, job: object | None = None, max_restarts: int = 0,
+def enqueue(plan: Plan, *, job: TargetJob | None = None, max_restarts: int = 0,
             runs_root: Path | None = None, folder: Path | None = None,
             python: str = "") -> QueuedRun:
     """Queue the placed `plan` (on the target of `job`, what a wizard box made, when given)

@@ -36,6 +36,7 @@ from dtgui.core.queue_file import (
 )
 from dtgui.core.run_state import RunState
 from dtgui.core.settings import runs_dir
+from dtgui.core.target_job import TargetJob
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.drivers import driver_for, job_readers
 from dtgui.launch.run_queue import (
@@ -160,7 +161,7 @@ class RunQueue:
         return "; ".join(reasons)
 
     @staticmethod
-    def _job(entry: QueueEntry) -> object | None:
+    def _job(entry: QueueEntry) -> TargetJob | None:
         if entry.job is None:
             return None
         fields = dict(entry.job)

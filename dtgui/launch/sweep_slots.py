@@ -27,7 +27,8 @@ from dtgui.core.hardware import GpuInfo
 from dtgui.core.machines import Machine, MachineRegistry, RemoteFacts
 from dtgui.core.plan import LOCAL_MACHINE, PLAN_NAME, Plan, is_local_machine
 from dtgui.core.runs import RunHistory, RunRecord
-from dtgui.core.sweep import SweepError, TrialJob
+from dtgui.core.sweep import SweepError
+from dtgui.core.target_job import TargetJob
 from dtgui.launch.drivers import (
     Refused,
     chosen_targets,
@@ -116,7 +117,7 @@ def expand_names(names: Sequence[str], registry: MachineRegistry | None = None) 
     return [n for name in names for n in (every if name == EVERY_MACHINE else [name])]
 
 
-def job_slots(plan: Plan, job: TrialJob, parallel: int,
+def job_slots(plan: Plan, job: TargetJob, parallel: int,
               registry: MachineRegistry | None = None) -> list[Slot]:
     """`parallel` slots on the target of `job` (its kind's driver makes it, e.g. a Slurm
     cluster at its login node): each trial is one job of its own there, placed by its
@@ -301,7 +302,7 @@ def slots_for(plan: Plan, parallel: int, notes: list[str],
               gpus: Callable[[], list[int]] = free_gpus, machines: Sequence[str] = (),
               reports: Reports | None = None,
               registry: MachineRegistry | None = None,
-              job: TrialJob | None = None) -> list[Slot]:
+              job: TargetJob | None = None) -> list[Slot]:
     """The slots of a sweep over `plan`. With `job` (a kind's, e.g. a Slurm job),
     `parallel` jobs on its target (`job_slots`); its
     machines when it is placed on others; with

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from dtgui.core.machines import Machine
 from dtgui.core.plan import LOCAL_MACHINE
+from dtgui.core.target_job import TargetJob
 
 LOCAL_LABEL = "this machine"  # how messages name the local target
 LOCAL_KIND = "local"  # the kind whose tasks are processes on this machine
@@ -30,7 +31,7 @@ class Target:
     python: str = ""  # "" = this process's interpreter here, `python3` on a remote machine
     address: str = ""  # the address the other machines reach it at ("" = found out)
     gpus: tuple[int, ...] = ()
-    job: object | None = None  # what its kind's own settings are (a Slurm cluster: the job
+    job: TargetJob | None = None  # what its kind's own settings are (a Slurm cluster: the job
     # its tasks are; the machine is its login node over SSH, None: this machine)
     kind: str = ""  # its driver's kind ("" = this machine, or its registered machine's)
 

@@ -31,6 +31,7 @@ from dtgui.core.run_index import SWEEP, RunRow
 from dtgui.core.runs import RunRecord
 from dtgui.core.settings import load_last_plan, runs_dir, save_last_plan
 from dtgui.core.strategies import STRATEGIES, Strategy, recommend
+from dtgui.core.target_job import TargetJob
 from dtgui.launch.model_check import cancel_all as cancel_all_checks
 from dtgui.launch.policy import RunPolicy
 from dtgui.resources import resource
@@ -360,12 +361,12 @@ class MainWindow(QMainWindow):
         """Open the wizard filled with a past run's setup (its plan read in the background)."""
         from dtgui.launch.run_admin import source_plan
 
-        def fill(got: tuple[Plan, object | None]) -> None:
+        def fill(got: tuple[Plan, TargetJob | None]) -> None:
             self._wizard_from(*got)
 
         run_in_thread(lambda: source_plan(folder), fill, self._report_error, context=self)
 
-    def _wizard_from(self, plan: Plan | None, job: object | None = None) -> RunWizard:
+    def _wizard_from(self, plan: Plan | None, job: TargetJob | None = None) -> RunWizard:
         from dtgui.ui.wizard import RunWizard
 
         wizard = self.wizard = RunWizard(self.machine.facts, None, self)
@@ -397,7 +398,7 @@ class MainWindow(QMainWindow):
         else:
             self.launch(plan, max_restarts=restarts, job=job)
 
-    def launch(self, plan: Plan, max_restarts: int = 0, job: object | None = None) -> None:
+    def launch(self, plan: Plan, max_restarts: int = 0, job: TargetJob | None = None) -> None:
         """Start `plan` (on the target of `job`, what a wizard box made, when given) and show
         it."""
         if not self._may_start():
@@ -408,7 +409,7 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"Writing the bundle and starting {plan.run_name}…")
         self.session.launch(plan, runs_dir(), RunPolicy(max_restarts=max_restarts), job)
 
-    def queue_run(self, plan: Plan, max_restarts: int = 0, job: object | None = None) -> None:
+    def queue_run(self, plan: Plan, max_restarts: int = 0, job: TargetJob | None = None) -> None:
         """Put `plan` in the run queue: it starts when its GPUs and machines are free, in
         the background (the Runs page shows it waiting, then running)."""
         from dtgui.launch.run_queue import QueuedRun, enqueue
@@ -540,7 +541,7 @@ class MainWindow(QMainWindow):
             return False
         return True
 
-    def export(self, plan: Plan, destination: Path, job: object | None = None) -> None:
+    def export(self, plan: Plan, destination: Path, job: TargetJob | None = None) -> None:
         """Write the bundle of `plan` (as `job`, what a wizard box made, when given: its
         driver writes it)."""
         self.statusBar().showMessage(f"Exporting to {destination}…")

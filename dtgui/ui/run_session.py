@@ -23,6 +23,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from dtgui.core.machines import Machine
 from dtgui.core.plan import Plan
 from dtgui.core.runs import RunRecord
+from dtgui.core.target_job import TargetJob
 from dtgui.launch.policy import RunPolicy
 from dtgui.launch.run_source import RunSource
 from dtgui.remote.connector import Connector
@@ -77,7 +78,7 @@ class RunSession(QObject):
 
     # -- starting a run ------------------------------------------------------------------------
     def launch(self, plan: Plan, root: Path, policy: RunPolicy,
-               job: object | None = None) -> None:
+               job: TargetJob | None = None) -> None:
         """Write the bundle and start every task (remote machines are connected first); with
         `job` (what the wizard's box of a kind made, e.g. a Slurm job), the tasks run on the
         target its driver makes of it (`chosen_targets`)."""
@@ -267,7 +268,7 @@ class RunSession(QObject):
 
     def _launcher(self, plan: Plan, root: Path, registered: dict[str, Machine],
                   connector: Connector, policy: RunPolicy,
-                  job: object | None) -> Callable[[Worker], Any]:
+                  job: TargetJob | None) -> Callable[[Worker], Any]:
         """The launch of `plan` on the targets the wizard chose (`job`: what the box of a
         kind made, a Slurm job; None: the plan's machines)."""
         from dtgui.launch.drivers import chosen_targets

@@ -53,10 +53,10 @@ from dtgui.core.sweep import (
     SpaceKind,
     SweepError,
     SweepSpec,
-    TrialJob,
     check,
     parse_param,
 )
+from dtgui.core.target_job import TargetJob
 from dtgui.launch.drivers import Refused, owner_of, trial_job
 from dtgui.launch.sweep_slots import GpuReport, free_groups, per_trial_gpus
 
@@ -483,7 +483,7 @@ class SweepDialog(QDialog):
         names = [n for n in self._checked() if n not in self.job_machines]
         return [] if names == [LOCAL_MACHINE] else names
 
-    def trial_job(self) -> tuple[TrialJob | None, str]:
+    def trial_job(self) -> tuple[TargetJob | None, str]:
         """The job each trial is when a machine whose trials are jobs is checked (its
         driver's `trial_job`), else None; and why its defaults make no job ("" when they
         do)."""

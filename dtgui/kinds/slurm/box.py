@@ -36,6 +36,7 @@ from dtgui.core.placement import task_layout
 from dtgui.core.plan import Plan
 from dtgui.core.settings import atomic_write_text, config_dir, read_json_or_backup
 from dtgui.core.strategies import Strategy
+from dtgui.core.target_job import TargetJob
 from dtgui.kinds.slurm.answers import ClusterFacts, Partition
 from dtgui.kinds.slurm.batch_bundle import place_on_cluster
 from dtgui.kinds.slurm.driver import KIND
@@ -282,7 +283,7 @@ class SlurmBox(TargetBox):
             self.set_cluster(job.cluster, self._machine)
             self.set_partitions(partitions)
 
-    def refill(self, job: object) -> bool:
+    def refill(self, job: TargetJob) -> bool:
         if not isinstance(job, SlurmJob):
             return False
         self.remember(job)
@@ -364,7 +365,7 @@ class SlurmBox(TargetBox):
         mark_invalid(self.time_edit, any("time limit" in p for p in out))
         return out
 
-    def review(self, draft: Plan) -> tuple[Plan, object, list[str]]:
+    def review(self, draft: Plan) -> tuple[Plan, TargetJob, list[str]]:
         """The job's tasks in rank order on the cluster, as the launch places them."""
         fitted = self.fitted(draft)
         job = self.job(fitted)
@@ -373,11 +374,11 @@ class SlurmBox(TargetBox):
         self.show_layout(placed)
         return placed, job, problems
 
-    def task_where(self, job: object, rank: int) -> str:
+    def task_where(self, job: TargetJob, rank: int) -> str:
         assert isinstance(job, SlurmJob)
         return f"Slurm rank {rank} · node {rank // job.tasks_per_node + 1}"
 
-    def note(self, placed: Plan, job: object) -> str:
+    def note(self, placed: Plan, job: TargetJob) -> str:
         assert isinstance(job, SlurmJob)
         where = ("this machine's Slurm" if job.cluster == LOCAL_CLUSTER
                  else f"the cluster {job.cluster}")
@@ -385,7 +386,7 @@ class SlurmBox(TargetBox):
                 f"node(s) × {job.tasks_per_node} task(s) per node. See {JOB_FILE} for what is "
                 "submitted.")
 
-    def tf_config_text(self, placed: Plan, job: object, rank: int) -> str:
+    def tf_config_text(self, placed: Plan, job: TargetJob, rank: int) -> str:
         """What a task's TF_CONFIG will be on the nodes (dtgui_slurm_task forms it)."""
         assert isinstance(job, SlurmJob)
         return ("# Formed on the node when the job starts (dtgui_slurm_task): the "
@@ -393,7 +394,7 @@ class SlurmBox(TargetBox):
                 "drawn from\n# the job id, so tasks sharing a node never share a port.\n"
                 + json.dumps(tf_config_on_nodes(placed, job, rank), indent=2) + "\n")
 
-    def job_file(self, placed: Plan, job: object, problems: Sequence[str]) -> tuple[str, str]:
+    def job_file(self, placed: Plan, job: TargetJob, problems: Sequence[str]) -> tuple[str, str]:
         """The batch script (exactly what the bundle holds), or why it cannot be written."""
         assert isinstance(job, SlurmJob)
         if problems:
@@ -409,7 +410,7 @@ class SlurmBox(TargetBox):
                  f"{self.cluster}")
         return f"Submit the run as one batch job to {queue} and watch the training."
 
-    def save(self, job: object) -> None:
+    def save(self, job: TargetJob) -> None:
         if isinstance(job, SlurmJob):
             save_last_job(job)
 

@@ -21,6 +21,7 @@ from dtgui.core.bundle import Bundle, add_task_modules
 from dtgui.core.machines import Machine, MachineRegistry
 from dtgui.core.plan import LOCAL_MACHINE, Plan
 from dtgui.core.runs import MachineRecord, RunRecord
+from dtgui.core.target_job import TargetJob
 from dtgui.kinds.slurm.executor import SlurmExecutor
 from dtgui.kinds.slurm.job import (
     JOB_FILE,
@@ -164,7 +165,7 @@ class SlurmDriver(Driver):
     def job_from_dict(self, data: dict[str, Any]) -> SlurmJob:
         return SlurmJob.from_dict(data)
 
-    def target_of_job(self, job: object,
+    def target_of_job(self, job: TargetJob,
                       machines: Mapping[str, Machine]) -> Target | None:
         if not isinstance(job, SlurmJob):
             return None
@@ -189,7 +190,7 @@ class SlurmDriver(Driver):
                           f"{exc}") from None
 
     def export(self, plan: Plan, destination: Path,
-               job: object) -> tuple[Bundle, str] | None:
+               job: TargetJob) -> tuple[Bundle, str] | None:
         from dtgui.kinds.slurm.batch_bundle import render_slurm_bundle
 
         if not isinstance(job, SlurmJob):

@@ -17,7 +17,8 @@ from dtgui.core.bundle import Bundle
 from dtgui.core.machines import PLAIN_KIND, Machine, MachineRegistry
 from dtgui.core.plan import LOCAL_MACHINE, Plan
 from dtgui.core.runs import MachineRecord, RunRecord
-from dtgui.core.sweep import JobReader, TrialJob
+from dtgui.core.sweep import JobReader
+from dtgui.core.target_job import TargetJob
 from dtgui.kinds import hooks, problems, report_plugin
 from dtgui.launch.drivers.base import REQUIRED_HOOKS, Driver, Refused
 from dtgui.launch.executor import Executor
@@ -127,7 +128,7 @@ def process_machines(machines: Sequence[Machine]) -> list[Machine]:
             if (d := DRIVERS.get(m.kind)) is not None and d.takes_tasks]
 
 
-def trial_job(plan: Plan, machine: Machine) -> TrialJob:
+def trial_job(plan: Plan, machine: Machine) -> TargetJob:
     """The job each trial of a sweep over `plan` is on a registered machine a kind owns
     (its driver's `trial_job`). Refused for a machine no kind owns, or defaults that make
     no job."""
@@ -169,7 +170,7 @@ def machine_target(machine: Machine, python: str | None = None,
 
 
 def chosen_targets(plan: Plan, machines: Mapping[str, Machine],
-                   job: object | None = None) -> list[Target]:
+                   job: TargetJob | None = None) -> list[Target]:
     """The targets the wizard's choice makes: the target of the job its box for a kind made
     (a Slurm job: the cluster), else the placed plan's machines (`plan_targets`). Refused
     for a job no driver knows."""
@@ -182,7 +183,7 @@ def chosen_targets(plan: Plan, machines: Mapping[str, Machine],
     raise Refused(f"no driver knows the job {job!r}")
 
 
-def export_job(plan: Plan, destination: Path, job: object) -> tuple[Path, str]:
+def export_job(plan: Plan, destination: Path, job: TargetJob) -> tuple[Path, str]:
     """The bundle of `plan` as the job a wizard box made, written to `destination` by its
     kind's driver for a run without dtgui, and how to start it there. Refused for a job no
     driver knows."""
@@ -238,7 +239,7 @@ def bundle_targets(bundle: Bundle, registry: MachineRegistry | None = None) -> l
     return [local_target()]
 
 
-def bundle_job(path: Path) -> object | None:
+def bundle_job(path: Path) -> TargetJob | None:
     """The job a bundle was rendered as, read by the driver that knows it as its own (None
     for a bundle of processes)."""
     return next((job for d in DRIVERS.values() if (job := d.bundle_job(path)) is not None),

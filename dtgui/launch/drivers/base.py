@@ -49,7 +49,7 @@ from dtgui.core.bundle import Bundle
 from dtgui.core.machines import Machine, MachineRegistry
 from dtgui.core.plan import Plan
 from dtgui.core.runs import MachineRecord
-from dtgui.core.sweep import TrialJob
+from dtgui.core.target_job import TargetJob
 from dtgui.launch.executor import Executor
 from dtgui.launch.host import Host
 from dtgui.launch.launch_state import Launch
@@ -127,14 +127,14 @@ class Driver:
         """The target of a recorded run's machine."""
         raise NotImplementedError
 
-    def target_of_job(self, job: object,
+    def target_of_job(self, job: TargetJob,
                       machines: Mapping[str, Machine]) -> Target | None:
         """The target of a job the wizard made for this kind (None: not this kind's job).
         `machines`: the registered machines by name. Refused for a job of this kind whose
         machine is not among them."""
         return None
 
-    def trial_job(self, plan: Plan, machine: Machine) -> TrialJob:
+    def trial_job(self, plan: Plan, machine: Machine) -> TargetJob:
         """The job each trial of a sweep over `plan` is on `machine`, a registered machine
         this kind owns (from its registered defaults). Refused when they make no job."""
         raise Refused(f"{machine.name} takes no sweep's trials as jobs")
@@ -143,13 +143,13 @@ class Driver:
         """How the sweep dialog's "Trials run on" offers `machine`, one this kind owns."""
         return f"{machine.name} (a job a trial)"
 
-    def job_from_dict(self, data: dict[str, Any]) -> TrialJob:
+    def job_from_dict(self, data: dict[str, Any]) -> TargetJob:
         """The trial job whose fields sweep.json keeps (its `to_dict()`). ValueError or
         TypeError when they make no job of this kind."""
         raise ValueError(f"targets of kind {self.kind!r} take no sweep's trials as jobs")
 
     def export(self, plan: Plan, destination: Path,
-               job: object) -> tuple[Bundle, str] | None:
+               job: TargetJob) -> tuple[Bundle, str] | None:
         """The bundle of `plan` as a job the wizard made for this kind, written to
         `destination` for a run without dtgui, and how to start it there (a sentence that
         ends with the commands); None: not this kind's job."""
@@ -177,7 +177,7 @@ class Driver:
         copied beside the worker package (`dtgui.core.bundle.add_task_modules`)."""
         return {}
 
-    def bundle_job(self, path: Path) -> object | None:
+    def bundle_job(self, path: Path) -> TargetJob | None:
         """The job the bundle at `path` was rendered as for this kind (None: not such a
         bundle): the wizard refills its box from it, an export writes it again."""
         return None

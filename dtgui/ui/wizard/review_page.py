@@ -38,6 +38,7 @@ from dtgui.core.plan_text import (
     validation_text,
 )
 from dtgui.core.strategies import STRATEGIES
+from dtgui.core.target_job import TargetJob
 
 from .common import WizardContext, card, error_label, label, monospace, muted, show_errors
 from .machines_box import MachinesBox
@@ -68,7 +69,7 @@ class ReviewPage(QWizardPage):
         self.placement_error = ""  # why the tasks cannot go on the chosen machines (GPUs)
         # the job the chosen target's box made (e.g. a Slurm job; the placed plan's), for its
         # driver's `target_of_job`; None: the plan's own machines
-        self.job: object | None = None
+        self.job: TargetJob | None = None
         self.job_problems: list[str] = []  # why that job cannot be sent as typed
         self.machine_problems: dict[str, str] = {}  # machine -> why Machines marks it ✗
 

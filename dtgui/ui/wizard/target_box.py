@@ -25,6 +25,7 @@ from PySide6.QtWidgets import QFrame, QWidget
 
 from dtgui.core.machines import Machine
 from dtgui.core.plan import Plan
+from dtgui.core.target_job import TargetJob
 
 
 class TargetBox(QFrame):
@@ -71,22 +72,22 @@ class TargetBox(QFrame):
     def set_plan(self, plan: Plan) -> None:
         """The drafted plan (before `review`)."""
 
-    def review(self, draft: Plan) -> tuple[Plan, object, list[str]]:
+    def review(self, draft: Plan) -> tuple[Plan, TargetJob, list[str]]:
         """The plan placed as the job makes it, the job, and why it cannot be sent as typed."""
         raise NotImplementedError
 
-    def task_where(self, job: object, rank: int) -> str:
+    def task_where(self, job: TargetJob, rank: int) -> str:
         """Where the task of `rank` runs, for the review's task list."""
         return ""
 
-    def note(self, placed: Plan, job: object) -> str:
+    def note(self, placed: Plan, job: TargetJob) -> str:
         return ""
 
-    def tf_config_text(self, placed: Plan, job: object, rank: int) -> str | None:
+    def tf_config_text(self, placed: Plan, job: TargetJob, rank: int) -> str | None:
         """The TF_CONFIG shown for the task of `rank` (None: the placement's)."""
         return None
 
-    def job_file(self, placed: Plan, job: object, problems: Sequence[str]) -> tuple[str, str]:
+    def job_file(self, placed: Plan, job: TargetJob, problems: Sequence[str]) -> tuple[str, str]:
         """The file submitted for the job, shown in a tab: (its name, its text); ("", "")
         for none."""
         return "", ""
@@ -94,10 +95,10 @@ class TargetBox(QFrame):
     def launch_tip(self) -> str:
         return ""
 
-    def save(self, job: object) -> None:
+    def save(self, job: TargetJob) -> None:
         """The job sent, kept for the next wizard (runs off the UI thread)."""
 
-    def refill(self, job: object) -> bool:
+    def refill(self, job: TargetJob) -> bool:
         """A past run's job shown again (Clone into the wizard) when it is this kind's:
         whether it was."""
         return False

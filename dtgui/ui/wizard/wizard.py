@@ -13,6 +13,7 @@ from dtgui.core.hardware import GpuInfo, MachineFacts
 from dtgui.core.machines import Machine
 from dtgui.core.placement import place_local
 from dtgui.core.plan import LOCAL_MACHINE, Plan
+from dtgui.core.target_job import TargetJob
 from dtgui.resources import resource
 from dtgui.ui.workers import run_in_thread
 
@@ -82,7 +83,7 @@ class RunWizard(QWizard):
         self._result: Plan | None = None
         self._update_buttons()
 
-    def load_plan(self, plan: Plan, job: object | None = None) -> None:
+    def load_plan(self, plan: Plan, job: TargetJob | None = None) -> None:
         """Fill every page from `plan`: the last run's setup, or a past run's (Clone into the
         wizard): its strategy and devices, options, model or script and its arguments, the
         machines its tasks were placed on; `job`, the job it was sent as (a kind's, read from

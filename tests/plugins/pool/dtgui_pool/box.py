@@ -8,6 +8,7 @@ from PySide6.QtWidgets import QComboBox, QLabel, QVBoxLayout, QWidget
 
 from dtgui.core.machines import Machine
 from dtgui.core.plan import Plan
+from dtgui.core.target_job import TargetJob
 from dtgui.ui.wizard.target_box import TargetBox
 from dtgui_pool.driver import place_in_pool
 from dtgui_pool.job import KIND, PoolJob, pool_settings
@@ -43,15 +44,15 @@ class PoolBox(TargetBox):
     def tip(self) -> str:
         return "" if self.available() else "No pool is registered (Machines > Add)."
 
-    def review(self, draft: Plan) -> tuple[Plan, object, list[str]]:
+    def review(self, draft: Plan) -> tuple[Plan, TargetJob, list[str]]:
         pool = self.combo.currentText()
         job = PoolJob(pool)
         return place_in_pool(draft, pool), job, [] if pool else ["Choose a pool."]
 
-    def task_where(self, job: object, rank: int) -> str:
+    def task_where(self, job: TargetJob, rank: int) -> str:
         return f"in the pool, rank {rank}"
 
-    def refill(self, job: object) -> bool:
+    def refill(self, job: TargetJob) -> bool:
         if not isinstance(job, PoolJob):
             return False
         self.refilled = job

@@ -17,6 +17,7 @@ from dtgui.core.machines import Machine, MachineRegistry, RemoteFacts
 from dtgui.core.placement import place_local
 from dtgui.core.plan import Plan, TaskSpec
 from dtgui.core.runs import MachineRecord, RunRecord
+from dtgui.core.target_job import TargetJob
 from dtgui.launch.drivers.base import Driver, Refused, remove_through_host
 from dtgui.launch.executor import Executor
 from dtgui.launch.host import CopyProgress, LocalHost
@@ -147,7 +148,7 @@ class PoolDriver(Driver):
         machine = found or Machine.from_dict(rec.machine)
         return pool_target(machine, PoolJob(rec.name, rec.python))
 
-    def target_of_job(self, job: object, machines: Mapping[str, Machine]) -> Target | None:
+    def target_of_job(self, job: TargetJob, machines: Mapping[str, Machine]) -> Target | None:
         if not isinstance(job, PoolJob):
             return None
         machine = machines.get(job.pool)
@@ -165,7 +166,7 @@ class PoolDriver(Driver):
         return PoolJob.from_dict(data)
 
     def export(self, plan: Plan, destination: Path,
-               job: object) -> tuple[Bundle, str] | None:
+               job: TargetJob) -> tuple[Bundle, str] | None:
         if not isinstance(job, PoolJob):
             return None
         bundle = render_bundle(place_in_pool(plan, job.pool), destination)
