@@ -218,7 +218,7 @@ def test_gui_process_never_loads_tensorflow() -> None:
         "from dtgui.ui.wizard import RunWizard\n"
         "w = MainWindow(); w.show(); app.processEvents()\n"
         "wiz = RunWizard(None, None, w); wiz.show(); app.processEvents()\n"
-        "import dtgui.cli, dtgui.core.bundle, dtgui.launch.pipeline\n"
+        "import dtgui.cli, dtgui.core.bundles.bundle, dtgui.launch.start.pipeline\n"
         "bad = sorted(m for m in list(sys.modules) if m.split('.')[0] in ('tensorflow', 'keras'))\n"
         "print('LOADED', bad)\n"
         "wiz.close(); w.close()\n"
@@ -231,8 +231,8 @@ def test_gui_process_never_loads_tensorflow() -> None:
 
 
 DEFERRED_AT_START = ("paramiko", "keyring", "pyqtgraph", "numpy", "pathspec", "optuna",
-                     "dtgui.core.bundle", "dtgui.core.events", "dtgui.core.live_run",
-                     "dtgui.launch.history")
+                     "dtgui.core.bundles.bundle", "dtgui.core.events", "dtgui.core.live_run",
+                     "dtgui.launch.runs.history")
 
 
 def test_the_main_window_module_loads_without_ssh_or_plotting() -> None:

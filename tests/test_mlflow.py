@@ -18,19 +18,19 @@ import pytest
 from fakes import wait_for
 
 from dtgui.cli.main import main
-from dtgui.core.plan import Plan
-from dtgui.core.run_state import RunState
-from dtgui.core.runs import RunRecord
-from dtgui.core.strategies import Strategy
-from dtgui.core.sweep import SweepSpec, parse_param
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
+from dtgui.core.runs.records import RunRecord
+from dtgui.core.runs.run_state import RunState
+from dtgui.core.sweeps.sweep import SweepSpec, parse_param
 from dtgui.core.tracking import ENV, RUN_ID_TAG, SWEEP_TAG, new_points
-from dtgui.launch import mlflow_log
 from dtgui.launch.controller import RunController
 from dtgui.launch.drivers import local_target
-from dtgui.launch.pipeline import launch_plan, reattach
-from dtgui.launch.sweep_queue import SweepQueue
-from dtgui.launch.sweep_slots import Slot
-from dtgui.launch.tensorboard_server import start_tensorboard, stop_tensorboard
+from dtgui.launch.gpus.free_slots import Slot
+from dtgui.launch.start.pipeline import launch_plan, reattach
+from dtgui.launch.sweeps.sweep_queue import SweepQueue
+from dtgui.launch.trackers import mlflow_log
+from dtgui.launch.trackers.tensorboard_server import start_tensorboard, stop_tensorboard
 from dtgui.worker.machine_probe import choose_free_ports
 
 mlflow = pytest.importorskip("mlflow")
