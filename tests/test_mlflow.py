@@ -29,7 +29,7 @@ from dtgui.launch.drivers import local_target
 from dtgui.launch.gpus.free_slots import Slot
 from dtgui.launch.start.pipeline import launch_plan, reattach
 from dtgui.launch.sweeps.sweep_queue import SweepQueue
-from dtgui.launch.trackers import mlflow_log
+from dtgui.launch.trackers import mlflow_runs, mlflow_writer
 from dtgui.launch.trackers.tensorboard_server import start_tensorboard, stop_tensorboard
 from dtgui.worker.machine_probe import choose_free_ports
 
@@ -122,7 +122,7 @@ def test_a_run_reaches_mlflow_live_and_an_export_adds_nothing_twice(
     own client; the run's HParams summary by TensorBoard's reader; then detach and reattach
     continue the same MLflow run, and `dtgui runs export-mlflow` updates it, never twice."""
     monkeypatch.setenv(ENV, store)
-    monkeypatch.setattr(mlflow_log, "FLUSH_SECONDS", 0.2)
+    monkeypatch.setattr(mlflow_runs, "FLUSH_SECONDS", 0.2)
     plan = Plan(run_name="tracked", strategy=Strategy.MIRRORED, replicas_per_task=2,
                 steps=400, checkpoint_every=0)
     controller = _launch(plan, tmp_path / "runs", stub_python(step_seconds=0.01))
@@ -135,7 +135,7 @@ def test_a_run_reaches_mlflow_live_and_an_export_adds_nothing_twice(
     controller.detach()  # dtgui closed with the run training ...
     again = reattach(RunRecord.load(Path(record.bundle)))  # ... and opened again
     assert again.wait(120) and again.state is RunState.FINISHED
-    assert mlflow_log.drain_all(120, while_answering=False)
+    assert mlflow_writer.drain_all(120, while_answering=False)
 
     assert RunRecord.load(Path(record.bundle)).mlflow_run_id == run_id
     run = client.get_run(run_id)
@@ -201,7 +201,7 @@ def test_an_unreachable_server_neither_stops_nor_holds_a_run_and_its_card_says_s
         monkeypatch: pytest.MonkeyPatch) -> None:
     nobody = f"http://127.0.0.1:{choose_free_ports(1)[0]}"  # nothing listens there
     monkeypatch.setenv(ENV, nobody)
-    monkeypatch.setattr(mlflow_log, "STUCK_SECONDS", 0.3)
+    monkeypatch.setattr(mlflow_writer, "STUCK_SECONDS", 0.3)
     plan = Plan(run_name="offline", strategy=Strategy.ONE_DEVICE, replicas_per_task=1,
                 steps=150, checkpoint_every=0)
     controller = _launch(plan, tmp_path / "runs", stub_python(step_seconds=0.02))
@@ -210,7 +210,7 @@ def test_an_unreachable_server_neither_stops_nor_holds_a_run_and_its_card_says_s
         if "MLflow" in controller.message:
             said.append(controller.message)
         controller.wait(0.1)
-    writer = mlflow_log.writer_for(nobody)
+    writer = mlflow_writer.writer_for(nobody)
     try:
         assert controller.state is RunState.FINISHED, controller.message
         assert said and "write(s) waiting" in said[-1], said
@@ -238,7 +238,7 @@ def test_a_sweep_is_a_parent_run_with_its_trials_nested_on_a_server(
                      search="random", objective="loss", pruner="none")
     rows = SweepQueue.new(tmp_path / "s", spec, plan, slots=[Slot("a"), Slot("b")],
                           launch=launch).run()
-    assert mlflow_log.drain_all(120, while_answering=False)
+    assert mlflow_writer.drain_all(120, while_answering=False)
     client = MlflowClient(server)
     parents = _runs(client, SWEEP_TAG, str((tmp_path / "s").resolve()))
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"

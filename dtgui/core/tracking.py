@@ -1,6 +1,6 @@
 """Where runs are tracked (MLflow) and what of a run is sent there. Pure Python: no Qt, no
-TensorFlow, and MLflow itself is not imported here (dtgui.launch.trackers.mlflow_log does, on its own
-thread).
+TensorFlow, and MLflow itself is not imported here (dtgui.launch.trackers.mlflow_writer does,
+on its own thread).
 
 Sending runs to MLflow is off unless asked for (docs/mlflow.md), in this order:
 

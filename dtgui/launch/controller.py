@@ -42,7 +42,7 @@ from dtgui.launch.exec.executor import Executor, MachinePoll, mirror
 from dtgui.launch.runs.policy import RunPolicy, exit_text, reap_later
 from dtgui.launch.runs.run_source import BundledRun
 from dtgui.launch.trackers.hparams import write_hparams
-from dtgui.launch.trackers.mlflow_log import RunTracker, tracker_for
+from dtgui.launch.trackers.mlflow_runs import RunTracker, tracker_for
 from dtgui.remote.parallel import each, each_value
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ class RunController(BundledRun):
         self._state = RunState.READY
         self._message = ""
         self.restarts = 0
-        self.tracker: RunTracker | None = None  # MLflow (dtgui.launch.trackers.mlflow_log), when on
+        self.tracker: RunTracker | None = None  # MLflow (trackers.mlflow_runs), when on
         self.launch_timings: dict[str, float] = {}  # seconds per launch step (pipeline.STEPS)
         plan = bundle.plan
         self._exec_of = {tid: ex for ex in self.executors for tid in ex.task_ids}

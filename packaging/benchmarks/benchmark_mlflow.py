@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 from dtgui.core.plans.plan import Plan  # noqa: E402
 from dtgui.core.plans.strategies import Strategy  # noqa: E402
 from dtgui.launch.start.pipeline import launch_plan  # noqa: E402
-from dtgui.launch.trackers import mlflow_log  # noqa: E402
+from dtgui.launch.trackers import mlflow_writer  # noqa: E402
 
 
 def rate(bundle: Path, warmup: int) -> tuple[float, float]:
@@ -70,7 +70,7 @@ def main() -> int:
         controller = launch_plan(plan.with_changes(run_name=f"bench-{i}-{kind}"),
                                  root / "runs")
         assert controller.wait(3600), "the run did not end"
-        assert mlflow_log.drain_all(600, while_answering=False)
+        assert mlflow_writer.drain_all(600, while_answering=False)
         steps_per_s, seconds = rate(controller.bundle.path, args.warmup)
         rates[kind].append(steps_per_s)
         line = f"{kind:>3}: {steps_per_s:8.1f} steps/s, {seconds:.1f} s training"

@@ -56,7 +56,7 @@ def main() -> int:
     from dtgui.core.sweeps.sweep import SweepSpec, parse_param
     from dtgui.launch.start.pipeline import launch_plan
     from dtgui.launch.sweeps.sweep_queue import SweepQueue
-    from dtgui.launch.trackers import mlflow_log
+    from dtgui.launch.trackers import mlflow_writer
     from dtgui.launch.trackers.tensorboard_server import start_tensorboard, stop_tensorboard
     from dtgui.worker.machine_probe import choose_free_ports
 
@@ -73,7 +73,7 @@ def main() -> int:
                      pruner="none")
     rows = SweepQueue.new(home / "runs" / "demo-sweep", spec, sweep).run()
     print("sweep", [(r.number, r.state, r.objective) for r in rows], flush=True)
-    assert mlflow_log.drain_all(600, while_answering=False)
+    assert mlflow_writer.drain_all(600, while_answering=False)
 
     from mlflow.tracking import MlflowClient
 

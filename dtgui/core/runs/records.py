@@ -83,8 +83,8 @@ class RunRecord:
     machines: list[MachineRecord] = field(default_factory=list)
     tasks: list[TaskRecord] = field(default_factory=list)
     segments: list[Segment] = field(default_factory=list)  # its first start, then each resume
-    # the MLflow run it is sent to, and where (dtgui.launch.trackers.mlflow_log): a reattach goes on
-    # there ("" = not sent)
+    # the MLflow run it is sent to, and where (dtgui.launch.trackers.mlflow_runs): a reattach
+    # goes on there ("" = not sent)
     mlflow_uri: str = ""
     mlflow_run_id: str = ""
 

@@ -69,7 +69,7 @@ from dtgui.launch.gpus.holds import HoldRegister
 from dtgui.launch.start.pipeline import launch_plan, reattach
 from dtgui.launch.start.resume import resume_refusal, resume_run
 from dtgui.launch.trackers.hparams import write_hparams
-from dtgui.launch.trackers.mlflow_log import sweep_tracker
+from dtgui.launch.trackers.mlflow_runs import sweep_tracker
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.5

@@ -124,7 +124,7 @@ def export_to_mlflow(parent: QWidget, records: Sequence[RunRecord]) -> None:
     """The Runs page's "Export to MLflow" on the selected runs (off the UI thread): each sent
     again to where runs go (dtgui's own store when sending is off); a run already there is
     updated. Says where they went, or why not."""
-    from dtgui.launch.trackers.mlflow_log import send_past_run
+    from dtgui.launch.trackers.mlflow_runs import send_past_run
 
     if not mlflow_installed():
         QMessageBox.information(parent, "Export to MLflow", INSTALL_HINT)
