@@ -2,6 +2,7 @@
 # Set up dtgui on Debian/Ubuntu and run it or its tests.
 #   bash packaging/dev.sh run     system packages + .venv, then open the app
 #   bash packaging/dev.sh test    the same + test packages, then lint and the whole test suite
+#   bash packaging/dev.sh fast    test packages, then the fast tier: no TensorFlow, no test hosts
 #   bash packaging/dev.sh lint    test packages, then ruff and mypy only
 #   bash packaging/dev.sh setup   only set up
 # DTGUI_VENV picks the venv (default .venv here); CI keeps one a dependency set (.ci/run).
@@ -101,7 +102,7 @@ setup() {
   local apt_test=""
   if command -v apt-get >/dev/null; then
     need_apt "${APT_RUN[@]}"  # python3-venv among them: the venv is made with it
-    if [ "$MODE" = test ]; then  # the test machinery (sshd, Slurm, ...) installs while pip does
+    if [ "$MODE" = test ] || [ "$MODE" = fast ]; then  # the test machinery (sshd, Slurm, ...) installs while pip does
       need_apt "${APT_TEST[@]}" &
       apt_test=$!
     fi
@@ -111,10 +112,10 @@ setup() {
     python3 -m venv "$VENV"
   fi
   local extras="[mlflow]"  # runs into MLflow: the client (docs/mlflow.md)
-  if [ "$MODE" = test ] || [ "$MODE" = lint ]; then extras="[mlflow,test]"; fi
+  if [ "$MODE" != run ] && [ "$MODE" != setup ]; then extras="[mlflow,test]"; fi
   python_packages "$extras"
-  if [ "$MODE" = test ] || [ "$MODE" = lint ]; then test_plugins; fi
-  if [ "$MODE" = test ]; then mlflow_server; fi
+  if [ "$MODE" != run ] && [ "$MODE" != setup ]; then test_plugins; fi
+  if [ "$MODE" = test ] || [ "$MODE" = fast ]; then mlflow_server; fi
   if [ -n "$apt_test" ]; then wait "$apt_test"; fi
 }
 
@@ -125,6 +126,11 @@ lint() {
   echo "dtgui: mypy"
   timed mypy "$VENV/bin/python" -m mypy
 }
+
+# Tests wait on processes, SSH and training more than they compute: one pytest worker more than
+# the cores (two workers kept 2 cores 72 % busy; see docs/testing.md), at most four, each with
+# its own SSH lab (tests/sshhosts.py).
+workers=$(( $(nproc) + 1 )); [ "$workers" -gt 4 ] && workers=4
 
 case "$MODE" in
   setup) timed set-up setup ;;
@@ -146,11 +152,13 @@ case "$MODE" in
     lint
     export QT_QPA_PLATFORM=offscreen
     # the 25 slowest tests are listed at the end: where the suite's time goes
-    # Tests wait on processes, SSH and training more than they compute: one worker more than
-    # the cores (two workers kept 2 cores 72 % busy; see docs/testing.md), at most four, each
-    # with its own SSH lab (tests/sshhosts.py).
-    workers=$(( $(nproc) + 1 )); [ "$workers" -gt 4 ] && workers=4
     exec "$VENV/bin/python" -m pytest -q -n "$workers" --dist loadgroup --durations=25 "$@"
     ;;
-  *) echo "usage: bash packaging/dev.sh run|test|lint|setup" >&2; exit 2 ;;
+  fast)
+    timed set-up setup
+    export QT_QPA_PLATFORM=offscreen
+    exec "$VENV/bin/python" -m pytest -q -n "$workers" --dist loadgroup --durations=10 \
+      -m "not slow and not lab" "$@"
+    ;;
+  *) echo "usage: bash packaging/dev.sh run|test|fast|lint|setup" >&2; exit 2 ;;
 esac

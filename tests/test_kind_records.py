@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dtgui.core.machines import PLAIN_KIND, Machine, MachineRegistry
-from dtgui.core.runs import MachineRecord
+from dtgui.core.machines.registry import PLAIN_KIND, Machine, MachineRegistry
+from dtgui.core.runs.records import MachineRecord
 from dtgui.kinds.slurm.job import SlurmDefaults
 from dtgui.launch.drivers import recorded_kind, target_of_record
 
@@ -75,8 +75,8 @@ def test_records_without_a_kind_are_told_by_their_fields() -> None:
 
 
 def test_an_older_sweep_files_trial_job_is_read_by_its_kind(tmp_path: Path) -> None:
-    from dtgui.core.plan import Plan
-    from dtgui.core.sweep import SweepSpec, load_sweep, parse_param, save_sweep
+    from dtgui.core.plans.plan import Plan
+    from dtgui.core.sweeps.sweep import SweepSpec, load_sweep, parse_param, save_sweep
     from dtgui.kinds.slurm.job import SlurmJob
     from dtgui.launch.drivers import job_readers
 

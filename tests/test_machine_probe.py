@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from dtgui.core.placement import local_port_conflicts, place_local
-from dtgui.core.plan import Plan
-from dtgui.core.strategies import Strategy
-from dtgui.launch.precheck import check_python
+from dtgui.core.plans.placement import local_port_conflicts, place_local
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
+from dtgui.launch.checks.precheck import check_python
 from dtgui.remote.commands import LocalRunner
 from dtgui.remote.probe import ask, probe, probe_source, read_tensorflow, tensorflow_view
 from dtgui.worker import machine_probe
@@ -97,6 +97,7 @@ def test_missing_tools_packages_and_interpreters_are_named(
         "mawk, tar)."]
 
 
+@pytest.mark.slow
 def test_what_tensorflow_sees_and_a_hanging_import_answers_in_time() -> None:
     view = tensorflow_view(LocalRunner(), PYTHON)
     assert view.version == TF and view.error == "" and view.gpus == ()  # no GPU here
@@ -112,6 +113,7 @@ def test_what_tensorflow_sees_and_a_hanging_import_answers_in_time() -> None:
         "importing TensorFlow took longer than 0.01 s"
 
 
+@pytest.mark.slow
 def test_the_probe_of_this_machine(tmp_path: Path) -> None:
     facts = probe(LocalRunner(), PYTHON)
     assert facts.python_path == PYTHON and facts.tf_version == TF and facts.warnings == []

@@ -25,20 +25,20 @@ from pytestqt.qtbot import QtBot
 
 from dtgui import kinds
 from dtgui.cli.main import main
-from dtgui.core.bundle import Bundle
-from dtgui.core.checkpoint_files import newest_checkpoint
-from dtgui.core.machines import Machine, MachineRegistry
-from dtgui.core.plan import Plan
-from dtgui.core.run_state import RunState
-from dtgui.core.runs import RunRecord
-from dtgui.core.strategies import Strategy
+from dtgui.core.bundles.bundle import Bundle
+from dtgui.core.bundles.checkpoint_files import newest_checkpoint
+from dtgui.core.machines.registry import Machine, MachineRegistry
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
+from dtgui.core.runs.records import RunRecord
+from dtgui.core.runs.run_state import RunState
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.drivers import DRIVERS, plugin_problems, target_of_record
-from dtgui.launch.mlflow_log import artifacts, run_tags
-from dtgui.launch.pipeline import reattach
-from dtgui.launch.policy import RunPolicy
-from dtgui.launch.resume import resume_run
 from dtgui.launch.run_admin import delete_run, source_plan, write_export
+from dtgui.launch.runs.policy import RunPolicy
+from dtgui.launch.start.pipeline import reattach
+from dtgui.launch.start.resume import resume_run
+from dtgui.launch.trackers.mlflow_runs import artifacts, run_tags
 
 dtgui_pool = pytest.importorskip("dtgui_pool", reason="the test plugin is installed by "
                                  "packaging/dev.sh (pip install -e tests/plugins/pool)")
@@ -188,10 +188,10 @@ def test_a_sweeps_trials_are_jobs_in_the_pool(pool: Machine, tmp_path: Path) -> 
     import dataclasses
     import io
 
-    from dtgui.core.sweep import SweepSpec, load_sweep, parse_param
+    from dtgui.core.sweeps.sweep import SweepSpec, load_sweep, parse_param
     from dtgui.launch.drivers import job_readers, trial_job
-    from dtgui.launch.sweep_process import run_sweep
-    from dtgui.launch.sweep_queue import prepare_sweep
+    from dtgui.launch.sweeps.sweep_process import run_sweep
+    from dtgui.launch.sweeps.sweep_queue import prepare_sweep
 
     job = trial_job(plan_of(3), pool)
     assert job == PoolJob(POOL)
@@ -211,9 +211,9 @@ def test_a_sweeps_trials_are_jobs_in_the_pool(pool: Machine, tmp_path: Path) -> 
 
 
 def test_the_run_queue_starts_a_run_in_the_pool(pool: Machine, tmp_path: Path) -> None:
-    from dtgui.core.runs import RunHistory
-    from dtgui.launch.run_queue import QUEUE_PROCESS, enqueue, queue_dir
-    from dtgui.launch.watcher import stop_watcher
+    from dtgui.core.runs.records import RunHistory
+    from dtgui.launch.queue.run_queue import QUEUE_PROCESS, enqueue, queue_dir
+    from dtgui.launch.start.watcher import stop_watcher
 
     plan = plan_of(FOREVER, "queued")
     try:

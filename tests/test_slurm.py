@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from fakes import FakeSlurm
 
-from dtgui.core.machines import Machine, MachineError, MachineRegistry
-from dtgui.core.plan import Plan
-from dtgui.core.run_state import RunState
-from dtgui.core.strategies import Strategy
+from dtgui.core.machines.registry import Machine, MachineError, MachineRegistry
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
+from dtgui.core.runs.run_state import RunState
 from dtgui.kinds.slurm import remote as login_node
 from dtgui.kinds.slurm import task as slurm_task
 from dtgui.kinds.slurm.answers import (

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 
-from dtgui.core.plan import Plan
+from dtgui.core.plans.plan import Plan
 from dtgui.core.target_job import TargetJob
 
 

@@ -18,10 +18,10 @@ from itertools import islice
 
 import numpy as np
 
-from dtgui.core.bottleneck import CpuLoad, StepSplit
-from dtgui.core.device_use import DeviceUse
 from dtgui.core.events import Event
-from dtgui.core.memory import MemoryPeaks
+from dtgui.core.measure.bottleneck import CpuLoad, StepSplit
+from dtgui.core.measure.device_use import DeviceUse
+from dtgui.core.measure.memory import MemoryPeaks
 from dtgui.core.run_curves import (
     GROUP_VALUES,
     Curve,
@@ -31,9 +31,9 @@ from dtgui.core.run_curves import (
     series_of,
     step_batches,
 )
-from dtgui.core.run_state import RunState
+from dtgui.core.runs.run_state import RunState
 from dtgui.core.scalars import ScalarStore
-from dtgui.core.script_progress import ScriptProgress
+from dtgui.core.scripts.script_progress import ScriptProgress
 
 __all__ = ["GROUP_VALUES", "LOG_LINES_KEPT", "LiveRun", "Series", "Snapshot", "TaskState"]
 

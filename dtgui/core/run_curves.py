@@ -7,7 +7,7 @@ point, and the final loss. A task restarted from a checkpoint rewinds its curves
 resumed step (the steps after it are trained again) instead of drawing them twice.
 
 The live dashboard (`dtgui.core.live_run.LiveRun`, which holds one under its lock), Compare
-(`dtgui.core.compare`), the run history and the CLI all read runs through it, so they show the
+(`dtgui.core.runs.compare`), the run history and the CLI all read runs through it, so they show the
 same curves and the same final loss.
 
 `step_batches(events)` is the fast path: training steps are decoded and gathered into
@@ -25,7 +25,8 @@ from typing import TypeVar
 
 import numpy as np
 
-from dtgui.core.bottleneck import (
+from dtgui.core.events import STEP_KINDS, Event, StepRows, read_all, step_rows
+from dtgui.core.measure.bottleneck import (
     SPLIT_KIND,
     WINDOW_SAMPLES,
     WINDOW_SPLITS,
@@ -35,11 +36,10 @@ from dtgui.core.bottleneck import (
     deferred_until,
     window_split,
 )
-from dtgui.core.device_use import DeviceUse
-from dtgui.core.events import STEP_KINDS, Event, StepRows, read_all, step_rows
-from dtgui.core.memory import MemoryPeaks
+from dtgui.core.measure.device_use import DeviceUse
+from dtgui.core.measure.memory import MemoryPeaks
 from dtgui.core.scalars import ScalarStore, is_loss_tag
-from dtgui.core.script_progress import ScriptProgress
+from dtgui.core.scripts.script_progress import ScriptProgress
 from dtgui.worker.layout import EVENTS_GLOB, OUTPUT_DIR
 
 K = TypeVar("K")

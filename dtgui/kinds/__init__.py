@@ -3,7 +3,7 @@
 Each entry point names a kind's registration, a `Kind`: its name, its driver and the optional
 hooks of the other layers, each as "module:attribute", loaded only by the layer that uses it
 (the launch layer loads drivers, the UI boxes and Machines-panel fields, the command line its
-options, `dtgui.core.machines` the settings a registered machine of the kind keeps). The three
+options, `dtgui.core.machines.registry` the settings a registered machine of the kind keeps). The three
 built-in kinds (this machine, SSH machines, a Slurm cluster) are registered the same way, in
 dtgui's own pyproject.toml.
 

@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from dtgui.core.bundle import Bundle, render_bundle
-from dtgui.core.machines import MachineRegistry
-from dtgui.core.placement import place_local
-from dtgui.core.plan import ModelFile, Plan, ScriptModel
-from dtgui.core.run_index import (
+from dtgui.core.bundles.bundle import Bundle, render_bundle
+from dtgui.core.machines.registry import MachineRegistry
+from dtgui.core.plans.placement import place_local
+from dtgui.core.plans.plan import ModelFile, Plan, ScriptModel
+from dtgui.core.runs.records import RECORD_NAME, MachineRecord, RunRecord
+from dtgui.core.runs.run_index import (
     SWEEP,
     TRIAL,
     Notes,
@@ -39,9 +40,8 @@ from dtgui.core.run_index import (
     clean_tags,
     known_sweeps,
 )
-from dtgui.core.runs import RECORD_NAME, MachineRecord, RunRecord
 from dtgui.core.settings import runs_dir
-from dtgui.core.sweep import SWEEP_FILE, TRIALS_DIR
+from dtgui.core.sweeps.sweep import SWEEP_FILE, TRIALS_DIR
 from dtgui.core.target_job import TargetJob
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class RunAdminError(RuntimeError):
 def sweep_rows(folder: Path, *, summarize_ended: bool = True) -> list[RunRow]:
     """A sweep's row followed by its trials' (none when the folder holds no sweep)."""
     from dtgui.core.run_curves import lower_is_better
-    from dtgui.launch.sweep_process import sweep_pid
+    from dtgui.launch.sweeps.sweep_process import sweep_pid
 
     try:
         data = json.loads((folder / SWEEP_FILE).read_text(encoding="utf-8"))
@@ -267,8 +267,8 @@ def source_plan(folder: Path | str) -> tuple[Plan, TargetJob | None]:
     """A past run's plan as the wizard and an export take it, and the job it was sent as
     (its kind's driver reads it from the bundle; None for processes): its model file or script pointing into the run's
     bundle (the copy it trained with). RunAdminError when the bundle cannot be read."""
-    from dtgui.core.bundle import BundleError
-    from dtgui.core.plan import PlanError
+    from dtgui.core.bundles.bundle import BundleError
+    from dtgui.core.plans.plan import PlanError
 
     root = Path(folder).resolve()
     try:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from dtgui.core.machines import Machine
-from dtgui.core.plan import LOCAL_MACHINE
+from dtgui.core.machines.registry import Machine
+from dtgui.core.plans.plan import LOCAL_MACHINE
 from dtgui.core.target_job import TargetJob
 
 LOCAL_LABEL = "this machine"  # how messages name the local target

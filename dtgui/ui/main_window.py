@@ -25,31 +25,31 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.hardware import MachineFacts
-from dtgui.core.plan import DeviceKind, Plan
-from dtgui.core.run_index import SWEEP, RunRow
-from dtgui.core.runs import RunRecord
+from dtgui.core.machines.hardware import MachineFacts
+from dtgui.core.plans.plan import DeviceKind, Plan
+from dtgui.core.plans.strategies import STRATEGIES, Strategy, recommend
+from dtgui.core.runs.records import RunRecord
+from dtgui.core.runs.run_index import SWEEP, RunRow
 from dtgui.core.settings import load_last_plan, runs_dir, save_last_plan
-from dtgui.core.strategies import STRATEGIES, Strategy, recommend
 from dtgui.core.target_job import TargetJob
-from dtgui.launch.model_check import cancel_all as cancel_all_checks
-from dtgui.launch.policy import RunPolicy
+from dtgui.launch.checks.model_check import cancel_all as cancel_all_checks
+from dtgui.launch.runs.policy import RunPolicy
 from dtgui.resources import resource
-from dtgui.ui.local_machine import LocalMachinePanel
-from dtgui.ui.run_queue_panel import RunQueuePanel
+from dtgui.ui.pages.local_machine import LocalMachinePanel
+from dtgui.ui.pages.run_queue_panel import RunQueuePanel
+from dtgui.ui.pages.runs_page import RunsPage
 from dtgui.ui.run_session import RunSession
-from dtgui.ui.runs_page import RunsPage
 from dtgui.ui.workers import error_message, run_in_thread
 
 if TYPE_CHECKING:
-    from dtgui.core.runs import RunRecord
-    from dtgui.launch.run_source import RunSource
+    from dtgui.core.runs.records import RunRecord
+    from dtgui.launch.runs.run_source import RunSource
     from dtgui.ui.compare import CompareView
-    from dtgui.ui.dashboard import Dashboard
+    from dtgui.ui.dialogs.sweep_dialog import SweepDialog
     from dtgui.ui.machines.panel import MachinesPanel
     from dtgui.ui.notify import RunNotices
-    from dtgui.ui.sweep_dialog import SweepDialog
-    from dtgui.ui.sweep_view import SweepView
+    from dtgui.ui.pages.dashboard import Dashboard
+    from dtgui.ui.pages.sweep_view import SweepView
     from dtgui.ui.wizard import RunWizard
 
 DEMO_STEPS = 1000
@@ -330,18 +330,18 @@ class MainWindow(QMainWindow):
 
     # -- actions ---------------------------------------------------------------------------
     def open_preferences(self) -> None:
-        from dtgui.ui.preferences import PreferencesDialog
+        from dtgui.ui.dialogs.preferences import PreferencesDialog
 
         PreferencesDialog(self).open()
 
     def _tensorboard_on(self, folders: list[Path]) -> None:
-        from dtgui.ui.preferences import show_in_tensorboard
+        from dtgui.ui.dialogs.preferences import show_in_tensorboard
 
         self.statusBar().showMessage("Starting TensorBoard…", 10000)
         show_in_tensorboard(self, folders)
 
     def _export_to_mlflow(self, records: list[RunRecord]) -> None:
-        from dtgui.ui.preferences import export_to_mlflow
+        from dtgui.ui.dialogs.preferences import export_to_mlflow
 
         export_to_mlflow(self, records)
 
@@ -412,7 +412,7 @@ class MainWindow(QMainWindow):
     def queue_run(self, plan: Plan, max_restarts: int = 0, job: TargetJob | None = None) -> None:
         """Put `plan` in the run queue: it starts when its GPUs and machines are free, in
         the background (the Runs page shows it waiting, then running)."""
-        from dtgui.launch.run_queue import QueuedRun, enqueue
+        from dtgui.launch.queue.run_queue import QueuedRun, enqueue
 
         def queued(entry: QueuedRun) -> None:
             self.statusBar().showMessage(
@@ -440,7 +440,7 @@ class MainWindow(QMainWindow):
 
     def open_sweep(self, folder: Path) -> None:
         """Show the sweep in `folder` (its trials read in the background)."""
-        from dtgui.core.run_index import remember_sweep
+        from dtgui.core.runs.run_index import remember_sweep
 
         view = self._sweep_view()
         view.open(folder)
@@ -449,7 +449,7 @@ class MainWindow(QMainWindow):
 
     def _sweep_view(self) -> SweepView:
         if self.sweep_view is None:
-            from dtgui.ui.sweep_view import SweepView
+            from dtgui.ui.pages.sweep_view import SweepView
 
             self.sweep_view = SweepView()
             self.sweep_view.closed.connect(self.show_runs)
@@ -471,7 +471,7 @@ class MainWindow(QMainWindow):
         """Show the dialog that sets up a sweep of `plan`; once accepted the sweep runs in a
         process of its own, shown by the sweep view."""
         from dtgui.launch.drivers import process_machines
-        from dtgui.ui.sweep_dialog import SweepDialog
+        from dtgui.ui.dialogs.sweep_dialog import SweepDialog
 
         machines = self.machines.machines()
         over_ssh = process_machines(machines)
@@ -620,7 +620,7 @@ class MainWindow(QMainWindow):
             import pyqtgraph as pg
 
             pg.setConfigOptions(antialias=False, background="w", foreground="#374151")
-            from dtgui.ui.dashboard import Dashboard
+            from dtgui.ui.pages.dashboard import Dashboard
 
             self.dashboard = Dashboard()
             self.dashboard.listen(self.session)

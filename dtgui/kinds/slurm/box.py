@@ -31,11 +31,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.machines import Machine
-from dtgui.core.placement import task_layout
-from dtgui.core.plan import Plan
+from dtgui.core.machines.registry import Machine
+from dtgui.core.plans.placement import task_layout
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
 from dtgui.core.settings import atomic_write_text, config_dir, read_json_or_backup
-from dtgui.core.strategies import Strategy
 from dtgui.core.target_job import TargetJob
 from dtgui.kinds.slurm.answers import ClusterFacts, Partition
 from dtgui.kinds.slurm.batch_bundle import place_on_cluster

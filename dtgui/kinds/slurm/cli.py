@@ -10,8 +10,8 @@ import argparse
 import sys
 
 from dtgui.cli.kind_options import KindOptions
-from dtgui.core.plan import Plan
-from dtgui.core.strategies import Strategy
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
 from dtgui.kinds.slurm.job import (
     JOB_KIND,
     LOCAL_CLUSTER,
@@ -84,7 +84,7 @@ def _cluster_defaults(name: str) -> tuple[SlurmDefaults, str]:
     """A registered cluster's defaults and Python; SlurmError when it is none."""
     if name == LOCAL_CLUSTER:
         return SlurmDefaults(), sys.executable
-    from dtgui.core.machines import MachineRegistry
+    from dtgui.core.machines.registry import MachineRegistry
 
     registry = MachineRegistry()
     registry.load()
@@ -105,7 +105,7 @@ def job_from(args: argparse.Namespace, plan: Plan) -> SlurmJob:
         name, _, path = item.partition("=")
         if name == args.slurm:
             python = path
-    from dtgui.core.placement import task_layout
+    from dtgui.core.plans.placement import task_layout
 
     count = len(task_layout(plan))
     per_node = args.tasks_per_node or (1 if args.nodes is None else max(count // args.nodes, 1))
@@ -122,8 +122,8 @@ def job_from(args: argparse.Namespace, plan: Plan) -> SlurmJob:
 
 
 def export_slurm(plan: Plan, args: argparse.Namespace) -> int:
-    from dtgui.core.bundle import BundleError, add_task_modules
-    from dtgui.core.plan import PlanError
+    from dtgui.core.bundles.bundle import BundleError, add_task_modules
+    from dtgui.core.plans.plan import PlanError
     from dtgui.kinds.slurm.batch_bundle import render_slurm_bundle
     from dtgui.kinds.slurm.driver import SlurmDriver
 

@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dtgui.core.bundle import Bundle, add_task_modules
-from dtgui.core.machines import Machine, MachineRegistry
-from dtgui.core.plan import LOCAL_MACHINE, Plan
-from dtgui.core.runs import MachineRecord, RunRecord
+from dtgui.core.bundles.bundle import Bundle, add_task_modules
+from dtgui.core.machines.registry import Machine, MachineRegistry
+from dtgui.core.plans.plan import LOCAL_MACHINE, Plan
+from dtgui.core.runs.records import MachineRecord, RunRecord
 from dtgui.core.target_job import TargetJob
 from dtgui.kinds.slurm.executor import SlurmExecutor
 from dtgui.kinds.slurm.job import (
@@ -33,12 +33,12 @@ from dtgui.kinds.slurm.job import (
     cluster_defaults,
 )
 from dtgui.launch.drivers.base import Driver, Refused, command_runner, remove_through_host
-from dtgui.launch.executor import Executor
+from dtgui.launch.exec.executor import Executor
 from dtgui.launch.launch_state import Launch
 from dtgui.launch.targets import Target
 
 if TYPE_CHECKING:
-    from dtgui.core.machines import RemoteFacts
+    from dtgui.core.machines.registry import RemoteFacts
     from dtgui.remote.commands import CommandRunner
     from dtgui.remote.connection import SSHClient
     from dtgui.remote.connector import Connector
@@ -177,7 +177,7 @@ class SlurmDriver(Driver):
 
     def trial_job(self, plan: Plan, machine: Machine) -> SlurmJob:
         """Its defaults, a task a node (as `dtgui export --slurm` without --nodes)."""
-        from dtgui.core.placement import task_layout
+        from dtgui.core.plans.placement import task_layout
 
         defaults = cluster_defaults(machine)
         assert defaults is not None, f"{machine.name} is not a Slurm cluster"

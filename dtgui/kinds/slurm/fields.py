@@ -13,7 +13,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.machines import KindSettings
+from dtgui.core.machines.registry import KindSettings
 from dtgui.kinds.slurm.job import JOB_KIND, SlurmDefaults
 from dtgui.ui.machines.kind_fields import KindFields
 

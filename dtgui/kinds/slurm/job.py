@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from dtgui.core.machines import Machine
-from dtgui.core.plan import Plan, TaskSpec
+from dtgui.core.machines.registry import Machine
+from dtgui.core.plans.plan import Plan, TaskSpec
 from dtgui.kinds.slurm.answers import Partition
 from dtgui.kinds.slurm.answers import SlurmError as SlurmError
 from dtgui.kinds.slurm.answers import time_seconds as time_seconds

@@ -7,12 +7,12 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from dtgui.core.bundle import Bundle
-from dtgui.core.machines import Machine, MachineRegistry
-from dtgui.core.runs import MachineRecord
+from dtgui.core.bundles.bundle import Bundle
+from dtgui.core.machines.registry import Machine, MachineRegistry
+from dtgui.core.runs.records import MachineRecord
 from dtgui.launch.drivers.base import registered
 from dtgui.launch.drivers.processes import ProcessDriver
-from dtgui.launch.executor import Executor
+from dtgui.launch.exec.executor import Executor
 from dtgui.launch.launch_state import Launch
 from dtgui.launch.targets import Target
 

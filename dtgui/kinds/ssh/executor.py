@@ -17,11 +17,11 @@ from collections.abc import Iterable
 
 import paramiko
 
-from dtgui.core.bundle import Bundle
-from dtgui.core.plan import TaskSpec
-from dtgui.launch.host import bundle_archive
-from dtgui.launch.process_exec import ProcessExecutor
-from dtgui.launch.ssh_host import POLL_TIMEOUT, Reconnect, SshHost
+from dtgui.core.bundles.bundle import Bundle
+from dtgui.core.plans.plan import TaskSpec
+from dtgui.launch.exec.host import bundle_archive
+from dtgui.launch.exec.process_exec import ProcessExecutor
+from dtgui.launch.exec.ssh_host import POLL_TIMEOUT, Reconnect, SshHost
 
 __all__ = ["POLL_TIMEOUT", "Reconnect", "SshExecutor", "bundle_archive", "remote_run_dir"]
 

@@ -13,15 +13,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from pathlib import Path
 
-from dtgui.core.bundle import Bundle
-from dtgui.core.machines import PLAIN_KIND, Machine, MachineRegistry
-from dtgui.core.plan import LOCAL_MACHINE, Plan
-from dtgui.core.runs import MachineRecord, RunRecord
-from dtgui.core.sweep import JobReader
+from dtgui.core.bundles.bundle import Bundle
+from dtgui.core.machines.registry import PLAIN_KIND, Machine, MachineRegistry
+from dtgui.core.plans.plan import LOCAL_MACHINE, Plan
+from dtgui.core.runs.records import MachineRecord, RunRecord
+from dtgui.core.sweeps.sweep import JobReader
 from dtgui.core.target_job import TargetJob
 from dtgui.kinds import hooks, problems, report_plugin
 from dtgui.launch.drivers.base import REQUIRED_HOOKS, Driver, Refused
-from dtgui.launch.executor import Executor
+from dtgui.launch.exec.executor import Executor
 from dtgui.launch.targets import LOCAL_KIND, Target, local_target
 
 __all__ = ["DRIVERS", "Driver", "Refused", "bundle_job", "bundle_targets", "chosen_targets",

@@ -1,6 +1,6 @@
 """What a kind of target does at each step of a launch: the `Driver` protocol.
 
-The launch pipeline (`dtgui.launch.pipeline`) runs its steps over a run's targets and asks
+The launch pipeline (`dtgui.launch.start.pipeline`) runs its steps over a run's targets and asks
 each target's driver (`dtgui.launch.drivers.driver_for`) for what depends on its kind; it
 never asks which kind a target is. A driver:
 
@@ -45,19 +45,19 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dtgui.core.bundle import Bundle
-from dtgui.core.machines import Machine, MachineRegistry
-from dtgui.core.plan import Plan
-from dtgui.core.runs import MachineRecord
+from dtgui.core.bundles.bundle import Bundle
+from dtgui.core.machines.registry import Machine, MachineRegistry
+from dtgui.core.plans.plan import Plan
+from dtgui.core.runs.records import MachineRecord
 from dtgui.core.target_job import TargetJob
-from dtgui.launch.executor import Executor
-from dtgui.launch.host import Host
+from dtgui.launch.exec.executor import Executor
+from dtgui.launch.exec.host import Host
 from dtgui.launch.launch_state import Launch
 from dtgui.launch.targets import Target
 
 if TYPE_CHECKING:  # paramiko is imported only when a target needs it
-    from dtgui.core.machines import RemoteFacts
-    from dtgui.core.runs import RunRecord
+    from dtgui.core.machines.registry import RemoteFacts
+    from dtgui.core.runs.records import RunRecord
     from dtgui.remote.commands import CommandRunner
     from dtgui.remote.connection import SSHClient
     from dtgui.remote.connector import Connector

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.machines import PLAIN_KIND, Machine, MachineRegistry, parse_jump_spec
+from dtgui.core.machines.registry import PLAIN_KIND, Machine, MachineRegistry, parse_jump_spec
 from dtgui.kinds import hooks
 from dtgui.remote.commands import run
 from dtgui.remote.connector import Secrets

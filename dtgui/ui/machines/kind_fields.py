@@ -17,7 +17,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QGroupBox, QWidget
 
-from dtgui.core.machines import KindSettings
+from dtgui.core.machines.registry import KindSettings
 
 
 class KindFields(QGroupBox):

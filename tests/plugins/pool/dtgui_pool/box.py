@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 from PySide6.QtWidgets import QComboBox, QLabel, QVBoxLayout, QWidget
 
-from dtgui.core.machines import Machine
-from dtgui.core.plan import Plan
+from dtgui.core.machines.registry import Machine
+from dtgui.core.plans.plan import Plan
 from dtgui.core.target_job import TargetJob
 from dtgui.ui.wizard.target_box import TargetBox
 from dtgui_pool.driver import place_in_pool

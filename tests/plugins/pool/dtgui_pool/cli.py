@@ -6,8 +6,8 @@ import argparse
 import sys
 
 from dtgui.cli.kind_options import KindOptions
-from dtgui.core.machines import MachineRegistry
-from dtgui.core.plan import Plan
+from dtgui.core.machines.registry import MachineRegistry
+from dtgui.core.plans.plan import Plan
 from dtgui_pool.job import KIND, PoolError, PoolJob, pool_settings
 
 

@@ -12,17 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dtgui.core.bundle import Bundle, add_task_modules, render_bundle
-from dtgui.core.machines import Machine, MachineRegistry, RemoteFacts
-from dtgui.core.placement import place_local
-from dtgui.core.plan import Plan, TaskSpec
-from dtgui.core.runs import MachineRecord, RunRecord
+from dtgui.core.bundles.bundle import Bundle, add_task_modules, render_bundle
+from dtgui.core.machines.registry import Machine, MachineRegistry, RemoteFacts
+from dtgui.core.plans.placement import place_local
+from dtgui.core.plans.plan import Plan, TaskSpec
+from dtgui.core.runs.records import MachineRecord, RunRecord
 from dtgui.core.target_job import TargetJob
 from dtgui.launch.drivers.base import Driver, Refused, remove_through_host
-from dtgui.launch.executor import Executor
-from dtgui.launch.host import CopyProgress, LocalHost
+from dtgui.launch.exec.executor import Executor
+from dtgui.launch.exec.host import CopyProgress, LocalHost
+from dtgui.launch.exec.process_exec import ProcessExecutor
 from dtgui.launch.launch_state import Launch
-from dtgui.launch.process_exec import ProcessExecutor
 from dtgui.launch.targets import Target
 from dtgui_pool.job import JOB_FILE, KIND, TASK_MODULE, PoolError, PoolJob, pool_settings
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QFormLayout, QLineEdit, QWidget
 
-from dtgui.core.machines import KindSettings
+from dtgui.core.machines.registry import KindSettings
 from dtgui.ui.machines.kind_fields import KindFields
 from dtgui_pool.job import KIND, PoolSettings
 

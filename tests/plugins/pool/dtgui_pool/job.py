@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from dtgui.core.machines import Machine
+from dtgui.core.machines.registry import Machine
 
 KIND = "pool"
 JOB_FILE = "pool.json"  # the job in its bundle
