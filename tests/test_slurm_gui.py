@@ -195,7 +195,8 @@ def test_a_registered_cluster_from_the_wizard_over_ssh(
     python = runs.stub_python(python=remote_python.python_for(), step_seconds=0.05)
     registry = MachineRegistry()
     registry.add(machine(ssh_lab, login_node, name="hpc", python=python,
-                         slurm=SlurmDefaults(partition="debug", shared_dir="gui-runs")))
+                         kind="slurm",
+                         settings=SlurmDefaults(partition="debug", shared_dir="gui-runs")))
     registry.save()
     window = ready_window(qtbot, windows)
     wizard = open_wizard_on(qtbot, window, "multi_worker_mirrored")

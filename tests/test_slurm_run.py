@@ -457,7 +457,8 @@ def test_a_cluster_reached_over_ssh(slurm: SlurmCluster, ssh_env: Path, login_no
     trust(login_node)
     python = runs.stub_python(python=remote_python.python_for(), step_seconds=0.05)
     cluster = machine(ssh_lab, login_node, python=python,
-                      slurm=SlurmDefaults(partition="debug", shared_dir="cluster-runs"))
+                      kind="slurm",
+                      settings=SlurmDefaults(partition="debug", shared_dir="cluster-runs"))
     controller = launch_plan(mwms(40), tmp_path, targets=[
         cluster_job_target(cluster, nodes=2, tasks_per_node=1)])
     assert controller.record is not None
