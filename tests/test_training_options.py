@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from worker_helpers import (
     PYTHON,
@@ -100,6 +101,18 @@ def wait(procs: dict[str, Any], bundles: dict[str, Path], task: str = "worker:0"
     return out
 
 
+def saved_weights(*bundles: Path) -> list[list[Any]]:
+    """The weights of each bundle's saved model, read in one process (one TensorFlow
+    import for them all)."""
+    code = ("import keras, json, sys; print(json.dumps([[w.tolist() for w in "
+            "keras.models.load_model(path).get_weights()] for path in sys.argv[1:]]))")
+    out = subprocess.run([PYTHON, "-c", code,
+                          *(str(b / "output" / "model" / "model.keras") for b in bundles)],
+                         capture_output=True, text=True, timeout=240, check=True)
+    weights: list[list[Any]] = json.loads(out.stdout.strip().splitlines()[-1])
+    return weights
+
+
 def evaluate_saved(bundle: Path, model_file: Path) -> dict[str, Any]:
     """In a fresh process: reload output/model/model.keras and the SavedModel, predict the
     saved sample, and evaluate the validation data directly (numpy, float64)."""
@@ -175,14 +188,8 @@ def test_regression_validation_schedule_and_accumulation(tmp_path: Path) -> None
         assert lr == pytest.approx(expected, rel=1e-5, abs=1e-9), step
     assert next(e["metrics"] for e in kinds(events["schedule"], "epoch")).keys() == {"accuracy"}
 
-    weights = {}
-    for name in ("micro", "whole"):
-        code = ("import keras, json, sys; m = keras.models.load_model(sys.argv[1]); "
-                "print(json.dumps([w.tolist() for w in m.get_weights()]))")
-        out = subprocess.run([PYTHON, "-c", code,
-                              str(bundles[name] / "output" / "model" / "model.keras")],
-                             capture_output=True, text=True, timeout=120, check=True)
-        weights[name] = json.loads(out.stdout.strip().splitlines()[-1])
+    weights = dict(zip(("micro", "whole"), saved_weights(bundles["micro"], bundles["whole"]),
+                       strict=True))
     flat = {k: [x for w in v for row in (w if isinstance(w[0], list) else [w]) for x in row]
             for k, v in weights.items()}
     assert flat["micro"] == pytest.approx(flat["whole"], rel=1e-5, abs=1e-6)
@@ -230,14 +237,8 @@ def test_clipping_bounds_the_update_of_every_replica_together_and_under_float16(
     bundles = {name: make_bundle(tmp_path / name, plan, user_model=ZERO_LINEAR_MODEL)
                for name, plan in variants.items()}
     wait({name: start_task(bundle, "worker:0") for name, bundle in bundles.items()}, bundles)
-    code = ("import keras, json, sys, numpy as np; m = keras.models.load_model(sys.argv[1]); "
-            "print(json.dumps(float(np.sqrt(sum(float((w.astype('float64') ** 2).sum()) "
-            "for w in m.get_weights())))))")
-    for name, bundle in bundles.items():
-        out = subprocess.run([PYTHON, "-c", code,
-                              str(bundle / "output" / "model" / "model.keras")],
-                             capture_output=True, text=True, timeout=120, check=True)
-        moved = json.loads(out.stdout.strip().splitlines()[-1])
+    for name, weights in zip(bundles, saved_weights(*bundles.values()), strict=True):
+        moved = np.sqrt(sum(float((np.asarray(w, dtype="float64") ** 2).sum()) for w in weights))
         assert moved == pytest.approx(0.001, rel=1e-3), name
 
 
