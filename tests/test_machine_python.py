@@ -33,7 +33,7 @@ LOCAL = MachineFacts(hostname="here", os_name="Linux", python="3.11.7", cpu_mode
 SSH_WAIT = 120_000
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture  # not module-scoped: the module's tests spread over the workers
 def venv_python(ssh_lab: sshhosts.SshLab) -> str:
     return remote_python.python_for()  # made once a session
 

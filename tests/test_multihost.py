@@ -51,7 +51,7 @@ from dtgui.worker.step_timing import BUDGET_VARIABLE
 ssh_lab = conftest_ssh.ssh_lab
 ssh_env = conftest_ssh.ssh_env
 real_keyring = conftest_ssh.real_keyring
-lab_python = conftest_ssh.lab_python
+lab_python = conftest_ssh.lab_python_each_test  # per test: the tests spread over the workers
 FOREVER = 1_000_000
 
 
