@@ -18,11 +18,12 @@ from dtgui.core import settings
 from dtgui.core.bundle import Bundle, BundleError, primary_tasks, render_bundle
 from dtgui.core.events import EventTail, parse_line
 from dtgui.core.hardware import GpuInfo, MachineFacts, TfView, explain, tf_view
-from dtgui.core.live_run import LiveRun, Series
+from dtgui.core.live_run import LiveRun
 from dtgui.core.placement import local_port_conflicts, place_local, placed_tf_config, task_layout
 from dtgui.core.plan import DeviceKind, ModelFile, Plan, PlanError, validate
 from dtgui.core.run_state import RunState
 from dtgui.core.runs import RunRecord
+from dtgui.core.series import Series
 from dtgui.core.strategies import STRATEGIES, Strategy, recommend
 
 

@@ -19,14 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from dtgui.core.bottleneck import RunFacts, Verdict, plan_facts, verdict
-from dtgui.core.run_curves import (
-    Curve,
-    RunCurves,
-    best_point,
-    bundle_curves,
-    median_throughput,
-    preferred_metric,
-)
+from dtgui.core.curve_values import best_point, median_throughput, preferred_metric
+from dtgui.core.run_curves import RunCurves, bundle_curves
+from dtgui.core.series import Curve
 
 MISSING = "\u2014"  # shown for a value a run does not have (an older run's optimizer)
 

@@ -53,7 +53,7 @@ class RunAdminError(RuntimeError):
 # -- the list ---------------------------------------------------------------------------------
 def sweep_rows(folder: Path, *, summarize_ended: bool = True) -> list[RunRow]:
     """A sweep's row followed by its trials' (none when the folder holds no sweep)."""
-    from dtgui.core.run_curves import lower_is_better
+    from dtgui.core.curve_values import lower_is_better
     from dtgui.launch.sweep_process import sweep_pid
 
     try:

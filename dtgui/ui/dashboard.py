@@ -23,8 +23,8 @@ from PySide6.QtWidgets import QFrame, QMessageBox, QSplitter, QVBoxLayout, QWidg
 from dtgui.core.bottleneck import plan_facts
 from dtgui.core.live_run import LiveRun, Snapshot
 from dtgui.core.plan_text import script_summary, script_text
-from dtgui.core.run_curves import task_key
 from dtgui.core.run_state import RunState
+from dtgui.core.run_tasks import task_key
 from dtgui.launch.run_source import RunSource
 from dtgui.ui.memory_panel import MemoryPanel
 from dtgui.ui.plot_base import DARK, LIGHT, PlotPanel, make_card, title_label

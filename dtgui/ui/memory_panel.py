@@ -32,7 +32,6 @@ from dtgui.core.device_use import (
     traffic_text,
     unhelped_summary,
 )
-from dtgui.core.live_run import TaskState
 from dtgui.core.memory import NEAR_LIMIT, MemoryPeaks, gib, warning_text
 from dtgui.core.network_pairs import (
     LINKS_FILE,
@@ -52,7 +51,7 @@ from dtgui.core.network_pairs import (
     size_text,
     slowest,
 )
-from dtgui.core.run_curves import task_key
+from dtgui.core.run_tasks import TaskState, task_key
 from dtgui.core.settings import data_dir
 from dtgui.ui.workers import run_in_thread
 

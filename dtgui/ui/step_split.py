@@ -33,7 +33,7 @@ from dtgui.core.bottleneck import (
     verdict,
 )
 from dtgui.core.memory import DeviceMemory
-from dtgui.core.run_curves import task_key
+from dtgui.core.run_tasks import task_key
 from dtgui.ui.plot_base import style_card, title_label
 
 COLOURS = {"input": QColor("#e8a33d"), "compute": QColor("#3f9e6b"),

@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.run_curves import best_index, lower_is_better, preferred_metric
+from dtgui.core.curve_values import best_index, lower_is_better, preferred_metric
 from dtgui.core.smoothing import Ema
 from dtgui.ui.curves import XY, make_curve
 from dtgui.ui.plot_base import PlotPanel, PlotTheme, offer_names, series_colour, style_card

@@ -36,8 +36,8 @@ from PySide6.QtWidgets import (
 )
 
 from dtgui.core.compare import FIELDS, RunSummary, summarize_run, summary_csv, table_rows
-from dtgui.core.run_curves import Curve
 from dtgui.core.runs import RunRecord
+from dtgui.core.series import Curve
 from dtgui.core.smoothing import ema
 from dtgui.ui.plot_base import (
     DARK,
