@@ -519,7 +519,7 @@ def test_two_machines_keys_versions_and_the_doctor_all_by_clicking(
     qtbot.waitUntil(lambda: window.machine.facts is not None
                     and window.machine.facts.tf is not None,
                     timeout=180_000)  # this machine's TensorFlow, asked in a subprocess
-    window.act_doctor.trigger()
+    window.acts.doctor.trigger()
     doctor = wait_dialog(qtbot, panel, DoctorDialog)
     with qtbot.waitSignal(doctor.finishedRun, timeout=SSH_WAIT):
         qtbot.mouseClick(doctor.run_button, LEFT)
