@@ -230,7 +230,7 @@ class EnvelopeLayer(pg.GraphicsObject):
         self._in_flight = True
         lines, generation = self._visible_lines(), self.generation
 
-        def work(_worker: Worker) -> LayerImage:
+        def work(_worker: Worker[LayerImage]) -> LayerImage:
             return LayerImage(render_lines(lines, transform, size, ratio), transform, generation)
 
         # Delivered on the UI thread, or not at all once the layer is deleted.

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
@@ -30,6 +30,7 @@ from dtgui.ui.launch_connect import connect_machines
 from dtgui.ui.workers import Worker, create_worker, error_message, run_in_thread
 
 if TYPE_CHECKING:
+    from dtgui.launch.controller import RunController
     from dtgui.ui.machines.panel import MachinesPanel
 
 LIFE_MS = 100  # how often the followed run's state is read (memory only: nothing blocks)
@@ -162,7 +163,7 @@ class RunSession(QObject):
         def start(connector: Connector) -> None:
             self.connector = connector
 
-            def resume(worker: Worker) -> Any:
+            def resume(worker: Worker[RunController]) -> RunController:
                 def report(text: str, fraction: float) -> None:
                     worker.report(f"{text}… ({fraction:.0%})")
 
@@ -259,7 +260,7 @@ class RunSession(QObject):
 
     def _launcher(self, plan: Plan, root: Path, registered: dict[str, Machine],
                   connector: Connector, policy: RunPolicy,
-                  job: object | None) -> Callable[[Worker], Any]:
+                  job: object | None) -> Callable[[Worker[RunController]], RunController]:
         """The launch of `plan` on the targets the wizard chose (`job`: what the box of a
         kind made, a Slurm job; None: the plan's machines)."""
         from dtgui.launch.drivers import chosen_targets
@@ -267,7 +268,7 @@ class RunSession(QObject):
 
         targets = chosen_targets(plan, registered, job)
 
-        def launch(worker: Worker) -> Any:
+        def launch(worker: Worker[RunController]) -> RunController:
             def report(text: str, fraction: float) -> None:
                 worker.report(f"{text}… ({fraction:.0%})")
 

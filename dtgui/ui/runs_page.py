@@ -12,7 +12,7 @@ of sections: `add_section` puts another one (queued runs) above the table.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QModelIndex, QPoint, Qt, Signal, SignalInstance
 from PySide6.QtGui import QResizeEvent
@@ -37,6 +37,9 @@ from dtgui.core.run_index import SWEEP, RunRow
 from dtgui.core.runs import RunHistory, RunRecord
 from dtgui.ui.runs_model import COLUMNS, NAME, NOTE, STARTED, TAGS, RunsFilter, RunsModel
 from dtgui.ui.workers import error_message, run_in_thread
+
+if TYPE_CHECKING:
+    from dtgui.launch.run_admin import Deleted
 
 # each column's least width (as wide as this text in the table's font), and its share of the
 # width left over (names, tags and notes grow; figures do not)
@@ -507,7 +510,7 @@ class RunsPage(QWidget):
                       lambda done: self._deleted(row, done), self._delete_failed,
                       context=self)
 
-    def _deleted(self, row: RunRow, done: Any) -> None:
+    def _deleted(self, row: RunRow, done: Deleted) -> None:
         if done.local:
             self.summary.setText(done.text())
             self.model.remove({row.folder})

@@ -29,6 +29,9 @@ from dtgui.ui.workers import Worker, create_worker, dedicated_pool, error_messag
 FOLLOW_MS = 1000  # how often the sweep is read while its queue runs
 QUEUE_POOL = "sweep-queue"  # the thread a sweep run in the app takes
 
+# a read of the sweep: its look, the pid of its process (None: not running), its news
+Looked = tuple[SweepLook, int | None, list[SweepEvent]]
+
 
 class SweepSession(QObject):
     """Starts, follows, goes on with or stops one sweep, and says what happens to it."""
@@ -48,7 +51,7 @@ class SweepSession(QObject):
         self.table: SweepTable | None = None
         self.process: int | None = None  # the pid of the sweep's process while it runs
         self._look: SweepLook | None = None  # the last look, what the next is compared with
-        self._reading: Worker | None = None
+        self._reading: Worker[Looked] | None = None
         self._here: threading.Event | None = None  # set when the queue run in the app ends
         self._stop_here: Callable[[], None] | None = None
         self._timer = QTimer(self)
@@ -90,7 +93,7 @@ class SweepSession(QObject):
         stop = threading.Event()
         self._stop_here = stop.set
 
-        def run(_w: Worker) -> None:
+        def run(_w: Worker[None]) -> None:
             try:
                 queue = SweepQueue.new(folder, spec, plan)
                 self._stop_here = queue.request_stop
@@ -154,7 +157,7 @@ class SweepSession(QObject):
         before = self._look
         running = self._running(folder)
 
-        def look(_w: Worker) -> tuple[SweepLook, int | None, list[SweepEvent]]:
+        def look(_w: Worker[Looked]) -> Looked:
             # whether it runs first: a queue that ended after this has its trials' ends in
             # the table read next, so its end is never said before theirs
             pid = running()

@@ -406,7 +406,7 @@ class SweepView(QWidget):
             return
         text = csv_text(data.rows, data.spec.params, data.spec.objective)
 
-        def write(_w: Worker) -> Path:
+        def write(_w: Worker[Path]) -> Path:
             tmp = path.with_suffix(path.suffix + ".tmp")
             tmp.write_text(text, encoding="utf-8")
             shutil.move(str(tmp), str(path))
