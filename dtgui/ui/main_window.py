@@ -95,7 +95,7 @@ class MainWindow(QMainWindow):
         self.runs_page.compareRequested.connect(self.compare_runs)
         self.runs_page.cloneRequested.connect(self.clone_run)
         self.runs_page.sweepRequested.connect(self.open_sweep)
-        self.runs_page.resume_requested.connect(self.resume)
+        self.runs_page.resumeRequested.connect(self.resume)
         self.runs_page.tensorboardRequested.connect(self._tensorboard_on)
         self.runs_page.mlflowRequested.connect(self._export_to_mlflow)
         self.queue_panel = RunQueuePanel()  # queued runs, above the list; hidden while empty
@@ -108,7 +108,7 @@ class MainWindow(QMainWindow):
         self.session.started.connect(self._on_started)
         self.session.failed.connect(self._on_launch_error)
         self.session.progress.connect(self._on_progress)
-        self.session.ended_while_closed.connect(self._on_ended_while_closed)
+        self.session.endedWhileClosed.connect(self._on_ended_while_closed)
         self.session.ended.connect(self._on_run_ended)
         acts.home.triggered.connect(lambda: self.pages.setCurrentWidget(self.home))
         acts.dashboard.triggered.connect(self._show_dashboard)
@@ -381,7 +381,7 @@ class MainWindow(QMainWindow):
 
             self.dashboard = Dashboard()
             self.dashboard.listen(self.session)
-            self.dashboard.resume_requested.connect(self.resume)
+            self.dashboard.resumeRequested.connect(self.resume)
             self.pages.addWidget(self.dashboard)
         return self.dashboard
 

@@ -5,7 +5,7 @@ One `RunSession` owns the shown run (a `dtgui.launch.run_source.RunSource`): a l
 `RunController` (tasks on this machine, on registered machines, or both: the controller does
 not care) or a `RunView` (a run that has ended, from the history). It is the one place that
 follows the run's life: a timer of its own reads the run's state (in memory) and says each
-change once, as typed signals (`state_changed`, `restarted`, `ended`). The dashboard, the
+change once, as typed signals (`stateChanged`, `restarted`, `ended`). The dashboard, the
 notifications and the main window subscribe; none of them watches the run for its end, and
 the session never asks which kind of run it holds. Everything that blocks (SSH, disk,
 processes) runs in background workers; remote machines are connected first through the
@@ -40,12 +40,12 @@ class RunSession(QObject):
     """Launches, reattaches to or opens one run at a time and says what happens to it."""
 
     started = Signal(object)  # RunSource: the run to show now
-    state_changed = Signal(str, str)  # state, message: as followed from, then once per change
+    stateChanged = Signal(str, str)  # state, message: as followed from, then once per change
     restarted = Signal(int)  # restarts so far: once per restart from the last checkpoint
     ended = Signal(str, str)  # final state, message: once, when a run followed live ends
     progress = Signal(str)  # what a launch or reattach is doing
     failed = Signal(str)  # a launch, reattach or open could not be done: why
-    ended_while_closed = Signal(object)  # RunRecord of a run that ended while dtgui was closed
+    endedWhileClosed = Signal(object)  # RunRecord of a run that ended while dtgui was closed
 
     def __init__(self, machines: Callable[[], MachinesPanel] | None = None,
                  parent: QObject | None = None) -> None:
@@ -242,7 +242,7 @@ class RunSession(QObject):
             self.restarted.emit(restarts)
         if now != self._said:
             self._said = now
-            self.state_changed.emit(*now)
+            self.stateChanged.emit(*now)
         if finished:
             self._unfollow()
             self.ended.emit(*now)
@@ -290,7 +290,7 @@ class RunSession(QObject):
             # the run moves while the listeners take it (its first poll may land meanwhile):
             # what they read then is replaced by the session's own look, the one each later
             # look is compared with, so that no change between the two goes untold
-            self.state_changed.emit(*self._said)
+            self.stateChanged.emit(*self._said)
 
     def _launched(self, source: RunSource) -> None:
         self._show(source, live=True)
@@ -299,7 +299,7 @@ class RunSession(QObject):
         source, live = taken
         self._show(source, live=live)
         if not live and source.record is not None:  # its watcher saw it end
-            self.ended_while_closed.emit(source.record)
+            self.endedWhileClosed.emit(source.record)
 
     def _failed(self, connector: Connector) -> Callable[[BaseException], None]:
         def failed(exc: BaseException) -> None:

@@ -79,7 +79,7 @@ class RunsPage(QWidget):
     cloneRequested = Signal(object)  # the run's folder (Path): fill the wizard from its plan
     sweepRequested = Signal(object)  # a sweep's folder (Path): show its view
     # the run's folder (Path) and the step to train to (int; None: its plan's steps)
-    resume_requested = Signal(object, object)
+    resumeRequested = Signal(object, object)
     tensorboardRequested = Signal(list)  # the folders (Path) of the runs and sweeps selected
     mlflowRequested = Signal(list)  # the RunRecords selected: send them to MLflow
     loaded = Signal(list)  # the rows just shown (RunRow)
@@ -349,7 +349,7 @@ class RunsPage(QWidget):
                 menu.addAction("Train longer…").triggered.connect(lambda: self._longer(row))
             else:
                 menu.addAction("Resume").triggered.connect(
-                    lambda: self.resume_requested.emit(Path(row.folder), None))
+                    lambda: self.resumeRequested.emit(Path(row.folder), None))
         if len([r for r in chosen if r.kind != SWEEP]) >= 2:
             menu.addAction("Compare").triggered.connect(self._compare)
         if row.kind != SWEEP:
@@ -389,7 +389,7 @@ class RunsPage(QWidget):
             self, "Train longer", f"{row.name} trained {done:,} steps. Train on from its last "
             "checkpoint to step:", max(done * 2, 1), done + 1, 2_000_000_000)
         if ok:
-            self.resume_requested.emit(Path(row.folder), steps)
+            self.resumeRequested.emit(Path(row.folder), steps)
 
     def _compare(self) -> None:
         chosen = [r for r in self.selected_rows() if r.kind != SWEEP]

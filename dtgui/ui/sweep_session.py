@@ -36,11 +36,11 @@ Looked = tuple[SweepLook, int | None, list[SweepEvent]]
 class SweepSession(QObject):
     """Starts, follows, goes on with or stops one sweep, and says what happens to it."""
 
-    trial_started = Signal(int)  # trial number
-    trial_reported = Signal(int, int, float)  # trial, step, value told the pruner
-    trial_pruned = Signal(int)  # trial: its pruner stopped it
-    trial_ended = Signal(int, str)  # trial, its end: finished | pruned | failed
-    sweep_ended = Signal()  # its queue no longer runs (once a follow, after its trials' ends)
+    trialStarted = Signal(int)  # trial number
+    trialReported = Signal(int, int, float)  # trial, step, value told the pruner
+    trialPruned = Signal(int)  # trial: its pruner stopped it
+    trialEnded = Signal(int, str)  # trial, its end: finished | pruned | failed
+    sweepEnded = Signal()  # its queue no longer runs (once a follow, after its trials' ends)
     changed = Signal(object)  # SweepTable: the sweep as last read, when anything changed
     started = Signal(int)  # the pid of the sweep's process (0: its queue runs in the app)
     failed = Signal(str)  # the sweep cannot be started, gone on with, stopped or read: why
@@ -112,7 +112,7 @@ class SweepSession(QObject):
         self.follow(folder)
 
     def stop(self) -> None:
-        """Stop the running trials and start no more (the sweep ends; `sweep_ended` says
+        """Stop the running trials and start no more (the sweep ends; `sweepEnded` says
         when)."""
         if self._stop_here is not None and self._here is not None and not self._here.is_set():
             self._stop_here()
@@ -189,15 +189,15 @@ class SweepSession(QObject):
 
     def _say(self, event: SweepEvent) -> None:
         if event.change is Change.TRIAL_STARTED:
-            self.trial_started.emit(event.trial)
+            self.trialStarted.emit(event.trial)
         elif event.change is Change.TRIAL_REPORTED:
-            self.trial_reported.emit(event.trial, event.step or 0, event.value or 0.0)
+            self.trialReported.emit(event.trial, event.step or 0, event.value or 0.0)
         elif event.change is Change.TRIAL_PRUNED:
-            self.trial_pruned.emit(event.trial)
+            self.trialPruned.emit(event.trial)
         elif event.change is Change.TRIAL_ENDED:
-            self.trial_ended.emit(event.trial, event.state)
+            self.trialEnded.emit(event.trial, event.state)
         else:
-            self.sweep_ended.emit()
+            self.sweepEnded.emit()
 
     def _unreadable(self, folder: Path) -> Callable[[BaseException], None]:
         def unreadable(exc: BaseException) -> None:

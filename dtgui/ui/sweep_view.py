@@ -106,7 +106,7 @@ class SweepView(QWidget):
         self.table_data: SweepTable | None = None
         self.session = SweepSession(self)
         self.session.changed.connect(self.show_table)
-        self.session.sweep_ended.connect(self._show_status)
+        self.session.sweepEnded.connect(self._show_status)
         self.session.started.connect(lambda _pid: self._set_enabled())
         self.session.failed.connect(self._failed)
         self.title = QLabel("No sweep")
