@@ -314,7 +314,7 @@ def test_no_keyring_says_so_and_asks_each_time(
     trust(h)
     MachineRegistry().add(machine(ssh_lab, h, name="no-store", auth="password"))
     # keyring leaves KeyringBackend.__init__ unannotated (no "-> None"): an untyped call.
-    no_backend = keyring.backends.fail.Keyring()  # type: ignore[no-untyped-call]
+    no_backend = keyring.backends.fail.Keyring()  # type: ignore[no-untyped-call]  # keyring's untyped
     with secrets.using_keyring(no_backend):
         panel = make_panel()
         qtbot.waitUntil(lambda: not panel.keyring_ok, timeout=10_000)
