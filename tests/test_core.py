@@ -134,6 +134,24 @@ def test_run_states_read_from_records() -> None:
     assert RunState.named("from-a-newer-dtgui") is RunState.UNKNOWN
 
 
+def test_a_records_job_ids_are_kept_apart_from_its_process_ids() -> None:
+    """A Slurm task's job id is its `job_id`, never a pid that a signal could reach; a
+    record written before the field existed (the job id in `pid`) reads the same."""
+    new = RunRecord(run_id="r", run_name="r", bundle="/b")
+    new.set_started("worker:0", "local", pid=4242)
+    new.set_started("worker:1", "cluster", job_id="918")
+    assert new.pids() == {"worker:0": 4242} and new.job_ids() == {"worker:1": "918"}
+    again = RunRecord.from_dict(json.loads(json.dumps(new.to_dict())))
+    assert again.pids() == new.pids() and again.job_ids() == new.job_ids()
+    old = RunRecord.from_dict({
+        "schema": 1, "run_id": "r", "run_name": "r", "bundle": "/b",
+        "machines": [{"name": "local", "dir": "/b"},
+                     {"name": "cluster", "dir": "/s", "job_id": "918"}],
+        "tasks": [{"task": "worker:0", "machine": "local", "pid": 4242},
+                  {"task": "worker:1", "machine": "cluster", "pid": 918}]})
+    assert old.pids() == {"worker:0": 4242} and old.job_ids() == {"worker:1": "918"}
+
+
 # -- placement and TF_CONFIG -----------------------------------------------------------------
 def test_single_task_strategies_have_no_tf_config() -> None:
     for key in (Strategy.ONE_DEVICE, Strategy.MIRRORED, Strategy.CENTRAL_STORAGE, Strategy.TPU):

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from dtgui.core.plan import LOCAL_MACHINE
 from dtgui.ui.curves import XY, LineSample, make_curve
 from dtgui.ui.plot_base import (
     ElapsedAxis,
@@ -216,7 +217,7 @@ def short_task(task: str) -> str:
     """'worker:3' -> 'w3', 'chief:0' -> 'c0', 'ps:1' -> 'ps1'; a machine name stays as it is
     ('local' reads 'here')."""
     if ":" not in task:
-        return "here" if task == "local" else task
+        return "here" if task == LOCAL_MACHINE else task
     kind, _, index = task.partition(":")
     return f"{kind if kind == 'ps' else kind[:1]}{index}"
 

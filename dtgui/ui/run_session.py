@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from dtgui.core.machines import Machine
-from dtgui.core.plan import Plan
+from dtgui.core.plan import Plan, is_local_machine
 from dtgui.core.runs import RunRecord
 from dtgui.launch.policy import RunPolicy
 from dtgui.launch.run_source import RunSource
@@ -82,7 +82,7 @@ class RunSession(QObject):
         """Write the bundle and start every task (remote machines are connected first); with
         `job` (what the wizard's box of a kind made, e.g. a Slurm job), the tasks run on the
         target its driver makes of it (`chosen_targets`)."""
-        names = [n for n in plan.machine_names if n != "local"]
+        names = [n for n in plan.machine_names if not is_local_machine(n)]
         # a run on this machine alone needs no machines panel (paramiko, the keyring)
         registered = {m.name: m for m in self._panel().machines()} if names else {}
         missing = [n for n in names if n not in registered]
