@@ -67,6 +67,22 @@ python_packages() {
   echo "$deps $ROOT" > "$stamp"
 }
 
+# The tests' `mlflow server`: the full mlflow (Flask, pandas, scikit-learn...) in a venv of its
+# own inside the test venv, at the version of the test venv's mlflow client. In the test venv
+# itself Keras would import scikit-learn and pandas into every training process (pyproject.toml).
+MLFLOW_SERVER=$VENV/mlflow-server
+mlflow_server() {
+  local version stamp="$MLFLOW_SERVER/.dtgui-installed"
+  version=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("mlflow-skinny"))')
+  [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$version" ] && return 0
+  echo "dtgui: installing MLflow's server $version for the tests into $MLFLOW_SERVER"
+  rm -rf "$MLFLOW_SERVER"
+  python3 -m venv "$MLFLOW_SERVER"
+  "$VENV/bin/python" -m uv pip install -q --python "$MLFLOW_SERVER/bin/python" "mlflow==$version" \
+    || "$MLFLOW_SERVER/bin/python" -m pip install -q "mlflow==$version"
+  echo "$version" > "$stamp"
+}
+
 setup() {
   local apt_test=""
   if command -v apt-get >/dev/null; then
@@ -83,6 +99,7 @@ setup() {
   local extras="[mlflow]"  # runs into MLflow: the client (docs/mlflow.md)
   if [ "$MODE" = test ] || [ "$MODE" = lint ]; then extras="[mlflow,test]"; fi
   python_packages "$extras"
+  if [ "$MODE" = test ]; then mlflow_server; fi
   if [ -n "$apt_test" ]; then wait "$apt_test"; fi
 }
 

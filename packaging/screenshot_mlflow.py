@@ -3,6 +3,8 @@
 Run by hand (not a test: minutes of training and server starts), then look at the PNGs:
 
     .venv/bin/python packaging/screenshot_mlflow.py [OUT_DIR]
+
+MLflow's server is the one `bash packaging/dev.sh test` installs in the venv's `mlflow-server/`.
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ def main() -> int:
     assert record is not None
     run_id = record.mlflow_run_id
     port = choose_free_ports(1)[0]
-    server = subprocess.Popen([str(Path(sys.executable).with_name("mlflow")), "server",
+    server = subprocess.Popen([str(Path(sys.prefix, "mlflow-server", "bin", "mlflow")), "server",
                                "--backend-store-uri", store, "--host", "127.0.0.1",
                                "--port", str(port), "--workers", "1"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -13,6 +13,10 @@ import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Limits on importing TensorFlow and reading a machine's facts, stretched: other tests' training
+# on the same cores can make an import take minutes, and no test proves the default limit (a
+# test of a limit gives its own: test_machine_probe.py)
+os.environ.setdefault("DTGUI_START_LIMIT_FACTOR", "10")
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -124,6 +128,7 @@ def _garbage_collected_on_the_ui_thread() -> Iterator[None]:
     """Once a test made the QApplication, cyclic garbage is collected on this (the UI) thread
     only, as the app does (dtgui.ui.ui_thread_gc); each test's end is one more look, for
     tests that never turn the event loop."""
+    from PySide6.QtCore import QThreadPool
     from PySide6.QtWidgets import QApplication
 
     from dtgui.ui.ui_thread_gc import collect_on_ui_thread
@@ -134,4 +139,8 @@ def _garbage_collected_on_the_ui_thread() -> Iterator[None]:
     yield
     app = QApplication.instance()
     if app is not None:
+        # Work a test's widgets left in the thread pool ends here, not in the next test: a
+        # worker reads dtgui's folders when it runs (the next test's, once this one's
+        # monkeypatched variables are gone) and would write there.
+        QThreadPool.globalInstance().waitForDone(30_000)
         collect_on_ui_thread(app).check()

@@ -51,7 +51,8 @@ def server_process(store: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     started with the module's first test so that its start (seconds of imports) overlaps
     that test; `server` waits until it answers."""
     port = choose_free_ports(1)[0]
-    mlflow_bin = Path(sys.executable).with_name("mlflow")
+    mlflow_bin = Path(sys.prefix, "mlflow-server", "bin", "mlflow")  # packaging/dev.sh
+    assert mlflow_bin.exists(), f"no {mlflow_bin}: `bash packaging/dev.sh test` installs it"
     folder = Path(store.removeprefix("sqlite:///")).parent  # its artifacts there too
     proc = subprocess.Popen([str(mlflow_bin), "server", "--backend-store-uri", store,
                              "--artifacts-destination", str(folder / "served-artifacts"),

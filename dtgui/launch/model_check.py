@@ -17,14 +17,15 @@ from typing import TYPE_CHECKING
 from dtgui.core.hardware import TfView
 from dtgui.core.placement import placed_tf_config_json
 from dtgui.core.plan import ModelFile
+from dtgui.core.time_limits import start_limit
 from dtgui.worker.model_check_result import ModelCheck as ModelCheck
 from dtgui.worker.model_check_result import check_command, read_result
 
 if TYPE_CHECKING:  # the bundle writer (pathspec) is not needed to probe TensorFlow at start
     from dtgui.core.bundle import Bundle
 
-MODEL_CHECK_TIMEOUT = 120.0
-TF_PROBE_TIMEOUT = 90.0
+MODEL_CHECK_TIMEOUT = start_limit(120.0)
+TF_PROBE_TIMEOUT = start_limit(90.0)
 
 _running: set[subprocess.Popen[str]] = set()
 _running_lock = threading.Lock()

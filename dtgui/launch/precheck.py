@@ -23,12 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from dtgui.core.settings import atomic_write_text, data_dir, read_json_or_backup
+from dtgui.core.time_limits import start_limit
 from dtgui.remote.commands import CommandRunner, CommandTimeout
 from dtgui.remote.probe import ask, ask_tensorflow
 from dtgui.worker.machine_probe import TOOLS
 
 MIN_PYTHON = (3, 10)
-CHECK_TIMEOUT = 120.0
+CHECK_TIMEOUT = start_limit(120.0)
 
 
 @dataclass

@@ -26,12 +26,13 @@ import paramiko
 
 from dtgui.core.hardware import GpuInfo, TfView, tf_view
 from dtgui.core.machines import RemoteFacts
+from dtgui.core.time_limits import start_limit
 from dtgui.remote.commands import NOT_FOUND, CommandRunner, CommandTimeout, SshRunner
 from dtgui.remote.slurm import ask_slurm
 from dtgui.worker import machine_probe
 
-TF_TIMEOUT = 60.0
-FACTS_TIMEOUT = 45.0
+TF_TIMEOUT = start_limit(60.0)
+FACTS_TIMEOUT = start_limit(45.0)
 ANSWER_MARGIN = 30.0  # beyond the program's own time limit: starting it, the connection
 PROBE_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3"}
 NOT_INSTALLED = "TensorFlow is not installed"
