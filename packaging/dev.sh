@@ -2,6 +2,7 @@
 # Set up dtgui on Debian/Ubuntu and run it or its tests.
 #   bash packaging/dev.sh run     system packages + .venv, then open the app
 #   bash packaging/dev.sh test    the same + test packages, then lint and the whole test suite
+#   bash packaging/dev.sh fast    test packages, then the fast tier: no TensorFlow, no test hosts
 #   bash packaging/dev.sh lint    test packages, then ruff and mypy only
 #   bash packaging/dev.sh setup   only set up
 # DTGUI_VENV picks the venv (default .venv here); CI keeps one a dependency set (.ci/run).
@@ -59,9 +60,12 @@ python_packages() {
     echo "dtgui: installing Python packages into $VENV (TensorFlow is large: a minute or more the first time)"
     # uv resolves to the same versions as pip and downloads in parallel: a cold install took
     # 46 s with uv and 196 s with pip here (docs/testing.md); pip does it where uv cannot
-    # (a registry only pip's own configuration reaches)
+    # (a registry only pip's own configuration reaches). Bytecode is compiled at install, as
+    # pip does: a process that cannot write __pycache__ (the SSH test account's TensorFlow)
+    # would otherwise compile thousands of modules at every start.
     { "$VENV/bin/python" -m pip install -q --disable-pip-version-check uv \
-        && "$VENV/bin/python" -m uv pip install -q --python "$VENV/bin/python" -e ".$extras"; } \
+        && "$VENV/bin/python" -m uv pip install -q --compile-bytecode --python "$VENV/bin/python" \
+          -e ".$extras"; } \
       || "$VENV/bin/python" -m pip install -q -e ".$extras"
   fi
   echo "$deps $ROOT" > "$stamp"
@@ -87,7 +91,7 @@ setup() {
   local apt_test=""
   if command -v apt-get >/dev/null; then
     need_apt "${APT_RUN[@]}"  # python3-venv among them: the venv is made with it
-    if [ "$MODE" = test ]; then  # the test machinery (sshd, Slurm, ...) installs while pip does
+    if [ "$MODE" = test ] || [ "$MODE" = fast ]; then  # the test machinery (sshd, Slurm, ...) installs while pip does
       need_apt "${APT_TEST[@]}" &
       apt_test=$!
     fi
@@ -97,9 +101,9 @@ setup() {
     python3 -m venv "$VENV"
   fi
   local extras="[mlflow]"  # runs into MLflow: the client (docs/mlflow.md)
-  if [ "$MODE" = test ] || [ "$MODE" = lint ]; then extras="[mlflow,test]"; fi
+  if [ "$MODE" != run ] && [ "$MODE" != setup ]; then extras="[mlflow,test]"; fi
   python_packages "$extras"
-  if [ "$MODE" = test ]; then mlflow_server; fi
+  if [ "$MODE" = test ] || [ "$MODE" = fast ]; then mlflow_server; fi
   if [ -n "$apt_test" ]; then wait "$apt_test"; fi
 }
 
@@ -110,6 +114,11 @@ lint() {
   echo "dtgui: mypy"
   timed mypy "$VENV/bin/python" -m mypy
 }
+
+# Tests wait on processes, SSH and training more than they compute: one pytest worker more than
+# the cores (two workers kept 2 cores 72 % busy; see docs/testing.md), at most four, each with
+# its own SSH lab (tests/sshhosts.py).
+workers=$(( $(nproc) + 1 )); [ "$workers" -gt 4 ] && workers=4
 
 case "$MODE" in
   setup) timed set-up setup ;;
@@ -131,11 +140,13 @@ case "$MODE" in
     lint
     export QT_QPA_PLATFORM=offscreen
     # the 25 slowest tests are listed at the end: where the suite's time goes
-    # Tests wait on processes, SSH and training more than they compute: one worker more than
-    # the cores (two workers kept 2 cores 72 % busy; see docs/testing.md), at most four, each
-    # with its own SSH lab (tests/sshhosts.py).
-    workers=$(( $(nproc) + 1 )); [ "$workers" -gt 4 ] && workers=4
     exec "$VENV/bin/python" -m pytest -q -n "$workers" --dist loadgroup --durations=25 "$@"
     ;;
-  *) echo "usage: bash packaging/dev.sh run|test|lint|setup" >&2; exit 2 ;;
+  fast)
+    timed set-up setup
+    export QT_QPA_PLATFORM=offscreen
+    exec "$VENV/bin/python" -m pytest -q -n "$workers" --dist loadgroup --durations=10 \
+      -m "not slow and not lab" "$@"
+    ;;
+  *) echo "usage: bash packaging/dev.sh run|test|fast|lint|setup" >&2; exit 2 ;;
 esac

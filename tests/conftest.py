@@ -44,6 +44,11 @@ def _uses_a_module_fixture(item: pytest.Item) -> bool:
     return any(d.scope == "module" for defs in definitions.values() for d in defs)
 
 
+# The fixture that starts the SSH test hosts (tests/conftest_ssh.py): a test that needs it, as a
+# test of a module that starts the Slurm cluster, is marked `lab` (out of the fast tier).
+SSH_LAB_FIXTURE = "ssh_lab"
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     slurm_modules: dict[Path, bool] = {}
@@ -51,6 +56,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         path = Path(item.path)
         if path not in slurm_modules:
             slurm_modules[path] = _imports(path, SLURM_LAB_MODULE)
+        if slurm_modules[path] or SSH_LAB_FIXTURE in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.lab)
         if slurm_modules[path]:
             item.add_marker(pytest.mark.xdist_group("slurm-lab"))
         elif _uses_a_module_fixture(item):

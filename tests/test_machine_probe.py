@@ -97,6 +97,7 @@ def test_missing_tools_packages_and_interpreters_are_named(
         "mawk, tar)."]
 
 
+@pytest.mark.slow
 def test_what_tensorflow_sees_and_a_hanging_import_answers_in_time() -> None:
     view = tensorflow_view(LocalRunner(), PYTHON)
     assert view.version == TF and view.error == "" and view.gpus == ()  # no GPU here
@@ -112,6 +113,7 @@ def test_what_tensorflow_sees_and_a_hanging_import_answers_in_time() -> None:
         "importing TensorFlow took longer than 0.01 s"
 
 
+@pytest.mark.slow
 def test_the_probe_of_this_machine(tmp_path: Path) -> None:
     facts = probe(LocalRunner(), PYTHON)
     assert facts.python_path == PYTHON and facts.tf_version == TF and facts.warnings == []

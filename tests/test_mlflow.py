@@ -114,6 +114,7 @@ def test_new_points_never_send_a_step_twice_after_a_rewind() -> None:
     assert len(third) == 50 and third[-1][1] == 10_015  # thinned, the newest kept
 
 
+@pytest.mark.slow
 def test_a_run_reaches_mlflow_live_and_an_export_adds_nothing_twice(
         tmp_path: Path, store: str, stub_python: Callable[..., str],
         monkeypatch: pytest.MonkeyPatch,
@@ -220,6 +221,7 @@ def test_an_unreachable_server_neither_stops_nor_holds_a_run_and_its_card_says_s
         writer.discard()
 
 
+@pytest.mark.slow
 def test_a_sweep_is_a_parent_run_with_its_trials_nested_on_a_server(
         tmp_path: Path, server: str, stub_python: Callable[..., str],
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from dtgui.worker import summaries, tfrecord
 
@@ -40,6 +41,7 @@ def read_back(path: str, logdir: str) -> dict[str, Any]:
     return read
 
 
+@pytest.mark.slow
 def test_tensorflow_and_tensorboard_read_every_value_across_varint_widths(
         tmp_path: Path) -> None:
     # Steps crossing the 1-, 2-, 3- and 5-byte varint widths within one call, a call too
