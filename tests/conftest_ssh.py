@@ -22,7 +22,7 @@ import remote_python
 import sshhosts
 from keyrings.alt.file import PlaintextKeyring
 
-from dtgui.core.machines import Machine
+from dtgui.core.machines.registry import Machine
 from dtgui.remote import hostkeys, secrets
 
 _lab: sshhosts.SshLab | None = None

@@ -33,14 +33,14 @@ import pytest
 from PySide6.QtCore import QObject, QUrl, Slot
 from PySide6.QtGui import QDesktopServices
 
-from dtgui.core.bundle import Bundle
+from dtgui.core.bundles.bundle import Bundle
 from dtgui.core.events import Event, parse_line
 from dtgui.core.live_run import LiveRun
-from dtgui.core.plan import Plan, TaskSpec
-from dtgui.core.run_state import RunState
-from dtgui.core.runs import RunRecord
-from dtgui.launch.executor import Executor, MachinePoll, TaskPoll
-from dtgui.launch.run_source import BundledRun
+from dtgui.core.plans.plan import Plan, TaskSpec
+from dtgui.core.runs.records import RunRecord
+from dtgui.core.runs.run_state import RunState
+from dtgui.launch.exec.executor import Executor, MachinePoll, TaskPoll
+from dtgui.launch.runs.run_source import BundledRun
 from dtgui.remote.connection import SSHClient
 from dtgui.remote.transfer import CopyProgress
 from dtgui.worker import step_batch
@@ -113,7 +113,7 @@ def started_event(replica_ids: list[int], steps: int = 100, task: str = "worker:
 
 
 class FakeRun(BundledRun):
-    """A whole run as the UI follows it (`dtgui.launch.run_source.RunSource`), moved by hand:
+    """A whole run as the UI follows it (`dtgui.launch.runs.run_source.RunSource`), moved by hand:
     set `state`, `message`, `restarts`, `final_loss`, feed `metrics`, then `end(...)`."""
 
     def __init__(self, metrics: LiveRun | None = None, plan: Plan | None = None,

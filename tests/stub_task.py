@@ -151,7 +151,7 @@ def newest_step(checkpoints: str) -> int:
 
 def write_checkpoint_files(checkpoints: str, step: int) -> None:
     """The files tf.train.CheckpointManager writes, as a resume checks them without
-    TensorFlow (dtgui.core.checkpoint_files): the state file, an index that ends with the
+    TensorFlow (dtgui.core.bundles.checkpoint_files): the state file, an index that ends with the
     table format's magic number, one data shard."""
     prefix = os.path.join(checkpoints, f"ckpt-{step}")
     with open(prefix + ".data-00000-of-00001", "wb") as f:

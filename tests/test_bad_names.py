@@ -14,16 +14,16 @@ from pathlib import Path
 import pytest
 
 from dtgui.cli import main
-from dtgui.core.bundle import BundleError, render_bundle
-from dtgui.core.machines import (
+from dtgui.core.bundles.bundle import BundleError, render_bundle
+from dtgui.core.machines.registry import (
     Machine,
     MachineError,
     host_problem,
     parse_jump_spec,
     user_problem,
 )
-from dtgui.core.placement import place_local
-from dtgui.core.plan import Plan, PlanError, validate
+from dtgui.core.plans.placement import place_local
+from dtgui.core.plans.plan import Plan, PlanError, validate
 
 
 @pytest.mark.parametrize("name", ["demo\n", "demo\r\n", "\ndemo", "de\nmo"])

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from training_events import write_run
 
-from dtgui.core.bottleneck import (
+from dtgui.core.events import parse_line, read_all
+from dtgui.core.measure.bottleneck import (
     COMMUNICATION,
     COMPUTE,
     CPU,
@@ -23,10 +24,9 @@ from dtgui.core.bottleneck import (
     StepSplit,
     verdict,
 )
-from dtgui.core.compare import CSV_FIELDS, FIELDS, summarize_run, summary_csv, table_rows
-from dtgui.core.events import parse_line, read_all
 from dtgui.core.run_curves import RunCurves
-from dtgui.launch.history import open_run
+from dtgui.core.runs.compare import CSV_FIELDS, FIELDS, summarize_run, summary_csv, table_rows
+from dtgui.launch.runs.history import open_run
 from dtgui.worker.step_timing import Calibration, StepTiming, calibration_run_steps
 
 
@@ -315,7 +315,7 @@ def test_the_verdict_does_not_flip_on_noise_around_its_threshold(
 def test_a_window_of_splits_outweighs_one_noisy_split() -> None:
     """A run's last splits as one, by their steps: one loaded window of input wait among
     compute-bound ones leaves the verdict at compute."""
-    from dtgui.core.bottleneck import window_split
+    from dtgui.core.measure.bottleneck import window_split
 
     steady = [StepSplit("worker:0", step=100 * i, input=0.0005, compute=0.0045, steps=100)
               for i in range(1, 6)]
@@ -345,7 +345,7 @@ CPU_TABLE = [
 def test_cpu_taken_by_other_processes_is_named_when_it_is_the_limit(
         shares: tuple[float, float], busy: float, own: float, previous: str, gpu: bool,
         expected: str) -> None:
-    from dtgui.core.bottleneck import CpuLoad
+    from dtgui.core.measure.bottleneck import CpuLoad
 
     step = split("worker:0", input=shares[0], compute=shares[1])
     found = verdict([step], RunFacts(gpu=gpu), loads=[CpuLoad("worker:0", busy, own)],
@@ -396,7 +396,7 @@ WORDING_TABLE = [
 @pytest.mark.parametrize(("limit", "facts", "says", "never"), WORDING_TABLE)
 def test_the_advice_is_what_the_runs_user_can_act_on(
         limit: str, facts: RunFacts, says: list[str], never: list[str]) -> None:
-    from dtgui.core.bottleneck import advice
+    from dtgui.core.measure.bottleneck import advice
 
     text = advice(limit, facts)
     for words in says:

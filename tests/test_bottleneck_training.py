@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from worker_helpers import finish, kinds, make_bundle, make_plan, start_task
 
-from dtgui.core.bottleneck import (
+from dtgui.core.events import parse_line
+from dtgui.core.measure.bottleneck import (
     BOUND_SHARE,
     COMMUNICATION,
     COMPUTE,
@@ -25,7 +26,6 @@ from dtgui.core.bottleneck import (
     StepSplit,
     verdict,
 )
-from dtgui.core.events import parse_line
 from dtgui.core.run_curves import RunCurves
 from dtgui.worker.step_timing import BUDGET_VARIABLE
 

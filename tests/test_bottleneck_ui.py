@@ -7,14 +7,14 @@ from fakes import FakeRun, event, started_event
 from pytestqt.qtbot import QtBot
 from widgets import cell, cell_text
 
-from dtgui.core.bottleneck import INPUT, StepSplit
 from dtgui.core.events import Event
 from dtgui.core.live_run import LiveRun
-from dtgui.core.plan import Plan
-from dtgui.core.run_state import RunState
-from dtgui.core.strategies import Strategy
-from dtgui.ui.dashboard import Dashboard
-from dtgui.ui.step_split import MAX_ROWS, MEASURING_HINT, StepSplitPanel
+from dtgui.core.measure.bottleneck import INPUT, StepSplit
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
+from dtgui.core.runs.run_state import RunState
+from dtgui.ui.pages.dashboard import Dashboard
+from dtgui.ui.plots.step_split import MAX_ROWS, MEASURING_HINT, StepSplitPanel
 from dtgui.worker.events import SCHEMA_VERSION
 
 
@@ -130,8 +130,8 @@ def test_a_script_run_says_how_to_get_its_split_until_it_reports_one(qtbot: QtBo
 
 def test_compare_shows_where_each_runs_time_went_with_the_advice_on_hover(
         qtbot: QtBot) -> None:
-    from dtgui.core.bottleneck import verdict
-    from dtgui.core.compare import RunSummary
+    from dtgui.core.measure.bottleneck import verdict
+    from dtgui.core.runs.compare import RunSummary
     from dtgui.ui.compare.view import LIMIT_FIELD, CompareView
 
     view = CompareView()
@@ -147,7 +147,7 @@ def test_compare_shows_where_each_runs_time_went_with_the_advice_on_hover(
 
 
 def test_a_device_near_its_memory_limit_leads_the_card_even_before_a_split(qtbot: QtBot) -> None:
-    from dtgui.core.memory import DeviceMemory
+    from dtgui.core.measure.memory import DeviceMemory
 
     panel = StepSplitPanel()
     qtbot.addWidget(panel)

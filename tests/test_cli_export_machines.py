@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-import dtgui.core.placement as placement
+import dtgui.core.plans.placement as placement
 from dtgui.cli import main
 
 REGISTRY = """schema = 1

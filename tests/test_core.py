@@ -15,16 +15,21 @@ import pytest
 from fakes import recording_python
 
 from dtgui.core import settings
-from dtgui.core.bundle import Bundle, BundleError, primary_tasks, render_bundle
+from dtgui.core.bundles.bundle import Bundle, BundleError, primary_tasks, render_bundle
 from dtgui.core.events import EventTail, parse_line
-from dtgui.core.hardware import GpuInfo, MachineFacts, TfView, explain, tf_view
 from dtgui.core.live_run import LiveRun
-from dtgui.core.placement import local_port_conflicts, place_local, placed_tf_config, task_layout
-from dtgui.core.plan import DeviceKind, ModelFile, Plan, PlanError, validate
-from dtgui.core.run_state import RunState
-from dtgui.core.runs import RunRecord
+from dtgui.core.machines.hardware import GpuInfo, MachineFacts, TfView, explain, tf_view
+from dtgui.core.plans.placement import (
+    local_port_conflicts,
+    place_local,
+    placed_tf_config,
+    task_layout,
+)
+from dtgui.core.plans.plan import DeviceKind, ModelFile, Plan, PlanError, validate
+from dtgui.core.plans.strategies import STRATEGIES, Strategy, recommend
+from dtgui.core.runs.records import RunRecord
+from dtgui.core.runs.run_state import RunState
 from dtgui.core.series import Series
-from dtgui.core.strategies import STRATEGIES, Strategy, recommend
 
 
 def facts(gpus: int = 0, tf_gpus: int = 0, cores: int = 2, cuda: bool = True) -> MachineFacts:

@@ -1,4 +1,4 @@
-"""Detached processes and their pid files (`dtgui.launch.detached`), with real processes: an
+"""Detached processes and their pid files (`dtgui.launch.runs.detached`), with real processes: an
 "interpreter" that is a shell script, so that its command line is ``-m MODULE FOLDER`` as
 dtgui's own (the watcher's, a sweep's) and it does what each test needs."""
 
@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from dtgui.launch.detached import Detached, command_line
+from dtgui.launch.runs.detached import Detached, command_line
 
 KIND = Detached("dtgui.tests.detached_probe", "probe.pid", "probe.log")
 

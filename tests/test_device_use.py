@@ -19,7 +19,9 @@ from fakes import use_fake_nvml
 from pytestqt.qtbot import QtBot
 from widgets import cell_text
 
-from dtgui.core.device_use import (
+from dtgui.core.events import Event
+from dtgui.core.live_run import LiveRun
+from dtgui.core.measure.device_use import (
     IDLE_UTIL,
     DeviceUse,
     Traffic,
@@ -28,9 +30,7 @@ from dtgui.core.device_use import (
     traffic_text,
     unhelped_summary,
 )
-from dtgui.core.events import Event
-from dtgui.core.live_run import LiveRun
-from dtgui.core.network_pairs import LinkTest
+from dtgui.core.measure.network_pairs import LinkTest
 from dtgui.core.run_curves import RunCurves
 from dtgui.worker.events import EventWriter
 from dtgui.worker.telemetry import NetworkTraffic, Telemetry
@@ -169,7 +169,7 @@ def test_the_card_shows_each_devices_use_and_the_traffic_and_the_split_card_the_
         qtbot: QtBot) -> None:
     from fakes import FakeRun
 
-    from dtgui.ui.dashboard import Dashboard
+    from dtgui.ui.pages.dashboard import Dashboard
     from dtgui.worker.plan import Plan, ScriptModel
     from dtgui.worker.strategies import Strategy
 

@@ -13,7 +13,8 @@ import pytest
 from conftest_ssh import machine, trust
 from sshhosts import SshLab
 
-from dtgui.core.doctor import (
+from dtgui.core.events import read_all
+from dtgui.core.machines.doctor import (
     FAIL,
     OK,
     WARN,
@@ -23,9 +24,8 @@ from dtgui.core.doctor import (
     build_checks,
     summary,
 )
-from dtgui.core.events import read_all
-from dtgui.core.hardware import GpuInfo, MachineFacts, TfView
-from dtgui.core.machines import Machine, RemoteFacts
+from dtgui.core.machines.hardware import GpuInfo, MachineFacts, TfView
+from dtgui.core.machines.registry import Machine, RemoteFacts
 from dtgui.remote import doctor_checks
 from dtgui.remote.connection import SSHClient, connect
 from dtgui.remote.probe import probe
@@ -264,13 +264,13 @@ def test_over_a_throttled_link_the_doctor_measures_its_rate_and_the_run_is_commu
     # a run this short is measured only when its measuring may cost any share of it
     monkeypatch.setenv(BUDGET_VARIABLE, "1e6")
 
-    from dtgui.core.bottleneck import COMMUNICATION, verdict
-    from dtgui.core.device_use import link_share, traffic_text
-    from dtgui.core.network_pairs import ring_allreduce_seconds
-    from dtgui.core.placement import assign
-    from dtgui.core.plan import ModelFile, Plan
-    from dtgui.core.strategies import Strategy
-    from dtgui.launch.pipeline import launch_plan
+    from dtgui.core.measure.bottleneck import COMMUNICATION, verdict
+    from dtgui.core.measure.device_use import link_share, traffic_text
+    from dtgui.core.measure.network_pairs import ring_allreduce_seconds
+    from dtgui.core.plans.placement import assign
+    from dtgui.core.plans.plan import ModelFile, Plan
+    from dtgui.core.plans.strategies import Strategy
+    from dtgui.launch.start.pipeline import launch_plan
     from dtgui.launch.targets import Target
 
     h2, h3 = ssh_lab.hosts[0], ssh_lab.hosts[1]

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from fakes import H100_COMPUTE_CAP, H100_PROBE, H100_ROW, fake_nvidia_smi
 
-from dtgui.core.doctor import FAIL, OK, WARN, Check, build_checks
-from dtgui.core.hardware import MachineFacts, TfView, tf_install_command
-from dtgui.core.machines import RemoteFacts
+from dtgui.core.machines.doctor import FAIL, OK, WARN, Check, build_checks
+from dtgui.core.machines.hardware import MachineFacts, TfView, tf_install_command
+from dtgui.core.machines.registry import RemoteFacts
 from dtgui.remote.commands import LocalRunner
 from dtgui.remote.probe import ProbeAnswer, parse_gpu_csv, probe, read_probe
 

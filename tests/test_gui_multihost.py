@@ -39,17 +39,17 @@ from widgets import (
     stop_with_the_button,
 )
 
-from dtgui.core.machines import MachineRegistry
-from dtgui.core.placement import place_on_machines
-from dtgui.core.plan import Plan
-from dtgui.core.runs import RunHistory, RunRecord
-from dtgui.core.strategies import Strategy
+from dtgui.core.machines.registry import MachineRegistry
+from dtgui.core.plans.placement import place_on_machines
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
+from dtgui.core.runs.records import RunHistory, RunRecord
 from dtgui.launch.controller import RunController
-from dtgui.launch.watcher import stop_watcher, watcher_pid
+from dtgui.launch.start.watcher import stop_watcher, watcher_pid
 from dtgui.ui.machines.hostkey_dialog import HostKeyDialog
 from dtgui.ui.machines.secret_prompt import SecretPrompt
 from dtgui.ui.main_window import MainWindow
-from dtgui.ui.runs_model import STATE
+from dtgui.ui.pages.runs_model import STATE
 
 ssh_lab, ssh_env, real_keyring = conftest_ssh.ssh_lab, conftest_ssh.ssh_env, conftest_ssh.real_keyring
 lab_python = conftest_ssh.lab_python_each_test

@@ -28,9 +28,9 @@ from test_ui_script import pick_script
 from widgets import controller_of, dashboard_of, ready_window, stop_with_the_button
 
 from dtgui.core.events import read_all
-from dtgui.core.machines import MachineRegistry
-from dtgui.ui.curves import CurveSet
+from dtgui.core.machines.registry import MachineRegistry
 from dtgui.ui.main_window import MainWindow
+from dtgui.ui.plots.curves import CurveSet
 
 ssh_lab, ssh_env, real_keyring = conftest_ssh.ssh_lab, conftest_ssh.ssh_env, conftest_ssh.real_keyring
 lab_python = conftest_ssh.lab_python_each_test

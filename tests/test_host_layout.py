@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from dtgui.core.bundle import Bundle
-from dtgui.core.placement import place_local
-from dtgui.core.plan import Plan
-from dtgui.launch.host import LocalHost, TaskRead
-from dtgui.launch.local_exec import LocalExecutor
-from dtgui.launch.remote_scripts import POLL_SCRIPT, PollOutput, parse_poll
+from dtgui.core.bundles.bundle import Bundle
+from dtgui.core.plans.placement import place_local
+from dtgui.core.plans.plan import Plan
+from dtgui.launch.exec.host import LocalHost, TaskRead
+from dtgui.launch.exec.local_exec import LocalExecutor
+from dtgui.launch.exec.remote_scripts import POLL_SCRIPT, PollOutput, parse_poll
 from dtgui.worker import layout
 from dtgui.worker.strategies import Strategy
 

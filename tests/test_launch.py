@@ -18,14 +18,14 @@ import pytest
 from fakes import wait_for
 from runs import live_members, replica_losses
 
-from dtgui.core.placement import place_local
-from dtgui.core.plan import Plan
-from dtgui.core.runs import RunRecord
-from dtgui.core.strategies import Strategy
+from dtgui.core.plans.placement import place_local
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
+from dtgui.core.runs.records import RunRecord
 from dtgui.launch.controller import RunController
 from dtgui.launch.drivers import local_target
-from dtgui.launch.pipeline import LaunchError, launch_plan
-from dtgui.launch.resume import resume_run
+from dtgui.launch.start.pipeline import LaunchError, launch_plan
+from dtgui.launch.start.resume import resume_run
 
 ROOT = Path(__file__).resolve().parent.parent
 

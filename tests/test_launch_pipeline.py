@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from fakes import FakeSshClient
 
-from dtgui.core.bundle import Bundle, render_bundle
-from dtgui.core.machines import Machine, MachineRegistry
-from dtgui.core.placement import place_local, place_on_machines
-from dtgui.core.plan import DeviceKind, Plan
-from dtgui.core.run_state import RunState
-from dtgui.core.runs import RECORD_NAME, MachineRecord, RunRecord
-from dtgui.core.strategies import Strategy
+from dtgui.core.bundles.bundle import Bundle, render_bundle
+from dtgui.core.machines.registry import Machine, MachineRegistry
+from dtgui.core.plans.placement import place_local, place_on_machines
+from dtgui.core.plans.plan import DeviceKind, Plan
+from dtgui.core.plans.strategies import Strategy
+from dtgui.core.runs.records import RECORD_NAME, MachineRecord, RunRecord
+from dtgui.core.runs.run_state import RunState
 from dtgui.launch.drivers import (
     DRIVERS,
     Driver,
@@ -31,11 +31,11 @@ from dtgui.launch.drivers import (
     ssh_target,
     target_of_record,
 )
-from dtgui.launch.executor import Executor
+from dtgui.launch.exec.executor import Executor
+from dtgui.launch.exec.local_exec import LocalExecutor
+from dtgui.launch.exec.ssh_exec import SshExecutor
 from dtgui.launch.launch_state import Launch
-from dtgui.launch.local_exec import LocalExecutor
-from dtgui.launch.pipeline import STEPS, LaunchError, launch_plan, reattach
-from dtgui.launch.ssh_exec import SshExecutor
+from dtgui.launch.start.pipeline import STEPS, LaunchError, launch_plan, reattach
 from dtgui.launch.targets import Target
 from dtgui.remote.connection import SSHClient
 from dtgui.remote.connector import Connector, Secrets

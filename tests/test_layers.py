@@ -189,6 +189,70 @@ def test_the_circle_rule_sees_circles_through_functions_and_type_checking(
                                         ["dtgui.worker.one", "dtgui.worker.two"]]
 
 
+def room_of(package: str, module: str) -> str:
+    """The room of `package` a module is in: its subpackage, or the module itself when it
+    lies at the package's top."""
+    return ".".join(module.split(".")[: package.count(".") + 2])
+
+
+def room_circles(root: Path, package: str) -> list[list[str]]:
+    """Import circles among the rooms of `package` (its subpackages, and each module at its
+    top), each as its rooms sorted; [] exactly when the rooms import one way only."""
+    edges: dict[str, set[str]] = {}
+    folder = root.joinpath(*package.split("."))
+    for path in sorted(folder.rglob("*.py")):
+        module = module_name(root, path)
+        if module == package:
+            continue
+        for other in dtgui_imports(root, path):
+            if other.startswith(package + ".") and \
+                    room_of(package, other) != room_of(package, module):
+                edges.setdefault(room_of(package, module), set()).add(room_of(package, other))
+    circles: list[list[str]] = []
+    done: set[str] = set()
+
+    def visit(name: str, path: list[str]) -> None:
+        for other in sorted(edges.get(name, set())):
+            if other in path:
+                circle = path[path.index(other):]
+                if sorted(circle) not in circles:
+                    circles.append(sorted(circle))
+            elif other not in done:
+                visit(other, [*path, other])
+        done.add(name)
+
+    for name in sorted(edges):
+        if name not in done:
+            visit(name, [name])
+    return circles
+
+
+def test_the_launch_layers_rooms_import_one_way() -> None:
+    """dtgui/launch's rooms (docs/architecture.md lists them bottom first) import one way:
+    no circle between two subpackages, nor between a subpackage and a top-level module."""
+    assert room_circles(ROOT, "dtgui.launch") == []
+
+
+def test_the_room_rule_sees_circles_between_rooms(tmp_path: Path) -> None:
+    write_files(tmp_path, {
+        "dtgui/__init__.py": "",
+        "dtgui/launch/__init__.py": "from dtgui.launch.runs import a\n",
+        "dtgui/launch/runs/__init__.py": "",
+        "dtgui/launch/runs/a.py": "def later() -> None:\n    from dtgui.launch.start import b\n",
+        "dtgui/launch/runs/c.py": "",
+        "dtgui/launch/start/__init__.py": "",
+        "dtgui/launch/start/b.py": "from dtgui.launch import top\n",
+        "dtgui/launch/top.py": "from dtgui.launch.runs.c import x\n",
+        "dtgui/launch/alone.py": "from dtgui.launch.runs import c\n",
+        "dtgui/launch/exec/__init__.py": "",
+        "dtgui/launch/exec/d.py": "from dtgui.launch.exec import e\n",
+        "dtgui/launch/exec/e.py": "from dtgui.launch import alone\n",
+    })
+    assert import_circles(tmp_path) == []  # no circle between modules: only between rooms
+    assert room_circles(tmp_path, "dtgui.launch") == [
+        ["dtgui.launch.runs", "dtgui.launch.start", "dtgui.launch.top"]]
+
+
 def test_core_imports_neither_qt_nor_tensorflow() -> None:
     files = list((ROOT / "dtgui" / "core").rglob("*.py"))
     assert files
@@ -218,7 +282,7 @@ def test_gui_process_never_loads_tensorflow() -> None:
         "from dtgui.ui.wizard import RunWizard\n"
         "w = MainWindow(); w.show(); app.processEvents()\n"
         "wiz = RunWizard(None, None, w); wiz.show(); app.processEvents()\n"
-        "import dtgui.cli, dtgui.core.bundle, dtgui.launch.pipeline\n"
+        "import dtgui.cli, dtgui.core.bundles.bundle, dtgui.launch.start.pipeline\n"
         "bad = sorted(m for m in list(sys.modules) if m.split('.')[0] in ('tensorflow', 'keras'))\n"
         "print('LOADED', bad)\n"
         "wiz.close(); w.close()\n"
@@ -231,8 +295,8 @@ def test_gui_process_never_loads_tensorflow() -> None:
 
 
 DEFERRED_AT_START = ("paramiko", "keyring", "pyqtgraph", "numpy", "pathspec", "optuna",
-                     "dtgui.core.bundle", "dtgui.core.events", "dtgui.core.live_run",
-                     "dtgui.launch.history")
+                     "dtgui.core.bundles.bundle", "dtgui.core.events", "dtgui.core.live_run",
+                     "dtgui.launch.runs.history")
 
 
 def test_the_main_window_module_loads_without_ssh_or_plotting() -> None:

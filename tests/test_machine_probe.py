@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from dtgui.core.placement import local_port_conflicts, place_local
-from dtgui.core.plan import Plan
-from dtgui.core.strategies import Strategy
-from dtgui.launch.precheck import check_python
+from dtgui.core.plans.placement import local_port_conflicts, place_local
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
+from dtgui.launch.checks.precheck import check_python
 from dtgui.remote.commands import LocalRunner
 from dtgui.remote.probe import ask, probe, probe_source, read_tensorflow, tensorflow_view
 from dtgui.worker import machine_probe

@@ -18,9 +18,9 @@ from conftest_ssh import machine, trust
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from dtgui.core.doctor import FAIL, OK, Check, build_checks
-from dtgui.core.hardware import MachineFacts, TfView
-from dtgui.core.machines import MachineRegistry
+from dtgui.core.machines.doctor import FAIL, OK, Check, build_checks
+from dtgui.core.machines.hardware import MachineFacts, TfView
+from dtgui.core.machines.registry import MachineRegistry
 from dtgui.remote import doctor_checks
 from dtgui.remote.connection import connect
 from dtgui.remote.probe import probe

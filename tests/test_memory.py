@@ -15,8 +15,8 @@ from fakes import FAKE_NVML, use_fake_nvml, wait_for
 from pytestqt.qtbot import QtBot
 
 from dtgui.core.events import Event, read_all
-from dtgui.core.memory import MemoryPeaks
-from dtgui.core.network_pairs import LinkTest
+from dtgui.core.measure.memory import MemoryPeaks
+from dtgui.core.measure.network_pairs import LinkTest
 from dtgui.core.run_curves import RunCurves
 from dtgui.worker.events import EventWriter
 from dtgui.worker.telemetry import Telemetry
@@ -110,7 +110,7 @@ def test_cpu_warning_is_about_the_machine() -> None:
 
 def test_the_dashboard_card_shows_peaks_warning_and_network(qtbot: QtBot) -> None:
     from dtgui.core.run_tasks import TaskState
-    from dtgui.ui.memory_panel import MemoryPanel, network_details, network_text
+    from dtgui.ui.plots.memory_panel import MemoryPanel, network_details, network_text
 
     panel = MemoryPanel()
     qtbot.addWidget(panel)
@@ -140,7 +140,7 @@ def test_the_dashboard_card_shows_peaks_warning_and_network(qtbot: QtBot) -> Non
 
     # beside the communication share: the split card shows the measured links, and nothing
     # when the doctor has not measured the run's machines
-    from dtgui.ui.step_split import StepSplitPanel
+    from dtgui.ui.plots.step_split import StepSplitPanel
 
     split_card = StepSplitPanel()
     qtbot.addWidget(split_card)

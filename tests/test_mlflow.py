@@ -18,19 +18,19 @@ import pytest
 from fakes import wait_for
 
 from dtgui.cli.main import main
-from dtgui.core.plan import Plan
-from dtgui.core.run_state import RunState
-from dtgui.core.runs import RunRecord
-from dtgui.core.strategies import Strategy
-from dtgui.core.sweep import SweepSpec, parse_param
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
+from dtgui.core.runs.records import RunRecord
+from dtgui.core.runs.run_state import RunState
+from dtgui.core.sweeps.sweep import SweepSpec, parse_param
 from dtgui.core.tracking import ENV, RUN_ID_TAG, SWEEP_TAG, new_points
-from dtgui.launch import mlflow_log
 from dtgui.launch.controller import RunController
 from dtgui.launch.drivers import local_target
-from dtgui.launch.pipeline import launch_plan, reattach
-from dtgui.launch.sweep_queue import SweepQueue
-from dtgui.launch.sweep_slots import Slot
-from dtgui.launch.tensorboard_server import start_tensorboard, stop_tensorboard
+from dtgui.launch.gpus.free_slots import Slot
+from dtgui.launch.start.pipeline import launch_plan, reattach
+from dtgui.launch.sweeps.sweep_queue import SweepQueue
+from dtgui.launch.trackers import mlflow_runs, mlflow_writer
+from dtgui.launch.trackers.tensorboard_server import start_tensorboard, stop_tensorboard
 from dtgui.worker.machine_probe import choose_free_ports
 
 mlflow = pytest.importorskip("mlflow")
@@ -123,7 +123,7 @@ def test_a_run_reaches_mlflow_live_and_an_export_adds_nothing_twice(
     own client; the run's HParams summary by TensorBoard's reader; then detach and reattach
     continue the same MLflow run, and `dtgui runs export-mlflow` updates it, never twice."""
     monkeypatch.setenv(ENV, store)
-    monkeypatch.setattr(mlflow_log, "FLUSH_SECONDS", 0.2)
+    monkeypatch.setattr(mlflow_runs, "FLUSH_SECONDS", 0.2)
     plan = Plan(run_name="tracked", strategy=Strategy.MIRRORED, replicas_per_task=2,
                 steps=400, checkpoint_every=0)
     controller = _launch(plan, tmp_path / "runs", stub_python(step_seconds=0.01))
@@ -136,7 +136,7 @@ def test_a_run_reaches_mlflow_live_and_an_export_adds_nothing_twice(
     controller.detach()  # dtgui closed with the run training ...
     again = reattach(RunRecord.load(Path(record.bundle)))  # ... and opened again
     assert again.wait(120) and again.state is RunState.FINISHED
-    assert mlflow_log.drain_all(120, while_answering=False)
+    assert mlflow_writer.drain_all(120, while_answering=False)
 
     assert RunRecord.load(Path(record.bundle)).mlflow_run_id == run_id
     run = client.get_run(run_id)
@@ -202,7 +202,7 @@ def test_an_unreachable_server_neither_stops_nor_holds_a_run_and_its_card_says_s
         monkeypatch: pytest.MonkeyPatch) -> None:
     nobody = f"http://127.0.0.1:{choose_free_ports(1)[0]}"  # nothing listens there
     monkeypatch.setenv(ENV, nobody)
-    monkeypatch.setattr(mlflow_log, "STUCK_SECONDS", 0.3)
+    monkeypatch.setattr(mlflow_writer, "STUCK_SECONDS", 0.3)
     plan = Plan(run_name="offline", strategy=Strategy.ONE_DEVICE, replicas_per_task=1,
                 steps=150, checkpoint_every=0)
     controller = _launch(plan, tmp_path / "runs", stub_python(step_seconds=0.02))
@@ -211,7 +211,7 @@ def test_an_unreachable_server_neither_stops_nor_holds_a_run_and_its_card_says_s
         if "MLflow" in controller.message:
             said.append(controller.message)
         controller.wait(0.1)
-    writer = mlflow_log.writer_for(nobody)
+    writer = mlflow_writer.writer_for(nobody)
     try:
         assert controller.state is RunState.FINISHED, controller.message
         assert said and "write(s) waiting" in said[-1], said
@@ -240,7 +240,7 @@ def test_a_sweep_is_a_parent_run_with_its_trials_nested_on_a_server(
                      search="random", objective="loss", pruner="none")
     rows = SweepQueue.new(tmp_path / "s", spec, plan, slots=[Slot("a"), Slot("b")],
                           launch=launch).run()
-    assert mlflow_log.drain_all(120, while_answering=False)
+    assert mlflow_writer.drain_all(120, while_answering=False)
     client = MlflowClient(server)
     parents = _runs(client, SWEEP_TAG, str((tmp_path / "s").resolve()))
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"

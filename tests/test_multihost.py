@@ -32,19 +32,19 @@ from pytestqt.qtbot import QtBot
 from runs import live_members, stub_losses, stub_python
 from worker_helpers import free_ports, write_package
 
-from dtgui.core.bundle import render_bundle
-from dtgui.core.checkpoint_files import newest_checkpoint
+from dtgui.core.bundles.bundle import render_bundle
+from dtgui.core.bundles.checkpoint_files import newest_checkpoint
 from dtgui.core.events import STEP_KINDS, read_all, step_rows
-from dtgui.core.placement import assign, place_on_machines
-from dtgui.core.plan import ModelFile, Plan
-from dtgui.core.runs import RunHistory, RunRecord
-from dtgui.core.script import ScriptModel
-from dtgui.core.strategies import Strategy
+from dtgui.core.plans.placement import assign, place_on_machines
+from dtgui.core.plans.plan import ModelFile, Plan
+from dtgui.core.plans.strategies import Strategy
+from dtgui.core.runs.records import RunHistory, RunRecord
+from dtgui.core.scripts.script import ScriptModel
 from dtgui.launch.controller import LaunchError, RunController
-from dtgui.launch.pipeline import launch_plan, reattach
-from dtgui.launch.policy import RunPolicy
-from dtgui.launch.resume import resume_run
 from dtgui.launch.run_admin import RunAdminError, delete_run
+from dtgui.launch.runs.policy import RunPolicy
+from dtgui.launch.start.pipeline import launch_plan, reattach
+from dtgui.launch.start.resume import resume_run
 from dtgui.launch.targets import Target
 from dtgui.worker.step_timing import BUDGET_VARIABLE
 
@@ -129,7 +129,7 @@ def steps_in(events_file: Path) -> int:
 @pytest.mark.slow
 def test_mwms_over_two_hosts_then_the_exported_bundle_by_hand_is_bit_identical(
         lab: Lab, tmp_path: Path, qtbot: QtBot) -> None:
-    from dtgui.ui.dashboard import Dashboard
+    from dtgui.ui.pages.dashboard import Dashboard
 
     plan = mwms("mwms2", steps=12)
     controller = lab.launch(plan, assign(plan, machines=["h2", "h3"]))

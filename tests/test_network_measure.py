@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dtgui.core.doctor import OK, WARN, build_checks
-from dtgui.core.network_pairs import (
+from dtgui.core.machines.doctor import OK, WARN, build_checks
+from dtgui.core.measure.network_pairs import (
     LinkTest,
     allreduce_text,
     asymmetric,
@@ -22,7 +22,7 @@ from dtgui.core.network_pairs import (
     save_links,
     slowest,
 )
-from dtgui.ui.memory_panel import network_details, network_text
+from dtgui.ui.plots.memory_panel import network_details, network_text
 from dtgui.worker import machine_probe
 
 

@@ -17,19 +17,24 @@ import psutil
 import pytest
 from fakes import ScriptedExecutor
 
-from dtgui.core.bundle import render_bundle
+from dtgui.core.bundles.bundle import render_bundle
 from dtgui.core.events import Event, LineBuffer
 from dtgui.core.live_run import LiveRun
-from dtgui.core.placement import PlacementError, assign, local_port_conflicts, place_on_machines
-from dtgui.core.plan import MachineAccess, Plan, validate
-from dtgui.core.run_state import RunState
-from dtgui.core.runs import MachineRecord, RunHistory, RunRecord
-from dtgui.core.stragglers import find_stragglers
-from dtgui.core.strategies import Strategy
+from dtgui.core.measure.stragglers import find_stragglers
+from dtgui.core.plans.placement import (
+    PlacementError,
+    assign,
+    local_port_conflicts,
+    place_on_machines,
+)
+from dtgui.core.plans.plan import MachineAccess, Plan, validate
+from dtgui.core.plans.strategies import Strategy
+from dtgui.core.runs.records import MachineRecord, RunHistory, RunRecord
+from dtgui.core.runs.run_state import RunState
 from dtgui.launch.controller import RunController
-from dtgui.launch.executor import WRAPPER
-from dtgui.launch.policy import RunPolicy, exit_text
-from dtgui.launch.remote_scripts import POLL_SCRIPT, START_SCRIPT, parse_pids, parse_poll
+from dtgui.launch.exec.executor import WRAPPER
+from dtgui.launch.exec.remote_scripts import POLL_SCRIPT, START_SCRIPT, parse_pids, parse_poll
+from dtgui.launch.runs.policy import RunPolicy, exit_text
 
 ADDR = {"local": "10.0.0.1", "a": "10.0.0.2", "b": "10.0.0.3", "c": "10.0.0.4"}
 PORTS = {"local": [5000, 5001], "a": [6000, 6001], "b": [7000], "c": [8000]}

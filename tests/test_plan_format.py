@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from dtgui.core.bottleneck import plan_facts
-from dtgui.core.plan import (
+from dtgui.core.measure.bottleneck import plan_facts
+from dtgui.core.plans.plan import (
     Communication,
     DemoModel,
     DeviceKind,
@@ -26,7 +26,7 @@ from dtgui.core.plan import (
     ScriptModel,
     validate,
 )
-from dtgui.core.strategies import Strategy
+from dtgui.core.plans.strategies import Strategy
 from dtgui.worker.model_file import UserError
 from dtgui.worker.train import load_plan
 

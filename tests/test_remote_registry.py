@@ -14,7 +14,7 @@ import pytest
 import tomllib
 from keyrings.alt.file import PlaintextKeyring
 
-from dtgui.core.machines import (
+from dtgui.core.machines.registry import (
     SCHEMA,
     Machine,
     MachineError,

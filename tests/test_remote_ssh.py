@@ -20,7 +20,7 @@ import sshhosts
 from conftest_ssh import host_key, machine, trust
 from keyrings.alt.file import PlaintextKeyring
 
-from dtgui.core.machines import Machine, MachineRegistry
+from dtgui.core.machines.registry import Machine, MachineRegistry
 from dtgui.core.settings import config_dir
 from dtgui.remote import connection as conn
 from dtgui.remote import hostkeys, secrets

@@ -1,4 +1,4 @@
-"""Resuming an ended run from its checkpoint (dtgui.launch.resume): what is refused, with
+"""Resuming an ended run from its checkpoint (dtgui.launch.start.resume): what is refused, with
 nothing changed, and the ways in (the dashboard's Resume, RunSession.resume, `dtgui resume`).
 The run trains with the stub child (tests/stub_task.py) on this machine; the losses of a
 resumed TensorFlow run are compared with an uninterrupted one in tests/test_launch.py, a run
@@ -16,18 +16,18 @@ from fakes import wait_for
 from pytestqt.qtbot import QtBot
 
 from dtgui.cli.main import main
-from dtgui.core.bundle import Bundle
-from dtgui.core.checkpoint_files import newest_checkpoint
-from dtgui.core.plan import Plan
-from dtgui.core.run_state import RunState
-from dtgui.core.runs import RunRecord
-from dtgui.core.strategies import Strategy
+from dtgui.core.bundles.bundle import Bundle
+from dtgui.core.bundles.checkpoint_files import newest_checkpoint
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
+from dtgui.core.runs.records import RunRecord
+from dtgui.core.runs.run_state import RunState
 from dtgui.launch.controller import LaunchError
 from dtgui.launch.drivers import local_target
-from dtgui.launch.history import open_run
-from dtgui.launch.pipeline import launch_plan
-from dtgui.launch.resume import restore_refusal, resume_run
-from dtgui.ui.dashboard import Dashboard
+from dtgui.launch.runs.history import open_run
+from dtgui.launch.start.pipeline import launch_plan
+from dtgui.launch.start.resume import restore_refusal, resume_run
+from dtgui.ui.pages.dashboard import Dashboard
 from dtgui.ui.run_session import RunSession
 
 FOREVER = 1_000_000

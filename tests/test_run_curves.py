@@ -12,16 +12,16 @@ import numpy as np
 import pytest
 from training_events import AGAIN_SHIFT, T0, write_run
 
-from dtgui.core.compare import summarize_run
 from dtgui.core.events import Event, read_all
 from dtgui.core.live_run import LiveRun
-from dtgui.core.plan import Plan
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
 from dtgui.core.run_curves import RunCurves, bundle_curves, final_loss_of_bundle
 from dtgui.core.run_devices import RunDevices
-from dtgui.core.runs import RECORD_NAME, RunHistory, RunRecord
-from dtgui.core.strategies import Strategy
-from dtgui.launch.history import open_run
-from dtgui.launch.pipeline import launch_plan
+from dtgui.core.runs.compare import summarize_run
+from dtgui.core.runs.records import RECORD_NAME, RunHistory, RunRecord
+from dtgui.launch.runs.history import open_run
+from dtgui.launch.start.pipeline import launch_plan
 from dtgui.launch.targets import Target
 
 

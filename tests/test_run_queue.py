@@ -18,14 +18,13 @@ from fakes import FAKE_NVML, wait_for
 from pytestqt.qtbot import QtBot
 
 from dtgui.cli.main import main as cli
-from dtgui.core.placement import place_local
-from dtgui.core.plan import DeviceKind, MachineAccess, Plan
-from dtgui.core.queue_file import QueueEntry, QueueError, ahead_of, moved
-from dtgui.core.run_state import RunState
-from dtgui.core.runs import RunHistory, RunRecord
-from dtgui.core.strategies import Strategy
-from dtgui.launch.pipeline import reattach
-from dtgui.launch.run_queue import (
+from dtgui.core.plans.placement import place_local
+from dtgui.core.plans.plan import DeviceKind, MachineAccess, Plan
+from dtgui.core.plans.strategies import Strategy
+from dtgui.core.runs.queue_file import QueueEntry, QueueError, ahead_of, moved
+from dtgui.core.runs.records import RunHistory, RunRecord
+from dtgui.core.runs.run_state import RunState
+from dtgui.launch.queue.run_queue import (
     QUEUE_PROCESS,
     QueuedRun,
     cancel_queued,
@@ -34,9 +33,10 @@ from dtgui.launch.run_queue import (
     queue_pid,
     queued_runs,
 )
-from dtgui.launch.run_queue_process import RunQueue
-from dtgui.launch.watcher import stop_watcher, watcher_pid
-from dtgui.ui.run_queue_panel import RunQueuePanel
+from dtgui.launch.queue.run_queue_process import RunQueue
+from dtgui.launch.start.pipeline import reattach
+from dtgui.launch.start.watcher import stop_watcher, watcher_pid
+from dtgui.ui.pages.run_queue_panel import RunQueuePanel
 
 
 def gpu_plan(name: str, python: str) -> Plan:
@@ -181,7 +181,7 @@ def test_a_damaged_queue_file_is_refused_with_what_to_do_and_kept(
 
 
 def test_the_queue_order_pure() -> None:
-    from dtgui.core.queue_file import EVERY_GPU
+    from dtgui.core.runs.queue_file import EVERY_GPU
 
     a = QueueEntry("a", {}, claims=(("local", 0),))
     b = QueueEntry("b", {}, claims=(("local", 1),))

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from dtgui.core.ignore import list_project
-from dtgui.core.plan import Plan
-from dtgui.core.script import ScriptModel
-from dtgui.core.script_scan import fit_refusal, scan_project
-from dtgui.core.strategies import Strategy
-from dtgui.launch.pipeline import LaunchError, launch_plan
-from dtgui.launch.precheck import PythonCheck
-from dtgui.launch.script_check import check_local, keras_facts, machine_problems, study
+from dtgui.core.bundles.ignore import list_project
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
+from dtgui.core.scripts.script import ScriptModel
+from dtgui.core.scripts.script_scan import fit_refusal, scan_project
+from dtgui.launch.checks.precheck import PythonCheck
+from dtgui.launch.checks.script_check import check_local, keras_facts, machine_problems, study
+from dtgui.launch.start.pipeline import LaunchError, launch_plan
 
 PROJECTS = Path(__file__).resolve().parent / "script_projects"
 

@@ -11,20 +11,20 @@ from typing import Any
 
 import pytest
 
-from dtgui.core.bundle import Bundle, render_bundle
+from dtgui.core.bundles.bundle import Bundle, render_bundle
+from dtgui.core.bundles.ignore import is_ignored, list_project, parse_rules
 from dtgui.core.events import Event, parse_line
-from dtgui.core.ignore import is_ignored, list_project, parse_rules
 from dtgui.core.live_run import LiveRun
-from dtgui.core.placement import place_local
-from dtgui.core.plan import ModelFile, Plan, validate
+from dtgui.core.plans.placement import place_local
+from dtgui.core.plans.plan import ModelFile, Plan, validate
+from dtgui.core.plans.strategies import Strategy
 from dtgui.core.scalars import is_loss_tag
-from dtgui.core.script import (
+from dtgui.core.scripts.script import (
     ScriptModel,
     parse_env_lines,
     script_problems,
     split_args,
 )
-from dtgui.core.strategies import Strategy
 from dtgui.worker.script_env import expand_references
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -150,7 +150,7 @@ def test_bundle_holds_the_project_and_each_task_its_variables(tmp_path: Path) ->
 
 
 def test_missing_project_or_entry_is_refused(tmp_path: Path) -> None:
-    from dtgui.core.bundle import BundleError
+    from dtgui.core.bundles.bundle import BundleError
 
     model = ScriptModel(str(tmp_path / "nope"), "train.py")
     with pytest.raises(BundleError, match="does not exist"):

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from dtgui.core.events import Event, read_all
-from dtgui.core.plan import MetricsTasks, Plan, TaskSpec
-from dtgui.core.plan_text import script_rows, script_summary, script_text
+from dtgui.core.plans.plan import MetricsTasks, Plan, TaskSpec
+from dtgui.core.plans.plan_text import script_rows, script_summary, script_text
+from dtgui.core.plans.strategies import Strategy
 from dtgui.core.run_curves import RunCurves
-from dtgui.core.script import ScriptModel, script_problems
-from dtgui.core.strategies import Strategy
-from dtgui.launch.script_check import study
+from dtgui.core.scripts.script import ScriptModel, script_problems
+from dtgui.launch.checks.script_check import study
 from dtgui.worker.events import EventWriter
 from dtgui.worker.printed_metrics import LineParser, compile_patterns, metric_name, preview
 from dtgui.worker.script_child import ScriptChild
@@ -331,7 +331,7 @@ def test_a_plan_json_keeps_the_printed_metrics_fields(tmp_path: Path) -> None:
 
 
 def test_compare_shows_a_script_run_by_what_it_printed(tmp_path: Path) -> None:
-    from dtgui.core.compare import FIELDS, MISSING, summarize_run, table_rows
+    from dtgui.core.runs.compare import FIELDS, MISSING, summarize_run, table_rows
 
     child = script_child(tmp_path)
     (tmp_path / "plan.json").write_text(child.plan.to_json())
@@ -350,7 +350,7 @@ def test_compare_shows_a_script_run_by_what_it_printed(tmp_path: Path) -> None:
 def test_sample_lines_come_from_the_last_run_of_this_very_script(tmp_path: Path) -> None:
     import os
 
-    from dtgui.core.script_samples import last_run_output
+    from dtgui.core.scripts.script_samples import last_run_output
 
     def run(name: str, source: str, printed: str, created: float) -> None:
         bundle = tmp_path / "runs" / name

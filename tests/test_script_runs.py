@@ -15,12 +15,12 @@ import pytest
 from runs import live_members
 
 from dtgui.core.events import read_all
-from dtgui.core.plan import Plan, TaskSpec
+from dtgui.core.plans.plan import Plan, TaskSpec
+from dtgui.core.plans.strategies import Strategy
 from dtgui.core.run_curves import final_loss_of_bundle
-from dtgui.core.script import ScriptModel
-from dtgui.core.strategies import Strategy
+from dtgui.core.scripts.script import ScriptModel
 from dtgui.launch.controller import RunController
-from dtgui.launch.pipeline import launch_plan
+from dtgui.launch.start.pipeline import launch_plan
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
@@ -170,7 +170,7 @@ def test_restart_resumes_a_script_with_backup_and_restore(tmp_path: Path) -> Non
     folder dtgui passes) resumes the epochs, and the curve continues without a jump back."""
     import signal
 
-    from dtgui.launch.policy import RunPolicy
+    from dtgui.launch.runs.policy import RunPolicy
 
     plan = script_plan("mwm_fit", "main.py", args=("8", "4"), legacy=True)
     controller = launch_plan(plan, tmp_path / "runs", policy=RunPolicy(max_restarts=1))
@@ -196,8 +196,8 @@ def test_restart_resumes_a_script_with_backup_and_restore(tmp_path: Path) -> Non
 
 
 def test_reattach_and_history_follow_a_script_run(tmp_path: Path) -> None:
-    from dtgui.core.runs import RunHistory, RunRecord
-    from dtgui.launch.pipeline import reattach
+    from dtgui.core.runs.records import RunHistory, RunRecord
+    from dtgui.launch.start.pipeline import reattach
 
     plan = script_plan("sleepy_loop", "train.py", args=("12", "0.3"))  # no TensorFlow
     controller = launch_plan(plan, tmp_path / "runs")

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from fakes import FakeSlurm
 
-from dtgui.core.machines import Machine, MachineError, MachineRegistry
-from dtgui.core.plan import Plan
-from dtgui.core.run_state import RunState
+from dtgui.core.machines.registry import Machine, MachineError, MachineRegistry
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
+from dtgui.core.runs.run_state import RunState
 from dtgui.core.slurm import (
     SlurmDefaults,
     SlurmError,
@@ -40,7 +41,6 @@ from dtgui.core.slurm_answers import (
     submit_error,
 )
 from dtgui.core.slurm_bundle import place_on_cluster, render_slurm_bundle
-from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import RunController
 from dtgui.launch.slurm_exec import SlurmExecutor
 from dtgui.remote import slurm as login_node

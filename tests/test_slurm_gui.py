@@ -32,13 +32,13 @@ from test_gui_multihost import click_message_button, screenshot, windows
 from test_slurm_run import login_node, processes_in
 from widgets import click_stop, controller_of, dashboard_of, ready_window, slurm_box, slurm_radio
 
-from dtgui.core.machines import MachineRegistry
-from dtgui.core.plan import Plan
-from dtgui.core.runs import RunHistory, RunRecord
+from dtgui.core.machines.registry import MachineRegistry
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
+from dtgui.core.runs.records import RunHistory, RunRecord
 from dtgui.core.slurm import LOCAL_CLUSTER, SlurmDefaults, SlurmJob
 from dtgui.core.slurm_bundle import place_on_cluster
-from dtgui.core.strategies import Strategy
-from dtgui.launch.watcher import watcher_pid
+from dtgui.launch.start.watcher import watcher_pid
 from dtgui.ui.app import make_app
 from dtgui.ui.main_window import MainWindow
 

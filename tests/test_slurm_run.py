@@ -30,20 +30,20 @@ from fakes import GPU_FIXTURES, python_with_fake_gpus, wait_for
 from slurm_cluster import SlurmCluster, served_cluster
 
 from dtgui.cli.main import main as cli_main
-from dtgui.core.checkpoint_files import newest_checkpoint
-from dtgui.core.machines import MachineRegistry
-from dtgui.core.plan import Plan
-from dtgui.core.run_state import RunState
-from dtgui.core.runs import RunRecord
-from dtgui.core.script import ScriptModel
+from dtgui.core.bundles.checkpoint_files import newest_checkpoint
+from dtgui.core.machines.registry import MachineRegistry
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
+from dtgui.core.runs.records import RunRecord
+from dtgui.core.runs.run_state import RunState
+from dtgui.core.scripts.script import ScriptModel
 from dtgui.core.slurm import SlurmDefaults, SlurmJob
-from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.drivers import cluster_job_target, cluster_target
-from dtgui.launch.pipeline import launch_plan, reattach
-from dtgui.launch.policy import RunPolicy
-from dtgui.launch.resume import resume_run
+from dtgui.launch.runs.policy import RunPolicy
 from dtgui.launch.slurm_exec import SlurmExecutor
+from dtgui.launch.start.pipeline import launch_plan, reattach
+from dtgui.launch.start.resume import resume_run
 from dtgui.remote.commands import LocalRunner
 from dtgui.remote.slurm import ask_slurm
 

@@ -10,10 +10,10 @@ from pytestqt.qtbot import QtBot
 from test_gui_multihost import windows
 from widgets import slurm_box, slurm_job, slurm_radio
 
-from dtgui.core.machines import Machine, MachineRegistry
-from dtgui.core.plan import Plan
+from dtgui.core.machines.registry import Machine, MachineRegistry
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
 from dtgui.core.slurm import SlurmDefaults
-from dtgui.core.strategies import Strategy
 from dtgui.ui.machines.add_dialog import MachineDialog
 from dtgui.ui.main_window import MainWindow
 from dtgui.ui.wizard import RunWizard
@@ -196,7 +196,7 @@ def test_a_probed_cluster_in_the_panel_and_the_wizard(qtbot: QtBot) -> None:
     the last job's fields."""
     from PySide6.QtWidgets import QWizard
 
-    from dtgui.core.machines import RemoteFacts
+    from dtgui.core.machines.registry import RemoteFacts
     from dtgui.core.slurm_answers import (
         ClusterFacts,
         parse_sinfo,

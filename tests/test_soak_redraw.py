@@ -20,7 +20,7 @@ from pytestqt.qtbot import QtBot
 
 from dtgui.core.events import Event
 from dtgui.core.live_run import LiveRun
-from dtgui.ui.dashboard import Dashboard
+from dtgui.ui.pages.dashboard import Dashboard
 
 REDRAWS = int(os.environ.get("DTGUI_SOAK_REDRAWS", "5000"))
 WARM_UP = min(2000, REDRAWS // 5)

@@ -14,7 +14,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from dtgui.core.sweep_study import STUDY_FILE, STUDY_NAME, TRIALS_CSV
+from dtgui.core.sweeps.sweep_study import STUDY_FILE, STUDY_NAME, TRIALS_CSV
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,13 +11,13 @@ import conftest_ssh
 import sshhosts
 from conftest_ssh import machine, trust
 
-from dtgui.core.plan import Plan
-from dtgui.core.script import ScriptModel
-from dtgui.core.strategies import Strategy
-from dtgui.core.sweep import SweepSpec, parse_param
-from dtgui.core.sweep_study import TrialRow
-from dtgui.launch.sweep_queue import SweepQueue
-from dtgui.launch.sweep_slots import Slot
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
+from dtgui.core.scripts.script import ScriptModel
+from dtgui.core.sweeps.sweep import SweepSpec, parse_param
+from dtgui.core.sweeps.sweep_study import TrialRow
+from dtgui.launch.gpus.free_slots import Slot
+from dtgui.launch.sweeps.sweep_queue import SweepQueue
 from dtgui.launch.targets import Target
 
 ssh_lab = conftest_ssh.ssh_lab

@@ -12,13 +12,13 @@ import pytest
 from pytestqt.qtbot import QtBot
 from widgets import cell_text
 
-from dtgui.core.plan import Plan
-from dtgui.core.script import ScriptModel
-from dtgui.core.strategies import Strategy
-from dtgui.core.sweep import SweepError, SweepSpec, parse_param
-from dtgui.core.sweep_study import read_sweep
-from dtgui.launch.sweep_process import LOG_FILE, start_sweep, stop_sweep, sweep_pid
-from dtgui.ui.sweep_view import SweepView
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
+from dtgui.core.scripts.script import ScriptModel
+from dtgui.core.sweeps.sweep import SweepError, SweepSpec, parse_param
+from dtgui.core.sweeps.sweep_study import read_sweep
+from dtgui.launch.sweeps.sweep_process import LOG_FILE, start_sweep, stop_sweep, sweep_pid
+from dtgui.ui.pages.sweep_view import SweepView
 
 PROJECT = Path(__file__).resolve().parent / "script_projects" / "sweep_target"
 pytestmark = pytest.mark.gui
@@ -86,8 +86,8 @@ def test_a_sweep_set_up_in_the_app_starts_in_the_background_and_stops(
     Start sweep starts the sweep's process and shows its view; Stop sweep stops it."""
     from dtgui.core.settings import save_last_plan
     from dtgui.ui.app import make_app
+    from dtgui.ui.dialogs.sweep_dialog import SweepDialog
     from dtgui.ui.main_window import MainWindow
-    from dtgui.ui.sweep_dialog import SweepDialog
 
     save_last_plan(script_plan("--steps", "400", "--seconds", "0.05"))
     make_app([])
@@ -133,7 +133,7 @@ def test_trials_far_worse_than_the_median_are_pruned_early_and_keep_their_curves
     from optuna.trial import TrialState
 
     from dtgui.core.run_curves import bundle_curves
-    from dtgui.launch.sweep_queue import SweepQueue
+    from dtgui.launch.sweeps.sweep_queue import SweepQueue
 
     spec = SweepSpec(params=(parse_param("--x=choice:0.3,0.35,3,4"),), trials=4, parallel=1,
                      search="random", pruner="median")

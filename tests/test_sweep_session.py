@@ -1,5 +1,5 @@
 """A sweep's life as signals (`dtgui.ui.sweep_session.SweepSession`, from
-`dtgui.core.sweep_life.changes`): real small sweeps of an own script (no TensorFlow: it prints
+`dtgui.core.sweeps.sweep_life.changes`): real small sweeps of an own script (no TensorFlow: it prints
 its losses), run in the app and in the sweep's own process, each followed to its end."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from dtgui.core.plan import Plan
-from dtgui.core.script import ScriptModel
-from dtgui.core.strategies import Strategy
-from dtgui.core.sweep import SweepSpec, parse_param
-from dtgui.core.sweep_life import Change, SweepEvent, SweepLook, changes
-from dtgui.core.sweep_study import SweepTable, TrialRow
-from dtgui.launch.sweep_process import LOG_FILE, PID_FILE, sweep_pid
-from dtgui.launch.sweep_queue import prepare_sweep
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
+from dtgui.core.scripts.script import ScriptModel
+from dtgui.core.sweeps.sweep import SweepSpec, parse_param
+from dtgui.core.sweeps.sweep_life import Change, SweepEvent, SweepLook, changes
+from dtgui.core.sweeps.sweep_study import SweepTable, TrialRow
+from dtgui.launch.sweeps.sweep_process import LOG_FILE, PID_FILE, sweep_pid
+from dtgui.launch.sweeps.sweep_queue import prepare_sweep
 from dtgui.ui.sweep_session import SweepSession
 
 PROJECT = Path(__file__).resolve().parent / "script_projects" / "sweep_target"

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 from PySide6.QtWidgets import QCheckBox
 
-from dtgui.core.hardware import GpuInfo
-from dtgui.core.machines import Machine, MachineRegistry
-from dtgui.core.plan import DeviceKind, Plan, TaskSpec
-from dtgui.core.run_state import RunState
-from dtgui.core.runs import RunRecord
-from dtgui.core.strategies import Strategy
-from dtgui.core.sweep import SweepError
-from dtgui.launch.sweep_slots import (
+from dtgui.core.machines.hardware import GpuInfo
+from dtgui.core.machines.registry import Machine, MachineRegistry
+from dtgui.core.plans.plan import DeviceKind, Plan, TaskSpec
+from dtgui.core.plans.strategies import Strategy
+from dtgui.core.runs.records import RunRecord
+from dtgui.core.runs.run_state import RunState
+from dtgui.core.sweeps.sweep import SweepError
+from dtgui.launch.gpus.free_slots import (
     ALL_GPUS,
     GpuProber,
     GpuReport,
@@ -139,8 +139,8 @@ def test_gpus_given_to_a_single_run_that_still_runs_are_left_to_it(
 def test_a_sweep_set_up_to_run_a_trial_a_machine_keeps_its_machines(tmp_path: Path) -> None:
     """The dialog's machines (spec.trial_on) are the queue's slots, also when the sweep's
     process reads them back from its folder."""
-    from dtgui.core.sweep import SweepSpec, load_sweep, parse_param
-    from dtgui.launch.sweep_queue import SweepQueue
+    from dtgui.core.sweeps.sweep import SweepSpec, load_sweep, parse_param
+    from dtgui.launch.sweeps.sweep_queue import SweepQueue
 
     spec = SweepSpec(params=(parse_param("lr=choice:0.01,0.02"),), trials=2, parallel=3,
                      trial_on=("local", "local"))
@@ -185,10 +185,10 @@ def test_a_sweeps_trials_hold_their_gpus_for_single_runs_and_other_sweeps(
     When the sweep ends, it holds nothing."""
     from pytestqt.qtbot import QtBot
 
-    from dtgui.core.sweep import SweepSpec, parse_param
-    from dtgui.launch.pipeline import launch_plan
-    from dtgui.launch.sweep_holds import Hold, HoldRegister, busy_gpus, holds_dir, read_holds
-    from dtgui.launch.sweep_queue import SweepQueue
+    from dtgui.core.sweeps.sweep import SweepSpec, parse_param
+    from dtgui.launch.gpus.holds import Hold, HoldRegister, busy_gpus, holds_dir, read_holds
+    from dtgui.launch.start.pipeline import launch_plan
+    from dtgui.launch.sweeps.sweep_queue import SweepQueue
     from dtgui.ui.wizard.gpu_picker import GpuPicker
 
     assert isinstance(qtbot, QtBot)

@@ -15,9 +15,9 @@ import optuna
 import pytest
 from slurm_cluster import SlurmCluster, served_cluster
 
-from dtgui.core.runs import RunRecord
+from dtgui.core.runs.records import RunRecord
 from dtgui.core.slurm import SlurmJob
-from dtgui.core.sweep import load_sweep
+from dtgui.core.sweeps.sweep import load_sweep
 from dtgui.launch.drivers import job_readers
 
 

@@ -15,10 +15,10 @@ import pytest
 from fakes import wait_for
 
 from dtgui.cli.main import main
-from dtgui.core.plan import DeviceKind, Plan
-from dtgui.core.script import ScriptModel
-from dtgui.core.strategies import Strategy
-from dtgui.core.sweep import (
+from dtgui.core.plans.plan import DeviceKind, Plan
+from dtgui.core.plans.strategies import Strategy
+from dtgui.core.scripts.script import ScriptModel
+from dtgui.core.sweeps.sweep import (
     ParamTarget,
     SpaceKind,
     SweepError,
@@ -28,10 +28,16 @@ from dtgui.core.sweep import (
     load_sweep,
     parse_param,
 )
-from dtgui.core.sweep_study import STUDY_FILE, TRIALS_CSV, best_of, objective_points, open_study
-from dtgui.launch.pipeline import launch_plan
-from dtgui.launch.sweep_queue import SweepQueue
-from dtgui.launch.sweep_slots import Slot
+from dtgui.core.sweeps.sweep_study import (
+    STUDY_FILE,
+    TRIALS_CSV,
+    best_of,
+    objective_points,
+    open_study,
+)
+from dtgui.launch.gpus.free_slots import Slot
+from dtgui.launch.start.pipeline import launch_plan
+from dtgui.launch.sweeps.sweep_queue import SweepQueue
 from dtgui.launch.targets import Target
 
 
@@ -117,7 +123,7 @@ def test_a_sweeps_trial_job_and_machines_are_typed_and_old_sweep_json_still_read
     import json
 
     from dtgui.core.slurm import SlurmJob
-    from dtgui.core.sweep import StoredJob, save_sweep
+    from dtgui.core.sweeps.sweep import StoredJob, save_sweep
     from dtgui.launch.drivers import job_readers
 
     job = SlurmJob(cluster="hpc", nodes=2, partition="gpu", setup=("module load cuda",))
@@ -202,7 +208,7 @@ def test_a_failing_trial_is_marked_failed_and_the_others_go_on(
     """Two slots; trial 1's tasks fail. Every trial ends, the study holds them all (the
     objective is the final training loss: the stub child reports no validation). Slot b's
     GPU is taken by another process when first asked: said, and the slot waits."""
-    from dtgui.launch import sweep_queue
+    from dtgui.launch.sweeps import sweep_queue
 
     monkeypatch.setattr(sweep_queue, "RECHECK_SECONDS", 0.2)
     asked: list[str] = []
@@ -306,11 +312,11 @@ def test_a_stopped_sweep_continued_runs_its_stopped_trials_again_first(
     import shutil
     import threading
 
-    from dtgui.core.bundle import Bundle
-    from dtgui.core.checkpoint_files import CHECKPOINTS_DIR, newest_checkpoint
+    from dtgui.core.bundles.bundle import Bundle
+    from dtgui.core.bundles.checkpoint_files import CHECKPOINTS_DIR, newest_checkpoint
     from dtgui.core.events import read_all
-    from dtgui.core.runs import RunRecord
-    from dtgui.core.sweep_study import RERUN_ATTR, RESUMED_ATTR, rows
+    from dtgui.core.runs.records import RunRecord
+    from dtgui.core.sweeps.sweep_study import RERUN_ATTR, RESUMED_ATTR, rows
 
     plan = Plan(run_name="halt", strategy=Strategy.ONE_DEVICE, replicas_per_task=1, steps=50,
                 checkpoint_every=0, device_kind=DeviceKind.GPU)  # the stub uses none
@@ -368,8 +374,8 @@ def test_a_stopped_sweep_continued_runs_its_stopped_trials_again_first(
 
 
 def test_gpu_trials_take_idle_gpus_only_and_say_when_fewer_than_asked() -> None:
-    from dtgui.core.hardware import GpuInfo
-    from dtgui.launch.sweep_slots import gpu_slots, idle, slots_for
+    from dtgui.core.machines.hardware import GpuInfo
+    from dtgui.launch.gpus.free_slots import gpu_slots, idle, slots_for
 
     gib = 1 << 30
     gpus = [GpuInfo(0, "A", 16 * gib, 300 << 20, 0.0), GpuInfo(1, "A", 16 * gib, 12 * gib, 5.0),
@@ -392,8 +398,8 @@ def test_gpu_trials_take_idle_gpus_only_and_say_when_fewer_than_asked() -> None:
 
 def test_trials_on_named_machines_one_each(tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    from dtgui.core.machines import Machine, MachineRegistry
-    from dtgui.launch.sweep_slots import machine_slots
+    from dtgui.core.machines.registry import Machine, MachineRegistry
+    from dtgui.launch.gpus.free_slots import machine_slots
 
     registry = MachineRegistry(tmp_path / "machines.toml")
     registry.add(Machine(name="gpu1", host="10.0.0.5", user="me"))

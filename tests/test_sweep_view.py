@@ -15,18 +15,18 @@ from optuna.trial import TrialState
 from PySide6.QtCore import QItemSelectionModel
 from pytestqt.qtbot import QtBot
 
-from dtgui.core.plan import DeviceKind, Plan
-from dtgui.core.run_state import RunState
-from dtgui.core.runs import RunRecord
-from dtgui.core.sweep import SweepSpec, parse_param, save_sweep
-from dtgui.core.sweep_study import (
+from dtgui.core.plans.plan import DeviceKind, Plan
+from dtgui.core.runs.records import RunRecord
+from dtgui.core.runs.run_state import RunState
+from dtgui.core.sweeps.sweep import SweepSpec, parse_param, save_sweep
+from dtgui.core.sweeps.sweep_study import (
     RERUN_ATTR,
     RESUMED_ATTR,
     open_study,
     parallel_coordinates,
     read_sweep,
 )
-from dtgui.ui.sweep_view import SweepView, status_text
+from dtgui.ui.pages.sweep_view import SweepView, status_text
 
 pytestmark = pytest.mark.gui
 
@@ -200,10 +200,10 @@ def test_the_wizard_sweeps_its_run_setup_set_up_in_a_form(qtbot: QtBot, tmp_path
     from PySide6.QtCore import Qt
     from PySide6.QtWidgets import QDialogButtonBox, QWizard
 
-    from dtgui.launch import sweep_process
+    from dtgui.launch.sweeps import sweep_process
     from dtgui.ui.app import make_app
+    from dtgui.ui.dialogs.sweep_dialog import RANGE, SweepDialog
     from dtgui.ui.main_window import MainWindow
-    from dtgui.ui.sweep_dialog import RANGE, SweepDialog
     from dtgui.ui.wizard.wizard import PAGE_REVIEW
 
     started: list[tuple[Path, SweepSpec, Plan]] = []
@@ -274,9 +274,9 @@ def test_the_dialog_says_how_many_gpu_trials_the_machines_take_at_once(qtbot: Qt
     trials at once than free GPUs is said (they wait), not refused."""
     from PySide6.QtCore import Qt
 
-    from dtgui.core.hardware import GpuInfo
-    from dtgui.core.strategies import Strategy
-    from dtgui.ui.sweep_dialog import SweepDialog
+    from dtgui.core.machines.hardware import GpuInfo
+    from dtgui.core.plans.strategies import Strategy
+    from dtgui.ui.dialogs.sweep_dialog import SweepDialog
 
     gib = 1 << 30
     idle, busy = (GpuInfo(0, "H100", 80 * gib, 0, 0.0), GpuInfo(1, "H100", 80 * gib, gib, 97.0))
@@ -305,11 +305,11 @@ def test_the_dialog_offers_a_slurm_cluster_whose_jobs_are_the_trials(
     are jobs there, a task a node, with the cluster's defaults (kept in sweep.json)."""
     from PySide6.QtCore import Qt
 
-    from dtgui.core.machines import Machine, MachineRegistry
+    from dtgui.core.machines.registry import Machine, MachineRegistry
+    from dtgui.core.plans.strategies import Strategy
     from dtgui.core.slurm import SlurmDefaults, SlurmJob
-    from dtgui.core.strategies import Strategy
-    from dtgui.launch.sweep_slots import job_slots
-    from dtgui.ui.sweep_dialog import SweepDialog
+    from dtgui.launch.gpus.free_slots import job_slots
+    from dtgui.ui.dialogs.sweep_dialog import SweepDialog
 
     cluster = Machine(name="hpc", host="login.example.org", user="me", python="/opt/py/bin/python",
                       slurm=SlurmDefaults(partition="gpu", time_limit="01:00:00"))
@@ -351,10 +351,10 @@ def test_the_dialog_offers_the_machines_any_kind_owns_and_keeps_its_job(
 
     from PySide6.QtCore import Qt
 
-    from dtgui.core.machines import Machine
-    from dtgui.core.sweep import load_sweep
+    from dtgui.core.machines.registry import Machine
+    from dtgui.core.sweeps.sweep import load_sweep
     from dtgui.launch.drivers import DRIVERS, Driver, job_readers
-    from dtgui.ui.sweep_dialog import SweepDialog
+    from dtgui.ui.dialogs.sweep_dialog import SweepDialog
 
     @dataclass(frozen=True)
     class FarmJob:

@@ -48,7 +48,7 @@ def test_the_command_line_then_the_preference_then_mlflows_variable_decide(
 @pytest.mark.gui
 def test_the_preferences_dialog_saves_the_choice_and_says_how_to_get_mlflow(
         qtbot: QtBot, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from dtgui.ui.preferences import PreferencesDialog
+    from dtgui.ui.dialogs.preferences import PreferencesDialog
 
     monkeypatch.setenv(ENV, "")
     dialog = PreferencesDialog(None, TrackingPreference(), installed=False, environ={})

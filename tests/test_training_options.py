@@ -287,9 +287,9 @@ def test_a_model_package_runs_from_the_bundle_and_a_missing_data_file_is_refused
         tmp_path: Path) -> None:
     """The model file's folder is bundled: a sibling module imports and a data file beside the
     file is read. Without the data file the check of the bundle's copy refuses the launch."""
-    from dtgui.core.plan import ModelFile, Plan
-    from dtgui.core.strategies import Strategy
-    from dtgui.launch.pipeline import LaunchError, launch_plan
+    from dtgui.core.plans.plan import ModelFile, Plan
+    from dtgui.core.plans.strategies import Strategy
+    from dtgui.launch.start.pipeline import LaunchError, launch_plan
 
     net = write_package(tmp_path / "proj")
     plan = Plan(run_name="package", strategy=Strategy.ONE_DEVICE, replicas_per_task=1, steps=3,

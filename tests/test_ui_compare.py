@@ -16,12 +16,12 @@ from pytestqt.qtbot import QtBot
 from training_events import AGAIN_SHIFT, T0, write_run
 from widgets import cell, cell_text
 
-from dtgui.core.compare import FIELDS, MISSING, summarize_run, summary_csv
-from dtgui.core.runs import RunRecord
+from dtgui.core.runs.compare import FIELDS, MISSING, summarize_run, summary_csv
+from dtgui.core.runs.records import RunRecord
 from dtgui.core.settings import runs_dir
 from dtgui.core.smoothing import ema
 from dtgui.ui.compare import CompareView
-from dtgui.ui.runs_page import RunsPage
+from dtgui.ui.pages.runs_page import RunsPage
 
 pytestmark = pytest.mark.gui
 
@@ -216,8 +216,8 @@ def test_a_real_training_run_is_compared_with_its_validation_and_saved_model(
 
 def test_main_window_opens_the_compare_view_from_runs_and_goes_back(
         qtbot: QtBot, three_runs: list[RunRecord], monkeypatch: pytest.MonkeyPatch) -> None:
-    from dtgui.ui.local_machine import LocalMachinePanel
     from dtgui.ui.main_window import MainWindow
+    from dtgui.ui.pages.local_machine import LocalMachinePanel
 
     monkeypatch.setattr(LocalMachinePanel, "refresh", lambda self: None)  # no TensorFlow probe
     window = MainWindow()

@@ -8,7 +8,7 @@ from typing import Any
 
 from widgets import cell, click_stop
 
-from dtgui.ui.curves import XY
+from dtgui.ui.plots.curves import XY
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -21,20 +21,20 @@ from pytestqt.qtbot import QtBot
 
 from dtgui.core.events import Event
 from dtgui.core.live_run import LiveRun
-from dtgui.core.run_state import RunState
-from dtgui.core.stragglers import describe_straggler, find_stragglers
+from dtgui.core.measure.stragglers import describe_straggler, find_stragglers
+from dtgui.core.runs.run_state import RunState
 from dtgui.core.task_logs import LOG_LINES_KEPT
-from dtgui.ui.curves import ENVELOPE_MIN_POINTS, Envelope
-from dtgui.ui.dashboard import Dashboard
-from dtgui.ui.plot_base import ElapsedAxis, series_colour
-from dtgui.ui.run_session import RunSession
-from dtgui.ui.run_widgets import (
+from dtgui.ui.pages.dashboard import Dashboard
+from dtgui.ui.pages.run_widgets import (
     FAILED_ROW_FG,
     SLOW_ROW_BG,
     SLOW_ROW_FG,
     STATE_COLOURS,
     TaskTable,
 )
+from dtgui.ui.plots.curves import ENVELOPE_MIN_POINTS, Envelope
+from dtgui.ui.plots.plot_base import ElapsedAxis, series_colour
+from dtgui.ui.run_session import RunSession
 
 pytestmark = pytest.mark.gui
 
@@ -619,7 +619,7 @@ def test_stop_asks_first_once_the_run_has_trained_a_minute(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from PySide6.QtWidgets import QApplication, QMessageBox
 
-    from dtgui.ui import dashboard
+    from dtgui.ui.pages import dashboard
 
     metrics.add_events(two_workers(1, 30))
     follow(dash, controller)

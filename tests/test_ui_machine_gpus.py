@@ -17,12 +17,12 @@ from keyrings.alt.file import PlaintextKeyring
 from PySide6.QtWidgets import QCheckBox, QWizard
 from pytestqt.qtbot import QtBot
 
-from dtgui.core.bundle import task_environment, task_script_text
-from dtgui.core.hardware import GpuInfo, MachineFacts, TfView
-from dtgui.core.machines import Machine, MachineError, MachineRegistry, RemoteFacts
-from dtgui.core.placement import PlacementError
-from dtgui.core.plan import LOCAL_MACHINE, DeviceKind, MachineAccess, Plan
-from dtgui.core.strategies import Strategy
+from dtgui.core.bundles.bundle import task_environment, task_script_text
+from dtgui.core.machines.hardware import GpuInfo, MachineFacts, TfView
+from dtgui.core.machines.registry import Machine, MachineError, MachineRegistry, RemoteFacts
+from dtgui.core.plans.placement import PlacementError
+from dtgui.core.plans.plan import LOCAL_MACHINE, DeviceKind, MachineAccess, Plan
+from dtgui.core.plans.strategies import Strategy
 from dtgui.remote import secrets
 from dtgui.ui.machines.add_dialog import MachineDialog
 from dtgui.ui.machines.panel import MachinesPanel

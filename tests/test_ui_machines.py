@@ -25,9 +25,9 @@ from PySide6.QtCore import QPoint, Qt, QTimer
 from PySide6.QtWidgets import QAbstractButton, QDialogButtonBox, QLineEdit, QMessageBox, QWidget
 from pytestqt.qtbot import QtBot
 
-from dtgui.core.doctor import FAIL, OK, Check
-from dtgui.core.hardware import MachineFacts, TfView
-from dtgui.core.machines import MachineRegistry
+from dtgui.core.machines.doctor import FAIL, OK, Check
+from dtgui.core.machines.hardware import MachineFacts, TfView
+from dtgui.core.machines.registry import MachineRegistry
 from dtgui.core.settings import config_dir
 from dtgui.remote import hostkeys, secrets
 from dtgui.ui.machines.add_dialog import MachineDialog
@@ -541,7 +541,7 @@ def test_two_machines_keys_versions_and_the_doctor_all_by_clicking(
 def test_the_connection_test_says_its_message_as_it_is(qtbot: QtBot, tmp_path: Path) -> None:
     """Quotes, angle brackets and ampersands of a connection's message show as written (not
     as HTML entities)."""
-    from dtgui.core.machines import Machine
+    from dtgui.core.machines.registry import Machine
     from dtgui.ui.machines.connect_flow import Outcome
 
     dialog = MachineDialog(MachineRegistry(tmp_path / "machines.toml"), None)

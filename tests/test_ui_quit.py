@@ -18,7 +18,7 @@ from pytestqt.qtbot import QtBot
 from runs import live_members
 
 import dtgui.ui.home_page as home_page
-from dtgui.core.plan import Plan
+from dtgui.core.plans.plan import Plan
 from dtgui.launch.controller import RunController
 from dtgui.ui.main_window import MainWindow
 from dtgui.ui.run_session import LIFE_MS

@@ -8,8 +8,8 @@ import pytest
 from fakes import FakeRun
 from pytestqt.qtbot import QtBot
 
-from dtgui.core.plan import Plan
-from dtgui.core.run_state import RunState
+from dtgui.core.plans.plan import Plan
+from dtgui.core.runs.run_state import RunState
 from dtgui.ui.run_session import LIFE_MS, RunSession
 
 pytestmark = pytest.mark.gui

@@ -13,20 +13,20 @@ from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from dtgui.cli.main import main
-from dtgui.core.bundle import Bundle, render_bundle
-from dtgui.core.machines import Machine
-from dtgui.core.placement import place_local
-from dtgui.core.plan import MachineAccess, Plan
-from dtgui.core.run_index import Notes, RunRow, remember_sweep
-from dtgui.core.run_state import RunState
-from dtgui.core.runs import RECORD_NAME, RunRecord
+from dtgui.core.bundles.bundle import Bundle, render_bundle
+from dtgui.core.machines.registry import Machine
+from dtgui.core.plans.placement import place_local
+from dtgui.core.plans.plan import MachineAccess, Plan
+from dtgui.core.plans.strategies import Strategy
+from dtgui.core.runs.records import RECORD_NAME, RunRecord
+from dtgui.core.runs.run_index import Notes, RunRow, remember_sweep
+from dtgui.core.runs.run_state import RunState
 from dtgui.core.settings import runs_dir
-from dtgui.core.strategies import Strategy
-from dtgui.core.sweep import SWEEP_FILE
-from dtgui.launch.history import open_run
+from dtgui.core.sweeps.sweep import SWEEP_FILE
 from dtgui.launch.run_admin import RunAdminError, delete_run, source_plan
-from dtgui.ui.runs_model import FINAL_LOSS, NAME, NOTE, STATE, STEPS, TAGS
-from dtgui.ui.runs_page import RunsPage
+from dtgui.launch.runs.history import open_run
+from dtgui.ui.pages.runs_model import FINAL_LOSS, NAME, NOTE, STATE, STEPS, TAGS
+from dtgui.ui.pages.runs_page import RunsPage
 from dtgui.ui.wizard.machines_box import LOCAL_TEXT, MachinesBox
 
 pytestmark = pytest.mark.gui
@@ -186,7 +186,7 @@ def test_runs_page_filters_sorts_tags_notes_archives_and_deletes(
 
 
 def test_a_clone_fills_the_wizard_with_the_runs_plan(qtbot: QtBot, tmp_path: Path) -> None:
-    from dtgui.core.plan import LrSchedule, ModelFile, Optimizer, Precision, ScriptModel
+    from dtgui.core.plans.plan import LrSchedule, ModelFile, Optimizer, Precision, ScriptModel
     from dtgui.ui.wizard import RunWizard
 
     project = Path(__file__).parent / "script_projects" / "mwm_custom_loop"
@@ -288,7 +288,7 @@ def test_runs_on_the_command_line(capsys: pytest.CaptureFixture[str], tmp_path: 
 
 
 def test_a_delete_keeps_the_run_when_a_machine_cannot_be_reached() -> None:
-    from dtgui.core.runs import MachineRecord
+    from dtgui.core.runs.records import MachineRecord
 
     record = make_run("far", RunState.FINISHED, 0.5, time.time())
     record.machines = [MachineRecord("h9", f".cache/dtgui/runs/{record.run_id}/h9")]

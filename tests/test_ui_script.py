@@ -19,12 +19,12 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QWizard
 
 from dtgui.core.events import parse_line
-from dtgui.core.hardware import MachineFacts, TfView
 from dtgui.core.live_run import LiveRun
-from dtgui.core.plan import Plan
-from dtgui.core.script import ScriptModel
-from dtgui.core.strategies import Strategy
-from dtgui.ui.dashboard import Dashboard
+from dtgui.core.machines.hardware import MachineFacts, TfView
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
+from dtgui.core.scripts.script import ScriptModel
+from dtgui.ui.pages.dashboard import Dashboard
 from dtgui.ui.wizard import RunWizard
 from dtgui.ui.wizard.wizard import PAGE_MODEL, PAGE_REVIEW
 
@@ -289,12 +289,12 @@ def test_the_header_shows_a_script_s_own_progress_and_time_left(qtbot: QtBot) ->
 
 
 def test_the_run_history_says_what_a_script_run_was(qtbot: QtBot, tmp_path: Path) -> None:
-    from dtgui.core.bundle import render_bundle
-    from dtgui.core.placement import place_local
-    from dtgui.core.run_index import RunIndex
-    from dtgui.core.runs import RunRecord
-    from dtgui.ui.runs_model import STRATEGY
-    from dtgui.ui.runs_page import RunsPage
+    from dtgui.core.bundles.bundle import render_bundle
+    from dtgui.core.plans.placement import place_local
+    from dtgui.core.runs.records import RunRecord
+    from dtgui.core.runs.run_index import RunIndex
+    from dtgui.ui.pages.runs_model import STRATEGY
+    from dtgui.ui.pages.runs_page import RunsPage
 
     model = ScriptModel(str(PROJECTS / "mwm_custom_loop"), "main.py", ("3",), {"A": "1"},
                         True)

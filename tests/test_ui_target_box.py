@@ -13,13 +13,13 @@ import pytest
 from pytestqt.qtbot import QtBot
 from test_launch_pipeline import ProcessesHere
 
-from dtgui.core.machines import Machine
-from dtgui.core.placement import place_local
-from dtgui.core.plan import Plan
-from dtgui.core.runs import RunRecord
-from dtgui.core.strategies import Strategy
+from dtgui.core.machines.registry import Machine
+from dtgui.core.plans.placement import place_local
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
+from dtgui.core.runs.records import RunRecord
 from dtgui.launch.drivers import DRIVERS
-from dtgui.launch.policy import RunPolicy
+from dtgui.launch.runs.policy import RunPolicy
 from dtgui.launch.targets import Target
 from dtgui.ui.run_session import RunSession
 from dtgui.ui.wizard import RunWizard

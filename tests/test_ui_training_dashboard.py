@@ -18,14 +18,14 @@ from pytestqt.qtbot import QtBot
 from dtgui.core import smoothing
 from dtgui.core.events import Event
 from dtgui.core.live_run import LiveRun
-from dtgui.core.plan import LrSchedule, Optimizer, Plan
+from dtgui.core.plans.plan import LrSchedule, Optimizer, Plan
+from dtgui.core.plans.strategies import Strategy
 from dtgui.core.smoothing import ema
-from dtgui.core.strategies import Strategy
-from dtgui.ui.dashboard import Dashboard
 from dtgui.ui.notify import Notifier, RunNotices
-from dtgui.ui.plot_base import LIGHT
+from dtgui.ui.pages.dashboard import Dashboard
+from dtgui.ui.plots.plot_base import LIGHT
+from dtgui.ui.plots.training_plots import RAW_ALPHA, LearningRatePanel
 from dtgui.ui.run_session import RunSession
-from dtgui.ui.training_plots import RAW_ALPHA, LearningRatePanel
 from dtgui.worker import step_batch
 
 pytestmark = pytest.mark.gui
@@ -331,7 +331,7 @@ def test_a_real_run_shows_validation_learning_rate_and_its_saved_model(
     """The real controller and training program: a tiny demo run with a schedule, validation
     every 20 steps and the best model kept, followed live to its end."""
     from dtgui.core.settings import runs_dir
-    from dtgui.launch.pipeline import launch_plan
+    from dtgui.launch.start.pipeline import launch_plan
 
     plan = Plan(run_name="live-val", strategy=Strategy.MIRRORED, replicas_per_task=2, steps=60,
                 steps_per_epoch=30, optimizer=Optimizer.ADAMW, lr_schedule=LrSchedule.WARMUP_COSINE,

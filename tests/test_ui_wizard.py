@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from typing import Protocol
 
-from dtgui.core.placement import place_local
-from dtgui.core.plan import Communication, DeviceKind, Precision
+from dtgui.core.plans.placement import place_local
+from dtgui.core.plans.plan import Communication, DeviceKind, Precision
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -28,10 +28,10 @@ from PySide6.QtWidgets import (
 )
 from pytestqt.qtbot import QtBot
 
-from dtgui.core.hardware import GpuInfo, MachineFacts, TfView
-from dtgui.core.plan import ModelFile, Plan
-from dtgui.core.strategies import STRATEGIES, Strategy
-from dtgui.launch.model_check import ModelCheck
+from dtgui.core.machines.hardware import GpuInfo, MachineFacts, TfView
+from dtgui.core.plans.plan import ModelFile, Plan
+from dtgui.core.plans.strategies import STRATEGIES, Strategy
+from dtgui.launch.checks.model_check import ModelCheck
 from dtgui.ui.wizard import RunWizard
 from dtgui.ui.wizard import model_page as model_page_module
 from dtgui.ui.wizard import review_page as review_page_module

@@ -111,8 +111,8 @@ def test_the_plots_render_thread_is_the_one_thread_render_pool_and_a_failed_rend
     import numpy as np
     import pyqtgraph as pg
 
-    from dtgui.ui import envelope_layer
-    from dtgui.ui.envelope_layer import RENDER_POOL, EnvelopeLayer
+    from dtgui.ui.plots import envelope_layer
+    from dtgui.ui.plots.envelope_layer import RENDER_POOL, EnvelopeLayer
 
     threads: list[int] = []
     failures = [Boom("the first image fails")]

@@ -3,7 +3,7 @@
 Real processes: a MultiWorkerMirrored run on this machine (2 worker processes, one replica
 each; each task is the bundle's real supervisor over a stub training child, tests/stub_task.py:
 the policy, not TensorFlow, is under test), detached as the GUI does on *Keep training*, then
-watched by a real `python -m dtgui.launch.watcher` process; real signals (kill -9 of a worker,
+watched by a real `python -m dtgui.launch.start.watcher` process; real signals (kill -9 of a worker,
 SIGTERM to the watcher). Other tests use `sleep` processes as tasks: the watcher must never
 kill those.
 """
@@ -29,20 +29,19 @@ from conftest_ssh import machine
 from fakes import wait_for
 from runs import live_members
 
-from dtgui.core.bundle import render_bundle
+from dtgui.core.bundles.bundle import render_bundle
 from dtgui.core.events import STEP_KINDS, read_all, step_rows
-from dtgui.core.machines import Machine
-from dtgui.core.placement import assign, place_local
-from dtgui.core.plan import Plan
-from dtgui.core.run_state import RunState
-from dtgui.core.runs import MachineRecord, RunRecord, TaskRecord
+from dtgui.core.machines.registry import Machine
+from dtgui.core.plans.placement import assign, place_local
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
+from dtgui.core.runs.records import MachineRecord, RunRecord, TaskRecord
+from dtgui.core.runs.run_state import RunState
 from dtgui.core.settings import config_dir, data_dir, runs_dir
-from dtgui.core.strategies import Strategy
 from dtgui.launch.controller import RunController
-from dtgui.launch.local_exec import LocalExecutor
-from dtgui.launch.pipeline import launch_plan, reattach
-from dtgui.launch.targets import Target
-from dtgui.launch.watcher import (
+from dtgui.launch.exec.local_exec import LocalExecutor
+from dtgui.launch.start.pipeline import launch_plan, reattach
+from dtgui.launch.start.watcher import (
     LOG_NAME,
     PID_NAME,
     is_watcher,
@@ -50,6 +49,7 @@ from dtgui.launch.watcher import (
     stop_watcher,
     watcher_pid,
 )
+from dtgui.launch.targets import Target
 from dtgui.remote.connector import Connector
 
 FOREVER = 1_000_000
@@ -295,7 +295,7 @@ def test_stop_watcher_never_signals_a_process_that_is_not_this_runs_watcher() ->
     other = fake_run("other", {})
     strangers = [sleeping_task(),  # a reused pid
                  subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)",
-                                   "dtgui.launch.watcher", str(other)])]  # another run's
+                                   "dtgui.launch.start.watcher", str(other)])]  # another run's
     try:
         for stranger in strangers:
             (run_dir / PID_NAME).write_text(f"{stranger.pid}\n")

@@ -13,13 +13,13 @@ from pytestqt.qtbot import QtBot
 from test_sweep_view import make_sweep
 from training_events import T0, write_run
 
-from dtgui.core.machines import Machine, MachineRegistry
-from dtgui.core.placement import place_plan
-from dtgui.core.plan import Plan
+from dtgui.core.machines.registry import Machine, MachineRegistry
+from dtgui.core.plans.placement import place_plan
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
 from dtgui.core.settings import runs_dir
-from dtgui.core.strategies import Strategy
-from dtgui.ui.local_machine import LocalMachinePanel
 from dtgui.ui.main_window import MainWindow
+from dtgui.ui.pages.local_machine import LocalMachinePanel
 
 pytestmark = pytest.mark.gui
 

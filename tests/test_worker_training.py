@@ -44,7 +44,7 @@ from worker_helpers import (
     stop_server,
 )
 
-from dtgui.core.bottleneck import COMMUNICATION, COMPUTE, INPUT, StepSplit, verdict
+from dtgui.core.measure.bottleneck import COMMUNICATION, COMPUTE, INPUT, StepSplit, verdict
 from dtgui.worker.step_timing import BUDGET_VARIABLE
 
 pytestmark = pytest.mark.slow

@@ -21,12 +21,12 @@ from unittest import mock
 import numpy as np
 
 import dtgui.worker.events as worker_events
-from dtgui.core.bundle import render_bundle
-from dtgui.core.placement import place_local
-from dtgui.core.plan import Plan
-from dtgui.core.run_state import RunState
-from dtgui.core.runs import RunRecord
-from dtgui.core.strategies import Strategy
+from dtgui.core.bundles.bundle import render_bundle
+from dtgui.core.plans.placement import place_local
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
+from dtgui.core.runs.records import RunRecord
+from dtgui.core.runs.run_state import RunState
 from dtgui.worker import step_batch
 from dtgui.worker.events import EventWriter
 

@@ -25,8 +25,8 @@ if TYPE_CHECKING:  # the dashboard loads pyqtgraph: only the tests that show one
     from pytestqt.qtbot import QtBot
 
     from dtgui.core.slurm import SlurmJob
-    from dtgui.ui.dashboard import Dashboard
     from dtgui.ui.main_window import MainWindow
+    from dtgui.ui.pages.dashboard import Dashboard
     from dtgui.ui.wizard.machines_box import MachinesBox
     from dtgui.ui.wizard.review_page import ReviewPage
     from dtgui.ui.wizard.slurm_box import SlurmBox

@@ -8,7 +8,7 @@ The same placement the wizard's "Where each process runs" makes, from the comman
     --on worker:1=h3         one task (repeatable; TYPE:INDEX or TYPE-INDEX as in tasks/)
     --python h2=/opt/venv/bin/python   --address local=10.0.0.1   --base-port 23456
 
-A machine is a name registered in the Machines panel (`dtgui.core.machines.MachineRegistry`)
+A machine is a name registered in the Machines panel (`dtgui.core.machines.registry.MachineRegistry`)
 or `local` (this machine); a task given no machine runs here. Nothing is contacted: ports
 are chosen consecutively from the base port on each machine and cannot be checked, and
 this machine's address is the one facing the other machines (as the wizard finds it)
@@ -21,8 +21,8 @@ import argparse
 import re
 from collections.abc import Sequence
 
-from dtgui.core.machines import Machine, MachineRegistry, host_problem
-from dtgui.core.placement import (
+from dtgui.core.machines.registry import Machine, MachineRegistry, host_problem
+from dtgui.core.plans.placement import (
     PlacementError,
     assign,
     is_loopback,
@@ -30,8 +30,8 @@ from dtgui.core.placement import (
     reachable_addresses,
     task_layout,
 )
-from dtgui.core.plan import LOCAL_MACHINE, Plan
-from dtgui.core.strategies import Strategy
+from dtgui.core.plans.plan import LOCAL_MACHINE, Plan
+from dtgui.core.plans.strategies import Strategy
 
 DEFAULT_BASE_PORT = 23456
 LOWEST_PORT = 1024  # below it a task needs root to listen

@@ -24,9 +24,9 @@ from dtgui.cli.machines import (
 from dtgui.cli.script import add_script_options, script_model_from_args, script_refusal
 from dtgui.cli.slurm import add_slurm_options, export_slurm, fill_counts
 from dtgui.cli.tracking import add_mlflow_option, apply_mlflow_option
-from dtgui.core.bottleneck import CpuLoad, StepSplit, plan_facts, verdict
-from dtgui.core.memory import DeviceMemory
-from dtgui.core.plan import (
+from dtgui.core.measure.bottleneck import CpuLoad, StepSplit, plan_facts, verdict
+from dtgui.core.measure.memory import DeviceMemory
+from dtgui.core.plans.plan import (
     COMMUNICATIONS,
     LR_SCHEDULES,
     OPTIMIZERS,
@@ -43,8 +43,8 @@ from dtgui.core.plan import (
     Precision,
     validate,
 )
-from dtgui.core.run_state import RunState
-from dtgui.core.strategies import STRATEGIES, Strategy
+from dtgui.core.plans.strategies import STRATEGIES, Strategy
+from dtgui.core.runs.run_state import RunState
 
 if TYPE_CHECKING:
     from dtgui.launch.controller import RunController
@@ -201,8 +201,8 @@ def _replicas(strategy: Strategy, args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from dtgui.core.bundle import BundleError, render_bundle
-    from dtgui.launch.model_check import check_bundled_model
+    from dtgui.core.bundles.bundle import BundleError, render_bundle
+    from dtgui.launch.checks.model_check import check_bundled_model
 
     try:
         plan = checked_plan(args)
@@ -270,7 +270,7 @@ def _place_for_export(plan: Plan, args: argparse.Namespace) -> tuple[Plan, list[
     """On the machines the options name, else on this machine (free ports, or from
     --base-port). Raises ValueError (ExportOptionError with `problems`)."""
     from dtgui.cli.machines import check_base_port, place_from_args
-    from dtgui.core.placement import place_local, task_layout
+    from dtgui.core.plans.placement import place_local, task_layout
 
     if wants_machines(args):
         return place_from_args(plan, args)
@@ -287,11 +287,11 @@ def _place_for_export(plan: Plan, args: argparse.Namespace) -> tuple[Plan, list[
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from dtgui.core.bundle import Bundle, BundleError
-    from dtgui.core.plan import PlanError
+    from dtgui.core.bundles.bundle import Bundle, BundleError
+    from dtgui.core.plans.plan import PlanError
     from dtgui.core.slurm import SlurmError
     from dtgui.launch.controller import LaunchError
-    from dtgui.launch.pipeline import launch_bundle
+    from dtgui.launch.start.pipeline import launch_bundle
 
     try:
         bundle = Bundle.open(args.bundle)
@@ -304,7 +304,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def follow(controller: RunController) -> int:
     """Print a started run's progress until it ends (Ctrl-C stops it); its exit code."""
-    from dtgui.core.plan_text import script_summary, script_text
+    from dtgui.core.plans.plan_text import script_summary, script_text
     from dtgui.launch.drivers import started_lines
 
     for line in started_lines(controller.record, controller.executors):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dtgui.core.queue_file import QueueError
+from dtgui.core.runs.queue_file import QueueError
 
 
 def add_queue(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -21,7 +21,7 @@ def add_queue(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_queue(args: argparse.Namespace) -> int:
-    from dtgui.launch.run_queue import (
+    from dtgui.launch.queue.run_queue import (
         cancel_queued,
         move_queued,
         queue_pid,

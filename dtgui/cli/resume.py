@@ -1,5 +1,5 @@
 """`dtgui resume RUN [--steps N]`: an ended run of the history continued from its newest
-checkpoint, on its own machines, in the same run (`dtgui.launch.resume.resume_run`), followed
+checkpoint, on its own machines, in the same run (`dtgui.launch.start.resume.resume_run`), followed
 as `dtgui run` follows a run."""
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ def add_resume(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def cmd_resume(args: argparse.Namespace, follow: Callable[[RunController], int]) -> int:
-    from dtgui.core.runs import RunHistory, RunRecord
+    from dtgui.core.runs.records import RunHistory, RunRecord
     from dtgui.launch.controller import LaunchError
-    from dtgui.launch.resume import resume_run
+    from dtgui.launch.start.resume import resume_run
 
     if args.steps is not None and args.steps < 1:
         print("dtgui resume: --steps must be at least 1", file=sys.stderr)

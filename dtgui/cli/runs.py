@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 from dtgui.cli.tracking import add_export_mlflow, cmd_export_mlflow
-from dtgui.core.run_index import SWEEP, RunRow, find, significant
-from dtgui.core.strategies import STRATEGIES
+from dtgui.core.plans.strategies import STRATEGIES
+from dtgui.core.runs.run_index import SWEEP, RunRow, find, significant
 
 LIST_COLUMNS = ("name", "state", "strategy", "where", "started", "steps", "final loss",
                 "best val", "tags")
@@ -161,8 +161,8 @@ def _delete(row: RunRow, args: argparse.Namespace) -> int:
 
 
 def _export_to(row: RunRow, destination: Path) -> int:
-    from dtgui.core.bundle import BundleError
-    from dtgui.core.plan import PlanError
+    from dtgui.core.bundles.bundle import BundleError
+    from dtgui.core.plans.plan import PlanError
     from dtgui.launch.run_admin import RunAdminError, export_run
 
     try:
@@ -175,7 +175,7 @@ def _export_to(row: RunRow, destination: Path) -> int:
 
 
 def _tag(row: RunRow, tag: str, remove: bool) -> int:
-    from dtgui.core.run_index import Notes
+    from dtgui.core.runs.run_index import Notes
     from dtgui.launch.run_admin import set_notes
 
     if remove:

@@ -16,8 +16,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dtgui.core.plan import MetricsTasks
-from dtgui.core.script import ScriptModel, env_name_problem, env_value_problem, script_problems
+from dtgui.core.plans.plan import MetricsTasks
+from dtgui.core.scripts.script import (
+    ScriptModel,
+    env_name_problem,
+    env_value_problem,
+    script_problems,
+)
 
 
 def add_script_options(parser: argparse.ArgumentParser) -> None:
@@ -104,7 +109,7 @@ def script_model_from_args(args: argparse.Namespace) -> tuple[ScriptModel | None
 
 def script_refusal(plan: Any) -> str:
     """Why the script cannot run under the plan's strategy (a static look at its code)."""
-    from dtgui.launch.script_check import study
+    from dtgui.launch.checks.script_check import study
 
     found = study(plan)
     if found is not None:

@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dtgui.core.plan import Plan
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
 from dtgui.core.slurm import LOCAL_CLUSTER, SlurmDefaults, SlurmError, SlurmJob, job_from_args
-from dtgui.core.strategies import Strategy
 
 
 def add_slurm_options(parser: argparse.ArgumentParser) -> None:
@@ -47,7 +47,7 @@ def _cluster_defaults(name: str) -> tuple[SlurmDefaults, str]:
     """A registered cluster's defaults and Python; SlurmError when it is none."""
     if name == LOCAL_CLUSTER:
         return SlurmDefaults(), sys.executable
-    from dtgui.core.machines import MachineRegistry
+    from dtgui.core.machines.registry import MachineRegistry
 
     registry = MachineRegistry()
     registry.load()
@@ -67,7 +67,7 @@ def job_from(args: argparse.Namespace, plan: Plan) -> SlurmJob:
         name, _, path = item.partition("=")
         if name == args.slurm:
             python = path
-    from dtgui.core.placement import task_layout
+    from dtgui.core.plans.placement import task_layout
 
     count = len(task_layout(plan))
     per_node = args.tasks_per_node or (1 if args.nodes is None else max(count // args.nodes, 1))
@@ -84,8 +84,8 @@ def job_from(args: argparse.Namespace, plan: Plan) -> SlurmJob:
 
 
 def export_slurm(plan: Plan, args: argparse.Namespace) -> int:
-    from dtgui.core.bundle import BundleError
-    from dtgui.core.plan import PlanError
+    from dtgui.core.bundles.bundle import BundleError
+    from dtgui.core.plans.plan import PlanError
     from dtgui.core.slurm_bundle import render_slurm_bundle
 
     try:

@@ -3,7 +3,7 @@
 The run is described by the export options (strategy, model, script, placement:
 `dtgui.cli.main` gives `add_sweep` the function that adds them and `cmd_sweep` the one that
 reads a checked plan from them, so that this module does not import it); `--param` names what
-varies. The queue runs in the foreground (`dtgui.launch.sweep_process.run_sweep`, as the
+varies. The queue runs in the foreground (`dtgui.launch.sweeps.sweep_process.run_sweep`, as the
 sweep's detached process runs it). Each trial is printed as it ends; the trials are in
 OUT/trials.csv and the Optuna study (OUT/study.db unless --storage). Given a folder that holds
 a sweep already, the sweep goes on from its study: `--trials` more than it had adds trials.
@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from dtgui.cli.tracking import add_mlflow_option
-from dtgui.core.plan import Plan
-from dtgui.core.sweep import (
+from dtgui.core.plans.plan import Plan
+from dtgui.core.sweeps.sweep import (
     DEFAULT_OBJECTIVE,
     DIRECTIONS,
     PRUNERS,
@@ -116,7 +116,7 @@ def _run_name(args: argparse.Namespace) -> str:
 
 
 def _spec(args: argparse.Namespace) -> SweepSpec:
-    from dtgui.launch.sweep_slots import expand_names
+    from dtgui.launch.gpus.free_slots import expand_names
 
     params = []
     problems: list[str] = []
@@ -175,8 +175,8 @@ def _resumed(args: argparse.Namespace) -> tuple[SweepSpec, Plan]:
 def cmd_sweep(args: argparse.Namespace, checked_plan: CheckedPlan) -> int:
     """`dtgui sweep`; `checked_plan` reads the run the export options describe."""
     from dtgui.cli.machines import ExportOptionError, place_from_args, wants_machines
-    from dtgui.launch.sweep_process import run_sweep
-    from dtgui.launch.sweep_queue import prepare_sweep
+    from dtgui.launch.sweeps.sweep_process import run_sweep
+    from dtgui.launch.sweeps.sweep_queue import prepare_sweep
 
     if args.export is not None:
         return _export(args)
@@ -204,7 +204,7 @@ def cmd_sweep(args: argparse.Namespace, checked_plan: CheckedPlan) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from dtgui.core.sweep_export import RERUN_SCRIPT, export_sweep
+    from dtgui.core.sweeps.sweep_export import RERUN_SCRIPT, export_sweep
 
     try:
         if not (args.out / SWEEP_FILE).is_file():

@@ -37,9 +37,9 @@ def add_export_mlflow(runs: argparse._SubParsersAction[argparse.ArgumentParser])
 def cmd_export_mlflow(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from dtgui.core.runs import RunHistory, RunRecord
+    from dtgui.core.runs.records import RunHistory, RunRecord
     from dtgui.core.tracking import embedded_uri
-    from dtgui.launch.mlflow_log import send_past_run
+    from dtgui.launch.trackers.mlflow_runs import send_past_run
 
     if not mlflow_installed():
         print(f"dtgui runs export-mlflow: {INSTALL_HINT}", file=sys.stderr)

@@ -21,8 +21,8 @@ KINDS = frozenset(
     {"started", "step", "steps", "epoch", "device", "checkpoint", "log", "finished", "failed",
      "validation", "model_saved",
      "scalar",  # scalar: a number a user's own script logs (dtgui.core.scalars)
-     "progress",  # how far a user's own script says it is (dtgui.core.script_progress)
-     "split"}  # where a task's step time goes (dtgui.core.bottleneck)
+     "progress",  # how far a user's own script says it is (dtgui.core.scripts.script_progress)
+     "split"}  # where a task's step time goes (dtgui.core.measure.bottleneck)
 )
 STEP_KINDS = ("step", "steps")  # events that report training steps (schema 1, schema 2)
 

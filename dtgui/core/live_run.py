@@ -17,15 +17,15 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from dtgui.core.bottleneck import CpuLoad, StepSplit
-from dtgui.core.device_use import DeviceUse
 from dtgui.core.events import Event
-from dtgui.core.memory import MemoryPeaks
+from dtgui.core.measure.bottleneck import CpuLoad, StepSplit
+from dtgui.core.measure.device_use import DeviceUse
+from dtgui.core.measure.memory import MemoryPeaks
 from dtgui.core.run_curves import RunCurves
-from dtgui.core.run_state import RunState
 from dtgui.core.run_tasks import TaskState
+from dtgui.core.runs.run_state import RunState
 from dtgui.core.scalars import ScalarStore
-from dtgui.core.script_progress import ScriptProgress
+from dtgui.core.scripts.script_progress import ScriptProgress
 from dtgui.core.series import Curve
 from dtgui.core.step_groups import StepBatch, step_batches
 

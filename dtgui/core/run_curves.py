@@ -9,7 +9,7 @@ task restarted from a checkpoint rewinds its curves to the resumed step (the ste
 are trained again) instead of drawing them twice.
 
 The live dashboard (`dtgui.core.live_run.LiveRun`, which holds one under its lock), Compare
-(`dtgui.core.compare`), the run history and the CLI all read runs through it, so they show the
+(`dtgui.core.runs.compare`), the run history and the CLI all read runs through it, so they show the
 same curves and the same final loss. Training steps come decoded in groups
 (`dtgui.core.step_groups.step_batches`, the fast path).
 """
@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dtgui.core.bottleneck import (
+from dtgui.core.events import Event, as_number, read_all
+from dtgui.core.measure.bottleneck import (
     SPLIT_KIND,
     WINDOW_SPLITS,
     CpuLoad,
@@ -30,13 +31,12 @@ from dtgui.core.bottleneck import (
     deferred_until,
     window_split,
 )
-from dtgui.core.device_use import DeviceUse
-from dtgui.core.events import Event, as_number, read_all
-from dtgui.core.memory import MemoryPeaks
+from dtgui.core.measure.device_use import DeviceUse
+from dtgui.core.measure.memory import MemoryPeaks
 from dtgui.core.run_devices import RunDevices
 from dtgui.core.run_tasks import RunTasks, task_key
 from dtgui.core.scalars import ScalarStore, is_loss_tag
-from dtgui.core.script_progress import ScriptProgress
+from dtgui.core.scripts.script_progress import ScriptProgress
 from dtgui.core.series import Curve, Series, no_values, series_of
 from dtgui.core.step_groups import StepBatch, step_batches
 from dtgui.core.task_logs import TaskLogs

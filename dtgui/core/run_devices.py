@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from dtgui.core.bottleneck import WINDOW_SAMPLES, CpuLoad, cpu_load
-from dtgui.core.device_use import DeviceUse
 from dtgui.core.events import Event
-from dtgui.core.memory import MemoryPeaks
+from dtgui.core.measure.bottleneck import WINDOW_SAMPLES, CpuLoad, cpu_load
+from dtgui.core.measure.device_use import DeviceUse
+from dtgui.core.measure.memory import MemoryPeaks
 from dtgui.core.series import Series, series_of
 
 

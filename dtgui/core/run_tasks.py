@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dtgui.core.run_state import RunState
+from dtgui.core.runs.run_state import RunState
 
 TASK_ORDER = {"chief": 0, "worker": 1, "ps": 2, "evaluator": 3}
 

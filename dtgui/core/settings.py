@@ -15,7 +15,7 @@ from typing import Any
 
 import platformdirs
 
-from dtgui.core.plan import Plan, PlanError
+from dtgui.core.plans.plan import Plan, PlanError
 
 APP = "dtgui"
 

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from dtgui.core.plan import Plan, TaskSpec
+from dtgui.core.plans.plan import Plan, TaskSpec
 from dtgui.core.slurm_answers import Partition
 from dtgui.core.slurm_answers import SlurmError as SlurmError
 from dtgui.core.slurm_answers import time_seconds as time_seconds

@@ -1,4 +1,4 @@
-"""A run bundle that is also one Slurm job: the ordinary bundle (dtgui.core.bundle) plus
+"""A run bundle that is also one Slurm job: the ordinary bundle (dtgui.core.bundles.bundle) plus
 job.sbatch, slurm.json and a README section saying how to submit it by hand.
 
 The tasks are placed on this machine with free ports as for any bundle, so `bash run.sh`
@@ -11,9 +11,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from dtgui.core.bundle import Bundle, BundleError, render_bundle
-from dtgui.core.placement import place_local
-from dtgui.core.plan import Plan, PlanError, TaskSpec
+from dtgui.core.bundles.bundle import Bundle, BundleError, render_bundle
+from dtgui.core.plans.placement import place_local
+from dtgui.core.plans.plan import Plan, PlanError, TaskSpec
 from dtgui.core.slurm import (
     JOB_FILE,
     JOB_SETTINGS,

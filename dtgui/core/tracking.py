@@ -1,6 +1,6 @@
 """Where runs are tracked (MLflow) and what of a run is sent there. Pure Python: no Qt, no
-TensorFlow, and MLflow itself is not imported here (dtgui.launch.mlflow_log does, on its own
-thread).
+TensorFlow, and MLflow itself is not imported here (dtgui.launch.trackers.mlflow_writer does,
+on its own thread).
 
 Sending runs to MLflow is off unless asked for (docs/mlflow.md), in this order:
 
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from dtgui.core.live_run import Snapshot
-from dtgui.core.plan import Plan
+from dtgui.core.plans.plan import Plan
 from dtgui.core.series import Curve
 from dtgui.core.settings import data_dir, load_preferences, save_preferences
 

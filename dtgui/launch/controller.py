@@ -15,7 +15,7 @@ policy:
 * `request_stop()` stops every task on every machine: each saves a checkpoint at the step it
   reached and ends (SIGKILL after `save_grace`); a ParameterServer's servers serve until
   the coordinator has saved. `detach()` only stops watching (the tasks keep running;
-  `dtgui.launch.pipeline.reattach` follows them again).
+  `dtgui.launch.start.pipeline.reattach` follows them again).
 
 Nothing here blocks the caller: `request_stop()` and `detach()` only set flags.
 """
@@ -31,18 +31,18 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 
-from dtgui.core.bundle import Bundle, primary_tasks
+from dtgui.core.bundles.bundle import Bundle, primary_tasks
 from dtgui.core.events import STEP_KINDS
 from dtgui.core.live_run import LiveRun
-from dtgui.core.run_state import RunState
-from dtgui.core.runs import RunRecord
-from dtgui.core.stragglers import describe_straggler, find_stragglers
+from dtgui.core.measure.stragglers import describe_straggler, find_stragglers
+from dtgui.core.runs.records import RunRecord
+from dtgui.core.runs.run_state import RunState
 from dtgui.launch.drivers import local_executor
-from dtgui.launch.executor import Executor, MachinePoll, mirror
-from dtgui.launch.hparams import write_hparams
-from dtgui.launch.mlflow_log import RunTracker, tracker_for
-from dtgui.launch.policy import RunPolicy, exit_text, reap_later
-from dtgui.launch.run_source import BundledRun
+from dtgui.launch.exec.executor import Executor, MachinePoll, mirror
+from dtgui.launch.runs.policy import RunPolicy, exit_text, reap_later
+from dtgui.launch.runs.run_source import BundledRun
+from dtgui.launch.trackers.hparams import write_hparams
+from dtgui.launch.trackers.mlflow_runs import RunTracker, tracker_for
 from dtgui.remote.parallel import each, each_value
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ class RunController(BundledRun):
         self._state = RunState.READY
         self._message = ""
         self.restarts = 0
-        self.tracker: RunTracker | None = None  # MLflow (dtgui.launch.mlflow_log), when on
+        self.tracker: RunTracker | None = None  # MLflow (trackers.mlflow_runs), when on
         self.launch_timings: dict[str, float] = {}  # seconds per launch step (pipeline.STEPS)
         plan = bundle.plan
         self._exec_of = {tid: ex for ex in self.executors for tid in ex.task_ids}
@@ -188,7 +188,7 @@ class RunController(BundledRun):
     def finished(self) -> bool:
         return self._done.is_set()
 
-    # read by the UI (dtgui.launch.run_source.RunSource)
+    # read by the UI (dtgui.launch.runs.run_source.RunSource)
     @property
     def max_restarts(self) -> int:
         return self.policy.max_restarts

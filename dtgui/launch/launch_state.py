@@ -9,18 +9,18 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dtgui.core.bundle import Bundle
-from dtgui.core.placement import machine_key
-from dtgui.core.plan import Plan
-from dtgui.core.runs import RunRecord
-from dtgui.launch.policy import RunPolicy
-from dtgui.launch.run_source import BundledRun
-from dtgui.launch.script_check import ScriptStudy
+from dtgui.core.bundles.bundle import Bundle
+from dtgui.core.plans.placement import machine_key
+from dtgui.core.plans.plan import Plan
+from dtgui.core.runs.records import RunRecord
+from dtgui.launch.checks.script_check import ScriptStudy
+from dtgui.launch.runs.policy import RunPolicy
+from dtgui.launch.runs.run_source import BundledRun
 from dtgui.launch.targets import Target
 
 if TYPE_CHECKING:  # paramiko is imported only when a step needs it (not for this machine)
-    from dtgui.launch.executor import Executor
-    from dtgui.launch.precheck import PythonCheck
+    from dtgui.launch.checks.precheck import PythonCheck
+    from dtgui.launch.exec.executor import Executor
     from dtgui.remote.connection import SSHClient
     from dtgui.remote.connector import Connector
 

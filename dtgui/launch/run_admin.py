@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from dtgui.core.bundle import Bundle, render_bundle
-from dtgui.core.machines import MachineRegistry
-from dtgui.core.placement import place_local
-from dtgui.core.plan import ModelFile, Plan, ScriptModel
-from dtgui.core.run_index import (
+from dtgui.core.bundles.bundle import Bundle, render_bundle
+from dtgui.core.machines.registry import MachineRegistry
+from dtgui.core.plans.placement import place_local
+from dtgui.core.plans.plan import ModelFile, Plan, ScriptModel
+from dtgui.core.runs.records import RECORD_NAME, MachineRecord, RunRecord
+from dtgui.core.runs.run_index import (
     SWEEP,
     TRIAL,
     Notes,
@@ -39,10 +40,9 @@ from dtgui.core.run_index import (
     clean_tags,
     known_sweeps,
 )
-from dtgui.core.runs import RECORD_NAME, MachineRecord, RunRecord
 from dtgui.core.settings import runs_dir
 from dtgui.core.slurm import SlurmJob
-from dtgui.core.sweep import SWEEP_FILE, TRIALS_DIR
+from dtgui.core.sweeps.sweep import SWEEP_FILE, TRIALS_DIR
 
 if TYPE_CHECKING:
     from dtgui.remote.connector import Connector
@@ -58,7 +58,7 @@ class RunAdminError(RuntimeError):
 def sweep_rows(folder: Path, *, summarize_ended: bool = True) -> list[RunRow]:
     """A sweep's row followed by its trials' (none when the folder holds no sweep)."""
     from dtgui.core.curve_values import lower_is_better
-    from dtgui.launch.sweep_process import sweep_pid
+    from dtgui.launch.sweeps.sweep_process import sweep_pid
 
     try:
         data = json.loads((folder / SWEEP_FILE).read_text(encoding="utf-8"))
@@ -200,7 +200,7 @@ def remove_copy(record: RunRecord, registry: MachineRegistry | None = None,
     """What removes one machine's copy: its target's host (the run's own drivers), over SSH
     for a machine or a cluster's login node."""
     from dtgui.launch.drivers import driver_for, target_of_record
-    from dtgui.launch.host import Host
+    from dtgui.launch.exec.host import Host
     from dtgui.launch.launch_state import default_connector
 
     bundle = Bundle.open(Path(record.bundle))
@@ -276,8 +276,8 @@ def source_plan(folder: Path | str) -> tuple[Plan, object | None]:
     """A past run's plan as the wizard and an export take it, and the job it was sent as
     (a Slurm job; None for processes): its model file or script pointing into the run's
     bundle (the copy it trained with). RunAdminError when the bundle cannot be read."""
-    from dtgui.core.bundle import BundleError
-    from dtgui.core.plan import PlanError
+    from dtgui.core.bundles.bundle import BundleError
+    from dtgui.core.plans.plan import PlanError
 
     root = Path(folder).resolve()
     try:

@@ -31,13 +31,13 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from dtgui.core.bundle import Bundle
+from dtgui.core.bundles.bundle import Bundle
 from dtgui.core.events import Event
-from dtgui.core.plan import TaskSpec
+from dtgui.core.plans.plan import TaskSpec
 from dtgui.core.slurm import JOB_FILE, SlurmError
 from dtgui.core.slurm_answers import JobStatus
-from dtgui.launch.executor import Executor, MachinePoll, TaskFiles, TaskPoll
-from dtgui.launch.host import CopyProgress, Host, LocalHost, bundle_archive
+from dtgui.launch.exec.executor import Executor, MachinePoll, TaskFiles, TaskPoll
+from dtgui.launch.exec.host import CopyProgress, Host, LocalHost, bundle_archive
 from dtgui.remote import slurm
 from dtgui.worker import layout
 

@@ -14,10 +14,10 @@ from collections.abc import Iterable
 
 import paramiko
 
-from dtgui.core.bundle import Bundle
-from dtgui.core.plan import TaskSpec
+from dtgui.core.bundles.bundle import Bundle
+from dtgui.core.plans.plan import TaskSpec
+from dtgui.launch.exec.ssh_host import Reconnect, SshHost
 from dtgui.launch.slurm_exec import SlurmExecutor
-from dtgui.launch.ssh_host import Reconnect, SshHost
 
 
 class RemoteSlurmExecutor(SlurmExecutor):

@@ -13,8 +13,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from dtgui.core.machines import Machine
-from dtgui.core.plan import LOCAL_MACHINE, is_local_machine
+from dtgui.core.machines.registry import Machine
+from dtgui.core.plans.plan import LOCAL_MACHINE, is_local_machine
 
 LOCAL_LABEL = "this machine"  # how messages name the local target
 LOCAL_KIND = "local"  # the kind whose tasks are processes on this machine

@@ -25,7 +25,13 @@ from typing import Any, NoReturn
 
 import paramiko
 
-from dtgui.core.machines import AUTH_LABELS, Machine, MachineError, MachineRegistry, resolve_jump
+from dtgui.core.machines.registry import (
+    AUTH_LABELS,
+    Machine,
+    MachineError,
+    MachineRegistry,
+    resolve_jump,
+)
 from dtgui.remote import secrets
 from dtgui.remote.commands import CommandTimeout, run, run_script
 from dtgui.remote.hostkeys import (

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from dtgui.core.machines import Machine, MachineRegistry
+from dtgui.core.machines.registry import Machine, MachineRegistry
 from dtgui.remote.parallel import each
 
 if TYPE_CHECKING:

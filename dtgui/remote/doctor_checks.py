@@ -6,7 +6,7 @@
   A opens a TCP connection to B's address and port. The listener answers with a random token,
   so a connection that reached something else (a proxy, another program) is told apart.
 * `measure_links`: for every pair that reached each other, the same listener on B and from A
-  round trips and a timed transfer over that port (`dtgui.core.network_pairs`); one pair at a
+  round trips and a timed transfer over that port (`dtgui.core.measure.network_pairs`); one pair at a
   time, so that no two transfers share a link while they are timed.
 
 Both run the machine probe (`dtgui.worker.machine_probe`: its port check, `listen` and
@@ -30,9 +30,9 @@ from typing import Any
 
 import paramiko
 
-from dtgui.core.doctor import REACH_OUTCOMES, PortTest, ReachTest
-from dtgui.core.machines import Machine
-from dtgui.core.network_pairs import TRANSFER_BYTES, TRANSFER_LIMIT, LinkTest
+from dtgui.core.machines.doctor import REACH_OUTCOMES, PortTest, ReachTest
+from dtgui.core.machines.registry import Machine
+from dtgui.core.measure.network_pairs import TRANSFER_BYTES, TRANSFER_LIMIT, LinkTest
 from dtgui.remote.commands import NOT_FOUND, SshRunner, run
 from dtgui.remote.hostkeys import ConnectError
 from dtgui.remote.parallel import each_value

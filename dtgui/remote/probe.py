@@ -24,8 +24,8 @@ from typing import Any
 
 import paramiko
 
-from dtgui.core.hardware import GpuInfo, TfView, tf_view
-from dtgui.core.machines import RemoteFacts
+from dtgui.core.machines.hardware import GpuInfo, TfView, tf_view
+from dtgui.core.machines.registry import RemoteFacts
 from dtgui.core.time_limits import start_limit
 from dtgui.remote.commands import NOT_FOUND, CommandRunner, CommandTimeout, SshRunner
 from dtgui.remote.slurm import ask_slurm

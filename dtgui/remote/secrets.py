@@ -20,7 +20,7 @@ import keyring
 import keyring.errors
 import paramiko
 
-from dtgui.core.machines import Machine, MachineRegistry
+from dtgui.core.machines.registry import Machine, MachineRegistry
 from dtgui.remote.hostkeys import ConnectError
 
 SERVICE = "dtgui"

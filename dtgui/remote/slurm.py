@@ -80,7 +80,7 @@ def make_run_dir(runner: CommandRunner, shared_dir: str, run_id: str) -> str:
 
 def remove_run_dir(runner: CommandRunner, path: str) -> None:
     """Remove a run's directory made by `make_run_dir` (a launch that did not start), or a
-    machine's copy of a run being deleted (`dtgui.launch.host.Host.remove_tree`)."""
+    machine's copy of a run being deleted (`dtgui.launch.exec.host.Host.remove_tree`)."""
     if not path.startswith("/") or path.rstrip("/").count("/") < 2:
         raise SlurmError(f"not a run's directory: {path!r}")
     code, _, err = runner.run(["rm", "-rf", "--", path], TIMEOUT)

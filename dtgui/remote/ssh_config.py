@@ -14,7 +14,7 @@ from pathlib import Path
 
 import paramiko
 
-from dtgui.core.machines import Machine, MachineError
+from dtgui.core.machines.registry import Machine, MachineError
 
 DEFAULT_PATH = "~/.ssh/config"
 

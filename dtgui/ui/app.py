@@ -12,7 +12,7 @@ from PySide6.QtCore import QEvent, QObject, QTimer
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
-from dtgui.launch.model_check import cancel_all as cancel_all_checks
+from dtgui.launch.checks.model_check import cancel_all as cancel_all_checks
 from dtgui.resources import resource
 from dtgui.ui.qt_start import StartMessages
 from dtgui.ui.ui_thread_gc import collect_on_ui_thread

@@ -7,9 +7,9 @@ import time
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from dtgui.core.hardware import MachineFacts
-from dtgui.core.plan import DeviceKind, Plan
-from dtgui.core.strategies import STRATEGIES, Strategy, recommend
+from dtgui.core.machines.hardware import MachineFacts
+from dtgui.core.plans.plan import DeviceKind, Plan
+from dtgui.core.plans.strategies import STRATEGIES, Strategy, recommend
 
 DEMO_STEPS = 1000
 

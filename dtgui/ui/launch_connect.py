@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from dtgui.core.machines import Machine
+from dtgui.core.machines.registry import Machine
 from dtgui.remote.connector import Connector
 from dtgui.ui.workers import run_in_thread
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from dtgui.ui.local_machine import LocalMachinePanel
+from dtgui.ui.pages.local_machine import LocalMachinePanel
 
 if TYPE_CHECKING:
     from dtgui.ui.machines.panel import MachinesPanel

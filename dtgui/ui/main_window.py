@@ -15,33 +15,33 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.hardware import MachineFacts
-from dtgui.core.plan import Plan
-from dtgui.core.run_index import SWEEP, RunRow
-from dtgui.core.runs import RunRecord
+from dtgui.core.machines.hardware import MachineFacts
+from dtgui.core.plans.plan import Plan
+from dtgui.core.runs.records import RunRecord
+from dtgui.core.runs.run_index import SWEEP, RunRow
 from dtgui.core.settings import load_last_plan, runs_dir, save_last_plan
-from dtgui.launch.model_check import cancel_all as cancel_all_checks
-from dtgui.launch.policy import RunPolicy
+from dtgui.launch.checks.model_check import cancel_all as cancel_all_checks
+from dtgui.launch.runs.policy import RunPolicy
 from dtgui.resources import resource
 from dtgui.ui.home_page import HomePage, demo_plan
 from dtgui.ui.machine_column import MachineColumn
+from dtgui.ui.pages.run_queue_panel import RunQueuePanel
+from dtgui.ui.pages.runs_page import RunsPage
 from dtgui.ui.pages_holder import scrolled_pages
 from dtgui.ui.quit_question import QuitAnswer, ask_on_quit
-from dtgui.ui.run_queue_panel import RunQueuePanel
 from dtgui.ui.run_session import RunSession
-from dtgui.ui.runs_page import RunsPage
 from dtgui.ui.sweep_pages import SweepPages
 from dtgui.ui.window_actions import WindowActions
 from dtgui.ui.workers import error_message, run_in_thread
 
 if TYPE_CHECKING:
-    from dtgui.launch.run_source import RunSource
+    from dtgui.launch.runs.run_source import RunSource
     from dtgui.ui.compare import CompareView
-    from dtgui.ui.dashboard import Dashboard
+    from dtgui.ui.dialogs.sweep_dialog import SweepDialog
     from dtgui.ui.machines.panel import MachinesPanel
     from dtgui.ui.notify import RunNotices
-    from dtgui.ui.sweep_dialog import SweepDialog
-    from dtgui.ui.sweep_view import SweepView
+    from dtgui.ui.pages.dashboard import Dashboard
+    from dtgui.ui.pages.sweep_view import SweepView
     from dtgui.ui.wizard import RunWizard
 
 class MainWindow(QMainWindow):
@@ -143,18 +143,18 @@ class MainWindow(QMainWindow):
 
     # -- actions ---------------------------------------------------------------------------
     def open_preferences(self) -> None:
-        from dtgui.ui.preferences import PreferencesDialog
+        from dtgui.ui.dialogs.preferences import PreferencesDialog
 
         PreferencesDialog(self).open()
 
     def _tensorboard_on(self, folders: list[Path]) -> None:
-        from dtgui.ui.preferences import show_in_tensorboard
+        from dtgui.ui.dialogs.preferences import show_in_tensorboard
 
         self.statusBar().showMessage("Starting TensorBoard…", 10000)
         show_in_tensorboard(self, folders)
 
     def _export_to_mlflow(self, records: list[RunRecord]) -> None:
-        from dtgui.ui.preferences import export_to_mlflow
+        from dtgui.ui.dialogs.preferences import export_to_mlflow
 
         export_to_mlflow(self, records)
 
@@ -225,7 +225,7 @@ class MainWindow(QMainWindow):
     def queue_run(self, plan: Plan, max_restarts: int = 0, job: object | None = None) -> None:
         """Put `plan` in the run queue: it starts when its GPUs and machines are free, in
         the background (the Runs page shows it waiting, then running)."""
-        from dtgui.launch.run_queue import QueuedRun, enqueue
+        from dtgui.launch.queue.run_queue import QueuedRun, enqueue
 
         def queued(entry: QueuedRun) -> None:
             self.statusBar().showMessage(
@@ -377,7 +377,7 @@ class MainWindow(QMainWindow):
             import pyqtgraph as pg
 
             pg.setConfigOptions(antialias=False, background="w", foreground="#374151")
-            from dtgui.ui.dashboard import Dashboard
+            from dtgui.ui.pages.dashboard import Dashboard
 
             self.dashboard = Dashboard()
             self.dashboard.listen(self.session)

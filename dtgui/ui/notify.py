@@ -16,7 +16,7 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QLabel, QMainWindow, QSystemTrayIcon, QWidget
 
-from dtgui.core.run_state import RunState
+from dtgui.core.runs.run_state import RunState
 
 if TYPE_CHECKING:
     from dtgui.ui.run_session import RunSession

@@ -1,7 +1,7 @@
 """The run the window shows, whatever kind it is: launch, reattach, resume, open, stop, keep
 training.
 
-One `RunSession` owns the shown run (a `dtgui.launch.run_source.RunSource`): a live
+One `RunSession` owns the shown run (a `dtgui.launch.runs.run_source.RunSource`): a live
 `RunController` (tasks on this machine, on registered machines, or both: the controller does
 not care) or a `RunView` (a run that has ended, from the history). It is the one place that
 follows the run's life: a timer of its own reads the run's state (in memory) and says each
@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from dtgui.core.machines import Machine
-from dtgui.core.plan import Plan, is_local_machine
-from dtgui.core.runs import RunRecord
-from dtgui.launch.policy import RunPolicy
-from dtgui.launch.run_source import RunSource
+from dtgui.core.machines.registry import Machine
+from dtgui.core.plans.plan import Plan, is_local_machine
+from dtgui.core.runs.records import RunRecord
+from dtgui.launch.runs.policy import RunPolicy
+from dtgui.launch.runs.run_source import RunSource
 from dtgui.remote.connector import Connector
 from dtgui.ui.launch_connect import connect_machines
 from dtgui.ui.workers import Worker, create_worker, error_message, run_in_thread
@@ -107,9 +107,9 @@ class RunSession(QObject):
 
     def reattach(self, record: RunRecord) -> None:
         """Take a run that kept training while dtgui was closed back from its watcher."""
-        from dtgui.launch.history import open_run
-        from dtgui.launch.pipeline import reattach
-        from dtgui.launch.watcher import stop_watcher
+        from dtgui.launch.runs.history import open_run
+        from dtgui.launch.start.pipeline import reattach
+        from dtgui.launch.start.watcher import stop_watcher
 
         panel = self._panel()
         registry = panel.registry
@@ -142,7 +142,7 @@ class RunSession(QObject):
         """Resume the ended run in `run_dir` (its folder under the runs directory) from its
         newest checkpoint, on its own machines, to `steps` (None: its plan's): the same run
         goes on, shown and followed live (`started`); a refusal comes as `failed`, with what
-        to do (`dtgui.launch.resume.resume_run`)."""
+        to do (`dtgui.launch.start.resume.resume_run`)."""
         self.busy = True
         self.progress.emit(f"Resuming {Path(run_dir).name}")
         run_in_thread(lambda: RunRecord.load(Path(run_dir)),
@@ -153,7 +153,7 @@ class RunSession(QObject):
 
     def _resume_on(self, record: RunRecord, steps: int | None) -> None:
         """Connect the run's machines (host keys, passwords asked here), then resume it."""
-        from dtgui.launch.resume import resume_run
+        from dtgui.launch.start.resume import resume_run
 
         remote = [rec for rec in record.machines if not rec.is_local]
         registry = self._panel().registry if remote else None
@@ -180,7 +180,7 @@ class RunSession(QObject):
 
     def open(self, record: RunRecord) -> None:
         """Show an ended run from the history (read from its local bundle)."""
-        from dtgui.launch.history import open_run
+        from dtgui.launch.runs.history import open_run
 
         self.busy = True
         run_in_thread(lambda: open_run(record), lambda view: self._show(view, live=False),
@@ -198,7 +198,7 @@ class RunSession(QObject):
     def keep_training(self) -> str:
         """Let the active run go on without dtgui: stop following it and hand it to a
         headless watcher that keeps its failure policy. Returns a warning ("" if none)."""
-        from dtgui.launch.watcher import start_watcher
+        from dtgui.launch.start.watcher import start_watcher
 
         source = self.source
         if source is None or source.finished:
@@ -264,7 +264,7 @@ class RunSession(QObject):
         """The launch of `plan` on the targets the wizard chose (`job`: what the box of a
         kind made, a Slurm job; None: the plan's machines)."""
         from dtgui.launch.drivers import chosen_targets
-        from dtgui.launch.pipeline import launch_plan
+        from dtgui.launch.start.pipeline import launch_plan
 
         targets = chosen_targets(plan, registered, job)
 

@@ -10,15 +10,15 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtWidgets import QDialog, QFileDialog, QMainWindow, QStackedWidget, QWidget
 
-from dtgui.core.plan import Plan
-from dtgui.core.runs import RunRecord
+from dtgui.core.plans.plan import Plan
+from dtgui.core.runs.records import RunRecord
 from dtgui.core.settings import load_last_plan, save_last_plan
 from dtgui.ui.workers import run_in_thread
 
 if TYPE_CHECKING:
+    from dtgui.ui.dialogs.sweep_dialog import SweepDialog
     from dtgui.ui.machines.panel import MachinesPanel
-    from dtgui.ui.sweep_dialog import SweepDialog
-    from dtgui.ui.sweep_view import SweepView
+    from dtgui.ui.pages.sweep_view import SweepView
 
 
 class SweepPages:
@@ -38,7 +38,7 @@ class SweepPages:
 
     def open(self, folder: Path) -> None:
         """Show the sweep in `folder` (its trials read in the background)."""
-        from dtgui.core.run_index import remember_sweep
+        from dtgui.core.runs.run_index import remember_sweep
 
         view = self._the_view()
         view.open(folder)
@@ -47,7 +47,7 @@ class SweepPages:
 
     def _the_view(self) -> SweepView:
         if self.view is None:
-            from dtgui.ui.sweep_view import SweepView
+            from dtgui.ui.pages.sweep_view import SweepView
 
             self.view = SweepView()
             self.view.closed.connect(self._show_runs)
@@ -70,7 +70,7 @@ class SweepPages:
         """Show the dialog that sets up a sweep of `plan`; once accepted the sweep runs in a
         process of its own, shown by the sweep view."""
         from dtgui.launch.drivers import ssh_machines
-        from dtgui.ui.sweep_dialog import SweepDialog
+        from dtgui.ui.dialogs.sweep_dialog import SweepDialog
 
         panel = self._machines()
         machines = panel.machines()

@@ -2,12 +2,12 @@
 said as typed signals (docs/sweeps.md).
 
 One `SweepSession` holds one sweep's folder. Its queue runs in a process of its own
-(`start`, `resume`: `dtgui.launch.sweep_process`, which goes on while dtgui is closed) or in
+(`start`, `resume`: `dtgui.launch.sweeps.sweep_process`, which goes on while dtgui is closed) or in
 the app (`run_here`: on a thread of its own, stopped when the app quits); `follow` follows a sweep
 whoever runs it. Either way the session follows it the same way, as the watcher's run is
 followed: by reading what the queue writes (its study) in a background worker
 (`dtgui.ui.workers`) every second, and saying what changed since the last look
-(`dtgui.core.sweep_life.changes`) once, as the signals below, in the order it happened. The
+(`dtgui.core.sweeps.sweep_life.changes`) once, as the signals below, in the order it happened. The
 sweep view subscribes; it never reads the sweep itself. Nothing here waits on the UI thread.
 """
 
@@ -19,11 +19,11 @@ from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, QObject, QTimer, Signal
 
-from dtgui.core.plan import Plan
-from dtgui.core.sweep import SweepSpec
-from dtgui.core.sweep_life import Change, SweepEvent, SweepLook, changes
-from dtgui.core.sweep_study import SweepTable, read_sweep
-from dtgui.launch import sweep_process
+from dtgui.core.plans.plan import Plan
+from dtgui.core.sweeps.sweep import SweepSpec
+from dtgui.core.sweeps.sweep_life import Change, SweepEvent, SweepLook, changes
+from dtgui.core.sweeps.sweep_study import SweepTable, read_sweep
+from dtgui.launch.sweeps import sweep_process
 from dtgui.ui.workers import Worker, create_worker, dedicated_pool, error_message
 
 FOLLOW_MS = 1000  # how often the sweep is read while its queue runs
@@ -85,7 +85,7 @@ class SweepSession(QObject):
 
     def run_here(self, folder: Path, spec: SweepSpec, plan: Plan) -> None:
         """Run the sweep's queue in the app (stopped when the app quits); follow it."""
-        from dtgui.launch.sweep_queue import SweepQueue
+        from dtgui.launch.sweeps.sweep_queue import SweepQueue
 
         self._begin(folder)
         done = threading.Event()

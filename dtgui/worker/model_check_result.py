@@ -2,7 +2,7 @@
 that line read back as a `ModelCheck`.
 
 `check_model.py` does the check (under TensorFlow, in a subprocess of its own) and prints
-with `result_line`; the app (dtgui.launch.model_check) starts `check_command` and reads its
+with `result_line`; the app (dtgui.launch.checks.model_check) starts `check_command` and reads its
 output with `read_result`. No TensorFlow: the GUI process and every bundle share this module.
 """
 

@@ -1,6 +1,6 @@
 """The training plan (plan.json): one typed value that the app writes and every task reads.
 
-The GUI process builds and validates it (dtgui.core.plan adds the validation); a task of a
+The GUI process builds and validates it (dtgui.core.plans.plan adds the validation); a task of a
 bundle reads it back with `Plan.load`. Defaults live here only. No TensorFlow: the GUI
 process and every bundle share this module.
 """

@@ -22,7 +22,7 @@ MultiWorkerMirrored workers must run the calibration runs' collectives together:
 carries the task's wish to calibrate to the others (`dtgui.worker.loop`, with the call size),
 and a calibration comes when every task wished it.
 
-A `split` event (dtgui.core.bottleneck) goes out every SPLIT_EVERY_CALLS calls once a
+A `split` event (dtgui.core.measure.bottleneck) goes out every SPLIT_EVERY_CALLS calls once a
 calibration was made, and at the end.
 
 ParameterServer workers run the calls the coordinator schedules, so the coordinator keeps

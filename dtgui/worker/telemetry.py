@@ -5,7 +5,7 @@ its interfaces but loopback; absent at the first sample).
 Memory in bytes: a GPU's used and total memory as NVML reports them; on the CPU the task's
 resident memory (this supervisor and its training process), its high-water mark (`mem_peak`,
 the kernel's VmHWM, so a peak between two samples is not missed) and what the machine still
-has available (`mem_avail`): `dtgui.core.memory` keeps the peaks and warns near the limit.
+has available (`mem_avail`): `dtgui.core.measure.memory` keeps the peaks and warns near the limit.
 CPU use in % of all the machine's cores since the last sample: the machine's (`util`) and the
 task's own processes' (`task_util`), with the machine's name (`host`): `dtgui.core.run_curves`
 tells other processes' share from them (the run's tasks on one machine are not others). Samples come while the training process runs (`alive`): one taken after it ended

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from dtgui.core.bundle import Bundle
-from dtgui.core.machines import Machine, MachineRegistry
-from dtgui.core.plan import LOCAL_MACHINE, Plan
-from dtgui.core.runs import MachineRecord, RunRecord
-from dtgui.core.sweep import JobReader, TrialJob
+from dtgui.core.bundles.bundle import Bundle
+from dtgui.core.machines.registry import Machine, MachineRegistry
+from dtgui.core.plans.plan import LOCAL_MACHINE, Plan
+from dtgui.core.runs.records import MachineRecord, RunRecord
+from dtgui.core.sweeps.sweep import JobReader, TrialJob
 from dtgui.launch.drivers.base import Driver, Refused
 from dtgui.launch.drivers.local import LocalDriver, local_executor, local_target
 from dtgui.launch.drivers.slurm import (
@@ -26,7 +26,7 @@ from dtgui.launch.drivers.slurm import (
     job_target,
 )
 from dtgui.launch.drivers.ssh import SshDriver, ssh_target
-from dtgui.launch.executor import Executor
+from dtgui.launch.exec.executor import Executor
 from dtgui.launch.targets import Target
 
 __all__ = ["DRIVERS", "Driver", "Refused", "bundle_targets", "chosen_targets",

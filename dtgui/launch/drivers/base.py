@@ -1,6 +1,6 @@
 """What a kind of target does at each step of a launch: the `Driver` protocol.
 
-The launch pipeline (`dtgui.launch.pipeline`) runs its steps over a run's targets and asks
+The launch pipeline (`dtgui.launch.start.pipeline`) runs its steps over a run's targets and asks
 each target's driver (`dtgui.launch.drivers.driver_for`) for what depends on its kind; it
 never asks which kind a target is. A driver:
 
@@ -33,12 +33,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dtgui.core.bundle import Bundle
-from dtgui.core.machines import Machine, MachineRegistry
-from dtgui.core.plan import Plan
-from dtgui.core.runs import MachineRecord
-from dtgui.core.sweep import TrialJob
-from dtgui.launch.executor import Executor
+from dtgui.core.bundles.bundle import Bundle
+from dtgui.core.machines.registry import Machine, MachineRegistry
+from dtgui.core.plans.plan import Plan
+from dtgui.core.runs.records import MachineRecord
+from dtgui.core.sweeps.sweep import TrialJob
+from dtgui.launch.exec.executor import Executor
 from dtgui.launch.launch_state import Launch
 from dtgui.launch.targets import Target
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dtgui.core.bundle import Bundle
-from dtgui.core.machines import MachineRegistry
-from dtgui.core.plan import LOCAL_MACHINE
-from dtgui.core.runs import MachineRecord
+from dtgui.core.bundles.bundle import Bundle
+from dtgui.core.machines.registry import MachineRegistry
+from dtgui.core.plans.plan import LOCAL_MACHINE
+from dtgui.core.runs.records import MachineRecord
 from dtgui.launch.drivers.processes import ProcessDriver
-from dtgui.launch.executor import Executor
+from dtgui.launch.exec.executor import Executor
+from dtgui.launch.exec.local_exec import LocalExecutor
 from dtgui.launch.launch_state import Launch
-from dtgui.launch.local_exec import LocalExecutor
 from dtgui.launch.targets import LOCAL_KIND, Target
 
 if TYPE_CHECKING:

@@ -1,19 +1,19 @@
 """Targets whose tasks are processes dtgui starts (this machine, SSH machines): one
-pre-launch check (`dtgui.launch.precheck`: Python and TensorFlow, the run directory, free
+pre-launch check (`dtgui.launch.checks.precheck`: Python and TensorFlow, the run directory, free
 ports or the plan's ports bind-tested, a user's script's imports, one round trip a machine)
-and one placement across all of them (`dtgui.core.placement.place_plan`)."""
+and one placement across all of them (`dtgui.core.plans.placement.place_plan`)."""
 
 from __future__ import annotations
 
 import socket
 from typing import TYPE_CHECKING
 
-from dtgui.core.machines import MachineRegistry
-from dtgui.core.placement import PlacementError, place_plan, port_in_use
-from dtgui.core.plan import Plan
+from dtgui.core.machines.registry import MachineRegistry
+from dtgui.core.plans.placement import PlacementError, place_plan, port_in_use
+from dtgui.core.plans.plan import Plan
+from dtgui.launch.checks.script_check import machine_problems
 from dtgui.launch.drivers.base import Driver, Refused, command_runner
 from dtgui.launch.launch_state import Launch
-from dtgui.launch.script_check import machine_problems
 from dtgui.launch.targets import Target
 from dtgui.worker.machine_probe import choose_free_ports
 
@@ -31,7 +31,7 @@ class ProcessDriver(Driver):
         return ""
 
     def check(self, launch: Launch, target: Target) -> list[str]:
-        from dtgui.launch.precheck import check_python
+        from dtgui.launch.checks.precheck import check_python
 
         script = launch.script
         result = check_python(

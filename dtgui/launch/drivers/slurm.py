@@ -17,13 +17,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dtgui.core.bundle import Bundle
-from dtgui.core.machines import Machine, MachineRegistry
-from dtgui.core.plan import LOCAL_MACHINE, Plan
-from dtgui.core.runs import MachineRecord
+from dtgui.core.bundles.bundle import Bundle
+from dtgui.core.machines.registry import Machine, MachineRegistry
+from dtgui.core.plans.plan import LOCAL_MACHINE, Plan
+from dtgui.core.runs.records import MachineRecord
 from dtgui.core.slurm import JOB_KIND, LOCAL_CLUSTER, SlurmError, SlurmJob
 from dtgui.launch.drivers.base import Driver, Refused, command_runner
-from dtgui.launch.executor import Executor
+from dtgui.launch.exec.executor import Executor
 from dtgui.launch.launch_state import Launch
 from dtgui.launch.targets import Target
 
@@ -163,7 +163,7 @@ class SlurmDriver(Driver):
 
     def trial_job(self, plan: Plan, machine: Machine) -> SlurmJob:
         """Its defaults, a task a node (as `dtgui export --slurm` without --nodes)."""
-        from dtgui.core.placement import task_layout
+        from dtgui.core.plans.placement import task_layout
 
         assert machine.slurm is not None, f"{machine.name} is not a Slurm cluster"
         try:

@@ -7,12 +7,12 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from dtgui.core.bundle import Bundle
-from dtgui.core.machines import Machine, MachineRegistry
-from dtgui.core.runs import MachineRecord
+from dtgui.core.bundles.bundle import Bundle
+from dtgui.core.machines.registry import Machine, MachineRegistry
+from dtgui.core.runs.records import MachineRecord
 from dtgui.launch.drivers.base import registered
 from dtgui.launch.drivers.processes import ProcessDriver
-from dtgui.launch.executor import Executor
+from dtgui.launch.exec.executor import Executor
 from dtgui.launch.launch_state import Launch
 from dtgui.launch.targets import SSH_KIND, Target
 
@@ -34,7 +34,7 @@ class SshDriver(ProcessDriver):
     kind = KIND
 
     def directory(self, launch: Launch, target: Target) -> str:
-        from dtgui.launch.ssh_exec import remote_run_dir
+        from dtgui.launch.exec.ssh_exec import remote_run_dir
 
         return remote_run_dir("", launch.record.run_id, target.name).lstrip("/")
 
@@ -46,7 +46,7 @@ class SshDriver(ProcessDriver):
     def executor(self, target: Target, bundle: Bundle, run_dir: str, *,
                  connector: Connector | None = None, client: SSHClient | None = None,
                  dir_ready: bool = False) -> Executor:
-        from dtgui.launch.ssh_exec import SshExecutor
+        from dtgui.launch.exec.ssh_exec import SshExecutor
 
         assert target.machine is not None and connector is not None
         tasks = [t for t in bundle.plan.tasks if t.machine_name == target.name]

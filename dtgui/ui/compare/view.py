@@ -1,6 +1,6 @@
 """Compare runs: the chosen runs' loss curves overlaid, and their plans side by side.
 
-`CompareView.load(records)` reads the runs in a background worker (`dtgui.core.compare`
+`CompareView.load(records)` reads the runs in a background worker (`dtgui.core.runs.compare`
 does the reading and the numbers) and then shows, per run, the mean training loss (solid)
 and the validation loss (dashed, same colour) by step or by wall time (a toggle), and a table
 with one column per run. The table exports as CSV and the plot as PNG; both files are written
@@ -35,11 +35,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.compare import FIELDS, RunSummary, summarize_run, summary_csv, table_rows
-from dtgui.core.runs import RunRecord
+from dtgui.core.runs.compare import FIELDS, RunSummary, summarize_run, summary_csv, table_rows
+from dtgui.core.runs.records import RunRecord
 from dtgui.core.series import Curve
 from dtgui.core.smoothing import ema
-from dtgui.ui.plot_base import (
+from dtgui.ui.plots.plot_base import (
     DARK,
     LIGHT,
     ElapsedAxis,

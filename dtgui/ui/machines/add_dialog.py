@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.machines import Machine, MachineRegistry, parse_jump_spec
+from dtgui.core.machines.registry import Machine, MachineRegistry, parse_jump_spec
 from dtgui.remote.commands import run
 from dtgui.remote.connector import Secrets
 from dtgui.ui.machines.common import plain_buttons, repolish

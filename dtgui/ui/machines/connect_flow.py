@@ -27,7 +27,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import QDialog, QWidget
 
-from dtgui.core.machines import Machine, MachineRegistry
+from dtgui.core.machines.registry import Machine, MachineRegistry
 from dtgui.remote import secrets as secret_store
 from dtgui.remote.connection import SSHClient
 from dtgui.remote.connector import CONNECT_TIMEOUT, Connector, Secrets

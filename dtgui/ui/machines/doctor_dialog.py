@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.doctor import (
+from dtgui.core.machines.doctor import (
     DEFAULT_PORT,
     FAIL,
     OK,
@@ -39,9 +39,9 @@ from dtgui.core.doctor import (
     build_checks,
     summary,
 )
-from dtgui.core.hardware import MachineFacts
-from dtgui.core.machines import Machine, MachineRegistry, RemoteFacts
-from dtgui.core.network_pairs import LINKS_FILE, TRANSFER_BYTES, LinkTest, save_links
+from dtgui.core.machines.hardware import MachineFacts
+from dtgui.core.machines.registry import Machine, MachineRegistry, RemoteFacts
+from dtgui.core.measure.network_pairs import LINKS_FILE, TRANSFER_BYTES, LinkTest, save_links
 from dtgui.core.settings import data_dir
 from dtgui.remote.doctor_checks import measure_links, run_doctor_checks
 from dtgui.remote.probe import probe

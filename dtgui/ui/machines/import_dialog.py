@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.machines import AUTH_LABELS, Machine, MachineRegistry
+from dtgui.core.machines.registry import AUTH_LABELS, Machine, MachineRegistry
 from dtgui.remote.ssh_config import DEFAULT_PATH, read_ssh_config
 from dtgui.ui.machines.common import plain_buttons
 from dtgui.ui.workers import error_message, run_in_thread

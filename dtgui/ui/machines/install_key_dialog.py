@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.machines import Machine
+from dtgui.core.machines.registry import Machine
 from dtgui.ui.machines.common import plain_buttons
 
 

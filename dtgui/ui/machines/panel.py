@@ -26,9 +26,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.hardware import GpuInfo, MachineFacts
-from dtgui.core.machines import Machine, MachineRegistry, RemoteFacts
-from dtgui.core.plan import LOCAL_MACHINE
+from dtgui.core.machines.hardware import GpuInfo, MachineFacts
+from dtgui.core.machines.registry import Machine, MachineRegistry, RemoteFacts
+from dtgui.core.plans.plan import LOCAL_MACHINE
 from dtgui.core.slurm_answers import ClusterFacts
 from dtgui.remote import secrets as secret_store
 from dtgui.remote.connection import ChangedHostKeyError, ConnectError

@@ -12,8 +12,8 @@ from typing import Protocol
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QDialog, QMessageBox, QWidget
 
-from dtgui.core.hardware import MachineFacts
-from dtgui.core.machines import Machine, MachineRegistry, RemoteFacts
+from dtgui.core.machines.hardware import MachineFacts
+from dtgui.core.machines.registry import Machine, MachineRegistry, RemoteFacts
 from dtgui.remote import secrets as secret_store
 from dtgui.remote.connection import ConnectError, install_public_key
 from dtgui.remote.connector import Secrets

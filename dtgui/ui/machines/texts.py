@@ -6,7 +6,7 @@ import html
 import re
 from collections import Counter
 
-from dtgui.core.machines import AUTH_LABELS, Machine, RemoteFacts
+from dtgui.core.machines.registry import AUTH_LABELS, Machine, RemoteFacts
 from dtgui.core.slurm import time_text
 from dtgui.core.slurm_answers import ClusterFacts, Partition, QueuedJob
 

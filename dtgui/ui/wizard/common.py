@@ -10,9 +10,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont, QFontDatabase
 from PySide6.QtWidgets import QFormLayout, QFrame, QLabel, QSizePolicy, QWidget
 
-from dtgui.core.hardware import MachineFacts
-from dtgui.core.plan import Plan
-from dtgui.core.strategies import Recommendation, Strategy, recommend
+from dtgui.core.machines.hardware import MachineFacts
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Recommendation, Strategy, recommend
 
 MULTI_TASK = tuple(s for s in Strategy if s.multi_process)
 

@@ -5,7 +5,7 @@ GiB)", all checked at first), or a note when no GPU is known there. The facts co
 Machines panel's last probes (remote machines) and NVML (this machine, "local"). What is
 unchecked is remembered per machine, so GPUs that appear later start checked.
 
-A GPU a running sweep's trial holds (the sweeps' register, `dtgui.launch.sweep_holds`, read
+A GPU a running sweep's trial holds (the sweeps' register, `dtgui.launch.gpus.holds`, read
 off the UI thread whenever the facts or the machines shown change) is shown busy, "busy:
 trial 4 of sweep X", unchecked and disabled: a run launched now takes only the free ones. The
 register is read again every BUSY_REFRESH_MS while machines are shown, so a GPU is offered
@@ -20,10 +20,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QCheckBox, QGridLayout, QLabel, QWidget
 
-from dtgui.core.hardware import GpuInfo
-from dtgui.core.placement import machine_key
-from dtgui.core.plan import LOCAL_MACHINE
-from dtgui.launch.sweep_holds import busy_gpus, read_holds
+from dtgui.core.machines.hardware import GpuInfo
+from dtgui.core.plans.placement import machine_key
+from dtgui.core.plans.plan import LOCAL_MACHINE
+from dtgui.launch.gpus.holds import busy_gpus, read_holds
 from dtgui.ui.workers import run_in_thread
 
 from .common import muted

@@ -36,15 +36,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.hardware import GpuInfo
-from dtgui.core.machines import Machine
-from dtgui.core.placement import (
+from dtgui.core.machines.hardware import GpuInfo
+from dtgui.core.machines.registry import Machine
+from dtgui.core.plans.placement import (
     PlacementError,
     machine_key,
     place_plan,
     task_layout,
 )
-from dtgui.core.plan import LOCAL_MACHINE, Plan
+from dtgui.core.plans.plan import LOCAL_MACHINE, Plan
 from dtgui.launch.drivers import ssh_machines
 from dtgui.worker.machine_probe import choose_free_ports
 

@@ -24,9 +24,9 @@ from PySide6.QtWidgets import (
     QWizardPage,
 )
 
-from dtgui.core.ignore import human_size, list_project
-from dtgui.core.plan import DemoModel, ModelFile, Plan, ScriptModel
-from dtgui.launch.model_check import ModelCheck, check_model_file
+from dtgui.core.bundles.ignore import human_size, list_project
+from dtgui.core.plans.plan import DemoModel, ModelFile, Plan, ScriptModel
+from dtgui.launch.checks.model_check import ModelCheck, check_model_file
 from dtgui.ui.workers import error_details, error_message, run_in_thread
 
 from .common import WizardContext, card, label, monospace, muted

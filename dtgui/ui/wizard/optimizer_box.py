@@ -16,7 +16,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.plan import LR_SCHEDULES, MAX_ACCUMULATION, OPTIMIZERS, LrSchedule, Optimizer, Plan
+from dtgui.core.plans.plan import (
+    LR_SCHEDULES,
+    MAX_ACCUMULATION,
+    OPTIMIZERS,
+    LrSchedule,
+    Optimizer,
+    Plan,
+)
 
 from .common import as_float, as_int, muted
 

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWizardPage,
 )
 
-from dtgui.core.plan import (
+from dtgui.core.plans.plan import (
     COMMUNICATIONS,
     MAX_STEPS_PER_CALL,
     PRECISIONS,
@@ -35,7 +35,7 @@ from dtgui.core.plan import (
     Precision,
     validate,
 )
-from dtgui.core.strategies import STRATEGIES
+from dtgui.core.plans.strategies import STRATEGIES
 
 from .common import (
     WizardContext,

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.plan import MetricsTasks, ScriptModel
+from dtgui.core.plans.plan import MetricsTasks, ScriptModel
 from dtgui.ui.workers import error_message, run_in_thread
 from dtgui.worker.printed_metrics import compile_patterns, describe, preview
 
@@ -169,7 +169,7 @@ class PrintedMetricsBox(QWidget):
 
     def take_last_run(self) -> None:
         """Fill the samples with the end of the newest run of this script (disk: a thread)."""
-        from dtgui.core.script_samples import last_run_output
+        from dtgui.core.scripts.script_samples import last_run_output
 
         entry, project = self.entry, self.project
         if not entry:

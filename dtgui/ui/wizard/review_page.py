@@ -27,17 +27,22 @@ from PySide6.QtWidgets import (
     QWizardPage,
 )
 
-from dtgui.core.bundle import task_script_text
-from dtgui.core.placement import PlacementError, local_port_conflicts, place_local, placed_tf_config
-from dtgui.core.plan import LOCAL_MACHINE, ModelFile, Plan, ScriptModel, TaskSpec, validate
-from dtgui.core.plan_text import (
+from dtgui.core.bundles.bundle import task_script_text
+from dtgui.core.plans.placement import (
+    PlacementError,
+    local_port_conflicts,
+    place_local,
+    placed_tf_config,
+)
+from dtgui.core.plans.plan import LOCAL_MACHINE, ModelFile, Plan, ScriptModel, TaskSpec, validate
+from dtgui.core.plans.plan_text import (
     SCRIPT_OWN,
     optimizer_text,
     schedule_text,
     script_rows,
     validation_text,
 )
-from dtgui.core.strategies import STRATEGIES
+from dtgui.core.plans.strategies import STRATEGIES
 
 from .common import WizardContext, card, error_label, label, monospace, muted, show_errors
 from .machines_box import MachinesBox
@@ -153,7 +158,7 @@ class ReviewPage(QWizardPage):
         layout.addWidget(splitter, 1)
         bottom = QHBoxLayout()
         bottom.addWidget(self.note, 1)
-        self.when_free = QCheckBox("Launch when free")  # queued: `dtgui.launch.run_queue`
+        self.when_free = QCheckBox("Launch when free")  # queued: `dtgui.launch.queue.run_queue`
         self.when_free.setObjectName("launchWhenFree")
         self.when_free.setToolTip(
             "If its GPUs or machines are busy (another process, a run, a sweep's trial), the "

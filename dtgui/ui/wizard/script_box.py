@@ -24,8 +24,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.plan import Plan
-from dtgui.core.script import (
+from dtgui.core.plans.plan import Plan
+from dtgui.core.scripts.script import (
     ScriptModel,
     entry_problem,
     env_lines,
@@ -56,9 +56,9 @@ class ProjectLook:
 def look_at_project(plan: Plan) -> ProjectLook:
     """List the files the bundle copies, look at the code, check this machine's Python. Disk
     and a subprocess: runs in a background thread."""
-    from dtgui.core.ignore import list_project
-    from dtgui.core.script_bundle import project_summary
-    from dtgui.launch.script_check import check_local, study
+    from dtgui.core.bundles.ignore import list_project
+    from dtgui.core.scripts.script_bundle import project_summary
+    from dtgui.launch.checks.script_check import check_local, study
 
     script = plan.script
     assert script is not None, "a plan of a script"

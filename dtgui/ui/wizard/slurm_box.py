@@ -31,9 +31,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.machines import Machine
-from dtgui.core.placement import task_layout
-from dtgui.core.plan import Plan
+from dtgui.core.machines.registry import Machine
+from dtgui.core.plans.placement import task_layout
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
 from dtgui.core.settings import atomic_write_text, config_dir, read_json_or_backup
 from dtgui.core.slurm import (
     JOB_FILE,
@@ -48,7 +49,6 @@ from dtgui.core.slurm import (
 )
 from dtgui.core.slurm_answers import ClusterFacts, Partition
 from dtgui.core.slurm_bundle import place_on_cluster
-from dtgui.core.strategies import Strategy
 from dtgui.launch.drivers.slurm import KIND
 from dtgui.ui.workers import run_in_thread
 

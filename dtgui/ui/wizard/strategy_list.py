@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.strategies import STRATEGIES
+from dtgui.core.plans.strategies import STRATEGIES
 
 ROLE_KEY = Qt.ItemDataRole.UserRole
 ROLE_TAGLINE = Qt.ItemDataRole.UserRole + 1

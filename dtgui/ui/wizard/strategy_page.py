@@ -16,9 +16,9 @@ from PySide6.QtWidgets import (
     QWizardPage,
 )
 
-from dtgui.core.placement import task_layout
-from dtgui.core.plan import MAX_REPLICAS, DeviceKind, Plan, validate
-from dtgui.core.strategies import STRATEGIES, Strategy
+from dtgui.core.plans.placement import task_layout
+from dtgui.core.plans.plan import MAX_REPLICAS, DeviceKind, Plan, validate
+from dtgui.core.plans.strategies import STRATEGIES, Strategy
 
 from .common import (
     MULTI_TASK,

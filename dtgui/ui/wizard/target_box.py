@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QFrame, QWidget
 
-from dtgui.core.machines import Machine
-from dtgui.core.plan import Plan
+from dtgui.core.machines.registry import Machine
+from dtgui.core.plans.plan import Plan
 
 
 class TargetBox(QFrame):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dtgui.core.hardware import MachineFacts
-from dtgui.core.plan import Plan
-from dtgui.core.strategies import Strategy
+from dtgui.core.machines.hardware import MachineFacts
+from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.strategies import Strategy
 
 PRECISION_HINT = ("bfloat16 is fast on TPUs and recent CPUs/GPUs (Ampere+); float16 needs a GPU "
                   "with tensor cores (compute capability ≥ 7.0) to be faster.")

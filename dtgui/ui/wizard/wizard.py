@@ -9,10 +9,10 @@ from PySide6.QtCore import QSize, Signal
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget, QWizard
 
-from dtgui.core.hardware import GpuInfo, MachineFacts
-from dtgui.core.machines import Machine
-from dtgui.core.placement import place_local
-from dtgui.core.plan import LOCAL_MACHINE, Plan
+from dtgui.core.machines.hardware import GpuInfo, MachineFacts
+from dtgui.core.machines.registry import Machine
+from dtgui.core.plans.placement import place_local
+from dtgui.core.plans.plan import LOCAL_MACHINE, Plan
 from dtgui.resources import resource
 from dtgui.ui.workers import run_in_thread
 

@@ -1,0 +1,1 @@
+"""A plan: its validation, its choices in words, its placement on machines, the strategy recommended."""

@@ -1,0 +1,325 @@
+"""The Runs page's rows: every run of a runs folder as one flat row, read fast.
+
+A row holds what the Runs page and `dtgui runs list` show of a run: its record's facts (name,
+state, strategy, machines, times, final loss), what its events say once it has ended (steps
+done, best validation value) and what the user wrote about it (tags, note, archived, kept in
+`run-notes.json` beside the record, so that the record's writer and the user never write the
+same file).
+
+Reading 10,000 records and their events each time would be slow, so each runs folder keeps
+an index, `.runs-index.json`: a row per run folder, stamped with the folder's modification
+time (run.json and run-notes.json are always replaced whole, which changes it) and the
+record's. A row is read again only when its folder changed, and its events only when its
+record changed; a run still training is read again from its record each time (its events
+are not summarized). Pure Python: no Qt; it blocks on the disk: not on a UI thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from dtgui.core.plans.plan import LOCAL_MACHINE, PLAN_NAME
+from dtgui.core.runs.records import RECORD_NAME, RunHistory, RunRecord
+from dtgui.core.settings import atomic_write_text, data_dir
+
+INDEX_NAME = ".runs-index.json"
+INDEX_SCHEMA = 2
+NOTES_NAME = "run-notes.json"  # tags, note, archived: the user's, beside run.json
+SWEEPS_FILE = "sweeps.json"  # the sweep folders this user made or opened, in the data dir
+
+RUN, SWEEP, TRIAL = "run", "sweep", "trial"
+
+
+def known_sweeps() -> list[Path]:
+    try:
+        data = json.loads((data_dir() / SWEEPS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [Path(str(p)) for p in data] if isinstance(data, list) else []
+
+
+def remember_sweep(folder: Path) -> None:
+    """List the sweep in `folder` on the Runs page (a sweep made or opened)."""
+    folder = Path(folder).expanduser().resolve()
+    known = known_sweeps()
+    if folder not in known:
+        with contextlib.suppress(OSError):
+            atomic_write_text(data_dir() / SWEEPS_FILE,
+                              json.dumps([str(p) for p in [*known, folder]], indent=1))
+
+
+def significant(value: float | None) -> str:
+    """A loss or a metric as every view shows it: 4 significant digits (4.01e-05, not
+    0.0000); "" when there is none."""
+    if value is None or not math.isfinite(value):
+        return ""
+    return f"{value:.4g}"
+
+
+@dataclass
+class Notes:
+    """What the user wrote about a run (any text: newlines and every character kept)."""
+
+    tags: list[str] = field(default_factory=list)
+    note: str = ""
+    archived: bool = False
+
+    @classmethod
+    def read(cls, folder: Path | str) -> Notes:
+        try:
+            data = json.loads((Path(folder) / NOTES_NAME).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return cls()
+        if not isinstance(data, dict):
+            return cls()
+        tags = data.get("tags")
+        return cls(tags=[str(t) for t in tags] if isinstance(tags, list) else [],
+                   note=str(data.get("note") or ""), archived=bool(data.get("archived")))
+
+    def write(self, folder: Path | str) -> None:
+        atomic_write_text(Path(folder) / NOTES_NAME,
+                          json.dumps(asdict(self), indent=2, ensure_ascii=False) + "\n")
+
+
+def clean_tags(tags: Iterable[str]) -> list[str]:
+    """Tags as typed, each once, in order, without surrounding blanks or empty ones."""
+    out: list[str] = []
+    for tag in tags:
+        tag = tag.strip()
+        if tag and tag not in out:
+            out.append(tag)
+    return out
+
+
+def split_tags(text: str) -> list[str]:
+    """The tags of "a, b c" as typed in the Tags cell: separated by commas."""
+    return clean_tags(text.split(","))
+
+
+@dataclass
+class RunRow:
+    folder: str  # the run's local bundle (a sweep's folder for a sweep)
+    name: str
+    kind: str = RUN  # RUN, SWEEP or TRIAL
+    parent: str = ""  # a trial's sweep folder
+    run_id: str = ""
+    state: str = ""
+    active: bool = False
+    message: str = ""
+    strategy: str = ""  # the strategy's key (dtgui.core.plans.strategies)
+    where: str = ""  # its machines, "local" for this machine alone
+    started: float = 0.0
+    ended: float | None = None
+    steps: int | None = None  # steps done (None: not read: still training or no events)
+    total_steps: int = 0
+    final_loss: float | None = None
+    best_val: float | None = None
+    best_val_name: str = ""  # "val_loss" or "val_METRIC"
+    summarized: bool = False  # steps and best value read from the ended run's events
+    trained: str = ""  # a user's script in a few words ("" for dtgui's loop)
+    tags: list[str] = field(default_factory=list)
+    note: str = ""
+    archived: bool = False
+
+    @property
+    def duration(self) -> float | None:
+        return self.ended - self.started if self.ended and self.started else None
+
+    def text(self) -> str:
+        """Everything a filter matches, lowercased."""
+        return " ".join((self.name, self.state, self.strategy, self.where, self.note,
+                         " ".join(self.tags), Path(self.folder).name,
+                         self.run_id)).lower()
+
+    def matches(self, words: Sequence[str]) -> bool:
+        text = self.text()
+        return all(w in text for w in words)
+
+    def set_notes(self, notes: Notes) -> None:
+        self.tags, self.note, self.archived = list(notes.tags), notes.note, notes.archived
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunRow:
+        try:  # the index's own rows: every key a field (10,000 of them read at each opening)
+            return cls(**data)
+        except TypeError:  # another dtgui's index
+            return cls(**{k: v for k, v in data.items() if k in _ROW_FIELDS})
+
+
+_ROW_FIELDS = frozenset(f.name for f in fields(RunRow))
+_FIELD_NAMES = [f.name for f in fields(RunRow)]  # the index keeps a row's values in this order
+
+
+def row_of_record(record: RunRecord, kind: str = RUN, parent: str = "") -> RunRow:
+    """A record's row, without what its events say (`summarize`)."""
+    where = ", ".join(m.name for m in record.machines) or LOCAL_MACHINE
+    return RunRow(folder=record.bundle, name=record.run_name, kind=kind, parent=parent,
+                  run_id=record.run_id, state=str(record.state), active=record.is_active,
+                  message=record.message, strategy=str(record.strategy), where=where,
+                  started=record.created, ended=record.ended, final_loss=record.final_loss)
+
+
+def summarize(row: RunRow) -> None:
+    """Fill the steps done and the best validation value of an ended run from its events
+    (the compare view's reading of a bundle: one definition of each)."""
+    from dtgui.core.runs.compare import summarize_run
+
+    summary = summarize_run(row.folder, row.name, row.state)
+    row.steps = summary.steps_done or None
+    row.total_steps = summary.steps
+    if row.final_loss is None:  # the record's, when the run's end wrote one
+        row.final_loss = summary.final_loss
+    if summary.best_val_loss is not None:
+        row.best_val, row.best_val_name = summary.best_val_loss[0], "val_loss"
+    elif summary.best_val_metric is not None:  # a script that validates a metric only
+        name, value, _ = summary.best_val_metric
+        row.best_val, row.best_val_name = value, f"val_{name}"
+    row.summarized = True
+
+
+def planned(folder: str) -> tuple[int, str]:
+    """(its planned steps, what it trained: a user's script in a few words, "" for dtgui's
+    loop) from a run's plan.json."""
+    from dtgui.core.plans.plan import Plan
+    from dtgui.core.plans.plan_text import script_summary
+
+    try:
+        plan = Plan.from_dict(json.loads(Path(folder, PLAN_NAME).read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return 0, ""
+    if plan.script is not None:
+        return 0, script_summary(plan)
+    return int(plan.steps), ""
+
+
+def _mtime(path: str) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return 0
+
+
+class RunIndex:
+    """The rows of the runs under `root` (the runs folder, or a sweep's trials folder),
+    through its index file."""
+
+    def __init__(self, root: Path | str, kind: str = RUN, parent: str = "") -> None:
+        self.root = Path(root)
+        self.kind, self.parent = kind, parent
+        # folder name -> [[its folder's mtime, its record's mtime], the row's values in
+        # field order]: lists, as JSON reads them fastest
+        self._cache: dict[str, list[Any]] = {}
+        self.changed = False
+
+    @property
+    def path(self) -> Path:
+        return self.root / INDEX_NAME
+
+    def _load(self) -> None:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+        if isinstance(data, dict) and data.get("schema") == INDEX_SCHEMA \
+                and data.get("fields") == _FIELD_NAMES and isinstance(data.get("rows"), dict):
+            self._cache = data["rows"]
+
+    def save(self) -> None:
+        if not self.changed:
+            return
+        with contextlib.suppress(OSError):  # a cache: the next reading builds it again
+            atomic_write_text(self.path, json.dumps(
+                {"schema": INDEX_SCHEMA, "fields": _FIELD_NAMES, "rows": self._cache},
+                separators=(",", ":"), ensure_ascii=False))
+        self.changed = False
+
+    def rows(self, *, summarize_ended: bool = True) -> list[RunRow]:
+        """Every run's row, newest first. `summarize_ended`: read the events of ended runs
+        not read yet (else their rows say `summarized=False`: `fill` reads them later)."""
+        self._load()
+        out: list[RunRow] = []
+        seen: set[str] = set()
+        try:
+            entries = [e for e in os.scandir(self.root) if e.is_dir() and e.name[:1] != "."]
+        except OSError:
+            entries = []
+        for entry in entries:
+            row = self._row(entry.path, entry.name)
+            if row is not None:
+                seen.add(entry.name)
+                out.append(row)
+        for gone in set(self._cache) - seen:  # deleted or moved away
+            del self._cache[gone]
+            self.changed = True
+        if summarize_ended:
+            self.fill([r for r in out if not r.summarized and not r.active])
+        out.sort(key=lambda r: r.started, reverse=True)
+        self.save()
+        return out
+
+    def _row(self, folder: str, name: str) -> RunRow | None:
+        """A run folder's row: from the index while the folder is unchanged (run.json and
+        run-notes.json are replaced whole, which changes their folder's time), else read."""
+        folder_time = _mtime(folder)
+        cached = self._cache.get(name)
+        old: RunRow | None = None
+        if cached is not None:
+            with contextlib.suppress(TypeError, ValueError):
+                old = RunRow(*cached[1])
+        if old is not None and cached is not None and cached[0][0] == folder_time \
+                and not old.active:
+            old.folder = folder  # the runs folder may have been moved
+            return old
+        record_time = _mtime(f"{folder}/{RECORD_NAME}") or _mtime(f"{folder}/{PLAN_NAME}")
+        if not record_time:
+            return None
+        record = RunHistory.read(Path(folder))
+        if record is None:
+            return None
+        row = row_of_record(record, self.kind, self.parent)
+        row.set_notes(Notes.read(folder))
+        row.total_steps, row.trained = planned(folder)
+        if old is not None and old.summarized and cached is not None \
+                and cached[0][1] == record_time:  # the same record: the same events read
+            row.steps, row.total_steps, row.best_val, row.best_val_name = (
+                old.steps, old.total_steps, old.best_val, old.best_val_name)
+            row.final_loss, row.summarized = old.final_loss, True
+        self._cache[name] = [[folder_time, record_time], _values(row)]
+        self.changed = True
+        return row
+
+    def fill(self, rows: Iterable[RunRow]) -> None:
+        """Read the events of these ended runs (steps done, best validation value) and keep
+        them in the index (call `save`)."""
+        for row in rows:
+            with contextlib.suppress(OSError, ValueError):
+                summarize(row)
+            row.summarized = True
+            cached = self._cache.get(Path(row.folder).name)
+            if cached is not None:
+                cached[1] = _values(row)
+                self.changed = True
+
+
+def _values(row: RunRow) -> list[Any]:
+    return [getattr(row, name) for name in _FIELD_NAMES]
+
+
+def find(rows: Sequence[RunRow], text: str) -> list[RunRow]:
+    """The rows `text` names: a run folder's path, or its folder name, run id or name (the
+    command line's RUN). Several when it names more than one run."""
+    path = Path(text).expanduser()
+    if path.is_absolute() or os.sep in text:
+        resolved = str(path.resolve())
+        return [r for r in rows if str(Path(r.folder).resolve()) == resolved]
+    return [r for r in rows if text in (Path(r.folder).name, r.run_id, r.name)]

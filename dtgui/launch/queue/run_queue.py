@@ -1,0 +1,213 @@
+"""Single runs that wait for their GPUs or machines ("Launch when free", docs/gui.md): the
+sweeps' test of what is free, their holds and their detached process, with a single run as an
+entry.
+
+`enqueue(plan, job=..., max_restarts=...)` puts a placed plan at the end of the queue
+(`dtgui.core.runs.queue_file`, `<data dir>/queue/queue.json`) and makes sure the queue's process
+runs:
+
+    python -m dtgui.launch.queue.run_queue_process FOLDER
+
+(`dtgui.launch.runs.detached`, as a sweep's queue and the run watcher are; it outlives dtgui, its
+log in `FOLDER/queue.log`). That process (`dtgui.launch.queue.run_queue_process`, `RunQueue`) looks
+at the queue every few seconds: in order, each waiting entry whose GPUs or machines no entry
+ahead of it wants and which are free (the sweeps' test, `sweep_slots.GpuProber`: no other process on the GPU, not given to a dtgui run,
+not held by a sweep's trial; a run on the CPU waits for the dtgui runs on its machines; a
+batch scheduler's job never waits here: its scheduler queues it) is launched through the one
+pipeline (`launch_plan`), then handed to a run watcher (`dtgui.launch.start.watcher`) and leaves
+the queue: it is a run of the history, running, reattached as any run started while dtgui
+was closed. What each entry waits for is written back for the Runs page. When nothing waits,
+the process ends; `resume_queue()` starts it again when entries wait and none runs (after a
+reboot).
+
+`queued_runs()` lists the entries with their position and what they wait for,
+`cancel_queued(id)` removes one, `move_queued(id, by)` reorders. Each reads and writes the
+file under a lock; a damaged file raises `QueueError` (what to do) and is never written over.
+
+Blocks (files, processes): not on a UI thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from dtgui.core.machines.registry import MachineRegistry
+from dtgui.core.plans.plan import LOCAL_MACHINE, Plan, is_local_machine
+from dtgui.core.runs.queue_file import (
+    EVERY_GPU,
+    FAILED,
+    STARTING,
+    QueueEntry,
+    QueueError,
+    entries_text,
+    moved,
+    position,
+    read_entries,
+)
+from dtgui.core.settings import atomic_write_text, data_dir
+from dtgui.launch.drivers import (
+    Refused,
+    chosen_targets,
+    driver_for,
+    local_target,
+)
+from dtgui.launch.runs.detached import Detached
+from dtgui.launch.targets import Target
+
+MODULE = "dtgui.launch.queue.run_queue_process"
+QUEUE_DIR = "queue"
+QUEUE_FILE = "queue.json"
+LOCK_FILE = "queue.lock"
+QUEUE_PROCESS = Detached(MODULE, "queue.pid", "queue.log")
+
+
+def queue_dir() -> Path:
+    return data_dir() / QUEUE_DIR
+
+
+@dataclass(frozen=True)
+class QueuedRun:
+    """An entry as the Runs page shows it."""
+
+    entry: QueueEntry
+    position: int  # 1 = the next to start
+
+    @property
+    def text(self) -> str:
+        """What it waits for, in a few words."""
+        if self.entry.state == FAILED:
+            return f"could not start: {self.entry.error}"
+        if self.entry.state == STARTING:
+            return "starting"
+        return self.entry.waits_for or "its turn (looked at every few seconds)"
+
+
+# -- the file, under its lock ----------------------------------------------------------------
+@contextlib.contextmanager
+def locked_queue(folder: Path) -> Iterator[None]:
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / LOCK_FILE, "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def read_queue(folder: Path) -> list[QueueEntry]:
+    path = folder / QUEUE_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    except (OSError, UnicodeDecodeError) as exc:
+        raise QueueError(f"The run queue {path} cannot be read ({exc}): check its "
+                         "permissions; nothing was changed.") from exc
+    return read_entries(text, str(path))
+
+
+def _write(folder: Path, entries: Sequence[QueueEntry]) -> None:
+    atomic_write_text(folder / QUEUE_FILE, entries_text(entries))
+
+
+def change_queue(folder: Path, change: Callable[[list[QueueEntry]], list[QueueEntry]]
+            ) -> list[QueueEntry]:
+    with locked_queue(folder):
+        entries = change(read_queue(folder))
+        _write(folder, entries)
+        return entries
+
+
+# -- the API ---------------------------------------------------------------------------------
+def entry_targets(plan: Plan, job: object | None) -> list[Target]:
+    """The targets of a queued run (the wizard's choice: `chosen_targets`); QueueError
+    when they cannot be made (a machine no longer registered, a job no driver knows)."""
+    machines = {m.name: m for m in MachineRegistry().machines()} \
+        if any(not is_local_machine(n) for n in plan.machine_names) or job is not None else {}
+    try:  # a plan not placed runs here, as `launch_plan` places it
+        return chosen_targets(plan, machines, job) or [local_target()]
+    except (Refused, KeyError) as exc:
+        raise QueueError(f"{plan.run_name} cannot be queued: {exc}") from None
+
+
+def claims_of(plan: Plan, targets: Sequence[Target]) -> tuple[tuple[str, int], ...]:
+    """What a run takes while it runs: its GPUs (every GPU of a machine where it was given
+    none, and every machine of a CPU run); a batch scheduler's job takes nothing here."""
+    out: list[tuple[str, int]] = []
+    for target in targets:
+        if driver_for(target).whole_run:
+            continue
+        key = LOCAL_MACHINE if target.is_local else target.name
+        out += [(key, g) for g in target.gpus] or [(key, EVERY_GPU)]
+    return tuple(out)
+
+
+def enqueue(plan: Plan, *, job: object | None = None, max_restarts: int = 0,
+            runs_root: Path | None = None, folder: Path | None = None,
+            python: str = "") -> QueuedRun:
+    """Queue the placed `plan` (on the target of `job`, what a wizard box made, when given)
+    to start when its GPUs and machines are free; its entry and position. Starts the queue's
+    process when none runs. QueueError: the queue file is damaged, or the run's targets
+    cannot be made."""
+    folder = folder or queue_dir()
+    targets = entry_targets(plan, job)
+    job_data = None
+    if job is not None:
+        kind, to_dict = getattr(job, "kind", None), getattr(job, "to_dict", None)
+        if not isinstance(kind, str) or to_dict is None:
+            raise QueueError(f"{plan.run_name} cannot be queued: its job {job!r} cannot be "
+                             "kept.")
+        job_data = {"kind": kind, **to_dict()}
+    entry = QueueEntry(id=f"q{uuid.uuid4().hex[:8]}", plan=plan.to_dict(), job=job_data,
+                       max_restarts=max_restarts, runs_root=str(runs_root or ""),
+                       queued=time.time(), claims=claims_of(plan, targets))
+    entries = change_queue(folder, lambda entries: [*entries, entry])
+    resume_queue(folder, python)
+    return QueuedRun(entry, len(entries))
+
+
+def queued_runs(folder: Path | None = None) -> list[QueuedRun]:
+    """Every queued run in order, with its position; QueueError for a damaged file."""
+    folder = folder or queue_dir()
+    with locked_queue(folder):
+        entries = read_queue(folder)
+    return [QueuedRun(e, i + 1) for i, e in enumerate(entries)]
+
+
+def cancel_queued(entry_id: str, folder: Path | None = None) -> None:
+    """Take the run out of the queue (QueueError when it started or left already)."""
+
+    def drop(entries: list[QueueEntry]) -> list[QueueEntry]:
+        i = position(entries, entry_id)
+        if entries[i].state == STARTING:
+            raise QueueError(f"{entries[i].name} is starting: stop it from the Runs page "
+                             "once it runs.")
+        return entries[:i] + entries[i + 1:]
+
+    change_queue(folder or queue_dir(), drop)
+
+
+def move_queued(entry_id: str, by: int, folder: Path | None = None) -> None:
+    """Move the run `by` places (-1: one up, towards the front)."""
+    change_queue(folder or queue_dir(), lambda entries: moved(entries, entry_id, by))
+
+
+def queue_pid(folder: Path | None = None) -> int | None:
+    return QUEUE_PROCESS.pid(folder or queue_dir())
+
+
+def resume_queue(folder: Path | None = None, python: str = "") -> int | None:
+    """Start the queue's process when runs wait and none runs; its pid (None: nothing
+    waits)."""
+    folder = folder or queue_dir()
+    with locked_queue(folder):  # the process decides to end under this lock too
+        pid = QUEUE_PROCESS.pid(folder)
+        if pid is not None or not any(e.waiting for e in read_queue(folder)):
+            return pid
+        return QUEUE_PROCESS.start(folder, python=python)

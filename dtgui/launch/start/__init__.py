@@ -1,0 +1,1 @@
+"""Starting runs: the launch pipeline, the reattach, resume, and the headless watcher."""

@@ -1,0 +1,1 @@
+"""Runs into MLflow, their HParams summary, TensorBoard."""

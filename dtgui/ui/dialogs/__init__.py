@@ -1,0 +1,1 @@
+"""Dialogs: setting up a sweep, the preferences."""

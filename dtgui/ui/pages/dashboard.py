@@ -1,0 +1,464 @@
+"""The live run dashboard: header, loss/throughput/device plots, task table and logs.
+
+`Dashboard.attach(source)` shows a run (`dtgui.launch.runs.run_source.RunSource`). A 20 Hz QTimer
+takes `source.metrics.snapshot()` and redraws only when `snapshot.version` changed (never once
+per event); the run's own thread fills the metrics, so nothing here blocks: no file, no
+process, no network. Plots are redrawn on every new version; the numbers (header, panel
+readouts, task table) and the log at most 4 times a second, which is as fast as anyone reads
+them. The run's life comes from `dtgui.ui.run_session.RunSession`: its `stateChanged` and
+`ended` signals call `show_state` and `show_end`; after the end the plots keep their data and
+the timer stops once every series is drawn.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QPalette
+from PySide6.QtWidgets import QFrame, QMessageBox, QSplitter, QVBoxLayout, QWidget
+
+from dtgui.core.live_run import LiveRun, Snapshot
+from dtgui.core.measure.bottleneck import plan_facts
+from dtgui.core.plans.plan_text import script_summary, script_text
+from dtgui.core.run_tasks import task_key
+from dtgui.core.runs.run_state import RunState
+from dtgui.launch.runs.run_source import RunSource
+from dtgui.ui.pages.run_widgets import LogView, RunHeader, TaskTable
+from dtgui.ui.plots.memory_panel import MemoryPanel
+from dtgui.ui.plots.panels import DevicePanel, ThroughputPanel
+from dtgui.ui.plots.plot_base import DARK, LIGHT, PlotPanel, make_card, title_label
+from dtgui.ui.plots.scalar_panel import AXIS_LABELS, ScalarPanel
+from dtgui.ui.plots.step_split import StepSplitPanel
+from dtgui.ui.plots.training_plots import (
+    LearningRatePanel,
+    ModelBar,
+    TrainingLossPanel,
+    ValidationPanel,
+)
+from dtgui.worker.stop_request import STOP_GRACE_SECONDS, TASK_STOP_SECONDS
+
+if TYPE_CHECKING:
+    from dtgui.ui.run_session import RunSession
+
+REFRESH_MS = 50  # 20 Hz
+# While series wait to be fed (the first frame of a long run, 100+ replicas), frames come this
+# often instead: each still takes at most a frame's feed budget, so the window stays
+# responsive, and the whole dashboard is drawn sooner.
+BACKLOG_MS = 10
+CONFIRM_STOP_SECONDS = 60.0  # Stop asks first once the run has gone on this long
+TEXT_SECONDS = 0.25  # numbers are for reading: at most 4 updates a second (plots: 20)
+
+
+def script_losses(metrics: LiveRun | None) -> dict[int, Any]:
+    """For a script that reports no steps: each task's training-loss scalar as the curve of
+    its task's number (worker:1 -> 1; one replica per worker on CPU), else nothing."""
+    if metrics is None:
+        return {}
+    out: dict[int, Any] = {}
+    for task, series in metrics.scalars.loss_series().items():
+        kind, _, index = task.partition(":")
+        if kind in ("worker", "chief") and index.isdigit() and int(index) not in out:
+            out[int(index)] = series
+    return out
+
+
+def give_share(splitter: QSplitter, index: int, share: float) -> None:
+    """The widget at `index` given `share` of the splitter's width; the others keep their
+    proportions in the rest."""
+    sizes = splitter.sizes()
+    total = sum(sizes)
+    wanted = int(total * share)
+    others = sum(size for i, size in enumerate(sizes) if i != index) or 1
+    splitter.setSizes([wanted if i == index else int(size * (total - wanted) / others)
+                       for i, size in enumerate(sizes)])
+
+
+def _titled(title: str, body: QWidget, panel: str) -> QFrame:
+    box = make_card(panel)
+    layout = QVBoxLayout(box)
+    layout.setContentsMargins(10, 6, 10, 10)
+    layout.setSpacing(4)
+    layout.addWidget(title_label(title))
+    layout.addWidget(body, 1)
+    return box
+
+
+class Dashboard(QWidget):
+    resumeRequested = Signal(object)  # Path: the folder of the shown ended run to resume
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("dashboard")
+        dark = self.palette().color(QPalette.ColorRole.Window).lightness() < 128
+        theme = DARK if dark else LIGHT
+        self.header = RunHeader()
+        self.loss_panel = TrainingLossPanel(theme)  # smoothed, with the validation loss
+        self.validation_panel = ValidationPanel(theme)  # shown once the run validates
+        self.lr_panel = LearningRatePanel(theme)  # shown once the run reports its lr
+        self.validation_panel.setVisible(False)
+        self.lr_panel.setVisible(False)
+        self.model_bar = ModelBar()  # where the trained model was saved
+        self.step_split = StepSplitPanel()  # where each task's step time goes, the verdict
+        self.throughput_panel = ThroughputPanel(theme)
+        self.device_panel = DevicePanel(theme)
+        self.scalar_panel = ScalarPanel(theme)  # a user's script's own scalars
+        self.scalar_panel.setVisible(False)
+        self.task_table = TaskTable(dark)
+        self.memory_panel = MemoryPanel()  # peak memory per task and device; the network
+        self.memory_panel.networkMeasured.connect(self.step_split.set_network)
+        self.log_view = LogView()
+
+        # Two rows of plots, each one plot high, so that the dashboard fits a 768-px screen:
+        # the loss beside the validation (and a script's scalars), the rates below.
+        lower = QSplitter(Qt.Orientation.Horizontal)
+        lower.setObjectName("lowerPlotSplitter")
+        lower.addWidget(self.throughput_panel)
+        lower.addWidget(self.device_panel)
+        lower.addWidget(self.lr_panel)
+        self.plot_splitter = QSplitter(Qt.Orientation.Vertical)
+        self.plot_splitter.setObjectName("plotSplitter")
+        top = QSplitter(Qt.Orientation.Horizontal)
+        top.setObjectName("topPlotSplitter")
+        top.addWidget(self.loss_panel)
+        top.addWidget(self.validation_panel)
+        top.addWidget(self.scalar_panel)
+        top.setStretchFactor(0, 3)
+        top.setStretchFactor(1, 2)
+        top.setStretchFactor(2, 2)
+        # A panel shown after its splitter was laid out gets only its minimum width: it is
+        # given its share once (validation: 30 % of its row, learning rate: a third).
+        self._late_panels = {self.validation_panel: (top, 0.3), self.lr_panel: (lower, 1 / 3)}
+        self._sized: set[QWidget] = set()
+        self.plot_splitter.addWidget(top)
+        self.plot_splitter.addWidget(lower)
+        self.plot_splitter.setStretchFactor(0, 3)
+        self.plot_splitter.setStretchFactor(1, 2)
+        bottom = QSplitter(Qt.Orientation.Horizontal)
+        bottom.setObjectName("bottomSplitter")
+        bottom.addWidget(_titled("Tasks", self.task_table, "tasks"))
+        bottom.addWidget(_titled("Logs", self.log_view, "logs"))
+        bottom.addWidget(_titled("Memory and network", self.memory_panel, "memory"))
+        bottom.setStretchFactor(0, 2)
+        bottom.setStretchFactor(1, 3)
+        bottom.setStretchFactor(2, 3)  # the memory table's columns whole at 1366 px
+        self.splitter = QSplitter(Qt.Orientation.Vertical)
+        self.splitter.setObjectName("dashboardSplitter")
+        self.splitter.addWidget(self.plot_splitter)
+        self.splitter.addWidget(bottom)
+        self.splitter.setStretchFactor(0, 3)
+        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setSizes([620, 260])
+        for split in (top, lower, self.plot_splitter, bottom, self.splitter):
+            split.setChildrenCollapsible(False)
+            split.setHandleWidth(6)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.setSpacing(4)
+        layout.addWidget(self.header)
+        layout.addWidget(self.model_bar)
+        layout.addWidget(self.step_split)
+        layout.addWidget(self.splitter, 1)
+
+        self.timer = QTimer(self)
+        self.timer.setObjectName("dashboardTimer")
+        self.timer.setInterval(REFRESH_MS)
+        self.timer.timeout.connect(self.refresh)
+        for panel in self._panels():
+            panel.backlogged.connect(self._wake)
+        self.header.stop_button.clicked.connect(self._stop_clicked)
+        self.header.resume_button.clicked.connect(self._resume_clicked)
+        self.task_table.taskActivated.connect(self.log_view.select_task)
+
+        self.controller: RunSource | None = None
+        self.redraw_count = 0  # full redraws done (one per new metrics version)
+        self._version = -1
+        self._ended = False
+        self._stop_requested = False
+        self._started = 0.0
+        self._elapsed = 0.0
+        self._failed_seen: set[str] = set()
+        self._text_snap: Snapshot | None = None  # shown in the plots, not yet in the text
+        self._text_time = 0.0
+        self._script_run = False
+        self._loss_axis = "step"
+
+    # -- public API --------------------------------------------------------------------------
+    def attach(self, controller: RunSource, *, run_name: str | None = None,
+               strategy: str | None = None, device_kind: str | None = None) -> None:
+        """Show `controller`'s run. Name, strategy and device kind default to its plan's. A run
+        that has ended already (from the history) is shown ended at once; a live one's
+        changes come through `show_state` and `show_end`."""
+        self.detach()
+        plan = controller.plan
+        self.controller = controller
+        self._version = -1
+        self._ended = False
+        self._stop_requested = False
+        self._started = time.monotonic()
+        self._elapsed = 0.0
+        self._failed_seen.clear()
+        self._text_snap = None
+        self._text_time = 0.0
+        # A user's own script counts its own steps: the plan's number is only a hint to it.
+        self._script_run = plan.script is not None
+        self.loss_panel.clear()
+        self._label_loss_axis("step")
+        self.throughput_panel.clear()
+        self.device_panel.clear()
+        self.scalar_panel.clear()
+        self.scalar_panel.setVisible(False)
+        for panel in (self.validation_panel, self.lr_panel):
+            panel.clear()
+            panel.setVisible(False)
+        self._sized.clear()
+        self.model_bar.set_output(controller.output_dir)
+        self.step_split.set_script(self._script_run)
+        self.step_split.set_deterministic_ps(
+            not self._script_run and plan.strategy.asynchronous and plan.deterministic)
+        self.step_split.set_measuring(not controller.finished)
+        self.step_split.clear()
+        self.step_split.set_facts(plan_facts(plan))
+        self.throughput_panel.setVisible(True)
+        self.task_table.clear_tasks()
+        self.header.set_run(run_name or controller.run_name or "run",
+                            strategy or plan.strategy or "")
+        if self._script_run:
+            self.header.set_script(script_summary(plan), script_text(plan, indent=""))
+        self.device_panel.set_device_kind(device_kind or plan.device_kind or "")
+        self.log_view.set_metrics(controller.metrics)
+        finished = controller.finished  # first: an ended run's state and message are final
+        self.show_state(controller.state, controller.message)
+        if finished:
+            self.show_end(controller.state, controller.message)
+        else:
+            self.refresh()
+        if not self._ended or self.backlog:
+            self.timer.start()
+
+    def listen(self, session: RunSession) -> None:
+        """Take the shown run's state and end from `session` (it tells each change once)."""
+        session.stateChanged.connect(self.show_state)
+        session.ended.connect(self.show_end)
+
+    def show_state(self, state: str, message: str) -> None:
+        """The run's state changed (RunSession.stateChanged)."""
+        self.header.set_state(state, message)
+        self._update_stop_button(state, self._ended)
+
+    def show_end(self, state: str, message: str) -> None:
+        """The run ended (RunSession.ended): its complete metrics are drawn, the numbers
+        written out, the elapsed time kept; the plots keep their data."""
+        c = self.controller
+        if c is None or self._ended:
+            return
+        self._ended = True
+        self.step_split.set_measuring(False)
+        self.header.set_state(state, message)
+        self._update_stop_button(state, True)
+        self.refresh()
+        self._elapsed = max(self._elapsed, c.metrics.event_span())
+        self.header.set_elapsed(self._elapsed)
+
+    def detach(self) -> None:
+        """Stop following the run (what is shown stays)."""
+        self.timer.stop()
+        self.controller = None
+
+    def refresh(self) -> None:
+        """One timer tick: redraw if the metrics changed; the numbers at reading speed."""
+        c = self.controller
+        if c is None:
+            return
+        snap = c.metrics.snapshot()
+        if snap.version != self._version:
+            self._version = snap.version
+            self._redraw(snap)
+        else:  # series the last frame had no time for (runs with many replicas)
+            for panel in self._panels():
+                panel.feed_backlog()
+        if self._text_snap is not None:
+            self._update_text(c.metrics, force=self._ended)
+        if not self._ended:
+            self._elapsed = max(time.monotonic() - self._started, c.metrics.event_span())
+            self.header.set_elapsed(self._elapsed)
+        backlog = self.backlog
+        if self._ended and not backlog:
+            self.timer.stop()
+            return
+        interval = BACKLOG_MS if backlog else REFRESH_MS
+        if self.timer.interval() != interval:
+            self.timer.setInterval(interval)
+        if not self.timer.isActive():
+            self.timer.start()  # an ended run still has series to feed
+
+    def _wake(self) -> None:
+        """A panel has series to feed (the smoothing changed, say): frames until they are."""
+        if self.controller is not None and not self.timer.isActive():
+            self.timer.setInterval(BACKLOG_MS)
+            self.timer.start()
+
+    @property
+    def backlog(self) -> bool:
+        """Series not drawn yet: the frames' budget left them for the next ticks."""
+        return any(curves.backlog for panel in self._panels() for curves in panel.curve_sets)
+
+    @property
+    def fully_drawn(self) -> bool:
+        """Every series fed and every plot's image of them painted (see envelope_layer)."""
+        return not self.backlog and all(curves.layer.drawn for panel in self._panels()
+                                        for curves in panel.curve_sets)
+
+    def _panels(self) -> tuple[PlotPanel, ...]:
+        return (self.loss_panel, self.throughput_panel, self.device_panel, self.scalar_panel,
+                self.validation_panel, self.lr_panel)
+
+    # -- internals ---------------------------------------------------------------------------
+    def _label_loss_axis(self, text: str) -> None:
+        """The loss plot's x: steps, or what a script's loss scalar counts (its epochs)."""
+        if text != self._loss_axis:
+            self._loss_axis = text
+            self.loss_panel.set_axis_label("bottom", text)
+
+    def _redraw(self, snap: Snapshot) -> None:
+        self.redraw_count += 1
+        scalars = self._scalars()
+        self.loss_panel.update_data(snap.replica_loss or script_losses(self._metrics()))
+        self.throughput_panel.update_data(snap.throughput)
+        self.device_panel.update_data(snap.device_util, snap.device_mem)
+        panels: list[PlotPanel] = [self.loss_panel, self.throughput_panel, self.device_panel]
+        panels += self._redraw_training(snap)
+        if scalars:  # a user's own script: its scalars; throughput only when reported
+            self.throughput_panel.setVisible(bool(snap.throughput))
+            self.scalar_panel.setVisible(True)
+            metrics = self._metrics()
+            axes = metrics.scalars.axes() if metrics is not None else {}
+            self.scalar_panel.update_data(scalars, axes)
+            if not snap.replica_loss and metrics is not None:  # the loss plot is a scalar's
+                tags = sorted(set(metrics.scalars.loss_tags().values()))
+                self._label_loss_axis(next((AXIS_LABELS[axes[t]] for t in tags if t in axes),
+                                           "step"))
+            panels.append(self.scalar_panel)
+        for panel in panels:
+            panel.settle()
+        self._text_snap = snap
+
+    def _redraw_training(self, snap: Snapshot) -> list[PlotPanel]:
+        """Validation, learning rate and saved models (schema 2 runs that report them);
+        returns the panels fed."""
+        validation = snap.validation
+        lr = snap.learning_rate
+        self.loss_panel.update_validation(validation.get("loss"))
+        fed: list[PlotPanel] = []
+        if any(k != "loss" and len(v[0]) for k, v in validation.items()):
+            self.validation_panel.setVisible(True)
+            self.validation_panel.update_data(validation)
+            fed.append(self.validation_panel)
+        if len(lr[0]):
+            self.lr_panel.setVisible(True)
+            self.lr_panel.update_data(lr)
+            fed.append(self.lr_panel)
+        self.model_bar.update_models(list(snap.models))
+        for panel in fed:
+            if panel in self._late_panels and panel not in self._sized:
+                self._sized.add(panel)
+                splitter, share = self._late_panels[panel]
+                give_share(splitter, splitter.indexOf(panel), share)
+        return fed
+
+    def _metrics(self) -> LiveRun | None:
+        return self.controller.metrics if self.controller is not None else None
+
+    def _scalars(self) -> dict[str, Any]:
+        metrics = self._metrics()
+        return metrics.scalars.snapshot() if metrics is not None else {}
+
+    def _update_text(self, metrics: LiveRun, force: bool) -> None:
+        """Header, readouts, task table and log: from the latest snapshot, at most every
+        TEXT_SECONDS (and at the end)."""
+        now = time.monotonic()
+        snap = self._text_snap
+        if snap is None or (not force and now - self._text_time < TEXT_SECONDS):
+            return
+        self._text_snap = None
+        self._text_time = now
+        self.device_panel.ended = self.step_split.ended = self._ended
+        for panel in (self.loss_panel, self.throughput_panel, self.device_panel,
+                      self.scalar_panel, self.validation_panel, self.lr_panel):
+            panel.show_readout()
+        if self._script_run and snap.script_progress.unit:  # what the script told
+            self.header.set_script_progress(snap.script_progress)
+        else:  # a script counts its own steps: the plan's number is only a hint to it
+            self.header.set_progress(snap.step, 0 if self._script_run else snap.total_steps)
+        self.header.set_epoch(snap.epoch, snap.last_epoch_metrics)
+        self.task_table.update_tasks(snap.tasks)
+        self.memory_panel.update_memory(snap.memory, snap.device_use)
+        self.memory_panel.update_tasks(snap.tasks, snap.gradient_bytes)
+        self.memory_panel.update_traffic(snap.device_use, snap.tasks)
+        self.step_split.set_unhelped(self.memory_panel.unhelped(snap.device_use, snap.tasks))
+        self.step_split.update_splits(snap.splits, snap.memory.devices(), snap.loads,
+                                      snap.split_deferred)
+        tasks = sorted(set(snap.tasks) | set(metrics.log_tasks()), key=task_key)
+        self.log_view.set_tasks(tasks, {t: s.machine for t, s in snap.tasks.items()})
+        for task, state in snap.tasks.items():
+            if state.status == "failed" and task not in self._failed_seen:
+                self._failed_seen.add(task)
+                if len(self._failed_seen) == 1:
+                    self.log_view.select_task(task)  # show the first failure's log
+        self.log_view.refresh()
+
+    def _stop_clicked(self) -> None:
+        c = self.controller
+        if c is None or c.finished or self._stop_requested:
+            return
+        if self._elapsed > CONFIRM_STOP_SECONDS and \
+                not confirm_stop(self, c.metrics.snapshot(), self._script_run):
+            return
+        self._stop_requested = True
+        c.request_stop()
+        self._update_stop_button(c.state, False)
+
+    def _resume_clicked(self) -> None:
+        c = self.controller
+        if c is not None and c.finished and c.record is not None:
+            self.resumeRequested.emit(Path(c.record.bundle))
+
+    def _update_stop_button(self, state: str, finished: bool) -> None:
+        c = self.controller
+        # a stopped or failed run that kept checkpoints goes on where it stopped
+        resumable = finished and state in (RunState.STOPPED, RunState.FAILED) and \
+            c is not None and c.record is not None and \
+            (c.plan.checkpoint_every > 0 or c.plan.script is not None)
+        self.header.resume_button.setVisible(resumable)
+        self.header.resume_button.setEnabled(resumable)
+        button = self.header.stop_button
+        if finished:
+            button.setText("Stop")
+            button.setEnabled(False)
+        elif self._stop_requested or state == RunState.STOPPING:
+            button.setText("Stopping…")
+            button.setEnabled(False)
+        else:
+            button.setText("Stop")
+            button.setEnabled(state == RunState.RUNNING)
+
+
+def confirm_stop(parent: QWidget, snap: Snapshot, script: bool = False) -> bool:
+    """Ask before stopping a run that has trained a while; says what is kept."""
+    step = f" at step {snap.step}" if snap.step and not script else ""
+    box = QMessageBox(QMessageBox.Icon.Question, "Stop the run?", f"Stop the run{step}?",
+                      parent=parent)
+    box.setInformativeText(
+        f"Your script is sent SIGTERM and has {STOP_GRACE_SECONDS:g} s to save a checkpoint "
+        "of its own (docs/own-scripts.md)." if script else
+        f"Every task saves a checkpoint{step} before it ends (within {TASK_STOP_SECONDS} s): "
+        "training can continue from there.")
+    stop = box.addButton("Stop", QMessageBox.ButtonRole.DestructiveRole)
+    keep = box.addButton("Keep training", QMessageBox.ButtonRole.RejectRole)
+    box.setDefaultButton(keep)
+    box.setEscapeButton(keep)
+    box.exec()
+    return box.clickedButton() is stop

@@ -1,0 +1,443 @@
+"""The dashboard's non-plot parts: the run header, the per-task table and the log view.
+
+All of them are fed from the UI thread with data already in memory (a `Snapshot`, or the
+new log lines of a `LiveRun`); none of them touches a file or a process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor, QFontDatabase, QIcon, QPainter, QPixmap, QTextCursor
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QFrame,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QSizePolicy,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from dtgui.core.live_run import LiveRun
+from dtgui.core.plans.plan import is_local_machine
+from dtgui.core.run_tasks import TaskState, task_key
+from dtgui.core.runs.run_state import RunState
+from dtgui.core.scripts.script_progress import ScriptProgress
+from dtgui.core.task_logs import LOG_LINES_KEPT
+from dtgui.ui.plots.plot_base import format_elapsed, style_card
+
+STATE_COLOURS: dict[str, str] = {  # by RunState (a str)
+    RunState.READY: "#5f6368",
+    RunState.STARTING: "#5f6368",
+    RunState.RUNNING: "#1a73e8",
+    RunState.STOPPING: "#e37400",
+    RunState.FINISHED: "#188038",
+    RunState.FAILED: "#d93025",
+    RunState.STOPPED: "#b06000",
+}
+FAILED_ROW_BG = {False: "#fce8e6", True: "#4c1f1d"}
+FAILED_ROW_FG = {False: "#a50e0e", True: "#f6aea9"}
+SLOW_ROW_BG = {False: "#fef7e0", True: "#3d3214"}  # a straggler's row (amber)
+SLOW_ROW_FG = {False: "#b06000", True: "#fdd663"}
+THIS_MACHINE = "this machine"
+
+
+def machine_label(machine: str) -> str:
+    """A task's machine as shown: its registered name, or "this machine"."""
+    return THIS_MACHINE if is_local_machine(machine) else machine
+
+
+def badge_icon(colour: str) -> QIcon:
+    """A filled dot: the straggler badge in the task column."""
+    pix = QPixmap(12, 12)
+    pix.fill(Qt.GlobalColor.transparent)
+    painter = QPainter(pix)
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+    painter.setPen(Qt.PenStyle.NoPen)
+    painter.setBrush(QColor(colour))
+    painter.drawEllipse(1, 1, 10, 10)
+    painter.end()
+    return QIcon(pix)
+
+
+class RunHeader(QFrame):
+    """Run name, strategy, coloured state, progress, epoch metrics, elapsed time, Stop."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        style_card(self, "header")
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(12, 8, 12, 8)
+        outer.setSpacing(6)
+        top = QHBoxLayout()
+        top.setSpacing(12)
+        self.name_label = QLabel("No run")
+        self.name_label.setObjectName("pageTitle")
+        font = self.name_label.font()
+        font.setPointSizeF(font.pointSizeF() + 4)
+        font.setBold(True)
+        self.name_label.setFont(font)
+        self.name_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.strategy_label = QLabel("")
+        self.strategy_label.setObjectName("muted")
+        self.state_label = QLabel("")
+        self.state_label.setObjectName("runState")
+        bold = self.state_label.font()
+        bold.setBold(True)
+        self.state_label.setFont(bold)
+        self.elapsed_label = QLabel("")
+        self.elapsed_label.setObjectName("muted")
+        self.elapsed_label.setToolTip("Time since the dashboard started following this run")
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setObjectName("stopButton")
+        self.stop_button.setToolTip("Stop every task of this run")
+        self.stop_button.setEnabled(False)
+        self.stop_button.setMinimumWidth(96)
+        self.resume_button = QPushButton("Resume")
+        self.resume_button.setObjectName("resumeButton")
+        self.resume_button.setToolTip("Continue this run from its newest checkpoint, on its "
+                                      "machines, to its last step (dtgui resume RUN --steps N "
+                                      "trains longer)")
+        self.resume_button.setVisible(False)
+        for w in (self.name_label, self.strategy_label, self.state_label):
+            top.addWidget(w)
+        top.addStretch(1)
+        top.addWidget(self.elapsed_label)
+        top.addWidget(self.resume_button)
+        top.addWidget(self.stop_button)
+        outer.addLayout(top)
+        bottom = QHBoxLayout()
+        bottom.setSpacing(12)
+        self.progress = QProgressBar()
+        self.progress.setObjectName("runProgress")
+        self.progress.setTextVisible(False)
+        self.progress.setFixedHeight(10)
+        self.progress.setMinimumWidth(200)
+        self.progress.setMaximumWidth(420)
+        self.step_label = QLabel("")
+        self.step_label.setObjectName("runStep")
+        self.step_label.setTextFormat(Qt.TextFormat.RichText)
+        self.epoch_label = QLabel("")
+        self.epoch_label.setObjectName("runEpoch")
+        self.epoch_label.setTextFormat(Qt.TextFormat.RichText)
+        bottom.addWidget(self.progress, 2)
+        bottom.addWidget(self.step_label)
+        bottom.addSpacing(8)
+        bottom.addWidget(self.epoch_label, 3)
+        bottom.addStretch(1)
+        outer.addLayout(bottom)
+        self.message_label = QLabel("")
+        self.message_label.setObjectName("errorText")
+        self.message_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.message_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.message_label.setVisible(False)
+        outer.addWidget(self.message_label)
+        self.state = ""
+        self.set_progress(0, 0)
+
+    def set_run(self, name: str, strategy: str) -> None:
+        self.name_label.setText(name or "run")
+        self.strategy_label.setText(strategy.replace("_", " ") if strategy else "")
+        self.strategy_label.setToolTip(f"tf.distribute strategy: {strategy}" if strategy else "")
+
+    def set_state(self, state: str, message: str = "") -> None:
+        if state != self.state:
+            self.state = state
+            colour = STATE_COLOURS.get(state, "#5f6368")
+            self.state_label.setText(f"\u25cf {state}")
+            self.state_label.setStyleSheet(f"color: {colour};")
+            self.state_label.setProperty("state", state)
+        self.state_label.setToolTip(message)
+        # a failed run's error; a running run's note (a Slurm job waiting in the queue: why)
+        show = bool(message) and state in (RunState.FAILED, RunState.RUNNING)
+        if show and (self.message_label.text(), self.message_label.property("state")) != (
+                message, state):
+            self.message_label.setText(message)
+            self.message_label.setToolTip(message)
+            self.message_label.setProperty("state", state)
+            colour = STATE_COLOURS[RunState.FAILED] if state == RunState.FAILED else "#92400e"
+            self.message_label.setStyleSheet(f"color: {colour};")
+        if self.message_label.isVisibleTo(self) != show:
+            self.message_label.setVisible(show)
+
+    def set_progress(self, step: int, total: int) -> None:
+        if total > 0:
+            self.progress.setRange(0, total)
+            self.progress.setValue(min(step, total))
+            text = f"step <b>{step:,}</b> / {total:,} &nbsp;({100 * step / total:.0f}%)"
+        else:
+            self.progress.setRange(0, 1)
+            self.progress.setValue(0)
+            text = f"step <b>{step:,}</b>"
+        self.progress.setFormat(f"step {step} of {total}" if total > 0 else f"step {step}")
+        self.step_label.setText(text)
+        self.epoch_label.setVisible(True)
+
+    def set_script_progress(self, progress: ScriptProgress) -> None:
+        """A user's own script: how far it says it is, and the time left at its pace."""
+        fraction, left = progress.fraction, progress.seconds_left()
+        self.progress.setRange(0, 1000 if fraction is not None else 1)
+        self.progress.setValue(round(1000 * fraction) if fraction is not None else 0)
+        text = progress.text() or "no progress told"
+        self.progress.setFormat(text)
+        if fraction is not None:
+            text += f" &nbsp;({100 * fraction:.0f}%)"
+        if left is not None and fraction is not None and fraction < 1:
+            text += f" &nbsp;· about {format_elapsed(left)} left"
+        self.step_label.setText(text)
+        self.epoch_label.setVisible(progress.unit != "epoch")  # said here already
+
+    def set_script(self, summary: str, details: str) -> None:
+        """What a script run is (entry, arguments, Keras) beside the strategy; all of it in
+        the tooltip."""
+        strategy = self.strategy_label.text().split(" · ")[0]
+        self.strategy_label.setText(f"{strategy} · {summary}" if summary else strategy)
+        self.strategy_label.setToolTip(details)
+
+    def set_epoch(self, epoch: int, metrics: dict[str, float]) -> None:
+        parts = [f"epoch <b>{epoch}</b>" if epoch else "epoch –"]
+        if metrics:
+            done = int(metrics.get("epoch", 0))
+            vals = []
+            if "loss" in metrics:
+                vals.append(f"loss <b>{metrics['loss']:.4g}</b>")
+            if "accuracy" in metrics:
+                vals.append(f"accuracy <b>{100 * metrics['accuracy']:.1f}%</b>")
+            if vals:
+                parts.append((f"last epoch ({done}): " if done else "last epoch: ")
+                             + ", ".join(vals))
+        self.epoch_label.setText(" &nbsp;·&nbsp; ".join(parts))
+
+    def set_elapsed(self, seconds: float) -> None:
+        text = f"elapsed {format_elapsed(seconds)}"
+        if text != self.elapsed_label.text():
+            self.elapsed_label.setText(text)
+
+
+class TaskTable(QTableWidget):
+    """One row per task: machine, status, step, replicas, exit code, error (failed rows in
+    red, stragglers in amber with a "slow" badge). The Machine column shows only when a task
+    runs on another machine."""
+
+    COLUMNS = ("Task", "Machine", "Status", "Step", "Replicas", "Exit", "Error")
+    MACHINE, STATUS, ERROR = 1, 2, 6
+    NUMERIC = (3, 4, 5)
+    taskActivated = Signal(str)
+
+    def __init__(self, dark: bool = False, parent: QWidget | None = None) -> None:
+        super().__init__(0, len(self.COLUMNS), parent)
+        self.setObjectName("taskTable")
+        self.dark = dark
+        self.setHorizontalHeaderLabels(list(self.COLUMNS))
+        self.verticalHeader().setVisible(False)
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.setAlternatingRowColors(True)
+        self.setShowGrid(False)
+        self.setWordWrap(False)
+        header = self.horizontalHeader()
+        header.setHighlightSections(False)
+        header.setDefaultAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
+        for col in range(len(self.COLUMNS) - 1):
+            header.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
+            head = self.horizontalHeaderItem(col)
+            if col in self.NUMERIC and head is not None:
+                head.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        header.setSectionResizeMode(self.ERROR, QHeaderView.ResizeMode.Stretch)
+        self.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
+        self.setColumnHidden(self.MACHINE, True)
+        self._badge = badge_icon(SLOW_ROW_FG[dark])
+        self._rows: dict[str, int] = {}
+        self._shown: dict[str, TaskState] = {}
+        self.cellDoubleClicked.connect(self._activated)
+
+    @property
+    def machine_column_shown(self) -> bool:
+        return not self.isColumnHidden(self.MACHINE)
+
+    def clear_tasks(self) -> None:
+        self.setRowCount(0)
+        self._rows.clear()
+        self._shown.clear()
+        self.setColumnHidden(self.MACHINE, True)
+
+    def update_tasks(self, tasks: dict[str, TaskState]) -> None:
+        if set(tasks) - set(self._rows):
+            self._rows = {t: i for i, t in enumerate(sorted(set(tasks) | set(self._rows),
+                                                            key=task_key))}
+            self.setRowCount(len(self._rows))
+            self._shown.clear()
+        for task, state in tasks.items():
+            before = self._shown.get(task)
+            if before != state:
+                self._fill_row(self._rows[task], state, before)
+                self._shown[task] = state
+        remote = any(not is_local_machine(s.machine) for s in self._shown.values())
+        if self.machine_column_shown != remote:
+            self.setColumnHidden(self.MACHINE, not remote)
+
+    def _fill_row(self, row: int, st: TaskState, before: TaskState | None) -> None:
+        slow = bool(st.straggler)
+        status = f"{st.status} \u00b7 slow" if slow else st.status
+        values = (st.task, machine_label(st.machine), status, f"{st.step:,}",
+                  str(st.replicas or ""), "" if st.exit_code is None else str(st.exit_code),
+                  st.error)
+        failed = st.status == "failed"
+        restyle = before is None or (before.status, before.error, before.straggler) != (
+            st.status, st.error, st.straggler)
+        tip = f"{st.task} failed: {st.error}" if failed and st.error else st.straggler
+        for col, text in enumerate(values):
+            item = self.item(row, col)
+            if item is None:
+                item = QTableWidgetItem()
+                self.setItem(row, col, item)
+                if col in self.NUMERIC:
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight
+                                          | Qt.AlignmentFlag.AlignVCenter)
+            if item.text() != text:
+                item.setText(text)
+            if not restyle:
+                continue
+            item.setToolTip(tip or (st.error if col == self.ERROR else ""))
+            if col == 0:
+                item.setIcon(self._badge if slow and not failed else QIcon())
+            if failed:
+                item.setBackground(QColor(FAILED_ROW_BG[self.dark]))
+                item.setForeground(QColor(FAILED_ROW_FG[self.dark]))
+            elif slow:
+                item.setBackground(QColor(SLOW_ROW_BG[self.dark]))
+                item.setForeground(QColor(SLOW_ROW_FG[self.dark]))
+            else:
+                item.setData(Qt.ItemDataRole.BackgroundRole, None)
+                colour = STATE_COLOURS.get(st.status) if col == self.STATUS else None
+                item.setData(Qt.ItemDataRole.ForegroundRole, QColor(colour) if colour else None)
+
+    def _activated(self, row: int, _col: int) -> None:
+        item = self.item(row, 0)
+        if item is not None:
+            self.taskActivated.emit(item.text())
+
+
+class LogView(QWidget):
+    """The log of one task; appends only lines it has not shown; follows the end unless the
+    user scrolled up."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("logView")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(4)
+        bar = QHBoxLayout()
+        label = QLabel("Log of")
+        label.setObjectName("logTaskLabel")
+        self.combo = QComboBox()
+        self.combo.setObjectName("logTaskCombo")
+        self.combo.setMinimumContentsLength(12)
+        self.combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.combo.currentIndexChanged.connect(self._task_changed)
+        self.count_label = QLabel("")
+        self.count_label.setObjectName("logCount")
+        bar.addWidget(label)
+        bar.addWidget(self.combo)
+        bar.addStretch(1)
+        bar.addWidget(self.count_label)
+        layout.addLayout(bar)
+        self.text = QPlainTextEdit()
+        self.text.setObjectName("logText")
+        self.text.setReadOnly(True)
+        self.text.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.text.setMaximumBlockCount(LOG_LINES_KEPT)
+        self.text.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.text.setPlaceholderText("No output yet.")
+        layout.addWidget(self.text, 1)
+        self._metrics: LiveRun | None = None
+        self._seen = 0
+
+    @property
+    def task(self) -> str:
+        """The chosen task's id (the combo's text may add its machine)."""
+        return str(self.combo.currentData() or "")
+
+    def set_metrics(self, metrics: LiveRun | None) -> None:
+        self._metrics = metrics
+        self.combo.blockSignals(True)
+        self.combo.clear()
+        self.combo.blockSignals(False)
+        self._restart()
+
+    def set_tasks(self, tasks: list[str], machines: Mapping[str, str] | None = None) -> None:
+        """The tasks to choose from; with `machines` (task -> machine) naming another machine,
+        each entry shows its machine: "worker:1 (h3)"."""
+        machines = machines or {}
+        remote = any(not is_local_machine(machines.get(t, "")) for t in tasks)
+        items = [(f"{t} ({machine_label(machines.get(t, ''))})" if remote else t, t)
+                 for t in tasks]
+        current = [(self.combo.itemText(i), self.combo.itemData(i))
+                   for i in range(self.combo.count())]
+        if items == current:
+            return
+        keep = self.task
+        self.combo.blockSignals(True)
+        self.combo.clear()
+        for text, task in items:
+            self.combo.addItem(text, task)
+        self.combo.setCurrentIndex(tasks.index(keep) if keep in tasks else 0)
+        self.combo.blockSignals(False)
+        if self.task != keep:
+            self._restart()
+
+    def select_task(self, task: str) -> None:
+        index = self.combo.findData(task)
+        if index >= 0:
+            self.combo.setCurrentIndex(index)
+
+    def _task_changed(self, _index: int) -> None:
+        self._restart()
+
+    def _restart(self) -> None:
+        self._seen = 0
+        self.text.clear()
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Append the lines of the chosen task that arrived since the last call."""
+        if self._metrics is None or not self.task:
+            return
+        lines, total = self._metrics.log_lines_since(self.task, self._seen)
+        if total < self._seen:  # the buffer was replaced: start over
+            self._seen = 0
+            self.text.clear()
+            lines, total = self._metrics.log_lines_since(self.task, 0)
+        skipped = total - self._seen - len(lines)
+        self._seen = total
+        if not lines:
+            return
+        if skipped > 0:
+            lines = [f"… {skipped:,} earlier lines not kept …", *lines]
+        bar = self.text.verticalScrollBar()
+        follow = bar.value() >= bar.maximum() - 1
+        keep = bar.value()
+        sideways = self.text.horizontalScrollBar()
+        left = sideways.value()
+        self.text.appendPlainText("\n".join(lines))
+        cursor = self.text.textCursor()
+        if not cursor.hasSelection():
+            # At the start of the last line, not its end: a view shown again (another page
+            # was in front) scrolls to its cursor, which would hide the start of every line.
+            cursor.movePosition(QTextCursor.MoveOperation.End)
+            cursor.movePosition(QTextCursor.MoveOperation.StartOfBlock)
+            self.text.setTextCursor(cursor)
+        bar.setValue(bar.maximum() if follow else keep)
+        sideways.setValue(left)
+        self.count_label.setText(f"{total:,} lines")

@@ -1,0 +1,538 @@
+"""The Runs page: every run and sweep, to find, open, compare, clone, export, tag, note,
+archive and delete (docs/gui.md, "Runs").
+
+The rows come from the runs folder's index and the known sweeps (`dtgui.launch.run_admin`),
+read off the UI thread; the steps and best validation value of ended runs read for the first
+time follow in a second pass. "Reattach" follows a running run again (also one that kept
+training while dtgui was closed); "Open" shows an ended run's curves and logs from its local
+bundle; a sweep's row expands to its trials and opens the sweep's view. The page is a column
+of sections: `add_section` puts another one (queued runs) above the table.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QModelIndex, QPoint, Qt, Signal, SignalInstance
+from PySide6.QtGui import QResizeEvent
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QInputDialog,
+    QLabel,
+    QLineEdit,
+    QMenu,
+    QMessageBox,
+    QPushButton,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from dtgui.core.runs.records import RunHistory, RunRecord
+from dtgui.core.runs.run_index import SWEEP, RunRow
+from dtgui.ui.pages.runs_model import COLUMNS, NAME, NOTE, STARTED, TAGS, RunsFilter, RunsModel
+from dtgui.ui.workers import error_message, run_in_thread
+
+if TYPE_CHECKING:
+    from dtgui.launch.run_admin import Deleted
+
+# each column's least width (as wide as this text in the table's font), and its share of the
+# width left over (names, tags and notes grow; figures do not)
+SAMPLES = {NAME: "resnet-baseline-1", 1: "finished · ok", 2: "MultiWorker…", 3: "gpu-a, gpu",
+           STARTED: "2026-11-26 16:21", 5: "Duration", 6: "100,000", 7: "Final loss",
+           8: "Best val.", TAGS: "baseline", NOTE: "a note"}
+GROWS = {NAME: 3, 1: 1, 2: 1, 3: 1, TAGS: 2, NOTE: 3}
+
+
+def load_rows() -> tuple[list[RunRow], set[str], list[str]]:
+    """The rows (ended runs read for the first time without their events), the folders of
+    running runs a headless watcher follows (dtgui closed with Keep training) and the rows'
+    texts the filter reads."""
+    from dtgui.launch.run_admin import list_rows
+    from dtgui.launch.start.watcher import watcher_pid
+
+    rows = list_rows(summarize_ended=False)
+    watched = {r.folder for r in rows if r.active and r.kind != SWEEP
+               and watcher_pid(Path(r.folder)) is not None}
+    return rows, watched, [r.text() for r in rows]
+
+
+def _records(rows: list[RunRow]) -> list[RunRecord]:
+    """The records of these runs (read from disk: off the UI thread)."""
+    out = []
+    for row in rows:
+        record = RunHistory.read(Path(row.folder))
+        if record is not None:
+            out.append(record)
+    return out
+
+
+class RunsPage(QWidget):
+    reattachRequested = Signal(object)  # RunRecord
+    openRequested = Signal(object)  # RunRecord
+    compareRequested = Signal(list)  # the RunRecords selected
+    cloneRequested = Signal(object)  # the run's folder (Path): fill the wizard from its plan
+    sweepRequested = Signal(object)  # a sweep's folder (Path): show its view
+    # the run's folder (Path) and the step to train to (int; None: its plan's steps)
+    resumeRequested = Signal(object, object)
+    tensorboardRequested = Signal(list)  # the folders (Path) of the runs and sweeps selected
+    mlflowRequested = Signal(list)  # the RunRecords selected: send them to MLflow
+    loaded = Signal(list)  # the rows just shown (RunRow)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("runsPage")
+        title = QLabel("Runs")
+        title.setObjectName("pageTitle")
+        self.summary = QLabel("")
+        self.summary.setWordWrap(True)
+        self.model = RunsModel(on_edit=self._tags_edited)
+        self.proxy = RunsFilter(self.model)
+        self.table = QTableView()
+        self.table.setObjectName("runsTable")
+        self.table.setModel(self.proxy)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        # several rows (ctrl/shift-click) for Compare; the other actions take one
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.EditKeyPressed
+                                   | QAbstractItemView.EditTrigger.SelectedClicked)
+        self.table.verticalHeader().setVisible(False)
+        self.table.verticalHeader().setDefaultSectionSize(26)
+        self.table.setWordWrap(False)
+        self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        header = self.table.horizontalHeader()
+        # 10,000 rows: widths by the space there is, not by measuring every cell
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setSortIndicatorShown(True)
+        header.setSectionsClickable(True)
+        header.setSortIndicator(-1, Qt.SortOrder.DescendingOrder)
+        header.sortIndicatorChanged.connect(self.model.sort)
+
+        self.filter_edit = QLineEdit()
+        self.filter_edit.setObjectName("runsFilter")
+        self.filter_edit.setPlaceholderText("Filter: name, state, strategy, machine, tag, note…")
+        self.filter_edit.setClearButtonEnabled(True)
+        self.filter_edit.textChanged.connect(self.set_filter)
+        self.archived_check = QCheckBox("Show archived")
+        self.archived_check.toggled.connect(self._show_archived)
+        top = QHBoxLayout()
+        top.addWidget(self.filter_edit, 1)
+        top.addWidget(self.archived_check)
+
+        self.refresh_button = QPushButton("Refresh")
+        self.reattach_button = QPushButton("Reattach")
+        self.reattach_button.setObjectName("primaryButton")
+        self.reattach_button.setToolTip("Follow this run again: its curves, logs and tasks, "
+                                        "including what happened while dtgui was closed.")
+        self.open_button = QPushButton("Open")
+        self.open_button.setToolTip("Show this run's curves and logs (a sweep: its view).")
+        self.compare_button = QPushButton("Compare")
+        self.compare_button.setObjectName("compareButton")
+        self.compare_button.setToolTip("Select several runs (Ctrl- or Shift-click), then "
+                                       "compare their loss curves, settings and results.")
+        self.clone_button = QPushButton("Clone into the wizard")
+        self.clone_button.setToolTip("Open the wizard filled with this run's setup: change "
+                                     "what you like and launch.")
+        self.export_button = QPushButton("Export bundle…")
+        self.export_button.setToolTip("Write this run's bundle into a directory: it runs "
+                                      "without dtgui.")
+        self.archive_button = QPushButton("Archive")
+        self.archive_button.setToolTip("Hide the selected runs from the list (Show archived "
+                                       "shows them again).")
+        self.delete_button = QPushButton("Delete…")
+        self.delete_button.setObjectName("deleteButton")
+        self.delete_button.setToolTip("Delete the run's folder and record (asks first; also "
+                                      "its copies on the machines, when you say so).")
+        buttons = QHBoxLayout()
+        for button in (self.reattach_button, self.open_button, self.compare_button,
+                       self.clone_button, self.export_button):
+            buttons.addWidget(button)
+        buttons.addStretch(1)
+        for button in (self.archive_button, self.delete_button, self.refresh_button):
+            buttons.addWidget(button)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(24, 20, 24, 20)
+        layout.addWidget(title)
+        layout.addWidget(self.summary)
+        self.sections = QVBoxLayout()  # other sections (queued runs) go above the table
+        self.sections.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(self.sections)
+        layout.addLayout(top)
+        layout.addWidget(self.table, 1)
+        layout.addLayout(buttons)
+
+        self.refresh_button.clicked.connect(self.refresh)
+        self.reattach_button.clicked.connect(lambda: self._emit_records(self.reattachRequested))
+        self.open_button.clicked.connect(self._open)
+        self.compare_button.clicked.connect(self._compare)
+        self.clone_button.clicked.connect(self._clone)
+        self.export_button.clicked.connect(self.export_selected)
+        self.archive_button.clicked.connect(self._archive)
+        self.delete_button.clicked.connect(self.delete_selected)
+        self.table.selectionModel().selectionChanged.connect(lambda *_: self._update_buttons())
+        self.table.clicked.connect(self._clicked)
+        self.table.doubleClicked.connect(self._double_clicked)
+        self.table.customContextMenuRequested.connect(self._menu)
+        self._generation = 0
+        self._update_buttons()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self.fit_columns()
+
+    def fit_columns(self) -> None:
+        """Every column at least its width; what is left shared by the growing ones."""
+        metrics = self.table.fontMetrics()
+        widths = {c: metrics.horizontalAdvance(text) + 22 for c, text in SAMPLES.items()}
+        spare = self.table.viewport().width() - sum(widths.values())
+        header = self.table.horizontalHeader()
+        grows = sum(GROWS.values())
+        for column, width in widths.items():
+            header.resizeSection(column, width + max(0, spare) * GROWS.get(column, 0) // grows)
+
+    # -- sections ------------------------------------------------------------------------------
+    def add_section(self, widget: QWidget) -> None:
+        """Another section of the page, above the list of runs (queued runs)."""
+        self.sections.addWidget(widget)
+
+    # -- loading -------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        """Read the rows (off the UI thread), show them, then read what ended runs read for
+        the first time still miss (steps, best validation value)."""
+        self._generation += 1
+        generation = self._generation
+        run_in_thread(load_rows, lambda got: self._loaded(generation, *got),
+                      self._failed, context=self)
+
+    def _loaded(self, generation: int, rows: list[RunRow], watched: set[str],
+                texts: list[str]) -> None:
+        if generation != self._generation:
+            return
+        self.show_rows(rows, watched, texts)
+        pending = [r for r in rows if not r.summarized and not r.active]
+        if pending:
+            from dtgui.launch.run_admin import fill_rows
+
+            run_in_thread(lambda: fill_rows(pending), lambda _: self._filled(generation),
+                          self._failed, context=self)
+
+    def _filled(self, generation: int) -> None:
+        if generation == self._generation and self.model.rows:
+            # (steps and best values: nothing the filter reads changed)
+            self.model.dataChanged.emit(self.model.index(0, 0), self.model.index(
+                len(self.model.rows) - 1, len(COLUMNS) - 1))
+
+    def _failed(self, exc: BaseException) -> None:
+        self.summary.setText(f"The runs could not be read: {error_message(exc)}")
+
+    def show_rows(self, rows: list[RunRow], watched: set[str] | None = None,
+                  texts: list[str] | None = None) -> None:
+        self.model.set_rows(rows, watched, texts)
+        runs = [r for r in rows if r.kind != SWEEP]
+        running = sum(1 for r in runs if r.active)
+        sweeps = sum(1 for r in rows if r.kind == SWEEP)
+        archived = sum(1 for r in rows if r.archived)
+        if rows:
+            text = (f"{running} run(s) still training (reattach to follow them), "
+                    f"{len(runs) - running} ended")
+            text += f", {sweeps} sweep(s)" if sweeps else ""
+            text += f"; {archived} archived" if archived and not self.proxy.show_archived \
+                else ""
+            self.summary.setText(text + ".")
+        else:
+            self.summary.setText("No runs yet.")
+        self._update_buttons()
+        self.loaded.emit(rows)
+
+    # -- the view ------------------------------------------------------------------------------
+    def set_filter(self, text: str) -> None:
+        self.proxy.set_text(text)
+        self._update_buttons()
+
+    def _show_archived(self, shown: bool) -> None:
+        self.proxy.set_show_archived(shown)
+        self._update_buttons()
+
+    def row_count(self) -> int:
+        """The rows shown (after the filter)."""
+        return self.proxy.rowCount()
+
+    def row_at(self, view_row: int) -> RunRow:
+        source = self.proxy.mapToSource(self.proxy.index(view_row, 0))
+        return self.model.rows[source.row()]
+
+    def cell_text(self, view_row: int, column: int) -> str:
+        return str(self.proxy.index(view_row, column).data() or "")
+
+    def select(self, *view_rows: int) -> None:
+        from PySide6.QtCore import QItemSelectionModel
+
+        selection = self.table.selectionModel()
+        selection.clearSelection()
+        flags = QItemSelectionModel.SelectionFlag.Select | QItemSelectionModel.SelectionFlag.Rows
+        for row in view_rows:
+            selection.select(self.proxy.index(row, 0), flags)
+
+    def selected_rows(self) -> list[RunRow]:
+        rows = sorted(i.row() for i in self.table.selectionModel().selectedRows())
+        return [self.row_at(r) for r in rows if r < self.proxy.rowCount()]
+
+    def selected(self) -> RunRow | None:
+        """The one selected row (None when none or several are selected)."""
+        chosen = self.selected_rows()
+        return chosen[0] if len(chosen) == 1 else None
+
+    def _update_buttons(self) -> None:
+        chosen = self.selected_rows()
+        row = chosen[0] if len(chosen) == 1 else None
+        run = row is not None and row.kind != SWEEP
+        self.reattach_button.setEnabled(run and row is not None and row.active)
+        self.open_button.setEnabled(row is not None and (row.kind == SWEEP or not row.active))
+        self.compare_button.setEnabled(len([r for r in chosen if r.kind != SWEEP]) >= 2)
+        self.clone_button.setEnabled(run)
+        self.export_button.setEnabled(run)
+        self.delete_button.setEnabled(run)
+        self.archive_button.setEnabled(bool(chosen))
+        self.archive_button.setText("Unarchive" if chosen and all(r.archived for r in chosen)
+                                    else "Archive")
+
+    def _clicked(self, index: QModelIndex) -> None:
+        row = self.row_at(index.row())
+        if row.kind == SWEEP and index.column() == NAME:
+            self.model.toggle(row)
+            self.proxy.refilter()
+
+    def _double_clicked(self, index: QModelIndex) -> None:
+        row = self.row_at(index.row())
+        if index.column() == NOTE:
+            self.edit_note(row)
+        elif index.column() != TAGS:
+            self._activate(row)
+
+    def _activate(self, row: RunRow) -> None:
+        if row.kind == SWEEP:
+            self.sweepRequested.emit(Path(row.folder))
+        else:
+            self._emit_records(self.reattachRequested if row.active else self.openRequested,
+                               [row])
+
+    def _open(self) -> None:
+        row = self.selected()
+        if row is not None:
+            self._activate(row)
+
+    def _menu(self, point: QPoint) -> None:
+        index = self.table.indexAt(point)
+        if not index.isValid():
+            return
+        if not self.table.selectionModel().isRowSelected(index.row(), QModelIndex()):
+            self.select(index.row())
+        row = self.row_at(index.row())
+        chosen = self.selected_rows()
+        menu = QMenu(self)
+        if row.kind == SWEEP:
+            menu.addAction("Open the sweep").triggered.connect(lambda: self._activate(row))
+            menu.addAction("Show its trials" if row.folder not in self.model.expanded
+                           else "Hide its trials").triggered.connect(
+                lambda: self._clicked(self.proxy.index(index.row(), NAME)))
+        elif row.active:
+            menu.addAction("Reattach").triggered.connect(lambda: self._activate(row))
+        else:
+            menu.addAction("Open").triggered.connect(lambda: self._activate(row))
+            if row.state == "finished":
+                menu.addAction("Train longer…").triggered.connect(lambda: self._longer(row))
+            else:
+                menu.addAction("Resume").triggered.connect(
+                    lambda: self.resumeRequested.emit(Path(row.folder), None))
+        if len([r for r in chosen if r.kind != SWEEP]) >= 2:
+            menu.addAction("Compare").triggered.connect(self._compare)
+        if row.kind != SWEEP:
+            menu.addAction("Clone into the wizard").triggered.connect(self._clone)
+            menu.addAction("Export bundle…").triggered.connect(self.export_selected)
+        menu.addAction("Open in TensorBoard").triggered.connect(
+            lambda: self.tensorboardRequested.emit([Path(r.folder) for r in chosen or [row]]))
+        if any(r.kind != SWEEP for r in chosen or [row]):
+            menu.addAction("Export to MLflow").triggered.connect(
+                lambda: self._send_to_mlflow(chosen or [row]))
+        menu.addSeparator()
+        menu.addAction("Edit tags").triggered.connect(
+            lambda: self.table.edit(self.proxy.index(index.row(), TAGS)))
+        menu.addAction("Edit note…").triggered.connect(lambda: self.edit_note(row))
+        menu.addAction(self.archive_button.text()).triggered.connect(self._archive)
+        if row.kind != SWEEP:
+            menu.addAction("Delete…").triggered.connect(self.delete_selected)
+        menu.popup(self.table.viewport().mapToGlobal(point))
+
+    # -- actions -------------------------------------------------------------------------------
+    def _emit_records(self, signal: SignalInstance, rows: list[RunRow] | None = None) -> None:
+        """Emit the records of these rows (default: the one selected), read off the UI
+        thread."""
+        chosen = rows if rows is not None else [r for r in [self.selected()] if r is not None]
+        chosen = [r for r in chosen if r.kind != SWEEP]
+        def first(records: list[RunRecord]) -> None:
+            if records:
+                signal.emit(records[0])
+
+        if chosen:
+            run_in_thread(lambda: _records(chosen), first, self._failed, context=self)
+
+    def _longer(self, row: RunRow) -> None:
+        """A finished run trained on from its last checkpoint: to which step, asked."""
+        done = row.steps or row.total_steps
+        steps, ok = QInputDialog.getInt(
+            self, "Train longer", f"{row.name} trained {done:,} steps. Train on from its last "
+            "checkpoint to step:", max(done * 2, 1), done + 1, 2_000_000_000)
+        if ok:
+            self.resumeRequested.emit(Path(row.folder), steps)
+
+    def _compare(self) -> None:
+        chosen = [r for r in self.selected_rows() if r.kind != SWEEP]
+        if len(chosen) >= 2:
+            run_in_thread(lambda: _records(chosen), self.compareRequested.emit,
+                          self._failed, context=self)
+
+    def _send_to_mlflow(self, rows: list[RunRow]) -> None:
+        chosen = [r for r in rows if r.kind != SWEEP]
+        run_in_thread(lambda: _records(chosen), self.mlflowRequested.emit, self._failed,
+                      context=self)
+
+    def _clone(self) -> None:
+        row = self.selected()
+        if row is not None and row.kind != SWEEP:
+            self.cloneRequested.emit(Path(row.folder))
+
+    def _tags_edited(self, row: RunRow, tags: list[str]) -> None:
+        from dtgui.launch.run_admin import set_notes
+
+        run_in_thread(lambda: set_notes(row.folder, tags=tags), lambda _: None, self._failed,
+                      context=self)
+
+    def ask_note(self, row: RunRow) -> tuple[str, bool]:
+        return QInputDialog.getMultiLineText(self, "Note", f"A note on {row.name}:", row.note)
+
+    def edit_note(self, row: RunRow) -> None:
+        text, ok = self.ask_note(row)
+        if ok:
+            self.set_note(row, text)
+
+    def set_note(self, row: RunRow, text: str) -> None:
+        """Keep `text` (as typed: every line and character) as the run's note."""
+        from dtgui.launch.run_admin import set_notes
+
+        row.note = text
+        self.model.row_changed(row)
+        run_in_thread(lambda: set_notes(row.folder, note=text), lambda _: None, self._failed,
+                      context=self)
+
+    def _archive(self) -> None:
+        from dtgui.launch.run_admin import set_notes
+
+        chosen = self.selected_rows()
+        archived = not all(r.archived for r in chosen)
+        for row in chosen:
+            row.archived = archived
+            self.model.row_changed(row)
+        run_in_thread(lambda: [set_notes(r.folder, archived=archived) for r in chosen],
+                      lambda _: None, self._failed, context=self)
+        self.proxy.refilter()
+        self._update_buttons()
+
+    def ask_export_dir(self) -> str:
+        return QFileDialog.getExistingDirectory(self, "Export the run's bundle into",
+                                                str(Path.home()))
+
+    def export_selected(self) -> None:
+        from dtgui.launch.run_admin import export_destination, export_run
+
+        row = self.selected()
+        if row is None or row.kind == SWEEP:
+            return
+        chosen = self.ask_export_dir()
+        if not chosen:
+            return
+
+        def write() -> tuple[Path, str]:
+            return export_run(row.folder, export_destination(Path(chosen),
+                                                             Path(row.folder).name))
+
+        run_in_thread(write, self._exported, self._export_failed, context=self)
+
+    def _exported(self, written: tuple[Path, str]) -> None:
+        path, how = written
+        self.summary.setText(f"Exported to {path}")
+        QMessageBox.information(self, "Bundle exported",
+                                f"Wrote {path}.\n\nReproduce the run without dtgui: {how}")
+
+    def _export_failed(self, exc: BaseException) -> None:
+        self.say("Export bundle", error_message(exc))
+
+    def confirm_delete(self, row: RunRow, copies: list[str]) -> tuple[bool, bool]:
+        """(delete, also the copies on the machines), asked."""
+        box = QMessageBox(QMessageBox.Icon.Warning, "Delete the run",
+                          f"Delete {row.name}? Its folder, curves, logs, checkpoints and "
+                          f"record are removed from this machine:\n{row.folder}", parent=self)
+        check = None
+        if copies:
+            check = QCheckBox("Also delete its copies on " + ", ".join(copies))
+            box.setCheckBox(check)
+        delete = box.addButton("Delete", QMessageBox.ButtonRole.DestructiveRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.exec()
+        return box.clickedButton() is delete, check is not None and check.isChecked()
+
+    def delete_selected(self) -> None:
+        """Delete the selected run, asked first; refused while it trains."""
+        row = self.selected()
+        if row is None or row.kind == SWEEP:
+            return
+        if row.active:
+            self.say("The run is still training",
+                     f"{row.name} is still training: stop it first (Reattach, then Stop), or "
+                     "wait for it to end. Then delete it.")
+            return
+        run_in_thread(lambda: _copies(row), lambda copies: self._ask_delete(row, copies),
+                      self._failed, context=self)
+
+    def _ask_delete(self, row: RunRow, copies: list[str]) -> None:
+        from dtgui.launch.run_admin import delete_run
+
+        delete, remote = self.confirm_delete(row, copies)
+        if not delete:
+            return
+        self.summary.setText(f"Deleting {row.name}…")
+        run_in_thread(lambda: delete_run(row.folder, remote=remote),
+                      lambda done: self._deleted(row, done), self._delete_failed,
+                      context=self)
+
+    def _deleted(self, row: RunRow, done: Deleted) -> None:
+        if done.local:
+            self.summary.setText(done.text())
+            self.model.remove({row.folder})
+            self._update_buttons()
+        else:
+            self.say("The run was kept", done.text())
+
+    def _delete_failed(self, exc: BaseException) -> None:
+        self.say("The run was not deleted", error_message(exc))
+
+    def say(self, title: str, text: str) -> None:
+        """Tell why something was not done: above the list and in a message (not waited
+        for)."""
+        self.summary.setText(text)
+        box = QMessageBox(QMessageBox.Icon.Information, title, text, parent=self)
+        box.setObjectName("runsMessage")
+        box.open()
+
+
+def _copies(row: RunRow) -> list[str]:
+    """The machines keeping a copy of the run (read from its record)."""
+    from dtgui.launch.run_admin import remote_copies
+
+    record = RunHistory.read(Path(row.folder))
+    return [m.name for m in remote_copies(record)] if record is not None else []

@@ -1,0 +1,82 @@
+"""Render the dashboard of a half-way run whose tasks measured where their step time goes
+(one input-bound worker) and save a PNG, for reviewing how the split and the verdict look.
+
+    xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python packaging/screenshots/screenshot_split.py out.png
+
+Options: --workers N, --size WxH, --limit input|communication|compute; --bundle DIR shows a
+real run's events instead (an exported bundle run with `bash run.sh`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+if not os.environ.get("DISPLAY"):
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from screenshot_dashboard import DemoController, fill, save_dashboard, shown_dashboard
+
+from dtgui.core.events import parse_line, read_all
+from dtgui.core.live_run import LiveRun
+from dtgui.ui.app import make_app
+from dtgui.worker.plan import Plan
+
+# seconds per step: input wait, compute, communication, reporting (the slow one last)
+SPLITS = {
+    "input": [(0.004, 0.118, 0.031, 0.0004), (0.131, 0.051, 0.027, 0.0004)],
+    "communication": [(0.002, 0.041, 0.160, 0.0004), (0.003, 0.043, 0.158, 0.0004)],
+    "compute": [(0.001, 0.181, 0.018, 0.0004), (0.002, 0.179, 0.019, 0.0004)],
+}
+
+
+def add_splits(metrics: LiveRun, workers: int, limit: str, t: float) -> None:
+    rows = SPLITS[limit]
+    for w in range(workers):
+        parts = rows[min(w, len(rows) - 1)] if w == workers - 1 else rows[0]
+        fields = dict(zip(("input", "compute", "communication", "reporting"), parts,
+                          strict=True))
+        line = json.dumps({"v": 2, "kind": "split", "task": f"worker:{w}", "t": t,
+                           "step": 1130, "steps": 250, "method": "calibrated",
+                           "measured": list(fields), **fields, "calibration_seconds": 0.41,
+                           "setup_seconds": 3.2, "training_seconds": 236.0})
+        event = parse_line(line)
+        assert event is not None
+        metrics.add_events([event])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--size", default="1600x1000")
+    parser.add_argument("--limit", default="input", choices=sorted(SPLITS))
+    parser.add_argument("--bundle", type=Path, default=None)
+    args = parser.parse_args()
+    app = make_app(sys.argv[:1])
+    metrics = LiveRun(2000)
+    plan = None
+    if args.bundle is not None:
+        plan = Plan.load(str(args.bundle / "plan.json"))
+        for path in sorted((args.bundle / "output").glob("events-*.jsonl")):
+            metrics.add_events(read_all(path))
+    else:
+        fill(metrics, workers=args.workers, replicas=2 * args.workers, steps=2000, done=1130,
+             steps_per_epoch=250, failed=False)
+        add_splits(metrics, args.workers, args.limit, 1_700_000_000.0 + 1130 * 0.21)
+    demo = DemoController(metrics, plan=plan)
+    dash = shown_dashboard(app, args.size, demo, run_name=demo.run_name,
+                           strategy=str(demo.plan.strategy), device_kind="cpu")
+    dash._text_time = 0.0
+    dash.refresh()
+    return save_dashboard(app, dash, args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
