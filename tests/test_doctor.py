@@ -344,5 +344,6 @@ def test_hostile_looking_values_are_data(
                                                    timeout=1)
     assert outcome == "unresolved"
     with pytest.raises(ValueError):
-        doctor_checks.check_port_free(client, "h", "23456; touch pwned")  # type: ignore[arg-type]
+        hostile = "23456; touch pwned"  # a port that is a shell command
+        doctor_checks.check_port_free(client, "h", hostile)  # type: ignore[arg-type]  # on purpose
     assert not list(ssh_lab.home.glob("pwned*"))

@@ -40,7 +40,7 @@ PROJECT = Path(__file__).resolve().parent / "script_projects" / "mwm_fit"
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def points(curves: CurveSet, key: object) -> int:
+def points(curves: CurveSet[str], key: str) -> int:
     return len(curves.shown_data(key)[0]) if key in curves.raw else 0
 
 

@@ -109,7 +109,7 @@ def test_cpu_warning_is_about_the_machine() -> None:
 
 
 def test_the_dashboard_card_shows_peaks_warning_and_network(qtbot: QtBot) -> None:
-    from dtgui.core.live_run import TaskState
+    from dtgui.core.run_tasks import TaskState
     from dtgui.ui.plots.memory_panel import MemoryPanel, network_details, network_text
 
     panel = MemoryPanel()

@@ -154,7 +154,7 @@ def test_run_records_and_history(tmp_path: Path) -> None:
                     created=2.0, state=RunState.RUNNING,
                     machines=[MachineRecord("h2", "/home/u/.cache/dtgui/runs/r2/h2", "python3",
                                             "10.0.0.2", {"name": "h2", "host": "10.0.0.2"})])
-    new.set_pid("worker:0", "h2", 4242)
+    new.set_started("worker:0", "h2", pid=4242)
     for record in (old, new):
         record.save()
     legacy = tmp_path / "r0"

@@ -170,7 +170,7 @@ def test_no_keyring_means_ask_each_time(ssh_lab: sshhosts.SshLab) -> None:
     trust(h)
     m = machine(ssh_lab, h, auth="password")
     # keyring leaves KeyringBackend.__init__ unannotated (no "-> None"): an untyped call.
-    no_backend = keyring.backends.fail.Keyring()  # type: ignore[no-untyped-call]
+    no_backend = keyring.backends.fail.Keyring()  # type: ignore[no-untyped-call]  # keyring's untyped
     with secrets.using_keyring(no_backend):
         with pytest.raises(conn.SecretRequired, match="each time") as info:
             conn.connect(m, timeout=5)

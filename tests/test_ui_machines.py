@@ -314,7 +314,7 @@ def test_no_keyring_says_so_and_asks_each_time(
     trust(h)
     MachineRegistry().add(machine(ssh_lab, h, name="no-store", auth="password"))
     # keyring leaves KeyringBackend.__init__ unannotated (no "-> None"): an untyped call.
-    no_backend = keyring.backends.fail.Keyring()  # type: ignore[no-untyped-call]
+    no_backend = keyring.backends.fail.Keyring()  # type: ignore[no-untyped-call]  # keyring's untyped
     with secrets.using_keyring(no_backend):
         panel = make_panel()
         qtbot.waitUntil(lambda: not panel.keyring_ok, timeout=10_000)
@@ -519,7 +519,7 @@ def test_two_machines_keys_versions_and_the_doctor_all_by_clicking(
     qtbot.waitUntil(lambda: window.machine.facts is not None
                     and window.machine.facts.tf is not None,
                     timeout=180_000)  # this machine's TensorFlow, asked in a subprocess
-    window.act_doctor.trigger()
+    window.acts.doctor.trigger()
     doctor = wait_dialog(qtbot, panel, DoctorDialog)
     with qtbot.waitSignal(doctor.finishedRun, timeout=SSH_WAIT):
         qtbot.mouseClick(doctor.run_button, LEFT)

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 from pytestqt.qtbot import QtBot
 from runs import live_members
 
-import dtgui.ui.main_window as main_window
+import dtgui.ui.home_page as home_page
 from dtgui.core.plans.plan import Plan
 from dtgui.launch.controller import RunController
 from dtgui.ui.main_window import MainWindow
@@ -84,7 +84,7 @@ def press_ctrl_q(window: MainWindow) -> None:
 @pytest.mark.slow
 def test_ctrl_q_during_a_run_asks_keep_or_stop_and_stop_quits_leaving_nothing(
         qtbot: QtBot, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(main_window, "DEMO_STEPS", 1_000_000)  # still training when asked
+    monkeypatch.setattr(home_page, "DEMO_STEPS", 1_000_000)  # still training when asked
     window = MainWindow()
     qtbot.addWidget(window)
     window.show()

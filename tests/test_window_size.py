@@ -86,7 +86,7 @@ def test_every_page_fits_1366x768_and_none_widens_the_window(
     opened(dashboard, "the dashboard")
 
     # The column beside every page (View menu): it comes back, and every page still fits.
-    window.act_column.trigger()
+    window.acts.column.trigger()
     assert window.left_column.isVisible()
     pages: list[QWidget] = [window.runs_page, window.compare, view, dashboard]
     for page in pages:
@@ -95,8 +95,8 @@ def test_every_page_fits_1366x768_and_none_widens_the_window(
         assert window.size() == size
         assert fits(window.minimumSizeHint()), f"{page}: minimum {window.minimumSizeHint()}"
         assert not scrolls(window), scrolls(window)
-    window.act_column.trigger()
-    window.act_home.trigger()
+    window.acts.column.trigger()
+    window.acts.home.trigger()
     assert window.left_column.isVisible()  # Home always shows it
 
     window.open_wizard()

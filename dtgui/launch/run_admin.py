@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from dtgui.core.bundles.bundle import Bundle, render_bundle
 from dtgui.core.machines.registry import MachineRegistry
@@ -43,6 +44,9 @@ from dtgui.core.settings import runs_dir
 from dtgui.core.slurm import SlurmJob
 from dtgui.core.sweeps.sweep import SWEEP_FILE, TRIALS_DIR
 
+if TYPE_CHECKING:
+    from dtgui.remote.connector import Connector
+
 DELETING_PREFIX = ".deleting-"
 
 
@@ -53,7 +57,7 @@ class RunAdminError(RuntimeError):
 # -- the list ---------------------------------------------------------------------------------
 def sweep_rows(folder: Path, *, summarize_ended: bool = True) -> list[RunRow]:
     """A sweep's row followed by its trials' (none when the folder holds no sweep)."""
-    from dtgui.core.run_curves import lower_is_better
+    from dtgui.core.curve_values import lower_is_better
     from dtgui.launch.sweeps.sweep_process import sweep_pid
 
     try:
@@ -192,7 +196,7 @@ RemoveCopy = Callable[[MachineRecord, str], None]
 
 
 def remove_copy(record: RunRecord, registry: MachineRegistry | None = None,
-                connector: object | None = None) -> RemoveCopy:
+                connector: Connector | None = None) -> RemoveCopy:
     """What removes one machine's copy: its target's host (the run's own drivers), over SSH
     for a machine or a cluster's login node."""
     from dtgui.launch.drivers import driver_for, target_of_record
@@ -206,7 +210,7 @@ def remove_copy(record: RunRecord, registry: MachineRegistry | None = None,
         target = target_of_record(rec, registry)
         executor = driver_for(target).executor(
             target, bundle, directory,
-            connector=connect if target.needs_connection else None)  # type: ignore[arg-type]
+            connector=connect if target.needs_connection else None)
         host = getattr(executor, "host", None)
         if not isinstance(host, Host):
             raise RunAdminError(f"{rec.name}: its kind keeps no copy dtgui can remove")

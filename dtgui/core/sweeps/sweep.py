@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from dtgui.core.curve_values import lower_is_better
 from dtgui.core.plans.plan import Plan, validate
-from dtgui.core.run_curves import lower_is_better
 from dtgui.core.scripts.script import ScriptModel
 
 SWEEP_FILE = "sweep.json"  # the sweep's settings and base plan, in its folder

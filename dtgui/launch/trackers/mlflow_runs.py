@@ -43,6 +43,7 @@ from dtgui.core.tracking import (
     run_params,
     tracking_uri,
 )
+from dtgui.launch.targets import LOCAL_KIND, SSH_KIND
 from dtgui.launch.trackers.mlflow_writer import DirectWriter, MlflowWriter, writer_for
 from dtgui.worker.layout import OUTPUT_DIR
 
@@ -158,7 +159,7 @@ def run_tags(bundle: Bundle, record: RunRecord | None) -> dict[str, str]:
     plan = bundle.plan
     tags = {"dtgui.run_name": plan.run_name, "dtgui.strategy": str(plan.strategy)}
     if record is not None:
-        kinds = sorted({m.kind or ("local" if m.is_local else "ssh") for m in record.machines})
+        kinds = sorted({m.kind or (LOCAL_KIND if m.is_local else SSH_KIND) for m in record.machines})
         jobs = sorted({m.job_id for m in record.machines if m.job_id})
         if kinds:
             tags["dtgui.target"] = ",".join(kinds)
