@@ -37,7 +37,7 @@ def test_a_script_sweep_goes_on_in_its_own_process_while_the_view_is_closed(
                              parse_param("env:OFFSET=choice:0,0.5")),
                      trials=4, parallel=2, search="random", pruner="none")
     pid = start_sweep(folder, spec, script_plan("--steps", "5", "--seconds", "0.3"))
-    assert sweep_pid(folder) == pid
+    assert sweep_pid(folder) == pid, (folder / LOG_FILE).read_text(errors="replace")
     with pytest.raises(SweepError, match="already runs"):
         start_sweep(folder, spec, script_plan())
 
