@@ -99,7 +99,7 @@ def run_pgids(controller: RunController) -> list[int]:
 
 
 def nothing_left(controller: RunController) -> None:
-    wait_for(lambda: not live_members(run_pgids(controller)), 10,
+    wait_for(lambda: not live_members(run_pgids(controller)), 60,
              f"left running: {live_members(run_pgids(controller))}")
 
 
@@ -240,8 +240,10 @@ def test_stop_ends_every_task_on_every_machine(lab: Lab) -> None:
         delete_run(controller.bundle.path, remote=True)
     started = time.monotonic()
     controller.request_stop()
-    assert controller.wait(30)
-    assert time.monotonic() - started < 10
+    assert controller.wait(120)
+    # Ended by the tasks themselves on SIGTERM (the chief said where it stopped, below), before
+    # the save grace after which they would have been killed.
+    assert time.monotonic() - started < controller.policy.save_grace
     assert controller.state == "stopped"
     assert {s.status for s in controller.metrics.snapshot().tasks.values()} == {"stopped"}
     nothing_left(controller)
