@@ -237,7 +237,7 @@ def test_close_keep_training_reopen_and_reattach_without_a_gap(
     assert ssh_lab.password.encode() not in Path(f"/proc/{watcher}/cmdline").read_bytes()
     events = Path(record.machines[0].dir) / "output" / "events-worker-0.jsonl"
     closed_at = len(replica_losses(events))
-    wait_for(lambda: len(replica_losses(events)) >= closed_at + 50, 30,
+    wait_for(lambda: len(replica_losses(events)) >= closed_at + 50, 60,
              "training did not go on with dtgui closed")
     assert RunRecord.load(Path(record.bundle)).state == "running"
 

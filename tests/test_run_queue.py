@@ -154,7 +154,7 @@ def test_two_runs_want_the_only_gpu_and_the_second_starts_when_the_first_ends(
     assert started is not None and ended.ended is not None
     assert started.created >= ended.ended
     assert stop(started).state is RunState.STOPPED
-    wait_for(lambda: queue_pid() is None, 30, "the queue's process did not end")
+    wait_for(lambda: queue_pid() is None, 60, "the queue's process did not end")
 
 
 def test_a_damaged_queue_file_is_refused_with_what_to_do_and_kept(
