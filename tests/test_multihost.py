@@ -138,7 +138,7 @@ def test_mwms_over_two_hosts_then_the_exported_bundle_by_hand_is_bit_identical(
     dashboard.attach(controller)
     assert controller.wait(180), "the run did not end"
     assert controller.state == "finished", controller.message
-    qtbot.waitUntil(lambda: dashboard.loss_panel.replica_ids() == [0, 1], timeout=5000)
+    qtbot.waitUntil(lambda: dashboard.loss_panel.replica_ids() == [0, 1], timeout=60_000)
     snap = controller.metrics.snapshot()
     assert sorted(snap.replica_loss) == [0, 1]  # one curve per worker: global replica ids
     assert all(len(xs) == 12 for xs, _ in snap.replica_loss.values())

@@ -70,7 +70,7 @@ def make_panel(qtbot: QtBot) -> Callable[[], MachinesPanel]:
         qtbot.addWidget(panel)
         panel.resize(640, 560)
         panel.show()
-        qtbot.waitUntil(panel.ready, timeout=10_000)
+        qtbot.waitUntil(panel.ready, timeout=60_000)
         return panel
 
     return make
@@ -195,7 +195,7 @@ def test_import_from_the_ssh_config_then_accept_its_key(
     qtbot.mouseClick(panel.import_button, LEFT)
     dialog = panel.dialog
     assert isinstance(dialog, ImportDialog)
-    qtbot.waitUntil(lambda: bool(dialog.found), timeout=10_000)
+    qtbot.waitUntil(lambda: bool(dialog.found), timeout=60_000)
     assert dialog.path == ssh_env / ".ssh" / "config"
     assert [m.name for m in dialog.chosen()] == ["lab-imported"]
     qtbot.mouseClick(dialog.ok_button, LEFT)
@@ -319,7 +319,7 @@ def test_no_keyring_says_so_and_asks_each_time(
     no_backend = keyring.backends.fail.Keyring()  # type: ignore[no-untyped-call]
     with secrets.using_keyring(no_backend):
         panel = make_panel()
-        qtbot.waitUntil(lambda: not panel.keyring_ok, timeout=10_000)
+        qtbot.waitUntil(lambda: not panel.keyring_ok, timeout=60_000)
         assert "No usable password store" in panel.message_label.text()
         qtbot.mouseClick(panel.add_button, LEFT)
         dialog = panel.dialog
@@ -404,7 +404,7 @@ def test_edit_renames_with_its_secret_and_remove_forgets_both(
     box = panel.dialog
     assert isinstance(box, QMessageBox)
     qtbot.mouseClick(box.button(QMessageBox.StandardButton.Yes), LEFT)
-    qtbot.waitUntil(lambda: panel.table.rowCount() == 0, timeout=10_000)
+    qtbot.waitUntil(lambda: panel.table.rowCount() == 0, timeout=60_000)
     assert MachineRegistry().names() == [] and secrets.get_secret("new-name", "password") is None
 
 
@@ -490,7 +490,7 @@ def test_two_machines_keys_versions_and_the_doctor_all_by_clicking(
     window.show()
     panel = window.machines
     record_dialogs(panel)
-    qtbot.waitUntil(panel.ready, timeout=10_000)
+    qtbot.waitUntil(panel.ready, timeout=60_000)
 
     qtbot.mouseClick(panel.add_button, LEFT)
     adder = panel.dialog
@@ -505,7 +505,7 @@ def test_two_machines_keys_versions_and_the_doctor_all_by_clicking(
     qtbot.mouseClick(panel.import_button, LEFT)
     importer = panel.dialog
     assert isinstance(importer, ImportDialog)
-    qtbot.waitUntil(lambda: bool(importer.found), timeout=10_000)
+    qtbot.waitUntil(lambda: bool(importer.found), timeout=60_000)
     qtbot.mouseClick(importer.ok_button, LEFT)
     key_dialog = wait_dialog(qtbot, panel, HostKeyDialog)
     assert key_dialog.fingerprint_label.text() == h3.fingerprint
