@@ -325,7 +325,8 @@ def opened_file_urls() -> Iterator[list[QUrl]]:
     opens nothing and lists the URLs it was given."""
     opener = _FileOpener()
     # PySide6's stub types the method name as bytes; PySide6 itself takes only a str here
-    QDesktopServices.setUrlHandler("file", opener, "open")  # type: ignore[arg-type]
+    method = "open"
+    QDesktopServices.setUrlHandler("file", opener, method)  # type: ignore[arg-type]  # see above
     try:
         yield opener.opened
     finally:

@@ -211,8 +211,9 @@ def test_measuring_takes_at_most_one_percent_of_the_training_time_short_runs_inc
     assert len(long) >= 2 and long[0] > 100
     assert timing.calibration_seconds <= SPLIT_BUDGET * timing.training_seconds
     fields = timing.split_fields()
-    assert StepSplit.from_event("worker:0", fields) is not None
-    cost = StepSplit.from_event("worker:0", fields).cost_share  # type: ignore[union-attr]
+    split = StepSplit.from_event("worker:0", fields)
+    assert split is not None
+    cost = split.cost_share
     assert cost == pytest.approx(timing.calibration_seconds / timing.training_seconds, rel=1e-3)
     assert 0 < cost <= SPLIT_BUDGET
 

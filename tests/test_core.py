@@ -17,7 +17,7 @@ from fakes import recording_python
 from dtgui.core import settings
 from dtgui.core.bundles.bundle import Bundle, BundleError, primary_tasks, render_bundle
 from dtgui.core.events import EventTail, parse_line
-from dtgui.core.live_run import LiveRun, Series
+from dtgui.core.live_run import LiveRun
 from dtgui.core.machines.hardware import GpuInfo, MachineFacts, TfView, explain, tf_view
 from dtgui.core.plans.placement import (
     local_port_conflicts,
@@ -29,6 +29,7 @@ from dtgui.core.plans.plan import DeviceKind, ModelFile, Plan, PlanError, valida
 from dtgui.core.plans.strategies import STRATEGIES, Strategy, recommend
 from dtgui.core.runs.records import RunRecord
 from dtgui.core.runs.run_state import RunState
+from dtgui.core.series import Series
 
 
 def facts(gpus: int = 0, tf_gpus: int = 0, cores: int = 2, cuda: bool = True) -> MachineFacts:
@@ -136,6 +137,24 @@ def test_run_states_read_from_records() -> None:
     assert json.loads(json.dumps(record.to_dict()))["state"] == "finished"
     assert RunRecord(run_id="r", run_name="r", bundle="/b", state=RunState.RUNNING).is_active
     assert RunState.named("from-a-newer-dtgui") is RunState.UNKNOWN
+
+
+def test_a_records_job_ids_are_kept_apart_from_its_process_ids() -> None:
+    """A Slurm task's job id is its `job_id`, never a pid that a signal could reach; a
+    record written before the field existed (the job id in `pid`) reads the same."""
+    new = RunRecord(run_id="r", run_name="r", bundle="/b")
+    new.set_started("worker:0", "local", pid=4242)
+    new.set_started("worker:1", "cluster", job_id="918")
+    assert new.pids() == {"worker:0": 4242} and new.job_ids() == {"worker:1": "918"}
+    again = RunRecord.from_dict(json.loads(json.dumps(new.to_dict())))
+    assert again.pids() == new.pids() and again.job_ids() == new.job_ids()
+    old = RunRecord.from_dict({
+        "schema": 1, "run_id": "r", "run_name": "r", "bundle": "/b",
+        "machines": [{"name": "local", "dir": "/b"},
+                     {"name": "cluster", "dir": "/s", "job_id": "918"}],
+        "tasks": [{"task": "worker:0", "machine": "local", "pid": 4242},
+                  {"task": "worker:1", "machine": "cluster", "pid": 918}]})
+    assert old.pids() == {"worker:0": 4242} and old.job_ids() == {"worker:1": "918"}
 
 
 # -- placement and TF_CONFIG -----------------------------------------------------------------

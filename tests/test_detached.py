@@ -46,7 +46,7 @@ def test_a_detached_process_is_started_found_by_its_pid_file_and_stopped(
     assert (folder / KIND.pid_name).read_text() == f"{pid}\n"
     assert KIND.pid(folder) == pid and KIND.is_one(pid, folder)
     assert command_line(pid)[-3:] == [KIND.module, str(folder.resolve()), "--flag"]
-    wait_for(lambda: "started for" in (folder / KIND.log_name).read_text(), 10,
+    wait_for(lambda: "started for" in (folder / KIND.log_name).read_text(), 60,
              "its output did not reach its log")
     assert (folder / "stdin.txt").read_bytes() == b'{"secret": 1}'  # stdin, then closed
     assert not KIND.is_one(pid, tmp_path)  # another folder's process it is not
@@ -63,14 +63,14 @@ def test_a_process_that_does_not_end_in_time_is_left_running(tmp_path: Path) -> 
     folder = tmp_path / "busy"
     folder.mkdir()
     pid = KIND.start(folder, python=interpreter(tmp_path, on_term="echo busy"))
-    wait_for(lambda: "started for" in (folder / KIND.log_name).read_text(), 10,
+    wait_for(lambda: "started for" in (folder / KIND.log_name).read_text(), 60,
              "it did not start")
     try:
         assert KIND.stop(folder, timeout=0.5) is False
         assert KIND.pid(folder) == pid  # still its pid file's
     finally:
         os.kill(pid, 9)
-    wait_for(lambda: KIND.pid(folder) is None, 10, "it did not end")
+    wait_for(lambda: KIND.pid(folder) is None, 60, "it did not end")
 
 
 def test_a_pid_file_naming_another_process_is_never_signalled(tmp_path: Path) -> None:

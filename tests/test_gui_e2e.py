@@ -67,10 +67,10 @@ def test_wizard_to_a_live_mirrored_run_then_stop_leaves_nothing(qtbot: QtBot) ->
     click_next(qtbot, wizard)  # model: the demo
     click_next(qtbot, wizard)  # review
     assert wizard.review_page.task_list.count() == 1
-    with qtbot.waitSignal(wizard.accepted, timeout=5000):
+    with qtbot.waitSignal(wizard.accepted, timeout=60_000):
         qtbot.mouseClick(wizard.button(QWizard.WizardButton.FinishButton), LEFT)
 
-    qtbot.waitUntil(lambda: window.session.source is not None, timeout=30000)
+    qtbot.waitUntil(lambda: window.session.source is not None, timeout=240_000)
     assert window.pages.currentWidget() is window.dashboard
     # Two replica curves with data, drawn by the dashboard's own timer.
     dashboard = dashboard_of(window)
@@ -79,17 +79,20 @@ def test_wizard_to_a_live_mirrored_run_then_stop_leaves_nothing(qtbot: QtBot) ->
                     timeout=60000)
     controller = controller_of(window)
     assert controller.state == "running"
-    # The UI stays responsive while training: events keep being processed.
+    # The UI stays responsive while training: events keep being processed. A UI thread held by
+    # the training (waiting on it, reading its output) is held for as long as it trains (100000
+    # steps); the dashboard's own frames take a fraction of this bound on a loaded machine.
     started = time.monotonic()
     qtbot.wait(200)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 10
 
     stop = dashboard.header.stop_button
-    with qtbot.waitSignal(window.session.ended, timeout=30000) as ended:
+    # the tasks' save grace (30 s) and the SIGKILL after it bound a stop
+    with qtbot.waitSignal(window.session.ended, timeout=120_000) as ended:
         click_stop(qtbot, stop)
     assert ended.args[0] == "stopped"
     assert controller.state == "stopped"
-    wait_for(lambda: live_members(controller.pgids()) == [], 0.5,
+    wait_for(lambda: live_members(controller.pgids()) == [], 60,
              f"left running: {live_members(controller.pgids())}")
     assert window.home.train_demo.isEnabled()  # ready for the next run
     window.close()

@@ -40,7 +40,7 @@ PROJECT = Path(__file__).resolve().parent / "script_projects" / "mwm_fit"
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def points(curves: CurveSet, key: object) -> int:
+def points(curves: CurveSet[str], key: str) -> int:
     return len(curves.shown_data(key)[0]) if key in curves.raw else 0
 
 
@@ -123,7 +123,7 @@ def run_from_the_gui(qtbot: QtBot, window: MainWindow, project: Path, python: st
         review._pythons[name].setText(python)
     wizard.review_page.replan()
     assert [t.machine for t in wizard.plan().tasks] == ["box-a", "box-b"]
-    with qtbot.waitSignal(wizard.accepted, timeout=5000):
+    with qtbot.waitSignal(wizard.accepted, timeout=60_000):
         qtbot.mouseClick(wizard.button(QWizard.WizardButton.FinishButton), LEFT)
 
     qtbot.waitUntil(lambda: window.session.source is not None, timeout=120_000)

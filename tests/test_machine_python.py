@@ -33,7 +33,7 @@ LOCAL = MachineFacts(hostname="here", os_name="Linux", python="3.11.7", cpu_mode
 SSH_WAIT = 120_000
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture  # not module-scoped: the module's tests spread over the workers
 def venv_python(ssh_lab: sshhosts.SshLab) -> str:
     return remote_python.python_for()  # made once a session
 
@@ -44,7 +44,7 @@ def test_probe_and_doctor_checks_run_the_registered_python(
     trust(h2, h3)
     plain, with_tf = machine(ssh_lab, h2, name="plain"), machine(ssh_lab, h3, name="with-tf",
                                                                    python=venv_python)
-    clients = {m.name: connect(m, timeout=5) for m in (plain, with_tf)}
+    clients = {m.name: connect(m, timeout=60) for m in (plain, with_tf)}
     try:
         facts = {m.name: probe(clients[m.name], m.interpreter) for m in (plain, with_tf)}
         if facts["plain"].tf_installed:
@@ -84,7 +84,7 @@ def test_a_hostile_python_field_is_data(ssh_lab: sshhosts.SshLab) -> None:
     trust(h2)
     odd = "python3; touch pwned $(touch pwned-py) `touch pwned-pb`"
     m = machine(ssh_lab, h2, python=odd)
-    client = connect(m, timeout=5)
+    client = connect(m, timeout=60)
     try:
         facts = probe(client, m.interpreter)
         assert facts.python_path == "" and facts.python_command == odd
@@ -113,7 +113,7 @@ def test_panel_and_doctor_dialog_show_the_registered_pythons_tensorflow(
     panel = MachinesPanel(local_facts=lambda: LOCAL)
     qtbot.addWidget(panel)
     panel.show()
-    qtbot.waitUntil(panel.ready, timeout=10_000)
+    qtbot.waitUntil(panel.ready, timeout=60_000)
     panel.refresh(["plain", "with-tf"])
     qtbot.waitUntil(lambda: all(n in panel.states and panel.states[n].status in ("ok", "error")
                                 for n in ("plain", "with-tf")), timeout=SSH_WAIT)

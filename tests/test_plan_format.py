@@ -123,10 +123,10 @@ def test_the_training_program_refuses_such_a_plan_with_the_reason(tmp_path: Path
 
 
 def test_a_plan_built_in_code_takes_option_names_and_keeps_unknown_ones_for_validation() -> None:
-    plan = Plan(precision="mixed_bfloat16", optimizer="sgd")  # type: ignore[arg-type]
+    plan = Plan(precision="mixed_bfloat16", optimizer="sgd")  # type: ignore[arg-type]  # str names
     assert plan.precision is Precision.MIXED_BFLOAT16 and plan.optimizer is Optimizer.SGD
     assert plan.with_changes(lr_schedule="step").lr_schedule is LrSchedule.STEP
-    wrong = Plan(precision="fp8")  # type: ignore[arg-type]
+    wrong = Plan(precision="fp8")  # type: ignore[arg-type]  # validate says
     assert any("Precision must be one of" in p for p in validate(wrong))
     with pytest.raises(TypeError, match="ModelFile"):
-        Plan(model={"kind": "demo"})  # type: ignore[arg-type]
+        Plan(model={"kind": "demo"})  # type: ignore[arg-type]  # refused at run time

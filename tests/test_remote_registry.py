@@ -100,7 +100,7 @@ def test_hostile_host_and_user_are_refused_in_plain_words(value: str) -> None:
 def test_bad_ports_are_refused(port: object) -> None:
     with pytest.raises(MachineError, match="port"):
         # a hostile value of any type, as a hand-edited machines.toml can hold
-        Machine("m", "h.example", port=port, user="u").validate()  # type: ignore[arg-type]
+        Machine("m", "h.example", port=port, user="u").validate()  # type: ignore[arg-type]  # on purpose
 
 
 def test_parse_port_and_jump_spec() -> None:
@@ -158,7 +158,7 @@ def test_secrets_live_in_the_keyring_and_go_with_the_machine(
 
 def test_no_keyring_backend_gives_a_plain_message_not_a_crash() -> None:
     # keyring leaves KeyringBackend.__init__ unannotated (no "-> None"): an untyped call.
-    no_backend = keyring.backends.fail.Keyring()  # type: ignore[no-untyped-call]
+    no_backend = keyring.backends.fail.Keyring()  # type: ignore[no-untyped-call]  # keyring's untyped
     with secrets.using_keyring(no_backend):
         assert not secrets.available()
         with pytest.raises(secrets.KeyringUnavailable, match="ask for passwords"):

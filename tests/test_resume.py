@@ -92,7 +92,7 @@ def test_bad_input_is_refused_with_nothing_changed_then_the_run_resumes_in_the_a
     dashboard.attach(open_run(record))
     button = dashboard.header.resume_button
     assert not button.isHidden() and button.isEnabled()
-    with qtbot.waitSignal(dashboard.resume_requested) as asked:
+    with qtbot.waitSignal(dashboard.resumeRequested) as asked:
         button.click()
     assert asked.args == [bundle]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from dtgui.core.live_run import LiveRun
 from dtgui.core.plans.plan import Plan
 from dtgui.core.plans.strategies import Strategy
 from dtgui.core.run_curves import RunCurves, bundle_curves, final_loss_of_bundle
+from dtgui.core.run_devices import RunDevices
 from dtgui.core.runs.compare import summarize_run
 from dtgui.core.runs.records import RECORD_NAME, RunHistory, RunRecord
 from dtgui.launch.runs.history import open_run
@@ -158,3 +160,60 @@ def test_bundle_curves_read_every_tasks_events_file(tmp_path: Path) -> None:
     assert curves.steps_done() == 40 and curves.span() > 0
     plan = json.loads((Path(record.bundle) / "plan.json").read_text())
     assert plan["steps"] == curves.total_steps
+
+
+def test_a_device_event_reaches_every_view_through_one_fold(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `device` sample is folded once, by RunCurves' RunDevices: the live dashboard's device
+    plots, the memory peaks, the use while training, the traffic and the CPU load all come
+    from that one fold, and a run read back (Compare, the history) gets the same from it."""
+    folds: list[str] = []
+    fold = RunDevices.add
+
+    def counted(self: RunDevices, ev: Event, *args: Any) -> None:
+        folds.append(ev.task)
+        fold(self, ev, *args)
+
+    monkeypatch.setattr(RunDevices, "add", counted)
+
+    def sample(t: float, util: float, own: float, task: str) -> Event:
+        return event("device", task, t, net={"rx": 1e6 * t, "tx": 2e6},
+                     devices=[{"kind": "gpu", "index": 0, "util": util, "mem_used": 3 << 30,
+                               "mem_total": 16 << 30, "name": "T4"},
+                              {"kind": "cpu", "index": 0, "util": 60.0, "task_util": own,
+                               "mem_used": 1 << 30, "host": "h2"}])
+
+    events = [event("started", "worker:0", T0, steps=10),
+              event("started", "worker:1", T0, steps=10),
+              *(ev for i in range(3) for ev in (sample(T0 + 1 + i, 50.0 + i, 20.0, "worker:0"),
+                                                sample(T0 + 1 + i, 70.0, 10.0, "worker:1")))]
+    live = LiveRun()
+    live.set_task_machine("worker:0", "h2")
+    live.set_task_machine("worker:1", "h2")
+    live.add_events(events)
+    assert folds == ["worker:0", "worker:1"] * 3  # each sample once, nothing else
+    snap = live.snapshot()
+    # two tasks on machine h2: its GPU is drawn once, from the first task reporting it; the
+    # CPU's memory is both tasks' own
+    assert set(snap.device_util) == set(snap.device_mem) == {"h2 gpu0", "h2 cpu0"}
+    assert snap.device_util["h2 gpu0"][1].tolist() == [50.0, 51.0, 52.0]
+    assert snap.device_mem["h2 cpu0"][1].tolist() == [1024, 2048, 2048]
+    held = live.curves.devices.util["h2 gpu0"].view()[1]
+    assert np.shares_memory(snap.device_util["h2 gpu0"][1], held)  # a view, not a copy
+    assert [(d.task, d.device, d.peak) for d in snap.memory.devices()] == [
+        ("worker:0", "gpu0", 3 << 30), ("worker:0", "cpu0", 1 << 30),
+        ("worker:1", "gpu0", 3 << 30), ("worker:1", "cpu0", 1 << 30)]
+    assert [(d.task, d.device, d.samples) for d in snap.device_use.devices()] == [
+        ("worker:0", "gpu0", 3), ("worker:0", "cpu0", 3),
+        ("worker:1", "gpu0", 3), ("worker:1", "cpu0", 3)]
+    assert {load.task: load.own for load in snap.loads} == pytest.approx(
+        {"worker:0": 0.3, "worker:1": 0.3})  # the run's own share of h2: both tasks'
+    # a run read back folds the same events through the same path and shows the same
+    folds.clear()
+    read_back = RunCurves()
+    read_back.add_events(events)
+    assert len(folds) == 6
+    assert read_back.memory.devices() == snap.memory.devices()
+    assert read_back.device_use.devices() == snap.device_use.devices()
+    assert read_back.device_use.traffic() == snap.device_use.traffic()
+    assert read_back.cpu_loads() == snap.loads

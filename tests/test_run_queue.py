@@ -119,24 +119,24 @@ def test_two_runs_want_the_only_gpu_and_the_second_starts_when_the_first_ends(
     panel = RunQueuePanel()
     qtbot.addWidget(panel)
     panel.refresh()
-    qtbot.waitUntil(lambda: panel.table.rowCount() == 3, timeout=10_000)
+    qtbot.waitUntil(lambda: panel.table.rowCount() == 3, timeout=60_000)
     assert not panel.isHidden()
     panel.select(fourth.entry.id)
     assert not panel.down_button.isEnabled() and panel.up_button.isEnabled()
     panel.up_button.click()
     qtbot.waitUntil(lambda: [q.entry.name for q in panel.runs] == ["second", "fourth",
-                                                                   "third"], timeout=10_000)
+                                                                   "third"], timeout=60_000)
     assert [q.entry.name for q in queued_runs()] == ["second", "fourth", "third"]
     wait_for(lambda: "second (ahead of it)" in getattr(entry("third"), "text", ""), 60,
              "a run behind another on the same GPU does not say it waits for it")
     panel.refresh()
-    qtbot.waitUntil(lambda: "second (ahead of it)" in cell(panel, 2, 2), timeout=10_000)
+    qtbot.waitUntil(lambda: "second (ahead of it)" in cell(panel, 2, 2), timeout=60_000)
     assert "run first" in cell(panel, 0, 2)
     assert cli(["queue"]) == 0  # the command line lists the same
     listed = capsys.readouterr().out.splitlines()
     assert listed[0].split()[:3] == ["1", second.entry.id, "second:"] and "run first" in listed[0]
     panel.select(fourth.entry.id)
-    with qtbot.waitSignal(panel.changed, timeout=10_000):
+    with qtbot.waitSignal(panel.changed, timeout=60_000):
         panel.cancel_button.click()
     assert [q.entry.name for q in panel.runs] == ["second", "third"]
     cancel_queued(third.entry.id)
@@ -154,7 +154,7 @@ def test_two_runs_want_the_only_gpu_and_the_second_starts_when_the_first_ends(
     assert started is not None and ended.ended is not None
     assert started.created >= ended.ended
     assert stop(started).state is RunState.STOPPED
-    wait_for(lambda: queue_pid() is None, 30, "the queue's process did not end")
+    wait_for(lambda: queue_pid() is None, 60, "the queue's process did not end")
 
 
 def test_a_damaged_queue_file_is_refused_with_what_to_do_and_kept(
@@ -175,7 +175,7 @@ def test_a_damaged_queue_file_is_refused_with_what_to_do_and_kept(
     panel = RunQueuePanel()  # the Runs page says it
     qtbot.addWidget(panel)
     panel.refresh()
-    qtbot.waitUntil(lambda: "damaged" in panel.message.text(), timeout=10_000)
+    qtbot.waitUntil(lambda: "damaged" in panel.message.text(), timeout=60_000)
     assert not panel.isHidden() and f"mv {path}" in panel.message.text()
     assert path.read_text() == damaged  # nothing lost
 

@@ -102,10 +102,11 @@ def test_custom_loop_report_gives_per_replica_curves(tmp_path: Path) -> None:
 
 def test_script_that_raises_fails_the_run_with_its_own_error_line(tmp_path: Path) -> None:
     plan = script_plan("raises", "train.py")
-    started = time.monotonic()
     controller = launch_plan(plan, tmp_path / "runs")
-    wait_done(controller, 60)
-    assert time.monotonic() - started < 10
+    started = time.monotonic()  # the tasks started: the launch's own checks are behind
+    wait_done(controller)
+    # failed by the script's own end, not by the hang detector's wait for events
+    assert time.monotonic() - started < controller.policy.stale_seconds
     assert controller.state == "failed"
     assert "FileNotFoundError: the labels file labels.csv is missing (dtgui test)" in \
         controller.message

@@ -78,12 +78,12 @@ def test_wizard_to_a_slurm_job_pending_live_curves_and_stop(
     box = review.machines_box
     # Slurm's client is here: this machine is offered as the cluster's login node
     job_box = slurm_box(box)
-    qtbot.waitUntil(lambda: job_box.cluster_combo.findData(LOCAL_CLUSTER) >= 0, timeout=10_000)
+    qtbot.waitUntil(lambda: job_box.cluster_combo.findData(LOCAL_CLUSTER) >= 0, timeout=60_000)
     qtbot.mouseClick(slurm_radio(box), LEFT)
     job_box.cluster_combo.setCurrentIndex(job_box.cluster_combo.findData(LOCAL_CLUSTER))
     assert job_box.isVisible() and not box.inner.isVisible()
     job_box.nodes_spin.setValue(3)  # the test cluster has 2 nodes: sinfo says so here
-    qtbot.waitUntil(lambda: "partition debug has 2" in review.warnings.text(), timeout=10_000)
+    qtbot.waitUntil(lambda: "partition debug has 2" in review.warnings.text(), timeout=60_000)
     assert not wizard.button(QWizard.WizardButton.FinishButton).isEnabled()
     job_box.nodes_spin.setValue(2)
     job_box.python_edit.setText(stub_python(step_seconds=0.05))
@@ -96,13 +96,13 @@ def test_wizard_to_a_slurm_job_pending_live_curves_and_stop(
 
     blockers = fill_the_cluster(slurm, tmp_path)
     try:
-        with qtbot.waitSignal(wizard.accepted, timeout=5000):
+        with qtbot.waitSignal(wizard.accepted, timeout=60_000):
             qtbot.mouseClick(wizard.button(QWizard.WizardButton.FinishButton), LEFT)
         qtbot.waitUntil(lambda: window.session.source is not None, timeout=60_000)
         controller = controller_of(window)
         header = dashboard_of(window).header
         # queued behind the blockers: the dashboard says why, and the run is not hung
-        qtbot.waitUntil(lambda: header.message_label.isVisible(), timeout=30_000)
+        qtbot.waitUntil(lambda: header.message_label.isVisible(), timeout=60_000)
         assert "is waiting in the queue (" in header.message_label.text()  # Resources, Priority
         assert controller.state == "running"
         screenshot(window, "slurm-pending")
@@ -121,8 +121,8 @@ def test_wizard_to_a_slurm_job_pending_live_curves_and_stop(
     assert ended.args[0] == "stopped"
     tasks = controller.metrics.snapshot().tasks.values()
     assert {t.status for t in tasks} == {"stopped"}  # cancelled by dtgui: no task failed
-    wait_for(lambda: job not in slurm.queue(), 15, f"job {job} is still queued")
-    wait_for(lambda: not processes_in(controller.bundle.path), 10, "a task process is left")
+    wait_for(lambda: job not in slurm.queue(), 60, f"job {job} is still queued")
+    wait_for(lambda: not processes_in(controller.bundle.path), 60, "a task process is left")
     assert slurm.drained() == []
 
 
@@ -150,10 +150,10 @@ def test_close_keep_training_reopen_and_reattach_from_the_job_id(
     click_message_button(qtbot, "Keep training")
     first.close()
     assert not first.isVisible()
-    qtbot.waitUntil(lambda: watcher_pid(record) is not None, timeout=10_000)
+    qtbot.waitUntil(lambda: watcher_pid(record) is not None, timeout=60_000)
     events = Path(record.bundle) / "output" / "events-worker-0.jsonl"
     closed_at = len(replica_losses(events))
-    wait_for(lambda: len(replica_losses(events)) >= closed_at + 20, 30,
+    wait_for(lambda: len(replica_losses(events)) >= closed_at + 20, 60,
              "training did not go on with dtgui closed")
     assert job_id in slurm.queue()
 
@@ -173,13 +173,13 @@ def test_close_keep_training_reopen_and_reattach_from_the_job_id(
         steps = [int(x) for x in controller.metrics.snapshot().replica_loss[rid][0]]
         assert steps == list(range(1, len(steps) + 1)), f"replica {rid} has a gap"
     qtbot.waitUntil(lambda: min(curve_points(second, r) for r in range(2)) >= closed_at + 30,
-                    timeout=30_000)
+                    timeout=60_000)
     with qtbot.waitSignal(second.session.ended, timeout=60_000) as ended:
         click_stop(qtbot, dashboard_of(second).header.stop_button)
     assert ended.args[0] == "stopped"
     assert {t.status for t in controller.metrics.snapshot().tasks.values()} == {"stopped"}
-    wait_for(lambda: job_id not in slurm.queue(), 15, f"job {job_id} is still queued")
-    wait_for(lambda: not processes_in(Path(record.bundle)), 10, "a task process is left")
+    wait_for(lambda: job_id not in slurm.queue(), 60, f"job {job_id} is still queued")
+    wait_for(lambda: not processes_in(Path(record.bundle)), 60, "a task process is left")
     assert slurm.drained() == []
     if os.environ.get("DTGUI_SCREENSHOT_DIR"):
         screenshot(second, "slurm-reattached")
@@ -211,7 +211,7 @@ def test_a_registered_cluster_from_the_wizard_over_ssh(
     assert job_box.cluster_combo.currentData() == "hpc"  # the registered cluster comes first
     assert (job_box.partition_edit.text(), job_box.python_edit.text()) == ("debug", python)
     assert "#SBATCH --partition=debug" in wizard.review_page.batch_view.toPlainText()
-    with qtbot.waitSignal(wizard.accepted, timeout=5000):
+    with qtbot.waitSignal(wizard.accepted, timeout=60_000):
         qtbot.mouseClick(wizard.button(QWizard.WizardButton.FinishButton), LEFT)
     qtbot.waitUntil(lambda: window.session.source is not None, timeout=60_000)
     controller = controller_of(window)
@@ -220,7 +220,7 @@ def test_a_registered_cluster_from_the_wizard_over_ssh(
     qtbot.waitUntil(lambda: min(curve_points(window, r) for r in range(2)) >= 5, timeout=60_000)
     # the job runs: the queue's note (its first poll may find it pending) is gone from the header
     header = dashboard_of(window).header
-    qtbot.waitUntil(lambda: not header.message_label.isVisible(), timeout=5000)
+    qtbot.waitUntil(lambda: not header.message_label.isVisible(), timeout=60_000)
     job = controller.executors[0].job_id
     # the Machines panel's probe of the cluster: its partitions, and this job among yours
     panel = window.machines
@@ -234,6 +234,6 @@ def test_a_registered_cluster_from_the_wizard_over_ssh(
     with qtbot.waitSignal(window.session.ended, timeout=60_000) as ended:
         click_stop(qtbot, dashboard_of(window).header.stop_button)
     assert ended.args[0] == "stopped"
-    wait_for(lambda: job not in slurm.queue(), 15, f"job {job} is still queued")
-    wait_for(lambda: not processes_in(Path(controller.executors[0].directory)), 10,
+    wait_for(lambda: job not in slurm.queue(), 60, f"job {job} is still queued")
+    wait_for(lambda: not processes_in(Path(controller.executors[0].directory)), 60,
              "a task process is left")

@@ -106,8 +106,8 @@ def processes_in(directory: Path) -> list[int]:
 def nothing_left(slurm: SlurmCluster, controller: RunController, keep: tuple[str, ...] = ()
                  ) -> None:
     job = controller.executors[0].job_id
-    wait_for(lambda: job not in slurm.queue(), 15, f"job {job} is still queued")
-    wait_for(lambda: not processes_in(controller.bundle.path), 10, "a task process is left")
+    wait_for(lambda: job not in slurm.queue(), 60, f"job {job} is still queued")
+    wait_for(lambda: not processes_in(controller.bundle.path), 60, "a task process is left")
     assert [j for j in slurm.queue() if j not in keep] == []
 
 
@@ -174,7 +174,7 @@ def test_parameter_server_by_rank(slurm: SlurmCluster, tmp_path: Path,
 def test_stop_cancels_the_job_and_leaves_nothing(slurm: SlurmCluster, tmp_path: Path,
                                                  stub_python: Callable[..., str]) -> None:
     controller = launch(mwms(100000), tmp_path, stub_python(step_seconds=0.1))
-    wait_for(lambda: controller.metrics.snapshot().step >= 5, 30, "no steps")
+    wait_for(lambda: controller.metrics.snapshot().step >= 5, 60, "no steps")
     controller.request_stop()
     assert controller.wait(30)
     assert controller.state is RunState.STOPPED, controller.message
@@ -190,7 +190,7 @@ def test_pending_job_says_why_and_stop_cancels_it(slurm: SlurmCluster, tmp_path:
     try:
         controller = launch(mwms(100), tmp_path / "runs", stub_python())
         wait_for(lambda: any("is waiting in the queue (Resources" in line
-                             for line in controller.metrics.log_lines("worker:0")), 20,
+                             for line in controller.metrics.log_lines("worker:0")), 60,
                  "the queue reason is not shown")
         queued = controller.state
         assert queued is RunState.RUNNING  # queued: not hung, not failed
@@ -207,13 +207,15 @@ def test_a_task_that_fails_fails_the_run_with_its_error(slurm: SlurmCluster, tmp
                                                         stub_python: Callable[..., str]) -> None:
     python = stub_python(fail="worker:1=ValueError: the data is broken")
     controller = launch(mwms(200), tmp_path, python)
-    assert controller.wait(60)
+    assert controller.wait(120)
     ended = time.time()
     assert controller.state is RunState.FAILED
     assert "the data is broken" in controller.message
     failed = [json.loads(line) for line in (controller.bundle.output / "events-worker-1.jsonl")
               .read_text().splitlines() if '"failed"' in line]
-    assert ended - failed[0]["t"] < 8  # failed within seconds of the task's own failure
+    # failed from the task's own failure (seconds on an idle machine, more on a loaded one),
+    # not by the hang detector, which waits for events that do not come
+    assert ended - failed[0]["t"] < RunPolicy().stale_seconds
     nothing_left(slurm, controller)
     # a node that fails (set DOWN: Slurm ends the job, --no-requeue): the run fails at once,
     # in Slurm's words, with the checkpoint a restart would resume from
@@ -221,19 +223,19 @@ def test_a_task_that_fails_fails_the_run_with_its_error(slurm: SlurmCluster, tmp
     controller = launch(mwms(100000, "node-fails", checkpoint_every=10), tmp_path, python)
     executor = controller.executors[0]
     assert isinstance(executor, SlurmExecutor)
-    wait_for(lambda: executor.checkpoint is not None, 30, "no checkpoint")
+    wait_for(lambda: executor.checkpoint is not None, 60, "no checkpoint")
     down = time.time()
     try:
         slurm.run("scontrol", "update", "NodeName=node2", "State=DOWN", "Reason=dtgui-test")
-        assert controller.wait(30) and controller.state is RunState.FAILED, controller.message
-        assert time.time() - down < 8
+        assert controller.wait(120) and controller.state is RunState.FAILED, controller.message
+        assert time.time() - down < RunPolicy().stale_seconds  # from Slurm's word, not a hang
         assert f"a node of the Slurm job failed (job {controller.executors[0].job_id}); the " \
             "last checkpoint: output/checkpoints/ckpt-" in controller.message
     finally:  # the test cluster returns a responding node to service (ReturnToService=2)
         slurm.run("scontrol", "update", "NodeName=node2", "State=RESUME")
         wait_for(lambda: {line for line in slurm.run("sinfo", "-h", "-N", "-o", "%N %t")
                           .stdout.splitlines() if line.startswith("node2 ")} == {"node2 idle"},
-                 30, "node2 is not idle again")
+                 60, "node2 is not idle again")
     nothing_left(slurm, controller)
 
 
@@ -271,7 +273,7 @@ def test_reattach_from_the_job_id(slurm: SlurmCluster, tmp_path: Path,
     controller = launch(mwms(40).with_changes(device_kind="gpu"), tmp_path, python)
     gpus = ["worker:0 gpu0", "worker:1 gpu0"]  # a task a node
     wait_for(lambda: controller.metrics.snapshot().step >= 10 and
-             sorted(controller.metrics.snapshot().device_util) == gpus, 30,
+             sorted(controller.metrics.snapshot().device_util) == gpus, 60,
              f"no steps, or not every node's GPU: {controller.metrics.snapshot().step} "
              f"{sorted(controller.metrics.snapshot().device_util)}")
     captured = {device["util"] for line in (GPU_FIXTURES / "telemetry-h100-under-load.jsonl"
@@ -320,11 +322,11 @@ def test_a_restart_resubmits_the_job(slurm: SlurmCluster, tmp_path: Path,
     executor = controller.executors[0]
     assert isinstance(executor, SlurmExecutor)
     first = executor.job_id
-    wait_for(lambda: executor.checkpoint is not None, 30, "no checkpoint")
+    wait_for(lambda: executor.checkpoint is not None, 60, "no checkpoint")
     assert "#SBATCH --signal=B:USR1@120" in (controller.bundle.path / "job.sbatch").read_text()
     warned = slurm.run("scancel", "--batch", "--signal=USR1", first)
     assert warned.returncode == 0, warned.stderr
-    wait_for(lambda: stops_of(controller.bundle.path, "worker:0"), 30, "no stop at the warning")
+    wait_for(lambda: stops_of(controller.bundle.path, "worker:0"), 60, "no stop at the warning")
     [(stopped, saved)] = stops_of(controller.bundle.path, "worker:0")
     assert saved and stopped >= 10
     assert not controller.finished  # the job runs on to its limit
@@ -363,7 +365,7 @@ def test_a_job_its_time_limit_ended_is_resumed(slurm: SlurmCluster, tmp_path: Pa
                         targets=[cluster_target(None, settings)])
     executor = first.executors[0]
     assert isinstance(executor, SlurmExecutor)
-    wait_for(lambda: executor.checkpoint is not None, 30, "no checkpoint")
+    wait_for(lambda: executor.checkpoint is not None, 60, "no checkpoint")
     assert slurm.run("scontrol", "update", f"JobId={executor.job_id}",
                      "EndTime=now").returncode == 0
     assert first.wait(60) and first.state is RunState.FAILED, first.message
@@ -412,7 +414,7 @@ def test_ctrl_c_in_dtgui_run_cancels_the_job(slurm: SlurmCluster, tmp_path: Path
     # scancel: each task saved at the step it reached (the chief's checkpoint)
     [(stopped, saved)] = stops_of(out, "worker:0")
     assert saved and newest_checkpoint(out / "output/checkpoints").step == stopped
-    wait_for(lambda: not processes_in(out), 10, "a task process is left")
+    wait_for(lambda: not processes_in(out), 60, "a task process is left")
 
 
 def test_a_users_script_on_two_nodes(slurm: SlurmCluster, tmp_path: Path) -> None:
@@ -474,12 +476,12 @@ def test_a_cluster_reached_over_ssh(slurm: SlurmCluster, ssh_env: Path, login_no
     # Stop over SSH: scancel on the login node; nothing left in the queue or on the nodes
     endless = launch_plan(mwms(100000, "endless"), tmp_path, targets=[
         cluster_job_target(cluster, nodes=2, tasks_per_node=1)])
-    wait_for(lambda: endless.metrics.snapshot().step >= 5, 30, "no steps over SSH")
+    wait_for(lambda: endless.metrics.snapshot().step >= 5, 60, "no steps over SSH")
     endless.request_stop()
     assert endless.wait(30) and endless.state is RunState.STOPPED, endless.message
     job = endless.executors[0].job_id
-    wait_for(lambda: job not in slurm.queue(), 15, f"job {job} is still queued")
-    wait_for(lambda: not processes_in(Path(endless.executors[0].directory)), 10,
+    wait_for(lambda: job not in slurm.queue(), 60, f"job {job} is still queued")
+    wait_for(lambda: not processes_in(Path(endless.executors[0].directory)), 60,
              "a task process is left")
     # a job sbatch refuses leaves nothing on the shared filesystem, nor in the queue
     shared = ssh_lab.home / "cluster-runs"

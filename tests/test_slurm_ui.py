@@ -177,7 +177,7 @@ def test_export_from_the_wizard_writes_the_slurm_bundle(
     window = MainWindow()
     windows.append(window)
     window.export(plan, tmp_path / "out", job)
-    qtbot.waitUntil(lambda: bool(said), timeout=10_000)
+    qtbot.waitUntil(lambda: bool(said), timeout=60_000)
     assert (tmp_path / "out" / "job.sbatch").read_text() == shown
     assert "sbatch job.sbatch" in said[0] and "bash run.sh" not in said[0]
 
@@ -241,10 +241,10 @@ def test_a_probed_cluster_in_the_panel_and_the_wizard(qtbot: QtBot) -> None:
     assert review.job_problems == [] and launch.isEnabled()
     plan = wizard.plan()
     wizard.accept()
-    qtbot.waitUntil(last_job_file().exists, timeout=5000)
+    qtbot.waitUntil(last_job_file().exists, timeout=60_000)
     again = review_on(qtbot, [CLUSTER], last=plan)
     slurm = slurm_box(again.review_page.machines_box)
-    qtbot.waitUntil(lambda: slurm.last_job is not None, timeout=5000)
+    qtbot.waitUntil(lambda: slurm.last_job is not None, timeout=60_000)
     assert slurm_radio(again.review_page.machines_box).isChecked()
     assert (slurm.nodes_spin.value(), slurm.tasks_spin.value(), slurm.gpus_spin.value(),
             slurm.partition_edit.text(), slurm.time_edit.text()) == (3, 2, 2, "gpu", "01:00:00")

@@ -14,7 +14,7 @@ from conftest import ROOT
 
 from dtgui.core.events import EventTail, parse_line, read_all, step_rows
 from dtgui.core.live_run import LiveRun
-from dtgui.core.run_curves import Series
+from dtgui.core.series import Series
 from dtgui.worker import step_batch
 from dtgui.worker.call_size import StepsPerCall
 from dtgui.worker.events import EventWriter

@@ -23,7 +23,7 @@ from dtgui.launch.targets import Target
 ssh_lab = conftest_ssh.ssh_lab
 ssh_env = conftest_ssh.ssh_env
 real_keyring = conftest_ssh.real_keyring
-lab_python = conftest_ssh.lab_python
+lab_python = conftest_ssh.lab_python_each_test  # per test: the tests spread over the workers
 PROJECT = Path(__file__).resolve().parent / "script_projects" / "sweep_target"
 
 

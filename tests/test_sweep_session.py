@@ -63,12 +63,12 @@ def test_changes_between_two_looks_are_each_trials_life_in_order() -> None:
 def record(session: SweepSession) -> list[Said]:
     """Every signal of the session's life, in the order it was emitted."""
     said: list[Said] = []
-    session.trial_started.connect(lambda n: said.append(("started", n, None)))
-    session.trial_reported.connect(
+    session.trialStarted.connect(lambda n: said.append(("started", n, None)))
+    session.trialReported.connect(
         lambda n, step, value: said.append(("reported", n, (step, value))))
-    session.trial_pruned.connect(lambda n: said.append(("pruned", n, None)))
-    session.trial_ended.connect(lambda n, state: said.append(("ended", n, state)))
-    session.sweep_ended.connect(lambda: said.append(("sweep ended", -1, None)))
+    session.trialPruned.connect(lambda n: said.append(("pruned", n, None)))
+    session.trialEnded.connect(lambda n, state: said.append(("ended", n, state)))
+    session.sweepEnded.connect(lambda: said.append(("sweep ended", -1, None)))
     return said
 
 
@@ -96,7 +96,7 @@ def test_a_sweep_run_in_the_app_is_said_trial_by_trial_with_its_pruning(
     said = record(session)
     tables: list[SweepTable] = []
     session.changed.connect(tables.append)
-    with qtbot.waitSignal(session.sweep_ended, timeout=120_000):
+    with qtbot.waitSignal(session.sweepEnded, timeout=120_000):
         session.run_here(folder, spec, plan)
     assert said[-1][0] == "sweep ended" and [s[0] for s in said].count("sweep ended") == 1
     trials = lives(said)
@@ -143,7 +143,7 @@ def test_a_sweep_in_its_own_process_is_followed_to_its_end_and_again_when_gone_o
                for t in trials.values()), trials
 
     said.clear()  # More trials: the same session follows the process started again
-    with qtbot.waitSignal(session.sweep_ended, timeout=120_000):
+    with qtbot.waitSignal(session.sweepEnded, timeout=120_000):
         session.resume(3)
     assert lives(said) == {2: lives(said)[2]} and lives(said)[2][0] == "started"
     assert lives(said)[2][-1] == "ended" and said[-1][0] == "sweep ended"

@@ -20,9 +20,10 @@ from PySide6.QtGui import QColor
 from pytestqt.qtbot import QtBot
 
 from dtgui.core.events import Event
-from dtgui.core.live_run import LOG_LINES_KEPT, LiveRun
+from dtgui.core.live_run import LiveRun
 from dtgui.core.measure.stragglers import describe_straggler, find_stragglers
 from dtgui.core.runs.run_state import RunState
+from dtgui.core.task_logs import LOG_LINES_KEPT
 from dtgui.ui.pages.dashboard import Dashboard
 from dtgui.ui.pages.run_widgets import (
     FAILED_ROW_FG,

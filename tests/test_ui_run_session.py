@@ -21,7 +21,7 @@ class Told:
     def __init__(self, session: RunSession) -> None:
         self.all: list[tuple[object, ...]] = []
         session.started.connect(lambda source: self.all.append(("started", source)))
-        session.state_changed.connect(lambda *args: self.all.append(("state", *args)))
+        session.stateChanged.connect(lambda *args: self.all.append(("state", *args)))
         session.restarted.connect(lambda count: self.all.append(("restarted", count)))
         session.ended.connect(lambda *args: self.all.append(("ended", *args)))
 
@@ -74,7 +74,7 @@ def test_what_a_listener_reads_while_taking_the_run_is_not_left_shown(qtbot: QtB
         run.message = ""  # and the job runs before the session's next look
 
     session.started.connect(take)
-    session.state_changed.connect(lambda *said: shown.append(said))
+    session.stateChanged.connect(lambda *said: shown.append(said))
     session.show(run)
     qtbot.wait(3 * LIFE_MS)
     assert shown[0] == ("running", queued)

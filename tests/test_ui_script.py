@@ -83,20 +83,20 @@ def test_script_choice_checks_the_project_off_the_ui_thread(qtbot: QtBot, tmp_pa
     box.entry_edit.setText("main.py")
     box.start_look()
     # Keras 3 model.fit under MultiWorkerMirrored: refused with both ways out, Next stays off.
-    qtbot.waitUntil(lambda: "calls .fit(" in box.errors.text(), timeout=30_000)
+    qtbot.waitUntil(lambda: "calls .fit(" in box.errors.text(), timeout=60_000)
     assert "legacy Keras" in box.errors.text() and "build_model()" in box.errors.text()
     assert "2 file(s)" in box.size_label.text() and ".venv/ (a virtualenv)" in \
         box.size_label.text()
     assert not next_enabled(wizard)
     box.legacy_check.setChecked(True)
-    qtbot.waitUntil(lambda: next_enabled(wizard), timeout=30_000)
+    qtbot.waitUntil(lambda: next_enabled(wizard), timeout=60_000)
     assert "tf_keras 2.21" in box.look_label.text()
     # Variables are validated as they are typed, with the reason.
     box.env_edit.setPlainText("GOOD=1\n9BAD=2\n")
     assert "not a variable name" in box.errors.text() and not next_enabled(wizard)
     box.env_edit.setPlainText("GOOD=1\n")
     box.args_edit.setText("4 2 '--name=a b'")
-    qtbot.waitUntil(lambda: next_enabled(wizard), timeout=5_000)
+    qtbot.waitUntil(lambda: next_enabled(wizard), timeout=60_000)
     wizard.next()
     assert wizard.currentId() == PAGE_REVIEW
     model = wizard.plan().script
@@ -178,7 +178,7 @@ def test_what_this_machine_lacks_is_a_warning_not_a_stop(qtbot: QtBot, tmp_path:
     wizard = open_model_page(qtbot, strategy=Strategy.MIRRORED)
     box = pick_script(qtbot, wizard.model_page, project, "train.py")
     box.start_look()
-    qtbot.waitUntil(lambda: next_enabled(wizard), timeout=30_000)
+    qtbot.waitUntil(lambda: next_enabled(wizard), timeout=60_000)
     assert "⚠" in box.look_label.text() and "dtgui_no_such_module_xyz" in box.look_label.text()
     assert not box.errors.isVisible()
 
@@ -224,7 +224,7 @@ def test_samples_come_from_the_script_s_last_run(
     qtbot.mouseClick(box.printed_box.more_button, LEFT)
     qtbot.mouseClick(box.printed_box.last_run_button, LEFT)
     qtbot.waitUntil(lambda: "train_loss 1.8" in box.printed_box.preview_label.text(),
-                    timeout=10_000)
+                    timeout=60_000)
     assert "run last" in box.printed_box.note.text()
 
 
@@ -232,11 +232,11 @@ def test_keras2_calls_are_a_warning_on_the_model_page_until_legacy_keras(qtbot: 
     wizard = open_model_page(qtbot)
     box = pick_script(qtbot, wizard.model_page, PROJECTS / "mwm_custom_loop", "main.py")
     box.start_look()
-    qtbot.waitUntil(lambda: "Metric.reset_states" in box.look_label.text(), timeout=30_000)
+    qtbot.waitUntil(lambda: "Metric.reset_states" in box.look_label.text(), timeout=60_000)
     assert "choose legacy Keras" in box.look_label.text()
     assert next_enabled(wizard)  # a warning: the run may still be launched
     box.legacy_check.setChecked(True)
-    qtbot.waitUntil(lambda: "tf_keras" in box.look_label.text(), timeout=30_000)
+    qtbot.waitUntil(lambda: "tf_keras" in box.look_label.text(), timeout=60_000)
     assert "reset_states" not in box.look_label.text()
 
 
@@ -274,7 +274,7 @@ def test_the_header_shows_a_script_s_own_progress_and_time_left(qtbot: QtBot) ->
              json.dumps({"v": 2, "kind": "progress", "task": "worker:0", "t": 20.0,
                          "unit": "epoch", "done": 2, "total": 10})]
     metrics.add_events([e for e in map(parse_line, lines) if e is not None])
-    qtbot.waitUntil(lambda: "2 / 10 epochs" in board.header.step_label.text(), timeout=5_000)
+    qtbot.waitUntil(lambda: "2 / 10 epochs" in board.header.step_label.text(), timeout=60_000)
     assert "(20%)" in board.header.step_label.text()
     assert "left" in board.header.step_label.text()
     assert board.header.progress.value() == 200
@@ -283,7 +283,7 @@ def test_the_header_shows_a_script_s_own_progress_and_time_left(qtbot: QtBot) ->
                           "tag": "train_loss", "step": 1, "value": 1.4, "source": "printed",
                           "axis": "epoch"})
     metrics.add_events([e for e in map(parse_line, [printed]) if e is not None])
-    qtbot.waitUntil(lambda: board.scalar_panel.tag == "train_loss", timeout=5_000)
+    qtbot.waitUntil(lambda: board.scalar_panel.tag == "train_loss", timeout=60_000)
     assert board.scalar_panel.plot.getAxis("bottom").labelText == "epoch"
     assert board.loss_panel.plot.getAxis("bottom").labelText == "epoch"
 

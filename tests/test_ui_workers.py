@@ -52,7 +52,7 @@ def test_results_and_progress_reach_the_ui_thread_and_a_destroyed_context_drops_
         qtbot: QtBot) -> None:
     seen: list[object] = []
 
-    def work(w: Worker) -> int:
+    def work(w: Worker[int]) -> int:
         w.report("half")
         return 42
 
@@ -65,7 +65,7 @@ def test_results_and_progress_reach_the_ui_thread_and_a_destroyed_context_drops_
     dropped: list[object] = []
     delivered: list[object] = []
 
-    def slow(_w: workers.Worker) -> str:
+    def slow(_w: workers.Worker[str]) -> str:
         release.wait(5)
         return "late"
 
@@ -87,8 +87,8 @@ def test_shutdown_drains_every_pool_and_asks_running_work_to_stop(qtbot: QtBot) 
     stopped: list[str] = []
     ran: list[str] = []
 
-    def until_cancelled(name: str) -> Callable[[workers.Worker], None]:
-        def work(worker: workers.Worker) -> None:
+    def until_cancelled(name: str) -> Callable[[workers.Worker[None]], None]:
+        def work(worker: workers.Worker[None]) -> None:
             started[name].set()
             worker.cancelled.wait(10)
             stopped.append(name)
@@ -163,7 +163,7 @@ def test_work_that_ends_after_its_application_was_torn_down_is_dropped_quietly(
     dropped: list[tuple[object, int]] = []
     delivered: list[object] = []
 
-    def slow(_w: workers.Worker) -> str:
+    def slow(_w: workers.Worker[str]) -> str:
         release.wait(5)
         return "late"
 

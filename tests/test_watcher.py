@@ -120,16 +120,16 @@ def test_a_killed_worker_fails_the_detached_run_and_nothing_is_left(
     try:
         pid = start_watcher(RunRecord.load(run_dir), {"h9": {"password": token}}, 0)
         assert watcher_pid(run_dir) == pid
-        wait_for(lambda: "watching run" in log_of(run_dir), 30,
+        wait_for(lambda: "watching run" in log_of(run_dir), 60,
                  f"the watcher did not attach: {log_of(run_dir)}")
         victim = RunRecord.load(run_dir).pids()["worker:1"]
         killed = time.monotonic()
         os.killpg(victim, signal.SIGKILL)
-        failed = wait_for(lambda: RunRecord.load(run_dir).state == "failed", 15,
+        failed = wait_for(lambda: RunRecord.load(run_dir).state == "failed", 60,
                           f"the record does not say failed: {log_of(run_dir)}")
-        gone = wait_for(lambda: not live_members(pgids), 15,
+        gone = wait_for(lambda: not live_members(pgids), 60,
                         f"left running: {live_members(pgids)}")
-        wait_for(lambda: not is_watcher(pid, run_dir), 10, "the watcher did not exit")
+        wait_for(lambda: not is_watcher(pid, run_dir), 60, "the watcher did not exit")
         print(f"kill -9 -> record failed {failed:.1f} s, every process gone "
               f"{time.monotonic() - killed:.1f} s after the kill")
         del gone
@@ -153,7 +153,7 @@ def test_sigterm_hands_the_run_back_training_goes_on_and_secrets_stay_in_memory(
     try:
         pid = start_watcher(RunRecord.load(run_dir), {"h9": {"password": token,
                                                              "passphrase": token + "pp"}}, 2)
-        wait_for(lambda: "watching run" in log_of(run_dir), 30,
+        wait_for(lambda: "watching run" in log_of(run_dir), 60,
                  f"the watcher did not attach: {log_of(run_dir)}")
         for what in ("cmdline", "environ"):
             assert token.encode() not in Path(f"/proc/{pid}/{what}").read_bytes(), what
@@ -180,7 +180,7 @@ def test_sigterm_hands_the_run_back_training_goes_on_and_secrets_stay_in_memory(
         second.request_stop()
         assert second.wait(30)
         assert second.state == "stopped", second.message
-        wait_for(lambda: not live_members(pgids), 10, f"left running: {live_members(pgids)}")
+        wait_for(lambda: not live_members(pgids), 60, f"left running: {live_members(pgids)}")
     finally:
         stop_watcher(run_dir)
         if second is not None:
@@ -201,17 +201,17 @@ def test_with_restarts_the_watcher_restarts_every_task_and_the_gui_takes_the_new
     new: list[int] = []
     try:
         start_watcher(RunRecord.load(run_dir), None, 1)
-        wait_for(lambda: "watching run" in log_of(run_dir), 30,
+        wait_for(lambda: "watching run" in log_of(run_dir), 60,
                  f"the watcher did not attach: {log_of(run_dir)}")
         os.killpg(RunRecord.load(run_dir).pids()["worker:1"], signal.SIGKILL)
-        restarted = wait_for(lambda: RunRecord.load(run_dir).restarts == 1, 30,
+        restarted = wait_for(lambda: RunRecord.load(run_dir).restarts == 1, 60,
                              f"no restart: {log_of(run_dir)}")
         record = RunRecord.load(run_dir)
         new = list(record.pids().values())
         assert record.state == "running" and not set(new) & set(pgids), (pgids, new)
-        wait_for(lambda: "restarting every task from the last checkpoint" in log_of(run_dir), 10,
+        wait_for(lambda: "restarting every task from the last checkpoint" in log_of(run_dir), 60,
                  f"the restart is not in the watcher's log: {log_of(run_dir)}")
-        wait_for(lambda: not live_members(pgids), 10, f"old tasks left: {live_members(pgids)}")
+        wait_for(lambda: not live_members(pgids), 60, f"old tasks left: {live_members(pgids)}")
 
         def resumed() -> list[int]:
             events = list(read_all(run_dir / "output" / "events-worker-0.jsonl"))
@@ -231,7 +231,7 @@ def test_with_restarts_the_watcher_restarts_every_task_and_the_gui_takes_the_new
         wait_for(lambda: second.metrics.snapshot().step > before, 60, "no step after reattach")
         second.request_stop()
         assert second.wait(30) and second.state == "stopped", second.message
-        wait_for(lambda: not live_members(pgids + new), 10,
+        wait_for(lambda: not live_members(pgids + new), 60,
                  f"left running: {live_members(pgids + new)}")
     finally:
         stop_watcher(run_dir)
@@ -274,14 +274,14 @@ def test_an_unreachable_machine_is_retried_and_nothing_is_killed() -> None:
                        [MachineRecord("far", "/nonexistent", "python3", "", far.to_dict())])
     try:
         pid = start_watcher(RunRecord.load(run_dir), {"far": {"password": "x"}}, 0)
-        wait_for(lambda: "trying again in 30 s" in log_of(run_dir), 30,
+        wait_for(lambda: "trying again in 30 s" in log_of(run_dir), 60,
                  f"no retry was logged: {log_of(run_dir)}")
         assert "Cannot reattach: far:" in log_of(run_dir)
         time.sleep(1)
         assert task.poll() is None and is_watcher(pid, run_dir)
-        started = time.monotonic()
-        assert stop_watcher(run_dir, timeout=10) is True
-        assert time.monotonic() - started < 3
+        # It exits on SIGTERM during its 30 s wait to try again: within this timeout, which a
+        # watcher that acted only at its next try would pass (then False).
+        assert stop_watcher(run_dir, timeout=20) is True
         assert task.poll() is None  # the watcher stopped nothing
         assert RunRecord.load(run_dir).state == "running"
         assert "SIGTERM: the run is left to dtgui" in log_of(run_dir)
@@ -312,7 +312,7 @@ def test_stop_watcher_never_signals_a_process_that_is_not_this_runs_watcher() ->
 def test_a_run_that_already_ended_needs_no_watcher() -> None:
     run_dir = fake_run("ended", {}, state=RunState.FINISHED)
     pid = start_watcher(RunRecord.load(run_dir), None, 0)
-    wait_for(lambda: not is_watcher(pid, run_dir), 30, "the watcher did not exit")
+    wait_for(lambda: not is_watcher(pid, run_dir), 60, "the watcher did not exit")
     assert "has already ended (finished)" in log_of(run_dir)
     assert not (run_dir / PID_NAME).exists()
     assert stop_watcher(run_dir) is True
@@ -356,12 +356,12 @@ def test_over_ssh_a_killed_remote_worker_fails_the_detached_run(
             assert ssh_lab.passphrase.encode() not in Path(f"/proc/{pid}/{what}").read_bytes()
         killed = time.monotonic()
         os.killpg(RunRecord.load(run_dir).pids()["worker:1"], signal.SIGKILL)
-        failed = wait_for(lambda: RunRecord.load(run_dir).state == "failed", 15,
+        failed = wait_for(lambda: RunRecord.load(run_dir).state == "failed", 60,
                           f"the record does not say failed: {log_of(run_dir)}")
-        wait_for(lambda: not live_members(pgids), 15, f"left running: {live_members(pgids)}")
+        wait_for(lambda: not live_members(pgids), 60, f"left running: {live_members(pgids)}")
         print(f"over SSH: kill -9 -> record failed {failed:.1f} s, every process gone "
               f"{time.monotonic() - killed:.1f} s after the kill")
-        wait_for(lambda: not is_watcher(pid, run_dir), 15, "the watcher did not exit")
+        wait_for(lambda: not is_watcher(pid, run_dir), 60, "the watcher did not exit")
     finally:
         stop_watcher(run_dir)
         controller.request_stop()

@@ -59,7 +59,7 @@ def test_every_page_fits_1366x768_and_none_widens_the_window(
     assert window.left_column.isVisible()  # beside Home
 
     def opened(page: object, what: str) -> None:
-        qtbot.waitUntil(lambda: window.pages.currentWidget() is page, timeout=10000)
+        qtbot.waitUntil(lambda: window.pages.currentWidget() is page, timeout=60_000)
         qtbot.wait(50)  # layouts settle
         assert window.size() == size, f"{what} resized the window to {window.size()}"
         assert not window.left_column.isVisible(), f"the left column takes width on {what}"
@@ -67,26 +67,26 @@ def test_every_page_fits_1366x768_and_none_widens_the_window(
         assert not scrolls(window), f"{what}: {scrolls(window)}"
 
     window.show_runs()
-    qtbot.waitUntil(lambda: window.runs_page.row_count() == 2, timeout=30000)
+    qtbot.waitUntil(lambda: window.runs_page.row_count() == 2, timeout=60_000)
     opened(window.runs_page, "Runs")
     window.compare_runs(runs)
     assert window.compare is not None
     qtbot.waitUntil(lambda: window.compare is not None
-                    and window.compare.table.columnCount() == 2, timeout=10000)
+                    and window.compare.table.columnCount() == 2, timeout=60_000)
     opened(window.compare, "Compare")
     window.open_sweep(tmp_path / "sweep")
     view = window.sweep_view
     assert view is not None
-    qtbot.waitUntil(lambda: view.table.rowCount() == 5, timeout=10000)
+    qtbot.waitUntil(lambda: view.table.rowCount() == 5, timeout=60_000)
     opened(view, "the sweep view")
     window._open_run(runs[0])
-    qtbot.waitUntil(lambda: window.dashboard is not None, timeout=10000)
+    qtbot.waitUntil(lambda: window.dashboard is not None, timeout=60_000)
     dashboard = window.dashboard
     assert dashboard is not None
     opened(dashboard, "the dashboard")
 
     # The column beside every page (View menu): it comes back, and every page still fits.
-    window.act_column.trigger()
+    window.acts.column.trigger()
     assert window.left_column.isVisible()
     pages: list[QWidget] = [window.runs_page, window.compare, view, dashboard]
     for page in pages:
@@ -95,14 +95,14 @@ def test_every_page_fits_1366x768_and_none_widens_the_window(
         assert window.size() == size
         assert fits(window.minimumSizeHint()), f"{page}: minimum {window.minimumSizeHint()}"
         assert not scrolls(window), scrolls(window)
-    window.act_column.trigger()
-    window.act_home.trigger()
+    window.acts.column.trigger()
+    window.acts.home.trigger()
     assert window.left_column.isVisible()  # Home always shows it
 
     window.open_wizard()
     wizard = window.wizard
     assert wizard is not None
-    qtbot.waitUntil(wizard.isVisible, timeout=5000)
+    qtbot.waitUntil(wizard.isVisible, timeout=60_000)
     assert window.size() == size
     assert fits(wizard.minimumSize()), wizard.minimumSize()
     for page_id in wizard.pageIds():  # the tallest page scrolls rather than grow the wizard
@@ -124,12 +124,12 @@ def test_a_launch_failure_on_home_goes_once_its_machine_is_removed(
     qtbot.addWidget(window)
     window.show()
     panel = window.machines
-    qtbot.waitUntil(lambda: len(panel.machines()) == 1, timeout=5000)
+    qtbot.waitUntil(lambda: len(panel.machines()) == 1, timeout=60_000)
     monkeypatch.setattr(QMessageBox, "warning", lambda *_a, **_k: None)
     window.launch(plan)
-    qtbot.waitUntil(lambda: window.home.failed, timeout=30000)
+    qtbot.waitUntil(lambda: window.home.failed, timeout=60_000)
     assert "Could not start" in window.home.status.text()
     panel.table.selectRow(0)
     panel.machine_actions.remove_selected(confirm=False)
-    qtbot.waitUntil(lambda: not window.home.failed, timeout=10000)
+    qtbot.waitUntil(lambda: not window.home.failed, timeout=60_000)
     assert window.home.status.text() == ""

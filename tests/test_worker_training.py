@@ -46,6 +46,7 @@ from worker_helpers import (
 
 from dtgui.core.measure.bottleneck import COMMUNICATION, COMPUTE, INPUT, StepSplit, verdict
 from dtgui.worker.step_timing import BUDGET_VARIABLE
+from dtgui.worker.stop_request import STOP_GRACE_SECONDS
 
 pytestmark = pytest.mark.slow
 
@@ -189,10 +190,11 @@ def test_tpu_without_a_tpu_fails_fast_and_clearly(tmp_path: Path) -> None:
     port = free_ports(1)[0]  # nothing listens there
     address = f"grpc://127.0.0.1:{port}"
     bundle = make_bundle(tmp_path, make_plan(strategy="tpu", tpu_address=address))
-    t0 = time.monotonic()
-    code, events = run_task(bundle, timeout=30)
-    assert time.monotonic() - t0 < 15
+    code, events = run_task(bundle)
     assert code == 1
+    # failed by the check that needs no TensorFlow, before any TensorFlow was started (no
+    # training child, no `started`), not by the TPU set-up's watchdog
+    assert [e["kind"] for e in events] == ["failed"], events
     (failed,) = kinds(events, "failed")
     assert failed["error"] == (f"No TPU answers at {address}: check the address and that "
                                f"the TPU is up")
@@ -238,8 +240,10 @@ def test_stop_is_prompt_even_inside_tensorflow(tmp_path: Path) -> None:
         time.sleep(1.0)
         t0 = time.monotonic()
         os.killpg(proc.pid, signal.SIGTERM)
-        code = proc.wait(timeout=10)
-        assert time.monotonic() - t0 < 5
+        code = proc.wait(timeout=120)
+        # Ended at once (its child killed after the grace of a child that has not started
+        # training, a second), not after a training child's grace: room for a loaded machine
+        assert time.monotonic() - t0 < STOP_GRACE_SECONDS
     finally:
         stop(proc)
     assert code == 143

@@ -70,7 +70,7 @@ def ready_window(qtbot: QtBot, windows: list[MainWindow] | None = None) -> MainW
     else:
         windows.append(window)
     window.show()
-    qtbot.waitUntil(window.machines.ready, timeout=10_000)
+    qtbot.waitUntil(window.machines.ready, timeout=60_000)
     return window
 
 
@@ -97,7 +97,7 @@ def stop_with_the_button(qtbot: QtBot, window: MainWindow) -> None:
     assert ended.args[0] == "stopped"
     assert controller.record is not None
     pgids = list(controller.record.pids().values())
-    qtbot.waitUntil(lambda: not live_members(pgids), timeout=10_000)
+    qtbot.waitUntil(lambda: not live_members(pgids), timeout=60_000)
     window.close()
 
 

@@ -37,6 +37,17 @@ class Event:
     def get(self, key: str, default: Any = None) -> Any:
         return self.data.get(key, default)
 
+    def number(self, key: str) -> float | None:
+        """A field as a number (`as_number`)."""
+        return as_number(self.data.get(key))
+
+
+def as_number(value: object) -> float | None:
+    """A value of an event as a number; None when it is missing or not one (a bool is not)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
 
 def parse_line(line: str | bytes) -> Event | None:
     """One JSON line to an Event; None for a line that is not a dtgui event of this schema."""

@@ -1,20 +1,19 @@
 """A live run's state for the views, shared between a reader thread and the UI.
 
 The reader thread calls `add_events` / `add_log_lines` / `set_task_state`; the UI timer calls
-`snapshot()` and redraws only when `version` changed. The curves are folded by the run's
-`RunCurves` (dtgui.core.run_curves, the one reducer of events into curves); this adds the
-tasks' states, devices, epochs, saved models and logs. Series grow by doubling and are handed
-out as numpy views of the filled part, so a snapshot copies nothing.
+`snapshot()` and redraws only when `version` changed. Every event is folded by the run's
+`RunCurves` (dtgui.core.run_curves, the one reducer: curves, tasks, devices, logs); this holds
+it under a lock and adds what the launcher knows (the tasks' exits, machines, stragglers, log
+files). Series grow by doubling and are handed out as numpy views of the filled part, so a
+snapshot copies nothing.
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from itertools import islice
 
 import numpy as np
 
@@ -22,34 +21,15 @@ from dtgui.core.events import Event
 from dtgui.core.measure.bottleneck import CpuLoad, StepSplit
 from dtgui.core.measure.device_use import DeviceUse
 from dtgui.core.measure.memory import MemoryPeaks
-from dtgui.core.run_curves import (
-    GROUP_VALUES,
-    Curve,
-    RunCurves,
-    Series,
-    StepBatch,
-    series_of,
-    step_batches,
-)
+from dtgui.core.run_curves import RunCurves
+from dtgui.core.run_tasks import TaskState
 from dtgui.core.runs.run_state import RunState
 from dtgui.core.scalars import ScalarStore
 from dtgui.core.scripts.script_progress import ScriptProgress
+from dtgui.core.series import Curve
+from dtgui.core.step_groups import StepBatch, step_batches
 
-__all__ = ["GROUP_VALUES", "LOG_LINES_KEPT", "LiveRun", "Series", "Snapshot", "TaskState"]
-
-LOG_LINES_KEPT = 5000
-
-
-@dataclass
-class TaskState:
-    task: str
-    status: RunState = RunState.STARTING  # starting, running, finished, failed or stopped
-    step: int = 0
-    replicas: int = 0
-    error: str = ""
-    exit_code: int | None = None
-    machine: str = ""  # where the task runs ("" = this machine)
-    straggler: str = ""  # why it is flagged as a straggler ("" = it is not)
+__all__ = ["LiveRun", "Snapshot"]
 
 
 @dataclass
@@ -97,18 +77,6 @@ class LiveRun:
         self._lock = threading.Lock()
         self.version = 0
         self.curves = RunCurves(total_steps)
-        self._device_util: dict[str, Series] = {}
-        self._device_mem: dict[str, Series] = {}
-        self._tasks: dict[str, TaskState] = {}
-        self._logs: dict[str, deque[str]] = {}
-        self._log_totals: dict[str, int] = {}
-        self._step = 0
-        self._epoch = 0
-        self._epoch_metrics: dict[str, float] = {}
-        self._machines: dict[str, str] = {}  # task -> machine (multi-machine runs)
-        self._device_owner: dict[str, str] = {}  # "machine device" -> the task reporting it
-        self._cpu_mem: dict[str, dict[str, float]] = {}  # machine -> task -> its memory
-        self._models: list[dict[str, object]] = []
 
     @property
     def total_steps(self) -> int:
@@ -125,33 +93,30 @@ class LiveRun:
 
     # -- writers (reader thread) --------------------------------------------------------
     def add_events(self, events: Iterable[Event]) -> None:
-        """Apply events in order. Training steps are decoded outside the lock and applied
-        in batches (dtgui.core.run_curves.step_batches): reading back a run of a million steps
-        is then a few hundred array copies rather than a Python loop per step and replica,
-        and the UI's snapshot never waits long for the lock."""
+        """Fold events in order through the run's RunCurves. Training steps are decoded
+        outside the lock and applied in batches (dtgui.core.step_groups.step_batches):
+        reading back a run of a million steps is then a few hundred array copies rather than
+        a Python loop per step and replica, and the UI's snapshot never waits long for the
+        lock."""
         for item in step_batches(events):
             with self._lock:
                 if isinstance(item, StepBatch):
-                    self._apply_steps(item)
+                    self.curves.add_steps(item)
                 else:
-                    self._apply(item)
+                    self.curves.add_event(item)
                 self.version += 1
 
     def add_log_lines(self, task: str, lines: Iterable[str]) -> None:
         lines = [ln for ln in lines if not (self.cpu_only and GPU_PROBE_NOISE.search(ln))]
         with self._lock:
-            buf = self._logs.setdefault(task, deque(maxlen=LOG_LINES_KEPT))
-            before = len(buf)
-            buf.extend(lines)
-            self._log_totals[task] = self._log_totals.get(task, 0) + len(lines)
-            if len(buf) != before or buf.maxlen == before:
+            if self.curves.logs.add(task, lines):
                 self.version += 1
 
     def set_task_state(self, task: str, status: str, *, exit_code: int | None = None,
                        error: str = "") -> None:
         new = RunState.named(status)
         with self._lock:
-            state = self._tasks.setdefault(task, TaskState(task))
+            state = self.curves.tasks.of(task)
             if state.status in (RunState.FAILED, RunState.FINISHED) and new is RunState.STOPPED:
                 return  # a task that ended on its own keeps its finished or failed
             state.status = new
@@ -165,134 +130,48 @@ class LiveRun:
     def set_task_machine(self, task: str, machine: str) -> None:
         """Name the machine a task runs on (device curves are then labelled with it)."""
         with self._lock:
-            self._machines[task] = machine
-            self._tasks.setdefault(task, TaskState(task)).machine = machine
+            self.curves.tasks.of(task).machine = machine
             self.version += 1
 
     def set_stragglers(self, stragglers: dict[str, str]) -> None:
         """task -> reason, for the tasks flagged as stragglers now (others are cleared)."""
         with self._lock:
             changed = False
-            for task, state in self._tasks.items():
+            states = self.curves.tasks.states
+            for task, state in states.items():
                 reason = stragglers.get(task, "")
                 if state.straggler != reason:
                     state.straggler, changed = reason, True
             for task, reason in stragglers.items():
-                if task not in self._tasks:
-                    self._tasks[task] = TaskState(task, straggler=reason,
-                                                  machine=self._machines.get(task, ""))
+                if task not in states:
+                    states[task] = TaskState(task, straggler=reason)
                     changed = True
             if changed:
                 self.version += 1
-
-    def _apply_devices(self, event: Event) -> None:
-        """Device samples. On one machine, a series per task and device ("worker:0 cpu0").
-        In a multi-machine run, a series per machine and device ("h2 cpu0"): tasks sharing a
-        machine see the same devices (NVML and the CPU load are machine-wide), so the first
-        task reporting a device speaks for it until it ends; for the CPU, memory is the sum
-        of the tasks' own memory on that machine."""
-        t0 = self.curves.t_first  # _apply notes the time first
-        elapsed = event.t - (t0 if t0 is not None else event.t)
-        machine = self._machines.get(event.task, "")
-        for dev in event.get("devices") or []:
-            name = f"{dev.get('kind', '?')}{dev.get('index', 0)}"
-            used = dev.get("mem_used")
-            util = dev.get("util")
-            if not machine:
-                label = f"{event.task} {name}"
-            else:
-                label = f"{machine} {name}"
-                if dev.get("kind") == "cpu" and isinstance(used, (int, float)):
-                    rss = self._cpu_mem.setdefault(machine, {})
-                    rss[event.task] = float(used)
-                    used = sum(rss.values())
-                owner = self._device_owner.get(label)
-                ended = owner is None or self._tasks.get(owner, TaskState(owner)).status.ended
-                if owner != event.task and not ended:
-                    continue
-                self._device_owner[label] = event.task
-            if isinstance(util, (int, float)):
-                series_of(self._device_util, label).append(elapsed, float(util))
-            if isinstance(used, (int, float)):
-                series_of(self._device_mem, label).append(elapsed, used / 2**20)
-
-    def _apply_steps(self, batch: StepBatch) -> None:
-        """Consecutive step calls of one task: its progress, then its curves."""
-        state = self._tasks.setdefault(batch.task, TaskState(batch.task))
-        state.step = batch.last_step
-        if state.status is RunState.STARTING:
-            state.status = RunState.RUNNING
-        self._step = max(self._step, state.step)
-        self._epoch = max(self._epoch, batch.epoch)
-        self.curves.add_steps(batch)
 
     def throughput_series(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         with self._lock:
             return self.curves.throughput_views()
 
-    def _apply(self, event: Event) -> None:
-        state = self._tasks.setdefault(event.task, TaskState(event.task))
-        kind = event.kind
-        if kind == "scalar":  # dtgui.core.scalars: a script's numbers move the progress
-            step, epoch = self.curves.add_scalar(event)
-            if step is not None and step > state.step:
-                state.step, self._step = step, max(self._step, step)
-            if epoch is not None:
-                self._epoch = max(self._epoch, epoch)
-            return
-        rewound = self.curves.add_event(event)  # the curves, the final loss, the times
-        if kind == "started":
-            state.status = RunState.RUNNING
-            state.replicas = int(event.get("replicas", 0) or 0)
-            if rewound:  # resumed from a checkpoint: the steps after it are trained again
-                state.step = int(event.get("resumed_from_step"))
-                self._step = max(t.step for t in self._tasks.values())
-        elif kind == "epoch":
-            values = {**event.data, **(event.get("metrics") or {})}
-            self._epoch_metrics = {
-                k: float(v) for k, v in values.items()
-                if k not in ("v", "t", "steps") and isinstance(v, (int, float))
-                and not isinstance(v, bool)
-            }
-        elif kind == "progress" and event.get("unit") == "epoch":  # a script's epochs
-            done = event.get("done")
-            if isinstance(done, int):
-                self._epoch = max(self._epoch, done)
-        elif kind == "model_saved":
-            self._models.append({k: v for k, v in event.data.items() if k not in ("v", "kind")})
-        elif kind == "device":
-            self._apply_devices(event)
-        elif kind == "finished":
-            state.status = RunState.FINISHED
-        elif kind == "failed":
-            state.status = RunState.FAILED
-            # The first cause wins: a task seen hung (SIGSTOP) and then resumed by the stop's
-            # SIGCONT reports a follow-on error ("lost contact") that must not replace it.
-            if not state.error:
-                state.error = str(event.get("error", "failed"))
-        elif kind == "log":
-            buf = self._logs.setdefault(event.task, deque(maxlen=LOG_LINES_KEPT))
-            buf.append(f"[{event.get('level', 'info')}] {event.get('message', '')}")
-            self._log_totals[event.task] = self._log_totals.get(event.task, 0) + 1
-
     # -- readers (UI thread) -----------------------------------------------------------
     def snapshot(self) -> Snapshot:
         with self._lock:
+            tasks, devices = self.curves.tasks, self.curves.devices
             return Snapshot(
                 version=self.version,
                 replica_loss={k: s.view() for k, s in sorted(self.curves.replica_loss.items())},
                 throughput=self.curves.throughput_views(),
-                device_util={k: s.view() for k, s in self._device_util.items()},
-                device_mem={k: s.view() for k, s in self._device_mem.items()},
-                tasks={k: TaskState(**vars(v)) for k, v in self._tasks.items()},
-                step=self._step,
+                device_util={k: s.view() for k, s in devices.util.items()},
+                device_mem={k: s.view() for k, s in devices.mem.items()},
+                tasks=tasks.copy_states(),
+                step=tasks.step,
                 total_steps=self.total_steps,
-                epoch=self._epoch,
-                last_epoch_metrics=dict(self._epoch_metrics),
-                stragglers={t: s.straggler for t, s in self._tasks.items() if s.straggler},
+                epoch=tasks.epoch,
+                last_epoch_metrics=dict(tasks.epoch_metrics),
+                stragglers={t: s.straggler for t, s in tasks.states.items() if s.straggler},
                 validation={k: s.view() for k, s in self.curves.validation.items()},
                 learning_rate=self.curves.learning_rate.view(),
-                models=[dict(m) for m in self._models],
+                models=[dict(m) for m in tasks.models],
                 script_progress=replace(self.curves.script_progress),
                 splits=dict(self.curves.splits),
                 split_deferred=dict(self.curves.split_deferred),
@@ -304,7 +183,7 @@ class LiveRun:
 
     def log_lines(self, task: str) -> list[str]:
         with self._lock:
-            return list(self._logs.get(task, ()))
+            return self.curves.logs.lines(task)
 
     def event_span(self) -> float:
         """Seconds from the first event to the latest one (0 before two events)."""
@@ -327,19 +206,11 @@ class LiveRun:
             return dict(self.curves.versions)
 
     def log_lines_since(self, task: str, seen: int) -> tuple[list[str], int]:
-        """The lines of `task` added after the first `seen` ones, and how many were ever added.
-
-        Only the last LOG_LINES_KEPT lines are kept: when more than that arrived since `seen`,
-        fewer lines than `total - seen` come back (the caller can say some were dropped).
-        """
+        """The lines of `task` added after the first `seen` ones, and how many were ever added
+        (TaskLogs.since: fewer than `total - seen` when some were dropped)."""
         with self._lock:
-            buf = self._logs.get(task)
-            total = self._log_totals.get(task, 0)
-            if not buf or total <= seen:
-                return [], total
-            new = min(total - seen, len(buf))
-            return list(islice(buf, len(buf) - new, None)), total
+            return self.curves.logs.since(task, seen)
 
     def log_tasks(self) -> list[str]:
         with self._lock:
-            return sorted(self._logs)
+            return self.curves.logs.tasks()

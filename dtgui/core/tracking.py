@@ -27,7 +27,7 @@ import numpy as np
 
 from dtgui.core.live_run import Snapshot
 from dtgui.core.plans.plan import Plan
-from dtgui.core.run_curves import Curve
+from dtgui.core.series import Curve
 from dtgui.core.settings import data_dir, load_preferences, save_preferences
 
 ENV = "DTGUI_MLFLOW"  # set by --mlflow for the processes dtgui starts

@@ -209,8 +209,11 @@ class RunController(BundledRun):
             raise LaunchError("Could not start the tasks: " + " ".join(errors))
         if self.record is not None:
             for ex in self.executors:
-                for tid, pid in ex.pids.items():
-                    self.record.set_pid(tid, ex.name, pid)
+                for tid, pid in ex.pids.items():  # a scheduler's executor holds its job's id
+                    if ex.job_id:
+                        self.record.set_started(tid, ex.name, job_id=ex.job_id)
+                    else:
+                        self.record.set_started(tid, ex.name, pid=pid)
                 machine = self.record.machine(ex.name)
                 if machine is not None and ex.job_id:
                     machine.job_id = ex.job_id

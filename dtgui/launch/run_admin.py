@@ -47,6 +47,9 @@ from dtgui.core.target_job import TargetJob
 if TYPE_CHECKING:
     from dtgui.remote.connector import Connector
 
+if TYPE_CHECKING:
+    from dtgui.remote.connector import Connector
+
 DELETING_PREFIX = ".deleting-"
 
 
@@ -57,7 +60,7 @@ class RunAdminError(RuntimeError):
 # -- the list ---------------------------------------------------------------------------------
 def sweep_rows(folder: Path, *, summarize_ended: bool = True) -> list[RunRow]:
     """A sweep's row followed by its trials' (none when the folder holds no sweep)."""
-    from dtgui.core.run_curves import lower_is_better
+    from dtgui.core.curve_values import lower_is_better
     from dtgui.launch.sweeps.sweep_process import sweep_pid
 
     try:

@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 
 from dtgui.core.machines.registry import Machine
-from dtgui.core.plans.plan import LOCAL_MACHINE
+from dtgui.core.plans.plan import LOCAL_MACHINE, is_local_machine
 from dtgui.core.target_job import TargetJob
 
 LOCAL_LABEL = "this machine"  # how messages name the local target
@@ -42,7 +42,13 @@ class Target:
 
     @property
     def is_local(self) -> bool:
-        """Its tasks are processes of this machine."""
+        """On this machine (`is_local_machine`: the one definition, by name): this machine's
+        own processes, or a kind's target reached here (a cluster whose login node it is)."""
+        return is_local_machine(self.name)
+
+    @property
+    def starts_processes_here(self) -> bool:
+        """Its tasks are processes dtgui starts on this machine (the local kind)."""
         return self.kind == LOCAL_KIND
 
     @property
@@ -53,12 +59,12 @@ class Target:
 
     @property
     def interpreter(self) -> str:
-        return self.python or (sys.executable if self.is_local else "python3")
+        return self.python or (sys.executable if self.starts_processes_here else "python3")
 
     @property
     def label(self) -> str:
         """The machine as messages name it."""
-        return LOCAL_LABEL if self.is_local else self.name
+        return LOCAL_LABEL if self.starts_processes_here else self.name
 
 
 def local_target(python: str = "", gpus: tuple[int, ...] = (), address: str = "") -> Target:

@@ -103,13 +103,14 @@ def _left(deadline: float) -> float:
 
 
 def _resolve(machine: Machine, deadline: float, timeout: float) -> list[Any]:
-    box: dict[str, object] = {}
+    found: list[list[Any]] = []  # the addresses, once looked up
+    failed: list[OSError] = []
 
     def work() -> None:
         try:
-            box["v"] = socket.getaddrinfo(machine.host, machine.port, type=socket.SOCK_STREAM)
+            found.append(socket.getaddrinfo(machine.host, machine.port, type=socket.SOCK_STREAM))
         except OSError as exc:
-            box["e"] = exc
+            failed.append(exc)
 
     worker = threading.Thread(target=work, daemon=True, name="dtgui-resolve")
     worker.start()
@@ -119,7 +120,7 @@ def _resolve(machine: Machine, deadline: float, timeout: float) -> list[Any]:
             f"Looking up the name {machine.host!r} took longer than {timeout:g} s (no DNS answer).",
             machine=machine.name,
         )
-    exc = box.get("e")
+    exc = failed[0] if failed else None
     if isinstance(exc, socket.gaierror) and exc.errno == socket.EAI_AGAIN:
         raise NameNotResolved(
             f"The name {machine.host!r} could not be looked up right now (no DNS server "
@@ -130,7 +131,7 @@ def _resolve(machine: Machine, deadline: float, timeout: float) -> list[Any]:
             f"The name {machine.host!r} was not found: check the spelling, or use the machine's "
             "IP address.", machine=machine.name,
         )
-    return box["v"]  # type: ignore[return-value]
+    return found[0]
 
 
 def _open_socket(machine: Machine, deadline: float, timeout: float) -> socket.socket:

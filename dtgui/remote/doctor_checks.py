@@ -33,6 +33,7 @@ import paramiko
 from dtgui.core.machines.doctor import REACH_OUTCOMES, PortTest, ReachTest
 from dtgui.core.machines.registry import Machine
 from dtgui.core.measure.network_pairs import TRANSFER_BYTES, TRANSFER_LIMIT, LinkTest
+from dtgui.core.time_limits import start_limit
 from dtgui.remote.commands import NOT_FOUND, SshRunner, run
 from dtgui.remote.hostkeys import ConnectError
 from dtgui.remote.parallel import each_value
@@ -40,6 +41,8 @@ from dtgui.remote.probe import ask, probe_source
 
 CONNECT_TIMEOUT = 3.0
 LISTENER_MARGIN = 20.0
+# starting the listener's Python over SSH: the machine's time, longer on a loaded machine
+LISTENER_START = start_limit(15.0)
 
 
 def _bind_address(host: str) -> str:
@@ -197,7 +200,7 @@ def measure_link(clients: Mapping[str, paramiko.SSHClient], machines: Mapping[st
     except (ConnectError, paramiko.SSHException, OSError) as exc:
         return LinkTest(source, target, port, error=f"no listener on {target}: {exc}")
     try:
-        ready, why = listener.wait_ready(15.0)
+        ready, why = listener.wait_ready(LISTENER_START)
         if not ready:
             return LinkTest(source, target, port, error=f"on {target}, {why}")
         data = _dial(clients[source], address, port, token, limit,
@@ -262,7 +265,7 @@ def check_reachability(
             return [ReachTest(a, b, address, port, "untested", f"no listener on {b}: {exc}")
                     for a in sources]
         try:
-            ready, why = listener.wait_ready(15.0)
+            ready, why = listener.wait_ready(LISTENER_START)
             if not ready:
                 return [ReachTest(a, b, address, port, "untested", f"on {b}, {why}")
                         for a in sources]

@@ -193,8 +193,10 @@ def _read_system(facts: RemoteFacts, system: Mapping[str, Any]) -> None:
 
 
 def _int(value: object) -> int:
+    if not isinstance(value, (int, float, str)):
+        return 0
     try:
-        return int(value)  # type: ignore[call-overload,no-any-return]
+        return int(value)
     except (TypeError, ValueError):
         return 0
 

@@ -241,8 +241,9 @@ def load_private_key(machine: Machine, passphrase: str | None) -> paramiko.PKey:
                 machine=machine.name, kind="passphrase",
             )
     try:
-        # bytes: cryptography takes no str password (the stubs follow paramiko's docstring).
-        return paramiko.PKey.from_path(path, passphrase.encode("utf-8"))  # type: ignore[arg-type]
+        # bytes: cryptography takes no str password (the stubs follow paramiko's docstring)
+        secret = passphrase.encode("utf-8")
+        return paramiko.PKey.from_path(path, secret)  # type: ignore[arg-type]  # bytes, see above
     except Exception:  # noqa: BLE001 - the key parsers fail on a wrong passphrase in many ways
         which = "The remembered passphrase" if remembered else "The passphrase"
         raise WrongPassphrase(

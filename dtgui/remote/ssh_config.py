@@ -62,8 +62,8 @@ def _aliases(path: Path) -> list[str]:
 def _machine(alias: str, entry: paramiko.SSHConfigDict) -> Machine:
     if entry.get("proxycommand") and not entry.get("proxyjump"):
         raise MachineError("it uses ProxyCommand, which dtgui does not run; use ProxyJump.")
-    # A list at run time (every IdentityFile line); the stubs type every value as str.
-    identity: list[str] = entry.get("identityfile") or []  # type: ignore[assignment]
+    identity: list[str] = (  # every IdentityFile line
+        entry.get("identityfile") or [])  # type: ignore[assignment]  # a list; stubs say str
     jump = str(entry.get("proxyjump") or "").strip()
     if jump.lower() == "none":
         jump = ""

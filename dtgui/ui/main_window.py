@@ -2,32 +2,21 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QEvent, QSize, Qt, QTimer
-from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence, QResizeEvent
+from PySide6.QtCore import QTimer
+from PySide6.QtGui import QCloseEvent, QIcon
 from PySide6.QtWidgets import (
-    QFileDialog,
-    QFrame,
-    QHBoxLayout,
-    QLabel,
     QMainWindow,
-    QMenu,
     QMessageBox,
-    QPushButton,
-    QScrollArea,
     QSplitter,
     QStackedWidget,
-    QToolButton,
-    QVBoxLayout,
     QWidget,
 )
 
 from dtgui.core.machines.hardware import MachineFacts
-from dtgui.core.plans.plan import DeviceKind, Plan
-from dtgui.core.plans.strategies import STRATEGIES, Strategy, recommend
+from dtgui.core.plans.plan import Plan
 from dtgui.core.runs.records import RunRecord
 from dtgui.core.runs.run_index import SWEEP, RunRow
 from dtgui.core.settings import load_last_plan, runs_dir, save_last_plan
@@ -35,14 +24,18 @@ from dtgui.core.target_job import TargetJob
 from dtgui.launch.checks.model_check import cancel_all as cancel_all_checks
 from dtgui.launch.runs.policy import RunPolicy
 from dtgui.resources import resource
-from dtgui.ui.pages.local_machine import LocalMachinePanel
+from dtgui.ui.home_page import HomePage, demo_plan
+from dtgui.ui.machine_column import MachineColumn
 from dtgui.ui.pages.run_queue_panel import RunQueuePanel
 from dtgui.ui.pages.runs_page import RunsPage
+from dtgui.ui.pages_holder import scrolled_pages
+from dtgui.ui.quit_question import QuitAnswer, ask_on_quit
 from dtgui.ui.run_session import RunSession
+from dtgui.ui.sweep_pages import SweepPages
+from dtgui.ui.window_actions import WindowActions
 from dtgui.ui.workers import error_message, run_in_thread
 
 if TYPE_CHECKING:
-    from dtgui.core.runs.records import RunRecord
     from dtgui.launch.runs.run_source import RunSource
     from dtgui.ui.compare import CompareView
     from dtgui.ui.dialogs.sweep_dialog import SweepDialog
@@ -51,115 +44,6 @@ if TYPE_CHECKING:
     from dtgui.ui.pages.dashboard import Dashboard
     from dtgui.ui.pages.sweep_view import SweepView
     from dtgui.ui.wizard import RunWizard
-
-DEMO_STEPS = 1000
-
-
-def demo_plan(facts: MachineFacts | None) -> Plan:
-    """The one-click demo: the recommended strategy for this machine on the digits MLP."""
-    if facts is None:
-        strategy, replicas, device = Strategy.MIRRORED, 2, DeviceKind.CPU
-    else:
-        rec = recommend(facts)
-        strategy, replicas = rec.strategy, rec.replicas
-        device = DeviceKind.GPU if facts.usable_gpu_count else DeviceKind.CPU
-    return Plan(
-        run_name=f"demo-{time.strftime('%Y%m%d-%H%M%S')}",
-        strategy=strategy,
-        device_kind=device,
-        replicas_per_task=replicas,
-        steps=DEMO_STEPS,
-        steps_per_epoch=28,
-        per_replica_batch=32,
-        checkpoint_every=100,
-    )
-
-
-class HomePage(QWidget):
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        title = QLabel("Train a model on this machine")
-        title.setObjectName("pageTitle")
-        card = QFrame()
-        card.setObjectName("card")
-        self.demo_text = QLabel()
-        self.demo_text.setWordWrap(True)
-        self.train_demo = QPushButton("Train demo")
-        self.train_demo.setObjectName("primaryButton")
-        self.new_run = QPushButton("New run…")
-        buttons = QHBoxLayout()
-        buttons.addWidget(self.train_demo)
-        buttons.addWidget(self.new_run)
-        buttons.addStretch(1)
-        card_layout = QVBoxLayout(card)
-        card_layout.setContentsMargins(18, 16, 18, 16)
-        heading = QLabel("<b>Demo</b>: a small network on the <i>digits</i> data set")
-        card_layout.addWidget(heading)
-        card_layout.addWidget(self.demo_text)
-        card_layout.addLayout(buttons)
-        self.status = QLabel("")
-        self.status.setWordWrap(True)
-        self.failed = False  # the status says why a launch could not start
-        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        hint = QLabel(
-            "<b>New run…</b> opens the wizard: every tf.distribute strategy this machine can "
-            "run, mixed precision and XLA, batch sizes, your own model file, and a review of "
-            "every task's TF_CONFIG and command before you launch or export. With machines "
-            "added under <b>Machines</b>, the review places each process on one of them."
-        )
-        hint.setWordWrap(True)
-        hint.setObjectName("muted")
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(24, 20, 24, 20)
-        layout.setSpacing(14)
-        layout.addWidget(title)
-        layout.addWidget(card)
-        layout.addWidget(hint)
-        layout.addWidget(self.status)
-        layout.addStretch(1)
-        self.set_plan_text(demo_plan(None))
-
-    def set_status(self, text: str, failed: bool = False) -> None:
-        """The line under the demo: a launch's progress, or why it could not start."""
-        self.status.setText(text)
-        self.failed = failed
-
-    def set_plan_text(self, plan: Plan) -> None:
-        info = STRATEGIES[plan.strategy]
-        where = "logical CPU devices" if plan.device_kind == "cpu" else "GPUs"
-        self.demo_text.setText(
-            f"1797 real 8×8 handwritten digits (bundled, works offline; 297 held out to "
-            f"validate), a 3-layer MLP, "
-            f"{plan.steps} steps with <b>{info.title}</b> over {plan.total_replicas} replica(s) "
-            f"on {where}, global batch {plan.global_batch}. One loss curve per replica, live."
-        )
-
-
-class PagesHolder(QWidget):
-    """The pages at the scroll area's size. Without a layout it has no height-for-width, so
-    a page's wrapped labels do not make the scroll area give it their ideal height (taller
-    than the window): it scrolls only below the pages' minimum."""
-
-    def __init__(self, pages: QWidget) -> None:
-        super().__init__()
-        self.pages = pages
-        pages.setParent(self)
-
-    def minimumSizeHint(self) -> QSize:
-        return self.pages.minimumSizeHint()
-
-    def sizeHint(self) -> QSize:
-        return self.pages.sizeHint()
-
-    def event(self, event: QEvent) -> bool:
-        if event.type() == QEvent.Type.LayoutRequest:  # a page's minimum changed
-            self.updateGeometry()
-        return super().event(event)
-
-    def resizeEvent(self, event: QResizeEvent) -> None:
-        self.pages.setGeometry(self.rect())
-        super().resizeEvent(event)
-
 
 class MainWindow(QMainWindow):
     def __init__(self) -> None:
@@ -173,93 +57,46 @@ class MainWindow(QMainWindow):
         self._closing = False
         self._launch_machines: set[str] = set()  # the last launch's registered machines
 
-        self.machine = LocalMachinePanel()
-        self.machine.setMinimumWidth(320)
-        self.machine.setMaximumWidth(460)
         self.home = HomePage()
         self.dashboard: Dashboard | None = None  # made on the first run: pyqtgraph loads then
         self.pages = QStackedWidget()
         self.pages.addWidget(self.home)
-        # The left column: this machine, and under it the registered remote machines.
-        # The machines panel loads paramiko and keyring (~0.4 s): it is built just after the
-        # first paint (or on first use), so the window shows at once.
-        self._machines: MachinesPanel | None = None
-        self.machine.setMaximumWidth(16777215)  # the column's width limits both panels
-        left = QWidget()
-        left_layout = QVBoxLayout(left)
-        left_layout.setContentsMargins(6, 0, 0, 6)
-        left_layout.addWidget(self.machine, 0)
-        self._left_layout = left_layout
-        left_layout.addStretch(1)
-        left.setMinimumWidth(380)
-        left.setMaximumWidth(620)
-        self.left_column = left
+        self.sweeps = SweepPages(self, self.pages, lambda: self.machines,
+                                 show_runs=self.show_runs, compare_runs=self.compare_runs,
+                                 open_run=self._open_run, report_error=self._report_error)
+        self.left_column = MachineColumn()
+        self.machine = self.left_column.machine
+        self.left_column.panelMade.connect(
+            lambda panel: panel.machinesChanged.connect(self._forget_removed_machines))
         # A page whose minimum is larger than the screen scrolls: the window never grows by
         # itself (a wide table, a long message) past the screen's edge.
-        pages_area = QScrollArea()
-        pages_area.setObjectName("pagesArea")
-        pages_area.setWidgetResizable(True)
-        pages_area.setFrameShape(QFrame.Shape.NoFrame)
-        pages_area.setWidget(PagesHolder(self.pages))
+        pages_area = scrolled_pages(self.pages)
         splitter = QSplitter()
-        splitter.addWidget(left)
+        splitter.addWidget(self.left_column)
         splitter.addWidget(pages_area)
         splitter.setStretchFactor(1, 1)
         splitter.setSizes([470, 930])  # wide enough for the machines table's columns
         splitter.setChildrenCollapsible(False)  # hidden only by the View menu, which shows it
         self.setCentralWidget(splitter)
 
-        toolbar = self.addToolBar("Main")
-        toolbar.setMovable(False)
-        self.act_home = QAction("Home", self)
-        self.act_new = QAction("New run…", self)
-        self.act_demo = QAction("Train demo", self)
-        self.act_dashboard = QAction("Dashboard", self)
-        for act in (self.act_home, self.act_new, self.act_demo, self.act_dashboard):
-            toolbar.addAction(act)
-        toolbar.addSeparator()
-        self.act_doctor = QAction("Cluster doctor…", self)
-        self.act_doctor.setToolTip("Check that the registered machines can train together")
-        self.act_doctor.triggered.connect(lambda: self.machines.machine_actions.open_doctor())
-        toolbar.addAction(self.act_doctor)
         self.runs_page = RunsPage()
         self.pages.addWidget(self.runs_page)
-        self.act_runs = QAction("Runs", self)
-        self.act_runs.setToolTip("Runs still training (reattach) and finished runs (open)")
-        toolbar.addAction(self.act_runs)
-        self.act_runs.triggered.connect(self.show_runs)
-        self.act_sweep = QAction("Sweep", self)
-        self.act_sweep.setToolTip("Train the last run setup many times with settings varied, "
-                                  "or open a sweep's folder")
-        sweep_menu = QMenu(self)
-        sweep_menu.addAction("New sweep of the last run setup…").triggered.connect(
-            self.new_sweep)
-        sweep_menu.addAction("Open a sweep…").triggered.connect(self._choose_sweep)
-        self.act_sweep.setMenu(sweep_menu)
-        toolbar.addAction(self.act_sweep)
-        sweep_button = toolbar.widgetForAction(self.act_sweep)
-        if isinstance(sweep_button, QToolButton):
-            sweep_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        self.sweep_view: SweepView | None = None  # made on first use: Optuna loads then
-        self._add_view_menu()
-        self.act_tensorboard = QAction("TensorBoard", self)
-        self.act_tensorboard.setToolTip("Every run and sweep in TensorBoard (curves, HParams)")
-        self.act_tensorboard.triggered.connect(self._open_tensorboard)
-        toolbar.addAction(self.act_tensorboard)
-        self.act_preferences = QAction("Preferences…", self)
-        self.act_preferences.setToolTip("MLflow: send runs there, and where")
-        self.act_preferences.triggered.connect(self.open_preferences)
-        toolbar.addAction(self.act_preferences)
-        self.act_quit = QAction("Quit", self)
-        self.act_quit.setShortcut(QKeySequence("Ctrl+Q"))
-        self.act_quit.triggered.connect(self.close)  # closeEvent asks about a running run
-        self.addAction(self.act_quit)
+        acts = self.acts = WindowActions(self)
+        acts.doctor.triggered.connect(lambda: self.machines.machine_actions.open_doctor())
+        acts.runs.triggered.connect(self.show_runs)
+        acts.new_sweep.triggered.connect(self.new_sweep)
+        acts.open_sweep.triggered.connect(self.sweeps.choose)
+        acts.tensorboard.triggered.connect(self._open_tensorboard)
+        acts.preferences.triggered.connect(self.open_preferences)
+        acts.quit.triggered.connect(self.close)  # closeEvent asks about a running run
+        acts.column.toggled.connect(lambda _on: self._place_column())
+        self.pages.currentChanged.connect(lambda _index: self._place_column())
         self.runs_page.reattachRequested.connect(self._reattach)
         self.runs_page.openRequested.connect(self._open_run)
         self.runs_page.compareRequested.connect(self.compare_runs)
         self.runs_page.cloneRequested.connect(self.clone_run)
         self.runs_page.sweepRequested.connect(self.open_sweep)
-        self.runs_page.resume_requested.connect(self.resume)
+        self.runs_page.resumeRequested.connect(self.resume)
         self.runs_page.tensorboardRequested.connect(self._tensorboard_on)
         self.runs_page.mlflowRequested.connect(self._export_to_mlflow)
         self.queue_panel = RunQueuePanel()  # queued runs, above the list; hidden while empty
@@ -272,13 +109,12 @@ class MainWindow(QMainWindow):
         self.session.started.connect(self._on_started)
         self.session.failed.connect(self._on_launch_error)
         self.session.progress.connect(self._on_progress)
-        self.session.ended_while_closed.connect(self._on_ended_while_closed)
+        self.session.endedWhileClosed.connect(self._on_ended_while_closed)
         self.session.ended.connect(self._on_run_ended)
-        self.act_dashboard.setEnabled(False)
-        self.act_home.triggered.connect(lambda: self.pages.setCurrentWidget(self.home))
-        self.act_dashboard.triggered.connect(self._show_dashboard)
-        self.act_new.triggered.connect(self.open_wizard)
-        self.act_demo.triggered.connect(self.train_demo)
+        acts.home.triggered.connect(lambda: self.pages.setCurrentWidget(self.home))
+        acts.dashboard.triggered.connect(self._show_dashboard)
+        acts.new.triggered.connect(self.open_wizard)
+        acts.demo.triggered.connect(self.train_demo)
         self.home.train_demo.clicked.connect(self.train_demo)
         self.home.new_run.clicked.connect(self.open_wizard)
         self.machine.factsChanged.connect(self._on_facts)
@@ -288,36 +124,14 @@ class MainWindow(QMainWindow):
         QTimer.singleShot(150, self, self.machine.refresh)
         QTimer.singleShot(100, self, lambda: self.machines)
 
-    def _add_view_menu(self) -> None:
-        """The left column beside Home only (the run's pages get the full width), or beside
-        every page: a menu action, so a hidden column always comes back."""
-        self.act_column = QAction("This machine and Machines beside every page", self)
-        self.act_column.setCheckable(True)
-        self.act_column.setShortcut(QKeySequence("Ctrl+M"))
-        self.act_column.toggled.connect(lambda _on: self._place_column())
-        view = self.menuBar().addMenu("&View")
-        view.addAction(self.act_home)
-        view.addAction(self.act_dashboard)
-        view.addAction(self.act_runs)
-        view.addSeparator()
-        view.addAction(self.act_column)
-        self.pages.currentChanged.connect(lambda _index: self._place_column())
-
     def _place_column(self) -> None:
-        self.left_column.setVisible(self.act_column.isChecked()
+        self.left_column.setVisible(self.acts.column.isChecked()
                                     or self.pages.currentWidget() is self.home)
 
     @property
     def machines(self) -> MachinesPanel:
-        if self._machines is None:
-            from dtgui.ui.machines.panel import MachinesPanel
-
-            self._machines = MachinesPanel(local_facts=lambda: self.machine.facts)
-            stretch = self._left_layout.count() - 1
-            self._left_layout.takeAt(stretch)
-            self._left_layout.addWidget(self._machines, 1)
-            self._machines.machinesChanged.connect(self._forget_removed_machines)
-        return self._machines
+        """The registered machines' panel (MachineColumn.machines: built on first use)."""
+        return self.left_column.machines
 
     def _forget_removed_machines(self) -> None:
         """A launch's failure on Home is about machines: once one of them is removed, the
@@ -377,7 +191,7 @@ class MainWindow(QMainWindow):
         wizard.set_target_facts(self.machines.kind_facts())  # a kind's job checked against them
         wizard.set_machine_problems(self.machines.problems())  # the review names a ✗ in use
         wizard.accepted.connect(self._on_wizard_accepted)
-        wizard.sweepRequested.connect(self._sweep_from_wizard)
+        wizard.sweepRequested.connect(lambda plan: self.sweeps.from_wizard(plan, wizard))
         wizard.open()
         return wizard
 
@@ -439,77 +253,21 @@ class MainWindow(QMainWindow):
         self.pages.setCurrentWidget(self.compare)
 
     def open_sweep(self, folder: Path) -> None:
-        """Show the sweep in `folder` (its trials read in the background)."""
-        from dtgui.core.runs.run_index import remember_sweep
+        """Show the sweep in `folder` (SweepPages.open)."""
+        self.sweeps.open(folder)
 
-        view = self._sweep_view()
-        view.open(folder)
-        self.pages.setCurrentWidget(view)
-        run_in_thread(lambda: remember_sweep(folder), lambda _: None, context=self)
-
-    def _sweep_view(self) -> SweepView:
-        if self.sweep_view is None:
-            from dtgui.ui.pages.sweep_view import SweepView
-
-            self.sweep_view = SweepView()
-            self.sweep_view.closed.connect(self.show_runs)
-            self.sweep_view.compareRequested.connect(self.compare_runs)
-            self.sweep_view.openRequested.connect(self._open_run)
-            self.pages.addWidget(self.sweep_view)
-        return self.sweep_view
+    @property
+    def sweep_view(self) -> SweepView | None:
+        """The sweep view, once a sweep was shown."""
+        return self.sweeps.view
 
     def new_sweep(self) -> None:
-        """Set up a sweep of the last run setup (the wizard remembers it)."""
-        plan, message = load_last_plan()
-        if plan is None:
-            self.statusBar().showMessage(message or "Set up a run first (New run…): a sweep "
-                                         "trains it with settings varied.", 10000)
-            return
-        self.sweep_plan(plan)
+        """Set up a sweep of the last run setup (SweepPages.new)."""
+        self.sweeps.new()
 
     def sweep_plan(self, plan: Plan, parent: QWidget | None = None) -> SweepDialog:
-        """Show the dialog that sets up a sweep of `plan`; once accepted the sweep runs in a
-        process of its own, shown by the sweep view."""
-        from dtgui.launch.drivers import process_machines
-        from dtgui.ui.dialogs.sweep_dialog import SweepDialog
-
-        machines = self.machines.machines()
-        over_ssh = process_machines(machines)
-        dialog = SweepDialog(plan, parent=parent or self,
-                             machines=[m.name for m in over_ssh],
-                             gpus=self.machines.gpu_facts(),
-                             job_machines=[m for m in machines if m not in over_ssh])
-        dialog.accepted.connect(lambda: self._start_sweep(dialog))
-        dialog.open()
-        return dialog
-
-    def _sweep_from_wizard(self, plan: Plan) -> None:
-        """The wizard's Sweep…: the dialog over the wizard, which closes once a sweep starts
-        (and remembers the setup, as a launch does)."""
-        wizard = self.wizard
-        dialog = self.sweep_plan(plan, wizard)
-
-        def started() -> None:
-            run_in_thread(lambda: save_last_plan(plan), lambda _: None, self._report_error,
-                          context=self)
-            if wizard is not None:
-                wizard.reject()
-
-        dialog.accepted.connect(started)
-
-    def _start_sweep(self, dialog: SweepDialog) -> None:
-        """The sweep's process started and its view shown (which says why it could not)."""
-        folder, spec, plan = dialog.folder(), dialog.spec(), dialog.base_plan
-        if folder is None:
-            return
-        view = self._sweep_view()
-        view.start(folder, spec, plan)
-        self.pages.setCurrentWidget(view)
-
-    def _choose_sweep(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Open a sweep's folder", str(Path.home()))
-        if folder:
-            self.open_sweep(Path(folder))
+        """The dialog that sets up a sweep of `plan` (SweepPages.dialog)."""
+        return self.sweeps.dialog(plan, parent)
 
     def _reattach(self, record: RunRecord) -> None:
         if self._may_start():
@@ -571,7 +329,7 @@ class MainWindow(QMainWindow):
         self.home.set_status("")
         _ = self.run_notices  # listening before the run can restart or end
         self._ensure_dashboard().attach(source)
-        self.act_dashboard.setEnabled(True)
+        self.acts.dashboard.setEnabled(True)
         self._show_dashboard()
         if self.session.active:
             self.statusBar().showMessage(f"Running from {source.bundle.path}")
@@ -624,7 +382,7 @@ class MainWindow(QMainWindow):
 
             self.dashboard = Dashboard()
             self.dashboard.listen(self.session)
-            self.dashboard.resume_requested.connect(self.resume)
+            self.dashboard.resumeRequested.connect(self.resume)
             self.pages.addWidget(self.dashboard)
         return self.dashboard
 
@@ -639,7 +397,7 @@ class MainWindow(QMainWindow):
             self.close()
 
     def _set_launch_enabled(self, enabled: bool) -> None:
-        for widget in (self.act_new, self.act_demo, self.home.train_demo, self.home.new_run):
+        for widget in (self.acts.new, self.acts.demo, self.home.train_demo, self.home.new_run):
             widget.setEnabled(enabled)
 
     def closeEvent(self, event: QCloseEvent) -> None:
@@ -649,15 +407,8 @@ class MainWindow(QMainWindow):
             cancel_all_checks()
             event.accept()
             return
-        box = QMessageBox(QMessageBox.Icon.Question, "A run is still training",
-                          "A run is still training. Keep it training without dtgui (reopen "
-                          "dtgui and reattach from Runs), or stop every task of it now?",
-                          parent=self)
-        keep = box.addButton("Keep training", QMessageBox.ButtonRole.AcceptRole)
-        stop = box.addButton("Stop and quit", QMessageBox.ButtonRole.DestructiveRole)
-        box.addButton(QMessageBox.StandardButton.Cancel)
-        box.exec()
-        if box.clickedButton() is keep:
+        answer = ask_on_quit(self)
+        if answer is QuitAnswer.KEEP:
             if self.dashboard is not None:
                 self.dashboard.detach()
             warning = self.session.keep_training()  # the session stops following it
@@ -666,7 +417,7 @@ class MainWindow(QMainWindow):
             cancel_all_checks()
             event.accept()
             return
-        if box.clickedButton() is stop:
+        if answer is QuitAnswer.STOP:
             self._closing = True
             self.session.request_stop()
             self.statusBar().showMessage("Stopping every task before quitting…")

@@ -5,7 +5,7 @@ One `RunSession` owns the shown run (a `dtgui.launch.runs.run_source.RunSource`)
 `RunController` (tasks on this machine, on registered machines, or both: the controller does
 not care) or a `RunView` (a run that has ended, from the history). It is the one place that
 follows the run's life: a timer of its own reads the run's state (in memory) and says each
-change once, as typed signals (`state_changed`, `restarted`, `ended`). The dashboard, the
+change once, as typed signals (`stateChanged`, `restarted`, `ended`). The dashboard, the
 notifications and the main window subscribe; none of them watches the run for its end, and
 the session never asks which kind of run it holds. Everything that blocks (SSH, disk,
 processes) runs in background workers; remote machines are connected first through the
@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from dtgui.core.machines.registry import Machine
-from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.plan import Plan, is_local_machine
 from dtgui.core.runs.records import RunRecord
 from dtgui.core.target_job import TargetJob
 from dtgui.launch.runs.policy import RunPolicy
@@ -31,6 +31,7 @@ from dtgui.ui.launch_connect import connect_machines
 from dtgui.ui.workers import Worker, create_worker, error_message, run_in_thread
 
 if TYPE_CHECKING:
+    from dtgui.launch.controller import RunController
     from dtgui.ui.machines.panel import MachinesPanel
 
 LIFE_MS = 100  # how often the followed run's state is read (memory only: nothing blocks)
@@ -40,12 +41,12 @@ class RunSession(QObject):
     """Launches, reattaches to or opens one run at a time and says what happens to it."""
 
     started = Signal(object)  # RunSource: the run to show now
-    state_changed = Signal(str, str)  # state, message: as followed from, then once per change
+    stateChanged = Signal(str, str)  # state, message: as followed from, then once per change
     restarted = Signal(int)  # restarts so far: once per restart from the last checkpoint
     ended = Signal(str, str)  # final state, message: once, when a run followed live ends
     progress = Signal(str)  # what a launch or reattach is doing
     failed = Signal(str)  # a launch, reattach or open could not be done: why
-    ended_while_closed = Signal(object)  # RunRecord of a run that ended while dtgui was closed
+    endedWhileClosed = Signal(object)  # RunRecord of a run that ended while dtgui was closed
 
     def __init__(self, machines: Callable[[], MachinesPanel] | None = None,
                  parent: QObject | None = None) -> None:
@@ -82,7 +83,7 @@ class RunSession(QObject):
         """Write the bundle and start every task (remote machines are connected first); with
         `job` (what the wizard's box of a kind made, e.g. a Slurm job), the tasks run on the
         target its driver makes of it (`chosen_targets`)."""
-        names = [n for n in plan.machine_names if n != "local"]
+        names = [n for n in plan.machine_names if not is_local_machine(n)]
         # a run on this machine alone needs no machines panel (paramiko, the keyring)
         registered = {m.name: m for m in self._panel().machines()} if names else {}
         missing = [n for n in names if n not in registered]
@@ -171,7 +172,7 @@ class RunSession(QObject):
         def start(connector: Connector) -> None:
             self.connector = connector
 
-            def resume(worker: Worker) -> Any:
+            def resume(worker: Worker[RunController]) -> RunController:
                 def report(text: str, fraction: float) -> None:
                     worker.report(f"{text}… ({fraction:.0%})")
 
@@ -250,7 +251,7 @@ class RunSession(QObject):
             self.restarted.emit(restarts)
         if now != self._said:
             self._said = now
-            self.state_changed.emit(*now)
+            self.stateChanged.emit(*now)
         if finished:
             self._unfollow()
             self.ended.emit(*now)
@@ -268,7 +269,7 @@ class RunSession(QObject):
 
     def _launcher(self, plan: Plan, root: Path, registered: dict[str, Machine],
                   connector: Connector, policy: RunPolicy,
-                  job: TargetJob | None) -> Callable[[Worker], Any]:
+                  job: TargetJob | None) -> Callable[[Worker[RunController]], RunController]:
         """The launch of `plan` on the targets the wizard chose (`job`: what the box of a
         kind made, a Slurm job; None: the plan's machines)."""
         from dtgui.launch.drivers import chosen_targets
@@ -276,7 +277,7 @@ class RunSession(QObject):
 
         targets = chosen_targets(plan, registered, job)
 
-        def launch(worker: Worker) -> Any:
+        def launch(worker: Worker[RunController]) -> RunController:
             def report(text: str, fraction: float) -> None:
                 worker.report(f"{text}… ({fraction:.0%})")
 
@@ -298,7 +299,7 @@ class RunSession(QObject):
             # the run moves while the listeners take it (its first poll may land meanwhile):
             # what they read then is replaced by the session's own look, the one each later
             # look is compared with, so that no change between the two goes untold
-            self.state_changed.emit(*self._said)
+            self.stateChanged.emit(*self._said)
 
     def _launched(self, source: RunSource) -> None:
         self._show(source, live=True)
@@ -307,7 +308,7 @@ class RunSession(QObject):
         source, live = taken
         self._show(source, live=live)
         if not live and source.record is not None:  # its watcher saw it end
-            self.ended_while_closed.emit(source.record)
+            self.endedWhileClosed.emit(source.record)
 
     def _failed(self, connector: Connector) -> Callable[[BaseException], None]:
         def failed(exc: BaseException) -> None:

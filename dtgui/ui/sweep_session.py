@@ -29,15 +29,18 @@ from dtgui.ui.workers import Worker, create_worker, dedicated_pool, error_messag
 FOLLOW_MS = 1000  # how often the sweep is read while its queue runs
 QUEUE_POOL = "sweep-queue"  # the thread a sweep run in the app takes
 
+# a read of the sweep: its look, the pid of its process (None: not running), its news
+Looked = tuple[SweepLook, int | None, list[SweepEvent]]
+
 
 class SweepSession(QObject):
     """Starts, follows, goes on with or stops one sweep, and says what happens to it."""
 
-    trial_started = Signal(int)  # trial number
-    trial_reported = Signal(int, int, float)  # trial, step, value told the pruner
-    trial_pruned = Signal(int)  # trial: its pruner stopped it
-    trial_ended = Signal(int, str)  # trial, its end: finished | pruned | failed
-    sweep_ended = Signal()  # its queue no longer runs (once a follow, after its trials' ends)
+    trialStarted = Signal(int)  # trial number
+    trialReported = Signal(int, int, float)  # trial, step, value told the pruner
+    trialPruned = Signal(int)  # trial: its pruner stopped it
+    trialEnded = Signal(int, str)  # trial, its end: finished | pruned | failed
+    sweepEnded = Signal()  # its queue no longer runs (once a follow, after its trials' ends)
     changed = Signal(object)  # SweepTable: the sweep as last read, when anything changed
     started = Signal(int)  # the pid of the sweep's process (0: its queue runs in the app)
     failed = Signal(str)  # the sweep cannot be started, gone on with, stopped or read: why
@@ -48,7 +51,7 @@ class SweepSession(QObject):
         self.table: SweepTable | None = None
         self.process: int | None = None  # the pid of the sweep's process while it runs
         self._look: SweepLook | None = None  # the last look, what the next is compared with
-        self._reading: Worker | None = None
+        self._reading: Worker[Looked] | None = None
         self._here: threading.Event | None = None  # set when the queue run in the app ends
         self._stop_here: Callable[[], None] | None = None
         self._timer = QTimer(self)
@@ -90,7 +93,7 @@ class SweepSession(QObject):
         stop = threading.Event()
         self._stop_here = stop.set
 
-        def run(_w: Worker) -> None:
+        def run(_w: Worker[None]) -> None:
             try:
                 queue = SweepQueue.new(folder, spec, plan)
                 self._stop_here = queue.request_stop
@@ -109,7 +112,7 @@ class SweepSession(QObject):
         self.follow(folder)
 
     def stop(self) -> None:
-        """Stop the running trials and start no more (the sweep ends; `sweep_ended` says
+        """Stop the running trials and start no more (the sweep ends; `sweepEnded` says
         when)."""
         if self._stop_here is not None and self._here is not None and not self._here.is_set():
             self._stop_here()
@@ -154,7 +157,7 @@ class SweepSession(QObject):
         before = self._look
         running = self._running(folder)
 
-        def look(_w: Worker) -> tuple[SweepLook, int | None, list[SweepEvent]]:
+        def look(_w: Worker[Looked]) -> Looked:
             # whether it runs first: a queue that ended after this has its trials' ends in
             # the table read next, so its end is never said before theirs
             pid = running()
@@ -186,15 +189,15 @@ class SweepSession(QObject):
 
     def _say(self, event: SweepEvent) -> None:
         if event.change is Change.TRIAL_STARTED:
-            self.trial_started.emit(event.trial)
+            self.trialStarted.emit(event.trial)
         elif event.change is Change.TRIAL_REPORTED:
-            self.trial_reported.emit(event.trial, event.step or 0, event.value or 0.0)
+            self.trialReported.emit(event.trial, event.step or 0, event.value or 0.0)
         elif event.change is Change.TRIAL_PRUNED:
-            self.trial_pruned.emit(event.trial)
+            self.trialPruned.emit(event.trial)
         elif event.change is Change.TRIAL_ENDED:
-            self.trial_ended.emit(event.trial, event.state)
+            self.trialEnded.emit(event.trial, event.state)
         else:
-            self.sweep_ended.emit()
+            self.sweepEnded.emit()
 
     def _unreadable(self, folder: Path) -> Callable[[BaseException], None]:
         def unreadable(exc: BaseException) -> None:

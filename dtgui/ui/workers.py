@@ -28,14 +28,15 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import shiboken6
 from PySide6.QtCore import QCoreApplication, QObject, QRunnable, QThreadPool, Signal, Slot
 
 log = logging.getLogger(__name__)
+R = TypeVar("R")  # what a piece of work returns
 
-_live: dict[int, Worker] = {}  # workers whose results are still to be delivered, by id
+_live: dict[int, Worker[Any]] = {}  # workers whose results are still to be delivered, by id
 _live_lock = threading.Lock()
 _ids = itertools.count(1)
 _pools: dict[str, QThreadPool] = {}  # the dedicated pools, by name
@@ -111,22 +112,22 @@ def _drain_at_exit() -> None:
         log.warning("background work still running at exit was left behind")
 
 
-class Worker:
-    """One piece of background work. The work runs on a pool thread; what it returns, raises
-    or reports reaches the callbacks on the UI thread, unless its context has been destroyed
-    by then."""
+class Worker(Generic[R]):
+    """One piece of background work. The work runs on a pool thread; what it returns (an R),
+    raises or reports reaches the callbacks on the UI thread, unless its context has been
+    destroyed by then."""
 
-    def __init__(self, fn: Callable[[Worker], Any], context: QObject | None = None) -> None:
+    def __init__(self, fn: Callable[[Worker[R]], R], context: QObject | None = None) -> None:
         self._fn = fn
         self._context = context
         self._key = next(_ids)
         self.cancelled = threading.Event()
-        self.on_done: Callable[[Any], None] | None = None
+        self.on_done: Callable[[R], None] | None = None
         self.on_error: Callable[[BaseException], None] | None = None
         self.on_progress: Callable[[Any], None] | None = None
-        self.on_dropped: Callable[[Any], None] | None = None
+        self.on_dropped: Callable[[R], None] | None = None
 
-    def start(self, pool: QThreadPool | None = None) -> Worker:
+    def start(self, pool: QThreadPool | None = None) -> Worker[R]:
         self._relay = _the_relay()
         with _live_lock:
             _live[self._key] = self
@@ -177,7 +178,7 @@ class Worker:
 
 
 class _Job(QRunnable):
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: Worker[Any]) -> None:
         super().__init__()
         self._worker = worker
         self.setAutoDelete(True)
@@ -188,7 +189,7 @@ class _Job(QRunnable):
 
 def _run_detached(fn: Callable[[Any], None], value: Any) -> None:
     """Run `fn(value)` in the global pool with nobody waiting for it."""
-    def work(_worker: Worker) -> None:
+    def work(_worker: Worker[None]) -> None:
         fn(value)
 
     Worker(work).start()
@@ -216,15 +217,15 @@ def allow_threads(count: int) -> None:
 
 
 def create_worker(
-    fn: Callable[[Worker], Any],
+    fn: Callable[[Worker[R]], R],
     *,
-    on_done: Callable[[Any], None] | None = None,
+    on_done: Callable[[R], None] | None = None,
     on_error: Callable[[BaseException], None] | None = None,
     on_progress: Callable[[Any], None] | None = None,
-    on_dropped: Callable[[Any], None] | None = None,
+    on_dropped: Callable[[R], None] | None = None,
     context: QObject | None = None,
     pool: QThreadPool | None = None,
-) -> Worker:
+) -> Worker[R]:
     """Start `fn(worker)` in the thread pool (or `pool`); see the module's docstring."""
     worker = Worker(fn, context)
     worker.on_done, worker.on_error = on_done, on_error
@@ -233,16 +234,18 @@ def create_worker(
 
 
 def run_in_thread(
-    fn: Callable[[], Any],
-    on_done: Callable[[Any], None],
+    fn: Callable[[], R],
+    on_done: Callable[[R], None],
     on_error: Callable[[BaseException], None] | None = None,
     *,
     context: QObject | None = None,
-) -> Worker:
+) -> Worker[R]:
     """Run `fn()` in the thread pool; `on_done(result)` or `on_error(exception)` on the UI
     thread."""
-    return create_worker(lambda _worker: fn(), on_done=on_done, on_error=on_error,
-                         context=context)
+    def work(_worker: Worker[R]) -> R:
+        return fn()
+
+    return create_worker(work, on_done=on_done, on_error=on_error, context=context)
 
 
 def shutdown(wait_ms: int = 5000) -> bool:

@@ -102,7 +102,7 @@ def fixed_device_buffers() -> bool:
         options.autotune.enabled = False
         return make(*args, **kwargs).with_options(options)
 
-    fixed.dtgui_fixed = True  # type: ignore[attr-defined]
+    setattr(fixed, "dtgui_fixed", True)  # noqa: B010 - a mark on a function object: no attribute to declare
     ops._create_device_dataset = fixed
     return True
 

@@ -148,8 +148,9 @@ def report(step: int, loss: Any = None, *, replica_losses: Any = None,
     _timing.stepped(int(step), began)
     losses = [_as_float(v) for v in (replica_losses if replica_losses is not None else ())]
     mean = _as_float(loss) if loss is not None else None
-    if mean is None and losses and all(v is not None for v in losses):
-        mean = sum(losses) / len(losses)  # type: ignore[arg-type]
+    finite = [v for v in losses if v is not None]
+    if mean is None and losses and len(finite) == len(losses):
+        mean = sum(finite) / len(finite)
     step = int(step)
     if losses or mean is not None:
         if not losses:

@@ -40,7 +40,7 @@ def stage(name: str) -> Iterator[None]:
         yield
     except Exception as exc:
         if not hasattr(exc, "dtgui_stage"):
-            exc.dtgui_stage = name  # type: ignore[attr-defined]
+            exc.dtgui_stage = name  # type: ignore[attr-defined]  # a mark read by train.py on any exception
         raise
 
 

@@ -27,7 +27,8 @@ from PySide6.QtCore import QItemSelectionModel  # noqa: E402
 from PySide6.QtWidgets import QApplication, QScrollArea, QWidget  # noqa: E402
 
 from dtgui.ui.app import make_app  # noqa: E402
-from dtgui.ui.main_window import DEMO_STEPS, MainWindow  # noqa: E402
+from dtgui.ui.home_page import DEMO_STEPS  # noqa: E402
+from dtgui.ui.main_window import MainWindow  # noqa: E402
 
 DESKTOP_CHROME = 60  # a panel and a title bar, in pixels of height
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
-from dtgui.core.plans.plan import Plan, TaskSpec
+from dtgui.core.plans.plan import Plan, TaskSpec, is_local_machine
 from dtgui.worker.layout import LOGS_DIR, events_file, pid_file
 
 # A task's environment and its command line.
@@ -49,7 +49,7 @@ def multi_machine_readme(plan: Plan, scripts: Mapping[str, TaskScript]) -> str:
         user_host, port = _login(plan, name)
         run = f"cd {shlex.quote(target)} && PYTHON={shlex.quote(python)} bash run.sh " \
               f"{shlex.quote(name)}"
-        if not user_host and name != "local" and address:
+        if not user_host and not is_local_machine(name) and address:
             user_host = address
         if user_host:
             jump = f"-J {shlex.quote(facts.jump)} " if facts.jump else ""

@@ -18,15 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dtgui.core.curve_values import best_point, median_throughput, preferred_metric
 from dtgui.core.measure.bottleneck import RunFacts, Verdict, plan_facts, verdict
-from dtgui.core.run_curves import (
-    Curve,
-    RunCurves,
-    best_point,
-    bundle_curves,
-    median_throughput,
-    preferred_metric,
-)
+from dtgui.core.plans.plan import LOCAL_MACHINE
+from dtgui.core.run_curves import RunCurves, bundle_curves
+from dtgui.core.series import Curve
 
 MISSING = "\u2014"  # shown for a value a run does not have (an older run's optimizer)
 
@@ -37,7 +33,7 @@ class RunSummary:
     bundle: str
     state: str = ""
     strategy: str = ""
-    machines: str = "local"
+    machines: str = LOCAL_MACHINE
     replicas: int = 0
     precision: str = ""
     xla: bool | None = None
@@ -82,7 +78,7 @@ def _plan_facts(summary: RunSummary, plan: dict[str, Any]) -> None:
             summary.schedule = schedule_text(parsed)
     summary.replicas = parsed.total_replicas
     summary.global_batch = parsed.global_batch
-    summary.machines = ", ".join(parsed.machine_names) or "local"
+    summary.machines = ", ".join(parsed.machine_names) or LOCAL_MACHINE
     summary.facts = plan_facts(parsed)
     if not summary.name:
         summary.name = parsed.run_name

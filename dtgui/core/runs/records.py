@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from dtgui.core.plans.plan import PLAN_NAME
+from dtgui.core.plans.plan import PLAN_NAME, is_local_machine
 from dtgui.core.runs.run_state import ENDED, RunState
 from dtgui.core.settings import atomic_write_text, runs_dir
 from dtgui.worker.layout import EVENTS_GLOB, OUTPUT_DIR
@@ -32,7 +32,7 @@ __all__ = ["ENDED", "RECORD_NAME", "RunHistory", "RunRecord", "RunState", "Segme
 
 @dataclass
 class MachineRecord:
-    name: str  # "local" for this machine
+    name: str  # LOCAL_MACHINE for this machine
     dir: str  # the bundle directory on that machine (absolute)
     python: str = ""
     address: str = ""  # the address in TF_CONFIG
@@ -42,14 +42,26 @@ class MachineRecord:
 
     @property
     def is_local(self) -> bool:
-        return self.name == "local"
+        """On this machine (`is_local_machine`: the one definition, by name)."""
+        return is_local_machine(self.name)
 
 
 @dataclass
 class TaskRecord:
     task: str  # "worker:0"
     machine: str
-    pid: int = 0  # process-group id of the task on its machine (0: not started)
+    pid: int = 0  # process-group id of the task on its machine (0: not started by dtgui)
+    job_id: str = ""  # the batch job holding it where a scheduler runs it (a Slurm job)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], jobs: dict[str, str]) -> TaskRecord:
+        """`jobs`: machine -> the job its record names. An older record kept a job's id in
+        `pid`: read there, it is the job id (and no process id)."""
+        task = cls(**_known_fields(cls, data))
+        job = jobs.get(task.machine, "")
+        if not task.job_id and job and str(task.pid) == job:
+            task.job_id, task.pid = job, 0
+        return task
 
 
 @dataclass
@@ -109,15 +121,22 @@ class RunRecord:
         return next((m for m in self.machines if m.name == name), None)
 
     def pids(self) -> dict[str, int]:
+        """Task -> its process-group id, for the tasks dtgui started as processes."""
         return {t.task: t.pid for t in self.tasks if t.pid}
 
+    def job_ids(self) -> dict[str, str]:
+        """Task -> the batch job holding it, for the tasks a scheduler runs."""
+        return {t.task: t.job_id for t in self.tasks if t.job_id}
+
     # -- changes -----------------------------------------------------------------------------
-    def set_pid(self, task: str, machine: str, pid: int) -> None:
+    def set_started(self, task: str, machine: str, *, pid: int = 0, job_id: str = "") -> None:
+        """The task started on `machine`: as process group `pid`, or in the batch job
+        `job_id`."""
         for rec in self.tasks:
             if rec.task == task:
-                rec.machine, rec.pid = machine, pid
+                rec.machine, rec.pid, rec.job_id = machine, pid, job_id
                 return
-        self.tasks.append(TaskRecord(task, machine, pid))
+        self.tasks.append(TaskRecord(task, machine, pid, job_id))
 
     def begin_segment(self, from_step: int = 0) -> None:
         """A stretch of training starts now on the recorded machines (a resume: from the
@@ -154,8 +173,8 @@ class RunRecord:
         kwargs = {k: v for k, v in data.items() if k in known}
         kwargs["machines"] = [MachineRecord(**_known_fields(MachineRecord, m))
                               for m in data.get("machines", [])]
-        kwargs["tasks"] = [TaskRecord(**_known_fields(TaskRecord, t))
-                           for t in data.get("tasks", [])]
+        jobs = {m.name: m.job_id for m in kwargs["machines"] if m.job_id}
+        kwargs["tasks"] = [TaskRecord.from_dict(t, jobs) for t in data.get("tasks", [])]
         kwargs["segments"] = [Segment(**_known_fields(Segment, s))
                               for s in data.get("segments", [])]
         return cls(**kwargs)

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from dtgui.core.plans.plan import PLAN_NAME
+from dtgui.core.plans.plan import LOCAL_MACHINE, PLAN_NAME
 from dtgui.core.runs.records import RECORD_NAME, RunHistory, RunRecord
 from dtgui.core.settings import atomic_write_text, data_dir
 
@@ -162,7 +162,7 @@ _FIELD_NAMES = [f.name for f in fields(RunRow)]  # the index keeps a row's value
 
 def row_of_record(record: RunRecord, kind: str = RUN, parent: str = "") -> RunRow:
     """A record's row, without what its events say (`summarize`)."""
-    where = ", ".join(m.name for m in record.machines) or "local"
+    where = ", ".join(m.name for m in record.machines) or LOCAL_MACHINE
     return RunRow(folder=record.bundle, name=record.run_name, kind=kind, parent=parent,
                   run_id=record.run_id, state=str(record.state), active=record.is_active,
                   message=record.message, strategy=str(record.strategy), where=where,

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dtgui.core.curve_values import lower_is_better
 from dtgui.core.plans.plan import Plan, validate
-from dtgui.core.run_curves import lower_is_better
 from dtgui.core.scripts.script import ScriptModel
 from dtgui.core.target_job import TargetJob
 

@@ -21,7 +21,7 @@ import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from dtgui.core.run_curves import task_key
+from dtgui.core.run_tasks import task_key
 from dtgui.core.sweeps.sweep import Param, SpaceKind, SweepError, SweepSpec, Value
 
 STUDY_FILE = "study.db"

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dtgui.core.bundles.bundle import Bundle
+from dtgui.core.plans.plan import LOCAL_MACHINE
 from dtgui.core.runs.records import RECORD_NAME
 from dtgui.launch.exec.remote_scripts import PollOutput
 from dtgui.worker import layout
@@ -174,7 +175,7 @@ class LocalHost(Host):
     """This machine: files and /proc read directly, tasks as `Popen` children (their exit
     codes come from `wait` too)."""
 
-    def __init__(self, name: str = "local") -> None:
+    def __init__(self, name: str = LOCAL_MACHINE) -> None:
         super().__init__(name)
         self.procs: dict[str, subprocess.Popen[bytes]] = {}  # stem -> the wrapper started here
 

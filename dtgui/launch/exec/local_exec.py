@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterable
 
 from dtgui.core.bundles.bundle import Bundle
-from dtgui.core.plans.plan import TaskSpec
+from dtgui.core.plans.plan import LOCAL_MACHINE, TaskSpec
 from dtgui.launch.exec.host import LocalHost
 from dtgui.launch.exec.process_exec import ProcessExecutor
 
@@ -23,7 +23,7 @@ class LocalExecutor(ProcessExecutor):
     poll_seconds = start_poll_seconds = 0.2
 
     def __init__(self, bundle: Bundle, tasks: Iterable[TaskSpec] | None = None,
-                 python: str | None = None, name: str = "local") -> None:
+                 python: str | None = None, name: str = LOCAL_MACHINE) -> None:
         super().__init__(name, bundle, bundle.plan.tasks if tasks is None else tasks,
                          LocalHost(name), str(bundle.path), python or sys.executable)
 

@@ -107,7 +107,8 @@ def checked(launch: Launch) -> list[Target]:
 
 def local_python(launch: Launch) -> str:
     """This machine's interpreter for the run (the model check runs it here)."""
-    return next((t.interpreter for t in launch.targets if t.is_local), sys.executable)
+    return next((t.interpreter for t in launch.targets if t.starts_processes_here),
+                sys.executable)
 
 
 # -- the steps ------------------------------------------------------------------------------
@@ -383,12 +384,17 @@ def reattach(record: RunRecord, *, connect: Connector | None = None,
         raise LaunchError(f"Cannot reattach: {exc}") from exc
     clients = connect_targets(targets, connector, "Cannot reattach")
     pids = record.pids()
+    jobs = record.job_ids()
     executors: list[Executor] = []
     for target, rec in zip(targets, record.machines, strict=True):
         executor = driver_for(target).executor(
             target, bundle, rec.dir, client=clients.get(target.name),
             connector=connector if target.needs_connection else None)
-        executor.adopt(pids)
+        if rec.job_id:  # a scheduler's tasks: its executor adopts them by their job's id
+            executor.job_id = rec.job_id
+            executor.adopt({t: int(j) for t, j in jobs.items() if j == rec.job_id and j.isdigit()})
+        else:
+            executor.adopt(pids)
         executors.append(executor)
     policy = policy or RunPolicy(max_restarts=record.max_restarts)
     controller = RunController(bundle, executors=executors, record=record, policy=policy)

@@ -35,9 +35,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.run_curves import Curve
 from dtgui.core.runs.compare import FIELDS, RunSummary, summarize_run, summary_csv, table_rows
 from dtgui.core.runs.records import RunRecord
+from dtgui.core.series import Curve
 from dtgui.core.smoothing import ema
 from dtgui.ui.plots.plot_base import (
     DARK,
@@ -57,8 +57,9 @@ SHOWN_FIELDS = FIELDS[1:]  # the run's name heads its column
 LIMIT_FIELD = "Limited by"  # memory near its limit, else where the time went (bottleneck)
 
 
-def _read_runs(records: Sequence[RunRecord]) -> Callable[[Worker], list[RunSummary]]:
-    def read(worker: Worker) -> list[RunSummary]:
+def _read_runs(records: Sequence[RunRecord]) -> Callable[[Worker[list[RunSummary]]],
+                                                         list[RunSummary]]:
+    def read(worker: Worker[list[RunSummary]]) -> list[RunSummary]:
         out = []
         for i, record in enumerate(records):
             worker.report(f"Reading {record.run_name} ({i + 1} of {len(records)})")
@@ -223,7 +224,7 @@ class CompareView(QWidget):
         super().__init__(parent)
         self.setObjectName("compareView")
         self.summaries: list[RunSummary] = []
-        self._worker: Worker | None = None
+        self._worker: Worker[list[RunSummary]] | None = None
         title = QLabel("Compare runs")
         title.setObjectName("pageTitle")
         self.status = QLabel("")

@@ -106,7 +106,7 @@ class ParamRow(QWidget):
     """One varied parameter: which setting, its space, its values; its problems below it."""
 
     changed = Signal()
-    removed = Signal(object)
+    removed = Signal(object)  # ParamRow: this row, the user removed it
 
     def __init__(self, text: str = "lr=" + STARTING_SPACE["lr"],
                  parent: QWidget | None = None) -> None:

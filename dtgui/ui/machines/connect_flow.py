@@ -82,7 +82,7 @@ class Outcome:
         return str(self.error) if self.error is not None else ""
 
 
-def _close(value: Any) -> None:
+def _close(value: object) -> None:
     for item in value if isinstance(value, tuple) else (value,):
         if hasattr(item, "close") and hasattr(item, "get_transport"):
             with contextlib.suppress(Exception):

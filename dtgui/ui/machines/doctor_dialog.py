@@ -28,16 +28,29 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.machines.doctor import DEFAULT_PORT, FAIL, OK, WARN, Check, build_checks, summary
+from dtgui.core.machines.doctor import (
+    DEFAULT_PORT,
+    FAIL,
+    OK,
+    WARN,
+    Check,
+    PortTest,
+    ReachTest,
+    build_checks,
+    summary,
+)
 from dtgui.core.machines.hardware import MachineFacts
 from dtgui.core.machines.registry import Machine, MachineRegistry, RemoteFacts
-from dtgui.core.measure.network_pairs import LINKS_FILE, TRANSFER_BYTES, save_links
+from dtgui.core.measure.network_pairs import LINKS_FILE, TRANSFER_BYTES, LinkTest, save_links
 from dtgui.core.settings import data_dir
 from dtgui.remote.doctor_checks import measure_links, run_doctor_checks
 from dtgui.remote.probe import probe
 from dtgui.ui.machines.common import plain_buttons, repolish
 from dtgui.ui.machines.connect_flow import Attempt, ConnectFlow, Outcome
 from dtgui.ui.workers import Worker, create_worker, error_message
+
+# what the doctor measured between the machines: their ports, who reaches whom, the links
+Checked = tuple[list[PortTest], list[ReachTest], list[LinkTest]]
 
 COLUMNS = ["Machine", "Check", "Status", "Detail", "Suggested fix"]
 STATUS_TEXT = {OK: "✓ OK", WARN: "⚠ Warning", FAIL: "✗ Problem"}
@@ -211,7 +224,7 @@ class DoctorDialog(QDialog):
         self._show_progress(f"Testing port {port} on {len(clients)} machine(s) and "
                             f"{pairs} path(s) between them…")
 
-        def work(worker: Worker) -> Any:
+        def work(worker: Worker[Checked]) -> Checked:
             try:
                 ports, reach = run_doctor_checks(clients, machines, port,
                                                  on_progress=worker.report)
@@ -223,7 +236,7 @@ class DoctorDialog(QDialog):
             save_links(data_dir() / LINKS_FILE, [k for k in links if k.ok])  # for dashboards
             return ports, reach, links
 
-        def done(result: tuple[Any, Any, Any]) -> None:
+        def done(result: Checked) -> None:
             ports, reach, links = result
             self._finish(build_checks(self.local, facts, port, ports, reach, errors, links))
 

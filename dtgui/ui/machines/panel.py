@@ -56,7 +56,7 @@ def short_message(state: RowState) -> str:
 class MachinesPanel(QWidget):
     machinesChanged = Signal()
     factsChanged = Signal(str, object)  # machine name, RemoteFacts
-    dialogShown = Signal(object)
+    dialogShown = Signal(object)  # the dialog just opened (QDialog)
 
     def __init__(self, parent: QWidget | None = None, *,
                  local_facts: Callable[[], MachineFacts | None] | None = None,

@@ -5,7 +5,7 @@ takes `source.metrics.snapshot()` and redraws only when `snapshot.version` chang
 per event); the run's own thread fills the metrics, so nothing here blocks: no file, no
 process, no network. Plots are redrawn on every new version; the numbers (header, panel
 readouts, task table) and the log at most 4 times a second, which is as fast as anyone reads
-them. The run's life comes from `dtgui.ui.run_session.RunSession`: its `state_changed` and
+them. The run's life comes from `dtgui.ui.run_session.RunSession`: its `stateChanged` and
 `ended` signals call `show_state` and `show_end`; after the end the plots keep their data and
 the timer stops once every series is drawn.
 """
@@ -23,7 +23,7 @@ from PySide6.QtWidgets import QFrame, QMessageBox, QSplitter, QVBoxLayout, QWidg
 from dtgui.core.live_run import LiveRun, Snapshot
 from dtgui.core.measure.bottleneck import plan_facts
 from dtgui.core.plans.plan_text import script_summary, script_text
-from dtgui.core.run_curves import task_key
+from dtgui.core.run_tasks import task_key
 from dtgui.core.runs.run_state import RunState
 from dtgui.launch.runs.run_source import RunSource
 from dtgui.ui.pages.run_widgets import LogView, RunHeader, TaskTable
@@ -87,7 +87,7 @@ def _titled(title: str, body: QWidget, panel: str) -> QFrame:
 
 
 class Dashboard(QWidget):
-    resume_requested = Signal(object)  # Path: the folder of the shown ended run to resume
+    resumeRequested = Signal(object)  # Path: the folder of the shown ended run to resume
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -241,11 +241,11 @@ class Dashboard(QWidget):
 
     def listen(self, session: RunSession) -> None:
         """Take the shown run's state and end from `session` (it tells each change once)."""
-        session.state_changed.connect(self.show_state)
+        session.stateChanged.connect(self.show_state)
         session.ended.connect(self.show_end)
 
     def show_state(self, state: str, message: str) -> None:
-        """The run's state changed (RunSession.state_changed)."""
+        """The run's state changed (RunSession.stateChanged)."""
         self.header.set_state(state, message)
         self._update_stop_button(state, self._ended)
 
@@ -424,7 +424,7 @@ class Dashboard(QWidget):
     def _resume_clicked(self) -> None:
         c = self.controller
         if c is not None and c.finished and c.record is not None:
-            self.resume_requested.emit(Path(c.record.bundle))
+            self.resumeRequested.emit(Path(c.record.bundle))
 
     def _update_stop_button(self, state: str, finished: bool) -> None:
         c = self.controller

@@ -27,11 +27,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.live_run import LOG_LINES_KEPT, LiveRun, TaskState
+from dtgui.core.live_run import LiveRun
 from dtgui.core.plans.plan import is_local_machine
-from dtgui.core.run_curves import task_key
+from dtgui.core.run_tasks import TaskState, task_key
 from dtgui.core.runs.run_state import RunState
 from dtgui.core.scripts.script_progress import ScriptProgress
+from dtgui.core.task_logs import LOG_LINES_KEPT
 from dtgui.ui.plots.plot_base import format_elapsed, style_card
 
 STATE_COLOURS: dict[str, str] = {  # by RunState (a str)

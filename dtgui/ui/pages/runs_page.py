@@ -12,7 +12,7 @@ of sections: `add_section` puts another one (queued runs) above the table.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QModelIndex, QPoint, Qt, Signal, SignalInstance
 from PySide6.QtGui import QResizeEvent
@@ -37,6 +37,9 @@ from dtgui.core.runs.records import RunHistory, RunRecord
 from dtgui.core.runs.run_index import SWEEP, RunRow
 from dtgui.ui.pages.runs_model import COLUMNS, NAME, NOTE, STARTED, TAGS, RunsFilter, RunsModel
 from dtgui.ui.workers import error_message, run_in_thread
+
+if TYPE_CHECKING:
+    from dtgui.launch.run_admin import Deleted
 
 # each column's least width (as wide as this text in the table's font), and its share of the
 # width left over (names, tags and notes grow; figures do not)
@@ -76,7 +79,7 @@ class RunsPage(QWidget):
     cloneRequested = Signal(object)  # the run's folder (Path): fill the wizard from its plan
     sweepRequested = Signal(object)  # a sweep's folder (Path): show its view
     # the run's folder (Path) and the step to train to (int; None: its plan's steps)
-    resume_requested = Signal(object, object)
+    resumeRequested = Signal(object, object)
     tensorboardRequested = Signal(list)  # the folders (Path) of the runs and sweeps selected
     mlflowRequested = Signal(list)  # the RunRecords selected: send them to MLflow
     loaded = Signal(list)  # the rows just shown (RunRow)
@@ -346,7 +349,7 @@ class RunsPage(QWidget):
                 menu.addAction("Train longer…").triggered.connect(lambda: self._longer(row))
             else:
                 menu.addAction("Resume").triggered.connect(
-                    lambda: self.resume_requested.emit(Path(row.folder), None))
+                    lambda: self.resumeRequested.emit(Path(row.folder), None))
         if len([r for r in chosen if r.kind != SWEEP]) >= 2:
             menu.addAction("Compare").triggered.connect(self._compare)
         if row.kind != SWEEP:
@@ -386,7 +389,7 @@ class RunsPage(QWidget):
             self, "Train longer", f"{row.name} trained {done:,} steps. Train on from its last "
             "checkpoint to step:", max(done * 2, 1), done + 1, 2_000_000_000)
         if ok:
-            self.resume_requested.emit(Path(row.folder), steps)
+            self.resumeRequested.emit(Path(row.folder), steps)
 
     def _compare(self) -> None:
         chosen = [r for r in self.selected_rows() if r.kind != SWEEP]
@@ -507,7 +510,7 @@ class RunsPage(QWidget):
                       lambda done: self._deleted(row, done), self._delete_failed,
                       context=self)
 
-    def _deleted(self, row: RunRow, done: Any) -> None:
+    def _deleted(self, row: RunRow, done: Deleted) -> None:
         if done.local:
             self.summary.setText(done.text())
             self.model.remove({row.folder})

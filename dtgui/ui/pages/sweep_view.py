@@ -106,7 +106,7 @@ class SweepView(QWidget):
         self.table_data: SweepTable | None = None
         self.session = SweepSession(self)
         self.session.changed.connect(self.show_table)
-        self.session.sweep_ended.connect(self._show_status)
+        self.session.sweepEnded.connect(self._show_status)
         self.session.started.connect(lambda _pid: self._set_enabled())
         self.session.failed.connect(self._failed)
         self.title = QLabel("No sweep")
@@ -406,7 +406,7 @@ class SweepView(QWidget):
             return
         text = csv_text(data.rows, data.spec.params, data.spec.objective)
 
-        def write(_w: Worker) -> Path:
+        def write(_w: Worker[Path]) -> Path:
             tmp = path.with_suffix(path.suffix + ".tmp")
             tmp.write_text(text, encoding="utf-8")
             shutil.move(str(tmp), str(path))

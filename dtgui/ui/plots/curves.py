@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from typing import Generic
 
 import numpy as np
 import pyqtgraph as pg
 from pyqtgraph.graphicsItems.LegendItem import ItemSample
 from PySide6.QtGui import QColor, QPainter
 
-from dtgui.ui.plots.envelope_layer import EnvelopeLayer, band, zigzag
+from dtgui.ui.plots.envelope_layer import EnvelopeLayer, K, band, zigzag
 
 XY = tuple[np.ndarray, np.ndarray]
 AUTO_DOWNSAMPLE_FACTOR = 2.0  # pyqtgraph's auto downsampling: ~2 "peak" buckets per pixel
@@ -144,7 +145,7 @@ class Envelope:
         self.block *= 2
 
 
-class CurveSet:
+class CurveSet(Generic[K]):
     """The curves of one plot, keyed by series name.
 
     With `layer_only`, every series is drawn by the envelope layer while following, short
@@ -153,34 +154,34 @@ class CurveSet:
     symbols or dashes (validation) are PlotDataItems."""
 
     def __init__(self, target: pg.PlotItem,
-                 factory: Callable[[object, int], pg.PlotDataItem],
+                 factory: Callable[[K, int], pg.PlotDataItem],
                  layer_only: bool = False) -> None:
         self._target = target
         self._factory = factory
         self.layer_only = layer_only
-        self.curves: dict[object, pg.PlotDataItem] = {}
-        self.raw: dict[object, XY] = {}  # the latest full series of every curve
+        self.curves: dict[K, pg.PlotDataItem] = {}
+        self.raw: dict[K, XY] = {}  # the latest full series of every curve
         # Applied to a series when it is fed (the loss panel's smoothing): only the series a
         # frame feeds are transformed, within its budget.
-        self.transform: Callable[[object, np.ndarray, np.ndarray], np.ndarray] | None = None
-        self.drawn: dict[object, XY] = {}  # what was last fed: the series, transformed
-        self.last: dict[object, float] = {}  # latest y of every series, shown or not
-        self.layer = EnvelopeLayer(self.curves)
+        self.transform: Callable[[K, np.ndarray, np.ndarray], np.ndarray] | None = None
+        self.drawn: dict[K, XY] = {}  # what was last fed: the series, transformed
+        self.last: dict[K, float] = {}  # latest y of every series, shown or not
+        self.layer = EnvelopeLayer[K](self.curves)
         target.getViewBox().addItem(self.layer)
         # length and last point fed: a series rewound (a restart from a checkpoint) and grown
         # back to the same length between two frames still differs in its last point
-        self._fed_len: dict[object, tuple[float, ...]] = {}
-        self._pending: set[object] = set()  # hidden: fed when shown again
-        self._in_plot: set[object] = set()  # curves drawing their series themselves
-        self._due: dict[object, None] = {}  # grown and visible, not fed yet (oldest first)
-        self._envelopes: dict[object, Envelope] = {}
-        self._extent: dict[object, tuple[int, float, float]] = {}  # seen length, min, max
+        self._fed_len: dict[K, tuple[float, ...]] = {}
+        self._pending: set[K] = set()  # hidden: fed when shown again
+        self._in_plot: set[K] = set()  # curves drawing their series themselves
+        self._due: dict[K, None] = {}  # grown and visible, not fed yet (oldest first)
+        self._envelopes: dict[K, Envelope] = {}
+        self._extent: dict[K, tuple[int, float, float]] = {}  # seen length, min, max
         self._layer_dirty = False
         self._max_blocks = int(DEFAULT_WIDTH_PX * BLOCKS_PER_PIXEL)
         self._filled = False  # envelopes drawn as filled bands (blocks a few pixels apart)
         self.use_envelope = True
 
-    def update(self, data: Mapping[object, XY]) -> list[object]:
+    def update(self, data: Mapping[K, XY]) -> list[K]:
         """Feed the series that grew (within FEED_BUDGET_SECONDS: see `backlog`); returns
         the keys whose curve was created now."""
         new = []
@@ -273,7 +274,7 @@ class CurveSet:
                         self._pending.add(key)
             self._commit()
 
-    def shown_data(self, key: object) -> XY:
+    def shown_data(self, key: K) -> XY:
         """What is drawn for a series now: its envelope's vertices, or the curve's data."""
         if key in self.layer.paths:
             envelope = self._envelopes[key]
@@ -284,7 +285,7 @@ class CurveSet:
         x, y = self.curves[key].getOriginalDataset()
         return (x, y) if x is not None and y is not None else (_EMPTY, _EMPTY)
 
-    def _grow_extent(self, key: object, y: np.ndarray) -> None:
+    def _grow_extent(self, key: K, y: np.ndarray) -> None:
         seen, lo, hi = self._extent.get(key, (0, np.inf, -np.inf))
         if len(y) < seen:  # a new series under the same name
             seen, lo, hi = 0, np.inf, -np.inf
@@ -300,7 +301,7 @@ class CurveSet:
             return None
         return min(s[1] for s in spans), max(s[2] for s in spans)
 
-    def _feed(self, key: object) -> None:
+    def _feed(self, key: K) -> None:
         x, y = self.raw[key]
         self._fed_len[key] = _fingerprint(x, y)
         if self.transform is not None:
@@ -343,7 +344,7 @@ class CurveSet:
             self._layer_dirty = False
             self.layer.commit()
 
-    def flush(self, key: object) -> None:
+    def flush(self, key: K) -> None:
         """After a curve was shown or hidden: give it the data it missed; redraw the layer."""
         if key in self._pending and key in self.raw:
             self._feed(key)

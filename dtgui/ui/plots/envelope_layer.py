@@ -18,7 +18,7 @@ vertices are painted directly, into a cached pixmap.
 from __future__ import annotations
 
 import logging
-from typing import NamedTuple
+from typing import Generic, NamedTuple, TypeVar
 
 import numpy as np
 import pyqtgraph as pg
@@ -28,6 +28,8 @@ from PySide6.QtGui import QBrush, QImage, QPainter, QPen, QPolygonF, QTransform
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
 from dtgui.ui.workers import Worker, create_worker, dedicated_pool
+
+K = TypeVar("K")  # what names a plot's series (a replica id, a task, a device label)
 
 RENDER_THREAD_MIN_VERTICES = 20_000  # ~10 ms of stroking on this machine's slowest
 MAX_IMAGE_SIDE = 8192
@@ -89,15 +91,15 @@ def render_lines(lines: list[tuple[QPolygonF, QPen, bool]], transform: QTransfor
     return image
 
 
-class EnvelopeLayer(pg.GraphicsObject):
+class EnvelopeLayer(pg.GraphicsObject, Generic[K]):
     """Draws the envelopes of several series (each in its curve's pen, only while its curve is
     visible) as one graphics item."""
 
-    def __init__(self, curves: dict[object, pg.PlotDataItem]) -> None:
+    def __init__(self, curves: dict[K, pg.PlotDataItem]) -> None:
         super().__init__()
         self._curves = curves
-        self.paths: dict[object, tuple[QPolygonF, np.ndarray]] = {}  # line, [x0 x1 y0 y1]
-        self.filled: set[object] = set()  # drawn as a filled band
+        self.paths: dict[K, tuple[QPolygonF, np.ndarray]] = {}  # line, [x0 x1 y0 y1]
+        self.filled: set[K] = set()  # drawn as a filled band
         self._rect = QRectF()
         self.vertices = 0
         self.generation = 0  # counts the changes of what is drawn
@@ -122,7 +124,7 @@ class EnvelopeLayer(pg.GraphicsObject):
             wanted is None or (image.transform == wanted[0]
                                and image.image.deviceIndependentSize().toSize() == wanted[1]))
 
-    def set_series(self, key: object, bx: np.ndarray, top: np.ndarray, bottom: np.ndarray,
+    def set_series(self, key: K, bx: np.ndarray, top: np.ndarray, bottom: np.ndarray,
                    y_range: tuple[float, float] | None = None, filled: bool = False) -> None:
         """A series' envelope blocks, drawn as their `zigzag`, or `filled` as their `band`;
         y_range: their min and max, when known."""
@@ -138,7 +140,7 @@ class EnvelopeLayer(pg.GraphicsObject):
         else:
             self.filled.discard(key)
 
-    def remove(self, key: object) -> None:
+    def remove(self, key: K) -> None:
         self.paths.pop(key, None)
         self.filled.discard(key)
 
@@ -230,7 +232,7 @@ class EnvelopeLayer(pg.GraphicsObject):
         self._in_flight = True
         lines, generation = self._visible_lines(), self.generation
 
-        def work(_worker: Worker) -> LayerImage:
+        def work(_worker: Worker[LayerImage]) -> LayerImage:
             return LayerImage(render_lines(lines, transform, size, ratio), transform, generation)
 
         # Delivered on the UI thread, or not at all once the layer is deleted.

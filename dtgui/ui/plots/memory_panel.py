@@ -24,7 +24,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.live_run import TaskState
 from dtgui.core.measure.device_use import (
     IDLE_UTIL,
     DeviceBusy,
@@ -52,7 +51,7 @@ from dtgui.core.measure.network_pairs import (
     size_text,
     slowest,
 )
-from dtgui.core.run_curves import task_key
+from dtgui.core.run_tasks import TaskState, task_key
 from dtgui.core.settings import data_dir
 from dtgui.ui.workers import run_in_thread
 

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from dtgui.core.plans.plan import LOCAL_MACHINE
 from dtgui.ui.plots.curves import XY, LineSample, make_curve
 from dtgui.ui.plots.plot_base import (
     ElapsedAxis,
@@ -75,11 +76,11 @@ class LossPanel(PlotPanel):
         self.sync_envelopes()
         self.settle(force=True)
 
-    def _make(self, key: object, index: int) -> pg.PlotDataItem:
-        return make_curve(series_colour(int(key)), f"replica {key}")  # type: ignore[call-overload]
+    def _make(self, key: int, index: int) -> pg.PlotDataItem:
+        return make_curve(series_colour(key), f"replica {key}")
 
     def update_data(self, data: Mapping[int, XY]) -> None:
-        new = self.curves.update(data)  # type: ignore[arg-type]
+        new = self.curves.update(data)
         if new:
             self._rebuild_toggles()
 
@@ -96,7 +97,7 @@ class LossPanel(PlotPanel):
         self.readout.setText("")
 
     def replica_ids(self) -> list[int]:
-        return sorted(int(k) for k in self.curves.curves)  # type: ignore[call-overload]
+        return sorted(self.curves.curves)
 
     def is_replica_visible(self, rid: int) -> bool:
         return bool(self.curves.curves[rid].isVisible())
@@ -124,7 +125,7 @@ class LossPanel(PlotPanel):
         # pyqtgraph 0.14's ItemSample has already toggled the curve: sync chips and data.
         for rid, curve in self.curves.curves.items():
             if curve is item:
-                self.set_replica_visible(int(rid), bool(curve.isVisible()))  # type: ignore[call-overload]
+                self.set_replica_visible(rid, bool(curve.isVisible()))
 
     def _rebuild_toggles(self) -> None:
         ids = self.replica_ids()
@@ -188,8 +189,8 @@ class ThroughputPanel(PlotPanel):
         self.curves = self.add_curve_set(self._make, layer_only=True)
         self.y_mode = "zero"
 
-    def _make(self, key: object, index: int) -> pg.PlotDataItem:
-        return make_curve(series_colour(index), str(key))
+    def _make(self, key: str, index: int) -> pg.PlotDataItem:
+        return make_curve(series_colour(index), key)
 
     def clear(self) -> None:
         self.curves.clear()
@@ -197,7 +198,7 @@ class ThroughputPanel(PlotPanel):
         self.readout.setText("")
 
     def update_data(self, data: Mapping[str, XY]) -> None:
-        self.curves.update(data)  # type: ignore[arg-type]
+        self.curves.update(data)
 
     def show_readout(self) -> None:
         parts, tips = [], []
@@ -216,7 +217,7 @@ def short_task(task: str) -> str:
     """'worker:3' -> 'w3', 'chief:0' -> 'c0', 'ps:1' -> 'ps1'; a machine name stays as it is
     ('local' reads 'here')."""
     if ":" not in task:
-        return "here" if task == "local" else task
+        return "here" if task == LOCAL_MACHINE else task
     kind, _, index = task.partition(":")
     return f"{kind if kind == 'ps' else kind[:1]}{index}"
 
@@ -264,13 +265,13 @@ class DevicePanel(PlotPanel):
             self._colours[label] = series_colour(len(self._colours))
         return self._colours[label]
 
-    def _make_util(self, key: object, index: int) -> pg.PlotDataItem:
-        curve = make_curve(self._colour(str(key)), f"{key} utilisation")
+    def _make_util(self, key: str, index: int) -> pg.PlotDataItem:
+        curve = make_curve(self._colour(key), f"{key} utilisation")
         curve.setVisible(self.mode == "util")
         return curve
 
-    def _make_mem(self, key: object, index: int) -> pg.PlotDataItem:
-        curve = make_curve(self._colour(str(key)), f"{key} memory")
+    def _make_mem(self, key: str, index: int) -> pg.PlotDataItem:
+        curve = make_curve(self._colour(key), f"{key} memory")
         curve.setVisible(self.mode == "mem")
         return curve
 
@@ -314,8 +315,8 @@ class DevicePanel(PlotPanel):
         labels = list(util) + [k for k in mem if k not in util]
         if labels:
             self.set_device_kind("gpu" if any(" gpu" in k for k in labels) else "cpu")
-        self.util.update(util)  # type: ignore[arg-type]
-        self.mem.update(mem)  # type: ignore[arg-type]
+        self.util.update(util)
+        self.mem.update(mem)
 
     def show_readout(self) -> None:
         labels = list(self._colours)  # in order of appearance

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
@@ -36,6 +37,7 @@ from PySide6.QtWidgets import (
 )
 
 from dtgui.ui.plots.curves import CurveSet
+from dtgui.ui.plots.envelope_layer import K
 
 # Tableau 10 then its darker/lighter companions: distinct on light and dark backgrounds.
 PALETTE = (
@@ -252,7 +254,7 @@ class PlotPanel(QFrame):
             # An axis (with its grid lines across the view) is replayed from a pixmap until
             # its range changes, instead of re-drawing text and lines on every frame.
             axis.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
-        self.curve_sets: list[CurveSet] = []
+        self.curve_sets: list[CurveSet[Any]] = []  # keyed each by its own kind of name
         self.following = True
         self.y_mode = "data"  # while following: "data" (fit), "zero" (fit, from 0), "fixed"
         self._x_span: tuple[float, float] | None = None
@@ -266,8 +268,8 @@ class PlotPanel(QFrame):
         view.sigStateChanged.connect(self._view_state_changed)
         view.sigResized.connect(self._view_resized)
 
-    def add_curve_set(self, factory: Callable[[object, int], pg.PlotDataItem],
-                      layer_only: bool = False) -> CurveSet:
+    def add_curve_set(self, factory: Callable[[K, int], pg.PlotDataItem],
+                      layer_only: bool = False) -> CurveSet[K]:
         curves = CurveSet(self.plot, factory, layer_only)
         self.curve_sets.append(curves)
         return curves

@@ -48,8 +48,8 @@ class ScalarPanel(PlotPanel):
         self.tag_combo.activated.connect(self._picked)
         self.tag_combo.currentTextChanged.connect(self._show_tag)
 
-    def _make(self, key: object, index: int) -> pg.PlotDataItem:
-        return make_curve(series_colour(index), str(key))
+    def _make(self, key: str, index: int) -> pg.PlotDataItem:
+        return make_curve(series_colour(index), key)
 
     @property
     def tag(self) -> str:
@@ -71,7 +71,7 @@ class ScalarPanel(PlotPanel):
             if best != current:
                 self._show_tag(best)
                 return
-        self.curves.update(dict(data.get(self.tag, {})))  # type: ignore[arg-type]
+        self.curves.update(dict(data.get(self.tag, {})))
 
     def _picked(self, _index: int) -> None:
         self._chosen = True
@@ -81,7 +81,7 @@ class ScalarPanel(PlotPanel):
         self.reset_view()
         self.set_axis_label("left", tag)
         self.set_axis_label("bottom", AXIS_LABELS.get(self._axes.get(tag, ""), "step"))
-        self.curves.update(dict(self._data.get(tag, {})))  # type: ignore[arg-type]
+        self.curves.update(dict(self._data.get(tag, {})))
         self.settle(force=True)
         self.show_readout()
 

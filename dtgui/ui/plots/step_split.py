@@ -33,7 +33,7 @@ from dtgui.core.measure.bottleneck import (
     verdict,
 )
 from dtgui.core.measure.memory import DeviceMemory
-from dtgui.core.run_curves import task_key
+from dtgui.core.run_tasks import task_key
 from dtgui.ui.plots.plot_base import style_card, title_label
 
 COLOURS = {"input": QColor("#e8a33d"), "compute": QColor("#3f9e6b"),

@@ -24,6 +24,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QColor, QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import (
+    QBoxLayout,
     QCheckBox,
     QComboBox,
     QFrame,
@@ -35,9 +36,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.run_curves import best_index, lower_is_better, preferred_metric
+from dtgui.core.curve_values import best_index, lower_is_better, preferred_metric
 from dtgui.core.smoothing import Ema
-from dtgui.ui.plots.curves import XY, make_curve
+from dtgui.ui.plots.curves import XY, CurveSet, make_curve
 from dtgui.ui.plots.panels import MAX_LEGEND_ENTRIES, LossPanel
 from dtgui.ui.plots.plot_base import PlotPanel, PlotTheme, offer_names, series_colour, style_card
 
@@ -97,7 +98,8 @@ class TrainingLossPanel(LossPanel):
         self.curves.transform = self._smooth
         self.raw_curves = self.add_curve_set(self._make_raw, layer_only=True)
         self.raw_curves.layer.setZValue(-5)
-        self.val_curves = self.add_curve_set(lambda _k, _i: validation_curve(theme, VALIDATION_KEY))
+        self.val_curves: CurveSet[str] = self.add_curve_set(
+            lambda _k, _i: validation_curve(theme, VALIDATION_KEY))
         self.marker = best_marker()
         self.plot.addItem(self.marker)
 
@@ -130,14 +132,14 @@ class TrainingLossPanel(LossPanel):
         tools.addSpacing(12)
         tools.addWidget(self.best_label, 1)
         layout = self.layout()
-        assert layout is not None
-        layout.insertWidget(1, row)  # type: ignore[attr-defined]
+        assert isinstance(layout, QBoxLayout)  # a card's layout is a column
+        layout.insertWidget(1, row)
         self.slider.valueChanged.connect(lambda v: self.set_smoothing(v / SLIDER_STEPS))
         self.raw_check.toggled.connect(self.set_show_raw)
 
     # -- smoothing ---------------------------------------------------------------------------
-    def _make_raw(self, key: object, index: int) -> pg.PlotDataItem:
-        colour = QColor(series_colour(int(key)))  # type: ignore[call-overload]
+    def _make_raw(self, key: int, index: int) -> pg.PlotDataItem:
+        colour = QColor(series_colour(key))
         colour.setAlpha(RAW_ALPHA)
         curve = make_curve(colour, f"replica {key} (raw)")
         curve.setZValue(-5)
@@ -174,7 +176,7 @@ class TrainingLossPanel(LossPanel):
 
     def _redraw_all(self) -> None:
         if self.raw_shown:
-            self.raw_curves.update(self._data)  # type: ignore[arg-type]
+            self.raw_curves.update(self._data)
         else:
             self.raw_curves.clear()
         self.curves.redo_all()
@@ -182,7 +184,7 @@ class TrainingLossPanel(LossPanel):
         if self.curves.backlog:
             self.backlogged.emit()
 
-    def _smooth(self, key: object, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    def _smooth(self, key: int, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """The curves' transform: a series smoothed when it is fed."""
         if self.weight == 0:
             return y
@@ -200,7 +202,7 @@ class TrainingLossPanel(LossPanel):
                                       "slow the dashboard down)")
         self._data = data
         if self.raw_shown:
-            self.raw_curves.update(data)  # type: ignore[arg-type]
+            self.raw_curves.update(data)
         super().update_data(data)
 
     def set_replica_visible(self, rid: int, visible: bool) -> None:
@@ -277,7 +279,8 @@ class ValidationPanel(PlotPanel):
         self.combo.setToolTip("The validation metrics the run reports")
         self.combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.header.insertWidget(1, self.combo)
-        self.curves = self.add_curve_set(lambda k, _i: validation_curve(theme, str(k)))
+        self.curves: CurveSet[str] = self.add_curve_set(
+            lambda k, _i: validation_curve(theme, k))
         self.marker = best_marker()
         self.plot.addItem(self.marker)
         self._data: Mapping[str, XY] = {}
@@ -367,7 +370,7 @@ class LearningRatePanel(PlotPanel):
         self.curves = self.add_curve_set(self._make)
 
     @staticmethod
-    def _make(_key: object, _index: int) -> pg.PlotDataItem:
+    def _make(_key: str, _index: int) -> pg.PlotDataItem:
         return make_curve(QColor("#7b1fa2"), "learning rate")
 
     def update_data(self, series: XY | None) -> None:

@@ -30,7 +30,7 @@ class RunWizard(QWizard):
     """Builds a Plan. After accept: plan() is placed, action() is "launch" or "export".
     `sweepRequested(plan)`: the review page's Sweep… button (the placed plan to sweep)."""
 
-    sweepRequested = Signal(object)
+    sweepRequested = Signal(object)  # Plan: the placed plan to sweep
 
     def __init__(self, facts: MachineFacts | None, initial: Plan | None = None,
                  parent: QWidget | None = None) -> None:
