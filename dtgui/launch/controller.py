@@ -281,10 +281,40 @@ class RunController(BundledRun):
         for name, fut in list(self._inflight.items()):
             if fut.done():
                 del self._inflight[name]
-                try:
-                    self._apply(fut.result())
-                except Exception as exc:  # noqa: BLE001 - counts as unreachable
-                    self._apply(MachinePoll(name, error=str(exc) or type(exc).__name__))
+                self._apply_result(name, fut)
+
+    def _apply_result(self, name: str, fut: Future[MachinePoll]) -> None:
+        try:
+            self._apply(fut.result())
+        except Exception as exc:  # noqa: BLE001 - counts as unreachable
+            self._apply(MachinePoll(name, error=str(exc) or type(exc).__name__))
+
+    def _read_to_the_end(self, seconds: float = 15.0) -> None:
+        """Read what the tasks wrote last (a failure's traceback, the last steps) before the
+        run is said over or a failure is put in words: every machine that answers is polled
+        once more, after the polls under way, and again while it has more to read. (The
+        regular rounds may not come back in time once the tasks have ended.)"""
+        deadline = time.monotonic() + seconds
+        machines = [ex for ex in self.executors if ex.name not in self._unreachable]
+        for ex in machines:
+            running = self._inflight.pop(ex.name, None)
+            if running is not None:
+                wait_futures([running], timeout=max(0.0, deadline - time.monotonic()))
+                if not running.done():
+                    self._inflight[ex.name] = running
+                    continue
+                self._apply_result(ex.name, running)
+        while machines and time.monotonic() < deadline:
+            polls = {ex.name: self._pool.submit(ex.poll) for ex in machines
+                     if ex.name not in self._inflight}
+            wait_futures(list(polls.values()), timeout=max(0.0, deadline - time.monotonic()))
+            for name, fut in polls.items():
+                if fut.done():
+                    self._apply_result(name, fut)
+                else:
+                    self._inflight[name] = fut
+            machines = [ex for ex in machines if ex.name in self._behind
+                        and ex.name not in self._inflight]
 
     def _apply(self, mp: MachinePoll) -> None:
         now = time.monotonic()
@@ -377,6 +407,7 @@ class RunController(BundledRun):
         return error + (" — last log lines: " + " | ".join(tail) if tail else "")
 
     def _fail(self, failures: list[tuple[str, str, int | None]]) -> None:
+        self._read_to_the_end()  # the failed task's last lines, quoted in its error
         first = failures[0][0]
         for tid, reason, code in failures:
             self.metrics.set_task_state(tid, "failed", exit_code=code,
@@ -470,6 +501,7 @@ class RunController(BundledRun):
 
     def _stop_all(self, final_state: RunState, message: str) -> None:
         self._end_tasks(self.policy.save_grace if final_state is RunState.STOPPED else None)
+        self._read_to_the_end()
         self._fetch_model()
         for tid in self._exec_of:
             code = self._ended.get(tid)
