@@ -90,7 +90,6 @@ def test_slow_data_is_input_bound_and_fast_data_compute_bound(
             for sleep in (0.0, 0.1)}
     procs = {sleep: start_task(bundle, "worker:0") for sleep, bundle in runs.items()}
     found = {}
-    comms: list[float] = []
     for sleep, proc in procs.items():
         code, events = finish(proc, runs[sleep], timeout=240)
         assert code == 0, events[-3:]
@@ -99,10 +98,11 @@ def test_slow_data_is_input_bound_and_fast_data_compute_bound(
         last = StepSplit.from_event("worker:0", splits[-1])
         assert last is not None and last.measured == (INPUT, COMPUTE, COMMUNICATION,
                                                       "reporting")
-        # the all-reduce was timed: a part of its own (on 2 CPU replicas it is a fraction of a
-        # millisecond, within the calibration's noise on a loaded machine, so it may read 0)
+        # the all-reduce was timed: a part of its own (`measured` above). On 2 CPU replicas it
+        # is a fraction of a millisecond, within the calibration's noise, so it may read 0 in
+        # both runs; a measured communication share is proven over a throttled link
+        # (test_doctor.py)
         assert last.communication >= 0 and last.reporting > 0
-        comms.append(last.communication)
         assert splits[-1]["step"] == 40 and last.calibration_seconds > 0
         # the calibration runs reuse the training call's trace: making them (the all-reduce run's
         # trace) takes a fraction of the first call, which traced the training call
@@ -115,7 +115,6 @@ def test_slow_data_is_input_bound_and_fast_data_compute_bound(
         assert last.calibration_seconds <= timeline[-1][1] - timeline[0][1]
         assert last.cost_share == last.calibration_seconds / last.training_seconds
         found[sleep] = run_verdict(events)
-    assert max(comms) > 0, comms  # measured, in one run at least
     curves, slow_verdict = found[0.1]
     slow = curves.splits["worker:0"]
     assert slow.share(INPUT) > 0.6, slow
