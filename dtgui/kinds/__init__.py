@@ -17,10 +17,14 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 GROUP = "dtgui.targets"
+# dtgui's own kinds, as its pyproject.toml registers them: loaded from here too when dtgui runs
+# from a source tree that is not installed (PYTHONPATH), which has no entry points of its own
+BUILT_IN = {"local": "dtgui.kinds.local:TARGET_KIND", "ssh": "dtgui.kinds.ssh:TARGET_KIND",
+            "slurm": "dtgui.kinds.slurm:TARGET_KIND"}
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,10 @@ _problems: list[str] = []
 
 
 def _entry_points() -> list[Any]:
-    return list(entry_points(group=GROUP))
+    found = list(entry_points(group=GROUP))
+    names = {point.name for point in found}
+    return found + [EntryPoint(name, value, GROUP) for name, value in BUILT_IN.items()
+                    if name not in names]
 
 
 def _load() -> dict[str, Kind]:
