@@ -26,5 +26,6 @@ def test_from_a_source_tree_not_installed_the_built_in_kinds_still_load(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kinds, "entry_points", lambda group: [])
     monkeypatch.setattr(kinds, "_kinds", None)
+    monkeypatch.setattr(kinds, "_problems", [])
     assert sorted(kinds.kinds()) == ["local", "slurm", "ssh"]
     assert kinds.problems() == []
