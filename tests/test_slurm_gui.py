@@ -102,8 +102,10 @@ def test_wizard_to_a_slurm_job_pending_live_curves_and_stop(
         controller = controller_of(window)
         header = dashboard_of(window).header
         # queued behind the blockers: the dashboard says why, and the run is not hung
-        qtbot.waitUntil(lambda: header.message_label.isVisible(), timeout=60_000)
-        assert "is waiting in the queue (" in header.message_label.text()  # Resources, Priority
+        # Slurm says "None" until its scheduler has looked at the job, then why it waits
+        qtbot.waitUntil(lambda: header.message_label.isVisible()
+                        and "is waiting in the queue (" in header.message_label.text(),
+                        timeout=60_000)  # Resources, Priority
         assert controller.state == "running"
         screenshot(window, "slurm-pending")
     finally:
