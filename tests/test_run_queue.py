@@ -316,3 +316,25 @@ def test_a_launch_a_queue_process_left_is_settled(tmp_path: Path,
     change_queue(folder, lambda entries: [*entries, entries[1]])
     with pytest.raises(QueueError, match="2 queued runs are named z"):
         cancel_queued("z", folder)
+
+
+def test_a_queued_run_whose_machine_or_bundle_is_gone_could_not_start(
+        tmp_path: Path) -> None:
+    """A run placed on a machine no longer registered, a bundle moved away: each ends
+    "could not start" with the cause at the queue's next look, which starts nothing."""
+    folder = tmp_path / "queue"
+    local = place_local(Plan(run_name="away", strategy=Strategy.ONE_DEVICE,
+                             replicas_per_task=1))
+    away = local.with_changes(tasks=tuple(dataclasses.replace(t, machine="gpubox")
+                                          for t in local.tasks))
+    gone = tmp_path / "moved-bundle"
+    change_queue(folder, lambda _: [
+        QueueEntry("q1", away.to_dict()),
+        QueueEntry("q2", Plan(run_name="b").to_dict(), bundle=str(gone))])
+    queue = RunQueue(folder)
+    assert queue.look() and queue.look()
+    assert not queue.look()  # nothing waits: the process would end
+    (first, second) = queued_runs(folder)
+    assert first.text == ("could not start: the machine gpubox is not registered any more "
+                          "(add it again on the Machines panel, then queue the run again)")
+    assert second.text == f"could not start: {gone} is not a dtgui bundle: it has no plan.json"

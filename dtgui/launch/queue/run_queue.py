@@ -144,13 +144,16 @@ def change_queue(folder: Path, change: Callable[[list[QueueEntry]], list[QueueEn
 # -- the API ---------------------------------------------------------------------------------
 def entry_targets(plan: Plan, job: TargetJob | None) -> list[Target]:
     """The targets of a queued run (the wizard's choice: `chosen_targets`); QueueError
-    when they cannot be made (a machine no longer registered, a job no driver knows)."""
+    says why they cannot be made (a machine no longer registered, a job no driver knows)."""
     machines = {m.name: m for m in MachineRegistry().machines()} \
         if any(not is_local_machine(n) for n in plan.machine_names) or job is not None else {}
     try:  # a plan not placed runs here, as `launch_plan` places it
         return chosen_targets(plan, machines, job) or [local_target()]
-    except (Refused, KeyError) as exc:
-        raise QueueError(f"{plan.run_name} cannot be queued: {exc}") from None
+    except KeyError as exc:
+        raise QueueError(f"the machine {exc.args[0]} is not registered any more (add it "
+                         "again on the Machines panel, then queue the run again)") from None
+    except Refused as exc:
+        raise QueueError(str(exc)) from None
 
 
 def open_bundle(path: str | Path) -> tuple[Bundle, list[Target]]:
@@ -186,7 +189,10 @@ def enqueue(plan: Plan, *, job: TargetJob | None = None, max_restarts: int = 0,
     process when none runs. QueueError: the queue file is damaged, or the run's targets
     cannot be made."""
     folder = folder or queue_dir()
-    targets = entry_targets(plan, job)
+    try:
+        targets = entry_targets(plan, job)
+    except QueueError as exc:
+        raise QueueError(f"{plan.run_name} cannot be queued: {exc}") from None
     job_data = None
     if job is not None:
         kind, to_dict = getattr(job, "kind", None), getattr(job, "to_dict", None)

@@ -53,7 +53,7 @@ from dtgui.core.settings import runs_dir
 from dtgui.core.target_job import TargetJob
 from dtgui.launch.controller import RunController
 from dtgui.launch.drivers import driver_for, job_readers
-from dtgui.launch.gpus.free_slots import GpuProber, active_run_plans
+from dtgui.launch.gpus.free_slots import GpuProber, active_run_plans, holds_machines
 from dtgui.launch.gpus.holds import HoldRegister
 from dtgui.launch.queue.run_queue import (
     MODULE,
@@ -126,7 +126,7 @@ class RunQueue:
         again in its place (a cancelled one leaves)."""
         for entry in [e for e in read_queue(self.folder) if e.launching]:
             record = self._record_of(entry)
-            if record is not None and record.is_active:
+            if record is not None and record.is_active and holds_machines(record):
                 note = self._adopt(entry, record)
                 log.info("%s was started by a queue process that ended: %s", entry.name, note)
                 self._drop(entry)
