@@ -231,6 +231,8 @@ def test_a_bundle_run_holds_its_machine_a_run_that_cannot_start_lets_the_next_st
     assert cli(["queue", "add", str(exported)]) == 0
     said = capsys.readouterr().out
     assert "waits for run A on this machine" in said, said
+    assert cli(["run", "--when-free", str(exported)]) == 2  # one folder, one run at a time
+    assert "is queued already, as q" in capsys.readouterr().err
     # a model-file run queued, moved ahead of B by its name; then its model file is deleted
     project = tmp_path / "project"
     project.mkdir()

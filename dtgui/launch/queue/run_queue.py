@@ -222,7 +222,15 @@ def enqueue_bundle(path: Path, *, max_restarts: int = 0, folder: Path | None = N
                        max_restarts=max_restarts, queued=time.time(),
                        claims=claims_of(bundle.plan, targets),
                        bundle=str(bundle.path.absolute()))
-    entries = change_queue(folder, lambda entries: [*entries, entry])
+
+    def add(entries: list[QueueEntry]) -> list[QueueEntry]:
+        twin = next((e for e in entries if e.bundle == entry.bundle and e.state != FAILED),
+                    None)
+        if twin is not None:  # one folder holds one run at a time
+            raise QueueError(f"{path} is queued already, as {twin.id} ({twin.name}).")
+        return [*entries, entry]
+
+    entries = change_queue(folder, add)
     resume_queue(folder, python)
     return QueuedRun(entry, len(entries))
 

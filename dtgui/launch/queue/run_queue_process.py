@@ -125,6 +125,10 @@ class RunQueue:
         start, with the record's reason; one that never got as far as its record waits
         again in its place (a cancelled one leaves)."""
         for entry in [e for e in read_queue(self.folder) if e.launching]:
+            if not entry.started:  # written by a dtgui that did not note when: unknown
+                self._fail(entry, "the queue's process ended while it started this run: see "
+                           "on the Runs page whether it runs, then cancel it here")
+                continue
             record = self._record_of(entry)
             if record is not None and record.is_active and holds_machines(record):
                 note = self._adopt(entry, record)
