@@ -144,13 +144,15 @@ class RunQueue:
                 self._wait_again(entry)
 
     def _record_of(self, entry: QueueEntry) -> RunRecord | None:
-        """The record the entry's launch wrote (None: it wrote none)."""
+        """The record the entry's launch wrote (None: it wrote none; a bundle rendered
+        without its record is not one)."""
         if entry.bundle:
-            record = RunHistory.read(Path(entry.bundle))
-            return record if record is not None and record.created >= entry.started else None
-        root = Path(entry.runs_root) if entry.runs_root else runs_dir()
-        return next((r for r in RunHistory(root).records() if r.run_name == entry.name
-                     and r.created >= entry.started), None)
+            found = [RunHistory.read(Path(entry.bundle))]
+        else:
+            root = Path(entry.runs_root) if entry.runs_root else runs_dir()
+            found = [r for r in RunHistory(root).records() if r.run_name == entry.name]
+        return next((r for r in found if r is not None and r.created >= entry.started
+                     and r.path.is_file()), None)
 
     def _adopt(self, entry: QueueEntry, record: RunRecord) -> str:
         """A run a queue process that ended started: stopped when it was cancelled, else
