@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import (
     QAbstractTableModel,
@@ -24,6 +24,9 @@ from PySide6.QtCore import (
 from dtgui.core.plans.strategies import STRATEGIES
 from dtgui.core.runs.run_index import SWEEP, TRIAL, RunRow, significant, split_tags
 
+if TYPE_CHECKING:  # (numpy: not loaded with the window)
+    from dtgui.core.scripts.script_progress import ScriptProgress
+
 Index = QModelIndex | QPersistentModelIndex
 (NAME, STATE, STRATEGY, WHERE, STARTED, DURATION, STEPS, FINAL_LOSS, BEST_VAL, TAGS,
  NOTE) = range(11)
@@ -34,6 +37,8 @@ ROW_ROLE = Qt.ItemDataRole.UserRole + 1  # the RunRow itself
 
 UNWATCHED_TIP = ("Nobody watches this run: if a task fails, nothing stops the others. "
                  "Reattach to watch it.")
+FOLLOWED_TIP = ("This window follows the run and applies its failure policy: its "
+                "dashboard shows it (the switcher above the run).")
 WATCHED_TIP = ("dtgui's watcher applies the run's failure policy while dtgui is closed; "
                "Reattach takes the run back from it.")
 
@@ -83,6 +88,9 @@ class RunsModel(QAbstractTableModel):
         self.rows: list[RunRow] = []
         self.texts: list[str] = []  # each row's lowercased text, for the filter
         self.watched: set[str] = set()
+        self.followed: set[str] = set()  # folders of the runs this window follows
+        # running runs' progress (live rows), for the time left
+        self.progress: dict[str, ScriptProgress] = {}
         self.expanded: set[str] = set()  # sweep folders whose trials are shown
         self.on_edit = on_edit
         self._sort: tuple[int, Qt.SortOrder] | None = None
@@ -171,7 +179,7 @@ class RunsModel(QAbstractTableModel):
             return f"      {row.name}" if row.kind == TRIAL else row.name
         if column == STATE:
             if row.active and row.kind != SWEEP:
-                return f"{row.state} · {'watched' if row.folder in self.watched else 'not watched'}"
+                return f"{row.state} · {self.follower(row)}{self.time_left(row)}"
             return row.state + (" · archived" if row.archived else "")
         values: dict[int, Callable[[], str]] = {
             STRATEGY: lambda: strategy_title(row.strategy) + (
@@ -184,9 +192,22 @@ class RunsModel(QAbstractTableModel):
         }
         return values[column]()
 
+    def follower(self, row: RunRow) -> str:
+        """Who follows a running run: this window, a headless watcher, or nobody."""
+        if row.folder in self.followed:
+            return "followed here"
+        return "watched" if row.folder in self.watched else "not watched"
+
+    def time_left(self, row: RunRow) -> str:
+        """" · about 1:10 left" at the running run's pace ("" when it cannot be told)."""
+        progress = self.progress.get(row.folder)
+        left = progress.seconds_left() if progress is not None else None
+        return f" · about {duration_text(left)} left" if left is not None else ""
+
     def tip(self, row: RunRow, column: int) -> str:
         if column == STATE and row.active and row.kind != SWEEP:
-            return WATCHED_TIP if row.folder in self.watched else UNWATCHED_TIP
+            return FOLLOWED_TIP if row.folder in self.followed else \
+                WATCHED_TIP if row.folder in self.watched else UNWATCHED_TIP
         if column == STATE and row.message:
             return row.message
         if column == BEST_VAL and row.best_val_name:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QModelIndex, QPoint, Qt, Signal, SignalInstance
-from PySide6.QtGui import QResizeEvent
+from PySide6.QtGui import QHideEvent, QResizeEvent, QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -35,11 +35,15 @@ from PySide6.QtWidgets import (
 
 from dtgui.core.runs.records import RunHistory, RunRecord
 from dtgui.core.runs.run_index import SWEEP, RunRow
+from dtgui.ui.pages.live_rows import LiveRows
 from dtgui.ui.pages.runs_model import COLUMNS, NAME, NOTE, STARTED, TAGS, RunsFilter, RunsModel
 from dtgui.ui.workers import error_message, run_in_thread
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
     from dtgui.launch.run_admin import Deleted
+    from dtgui.launch.runs.run_source import RunSource
 
 # each column's least width (as wide as this text in the table's font), and its share of the
 # width left over (names, tags and notes grow; figures do not)
@@ -180,7 +184,23 @@ class RunsPage(QWidget):
         self.table.doubleClicked.connect(self._double_clicked)
         self.table.customContextMenuRequested.connect(self._menu)
         self._generation = 0
+        self.live = LiveRows(self.model, self)  # running rows, live while the page is shown
+        self.live.missing.connect(self.refresh)
+        self.model.dataChanged.connect(lambda *_: self._update_buttons())  # a run ended
         self._update_buttons()
+
+    def follow(self, followed: Callable[[], Mapping[str, RunSource]]) -> None:
+        """`followed()`: the runs this window follows, by their local folder (their rows are
+        read from them, in memory)."""
+        self.live.followed = followed
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        self.live.start()
+
+    def hideEvent(self, event: QHideEvent) -> None:
+        super().hideEvent(event)
+        self.live.stop()
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
