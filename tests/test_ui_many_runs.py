@@ -186,12 +186,17 @@ def test_a_run_queued_from_the_window_starts_after_the_run_it_waits_for(
     assert controller(window.session).state == "stopped"
 
 
-def test_closing_with_several_runs_training_asks_once_for_all(qtbot: QtBot,
+def test_runs_not_shown_are_read_less_and_closing_asks_once_for_all(qtbot: QtBot,
                                                               window: MainWindow) -> None:
     runs = [FakeRun(plan=Plan(run_name=name), path=name) for name in ("one", "two", "three")]
     for run in runs:
         window.runs.new().show(run)
     assert len(window.runs.live()) == 3 and window.session.source is runs[-1]
+    # the runs not shown are read less often; switching shows one and reads it closely
+    assert [r.closely for r in runs] == [False, False, True]
+    window.runs.show(window.runs.sessions[0])
+    assert [r.closely for r in runs] == [True, False, False]
+    assert dashboard_of(window).controller is runs[0]
     questions: list[str] = []
     answer_question(qtbot, "Stop and quit", questions)
     window.close()

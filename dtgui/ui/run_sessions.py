@@ -84,6 +84,9 @@ class RunSessions(QObject):
         if session not in self.sessions or session.source is None:
             return
         self.shown = session
+        for other in self.sessions:  # what is not shown is read less often
+            if other.source is not None:
+                other.source.follow_closely(other is session)
         self._let_go()
         self.shownChanged.emit(session)
         self.changed.emit()
