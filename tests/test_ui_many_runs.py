@@ -26,7 +26,7 @@ from dtgui.launch.queue.run_queue import QUEUE_PROCESS, queue_dir, queued_runs
 from dtgui.launch.start.watcher import stop_watcher
 from dtgui.ui.main_window import MainWindow
 from dtgui.ui.pages.run_switcher import RunSwitcher
-from dtgui.ui.pages.runs_model import STATE, STEPS
+from dtgui.ui.pages.runs_model import DURATION, STATE, STEPS
 from dtgui.ui.run_session import RunSession
 
 pytestmark = pytest.mark.gui
@@ -47,6 +47,12 @@ def row_cells(window: MainWindow, name: str) -> tuple[str, str] | None:
         if page.row_at(i).name == name:
             return page.cell_text(i, STATE), page.cell_text(i, STEPS)
     return None
+
+
+def duration_of(window: MainWindow, name: str) -> str:
+    page = window.runs_page
+    return next((page.cell_text(i, DURATION) for i in range(page.row_count())
+                 if page.row_at(i).name == name), "")
 
 
 def state_of(window: MainWindow, name: str) -> str:
@@ -119,7 +125,7 @@ def test_two_runs_from_one_window_are_followed_to_their_ends(
 
     # the Runs page: the first run's row followed here and moving, without Refresh
     window.show_runs()
-    qtbot.waitUntil(lambda: "followed here" in state_of(window, "first")
+    qtbot.waitUntil(lambda: state_of(window, "first") == "running · followed"
                     and row_cells(window, "second") is not None, timeout=30_000)
     generation = window.runs_page._generation
     steps_seen: set[str] = set()
@@ -129,6 +135,7 @@ def test_two_runs_from_one_window_are_followed_to_their_ends(
         return len(steps_seen - {""}) >= 2
 
     qtbot.waitUntil(moved, timeout=30_000)
+    qtbot.waitUntil(lambda: duration_of(window, "first").endswith(" left"), timeout=30_000)
     first.request_stop()
     qtbot.waitUntil(lambda: not window.runs.live(), timeout=120_000)
     assert (controller(first).state, controller(second).state) == ("stopped", "finished")
@@ -177,7 +184,7 @@ def test_a_run_queued_from_the_window_starts_after_the_run_it_waits_for(
 
     qtbot.waitUntil(moved, timeout=30_000)
 
-    # followed here once reattached, and stopped from the window
+    # followed by the window once reattached, and stopped from it
     window._reattach(started)
     qtbot.waitUntil(lambda: window.session.source is not None
                     and window.session.source.run_name == "behind", timeout=60_000)

@@ -179,12 +179,13 @@ class RunsModel(QAbstractTableModel):
             return f"      {row.name}" if row.kind == TRIAL else row.name
         if column == STATE:
             if row.active and row.kind != SWEEP:
-                return f"{row.state} · {self.follower(row)}{self.time_left(row)}"
+                return f"{row.state} · {self.follower(row)}"
             return row.state + (" · archived" if row.archived else "")
         values: dict[int, Callable[[], str]] = {
             STRATEGY: lambda: strategy_title(row.strategy) + (
                 f" · {row.trained}" if row.trained else ""), WHERE: lambda: row.where,
-            STARTED: lambda: when(row.started), DURATION: lambda: duration_text(row.duration),
+            STARTED: lambda: when(row.started), DURATION: lambda: self.time_left(row) if
+            row.active else duration_text(row.duration),
             STEPS: lambda: "" if row.steps is None else f"{row.steps:,}",
             FINAL_LOSS: lambda: significant(row.final_loss),
             BEST_VAL: lambda: significant(row.best_val), TAGS: lambda: ", ".join(row.tags),
@@ -195,19 +196,21 @@ class RunsModel(QAbstractTableModel):
     def follower(self, row: RunRow) -> str:
         """Who follows a running run: this window, a headless watcher, or nobody."""
         if row.folder in self.followed:
-            return "followed here"
+            return "followed"
         return "watched" if row.folder in self.watched else "not watched"
 
     def time_left(self, row: RunRow) -> str:
-        """" · about 1:10 left" at the running run's pace ("" when it cannot be told)."""
+        """A running run's Duration: "1:10 left" at its pace ("" when it cannot be told)."""
         progress = self.progress.get(row.folder)
         left = progress.seconds_left() if progress is not None else None
-        return f" · about {duration_text(left)} left" if left is not None else ""
+        return f"{duration_text(left)} left" if left is not None else ""
 
     def tip(self, row: RunRow, column: int) -> str:
         if column == STATE and row.active and row.kind != SWEEP:
             return FOLLOWED_TIP if row.folder in self.followed else \
                 WATCHED_TIP if row.folder in self.watched else UNWATCHED_TIP
+        if column == DURATION and row.active and self.time_left(row):
+            return f"About {self.time_left(row)} at the pace it trained so far."
         if column == STATE and row.message:
             return row.message
         if column == BEST_VAL and row.best_val_name:

@@ -186,8 +186,12 @@ class RunsPage(QWidget):
         self._generation = 0
         self.live = LiveRows(self.model, self)  # running rows, live while the page is shown
         self.live.missing.connect(self.refresh)
-        self.model.dataChanged.connect(lambda *_: self._update_buttons())  # a run ended
+        self.model.dataChanged.connect(self._row_moved)  # a running row changed, or ended
         self._update_buttons()
+
+    def _row_moved(self) -> None:
+        self._update_buttons()
+        self._summarize()
 
     def follow(self, followed: Callable[[], Mapping[str, RunSource]]) -> None:
         """`followed()`: the runs this window follows, by their local folder (their rows are
@@ -254,21 +258,30 @@ class RunsPage(QWidget):
     def show_rows(self, rows: list[RunRow], watched: set[str] | None = None,
                   texts: list[str] | None = None) -> None:
         self.model.set_rows(rows, watched, texts)
-        runs = [r for r in rows if r.kind != SWEEP]
-        running = sum(1 for r in runs if r.active)
-        sweeps = sum(1 for r in rows if r.kind == SWEEP)
-        archived = sum(1 for r in rows if r.archived)
-        if rows:
-            text = (f"{running} run(s) still training (reattach to follow them), "
-                    f"{len(runs) - running} ended")
-            text += f", {sweeps} sweep(s)" if sweeps else ""
-            text += f"; {archived} archived" if archived and not self.proxy.show_archived \
-                else ""
-            self.summary.setText(text + ".")
-        else:
-            self.summary.setText("No runs yet.")
+        self._summarize()
         self._update_buttons()
         self.loaded.emit(rows)
+
+    def _summarize(self) -> None:
+        """The line above the list: how many runs train (and are followed here), ended,
+        sweeps, archived."""
+        rows = self.model.rows
+        runs = [r for r in rows if r.kind != SWEEP]
+        running = [r for r in runs if r.active]
+        here = sum(1 for r in running if r.folder in self.live.followed())
+        sweeps = sum(1 for r in rows if r.kind == SWEEP)
+        archived = sum(1 for r in rows if r.archived)
+        if not rows:
+            self.summary.setText("No runs yet.")
+            return
+        follow = ("followed here" if here and here == len(running) else
+                  "reattach to follow them" if not here else
+                  f"{here} followed here; reattach to follow the others")
+        text = (f"{len(running)} run(s) still training ({follow}), "
+                f"{len(runs) - len(running)} ended")
+        text += f", {sweeps} sweep(s)" if sweeps else ""
+        text += f"; {archived} archived" if archived and not self.proxy.show_archived else ""
+        self.summary.setText(text + ".")
 
     # -- the view ------------------------------------------------------------------------------
     def set_filter(self, text: str) -> None:
