@@ -57,9 +57,11 @@ def main() -> int:
     assert source is not None
     shots.wait_until(app, lambda: source.metrics.progress().done >= 600, 120)
     shots.shoot(app, window, out, f"many-runs-dashboard-{width}", seconds=1.0)
+    shots.shrink(out / f"many-runs-dashboard-{width}.png")
     window.show_runs()
     shots.wait_until(app, lambda: window.runs_page.row_count() >= 2, 30)
     shots.shoot(app, window, out, f"many-runs-runs-{width}", seconds=2.5)
+    shots.shrink(out / f"many-runs-runs-{width}.png")
     for session in window.runs.live():
         session.request_stop()
     shots.wait_until(app, lambda: not window.runs.live(), 120)

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 # each column's least width (as wide as this text in the table's font), and its share of the
 # width left over (names, tags and notes grow; figures do not)
-SAMPLES = {NAME: "resnet-baseline-1", 1: "finished · ok", 2: "MultiWorker…", 3: "gpu-a, gpu",
+SAMPLES = {NAME: "resnet-baseline-1", 1: "running · followed", 2: "MultiWorker…", 3: "gpu-a, gpu",
            STARTED: "2026-11-26 16:21", 5: "Duration", 6: "100,000", 7: "Final loss",
            8: "Best val.", TAGS: "baseline", NOTE: "a note"}
 GROWS = {NAME: 3, 1: 1, 2: 1, 3: 1, TAGS: 2, NOTE: 3}
@@ -200,6 +200,7 @@ class RunsPage(QWidget):
 
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
+        self.fit_columns()  # resized while hidden, its viewport's width was not known
         self.live.start()
 
     def hideEvent(self, event: QHideEvent) -> None:
