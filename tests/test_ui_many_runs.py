@@ -7,11 +7,12 @@ once for all of them. Runs train with the stub child (tests/stub_task.py), not T
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from fakes import FakeRun
+from fakes import FakeRun, step_losses, steps_fields
 from PySide6.QtWidgets import QMessageBox
 from pytestqt.qtbot import QtBot
 from test_ui_quit import answer_question
@@ -20,6 +21,7 @@ from widgets import dashboard_of
 from dtgui.core.plans.placement import place_local
 from dtgui.core.plans.plan import MachineAccess, Plan
 from dtgui.core.plans.strategies import Strategy
+from dtgui.core.runs.live_progress import EventsProgress, recent_offset
 from dtgui.core.runs.records import RunHistory, RunRecord
 from dtgui.launch.controller import RunController
 from dtgui.launch.queue.run_queue import QUEUE_PROCESS, queue_dir, queued_runs
@@ -216,3 +218,42 @@ def test_runs_not_shown_are_read_less_and_closing_asks_once_for_all(qtbot: QtBot
     runs[2].end("stopped")
     qtbot.waitUntil(lambda: not window.isVisible(), timeout=10_000)
     assert questions == ["3 runs are still training"]
+
+
+def test_a_running_runs_progress_is_read_from_its_new_lines_only(tmp_path: Path) -> None:
+    events = tmp_path / "output" / "events-worker-0.jsonl"
+    events.parent.mkdir()
+
+    def write(*lines: dict[str, object]) -> None:
+        with open(events, "a", encoding="utf-8") as f:
+            for line in lines:
+                f.write(json.dumps({"v": 2, "task": "worker:0", **line}) + "\n")
+
+    def steps(first: int, t: float) -> dict[str, object]:
+        fields = steps_fields(first, step_losses(first, 10))
+        return {"kind": "steps", "t": t, **fields}
+
+    write({"kind": "started", "t": 100.0, "steps": 100}, steps(1, 110.0))
+    reader = EventsProgress(tmp_path)
+    reader.read()
+    progress = reader.progress()
+    assert (progress.done, progress.total, progress.seconds_left()) == (10, 100, 90.0)
+    assert reader.loss is not None and reader.loss > 0
+    read = events.stat().st_size
+    write(steps(11, 120.0))
+    with open(events, "a", encoding="utf-8") as f:
+        f.write('{"v": 2, "task": "worker:0", "kind": "st')  # a line half written
+    reader.read()
+    assert reader.tails[events].offset > read  # on from where it was
+    assert (reader.progress().done, reader.progress().seconds_left()) == (20, 80.0)
+
+    # a long run's file: only its end is read, paced from the record's start
+    long_run = EventsProgress(tmp_path / "long")
+    (tmp_path / "long" / "output").mkdir(parents=True)
+    lines = [json.dumps({"v": 2, "task": "worker:0", **steps(s, 100.0 + s)})
+             for s in range(1, 30_001, 10)]
+    (tmp_path / "long" / "output" / "events-worker-0.jsonl").write_text("\n".join(lines) + "\n")
+    assert recent_offset(tmp_path / "long" / "output" / "events-worker-0.jsonl") > 0
+    long_run.read()
+    progress = long_run.progress(started=1.0)
+    assert progress.done == 30_000 and progress.started_at == 1.0

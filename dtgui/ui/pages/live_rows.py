@@ -13,6 +13,7 @@ what the runs trained.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -110,6 +111,8 @@ class LiveRows(QObject):
 
     def _set(self, row: RunRow, state: str, active: bool, message: str,
              progress: ScriptProgress, loss: float | None, ended: float | None) -> None:
+        if progress.unit == "step" and not progress.total and row.total_steps:
+            progress = replace(progress, total=row.total_steps)  # its start not read: planned
         before = (row.state, row.active, row.message, row.steps, row.total_steps,
                   row.final_loss, row.ended, self.model.progress.get(row.folder))
         row.state, row.active, row.message, row.ended = state, active, message, ended
