@@ -142,7 +142,7 @@ def test_two_runs_from_one_window_are_followed_to_their_ends(
     qtbot.waitUntil(lambda: not window.runs.live(), timeout=120_000)
     assert (controller(first).state, controller(second).state) == ("stopped", "finished")
     titles = [title for title, _text in window.run_notices.notifier.history]
-    assert "second finished" in titles  # not shown when it ended: notified all the same
+    assert titles.count("second finished") == 1  # not shown when it ended: notified
     # the rows say it too, still without Refresh
     qtbot.waitUntil(lambda: state_of(window, "first") == "stopped"
                     and state_of(window, "second") == "finished", timeout=30_000)
@@ -257,3 +257,12 @@ def test_a_running_runs_progress_is_read_from_its_new_lines_only(tmp_path: Path)
     long_run.read()
     progress = long_run.progress(started=1.0)
     assert progress.done == 30_000 and progress.started_at == 1.0
+
+
+def test_the_first_runs_end_is_notified_once(qtbot: QtBot, window: MainWindow) -> None:
+    run = FakeRun(plan=Plan(run_name="solo"), path="solo")
+    window.session.show(run)  # the window's first session: made before any listener
+    run.end("finished", final_loss=0.5)
+    qtbot.waitUntil(lambda: not window.runs.live(), timeout=10_000)
+    titles = [title for title, _text in window.run_notices.notifier.history]
+    assert titles == ["solo finished"]

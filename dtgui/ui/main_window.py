@@ -339,6 +339,7 @@ class MainWindow(QMainWindow):
             return
         if not self.runs.busy():
             self.home.set_status("")
+        _ = self.run_notices  # listening (to every session) before the run can end
         self._ensure_dashboard().attach(source)
         self.acts.dashboard.setEnabled(True)
         self._show_dashboard()
@@ -389,11 +390,10 @@ class MainWindow(QMainWindow):
 
             pg.setConfigOptions(antialias=False, background="w", foreground="#374151")
             from dtgui.ui.pages.dashboard import Dashboard
+            from dtgui.ui.pages.run_switcher import RunSwitcher
 
             self.dashboard = Dashboard()
             self.dashboard.listen(self.runs)  # the shown run's life
-            from dtgui.ui.pages.run_switcher import RunSwitcher
-
             self.dashboard.set_switcher(RunSwitcher(self.runs))
             self.dashboard.resumeRequested.connect(self.resume)
             self.pages.addWidget(self.dashboard)

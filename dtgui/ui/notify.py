@@ -10,6 +10,7 @@ followed live: a run opened from the history has already ended, and says nothing
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
@@ -102,10 +103,14 @@ class RunNotices(QObject):
     def __init__(self, notifier: Notifier, session: RunSession | None = None) -> None:
         super().__init__(notifier)
         self.notifier = notifier
+        self._watched: weakref.WeakSet[RunSession] = weakref.WeakSet()
         if session is not None:
             self.watch(session)
 
     def watch(self, session: RunSession) -> None:
+        if session in self._watched:  # told once, however often it is asked
+            return
+        self._watched.add(session)
         session.restarted.connect(lambda restarts: self._restarted(session, restarts))
         session.ended.connect(lambda state, message: self._ended(session, state, message))
 
