@@ -43,6 +43,12 @@ class LiveRows(QObject):
         self.readers: dict[str, EventsProgress] = {}  # folder -> its events' reader
         self._reading = False
         self._asked: frozenset[str] = frozenset()  # the followed folders last found missing
+        # the list's folders and its running rows, taken again when the list is read again
+        # (10,000 rows are not walked every second)
+        self._folders: set[str] = set()
+        self._running: list[RunRow] = []
+        model.modelReset.connect(self._take_rows)
+        self._take_rows()
         self.timer = QTimer(self)
         self.timer.setInterval(LIVE_MS)
         self.timer.timeout.connect(self.update)
@@ -54,19 +60,21 @@ class LiveRows(QObject):
     def stop(self) -> None:
         self.timer.stop()
 
+    def _take_rows(self) -> None:
+        self._folders = {r.folder for r in self.model.rows}
+        self._running = [r for r in self.model.rows if r.active and r.kind != SWEEP]
+
     def update(self) -> None:
         """One look at every running row."""
         followed = self.followed()
         self.model.followed = set(followed)
-        rows = {r.folder: r for r in self.model.rows if r.kind != SWEEP}
-        missing = frozenset(f for f in followed if f not in rows)
+        missing = frozenset(f for f in followed if f not in self._folders)
         if missing and missing != self._asked:
             self.missing.emit()
         self._asked = missing
+        self._running = [r for r in self._running if r.active]
         others: list[RunRow] = []
-        for row in rows.values():
-            if not row.active:
-                continue
+        for row in self._running:
             source = followed.get(row.folder)
             if source is not None:
                 self._from_source(row, source)
@@ -93,7 +101,7 @@ class LiveRows(QObject):
 
     def _read(self, facts: dict[str, LiveFacts]) -> None:
         self._reading = False
-        rows = {r.folder: r for r in self.model.rows}
+        rows = {r.folder: r for r in self._running}  # (the list may have been read again)
         for folder, fact in facts.items():
             row = rows.get(folder)
             if row is None or not row.active:
