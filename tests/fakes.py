@@ -131,6 +131,7 @@ class FakeRun(BundledRun):
         self.record = record
         self.stop_calls = 0  # request_stop() calls
         self.detached = False
+        self.closely = True  # follow_closely's last word
 
     def request_stop(self) -> None:
         self.stop_calls += 1
@@ -139,6 +140,9 @@ class FakeRun(BundledRun):
 
     def detach(self) -> None:
         self.detached = True
+
+    def follow_closely(self, closely: bool) -> None:
+        self.closely = closely
 
     def restart(self, message: str = "restarting every task from the last checkpoint") -> None:
         self.restarts += 1

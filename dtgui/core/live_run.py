@@ -190,6 +190,11 @@ class LiveRun:
         with self._lock:
             return self.curves.span()
 
+    def progress(self) -> ScriptProgress:
+        """How far the run is (RunCurves.progress), without a whole snapshot's copies."""
+        with self._lock:
+            return self.curves.progress()
+
     def final_loss(self) -> float | None:
         """The run's final loss (RunCurves.final_loss: the one definition)."""
         with self._lock:

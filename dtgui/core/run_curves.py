@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -322,6 +323,15 @@ class RunCurves:
             return self._last_loss[task]
         _, values = self.scalars.loss_series().get(task, (no_values(), no_values()))
         return float(values[-1]) if len(values) else None
+
+    def progress(self) -> ScriptProgress:
+        """How far the run is, paced from its main task's start: what a script told, else
+        the steps trained against the plan's."""
+        told = self.script_progress
+        if told.unit:
+            return replace(told)
+        return ScriptProgress(unit="step", done=self.tasks.step, total=self.total_steps,
+                              started_at=told.started_at, done_at=self.t_last)
 
     def span(self) -> float:
         """Seconds from the first event to the latest one (0 before two events)."""

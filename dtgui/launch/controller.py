@@ -47,6 +47,9 @@ from dtgui.remote.parallel import each, each_value
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.2
+# A run followed but not shown (the app follows many): its machines are polled at most this
+# often, so that the app's CPU grows with what it shows; a failure is still acted on within it.
+UNSEEN_POLL_SECONDS = 1.0
 MODEL_OUTPUT = "model"  # output/model: the trained model the chief saves
 STRAGGLER_SECONDS = 2.0
 LOG_TAIL_LINES = 3
@@ -95,6 +98,7 @@ class RunController(BundledRun):
         self._inflight: dict[str, Future[MachinePoll]] = {}
         self._polled_at: dict[str, float] = {}
         self._behind: set[str] = set()  # machines with more to read than their last poll took
+        self._poll_floor = 0.0  # the least interval between polls (UNSEEN_POLL_SECONDS: unseen)
         self._notes: dict[str, str] = {}  # machine -> its note (MachinePoll.note)
         self._reset_watch()
 
@@ -125,6 +129,11 @@ class RunController(BundledRun):
         self._track()
         self._save_record(RunState.RUNNING)
         self._spawn()
+
+    def follow_closely(self, closely: bool) -> None:
+        """Shown: the machines polled as often as their executors say; followed unseen: at
+        most every UNSEEN_POLL_SECONDS."""
+        self._poll_floor = 0.0 if closely else UNSEEN_POLL_SECONDS
 
     def attach(self) -> None:
         """Watch tasks that were started earlier (their pids adopted by the executors); every
@@ -270,6 +279,7 @@ class RunController(BundledRun):
                 interval = ex.poll_seconds
             else:
                 interval = ex.start_poll_seconds
+            interval = max(interval, self._poll_floor)
             if ex.name in self._behind:
                 interval = 0.0  # catching up (a reattach reads the whole run)
             if ex.name not in self._inflight and \

@@ -1,4 +1,8 @@
-"""The main window: this machine on the left; the home page or the live dashboard on the right."""
+"""The main window: this machine on the left; the home page or the live dashboard on the right.
+
+It follows every run it starts, reattaches or resumes at once (`RunSessions`: one session a
+run), shows one of them on the dashboard with a switcher between them, keeps the Runs page's
+rows of running runs live, and asks once what to do with all of them when it closes."""
 
 from __future__ import annotations
 
@@ -31,12 +35,12 @@ from dtgui.ui.pages.runs_page import RunsPage
 from dtgui.ui.pages_holder import scrolled_pages
 from dtgui.ui.quit_question import QuitAnswer, ask_on_quit
 from dtgui.ui.run_session import RunSession
+from dtgui.ui.run_sessions import RunSessions
 from dtgui.ui.sweep_pages import SweepPages
 from dtgui.ui.window_actions import WindowActions
 from dtgui.ui.workers import error_message, run_in_thread
 
 if TYPE_CHECKING:
-    from dtgui.launch.runs.run_source import RunSource
     from dtgui.ui.compare import CompareView
     from dtgui.ui.dialogs.sweep_dialog import SweepDialog
     from dtgui.ui.machines.panel import MachinesPanel
@@ -52,7 +56,7 @@ class MainWindow(QMainWindow):
         self.setWindowIcon(QIcon(str(resource("icons", "dtgui.svg"))))
         area = self.screen().availableGeometry()  # on a 1366x768 screen too
         self.resize(min(1400, area.width()), min(880, area.height()))
-        self.session = RunSession(lambda: self.machines, self)
+        self.runs = RunSessions(lambda: self.machines, self)  # every run followed here
         self.wizard: RunWizard | None = None
         self._closing = False
         self._launch_machines: set[str] = set()  # the last launch's registered machines
@@ -106,11 +110,13 @@ class MainWindow(QMainWindow):
         self._run_notices: RunNotices | None = None  # made with the first run
         self.runs_page.loaded.connect(self._announce_running)
         QTimer.singleShot(200, self, self.runs_page.refresh)  # after the first paint
-        self.session.started.connect(self._on_started)
-        self.session.failed.connect(self._on_launch_error)
-        self.session.progress.connect(self._on_progress)
-        self.session.endedWhileClosed.connect(self._on_ended_while_closed)
-        self.session.ended.connect(self._on_run_ended)
+        self.runs.shownChanged.connect(self._on_started)
+        self.runs.failed.connect(self._on_launch_error)
+        self.runs.progress.connect(self._on_progress)
+        self.runs.endedWhileClosed.connect(self._on_ended_while_closed)
+        self.runs.runEnded.connect(self._on_run_ended)
+        self.runs.made.connect(lambda session: self.run_notices.watch(session))
+        self.runs_page.follow(self.runs.followed)  # rows of the runs followed here, live
         acts.home.triggered.connect(lambda: self.pages.setCurrentWidget(self.home))
         acts.dashboard.triggered.connect(self._show_dashboard)
         acts.new.triggered.connect(self.open_wizard)
@@ -127,6 +133,11 @@ class MainWindow(QMainWindow):
     def _place_column(self) -> None:
         self.left_column.setVisible(self.acts.column.isChecked()
                                     or self.pages.currentWidget() is self.home)
+
+    @property
+    def session(self) -> RunSession:
+        """The session of the shown run (before any run: the one the next launch takes)."""
+        return self.runs.shown
 
     @property
     def machines(self) -> MachinesPanel:
@@ -215,13 +226,10 @@ class MainWindow(QMainWindow):
     def launch(self, plan: Plan, max_restarts: int = 0, job: TargetJob | None = None) -> None:
         """Start `plan` (on the target of `job`, what a wizard box made, when given) and show
         it."""
-        if not self._may_start():
-            return
-        self._set_launch_enabled(False)
         self._launch_machines = {t.machine for t in plan.tasks if not t.is_local}
         self.home.set_status(f"Starting {plan.run_name}…")
         self.statusBar().showMessage(f"Writing the bundle and starting {plan.run_name}…")
-        self.session.launch(plan, runs_dir(), RunPolicy(max_restarts=max_restarts), job)
+        self.runs.new().launch(plan, runs_dir(), RunPolicy(max_restarts=max_restarts), job)
 
     def queue_run(self, plan: Plan, max_restarts: int = 0, job: TargetJob | None = None) -> None:
         """Put `plan` in the run queue: it starts when its GPUs and machines are free, in
@@ -270,33 +278,30 @@ class MainWindow(QMainWindow):
         return self.sweeps.dialog(plan, parent)
 
     def _reattach(self, record: RunRecord) -> None:
-        if self._may_start():
-            self.statusBar().showMessage(f"Reattaching to {record.run_name}…")
-            self.session.reattach(record)
+        if self._show_followed(record):
+            return
+        self.statusBar().showMessage(f"Reattaching to {record.run_name}…")
+        self.runs.new().reattach(record)
 
     def resume(self, run_dir: Path, steps: int | None = None) -> None:
         """Resume the ended run in `run_dir` from its newest checkpoint (the dashboard's
         Resume; `steps`: the step it trains to, default its plan's)."""
-        if self._may_start():
-            self.statusBar().showMessage(f"Resuming {run_dir.name}…")
-            self._set_launch_enabled(False)
-            self.session.resume(run_dir, steps)
+        if self.runs.holding(str(run_dir)) is not None:
+            self.statusBar().showMessage(f"{run_dir.name} is still training.", 10000)
+            return
+        self.statusBar().showMessage(f"Resuming {run_dir.name}…")
+        self.runs.new().resume(run_dir, steps)
 
     def _open_run(self, record: RunRecord) -> None:
-        if self._may_start():
-            self.session.open(record)
+        if not self._show_followed(record):
+            self.runs.new().open(record)
 
-    def _may_start(self) -> bool:
-        """Only one run is shown at a time; a live one has to end (or be kept training
-        while dtgui closes) before another is started or reattached."""
-        if self.session.busy:
-            self.statusBar().showMessage("A run is being started: wait a moment.", 5000)
+    def _show_followed(self, record: RunRecord) -> bool:
+        """Show the run of `record` when this window follows it already (True)."""
+        session = self.runs.holding(record.bundle)
+        if session is None:
             return False
-        if self.session.active:
-            QMessageBox.information(self, "A run is active",
-                                    "Stop the current run (or quit, keeping it training) "
-                                    "before starting or reattaching another.")
-            return False
+        self.runs.show(session)
         return True
 
     def export(self, plan: Plan, destination: Path, job: TargetJob | None = None) -> None:
@@ -322,19 +327,25 @@ class MainWindow(QMainWindow):
         if self._run_notices is None:
             from dtgui.ui.notify import Notifier, RunNotices
 
-            self._run_notices = RunNotices(Notifier(self), self.session)
+            self._run_notices = RunNotices(Notifier(self))
+            for session in self.runs.sessions:
+                self._run_notices.watch(session)
         return self._run_notices
 
-    def _on_started(self, source: RunSource) -> None:
-        self.home.set_status("")
-        _ = self.run_notices  # listening before the run can restart or end
+    def _on_started(self, session: RunSession) -> None:
+        """`session`'s run is shown now: started, reattached, opened or switched to."""
+        source = session.source
+        if source is None:
+            return
+        if not self.runs.busy():
+            self.home.set_status("")
+        _ = self.run_notices  # listening (to every session) before the run can end
         self._ensure_dashboard().attach(source)
         self.acts.dashboard.setEnabled(True)
         self._show_dashboard()
-        if self.session.active:
+        if session.active:
             self.statusBar().showMessage(f"Running from {source.bundle.path}")
-        elif not self.session.following:  # from the history: it ended before it was shown
-            self._set_launch_enabled(True)
+        elif not session.following:  # from the history: it ended before it was shown
             self.statusBar().showMessage(f"Run {source.state}: {source.message}")
 
     def _on_progress(self, text: str) -> None:
@@ -348,14 +359,14 @@ class MainWindow(QMainWindow):
         self.runs_page.refresh()
 
     def _announce_running(self, rows: list[RunRow]) -> None:
-        running = [r for r in rows if r.active and r.kind != SWEEP]
-        if running and not self.session.active:
+        followed = self.runs.followed()
+        running = [r for r in rows if r.active and r.kind != SWEEP and r.folder not in followed]
+        if running and not followed:
             self.statusBar().showMessage(
                 f"{len(running)} run(s) kept training while dtgui was closed: open Runs to "
                 "reattach.", 20000)
 
     def _on_launch_error(self, text: str) -> None:
-        self._set_launch_enabled(True)
         first = text.splitlines()[0]
         self.home.set_status(f"<span style='color:#b91c1c'>Could not start: {first}</span>",
                              failed=True)
@@ -379,9 +390,11 @@ class MainWindow(QMainWindow):
 
             pg.setConfigOptions(antialias=False, background="w", foreground="#374151")
             from dtgui.ui.pages.dashboard import Dashboard
+            from dtgui.ui.pages.run_switcher import RunSwitcher
 
             self.dashboard = Dashboard()
-            self.dashboard.listen(self.session)
+            self.dashboard.listen(self.runs)  # the shown run's life
+            self.dashboard.set_switcher(RunSwitcher(self.runs))
             self.dashboard.resumeRequested.connect(self.resume)
             self.pages.addWidget(self.dashboard)
         return self.dashboard
@@ -389,36 +402,38 @@ class MainWindow(QMainWindow):
     def _show_dashboard(self) -> None:
         self.pages.setCurrentWidget(self._ensure_dashboard())
 
-    def _on_run_ended(self, state: str, message: str) -> None:
-        """The shown run ended (RunSession.ended): after "Stop and quit", dtgui quits now."""
-        self._set_launch_enabled(True)
-        self.statusBar().showMessage(f"Run {state}: {message}")
-        if self._closing:
+    def _on_run_ended(self, session: RunSession) -> None:
+        """A followed run ended (RunSession.ended), shown or not: after "Stop and quit",
+        dtgui quits once the last one has."""
+        source = session.source
+        if source is not None:
+            self.statusBar().showMessage(f"{source.run_name}: {source.state}. {source.message}")
+        if self._closing and not self.runs.live():
             self.close()
 
-    def _set_launch_enabled(self, enabled: bool) -> None:
-        for widget in (self.acts.new, self.acts.demo, self.home.train_demo, self.home.new_run):
-            widget.setEnabled(enabled)
-
     def closeEvent(self, event: QCloseEvent) -> None:
-        if not self.session.active:
+        live = self.runs.live()
+        if not live:
             if self.dashboard is not None:
                 self.dashboard.detach()
             cancel_all_checks()
             event.accept()
             return
-        answer = ask_on_quit(self)
+        answer = ask_on_quit(self, [s.source.run_name for s in live if s.source is not None])
         if answer is QuitAnswer.KEEP:
             if self.dashboard is not None:
                 self.dashboard.detach()
-            warning = self.session.keep_training()  # the session stops following it
-            if warning:
-                QMessageBox.warning(self, "The run is not watched", warning)
+            # each session stops following its run and hands it to a watcher
+            warnings = [f"{s.source.run_name if s.source is not None else 'A run'}: {w}"
+                        for s, w in ((s, s.keep_training()) for s in live) if w]
+            if warnings:
+                QMessageBox.warning(self, "Not every run is watched", "\n\n".join(warnings))
             cancel_all_checks()
             event.accept()
             return
         if answer is QuitAnswer.STOP:
             self._closing = True
-            self.session.request_stop()
-            self.statusBar().showMessage("Stopping every task before quitting…")
+            for session in live:
+                session.request_stop()
+            self.statusBar().showMessage("Stopping every task of every run before quitting…")
         event.ignore()

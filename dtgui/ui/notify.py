@@ -3,13 +3,14 @@ last checkpoint.
 
 `Notifier.notify(title, text)` shows a system-tray message when the desktop has a tray
 (`QSystemTrayIcon`), else a toast in the window's corner plus the status bar (an offscreen
-or tray-less session still gets it, and tests can see it). `RunNotices` subscribes to the
+or tray-less session still gets it, and tests can see it). `RunNotices` subscribes to each
 `RunSession`'s `restarted` and `ended` signals, which are told once each and only for a run
 followed live: a run opened from the history has already ended, and says nothing.
 """
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
@@ -96,33 +97,43 @@ class Notifier(QObject):
 
 
 class RunNotices(QObject):
-    """Notifies when the shown run finishes, fails or restarts from a checkpoint."""
+    """Notifies when a followed run finishes, fails or restarts from a checkpoint: each
+    session it watches (`watch`), shown or not, is told by its own name."""
 
-    def __init__(self, notifier: Notifier, session: RunSession) -> None:
+    def __init__(self, notifier: Notifier, session: RunSession | None = None) -> None:
         super().__init__(notifier)
         self.notifier = notifier
-        self.session = session
-        session.restarted.connect(self._restarted)
-        session.ended.connect(self._ended)
+        self._watched: weakref.WeakSet[RunSession] = weakref.WeakSet()
+        if session is not None:
+            self.watch(session)
 
-    def _name(self) -> str:
-        source = self.session.source
+    def watch(self, session: RunSession) -> None:
+        if session in self._watched:  # told once, however often it is asked
+            return
+        self._watched.add(session)
+        session.restarted.connect(lambda restarts: self._restarted(session, restarts))
+        session.ended.connect(lambda state, message: self._ended(session, state, message))
+
+    @staticmethod
+    def _name(session: RunSession) -> str:
+        source = session.source
         return (source.run_name if source is not None else "") or "The run"
 
-    def _restarted(self, restarts: int) -> None:
-        source = self.session.source
+    def _restarted(self, session: RunSession, restarts: int) -> None:
+        source = session.source
         limit = source.max_restarts if source is not None else 0
         of = f" of {limit}" if limit else ""
-        self.notifier.notify(f"{self._name()} restarted",
+        self.notifier.notify(f"{self._name(session)} restarted",
                              f"Restarted from its last checkpoint (restart {restarts}{of}). "
-                             f"{self.session.message}".strip(), warning=True)
+                             f"{session.message}".strip(), warning=True)
 
-    def _ended(self, state: str, message: str) -> None:
+    def _ended(self, session: RunSession, state: str, message: str) -> None:
         if state == RunState.FINISHED:
-            source = self.session.source
+            source = session.source
             loss = source.final_loss if source is not None else None
             detail = f"final loss {loss:.4g}" if loss is not None else message
-            self.notifier.notify(f"{self._name()} finished", detail or "Training finished.")
+            self.notifier.notify(f"{self._name(session)} finished",
+                                 detail or "Training finished.")
         elif state == RunState.FAILED:
-            self.notifier.notify(f"{self._name()} failed", message or "A task failed.",
+            self.notifier.notify(f"{self._name(session)} failed", message or "A task failed.",
                                  warning=True)

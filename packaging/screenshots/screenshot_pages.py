@@ -46,21 +46,8 @@ def save(app: QApplication, widget: QWidget, out: Path, name: str) -> None:
     path = out / f"{name}.png"
     ok = widget.grab().save(str(path), "PNG", 0)  # quality 0: the most compressed PNG
     if ok:
-        shrink(path)
+        shots.shrink(path)
     print(f"wrote {path}" if ok else f"could not write {path}", flush=True)
-
-
-def shrink(path: Path) -> None:
-    """The PNG in 256 colours, when Pillow is there (TensorFlow's dependencies bring it): a
-    screen of flat colours and text loses nothing to see, and the file 60 % of its size."""
-    try:
-        from PIL import Image
-    except ImportError:
-        return
-    with Image.open(path) as image:
-        fewer = image.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT,
-                                              dither=Image.Dither.NONE)
-    fewer.save(path, optimize=True)
 
 
 def compare_best_two(app: QApplication, window: MainWindow) -> bool:

@@ -60,6 +60,9 @@ class RunView(BundledRun):
     def request_stop(self) -> None:
         """Nothing runs any more."""
 
+    def follow_closely(self, closely: bool) -> None:
+        pass  # nothing in it changes any more
+
     def detach(self) -> None:
         """Nothing is followed."""
 

@@ -78,6 +78,10 @@ class RunSource(Protocol):
     def detach(self) -> None:
         """Stop following the run; its tasks keep running (an ended run ignores it)."""
 
+    def follow_closely(self, closely: bool) -> None:
+        """Read the run as often as it can be (it is shown), or less often (followed among
+        others, not shown); an ended run ignores it."""
+
 
 class BundledRun:
     """What a run reads off its bundle, written once for every kind of run (live, ended, a

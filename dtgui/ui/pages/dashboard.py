@@ -42,6 +42,7 @@ from dtgui.worker.stop_request import STOP_GRACE_SECONDS, TASK_STOP_SECONDS
 
 if TYPE_CHECKING:
     from dtgui.ui.run_session import RunSession
+    from dtgui.ui.run_sessions import RunSessions
 
 REFRESH_MS = 50  # 20 Hz
 # While series wait to be fed (the first frame of a long run, 100+ replicas), frames come this
@@ -239,10 +240,17 @@ class Dashboard(QWidget):
         if not self._ended or self.backlog:
             self.timer.start()
 
-    def listen(self, session: RunSession) -> None:
-        """Take the shown run's state and end from `session` (it tells each change once)."""
+    def listen(self, session: RunSession | RunSessions) -> None:
+        """Take the shown run's state and end from `session` (it tells each change once;
+        the window's sessions tell the shown run's)."""
         session.stateChanged.connect(self.show_state)
         session.ended.connect(self.show_end)
+
+    def set_switcher(self, switcher: QWidget) -> None:
+        """The switcher between the runs the window follows, above the run's header."""
+        layout = self.layout()
+        if isinstance(layout, QVBoxLayout):
+            layout.insertWidget(0, switcher)
 
     def show_state(self, state: str, message: str) -> None:
         """The run's state changed (RunSession.stateChanged)."""

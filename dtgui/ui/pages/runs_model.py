@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import (
     QAbstractTableModel,
@@ -24,6 +24,9 @@ from PySide6.QtCore import (
 from dtgui.core.plans.strategies import STRATEGIES
 from dtgui.core.runs.run_index import SWEEP, TRIAL, RunRow, significant, split_tags
 
+if TYPE_CHECKING:  # (numpy: not loaded with the window)
+    from dtgui.core.scripts.script_progress import ScriptProgress
+
 Index = QModelIndex | QPersistentModelIndex
 (NAME, STATE, STRATEGY, WHERE, STARTED, DURATION, STEPS, FINAL_LOSS, BEST_VAL, TAGS,
  NOTE) = range(11)
@@ -34,6 +37,8 @@ ROW_ROLE = Qt.ItemDataRole.UserRole + 1  # the RunRow itself
 
 UNWATCHED_TIP = ("Nobody watches this run: if a task fails, nothing stops the others. "
                  "Reattach to watch it.")
+FOLLOWED_TIP = ("This window follows the run and applies its failure policy: its "
+                "dashboard shows it (the switcher above the run).")
 WATCHED_TIP = ("dtgui's watcher applies the run's failure policy while dtgui is closed; "
                "Reattach takes the run back from it.")
 
@@ -83,6 +88,9 @@ class RunsModel(QAbstractTableModel):
         self.rows: list[RunRow] = []
         self.texts: list[str] = []  # each row's lowercased text, for the filter
         self.watched: set[str] = set()
+        self.followed: set[str] = set()  # folders of the runs this window follows
+        # running runs' progress (live rows), for the time left
+        self.progress: dict[str, ScriptProgress] = {}
         self.expanded: set[str] = set()  # sweep folders whose trials are shown
         self.on_edit = on_edit
         self._sort: tuple[int, Qt.SortOrder] | None = None
@@ -171,12 +179,13 @@ class RunsModel(QAbstractTableModel):
             return f"      {row.name}" if row.kind == TRIAL else row.name
         if column == STATE:
             if row.active and row.kind != SWEEP:
-                return f"{row.state} · {'watched' if row.folder in self.watched else 'not watched'}"
+                return f"{row.state} · {self.follower(row)}"
             return row.state + (" · archived" if row.archived else "")
         values: dict[int, Callable[[], str]] = {
             STRATEGY: lambda: strategy_title(row.strategy) + (
                 f" · {row.trained}" if row.trained else ""), WHERE: lambda: row.where,
-            STARTED: lambda: when(row.started), DURATION: lambda: duration_text(row.duration),
+            STARTED: lambda: when(row.started), DURATION: lambda: self.time_left(row) if
+            row.active else duration_text(row.duration),
             STEPS: lambda: "" if row.steps is None else f"{row.steps:,}",
             FINAL_LOSS: lambda: significant(row.final_loss),
             BEST_VAL: lambda: significant(row.best_val), TAGS: lambda: ", ".join(row.tags),
@@ -184,9 +193,24 @@ class RunsModel(QAbstractTableModel):
         }
         return values[column]()
 
+    def follower(self, row: RunRow) -> str:
+        """Who follows a running run: this window, a headless watcher, or nobody."""
+        if row.folder in self.followed:
+            return "followed"
+        return "watched" if row.folder in self.watched else "not watched"
+
+    def time_left(self, row: RunRow) -> str:
+        """A running run's Duration: "1:10 left" at its pace ("" when it cannot be told)."""
+        progress = self.progress.get(row.folder)
+        left = progress.seconds_left() if progress is not None else None
+        return f"{duration_text(left)} left" if left is not None else ""
+
     def tip(self, row: RunRow, column: int) -> str:
         if column == STATE and row.active and row.kind != SWEEP:
-            return WATCHED_TIP if row.folder in self.watched else UNWATCHED_TIP
+            return FOLLOWED_TIP if row.folder in self.followed else \
+                WATCHED_TIP if row.folder in self.watched else UNWATCHED_TIP
+        if column == DURATION and row.active and self.time_left(row):
+            return f"About {self.time_left(row)} at the pace it trained so far."
         if column == STATE and row.message:
             return row.message
         if column == BEST_VAL and row.best_val_name:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QModelIndex, QPoint, Qt, Signal, SignalInstance
-from PySide6.QtGui import QResizeEvent
+from PySide6.QtGui import QHideEvent, QResizeEvent, QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -35,15 +35,19 @@ from PySide6.QtWidgets import (
 
 from dtgui.core.runs.records import RunHistory, RunRecord
 from dtgui.core.runs.run_index import SWEEP, RunRow
+from dtgui.ui.pages.live_rows import LiveRows
 from dtgui.ui.pages.runs_model import COLUMNS, NAME, NOTE, STARTED, TAGS, RunsFilter, RunsModel
 from dtgui.ui.workers import error_message, run_in_thread
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
     from dtgui.launch.run_admin import Deleted
+    from dtgui.launch.runs.run_source import RunSource
 
 # each column's least width (as wide as this text in the table's font), and its share of the
 # width left over (names, tags and notes grow; figures do not)
-SAMPLES = {NAME: "resnet-baseline-1", 1: "finished · ok", 2: "MultiWorker…", 3: "gpu-a, gpu",
+SAMPLES = {NAME: "resnet-baseline-1", 1: "running · followed", 2: "MultiWorker…", 3: "gpu-a, gpu",
            STARTED: "2026-11-26 16:21", 5: "Duration", 6: "100,000", 7: "Final loss",
            8: "Best val.", TAGS: "baseline", NOTE: "a note"}
 GROWS = {NAME: 3, 1: 1, 2: 1, 3: 1, TAGS: 2, NOTE: 3}
@@ -180,7 +184,28 @@ class RunsPage(QWidget):
         self.table.doubleClicked.connect(self._double_clicked)
         self.table.customContextMenuRequested.connect(self._menu)
         self._generation = 0
+        self.live = LiveRows(self.model, self)  # running rows, live while the page is shown
+        self.live.missing.connect(self.refresh)
+        self.model.dataChanged.connect(self._row_moved)  # a running row changed, or ended
         self._update_buttons()
+
+    def _row_moved(self) -> None:
+        self._update_buttons()
+        self._summarize()
+
+    def follow(self, followed: Callable[[], Mapping[str, RunSource]]) -> None:
+        """`followed()`: the runs this window follows, by their local folder (their rows are
+        read from them, in memory)."""
+        self.live.followed = followed
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        self.fit_columns()  # resized while hidden, its viewport's width was not known
+        self.live.start()
+
+    def hideEvent(self, event: QHideEvent) -> None:
+        super().hideEvent(event)
+        self.live.stop()
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
@@ -234,21 +259,30 @@ class RunsPage(QWidget):
     def show_rows(self, rows: list[RunRow], watched: set[str] | None = None,
                   texts: list[str] | None = None) -> None:
         self.model.set_rows(rows, watched, texts)
-        runs = [r for r in rows if r.kind != SWEEP]
-        running = sum(1 for r in runs if r.active)
-        sweeps = sum(1 for r in rows if r.kind == SWEEP)
-        archived = sum(1 for r in rows if r.archived)
-        if rows:
-            text = (f"{running} run(s) still training (reattach to follow them), "
-                    f"{len(runs) - running} ended")
-            text += f", {sweeps} sweep(s)" if sweeps else ""
-            text += f"; {archived} archived" if archived and not self.proxy.show_archived \
-                else ""
-            self.summary.setText(text + ".")
-        else:
-            self.summary.setText("No runs yet.")
+        self._summarize()
         self._update_buttons()
         self.loaded.emit(rows)
+
+    def _summarize(self) -> None:
+        """The line above the list: how many runs train (and are followed here), ended,
+        sweeps, archived."""
+        rows = self.model.rows
+        runs = [r for r in rows if r.kind != SWEEP]
+        running = [r for r in runs if r.active]
+        here = sum(1 for r in running if r.folder in self.live.followed())
+        sweeps = sum(1 for r in rows if r.kind == SWEEP)
+        archived = sum(1 for r in rows if r.archived)
+        if not rows:
+            self.summary.setText("No runs yet.")
+            return
+        follow = ("followed here" if here and here == len(running) else
+                  "reattach to follow them" if not here else
+                  f"{here} followed here; reattach to follow the others")
+        text = (f"{len(running)} run(s) still training ({follow}), "
+                f"{len(runs) - len(running)} ended")
+        text += f", {sweeps} sweep(s)" if sweeps else ""
+        text += f"; {archived} archived" if archived and not self.proxy.show_archived else ""
+        self.summary.setText(text + ".")
 
     # -- the view ------------------------------------------------------------------------------
     def set_filter(self, text: str) -> None:
