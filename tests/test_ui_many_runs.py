@@ -15,8 +15,7 @@ import pytest
 from fakes import FakeRun, step_losses, steps_fields
 from PySide6.QtWidgets import QMessageBox
 from pytestqt.qtbot import QtBot
-from test_ui_quit import answer_question
-from widgets import dashboard_of
+from widgets import answer_question, dashboard_of
 
 from dtgui.core.plans.placement import place_local
 from dtgui.core.plans.plan import MachineAccess, Plan
