@@ -2,7 +2,7 @@
 input-bound, with the input advice; the same model on fast data is compute-bound, or held
 back by the CPU other processes take when the machine's telemetry says they do. Both run at
 once (Mirrored x2 on logical CPUs, auto call size), each measuring itself: 40 steps are
-too short to measure within 1 % of their training time, so they are allowed any cost."""
+too short to measure within 5 % of their training time, so they are allowed any cost."""
 
 from __future__ import annotations
 

@@ -80,7 +80,7 @@ def test_one_device_with_xla_trains_through_xla(tmp_path: Path) -> None:
     messages = [e["message"] for e in kinds(events, "log")]
     assert any(m.startswith("XLA: the replica step is compiled by XLA") for m in messages)
     assert "Compiled cluster using XLA" in log  # TensorFlow's own word that XLA ran
-    # 4 steps are too short to measure where their time goes within 1 % of it: nothing was
+    # 4 steps are too short to measure where their time goes within 5 % of it: nothing was
     # measured (no calibration took any time), and the split event says from when it would be
     splits = kinds(events, "split")
     assert splits and all(e["steps"] == 0 and "calibration_seconds" not in e for e in splits)

@@ -384,7 +384,7 @@ def limit_line(plan: Plan, splits: Iterable[StepSplit], memory: Iterable[DeviceM
         return ("limited by: not measured (your script gives no split: call "
                 "dtgui_worker.report(step, loss) each step; docs/own-scripts.md)")
     return ("limited by: not measured (the run was too short: measuring its step would have "
-            "taken more than 1 % of its training time)")
+            "taken more than 5 % of its training time)")
 
 
 def _report_plugins() -> None:

@@ -94,14 +94,15 @@ class Progress:
     # -- synchronous strategies ------------------------------------------------------------
     def run(self, trainer: Trainer, dataset: Any) -> None:
         iterator = iter(dataset)
+        no_reduces = tf.constant(0, tf.int32)  # a training call probes no all-reduce
         done = self.start
         while done < self.total:
             k = self.sizer.next(done, self.total, self.ckpt_every, self.val_every)
             began = time.perf_counter()
-            per_task, totals, agreed, lr, stops = trainer.run(
+            per_task, totals, agreed, lr, stops, _ = trainer.run(
                 iterator, tf.constant(k, tf.int32),
                 wishes(self.sizer.proposal, self.timing.wish(k)),
-                tf.constant(self.stop.flag(), tf.float32))
+                tf.constant(self.stop.flag(), tf.float32), no_reduces)
             per_task, totals = per_task.numpy(), totals.numpy()
             seconds = time.perf_counter() - began
             self.timing.call(k, seconds)
@@ -110,7 +111,7 @@ class Progress:
             self.sizer.observe(seconds / k)
             if done == self.start and self.xla:
                 report_xla(self.events, trainer, iterator, tf.constant(1, tf.int32),
-                           wishes(1.0, False), tf.constant(0.0, tf.float32))
+                           wishes(1.0, False), tf.constant(0.0, tf.float32), no_reduces)
             began = time.perf_counter()
             self.after_steps(done + 1, per_task[:, :, 0], totals[:, 0] / self.replicas_in_sync,
                              totals[:, 1], float(lr))
@@ -225,13 +226,13 @@ class Progress:
         does so at the same call, as their collectives must match."""
         assert self.calibration_runs is not None
         began = time.perf_counter()
-        n = calibration_run_steps(k)
-        try:
-            found = self.calibration_runs.measure(n)
+        try:  # as many steps as the budget allows now, up to the precision wanted
+            found = self.calibration_runs.measure(calibration_run_steps(k),
+                                                  self.timing.allowance(), self.timing.per_step)
         except Exception as exc:  # noqa: BLE001 - a measure only; training goes on
             self._no_split(exc)
             return
-        self.timing.calibrated(found, time.perf_counter() - began, n)
+        self.timing.calibrated(found, time.perf_counter() - began, found.n)
 
     def emit_split(self, final: bool = False, k: int = 1) -> None:
         if self.info.coordinator is not None:
