@@ -94,7 +94,7 @@ def test_a_split_event_is_read_compatibly_and_the_reducer_keeps_each_tasks_windo
         '{"v":2,"kind":"split","task":"worker:3","t":2.0,"step":4,"steps":0,'
         '"deferred_until":120.5,"training_seconds":0.4}',
         '{"v":2,"kind":"split","task":"worker:4","t":2.0,"step":4,"steps":0,'
-        '"deferred_until":8.5,"deferred_clock":12.25,"training_seconds":0.4}',
+        '"deferred_clock":12.25,"clock_seconds":3.1,"training_seconds":0.4}',
         '{"v":2,"kind":"split","task":"worker:0","t":2.0,"step":20,"input":"bad"}',
         '{"v":2,"kind":"split","task":"worker:2","t":2.0,"compute":0.01,'
         '"measured":["compute","reporting"],"method":"report"}',
@@ -104,7 +104,7 @@ def test_a_split_event_is_read_compatibly_and_the_reducer_keeps_each_tasks_windo
     curves = RunCurves()
     curves.add_events(events)
     assert set(curves.splits) == {"worker:1", "worker:2"}  # worker:0 held no time
-    # from when, on the clock when the event says (an older one: of training)
+    # from when, on the clock since training began (an older event: seconds of training)
     assert curves.split_deferred == {"worker:3": 120.5, "worker:4": 12.25}
     window = curves.splits["worker:1"]
     assert window.step == 40 and window.steps == 40
@@ -191,24 +191,29 @@ def test_calibrations_cost_at_most_one_percent_of_the_steps_between_them() -> No
 
 def simulate(calls: int, k: int, call_seconds: float, first_call: float,
              setup: float, per_calibration: float) -> tuple[list[tuple[int, float]], StepTiming]:
-    """A task's calls as Progress makes them, each calibration taking `per_calibration`
-    seconds (and `setup` more the first time), or less as CalibrationRuns sizes its runs to
-    the seconds the budget allows then; (call, training seconds) of each calibration."""
-    timing = StepTiming(active=True)
+    """A task's calls as Progress makes them, on a clock of their own, each calibration taking
+    `per_calibration` seconds (and `setup` more the first time), or less as CalibrationRuns
+    sizes its runs to the seconds the budget allows then; (call, seconds into training) of
+    each calibration."""
+    now = [0.0]
+    timing = StepTiming(active=True, clock=lambda: now[0])
     calibrated: list[tuple[int, float]] = []
     for call in range(1, calls + 1):
         wished = timing.wish(k)  # carried by the call (MultiWorkerMirrored: every task's)
-        timing.call(k, first_call if call == 1 else call_seconds)
+        seconds = first_call if call == 1 else call_seconds
+        timing.call(k, seconds)
         timing.reported(0.0005, call * k)
+        now[0] += seconds + 0.0005
         if timing.calibrate_now(k, wished):
             made = setup if not calibrated else 0.0
             runs = min(per_calibration, max(0.01, timing.allowance() - made))
             timing.calibrated(Calibration(step=0.001, reduce=0.0, setup=made,
                                           n=calibration_run_steps(k)),
                               runs + made, calibration_run_steps(k))
-            calibrated.append((call, timing.training_seconds))
-            # what it took so far, honestly counted, within what the training so far allows
-            assert timing.calibration_seconds <= allowed(timing.training_seconds) + 1e-9
+            now[0] += runs + made
+            calibrated.append((call, timing.clock()))
+            # what it took so far, honestly counted, within what the time so far allows
+            assert timing.calibration_seconds <= allowed(timing.clock()) + 1e-9
     return calibrated, timing
 
 
@@ -231,26 +236,28 @@ def test_measuring_takes_at_most_five_percent_of_the_first_minute_short_runs_inc
     """The first calibration's runs are sized to FIRST_CALIBRATION_SECONDS: it comes once
     the training pays for them (about 20 s), so every run past that is measured in its first
     minute; a shorter run is not, and its split event says from when it would be, on the
-    training's clock too. Later calibrations come as the budget allows: 1 % of a long run."""
+    clock since training began. Later calibrations come as the budget allows: 1 % of a long
+    run."""
     # a 100-step run (the demo, 5 ms steps): never measured, and told so at the end
     short, timing = simulate(calls=10, k=10, call_seconds=0.05, first_call=2.0, setup=0.3,
                              per_calibration=0.2)
     assert short == [] and timing.deferred_due(final=True)
     told = timing.deferred_fields(10)
-    assert told["deferred_until"] == pytest.approx(needed(FIRST_CALIBRATION_SECONDS), rel=1e-3)
-    assert told["deferred_clock"] >= told["deferred_until"] and "calibration_seconds" not in told
+    assert told["deferred_clock"] == pytest.approx(needed(FIRST_CALIBRATION_SECONDS), rel=1e-3)
+    assert told["deferred_clock"] > told["clock_seconds"] > told["training_seconds"]
+    assert "calibration_seconds" not in told
     # the demo over ten minutes at 0.2 s calls: measured in its first 25 s of training, the
     # whole within 1 % of it
     long, timing = simulate(calls=3000, k=40, call_seconds=0.2, first_call=2.0, setup=0.3,
                             per_calibration=0.2)
     assert len(long) >= 2 and long[0][1] <= 25
-    assert timing.training_seconds >= 600
-    assert timing.calibration_seconds <= SPLIT_BUDGET * timing.training_seconds
+    assert timing.clock() >= 600
+    assert timing.calibration_seconds <= SPLIT_BUDGET * timing.clock()
     fields = timing.split_fields()
     split = StepSplit.from_event("worker:0", fields)
-    assert split is not None and fields["clock_seconds"] >= 0
+    assert split is not None and split.clock_seconds == pytest.approx(timing.clock(), rel=1e-3)
     cost = split.cost_share
-    assert cost == pytest.approx(timing.calibration_seconds / timing.training_seconds, rel=1e-3)
+    assert cost == pytest.approx(timing.calibration_seconds / timing.clock(), rel=1e-3)
     assert 0 < cost <= SPLIT_BUDGET
     # an input-bound model (one slow step a call): measured within the first minute as well
     slow, _ = simulate(calls=600, k=1, call_seconds=0.15, first_call=3.0, setup=0.4,

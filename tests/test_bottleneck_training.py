@@ -113,7 +113,8 @@ def test_slow_data_is_input_bound_and_fast_data_compute_bound(
         # between the calls (the run's wall time after its first call holds it)
         assert last.calibration_seconds >= last.setup_seconds > 0
         assert last.calibration_seconds <= timeline[-1][1] - timeline[0][1]
-        assert last.cost_share == last.calibration_seconds / last.training_seconds
+        assert last.cost_share == last.calibration_seconds / last.clock_seconds
+        assert 0 < last.training_seconds < last.clock_seconds
         found[sleep] = run_verdict(events)
     curves, slow_verdict = found[0.1]
     slow = curves.splits["worker:0"]

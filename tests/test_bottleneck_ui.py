@@ -38,7 +38,7 @@ def test_the_dashboard_shows_each_tasks_split_and_the_verdict(qtbot: QtBot) -> N
     assert dash.step_split.verdict_label.text() == MEASURING_HINT
     # too short so far to measure within the budget: the card says from when it will be
     metrics.add_events([event("split", "worker:0", 999.0, SCHEMA_VERSION, step=8, steps=0,
-                              deferred_until=8.4, deferred_clock=12.6, training_seconds=0.5)])
+                              deferred_clock=12.6, training_seconds=0.5)])
     dash._text_time = 0.0
     dash.refresh()
     assert dash.step_split.isVisibleTo(dash)

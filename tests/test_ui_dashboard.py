@@ -299,8 +299,8 @@ def test_a_run_that_ended_before_it_was_shown_is_drawn_whole_and_still(
     metrics.add_events(two_workers(1, 12))
     metrics.add_events([event("device", "worker:0", 1001.0, devices=[
         {"kind": "cpu", "index": 0, "util": 45.0, "mem_used": 700 << 20}]),
-        event("split", "worker:0", 1002.0, step=12, steps=0, deferred_until=10.0,
-              deferred_clock=14.5, training_seconds=0.2)])
+        event("split", "worker:0", 1002.0, step=12, steps=0, deferred_clock=14.5,
+              training_seconds=0.2)])
     controller.end("finished", "all tasks finished")
     dash.attach(controller)
     qtbot.waitUntil(lambda: not dash.timer.isActive(), timeout=3000)

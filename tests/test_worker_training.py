@@ -84,7 +84,8 @@ def test_one_device_with_xla_trains_through_xla(tmp_path: Path) -> None:
     # measured (no calibration took any time), and the split event says from when it would be
     splits = kinds(events, "split")
     assert splits and all(e["steps"] == 0 and "calibration_seconds" not in e for e in splits)
-    assert splits[-1]["deferred_until"] > splits[-1]["training_seconds"] > 0
+    assert splits[-1]["deferred_clock"] > splits[-1]["clock_seconds"] > \
+        splits[-1]["training_seconds"] > 0
     epochs = kinds(events, "epoch")
     assert [e["epoch"] for e in epochs] == [1, 2]
     assert all(0.0 <= e["accuracy"] <= 1.0 for e in epochs)

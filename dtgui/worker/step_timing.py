@@ -14,13 +14,14 @@ and the plan's input pipeline alone making a step's batches. Then, per step:
 * reporting = dtgui's per-call host work: events, loss summaries, epochs (timed as it runs).
 
 What the calibrations take, making their runs included, stays within what the training so far
-allows (`allowed`): FIRST_MINUTE_SHARE (5 %) of the first minute, SPLIT_BUDGET (1 %) of the
-training time past five minutes, never less than it allowed before (so a run of ten minutes or
-more spends at most 1 %). The first calibration's runs are sized to FIRST_CALIBRATION_SECONDS
-(`CalibrationRuns.measure`), so it comes after about twenty seconds of training; the next ones as
-the budget pays for them, at least CALIBRATE_EVERY_CALLS calls after the last. A run too short
-for one is not measured: its `split` events say so and from when it would be
-(`deferred_until`, seconds of training; `deferred_clock`, on the clock).
+allows (`allowed`), on the clock a user sees since training began (the first call's tracing,
+checkpoints and validation included: a ParameterServer worker's timed calls are a fraction of
+it): FIRST_MINUTE_SHARE (5 %) of the first minute, SPLIT_BUDGET (1 %) past five minutes, never
+less than it allowed before (so a run of ten minutes or more spends at most 1 %). The first
+calibration's runs are sized to FIRST_CALIBRATION_SECONDS (`CalibrationRuns.measure`), so it
+comes about twenty seconds into training; the next ones as the budget pays for them, at least
+CALIBRATE_EVERY_CALLS calls after the last. A run too short for one is not measured: its
+`split` events say so and from when it would be (`deferred_clock`, seconds on that clock).
 MultiWorkerMirrored workers must run the calibration runs' collectives together: each call
 carries the task's wish to calibrate to the others (`dtgui.worker.loop`, with the call size),
 and a calibration comes when every task wished it.
@@ -39,6 +40,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,17 +81,17 @@ def split_budget() -> float:
     return share if share > 0 and math.isfinite(share) else SPLIT_BUDGET
 
 
-def allowed(training_seconds: float, budget: float = SPLIT_BUDGET) -> float:
-    """Seconds measuring may have taken after `training_seconds` of training: FIRST_MINUTE_SHARE
-    of the first minute, `budget` of the whole once that is more (from five minutes on), the
-    two in proportion when `budget` is another share than SPLIT_BUDGET."""
+def allowed(seconds: float, budget: float = SPLIT_BUDGET) -> float:
+    """Seconds measuring may have taken `seconds` into training: FIRST_MINUTE_SHARE of the
+    first minute, `budget` of the whole once that is more (from five minutes on), the two in
+    proportion when `budget` is another share than SPLIT_BUDGET."""
     scale = budget / SPLIT_BUDGET
-    t = max(0.0, training_seconds)
+    t = max(0.0, seconds)
     return scale * max(FIRST_MINUTE_SHARE * min(t, FIRST_MINUTE), SPLIT_BUDGET * t)
 
 
 def needed(seconds: float, budget: float = SPLIT_BUDGET) -> float:
-    """The training seconds from which `allowed` covers `seconds` of measuring."""
+    """The seconds into training from which `allowed` covers `seconds` of measuring."""
     scale = budget / SPLIT_BUDGET
     early = seconds / (scale * FIRST_MINUTE_SHARE)
     return early if early <= FIRST_MINUTE else seconds / (scale * SPLIT_BUDGET)
@@ -147,13 +149,14 @@ class StepTiming:
     """Counts a task's calls and decides when to calibrate and to report the split."""
 
     def __init__(self, active: bool = True, first_call_traces: bool = True,
-                 started: float | None = None) -> None:
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         self.active = active and enabled()
         self.first_call_traces = first_call_traces  # not counted: it traced the function
         # sized: the calibration's runs fit the seconds they are given (CalibrationRuns);
         # else (ParameterServer round trips) their cost is guessed from the steps
         self.sized = first_call_traces
-        self.started = time.perf_counter() if started is None else started  # training began
+        self._now = clock
+        self.started = clock()  # training began
         self.budget = split_budget()
         self.calls = 0
         self.calibration: Calibration | None = None
@@ -215,15 +218,15 @@ class StepTiming:
 
     def allowance(self) -> float:
         """Seconds the training so far allows measuring beyond what it took already."""
-        return allowed(self.training_seconds, self.budget) - self.calibration_seconds
+        return allowed(self.clock(), self.budget) - self.calibration_seconds
 
     def affordable_at(self, k: int) -> float:
-        """The training seconds that pay for the calibrations so far and the next one."""
+        """The seconds into training that pay for the calibrations so far and the next one."""
         return needed(self.calibration_seconds + self.estimate(k), self.budget)
 
     def clock(self) -> float:
         """Seconds on the clock since training began (its first call's tracing included)."""
-        return time.perf_counter() - self.started
+        return self._now() - self.started
 
     def wish(self, k: int) -> bool:
         """Whether this task would calibrate after the next call, of about `k` steps: the
@@ -268,15 +271,11 @@ class StepTiming:
         """The `split` event of a task not measured yet: from when (seconds of training) the
         budget pays for its first calibration."""
         self._deferred_sent = True
-        until, clock = self.affordable_at(k), self.clock()
-        # on the clock: the time not spent training so far (the first call's tracing,
-        # checkpoints, validation) stays, the rest goes at the training's pace
         return {"step": self._last_step, "steps": 0, "calls": self.calls, "calibrations": 0,
                 "method": self.method, "budget": self.budget,
-                "deferred_until": round(until, 2),
-                "deferred_clock": round(until + max(0.0, clock - self.training_seconds), 2),
+                "deferred_clock": round(self.affordable_at(k), 2),
                 "training_seconds": round(self.training_seconds, 4),
-                "clock_seconds": round(clock, 3)}
+                "clock_seconds": round(self.clock(), 3)}
 
     def split_fields(self) -> dict[str, Any]:
         """The `split` event's fields for the calls since the last one (then a new window)."""
@@ -318,8 +317,9 @@ class WorkerStepTimings:
     MEASURED = ("input", "compute", "communication")
     RETRIES = 4  # calibration runs scheduled again for workers that had none
 
-    def __init__(self, active: bool = True) -> None:
-        self.schedule = StepTiming(active, first_call_traces=False)  # when to calibrate
+    def __init__(self, active: bool = True,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.schedule = StepTiming(active, first_call_traces=False, clock=clock)  # when
         self.active = self.schedule.active
         self.workers: dict[int, StepTiming] = {}  # by the coordinator's worker index
         self.setup_seconds = 0.0
@@ -332,7 +332,8 @@ class WorkerStepTimings:
             # a call is timed inside the graph on its worker: its tracing (on the
             # coordinator) is not in it, so even the first call counts
             timing = StepTiming(self.schedule.active, first_call_traces=False,
-                                started=self.schedule.started)
+                                clock=self.schedule._now)
+            timing.started = self.schedule.started  # the clock of the run's training
             timing.method = "worker-timed"
             timing.measured = self.MEASURED
             self.workers[index] = timing

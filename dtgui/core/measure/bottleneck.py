@@ -23,8 +23,8 @@ share of a long run measuring may take, "of_task": the task measured when
 another task reports it (the ParameterServer coordinator reports its workers': "worker:1"),
 "method": "calibrated" | "worker-timed" | "report"}``. A task not measured yet, its run too
 short so far for a measure within the budget, sends ``{"kind": "split", "steps": 0,
-"deferred_until": training seconds from which it will be, "deferred_clock": the same on the
-clock since its training began, "training_seconds": ...}``.
+"deferred_clock": seconds since its training began from which it will be, "clock_seconds": ...}``
+(written before the budget counted the clock: "deferred_until", seconds of training).
 """
 
 from __future__ import annotations
@@ -120,23 +120,27 @@ class StepSplit:
         return {p: self.share(p) for p in PARTS}
 
     @property
+    def span(self) -> float:
+        """Seconds since the task's training began (its training time in older events)."""
+        return self.clock_seconds or self.training_seconds
+
+    @property
     def cost_share(self) -> float:
-        """What measuring the split took, making its runs included, as a share of the
-        task's training time (the split's worker keeps it within its budget: 5 % of the first
-        minute, 1 % of a run of ten minutes or more)."""
-        if self.training_seconds <= 0:
+        """What measuring the split took, making its runs included, as a share of the time
+        since the task's training began (the split's worker keeps it within its budget: 5 % of
+        the first minute, 1 % of a run of ten minutes or more)."""
+        if self.span <= 0:
             return 0.0
-        return self.calibration_seconds / self.training_seconds
+        return self.calibration_seconds / self.span
 
     @property
     def cost_text(self) -> str:
         """What measuring took, in seconds on the clock a user sees: "measuring took 0.42 s
         of 1 min 05 s training (0.7 %)" ("" before it took any)."""
-        if self.calibration_seconds <= 0 or self.training_seconds <= 0:
+        if self.calibration_seconds <= 0 or self.span <= 0:
             return ""
-        span = self.clock_seconds or self.training_seconds
-        return (f"measuring took {self.calibration_seconds:.2g} s of {clock_text(span)} "
-                f"training ({self.calibration_seconds / span * 100:.2g} %)")
+        return (f"measuring took {self.calibration_seconds:.2g} s of {clock_text(self.span)} "
+                f"training ({self.cost_share * 100:.2g} %)")
 
 
 def clock_text(seconds: float) -> str:
@@ -152,7 +156,8 @@ def clock_text(seconds: float) -> str:
 def deferred_until(data: Mapping[str, Any]) -> float | None:
     """Seconds from which a task not measured yet will be (a `split` event without a split:
     its run too short so far to measure within the budget), on the clock since its training
-    began when the event says (`deferred_clock`), else of training; None for a split."""
+    began (`deferred_clock`; an older event's `deferred_until`: of training); None for a
+    split."""
     for key in ("deferred_clock", "deferred_until"):
         value = data.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
