@@ -10,6 +10,7 @@ launched kernels). What comes back, every step's per-replica losses, is written 
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import time
 from typing import Any
@@ -27,6 +28,7 @@ from .export import ModelSaver
 from .loop import Trainer, report_xla, wishes
 from .optim import learning_rate_at
 from .plan import Plan
+from .profile_capture import ProfileCapture
 from .step_timing import StepTiming, WorkerStepTimings, calibration_run_steps
 from .stop_request import StopRequest, stop_reason, stopped_message
 from .summaries import Scalars
@@ -47,7 +49,8 @@ class Progress:
                  saver: ModelSaver | None = None, classification: bool = True,
                  calibration_runs: CalibrationRuns | None = None,
                  round_trip_runs: RoundTripRuns | None = None,
-                 stop: StopRequest | None = None) -> None:
+                 stop: StopRequest | None = None,
+                 profile: ProfileCapture | None = None) -> None:
         self.info = info
         self.events = events
         self.ckpts = ckpts
@@ -89,6 +92,7 @@ class Progress:
         self.round_trip_runs = round_trip_runs
         self.worker_timing = WorkerStepTimings(active=round_trip_runs is not None)
         self.stop = stop or StopRequest()
+        self.profile = profile  # TensorFlow's profiler over the plan's profile steps
         self.stopped_at: int | None = None  # the step the run stopped at (a stop was asked)
 
     # -- synchronous strategies ------------------------------------------------------------
@@ -96,14 +100,19 @@ class Progress:
         iterator = iter(dataset)
         no_reduces = tf.constant(0, tf.int32)  # a training call probes no all-reduce
         done = self.start
+        profile = self.profile
         while done < self.total:
-            k = self.sizer.next(done, self.total, self.ckpt_every, self.val_every)
+            k = self.sizer.next(done, self.total, self.ckpt_every, self.val_every,
+                                ends=profile.ends if profile is not None else ())
+            if profile is not None:
+                profile.before(done + 1)
             began = time.perf_counter()
-            per_task, totals, agreed, lr, stops, _ = trainer.run(
-                iterator, tf.constant(k, tf.int32),
-                wishes(self.sizer.proposal, self.timing.wish(k)),
-                tf.constant(self.stop.flag(), tf.float32), no_reduces)
-            per_task, totals = per_task.numpy(), totals.numpy()
+            with profile.marked(done + 1) if profile is not None else contextlib.nullcontext():
+                per_task, totals, agreed, lr, stops, _ = trainer.run(
+                    iterator, tf.constant(k, tf.int32),
+                    wishes(self.sizer.proposal, self.timing.wish(k)),
+                    tf.constant(self.stop.flag(), tf.float32), no_reduces)
+                per_task, totals = per_task.numpy(), totals.numpy()
             seconds = time.perf_counter() - began
             self.timing.call(k, seconds)
             size, wished = (float(x) for x in agreed.numpy())
@@ -117,6 +126,8 @@ class Progress:
                              totals[:, 1], float(lr))
             done += k
             self.timing.reported(time.perf_counter() - began, done)
+            if profile is not None:
+                profile.after(done, final=float(stops) > 0)
             if float(stops) > 0 and done < self.total:  # every worker saw it after this call
                 self.stopped(done)
                 return
