@@ -270,7 +270,10 @@ class Plan:
         for name in ("strategy", *_CHOICES):
             data[name] = str(data[name])
         data["model"] = self.model.to_dict()
-        data["profile_steps"] = list(self.profile_steps)
+        if self.profiled:
+            data["profile_steps"] = list(self.profile_steps)
+        else:  # a plan that profiles nothing is written as before the field (older dtgui reads it)
+            del data["profile_steps"]
         data["cluster"] = {k: list(v) for k, v in self.cluster.items()}
         data["tasks"] = [t.to_dict() for t in self.tasks]
         data["machines"] = {name: {k: v for k, v in vars(m).items() if v}
