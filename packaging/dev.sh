@@ -111,8 +111,9 @@ setup() {
     echo "dtgui: creating $VENV"
     python3 -m venv "$VENV"
   fi
-  local extras="[mlflow]"  # runs into MLflow: the client (docs/mlflow.md)
-  if [ "$MODE" != run ] && [ "$MODE" != setup ]; then extras="[mlflow,test]"; fi
+  # runs into MLflow: the client (docs/mlflow.md); TensorBoard's Profile tab (XProf)
+  local extras="[mlflow,profile]"
+  if [ "$MODE" != run ] && [ "$MODE" != setup ]; then extras="[mlflow,profile,test]"; fi
   python_packages "$extras"
   if [ "$MODE" != run ] && [ "$MODE" != setup ]; then test_plugins; fi
   if [ "$MODE" = test ] || [ "$MODE" = fast ]; then mlflow_server; fi

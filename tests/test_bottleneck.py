@@ -27,7 +27,16 @@ from dtgui.core.measure.bottleneck import (
 from dtgui.core.run_curves import RunCurves
 from dtgui.core.runs.compare import CSV_FIELDS, FIELDS, summarize_run, summary_csv, table_rows
 from dtgui.launch.runs.history import open_run
-from dtgui.worker.step_timing import Calibration, StepTiming, calibration_run_steps
+from dtgui.worker.step_timing import (
+    FIRST_CALIBRATION_SECONDS,
+    FIRST_MINUTE,
+    SPLIT_BUDGET,
+    Calibration,
+    StepTiming,
+    allowed,
+    calibration_run_steps,
+    needed,
+)
 
 
 def split(task: str, input: float = 0.0, compute: float = 0.0, communication: float = 0.0,
@@ -84,21 +93,29 @@ def test_a_split_event_is_read_compatibly_and_the_reducer_keeps_each_tasks_windo
         '"compute":0.01,"communication":0.0,"reporting":0.0001,"future_field":1,"steps":30}',
         '{"v":2,"kind":"split","task":"worker:3","t":2.0,"step":4,"steps":0,'
         '"deferred_until":120.5,"training_seconds":0.4}',
+        '{"v":2,"kind":"split","task":"worker:4","t":2.0,"step":4,"steps":0,'
+        '"deferred_clock":12.25,"clock_seconds":3.1,"training_seconds":0.4}',
         '{"v":2,"kind":"split","task":"worker:0","t":2.0,"step":20,"input":"bad"}',
         '{"v":2,"kind":"split","task":"worker:2","t":2.0,"compute":0.01,'
         '"measured":["compute","reporting"],"method":"report"}',
     ]
     events = [e for e in (parse_line(x) for x in lines) if e is not None]
-    assert len(events) == 5
+    assert len(events) == 6
     curves = RunCurves()
     curves.add_events(events)
     assert set(curves.splits) == {"worker:1", "worker:2"}  # worker:0 held no time
-    assert curves.split_deferred == {"worker:3": 120.5}
+    # from when, on the clock since training began (an older event: seconds of training)
+    assert curves.split_deferred == {"worker:3": 120.5, "worker:4": 12.25}
     window = curves.splits["worker:1"]
     assert window.step == 40 and window.steps == 40
     assert window.input == pytest.approx((10 * 0.03 + 30 * 0.001) / 40)
     first = StepSplit.from_event("worker:1", events[0].data)
     assert first is not None and abs(first.cost_share - 0.02) < 1e-9  # 0.2 s of 10 s
+    assert first.cost_text == "measuring took 0.2 s of 10 s training (2 %)"
+    # said against the clock since training began when the event has it
+    clocked = StepSplit.from_event("worker:1", {**events[0].data, "clock_seconds": 65.0})
+    assert clocked is not None
+    assert clocked.cost_text == "measuring took 0.2 s of 1 min 05 s training (0.31 %)"
     script = curves.splits["worker:2"]
     assert script.measured == (COMPUTE, REPORTING) and script.method == "report"
     # a part a task did not measure never makes the verdict
@@ -173,49 +190,79 @@ def test_calibrations_cost_at_most_one_percent_of_the_steps_between_them() -> No
 
 
 def simulate(calls: int, k: int, call_seconds: float, first_call: float,
-             setup: float, per_calibration: float) -> tuple[list[int], StepTiming]:
-    """A task's calls as Progress makes them, each calibration taking `per_calibration`
-    seconds (and `setup` more the first time); the calls at which it calibrated."""
-    timing = StepTiming(active=True)
-    calibrated: list[int] = []
+             setup: float, per_calibration: float) -> tuple[list[tuple[int, float]], StepTiming]:
+    """A task's calls as Progress makes them, on a clock of their own, each calibration taking
+    `per_calibration` seconds (and `setup` more the first time), or less as CalibrationRuns
+    sizes its runs to the seconds the budget allows then; (call, seconds into training) of
+    each calibration."""
+    now = [0.0]
+    timing = StepTiming(active=True, clock=lambda: now[0])
+    calibrated: list[tuple[int, float]] = []
     for call in range(1, calls + 1):
         wished = timing.wish(k)  # carried by the call (MultiWorkerMirrored: every task's)
-        timing.call(k, first_call if call == 1 else call_seconds)
+        seconds = first_call if call == 1 else call_seconds
+        timing.call(k, seconds)
         timing.reported(0.0005, call * k)
+        now[0] += seconds + 0.0005
         if timing.calibrate_now(k, wished):
             made = setup if not calibrated else 0.0
-            timing.calibrated(Calibration(step=0.001, reduce=0.0, setup=made),
-                              per_calibration + made, calibration_run_steps(k))
-            calibrated.append(call)
-            # what it took so far, honestly counted, within the budget of the training time
-            assert timing.calibration_seconds <= timing.budget * timing.training_seconds
+            runs = min(per_calibration, max(0.01, timing.allowance() - made))
+            timing.calibrated(Calibration(step=0.001, reduce=0.0, setup=made,
+                                          n=calibration_run_steps(k)),
+                              runs + made, calibration_run_steps(k))
+            now[0] += runs + made
+            calibrated.append((call, timing.clock()))
+            # what it took so far, honestly counted, within what the time so far allows
+            assert timing.calibration_seconds <= allowed(timing.clock()) + 1e-9
     return calibrated, timing
 
 
-def test_measuring_takes_at_most_one_percent_of_the_training_time_short_runs_included() -> None:
-    """What the calibrations take, making their runs included, stays within 1 % of the
-    training time: a short run is not measured (its split event says from when it would be),
-    a longer one once its training paid for it, then as the budget allows."""
-    from dtgui.worker.step_timing import SPLIT_BUDGET
+def test_measuring_may_take_five_percent_of_the_first_minute_and_one_percent_of_a_long_run(
+) -> None:
+    """What measuring may have taken after t seconds of training: 5 % of the first minute,
+    then no more until 1 % of the whole is more (five minutes on): a run of ten minutes or
+    more spends at most 1 %, at most 6 s at ten minutes; `needed` inverts it."""
+    assert allowed(10) == pytest.approx(0.5) and allowed(60) == pytest.approx(3.0)
+    assert allowed(200) == pytest.approx(3.0) and allowed(600) == pytest.approx(6.0)
+    assert allowed(3600) == pytest.approx(36.0)
+    for t in (0.5, 10, 59, 120, 299, 600, 5000):
+        assert needed(allowed(t)) <= t + 1e-9 and allowed(needed(allowed(t))) == \
+            pytest.approx(allowed(t))
+    assert needed(FIRST_CALIBRATION_SECONDS) == pytest.approx(20.0)
+    assert allowed(10, budget=1e6) > 1e5  # the tests' "any cost"
 
+
+def test_measuring_takes_at_most_five_percent_of_the_first_minute_short_runs_included() -> None:
+    """The first calibration's runs are sized to FIRST_CALIBRATION_SECONDS: it comes once
+    the training pays for them (about 20 s), so every run past that is measured in its first
+    minute; a shorter run is not, and its split event says from when it would be, on the
+    clock since training began. Later calibrations come as the budget allows: 1 % of a long
+    run."""
     # a 100-step run (the demo, 5 ms steps): never measured, and told so at the end
     short, timing = simulate(calls=10, k=10, call_seconds=0.05, first_call=2.0, setup=0.3,
                              per_calibration=0.2)
     assert short == [] and timing.deferred_due(final=True)
     told = timing.deferred_fields(10)
-    assert told["deferred_until"] > timing.training_seconds and "calibration_seconds" not in told
-    # a long run: its first calibration once the training pays for it (making the runs is
-    # guessed from the first call until measured), later ones as the budget allows
+    assert told["deferred_clock"] == pytest.approx(needed(FIRST_CALIBRATION_SECONDS), rel=1e-3)
+    assert told["deferred_clock"] > told["clock_seconds"] > told["training_seconds"]
+    assert "calibration_seconds" not in told
+    # the demo over ten minutes at 0.2 s calls: measured in its first 25 s of training, the
+    # whole within 1 % of it
     long, timing = simulate(calls=3000, k=40, call_seconds=0.2, first_call=2.0, setup=0.3,
                             per_calibration=0.2)
-    assert len(long) >= 2 and long[0] > 100
-    assert timing.calibration_seconds <= SPLIT_BUDGET * timing.training_seconds
+    assert len(long) >= 2 and long[0][1] <= 25
+    assert timing.clock() >= 600
+    assert timing.calibration_seconds <= SPLIT_BUDGET * timing.clock()
     fields = timing.split_fields()
     split = StepSplit.from_event("worker:0", fields)
-    assert split is not None
+    assert split is not None and split.clock_seconds == pytest.approx(timing.clock(), rel=1e-3)
     cost = split.cost_share
-    assert cost == pytest.approx(timing.calibration_seconds / timing.training_seconds, rel=1e-3)
+    assert cost == pytest.approx(timing.calibration_seconds / timing.clock(), rel=1e-3)
     assert 0 < cost <= SPLIT_BUDGET
+    # an input-bound model (one slow step a call): measured within the first minute as well
+    slow, _ = simulate(calls=600, k=1, call_seconds=0.15, first_call=3.0, setup=0.4,
+                       per_calibration=0.3)
+    assert slow and slow[0][1] <= FIRST_MINUTE
 
 
 def test_the_parameter_server_coordinator_splits_each_workers_step_from_its_own_timing(

@@ -38,11 +38,12 @@ def test_the_dashboard_shows_each_tasks_split_and_the_verdict(qtbot: QtBot) -> N
     assert dash.step_split.verdict_label.text() == MEASURING_HINT
     # too short so far to measure within the budget: the card says from when it will be
     metrics.add_events([event("split", "worker:0", 999.0, SCHEMA_VERSION, step=8, steps=0,
-                              deferred_until=125.0, training_seconds=0.5)])
+                              deferred_clock=12.6, training_seconds=0.5)])
     dash._text_time = 0.0
     dash.refresh()
     assert dash.step_split.isVisibleTo(dash)
-    assert "Not measured yet: measured once a task has trained about 2 min" in \
+    # on the clock the user sees (the first call's tracing included), not training seconds
+    assert "Not measured yet: measured once a task has trained about 13 s on the clock" in \
         dash.step_split.verdict_label.text()
     metrics.add_events([split_event("worker:0", input=0.002, compute=0.030, communication=0.004,
                                     reporting=0.0001),
@@ -62,7 +63,7 @@ def test_the_dashboard_shows_each_tasks_split_and_the_verdict(qtbot: QtBot) -> N
     bar = panel._rows[1][1]
     assert bar.split is not None and "input wait: 62 ms (61.9 %)" in bar.toolTip()
     assert panel._rows[1][2].text() == "100 ms / step"
-    assert panel.cost_label.text() == "measuring took 0.25 % of the training time"
+    assert panel.cost_label.text() == "measuring took 0.05 s of 20 s training (0.25 %)"
     # the next splits, a little under the input threshold (a new verdict would be compute),
     # are noise: the verdict shown stays
     metrics.add_events([split_event("worker:1", input=0.0155, compute=0.038, communication=0.004,

@@ -179,7 +179,7 @@ def test_mwms_over_two_hosts_then_the_exported_bundle_by_hand_is_bit_identical(
 @pytest.mark.slow
 def test_parameter_server_over_three_hosts_and_this_machine_trains_and_finishes(
         lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
-    # 20 steps are too short to measure within 1 % of their time: measured at any cost (the
+    # 20 steps are too short to measure within 5 % of their time: measured at any cost (the
     # variable goes with the run to its hosts)
     monkeypatch.setenv(BUDGET_VARIABLE, "1e6")
     plan = Plan(run_name="ps", strategy=Strategy.PARAMETER_SERVER, workers=2, parameter_servers=1,

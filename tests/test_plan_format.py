@@ -4,6 +4,7 @@ is refused at load with the reason."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 from typing import Any
@@ -130,3 +131,37 @@ def test_a_plan_built_in_code_takes_option_names_and_keeps_unknown_ones_for_vali
     assert any("Precision must be one of" in p for p in validate(wrong))
     with pytest.raises(TypeError, match="ModelFile"):
         Plan(model={"kind": "demo"})  # type: ignore[arg-type]  # refused at run time
+
+
+def test_profile_steps_are_a_plan_field_checked_for_what_dtgui_can_capture() -> None:
+    """A plan's profile steps go through plan.json (a plan profiling nothing is written as
+    before the field); validation takes FIRST-LAST within the run's steps for dtgui's loop and
+    refuses, with the reason, steps outside them, ParameterServer and a script."""
+    from dtgui.cli.main import step_span
+    from dtgui.worker.call_size import StepsPerCall
+
+    plan = Plan(steps=300, profile_steps=(100, 119))
+    assert plan.profiled and plan.to_dict()["profile_steps"] == [100, 119]
+    assert Plan.from_dict(json.loads(plan.to_json())) == plan and validate(plan) == []
+    assert "profile_steps" not in Plan(steps=300).to_dict() and not Plan().profiled
+    with pytest.raises(PlanError, match="profile_steps"):
+        Plan.from_dict({**plan.to_dict(), "profile_steps": "100-119"})
+    for span in ((0, 5), (20, 10), (290, 301)):
+        [problem] = validate(Plan(steps=300, profile_steps=span))
+        assert problem.startswith(f"Profile steps {span[0]}-{span[1]}: give FIRST-LAST")
+    [ps] = [p for p in validate(Plan(strategy=Strategy.PARAMETER_SERVER, workers=2,
+                                     parameter_servers=1, replicas_per_task=1,
+                                     deterministic=False, steps=300, profile_steps=(10, 20)))
+            if p.startswith("Profile steps")]
+    assert "ParameterServer" in ps and "coordinator" in ps
+    script = Plan(steps=300, profile_steps=(10, 20),
+                  model=ScriptModel(project="/tmp/p", entry="train.py"))
+    assert any("start TensorFlow's profiler in it" in p for p in validate(script))
+    assert step_span("100-119") == (100, 119)
+    with pytest.raises(argparse.ArgumentTypeError, match="FIRST-LAST"):
+        step_span("100")
+    # the calls are cut before the first profiled step and after the last
+    sizer = StepsPerCall(50, 1)
+    assert sizer.next(80, 300, ends=(99, 119)) == 19
+    assert sizer.next(99, 300, ends=(99, 119)) == 20
+    assert sizer.next(119, 300, ends=(99, 119)) == 50

@@ -299,7 +299,7 @@ def test_a_run_that_ended_before_it_was_shown_is_drawn_whole_and_still(
     metrics.add_events(two_workers(1, 12))
     metrics.add_events([event("device", "worker:0", 1001.0, devices=[
         {"kind": "cpu", "index": 0, "util": 45.0, "mem_used": 700 << 20}]),
-        event("split", "worker:0", 1002.0, step=12, steps=0, deferred_until=300.0,
+        event("split", "worker:0", 1002.0, step=12, steps=0, deferred_clock=14.5,
               training_seconds=0.2)])
     controller.end("finished", "all tasks finished")
     dash.attach(controller)
@@ -308,9 +308,11 @@ def test_a_run_that_ended_before_it_was_shown_is_drawn_whole_and_still(
     # the CPU headline after the run is its last sample while it trained, and says so
     readout = dash.device_panel.readout.text()
     assert readout.startswith("last sample of the run:") and "45% · 700 MiB" in readout
-    # too short to measure within 1 % of its training time: the card says so, and why
-    assert dash.step_split.verdict_label.text().startswith(
-        "Not measured: the run was too short (measuring takes as long in a short run")
+    # too short to measure within 5 % of its first seconds: the card says so, why, and from
+    # when on the clock
+    text = dash.step_split.verdict_label.text()
+    assert text.startswith("Not measured: the run was too short (measuring takes at most 5 %")
+    assert "it needed about 14 s of training on the clock" in text
     assert STATE_COLOURS["finished"] in dash.header.state_label.styleSheet()
     assert not dash.header.stop_button.isEnabled()
 

@@ -148,6 +148,10 @@ def add_export_options(export: argparse.ArgumentParser) -> None:
     export.add_argument("--steps-per-call", type=int, default=0,
                         help="training steps per call to the device; 0 (default) = sized "
                         "while training to about 0.2 s a call")
+    export.add_argument("--profile-steps", type=step_span, default=(0, 0), metavar="FIRST-LAST",
+                        help="capture TensorFlow's profiler on every task from step FIRST to "
+                        "LAST (each task's trace under output/tensorboard/TASK: TensorBoard's "
+                        "Profile tab; not ParameterServer nor a script)")
     export.add_argument("--model", type=Path, default=None,
                         help="your Python file with build_model() and make_dataset()")
     export.add_argument("--no-check", action="store_true",
@@ -192,9 +196,18 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
         grad_accumulation=args.grad_accumulation,
         validate_every=args.validate_every,
         save_best=args.save_best,
+        profile_steps=args.profile_steps,
         model=model,
         tpu_address=args.tpu_address,
     )
+
+
+def step_span(text: str) -> tuple[int, int]:
+    """FIRST-LAST (whole steps) as (FIRST, LAST); argparse says what is wrong."""
+    first, dash, last = text.partition("-")
+    if not dash or not first.strip().isdigit() or not last.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not FIRST-LAST (e.g. 100-120)")
+    return int(first), int(last)
 
 
 def _replicas(strategy: Strategy, args: argparse.Namespace) -> int:
@@ -397,7 +410,7 @@ def limit_line(plan: Plan, splits: Iterable[StepSplit], memory: Iterable[DeviceM
         return ("limited by: not measured (your script gives no split: call "
                 "dtgui_worker.report(step, loss) each step; docs/own-scripts.md)")
     return ("limited by: not measured (the run was too short: measuring its step would have "
-            "taken more than 1 % of its training time)")
+            "taken more than 5 % of its training time)")
 
 
 def _report_plugins() -> None:

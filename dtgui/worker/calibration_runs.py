@@ -4,6 +4,7 @@ optimizer, data and strategy."""
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from typing import Any
@@ -16,21 +17,24 @@ from .distribute import BuiltStrategy
 from .loop import Trainer, check_dataset, wishes
 from .model_file import ModelSource
 from .process_exit import keep
-from .step_timing import CALIBRATION_REPEATS, Calibration
+from .step_timing import CALIBRATION_REPEATS, RUN_SECONDS, Calibration
 
 
 class CalibrationRuns:
-    """The calibration's runs. ``measure(n)`` times, in seconds per step: n training steps
-    fed from one cached batch (forward, backward, all-reduce, update: no wait for the input
-    pipeline), n gradient all-reduces alone, and the plan's input pipeline alone producing n
-    steps' batches on the host. The model's and the optimizer's variables (weights, slots,
-    random seeds, moving statistics) are put back afterwards, so training goes on exactly
-    as without the calibration runs; the training iterator is not touched.
+    """The calibration's runs. ``measure(n, seconds, step)`` times, in seconds per step:
+    training steps fed from one cached batch (forward, backward, all-reduce, update: no wait
+    for the input pipeline), gradient all-reduces alone, and the plan's input pipeline alone
+    producing a step's batches on the host, with as many steps (up to n) as fit in `seconds`.
+    The model's and the optimizer's variables (weights, slots, random seeds, moving
+    statistics) are put back afterwards, so training goes on exactly as without the
+    calibration runs; the training iterator is not touched.
 
-    The training steps are the training call itself, given an iterator over the cached
-    batch: its type is the training iterator's, so the call's trace is reused. A run of its
-    own would be traced again, which takes as long as the training call's first trace (9 s
-    of a 23 s run with 16 replicas here)."""
+    Every run is the training call itself: given an iterator over the cached batch (its type
+    is the training iterator's, so the call's trace is reused) for the steps, and no step but
+    its probe's all-reduces for the all-reduce. Nothing is traced for them: a run of its own
+    would take as long to trace as the training call's first (9 s of a 23 s run with 16
+    replicas here). MultiWorkerMirrored tasks agree on the runs' steps through the call's
+    `wishes`, as they agree on the call size: their collectives must match."""
 
     def __init__(self, info: BuiltStrategy, trainer: Trainer, model: keras.Model,
                  optimizer: Any, source: ModelSource, global_batch: int,
@@ -41,65 +45,82 @@ class CalibrationRuns:
         self._cached: Any = None  # an iterator over one cached global batch, as training's
         self._inputs: Any = None  # the input pipeline alone (no shuffle, no prefetch)
         self._micro_batches = micro_batches
-        self._traced = False
+        self._batch_seconds = 0.0  # the input pipeline's first batch (an upper bound of one)
+        self._last: Calibration | None = None
         # a single replica reduces nothing: its communication is none, not the runs' overhead
         self._reduced = int(strategy.num_replicas_in_sync) > 1
-        weights = list(model.trainable_variables)
         training_call = trainer.run
+        no_stop = tf.constant(0.0, tf.float32)
 
-        def steps(cached: Any, n: Any) -> Any:
+        def call(cached: Any, steps: int, reduces: int, wished: float = 1.0) -> tuple[Any, float]:
             # every task calls it at once (its collectives, as training's, take them all)
-            return training_call(cached, n, wishes(1.0, False), tf.constant(0.0, tf.float32))[1]
+            out = training_call(cached, tf.constant(steps), wishes(wished, False), no_stop,
+                                tf.constant(reduces))
+            return out[5].numpy(), float(out[2].numpy()[0])
 
-        def flat_weights() -> Any:
-            # gradient-shaped: the weights read in the replica's context, in one vector as
-            # the optimizer packs its gradients (constants could be folded away)
-            return tf.concat([tf.reshape(tf.cast(w, tf.float32), [-1]) for w in weights], 0)
+        self._call = call
 
-        @tf.function
-        def reduces(n: Any) -> Any:
-            total = tf.constant(0.0)
-            for _ in tf.range(n):
-                values = strategy.run(flat_weights)
-                total += strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None)[0]
-            return total
-
-        self._steps, self._reduces = steps, reduces
-
-    def measure(self, n: int) -> Calibration:
-        source, _, global_batch = self._batch_source
-        micro_batches = self._micro_batches
+    def measure(self, most: int, seconds: float, step: float) -> Calibration:
+        """Time the runs with n steps each (at most `most`, at least 1) so that they take
+        about `seconds` with what making them took; `step`: the training step's seconds so
+        far (an upper bound of a step on cached data, until a calibration measured one)."""
         began = time.perf_counter()
+        setup = 0.0
         if self._cached is None:
             self._cached = cached_iterator(*self._batch_source)
+            source, _, global_batch = self._batch_source
             self._inputs = iter(check_dataset(source.call("make_dataset")).repeat()
                                 .batch(global_batch, drop_remainder=True))
             keep(self._inputs)
+            first = time.perf_counter()
             next(self._inputs)  # the pipeline's start: not a measure
+            self._batch_seconds = time.perf_counter() - first
         saved = [v.numpy() for v in self._variables]
         try:
-            if not self._traced:  # the first run warms up (the all-reduce's trace): not a measure
-                self._steps(self._cached, tf.constant(1)).numpy()
-                if self._reduced:
-                    self._reduces(tf.constant(1)).numpy()
-                self._traced = True
-            setup = time.perf_counter() - began
+            if self._last is None:
+                # the first call over the cached batch fills it and warms the probe: not a
+                # measure, but a bound of a step (with an all-reduce) beside the call's own cost
+                first = time.perf_counter()
+                self._call(self._cached, 1, int(self._reduced))
+                step = min(step, time.perf_counter() - first) if step > 0 else \
+                    time.perf_counter() - first
+                setup = time.perf_counter() - began
+            else:
+                step = self._last.step + self._last.reduce
+            n = self._agree(self._fitting(most, seconds - (time.perf_counter() - began), step))
             steps, reduces, inputs = [], [], []
-            for _ in range(n * micro_batches):
-                began = time.perf_counter()
+            for _ in range(n * self._micro_batches):
+                first = time.perf_counter()
                 next(self._inputs)
-                inputs.append(time.perf_counter() - began)
+                inputs.append(time.perf_counter() - first)
             for _ in range(CALIBRATION_REPEATS):
-                steps.append(per_step(self._steps, self._cached, n=n))
+                steps.append(per_step(lambda m: self._call(self._cached, m, 0), n))
                 if self._reduced:
-                    reduces.append(per_step(self._reduces, n=n))
+                    reduces.append(per_step(lambda m: self._call(self._cached, 0, m), n))
         finally:
             for variable, value in zip(self._variables, saved, strict=True):
                 variable.assign(value)
         # the median: as disturbed by other work as the training calls it is compared with
-        return Calibration(step=statistics.median(steps),
-                           reduce=statistics.median(reduces) if reduces else 0.0,
-                           input=statistics.median(inputs) * micro_batches, setup=setup)
+        self._last = Calibration(step=statistics.median(steps),
+                                 reduce=statistics.median(reduces) if reduces else 0.0,
+                                 input=statistics.median(inputs) * self._micro_batches,
+                                 setup=setup, n=n)
+        return self._last
+
+    def _fitting(self, most: int, seconds: float, step: float) -> int:
+        """The runs' steps that fit in `seconds` (CALIBRATION_REPEATS runs of n then 2n steps,
+        each a step and, counted as one, an all-reduce, and n steps' batches): `most`, or
+        more for n steps to last RUN_SECONDS, fewer when they do not fit, at least one."""
+        per_n = 3 * CALIBRATION_REPEATS * 2 * step + self._micro_batches * self._batch_seconds
+        fit = int(seconds / per_n) if per_n > 0 else most
+        wanted = max(most, math.ceil(RUN_SECONDS / step)) if step > 0 else most
+        return max(1, min(wanted, fit))
+
+    def _agree(self, n: int) -> int:
+        """The steps every task runs: the mean of their wishes rounded down, through a call of
+        no step (each task sizes its runs on its own timing; the mean is the same on all)."""
+        _, mean = self._call(self._cached, 0, 0, float(n))
+        return max(1, int(mean + 1e-6))
 
 
 class RoundTripRuns:
@@ -179,14 +200,14 @@ def _variable_device(variable: Any) -> str:
     return str(getattr(inner, "device", "") or getattr(variable, "device", ""))
 
 
-def per_step(run: Any, *args: Any, n: int) -> float:
-    """Seconds a step of `run` takes beyond the call's own overhead: the time of 2n steps
-    minus that of n, over n (a call's fixed cost, a few milliseconds, would otherwise weigh
-    on a run of few steps as it does not on a training call of many)."""
+def per_step(run: Any, n: int) -> float:
+    """Seconds a step of `run(steps)` takes beyond the call's own overhead: the time of 2n
+    steps minus that of n, over n (a call's fixed cost, a few milliseconds, would otherwise
+    weigh on a run of few steps as it does not on a training call of many)."""
     began = time.perf_counter()
-    run(*args, tf.constant(n)).numpy()
+    run(n)
     once = time.perf_counter()
-    run(*args, tf.constant(2 * n)).numpy()
+    run(2 * n)
     return max(0.0, (time.perf_counter() - once) - (once - began)) / n
 
 

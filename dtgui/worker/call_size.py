@@ -19,13 +19,17 @@ class StepsPerCall:
         self.proposal = float(self.k)
         self._observed = 0
 
-    def next(self, done: int, total: int, *intervals: int) -> int:
-        """Steps of the next call after `done`, ending at `total` and at the next multiple of
-        each interval (checkpoints, validation: they happen between calls)."""
+    def next(self, done: int, total: int, *intervals: int, ends: tuple[int, ...] = ()) -> int:
+        """Steps of the next call after `done`, ending at `total`, at the next multiple of
+        each interval (checkpoints, validation: they happen between calls) and at each of the
+        `ends` steps still ahead (a profile's capture starts and stops between calls)."""
         k = min(self.k, total - done)
         for every in intervals:
             if every > 0:
                 k = min(k, every - done % every)
+        for end in ends:
+            if end > done:
+                k = min(k, end - done)
         return max(1, k)
 
     def observe(self, seconds_per_step: float) -> None:

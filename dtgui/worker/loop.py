@@ -88,15 +88,17 @@ def distributed_dataset(source: ModelSource, info: BuiltStrategy, seed: int, glo
 class Trainer:
     """The compiled training call and the replica's forward+backward pass.
 
-    ``run(iterator, k, wishes, stop)`` trains ``k`` steps on the device in one call (k a
-    scalar int32 tensor, so another k reuses the same trace) and returns ``(per_task, totals,
-    agreed, lr, stops)``: ``per_task`` is (k, local replicas, 2) - each local replica's mean
+    ``run(iterator, k, wishes, stop, reduces)`` trains ``k`` steps on the device in one call
+    (k a scalar int32 tensor, so another k reuses the same trace) and returns ``(per_task,
+    totals, agreed, lr, stops, probe)``: ``per_task`` is (k, local replicas, 2) - each local replica's mean
     loss and correct count per step -, ``totals`` is (k, 2), their sums over every replica in
     sync, ``agreed`` what every task agrees on, the mean of the tasks' ``wishes`` (`wishes`):
     the size of the next call, and the share of the tasks wishing to calibrate the split after
     it; ``lr`` the learning rate applied, and ``stops`` the sum of the tasks' float32 ``stop``
-    flags (above 0: every task saves and ends after this call, at the same step). Nothing in a
-    call copies to the host; the caller fetches them once per call.
+    flags (above 0: every task saves and ends after this call, at the same step); ``probe``
+    the sum of ``reduces`` all-reduces of the weights made after the steps (0 in training:
+    the split's calibration times them through the same trace). Nothing in a call copies to
+    the host; the caller fetches them once per call.
     Under parameter_server ``run(iterator, k)`` is the closure the
     coordinator schedules on a worker: it returns (k, 2) for that worker's single replica,
     and (worker index, the call's seconds, its input wait) as timed on the worker.
@@ -244,15 +246,28 @@ def make_trainer(info: BuiltStrategy, model: keras.Model, optimizer: Any, loss_o
         in_sync = tf.cast(strategy.num_replicas_in_sync, tf.float32)
         return summed[:-2], summed[-2] / in_sync, summed[-1, 0]
 
+    weights = list(model.trainable_variables)
+
+    def flat_weights() -> Any:
+        # gradient-shaped: the weights read in the replica's context, in one vector as the
+        # optimizer packs its gradients (constants could be folded away)
+        return tf.concat([tf.reshape(tf.cast(w, tf.float32), [-1]) for w in weights], 0)
+
     @tf.function
-    def run_steps(iterator: Any, k: Any, wishes: Any, stop: Any) -> Any:
+    def run_steps(iterator: Any, k: Any, wishes: Any, stop: Any, reduces: Any) -> Any:
         rows = tf.TensorArray(tf.float32, size=k, element_shape=[local, 2])
         for i in tf.range(k):
             values = strategy.run(replica_step, args=(next_batches(iterator),))
             rows = rows.write(i, tf.stack(strategy.experimental_local_results(values)))
         per_task = rows.stack()
+        # The split's probe of the gradient all-reduce alone (none in training calls): the
+        # same traced call times it, so measuring it traces nothing of its own.
+        probe = tf.constant(0.0)
+        for _ in tf.range(reduces):
+            probe += strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(flat_weights),
+                                     axis=None)[0]
         totals, agreed, stops = sums_and_size(per_task, wishes, stop)
-        return per_task, totals, agreed, applied_learning_rate(optimizer), stops
+        return per_task, totals, agreed, applied_learning_rate(optimizer), stops, probe
 
     return Trainer(run_steps, compute_fn, replica_step)
 

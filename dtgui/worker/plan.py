@@ -160,6 +160,9 @@ class Plan:
     grad_accumulation: int = 1  # micro-batches per update (1: off)
     validate_every: int = 0  # steps between validations; 0: at the end of every epoch
     save_best: bool = False  # also keep the model at its best validation loss
+    # TensorFlow's profiler on every task from the first to the last step given, both
+    # included (0, 0: none); a trace a task under output/tensorboard/<task>/plugins/profile/
+    profile_steps: tuple[int, int] = (0, 0)
     model: PlanModel = field(default_factory=DemoModel)
     tpu_address: str = ""
     cluster: dict[str, list[str]] = field(default_factory=dict)
@@ -218,6 +221,11 @@ class Plan:
         return self.validate_every or self.steps_per_epoch
 
     @property
+    def profiled(self) -> bool:
+        """The plan captures TensorFlow's profiler over some of its steps."""
+        return self.profile_steps[1] > 0
+
+    @property
     def on_gpu(self) -> bool:
         return self.device_kind == "gpu"
 
@@ -262,6 +270,10 @@ class Plan:
         for name in ("strategy", *_CHOICES):
             data[name] = str(data[name])
         data["model"] = self.model.to_dict()
+        if self.profiled:
+            data["profile_steps"] = list(self.profile_steps)
+        else:  # a plan that profiles nothing is written as before the field (older dtgui reads it)
+            del data["profile_steps"]
         data["cluster"] = {k: list(v) for k, v in self.cluster.items()}
         data["tasks"] = [t.to_dict() for t in self.tasks]
         data["machines"] = {name: {k: v for k, v in vars(m).items() if v}
@@ -291,6 +303,8 @@ class Plan:
                 kwargs[name] = choice_of(kind, data[name], name)
         if "model" in data:
             kwargs["model"] = model_from_dict(data["model"])
+        if "profile_steps" in data:
+            kwargs["profile_steps"] = _step_span(data["profile_steps"])
         machines = data.get("machines") or {}
         if not isinstance(machines, dict):
             raise PlanError("plan.json: machines is not an object: re-export the plan.")
@@ -315,3 +329,12 @@ class Plan:
         except OSError as exc:
             raise PlanError(f"plan.json cannot be read: {exc}") from exc
         return cls.from_dict(data)
+
+
+def _step_span(value: object) -> tuple[int, int]:
+    """plan.json's [first, last] steps (PlanError when it is not two whole numbers)."""
+    if isinstance(value, (list, tuple)) and len(value) == 2 \
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return int(value[0]), int(value[1])
+    raise PlanError(f"plan.json: profile_steps is {value!r}, not [first, last]: re-export "
+                    "the plan.")

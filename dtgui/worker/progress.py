@@ -10,6 +10,7 @@ launched kernels). What comes back, every step's per-replica losses, is written 
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import time
 from typing import Any
@@ -27,6 +28,7 @@ from .export import ModelSaver
 from .loop import Trainer, report_xla, wishes
 from .optim import learning_rate_at
 from .plan import Plan
+from .profile_capture import ProfileCapture
 from .step_timing import StepTiming, WorkerStepTimings, calibration_run_steps
 from .stop_request import StopRequest, stop_reason, stopped_message
 from .summaries import Scalars
@@ -47,7 +49,8 @@ class Progress:
                  saver: ModelSaver | None = None, classification: bool = True,
                  calibration_runs: CalibrationRuns | None = None,
                  round_trip_runs: RoundTripRuns | None = None,
-                 stop: StopRequest | None = None) -> None:
+                 stop: StopRequest | None = None,
+                 profile: ProfileCapture | None = None) -> None:
         self.info = info
         self.events = events
         self.ckpts = ckpts
@@ -89,20 +92,27 @@ class Progress:
         self.round_trip_runs = round_trip_runs
         self.worker_timing = WorkerStepTimings(active=round_trip_runs is not None)
         self.stop = stop or StopRequest()
+        self.profile = profile  # TensorFlow's profiler over the plan's profile steps
         self.stopped_at: int | None = None  # the step the run stopped at (a stop was asked)
 
     # -- synchronous strategies ------------------------------------------------------------
     def run(self, trainer: Trainer, dataset: Any) -> None:
         iterator = iter(dataset)
+        no_reduces = tf.constant(0, tf.int32)  # a training call probes no all-reduce
         done = self.start
+        profile = self.profile
         while done < self.total:
-            k = self.sizer.next(done, self.total, self.ckpt_every, self.val_every)
+            k = self.sizer.next(done, self.total, self.ckpt_every, self.val_every,
+                                ends=profile.ends if profile is not None else ())
+            if profile is not None:
+                profile.before(done + 1)
             began = time.perf_counter()
-            per_task, totals, agreed, lr, stops = trainer.run(
-                iterator, tf.constant(k, tf.int32),
-                wishes(self.sizer.proposal, self.timing.wish(k)),
-                tf.constant(self.stop.flag(), tf.float32))
-            per_task, totals = per_task.numpy(), totals.numpy()
+            with profile.marked(done + 1) if profile is not None else contextlib.nullcontext():
+                per_task, totals, agreed, lr, stops, _ = trainer.run(
+                    iterator, tf.constant(k, tf.int32),
+                    wishes(self.sizer.proposal, self.timing.wish(k)),
+                    tf.constant(self.stop.flag(), tf.float32), no_reduces)
+                per_task, totals = per_task.numpy(), totals.numpy()
             seconds = time.perf_counter() - began
             self.timing.call(k, seconds)
             size, wished = (float(x) for x in agreed.numpy())
@@ -110,12 +120,14 @@ class Progress:
             self.sizer.observe(seconds / k)
             if done == self.start and self.xla:
                 report_xla(self.events, trainer, iterator, tf.constant(1, tf.int32),
-                           wishes(1.0, False), tf.constant(0.0, tf.float32))
+                           wishes(1.0, False), tf.constant(0.0, tf.float32), no_reduces)
             began = time.perf_counter()
             self.after_steps(done + 1, per_task[:, :, 0], totals[:, 0] / self.replicas_in_sync,
                              totals[:, 1], float(lr))
             done += k
             self.timing.reported(time.perf_counter() - began, done)
+            if profile is not None:
+                profile.after(done, final=float(stops) > 0)
             if float(stops) > 0 and done < self.total:  # every worker saw it after this call
                 self.stopped(done)
                 return
@@ -225,13 +237,13 @@ class Progress:
         does so at the same call, as their collectives must match."""
         assert self.calibration_runs is not None
         began = time.perf_counter()
-        n = calibration_run_steps(k)
-        try:
-            found = self.calibration_runs.measure(n)
+        try:  # as many steps as the budget allows now, up to the precision wanted
+            found = self.calibration_runs.measure(calibration_run_steps(k),
+                                                  self.timing.allowance(), self.timing.per_step)
         except Exception as exc:  # noqa: BLE001 - a measure only; training goes on
             self._no_split(exc)
             return
-        self.timing.calibrated(found, time.perf_counter() - began, n)
+        self.timing.calibrated(found, time.perf_counter() - began, found.n)
 
     def emit_split(self, final: bool = False, k: int = 1) -> None:
         if self.info.coordinator is not None:

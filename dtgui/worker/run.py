@@ -25,6 +25,7 @@ from .model_file import ModelSource, UserError
 from .optim import make_optimizer
 from .plan import PRECISIONS, Plan
 from .process_exit import keep
+from .profile_capture import ProfileCapture
 from .progress import Progress
 from .stop_request import STOPPED_EXIT, StopRequest
 from .summaries import Scalars
@@ -238,10 +239,13 @@ def run_task(plan: Plan, bundle_dir: str, out_dir: str, task: str,
     writer = None
     if info.is_chief:
         writer = Scalars(out_dir, task)
+    first, last = plan.profile_steps
+    profile = ProfileCapture(out_dir, task, first, last, events) \
+        if plan.profiled and info.coordinator is None and first > resumed else None
     progress = Progress(plan, info, events, ckpts, writer, global_batch, resumed, task,
                         optimizer=optimizer, validator=validator, saver=saver,
                         classification=classification, calibration_runs=step_runs,
-                        round_trip_runs=round_trip_runs, stop=stop)
+                        round_trip_runs=round_trip_runs, stop=stop, profile=profile)
     with stage(f"training ({info.name})"):
         if info.coordinator is not None:
             progress.run_ps(trainer, dataset)

@@ -13,17 +13,21 @@ and the plan's input pipeline alone making a step's batches. Then, per step:
 * compute = the rest of the call (forward, backward, the update, the loop);
 * reporting = dtgui's per-call host work: events, loss summaries, epochs (timed as it runs).
 
-What the calibrations take, making their runs included, stays within SPLIT_BUDGET (1 %) of the
-task's training time: a calibration comes only once the training time so far pays for it and
-for those before it (`Budget`), and at least CALIBRATE_EVERY_CALLS calls after the last. A run
-too short for one is not measured: its `split` events say so and from when it would be
-(`deferred_until`, seconds of training).
+What the calibrations take, making their runs included, stays within what the training so far
+allows (`allowed`), on the clock a user sees since training began (the first call's tracing,
+checkpoints and validation included: a ParameterServer worker's timed calls are a fraction of
+it): FIRST_MINUTE_SHARE (5 %) of the first minute, SPLIT_BUDGET (1 %) past five minutes, never
+less than it allowed before (so a run of ten minutes or more spends at most 1 %). The first
+calibration's runs are sized to FIRST_CALIBRATION_SECONDS (`CalibrationRuns.measure`), so it
+comes about twenty seconds into training; the next ones as the budget pays for them, at least
+CALIBRATE_EVERY_CALLS calls after the last. A run too short for one is not measured: its
+`split` events say so and from when it would be (`deferred_clock`, seconds on that clock).
 MultiWorkerMirrored workers must run the calibration runs' collectives together: each call
 carries the task's wish to calibrate to the others (`dtgui.worker.loop`, with the call size),
 and a calibration comes when every task wished it.
 
-A `split` event (dtgui.core.measure.bottleneck) goes out every SPLIT_EVERY_CALLS calls once a
-calibration was made, and at the end.
+A `split` event (dtgui.core.measure.bottleneck) goes out right after the first calibration, then
+every SPLIT_EVERY_CALLS calls, and at the end.
 
 ParameterServer workers run the calls the coordinator schedules, so the coordinator keeps
 their splits (`WorkerStepTimings`): each call times itself and its input wait on its worker,
@@ -35,21 +39,29 @@ from __future__ import annotations
 
 import math
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 SPLIT_VARIABLE = "DTGUI_STEP_SPLIT"  # "0": no calibration, no split (to measure its cost)
 BUDGET_VARIABLE = "DTGUI_SPLIT_BUDGET"  # another share than SPLIT_BUDGET ("1e6": any cost)
-SPLIT_BUDGET = 0.01  # what the calibrations may take, at most, of the task's training time
+SPLIT_BUDGET = 0.01  # what the calibrations may take, at most, of a long run's training time
+FIRST_MINUTE_SHARE = 0.05  # ... and of the first minute (the verdict comes in it)
+FIRST_MINUTE = 60.0
+# What the first calibration may take: its runs are sized to it (after making them, measured
+# at 0.5-0.6 s with 2 replicas on this loaded machine), so it comes once FIRST_MINUTE_SHARE of
+# the training pays for it, after about 20 s.
+FIRST_CALIBRATION_SECONDS = 1.0
+# A calibration run's n steps take at least this long when the budget allows (a call's own
+# cost varies by a millisecond or more: fewer steps of a fast model would read its noise).
+RUN_SECONDS = 0.01
 FIRST_CALIBRATION_CALL = 4  # the first call traces; the next ones still settle the call size
 CALIBRATE_EVERY_CALLS = 500  # at least; ~100 s at the usual 0.2 s call
 CALIBRATION_REPEATS = 3  # each calibration run is repeated this many times; the median counts
 CALIBRATION_SHARE = 0.01  # the calibration runs' steps: at most this share of those between two
-# Before the first calibration, what it will take is guessed: making its runs (tracing the
-# all-reduce run, starting two input pipelines) as this share of the first call, which traced
-# the training call (measured at a fifth to a tenth of it), and each run's call as this many
-# seconds beyond its steps.
-SETUP_GUESS = 0.5
+# Before the first ParameterServer calibration, what it will take is guessed: each run's call
+# as this many seconds beyond its steps (the synchronous strategies' runs are sized instead).
 RUN_CALL_GUESS = 0.005
 SPLIT_EVERY_CALLS = 25  # ~5 s at the usual 0.2 s call
 PARTS = ("input", "compute", "communication", "reporting")
@@ -67,6 +79,22 @@ def split_budget() -> float:
     except ValueError:
         return SPLIT_BUDGET
     return share if share > 0 and math.isfinite(share) else SPLIT_BUDGET
+
+
+def allowed(seconds: float, budget: float = SPLIT_BUDGET) -> float:
+    """Seconds measuring may have taken `seconds` into training: FIRST_MINUTE_SHARE of the
+    first minute, `budget` of the whole once that is more (from five minutes on), the two in
+    proportion when `budget` is another share than SPLIT_BUDGET."""
+    scale = budget / SPLIT_BUDGET
+    t = max(0.0, seconds)
+    return scale * max(FIRST_MINUTE_SHARE * min(t, FIRST_MINUTE), SPLIT_BUDGET * t)
+
+
+def needed(seconds: float, budget: float = SPLIT_BUDGET) -> float:
+    """The seconds into training from which `allowed` covers `seconds` of measuring."""
+    scale = budget / SPLIT_BUDGET
+    early = seconds / (scale * FIRST_MINUTE_SHARE)
+    return early if early <= FIRST_MINUTE else seconds / (scale * SPLIT_BUDGET)
 
 
 def calibration_run_steps(k: int) -> int:
@@ -98,7 +126,8 @@ class Calibration:
     step: float  # the training step fed from one cached batch
     reduce: float  # the gradient all-reduce alone
     input: float = float("inf")  # the input pipeline alone, making one step's batches
-    setup: float = 0.0  # seconds of this calibration spent making the calibration runs (traces)
+    setup: float = 0.0  # seconds of this calibration spent making the calibration runs
+    n: int = 0  # the steps of its runs (n then 2n)
 
 
 def split_parts(call: float, reporting: float, calibration: Calibration,
@@ -119,9 +148,15 @@ def split_parts(call: float, reporting: float, calibration: Calibration,
 class StepTiming:
     """Counts a task's calls and decides when to calibrate and to report the split."""
 
-    def __init__(self, active: bool = True, first_call_traces: bool = True) -> None:
+    def __init__(self, active: bool = True, first_call_traces: bool = True,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         self.active = active and enabled()
         self.first_call_traces = first_call_traces  # not counted: it traced the function
+        # sized: the calibration's runs fit the seconds they are given (CalibrationRuns);
+        # else (ParameterServer round trips) their cost is guessed from the steps
+        self.sized = first_call_traces
+        self._now = clock
+        self.started = clock()  # training began
         self.budget = split_budget()
         self.calls = 0
         self.calibration: Calibration | None = None
@@ -129,7 +164,6 @@ class StepTiming:
         self.calibrations = 0
         self.setup_seconds = 0.0  # of which making the calibration runs (tracing them), once
         self.training_seconds = 0.0  # calls and reporting, the first call excepted
-        self.first_call_seconds = 0.0  # the first call, which traced the training function
         self.steps = 0  # trained in the calls counted
         self._last_cost: tuple[int, float] | None = None  # (n, seconds) of the last calibration
         self._window = [0.0, 0.0, 0]  # call seconds, reporting seconds, steps
@@ -147,7 +181,6 @@ class StepTiming:
         `input_wait`: of those, waiting for input, when the call timed it itself)."""
         self.calls += 1
         if self.calls == 1 and self.first_call_traces:
-            self.first_call_seconds = seconds
             return  # it traced the training function: not a measure of a step
         self._window[0] += seconds
         self._window[2] += steps
@@ -165,29 +198,42 @@ class StepTiming:
             self._window[1] += seconds
             self.training_seconds += seconds
 
+    @property
+    def per_step(self) -> float:
+        """Seconds of a training step so far (an upper bound of a step on cached data)."""
+        return self.training_seconds / self.steps if self.steps else 0.0
+
     def estimate(self, k: int) -> float:
         """Seconds the next calibration would take with calls of `k` steps: the last one's,
-        in proportion to its runs' steps; before any, a guess from the first call and the
-        step time (SETUP_GUESS, RUN_CALL_GUESS)."""
+        in proportion to its runs' steps; before any, what its sized runs are given
+        (FIRST_CALIBRATION_SECONDS), or a guess from the step time (RUN_CALL_GUESS)."""
         n = calibration_run_steps(k)
         if self._last_cost is not None:
             last_n, seconds = self._last_cost
             return seconds * n / last_n
-        per_step = self.training_seconds / self.steps if self.steps else 0.0
+        if self.sized:
+            return FIRST_CALIBRATION_SECONDS
         runs = 2 * CALIBRATION_REPEATS * 2 + 1  # calls of the two timed runs, and warming up
-        return (SETUP_GUESS * self.first_call_seconds + RUN_CALL_GUESS * runs
-                + (calibration_steps(n) + n) * per_step)
+        return RUN_CALL_GUESS * runs + (calibration_steps(n) + n) * self.per_step
+
+    def allowance(self) -> float:
+        """Seconds the training so far allows measuring beyond what it took already."""
+        return allowed(self.clock(), self.budget) - self.calibration_seconds
 
     def affordable_at(self, k: int) -> float:
-        """The training seconds that pay for the calibrations so far and the next one."""
-        return (self.calibration_seconds + self.estimate(k)) / self.budget
+        """The seconds into training that pay for the calibrations so far and the next one."""
+        return needed(self.calibration_seconds + self.estimate(k), self.budget)
+
+    def clock(self) -> float:
+        """Seconds on the clock since training began (its first call's tracing included)."""
+        return self._now() - self.started
 
     def wish(self, k: int) -> bool:
         """Whether this task would calibrate after the next call, of about `k` steps: the
         training so far pays for it within the budget, and CALIBRATE_EVERY_CALLS calls have
         passed since the last (MultiWorkerMirrored: every task must wish it, `calibrate_now`)."""
         return (self.active and self.calls + 1 >= self._next_calibration and self.steps > 0
-                and self.training_seconds >= self.affordable_at(k))
+                and self.allowance() >= self.estimate(k))
 
     def calibrate_now(self, k: int, wished: bool) -> bool:
         """Whether to calibrate after this call, of `k` steps, every task having `wished` it
@@ -203,6 +249,8 @@ class StepTiming:
         self.calibrations += 1
         self.calibration_seconds += seconds
         self.setup_seconds += calibration.setup
+        if self.calibrations == 1:  # the first split goes out at once, over the calls so far
+            self._since_split = max(self._since_split, SPLIT_EVERY_CALLS)
         if n > 0:
             self._last_cost = (n, max(0.0, seconds - calibration.setup))
 
@@ -225,8 +273,9 @@ class StepTiming:
         self._deferred_sent = True
         return {"step": self._last_step, "steps": 0, "calls": self.calls, "calibrations": 0,
                 "method": self.method, "budget": self.budget,
-                "deferred_until": round(self.affordable_at(k), 2),
-                "training_seconds": round(self.training_seconds, 4)}
+                "deferred_clock": round(self.affordable_at(k), 2),
+                "training_seconds": round(self.training_seconds, 4),
+                "clock_seconds": round(self.clock(), 3)}
 
     def split_fields(self) -> dict[str, Any]:
         """The `split` event's fields for the calls since the last one (then a new window)."""
@@ -246,7 +295,8 @@ class StepTiming:
                 "budget": self.budget,
                 "calibration_seconds": round(self.calibration_seconds, 4),
                 "setup_seconds": round(self.setup_seconds, 4),
-                "training_seconds": round(self.training_seconds, 4)}
+                "training_seconds": round(self.training_seconds, 4),
+                "clock_seconds": round(self.clock(), 3)}
 
 
 class WorkerStepTimings:
@@ -267,8 +317,9 @@ class WorkerStepTimings:
     MEASURED = ("input", "compute", "communication")
     RETRIES = 4  # calibration runs scheduled again for workers that had none
 
-    def __init__(self, active: bool = True) -> None:
-        self.schedule = StepTiming(active)  # every call, whichever worker: when to calibrate
+    def __init__(self, active: bool = True,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.schedule = StepTiming(active, first_call_traces=False, clock=clock)  # when
         self.active = self.schedule.active
         self.workers: dict[int, StepTiming] = {}  # by the coordinator's worker index
         self.setup_seconds = 0.0
@@ -280,7 +331,9 @@ class WorkerStepTimings:
         if index not in self.workers:
             # a call is timed inside the graph on its worker: its tracing (on the
             # coordinator) is not in it, so even the first call counts
-            timing = StepTiming(self.schedule.active, first_call_traces=False)
+            timing = StepTiming(self.schedule.active, first_call_traces=False,
+                                clock=self.schedule._now)
+            timing.started = self.schedule.started  # the clock of the run's training
             timing.method = "worker-timed"
             timing.measured = self.MEASURED
             self.workers[index] = timing
@@ -298,7 +351,7 @@ class WorkerStepTimings:
             return False
         # every worker that trains pays for it within the budget (the coordinator decides
         # alone: no agreement to make)
-        wished = bool(self.workers) and all(t.training_seconds >= t.affordable_at(k)
+        wished = bool(self.workers) and all(t.allowance() >= t.estimate(k)
                                             for t in self.workers.values())
         if self.schedule.calibrate_now(k, wished):
             return True

@@ -44,8 +44,9 @@ def add_splits(metrics: LiveRun, workers: int, limit: str, t: float) -> None:
                           strict=True))
         line = json.dumps({"v": 2, "kind": "split", "task": f"worker:{w}", "t": t,
                            "step": 1130, "steps": 250, "method": "calibrated",
-                           "measured": list(fields), **fields, "calibration_seconds": 0.41,
-                           "setup_seconds": 3.2, "training_seconds": 236.0})
+                           "measured": list(fields), **fields, "calibration_seconds": 1.1,
+                           "setup_seconds": 0.3, "training_seconds": 236.0,
+                           "clock_seconds": 251.0})
         event = parse_line(line)
         assert event is not None
         metrics.add_events([event])

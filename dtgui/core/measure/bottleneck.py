@@ -17,12 +17,14 @@ A `split` event (schema 2, added fields are optional):
 "seconds_per_step": wall time of a step, "input"/"compute"/"communication"/"reporting":
 seconds of a step, "measured": the parts measured, "method": "calibrated" | "report",
 "calibration_seconds": what measuring took so far, making the calibration runs included,
-"setup_seconds": of which making them (tracing them), "training_seconds": the task's training
-time so far, "budget": the share of it measuring may take, "of_task": the task measured when
+"setup_seconds": of which making them, "training_seconds": the task's training time so far
+(its calls and reporting), "clock_seconds": the clock's since its training began, "budget": the
+share of a long run measuring may take, "of_task": the task measured when
 another task reports it (the ParameterServer coordinator reports its workers': "worker:1"),
 "method": "calibrated" | "worker-timed" | "report"}``. A task not measured yet, its run too
 short so far for a measure within the budget, sends ``{"kind": "split", "steps": 0,
-"deferred_until": training seconds from which it will be, "training_seconds": ...}``.
+"deferred_clock": seconds since its training began from which it will be, "clock_seconds": ...}``
+(written before the budget counted the clock: "deferred_until", seconds of training).
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ class StepSplit:
     calibration_seconds: float = 0.0  # what measuring took so far, setup included
     setup_seconds: float = 0.0  # of which making the calibration runs, at the first one
     training_seconds: float = 0.0  # the task's training time so far
+    clock_seconds: float = 0.0  # the clock's since its training began (0: not said)
     steps: int = 0  # the steps the split is measured over (its weight in a window)
 
     @classmethod
@@ -98,6 +101,7 @@ class StepSplit:
                    calibration_seconds=_seconds(data.get("calibration_seconds")),
                    setup_seconds=_seconds(data.get("setup_seconds")),
                    training_seconds=_seconds(data.get("training_seconds")),
+                   clock_seconds=_seconds(data.get("clock_seconds")),
                    steps=steps if isinstance(steps, int) and steps > 0 else 0, **parts)
 
     @property
@@ -116,20 +120,48 @@ class StepSplit:
         return {p: self.share(p) for p in PARTS}
 
     @property
+    def span(self) -> float:
+        """Seconds since the task's training began (its training time in older events)."""
+        return self.clock_seconds or self.training_seconds
+
+    @property
     def cost_share(self) -> float:
-        """What measuring the split took, making its runs included, as a share of the
-        task's training time (the split's worker keeps it within its budget, 1 %)."""
-        if self.training_seconds <= 0:
+        """What measuring the split took, making its runs included, as a share of the time
+        since the task's training began (the split's worker keeps it within its budget: 5 % of
+        the first minute, 1 % of a run of ten minutes or more)."""
+        if self.span <= 0:
             return 0.0
-        return self.calibration_seconds / self.training_seconds
+        return self.calibration_seconds / self.span
+
+    @property
+    def cost_text(self) -> str:
+        """What measuring took, in seconds on the clock a user sees: "measuring took 0.42 s
+        of 1 min 05 s training (0.7 %)" ("" before it took any)."""
+        if self.calibration_seconds <= 0 or self.span <= 0:
+            return ""
+        return (f"measuring took {self.calibration_seconds:.2g} s of {clock_text(self.span)} "
+                f"training ({self.cost_share * 100:.2g} %)")
+
+
+def clock_text(seconds: float) -> str:
+    """A span as a clock reads it: "45 s", "1 min 05 s", "26 min"."""
+    whole = max(0, round(seconds))
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    return f"{round(seconds / 60)} min"
 
 
 def deferred_until(data: Mapping[str, Any]) -> float | None:
-    """Training seconds from which a task not measured yet will be (a `split` event without
-    a split: its run too short so far to measure within the budget); None for a split."""
-    value = data.get("deferred_until")
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
-        return max(0.0, float(value))
+    """Seconds from which a task not measured yet will be (a `split` event without a split:
+    its run too short so far to measure within the budget), on the clock since its training
+    began (`deferred_clock`; an older event's `deferred_until`: of training); None for a
+    split."""
+    for key in ("deferred_clock", "deferred_until"):
+        value = data.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
+            return max(0.0, float(value))
     return None
 
 

@@ -128,6 +128,7 @@ def validate(plan: Plan, *, usable_gpus: int | None = None) -> list[str]:
         errors.append("TPUs use bfloat16: choose mixed_bfloat16.")
     if plan.xla and not strategy.supports_xla:
         errors.append(f"XLA is not supported with {strategy.title} in dtgui: turn XLA off.")
+    errors += _profile_problems(plan)
     if plan.on_gpu and usable_gpus is not None:
         need = strategy.gpus_per_task(plan.replicas_per_task)
         if not strategy.multi_process and need > usable_gpus:
@@ -172,3 +173,20 @@ def _placement_problems(plan: Plan) -> list[str]:
                     f"{plan.replicas_per_task}."
                 )
     return problems
+
+
+def _profile_problems(plan: Plan) -> list[str]:
+    """What keeps the plan's profile capture (profile_steps) from being made."""
+    first, last = plan.profile_steps
+    if (first, last) == (0, 0):
+        return []
+    if not 1 <= first <= last <= plan.steps:
+        return [f"Profile steps {first}-{last}: give FIRST-LAST within the run's steps "
+                f"(1-{plan.steps}), the first not after the last."]
+    if plan.strategy.has_coordinator:
+        return [f"Profile steps: a capture of {plan.strategy.title} (its workers run the "
+                "calls its coordinator schedules) is not made by dtgui: leave them out."]
+    if plan.script is not None:
+        return ["Profile steps: a script's steps are its own; start TensorFlow's profiler in "
+                "it (docs/own-scripts.md) and leave them out."]
+    return []

@@ -30,6 +30,7 @@ from dtgui.core.measure.bottleneck import (
     RunFacts,
     StepSplit,
     Verdict,
+    clock_text,
     verdict,
 )
 from dtgui.core.measure.memory import DeviceMemory
@@ -140,8 +141,9 @@ class StepSplitPanel(QFrame):
         self.cost_label = QLabel("")
         self.cost_label.setObjectName("splitCost")
         self.cost_label.setToolTip("What measuring the split took, making its calibration runs "
-                                   "included, as a share of the training time (kept under 1 %: "
-                                   "a short run is measured once it has trained long enough)")
+                                   "included, against the time on the clock since training "
+                                   "began (kept under 5 % of the first minute and 1 % of a "
+                                   "long run)")
         head.addWidget(self.cost_label)
         layout.addLayout(head)
         self.verdict_label = QLabel("")
@@ -281,9 +283,8 @@ class StepSplitPanel(QFrame):
         self.more_label.setText(f"+ {hidden} more task(s): the verdict covers them"
                                 if hidden > 0 else "")
         self.more_label.setVisible(hidden > 0)
-        cost = max((s.cost_share for s in splits.values()), default=0.0)
-        self.cost_label.setText(f"measuring took {cost * 100:.2g} % of the training time"
-                                if cost > 0 else "")
+        costliest = max(splits.values(), key=lambda s: (s.cost_share, s.task), default=None)
+        self.cost_label.setText(costliest.cost_text if costliest is not None else "")
         self.setVisible(True)
 
     def _show_deferred(self, deferred: Mapping[str, float]) -> None:
@@ -292,20 +293,14 @@ class StepSplitPanel(QFrame):
         if not deferred or self._shown or self._near:
             return
         after = max(deferred.values())
-        why = ("measuring takes as long in a short run as in a long one, and stays under 1 % "
-               "of the training time")
+        why = "measuring takes at most 5 % of the first minute of training, 1 % of a long run"
         line = (f"Not measured: the run was too short ({why}: it needed about "
-                f"{_duration(after)} of training)" if self.ended else
-                f"Not measured yet: measured once a task has trained about {_duration(after)} "
-                f"({why})")
+                f"{clock_text(after)} of training on the clock)" if self.ended else
+                f"Not measured yet: measured once a task has trained about {clock_text(after)} "
+                f"on the clock ({why})")
         if self._unhelped:  # not the hint: it says a split is being measured
             line += "<br>" + escape(self._unhelped)
         if line != self.verdict_label.text():
             self.verdict_label.setText(line)
         self.setVisible(True)
 
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{max(1, round(seconds))} s"
-    return f"{seconds / 60:.0f} min"
