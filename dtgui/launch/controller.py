@@ -209,11 +209,13 @@ class RunController(BundledRun):
             raise LaunchError("Could not start the tasks: " + " ".join(errors))
         if self.record is not None:
             for ex in self.executors:
+                identities = {} if ex.job_id else ex.identities()
                 for tid, pid in ex.pids.items():  # a scheduler's executor holds its job's id
                     if ex.job_id:
                         self.record.set_started(tid, ex.name, job_id=ex.job_id)
                     else:
-                        self.record.set_started(tid, ex.name, pid=pid)
+                        self.record.set_started(tid, ex.name, pid=pid,
+                                                started=identities.get(tid, ""))
                 machine = self.record.machine(ex.name)
                 if machine is not None and ex.job_id:
                     machine.job_id = ex.job_id

@@ -52,6 +52,9 @@ class TaskRecord:
     machine: str
     pid: int = 0  # process-group id of the task on its machine (0: not started by dtgui)
     job_id: str = ""  # the batch job holding it where a scheduler runs it (a Slurm job)
+    # the process group's identity when it started: "BOOT_ID/START_TICKS" of its leader, so
+    # that a reused id does not count (dtgui.core.runs.liveness; "" = not known)
+    started: str = ""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], jobs: dict[str, str]) -> TaskRecord:
@@ -129,14 +132,15 @@ class RunRecord:
         return {t.task: t.job_id for t in self.tasks if t.job_id}
 
     # -- changes -----------------------------------------------------------------------------
-    def set_started(self, task: str, machine: str, *, pid: int = 0, job_id: str = "") -> None:
-        """The task started on `machine`: as process group `pid`, or in the batch job
-        `job_id`."""
+    def set_started(self, task: str, machine: str, *, pid: int = 0, job_id: str = "",
+                    started: str = "") -> None:
+        """The task started on `machine`: as process group `pid` (whose identity is
+        `started`), or in the batch job `job_id`."""
         for rec in self.tasks:
             if rec.task == task:
-                rec.machine, rec.pid, rec.job_id = machine, pid, job_id
+                rec.machine, rec.pid, rec.job_id, rec.started = machine, pid, job_id, started
                 return
-        self.tasks.append(TaskRecord(task, machine, pid, job_id))
+        self.tasks.append(TaskRecord(task, machine, pid, job_id, started))
 
     def begin_segment(self, from_step: int = 0) -> None:
         """A stretch of training starts now on the recorded machines (a resume: from the

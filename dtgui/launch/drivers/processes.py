@@ -6,14 +6,17 @@ and one placement across all of them (`dtgui.core.plans.placement.place_plan`)."
 from __future__ import annotations
 
 import socket
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from dtgui.core.bundles.bundle import Bundle
 from dtgui.core.machines.registry import MachineRegistry
 from dtgui.core.plans.placement import PlacementError, place_plan, port_in_use
 from dtgui.core.plans.plan import Plan
+from dtgui.core.runs.records import TaskRecord
 from dtgui.launch.checks.script_check import machine_problems
 from dtgui.launch.drivers.base import Driver, Refused, command_runner, remove_through_host
+from dtgui.launch.exec.executor import Executor
 from dtgui.launch.exec.process_exec import ProcessExecutor
 from dtgui.launch.launch_state import Launch
 from dtgui.launch.targets import Target
@@ -54,6 +57,13 @@ class ProcessDriver(Driver):
                      and launch.assignments.get(t.task_id) == target.name
                      and t.port in result.ports_in_use]
         return problems
+
+    def tasks_left(self, executor: Executor, tasks: Sequence[TaskRecord]) -> dict[str, bool]:
+        """Its process group is there, with the identity recorded at its start."""
+        assert isinstance(executor, ProcessExecutor)
+        started = [t for t in tasks if t.pid]
+        facts = executor.host.groups([t.pid for t in started])
+        return {t.task: facts.left(t.pid, t.started) for t in started}
 
     def remove_copy(self, target: Target, bundle: Bundle, directory: str,
                     connector: Connector | None) -> None:

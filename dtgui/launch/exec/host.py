@@ -26,6 +26,7 @@ from pathlib import Path
 
 from dtgui.core.bundles.bundle import Bundle
 from dtgui.core.plans.plan import LOCAL_MACHINE
+from dtgui.core.runs.liveness import GroupFacts, Member, parse_stat
 from dtgui.core.runs.records import RECORD_NAME
 from dtgui.launch.exec.remote_scripts import PollOutput
 from dtgui.worker import layout
@@ -98,6 +99,11 @@ class Host(abc.ABC):
         `directory` with PYTHON=`python`; returns stem -> process group."""
 
     @abc.abstractmethod
+    def groups(self, pgids: Sequence[int]) -> GroupFacts:
+        """The machine's boot id and the processes of each of these process groups (what
+        tells whether a recorded task is still there: `GroupFacts.left`)."""
+
+    @abc.abstractmethod
     def signal_groups(self, pgids: Sequence[int], sigs: Sequence[int]) -> None:
         """Send each of `sigs`, in order, to each process group."""
 
@@ -147,6 +153,28 @@ def group_states(pgids: Iterable[int]) -> dict[int, list[str]]:
                 if pgid in wanted:
                     found[pgid].append(fields[0].decode())
     return found
+
+
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+
+
+def read_groups(pgids: Iterable[int]) -> GroupFacts:
+    """This machine's `GroupFacts` for these process groups, from /proc."""
+    wanted = set(pgids)
+    facts = GroupFacts(members={p: [] for p in wanted})
+    with contextlib.suppress(OSError):
+        facts.boot = Path(BOOT_ID).read_text(encoding="ascii").strip()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(os.path.join(entry.path, "stat"), "rb") as f:
+                found = parse_stat(f.read())
+        except OSError:
+            continue
+        if found is not None and found[2] in wanted:
+            facts.members[found[2]].append(Member(found[0], found[1], found[3]))
+    return facts
 
 
 def read_from(path: str | Path, offset: int, limit: int) -> tuple[bytes, int | None]:
@@ -250,6 +278,10 @@ class LocalHost(Host):
         self.procs[stem] = proc
         (root / layout.pid_file(stem)).write_text(f"{proc.pid}\n", encoding="utf-8")
         return proc.pid
+
+    def groups(self, pgids: Sequence[int]) -> GroupFacts:
+        self.reap()  # a child of this process that ended is not left
+        return read_groups(pgids)
 
     def reap(self) -> None:
         """Collect the exit statuses of ended children (no zombies are left)."""

@@ -71,6 +71,13 @@ class ProcessExecutor(Executor):
         self.pids.update({stems[s]: p for s, p in pids.items()})
         return {t: self.pids[t] for t in self.task_ids}
 
+    def identities(self) -> dict[str, str]:
+        try:
+            facts = self.host.groups(list(self.pids.values()))
+        except self.host.failures:
+            return {}
+        return {t: found for t, p in self.pids.items() if (found := facts.identity(p))}
+
     def poll(self) -> MachinePoll:
         sent = time.time()
         try:

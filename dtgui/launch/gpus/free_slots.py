@@ -200,9 +200,14 @@ def gpu_holders(plans: Sequence[Plan]) -> dict[str, dict[int, str]]:
 
 def active_run_plans(records: Sequence[RunRecord] | None = None) -> list[Plan]:
     """The placed plans of the runs dtgui started that still run (the runs directory's; not
-    the sweep's own trials, which are elsewhere and are the sweep's slots)."""
+    the sweep's own trials, which are elsewhere and are the sweep's slots): a run whose record
+    says it runs but whose tasks are all gone is recorded as lost and holds nothing; one on a
+    machine not asked (over SSH) holds its machines."""
+    from dtgui.launch.start.run_check import settle_all
+
     plans = []
-    for record in RunHistory().running() if records is None else records:
+    running = RunHistory().running() if records is None else records
+    for record in settle_all(running, reach=False):
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
             plans.append(Plan.load(str(Path(record.bundle) / PLAN_NAME)))
     return plans

@@ -375,8 +375,14 @@ def reattach(record: RunRecord, *, connect: Connector | None = None,
              policy: RunPolicy | None = None) -> RunController:
     """Follow a recorded run again: every machine is connected first (an error is raised and
     nothing changes when one cannot be), then its tasks are watched from their pids and every
-    event is read again from the start."""
+    event is read again from the start. A run none of whose tasks is left is recorded as lost
+    (`dtgui.launch.start.run_check`) and not followed: LaunchError says so."""
+    from dtgui.launch.start.run_check import Liveness, settle
+
     connector = connect or default_connector()
+    if settle(record, connector=connector, registry=registry).verdict is Liveness.GONE:
+        raise LaunchError(f"Cannot reattach: {record.run_name} is {record.state}: "
+                          f"{record.message}")
     bundle = Bundle.open(Path(record.bundle))
     try:
         targets = [target_of_record(rec, registry) for rec in record.machines]

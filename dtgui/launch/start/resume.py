@@ -96,8 +96,13 @@ def _gpus_kept(old: Plan, targets: Sequence[Target], assignments: Mapping[str, s
                if task.gpus and (name := assignments.get(task.task_id, "")) in given)
 
 
-def resume_refusal(record: RunRecord) -> str:
-    """Why the run cannot be resumed at all, before anything is asked ("" = it may be)."""
+def resume_refusal(record: RunRecord, unknown: str = "") -> str:
+    """Why the run cannot be resumed at all, before anything is asked ("" = it may be).
+    `unknown`: why whether its record's tasks still run could not be told."""
+    if record.is_active and unknown:
+        return (f"{record.run_name} is recorded as {record.state} and whether it still runs "
+                f"is unknown ({unknown}): bring its machines back, or reattach to it from "
+                "the Runs page")
     if record.is_active:
         return (f"{record.run_name} is still {record.state}: stop it first (or reattach to "
                 "it from the Runs page)")
@@ -278,7 +283,10 @@ def resume_run(record: RunRecord, *, steps: int | None = None,
     they were). `changes`: the plan's `strategy`, `workers` or `replicas_per_task` changed,
     when its checkpoint restores across the change (`restore_refusal`). Raises LaunchError
     with what to do; a refusal changes nothing."""
-    refusal = resume_refusal(record)
+    from dtgui.launch.start.run_check import Liveness, settle
+
+    check = settle(record, connector=connect, registry=registry)  # a run that was lost ends
+    refusal = resume_refusal(record, check.detail if check.verdict is Liveness.UNKNOWN else "")
     if refusal:
         raise LaunchError(f"Not resumed: {refusal}.")
     try:
