@@ -13,6 +13,7 @@ so a finished run can be reopened from this machine alone.
 
 from __future__ import annotations
 
+import errno
 import json
 import time
 from dataclasses import asdict, dataclass, field, fields
@@ -102,6 +103,10 @@ class RunRecord:
     # goes on there ("" = not sent)
     mlflow_uri: str = ""
     mlflow_run_id: str = ""
+    # the process that launched it on this machine, "PID/BOOT_ID/START_TICKS": while its
+    # tasks are not recorded yet, whether that launch can still start them
+    # (dtgui.launch.start.run_check; "" = not known)
+    launcher: str = ""
 
     def __post_init__(self) -> None:  # a name read from run.json becomes its state
         self.state = RunState.named(self.state)
@@ -167,7 +172,17 @@ class RunRecord:
         return {"schema": RECORD_SCHEMA, **asdict(self)}
 
     def save(self) -> None:
-        atomic_write_text(self.path, json.dumps(self.to_dict(), indent=2) + "\n")
+        text = json.dumps(self.to_dict(), indent=2) + "\n"
+        try:
+            atomic_write_text(self.path, text)
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            # a full disk has no room for a second copy: the record is written over itself
+            # (its own blocks), so that it says how the run ended rather than that it runs
+            with open(self.path, "r+", encoding="utf-8") as f:
+                f.write(text)
+                f.truncate()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunRecord:

@@ -20,6 +20,7 @@ from dtgui.launch.exec.executor import Executor
 from dtgui.launch.exec.process_exec import ProcessExecutor
 from dtgui.launch.launch_state import Launch
 from dtgui.launch.targets import Target
+from dtgui.worker.layout import pid_file
 from dtgui.worker.machine_probe import choose_free_ports
 
 if TYPE_CHECKING:
@@ -59,11 +60,20 @@ class ProcessDriver(Driver):
         return problems
 
     def tasks_left(self, executor: Executor, tasks: Sequence[TaskRecord]) -> dict[str, bool]:
-        """Its process group is there, with the identity recorded at its start."""
+        """Its process group is there, with the identity recorded at its start. A task
+        recorded without a process group (its launcher died while starting it) by the pid
+        file its wrapper wrote (the start removes an earlier one first): none, not started."""
         assert isinstance(executor, ProcessExecutor)
-        started = [t for t in tasks if t.pid]
-        facts = executor.host.groups([t.pid for t in started])
-        return {t.task: facts.left(t.pid, t.started) for t in started}
+        host, stems = executor.host, {t.task_id: t.file_stem for t in executor.tasks}
+        pids: dict[str, tuple[int, str]] = {}
+        for task in tasks:
+            pid = task.pid
+            if not pid and task.task in stems:
+                text = host.read_tail(executor.directory, pid_file(stems[task.task]), 32)
+                pid = int(text) if text.strip().isdigit() else 0
+            pids[task.task] = (pid, task.started)
+        facts = host.groups([p for p, _ in pids.values() if p])
+        return {t: bool(p) and facts.left(p, started) for t, (p, started) in pids.items()}
 
     def remove_copy(self, target: Target, bundle: Bundle, directory: str,
                     connector: Connector | None) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import os
+import posixpath
 import shutil
 import signal as signals
 import subprocess
@@ -104,6 +105,10 @@ class Host(abc.ABC):
         tells whether a recorded task is still there: `GroupFacts.left`)."""
 
     @abc.abstractmethod
+    def disk_space(self, directory: str) -> tuple[int, int]:
+        """(bytes available, bytes in all) of the filesystem holding `directory`."""
+
+    @abc.abstractmethod
     def signal_groups(self, pgids: Sequence[int], sigs: Sequence[int]) -> None:
         """Send each of `sigs`, in order, to each process group."""
 
@@ -175,6 +180,44 @@ def read_groups(pgids: Iterable[int]) -> GroupFacts:
         if found is not None and found[2] in wanted:
             facts.members[found[2]].append(Member(found[0], found[1], found[3]))
     return facts
+
+
+FULL_BYTES = 1024 * 1024  # less free than this: a checkpoint or an event cannot be written
+
+
+def full_output(host: Host, directory: str) -> str:
+    """The run's output directory on `host` when the disk holding it is full ("" = it is
+    not, or it cannot be told: a task's failure is then reported as it is)."""
+    output = posixpath.join(directory, layout.OUTPUT_DIR) if host.mirrors else \
+        str(Path(directory) / layout.OUTPUT_DIR)
+    errors: tuple[type[BaseException], ...] = (*host.failures, ValueError)
+    try:
+        available, _ = host.disk_space(output)
+    except errors:
+        return ""
+    return output if available < FULL_BYTES else ""
+
+
+def this_process() -> str:
+    """This process's identity on this machine: "PID/BOOT_ID/START_TICKS"."""
+    pid = os.getpid()
+    with contextlib.suppress(OSError):
+        found = parse_stat(Path(f"/proc/{pid}/stat").read_bytes())
+        boot = Path(BOOT_ID).read_text(encoding="ascii").strip()
+        if found is not None and boot:
+            return f"{pid}/{boot}/{found[3]}"
+    return ""
+
+
+def process_left(identity: str) -> bool:
+    """Whether the process of `identity` (`this_process` when it ran) is still there."""
+    pid_text, _, rest = identity.partition("/")
+    try:
+        found = parse_stat(Path(f"/proc/{pid_text}/stat").read_bytes())
+        boot = Path(BOOT_ID).read_text(encoding="ascii").strip()
+    except OSError:
+        return False
+    return found is not None and found[1] not in ("Z", "X") and f"{boot}/{found[3]}" == rest
 
 
 def read_from(path: str | Path, offset: int, limit: int) -> tuple[bytes, int | None]:
@@ -282,6 +325,10 @@ class LocalHost(Host):
     def groups(self, pgids: Sequence[int]) -> GroupFacts:
         self.reap()  # a child of this process that ended is not left
         return read_groups(pgids)
+
+    def disk_space(self, directory: str) -> tuple[int, int]:
+        found = os.statvfs(directory)
+        return found.f_bavail * found.f_frsize, found.f_blocks * found.f_frsize
 
     def reap(self) -> None:
         """Collect the exit statuses of ended children (no zombies are left)."""

@@ -148,6 +148,14 @@ class SshHost(Host):
             raise ConnectError(f"reading the processes on {self.name} failed: "
                                f"{_decoded(err)[-300:] or f'exit code {code}'}") from exc
 
+    def disk_space(self, directory: str) -> tuple[int, int]:
+        code, out, err = self.run(["df", "-Pk", "--", directory], 30)
+        lines = _decoded(out).splitlines()
+        fields = lines[-1].split() if code == 0 and len(lines) > 1 else []
+        if len(fields) < 4 or not (fields[1].isdigit() and fields[3].isdigit()):
+            raise ValueError(f"df said: {_decoded(out + err)[-200:]}")
+        return int(fields[3]) * 1024, int(fields[1]) * 1024
+
     def signal_groups(self, pgids: Sequence[int], sigs: Sequence[int]) -> None:
         groups = [str(p) for p in pgids if p > 0]
         if groups:

@@ -63,7 +63,7 @@ from dtgui.launch.drivers import (
     target_of_record,
 )
 from dtgui.launch.exec.executor import Executor
-from dtgui.launch.exec.host import bundle_archive
+from dtgui.launch.exec.host import bundle_archive, this_process
 from dtgui.launch.launch_state import (
     Launch,
     LaunchProgress,
@@ -187,6 +187,7 @@ def _record(launch: Launch) -> None:
     record_targets(launch, bundle)
     write_manifest(bundle.path)  # a resume refuses a bundle edited since
     record.begin_segment()
+    record.launcher = this_process()
     record.save()
     launch.recorded = True
 

@@ -42,6 +42,7 @@ from dtgui.core.runs.run_state import RunState
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.drivers import Refused, driver_for, target_of_record
 from dtgui.launch.exec.executor import Executor
+from dtgui.launch.exec.host import this_process
 from dtgui.launch.launch_state import Launch, LaunchProgress, UnknownMachine
 from dtgui.launch.runs.policy import RunPolicy
 from dtgui.launch.start.pipeline import (
@@ -198,6 +199,7 @@ def _record_resume(launch: Launch) -> None:
     record_targets(launch, bundle)
     record.state, record.message, record.ended = RunState.STARTING, "", None
     record.begin_segment(launch.from_step)
+    record.launcher = this_process()
     record.save()
     launch.recorded = True
 

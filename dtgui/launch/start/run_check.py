@@ -31,9 +31,10 @@ from typing import TYPE_CHECKING
 from dtgui.core.bundles.bundle import Bundle, BundleError
 from dtgui.core.bundles.checkpoint_files import CHECKPOINTS_DIR, newest_checkpoint
 from dtgui.core.machines.registry import MachineRegistry
-from dtgui.core.runs.records import RunRecord
+from dtgui.core.runs.records import RunRecord, TaskRecord
 from dtgui.core.runs.run_state import RunState
 from dtgui.launch.drivers import Refused, driver_for, target_of_record
+from dtgui.launch.exec.host import process_left
 
 if TYPE_CHECKING:
     from dtgui.remote.connector import Connector
@@ -62,15 +63,18 @@ def check_run(record: RunRecord, *, connector: Connector | None = None,
               registry: MachineRegistry | None = None, reach: bool = True) -> RunCheck:
     """Whether any task of `record` is left. `reach`: connect to the machines reached over
     SSH (with `connector`, default the session's); else their tasks are unknown."""
-    if not record.tasks:
-        return RunCheck(Liveness.UNKNOWN, "its tasks were not recorded as started yet")
+    recorded = record.tasks
+    if not recorded and (not record.launcher or process_left(record.launcher)):
+        return RunCheck(Liveness.UNKNOWN, "its launch is still under way")
     try:
         bundle = Bundle.open(Path(record.bundle))
     except BundleError as exc:
         return RunCheck(Liveness.UNKNOWN, f"its bundle cannot be read ({exc})")
+    if not recorded:  # the launcher is gone: its tasks, were they started, by their pid files
+        recorded = [TaskRecord(t.task_id, t.machine_name) for t in bundle.plan.tasks]
     unknown: list[str] = []
     for rec in record.machines:
-        tasks = [t for t in record.tasks if t.machine == rec.name]
+        tasks = [t for t in recorded if t.machine == rec.name]
         if not tasks:
             continue
         try:
@@ -138,7 +142,8 @@ def settle(record: RunRecord, *, connector: Connector | None = None,
         fresh = RunRecord.load(Path(record.bundle))
     except (OSError, ValueError, TypeError, KeyError):
         return RunCheck(Liveness.UNKNOWN, "its record cannot be read again")
-    if not fresh.is_active or fresh.tasks != record.tasks:  # its follower wrote meanwhile
+    if not fresh.is_active or fresh.tasks != record.tasks or \
+            fresh.launcher != record.launcher:  # its follower wrote meanwhile
         _copy_into(record, fresh)
         return check
     from dtgui.core.run_curves import bundle_curves  # numpy: only for a lost run
