@@ -179,9 +179,10 @@ class RunRecord:
             if exc.errno != errno.ENOSPC:
                 raise
             # a full disk has no room for a second copy: the record is written over itself
-            # (its own blocks), so that it says how the run ended rather than that it runs
+            # (its own blocks, written compact to fit them), so that it says how the run
+            # ended rather than that it runs
             with open(self.path, "r+", encoding="utf-8") as f:
-                f.write(text)
+                f.write(json.dumps(self.to_dict(), separators=(",", ":")) + "\n")
                 f.truncate()
 
     @classmethod

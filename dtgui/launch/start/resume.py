@@ -58,13 +58,14 @@ from dtgui.launch.targets import Target
 if TYPE_CHECKING:
     from dtgui.remote.connector import Connector
 
-__all__ = ["RESUME_STEPS", "ResumeLaunch", "restore_refusal", "resume_refusal", "resume_run"]
+__all__ = ["RESUME_STEPS", "RESUMING_LINE", "ResumeLaunch", "restore_refusal", "resume_refusal", "resume_run"]
 
 # strategies whose checkpoints hold one copy of every variable, the same whatever the
 # strategy and the replica count: a checkpoint of one restores under any other of them
 _ONE_COPY = frozenset({Strategy.ONE_DEVICE, Strategy.MIRRORED, Strategy.CENTRAL_STORAGE,
                        Strategy.MULTI_WORKER_MIRRORED})
-CHANGEABLE = ("strategy", "workers", "replicas_per_task")  # with `steps`, what a resume changes
+CHANGEABLE = ("strategy", "workers", "replicas_per_task")
+RESUMING_LINE = "[dtgui] resuming"  # the chief's log line saying where a resume goes on  # with `steps`, what a resume changes
 
 
 def restore_refusal(old: Plan, new: Plan) -> str:
@@ -129,6 +130,7 @@ class ResumeLaunch(Launch):
         self.source_dir = next(m.dir for m in record.machines if m.name == source.name)
         self.same_place = same_place
         self.from_step = 0
+        self.skipped = ""  # newer checkpoints that are not whole, and why (in words)
 
 
 # -- the resume's own steps -----------------------------------------------------------------
@@ -177,7 +179,10 @@ def _fetch_checkpoint(launch: Launch) -> None:
         raise LaunchError(f"Not resumed: its checkpoint is at step {found.step} and the run "
                           f"trains to step {launch.plan.steps}: give it more steps "
                           "(dtgui resume RUN --steps N).")
-    launch.from_step = found.step
+    launch.from_step, launch.skipped = found.step, found.skipped_text
+    if found.skipped:
+        launch.progress(f"Resuming from the checkpoint of step {found.step}: "
+                        f"{found.skipped_text}", 0.15)
 
 
 def _record_resume(launch: Launch) -> None:
@@ -247,8 +252,9 @@ def _start_resumed(launch: Launch) -> None:
     for executor in launch.executors:
         executor.read_on_from_bundle()
     controller.restarts = launch.record.restarts
+    skipped = f" ({launch.skipped})" if launch.skipped else ""
     controller.metrics.add_log_lines(primary_tasks(bundle.plan)[0].task_id, [
-        f"[dtgui] resuming from the checkpoint of step {launch.from_step}"])
+        f"{RESUMING_LINE} from the checkpoint of step {launch.from_step}{skipped}"])
     launch.progress(f"Starting {len(bundle.plan.tasks)} task(s)", 0.9)
     tested = len(checked(launch)) == len(launch.targets)
     controller.start(check_ports=not tested)

@@ -125,8 +125,8 @@ def lost_message(bundle: Path, step: int) -> str:
     found = newest_checkpoint(bundle / "output" / CHECKPOINTS_DIR)
     where = f"its last whole checkpoint is at step {found.step}: resume it to go on from " \
         "there" if found.ok else "it has no whole checkpoint here: resuming starts at step 0"
-    return (f"lost: none of its processes is left (a crash, a reboot, the OOM killer or a "
-            f"kill ended them) at step {step}; {where}")
+    return (f"none of its processes is left (a crash, a reboot, the OOM killer or a kill "
+            f"ended them) at step {step}; {where}")
 
 
 def settle(record: RunRecord, *, connector: Connector | None = None,
