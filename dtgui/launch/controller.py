@@ -235,7 +235,7 @@ class RunController(BundledRun):
                 failures = self._failures()
                 if failures:
                     full = self._full_disk(failures)
-                    if full:  # a restart would fail the same way
+                    if full is not None:  # a restart would fail the same way
                         self._fail_full(full, failures)
                         return
                     if self.restarts < self.policy.max_restarts:
@@ -423,15 +423,15 @@ class RunController(BundledRun):
         self._message = f"{first}{where} failed: {state.error}"
         self._stop_all(RunState.FAILED, self._message)
 
-    def _full_disk(self, failures: list[tuple[str, str, int | None]]) -> tuple[str, str]:
-        """(machine, output directory) of a failed task whose disk is full (("", "") =
-        none)."""
+    def _full_disk(self, failures: list[tuple[str, str, int | None]]
+                   ) -> tuple[str, str] | None:
+        """(machine, output directory) of a failed task whose disk is full (None: none)."""
         failed = {self._exec_of[tid] for tid, _, _ in failures if tid in self._exec_of}
         for ex in failed:
             output = ex.full_output()
             if output:
                 return ex.name, output
-        return "", ""
+        return None
 
     def _fail_full(self, full: tuple[str, str],
                    failures: list[tuple[str, str, int | None]]) -> None:
