@@ -93,6 +93,9 @@ def test_every_process_killed_mid_run_and_mid_save_is_lost_then_resumes_from_the
     whole = newest - 10
     assert "state: lost: none of its processes is left" in out
     assert f"at step {reached}; its last whole checkpoint is at step {whole}" in record.message
+    with pytest.raises(LaunchError, match="Cannot reattach: killed is lost: none of its"):
+        reattach(record)  # the Runs page's reattach: nothing to follow, nothing rewritten
+    assert RunRecord.load(bundle).state is RunState.LOST
 
     assert main(["resume", bundle.name, "--steps", str(whole + 20)]) == 0
     out = capsys.readouterr().out

@@ -378,10 +378,12 @@ def reattach(record: RunRecord, *, connect: Connector | None = None,
     nothing changes when one cannot be), then its tasks are watched from their pids and every
     event is read again from the start. A run none of whose tasks is left is recorded as lost
     (`dtgui.launch.start.run_check`) and not followed: LaunchError says so."""
-    from dtgui.launch.start.run_check import Liveness, settle
+    from dtgui.launch.start.run_check import settle
 
     connector = connect or default_connector()
-    if settle(record, connector=connector, registry=registry).verdict is Liveness.GONE:
+    if record.is_active:
+        settle(record, connector=connector, registry=registry)
+    if record.state is RunState.LOST:
         raise LaunchError(f"Cannot reattach: {record.run_name} is {record.state}: "
                           f"{record.message}")
     bundle = Bundle.open(Path(record.bundle))
