@@ -161,8 +161,10 @@ def test_the_launcher_killed_alone_leaves_its_tasks_training_and_the_run_found_a
     record = RunRecord.load(bundle)
     saved = record.path.read_bytes()
     assert check_run(record).verdict is Liveness.ALIVE  # its tasks train on (own sessions)
-    assert main(["runs", "list"]) == 0
-    assert "orphan" in capsys.readouterr().out and record.path.read_bytes() == saved
+    assert main(["runs", "show", "orphan"]) == 0
+    out = capsys.readouterr().out
+    assert "state: running" in out and "its processes: alive" in out
+    assert record.path.read_bytes() == saved
     with pytest.raises(LaunchError, match="still running: stop it first"):
         resume_run(record)
     pgids = list(record.pids().values())
