@@ -138,6 +138,10 @@ def settle(record: RunRecord, *, connector: Connector | None = None,
     check = check_run(record, connector=connector, registry=registry, reach=reach)
     if check.verdict is not Liveness.GONE:
         return check
+    from dtgui.core.run_curves import bundle_curves  # numpy: only for a lost run
+
+    step = bundle_curves(record.bundle).steps_done()  # read before: the window below is short
+    message = lost_message(Path(record.bundle), step)
     try:
         fresh = RunRecord.load(Path(record.bundle))
     except (OSError, ValueError, TypeError, KeyError):
@@ -146,10 +150,7 @@ def settle(record: RunRecord, *, connector: Connector | None = None,
             fresh.launcher != record.launcher:  # its follower wrote meanwhile
         _copy_into(record, fresh)
         return check
-    from dtgui.core.run_curves import bundle_curves  # numpy: only for a lost run
-
-    step = bundle_curves(fresh.bundle).steps_done()
-    fresh.end(RunState.LOST, lost_message(Path(fresh.bundle), step), None, step)
+    fresh.end(RunState.LOST, message, None, step)
     fresh.save()
     _copy_into(record, fresh)
     return check
