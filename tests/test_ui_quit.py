@@ -11,11 +11,11 @@ import time
 
 import pytest
 from fakes import FakeRun
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QApplication, QMessageBox
 from pytestqt.qtbot import QtBot
 from runs import live_members
+from widgets import answer_question
 
 import dtgui.ui.home_page as home_page
 from dtgui.core.plans.plan import Plan
@@ -64,19 +64,6 @@ def test_ctrl_q_quits_the_app_with_exit_code_0() -> None:
     (pressed,) = [float(line.split()[-1]) for line in proc.stderr.splitlines()
                   if line.startswith("pressed at ")]
     assert ended - pressed < 60  # at once: an idle app waits for nothing
-
-
-def answer_question(qtbot: QtBot, button_text: str, seen: list[str]) -> None:
-    """Click `button_text` in the message box that is about to open (exec() blocks)."""
-    def click() -> None:
-        box = QApplication.activeModalWidget()
-        if not isinstance(box, QMessageBox):
-            QTimer.singleShot(50, click)
-            return
-        seen.append(box.windowTitle())
-        next(b for b in box.buttons() if b.text() == button_text).click()
-
-    QTimer.singleShot(50, click)
 
 
 def press_ctrl_q(window: MainWindow) -> None:

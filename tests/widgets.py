@@ -1,5 +1,5 @@
 """What tests of Qt widgets share to read them where Qt or the app types them as optional: a
-table's cell (an empty cell has no item), the main window's dashboard (made on its first run)
+table's cell (an empty cell has no item), a question answered, the main window's dashboard (made on its first run)
 and the run it follows, for the tests that expect one there; the main window opened and its run
 stopped as a person does; the wizard's Slurm box, its target choice and its job (the wizard
 types a box and its job generically)."""
@@ -72,6 +72,19 @@ def ready_window(qtbot: QtBot, windows: list[MainWindow] | None = None) -> MainW
     window.show()
     qtbot.waitUntil(window.machines.ready, timeout=60_000)
     return window
+
+
+def answer_question(qtbot: QtBot, button_text: str, seen: list[str]) -> None:
+    """Click `button_text` in the message box that is about to open (exec() blocks)."""
+    def click() -> None:
+        box = QApplication.activeModalWidget()
+        if not isinstance(box, QMessageBox):
+            QTimer.singleShot(50, click)
+            return
+        seen.append(box.windowTitle())
+        next(b for b in box.buttons() if b.text() == button_text).click()
+
+    QTimer.singleShot(50, click)
 
 
 def click_stop(qtbot: QtBot, button: QAbstractButton) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shlex
 import shutil
 import signal
@@ -80,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a bundle on this machine (a Slurm bundle: submit it "
                          "here, the login node, and follow the job), headless, printing progress")
     run.add_argument("bundle", type=Path, help="a directory written by dtgui export")
+    run.add_argument("--when-free", action="store_true",
+                     help="do not start it now: queue it to start in the background when its "
+                     "machines are free (as dtgui queue add BUNDLE)")
     add_mlflow_option(run)
     from dtgui.cli.resume import add_resume
     from dtgui.cli.sweep import add_sweep
@@ -290,12 +294,17 @@ def _place_for_export(plan: Plan, args: argparse.Namespace) -> tuple[Plan, list[
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from dtgui.cli.queue import queue_bundle
     from dtgui.core.bundles.bundle import Bundle, BundleError
     from dtgui.core.plans.plan import PlanError
+    from dtgui.core.runs.queue_file import QueueError
     from dtgui.launch.controller import LaunchError
     from dtgui.launch.drivers import run_errors
+    from dtgui.launch.queue.run_queue import resume_queue
     from dtgui.launch.start.pipeline import launch_bundle
 
+    if args.when_free:
+        return queue_bundle(args.bundle)
     refusals: tuple[type[Exception], ...] = (BundleError, PlanError, LaunchError,
                                              *run_errors())  # a kind's, e.g. its job's
     try:
@@ -304,6 +313,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     except refusals as exc:
         print(f"dtgui run: {exc}", file=sys.stderr)
         return 2
+    finally:  # a dtgui entry: a queue left without its process gets one again (after this
+        # run holds its machines: its record is written)
+        with contextlib.suppress(QueueError, OSError):  # a damaged queue: dtgui queue says
+            resume_queue()
     return follow(controller)
 
 

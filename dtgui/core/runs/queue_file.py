@@ -3,10 +3,13 @@ free", docs/gui.md), in order, kept in `<data dir>/queue/queue.json` (`dtgui.lau
 reads and writes it under a lock and runs the queue).
 
 An entry is a placed plan with what its launch needs (the job a wizard box made, e.g. a
-Slurm job, as `{"kind": ..., **fields}`; the restarts allowed; the runs directory), its state
-(`waiting`; `starting` while its launch runs; `failed` with the launch's error, kept until it
-is cancelled) and what it waits for, as the queue's process last found. An entry that started
-leaves the file: it is a run of the history from then on.
+Slurm job, as `{"kind": ..., **fields}`; the restarts allowed; the runs directory), or an
+exported bundle (`dtgui queue add BUNDLE`: its path, its plan as read when it was queued),
+its state (`waiting`; `starting` while its launch runs, since `started`; `cancelled` when a
+cancel came while its launch ran: the run is stopped as soon as it has started; `failed`
+when it could not start, with the cause in words, kept until it is cancelled) and what it
+waits for, as the queue's process last found. An entry that started leaves the file: it is
+a run of the history from then on.
 
 A file that cannot be read is never written over: `read_entries` raises `QueueError` saying
 where it is and what to do, and nothing is changed until it is mended or moved aside.
@@ -22,7 +25,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 QUEUE_SCHEMA = 1
-WAITING, STARTING, FAILED = "waiting", "starting", "failed"
+WAITING, STARTING, CANCELLED, FAILED = "waiting", "starting", "cancelled", "failed"
 EVERY_GPU = -1  # in a claim: every GPU of the machine (a CPU run, or a GPU run given none)
 
 
@@ -44,6 +47,8 @@ class QueueEntry:
     waits_for: str = ""  # what the queue's process last found it waits for
     error: str = ""  # why its launch failed (state `failed`)
     claims: tuple[tuple[str, int], ...] = field(default=())  # (machine, GPU or EVERY_GPU)
+    bundle: str = ""  # an exported bundle started as it is ("": the plan is rendered)
+    started: float = 0.0  # when its launch began (state `starting` or `cancelled`)
 
     @property
     def name(self) -> str:
@@ -52,6 +57,11 @@ class QueueEntry:
     @property
     def waiting(self) -> bool:
         return self.state == WAITING
+
+    @property
+    def launching(self) -> bool:
+        """Its launch began and has not been settled (started, or could not start)."""
+        return self.state in (STARTING, CANCELLED)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -90,10 +100,18 @@ def entries_text(entries: Sequence[QueueEntry]) -> str:
 
 
 def position(entries: Sequence[QueueEntry], entry_id: str) -> int:
-    """The entry's index in `entries`; QueueError when it is no longer there."""
+    """The index in `entries` of the entry `entry_id` names: its id, or its run's name when
+    one queued run has it. QueueError when none is (it started, or was cancelled), or the
+    name is not one run's."""
     for i, entry in enumerate(entries):
         if entry.id == entry_id:
             return i
+    named = [i for i, entry in enumerate(entries) if entry.name == entry_id]
+    if len(named) == 1:
+        return named[0]
+    if named:
+        raise QueueError(f"{len(named)} queued runs are named {entry_id}: give one's id ("
+                         + ", ".join(entries[i].id for i in named) + ").")
     raise QueueError(f"No run {entry_id} is queued (it started, or was cancelled).")
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dtgui.core.plans.plan import PLAN_NAME, is_local_machine
+from dtgui.core.runs.live_runs import note_bundle, noted_bundles
 from dtgui.core.runs.run_state import ENDED, RunState
 from dtgui.core.settings import atomic_write_text, runs_dir
 from dtgui.worker.layout import EVENTS_GLOB, OUTPUT_DIR
@@ -172,6 +173,8 @@ class RunRecord:
         return {"schema": RECORD_SCHEMA, **asdict(self)}
 
     def save(self) -> None:
+        """Write run.json; an active run is noted among the runs that hold their machines
+        (`dtgui.core.runs.live_runs`: its record may be outside the runs directory)."""
         text = json.dumps(self.to_dict(), indent=2) + "\n"
         try:
             atomic_write_text(self.path, text)
@@ -184,6 +187,7 @@ class RunRecord:
             with open(self.path, "r+", encoding="utf-8") as f:
                 f.write(json.dumps(self.to_dict(), separators=(",", ":")) + "\n")
                 f.truncate()
+        note_bundle(Path(self.bundle), self.is_active)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunRecord:
@@ -245,6 +249,20 @@ class RunHistory:
 
     def running(self) -> list[RunRecord]:
         return [r for r in self.records() if r.is_active]
+
+    def live(self) -> list[RunRecord]:
+        """Every run that holds its machines now, wherever its record is: this directory's
+        active runs and those noted active elsewhere (`dtgui.core.runs.live_runs`: a bundle
+        run with `dtgui run`, a sweep's trial, a resumed run), once each. A note whose
+        record is gone or ended is dropped."""
+        found = {Path(r.bundle).absolute(): r for r in self.running()}
+        for bundle in noted_bundles():
+            record = self.read(bundle)
+            if record is None or not record.is_active:
+                note_bundle(bundle, active=False)
+            else:
+                found.setdefault(Path(record.bundle).absolute(), record)
+        return list(found.values())
 
     def finished(self) -> list[RunRecord]:
         return [r for r in self.records() if not r.is_active]

@@ -198,16 +198,27 @@ def gpu_holders(plans: Sequence[Plan]) -> dict[str, dict[int, str]]:
     return held
 
 
-def active_run_plans(records: Sequence[RunRecord] | None = None) -> list[Plan]:
-    """The placed plans of the runs dtgui started that still run (the runs directory's; not
-    the sweep's own trials, which are elsewhere and are the sweep's slots): a run whose record
-    says it runs but whose tasks are all gone is recorded as lost and holds nothing; one on a
-    machine not asked (over SSH) holds its machines."""
-    from dtgui.launch.start.run_check import settle_all
+def holds_machines(record: RunRecord) -> bool:
+    """Whether an active record's run still holds its machines: the one check of whether a
+    run's processes still exist (`dtgui.launch.start.run_check`; a run none of whose tasks is
+    left is recorded as lost and holds nothing; one on a machine reached over SSH, not asked
+    here, holds its machines)."""
+    from dtgui.launch.start.run_check import Liveness, settle
 
+    return record.is_active and settle(record, reach=False).verdict is not Liveness.GONE
+
+
+def active_run_plans(records: Sequence[RunRecord] | None = None,
+                     but_under: Path | None = None) -> list[Plan]:
+    """The placed plans of the runs dtgui started that still run, however they were started
+    (`RunHistory.live`: the runs directory's, a `dtgui run` bundle's, a sweep's trials, a
+    resumed run's); not those under `but_under` (a sweep's own trials: its slots)."""
     plans = []
-    running = RunHistory().running() if records is None else records
-    for record in settle_all(running, reach=False):
+    for record in [r for r in RunHistory().live() if holds_machines(r)] if records is None \
+            else records:
+        if but_under is not None and Path(record.bundle).absolute().is_relative_to(
+                but_under.absolute()):
+            continue
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
             plans.append(Plan.load(str(Path(record.bundle) / PLAN_NAME)))
     return plans
@@ -273,10 +284,12 @@ class GpuProber:
         slot without GPUs)."""
         return self.taken(slot.targets[0].name, slot.gpus) if slot.gpus else ""
 
-    def taken(self, machine: str, gpus: Sequence[int] | None) -> str:
+    def taken(self, machine: str, gpus: Sequence[int] | None,
+              report: GpuReport | None = None) -> str:
         """Why these GPUs of `machine` (None: every one it has) cannot be given to a run now,
-        naming who has them ("" when all are free)."""
-        report = self.report(machine)
+        naming who has them ("" when all are free). `report`: the machine's, asked just
+        now."""
+        report = report or self.report(machine)
         if report.error and not report.gpus:
             return f"its machine's GPUs cannot be read ({report.error})"
         free = set(report.idle())

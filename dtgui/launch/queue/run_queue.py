@@ -20,9 +20,18 @@ was closed. What each entry waits for is written back for the Runs page. When no
 the process ends; `resume_queue()` starts it again when entries wait and none runs (after a
 reboot).
 
+`enqueue_bundle(bundle)` queues an exported bundle the same way (`dtgui queue add BUNDLE`):
+it is started as it is, through `launch_bundle`. A queued run that cannot start (its model
+file or script gone, a damaged bundle, a machine removed or unreachable, a port taken) ends
+"could not start" with the cause in words, and the queue goes on with the next.
+
 `queued_runs()` lists the entries with their position and what they wait for,
-`cancel_queued(id)` removes one, `move_queued(id, by)` reorders. Each reads and writes the
-file under a lock; a damaged file raises `QueueError` (what to do) and is never written over.
+`cancel_queued(id)` removes one (a run whose launch is under way is marked cancelled: the
+queue's process stops it as soon as it has started), `move_queued(id, by)` reorders; an
+entry is named by its id or its run's name. Each reads and writes the file under a lock; a
+damaged file raises `QueueError` (what to do) and is never written over. `resume_queue()`,
+called by every dtgui entry (the app's Runs page, `dtgui queue`, `dtgui run`), starts the
+queue's process when runs wait or a launch was left unsettled by a process that ended.
 
 Blocks (files, processes): not on a UI thread.
 """
@@ -37,9 +46,11 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from dtgui.core.bundles.bundle import Bundle, BundleError
 from dtgui.core.machines.registry import MachineRegistry
 from dtgui.core.plans.plan import LOCAL_MACHINE, Plan, is_local_machine
 from dtgui.core.runs.queue_file import (
+    CANCELLED,
     EVERY_GPU,
     FAILED,
     STARTING,
@@ -49,11 +60,14 @@ from dtgui.core.runs.queue_file import (
     moved,
     position,
     read_entries,
+    with_state,
 )
+from dtgui.core.runs.records import RunHistory
 from dtgui.core.settings import atomic_write_text, data_dir
 from dtgui.core.target_job import TargetJob
 from dtgui.launch.drivers import (
     Refused,
+    bundle_targets,
     chosen_targets,
     driver_for,
     local_target,
@@ -86,6 +100,8 @@ class QueuedRun:
             return f"could not start: {self.entry.error}"
         if self.entry.state == STARTING:
             return "starting"
+        if self.entry.state == CANCELLED:
+            return "cancelled: stopped as soon as its launch ends"
         return self.entry.waits_for or "its turn (looked at every few seconds)"
 
 
@@ -128,13 +144,29 @@ def change_queue(folder: Path, change: Callable[[list[QueueEntry]], list[QueueEn
 # -- the API ---------------------------------------------------------------------------------
 def entry_targets(plan: Plan, job: TargetJob | None) -> list[Target]:
     """The targets of a queued run (the wizard's choice: `chosen_targets`); QueueError
-    when they cannot be made (a machine no longer registered, a job no driver knows)."""
+    says why they cannot be made (a machine no longer registered, a job no driver knows)."""
     machines = {m.name: m for m in MachineRegistry().machines()} \
         if any(not is_local_machine(n) for n in plan.machine_names) or job is not None else {}
     try:  # a plan not placed runs here, as `launch_plan` places it
         return chosen_targets(plan, machines, job) or [local_target()]
-    except (Refused, KeyError) as exc:
-        raise QueueError(f"{plan.run_name} cannot be queued: {exc}") from None
+    except KeyError as exc:
+        raise QueueError(f"the machine {exc.args[0]} is not registered any more (add it "
+                         "again on the Machines panel, then queue the run again)") from None
+    except Refused as exc:
+        raise QueueError(str(exc)) from None
+
+
+def open_bundle(path: str | Path) -> tuple[Bundle, list[Target]]:
+    """A queued bundle and its targets; QueueError says why it cannot start (it is gone or
+    damaged, its run already runs, its target cannot be made)."""
+    try:
+        bundle = Bundle.open(Path(path))
+        record = RunHistory.read(bundle.path)
+        if record is not None and record.is_active:
+            raise QueueError(f"its run in {bundle.path} already runs (state {record.state})")
+        return bundle, bundle_targets(bundle)
+    except (BundleError, Refused, ValueError, TypeError, KeyError) as exc:
+        raise QueueError(str(exc).strip() or repr(exc)) from None
 
 
 def claims_of(plan: Plan, targets: Sequence[Target]) -> tuple[tuple[str, int], ...]:
@@ -157,7 +189,10 @@ def enqueue(plan: Plan, *, job: TargetJob | None = None, max_restarts: int = 0,
     process when none runs. QueueError: the queue file is damaged, or the run's targets
     cannot be made."""
     folder = folder or queue_dir()
-    targets = entry_targets(plan, job)
+    try:
+        targets = entry_targets(plan, job)
+    except QueueError as exc:
+        raise QueueError(f"{plan.run_name} cannot be queued: {exc}") from None
     job_data = None
     if job is not None:
         kind, to_dict = getattr(job, "kind", None), getattr(job, "to_dict", None)
@@ -173,6 +208,33 @@ def enqueue(plan: Plan, *, job: TargetJob | None = None, max_restarts: int = 0,
     return QueuedRun(entry, len(entries))
 
 
+def enqueue_bundle(path: Path, *, max_restarts: int = 0, folder: Path | None = None,
+                   python: str = "") -> QueuedRun:
+    """Queue an exported bundle (`dtgui export`) to start as it is, in its own directory,
+    when its machines are free; its entry and position. QueueError: the bundle cannot
+    start (said why), or the queue file is damaged."""
+    folder = folder or queue_dir()
+    try:
+        bundle, targets = open_bundle(path)
+    except QueueError as exc:
+        raise QueueError(f"{path} cannot be queued: {exc}") from None
+    entry = QueueEntry(id=f"q{uuid.uuid4().hex[:8]}", plan=bundle.plan.to_dict(),
+                       max_restarts=max_restarts, queued=time.time(),
+                       claims=claims_of(bundle.plan, targets),
+                       bundle=str(bundle.path.absolute()))
+
+    def add(entries: list[QueueEntry]) -> list[QueueEntry]:
+        twin = next((e for e in entries if e.bundle == entry.bundle and e.state != FAILED),
+                    None)
+        if twin is not None:  # one folder holds one run at a time
+            raise QueueError(f"{path} is queued already, as {twin.id} ({twin.name}).")
+        return [*entries, entry]
+
+    entries = change_queue(folder, add)
+    resume_queue(folder, python)
+    return QueuedRun(entry, len(entries))
+
+
 def queued_runs(folder: Path | None = None) -> list[QueuedRun]:
     """Every queued run in order, with its position; QueueError for a damaged file."""
     folder = folder or queue_dir()
@@ -181,17 +243,24 @@ def queued_runs(folder: Path | None = None) -> list[QueuedRun]:
     return [QueuedRun(e, i + 1) for i, e in enumerate(entries)]
 
 
-def cancel_queued(entry_id: str, folder: Path | None = None) -> None:
-    """Take the run out of the queue (QueueError when it started or left already)."""
+def cancel_queued(entry_id: str, folder: Path | None = None) -> QueueEntry:
+    """Take the run (its id or name) out of the queue; the entry cancelled. A run whose
+    launch is under way is marked cancelled: the queue's process stops it as soon as it
+    has started, and it leaves the queue then. QueueError when it started or left
+    already."""
+    cancelled: list[QueueEntry] = []
 
     def drop(entries: list[QueueEntry]) -> list[QueueEntry]:
         i = position(entries, entry_id)
-        if entries[i].state == STARTING:
-            raise QueueError(f"{entries[i].name} is starting: stop it from the Runs page "
-                             "once it runs.")
+        cancelled.append(entries[i])
+        if entries[i].launching:
+            return [*entries[:i], with_state(entries[i], CANCELLED), *entries[i + 1:]]
         return entries[:i] + entries[i + 1:]
 
-    change_queue(folder or queue_dir(), drop)
+    folder = folder or queue_dir()
+    change_queue(folder, drop)
+    resume_queue(folder)  # a launch its process left unsettled is settled now
+    return cancelled[0]
 
 
 def move_queued(entry_id: str, by: int, folder: Path | None = None) -> None:
@@ -204,11 +273,11 @@ def queue_pid(folder: Path | None = None) -> int | None:
 
 
 def resume_queue(folder: Path | None = None, python: str = "") -> int | None:
-    """Start the queue's process when runs wait and none runs; its pid (None: nothing
-    waits)."""
+    """Start the queue's process when runs wait, or a launch is unsettled (its process
+    ended while it started a run), and none runs; its pid (None: nothing waits)."""
     folder = folder or queue_dir()
     with locked_queue(folder):  # the process decides to end under this lock too
         pid = QUEUE_PROCESS.pid(folder)
-        if pid is not None or not any(e.waiting for e in read_queue(folder)):
+        if pid is not None or not any(e.waiting or e.launching for e in read_queue(folder)):
             return pid
         return QUEUE_PROCESS.start(folder, python=python)

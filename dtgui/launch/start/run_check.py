@@ -22,7 +22,6 @@ it is written (its follower may have written its end meanwhile).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -160,11 +159,3 @@ def _copy_into(record: RunRecord, fresh: RunRecord) -> None:
     for name in RunRecord.__dataclass_fields__:
         setattr(record, name, getattr(fresh, name))
 
-
-def settle_all(records: Iterable[RunRecord], *, connector: Connector | None = None,
-               registry: MachineRegistry | None = None, reach: bool = True
-               ) -> list[RunRecord]:
-    """The records that still run (or may: unknown) once each was checked; the others
-    are recorded as lost."""
-    return [r for r in records if r.is_active and settle(
-        r, connector=connector, registry=registry, reach=reach).verdict is not Liveness.GONE]

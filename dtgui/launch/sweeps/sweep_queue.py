@@ -64,7 +64,7 @@ from dtgui.core.sweeps.sweep_study import (
 )
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.drivers import driver_for
-from dtgui.launch.gpus.free_slots import GpuProber, Slot, slots_for
+from dtgui.launch.gpus.free_slots import GpuProber, Slot, active_run_plans, slots_for
 from dtgui.launch.gpus.holds import HoldRegister
 from dtgui.launch.start.pipeline import launch_plan, reattach
 from dtgui.launch.start.resume import resume_refusal, resume_run
@@ -137,7 +137,8 @@ class SweepQueue:
         self._prober: GpuProber | None = None
         if self.busy is None and any(s.gpus for s in self.slots):
             self._prober = GpuProber({t.name: t.machine for s in self.slots
-                                      for t in s.targets if t.machine is not None})
+                                      for t in s.targets if t.machine is not None},
+                                     runs=lambda: active_run_plans(but_under=self.folder))
             self.busy = self._prober.busy
         # the GPUs its running trials hold, for single runs and other sweeps to leave alone
         self._holds = HoldRegister(self.plan.run_name) \

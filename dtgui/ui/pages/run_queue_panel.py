@@ -1,5 +1,7 @@
 """The queued runs ("Launch when free", `dtgui.launch.queue.run_queue`), for the Runs page: each
-with its position, what it waits for and when it was queued; Move up, Move down and Cancel.
+with its position, what it waits for (or why it could not start) and when it was queued;
+Move up, Move down and Cancel (asked first: `confirm_cancel`), in every state before the run
+trains (one whose launch is under way is stopped as soon as it has started).
 
 The queue is read off the UI thread every REFRESH_MS while the window is shown (its process
 writes what each run waits for); a look also starts the queue's process again when runs wait
@@ -22,6 +24,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QMessageBox,
     QPushButton,
     QTableWidget,
     QTableWidgetItem,
@@ -29,7 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.runs.queue_file import QueueError
+from dtgui.core.runs.queue_file import FAILED, QueueError
 
 if TYPE_CHECKING:
     from dtgui.launch.queue.run_queue import QueuedRun
@@ -91,7 +94,7 @@ class RunQueuePanel(QWidget):
         self.up_button = QPushButton("Move up")
         self.down_button = QPushButton("Move down")
         self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setToolTip("Take the run out of the queue (nothing was started).")
+        self.cancel_button.setToolTip("Take the run out of the queue (asked first).")
         self.up_button.clicked.connect(lambda: self.move_selected(-1))
         self.down_button.clicked.connect(lambda: self.move_selected(1))
         self.cancel_button.clicked.connect(self.cancel_selected)
@@ -180,9 +183,30 @@ class RunQueuePanel(QWidget):
                 self.table.selectRow(row)
 
     def cancel_selected(self) -> None:
-        chosen = self.selected()
-        if chosen:
+        """Cancel the selected run, asked first."""
+        queued = next((q for q in self.runs if q.entry.id == self.selected()), None)
+        if queued is not None and self.confirm_cancel(queued):
+            chosen = queued.entry.id
             self._act(lambda: _cancel(chosen, self.folder))
+
+    def confirm_cancel(self, queued: QueuedRun) -> bool:
+        """Whether to cancel `queued`, asked; says what becomes of it."""
+        entry = queued.entry
+        if entry.state == FAILED:
+            what = "It could not start; it leaves the queue."
+        elif entry.launching:
+            what = "Its launch is under way: the run is stopped as soon as it has started."
+        else:
+            what = "Nothing of it was started; it leaves the queue."
+        box = QMessageBox(QMessageBox.Icon.Question, "Cancel the queued run?",
+                          f"Cancel {entry.name}?", parent=self)
+        box.setInformativeText(what)
+        cancel = box.addButton("Cancel the run", QMessageBox.ButtonRole.DestructiveRole)
+        keep = box.addButton("Keep it queued", QMessageBox.ButtonRole.RejectRole)
+        box.setDefaultButton(keep)
+        box.setEscapeButton(keep)
+        box.exec()
+        return box.clickedButton() is cancel
 
     def move_selected(self, by: int) -> None:
         chosen = self.selected()
