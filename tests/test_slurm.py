@@ -302,6 +302,12 @@ def test_a_recorded_job_is_left_while_it_waits_or_runs_gone_once_it_ended(
     assert left(executor, tasks) == {"worker:0": False, "worker:1": False}
     answers["scontrol"] = ""
     assert left(executor, tasks) == {}
+    # its launcher died while submitting it: the job by the run's directory, if Slurm holds it
+    unrecorded = [TaskRecord(t.task, "local") for t in tasks]
+    answers["squeue"] = f"11|/elsewhere\n12|{executor.run_dir}/\n"
+    assert left(executor, unrecorded) == {"worker:0": True, "worker:1": True}
+    answers["squeue"] = "11|/elsewhere\n"
+    assert left(executor, unrecorded) == {"worker:0": False, "worker:1": False}
 
 
 def test_a_requeued_job_waits_again_whatever_its_first_attempt_wrote(tmp_path: Path) -> None:

@@ -151,14 +151,21 @@ class SlurmDriver(Driver):
 
     def tasks_left(self, executor: Executor, tasks: Sequence[TaskRecord]) -> dict[str, bool]:
         """Its job waits or runs (a job Slurm no longer knows of cannot be told apart from a
-        controller that does not answer: left out)."""
+        controller that does not answer: left out). A task recorded without its job (its
+        launcher died while submitting it): a job Slurm holds in the run's directory."""
         from dtgui.kinds.slurm import remote as slurm
 
         assert isinstance(executor, SlurmExecutor)
+        out: dict[str, bool] = {}
+        unrecorded = [t for t in tasks if not t.job_id]
+        if unrecorded:
+            held = bool(slurm.jobs_in(executor.runner, executor.run_dir))
+            out.update(dict.fromkeys((t.task for t in unrecorded), held))
         jobs = {t.job_id for t in tasks if t.job_id}
         states = {job: slurm.status(executor.runner, job) for job in jobs}
-        return {t.task: states[t.job_id].active or states[t.job_id].queued
-                for t in tasks if t.job_id and states[t.job_id].state}
+        out.update({t.task: states[t.job_id].active or states[t.job_id].queued
+                    for t in tasks if t.job_id and states[t.job_id].state})
+        return out
 
     def started(self, executor: Executor) -> str:
         assert isinstance(executor, SlurmExecutor)
