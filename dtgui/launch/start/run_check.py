@@ -52,7 +52,7 @@ class RunCheck:
 
     @property
     def text(self) -> str:
-        """The verdict in words, as the command line and the Runs page say it."""
+        """The verdict in words, as the command line says it (`dtgui runs show`)."""
         if self.verdict is Liveness.UNKNOWN:
             return f"unknown: {self.detail}" if self.detail else "unknown"
         return str(self.verdict.value)
@@ -96,17 +96,19 @@ def check_run(record: RunRecord, *, connector: Connector | None = None,
             except Exception as exc:  # noqa: BLE001 - any failure to connect: not known
                 unknown.append(f"{rec.name} cannot be reached ({exc})")
                 continue
-        executor = driver.executor(target, bundle, rec.dir, client=client,
-                                   connector=connector if target.needs_connection else None,
-                                   dir_ready=True)
+        executor = None
         try:
+            executor = driver.executor(target, bundle, rec.dir, client=client,
+                                       connector=connector if target.needs_connection
+                                       else None, dir_ready=True)
             left = driver.tasks_left(executor, tasks)
         except Exception as exc:  # noqa: BLE001 - the machine did not answer: not known
             unknown.append(f"{rec.name} did not answer ({exc})")
             continue
         finally:
-            with contextlib.suppress(Exception):
-                executor.close()
+            if executor is not None:
+                with contextlib.suppress(Exception):
+                    executor.close()
             if client is not None:
                 with contextlib.suppress(Exception):
                     client.close()
