@@ -15,8 +15,9 @@ argv: WRAPPER -m MODULE ARGS... Behaviour, from the wrapper's environment:
   DTGUI_STUB_STEP_SECONDS  seconds a step takes (default 0.02)
   DTGUI_STUB_FAIL          "TASK=ERROR": that task reports ERROR and exits 1 before it steps
 Checkpoints: the chief writes files shaped as TensorFlow's into output/checkpoints
-(`write_checkpoint_files`, the state file last); a task that starts again resumes from the
-step its state file names, as the training loop resumes from its last checkpoint.
+(`write_checkpoint_files`: a data shard, a TensorFlow table index saying how long it is, the
+state file last, keeping three); a task that starts again resumes from the newest whole one,
+as the training loop does (the bundle's `checkpoint_index`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 CALL_STEPS = 5  # steps in one "device call": one `steps` event
 TABLE_MAGIC = (0xDB4775248B80FB57).to_bytes(8, "little")  # a TensorFlow table's last bytes
+SHARD_BYTES = 4096  # a stub checkpoint's data shard
+KEEP = 3  # checkpoints kept, as the training loop's CheckpointManager keeps them
 
 
 def replica_ids(plan: dict[str, Any], kind: str, index: int) -> list[int]:
@@ -140,28 +143,72 @@ def child(argv: list[str]) -> int:
 
 
 def newest_step(checkpoints: str) -> int:
-    """The step of the newest checkpoint its state file names (0: none)."""
+    """The step of the newest whole checkpoint (0: none), skipping newer ones cut short as
+    the training loop does."""
+    if TYPE_CHECKING:
+        from dtgui.worker.checkpoint_index import newest_whole, step_of
+    else:
+        from dtgui_worker.checkpoint_index import newest_whole, step_of
     try:
-        with open(os.path.join(checkpoints, "checkpoint"), encoding="utf-8") as f:
-            found = re.search(r'model_checkpoint_path: "ckpt-(\d+)"', f.read())
-    except FileNotFoundError:
+        name, skipped = newest_whole(checkpoints)
+    except (OSError, ValueError):
         return 0
-    return int(found.group(1)) if found else 0
+    for bad, why in skipped:
+        print(f"[dtgui] checkpoint {bad} skipped: {why}", file=sys.stderr, flush=True)
+    return step_of(name) if name else 0
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _table_block(entries: list[tuple[bytes, bytes]]) -> bytes:
+    """A TensorFlow table block of whole keys (no prefix sharing), one restart point, and
+    its trailer (uncompressed; the crc is not read)."""
+    body = b"".join(_varint(0) + _varint(len(k)) + _varint(len(v)) + k + v for k, v in entries)
+    return body + (0).to_bytes(4, "little") + (1).to_bytes(4, "little") + b"\0" + b"\0" * 4
+
+
+def table_index(shard_bytes: int) -> bytes:
+    """A checkpoint index as TensorFlow writes it: one shard, one tensor of `shard_bytes`."""
+    header = b"\x08\x01"  # BundleHeaderProto num_shards = 1
+    entry = b"\x18\x00\x20\x00\x28" + _varint(shard_bytes)  # shard 0, offset 0, size
+    data = _table_block([(b"", header), (b"step", entry)])
+    meta = _table_block([])
+    index = _table_block([(b"step\0", _varint(0) + _varint(len(data) - 5))])
+    handles = (_varint(len(data)) + _varint(len(meta) - 5)
+               + _varint(len(data) + len(meta)) + _varint(len(index) - 5))
+    return data + meta + index + handles.ljust(40, b"\0") + TABLE_MAGIC
 
 
 def write_checkpoint_files(checkpoints: str, step: int) -> None:
     """The files tf.train.CheckpointManager writes, as a resume checks them without
-    TensorFlow (dtgui.core.bundles.checkpoint_files): the state file, an index that ends with the
-    table format's magic number, one data shard."""
+    TensorFlow (dtgui.core.bundles.checkpoint_files): one data shard, its index, the state
+    file last naming the newest and the ones kept (older ones deleted)."""
     prefix = os.path.join(checkpoints, f"ckpt-{step}")
     with open(prefix + ".data-00000-of-00001", "wb") as f:
-        f.write(b"stub")
+        f.write(b"s" * SHARD_BYTES)
     with open(prefix + ".index", "wb") as f:
-        f.write(b"stub" + TABLE_MAGIC)
+        f.write(table_index(SHARD_BYTES))
+    steps = sorted({int(m.group(1)) for name in os.listdir(checkpoints)
+                    if (m := re.fullmatch(r"ckpt-(\d+)\.index", name))})
+    kept = [s for s in steps if s <= step][-KEEP:]
+    lines = [f'model_checkpoint_path: "ckpt-{step}"',
+             *(f'all_model_checkpoint_paths: "ckpt-{s}"' for s in kept)]
     with open(os.path.join(checkpoints, "checkpoint.tmp"), "w", encoding="utf-8") as f:
-        f.write(f'model_checkpoint_path: "ckpt-{step}"\n')
+        f.write("\n".join(lines) + "\n")
     os.replace(os.path.join(checkpoints, "checkpoint.tmp"), os.path.join(checkpoints,
                                                                         "checkpoint"))
+    for old in steps:
+        if old not in kept:
+            for name in os.listdir(checkpoints):
+                if name.startswith(f"ckpt-{old}."):
+                    os.remove(os.path.join(checkpoints, name))
 
 
 def main() -> int:

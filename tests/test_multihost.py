@@ -45,6 +45,7 @@ from dtgui.launch.run_admin import RunAdminError, delete_run
 from dtgui.launch.runs.policy import RunPolicy
 from dtgui.launch.start.pipeline import launch_plan, reattach
 from dtgui.launch.start.resume import resume_run
+from dtgui.launch.start.run_check import Liveness, check_run
 from dtgui.launch.targets import Target
 from dtgui.worker.step_timing import BUDGET_VARIABLE
 
@@ -341,6 +342,9 @@ def test_closing_and_reopening_reattaches_without_a_gap(lab: Lab) -> None:
              "training did not go on while nobody watched")
     records = RunHistory().running()
     assert [r.run_id for r in records] == [record_of(first).run_id]
+    # its tasks told over SSH by their process groups and identities at their start
+    assert all(t.started for t in records[0].tasks)
+    assert check_run(records[0]).verdict is Liveness.ALIVE
     second = reattach(records[0])
     try:
         assert second.wait(240), "the reattached run did not end"
@@ -387,6 +391,8 @@ def test_a_stopped_run_resumes_on_its_machines_then_on_others(lab: Lab) -> None:
     first.request_stop()
     assert first.wait(60) and first.state == "stopped", first.message
     record = RunRecord.load(first.bundle.path)
+    said_running = RunRecord.from_dict({**record.to_dict(), "state": "running"})
+    assert check_run(said_running).verdict is Liveness.GONE  # none left on h2 or h3
     chief = record.machine("h2")
     assert chief is not None
     at = newest_checkpoint(Path(chief.dir) / "output" / "checkpoints").step

@@ -283,6 +283,33 @@ def test_a_pending_job_is_queued_not_hung(tmp_path: Path) -> None:
     assert again.note.startswith("Slurm job 12 is waiting in the queue (Priority)")
 
 
+def test_a_recorded_job_is_left_while_it_waits_or_runs_gone_once_it_ended(
+        tmp_path: Path) -> None:
+    """What a run record saying "running" is checked against (dtgui.launch.start.run_check):
+    the job's state through the kind's driver; a job Slurm no longer knows of is not told."""
+    from dtgui.core.runs.records import TaskRecord
+    from dtgui.launch.drivers import DRIVERS
+
+    answers = {"squeue": "PENDING|Priority|N/A|1:00:00\n"}
+    executor = slurm_executor(tmp_path, answers)
+    tasks = [TaskRecord("worker:0", "local", job_id="12"),
+             TaskRecord("worker:1", "local", job_id="12")]
+    left = DRIVERS["slurm"].tasks_left
+    assert left(executor, tasks) == {"worker:0": True, "worker:1": True}
+    answers["squeue"] = "RUNNING|None|2026-11-24T18:00:00|UNLIMITED\n"
+    assert left(executor, tasks) == {"worker:0": True, "worker:1": True}
+    answers["squeue"], answers["scontrol"] = "", "JobId=12 JobState=NODE_FAIL Reason=None\n"
+    assert left(executor, tasks) == {"worker:0": False, "worker:1": False}
+    answers["scontrol"] = ""
+    assert left(executor, tasks) == {}
+    # its launcher died while submitting it: the job by the run's directory, if Slurm holds it
+    unrecorded = [TaskRecord(t.task, "local") for t in tasks]
+    answers["squeue"] = f"11|/elsewhere\n12|{executor.run_dir}/\n"
+    assert left(executor, unrecorded) == {"worker:0": True, "worker:1": True}
+    answers["squeue"] = "11|/elsewhere\n"
+    assert left(executor, unrecorded) == {"worker:0": False, "worker:1": False}
+
+
 def test_a_requeued_job_waits_again_whatever_its_first_attempt_wrote(tmp_path: Path) -> None:
     """--requeue: Slurm stops the tasks (exit 143) and queues the same job again; the tasks
     count as queued, not ended, and Stop still cancels the job."""

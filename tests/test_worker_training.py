@@ -239,19 +239,23 @@ def test_resume_from_checkpoint_continues_exactly(tmp_path: Path) -> None:
 
     (bundle / "plan.json").write_text((bundle / "plan.json").read_text()
                                       .replace('"steps": 6', '"steps": 9'))
+    # the newest save cut short (a full disk, a power cut): it goes on from the one before
+    shard = bundle / "output" / "checkpoints" / "ckpt-6.data-00000-of-00001"
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
     code, events = run_task(bundle)
     second = events[len(first):]
     assert code == 0 and not kinds(second, "failed"), log_text(bundle, "worker:0")[-3000:]
     (started,) = kinds(second, "started")
-    assert started["resumed_from_step"] == 6
-    assert sorted(step_losses(second)) == [7, 8, 9]
+    assert started["resumed_from_step"] == 3
+    assert "[dtgui] checkpoint ckpt-6 skipped: it was cut short" in log_text(bundle, "worker:0")
+    assert sorted(step_losses(second)) == [4, 5, 6, 7, 8, 9]
     assert kinds(second, "finished")[0]["steps"] == 9
     assert (bundle / "output" / "checkpoints" / "ckpt-9.index").is_file()
 
     code, whole = finish(reference, straight)
     assert code == 0
     reference_losses = step_losses(whole)
-    assert {s: reference_losses[s] for s in (7, 8, 9)} == step_losses(second)
+    assert {s: reference_losses[s] for s in range(4, 10)} == step_losses(second)
 
 
 def test_stop_is_prompt_even_inside_tensorflow(tmp_path: Path) -> None:

@@ -25,9 +25,10 @@ def add_resume(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def cmd_resume(args: argparse.Namespace, follow: Callable[[RunController], int]) -> int:
+    from dtgui.core.bundles.bundle import primary_tasks
     from dtgui.core.runs.records import RunHistory, RunRecord
     from dtgui.launch.controller import LaunchError
-    from dtgui.launch.start.resume import resume_run
+    from dtgui.launch.start.resume import RESUMING_LINE, resume_run
 
     if args.steps is not None and args.steps < 1:
         print("dtgui resume: --steps must be at least 1", file=sys.stderr)
@@ -42,4 +43,9 @@ def cmd_resume(args: argparse.Namespace, follow: Callable[[RunController], int])
         text = exc.args[0] if isinstance(exc, LookupError) and exc.args else str(exc)
         print(f"dtgui resume: {text}", file=sys.stderr)
         return 2
+    chief = primary_tasks(controller.bundle.plan)[0].task_id
+    said = [line for line in controller.metrics.log_lines(chief)
+            if line.startswith(RESUMING_LINE)]  # the checkpoint, and newer ones skipped
+    if said:
+        print(said[-1].removeprefix("[dtgui] "), flush=True)
     return follow(controller)

@@ -135,11 +135,24 @@ def _show(row: RunRow) -> int:
                          ("archived", "yes" if row.archived else "")):
         if value:
             print(f"  {label}: {value}")
+    if row.active:  # asked where its tasks run, over SSH too: alive, or unknown and why
+        print(f"  its processes: {_liveness(row)}")
     if row.note:
         print("  note:")
         for line in row.note.splitlines():
             print(f"    {line}")
     return 0
+
+
+def _liveness(row: RunRow) -> str:
+    from dtgui.core.runs.records import RunHistory
+    from dtgui.launch.start.run_check import settle
+
+    record = RunHistory.read(Path(row.folder))
+    if record is None:
+        return "unknown: its record cannot be read"
+    check = settle(record)
+    return check.text if record.is_active else f"none left: recorded as {record.state}"
 
 
 def _delete(row: RunRow, args: argparse.Namespace) -> int:

@@ -218,11 +218,13 @@ class RunController(BundledRun):
             raise LaunchError("Could not start the tasks: " + " ".join(errors))
         if self.record is not None:
             for ex in self.executors:
+                identities = {} if ex.job_id else ex.identities()
                 for tid, pid in ex.pids.items():  # a scheduler's executor holds its job's id
                     if ex.job_id:
                         self.record.set_started(tid, ex.name, job_id=ex.job_id)
                     else:
-                        self.record.set_started(tid, ex.name, pid=pid)
+                        self.record.set_started(tid, ex.name, pid=pid,
+                                                started=identities.get(tid, ""))
                 machine = self.record.machine(ex.name)
                 if machine is not None and ex.job_id:
                     machine.job_id = ex.job_id
@@ -241,6 +243,10 @@ class RunController(BundledRun):
                     return
                 failures = self._failures()
                 if failures:
+                    full = self._full_disk(failures)
+                    if full is not None:  # a restart would fail the same way
+                        self._fail_full(full, failures)
+                        return
                     if self.restarts < self.policy.max_restarts:
                         self._restart(failures)
                         continue
@@ -425,6 +431,36 @@ class RunController(BundledRun):
         state = self.metrics.snapshot().tasks[first]
         where = f" on {self._machine_of[first]}" if self.bundle.plan.is_multi_machine else ""
         self._message = f"{first}{where} failed: {state.error}"
+        self._stop_all(RunState.FAILED, self._message)
+
+    def _full_disk(self, failures: list[tuple[str, str, int | None]]
+                   ) -> tuple[str, str] | None:
+        """(machine, output directory) of a failed task whose disk is full (None: none)."""
+        failed = {self._exec_of[tid] for tid, _, _ in failures if tid in self._exec_of}
+        for ex in failed:
+            output = ex.full_output()
+            if output:
+                return ex.name, output
+        return None
+
+    def _fail_full(self, full: tuple[str, str],
+                   failures: list[tuple[str, str, int | None]]) -> None:
+        """The run stops with its disk full: said as such, with the step reached and the
+        checkpoint a resume goes on from once there is room."""
+        from dtgui.core.bundles.checkpoint_files import CHECKPOINTS_DIR, newest_checkpoint
+
+        machine, output = full
+        self._read_to_the_end()
+        where = f" on {machine}" if self.bundle.plan.is_multi_machine else ""
+        step = self.metrics.snapshot().step
+        found = newest_checkpoint(self.bundle.output / CHECKPOINTS_DIR)
+        kept = (f"its last whole checkpoint is at step {found.step}" if found.ok else
+                "it has no whole checkpoint") if not self._exec_of[failures[0][0]].mirrors \
+            else f"its checkpoints are in {output}/{CHECKPOINTS_DIR}"
+        self._message = (f"the disk holding {output}{where} is full: training stopped at "
+                         f"step {step}; {kept}. Free space there, then resume the run.")
+        for tid, _, code in failures:
+            self.metrics.set_task_state(tid, "failed", exit_code=code, error=self._message)
         self._stop_all(RunState.FAILED, self._message)
 
     def _restart(self, failures: list[tuple[str, str, int | None]]) -> None:

@@ -98,7 +98,16 @@ def sweep_rows(folder: Path, *, summarize_ended: bool = True) -> list[RunRow]:
 def list_rows(root: Path | None = None, *, summarize_ended: bool = True,
               sweeps: list[Path] | None = None) -> list[RunRow]:
     """Every run under `root` (default: the runs folder) and every known sweep, newest
-    first, each sweep's trials right after it."""
+    first, each sweep's trials right after it. A run listed as running whose tasks on this
+    machine (or its Slurm job) are all gone is recorded as lost first
+    (`dtgui.launch.start.run_check`; tasks on machines reached over SSH are not asked for a
+    list: a resume or a reattach asks them)."""
+    rows = _listed_rows(root, summarize_ended, sweeps)
+    return _listed_rows(root, summarize_ended, sweeps) if _settle_rows(rows) else rows
+
+
+def _listed_rows(root: Path | None, summarize_ended: bool, sweeps: list[Path] | None
+          ) -> list[RunRow]:
     groups = [[r] for r in RunIndex(root if root is not None else runs_dir()).rows(
         summarize_ended=summarize_ended)]
     for folder in (sweeps if sweeps is not None else known_sweeps()):
@@ -107,6 +116,21 @@ def list_rows(root: Path | None = None, *, summarize_ended: bool = True,
             groups.append(group)
     groups.sort(key=lambda g: g[0].started, reverse=True)
     return [r for group in groups for r in group]
+
+
+def _settle_rows(rows: list[RunRow]) -> bool:
+    """Check the runs listed as running; True when one was recorded as lost."""
+    from dtgui.core.runs.records import RunHistory
+    from dtgui.launch.start.run_check import settle
+
+    changed = False
+    for row in rows:
+        if row.active and row.kind != SWEEP:
+            record = RunHistory.read(Path(row.folder))
+            if record is not None and record.is_active:
+                settle(record, reach=False)
+                changed |= not record.is_active
+    return changed
 
 
 def fill_rows(rows: list[RunRow]) -> list[RunRow]:

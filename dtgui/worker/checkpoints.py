@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from typing import Any
 
 import tensorflow as tf
 
+from .checkpoint_index import newest_whole
 from .distribute import BuiltStrategy
 
 MAX_TO_KEEP = 3
@@ -30,11 +32,19 @@ class Checkpoints:
                                                   max_to_keep=MAX_TO_KEEP)
 
     def restore_latest(self) -> int:
-        """Restore the newest checkpoint of the chief's directory; returns its step (0: none)."""
-        latest = tf.train.latest_checkpoint(self.main_dir)
-        if not latest:
+        """Restore the newest whole checkpoint of the chief's directory; returns its step (0:
+        none). A newer one that is not whole (a save cut short by a full disk or a kill) is
+        skipped, said in the log: every worker reads the same files, so all skip alike, and
+        the resume's check before the start said the same (`checkpoint_index`)."""
+        try:
+            name, skipped = newest_whole(self.main_dir)
+        except (OSError, ValueError):
+            name, skipped = "", []
+        for bad, why in skipped:
+            print(f"[dtgui] checkpoint {bad} skipped: {why}", file=sys.stderr, flush=True)
+        if not name:
             return 0
-        self.checkpoint.restore(latest).expect_partial()
+        self.checkpoint.restore(os.path.join(self.main_dir, name)).expect_partial()
         return int(self.step_var.numpy())
 
     def save(self, step: int) -> str:

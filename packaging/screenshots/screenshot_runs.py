@@ -33,11 +33,18 @@ RUNS = [  # name, strategy, state, machines, minutes, final loss, tags, note
     ("bert-mwm-2", Strategy.MULTI_WORKER_MIRRORED, "stopped", ["gpu-a"], 61, 1.873, ["bert"],
      "Stopped for the 4-machine run"),
     ("tiny-mlp", Strategy.ONE_DEVICE, "finished", [], 1, 4.01e-05, [], ""),
+    ("cifar-overnight", Strategy.MIRRORED, "lost", [], 300, None, ["overnight"],
+     "The machine rebooted at 3 am: resume it"),
     ("ps-async", Strategy.PARAMETER_SERVER, "finished", ["gpu-a", "gpu-b"], 130, 0.2231,
      ["ps", "async"], ""),
     ("slurm-8-nodes", Strategy.MULTI_WORKER_MIRRORED, "finished", ["cluster"], 240, 0.0877,
      ["slurm"], "8 nodes x 4 GPUs on the partition gpu"),
 ]
+
+
+MESSAGES = {"lost": "none of its processes is left (a crash, a reboot, the OOM killer or a kill "
+                    "ended them) at step 700; its last whole checkpoint is at step 600: resume "
+                    "it to go on from there"}
 
 
 def write_run(root: Path, name: str, strategy: Strategy, state: str, machines: list[str],
@@ -60,7 +67,7 @@ def write_run(root: Path, name: str, strategy: Strategy, state: str, machines: l
     (folder / "output" / f"events-{plan.tasks[0].file_stem}.jsonl").write_text(
         "".join(json.dumps(e) + "\n" for e in events))
     record = RunRecord(f"{name}-1a2b3c", name, str(folder), str(strategy), created=created,
-                       state=state, final_loss=loss,
+                       state=state, final_loss=loss, message=MESSAGES.get(state, ""),
                        ended=None if state == "running" else created + minutes * 60,
                        machines=[MachineRecord(m, f"/home/me/.cache/dtgui/runs/{name}-1a2b3c/{m}")
                                  for m in machines])

@@ -13,6 +13,7 @@ so a finished run can be reopened from this machine alone.
 
 from __future__ import annotations
 
+import errno
 import json
 import time
 from dataclasses import asdict, dataclass, field, fields
@@ -53,6 +54,9 @@ class TaskRecord:
     machine: str
     pid: int = 0  # process-group id of the task on its machine (0: not started by dtgui)
     job_id: str = ""  # the batch job holding it where a scheduler runs it (a Slurm job)
+    # the process group's identity when it started: "BOOT_ID/START_TICKS" of its leader, so
+    # that a reused id does not count (dtgui.core.runs.liveness; "" = not known)
+    started: str = ""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], jobs: dict[str, str]) -> TaskRecord:
@@ -100,6 +104,10 @@ class RunRecord:
     # goes on there ("" = not sent)
     mlflow_uri: str = ""
     mlflow_run_id: str = ""
+    # the process that launched it on this machine, "PID/BOOT_ID/START_TICKS": while its
+    # tasks are not recorded yet, whether that launch can still start them
+    # (dtgui.launch.start.run_check; "" = not known)
+    launcher: str = ""
 
     def __post_init__(self) -> None:  # a name read from run.json becomes its state
         self.state = RunState.named(self.state)
@@ -130,14 +138,15 @@ class RunRecord:
         return {t.task: t.job_id for t in self.tasks if t.job_id}
 
     # -- changes -----------------------------------------------------------------------------
-    def set_started(self, task: str, machine: str, *, pid: int = 0, job_id: str = "") -> None:
-        """The task started on `machine`: as process group `pid`, or in the batch job
-        `job_id`."""
+    def set_started(self, task: str, machine: str, *, pid: int = 0, job_id: str = "",
+                    started: str = "") -> None:
+        """The task started on `machine`: as process group `pid` (whose identity is
+        `started`), or in the batch job `job_id`."""
         for rec in self.tasks:
             if rec.task == task:
-                rec.machine, rec.pid, rec.job_id = machine, pid, job_id
+                rec.machine, rec.pid, rec.job_id, rec.started = machine, pid, job_id, started
                 return
-        self.tasks.append(TaskRecord(task, machine, pid, job_id))
+        self.tasks.append(TaskRecord(task, machine, pid, job_id, started))
 
     def begin_segment(self, from_step: int = 0) -> None:
         """A stretch of training starts now on the recorded machines (a resume: from the
@@ -166,7 +175,18 @@ class RunRecord:
     def save(self) -> None:
         """Write run.json; an active run is noted among the runs that hold their machines
         (`dtgui.core.runs.live_runs`: its record may be outside the runs directory)."""
-        atomic_write_text(self.path, json.dumps(self.to_dict(), indent=2) + "\n")
+        text = json.dumps(self.to_dict(), indent=2) + "\n"
+        try:
+            atomic_write_text(self.path, text)
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            # a full disk has no room for a second copy: the record is written over itself
+            # (its own blocks, written compact to fit them), so that it says how the run
+            # ended rather than that it runs
+            with open(self.path, "r+", encoding="utf-8") as f:
+                f.write(json.dumps(self.to_dict(), separators=(",", ":")) + "\n")
+                f.truncate()
         note_bundle(Path(self.bundle), self.is_active)
 
     @classmethod

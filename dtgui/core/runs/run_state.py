@@ -14,6 +14,7 @@ class RunState(str, Enum):
     FINISHED = "finished"
     FAILED = "failed"
     STOPPED = "stopped"
+    LOST = "lost"  # no process of it is left and nothing wrote its end (a crash, a reboot)
     DETACHED = "detached"  # this dtgui let go of the run; it trains on, a watcher follows it
     UNKNOWN = "unknown"  # an old bundle without a record whose events say neither
 
@@ -30,7 +31,7 @@ class RunState(str, Enum):
 
     @property
     def ended(self) -> bool:
-        """Over for good: finished, failed or stopped."""
+        """Over: finished, failed, stopped or lost (none of its processes is left)."""
         return self in ENDED
 
     @property
@@ -39,4 +40,4 @@ class RunState(str, Enum):
         return self in (RunState.STARTING, RunState.RUNNING, RunState.STOPPING)
 
 
-ENDED = frozenset({RunState.FINISHED, RunState.FAILED, RunState.STOPPED})
+ENDED = frozenset({RunState.FINISHED, RunState.FAILED, RunState.STOPPED, RunState.LOST})

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dtgui.core.bundles.bundle import Bundle, add_task_modules
 from dtgui.core.machines.registry import Machine, MachineRegistry
 from dtgui.core.plans.plan import LOCAL_MACHINE, Plan
-from dtgui.core.runs.records import MachineRecord, RunRecord
+from dtgui.core.runs.records import MachineRecord, RunRecord, TaskRecord
 from dtgui.core.target_job import TargetJob
 from dtgui.kinds.slurm.executor import SlurmExecutor
 from dtgui.kinds.slurm.job import (
@@ -148,6 +148,24 @@ class SlurmDriver(Driver):
             remote.dir_ready = dir_ready
             return remote
         return SlurmExecutor(target.name, bundle, tasks, command_runner(target, None), run_dir)
+
+    def tasks_left(self, executor: Executor, tasks: Sequence[TaskRecord]) -> dict[str, bool]:
+        """Its job waits or runs (a job Slurm no longer knows of cannot be told apart from a
+        controller that does not answer: left out). A task recorded without its job (its
+        launcher died while submitting it): a job Slurm holds in the run's directory."""
+        from dtgui.kinds.slurm import remote as slurm
+
+        assert isinstance(executor, SlurmExecutor)
+        out: dict[str, bool] = {}
+        unrecorded = [t for t in tasks if not t.job_id]
+        if unrecorded:
+            held = bool(slurm.jobs_in(executor.runner, executor.run_dir))
+            out.update(dict.fromkeys((t.task for t in unrecorded), held))
+        jobs = {t.job_id for t in tasks if t.job_id}
+        states = {job: slurm.status(executor.runner, job) for job in jobs}
+        out.update({t.task: states[t.job_id].active or states[t.job_id].queued
+                    for t in tasks if t.job_id and states[t.job_id].state})
+        return out
 
     def started(self, executor: Executor) -> str:
         assert isinstance(executor, SlurmExecutor)

@@ -38,7 +38,13 @@ from dtgui.kinds.slurm import remote as slurm
 from dtgui.kinds.slurm.answers import JobStatus
 from dtgui.kinds.slurm.job import JOB_FILE, SlurmError
 from dtgui.launch.exec.executor import Executor, MachinePoll, TaskFiles, TaskPoll
-from dtgui.launch.exec.host import CopyProgress, Host, LocalHost, bundle_archive
+from dtgui.launch.exec.host import (
+    CopyProgress,
+    Host,
+    LocalHost,
+    bundle_archive,
+    full_output,
+)
 from dtgui.worker import layout
 
 if TYPE_CHECKING:
@@ -88,6 +94,9 @@ class SlurmExecutor(Executor):
 
     def port_conflicts(self) -> list[str]:
         return []  # the tasks' ports are chosen on the nodes, from the job id
+
+    def full_output(self) -> str:
+        return full_output(self.host, self.run_dir)
 
     def _clear_exit_codes(self) -> None:
         """A resubmission starts with no exit codes."""

@@ -89,6 +89,16 @@ def submit(runner: CommandRunner, directory: str, script: str) -> str:
     return parse_job_id(out.decode("utf-8", "replace"))
 
 
+def jobs_in(runner: CommandRunner, directory: str) -> list[str]:
+    """The jobs Slurm holds (waiting or running) whose working directory is `directory` (a
+    run's: `submit` sets it): the job of a launch whose launcher died before it recorded the
+    job's id. SlurmError when squeue does not answer."""
+    out = _slurm_output(runner, ["squeue", "-h", "-o", "%i|%Z"], "squeue")
+    wanted = directory.rstrip("/")
+    return [job for job, _, where in (line.strip().partition("|") for line in out.splitlines())
+            if job and where.rstrip("/") == wanted]
+
+
 def status(runner: CommandRunner, job_id: str) -> JobStatus:
     """The job's state: `squeue` while it is queued or running, then `scontrol show job`
     (which answers without accounting, for MinJobAge after the end), then `sacct` (which

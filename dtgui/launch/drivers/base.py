@@ -33,7 +33,8 @@ never asks which kind a target is. A driver:
 * `errors`: its exceptions a command line reports as a refusal (their message);
 * `probes`, `probe_text`, `probe_facts`: its own part of the Machines panel's probe;
 * `tracking_tags`, `tracking_files`: what MLflow gets of its runs besides every run's;
-* `resume_refusal`: why a run of the kind resumes where it ran.
+* `resume_refusal`: why a run of the kind resumes where it ran;
+* `tasks_left`: whether a recorded task may still run (its process group, its job).
 
 A bundle rendered already (`dtgui run BUNDLE`) finds its targets with `bundle_target`.
 Every driver overrides `REQUIRED_HOOKS`; a plugin's driver that does not is reported.
@@ -41,14 +42,14 @@ Every driver overrides `REQUIRED_HOOKS`; a plugin's driver that does not is repo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dtgui.core.bundles.bundle import Bundle
 from dtgui.core.machines.registry import Machine, MachineRegistry
 from dtgui.core.plans.plan import Plan
-from dtgui.core.runs.records import MachineRecord
+from dtgui.core.runs.records import MachineRecord, TaskRecord
 from dtgui.core.target_job import TargetJob
 from dtgui.launch.exec.executor import Executor
 from dtgui.launch.exec.host import Host
@@ -207,6 +208,12 @@ class Driver:
     def tracking_files(self, root: Path) -> list[Path]:
         """Files of a run's bundle (at `root`) MLflow keeps besides every run's."""
         return []
+
+    def tasks_left(self, executor: Executor, tasks: Sequence[TaskRecord]) -> dict[str, bool]:
+        """Task -> whether it may still run, of the recorded `tasks` on `executor`'s machine
+        (a run's record says it runs: `dtgui.launch.start.run_check`). A task left out cannot
+        be told; raises what the executor raises when its machine does not answer."""
+        return {}
 
     def resume_refusal(self) -> str:
         """Why a run of this kind cannot move when it resumes ("" = it can)."""

@@ -6,17 +6,21 @@ and one placement across all of them (`dtgui.core.plans.placement.place_plan`)."
 from __future__ import annotations
 
 import socket
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from dtgui.core.bundles.bundle import Bundle
 from dtgui.core.machines.registry import MachineRegistry
 from dtgui.core.plans.placement import PlacementError, place_plan, port_in_use
 from dtgui.core.plans.plan import Plan
+from dtgui.core.runs.records import TaskRecord
 from dtgui.launch.checks.script_check import machine_problems
 from dtgui.launch.drivers.base import Driver, Refused, command_runner, remove_through_host
+from dtgui.launch.exec.executor import Executor
 from dtgui.launch.exec.process_exec import ProcessExecutor
 from dtgui.launch.launch_state import Launch
 from dtgui.launch.targets import Target
+from dtgui.worker.layout import pid_file
 from dtgui.worker.machine_probe import choose_free_ports
 
 if TYPE_CHECKING:
@@ -54,6 +58,22 @@ class ProcessDriver(Driver):
                      and launch.assignments.get(t.task_id) == target.name
                      and t.port in result.ports_in_use]
         return problems
+
+    def tasks_left(self, executor: Executor, tasks: Sequence[TaskRecord]) -> dict[str, bool]:
+        """Its process group is there, with the identity recorded at its start. A task
+        recorded without a process group (its launcher died while starting it) by the pid
+        file its wrapper wrote (the start removes an earlier one first): none, not started."""
+        assert isinstance(executor, ProcessExecutor)
+        host, stems = executor.host, {t.task_id: t.file_stem for t in executor.tasks}
+        pids: dict[str, tuple[int, str]] = {}
+        for task in tasks:
+            pid = task.pid
+            if not pid and task.task in stems:
+                text = host.read_tail(executor.directory, pid_file(stems[task.task]), 32)
+                pid = int(text) if text.strip().isdigit() else 0
+            pids[task.task] = (pid, task.started)
+        facts = host.groups([p for p, _ in pids.values() if p])
+        return {t: bool(p) and facts.left(p, started) for t, (p, started) in pids.items()}
 
     def remove_copy(self, target: Target, bundle: Bundle, directory: str,
                     connector: Connector | None) -> None:

@@ -193,6 +193,16 @@ class Executor(abc.ABC):
         (a resume that moved them here): its files then hold the whole run, as a reattach
         reads them again."""
 
+    def full_output(self) -> str:
+        """Its output directory when the disk holding it is full ("" = not, or not known)."""
+        return ""
+
+    def identities(self) -> dict[str, str]:
+        """Task -> its process group's identity once started (`GroupFacts.identity`), what
+        the record keeps so that a reused id does not count ({}: its tasks are not process
+        groups of dtgui's, or the machine did not answer)."""
+        return {}
+
     def local_pgids(self) -> list[int]:
         """The process groups of its tasks that run on this machine (none elsewhere)."""
         return []

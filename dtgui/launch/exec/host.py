@@ -17,6 +17,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import os
+import posixpath
 import shutil
 import signal as signals
 import subprocess
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from dtgui.core.bundles.bundle import Bundle
 from dtgui.core.plans.plan import LOCAL_MACHINE
+from dtgui.core.runs.liveness import GroupFacts, Member, parse_stat
 from dtgui.core.runs.records import RECORD_NAME
 from dtgui.launch.exec.remote_scripts import PollOutput
 from dtgui.worker import layout
@@ -98,6 +100,15 @@ class Host(abc.ABC):
         `directory` with PYTHON=`python`; returns stem -> process group."""
 
     @abc.abstractmethod
+    def groups(self, pgids: Sequence[int]) -> GroupFacts:
+        """The machine's boot id and the processes of each of these process groups (what
+        tells whether a recorded task is still there: `GroupFacts.left`)."""
+
+    @abc.abstractmethod
+    def disk_space(self, directory: str) -> tuple[int, int]:
+        """(bytes available, bytes in all) of the filesystem holding `directory`."""
+
+    @abc.abstractmethod
     def signal_groups(self, pgids: Sequence[int], sigs: Sequence[int]) -> None:
         """Send each of `sigs`, in order, to each process group."""
 
@@ -147,6 +158,66 @@ def group_states(pgids: Iterable[int]) -> dict[int, list[str]]:
                 if pgid in wanted:
                     found[pgid].append(fields[0].decode())
     return found
+
+
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+
+
+def read_groups(pgids: Iterable[int]) -> GroupFacts:
+    """This machine's `GroupFacts` for these process groups, from /proc."""
+    wanted = set(pgids)
+    facts = GroupFacts(members={p: [] for p in wanted})
+    with contextlib.suppress(OSError):
+        facts.boot = Path(BOOT_ID).read_text(encoding="ascii").strip()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(os.path.join(entry.path, "stat"), "rb") as f:
+                found = parse_stat(f.read())
+        except OSError:
+            continue
+        if found is not None and found[2] in wanted:
+            facts.members[found[2]].append(Member(found[0], found[1], found[3]))
+    return facts
+
+
+FULL_BYTES = 1024 * 1024  # less free than this: a checkpoint or an event cannot be written
+
+
+def full_output(host: Host, directory: str) -> str:
+    """The run's output directory on `host` when the disk holding it is full ("" = it is
+    not, or it cannot be told: a task's failure is then reported as it is)."""
+    output = posixpath.join(directory, layout.OUTPUT_DIR) if host.mirrors else \
+        str(Path(directory) / layout.OUTPUT_DIR)
+    errors: tuple[type[BaseException], ...] = (*host.failures, ValueError)
+    try:
+        available, _ = host.disk_space(output)
+    except errors:
+        return ""
+    return output if available < FULL_BYTES else ""
+
+
+def this_process() -> str:
+    """This process's identity on this machine: "PID/BOOT_ID/START_TICKS"."""
+    pid = os.getpid()
+    with contextlib.suppress(OSError):
+        found = parse_stat(Path(f"/proc/{pid}/stat").read_bytes())
+        boot = Path(BOOT_ID).read_text(encoding="ascii").strip()
+        if found is not None and boot:
+            return f"{pid}/{boot}/{found[3]}"
+    return ""
+
+
+def process_left(identity: str) -> bool:
+    """Whether the process of `identity` (`this_process` when it ran) is still there."""
+    pid_text, _, rest = identity.partition("/")
+    try:
+        found = parse_stat(Path(f"/proc/{pid_text}/stat").read_bytes())
+        boot = Path(BOOT_ID).read_text(encoding="ascii").strip()
+    except OSError:
+        return False
+    return found is not None and found[1] not in ("Z", "X") and f"{boot}/{found[3]}" == rest
 
 
 def read_from(path: str | Path, offset: int, limit: int) -> tuple[bytes, int | None]:
@@ -250,6 +321,14 @@ class LocalHost(Host):
         self.procs[stem] = proc
         (root / layout.pid_file(stem)).write_text(f"{proc.pid}\n", encoding="utf-8")
         return proc.pid
+
+    def groups(self, pgids: Sequence[int]) -> GroupFacts:
+        self.reap()  # a child of this process that ended is not left
+        return read_groups(pgids)
+
+    def disk_space(self, directory: str) -> tuple[int, int]:
+        found = os.statvfs(directory)
+        return found.f_bavail * found.f_frsize, found.f_blocks * found.f_frsize
 
     def reap(self) -> None:
         """Collect the exit statuses of ended children (no zombies are left)."""

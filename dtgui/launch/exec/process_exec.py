@@ -26,7 +26,7 @@ from dtgui.core.bundles.bundle import Bundle
 from dtgui.core.plans.placement import port_in_use
 from dtgui.core.plans.plan import TaskSpec
 from dtgui.launch.exec.executor import Executor, MachinePoll, TaskPoll
-from dtgui.launch.exec.host import CopyProgress, Host, bundle_archive
+from dtgui.launch.exec.host import CopyProgress, Host, bundle_archive, full_output
 from dtgui.worker import layout
 
 CLOCK_SHIFT_MIN = 0.5  # seconds of clock difference worth correcting on the time axis
@@ -70,6 +70,16 @@ class ProcessExecutor(Executor):
         pids = self.host.start_tasks(self.directory, self.python, list(stems))
         self.pids.update({stems[s]: p for s, p in pids.items()})
         return {t: self.pids[t] for t in self.task_ids}
+
+    def full_output(self) -> str:
+        return full_output(self.host, self.directory)
+
+    def identities(self) -> dict[str, str]:
+        try:
+            facts = self.host.groups(list(self.pids.values()))
+        except self.host.failures:
+            return {}
+        return {t: found for t, p in self.pids.items() if (found := facts.identity(p))}
 
     def poll(self) -> MachinePoll:
         sent = time.time()

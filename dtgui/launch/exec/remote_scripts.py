@@ -14,8 +14,10 @@ bundle's layout (`dtgui.worker.layout`), spelled with the script's variables.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from dtgui.core.runs.liveness import GroupFacts, Member
 from dtgui.worker.layout import (
     BUNDLE_ARCHIVE,
     TASK_DIRS,
@@ -116,6 +118,17 @@ done
 exit 0
 """
 
+# GROUPS PGID...: the boot id, then "PGID PID STATE START" for each process of the groups
+# (what `dtgui.core.runs.liveness.GroupFacts` holds; the poll's /proc read, with start times).
+GROUPS_SCRIPT = r"""
+echo "@@boot $(cat /proc/sys/kernel/random/boot_id 2>/dev/null)"
+want=" $* "
+cat /proc/[0-9]*/stat 2>/dev/null | awk -v want="$want" \
+  '{ pid = $1; sub(/^.*\) /, ""); if (index(want, " " $3 " ") > 0) print $3, pid, $1, $20 }'
+echo "@@end"
+"""
+
+
 @dataclass
 class PollOutput:
     now: float | None = None
@@ -168,6 +181,24 @@ def parse_poll(out: bytes) -> PollOutput:
         elif kind == "end":
             result.complete = True
     return result
+
+
+def parse_groups(out: str, pgids: Sequence[int]) -> GroupFacts:
+    """GROUPS_SCRIPT's output as `GroupFacts`; ValueError when it did not run to its end."""
+    facts = GroupFacts(members={p: [] for p in pgids})
+    ended = False
+    for line in out.splitlines():
+        parts = line.split()
+        if parts[:1] == ["@@boot"]:
+            facts.boot = parts[1] if len(parts) > 1 else ""
+        elif parts == ["@@end"]:
+            ended = True
+        elif len(parts) == 4 and parts[0].isdigit() and int(parts[0]) in facts.members and \
+                parts[1].isdigit() and parts[3].isdigit():
+            facts.members[int(parts[0])].append(Member(int(parts[1]), parts[2], int(parts[3])))
+    if not ended:
+        raise ValueError("the look at the processes did not finish")
+    return facts
 
 
 def parse_pids(out: str) -> dict[str, int]:

@@ -18,13 +18,16 @@ from pathlib import Path
 
 import paramiko
 
+from dtgui.core.runs.liveness import GroupFacts
 from dtgui.launch.exec.host import MAX_CHUNK, CopyProgress, Host, TaskRead
 from dtgui.launch.exec.remote_scripts import (
+    GROUPS_SCRIPT,
     POLL_SCRIPT,
     SIGNAL_SCRIPT,
     START_SCRIPT,
     UNPACK_SCRIPT,
     PollOutput,
+    parse_groups,
     parse_pids,
     parse_poll,
 )
@@ -136,6 +139,22 @@ class SshHost(Host):
             raise ConnectError(f"Starting {', '.join(missing) or 'the tasks'} on {self.name} "
                                f"failed: {detail}")
         return pids
+
+    def groups(self, pgids: Sequence[int]) -> GroupFacts:
+        code, out, err = self.script(GROUPS_SCRIPT, [str(p) for p in pgids], POLL_TIMEOUT)
+        try:
+            return parse_groups(_decoded(out), pgids)
+        except ValueError as exc:
+            raise ConnectError(f"reading the processes on {self.name} failed: "
+                               f"{_decoded(err)[-300:] or f'exit code {code}'}") from exc
+
+    def disk_space(self, directory: str) -> tuple[int, int]:
+        code, out, err = self.run(["df", "-Pk", "--", directory], 30)
+        lines = _decoded(out).splitlines()
+        fields = lines[-1].split() if code == 0 and len(lines) > 1 else []
+        if len(fields) < 4 or not (fields[1].isdigit() and fields[3].isdigit()):
+            raise ValueError(f"df said: {_decoded(out + err)[-200:]}")
+        return int(fields[3]) * 1024, int(fields[1]) * 1024
 
     def signal_groups(self, pgids: Sequence[int], sigs: Sequence[int]) -> None:
         groups = [str(p) for p in pgids if p > 0]

@@ -199,9 +199,13 @@ def gpu_holders(plans: Sequence[Plan]) -> dict[str, dict[int, str]]:
 
 
 def holds_machines(record: RunRecord) -> bool:
-    """Whether an active record's run still holds its machines: the one test of whether a
-    run's processes still exist."""
-    return record.is_active
+    """Whether an active record's run still holds its machines: the one check of whether a
+    run's processes still exist (`dtgui.launch.start.run_check`; a run none of whose tasks is
+    left is recorded as lost and holds nothing; one on a machine reached over SSH, not asked
+    here, holds its machines)."""
+    from dtgui.launch.start.run_check import Liveness, settle
+
+    return record.is_active and settle(record, reach=False).verdict is not Liveness.GONE
 
 
 def active_run_plans(records: Sequence[RunRecord] | None = None,

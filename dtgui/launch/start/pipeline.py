@@ -63,7 +63,7 @@ from dtgui.launch.drivers import (
     target_of_record,
 )
 from dtgui.launch.exec.executor import Executor
-from dtgui.launch.exec.host import bundle_archive
+from dtgui.launch.exec.host import bundle_archive, this_process
 from dtgui.launch.launch_state import (
     Launch,
     LaunchProgress,
@@ -187,6 +187,7 @@ def _record(launch: Launch) -> None:
     record_targets(launch, bundle)
     write_manifest(bundle.path)  # a resume refuses a bundle edited since
     record.begin_segment()
+    record.launcher = this_process()
     record.save()
     launch.recorded = True
 
@@ -375,8 +376,16 @@ def reattach(record: RunRecord, *, connect: Connector | None = None,
              policy: RunPolicy | None = None) -> RunController:
     """Follow a recorded run again: every machine is connected first (an error is raised and
     nothing changes when one cannot be), then its tasks are watched from their pids and every
-    event is read again from the start."""
+    event is read again from the start. A run none of whose tasks is left is recorded as lost
+    (`dtgui.launch.start.run_check`) and not followed: LaunchError says so."""
+    from dtgui.launch.start.run_check import settle
+
     connector = connect or default_connector()
+    if record.is_active:
+        settle(record, connector=connector, registry=registry)
+    if record.state is RunState.LOST:
+        raise LaunchError(f"Cannot reattach: {record.run_name} is {record.state}: "
+                          f"{record.message}")
     bundle = Bundle.open(Path(record.bundle))
     try:
         targets = [target_of_record(rec, registry) for rec in record.machines]

@@ -42,6 +42,7 @@ from dtgui.core.runs.run_state import RunState
 from dtgui.launch.controller import LaunchError, RunController
 from dtgui.launch.drivers import Refused, driver_for, target_of_record
 from dtgui.launch.exec.executor import Executor
+from dtgui.launch.exec.host import this_process
 from dtgui.launch.launch_state import Launch, LaunchProgress, UnknownMachine
 from dtgui.launch.runs.policy import RunPolicy
 from dtgui.launch.start.pipeline import (
@@ -57,13 +58,14 @@ from dtgui.launch.targets import Target
 if TYPE_CHECKING:
     from dtgui.remote.connector import Connector
 
-__all__ = ["RESUME_STEPS", "ResumeLaunch", "restore_refusal", "resume_refusal", "resume_run"]
+__all__ = ["RESUME_STEPS", "RESUMING_LINE", "ResumeLaunch", "restore_refusal", "resume_refusal", "resume_run"]
 
 # strategies whose checkpoints hold one copy of every variable, the same whatever the
 # strategy and the replica count: a checkpoint of one restores under any other of them
 _ONE_COPY = frozenset({Strategy.ONE_DEVICE, Strategy.MIRRORED, Strategy.CENTRAL_STORAGE,
                        Strategy.MULTI_WORKER_MIRRORED})
-CHANGEABLE = ("strategy", "workers", "replicas_per_task")  # with `steps`, what a resume changes
+CHANGEABLE = ("strategy", "workers", "replicas_per_task")
+RESUMING_LINE = "[dtgui] resuming"  # the chief's log line saying where a resume goes on  # with `steps`, what a resume changes
 
 
 def restore_refusal(old: Plan, new: Plan) -> str:
@@ -96,8 +98,13 @@ def _gpus_kept(old: Plan, targets: Sequence[Target], assignments: Mapping[str, s
                if task.gpus and (name := assignments.get(task.task_id, "")) in given)
 
 
-def resume_refusal(record: RunRecord) -> str:
-    """Why the run cannot be resumed at all, before anything is asked ("" = it may be)."""
+def resume_refusal(record: RunRecord, unknown: str = "") -> str:
+    """Why the run cannot be resumed at all, before anything is asked ("" = it may be).
+    `unknown`: why whether its record's tasks still run could not be told."""
+    if record.is_active and unknown:
+        return (f"{record.run_name} is recorded as {record.state} and whether it still runs "
+                f"is unknown ({unknown}): bring its machines back, or reattach to it from "
+                "the Runs page")
     if record.is_active:
         return (f"{record.run_name} is still {record.state}: stop it first (or reattach to "
                 "it from the Runs page)")
@@ -123,6 +130,7 @@ class ResumeLaunch(Launch):
         self.source_dir = next(m.dir for m in record.machines if m.name == source.name)
         self.same_place = same_place
         self.from_step = 0
+        self.skipped = ""  # newer checkpoints that are not whole, and why (in words)
 
 
 # -- the resume's own steps -----------------------------------------------------------------
@@ -171,7 +179,10 @@ def _fetch_checkpoint(launch: Launch) -> None:
         raise LaunchError(f"Not resumed: its checkpoint is at step {found.step} and the run "
                           f"trains to step {launch.plan.steps}: give it more steps "
                           "(dtgui resume RUN --steps N).")
-    launch.from_step = found.step
+    launch.from_step, launch.skipped = found.step, found.skipped_text
+    if found.skipped:
+        launch.progress(f"Resuming from the checkpoint of step {found.step}: "
+                        f"{found.skipped_text}", 0.15)
 
 
 def _record_resume(launch: Launch) -> None:
@@ -193,6 +204,7 @@ def _record_resume(launch: Launch) -> None:
     record_targets(launch, bundle)
     record.state, record.message, record.ended = RunState.STARTING, "", None
     record.begin_segment(launch.from_step)
+    record.launcher = this_process()
     record.save()
     launch.recorded = True
 
@@ -240,8 +252,9 @@ def _start_resumed(launch: Launch) -> None:
     for executor in launch.executors:
         executor.read_on_from_bundle()
     controller.restarts = launch.record.restarts
+    skipped = f" ({launch.skipped})" if launch.skipped else ""
     controller.metrics.add_log_lines(primary_tasks(bundle.plan)[0].task_id, [
-        f"[dtgui] resuming from the checkpoint of step {launch.from_step}"])
+        f"{RESUMING_LINE} from the checkpoint of step {launch.from_step}{skipped}"])
     launch.progress(f"Starting {len(bundle.plan.tasks)} task(s)", 0.9)
     tested = len(checked(launch)) == len(launch.targets)
     controller.start(check_ports=not tested)
@@ -278,7 +291,10 @@ def resume_run(record: RunRecord, *, steps: int | None = None,
     they were). `changes`: the plan's `strategy`, `workers` or `replicas_per_task` changed,
     when its checkpoint restores across the change (`restore_refusal`). Raises LaunchError
     with what to do; a refusal changes nothing."""
-    refusal = resume_refusal(record)
+    from dtgui.launch.start.run_check import Liveness, settle
+
+    check = settle(record, connector=connect, registry=registry)  # a run that was lost ends
+    refusal = resume_refusal(record, check.detail if check.verdict is Liveness.UNKNOWN else "")
     if refusal:
         raise LaunchError(f"Not resumed: {refusal}.")
     try:

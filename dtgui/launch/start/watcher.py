@@ -124,6 +124,7 @@ def watch(run_dir: Path, secrets: Secrets | GivenSecrets, max_restarts: int,
     from dtgui.launch.controller import LaunchError
     from dtgui.launch.runs.policy import RunPolicy
     from dtgui.launch.start.pipeline import reattach
+    from dtgui.launch.start.run_check import settle
     from dtgui.remote.connector import Connector
 
     policy = RunPolicy(max_restarts=max_restarts)
@@ -134,13 +135,15 @@ def watch(run_dir: Path, secrets: Secrets | GivenSecrets, max_restarts: int,
         except (OSError, ValueError, TypeError, KeyError) as exc:
             log.error("the run record in %s cannot be read (%s); nothing to watch", run_dir, exc)
             return 1
+        registry = MachineRegistry()
+        if record.is_active:
+            settle(record, connector=Connector(secrets, registry), registry=registry)
         if not record.is_active:
             log.info("run %s has already ended (%s); nothing to watch", record.run_id,
                      record.state)
             return 0
         if stop.is_set():
             return 0
-        registry = MachineRegistry()
         try:
             controller = reattach(record, connect=Connector(secrets, registry),
                                   registry=registry, policy=policy)

@@ -52,7 +52,8 @@ MAX_QUEUED = 200  # more waiting writes than this: new points wait in the curves
 BATCH = 900  # MLflow takes up to 1,000 metrics, 100 params and 100 tags a log_batch
 EXPORT_POINTS = 2000  # a past run's points a curve (evenly spaced, the last one always)
 # a run's final state as MLflow says it
-STATUS = {RunState.FINISHED: "FINISHED", RunState.FAILED: "FAILED", RunState.STOPPED: "KILLED"}
+STATUS = {RunState.FINISHED: "FINISHED", RunState.FAILED: "FAILED", RunState.STOPPED: "KILLED",
+          RunState.LOST: "KILLED"}
 MODEL_DIR = f"{OUTPUT_DIR}/model"
 
 

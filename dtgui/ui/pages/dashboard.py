@@ -437,7 +437,7 @@ class Dashboard(QWidget):
     def _update_stop_button(self, state: str, finished: bool) -> None:
         c = self.controller
         # a stopped or failed run that kept checkpoints goes on where it stopped
-        resumable = finished and state in (RunState.STOPPED, RunState.FAILED) and \
+        resumable = finished and state in (RunState.STOPPED, RunState.FAILED, RunState.LOST) and \
             c is not None and c.record is not None and \
             (c.plan.checkpoint_every > 0 or c.plan.script is not None)
         self.header.resume_button.setVisible(resumable)

@@ -43,6 +43,7 @@ STATE_COLOURS: dict[str, str] = {  # by RunState (a str)
     RunState.FINISHED: "#188038",
     RunState.FAILED: "#d93025",
     RunState.STOPPED: "#b06000",
+    RunState.LOST: "#8e24aa",
 }
 FAILED_ROW_BG = {False: "#fce8e6", True: "#4c1f1d"}
 FAILED_ROW_FG = {False: "#a50e0e", True: "#f6aea9"}
@@ -158,7 +159,7 @@ class RunHeader(QFrame):
             self.state_label.setProperty("state", state)
         self.state_label.setToolTip(message)
         # a failed run's error; a running run's note (a Slurm job waiting in the queue: why)
-        show = bool(message) and state in (RunState.FAILED, RunState.RUNNING)
+        show = bool(message) and state in (RunState.FAILED, RunState.RUNNING, RunState.LOST)
         if show and (self.message_label.text(), self.message_label.property("state")) != (
                 message, state):
             self.message_label.setText(message)
