@@ -202,7 +202,7 @@ def test_the_wizard_sweeps_its_run_setup_set_up_in_a_form(qtbot: QtBot, tmp_path
 
     from dtgui.launch.sweeps import sweep_process
     from dtgui.ui.app import make_app
-    from dtgui.ui.dialogs.sweep_dialog import RANGE, SweepDialog
+    from dtgui.ui.dialogs.sweep_dialog import LIST, LOG_RANGE, RANGE, SweepDialog
     from dtgui.ui.main_window import MainWindow
     from dtgui.ui.wizard.wizard import PAGE_REVIEW
 
@@ -237,6 +237,26 @@ def test_the_wizard_sweeps_its_run_setup_set_up_in_a_form(qtbot: QtBot, tmp_path
     assert not ok.isEnabled()
     lr.high.setText("0.5")
     assert lr.error.text() == ""
+    # problems in the form's words, not in the command line's syntax
+    lr.space.setCurrentText(LIST)
+    assert lr.error.text() == "Learning rate: type its values, separated by commas."
+    assert "0.0001, 0.001" in lr.values.placeholderText()
+    lr.values.setText("0.1, x")
+    assert lr.error.text() == "Learning rate: 'x' is not a number."
+    lr.values.setText("0.1, 0.1")
+    assert lr.error.text() == "Learning rate: a value is listed twice."
+    lr.space.setCurrentText(LOG_RANGE)
+    lr.low.setText("0.5")
+    assert "the lowest must be below the highest" in lr.error.text()
+    assert ":" not in lr.error.text().partition(": ")[2]  # no LOW:HIGH, no choice:A,B
+    lr.low.setText("0.1")
+    assert lr.error.text() == ""
+    # a grid trains every value unless a pruner is chosen; a search prunes by the median
+    assert dialog.pruner_box.currentData() == "median"
+    dialog.search_box.setCurrentIndex(dialog.search_box.findData("grid"))
+    assert dialog.pruner_box.currentData() == "none"
+    dialog.search_box.setCurrentIndex(dialog.search_box.findData("tpe"))
+    assert dialog.pruner_box.currentData() == "median"
     arg = dialog.add_param()
     arg.setting.setCurrentIndex(arg.setting.findData("arg"))
     assert "Type the name" in arg.error.text()
@@ -247,6 +267,11 @@ def test_the_wizard_sweeps_its_run_setup_set_up_in_a_form(qtbot: QtBot, tmp_path
     batch.number.setCurrentText("int")
     batch.low.setText("16")
     batch.high.setText("64")
+    # a new folder by default, under the sweeps folder, named after the setup
+    default = dialog.folder()
+    assert default is not None and default.name == f"{wizard.plan().run_name}-sweep"
+    assert dialog.problems_now() == []
+    dialog.folder_edit.setText("")
     assert "Choose the sweep's folder" in dialog.problems.text()
     here = dialog.machines_list.item(0)
     assert here is not None and here.text() == "this machine" and dialog.trial_on() == []

@@ -49,7 +49,7 @@ def test_summary_of_a_run_reads_curves_and_results(three_runs: list[RunRecord]) 
     assert np.all(np.diff(s.loss.seconds) >= 0)
     assert s.loss.seconds[-1] == pytest.approx(2.0 + 120 * 0.05 + 2 * 0.4, abs=0.05)
     assert s.throughput == pytest.approx(1280)
-    assert s.optimizer == "Adam" and s.schedule == "0.01"  # a constant learning rate
+    assert s.optimizer == "Adam" and s.schedule == "0.01, constant"  # it says it stays
     assert list(s.validation["loss"].steps) == [40, 80, 120]
     assert s.best_val_loss is not None and s.best_val_loss[1] == 80  # it rises after epoch 2
     assert s.best_val_metric is not None and s.best_val_metric[0] == "accuracy"

@@ -283,6 +283,13 @@ def test_stop_button_requests_stop_once_and_the_end_is_shown_once(
     with qtbot.waitSignal(session.ended, timeout=3000) as blocker:
         controller.end("stopped", "stopped by the user")
     assert blocker.args == ["stopped", "stopped by the user"]
+    # a task that ended as the stop asked reads stopped, not as a crash's exit code
+    metrics.set_task_state("worker:0", "stopped", exit_code=143)
+    metrics.set_task_state("worker:1", "stopped", exit_code=137)
+    dash.refresh()
+    table = dash.task_table
+    assert [cell(table, r, table.STATUS).text() for r in range(2)] == ["stopped"] * 2
+    assert [cell(table, r, 5).text() for r in range(2)] == ["", "137 (SIGKILL)"]
     for _ in range(5):
         dash.refresh()
     qtbot.wait(300)
@@ -638,7 +645,9 @@ def test_stop_asks_first_once_the_run_has_trained_a_minute(
     QTimer.singleShot(0, lambda: answer("Keep training"))
     qtbot.mouseClick(stop, LEFT)
     assert controller.stop_calls == 0 and stop.isEnabled()
-    assert told[0].startswith("Stop the run at step 30? Every task saves a checkpoint at "
-                              "step 30 before it ends")
+    # the step it saves at is not known when asked (it trains on while the question is
+    # open, and stops at the end of a call of many steps): the step now, and "reaches"
+    assert told[0].startswith("Stop the run (now at step 30)? Every task finishes the steps "
+                              "it is running and saves a checkpoint at the step it reaches")
     click_stop(qtbot, stop)  # answers Stop
     assert controller.stop_calls == 1 and stop.text() == "Stopping…"

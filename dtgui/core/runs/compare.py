@@ -123,7 +123,7 @@ def _fold(summary: RunSummary, curves: RunCurves) -> None:
 # -- the table ------------------------------------------------------------------------------
 
 FIELDS = ("Run", "State", "Strategy", "Machines", "Replicas", "Precision", "XLA",
-          "Global batch", "Optimizer", "Schedule", "Steps", "Throughput (examples/s)",
+          "Global batch", "Optimizer", "Learning rate", "Steps", "Throughput (examples/s)",
           "Final loss", "Best validation loss", "Best validation metric", "Limited by")
 
 

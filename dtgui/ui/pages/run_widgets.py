@@ -290,7 +290,7 @@ class TaskTable(QTableWidget):
         slow = bool(st.straggler)
         status = f"{st.status} \u00b7 slow" if slow else st.status
         values = (st.task, machine_label(st.machine), status, f"{st.step:,}",
-                  str(st.replicas or ""), "" if st.exit_code is None else str(st.exit_code),
+                  str(st.replicas or ""), st.exit_text,
                   st.error)
         failed = st.status == "failed"
         restyle = before is None or (before.status, before.error, before.straggler) != (
