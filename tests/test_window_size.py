@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from cut_text import cut_texts
 from PySide6.QtCore import QSize
 from PySide6.QtWidgets import QMessageBox, QScrollArea, QWidget
 from pytestqt.qtbot import QtBot
@@ -65,6 +66,8 @@ def test_every_page_fits_1366x768_and_none_widens_the_window(
         assert not window.left_column.isVisible(), f"the left column takes width on {what}"
         assert fits(window.minimumSizeHint()), f"{what}: minimum {window.minimumSizeHint()}"
         assert not scrolls(window), f"{what}: {scrolls(window)}"
+        cut = cut_texts(window)
+        print(what, "\n  ".join(["", *cut]))
 
     window.show_runs()
     qtbot.waitUntil(lambda: window.runs_page.row_count() == 2, timeout=60_000)

@@ -9,7 +9,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor, QFontDatabase, QIcon, QPainter, QPixmap, QTextCursor
+from PySide6.QtGui import (
+    QColor,
+    QFontDatabase,
+    QIcon,
+    QPainter,
+    QPixmap,
+    QTextCursor,
+    QTextOption,
+)
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -226,10 +234,11 @@ class RunHeader(QFrame):
 class TaskTable(QTableWidget):
     """One row per task: machine, status, step, replicas, exit code, error (failed rows in
     red, stragglers in amber with a "slow" badge). The Machine column shows only when a task
-    runs on another machine."""
+    runs on another machine, Exit and Error only when a task has one: a narrow pane gives
+    its width to the columns that say something."""
 
     COLUMNS = ("Task", "Machine", "Status", "Step", "Replicas", "Exit", "Error")
-    MACHINE, STATUS, ERROR = 1, 2, 6
+    MACHINE, STATUS, EXIT, ERROR = 1, 2, 5, 6
     NUMERIC = (3, 4, 5)
     taskActivated = Signal(str)
 
@@ -255,7 +264,8 @@ class TaskTable(QTableWidget):
                 head.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         header.setSectionResizeMode(self.ERROR, QHeaderView.ResizeMode.Stretch)
         self.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
-        self.setColumnHidden(self.MACHINE, True)
+        for col in (self.MACHINE, self.EXIT, self.ERROR):
+            self.setColumnHidden(col, True)
         self._badge = badge_icon(SLOW_ROW_FG[dark])
         self._rows: dict[str, int] = {}
         self._shown: dict[str, TaskState] = {}
@@ -269,7 +279,8 @@ class TaskTable(QTableWidget):
         self.setRowCount(0)
         self._rows.clear()
         self._shown.clear()
-        self.setColumnHidden(self.MACHINE, True)
+        for col in (self.MACHINE, self.EXIT, self.ERROR):
+            self.setColumnHidden(col, True)
 
     def update_tasks(self, tasks: dict[str, TaskState]) -> None:
         if set(tasks) - set(self._rows):
@@ -282,9 +293,12 @@ class TaskTable(QTableWidget):
             if before != state:
                 self._fill_row(self._rows[task], state, before)
                 self._shown[task] = state
-        remote = any(not is_local_machine(s.machine) for s in self._shown.values())
-        if self.machine_column_shown != remote:
-            self.setColumnHidden(self.MACHINE, not remote)
+        shown = self._shown.values()
+        for col, wanted in ((self.MACHINE, any(not is_local_machine(s.machine) for s in shown)),
+                            (self.EXIT, any(s.exit_text for s in shown)),
+                            (self.ERROR, any(s.error for s in shown))):
+            if self.isColumnHidden(col) == wanted:
+                self.setColumnHidden(col, not wanted)
 
     def _fill_row(self, row: int, st: TaskState, before: TaskState | None) -> None:
         slow = bool(st.straggler)
@@ -356,7 +370,9 @@ class LogView(QWidget):
         self.text = QPlainTextEdit()
         self.text.setObjectName("logText")
         self.text.setReadOnly(True)
-        self.text.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        # wrapped: a line longer than the pane is read whole, never cut at its edge
+        self.text.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
+        self.text.setWordWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
         self.text.setMaximumBlockCount(LOG_LINES_KEPT)
         self.text.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.text.setPlaceholderText("No output yet.")
