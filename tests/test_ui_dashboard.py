@@ -29,9 +29,9 @@ from dtgui.ui.pages.run_widgets import (
     FAILED_ROW_FG,
     SLOW_ROW_BG,
     SLOW_ROW_FG,
-    STATE_COLOURS,
     TaskTable,
 )
+from dtgui.ui.pages.state_colours import STATE_COLOURS
 from dtgui.ui.plots.curves import ENVELOPE_MIN_POINTS, Envelope
 from dtgui.ui.plots.plot_base import ElapsedAxis, series_colour
 from dtgui.ui.run_session import RunSession

@@ -41,17 +41,9 @@ from dtgui.core.run_tasks import TaskState, task_key
 from dtgui.core.runs.run_state import RunState
 from dtgui.core.scripts.script_progress import ScriptProgress
 from dtgui.core.task_logs import LOG_LINES_KEPT
+from dtgui.ui.pages.state_colours import STATE_COLOURS
 from dtgui.ui.plots.plot_base import format_elapsed, style_card
 
-STATE_COLOURS: dict[str, str] = {  # by RunState (a str)
-    RunState.READY: "#5f6368",
-    RunState.STARTING: "#5f6368",
-    RunState.RUNNING: "#1a73e8",
-    RunState.STOPPING: "#e37400",
-    RunState.FINISHED: "#188038",
-    RunState.FAILED: "#d93025",
-    RunState.STOPPED: "#b06000",
-}
 FAILED_ROW_BG = {False: "#fce8e6", True: "#4c1f1d"}
 FAILED_ROW_FG = {False: "#a50e0e", True: "#f6aea9"}
 SLOW_ROW_BG = {False: "#fef7e0", True: "#3d3214"}  # a straggler's row (amber)

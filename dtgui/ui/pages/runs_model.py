@@ -25,7 +25,7 @@ from PySide6.QtGui import QColor, QFont
 from dtgui.core.plans.strategies import STRATEGIES
 from dtgui.core.runs.run_index import SWEEP, TRIAL, RunRow, significant, split_tags
 from dtgui.core.runs.run_state import RunState
-from dtgui.ui.pages.run_widgets import STATE_COLOURS
+from dtgui.ui.pages.state_colours import STATE_COLOURS
 
 Index = QModelIndex | QPersistentModelIndex
 (NAME, STATE, STRATEGY, WHERE, STARTED, DURATION, STEPS, FINAL_LOSS, BEST_VAL, TAGS,
