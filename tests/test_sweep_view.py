@@ -85,6 +85,35 @@ def test_parallel_coordinates_scale_every_axis_to_0_1(tmp_path: Path) -> None:
         r.objective for r in table.rows if r.state == "finished" and r.objective is not None)
 
 
+def test_a_running_trial_shows_how_far_its_run_has_come(tmp_path: Path) -> None:
+    """The step a running trial's run has reached, read from the end of its events (its
+    state cell: "running · step 120 of 300"); an ended trial is said by its end alone."""
+    import json
+
+    from dtgui.core.bundles.bundle import render_bundle
+    from dtgui.core.plans.placement import place_local
+    from dtgui.core.plans.strategies import Strategy
+    from dtgui.core.sweeps.sweep_study import TrialRow, with_progress
+
+    plan = place_local(Plan(run_name="t", strategy=Strategy.ONE_DEVICE, replicas_per_task=1,
+                            steps=300))
+    bundle = render_bundle(plan, tmp_path / "t000")
+    events = bundle.events_file(plan.tasks[0])
+    events.parent.mkdir(parents=True, exist_ok=True)
+    events.write_text("".join(json.dumps(
+        {"v": 2, "kind": "steps", "task": "worker:0", "t": 1.0 + i, "first": 1 + 40 * i,
+         "count": 4, "stride": 10, "replica_ids": [0], "losses": "", "means": ""}) + "\n"
+        for i in range(3)))
+    running = TrialRow(0, "running", {}, None, None, None, "local-1", str(bundle.path), "",
+                       1.0, None)
+    shown = with_progress(running)
+    assert (shown.step, shown.total_steps) == (111, 300)
+    assert shown.state_text == "running · step 111 of 300"
+    ended = TrialRow(1, "pruned", {}, 0.5, 50, 9.0, "local-1", str(bundle.path), "", 1.0,
+                     10.0)
+    assert with_progress(ended).state_text == "pruned"
+
+
 def test_the_sweep_view_shows_the_trials_best_first(qtbot: QtBot, tmp_path: Path) -> None:
     make_sweep(tmp_path)
     view = SweepView()

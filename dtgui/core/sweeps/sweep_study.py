@@ -205,6 +205,16 @@ class TrialRow:
     last_step: int | None = None  # the step of the last value reported to the pruner
     last_value: float | None = None  # that value
     continued_in: int | None = None  # a stopped trial: the trial whose run continues its run
+    step: int | None = None  # a running trial: the step its run has reached (`read_sweep`)
+    total_steps: int = 0  # and the steps it trains to (0: not known)
+
+    @property
+    def state_text(self) -> str:
+        """Its state as the sweep view says it: a running trial with its progress."""
+        if self.state != "running" or self.step is None:
+            return self.state
+        of = f" of {self.total_steps:,}" if self.total_steps else ""
+        return f"running · step {self.step:,}{of}"
 
     @property
     def error_text(self) -> str:
@@ -320,7 +330,17 @@ def read_sweep(folder: Path) -> SweepTable:
     except KeyError as exc:
         raise SweepError([f"{folder} holds no study yet."]) from exc
     notes = [str(n) for n in study.user_attrs.get("notes") or []]
-    return SweepTable(folder, spec, sorted_rows(rows(study), spec.goal), notes)
+    return SweepTable(folder, spec, sorted_rows(map(with_progress, rows(study)), spec.goal),
+                      notes)
+
+
+def with_progress(row: TrialRow) -> TrialRow:
+    """A running trial with the step its run has reached, read from the end of its events."""
+    from dtgui.core.runs.run_index import planned, steps_so_far
+
+    if row.state != "running" or not row.run:
+        return row
+    return replace(row, step=steps_so_far(row.run), total_steps=planned(row.run)[0])
 
 
 def axis_values(rows_: Sequence[TrialRow], param: Param) -> list[float | None]:

@@ -233,7 +233,7 @@ class SweepView(QWidget):
         self.table.setHorizontalHeaderLabels(headers)
         self.table.setRowCount(len(data.rows))
         for i, row in enumerate(data.rows):
-            cells = [str(row.number), row.state,
+            cells = [str(row.number), row.state_text,
                      "" if row.objective is None else f"{row.objective:.5g}",
                      "" if row.best_step is None else str(row.best_step),
                      *(_value_text(row.params.get(n)) for n in names),
