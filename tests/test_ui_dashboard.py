@@ -140,6 +140,17 @@ def test_one_curve_per_replica_with_its_data_after_the_timer(
     _x, util = dash.device_panel.util.shown_data("worker:0 cpu0")
     assert list(util) == [55.0]
     assert dash.device_panel.mem.last["worker:0 cpu0"] == 512.0
+    # stopped, then resumed a minute later: a gap on the chart, not a line across the pause
+    metrics.add_events([cpu_device("worker:0", 1012.0, 60.0),
+                        cpu_device("worker:0", 1075.0, 70.0),
+                        cpu_device("worker:0", 1077.0, 72.0)])
+    qtbot.waitUntil(lambda: len(dash.device_panel.util.shown_data("worker:0 cpu0")[1]) == 5,
+                    timeout=3000)
+    x, util = dash.device_panel.util.shown_data("worker:0 cpu0")
+    assert np.isnan(util[2]) and x[1] < x[2] < x[3]  # in the pause
+    np.testing.assert_allclose(util[[0, 1, 3, 4]], [55.0, 60.0, 70.0, 72.0])
+    assert dash.device_panel.util.curves["worker:0 cpu0"].opts["connect"] == "finite"
+    assert dash.device_panel.util.last["worker:0 cpu0"] == 72.0
 
 
 def test_checkboxes_and_legend_show_and_hide_replicas(
@@ -383,6 +394,24 @@ def test_long_series_are_drawn_as_an_envelope_until_the_user_zooms(
     assert len(x) == n
     panel.plot.getViewBox().enableAutoRange()  # pyqtgraph's "A" button
     assert panel.following and len(curve_xy(dash, 0)[0]) < n // 4
+
+
+def test_the_envelope_layer_leaves_a_gap_where_a_series_has_one(qtbot: QtBot) -> None:
+    """A series with a NaN point (nothing measured then) is drawn as two lines."""
+    import pyqtgraph as pg
+
+    from dtgui.ui.plots.envelope_layer import EnvelopeLayer
+
+    curve = pg.PlotDataItem(pen=pg.mkPen("#000"))
+    layer = EnvelopeLayer({"a": curve})
+    bx = np.arange(6, dtype=np.float64)
+    top = np.array([1.0, 2.0, np.nan, 3.0, 4.0, 5.0])
+    layer.set_series("a", bx, top, top - 0.5)
+    lines, bounds = layer.paths["a"]
+    assert [line.size() for line in lines] == [4, 6]  # two blocks, then three: 2 points each
+    assert list(bounds) == [0.0, 5.0, 0.5, 5.0]
+    layer.commit()
+    assert layer.vertices == 10
 
 
 def test_envelope_matches_a_full_recomputation_while_growing() -> None:

@@ -267,12 +267,12 @@ class DevicePanel(PlotPanel):
         return self._colours[label]
 
     def _make_util(self, key: str, index: int) -> pg.PlotDataItem:
-        curve = make_curve(self._colour(key), f"{key} utilisation")
+        curve = make_curve(self._colour(key), f"{key} utilisation", gaps=True)
         curve.setVisible(self.mode == "util")
         return curve
 
     def _make_mem(self, key: str, index: int) -> pg.PlotDataItem:
-        curve = make_curve(self._colour(key), f"{key} memory")
+        curve = make_curve(self._colour(key), f"{key} memory", gaps=True)
         curve.setVisible(self.mode == "mem")
         return curve
 
