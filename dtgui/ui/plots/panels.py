@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (
     QGraphicsItem,
     QHBoxLayout,
     QMenu,
+    QSizePolicy,
     QToolButton,
     QWidget,
 )
@@ -47,6 +48,8 @@ class LossPanel(PlotPanel):
                                     verSpacing=-2, horSpacing=4, sampleType=LineSample)
         # beside the plot, not over it: over the view it hid the newest steps' curves
         self.plot.layout.addItem(self.legend, 2, 3)
+        self.plot.layout.setAlignment(self.legend, Qt.AlignmentFlag.AlignTop)
+        self.legend.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
         self.legend.setVisible(False)  # until it has a curve to name
         self.legend.sigSampleClicked.connect(self._legend_clicked)
         self.curves = self.add_curve_set(self._make, layer_only=True)
