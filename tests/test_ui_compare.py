@@ -150,6 +150,11 @@ def test_runs_page_compares_the_selected_runs(
         "old-run", "sgd-cosine", "adam-fast"]
     field_row = {name: view.row_of(name) for name in FIELDS[1:]}
     assert view.table.rowCount() == len(FIELDS) - 1  # the run's name heads its column
+    for name, row in field_row.items():  # each row says what it means
+        head = view.table.verticalHeaderItem(row)
+        assert head is not None and head.text() == name and head.toolTip(), name
+    assert cell(view.table, field_row["Learning rate"], 1).text().endswith(
+        ("constant", "cosine decay", "then cosine", "steps"))
     assert cell(view.table, field_row["Optimizer"], 0).text() == MISSING
     assert cell(view.table, field_row["Optimizer"], 1).text() == "SGD (momentum 0.9)"
     assert cell(view.table, field_row["Throughput (examples/s)"], 1).text() == "3,200"
