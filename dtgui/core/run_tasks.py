@@ -32,7 +32,7 @@ class TaskState:
     straggler: str = ""  # why it is flagged as a straggler ("" = it is not)
 
     @property
-    def exit_text(self) -> str:
+    def exit_shown(self) -> str:
         """Its exit as the views show it: the code, but nothing for a task that ended as a
         stop asked it to (SIGTERM's 143 is dtgui's Stop, which its status says: "stopped"),
         and the signal's name for one killed by another."""

@@ -287,7 +287,7 @@ class TaskTable(QTableWidget):
                 self._shown[task] = state
         shown = self._shown.values()
         for col, wanted in ((self.MACHINE, any(not is_local_machine(s.machine) for s in shown)),
-                            (self.EXIT, any(s.exit_text for s in shown)),
+                            (self.EXIT, any(s.exit_shown for s in shown)),
                             (self.ERROR, any(s.error for s in shown))):
             if self.isColumnHidden(col) == wanted:
                 self.setColumnHidden(col, not wanted)
@@ -296,7 +296,7 @@ class TaskTable(QTableWidget):
         slow = bool(st.straggler)
         status = f"{st.status} \u00b7 slow" if slow else st.status
         values = (st.task, machine_label(st.machine), status, f"{st.step:,}",
-                  str(st.replicas or ""), st.exit_text,
+                  str(st.replicas or ""), st.exit_shown,
                   st.error)
         failed = st.status == "failed"
         restyle = before is None or (before.status, before.error, before.straggler) != (
