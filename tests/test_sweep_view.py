@@ -11,6 +11,7 @@ from pathlib import Path
 import optuna
 import pyqtgraph as pg
 import pytest
+from cut_text import cut_texts
 from optuna.trial import TrialState
 from PySide6.QtCore import QItemSelectionModel
 from pytestqt.qtbot import QtBot
@@ -310,6 +311,7 @@ def test_the_wizard_sweeps_its_run_setup_set_up_in_a_form(qtbot: QtBot, tmp_path
     dialog.folder_edit.setText(str(tmp_path / "sweep"))
     dialog.parallel_spin.setValue(4)
     assert dialog.problems_now() == [] and ok.isEnabled()
+    assert not cut_texts(dialog), cut_texts(dialog)  # nothing of the form is cut
     if os.environ.get("DTGUI_SCREENSHOTS"):
         dialog.grab().save(str(Path(os.environ["DTGUI_SCREENSHOTS"]) / "sweep-dialog.png"))
     ok.click()
