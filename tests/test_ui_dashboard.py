@@ -273,11 +273,12 @@ def test_log_view_appends_only_new_lines_and_survives_the_buffer_wrapping(
     metrics.add_log_lines("worker:1", [
         "2026-11-29 04:00:00.123456: I tensorflow/core/util/port.cc:153] oneDNN custom "
         "operations are on.",
-        "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
-        "I0000 00:00:1764388800.123456    4242 cpu_feature_guard.cc:210] This TensorFlow binary "
-        "is optimized to use available CPU instructions.",
-        "To enable the following instructions: AVX2 FMA, in other operations, rebuild "
-        "TensorFlow with the appropriate compiler flags.",
+        "I0000 00:00:1764388800.123456    4242 device_compiler.h:188] Compiled cluster using "
+        "XLA!  This line is logged at most once for the lifetime of the process.",
+        "W0000 00:00:1764388800.2  4242 op_level_cost_estimator.cc:699] Error in PredictCost() "
+        "for the op: op: \"CropAndResize\"",
+        "2026-11-29 04:00:01.5: I tensorflow/core/framework/local_rendezvous.cc:405] Local "
+        "rendezvous is aborting with status: OUT_OF_RANGE: End of sequence",
         "E0000 00:00:1764388800.2  4242 cuda_dnn.cc:8310] Unable to register cuDNN factory",
         "w1 a", "w1 b"])
     qtbot.waitUntil(lambda: dash.log_view.combo.findText("worker:1") >= 0, timeout=3000)

@@ -3,7 +3,8 @@
 Only the last LOG_LINES_KEPT lines of a task are kept, so a run that floods its log holds a
 bounded amount; the count lets a reader that follows the lines say when some were dropped.
 TensorFlow's start-up messages (its libraries' info and warning lines) are folded into one line
-that says how many there were: the views show the task's own lines; the log files keep all.
+that says how many there were (`folded`, applied by `LiveRun.add_log_lines` to the tasks' log
+files' lines): the views show the task's own lines; the log files keep all.
 """
 
 from __future__ import annotations
@@ -26,13 +27,14 @@ FRAMEWORK_NOISE = re.compile(
     r"|To enable the following instructions: .* rebuild TensorFlow)")
 
 
-def folded(lines: Iterable[str]) -> list[str]:
+def folded(lines: Iterable[str], shown: re.Pattern[str] | None = None) -> list[str]:
     """The lines with each run of TensorFlow's start-up messages replaced by one line
-    saying how many were folded away."""
+    saying how many were folded away; those `shown` matches stay (they say something the
+    run needs said)."""
     out: list[str] = []
     run = 0
     for line in lines:
-        if FRAMEWORK_NOISE.match(line):
+        if FRAMEWORK_NOISE.match(line) and not (shown is not None and shown.search(line)):
             run += 1
             continue
         if run:
@@ -62,7 +64,7 @@ class TaskLogs:
         if buf is None:
             buf = self._lines[task] = deque(maxlen=LOG_LINES_KEPT)
         before = len(buf)
-        added = folded(lines)
+        added = list(lines)
         buf.extend(added)
         self._totals[task] = self._totals.get(task, 0) + len(added)
         return len(buf) != before or buf.maxlen == before
