@@ -13,11 +13,12 @@ from dtgui.core.plans.plan import Plan
 from dtgui.core.plans.strategies import Strategy
 from dtgui.core.run_curves import bundle_curves
 from dtgui.core.runs.records import RunRecord
+from dtgui.core.runs.run_index import TRIAL, row_of_record
+from dtgui.core.runs.run_state import PRUNED_MESSAGE
 from dtgui.core.scripts.script import ScriptModel
 from dtgui.core.sweeps.sweep import SweepSpec, parse_param
 from dtgui.core.sweeps.sweep_life import Change, SweepEvent, SweepLook, changes
 from dtgui.core.sweeps.sweep_study import (
-    PRUNED_MESSAGE,
     SweepTable,
     TrialRow,
     best_of,
@@ -138,6 +139,7 @@ def test_a_sweep_run_in_the_app_is_said_trial_by_trial_with_its_pruning(
         if trial.state == "pruned":
             assert trial.last_step is not None and best[1] > trial.last_step, trial
             assert kept.state == "stopped" and kept.message == PRUNED_MESSAGE, kept
+            assert row_of_record(kept, TRIAL).state_text == "pruned"  # Runs page, CLI
         else:
             assert kept.state == "finished"
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from dtgui.core.plans.plan import LOCAL_MACHINE, PLAN_NAME
 from dtgui.core.runs.records import RECORD_NAME, RunHistory, RunRecord
+from dtgui.core.runs.run_state import PRUNED_MESSAGE, RunState
 from dtgui.core.settings import atomic_write_text, data_dir
 
 INDEX_NAME = ".runs-index.json"
@@ -136,9 +137,16 @@ class RunRow:
             return max(0.0, time.time() - self.started)
         return self.ended - self.started if self.ended and self.started else None
 
+    @property
+    def state_text(self) -> str:
+        """Its state named by its cause: a sweep trial its pruner stopped is "pruned"."""
+        if self.state == RunState.STOPPED and self.message == PRUNED_MESSAGE:
+            return "pruned"
+        return self.state
+
     def text(self) -> str:
         """Everything a filter matches, lowercased."""
-        return " ".join((self.name, self.state, self.strategy, self.where, self.note,
+        return " ".join((self.name, self.state_text, self.strategy, self.where, self.note,
                          " ".join(self.tags), Path(self.folder).name,
                          self.run_id)).lower()
 

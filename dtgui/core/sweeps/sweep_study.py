@@ -33,7 +33,6 @@ RESUMED_ATTR = "resumed_from_step"  # a re-run trial's: it continues that trial'
 STOPPED_ATTR = "stopped"  # a trial's user attribute: it was stopped (not failed, not pruned)
 BEST_VALUE_ATTR = "best_value"  # a pruned trial's: its objective's best value over its run
 BEST_STEP_ATTR = "best_step"  # the step of that value
-PRUNED_MESSAGE = "pruned by the sweep"  # a pruned trial's run record says why it stopped
 CONNECT_SECONDS = 10  # a server URL that does not answer in this time is unreachable
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)  # dtgui says what each trial did

@@ -47,12 +47,11 @@ from dtgui.core.plans.plan import Plan
 from dtgui.core.run_curves import bundle_curves
 from dtgui.core.runs.records import RunRecord
 from dtgui.core.runs.run_index import remember_sweep
-from dtgui.core.runs.run_state import RunState
+from dtgui.core.runs.run_state import PRUNED_MESSAGE, RunState
 from dtgui.core.sweeps.sweep import TRIALS_DIR, SweepError, SweepSpec, apply, check, save_sweep
 from dtgui.core.sweeps.sweep_study import (
     BEST_STEP_ATTR,
     BEST_VALUE_ATTR,
-    PRUNED_MESSAGE,
     RERUN_ATTR,
     RESUMED_ATTR,
     STOPPED_ATTR,

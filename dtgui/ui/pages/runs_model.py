@@ -205,7 +205,7 @@ class RunsModel(QAbstractTableModel):
         if column == STATE:
             if row.active and row.kind != SWEEP:
                 return f"{row.state} · {'watched' if row.folder in self.watched else 'not watched'}"
-            return row.state + (" · archived" if row.archived else "")
+            return row.state_text + (" · archived" if row.archived else "")
         values: dict[int, Callable[[], str]] = {
             STRATEGY: lambda: strategy_title(row.strategy) + (
                 f" · {row.trained}" if row.trained else ""), WHERE: lambda: row.where,
