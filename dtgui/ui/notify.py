@@ -3,9 +3,9 @@ last checkpoint.
 
 `Notifier.notify(title, text)` shows a system-tray message when the desktop has a tray
 (`QSystemTrayIcon`), else a toast over the window's status bar, which says it too (an
-offscreen or tray-less session still gets it, and tests can see it): it covers none of a
-page (over the dashboard's corner it hid the Memory table when a run finished). `RunNotices` subscribes to the
-`RunSession`'s `restarted` and `ended` signals, which are told once each and only for a run
+offscreen or tray-less session still gets it, and tests can see it): it covers nothing of a
+page (in a corner it would cover the dashboard's Memory table). `RunNotices` subscribes to
+the `RunSession`'s `restarted` and `ended` signals, which are told once each and only for a run
 followed live: a run opened from the history has already ended, and says nothing.
 """
 

@@ -46,7 +46,7 @@ class LossPanel(PlotPanel):
                                     pen=pg.mkPen(theme.legend_border),
                                     labelTextColor=theme.text, labelTextSize="8pt",
                                     verSpacing=-2, horSpacing=4, sampleType=LineSample)
-        # beside the plot, not over it: over the view it hid the newest steps' curves
+        # beside the plot, not over it: over the view it would hide the newest steps' curves
         self.plot.layout.addItem(self.legend, 2, 3)
         self.plot.layout.setAlignment(self.legend, Qt.AlignmentFlag.AlignTop)
         self.legend.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)

@@ -261,6 +261,7 @@ class PlotPanel(QFrame):
         self._y_span: tuple[float, float] | None = None
         self._in_state_change = False
         self._axis_titles: dict[str, tuple[str, str]] = {}  # axis -> (its title, short)
+        self._axis_shown: dict[str, str] = {}  # axis -> the title it shows ("": none)
         view = self.plot.getViewBox()
         # While following, settle() sets both ranges from what it knows of the data, which
         # costs nothing per frame (pyqtgraph's auto-range re-measures every curve every time).
@@ -351,6 +352,9 @@ class PlotPanel(QFrame):
             if candidate and (room <= 0 or self._title_width(candidate) <= room):
                 chosen = candidate  # before the first layout (room 0): the full title
                 break
+        if chosen == self._axis_shown.get(name):
+            return  # as it is: no new layout of the plot
+        self._axis_shown[name] = chosen
         if chosen:
             self.plot.setLabel(name, chosen, color=self.theme.text, **{"font-size": "9pt"})
         axis.showLabel(bool(chosen))
