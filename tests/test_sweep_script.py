@@ -84,7 +84,7 @@ def test_a_sweep_set_up_in_the_app_starts_in_the_background_and_stops(
         qtbot: QtBot, tmp_path: Path) -> None:
     """Sweep > New sweep of the last run setup: the dialog says what is wrong as it is typed;
     Start sweep starts the sweep's process and shows its view; Stop sweep stops it."""
-    from dtgui.core.settings import save_last_plan
+    from dtgui.core.settings import save_last_plan, sweeps_dir
     from dtgui.ui.app import make_app
     from dtgui.ui.dialogs.sweep_dialog import SweepDialog
     from dtgui.ui.main_window import MainWindow
@@ -104,7 +104,9 @@ def test_a_sweep_set_up_in_the_app_starts_in_the_background_and_stops(
     assert "your script is not told this setting" in dialog.param_rows[1].error.text()
     dialog.param_rows[1].remove.click()
     assert [r.text() for r in dialog.param_rows] == ["--x=uniform:0:1"]
-    assert "Choose the sweep's folder" in dialog.problems.text()
+    assert dialog.problems.text() == ""  # a new folder under the sweeps folder by default
+    default = dialog.folder()
+    assert default is not None and default.parent == sweeps_dir() and not default.exists()
     folder = tmp_path / "from-app"
     dialog.folder_edit.setText(str(folder))
     dialog.trials_spin.setValue(3)
@@ -122,7 +124,7 @@ def test_a_sweep_set_up_in_the_app_starts_in_the_background_and_stops(
     # the view says it ended (not "Starting the sweep…" or "Running in the background")
     qtbot.waitUntil(lambda: view.status.text().endswith("Not running."), timeout=60_000)
     log = (folder / LOG_FILE).read_text()
-    assert "sweep stopped: 2 failed" in log, log
+    assert "sweep stopped: 2 stopped" in log, log  # their state says a stop ended them
     assert [r.error for r in read_sweep(folder).rows] == ["stopped", "stopped"]
 
 

@@ -11,10 +11,19 @@ from pytestqt.qtbot import QtBot
 
 from dtgui.core.plans.plan import Plan
 from dtgui.core.plans.strategies import Strategy
+from dtgui.core.run_curves import bundle_curves
+from dtgui.core.runs.records import RunRecord
+from dtgui.core.runs.run_index import TRIAL, row_of_record
+from dtgui.core.runs.run_state import PRUNED_MESSAGE
 from dtgui.core.scripts.script import ScriptModel
 from dtgui.core.sweeps.sweep import SweepSpec, parse_param
 from dtgui.core.sweeps.sweep_life import Change, SweepEvent, SweepLook, changes
-from dtgui.core.sweeps.sweep_study import SweepTable, TrialRow
+from dtgui.core.sweeps.sweep_study import (
+    SweepTable,
+    TrialRow,
+    best_of,
+    objective_points,
+)
 from dtgui.launch.sweeps.sweep_process import LOG_FILE, PID_FILE, sweep_pid
 from dtgui.launch.sweeps.sweep_queue import prepare_sweep
 from dtgui.ui.sweep_session import SweepSession
@@ -117,6 +126,22 @@ def test_a_sweep_run_in_the_app_is_said_trial_by_trial_with_its_pruning(
     assert order == [(w, n) for n in range(4) for w in ("started", "ended")]
     assert tables and len(tables[-1].rows) == 4 and session.table == tables[-1]
     assert not session.running and not session.following and session.process is None
+    # one value a trial everywhere: the sweep's table (CLI, CSV, MLflow read it too) shows
+    # the best of its run's curve, a pruned trial's over all its run (it went on past the
+    # step its pruner stopped it at, where Optuna's value is), and its run says why it stopped
+    for trial in tables[-1].rows:
+        curves = bundle_curves(Path(trial.run))
+        points = objective_points(spec.objective, {}, curves.scalars.snapshot())
+        assert points is not None
+        best = best_of(points, spec.goal)
+        assert best is not None and (trial.objective, trial.best_step) == best, trial
+        kept = RunRecord.load(Path(trial.run))
+        if trial.state == "pruned":
+            assert trial.last_step is not None and best[1] > trial.last_step, trial
+            assert kept.state == "stopped" and kept.message == PRUNED_MESSAGE, kept
+            assert row_of_record(kept, TRIAL).state_text == "pruned"  # Runs page, CLI
+        else:
+            assert kept.state == "finished"
 
 
 @pytest.mark.gui

@@ -95,6 +95,31 @@ def test_a_trial_plan_carries_its_values_and_the_script_gets_its_own() -> None:
     assert got.env == {"X": "2"}
 
 
+def test_a_grid_trains_every_value_unless_the_user_chose_a_pruner() -> None:
+    """A grid lists every value to be seen trained to the end: no pruner unless asked; a
+    search prunes by the median (on the command line as in the sweep dialog)."""
+    import argparse
+
+    import optuna
+
+    from dtgui.cli.sweep import _spec
+    from dtgui.core.sweeps.sweep_study import pruner
+
+    def spec_of(*argv: str) -> SweepSpec:
+        args = argparse.Namespace(param=["lr=choice:0.01,0.1"], trials=None, parallel=None,
+                                  search=None, objective=None, direction=None, pruner=None,
+                                  storage=None, search_seed=None, trial_on="")
+        for pair in argv:
+            key, _, value = pair.partition("=")
+            setattr(args, key, value)
+        return _spec(args)
+
+    assert spec_of("search=grid").pruner == "none"
+    assert isinstance(pruner(spec_of("search=grid")), optuna.pruners.NopPruner)
+    assert spec_of("search=grid", "pruner=median").pruner == "median"
+    assert spec_of().pruner == "median" and spec_of("search=random").pruner == "median"
+
+
 def test_check_says_what_the_model_cannot_take() -> None:
     demo = Plan()
     spec = SweepSpec(params=(parse_param("--depth=choice:2,4"),
@@ -235,6 +260,7 @@ def test_a_failing_trial_is_marked_failed_and_the_others_go_on(
     rows = {r.number: r for r in queue.run()}
     assert sorted(ended) == ["failed", "finished", "finished", "finished"]
     assert rows[1].state == "failed" and "the data ran out" in rows[1].error, rows[1]
+    assert rows[1].objective is None  # a failed trial has no value anywhere
     assert all(rows[n].objective is not None for n in (0, 2, 3))
     assert asked.count("b") >= 3 and said[0].startswith("b: GPU 0 is in use; the next trial")
     assert said[1] == "b is free again: a trial starts there." and len(said) == 2  # said once
@@ -303,7 +329,7 @@ def test_a_sweep_opened_again_settles_and_follows_the_trials_dtgui_left_running(
 
 def test_a_stopped_sweep_continued_runs_its_stopped_trials_again_first(
         tmp_path: Path, stub_python: Callable[..., str]) -> None:
-    """Stop sweep while both trials run: they end failed, stopped, each with the checkpoint
+    """Stop sweep while both trials run: they end stopped, each with the checkpoint
     of the step it reached. Continued, the queue runs each again with its values (new
     trials) before it asks the sampler for new ones, and ends with as many finished trials
     as asked; once only. Trial 0's run goes on from its checkpoint in its own run folder
@@ -348,7 +374,7 @@ def test_a_stopped_sweep_continued_runs_its_stopped_trials_again_first(
     again = SweepQueue(folder, *load_sweep(folder), slots=slots(stub_python(), 2),
                        busy=lambda slot: "", on_note=said.append)
     done = again.run()
-    assert [r.state for r in done] == ["failed", "failed", "finished", "finished"], done
+    assert [r.state for r in done] == ["stopped", "stopped", "finished", "finished"], done
     assert [r.continued_in for r in done] == [2, None, None, None]
     reruns = again.study.get_trials()[2:]
     assert [t.user_attrs[RERUN_ATTR] for t in reruns] == [0, 1]

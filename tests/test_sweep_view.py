@@ -11,6 +11,7 @@ from pathlib import Path
 import optuna
 import pyqtgraph as pg
 import pytest
+from cut_text import cut_texts
 from optuna.trial import TrialState
 from PySide6.QtCore import QItemSelectionModel
 from pytestqt.qtbot import QtBot
@@ -83,6 +84,35 @@ def test_parallel_coordinates_scale_every_axis_to_0_1(tmp_path: Path) -> None:
     assert [r.params["lr"] for r in table.rows][:3] == [0.05, 0.01, 0.002]
     assert table.best is not None and table.best.objective == min(
         r.objective for r in table.rows if r.state == "finished" and r.objective is not None)
+
+
+def test_a_running_trial_shows_how_far_its_run_has_come(tmp_path: Path) -> None:
+    """The step a running trial's run has reached, read from the end of its events (its
+    state cell: "running · step 120 of 300"); an ended trial is said by its end alone."""
+    import json
+
+    from dtgui.core.bundles.bundle import render_bundle
+    from dtgui.core.plans.placement import place_local
+    from dtgui.core.plans.strategies import Strategy
+    from dtgui.core.sweeps.sweep_study import TrialRow, with_progress
+
+    plan = place_local(Plan(run_name="t", strategy=Strategy.ONE_DEVICE, replicas_per_task=1,
+                            steps=300))
+    bundle = render_bundle(plan, tmp_path / "t000")
+    events = bundle.events_file(plan.tasks[0])
+    events.parent.mkdir(parents=True, exist_ok=True)
+    events.write_text("".join(json.dumps(
+        {"v": 2, "kind": "steps", "task": "worker:0", "t": 1.0 + i, "first": 1 + 40 * i,
+         "count": 4, "stride": 10, "replica_ids": [0], "losses": "", "means": ""}) + "\n"
+        for i in range(3)))
+    running = TrialRow(0, "running", {}, None, None, None, "local-1", str(bundle.path), "",
+                       1.0, None)
+    shown = with_progress(running)
+    assert (shown.step, shown.total_steps) == (111, 300)
+    assert shown.state_text == "running · step 111 of 300"
+    ended = TrialRow(1, "pruned", {}, 0.5, 50, 9.0, "local-1", str(bundle.path), "", 1.0,
+                     10.0)
+    assert with_progress(ended).state_text == "pruned"
 
 
 def test_the_sweep_view_shows_the_trials_best_first(qtbot: QtBot, tmp_path: Path) -> None:
@@ -202,7 +232,7 @@ def test_the_wizard_sweeps_its_run_setup_set_up_in_a_form(qtbot: QtBot, tmp_path
 
     from dtgui.launch.sweeps import sweep_process
     from dtgui.ui.app import make_app
-    from dtgui.ui.dialogs.sweep_dialog import RANGE, SweepDialog
+    from dtgui.ui.dialogs.sweep_dialog import LIST, LOG_RANGE, RANGE, SweepDialog
     from dtgui.ui.main_window import MainWindow
     from dtgui.ui.wizard.wizard import PAGE_REVIEW
 
@@ -237,6 +267,26 @@ def test_the_wizard_sweeps_its_run_setup_set_up_in_a_form(qtbot: QtBot, tmp_path
     assert not ok.isEnabled()
     lr.high.setText("0.5")
     assert lr.error.text() == ""
+    # problems in the form's words, not in the command line's syntax
+    lr.space.setCurrentText(LIST)
+    assert lr.error.text() == "Learning rate: type its values, separated by commas."
+    assert "0.0001, 0.001" in lr.values.placeholderText()
+    lr.values.setText("0.1, x")
+    assert lr.error.text() == "Learning rate: 'x' is not a number."
+    lr.values.setText("0.1, 0.1")
+    assert lr.error.text() == "Learning rate: a value is listed twice."
+    lr.space.setCurrentText(LOG_RANGE)
+    lr.low.setText("0.5")
+    assert "the lowest must be below the highest" in lr.error.text()
+    assert ":" not in lr.error.text().partition(": ")[2]  # no LOW:HIGH, no choice:A,B
+    lr.low.setText("0.1")
+    assert lr.error.text() == ""
+    # a grid trains every value unless a pruner is chosen; a search prunes by the median
+    assert dialog.pruner_box.currentData() == "median"
+    dialog.search_box.setCurrentIndex(dialog.search_box.findData("grid"))
+    assert dialog.pruner_box.currentData() == "none"
+    dialog.search_box.setCurrentIndex(dialog.search_box.findData("tpe"))
+    assert dialog.pruner_box.currentData() == "median"
     arg = dialog.add_param()
     arg.setting.setCurrentIndex(arg.setting.findData("arg"))
     assert "Type the name" in arg.error.text()
@@ -247,6 +297,11 @@ def test_the_wizard_sweeps_its_run_setup_set_up_in_a_form(qtbot: QtBot, tmp_path
     batch.number.setCurrentText("int")
     batch.low.setText("16")
     batch.high.setText("64")
+    # a new folder by default, under the sweeps folder, named after the setup
+    default = dialog.folder()
+    assert default is not None and default.name == f"{wizard.plan().run_name}-sweep"
+    assert dialog.problems_now() == []
+    dialog.folder_edit.setText("")
     assert "Choose the sweep's folder" in dialog.problems.text()
     here = dialog.machines_list.item(0)
     assert here is not None and here.text() == "this machine" and dialog.trial_on() == []
@@ -256,6 +311,7 @@ def test_the_wizard_sweeps_its_run_setup_set_up_in_a_form(qtbot: QtBot, tmp_path
     dialog.folder_edit.setText(str(tmp_path / "sweep"))
     dialog.parallel_spin.setValue(4)
     assert dialog.problems_now() == [] and ok.isEnabled()
+    assert not cut_texts(dialog), cut_texts(dialog)  # nothing of the form is cut
     if os.environ.get("DTGUI_SCREENSHOTS"):
         dialog.grab().save(str(Path(os.environ["DTGUI_SCREENSHOTS"]) / "sweep-dialog.png"))
     ok.click()

@@ -49,7 +49,7 @@ def test_summary_of_a_run_reads_curves_and_results(three_runs: list[RunRecord]) 
     assert np.all(np.diff(s.loss.seconds) >= 0)
     assert s.loss.seconds[-1] == pytest.approx(2.0 + 120 * 0.05 + 2 * 0.4, abs=0.05)
     assert s.throughput == pytest.approx(1280)
-    assert s.optimizer == "Adam" and s.schedule == "0.01"  # a constant learning rate
+    assert s.optimizer == "Adam" and s.schedule == "0.01, constant"  # it says it stays
     assert list(s.validation["loss"].steps) == [40, 80, 120]
     assert s.best_val_loss is not None and s.best_val_loss[1] == 80  # it rises after epoch 2
     assert s.best_val_metric is not None and s.best_val_metric[0] == "accuracy"
@@ -150,6 +150,11 @@ def test_runs_page_compares_the_selected_runs(
         "old-run", "sgd-cosine", "adam-fast"]
     field_row = {name: view.row_of(name) for name in FIELDS[1:]}
     assert view.table.rowCount() == len(FIELDS) - 1  # the run's name heads its column
+    for name, row in field_row.items():  # each row says what it means
+        head = view.table.verticalHeaderItem(row)
+        assert head is not None and head.text() == name and head.toolTip(), name
+    assert cell(view.table, field_row["Learning rate"], 1).text().endswith(
+        ("constant", "cosine decay", "then cosine", "steps"))
     assert cell(view.table, field_row["Optimizer"], 0).text() == MISSING
     assert cell(view.table, field_row["Optimizer"], 1).text() == "SGD (momentum 0.9)"
     assert cell(view.table, field_row["Throughput (examples/s)"], 1).text() == "3,200"

@@ -29,9 +29,9 @@ from dtgui.ui.pages.run_widgets import (
     FAILED_ROW_FG,
     SLOW_ROW_BG,
     SLOW_ROW_FG,
-    STATE_COLOURS,
     TaskTable,
 )
+from dtgui.ui.pages.state_colours import STATE_COLOURS
 from dtgui.ui.plots.curves import ENVELOPE_MIN_POINTS, Envelope
 from dtgui.ui.plots.plot_base import ElapsedAxis, series_colour
 from dtgui.ui.run_session import RunSession
@@ -140,6 +140,17 @@ def test_one_curve_per_replica_with_its_data_after_the_timer(
     _x, util = dash.device_panel.util.shown_data("worker:0 cpu0")
     assert list(util) == [55.0]
     assert dash.device_panel.mem.last["worker:0 cpu0"] == 512.0
+    # stopped, then resumed a minute later: a gap on the chart, not a line across the pause
+    metrics.add_events([cpu_device("worker:0", 1012.0, 60.0),
+                        cpu_device("worker:0", 1075.0, 70.0),
+                        cpu_device("worker:0", 1077.0, 72.0)])
+    qtbot.waitUntil(lambda: len(dash.device_panel.util.shown_data("worker:0 cpu0")[1]) == 5,
+                    timeout=3000)
+    x, util = dash.device_panel.util.shown_data("worker:0 cpu0")
+    assert np.isnan(util[2]) and x[1] < x[2] < x[3]  # in the pause
+    np.testing.assert_allclose(util[[0, 1, 3, 4]], [55.0, 60.0, 70.0, 72.0])
+    assert dash.device_panel.util.curves["worker:0 cpu0"].opts["connect"] == "finite"
+    assert dash.device_panel.util.last["worker:0 cpu0"] == 72.0
 
 
 def test_checkboxes_and_legend_show_and_hide_replicas(
@@ -225,11 +236,12 @@ def test_log_view_appends_only_new_lines_and_survives_the_buffer_wrapping(
     qtbot.waitUntil(lambda: text.toPlainText().endswith("more 199"), timeout=3000)
     bar = text.verticalScrollBar()
     assert bar.maximum() > 0 and bar.value() == bar.maximum()
-    # a line wider than the view: the start of every line stays in sight
+    # a line wider than the view: wrapped, read whole, nothing of it out of sight sideways
     metrics.add_log_lines("worker:0", ["wide " + "x" * 2000])
     qtbot.waitUntil(lambda: text.toPlainText().endswith("x" * 10), timeout=3000)
     wide = text.horizontalScrollBar()
-    assert wide.maximum() > 0 and wide.value() == 0
+    assert wide.maximum() == 0 and wide.value() == 0
+    assert text.document().lastBlock().layout().lineCount() > 1
     dash.hide()  # lines that arrive while another page is shown
     metrics.add_log_lines("worker:0", ["wide again " + "y" * 2000])
     dash.refresh()
@@ -256,11 +268,25 @@ def test_log_view_appends_only_new_lines_and_survives_the_buffer_wrapping(
     assert floods == [f"flood {i}" for i in range(300, LOG_LINES_KEPT + 300)][-len(floods):]
     assert len(set(lines)) == len(lines)
 
-    # another task: its own log from the start
-    metrics.add_log_lines("worker:1", ["w1 a", "w1 b"])
+    # another task: its own log from the start; TensorFlow's start-up messages folded into
+    # one line (an error of TensorFlow's is the task's to see)
+    metrics.add_log_lines("worker:1", [
+        "2026-11-29 04:00:00.123456: I tensorflow/core/util/port.cc:153] oneDNN custom "
+        "operations are on.",
+        "I0000 00:00:1764388800.123456    4242 device_compiler.h:188] Compiled cluster using "
+        "XLA!  This line is logged at most once for the lifetime of the process.",
+        "W0000 00:00:1764388800.2  4242 op_level_cost_estimator.cc:699] Error in PredictCost() "
+        "for the op: op: \"CropAndResize\"",
+        "2026-11-29 04:00:01.5: I tensorflow/core/framework/local_rendezvous.cc:405] Local "
+        "rendezvous is aborting with status: OUT_OF_RANGE: End of sequence",
+        "E0000 00:00:1764388800.2  4242 cuda_dnn.cc:8310] Unable to register cuDNN factory",
+        "w1 a", "w1 b"])
     qtbot.waitUntil(lambda: dash.log_view.combo.findText("worker:1") >= 0, timeout=3000)
     dash.log_view.select_task("worker:1")
-    assert text.toPlainText() == "w1 a\nw1 b"
+    assert text.toPlainText().split("\n") == [
+        "· 4 messages of TensorFlow's start-up folded away (kept in the task's log file)",
+        "E0000 00:00:1764388800.2  4242 cuda_dnn.cc:8310] Unable to register cuDNN factory",
+        "w1 a", "w1 b"]
 
 
 def test_stop_button_requests_stop_once_and_the_end_is_shown_once(
@@ -283,6 +309,13 @@ def test_stop_button_requests_stop_once_and_the_end_is_shown_once(
     with qtbot.waitSignal(session.ended, timeout=3000) as blocker:
         controller.end("stopped", "stopped by the user")
     assert blocker.args == ["stopped", "stopped by the user"]
+    # a task that ended as the stop asked reads stopped, not as a crash's exit code
+    metrics.set_task_state("worker:0", "stopped", exit_code=143)
+    metrics.set_task_state("worker:1", "stopped", exit_code=137)
+    dash.refresh()
+    table = dash.task_table
+    assert [cell(table, r, table.STATUS).text() for r in range(2)] == ["stopped"] * 2
+    assert [cell(table, r, 5).text() for r in range(2)] == ["", "137 (SIGKILL)"]
     for _ in range(5):
         dash.refresh()
     qtbot.wait(300)
@@ -364,6 +397,24 @@ def test_long_series_are_drawn_as_an_envelope_until_the_user_zooms(
     assert len(x) == n
     panel.plot.getViewBox().enableAutoRange()  # pyqtgraph's "A" button
     assert panel.following and len(curve_xy(dash, 0)[0]) < n // 4
+
+
+def test_the_envelope_layer_leaves_a_gap_where_a_series_has_one(qtbot: QtBot) -> None:
+    """A series with a NaN point (nothing measured then) is drawn as two lines."""
+    import pyqtgraph as pg
+
+    from dtgui.ui.plots.envelope_layer import EnvelopeLayer
+
+    curve = pg.PlotDataItem(pen=pg.mkPen("#000"))
+    layer = EnvelopeLayer({"a": curve})
+    bx = np.arange(6, dtype=np.float64)
+    top = np.array([1.0, 2.0, np.nan, 3.0, 4.0, 5.0])
+    layer.set_series("a", bx, top, top - 0.5)
+    lines, bounds = layer.paths["a"]
+    assert [line.size() for line in lines] == [4, 6]  # two blocks, then three: 2 points each
+    assert list(bounds) == [0.0, 5.0, 0.5, 5.0]
+    layer.commit()
+    assert layer.vertices == 10
 
 
 def test_envelope_matches_a_full_recomputation_while_growing() -> None:
@@ -640,7 +691,9 @@ def test_stop_asks_first_once_the_run_has_trained_a_minute(
     QTimer.singleShot(0, lambda: answer("Keep training"))
     qtbot.mouseClick(stop, LEFT)
     assert controller.stop_calls == 0 and stop.isEnabled()
-    assert told[0].startswith("Stop the run at step 30? Every task saves a checkpoint at "
-                              "step 30 before it ends")
+    # the step it saves at is not known when asked (it trains on while the question is
+    # open, and stops at the end of a call of many steps): the step now, and "reaches"
+    assert told[0].startswith("Stop the run (now at step 30)? Every task finishes the steps "
+                              "it is running and saves a checkpoint at the step it reaches")
     click_stop(qtbot, stop)  # answers Stop
     assert controller.stop_calls == 1 and stop.text() == "Stopping…"

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cut_text import cut_headers
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
@@ -25,7 +26,7 @@ from dtgui.core.settings import runs_dir
 from dtgui.core.sweeps.sweep import SWEEP_FILE
 from dtgui.launch.run_admin import RunAdminError, delete_run, source_plan
 from dtgui.launch.runs.history import open_run
-from dtgui.ui.pages.runs_model import FINAL_LOSS, NAME, NOTE, STATE, STEPS, TAGS
+from dtgui.ui.pages.runs_model import DURATION, FINAL_LOSS, NAME, NOTE, STATE, STEPS, TAGS
 from dtgui.ui.pages.runs_page import RunsPage
 from dtgui.ui.wizard.machines_box import LOCAL_TEXT, MachinesBox
 
@@ -101,6 +102,12 @@ def test_runs_page_lists_running_and_finished_runs(qtbot: QtBot) -> None:
     assert page.cell_text(1, FINAL_LOSS) == "0.3333"
     assert page.cell_text(2, FINAL_LOSS) == "4.01e-05"  # as the dashboard says it, not 0.0000
     assert page.cell_text(0, STATE) == "running · not watched"  # dtgui's watcher: none
+    # a run still training stands out: in bold, its steps so far and how long it has run
+    assert page.cell_text(0, STEPS) == "3 of 3"
+    assert page.cell_text(0, DURATION) != ""
+    font = page.proxy.index(0, NAME).data(Qt.ItemDataRole.FontRole)
+    assert font is not None and font.bold()
+    assert page.proxy.index(1, NAME).data(Qt.ItemDataRole.FontRole) is None
     assert "nothing stops the others" in str(page.proxy.index(0, STATE).data(
         Qt.ItemDataRole.ToolTipRole))
     assert "1 run(s) still training" in page.summary.text()
@@ -146,6 +153,15 @@ def test_runs_page_filters_sorts_tags_notes_archives_and_deletes(
     qtbot.waitUntil(lambda: Notes.read(folder).note == note, timeout=30000)
     qtbot.waitUntil(lambda: Notes.read(folder).tags == ["baseline", "adam"], timeout=30000)
     assert page.cell_text(0, NOTE) == "lr too high? …"
+    # a one-line note is typed in its cell; one of several lines opens its own box
+    notes = page.proxy.index(0, NOTE), page.proxy.index(1, NOTE)
+    editable = Qt.ItemFlag.ItemIsEditable
+    assert not page.proxy.flags(notes[0]) & editable and page.proxy.flags(notes[1]) & editable
+    assert "Double-click" in str(notes[1].data(Qt.ItemDataRole.ToolTipRole))
+    assert page.proxy.setData(notes[1], "try a lower lr")
+    second = Path(page.row_at(1).folder)
+    qtbot.waitUntil(lambda: Notes.read(second).note == "try a lower lr", timeout=30000)
+    assert page.cell_text(1, NOTE) == "try a lower lr"
     page.set_filter("adam")
     assert shown(page) == ["gamma"]
     page.set_filter("")
@@ -247,6 +263,29 @@ def test_a_sweep_lists_with_its_trials_and_opens_its_view(qtbot: QtBot, tmp_path
         page.select(1)
         qtbot.mouseClick(page.open_button, Qt.MouseButton.LeftButton)
     assert got.args[0] == sweep
+
+
+def test_names_are_read_whole_and_the_columns_fill_the_table(qtbot: QtBot) -> None:
+    """At 1366 px long run names (a sweep trial's) are read whole, the notes give width
+    first, and the columns fill the table's width, no more."""
+    now = time.time()
+    for n in range(3):
+        make_run(f"mirrored-20261129-041500-t{n:03d}", RunState.FINISHED, 0.5, now - n)
+    page = loaded(qtbot, 3)
+    Notes(note="a long note that says much more than a cell shows " * 3).write(
+        Path(page.row_at(0).folder))
+    page.refresh()
+    qtbot.waitUntil(lambda: page.row_at(0).note != "", timeout=30000)
+    page.resize(1366 - 48, 600)
+    page.show()
+    qtbot.wait(20)
+    header = page.table.horizontalHeader()
+    metrics = page.table.fontMetrics()
+    for r in range(page.row_count()):
+        assert metrics.horizontalAdvance(page.cell_text(r, NAME)) < header.sectionSize(NAME)
+    used = sum(header.sectionSize(c) for c in range(header.count()))
+    assert abs(used - page.table.viewport().width()) <= header.count()  # rounding
+    assert not cut_headers(page)
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -304,6 +304,8 @@ def test_notifications_when_a_run_restarts_finishes_or_fails(
     assert "restart 1 of 3" in got.args[1]
     assert notifier.toast.isVisible() and "digits-1 restarted" in notifier.toast.text()
     assert "digits-1 restarted" in window.statusBar().currentMessage()
+    # over the status bar, which says the same: it covers nothing of the page above it
+    assert notifier.toast.geometry().top() >= window.statusBar().geometry().top()
     with qtbot.waitSignal(notifier.shown, timeout=3000) as got:
         run.end("finished", final_loss=0.1234)
     assert got.args == ["digits-1 finished", "final loss 0.1234"]

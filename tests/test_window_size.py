@@ -1,12 +1,13 @@
-"""The main window on a 1366x768 screen: its minimum size fits, and opening each page (the
-dashboard of a run, Runs, a sweep, Compare) or the wizard leaves the window's size alone; what
-Home says of a failed launch."""
+"""The main window on a 1366x768 screen: its minimum size fits, opening each page (the
+dashboard of a run, Runs, a sweep, Compare) or the wizard leaves the window's size alone, and
+no page shows a text cut (`cut_text`); what Home says of a failed launch."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from cut_text import cut_texts
 from PySide6.QtCore import QSize
 from PySide6.QtWidgets import QMessageBox, QScrollArea, QWidget
 from pytestqt.qtbot import QtBot
@@ -65,6 +66,9 @@ def test_every_page_fits_1366x768_and_none_widens_the_window(
         assert not window.left_column.isVisible(), f"the left column takes width on {what}"
         assert fits(window.minimumSizeHint()), f"{what}: minimum {window.minimumSizeHint()}"
         assert not scrolls(window), f"{what}: {scrolls(window)}"
+        # nothing cut: no label wider than itself, no column title wider than its
+        # column, no axis title longer than its axis
+        assert not cut_texts(window), f"{what}: {cut_texts(window)}"
 
     window.show_runs()
     qtbot.waitUntil(lambda: window.runs_page.row_count() == 2, timeout=60_000)
@@ -95,9 +99,12 @@ def test_every_page_fits_1366x768_and_none_widens_the_window(
         assert window.size() == size
         assert fits(window.minimumSizeHint()), f"{page}: minimum {window.minimumSizeHint()}"
         assert not scrolls(window), scrolls(window)
+        assert not cut_texts(window), f"{page} beside the column: {cut_texts(window)}"
     window.acts.column.trigger()
     window.acts.home.trigger()
     assert window.left_column.isVisible()  # Home always shows it
+    qtbot.wait(20)
+    assert not cut_texts(window), f"Home: {cut_texts(window)}"
 
     window.open_wizard()
     wizard = window.wizard
@@ -108,6 +115,11 @@ def test_every_page_fits_1366x768_and_none_widens_the_window(
     for page_id in wizard.pageIds():  # the tallest page scrolls rather than grow the wizard
         step = wizard.page(page_id)
         assert fits(step.minimumSizeHint() + QSize(0, 250)), f"{step}: {step.minimumSizeHint()}"
+    for _ in wizard.pageIds()[:-1]:  # each page as the user reaches it
+        assert not cut_texts(wizard), f"wizard page {wizard.currentId()}: {cut_texts(wizard)}"
+        wizard.next()
+        qtbot.wait(20)
+    assert not cut_texts(wizard), f"wizard page {wizard.currentId()}: {cut_texts(wizard)}"
     wizard.reject()
 
 

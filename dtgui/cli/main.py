@@ -364,7 +364,7 @@ def follow(controller: RunController) -> int:
             progress = snap.script_progress
             if progress.text() != told:
                 told = progress.text()
-                losses = "  ".join(f"{task}={ys[-1]:.4f}" for task, (_, ys)
+                losses = "  ".join(f"{task}={ys[-1]:.4g}" for task, (_, ys)
                                    in controller.metrics.scalars.loss_series().items() if len(ys))
                 left = progress.seconds_left()
                 print(told + (f"  loss {losses}" if losses else "")
@@ -373,12 +373,12 @@ def follow(controller: RunController) -> int:
         elif snap.step != last_step and snap.step:
             last_step = snap.step
             losses = "  ".join(
-                f"r{rid}={ys[-1]:.4f}" for rid, (_, ys) in snap.replica_loss.items() if len(ys)
+                f"r{rid}={ys[-1]:.4g}" for rid, (_, ys) in snap.replica_loss.items() if len(ys)
             )
             print(f"step {snap.step}/{snap.total_steps}  {losses}", flush=True)
         elif snap.epoch != last_epoch and not snap.replica_loss:  # a script's epoch scalars
             last_epoch = snap.epoch
-            losses = "  ".join(f"{task}={ys[-1]:.4f}" for task, (_, ys)
+            losses = "  ".join(f"{task}={ys[-1]:.4g}" for task, (_, ys)
                                in controller.metrics.scalars.loss_series().items() if len(ys))
             print(f"epoch {snap.epoch}  loss {losses}", flush=True)
     snap = controller.metrics.snapshot()

@@ -60,7 +60,7 @@ def _strategy(key: str) -> str:
 
 def _cells(row: RunRow) -> list[str]:
     prefix = "  " if row.parent else ""
-    return [prefix + row.name, row.state, _strategy(row.strategy), row.where,
+    return [prefix + row.name, row.state_text, _strategy(row.strategy), row.where,
             _when(row.started), "" if row.steps is None else str(row.steps),
             significant(row.final_loss), significant(row.best_val), ", ".join(row.tags)]
 
@@ -125,7 +125,8 @@ def _list(args: argparse.Namespace) -> int:
 def _show(row: RunRow) -> int:
     print(f"{row.name}  ({row.kind})")
     for label, value in (("folder", row.folder), ("run id", row.run_id),
-                         ("state", row.state + (f": {row.message}" if row.message else "")),
+                         ("state", row.state_text
+                          + (f": {row.message}" if row.message else "")),
                          ("strategy", _strategy(row.strategy)), ("where", row.where),
                          ("started", _when(row.started)), ("ended", _when(row.ended)),
                          ("steps", "" if row.steps is None else f"{row.steps}"),

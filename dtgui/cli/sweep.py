@@ -29,6 +29,7 @@ from dtgui.core.sweeps.sweep import (
     SWEEP_FILE,
     SweepError,
     SweepSpec,
+    default_pruner,
     load_sweep,
     parse_param,
     save_sweep,
@@ -67,8 +68,8 @@ def add_sweep(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     group.add_argument("--direction", choices=DIRECTIONS, default=None,
                        help="default: the objective's own sense (accuracy is maximised)")
     group.add_argument("--pruner", choices=PRUNERS, default=None,
-                       help="stop clearly worse trials early: median (default), halving "
-                       "(successive halving) or none")
+                       help="stop clearly worse trials early: median (the default of a "
+                       "search), halving (successive halving) or none (the default of a grid)")
     group.add_argument("--storage", default=None, metavar="URL",
                        help="an Optuna storage URL (postgresql://..., mysql://...); default "
                        "SQLite in OUT")
@@ -133,7 +134,7 @@ def _spec(args: argparse.Namespace) -> SweepSpec:
                      parallel=args.parallel or len(expand_names(machines)) or 1,
                      search=args.search or "tpe",
                      objective=args.objective or DEFAULT_OBJECTIVE,
-                     direction=args.direction or "", pruner=args.pruner or "median",
+                     direction=args.direction or "", pruner=args.pruner or default_pruner(args.search or "tpe"),
                      storage=args.storage or "", seed=args.search_seed or 0,
                      trial_on=tuple(machines))
 

@@ -169,3 +169,37 @@ def read_all(path: Path) -> list[Event]:
     while batch := tail.read_new():
         events.extend(batch)
     return events
+
+
+TAIL_BYTES = 65536  # the end of an events file `last_step` reads: the last events of a run
+
+
+def last_step(path: Path, tail_bytes: int = TAIL_BYTES) -> int | None:
+    """The furthest step the last events of a task's events file report (its `steps`,
+    `step` and `progress` events), None when they report none: what a run still training
+    has done, read without reading all its events."""
+    try:
+        with path.open("rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - tail_bytes))
+            raw = f.read()
+    except OSError:
+        return None
+    if size > tail_bytes:
+        raw = raw.partition(b"\n")[2]  # the first line is cut
+    best: int | None = None
+    for line in raw.splitlines():
+        event = parse_line(line)
+        if event is None:
+            continue
+        step: object = None
+        if event.kind == "steps":
+            first, count, stride = (event.get(k) for k in ("first", "count", "stride"))
+            if isinstance(first, int) and isinstance(count, int) and count > 0:
+                step = first + (count - 1) * (stride if isinstance(stride, int) else 1)
+        elif event.kind in ("step", "progress"):
+            step = event.get("step")
+        if isinstance(step, int) and (best is None or step > best):
+            best = step
+    return best

@@ -28,6 +28,7 @@ from dtgui.core.scalars import ScalarStore
 from dtgui.core.scripts.script_progress import ScriptProgress
 from dtgui.core.series import Curve
 from dtgui.core.step_groups import StepBatch, step_batches
+from dtgui.core.task_logs import folded
 
 __all__ = ["LiveRun", "Snapshot"]
 
@@ -107,7 +108,11 @@ class LiveRun:
                 self.version += 1
 
     def add_log_lines(self, task: str, lines: Iterable[str]) -> None:
+        """A task's new log lines: TensorFlow's search for CUDA left out of a CPU run's, its
+        other start-up messages folded (on a GPU plan its search for CUDA stays: it says why
+        no GPU is used)."""
         lines = [ln for ln in lines if not (self.cpu_only and GPU_PROBE_NOISE.search(ln))]
+        lines = folded(lines, shown=None if self.cpu_only else GPU_PROBE_NOISE)
         with self._lock:
             if self.curves.logs.add(task, lines):
                 self.version += 1

@@ -4,11 +4,14 @@ A sample (the worker's telemetry, every ~2 s) feeds, in one call (`RunDevices.ad
 each device's utilisation and memory series for the dashboard's plots, each task's peak
 memory (`MemoryPeaks`), each device's use while training and the machines' traffic
 (`DeviceUse`), and each task's machine's CPU load (`cpu_loads`, for the bottleneck verdict).
-`RunCurves` holds one (the run's one reducer).
+`RunCurves` holds one (the run's one reducer). Where no sample came for GAP_SECONDS (a run
+stopped and resumed, a machine that did not answer), the series hold a NaN point: the plots
+leave a gap there rather than draw a line across the time nothing was measured.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable
 
@@ -17,6 +20,16 @@ from dtgui.core.measure.bottleneck import WINDOW_SAMPLES, CpuLoad, cpu_load
 from dtgui.core.measure.device_use import DeviceUse
 from dtgui.core.measure.memory import MemoryPeaks
 from dtgui.core.series import Series, series_of
+
+GAP_SECONDS = 15.0  # no sample for this long (they come every ~2 s): a gap in the series
+
+
+def _sample(series: Series, seconds: float, value: float) -> None:
+    """A sample appended, after a NaN point (a gap) when none came for GAP_SECONDS."""
+    last = series.last_x
+    if last is not None and seconds - last > GAP_SECONDS:
+        series.append((last + seconds) / 2, math.nan)
+    series.append(seconds, value)
 
 
 class RunDevices:
@@ -69,9 +82,9 @@ class RunDevices:
                     continue
                 self._owner[label] = task
             if isinstance(util, (int, float)):
-                series_of(self.util, label).append(elapsed, float(util))
+                _sample(series_of(self.util, label), elapsed, float(util))
             if isinstance(used, (int, float)):
-                series_of(self.mem, label).append(elapsed, used / 2**20)
+                _sample(series_of(self.mem, label), elapsed, used / 2**20)
 
     def _add_cpu(self, task: str, devices: object) -> None:
         """A sample's CPU entry: the machine's busy % and the task's own % (a sample without

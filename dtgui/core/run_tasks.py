@@ -6,6 +6,7 @@ whoever runs the tasks (`LiveRun.set_task_state`: the exits its executors see).
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass, field
 
 from dtgui.core.runs.run_state import RunState
@@ -29,6 +30,27 @@ class TaskState:
     exit_code: int | None = None
     machine: str = ""  # where the task runs ("" = this machine)
     straggler: str = ""  # why it is flagged as a straggler ("" = it is not)
+
+    @property
+    def exit_shown(self) -> str:
+        """Its exit as the views show it: the code, but nothing for a task that ended as a
+        stop asked it to (SIGTERM's 143 is dtgui's Stop, which its status says: "stopped"),
+        and the signal's name for one killed by another."""
+        code = self.exit_code
+        if code is None or (self.status == RunState.STOPPED and code in _ASKED_ENDS):
+            return ""
+        if code > 128 or code < 0:
+            number = code - 128 if code > 128 else -code
+            try:
+                return f"{code} ({signal.Signals(number).name})"
+            except ValueError:
+                return str(code)
+        return str(code)
+
+
+# The exit codes of a task that stopped as asked: at once, or by the signal the stop sends.
+_ASKED_ENDS = frozenset({0, 128 + signal.SIGTERM, -signal.SIGTERM, 128 + signal.SIGINT,
+                         -signal.SIGINT})
 
 
 @dataclass

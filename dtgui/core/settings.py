@@ -32,6 +32,11 @@ def runs_dir() -> Path:
     return data_dir() / "runs"
 
 
+def sweeps_dir() -> Path:
+    """Where a sweep's folder goes when the user names none."""
+    return data_dir() / "sweeps"
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)

@@ -2,15 +2,53 @@
 
 Only the last LOG_LINES_KEPT lines of a task are kept, so a run that floods its log holds a
 bounded amount; the count lets a reader that follows the lines say when some were dropped.
+TensorFlow's start-up messages (its libraries' info and warning lines) are folded into one line
+that says how many there were (`folded`, applied by `LiveRun.add_log_lines` to the tasks' log
+files' lines): the views show the task's own lines; the log files keep all.
 """
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Iterable
 from itertools import islice
 
 LOG_LINES_KEPT = 5000
+# Info and warning lines of TensorFlow and the libraries it loads: absl/glog's
+# "I0000 00:00:1732871234.123456  4242 file.cc:12] ..." (seconds since 1970 before absl's
+# logging is set up) and TensorFlow's own C++ logging
+# "2026-11-29 04:00:00.123456: W tensorflow/...", absl's note before its logging starts and
+# the CPU-instructions hint that follows TensorFlow's first line. Errors (E, F) are kept.
+FRAMEWORK_NOISE = re.compile(
+    r"^(?:[IW]\d{4} \d\d:\d\d:\d+\.\d+\s+\d+\s+\S+:\d+\]"
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IW] \S+:\d+\]"
+    r"|WARNING: All log messages before absl::InitializeLog\(\) is called"
+    r"|To enable the following instructions: .* rebuild TensorFlow)")
+
+
+def folded(lines: Iterable[str], shown: re.Pattern[str] | None = None) -> list[str]:
+    """The lines with each run of TensorFlow's start-up messages replaced by one line
+    saying how many were folded away; those `shown` matches stay (they say something the
+    run needs said)."""
+    out: list[str] = []
+    run = 0
+    for line in lines:
+        if FRAMEWORK_NOISE.match(line) and not (shown is not None and shown.search(line)):
+            run += 1
+            continue
+        if run:
+            out.append(_fold_line(run))
+            run = 0
+        out.append(line)
+    if run:
+        out.append(_fold_line(run))
+    return out
+
+
+def _fold_line(count: int) -> str:
+    return (f"· {count} message{'s' if count > 1 else ''} of TensorFlow's start-up folded away "
+            "(kept in the task's log file)")
 
 
 class TaskLogs:

@@ -52,6 +52,7 @@ POLL_SECONDS = 0.2
 UNSEEN_POLL_SECONDS = 1.0
 MODEL_OUTPUT = "model"  # output/model: the trained model the chief saves
 STRAGGLER_SECONDS = 2.0
+USER_STOP = "stopped by the user"  # a stopped run's message when nothing else asked it
 LOG_TAIL_LINES = 3
 # events that say a task trains (its steps, or a script's numbers and progress): its machine
 # is polled at the training rate from then on
@@ -90,6 +91,7 @@ class RunController(BundledRun):
             for tid, machine in self._machine_of.items():
                 self.metrics.set_task_machine(tid, machine)
         self._stop_requested = threading.Event()
+        self._stop_reason = USER_STOP
         self._detach_requested = threading.Event()
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
@@ -177,8 +179,10 @@ class RunController(BundledRun):
         return RunState.STOPPING if state is RunState.RUNNING and self._stop_requested.is_set() \
             else state
 
-    def request_stop(self) -> None:
-        """Ask the monitor thread to end every task on every machine (returns at once)."""
+    def request_stop(self, reason: str = USER_STOP) -> None:
+        """Ask the monitor thread to end every task on every machine (returns at once);
+        `reason`: what the run's record says stopped it (a sweep's pruner, or the user)."""
+        self._stop_reason = reason
         self._stop_requested.set()
 
     def detach(self, timeout: float = 10.0) -> None:
@@ -239,7 +243,7 @@ class RunController(BundledRun):
             while not self._detach_requested.is_set():
                 self._poll_round()
                 if self._stop_requested.is_set():
-                    self._stop_all(RunState.STOPPED, "stopped by the user")
+                    self._stop_all(RunState.STOPPED, self._stop_reason)
                     return
                 failures = self._failures()
                 if failures:

@@ -2,14 +2,16 @@
 last checkpoint.
 
 `Notifier.notify(title, text)` shows a system-tray message when the desktop has a tray
-(`QSystemTrayIcon`), else a toast in the window's corner plus the status bar (an offscreen
-or tray-less session still gets it, and tests can see it). `RunNotices` subscribes to each
-`RunSession`'s `restarted` and `ended` signals, which are told once each and only for a run
+(`QSystemTrayIcon`), else a toast over the window's status bar, which says it too (an
+offscreen or tray-less session still gets it, and tests can see it): it covers nothing of a
+page (in a corner it would cover the dashboard's Memory table). `RunNotices` subscribes to
+each `RunSession`'s `restarted` and `ended` signals, which are told once each and only for a run
 followed live: a run opened from the history has already ended, and says nothing.
 """
 
 from __future__ import annotations
 
+import html
 import weakref
 from typing import TYPE_CHECKING
 
@@ -24,20 +26,19 @@ if TYPE_CHECKING:
 
 TOAST_MS = 8000
 TRAY_MS = 10000
-TOAST_STYLE = ("QLabel#toast { background: #202124; color: #ffffff; border-radius: 6px; "
-               "padding: 10px 14px; }")
+TOAST_STYLE = ("QLabel#toast { background: #202124; color: #ffffff; border-radius: 4px; "
+               "padding: 0px 10px; }")
 
 
 class Toast(QLabel):
-    """A message in the bottom-right corner of a window, gone after a few seconds."""
+    """A message on one line over the window's status bar (a window without one: its
+    bottom edge), gone after a few seconds."""
 
     def __init__(self, parent: QWidget) -> None:
         super().__init__(parent)
         self.setObjectName("toast")
         self.setStyleSheet(TOAST_STYLE)
         self.setTextFormat(Qt.TextFormat.RichText)
-        self.setWordWrap(True)
-        self.setMaximumWidth(420)
         self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
@@ -45,12 +46,14 @@ class Toast(QLabel):
         self.hide()
 
     def show_message(self, title: str, text: str, ms: int = TOAST_MS) -> None:
-        self.setText(f"<b>{title}</b><br>{text}")
+        self.setText(f"<b>{html.escape(title)}</b> · {html.escape(text)}")
         self.adjustSize()
         parent = self.parentWidget()
         if parent is not None:
-            self.move(max(0, parent.width() - self.width() - 16),
-                      max(0, parent.height() - self.height() - 36))
+            bar = parent.statusBar() if isinstance(parent, QMainWindow) else None
+            height = bar.height() if bar is not None and bar.isVisible() else self.height()
+            self.setGeometry(0, parent.height() - height,
+                             min(self.sizeHint().width(), parent.width()), height)
         self.raise_()
         self.show()
         self._timer.start(ms)

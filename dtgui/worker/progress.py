@@ -288,7 +288,7 @@ class Progress:
                 or first == self.start + 1:
             self._last_print = now
             print(f"[{self.task}] step {last}/{self.total} epoch {self.epoch_of(last)} loss "
-                  f"{self.last_loss:.4f} ({rate:.0f} examples/s)", flush=True)
+                  f"{self.last_loss:.4g} ({rate:.0f} examples/s)", flush=True)
 
     def _mark(self, step: int, seconds: float) -> None:
         """Keep when each call ended (at most TIMELINE_POINTS marks, thinned evenly, the

@@ -268,5 +268,6 @@ def run_task(plan: Plan, bundle_dir: str, out_dir: str, task: str,
                 seconds=round(time.time() - progress.started_at, 3),
                 timeline=progress.timeline,
                 reporting_seconds=round(progress.reporting_seconds, 4))
-    print(f"[{task}] finished {total_steps} steps, loss {progress.last_loss}", flush=True)
+    loss = "" if progress.last_loss is None else f", loss {progress.last_loss:.4g}"
+    print(f"[{task}] finished {total_steps} steps{loss}", flush=True)
     return 0

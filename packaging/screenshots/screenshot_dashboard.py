@@ -43,6 +43,7 @@ class DemoController:
         self.plan = plan or Plan(strategy="multi_worker_mirrored", per_replica_batch=32)
         self.run_name = plan.run_name if plan else "digits-mwm-20261124-2010"
         self.output_dir = Path("/tmp")
+        self.record = None  # nothing to resume
 
     def request_stop(self) -> None:
         self.state = "stopping"

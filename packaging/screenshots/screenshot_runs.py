@@ -84,12 +84,14 @@ def main() -> int:
                            now - i * 5400)
         if tags or note:
             Notes(tags=tags, note=note).write(folder)
-    sweep = runs_dir().parent / "sweeps" / "lr-batch"
+    sweep = runs_dir().parent / "sweeps" / "mirrored-20261129-041500-sweep"
     (sweep / "trials").mkdir(parents=True)
-    base = Plan(run_name="lr-batch", strategy=Strategy.MIRRORED, replicas_per_task=2)
+    base = Plan(run_name="mirrored-20261129-041500", strategy=Strategy.MIRRORED,
+                replicas_per_task=2)
     (sweep / "sweep.json").write_text(json.dumps({"spec": {}, "plan": base.to_dict()}))
     for n in range(4):
-        write_run(sweep / "trials", f"lr-batch-trial-{n}", Strategy.MIRRORED, "finished", [],
+        write_run(sweep / "trials", f"mirrored-20261129-041500-t{n:03d}", Strategy.MIRRORED,
+                  "finished", [],
                   4 + n, 0.3 / (n + 1), now - 2 * 3600 - n * 300)
 
     from dtgui.core.runs.run_index import remember_sweep

@@ -27,7 +27,8 @@ def optimizer_text(plan: Plan) -> str:
 
 
 def schedule_text(plan: Plan) -> str:
-    """The learning rate and its schedule: "0.001, warm-up 100 steps then cosine"."""
+    """The learning rate and its schedule: "0.001, warm-up 100 steps then cosine", "0.05,
+    constant" (a bare number does not say it is the learning rate, nor that it stays)."""
     lr = f"{plan.learning_rate:g}"
     if plan.lr_schedule == "cosine":
         return f"{lr}, cosine decay"
@@ -35,7 +36,7 @@ def schedule_text(plan: Plan) -> str:
         return f"{lr}, warm-up {plan.warmup_steps} steps then cosine"
     if plan.lr_schedule == "step":
         return f"{lr}, × {plan.lr_step_factor:g} every {plan.lr_step_every} steps"
-    return lr
+    return f"{lr}, constant"
 
 
 def validation_text(plan: Plan) -> str:

@@ -123,8 +123,28 @@ def _fold(summary: RunSummary, curves: RunCurves) -> None:
 # -- the table ------------------------------------------------------------------------------
 
 FIELDS = ("Run", "State", "Strategy", "Machines", "Replicas", "Precision", "XLA",
-          "Global batch", "Optimizer", "Schedule", "Steps", "Throughput (examples/s)",
+          "Global batch", "Optimizer", "Learning rate", "Steps", "Throughput (examples/s)",
           "Final loss", "Best validation loss", "Best validation metric", "Limited by")
+
+
+# What each row of the table means (the view's row headers say it on hover).
+FIELD_MEANINGS = {
+    "State": "How the run ended (or that it still trains)",
+    "Strategy": "The tf.distribute strategy",
+    "Machines": "The machines its tasks ran on",
+    "Replicas": "Model copies trained in step, over every task",
+    "Precision": "The numbers it computed in (mixed precision: float16 or bfloat16)",
+    "XLA": "Whether its step was compiled by XLA",
+    "Global batch": "Examples a step, over every replica",
+    "Optimizer": "The optimizer, with its decay, momentum, clipping and accumulation",
+    "Learning rate": "Its learning rate and how it changed over the steps",
+    "Steps": "Steps trained, of the steps planned",
+    "Throughput (examples/s)": "Examples a second, the median over the run, every task",
+    "Final loss": "The mean training loss at its last step",
+    "Best validation loss": "Its lowest validation loss, at that step",
+    "Best validation metric": "Its best validation metric, at that step",
+    "Limited by": "What its step time went to most: input, compute, communication, memory",
+}
 
 
 def _number_text(value: float | None, digits: int = 4) -> str:

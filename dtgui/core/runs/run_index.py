@@ -20,6 +20,7 @@ import contextlib
 import json
 import math
 import os
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -27,6 +28,7 @@ from typing import Any
 
 from dtgui.core.plans.plan import LOCAL_MACHINE, PLAN_NAME
 from dtgui.core.runs.records import RECORD_NAME, RunHistory, RunRecord
+from dtgui.core.runs.run_state import PRUNED_MESSAGE, RunState
 from dtgui.core.settings import atomic_write_text, data_dir
 
 INDEX_NAME = ".runs-index.json"
@@ -117,7 +119,7 @@ class RunRow:
     where: str = ""  # its machines, "local" for this machine alone
     started: float = 0.0
     ended: float | None = None
-    steps: int | None = None  # steps done (None: not read: still training or no events)
+    steps: int | None = None  # steps done (a run still training: so far; None: no events)
     total_steps: int = 0
     final_loss: float | None = None
     best_val: float | None = None
@@ -130,11 +132,21 @@ class RunRow:
 
     @property
     def duration(self) -> float | None:
+        """How long it ran; a run still training: how long it has been running."""
+        if self.active and not self.ended and self.started:
+            return max(0.0, time.time() - self.started)
         return self.ended - self.started if self.ended and self.started else None
+
+    @property
+    def state_text(self) -> str:
+        """Its state named by its cause: a sweep trial its pruner stopped is "pruned"."""
+        if self.state == RunState.STOPPED and self.message == PRUNED_MESSAGE:
+            return "pruned"
+        return self.state
 
     def text(self) -> str:
         """Everything a filter matches, lowercased."""
-        return " ".join((self.name, self.state, self.strategy, self.where, self.note,
+        return " ".join((self.name, self.state_text, self.strategy, self.where, self.note,
                          " ".join(self.tags), Path(self.folder).name,
                          self.run_id)).lower()
 
@@ -185,6 +197,16 @@ def summarize(row: RunRow) -> None:
         name, value, _ = summary.best_val_metric
         row.best_val, row.best_val_name = value, f"val_{name}"
     row.summarized = True
+
+
+def steps_so_far(folder: str) -> int | None:
+    """The furthest step the tasks of a run still training have reported."""
+    from dtgui.core.events import last_step
+    from dtgui.worker.layout import EVENTS_GLOB, OUTPUT_DIR
+
+    found = [s for p in Path(folder, OUTPUT_DIR).glob(EVENTS_GLOB)
+             if (s := last_step(p)) is not None]
+    return max(found) if found else None
 
 
 def planned(folder: str) -> tuple[int, str]:
@@ -289,6 +311,8 @@ class RunIndex:
         row = row_of_record(record, self.kind, self.parent)
         row.set_notes(Notes.read(folder))
         row.total_steps, row.trained = planned(folder)
+        if row.active:  # its step so far, from the end of its events
+            row.steps = steps_so_far(folder)
         if old is not None and old.summarized and cached is not None \
                 and cached[0][1] == record_time:  # the same record: the same events read
             row.steps, row.total_steps, row.best_val, row.best_val_name = (

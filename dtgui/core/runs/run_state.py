@@ -41,3 +41,7 @@ class RunState(str, Enum):
 
 
 ENDED = frozenset({RunState.FINISHED, RunState.FAILED, RunState.STOPPED, RunState.LOST})
+
+# The message of a sweep trial's run its pruner stopped: its state is stopped, shown as "pruned"
+# (its cause), never as a stop of the user's.
+PRUNED_MESSAGE = "pruned by the sweep"

@@ -287,6 +287,27 @@ def typed(param: Param) -> Param:
     return param
 
 
+def new_sweep_folder(run_name: str, under: Path | None = None) -> Path:
+    """A folder for a new sweep of the run setup `run_name`, holding no sweep yet: under the
+    sweeps folder by default, named after the setup (numbered when taken)."""
+    from dtgui.core.settings import sweeps_dir
+
+    root = under if under is not None else sweeps_dir()
+    base = f"{run_name or 'run'}-sweep"
+    folder, n = root / base, 1
+    while folder.exists():
+        n += 1
+        folder = root / f"{base}-{n}"
+    return folder
+
+
+def default_pruner(search: str) -> str:
+    """The pruner a sweep gets when none is chosen: none for a grid (the user listed every
+    value to see each one trained to the end; a median cut after two trials would stop
+    values still improving), the median pruner for a search."""
+    return "none" if search == "grid" else "median"
+
+
 @dataclass(frozen=True)
 class SweepSpec:
     """What a sweep varies and how it searches (its base plan is kept beside it)."""

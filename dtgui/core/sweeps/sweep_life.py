@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from dtgui.core.sweeps.sweep_study import SweepTable, TrialRow
 
-ENDS = ("finished", "pruned", "failed")  # a trial's ends (TrialRow.state)
+ENDS = ("finished", "pruned", "stopped", "failed")  # a trial's ends (TrialRow.state)
 
 
 class Change(str, enum.Enum):
@@ -32,7 +32,7 @@ class Change(str, enum.Enum):
 @dataclass(frozen=True)
 class SweepEvent:
     """One change: `trial` its number (-1 for the sweep's end); a report's `step` and
-    `value`; an end's `state` (finished, pruned, failed) and `value` (its objective)."""
+    `value`; an end's `state` (finished, pruned, stopped, failed) and `value` (its objective)."""
 
     change: Change
     trial: int = -1

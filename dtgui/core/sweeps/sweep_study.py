@@ -30,14 +30,37 @@ TRIALS_CSV = "trials.csv"
 RERUN_ATTR = "rerun_of"  # a trial's user attribute: the stopped trial whose values it runs
 RESUMED_ATTR = "resumed_from_step"  # a re-run trial's: it continues that trial's run from
 # the checkpoint of this step (in its run folder; without it the trial trained from step 0)
+STOPPED_ATTR = "stopped"  # a trial's user attribute: it was stopped (not failed, not pruned)
+BEST_VALUE_ATTR = "best_value"  # a pruned trial's: its objective's best value over its run
+BEST_STEP_ATTR = "best_step"  # the step of that value
 CONNECT_SECONDS = 10  # a server URL that does not answer in this time is unreachable
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)  # dtgui says what each trial did
 
-# What dtgui calls a trial's end; Optuna's state for it.
+# What dtgui calls a trial's end; Optuna's state for it (a stopped trial is Optuna's FAIL
+# with STOPPED_ATTR: `trial_state`).
 TRIAL_STATES = {TrialState.COMPLETE: "finished", TrialState.PRUNED: "pruned",
                 TrialState.FAIL: "failed", TrialState.RUNNING: "running",
                 TrialState.WAITING: "waiting"}
+
+
+def trial_state(trial: FrozenTrial) -> str:
+    """The trial's state named by its cause: finished, pruned (its pruner stopped it),
+    stopped (the user stopped the sweep or its run), failed, running or waiting."""
+    if trial.state is TrialState.FAIL and trial.user_attrs.get(STOPPED_ATTR):
+        return "stopped"
+    return TRIAL_STATES.get(trial.state, trial.state.name.lower())
+
+
+def trial_value(trial: FrozenTrial) -> float | None:
+    """The trial's objective, the one value every view shows of it (sweep view, CLI, CSV,
+    MLflow, HParams): a finished trial's value, a pruned trial's best value over all its run
+    (Optuna keeps the last value told its pruner, which may be steps before the run stopped),
+    None for the others."""
+    if trial.state is TrialState.PRUNED:
+        best = trial.user_attrs.get(BEST_VALUE_ATTR)
+        return float(best) if isinstance(best, (int, float)) else trial.value
+    return trial.value if trial.state is TrialState.COMPLETE else None
 
 
 def storage_url(spec: SweepSpec, folder: Path) -> str:
@@ -168,7 +191,7 @@ class TrialRow:
     """One trial as the command line, the CSV and the sweep view show it."""
 
     number: int
-    state: str  # finished | pruned | failed | running | waiting
+    state: str  # finished | pruned | stopped | failed | running | waiting (`trial_state`)
     params: dict[str, Any]
     objective: float | None
     best_step: int | None
@@ -181,6 +204,16 @@ class TrialRow:
     last_step: int | None = None  # the step of the last value reported to the pruner
     last_value: float | None = None  # that value
     continued_in: int | None = None  # a stopped trial: the trial whose run continues its run
+    step: int | None = None  # a running trial: the step its run has reached (`read_sweep`)
+    total_steps: int = 0  # and the steps it trains to (0: not known)
+
+    @property
+    def state_text(self) -> str:
+        """Its state as the sweep view says it: a running trial with its progress."""
+        if self.state != "running" or self.step is None:
+            return self.state
+        of = f" of {self.total_steps:,}" if self.total_steps else ""
+        return f"running · step {self.step:,}{of}"
 
     @property
     def error_text(self) -> str:
@@ -193,12 +226,10 @@ class TrialRow:
     def of(cls, trial: FrozenTrial) -> TrialRow:
         attrs = trial.user_attrs
         started, ended = attrs.get("started"), attrs.get("ended")
-        best_step = attrs.get("best_step")
+        best_step = attrs.get(BEST_STEP_ATTR)
         reported = trial.intermediate_values
         last = max(reported) if reported else None
-        value = trial.value if trial.state in (TrialState.COMPLETE, TrialState.PRUNED) else None
-        return cls(trial.number, TRIAL_STATES.get(trial.state, trial.state.name.lower()),
-                   dict(trial.params), value,
+        return cls(trial.number, trial_state(trial), dict(trial.params), trial_value(trial),
                    int(best_step) if isinstance(best_step, int) else None,
                    ended - started if isinstance(started, float) and isinstance(ended, float)
                    else None,
@@ -216,7 +247,7 @@ class TrialRow:
             told += f" (step {self.best_step})"
         time = f"{self.seconds:.0f} s" if self.seconds is not None else ""
         parts = [f"trial {self.number}", self.state, values, told, time,
-                 self.error_text if self.state == "failed" else ""]
+                 self.error_text if self.state in ("failed", "stopped") else ""]
         return "  ".join(p for p in parts if p)
 
 
@@ -235,8 +266,7 @@ def rows(study: optuna.Study) -> list[TrialRow]:
 
 def sorted_rows(rows_: Iterable[TrialRow], goal: str) -> list[TrialRow]:
     """Finished trials by their objective, best first (the first is the study's best), then
-    pruned ones (their objective is their last value before they were stopped), then the
-    others by number."""
+    pruned ones (by their best value before they were stopped), then the others by number."""
     sign = 1.0 if goal == "minimize" else -1.0
     rank = {"finished": 0, "pruned": 1}
     return sorted(rows_, key=lambda r: (rank.get(r.state, 2) if r.objective is not None else 2,
@@ -299,7 +329,17 @@ def read_sweep(folder: Path) -> SweepTable:
     except KeyError as exc:
         raise SweepError([f"{folder} holds no study yet."]) from exc
     notes = [str(n) for n in study.user_attrs.get("notes") or []]
-    return SweepTable(folder, spec, sorted_rows(rows(study), spec.goal), notes)
+    return SweepTable(folder, spec, sorted_rows(map(with_progress, rows(study)), spec.goal),
+                      notes)
+
+
+def with_progress(row: TrialRow) -> TrialRow:
+    """A running trial with the step its run has reached, read from the end of its events."""
+    from dtgui.core.runs.run_index import planned, steps_so_far
+
+    if row.state != "running" or not row.run:
+        return row
+    return replace(row, step=steps_so_far(row.run), total_steps=planned(row.run)[0])
 
 
 def axis_values(rows_: Sequence[TrialRow], param: Param) -> list[float | None]:

@@ -102,7 +102,8 @@ def run_sweep(folder: Path, spec: SweepSpec, plan: Plan, out: TextIO, err: TextI
           f"{spec.goal} {spec.objective}; Ctrl-C stops", file=out, flush=True)
     rows = queue.run()
     ranked = sorted_rows(rows, spec.goal)
-    counts = {s: sum(1 for r in rows if r.state == s) for s in ("finished", "pruned", "failed")}
+    counts = {s: sum(1 for r in rows if r.state == s)
+              for s in ("finished", "pruned", "stopped", "failed")}
     print(f"sweep {'stopped' if stopped else 'complete'}: "
           + ", ".join(f"{n} {s}" for s, n in counts.items() if n), file=out)
     if ranked and ranked[0].state == "finished":

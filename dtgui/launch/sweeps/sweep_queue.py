@@ -47,11 +47,14 @@ from dtgui.core.plans.plan import Plan
 from dtgui.core.run_curves import bundle_curves
 from dtgui.core.runs.records import RunRecord
 from dtgui.core.runs.run_index import remember_sweep
-from dtgui.core.runs.run_state import RunState
+from dtgui.core.runs.run_state import PRUNED_MESSAGE, RunState
 from dtgui.core.sweeps.sweep import TRIALS_DIR, SweepError, SweepSpec, apply, check, save_sweep
 from dtgui.core.sweeps.sweep_study import (
+    BEST_STEP_ATTR,
+    BEST_VALUE_ATTR,
     RERUN_ATTR,
     RESUMED_ATTR,
+    STOPPED_ATTR,
     Points,
     TrialRow,
     best_of,
@@ -60,6 +63,7 @@ from dtgui.core.sweeps.sweep_study import (
     rows,
     suggest,
     trial_count,
+    trial_value,
     write_csv,
 )
 from dtgui.launch.controller import LaunchError, RunController
@@ -75,7 +79,6 @@ log = logging.getLogger(__name__)
 POLL_SECONDS = 0.5
 RECHECK_SECONDS = 30.0  # a GPU slot found taken is asked again after this long
 NOTES_ATTR = "notes"  # the study's user attribute that keeps the queue's notes
-STOPPED_ATTR = "stopped"  # a trial's user attribute: it was stopped (not failed, not pruned)
 
 
 @dataclass
@@ -338,7 +341,7 @@ class SweepQueue:
         if float("-inf") < run.reported < last and not run.controller.finished \
                 and run.trial.should_prune():
             run.pruned = True
-            run.controller.request_stop()
+            run.controller.request_stop(PRUNED_MESSAGE)
 
     def _settle(self, run: Running) -> None:
         """The trial's end in the study, from its controller's."""
@@ -363,8 +366,8 @@ class SweepQueue:
             frozen.state, "failed")
         values = {f"trial.{k}": v if isinstance(v, (str, bool)) else float(v)
                   for k, v in frozen.params.items() if isinstance(v, (str, bool, int, float))}
-        objective = {f"objective/{self.spec.objective}": frozen.value} \
-            if frozen.value is not None else {}
+        value = trial_value(frozen)
+        objective = {f"objective/{self.spec.objective}": value} if value is not None else {}
         controller = run.controller
         try:
             write_hparams(controller.bundle, controller.metrics, controller.state,
@@ -372,8 +375,7 @@ class SweepQueue:
         except (OSError, ValueError) as exc:
             log.warning("trial %d: could not write its HParams summary: %s", frozen.number, exc)
         if controller.tracker is not None:
-            controller.tracker.log_trial(frozen.params, state, self.spec.objective,
-                                         frozen.value)
+            controller.tracker.log_trial(frozen.params, state, self.spec.objective, value)
 
     def _finished(self, trial: optuna.Trial, points: Points | None,
                   final_loss: float | None) -> None:
@@ -384,7 +386,7 @@ class SweepQueue:
         if best is None:
             self._end(trial, TrialState.FAIL, error=f"the run reported no {self.spec.objective}")
             return
-        trial.set_user_attr("best_step", best[1])
+        trial.set_user_attr(BEST_STEP_ATTR, best[1])
         self._end(trial, TrialState.COMPLETE, value=best[0])
 
     def _end(self, trial: optuna.Trial, state: TrialState, *, value: float | None = None,
@@ -395,9 +397,11 @@ class SweepQueue:
         if stopped:
             trial.set_user_attr(STOPPED_ATTR, True)
         if state is TrialState.PRUNED and points is not None:
+            # its value is its best over all its run, as the Runs page shows it (trial_value)
             best = best_of(points, self.spec.goal)
             if best is not None:
-                trial.set_user_attr("best_step", best[1])
+                trial.set_user_attr(BEST_VALUE_ATTR, best[0])
+                trial.set_user_attr(BEST_STEP_ATTR, best[1])
         self.study.tell(trial, value, state=state)
         write_csv(self.folder, self.study, self.spec)
         if self.on_trial_end is not None:

@@ -35,7 +35,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from dtgui.core.runs.compare import FIELDS, RunSummary, summarize_run, summary_csv, table_rows
+from dtgui.core.runs.compare import (
+    FIELD_MEANINGS,
+    FIELDS,
+    RunSummary,
+    summarize_run,
+    summary_csv,
+    table_rows,
+)
 from dtgui.core.runs.records import RunRecord
 from dtgui.core.series import Curve
 from dtgui.core.smoothing import ema
@@ -278,6 +285,10 @@ class CompareView(QWidget):
         self.table = QTableWidget(len(SHOWN_FIELDS), 0)
         self.table.setObjectName("compareTable")
         self.table.setVerticalHeaderLabels(list(SHOWN_FIELDS))
+        for row, name in enumerate(SHOWN_FIELDS):  # what each row means, on hover
+            head = self.table.verticalHeaderItem(row)
+            if head is not None:
+                head.setToolTip(FIELD_MEANINGS.get(name, ""))
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.ContiguousSelection)
         self.table.setWordWrap(False)

@@ -14,6 +14,7 @@ so the form and the command line share one parser.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -54,6 +55,8 @@ from dtgui.core.sweeps.sweep import (
     SweepError,
     SweepSpec,
     check,
+    default_pruner,
+    new_sweep_folder,
     parse_param,
 )
 from dtgui.core.target_job import TargetJob
@@ -87,6 +90,13 @@ STARTING_SPACE = {
 # What each setting's values are: "int", "float" or "str" (names: a list only).
 SETTING_KINDS = {name: parse_param(f"{name}={space}").kind
                  for name, space in STARTING_SPACE.items()}
+# What a list of values of each setting looks like (the placeholder of its values field).
+LIST_EXAMPLES = {
+    "lr": "0.0001, 0.001, 0.01", "batch-size": "16, 32, 64", "optimizer": "adam, sgd",
+    "weight-decay": "0.00001, 0.0001, 0.001", "momentum": "0.8, 0.9, 0.99",
+    "schedule": "constant, cosine", "warmup": "0, 50, 100", "clip-norm": "0.5, 1, 5",
+    "grad-accumulation": "1, 2, 4", "steps": "100, 200", "seed": "1, 2, 3",
+}
 LIST, RANGE, LOG_RANGE = "list of values", "range (uniform)", "range (log-uniform)"
 SPACES = (LIST, RANGE, LOG_RANGE)
 OBJECTIVES = (DEFAULT_OBJECTIVE, "val_accuracy", "loss")
@@ -124,11 +134,11 @@ class ParamRow(QWidget):
         self.number.addItems(["float", "int"])
         self.number.setToolTip("Whole numbers (int) or any number (float)")
         self.values = QLineEdit()
-        self.values.setPlaceholderText("values, comma-separated: 16,32,64")
+        self.values.setPlaceholderText("values, separated by commas")
         self.low = QLineEdit()
-        self.low.setPlaceholderText("low")
+        self.low.setPlaceholderText("lowest")
         self.high = QLineEdit()
-        self.high.setPlaceholderText("high")
+        self.high.setPlaceholderText("highest")
         self.remove = QToolButton()
         self.remove.setText("✕")
         self.remove.setToolTip("Do not vary this parameter")
@@ -216,10 +226,21 @@ class ParamRow(QWidget):
         setting = str(self.setting.currentData())
         if not self.name():
             return None, [f"Type the name of {NAME_WHAT[setting]}, e.g. {NAME_HINTS[setting]}."]
+        label = self.label()
+        if self.space.currentText() == LIST:
+            if not [v for v in self.values.text().split(",") if v.strip()]:
+                return None, [_sentence(f"{label}: type its values, separated by commas.")]
+        elif not self.low.text().strip() or not self.high.text().strip():
+            return None, [_sentence(f"{label}: type the lowest and the highest value.")]
         try:
             return parse_param(self.text()), []
         except SweepError as exc:
-            return None, exc.problems
+            return None, [in_words(p, {self.name(): label}) for p in exc.problems]
+
+    def label(self) -> str:
+        """The parameter as the user reads it: "learning rate", or the name typed."""
+        setting = str(self.setting.currentData())
+        return dict((n, t) for t, n in SETTINGS).get(setting) or self.name()
 
     def show_problems(self, problems: list[str]) -> None:
         self.error.setText("\n".join(problems))
@@ -247,6 +268,9 @@ class ParamRow(QWidget):
         self.space.setEnabled(kind != "str")
         self.number.setEnabled(not kind)
         self.name_edit.setVisible(setting in NAME_HINTS)
+        example = LIST_EXAMPLES.get(setting, "1, 2, 3" if kind or self.number.currentText()
+                                    == "int" else "0.1, 0.5")
+        self.values.setPlaceholderText(f"values, separated by commas: {example}")
         if setting in NAME_HINTS:
             self.name_edit.setPlaceholderText(NAME_HINTS[setting])
         listed = self.space.currentText() == LIST
@@ -270,6 +294,37 @@ def _setting_of(name: str) -> tuple[str, str]:
     if name.startswith("env:"):
         return SCRIPT_ENV, name[4:]
     return SCRIPT_ARG, name.removeprefix("arg:")
+
+
+# The command line's syntax in a problem, and what the form says instead.
+_SYNTAX = (
+    (re.compile(r"^--param "), ""),
+    (re.compile(r" \(choice:[^)]*\)"), ""),
+    (re.compile(r"use int:LOW:HIGH or logint:LOW:HIGH \(or a list\)"),
+     "choose int, or a list of values"),
+    (re.compile(r"for one value use choice:VALUE"), "for one value use a list of values"),
+    (re.compile(r"LOW must be below HIGH"), "the lowest must be below the highest"),
+    (re.compile(r"a range is \w+:LOW:HIGH"), "a range needs its lowest and highest value"),
+    (re.compile(r" \((?:int|logint|uniform|loguniform):[^)]*\)"), ""),
+    (re.compile(r" \(--param NAME=SPACE\)"), ""),
+)
+
+
+def in_words(problem: str, labels: dict[str, str]) -> str:
+    """A problem of the sweep's checks (written for `dtgui sweep --param`) as the form says
+    it: without the command line's syntax, each parameter by the name the form shows."""
+    for pattern, words in _SYNTAX:
+        problem = pattern.sub(words, problem)
+    for name, label in labels.items():
+        if name and label and name != label:
+            problem = re.sub(rf"^{re.escape(name)}=", f"{label} ", problem)
+            problem = re.sub(rf"^{re.escape(name)}(?=[: ])", label, problem)
+            problem = re.sub(rf"(?<=for ){re.escape(name)}\b", label, problem)
+    return _sentence(problem)
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 class SweepDialog(QDialog):
@@ -353,9 +408,18 @@ class SweepDialog(QDialog):
         for pruner, label in zip(PRUNERS, ("median (stop trials worse than the median)",
                                            "successive halving", "none"), strict=True):
             self.pruner_box.addItem(label, pruner)
+        self.pruner_box.setToolTip("Stops trials clearly worse than the others early. A grid "
+                                   "search trains every value to the end unless you choose "
+                                   "a pruner")
+        self._pruner_chosen = False  # by the user: the search no longer sets it
+        self.pruner_box.activated.connect(self._pruner_picked)
+        self.search_box.currentIndexChanged.connect(self._search_changed)
         self.storage_edit = QLineEdit()
         self.storage_edit.setPlaceholderText("SQLite in the folder (or postgresql://...)")
-        self.folder_edit = QLineEdit(str(folder) if folder is not None else "")
+        self.folder_edit = QLineEdit(str(folder if folder is not None
+                                         else new_sweep_folder(plan.run_name)))
+        self.folder_edit.setToolTip("A new folder: the sweep's study, its settings and each "
+                                    "trial's run go there")
         browse = QPushButton("Choose…")
         browse.clicked.connect(self._browse)
         where = QHBoxLayout()
@@ -410,6 +474,15 @@ class SweepDialog(QDialog):
             box.currentIndexChanged.connect(self._update)
         self.machines_list.itemChanged.connect(self._update)
         self._update()
+
+    def _pruner_picked(self) -> None:
+        self._pruner_chosen = True
+
+    def _search_changed(self) -> None:
+        """A search's own pruner (none for a grid) until the user chooses one."""
+        if not self._pruner_chosen:
+            pruner = default_pruner(str(self.search_box.currentData()))
+            self.pruner_box.setCurrentIndex(max(0, self.pruner_box.findData(pruner)))
 
     # -- rows -----------------------------------------------------------------------------
     def add_param(self, text: str = "", update: bool = True) -> ParamRow:
@@ -515,10 +588,11 @@ class SweepDialog(QDialog):
         for problem in check(spec, self.base_plan):
             index = next((i for i, p in parsed.items()
                           if problem.startswith((f"{p.name}:", f"{p.name}="))), None)
+            labels = {p.name: self.param_rows[i].label() for i, p in parsed.items()}
             if index is not None:
-                by_row[index].append(problem)
+                by_row[index].append(in_words(problem, labels))
             elif rows_read:
-                others.append(problem)
+                others.append(in_words(problem, labels))
         if self.machines_list.isEnabled() and not any(
                 item is not None and item.checkState() == Qt.CheckState.Checked
                 for item in (self.machines_list.item(i)

@@ -454,16 +454,26 @@ class Dashboard(QWidget):
             button.setEnabled(state == RunState.RUNNING)
 
 
+def stop_question(snap: Snapshot, script: bool = False) -> tuple[str, str]:
+    """The Stop dialog's question and what it says is kept. The step a run saves at cannot be
+    known when asked: training goes on while the question is open, and each task stops at the
+    end of the device call it is in (many steps at once), so it says the step it is at now
+    and that the checkpoint is of the step it reaches."""
+    now = f" (now at step {snap.step:,})" if snap.step and not script else ""
+    question = f"Stop the run{now}?"
+    if script:
+        return question, (f"Your script is sent SIGTERM and has {STOP_GRACE_SECONDS:g} s to "
+                          "save a checkpoint of its own (docs/own-scripts.md).")
+    return question, ("Every task finishes the steps it is running and saves a checkpoint at "
+                      f"the step it reaches (within {TASK_STOP_SECONDS} s): training can "
+                      "continue from there with Resume.")
+
+
 def confirm_stop(parent: QWidget, snap: Snapshot, script: bool = False) -> bool:
     """Ask before stopping a run that has trained a while; says what is kept."""
-    step = f" at step {snap.step}" if snap.step and not script else ""
-    box = QMessageBox(QMessageBox.Icon.Question, "Stop the run?", f"Stop the run{step}?",
-                      parent=parent)
-    box.setInformativeText(
-        f"Your script is sent SIGTERM and has {STOP_GRACE_SECONDS:g} s to save a checkpoint "
-        "of its own (docs/own-scripts.md)." if script else
-        f"Every task saves a checkpoint{step} before it ends (within {TASK_STOP_SECONDS} s): "
-        "training can continue from there.")
+    question, kept = stop_question(snap, script)
+    box = QMessageBox(QMessageBox.Icon.Question, "Stop the run?", question, parent=parent)
+    box.setInformativeText(kept)
     stop = box.addButton("Stop", QMessageBox.ButtonRole.DestructiveRole)
     keep = box.addButton("Keep training", QMessageBox.ButtonRole.RejectRole)
     box.setDefaultButton(keep)

@@ -8,7 +8,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QTabBar, QWidget
 
-from dtgui.ui.pages.run_widgets import STATE_COLOURS
+from dtgui.ui.pages.state_colours import STATE_COLOURS
 from dtgui.ui.run_session import RunSession
 from dtgui.ui.run_sessions import RunSessions
 

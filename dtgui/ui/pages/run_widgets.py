@@ -9,7 +9,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor, QFontDatabase, QIcon, QPainter, QPixmap, QTextCursor
+from PySide6.QtGui import (
+    QColor,
+    QFontDatabase,
+    QIcon,
+    QPainter,
+    QPixmap,
+    QTextCursor,
+    QTextOption,
+)
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -33,18 +41,9 @@ from dtgui.core.run_tasks import TaskState, task_key
 from dtgui.core.runs.run_state import RunState
 from dtgui.core.scripts.script_progress import ScriptProgress
 from dtgui.core.task_logs import LOG_LINES_KEPT
+from dtgui.ui.pages.state_colours import STATE_COLOURS
 from dtgui.ui.plots.plot_base import format_elapsed, style_card
 
-STATE_COLOURS: dict[str, str] = {  # by RunState (a str)
-    RunState.READY: "#5f6368",
-    RunState.STARTING: "#5f6368",
-    RunState.RUNNING: "#1a73e8",
-    RunState.STOPPING: "#e37400",
-    RunState.FINISHED: "#188038",
-    RunState.FAILED: "#d93025",
-    RunState.STOPPED: "#b06000",
-    RunState.LOST: "#8e24aa",
-}
 FAILED_ROW_BG = {False: "#fce8e6", True: "#4c1f1d"}
 FAILED_ROW_FG = {False: "#a50e0e", True: "#f6aea9"}
 SLOW_ROW_BG = {False: "#fef7e0", True: "#3d3214"}  # a straggler's row (amber)
@@ -227,10 +226,11 @@ class RunHeader(QFrame):
 class TaskTable(QTableWidget):
     """One row per task: machine, status, step, replicas, exit code, error (failed rows in
     red, stragglers in amber with a "slow" badge). The Machine column shows only when a task
-    runs on another machine."""
+    runs on another machine, Exit and Error only when a task has one: a narrow pane gives
+    its width to the columns that say something."""
 
     COLUMNS = ("Task", "Machine", "Status", "Step", "Replicas", "Exit", "Error")
-    MACHINE, STATUS, ERROR = 1, 2, 6
+    MACHINE, STATUS, EXIT, ERROR = 1, 2, 5, 6
     NUMERIC = (3, 4, 5)
     taskActivated = Signal(str)
 
@@ -256,7 +256,8 @@ class TaskTable(QTableWidget):
                 head.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         header.setSectionResizeMode(self.ERROR, QHeaderView.ResizeMode.Stretch)
         self.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
-        self.setColumnHidden(self.MACHINE, True)
+        for col in (self.MACHINE, self.EXIT, self.ERROR):
+            self.setColumnHidden(col, True)
         self._badge = badge_icon(SLOW_ROW_FG[dark])
         self._rows: dict[str, int] = {}
         self._shown: dict[str, TaskState] = {}
@@ -270,7 +271,8 @@ class TaskTable(QTableWidget):
         self.setRowCount(0)
         self._rows.clear()
         self._shown.clear()
-        self.setColumnHidden(self.MACHINE, True)
+        for col in (self.MACHINE, self.EXIT, self.ERROR):
+            self.setColumnHidden(col, True)
 
     def update_tasks(self, tasks: dict[str, TaskState]) -> None:
         if set(tasks) - set(self._rows):
@@ -283,15 +285,18 @@ class TaskTable(QTableWidget):
             if before != state:
                 self._fill_row(self._rows[task], state, before)
                 self._shown[task] = state
-        remote = any(not is_local_machine(s.machine) for s in self._shown.values())
-        if self.machine_column_shown != remote:
-            self.setColumnHidden(self.MACHINE, not remote)
+        shown = self._shown.values()
+        for col, wanted in ((self.MACHINE, any(not is_local_machine(s.machine) for s in shown)),
+                            (self.EXIT, any(s.exit_shown for s in shown)),
+                            (self.ERROR, any(s.error for s in shown))):
+            if self.isColumnHidden(col) == wanted:
+                self.setColumnHidden(col, not wanted)
 
     def _fill_row(self, row: int, st: TaskState, before: TaskState | None) -> None:
         slow = bool(st.straggler)
         status = f"{st.status} \u00b7 slow" if slow else st.status
         values = (st.task, machine_label(st.machine), status, f"{st.step:,}",
-                  str(st.replicas or ""), "" if st.exit_code is None else str(st.exit_code),
+                  str(st.replicas or ""), st.exit_shown,
                   st.error)
         failed = st.status == "failed"
         restyle = before is None or (before.status, before.error, before.straggler) != (
@@ -357,7 +362,9 @@ class LogView(QWidget):
         self.text = QPlainTextEdit()
         self.text.setObjectName("logText")
         self.text.setReadOnly(True)
-        self.text.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        # wrapped: a line longer than the pane is read whole, never cut at its edge
+        self.text.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
+        self.text.setWordWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
         self.text.setMaximumBlockCount(LOG_LINES_KEPT)
         self.text.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.text.setPlaceholderText("No output yet.")

@@ -20,9 +20,12 @@ from PySide6.QtCore import (
     QSortFilterProxyModel,
     Qt,
 )
+from PySide6.QtGui import QColor, QFont
 
 from dtgui.core.plans.strategies import STRATEGIES
 from dtgui.core.runs.run_index import SWEEP, TRIAL, RunRow, significant, split_tags
+from dtgui.core.runs.run_state import RunState
+from dtgui.ui.pages.state_colours import STATE_COLOURS
 
 if TYPE_CHECKING:  # (numpy: not loaded with the window)
     from dtgui.core.scripts.script_progress import ScriptProgress
@@ -34,6 +37,13 @@ COLUMNS = ("Name", "State", "Strategy", "Where", "Started", "Duration", "Steps",
            "Best val.", "Tags", "Note")
 NUMERIC = (DURATION, STEPS, FINAL_LOSS, BEST_VAL)
 ROW_ROLE = Qt.ItemDataRole.UserRole + 1  # the RunRow itself
+RUNNING_COLOUR = QColor(STATE_COLOURS[RunState.RUNNING])  # a run still training
+
+
+def _bold() -> QFont:
+    font = QFont()
+    font.setBold(True)
+    return font
 
 UNWATCHED_TIP = ("Nobody watches this run: if a task fails, nothing stops the others. "
                  "Reattach to watch it.")
@@ -81,10 +91,14 @@ def _sort_key(column: int) -> Callable[[RunRow], Any]:
 
 class RunsModel(QAbstractTableModel):
     """The rows; `watched`: folders of running runs a headless watcher follows. Edits of the
-    Tags cell go to `on_edit(row, tags)` (which writes them off the UI thread)."""
+    Tags cell go to `on_edit(row, tags)`, of the Note cell (a note of one line, typed in
+    place) to `on_note(row, text)` (each writes them off the UI thread). A run still
+    training reads in bold, in the running colour."""
 
-    def __init__(self, on_edit: Callable[[RunRow, list[str]], None] | None = None) -> None:
+    def __init__(self, on_edit: Callable[[RunRow, list[str]], None] | None = None,
+                 on_note: Callable[[RunRow, str], None] | None = None) -> None:
         super().__init__()
+        self.on_note = on_note
         self.rows: list[RunRow] = []
         self.texts: list[str] = []  # each row's lowercased text, for the filter
         self.watched: set[str] = set()
@@ -143,7 +157,15 @@ class RunsModel(QAbstractTableModel):
 
     def flags(self, index: Index) -> Qt.ItemFlag:
         flags = super().flags(index)
-        return flags | Qt.ItemFlag.ItemIsEditable if index.column() == TAGS else flags
+        editable = index.column() == TAGS or (
+            index.column() == NOTE and index.isValid()
+            and self.note_in_place(self.rows[index.row()]))
+        return flags | Qt.ItemFlag.ItemIsEditable if editable else flags
+
+    @staticmethod
+    def note_in_place(row: RunRow) -> bool:
+        """Its note is typed in its cell: none yet, or one line (more: a box of its own)."""
+        return "\n" not in row.note.strip()
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
@@ -152,19 +174,30 @@ class RunsModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.DisplayRole:
             return self.text(row, column)
         if role == Qt.ItemDataRole.EditRole:
-            return ", ".join(row.tags) if column == TAGS else self.text(row, column)
+            return ", ".join(row.tags) if column == TAGS else row.note if column == NOTE \
+                else self.text(row, column)
         if role == Qt.ItemDataRole.ToolTipRole:
             return self.tip(row, column)
         if role == Qt.ItemDataRole.TextAlignmentRole and column in NUMERIC:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == ROW_ROLE:
             return row
+        if row.active and row.kind != SWEEP:
+            if role == Qt.ItemDataRole.FontRole:
+                return _bold()
+            if role == Qt.ItemDataRole.ForegroundRole:
+                return RUNNING_COLOUR
         return None
 
     def setData(self, index: Index, value: Any, role: int = Qt.ItemDataRole.EditRole) -> bool:
-        if not index.isValid() or index.column() != TAGS or role != Qt.ItemDataRole.EditRole:
+        if not index.isValid() or index.column() not in (TAGS, NOTE) \
+                or role != Qt.ItemDataRole.EditRole:
             return False
         row = self.rows[index.row()]
+        if index.column() == NOTE:
+            if self.on_note is not None and str(value) != row.note:
+                self.on_note(row, str(value))  # it keeps the note and shows it
+            return True
         row.tags = split_tags(str(value))
         self.row_changed(row)
         if self.on_edit is not None:
@@ -180,13 +213,14 @@ class RunsModel(QAbstractTableModel):
         if column == STATE:
             if row.active and row.kind != SWEEP:
                 return f"{row.state} · {self.follower(row)}"
-            return row.state + (" · archived" if row.archived else "")
+            return row.state_text + (" · archived" if row.archived else "")
         values: dict[int, Callable[[], str]] = {
             STRATEGY: lambda: strategy_title(row.strategy) + (
                 f" · {row.trained}" if row.trained else ""), WHERE: lambda: row.where,
-            STARTED: lambda: when(row.started), DURATION: lambda: self.time_left(row) if
-            row.active else duration_text(row.duration),
-            STEPS: lambda: "" if row.steps is None else f"{row.steps:,}",
+            STARTED: lambda: when(row.started), DURATION: lambda: (self.time_left(row) if
+            row.active else "") or duration_text(row.duration),
+            STEPS: lambda: "" if row.steps is None else f"{row.steps:,} of {row.total_steps:,}"
+            if row.active and row.total_steps else f"{row.steps:,}",
             FINAL_LOSS: lambda: significant(row.final_loss),
             BEST_VAL: lambda: significant(row.best_val), TAGS: lambda: ", ".join(row.tags),
             NOTE: lambda: note_line(row.note),
@@ -216,8 +250,14 @@ class RunsModel(QAbstractTableModel):
         if column == BEST_VAL and row.best_val_name:
             return f"its best validation value: {row.best_val_name} " + (
                 "(the best of its trials)" if row.kind == SWEEP else "")
-        if column == NOTE and row.note:
-            return row.note
+        if column == NOTE:
+            return (row.note + "\n\n" if row.note else "") + (
+                "Double-click to edit the note" if self.note_in_place(row)
+                else "Double-click to edit the note (several lines)")
+        if column == TAGS:
+            return "Double-click to type tags, separated by commas"
+        if column == DURATION and row.active and row.kind != SWEEP:
+            return "Still training: how long it has been running"
         if column == NAME and row.kind == SWEEP:
             return f"{row.folder}\nClick the arrow to show its trials; double-click opens it."
         return row.folder

@@ -14,8 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QModelIndex, QPoint, Qt, Signal, SignalInstance
-from PySide6.QtGui import QHideEvent, QResizeEvent, QShowEvent
+from PySide6.QtCore import QEvent, QModelIndex, QObject, QPoint, Qt, Signal, SignalInstance
+from PySide6.QtGui import QFontMetrics, QHideEvent, QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QMenu,
     QMessageBox,
     QPushButton,
+    QStyle,
     QTableView,
     QVBoxLayout,
     QWidget,
@@ -49,8 +50,11 @@ if TYPE_CHECKING:
 # width left over (names, tags and notes grow; figures do not)
 SAMPLES = {NAME: "resnet-baseline-1", 1: "running · followed", 2: "MultiWorker…", 3: "gpu-a, gpu",
            STARTED: "2026-11-26 16:21", 5: "Duration", 6: "100,000", 7: "Final loss",
-           8: "Best val.", TAGS: "baseline", NOTE: "a note"}
+           8: "Best val.", TAGS: "baseline, lr", NOTE: "a note of a few words"}
 GROWS = {NAME: 3, 1: 1, 2: 1, 3: 1, TAGS: 2, NOTE: 3}
+GIVE_ORDER = (NOTE, TAGS, 3, 2, 1, NAME)  # narrower than its texts: who gives width first
+CELL_PAD = 16  # a cell's margins around its text
+MEASURED_ROWS = 300  # the rows whose texts size the columns (not 10,000 measured each time)
 
 
 def load_rows() -> tuple[list[RunRow], set[str], list[str]]:
@@ -95,7 +99,7 @@ class RunsPage(QWidget):
         title.setObjectName("pageTitle")
         self.summary = QLabel("")
         self.summary.setWordWrap(True)
-        self.model = RunsModel(on_edit=self._tags_edited)
+        self.model = RunsModel(on_edit=self._tags_edited, on_note=self.set_note)
         self.proxy = RunsFilter(self.model)
         self.table = QTableView()
         self.table.setObjectName("runsTable")
@@ -103,8 +107,11 @@ class RunsPage(QWidget):
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         # several rows (ctrl/shift-click) for Compare; the other actions take one
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        # Tags and a note are typed in their cells: a double-click, a click on a selected
+        # row's cell or F2 (a note of several lines opens a box of its own)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.EditKeyPressed
-                                   | QAbstractItemView.EditTrigger.SelectedClicked)
+                                   | QAbstractItemView.EditTrigger.SelectedClicked
+                                   | QAbstractItemView.EditTrigger.DoubleClicked)
         self.table.verticalHeader().setVisible(False)
         self.table.verticalHeader().setDefaultSectionSize(26)
         self.table.setWordWrap(False)
@@ -188,6 +195,7 @@ class RunsPage(QWidget):
         self.live.missing.connect(self.refresh)
         self.model.dataChanged.connect(self._row_moved)  # a running row changed, or ended
         self._update_buttons()
+        self.table.viewport().installEventFilter(self)
 
     def _row_moved(self) -> None:
         self._update_buttons()
@@ -207,19 +215,48 @@ class RunsPage(QWidget):
         super().hideEvent(event)
         self.live.stop()
 
-    def resizeEvent(self, event: QResizeEvent) -> None:
-        super().resizeEvent(event)
-        self.fit_columns()
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        # the table's viewport resized (after the page's layout): the columns fill it again
+        if watched is self.table.viewport() and event.type() == QEvent.Type.Resize:
+            self.fit_columns()
+        return super().eventFilter(watched, event)
 
     def fit_columns(self) -> None:
-        """Every column at least its width; what is left shared by the growing ones."""
+        """Each column as wide as its title and the texts of its first rows shown (at least
+        its sample's width); a wider table gives what is left to names, tags and notes, a
+        narrower one takes it back from notes first, names last (down to their samples'
+        width): names are read whole whenever there is room for them."""
         metrics = self.table.fontMetrics()
-        widths = {c: metrics.horizontalAdvance(text) + 22 for c, text in SAMPLES.items()}
-        spare = self.table.viewport().width() - sum(widths.values())
+        bold_font = self.table.font()
+        bold_font.setBold(True)
+        bold = QFontMetrics(bold_font)  # a run still training reads in bold
         header = self.table.horizontalHeader()
-        grows = sum(GROWS.values())
+        style = header.style()
+        title_pad = 2 * style.pixelMetric(QStyle.PixelMetric.PM_HeaderMargin, None, header) \
+            + style.pixelMetric(QStyle.PixelMetric.PM_HeaderMarkSize, None, header) + 4
+        titles = header.fontMetrics()
+        shown = [self.row_at(r) for r in range(min(self.proxy.rowCount(), MEASURED_ROWS))]
+        least, need = {}, {}
+        for column, text in SAMPLES.items():
+            title = titles.horizontalAdvance(COLUMNS[column]) + title_pad
+            least[column] = max(metrics.horizontalAdvance(text) + CELL_PAD, title)
+            widest = max(((bold if row.active else metrics).horizontalAdvance(
+                self.model.text(row, column)) for row in shown), default=0)
+            need[column] = max(least[column], widest + CELL_PAD)
+        widths = dict(need)
+        spare = self.table.viewport().width() - sum(need.values())
+        if spare >= 0:
+            grows = sum(GROWS.values())
+            for column, share in GROWS.items():
+                widths[column] += spare * share // grows
+        for column in GIVE_ORDER:  # too narrow: what a column has over its least, in order
+            if spare >= 0:
+                break
+            given = min(-spare, widths[column] - least[column])
+            widths[column] -= given
+            spare += given
         for column, width in widths.items():
-            header.resizeSection(column, width + max(0, spare) * GROWS.get(column, 0) // grows)
+            header.resizeSection(column, width)
 
     # -- sections ------------------------------------------------------------------------------
     def add_section(self, widget: QWidget) -> None:
@@ -252,6 +289,7 @@ class RunsPage(QWidget):
             # (steps and best values: nothing the filter reads changed)
             self.model.dataChanged.emit(self.model.index(0, 0), self.model.index(
                 len(self.model.rows) - 1, len(COLUMNS) - 1))
+            self.fit_columns()
 
     def _failed(self, exc: BaseException) -> None:
         self.summary.setText(f"The runs could not be read: {error_message(exc)}")
@@ -259,6 +297,7 @@ class RunsPage(QWidget):
     def show_rows(self, rows: list[RunRow], watched: set[str] | None = None,
                   texts: list[str] | None = None) -> None:
         self.model.set_rows(rows, watched, texts)
+        self.fit_columns()
         self._summarize()
         self._update_buttons()
         self.loaded.emit(rows)
@@ -341,12 +380,13 @@ class RunsPage(QWidget):
         if row.kind == SWEEP and index.column() == NAME:
             self.model.toggle(row)
             self.proxy.refilter()
+            self.fit_columns()  # its trials' names
 
     def _double_clicked(self, index: QModelIndex) -> None:
         row = self.row_at(index.row())
-        if index.column() == NOTE:
+        if index.column() == NOTE and not self.model.note_in_place(row):
             self.edit_note(row)
-        elif index.column() != TAGS:
+        elif index.column() not in (TAGS, NOTE):
             self._activate(row)
 
     def _activate(self, row: RunRow) -> None:

@@ -50,7 +50,8 @@ from dtgui.ui.plots.plot_base import series_colour
 from dtgui.ui.sweep_session import SweepSession
 from dtgui.ui.workers import Worker, create_worker, error_message
 
-STATE_COLOURS = {"finished": "#2ca02c", "pruned": "#ff7f0e", "failed": "#d62728",
+STATE_COLOURS = {"finished": "#2ca02c", "pruned": "#ff7f0e", "stopped": "#8c564b",
+                 "failed": "#d62728",
                  "running": "#1f77b4", "waiting": "#7f7f7f"}
 SEARCH_TEXT = {"tpe": "Bayesian search (TPE)", "random": "random search",
                "grid": "grid search (every combination)"}
@@ -68,7 +69,7 @@ def status_text(data: SweepTable, running: bool, in_process: bool = True) -> str
     its queue runs (`in_process`: in a process of its own, else in the app)."""
     spec = data.spec
     counts = {s: sum(1 for r in data.rows if r.state == s)
-              for s in ("finished", "pruned", "failed", "running")}
+              for s in ("finished", "pruned", "stopped", "failed", "running")}
     told = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no trial yet"
     best = data.best
     goal = "lowest" if spec.goal == "minimize" else "highest"
@@ -92,7 +93,7 @@ def _trial_record(row: TrialRow) -> RunRecord | None:
 def _counted(data: SweepTable) -> int:
     """The trials that count towards those asked: not those a stop ended (they run again
     when the sweep goes on)."""
-    return sum(1 for r in data.rows if not (r.state == "failed" and r.error == "stopped"))
+    return sum(1 for r in data.rows if r.state != "stopped")
 
 
 class SweepView(QWidget):
@@ -232,7 +233,7 @@ class SweepView(QWidget):
         self.table.setHorizontalHeaderLabels(headers)
         self.table.setRowCount(len(data.rows))
         for i, row in enumerate(data.rows):
-            cells = [str(row.number), row.state,
+            cells = [str(row.number), row.state_text,
                      "" if row.objective is None else f"{row.objective:.5g}",
                      "" if row.best_step is None else str(row.best_step),
                      *(_value_text(row.params.get(n)) for n in names),
@@ -321,7 +322,7 @@ class SweepView(QWidget):
                 continue
             if best is not None and row.number == best.number:
                 pen = pg.mkPen("#111111", width=3)
-            elif row.state == "failed":  # it has no objective: a faint line
+            elif row.state in ("failed", "stopped"):  # it has no objective: a faint line
                 pen = pg.mkPen("#bbbbbb", width=1, style=Qt.PenStyle.DashLine)
             else:
                 pen = pg.mkPen(STATE_COLOURS.get(row.state, "#7f7f7f"), width=1.2)

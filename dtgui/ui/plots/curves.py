@@ -46,9 +46,10 @@ FEED_BUDGET_SECONDS = 0.004
 _EMPTY = np.empty(0)
 
 
-def make_curve(colour: QColor, name: str) -> pg.PlotDataItem:
+def make_curve(colour: QColor, name: str, gaps: bool = False) -> pg.PlotDataItem:
+    """`gaps`: its series may hold NaN points where nothing was measured, drawn as gaps."""
     item = pg.PlotDataItem(name=name, pen=pg.mkPen(colour, width=1), antialias=False,
-                           skipFiniteCheck=True)
+                           skipFiniteCheck=not gaps, connect="finite" if gaps else "all")
     item.setDownsampling(auto=True, method="peak")
     item.setClipToView(True)
     # pyqtgraph's default (5 buckets per pixel, 10 vertices per pixel column) costs 2.5x more
@@ -291,7 +292,10 @@ class CurveSet(Generic[K]):
             seen, lo, hi = 0, np.inf, -np.inf
         if len(y) > seen:
             new = y[seen:]
-            self._extent[key] = (len(y), min(lo, float(new.min())), max(hi, float(new.max())))
+            new = new[np.isfinite(new)]  # a gap's NaN
+            if len(new):
+                lo, hi = min(lo, float(new.min())), max(hi, float(new.max()))
+            self._extent[key] = (len(y), lo, hi)
 
     def y_extent(self) -> tuple[float, float] | None:
         """Min and max y of the visible series (all their points)."""

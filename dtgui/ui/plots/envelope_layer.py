@@ -98,7 +98,8 @@ class EnvelopeLayer(pg.GraphicsObject, Generic[K]):
     def __init__(self, curves: dict[K, pg.PlotDataItem]) -> None:
         super().__init__()
         self._curves = curves
-        self.paths: dict[K, tuple[QPolygonF, np.ndarray]] = {}  # line, [x0 x1 y0 y1]
+        # each series' lines (several where it has gaps: NaN points), [x0 x1 y0 y1]
+        self.paths: dict[K, tuple[list[QPolygonF], np.ndarray]] = {}
         self.filled: set[K] = set()  # drawn as a filled band
         self._rect = QRectF()
         self.vertices = 0
@@ -128,13 +129,26 @@ class EnvelopeLayer(pg.GraphicsObject, Generic[K]):
                    y_range: tuple[float, float] | None = None, filled: bool = False) -> None:
         """A series' envelope blocks, drawn as their `zigzag`, or `filled` as their `band`;
         y_range: their min and max, when known."""
-        lo, hi = y_range if y_range is not None else (float(bottom.min()), float(top.max()))
-        vx, vy = (band if filled else zigzag)(bx, top, bottom)
-        line = fn.create_qpolygonf(len(vx))
-        points = fn.ndarray_from_qpolygonf(line)
-        points[:, 0] = vx
-        points[:, 1] = vy
-        self.paths[key] = (line, np.array([bx[0], bx[-1], lo, hi]))
+        finite = np.isfinite(top) & np.isfinite(bottom)
+        if not finite.any():
+            self.remove(key)
+            return
+        lo, hi = y_range if y_range is not None else (float(bottom[finite].min()),
+                                                      float(top[finite].max()))
+        lines = []
+        # a gap (a NaN block: nothing was measured then) ends a line; the next one starts after
+        breaks = np.flatnonzero(~finite)
+        for start, stop in zip(np.r_[0, breaks + 1], np.r_[breaks, len(bx)], strict=True):
+            if stop <= start:
+                continue
+            vx, vy = (band if filled else zigzag)(bx[start:stop], top[start:stop],
+                                                  bottom[start:stop])
+            line = fn.create_qpolygonf(len(vx))
+            points = fn.ndarray_from_qpolygonf(line)
+            points[:, 0] = vx
+            points[:, 1] = vy
+            lines.append(line)
+        self.paths[key] = (lines, np.array([bx[0], bx[-1], lo, hi]))
         if filled:
             self.filled.add(key)
         else:
@@ -153,7 +167,7 @@ class EnvelopeLayer(pg.GraphicsObject, Generic[K]):
             self._rect = QRectF(x0, y0, x1 - x0, y1 - y0)
         else:
             self._rect = QRectF()
-        self.vertices = sum(line.size() for line, _b in self.paths.values())
+        self.vertices = sum(line.size() for lines, _b in self.paths.values() for line in lines)
         self.generation += 1
         threaded = self.threaded
         mode = QGraphicsItem.CacheMode.NoCache if threaded else \
@@ -181,10 +195,11 @@ class EnvelopeLayer(pg.GraphicsObject, Generic[K]):
 
     def _visible_lines(self) -> list[tuple[QPolygonF, QPen, bool]]:
         lines = []
-        for key, (line, _bounds) in self.paths.items():
+        for key, (parts, _bounds) in self.paths.items():
             curve = self._curves.get(key)
             if curve is not None and curve.isVisible():
-                lines.append((line, QPen(curve.opts["pen"]), key in self.filled))
+                pen = QPen(curve.opts["pen"])
+                lines += [(line, pen, key in self.filled) for line in parts]
         return lines
 
     def paint(self, p: QPainter, option: QStyleOptionGraphicsItem,

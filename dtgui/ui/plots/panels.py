@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (
     QGraphicsItem,
     QHBoxLayout,
     QMenu,
+    QSizePolicy,
     QToolButton,
     QWidget,
 )
@@ -41,11 +42,14 @@ class LossPanel(PlotPanel):
         super().__init__("Loss per replica", theme, "loss", parent=parent)
         self.set_axis_label("left", "loss")
         self.set_axis_label("bottom", "step")
-        self.legend = pg.LegendItem(offset=(-12, 8), brush=pg.mkBrush(theme.legend_fill),
+        self.legend = pg.LegendItem(brush=pg.mkBrush(theme.legend_fill),
                                     pen=pg.mkPen(theme.legend_border),
                                     labelTextColor=theme.text, labelTextSize="8pt",
                                     verSpacing=-2, horSpacing=4, sampleType=LineSample)
-        self.legend.setParentItem(self.plot.getViewBox())
+        # beside the plot, not over it: over the view it would hide the newest steps' curves
+        self.plot.layout.addItem(self.legend, 2, 3)
+        self.plot.layout.setAlignment(self.legend, Qt.AlignmentFlag.AlignTop)
+        self.legend.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
         self.legend.setVisible(False)  # until it has a curve to name
         self.legend.sigSampleClicked.connect(self._legend_clicked)
         self.curves = self.add_curve_set(self._make, layer_only=True)
@@ -184,7 +188,7 @@ class ThroughputPanel(PlotPanel):
 
     def __init__(self, theme: PlotTheme, parent: QWidget | None = None) -> None:
         super().__init__("Throughput", theme, "throughput", parent=parent)
-        self.set_axis_label("left", "examples/s")
+        self.set_axis_label("left", "examples/s", "ex/s")
         self.set_axis_label("bottom", "step")
         self.curves = self.add_curve_set(self._make, layer_only=True)
         self.y_mode = "zero"
@@ -266,12 +270,12 @@ class DevicePanel(PlotPanel):
         return self._colours[label]
 
     def _make_util(self, key: str, index: int) -> pg.PlotDataItem:
-        curve = make_curve(self._colour(key), f"{key} utilisation")
+        curve = make_curve(self._colour(key), f"{key} utilisation", gaps=True)
         curve.setVisible(self.mode == "util")
         return curve
 
     def _make_mem(self, key: str, index: int) -> pg.PlotDataItem:
-        curve = make_curve(self._colour(key), f"{key} memory")
+        curve = make_curve(self._colour(key), f"{key} memory", gaps=True)
         curve.setVisible(self.mode == "mem")
         return curve
 
@@ -287,11 +291,11 @@ class DevicePanel(PlotPanel):
                 curves.flush(key)
         self.show_readout()
         if mode == "util":
-            self.set_axis_label("left", "utilisation (%)")
+            self.set_axis_label("left", "utilisation (%)", "%")
             self.y_mode = "fixed"
             self.plot.setYRange(-6, 106, padding=0)
         else:
-            self.set_axis_label("left", "memory (MiB)")
+            self.set_axis_label("left", "memory (MiB)", "MiB")
             self.y_mode = "zero"
             self.settle(force=True)
 

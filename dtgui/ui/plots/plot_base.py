@@ -260,6 +260,8 @@ class PlotPanel(QFrame):
         self._x_span: tuple[float, float] | None = None
         self._y_span: tuple[float, float] | None = None
         self._in_state_change = False
+        self._axis_titles: dict[str, tuple[str, str]] = {}  # axis -> (its title, short)
+        self._axis_shown: dict[str, str] = {}  # axis -> the title it shows ("": none)
         view = self.plot.getViewBox()
         # While following, settle() sets both ranges from what it knows of the data, which
         # costs nothing per frame (pyqtgraph's auto-range re-measures every curve every time).
@@ -304,6 +306,8 @@ class PlotPanel(QFrame):
     def _view_resized(self, *_args: object) -> None:
         for curves in self.curve_sets:
             curves.refit()
+        for name in self._axis_titles:
+            self._fit_axis_title(name)
 
     def _user_moved_view(self, *_args: object) -> None:
         self.set_following(False)
@@ -331,8 +335,34 @@ class PlotPanel(QFrame):
         axis.setStyle(tickFont=font, tickTextOffset=4, hideOverlappingLabels=False,
                       maxTickLevel=1)
 
-    def set_axis_label(self, name: str, text: str) -> None:
-        self.plot.setLabel(name, text, color=self.theme.text, **{"font-size": "9pt"})
+    def set_axis_label(self, name: str, text: str, short: str = "") -> None:
+        """The axis's title: `text` where the axis is long enough to show it whole, else
+        `short` (units: "%"), else none (the panel's title names what is plotted): a title
+        is never drawn cut."""
+        self._axis_titles[name] = (text, short)
+        self._fit_axis_title(name)
+
+    def _fit_axis_title(self, name: str) -> None:
+        text, short = self._axis_titles[name]
+        axis = self.plot.getAxis(name)
+        size = self.plot.getViewBox().size()
+        room = size.height() if axis.orientation in ("left", "right") else size.width()
+        chosen = ""
+        for candidate in (text, short):
+            if candidate and (room <= 0 or self._title_width(candidate) <= room):
+                chosen = candidate  # before the first layout (room 0): the full title
+                break
+        if chosen == self._axis_shown.get(name):
+            return  # as it is: no new layout of the plot
+        self._axis_shown[name] = chosen
+        if chosen:
+            self.plot.setLabel(name, chosen, color=self.theme.text, **{"font-size": "9pt"})
+        axis.showLabel(bool(chosen))
+
+    def _title_width(self, text: str) -> float:
+        font = QFont(self.font())
+        font.setPointSizeF(9)
+        return float(QFontMetricsF(font).horizontalAdvance(text)) + 4
 
     def _log_y(self) -> bool:
         return bool(self.plot.ctrl.logYCheck.isChecked())

@@ -127,6 +127,7 @@ class TrainingLossPanel(LossPanel):
         self.best_label.setObjectName("validationBest")
         self.best_label.setTextFormat(Qt.TextFormat.RichText)
         self.best_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.best_label.setWordWrap(True)  # on two lines where the card is narrow, not cut
         for widget in (label, self.slider, self.weight_label, self.raw_check):
             tools.addWidget(widget)
         tools.addSpacing(12)
