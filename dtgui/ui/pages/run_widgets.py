@@ -102,6 +102,17 @@ class RunHeader(QFrame):
         self.stop_button.setToolTip("Stop every task of this run")
         self.stop_button.setEnabled(False)
         self.stop_button.setMinimumWidth(96)
+        self.profile_button = QPushButton("Profile N steps…")
+        self.profile_button.setObjectName("profileButton")
+        self.profile_button.setToolTip("Capture TensorFlow's profiler on every task over the "
+                                       "next N steps, into the run's TensorBoard folder "
+                                       "(dtgui profile RUN --steps N)")
+        self.profile_button.setVisible(False)
+        self.profile_label = QLabel("")
+        self.profile_label.setObjectName("profileState")
+        self.profile_label.setTextFormat(Qt.TextFormat.RichText)
+        self.profile_label.setWordWrap(True)
+        self.profile_label.setMaximumWidth(420)
         self.resume_button = QPushButton("Resume")
         self.resume_button.setObjectName("resumeButton")
         self.resume_button.setToolTip("Continue this run from its newest checkpoint, on its "
@@ -112,6 +123,8 @@ class RunHeader(QFrame):
             top.addWidget(w)
         top.addStretch(1)
         top.addWidget(self.elapsed_label)
+        top.addWidget(self.profile_label)
+        top.addWidget(self.profile_button)
         top.addWidget(self.resume_button)
         top.addWidget(self.stop_button)
         outer.addLayout(top)
