@@ -18,6 +18,7 @@ import pytest
 from fakes import wait_for
 from runs import live_members, replica_losses
 
+from dtgui.cli.main import main
 from dtgui.core.plans.placement import place_local
 from dtgui.core.plans.plan import Plan, profile_refusal, validate
 from dtgui.core.plans.strategies import Strategy
@@ -167,7 +168,8 @@ def test_a_stopped_local_task_is_ended_by_sigterm_not_killed(
 
 
 def test_a_profile_asked_gets_a_clear_answer_and_leaves_the_run_unharmed(
-        tmp_path: Path, stub_python: Callable[..., str]) -> None:
+        tmp_path: Path, stub_python: Callable[..., str],
+        capsys: pytest.CaptureFixture[str]) -> None:
     """The stand-in tasks take no profile request (the supervisor and the task wrapper ignore
     its signal): the answer names every task that did not answer in time, and the run goes
     on; ParameterServer and own scripts are refused with their reason; an ended run says so."""
@@ -187,6 +189,11 @@ def test_a_profile_asked_gets_a_clear_answer_and_leaves_the_run_unharmed(
     assert answer == ("no profile: worker:0, worker:1 did not start the capture within 1 s "
                       "(the run goes on)") and said == []
     assert (controller.output_dir / REQUEST_NAME).read_text() == "20\n"
+    # the same from the command line, which follows the run again for the time it asks
+    folder = str(controller.output_dir.parent)
+    assert main(["profile", folder, "--steps", "5", "--limit", "1"]) == 1
+    assert capsys.readouterr().err == ("dtgui profile: no profile: worker:0, worker:1 did not "
+                                       "start the capture within 1 s (the run goes on)\n")
     seen = controller.metrics.snapshot().step
     wait_for(lambda: controller.metrics.snapshot().step > seen, 60, "the run stopped training")
     assert controller.state == "running"
@@ -194,3 +201,5 @@ def test_a_profile_asked_gets_a_clear_answer_and_leaves_the_run_unharmed(
     wait_done(controller)
     assert controller.state == "stopped"
     assert controller.request_profile(20) == "no profile: the run has ended"
+    assert main(["profile", folder]) == 2
+    assert capsys.readouterr().err == "dtgui profile: no profile: the run has ended (stopped)\n"

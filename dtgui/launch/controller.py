@@ -112,6 +112,7 @@ class RunController(BundledRun):
         self._inflight: dict[str, Future[MachinePoll]] = {}
         self._polled_at: dict[str, float] = {}
         self._behind: set[str] = set()  # machines with more to read than their last poll took
+        self._read_through: set[str] = set()  # machines read to the end at least once
         self._poll_floor = 0.0  # the least interval between polls (UNSEEN_POLL_SECONDS: unseen)
         self._notes: dict[str, str] = {}  # machine -> its note (MachinePoll.note)
         self._reset_watch()
@@ -210,6 +211,12 @@ class RunController(BundledRun):
         if not 0 < steps <= MAX_PROFILE_STEPS:
             return f"no profile: give 1 to {MAX_PROFILE_STEPS} steps"
         tasks = sorted(self._primaries)
+        # a run followed again (dtgui profile) is read from its start: an earlier capture's
+        # answers are not this one's
+        machines = {ex.name for ex in self.executors}
+        deadline = time.monotonic() + limit
+        while not machines <= self._read_through and time.monotonic() < deadline:
+            time.sleep(POLL_SECONDS)
         seen = {t: self.metrics.log_lines_since(t, 0)[1] for t in tasks}
         data = f"{steps}\n".encode()
         put = each(lambda ex: ex.put_output_file(REQUEST_NAME, data), self.executors,
@@ -397,6 +404,8 @@ class RunController(BundledRun):
         if mp.error:
             self._unreachable[mp.machine] = mp.error
             return
+        if not mp.behind:
+            self._read_through.add(mp.machine)
         self._unreachable.pop(mp.machine, None)
         self._answered[mp.machine] = now
         self._note(mp.machine, mp.note)
