@@ -217,7 +217,7 @@ class Dashboard(QWidget):
         self._ended = False
         self._stop_requested = False
         self._profiling = None
-        self.header.profile_label.setText("")
+        self.header.set_profile("")
         self._started = time.monotonic()
         self._elapsed = 0.0
         self._failed_seen.clear()
@@ -459,7 +459,7 @@ class Dashboard(QWidget):
             return
         self._profiling = c
         self._update_stop_button(c.state, self._ended)
-        self.header.profile_label.setText("asking every task for a profile…")
+        self.header.set_profile("asking every task for a profile…")
 
         def said(text: str) -> None:  # on the run's thread: the signal takes it to the UI's
             self._profileSaid.emit(c, text)
@@ -471,7 +471,7 @@ class Dashboard(QWidget):
 
     def _show_profile(self, source: RunSource, text: str) -> None:
         if source is self.controller:
-            self.header.profile_label.setText(text)
+            self.header.set_profile(text)
 
     def _profile_done(self, source: RunSource, text: str) -> None:
         if self._profiling is source:
@@ -480,7 +480,7 @@ class Dashboard(QWidget):
             return
         if text == WRITTEN_MESSAGE:
             text = f'{WRITTEN_MESSAGE}: <a href="tensorboard">Open in TensorBoard</a>'
-        self.header.profile_label.setText(text)
+        self.header.set_profile(text)
         self._update_stop_button(source.state, self._ended)
 
     def _open_profile(self, _link: str) -> None:
