@@ -36,6 +36,7 @@ from PySide6.QtGui import QDesktopServices
 from dtgui.core.bundles.bundle import Bundle
 from dtgui.core.events import Event, parse_line
 from dtgui.core.live_run import LiveRun
+from dtgui.core.measure.profile_answers import ENDED, WRITTEN_MESSAGE, profiling_message
 from dtgui.core.plans.plan import Plan, TaskSpec
 from dtgui.core.runs.records import RunRecord
 from dtgui.core.runs.run_state import RunState
@@ -130,8 +131,20 @@ class FakeRun(BundledRun):
         self.final_loss: float | None = None
         self.record = record
         self.stop_calls = 0  # request_stop() calls
+        self.profile_asks: list[int] = []  # the steps of each request_profile()
         self.detached = False
         self.closely = True  # follow_closely's last word
+
+    def request_profile(self, steps: int, limit: float = 0.0,
+                        said: Callable[[str], None] | None = None) -> str:
+        """Says the steps it would capture from the next step on, and that it wrote them."""
+        if self.finished:
+            return f"no profile: {ENDED}"
+        self.profile_asks.append(steps)
+        if said is not None:
+            said(profiling_message(self.metrics.snapshot().step + 1,
+                                   self.metrics.snapshot().step + steps))
+        return WRITTEN_MESSAGE
 
     def request_stop(self) -> None:
         self.stop_calls += 1

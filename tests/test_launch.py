@@ -18,14 +18,17 @@ import pytest
 from fakes import wait_for
 from runs import live_members, replica_losses
 
+from dtgui.cli.main import main
 from dtgui.core.plans.placement import place_local
-from dtgui.core.plans.plan import Plan
+from dtgui.core.plans.plan import Plan, profile_refusal, validate
 from dtgui.core.plans.strategies import Strategy
 from dtgui.core.runs.records import RunRecord
+from dtgui.core.scripts.script import ScriptModel
 from dtgui.launch.controller import RunController
 from dtgui.launch.drivers import local_target
 from dtgui.launch.start.pipeline import LaunchError, launch_plan
 from dtgui.launch.start.resume import resume_run
+from dtgui.worker.profile_request import REQUEST_NAME
 from dtgui.worker.stop_request import STOPPED_EXIT
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -162,3 +165,41 @@ def test_a_stopped_local_task_is_ended_by_sigterm_not_killed(
     exit_file = controller.bundle.output / "pids" / f"{task.file_stem}.exit"
     assert exit_file.read_text().strip() == "143"
     nothing_left(controller)
+
+
+def test_a_profile_asked_gets_a_clear_answer_and_leaves_the_run_unharmed(
+        tmp_path: Path, stub_python: Callable[..., str],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The stand-in tasks take no profile request (the supervisor and the task wrapper ignore
+    its signal): the answer names every task that did not answer in time, and the run goes
+    on; ParameterServer and own scripts are refused with their reason; an ended run says so."""
+    for plan in (Plan(strategy=Strategy.PARAMETER_SERVER, workers=2, profile_steps=(1, 2)),
+                 Plan(strategy=Strategy.MIRRORED, model=ScriptModel("/p", "train.py"),
+                      profile_steps=(1, 2))):
+        # the same reason for the plan's profile steps and a profile asked while it runs
+        assert profile_refusal(plan) and profile_refusal(plan) in " ".join(validate(plan))
+    assert profile_refusal(Plan(strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2)) == ""
+    plan = Plan(run_name="profile", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
+                replicas_per_task=1, steps=100000, checkpoint_every=0)
+    controller = launch_plan(plan, tmp_path / "runs", targets=[local_target(stub_python())])
+    stepping(controller)
+    said: list[str] = []
+    assert controller.request_profile(0) == "no profile: give 1 to 1000 steps"
+    answer = controller.request_profile(20, limit=1.0, said=said.append)
+    assert answer == ("no profile: worker:0, worker:1 did not start the capture within 1 s "
+                      "(the run goes on)") and said == []
+    assert (controller.output_dir / REQUEST_NAME).read_text() == "20\n"
+    # the same from the command line, which follows the run again for the time it asks
+    folder = str(controller.output_dir.parent)
+    assert main(["profile", folder, "--steps", "5", "--limit", "1"]) == 1
+    assert capsys.readouterr().err == ("dtgui profile: no profile: worker:0, worker:1 did not "
+                                       "start the capture within 1 s (the run goes on)\n")
+    seen = controller.metrics.snapshot().step
+    wait_for(lambda: controller.metrics.snapshot().step > seen, 60, "the run stopped training")
+    assert controller.state == "running"
+    controller.request_stop()
+    wait_done(controller)
+    assert controller.state == "stopped"
+    assert controller.request_profile(20) == "no profile: the run has ended"
+    assert main(["profile", folder]) == 2
+    assert capsys.readouterr().err == "dtgui profile: no profile: the run has ended (stopped)\n"

@@ -28,6 +28,7 @@ SHARED_WORKER_MODULES = {"dtgui.worker.step_batch", "dtgui.worker.call_size",
                          "dtgui.worker.printed_metrics", "dtgui.worker.model_check_result",
                          "dtgui.worker.layout", "dtgui.worker.tf_config",
                          "dtgui.kinds.slurm.task", "dtgui.worker.stop_request",
+                         "dtgui.worker.profile_request",
                          "dtgui.worker.step_timing", "dtgui.worker.tfrecord",
                          "dtgui.worker.checkpoint_index"}
 # Where dtgui's files are (it imports nothing of dtgui).

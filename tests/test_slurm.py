@@ -45,6 +45,7 @@ from dtgui.kinds.slurm.job import (
     time_seconds,
 )
 from dtgui.launch.controller import RunController
+from dtgui.worker.profile_request import PROFILE_SIGNAL, REQUEST_NAME
 
 # Captured from the test cluster (tests/fixtures/slurm) and Slurm 22.05.8.
 SINFO = "debug*|up|2|idle|2|4000|(null)|infinite\n"
@@ -351,3 +352,17 @@ def test_a_time_limit_fails_the_run_as_such(tmp_path: Path) -> None:
                for line in controller.metrics.log_lines("worker:0"))
     assert isinstance(executor.runner, FakeSlurm)
     assert not any(c[0] == "scancel" for c in executor.runner.calls)
+
+
+def test_a_profile_asked_reaches_the_job_steps_not_the_batch_script(tmp_path: Path) -> None:
+    """The request file goes into the job's output folder; the signal to the processes of
+    the job's steps (the tasks, whose wrapper and supervisor ignore it), never `--full`: the
+    batch script would die of it."""
+    executor = slurm_executor(tmp_path, {"squeue": "RUNNING|None|2026-11-24T18:00:00|UNLIMITED\n"})
+    assert all(t.alive for t in executor.poll().tasks.values())
+    executor.put_output_file(REQUEST_NAME, b"7\n")
+    assert (Path(executor.directory) / "output" / REQUEST_NAME).read_text() == "7\n"
+    executor.signal(PROFILE_SIGNAL)
+    assert isinstance(executor.runner, FakeSlurm)
+    assert [c for c in executor.runner.calls if c[0] == "scancel"] == \
+        [["scancel", "--signal=USR2", "12"]]

@@ -697,3 +697,40 @@ def test_stop_asks_first_once_the_run_has_trained_a_minute(
                               "it is running and saves a checkpoint at the step it reaches")
     click_stop(qtbot, stop)  # answers Stop
     assert controller.stop_calls == 1 and stop.text() == "Stopping…"
+
+
+def test_profile_button_asks_n_off_the_ui_thread_and_links_to_tensorboard(
+        qtbot: QtBot, dash: Dashboard, controller: FakeRun, metrics: LiveRun,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from PySide6.QtWidgets import QInputDialog
+
+    metrics.add_events(two_workers(1, 30))
+    session = follow(dash, controller)
+    asked: list[int] = []
+
+    def get_int(*args: Any) -> tuple[int, bool]:
+        asked.append(args[3])  # the default offered
+        return 7, True
+
+    monkeypatch.setattr(QInputDialog, "getInt", get_int)
+    button, label = dash.header.profile_button, dash.header.profile_label
+    qtbot.waitUntil(button.isEnabled, timeout=3000)
+    assert button.text() == "Profile N steps…"
+    opened: list[list[Any]] = []
+    dash.tensorboardRequested.connect(opened.append)
+    qtbot.mouseClick(button, LEFT)
+    qtbot.waitUntil(lambda: "Open in TensorBoard" in label.text(), timeout=5000)
+    assert asked == [20] and controller.profile_asks == [7]
+    assert label.text().startswith("profile written: <a href=")
+    assert button.isEnabled()  # one capture at a time; this one is over
+    label.linkActivated.emit("tensorboard")
+    assert opened == [[controller.output_dir.parent]]
+    # a refusal is shown as the run says it, and the run goes on
+    monkeypatch.setattr(controller, "request_profile",
+                        lambda *a, **k: "no profile: the reason")
+    qtbot.mouseClick(button, LEFT)
+    qtbot.waitUntil(lambda: label.text() == "no profile: the reason", timeout=5000)
+    assert controller.state == RunState.RUNNING and controller.stop_calls == 0
+    with qtbot.waitSignal(session.ended, timeout=3000):
+        controller.end("finished", "all tasks finished")
+    assert not button.isVisible() and not button.isEnabled()

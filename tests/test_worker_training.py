@@ -45,6 +45,8 @@ from worker_helpers import (
 )
 
 from dtgui.core.measure.bottleneck import COMMUNICATION, COMPUTE, INPUT, StepSplit, verdict
+from dtgui.core.measure.profile_answers import captured, capturing_steps
+from dtgui.worker.profile_request import PROFILE_SIGNAL, REQUEST_NAME
 from dtgui.worker.step_timing import BUDGET_VARIABLE
 from dtgui.worker.stop_request import STOP_GRACE_SECONDS
 
@@ -427,9 +429,21 @@ def test_a_stop_saves_at_the_step_reached_and_every_worker_agrees(tmp_path: Path
         rows = kinds(read_events(bundles[name], chiefs[name]), "steps")
         return max((r["first"] + r["count"] - 1 for r in rows), default=0)
 
+    def log_lines(bundle: Path, task: str) -> list[str]:  # as the dashboard's log reads them
+        return [f"[{e.get('level', 'info')}] {e['message']}"
+                for e in kinds(read_events(bundle, task), "log")]
+
     try:
         wait_for(lambda: all(trained(name) >= 3 for name in bundles), 240,
                  "the runs never trained 3 steps")
+        # a profile of the next 2 steps asked of the running MultiWorkerMirrored workers, as
+        # the launcher asks it (the request file, then the signal to every task's group)
+        (bundles["mwms"] / "output" / REQUEST_NAME).write_text("2\n")
+        asked_at = trained("mwms")
+        for i in range(2):
+            os.killpg(procs["mwms", f"worker:{i}"].pid, PROFILE_SIGNAL)
+        wait_for(lambda: all(captured(log_lines(bundles["mwms"], f"worker:{i}"))
+                             for i in range(2)), 240, "the profile asked was never written")
         os.killpg(procs["mwms", "worker:1"].pid, signal.SIGTERM)  # worker:1 only
         os.killpg(procs["mirrored", "worker:0"].pid, signal.SIGINT)
         for task in ("ps:0", "worker:0", "chief:0"):
@@ -462,3 +476,14 @@ def test_a_stop_saves_at_the_step_reached_and_every_worker_agrees(tmp_path: Path
     assert {e["stopped_at"] for i in range(2) for e in kinds(
         read_events(bundles["mwms"], f"worker:{i}"), "log") if "stopped_at" in e} \
         == {trained("mwms")}  # the same step on both workers
+    # the profile asked: both workers captured the same 2 steps after the request, one trace
+    # each where TensorBoard's profile plugin reads it, and trained on to the stop
+    spans = {capturing_steps(log_lines(bundles["mwms"], f"worker:{i}")) for i in range(2)}
+    [span] = spans
+    assert span is not None, log_text(bundles["mwms"], "worker:0")
+    first, last = span
+    assert last - first == 1 and first > asked_at and last < trained("mwms"), spans
+    for i in range(2):
+        traces = list((bundles["mwms"] / "output" / "tensorboard" / f"worker-{i}" / "plugins"
+                       / "profile").glob("*/*.xplane.pb"))
+        assert len(traces) == 1 and traces[0].stat().st_size > 0, traces

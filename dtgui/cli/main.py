@@ -85,10 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="do not start it now: queue it to start in the background when its "
                      "machines are free (as dtgui queue add BUNDLE)")
     add_mlflow_option(run)
+    from dtgui.cli.profile import add_profile
     from dtgui.cli.resume import add_resume
     from dtgui.cli.sweep import add_sweep
 
     add_resume(sub)
+    add_profile(sub)
     add_sweep(sub, _HelpFormatter, add_export_options)
     from dtgui.cli.queue import add_queue
 
@@ -436,6 +438,10 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_export(args)
     if args.command == "run":
         return cmd_run(args)
+    if args.command == "profile":
+        from dtgui.cli.profile import cmd_profile
+
+        return cmd_profile(args)
     if args.command == "resume":
         from dtgui.cli.resume import cmd_resume
 

@@ -28,13 +28,23 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 
 from dtgui.core.bundles.bundle import Bundle, primary_tasks
 from dtgui.core.events import STEP_KINDS
 from dtgui.core.live_run import LiveRun
+from dtgui.core.measure.profile_answers import (
+    ENDED,
+    WRITTEN_MESSAGE,
+    captured,
+    capturing_steps,
+    profiling_message,
+    silent_message,
+)
 from dtgui.core.measure.stragglers import describe_straggler, find_stragglers
+from dtgui.core.plans.plan import profile_refusal
 from dtgui.core.runs.records import RunRecord
 from dtgui.core.runs.run_state import RunState
 from dtgui.launch.drivers import local_executor
@@ -44,6 +54,7 @@ from dtgui.launch.runs.run_source import BundledRun
 from dtgui.launch.trackers.hparams import write_hparams
 from dtgui.launch.trackers.mlflow_runs import RunTracker, tracker_for
 from dtgui.remote.parallel import each, each_value
+from dtgui.worker.profile_request import MAX_PROFILE_STEPS, PROFILE_SIGNAL, REQUEST_NAME
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.2
@@ -53,6 +64,9 @@ UNSEEN_POLL_SECONDS = 1.0
 MODEL_OUTPUT = "model"  # output/model: the trained model the chief saves
 STRAGGLER_SECONDS = 2.0
 USER_STOP = "stopped by the user"  # a stopped run's message when nothing else asked it
+# How long a profile asked of the running run waits for its tasks: to agree on the steps (a
+# call to end, on a loaded machine), then to write their traces
+PROFILE_ANSWER_SECONDS = 120.0
 LOG_TAIL_LINES = 3
 # events that say a task trains (its steps, or a script's numbers and progress): its machine
 # is polled at the training rate from then on
@@ -100,6 +114,7 @@ class RunController(BundledRun):
         self._inflight: dict[str, Future[MachinePoll]] = {}
         self._polled_at: dict[str, float] = {}
         self._behind: set[str] = set()  # machines with more to read than their last poll took
+        self._read_through: set[str] = set()  # machines read to the end at least once
         self._poll_floor = 0.0  # the least interval between polls (UNSEEN_POLL_SECONDS: unseen)
         self._notes: dict[str, str] = {}  # machine -> its note (MachinePoll.note)
         self._reset_watch()
@@ -184,6 +199,60 @@ class RunController(BundledRun):
         `reason`: what the run's record says stopped it (a sweep's pruner, or the user)."""
         self._stop_reason = reason
         self._stop_requested.set()
+
+    def request_profile(self, steps: int, limit: float = PROFILE_ANSWER_SECONDS,
+                        said: Callable[[str], None] | None = None) -> str:
+        """Ask every task to capture TensorFlow's profiler over its next `steps` steps, the
+        way a stop reaches them (written to each machine's output folder, then signalled);
+        blocks until every training task wrote its trace. `said` hears "profiling steps
+        A-B..." once they agreed. Returns the outcome in a sentence; a refusal or a task that
+        does not answer within `limit` s (each wait) leaves the run as it was."""
+        if self.finished or self.state is not RunState.RUNNING:
+            return f"no profile: {ENDED}"
+        refusal = profile_refusal(self.bundle.plan)
+        if refusal:
+            return f"no profile: {refusal}"
+        if not 0 < steps <= MAX_PROFILE_STEPS:
+            return f"no profile: give 1 to {MAX_PROFILE_STEPS} steps"
+        tasks = sorted(self._primaries)
+        # a run followed again (dtgui profile) is read from its start: an earlier capture's
+        # answers are not this one's
+        machines = {ex.name for ex in self.executors}
+        deadline = time.monotonic() + limit
+        while not machines <= self._read_through and time.monotonic() < deadline:
+            time.sleep(POLL_SECONDS)
+        seen = {t: self.metrics.log_lines_since(t, 0)[1] for t in tasks}
+        data = f"{steps}\n".encode()
+        put = each(lambda ex: ex.put_output_file(REQUEST_NAME, data), self.executors,
+                   name="dtgui-profile")
+        errors = [f"{ex.name}: {r}" for ex, r in zip(self.executors, put, strict=True)
+                  if isinstance(r, Exception)]
+        if errors:
+            return "no profile: could not ask for it on " + "; ".join(errors)
+        self._signal_all(PROFILE_SIGNAL, tasks=set(tasks))
+        spans: dict[str, tuple[int, int]] = {}
+        written: set[str] = set()
+        deadline = time.monotonic() + limit
+        while len(written) < len(tasks):
+            if self.finished:
+                return f"no profile: {ENDED}"
+            for t in tasks:
+                lines, seen[t] = self.metrics.log_lines_since(t, seen[t])
+                span = capturing_steps(lines)
+                if span is not None and t not in spans:
+                    spans[t] = span
+                    if len(spans) == len(tasks):
+                        if said is not None:
+                            said(profiling_message(*span))
+                        deadline = time.monotonic() + limit
+                if t in spans and captured(lines):
+                    written.add(t)
+            if time.monotonic() > deadline:
+                if len(spans) < len(tasks):
+                    return silent_message(set(tasks) - set(spans), "start the capture", limit)
+                return silent_message(set(tasks) - written, "write the trace", limit)
+            time.sleep(POLL_SECONDS)
+        return WRITTEN_MESSAGE
 
     def detach(self, timeout: float = 10.0) -> None:
         """Stop watching and close the connections; the tasks keep running."""
@@ -345,6 +414,8 @@ class RunController(BundledRun):
         if mp.error:
             self._unreachable[mp.machine] = mp.error
             return
+        if not mp.behind:
+            self._read_through.add(mp.machine)
         self._unreachable.pop(mp.machine, None)
         self._answered[mp.machine] = now
         self._note(mp.machine, mp.note)

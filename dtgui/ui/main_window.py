@@ -396,6 +396,7 @@ class MainWindow(QMainWindow):
             self.dashboard.listen(self.runs)  # the shown run's life
             self.dashboard.set_switcher(RunSwitcher(self.runs))
             self.dashboard.resumeRequested.connect(self.resume)
+            self.dashboard.tensorboardRequested.connect(self._tensorboard_on)
             self.pages.addWidget(self.dashboard)
         return self.dashboard
 

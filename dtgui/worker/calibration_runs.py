@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from .distribute import BuiltStrategy
-from .loop import Trainer, check_dataset, wishes
+from .loop import Trainer, check_dataset, stop_pair, wishes
 from .model_file import ModelSource
 from .process_exit import keep
 from .step_timing import CALIBRATION_REPEATS, RUN_SECONDS, Calibration
@@ -50,7 +50,7 @@ class CalibrationRuns:
         # a single replica reduces nothing: its communication is none, not the runs' overhead
         self._reduced = int(strategy.num_replicas_in_sync) > 1
         training_call = trainer.run
-        no_stop = tf.constant(0.0, tf.float32)
+        no_stop = stop_pair(0.0, 0.0)
 
         def call(cached: Any, steps: int, reduces: int, wished: float = 1.0) -> tuple[Any, float]:
             # every task calls it at once (its collectives, as training's, take them all)

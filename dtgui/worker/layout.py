@@ -69,10 +69,11 @@ def task_script(stem: str) -> str:
 # whole group long enough to record the code (the script gets default signal actions). MODE
 # "signalled": a task stopped by a signal records 128 + N whatever its script returned (a
 # batch scheduler's time limit, its warning before it (USR1) or cancel; the job's state says
-# why). A task stopped by that warning records 138 but leaves with 0: srun's
+# why). USR2 (a profile asked, profile_request.py) is ignored, and so by default in the
+# processes the wrapper starts: only the training process takes it. A task stopped by that warning records 138 but leaves with 0: srun's
 # --kill-on-bad-exit would otherwise kill the tasks still saving their checkpoint.
 WRAPPER = (
-    "s=; trap 's=129' HUP; trap 's=130' INT; trap 's=143' TERM; trap 's=138' USR1; "
+    "s=; trap '' USR2; trap 's=129' HUP; trap 's=130' INT; trap 's=143' TERM; trap 's=138' USR1; "
     f'echo "$$" > "{pid_file("$1")}"; sh "{task_script("$1")}"; c=$?; '
     '[ "${2:-}" = signalled ] && [ -n "$s" ] && c=$s; '
     f'echo "$c" > "{exit_file("$1")}"; '

@@ -94,8 +94,10 @@ class Trainer:
     loss and correct count per step -, ``totals`` is (k, 2), their sums over every replica in
     sync, ``agreed`` what every task agrees on, the mean of the tasks' ``wishes`` (`wishes`):
     the size of the next call, and the share of the tasks wishing to calibrate the split after
-    it; ``lr`` the learning rate applied, and ``stops`` the sum of the tasks' float32 ``stop``
-    flags (above 0: every task saves and ends after this call, at the same step); ``probe``
+    it; ``lr`` the learning rate applied, and ``stops`` the sums over every replica of the
+    tasks' float32 ``stop`` pairs (`stop_pair`): the stop flags (above 0: every task saves
+    and ends after this call, at the same step) and the profile asked (above 0: every task
+    captures the steps asked from the next call on, profile_request.py); ``probe``
     the sum of ``reduces`` all-reduces of the weights made after the steps (0 in training:
     the split's calibration times them through the same trace). Nothing in a call copies to
     the host; the caller fetches them once per call.
@@ -113,6 +115,12 @@ def wishes(size: float, calibrate: bool) -> Any:
     """A call's `wishes` argument: the size wanted for the next call, and whether this task
     would calibrate the split after it (1.0) or not (0.0)."""
     return tf.constant([size, 1.0 if calibrate else 0.0], tf.float32)
+
+
+def stop_pair(stop: float, profile: float) -> Any:
+    """A call's `stop` argument: this task's stop flag, and the steps it asks to profile over
+    each of its local replicas (the call sums the replicas' columns: the sum is the steps)."""
+    return tf.constant([stop, profile], tf.float32)
 
 
 def loss_scale(optimizer: Any) -> Any:
@@ -231,20 +239,21 @@ def make_trainer(info: BuiltStrategy, model: keras.Model, optimizer: Any, loss_o
     across_workers = info.name.collective_across_workers
 
     def sums_and_size(per_task: Any, wishes: Any, stop: Any) -> tuple[Any, Any, Any]:
-        if not across_workers:
-            return tf.reduce_sum(per_task, axis=1), wishes, stop
+        if not across_workers:  # the one task's replicas: their columns summed, as below
+            return tf.reduce_sum(per_task, axis=1), wishes, stop * tf.cast(local, tf.float32)
         # One collective per call (not per step): every local replica contributes its own
         # column, and the sum runs over every worker's replicas. The wishes ride along: every
         # worker must train the same number of steps per call and calibrate at the same call
         # (or their collectives would not match), so they all take the mean wishes. So does a
-        # stop asked of any worker: all of them see it after the same call, and save there.
-        extra = tf.reshape(tf.concat([wishes, tf.stack([stop, 0.0])], 0), [2, 1, 2])
+        # stop asked of any worker: all of them see it after the same call, and save there, and
+        # a profile asked of the chief: all of them capture from the next call on.
+        extra = tf.reshape(tf.concat([wishes, stop], 0), [2, 1, 2])
         table = tf.concat([per_task, tf.repeat(extra, local, axis=1)], axis=0)
         columns = strategy.experimental_distribute_values_from_function(
             lambda ctx: table[:, ctx.replica_id_in_sync_group - first_id, :])
         summed = strategy.reduce(tf.distribute.ReduceOp.SUM, columns, axis=None)
         in_sync = tf.cast(strategy.num_replicas_in_sync, tf.float32)
-        return summed[:-2], summed[-2] / in_sync, summed[-1, 0]
+        return summed[:-2], summed[-2] / in_sync, summed[-1]
 
     weights = list(model.trainable_variables)
 

@@ -13,6 +13,7 @@ import collections
 import contextlib
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -25,10 +26,11 @@ from .checkpoints import Checkpoints
 from .distribute import BuiltStrategy
 from .events import EventWriter
 from .export import ModelSaver
-from .loop import Trainer, report_xla, wishes
+from .loop import Trainer, report_xla, stop_pair, wishes
 from .optim import learning_rate_at
 from .plan import Plan
 from .profile_capture import ProfileCapture
+from .profile_request import ProfileRequest
 from .step_timing import StepTiming, WorkerStepTimings, calibration_run_steps
 from .stop_request import StopRequest, stop_reason, stopped_message
 from .summaries import Scalars
@@ -50,7 +52,9 @@ class Progress:
                  calibration_runs: CalibrationRuns | None = None,
                  round_trip_runs: RoundTripRuns | None = None,
                  stop: StopRequest | None = None,
-                 profile: ProfileCapture | None = None) -> None:
+                 profile: ProfileCapture | None = None,
+                 asked: ProfileRequest | None = None,
+                 capture: Callable[[int, int], ProfileCapture] | None = None) -> None:
         self.info = info
         self.events = events
         self.ckpts = ckpts
@@ -93,6 +97,9 @@ class Progress:
         self.worker_timing = WorkerStepTimings(active=round_trip_runs is not None)
         self.stop = stop or StopRequest()
         self.profile = profile  # TensorFlow's profiler over the plan's profile steps
+        # a profile asked while training (profile_request.py), and how a capture is made
+        self.asked = asked
+        self.capture = capture
         self.stopped_at: int | None = None  # the step the run stopped at (a stop was asked)
 
     # -- synchronous strategies ------------------------------------------------------------
@@ -104,6 +111,8 @@ class Progress:
         while done < self.total:
             k = self.sizer.next(done, self.total, self.ckpt_every, self.val_every,
                                 ends=profile.ends if profile is not None else ())
+            asked = self.asked.take() if self.asked is not None else 0
+            asked = asked if self.info.is_chief else 0  # one contribution: see ProfileRequest
             if profile is not None:
                 profile.before(done + 1)
             began = time.perf_counter()
@@ -111,7 +120,8 @@ class Progress:
                 per_task, totals, agreed, lr, stops, _ = trainer.run(
                     iterator, tf.constant(k, tf.int32),
                     wishes(self.sizer.proposal, self.timing.wish(k)),
-                    tf.constant(self.stop.flag(), tf.float32), no_reduces)
+                    stop_pair(self.stop.flag(), asked / max(1, self.info.local_replicas)),
+                    no_reduces)
                 per_task, totals = per_task.numpy(), totals.numpy()
             seconds = time.perf_counter() - began
             self.timing.call(k, seconds)
@@ -120,17 +130,20 @@ class Progress:
             self.sizer.observe(seconds / k)
             if done == self.start and self.xla:
                 report_xla(self.events, trainer, iterator, tf.constant(1, tf.int32),
-                           wishes(1.0, False), tf.constant(0.0, tf.float32), no_reduces)
+                           wishes(1.0, False), stop_pair(0.0, 0.0), no_reduces)
             began = time.perf_counter()
             self.after_steps(done + 1, per_task[:, :, 0], totals[:, 0] / self.replicas_in_sync,
                              totals[:, 1], float(lr))
             done += k
             self.timing.reported(time.perf_counter() - began, done)
+            stopping, profiling = (float(x) for x in stops.numpy())
             if profile is not None:
-                profile.after(done, final=float(stops) > 0)
-            if float(stops) > 0 and done < self.total:  # every worker saw it after this call
+                profile.after(done, final=stopping > 0)
+            if stopping > 0 and done < self.total:  # every worker saw it after this call
                 self.stopped(done)
                 return
+            if round(profiling) > 0:
+                profile = self.profile_asked(done, round(profiling))
             if self.timing.calibrate_now(k, wished > 1 - 1e-6):  # every task wished it
                 self.calibrate(k)
             self.emit_split(k=k)
@@ -139,6 +152,22 @@ class Progress:
             if self.ckpt_every > 0 and done % self.ckpt_every == 0:
                 self.save(done)
         self.finish()
+
+    def profile_asked(self, done: int, steps: int) -> ProfileCapture | None:
+        """The chief asked for `steps` steps (every worker sees it after the same call): the
+        capture starts with the next call, unless one is under way or training ends first."""
+        current = self.profile
+        if current is not None and current.first <= done < current.last:
+            self.events.log(f"profile: {steps} steps asked while steps {current.first}-"
+                            f"{current.last} are being captured: not captured again",
+                            level="warning")
+            return current
+        if done >= self.total or self.capture is None:
+            return current
+        last = min(self.total, done + steps)
+        self.events.log(f"profile: capturing steps {done + 1}-{last} (asked while training)")
+        self.profile = self.capture(done + 1, last)
+        return self.profile
 
     # -- parameter_server: the chief schedules calls on the workers ---------------------------
     def run_ps(self, trainer: Trainer, per_worker_dataset: Any) -> None:

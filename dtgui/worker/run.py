@@ -26,6 +26,7 @@ from .optim import make_optimizer
 from .plan import PRECISIONS, Plan
 from .process_exit import keep
 from .profile_capture import ProfileCapture
+from .profile_request import ProfileRequest
 from .progress import Progress
 from .stop_request import STOPPED_EXIT, StopRequest
 from .summaries import Scalars
@@ -172,7 +173,8 @@ def agree_on_step(info: BuiltStrategy, step: int) -> None:
 
 
 def run_task(plan: Plan, bundle_dir: str, out_dir: str, task: str,
-             events: EventWriter, stop: StopRequest | None = None) -> int:
+             events: EventWriter, stop: StopRequest | None = None,
+             asked: ProfileRequest | None = None) -> int:
     configure(plan)
     if plan.strategy.collective_across_workers or (
             plan.strategy.has_coordinator and task.startswith("chief:")):
@@ -245,7 +247,9 @@ def run_task(plan: Plan, bundle_dir: str, out_dir: str, task: str,
     progress = Progress(plan, info, events, ckpts, writer, global_batch, resumed, task,
                         optimizer=optimizer, validator=validator, saver=saver,
                         classification=classification, calibration_runs=step_runs,
-                        round_trip_runs=round_trip_runs, stop=stop, profile=profile)
+                        round_trip_runs=round_trip_runs, stop=stop, profile=profile,
+                        asked=asked,
+                        capture=lambda a, b: ProfileCapture(out_dir, task, a, b, events))
     with stage(f"training ({info.name})"):
         if info.coordinator is not None:
             progress.run_ps(trainer, dataset)

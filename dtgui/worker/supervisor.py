@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .events import EventWriter
+from .profile_request import PROFILE_SIGNAL
 from .stop_request import RELAY_SIGNAL, STOP_GRACE_SECONDS, STOPPED_EXIT
 from .telemetry import Telemetry
 
@@ -275,6 +276,9 @@ def supervise(child: Child, events: EventWriter) -> int:
     """Run `child` to its end; returns this task's exit code."""
     for sig in STOP_CODES:
         signal.signal(sig, _raise_stop)
+    # a profile asked is the training process's (which takes it); ignored here and, inherited,
+    # in a child that takes no such signal (a user's script), also when no wrapper runs this
+    signal.signal(PROFILE_SIGNAL, signal.SIG_IGN)
     env = child_environment()
     child.environment(env)
     command = child.command()

@@ -23,6 +23,7 @@ from .model_file import UserError, describe_failure
 from .netcheck import tpu_precheck
 from .plan import Plan, PlanError
 from .process_exit import leave
+from .profile_request import ProfileRequest
 from .stop_request import StopRequest
 
 
@@ -100,12 +101,14 @@ def child_main(plan_path: str, task: str, out_dir: str, events: EventWriter) -> 
     """The training process: every exception becomes one ``failed`` event and exit 1."""
     stage = "reading the plan"
     stop = StopRequest().install()  # before TensorFlow: a stop is seen from the first call on
+    asked = ProfileRequest(out_dir).install()
     try:
         plan = load_plan(plan_path)
         stage = "starting TensorFlow"
         from . import run  # imports TensorFlow (seconds)
 
-        return run.run_task(plan, os.path.dirname(plan_path), out_dir, task, events, stop)
+        return run.run_task(plan, os.path.dirname(plan_path), out_dir, task, events, stop,
+                            asked)
     except UserError as exc:
         return fail(events, exc.message, exc.tb or traceback.format_exc())
     except BaseException as exc:  # noqa: BLE001 - SystemExit from user code is a failure too

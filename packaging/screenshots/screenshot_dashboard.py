@@ -3,7 +3,8 @@
     xvfb-run -a -s "-screen 0 1400x900x24" .venv/bin/python packaging/screenshots/screenshot_dashboard.py out.png
 
 Without a DISPLAY it falls back to the offscreen platform. Options: --replicas N, --steps N,
---failed (a task fails), --size WxH.
+--failed (a task fails), --size WxH, --profile TEXT (what a profile asked said, e.g.
+"profile written").
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ class DemoController:
 
     def request_stop(self) -> None:
         self.state = "stopping"
+
+    def request_profile(self, steps: int, limit: float = 0.0, said: object = None) -> str:
+        return "profile written"
 
 
 def _ev(kind: str, task: str, t: float, **fields: object) -> Event:
@@ -147,6 +151,7 @@ def main() -> int:
     parser.add_argument("--done", type=int, default=1130)
     parser.add_argument("--failed", action="store_true")
     parser.add_argument("--size", default="1280x800")
+    parser.add_argument("--profile", default="")
     args = parser.parse_args()
     app = make_app(sys.argv[:1])  # the app's own style sheet, as users see it
     metrics = LiveRun(args.steps)
@@ -160,6 +165,8 @@ def main() -> int:
         controller.message = f"{failed} failed: {metrics.snapshot().tasks[failed].error}"
     dash = shown_dashboard(app, args.size, controller, run_name="digits-mwm-20261122-014000",
                            strategy="multi_worker_mirrored", device_kind="cpu")
+    if args.profile:  # as the dashboard shows a profile's outcome
+        dash._profile_done(controller, args.profile)  # type: ignore[arg-type]
     status = save_dashboard(app, dash, args.out)
     dash.close()
     del dash

@@ -183,10 +183,17 @@ def _profile_problems(plan: Plan) -> list[str]:
     if not 1 <= first <= last <= plan.steps:
         return [f"Profile steps {first}-{last}: give FIRST-LAST within the run's steps "
                 f"(1-{plan.steps}), the first not after the last."]
+    refusal = profile_refusal(plan)
+    return [f"Profile steps: {refusal}; leave them out."] if refusal else []
+
+
+def profile_refusal(plan: Plan) -> str:
+    """Why dtgui captures no profile of this plan's run ("" when it does): the plan's profile
+    steps and a profile asked of the running run alike."""
     if plan.strategy.has_coordinator:
-        return [f"Profile steps: a capture of {plan.strategy.title} (its workers run the "
-                "calls its coordinator schedules) is not made by dtgui: leave them out."]
+        return (f"a capture of {plan.strategy.title} (its workers run the calls its "
+                "coordinator schedules) is not made by dtgui")
     if plan.script is not None:
-        return ["Profile steps: a script's steps are its own; start TensorFlow's profiler in "
-                "it (docs/own-scripts.md) and leave them out."]
-    return []
+        return ("a script's steps are its own: start TensorFlow's profiler in it "
+                "(docs/own-scripts.md)")
+    return ""

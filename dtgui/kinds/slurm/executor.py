@@ -46,6 +46,7 @@ from dtgui.launch.exec.host import (
     full_output,
 )
 from dtgui.worker import layout
+from dtgui.worker.profile_request import PROFILE_SIGNAL
 
 if TYPE_CHECKING:
     from dtgui.remote.commands import CommandRunner
@@ -215,7 +216,8 @@ class SlurmExecutor(Executor):
                                          for c in self._codes.values())
 
     def signal(self, *sigs: int, tasks: Iterable[str] | None = None) -> None:
-        """The job is one: TERM cancels it, KILL kills every process of it; others wait."""
+        """The job is one: TERM cancels it, KILL kills every process of it, PROFILE_SIGNAL
+        goes to its steps' processes (the tasks; not the batch script); others wait."""
         if not self.job_id or self._all_exited() or (self.status and self.status.ended):
             return  # the job has ended, or ends by itself now that every task has
         if signals.SIGKILL in sigs:
@@ -224,7 +226,13 @@ class SlurmExecutor(Executor):
         elif signals.SIGTERM in sigs or signals.SIGINT in sigs:
             self._cancelled = True
             slurm.cancel(self.runner, self.job_id)
+        elif PROFILE_SIGNAL in sigs:
+            slurm.cancel(self.runner, self.job_id, PROFILE_SIGNAL.name.removeprefix("SIG"),
+                         full=False)
 
+
+    def put_output_file(self, name: str, data: bytes) -> None:
+        self.host.write_file(posixpath.join(self.run_dir, layout.OUTPUT_DIR, name), data)
 
     def fetch_output(self, name: str) -> int:
         if not self.host.mirrors:

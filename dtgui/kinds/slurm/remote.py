@@ -159,10 +159,12 @@ def expected_start(runner: CommandRunner, job_id: str) -> str:
     return "" if text in ("N/A", "Unknown", "") else text
 
 
-def cancel(runner: CommandRunner, job_id: str, signal_name: str = "") -> None:
-    """`scancel` the job (with `--signal=NAME --full`: that signal to every process)."""
+def cancel(runner: CommandRunner, job_id: str, signal_name: str = "", *,
+           full: bool = True) -> None:
+    """`scancel` the job (with `--signal=NAME --full`: that signal to every process; not
+    `full`: to the processes of its steps only, not its batch script)."""
     argv = ["scancel", job_id] if not signal_name else \
-        ["scancel", "--full", f"--signal={signal_name}", job_id]
+        ["scancel", *(["--full"] if full else []), f"--signal={signal_name}", job_id]
     code, _, err = runner.run(argv, TIMEOUT)
     if code != 0:
         text = err.decode("utf-8", "replace").strip()

@@ -177,6 +177,9 @@ class Executor(abc.ABC):
         """Send each of `sigs`, in order, to the process groups of these tasks (default:
         all)."""
 
+    def put_output_file(self, name: str, data: bytes) -> None:  # noqa: B027 - optional
+        """Write `output/<name>` of the bundle on this machine, where its tasks read it."""
+
     def fetch_output(self, name: str) -> int:
         """Copy `output/<name>` of this machine into the local bundle (files copied); the
         tasks on this machine already write there."""

@@ -76,6 +76,12 @@ class Host(abc.ABC):
     def read_tail(self, directory: str, name: str, limit: int) -> bytes:
         """The last `limit` bytes of a file (b"": none there)."""
 
+    def write_file(self, path: str, data: bytes) -> None:
+        """Write `data` to the file `path` (absolute; its folder exists)."""
+        code, _, err = self.run(["sh", "-c", 'cat > "$1"', "sh", path], 15.0, stdin=data)
+        if code != 0:
+            raise OSError(f"could not write {path}: {err.decode('utf-8', 'replace').strip()}")
+
     @abc.abstractmethod
     def remove(self, directory: str, names: Sequence[str]) -> None:
         """Delete these files of `directory` (those there)."""

@@ -116,6 +116,9 @@ class ProcessExecutor(Executor):
         self.host.signal_groups([p for t, p in self.pids.items() if t in chosen and p > 0],
                                 sigs)
 
+    def put_output_file(self, name: str, data: bytes) -> None:
+        self.host.write_file(posixpath.join(self.directory, layout.OUTPUT_DIR, name), data)
+
     def fetch_output(self, name: str) -> int:
         if not self.host.mirrors:
             return 0  # the tasks write into the local bundle

@@ -7,10 +7,13 @@ without connecting anywhere. Reading it blocks on the disk: call it off the UI t
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from dtgui.core.bundles.bundle import Bundle
 from dtgui.core.events import read_all
 from dtgui.core.live_run import LiveRun
 from dtgui.core.measure.bottleneck import Verdict, plan_facts, verdict
+from dtgui.core.measure.profile_answers import ENDED
 from dtgui.core.runs.records import RunRecord
 from dtgui.core.runs.run_state import RunState
 from dtgui.launch.runs.run_source import BundledRun
@@ -59,6 +62,10 @@ class RunView(BundledRun):
 
     def request_stop(self) -> None:
         """Nothing runs any more."""
+
+    def request_profile(self, steps: int, limit: float = 0.0,
+                        said: Callable[[str], None] | None = None) -> str:
+        return f"no profile: {ENDED}"
 
     def follow_closely(self, closely: bool) -> None:
         pass  # nothing in it changes any more

@@ -9,6 +9,7 @@ is an in-memory value: reading one never blocks.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -74,6 +75,12 @@ class RunSource(Protocol):
 
     def request_stop(self) -> None:
         """Stop every task (returns at once; an ended run ignores it)."""
+
+    def request_profile(self, steps: int, limit: float = ...,
+                        said: Callable[[str], None] | None = None) -> str:
+        """Capture TensorFlow's profiler on every task over its next `steps` steps; blocks
+        until the traces are written (call it off the UI thread). Returns the outcome in a
+        sentence ("profile written", or why not); `said` hears "profiling steps A-B..."."""
 
     def detach(self) -> None:
         """Stop following the run; its tasks keep running (an ended run ignores it)."""

@@ -18,10 +18,18 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import QFrame, QMessageBox, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QFrame,
+    QInputDialog,
+    QMessageBox,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
 
 from dtgui.core.live_run import LiveRun, Snapshot
 from dtgui.core.measure.bottleneck import plan_facts
+from dtgui.core.measure.profile_answers import WRITTEN_MESSAGE
 from dtgui.core.plans.plan_text import script_summary, script_text
 from dtgui.core.run_tasks import task_key
 from dtgui.core.runs.run_state import RunState
@@ -38,6 +46,8 @@ from dtgui.ui.plots.training_plots import (
     TrainingLossPanel,
     ValidationPanel,
 )
+from dtgui.ui.workers import error_message, run_in_thread
+from dtgui.worker.profile_request import MAX_PROFILE_STEPS
 from dtgui.worker.stop_request import STOP_GRACE_SECONDS, TASK_STOP_SECONDS
 
 if TYPE_CHECKING:
@@ -50,6 +60,7 @@ REFRESH_MS = 50  # 20 Hz
 # responsive, and the whole dashboard is drawn sooner.
 BACKLOG_MS = 10
 CONFIRM_STOP_SECONDS = 60.0  # Stop asks first once the run has gone on this long
+DEFAULT_PROFILE_STEPS = 20  # what "Profile N steps…" offers: enough steps for XProf's averages
 TEXT_SECONDS = 0.25  # numbers are for reading: at most 4 updates a second (plots: 20)
 
 
@@ -89,6 +100,8 @@ def _titled(title: str, body: QWidget, panel: str) -> QFrame:
 
 class Dashboard(QWidget):
     resumeRequested = Signal(object)  # Path: the folder of the shown ended run to resume
+    tensorboardRequested = Signal(list)  # [Path]: the shown run's folder (its profile)
+    _profileSaid = Signal(object, str)  # (the run, what its capture says): to the UI thread
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -172,6 +185,9 @@ class Dashboard(QWidget):
             panel.backlogged.connect(self._wake)
         self.header.stop_button.clicked.connect(self._stop_clicked)
         self.header.resume_button.clicked.connect(self._resume_clicked)
+        self.header.profile_button.clicked.connect(self._profile_clicked)
+        self.header.profile_label.linkActivated.connect(self._open_profile)
+        self._profileSaid.connect(self._show_profile)
         self.task_table.taskActivated.connect(self.log_view.select_task)
 
         self.controller: RunSource | None = None
@@ -179,6 +195,7 @@ class Dashboard(QWidget):
         self._version = -1
         self._ended = False
         self._stop_requested = False
+        self._profiling: RunSource | None = None  # the run whose capture is under way
         self._started = 0.0
         self._elapsed = 0.0
         self._failed_seen: set[str] = set()
@@ -199,6 +216,8 @@ class Dashboard(QWidget):
         self._version = -1
         self._ended = False
         self._stop_requested = False
+        self._profiling = None
+        self.header.set_profile("")
         self._started = time.monotonic()
         self._elapsed = 0.0
         self._failed_seen.clear()
@@ -429,6 +448,46 @@ class Dashboard(QWidget):
         c.request_stop()
         self._update_stop_button(c.state, False)
 
+    def _profile_clicked(self) -> None:
+        c = self.controller
+        if c is None or c.finished or self._profiling is not None:
+            return
+        steps, ok = QInputDialog.getInt(
+            self, "Profile steps", "Capture TensorFlow's profiler on every task over the "
+            "next N steps:", DEFAULT_PROFILE_STEPS, 1, MAX_PROFILE_STEPS)
+        if not ok or c is not self.controller:
+            return
+        self._profiling = c
+        self._update_stop_button(c.state, self._ended)
+        self.header.set_profile("asking every task for a profile…")
+
+        def said(text: str) -> None:  # on the run's thread: the signal takes it to the UI's
+            self._profileSaid.emit(c, text)
+
+        run_in_thread(lambda: c.request_profile(steps, said=said),
+                      lambda text: self._profile_done(c, text),
+                      lambda exc: self._profile_done(c, f"no profile: {error_message(exc)}"),
+                      context=self)
+
+    def _show_profile(self, source: RunSource, text: str) -> None:
+        if source is self.controller:
+            self.header.set_profile(text)
+
+    def _profile_done(self, source: RunSource, text: str) -> None:
+        if self._profiling is source:
+            self._profiling = None
+        if source is not self.controller:
+            return
+        if text == WRITTEN_MESSAGE:
+            text = f'{WRITTEN_MESSAGE}: <a href="tensorboard">Open in TensorBoard</a>'
+        self.header.set_profile(text)
+        self._update_stop_button(source.state, self._ended)
+
+    def _open_profile(self, _link: str) -> None:
+        c = self.controller
+        if c is not None:
+            self.tensorboardRequested.emit([c.output_dir.parent])
+
     def _resume_clicked(self) -> None:
         c = self.controller
         if c is not None and c.finished and c.record is not None:
@@ -442,6 +501,10 @@ class Dashboard(QWidget):
             (c.plan.checkpoint_every > 0 or c.plan.script is not None)
         self.header.resume_button.setVisible(resumable)
         self.header.resume_button.setEnabled(resumable)
+        profile = self.header.profile_button
+        profile.setVisible(not finished)
+        profile.setEnabled(not finished and state == RunState.RUNNING and
+                           not self._stop_requested and self._profiling is None)
         button = self.header.stop_button
         if finished:
             button.setText("Stop")

@@ -102,6 +102,17 @@ class RunHeader(QFrame):
         self.stop_button.setToolTip("Stop every task of this run")
         self.stop_button.setEnabled(False)
         self.stop_button.setMinimumWidth(96)
+        self.profile_button = QPushButton("Profile N steps…")
+        self.profile_button.setObjectName("profileButton")
+        self.profile_button.setToolTip("Capture TensorFlow's profiler on every task over the "
+                                       "next N steps, into the run's TensorBoard folder "
+                                       "(dtgui profile RUN --steps N)")
+        self.profile_button.setVisible(False)
+        self.profile_label = QLabel("")
+        self.profile_label.setObjectName("profileState")
+        self.profile_label.setTextFormat(Qt.TextFormat.RichText)
+        self.profile_label.setWordWrap(True)  # a refusal's reason is a sentence
+        self.profile_label.setVisible(False)
         self.resume_button = QPushButton("Resume")
         self.resume_button.setObjectName("resumeButton")
         self.resume_button.setToolTip("Continue this run from its newest checkpoint, on its "
@@ -112,6 +123,7 @@ class RunHeader(QFrame):
             top.addWidget(w)
         top.addStretch(1)
         top.addWidget(self.elapsed_label)
+        top.addWidget(self.profile_button)
         top.addWidget(self.resume_button)
         top.addWidget(self.stop_button)
         outer.addLayout(top)
@@ -135,6 +147,7 @@ class RunHeader(QFrame):
         bottom.addWidget(self.epoch_label, 3)
         bottom.addStretch(1)
         outer.addLayout(bottom)
+        outer.addWidget(self.profile_label)  # a line of its own while a profile has news
         self.message_label = QLabel("")
         self.message_label.setObjectName("errorText")
         self.message_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
@@ -143,6 +156,11 @@ class RunHeader(QFrame):
         outer.addWidget(self.message_label)
         self.state = ""
         self.set_progress(0, 0)
+
+    def set_profile(self, text: str) -> None:
+        """What a profile asked of the run says (rich text; "": nothing to say)."""
+        self.profile_label.setText(text)
+        self.profile_label.setVisible(bool(text))
 
     def set_run(self, name: str, strategy: str) -> None:
         self.name_label.setText(name or "run")
