@@ -34,7 +34,7 @@ class CalibrationRuns:
 
     def __init__(self, info: BuiltStrategy, trainer: Trainer, model: keras.Model,
                  optimizer: Any, source: ModelSource, global_batch: int,
-                 micro_batches: int) -> None:
+                 micro_batches: int, wire_dtype: Any = None) -> None:
         strategy = info.strategy
         self._variables = [*model.variables, *optimizer.variables]
         self._batch_source = (source, info, global_batch)
@@ -45,6 +45,7 @@ class CalibrationRuns:
         # a single replica reduces nothing: its communication is none, not the runs' overhead
         self._reduced = int(strategy.num_replicas_in_sync) > 1
         weights = list(model.trainable_variables)
+        wire = wire_dtype or tf.float32  # the dtype training's gradients cross the network in
         training_call = trainer.run
 
         def steps(cached: Any, n: Any) -> Any:
@@ -54,14 +55,15 @@ class CalibrationRuns:
         def flat_weights() -> Any:
             # gradient-shaped: the weights read in the replica's context, in one vector as
             # the optimizer packs its gradients (constants could be folded away)
-            return tf.concat([tf.reshape(tf.cast(w, tf.float32), [-1]) for w in weights], 0)
+            return tf.concat([tf.reshape(tf.cast(w, wire), [-1]) for w in weights], 0)
 
         @tf.function
         def reduces(n: Any) -> Any:
             total = tf.constant(0.0)
             for _ in tf.range(n):
                 values = strategy.run(flat_weights)
-                total += strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None)[0]
+                summed = strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None)[0]
+                total += tf.cast(summed, tf.float32)
             return total
 
         self._steps, self._reduces = steps, reduces

@@ -26,6 +26,17 @@ def optimizer_text(plan: Plan) -> str:
     return text
 
 
+def all_reduce_text(plan: Plan) -> str:
+    """The all-reduce's levers in words ("" when none is set): "gradients float16, 4 MiB
+    packs"."""
+    parts = []
+    if plan.grad_compression != "none":
+        parts.append(f"gradients {plan.grad_compression} on the wire")
+    if plan.bytes_per_pack:
+        parts.append(f"{plan.bytes_per_pack / 2**20:g} MiB packs")
+    return ", ".join(parts)
+
+
 def schedule_text(plan: Plan) -> str:
     """The learning rate and its schedule: "0.001, warm-up 100 steps then cosine"."""
     lr = f"{plan.learning_rate:g}"

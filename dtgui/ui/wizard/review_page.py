@@ -37,6 +37,7 @@ from dtgui.core.plans.placement import (
 from dtgui.core.plans.plan import LOCAL_MACHINE, ModelFile, Plan, ScriptModel, TaskSpec, validate
 from dtgui.core.plans.plan_text import (
     SCRIPT_OWN,
+    all_reduce_text,
     optimizer_text,
     schedule_text,
     script_rows,
@@ -240,7 +241,9 @@ class ReviewPage(QWizardPage):
         values["Global batch"].setText(
             f"{plan.per_replica_batch} × cores" if tpu
             else str(plan.global_batch))
-        values["Precision"].setText(str(plan.precision))
+        levers = all_reduce_text(plan)
+        self._set_elided(values["Precision"],
+                         f"{plan.precision} · {levers}" if levers else str(plan.precision))
         values["XLA"].setText("on" if plan.xla else "off")
         per_call = f", {plan.steps_per_call} per call" if plan.steps_per_call else ""
         values["Steps"].setText(f"{plan.steps} ({plan.steps_per_epoch} per epoch{per_call})")
