@@ -14,7 +14,10 @@ import numpy as np
 import pytest
 from fakes import started_event
 
-from dtgui.core.plans.plan import GradCompression, Plan, ScriptModel, validate
+from dtgui.core.measure.all_reduce_levers import plan_forecast
+from dtgui.core.measure.bottleneck import COMMUNICATION, StepSplit, plan_facts, verdict
+from dtgui.core.measure.network_pairs import LinkTest
+from dtgui.core.plans.plan import GradCompression, Plan, ScriptModel, TaskSpec, validate
 from dtgui.core.plans.plan_text import all_reduce_text
 from dtgui.core.plans.strategies import Strategy
 from dtgui.core.run_curves import RunCurves
@@ -94,3 +97,42 @@ def test_the_all_reduce_carries_float16_and_the_update_is_applied_in_float32() -
         assert np.asarray(after_small, np.float32) == pytest.approx(w - rounded, abs=1e-6)
         assert np.asarray(after_full, np.float32) == pytest.approx(w - g, abs=1e-6)
         assert not np.array_equal(rounded, g)  # the rounding shows in the update
+
+
+def two_machines(**changes: object) -> Plan:
+    tasks = (TaskSpec("worker", 0, "10.0.0.2", 2222, machine="a"),
+             TaskSpec("worker", 1, "10.0.0.3", 2222, machine="b"))
+    plan = Plan(strategy=Strategy.MULTI_WORKER_MIRRORED, replicas_per_task=1, workers=2,
+                tasks=tasks)
+    return plan.with_changes(**changes)
+
+
+def test_a_network_bound_verdict_names_the_lever_and_its_gain() -> None:
+    """The all-reduce takes 60 % of a step: compressing it halves that part, 1 / (1 - 0.3)
+    = 1.4x the steps/s; once compressed the lever is not named again; a script is told
+    in words what to set."""
+    split = [StepSplit("worker:0", step=100, compute=0.04, communication=0.06)]
+    found = verdict(split, plan_facts(two_machines()))
+    assert found.limit == COMMUNICATION
+    assert "compress the gradients for the all-reduce" in found.advice
+    assert "about 1.4× the steps/s" in found.advice
+    done = verdict(split, plan_facts(two_machines(grad_compression=GradCompression.FLOAT16)))
+    assert "compress the gradients" not in done.advice
+    script = verdict(split, plan_facts(two_machines(model=ScriptModel("/tmp", "train.py"))))
+    assert "in your script, cast the gradients to float16" in script.advice
+    assert "bytes_per_pack" in script.advice
+
+
+def test_the_review_predicts_the_step_on_the_measured_links() -> None:
+    """59 MB of gradients over 2 machines on 1 Gbit/s (125 MB/s): a 0.47 s all-reduce beside
+    0.2 s of compute dominates, and compression predicts (0.67) / (0.2 + 0.235) = 1.5x; a
+    small model's all-reduce does not dominate; unmeasured links are said."""
+    link = LinkTest("a", "b", 2222, rtt_ms=0.0, bandwidth=125e6)
+    text = plan_forecast(two_machines(), [link], 58_800_000, 0.2)
+    assert "compute 200 ms, all-reduce 470 ms a step" in text
+    assert "the all-reduce dominates" in text and "about 1.5× the steps/s" in text
+    small = plan_forecast(two_machines(), [link], 400_000, 0.2)
+    assert "dominates" not in small and small.endswith("a step.")
+    assert "has not measured the links between a, b" in plan_forecast(two_machines(), [],
+                                                                       58_800_000, 0.2)
+    assert plan_forecast(Plan(strategy=Strategy.MIRRORED), [link], 58_800_000, 0.2) == ""
