@@ -161,6 +161,8 @@ def shaped(lab: sshhosts.SshLab, hosts: list[sshhosts.Host], mbit: float) -> con
 def row(lab: sshhosts.SshLab, machines: int, rate: str, steps: int, root: Path,
         one_machine: float) -> dict[str, Any]:
     hosts = lab.hosts[:machines]
+    if RATES[rate] < 1000:  # seconds a step: the warm-up and 10 steps measure it
+        steps = min(steps, WARMUP + 10)
     with shaped(lab, hosts, RATES[rate]):
         measured = bandwidth(hosts[0], hosts[1])
         results = {

@@ -27,11 +27,11 @@ def optimizer_text(plan: Plan) -> str:
 
 
 def all_reduce_text(plan: Plan) -> str:
-    """The all-reduce's levers in words ("" when none is set): "gradients float16, 4 MiB
-    packs"."""
+    """The all-reduce's levers in words ("" when none is set): "float16, 4 MiB packs" (the
+    dtype the gradients cross the network in)."""
     parts = []
     if plan.grad_compression != "none":
-        parts.append(f"gradients {plan.grad_compression} on the wire")
+        parts.append(str(plan.grad_compression))
     if plan.bytes_per_pack:
         parts.append(f"{plan.bytes_per_pack / 2**20:g} MiB packs")
     return ", ".join(parts)

@@ -91,7 +91,7 @@ class ReviewPage(QWizardPage):
         self.summary_values: dict[str, QLabel] = {}
         names = ("Strategy", "Devices", "Replicas", "Global batch", "Precision", "XLA",
                  "Steps", "Learning rate", "Seed", "Optimizer", "Validation", "Model",
-                 "Checkpoints", "Run name")
+                 "Checkpoints", "Run name", "All-reduce")
         for i, name in enumerate(names):
             row, col = divmod(i, 3)
             key = QLabel(name + ":")
@@ -269,9 +269,10 @@ class ReviewPage(QWizardPage):
         values["Global batch"].setText(
             f"{plan.per_replica_batch} × cores" if tpu
             else str(plan.global_batch))
-        levers = all_reduce_text(plan)
-        self._set_elided(values["Precision"],
-                         f"{plan.precision} · {levers}" if levers else str(plan.precision))
+        values["Precision"].setText(str(plan.precision))
+        self._set_elided(values["All-reduce"], all_reduce_text(plan) or (
+            "float32" if plan.strategy.all_reduces_gradients and plan.total_replicas > 1
+            else "none"))
         values["XLA"].setText("on" if plan.xla else "off")
         per_call = f", {plan.steps_per_call} per call" if plan.steps_per_call else ""
         values["Steps"].setText(f"{plan.steps} ({plan.steps_per_epoch} per epoch{per_call})")
@@ -361,7 +362,7 @@ class ReviewPage(QWizardPage):
         values = self.summary_values
         rows = script_rows(plan)
         for name in ("Steps", "Learning rate", "Optimizer", "Validation", "Checkpoints",
-                     "Precision", "XLA", "Global batch", "Seed"):
+                     "Precision", "XLA", "Global batch", "Seed", "All-reduce"):
             values[name].setStyleSheet("" if not rows else "color: #6b7280;")
         self.script_info.setVisible(bool(rows))
         if not rows:
@@ -379,6 +380,7 @@ class ReviewPage(QWizardPage):
         values["XLA"].setText(f"hint DTGUI_XLA={'1' if plan.xla else '0'}")
         values["Global batch"].setText(f"hint DTGUI_GLOBAL_BATCH={plan.global_batch}")
         values["Seed"].setText(f"hint DTGUI_SEED={plan.seed}")
+        values["All-reduce"].setText(f"{own} (its own all-reduce)")
         for name in ("Steps", "Optimizer", "Validation", "Checkpoints"):
             values[name].setToolTip("dtgui's own training loop is not used: your script "
                                     "trains its own way.")
