@@ -21,6 +21,7 @@ from dtgui.core.plans.plan import GradCompression, Plan, ScriptModel, TaskSpec, 
 from dtgui.core.plans.plan_text import all_reduce_text
 from dtgui.core.plans.strategies import Strategy
 from dtgui.core.run_curves import RunCurves
+from dtgui.worker.model_file import describe_failure
 
 PROBE = Path(__file__).with_name("compression_probe.py")
 
@@ -69,6 +70,17 @@ def test_the_card_says_what_crosses_the_network_and_why_it_fell_back() -> None:
                                         "on GPU")
     assert fell.all_reduce_note.startswith("Uncompressed: this TensorFlow's collective")
     assert started(grad_compression="none").all_reduce_note == ""
+
+
+def test_a_peer_that_all_reduces_another_dtype_fails_the_run_with_the_reason() -> None:
+    """What TensorFlow's collective says when one worker compresses and a peer (an older
+    bundle's, another plan's) does not: the run's error names both dtypes and what to do."""
+    error = RuntimeError("Collective ops is aborted by: Collective instance 124 expected type 0 "
+                         "and data_type 1 but got type 0 and data_type 19")
+    text = describe_failure(error)
+    assert text.startswith("The workers all-reduce their gradients in different dtypes "
+                           "(float32 and float16)")
+    assert "same bundle" in text and "grad_compression to none" in text
 
 
 def test_the_all_reduce_carries_float16_and_the_update_is_applied_in_float32() -> None:
