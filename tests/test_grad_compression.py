@@ -83,6 +83,7 @@ def test_a_peer_that_all_reduces_another_dtype_fails_the_run_with_the_reason() -
     assert "same bundle" in text and "grad_compression to none" in text
 
 
+@pytest.mark.slow
 def test_the_all_reduce_carries_float16_and_the_update_is_applied_in_float32() -> None:
     """One SGD update (rate 1) through the training call: compressed, the only all-reduce
     carries float16 (the optimizer's float32 one is skipped) and the weights move by the
