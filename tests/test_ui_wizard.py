@@ -354,6 +354,29 @@ def test_nccl_is_selectable_on_gpus_and_communication_only_where_supported(
     assert not combo.isEnabled()
 
 
+def test_the_all_reduce_levers_are_offered_only_where_the_all_reduce_crosses_machines(
+        qtbot: QtBot, make_wizard: MakeWizard) -> None:
+    wizard = make_wizard()
+    page = wizard.options_page
+    for strategy, offered, reason in (
+            ("multi_worker_mirrored", True, "half the bytes"),
+            ("mirrored", False, "On one machine the all-reduce does not cross a network"),
+            ("parameter_server", False, "ParameterServer has no all-reduce")):
+        click_strategy(qtbot, wizard, strategy)
+        click_next(qtbot, wizard)
+        assert page.compression_combo.isEnabled() is offered, strategy
+        assert page.pack_spin.isEnabled() is offered, strategy
+        assert reason in page.compression_combo.toolTip(), strategy
+        if offered:
+            page.compression_combo.setCurrentIndex(page.compression_combo.findData("float16"))
+            page.pack_spin.setValue(32)
+            plan = wizard.ctx.draft()
+            assert plan.grad_compression == "float16" and plan.bytes_per_pack == 32 << 20
+            page.compression_combo.setCurrentIndex(page.compression_combo.findData("none"))
+            page.pack_spin.setValue(0)
+        qtbot.mouseClick(wizard.button(QWizard.WizardButton.BackButton), LEFT)
+
+
 def test_invalid_numbers_and_names_disable_next_with_a_message(
         qtbot: QtBot, make_wizard: MakeWizard) -> None:
     wizard = make_wizard()

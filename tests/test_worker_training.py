@@ -46,6 +46,7 @@ from worker_helpers import (
 
 from dtgui.core.measure.bottleneck import COMMUNICATION, COMPUTE, INPUT, StepSplit, verdict
 from dtgui.core.measure.profile_answers import captured, capturing_steps
+from dtgui.worker.model_check_result import read_result
 from dtgui.worker.profile_request import PROFILE_SIGNAL, REQUEST_NAME
 from dtgui.worker.step_timing import BUDGET_VARIABLE
 from dtgui.worker.stop_request import STOP_GRACE_SECONDS
@@ -348,6 +349,10 @@ def test_check_model_good_and_bad_files(tmp_path: Path) -> None:
     assert code == 0, good
     assert good["ok"] is True and good["num_examples"] == 120
     assert good["input_shape"] == [4] and good["output_shape"] == [3]
+    # the review's forecast: what a step's all-reduce moves (4x8+8 + 8x3+3 float32
+    # parameters) and a batch's forward and backward, timed
+    checked = read_result(json.dumps(good), "", "good.py")
+    assert checked.gradient_bytes == 67 * 4 and checked.step_seconds > 0
 
     expected = {
         "labels": "The labels do not fit the model output: labels range 7..8 but the model "

@@ -29,12 +29,14 @@ from dtgui.core.measure.bottleneck import CpuLoad, StepSplit, plan_facts, verdic
 from dtgui.core.measure.memory import DeviceMemory
 from dtgui.core.plans.plan import (
     COMMUNICATIONS,
+    GRAD_COMPRESSIONS,
     LR_SCHEDULES,
     OPTIMIZERS,
     PRECISIONS,
     Communication,
     DemoModel,
     DeviceKind,
+    GradCompression,
     LrSchedule,
     ModelFile,
     Optimizer,
@@ -118,6 +120,12 @@ def add_export_options(export: argparse.ArgumentParser) -> None:
     export.add_argument("--precision", choices=PRECISIONS, default="float32")
     export.add_argument("--xla", action="store_true", help="compile the step with XLA")
     export.add_argument("--communication", choices=COMMUNICATIONS, default="auto")
+    export.add_argument("--grad-compression", choices=GRAD_COMPRESSIONS, default="none",
+                        help="the dtype gradients cross the network in (cast before the "
+                        "all-reduce, applied in float32): mirrored, multi_worker_mirrored")
+    export.add_argument("--bytes-per-pack", type=int, default=0,
+                        help="the all-reduce's pack size in bytes (0: TensorFlow's); "
+                        "multi_worker_mirrored")
     export.add_argument("--steps", type=int, default=100)
     export.add_argument("--steps-per-epoch", type=int, default=25)
     export.add_argument("--batch-size", type=int, default=32, help="per-replica batch size")
@@ -179,6 +187,8 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
         precision=Precision(args.precision),
         xla=args.xla,
         communication=Communication(args.communication),
+        grad_compression=GradCompression(args.grad_compression),
+        bytes_per_pack=args.bytes_per_pack,
         per_replica_batch=args.batch_size,
         steps=args.steps,
         steps_per_epoch=args.steps_per_epoch,

@@ -57,6 +57,7 @@ class Snapshot:
     memory: MemoryPeaks = field(default_factory=MemoryPeaks)  # each task's peak memory
     device_use: DeviceUse = field(default_factory=DeviceUse)  # utilisation, traffic
     gradient_bytes: int = 0  # what a step's all-reduce carries (0: not said)
+    all_reduce_note: str = ""  # the gradients' compression, or why it fell back
 
 
 # What TensorFlow prints when it looks for CUDA and finds none: on a CPU plan it says nothing
@@ -184,6 +185,7 @@ class LiveRun:
                 memory=self.curves.memory.copy(),
                 device_use=self.curves.device_use.copy(),
                 gradient_bytes=self.curves.gradient_bytes,
+                all_reduce_note=self.curves.all_reduce_note,
             )
 
     def log_lines(self, task: str) -> list[str]:

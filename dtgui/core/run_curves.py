@@ -65,6 +65,7 @@ class RunCurves:
         self.devices = RunDevices()  # `device` events: series, peaks, use, CPU load
         self.logs = TaskLogs()  # `log` events (and, in LiveRun, the tasks' log files)
         self.gradient_bytes = 0  # what a step's all-reduce carries (`started` events)
+        self.all_reduce_note = ""  # the gradients' compression, or why it fell back
         # task -> where its step time went over its last WINDOW_SPLITS splits (window_split)
         self.splits: dict[str, StepSplit] = {}
         self._split_window: dict[str, deque[StepSplit]] = {}
@@ -239,6 +240,7 @@ class RunCurves:
         sent = event.get("gradient_bytes")
         if isinstance(sent, int) and sent > 0:
             self.gradient_bytes = sent
+        self._note_compression(event.get("grad_compression"), event.get("compression_fallback"))
         if not self._progress_task or task_key(task) <= task_key(self._progress_task):
             self._progress_task = task
             self.script_progress.start(t)
@@ -254,6 +256,15 @@ class RunCurves:
         rewound = self._rewind(task, resumed, event.get("replica_ids") or [])
         self.tasks.started(task, int(event.get("replicas", 0) or 0),
                            resumed if rewound else None)
+
+    def _note_compression(self, applied: object, fallback: object) -> None:
+        """What the card says of the all-reduce: the dtype gradients cross the network in,
+        or why the run fell back to float32 (every worker decides alike: the last said)."""
+        if isinstance(fallback, str) and fallback:
+            self.all_reduce_note = f"Uncompressed: {fallback}."
+        elif applied in ("float16", "bfloat16"):
+            self.all_reduce_note = (f"Gradients cross the network as {applied} (summed, applied "
+                                    "in float32).")
 
     def _rewind(self, task: str, resumed: object, replica_ids: Iterable[int]) -> bool:
         """Resumed before the step the task had trained to: its curves are cut there; True

@@ -96,6 +96,7 @@ def try_model_file(path: str, batch: int) -> dict[str, Any]:
         raise UserError(f"The loss on the first batch is {loss}: check the data (NaN or "
                         f"infinite values?) and the model output")
     check_optional(source, model, loss_obj, batch)
+    step_seconds = _gradient_seconds(model, loss_obj, features, labels)
     element = ds.element_spec
     output_shape = _shape(logits)
     return {"num_examples": card if card >= 0 else None,
@@ -103,7 +104,39 @@ def try_model_file(path: str, batch: int) -> dict[str, Any]:
             "output_shape": output_shape[1:] if output_shape else None,
             "num_classes": source.num_classes, "params": int(model.count_params()),
             "loss": loss, "custom_loss": source.make_loss is not None,
+            # what a step's all-reduce moves (float32), and a batch's forward and backward
+            # here: the review page's forecast of a step on the machines' measured links
+            "gradient_bytes": sum(int(np.prod(w.shape)) * 4 for w in model.trainable_weights),
+            "step_seconds": step_seconds,
             "versions": {"tensorflow": tf.__version__, "keras": keras.__version__}}
+
+
+def _gradient_seconds(model: Any, loss_obj: Any, features: Any, labels: Any) -> float:
+    """A batch's forward and backward pass on this machine, traced once then timed (the
+    median of three); 0.0 when it cannot be timed (the forecast then leaves compute out)."""
+    import statistics
+    import time
+
+    import tensorflow as tf
+
+    def compute() -> Any:
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.cast(loss_obj(labels, model(features, training=True)),
+                                          tf.float32))
+        return tape.gradient(loss, model.trainable_weights)
+
+    gradients = tf.function(compute)
+
+    try:
+        tf.nest.map_structure(lambda g: g is not None and g.numpy(), gradients())
+        times = []
+        for _ in range(3):
+            began = time.perf_counter()
+            tf.nest.map_structure(lambda g: g is not None and g.numpy(), gradients())
+            times.append(time.perf_counter() - began)
+    except Exception:  # noqa: BLE001 - the timing is a forecast's input only; the check passed
+        return 0.0
+    return round(statistics.median(times), 6)
 
 
 def check_optional(source: ModelSource, model: Any, loss_obj: Any, batch: int) -> None:

@@ -144,7 +144,10 @@ def _mwms_options(plan: Plan) -> Any:
     table = {"auto": impl.AUTO, "ring": impl.RING, "nccl": impl.NCCL}
     if comm not in table:
         raise _unknown_communication(comm)
-    return tf.distribute.experimental.CommunicationOptions(implementation=table[comm])
+    # bytes_per_pack: packs start one by one, the last layers' gradients first, so the first
+    # can cross the network while the backward pass still computes the earlier layers'
+    return tf.distribute.experimental.CommunicationOptions(
+        implementation=table[comm], bytes_per_pack=max(0, int(plan.bytes_per_pack)))
 
 
 def _worker_devices(strategy: Any) -> list[str]:

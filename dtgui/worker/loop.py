@@ -12,7 +12,9 @@ import tensorflow as tf
 
 from .distribute import BuiltStrategy
 from .events import EventWriter
+from .grad_compression import all_reduce_compressed, skip_optimizer_all_reduce, wire_dtype
 from .model_file import ModelSource, UserError
+from .plan import GradCompression
 
 SHUFFLE_BUFFER = 4096
 SHUFFLE_BYTES = 256 * 1024 * 1024
@@ -141,7 +143,9 @@ def applied_learning_rate(optimizer: Any) -> Any:
 
 def make_trainer(info: BuiltStrategy, model: keras.Model, optimizer: Any, loss_obj: Any,
                  global_batch: int, xla: bool, float16: bool, micro_batches: int = 1,
-                 clip_norm: float = 0.0, timed: bool = True) -> Trainer:
+                 clip_norm: float = 0.0, timed: bool = True,
+                 compression: GradCompression = GradCompression.NONE,
+                 bytes_per_pack: int = 0) -> Trainer:
     """Build the distributed training call; with ``xla`` the replica's forward+backward is
     XLA-compiled.
 
@@ -158,10 +162,18 @@ def make_trainer(info: BuiltStrategy, model: keras.Model, optimizer: Any, loss_o
     graph loop (as Keras' ``steps_per_execution``): the loop body is the same graph whatever
     k is, so the losses do not depend on how the steps are split into calls.
 
+    With ``compression`` (grad_compression.py) the summed gradient is all-reduced here,
+    crossing the network as float16 or bfloat16 in packs of ``bytes_per_pack``, cast back to
+    float32, clipped when asked, and applied as it is: the optimizer's own all-reduce is
+    skipped.
+
     Under parameter_server each call times itself unless `timed` is False (deterministic
     ops forbid reading the clock in a graph: `tf.timestamp` raises).
     """
     strategy = info.strategy
+    wire = wire_dtype(compression)
+    if wire is not None:
+        skip_optimizer_all_reduce(optimizer)
 
     def compute(features: Any, labels: Any) -> tuple[Any, Any, Any]:
         with tf.GradientTape() as tape:
@@ -188,7 +200,12 @@ def make_trainer(info: BuiltStrategy, model: keras.Model, optimizer: Any, loss_o
             total = grads if total is None else [a + b for a, b in zip(total, grads, strict=True)]
             losses.append(replica_loss)
             correct.append(right)
-        if clip_norm > 0:
+        if wire is not None:
+            total = all_reduce_compressed(total, wire, bytes_per_pack)
+            if clip_norm > 0:  # the sum is every replica's: clipped as the branch below does
+                limit = clip_norm * loss_scale(optimizer) if float16 else clip_norm
+                total, _ = tf.clip_by_global_norm(total, limit)
+        elif clip_norm > 0:
             context = tf.distribute.get_replica_context()
             summed = context.all_reduce(tf.distribute.ReduceOp.SUM, total)
             # Under mixed_float16 the gradient is of the scaled loss (the optimizer unscales
@@ -259,8 +276,9 @@ def make_trainer(info: BuiltStrategy, model: keras.Model, optimizer: Any, loss_o
 
     def flat_weights() -> Any:
         # gradient-shaped: the weights read in the replica's context, in one vector as the
-        # optimizer packs its gradients (constants could be folded away)
-        return tf.concat([tf.reshape(tf.cast(w, tf.float32), [-1]) for w in weights], 0)
+        # optimizer packs its gradients (constants could be folded away), in the dtype
+        # training's gradients cross the network in
+        return tf.concat([tf.reshape(tf.cast(w, wire or tf.float32), [-1]) for w in weights], 0)
 
     @tf.function
     def run_steps(iterator: Any, k: Any, wishes: Any, stop: Any, reduces: Any) -> Any:
@@ -273,8 +291,9 @@ def make_trainer(info: BuiltStrategy, model: keras.Model, optimizer: Any, loss_o
         # same traced call times it, so measuring it traces nothing of its own.
         probe = tf.constant(0.0)
         for _ in tf.range(reduces):
-            probe += strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(flat_weights),
-                                     axis=None)[0]
+            probe += tf.cast(strategy.reduce(tf.distribute.ReduceOp.SUM,
+                                             strategy.run(flat_weights), axis=None)[0],
+                             tf.float32)
         totals, agreed, stops = sums_and_size(per_task, wishes, stop)
         return per_task, totals, agreed, applied_learning_rate(optimizer), stops, probe
 

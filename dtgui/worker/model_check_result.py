@@ -23,6 +23,8 @@ class ModelCheck:
     error: str = ""  # why it fails, one line
     details: str = ""  # the traceback behind `error`
     summary: str = ""  # what passed: examples, input and output shapes
+    gradient_bytes: int = 0  # what a step's all-reduce moves in float32 (0: not known)
+    step_seconds: float = 0.0  # a batch's forward and backward on the checking machine
 
 
 def check_command(python: str, path: str, project: str = "", batch: int = 0) -> list[str]:
@@ -58,8 +60,12 @@ def read_result(stdout: str, stderr: str, name: str) -> ModelCheck:
     if not isinstance(result, dict):
         return ModelCheck(False, f"Checking {name} answered {lines[-1][:80]!r}")
     if result.get("ok"):
+        grad_bytes, seconds = result.get("gradient_bytes"), result.get("step_seconds")
         return ModelCheck(True, summary=f"{result.get('num_examples', '?')} examples, input "
                                         f"{result.get('input_shape')}, output "
-                                        f"{result.get('output_shape')}")
+                                        f"{result.get('output_shape')}",
+                          gradient_bytes=grad_bytes if isinstance(grad_bytes, int) else 0,
+                          step_seconds=float(seconds)
+                          if isinstance(seconds, (int, float)) else 0.0)
     return ModelCheck(False, str(result.get("error", "the model file failed")),
                       str(result.get("traceback", "")))

@@ -26,6 +26,11 @@ _TF_DETECTED = re.compile(r"Detected at node .*? defined at \(most recent call l
                           r"(?:\s*File .*\n|\s*\n)*")
 _TF_NODE = re.compile(r"\[\[\{\{node [^}]*\}\}\]\]|\[Op:[^\]]*\]")
 _REMOTE_TASK = re.compile(r"remote target /job:(\w+)/replica:\d+/task:(\d+)")
+# TensorFlow's collective refusing a peer's all-reduce of another dtype (its DataType
+# numbers: 1 float32, 19 float16, 14 bfloat16)
+_DTYPE_MISMATCH = re.compile(r"expected type \d+ and data_type (\d+) but got type \d+ and "
+                             r"data_type (\d+)")
+_DTYPE_NAMES = {1: "float32", 19: "float16", 14: "bfloat16"}
 
 
 class UserError(Exception):
@@ -59,8 +64,16 @@ def one_line(exc: BaseException) -> str:
 
 
 def describe_failure(exc: BaseException) -> str:
-    """``Type: message``, saying so when a peer task of the cluster was lost."""
+    """``Type: message``, saying so when a peer task of the cluster was lost, or when the
+    workers' all-reduces carry different dtypes."""
     text = one_line(exc)
+    mismatch = _DTYPE_MISMATCH.search(str(exc))
+    if mismatch:
+        ours, theirs = (_DTYPE_NAMES.get(int(n), f"type {n}") for n in mismatch.groups())
+        return (f"The workers all-reduce their gradients in different dtypes ({ours} and "
+                f"{theirs}): every worker must run the same bundle (one written by an older "
+                "dtgui, or from another plan, does not compress them): start them all from "
+                "this run's bundle, or set grad_compression to none")
     if type(exc).__name__ in ("UnavailableError", "AbortedError", "DeadlineExceededError"):
         match = _REMOTE_TASK.search(str(exc))
         peer = f"{match.group(1)}:{match.group(2)}" if match else "another task"

@@ -28,6 +28,7 @@ from .plan_options import (
     Choice,
     Communication,
     DeviceKind,
+    GradCompression,
     LrSchedule,
     MetricsTasks,
     Optimizer,
@@ -39,10 +40,11 @@ from .plan_options import (
 from .strategies import STRATEGIES, Strategy
 
 __all__ = ["BUNDLE_PROJECT_DIR", "COMMUNICATIONS", "DEMO_KIND", "DEVICE_KINDS", "FILE_KIND",
-           "LOCAL_HOST", "LOCAL_MACHINE", "LR_SCHEDULES", "OPTIMIZERS", "PLAN_NAME", "PRECISIONS",
-           "SCHEMA", "SCRIPT_KIND", "Communication", "DemoModel", "DeviceKind", "LrSchedule",
-           "MachineAccess", "MetricsTasks", "ModelFile", "Optimizer", "Plan", "PlanError",
-           "PlanModel", "Precision", "ScriptModel", "TaskSpec", "is_local_machine"]
+           "GRAD_COMPRESSIONS", "LOCAL_HOST", "LOCAL_MACHINE", "LR_SCHEDULES", "OPTIMIZERS",
+           "PLAN_NAME", "PRECISIONS", "SCHEMA", "SCRIPT_KIND", "Communication", "DemoModel",
+           "DeviceKind", "GradCompression", "LrSchedule", "MachineAccess", "MetricsTasks",
+           "ModelFile", "Optimizer", "Plan", "PlanError", "PlanModel", "Precision",
+           "ScriptModel", "TaskSpec", "is_local_machine"]
 
 SCHEMA = 1
 PLAN_NAME = "plan.json"  # its file in a bundle
@@ -54,10 +56,15 @@ COMMUNICATIONS = Communication.names()
 DEVICE_KINDS = DeviceKind.names()
 OPTIMIZERS = Optimizer.names()
 LR_SCHEDULES = LrSchedule.names()
+GRAD_COMPRESSIONS = GradCompression.names()
 # The plan's fields that take one of an option set, and the set.
 _CHOICES: dict[str, type[Choice]] = {
     "device_kind": DeviceKind, "precision": Precision,
-    "communication": Communication, "optimizer": Optimizer, "lr_schedule": LrSchedule}
+    "communication": Communication, "optimizer": Optimizer, "lr_schedule": LrSchedule,
+    "grad_compression": GradCompression}
+
+# fields left out of plan.json at their defaults (the all-reduce's levers)
+_WRITTEN_WHEN_SET = ("grad_compression", "bytes_per_pack")
 
 
 def is_local_machine(name: str) -> bool:
@@ -139,6 +146,10 @@ class Plan:
     precision: Precision = Precision.FLOAT32
     xla: bool = False
     communication: Communication = Communication.AUTO
+    # the all-reduce's levers (strategies that all-reduce in dtgui's loop): the dtype the
+    # gradients cross the network in, and the size of each collective pack (0: TensorFlow's)
+    grad_compression: GradCompression = GradCompression.NONE
+    bytes_per_pack: int = 0
     per_replica_batch: int = 32
     steps: int = 100
     steps_per_epoch: int = 25
@@ -278,6 +289,11 @@ class Plan:
         data["tasks"] = [t.to_dict() for t in self.tasks]
         data["machines"] = {name: {k: v for k, v in vars(m).items() if v}
                             for name, m in self.machines.items()}
+        # written only when set: a plan without them reads in a dtgui from before they
+        # existed, and one with them is refused there by name (rather than trained otherwise)
+        for name in _WRITTEN_WHEN_SET:
+            if data[name] == getattr(Plan, name):
+                del data[name]
         return {"schema": SCHEMA, **data}
 
     def to_json(self) -> str:

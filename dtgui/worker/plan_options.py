@@ -59,6 +59,15 @@ class Communication(Choice):
     NCCL = "nccl"
 
 
+class GradCompression(Choice):
+    """The dtype gradients cross the network in: cast before the all-reduce, summed in it,
+    cast back to float32 before the update."""
+
+    NONE = "none"
+    FLOAT16 = "float16"
+    BFLOAT16 = "bfloat16"
+
+
 class Optimizer(Choice):
     ADAM = "adam"
     ADAMW = "adamw"

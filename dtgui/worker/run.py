@@ -21,6 +21,7 @@ from .data import make_loss, model_source
 from .distribute import BuiltStrategy, build_strategy, configure_devices
 from .events import EventWriter
 from .export import ModelSaver
+from .grad_compression import usable_compression, wire_dtype
 from .model_file import ModelSource, UserError
 from .optim import make_optimizer
 from .plan import PRECISIONS, Plan
@@ -200,11 +201,18 @@ def run_task(plan: Plan, bundle_dir: str, out_dir: str, task: str,
     # ParameterServer: the workers' calls time themselves unless deterministic ops forbid the
     # clock (tf.timestamp raises under them)
     ps_timed = step_timing.enabled() and not plan.deterministic
+    compression, fallback = usable_compression(plan, optimizer)
+    if fallback:
+        events.log(f"{fallback}; the run trains uncompressed", level="warning")
+    elif compression != "none":
+        events.log(f"gradients cross the network as {compression}: cast before the all-reduce, "
+                   "summed, applied in float32")
     trainer = loop.make_trainer(info, model, optimizer, loss_obj, global_batch,
                                 xla=plan.xla,
                                 float16=plan.precision == "mixed_float16",
                                 micro_batches=micro_batches,
-                                clip_norm=float(plan.clip_norm), timed=ps_timed)
+                                clip_norm=float(plan.clip_norm), timed=ps_timed,
+                                compression=compression, bytes_per_pack=plan.bytes_per_pack)
     classification = is_classification(loss_obj)
     # where a step's time goes (step_timing.py): the synchronous strategies' calibration runs, or
     # the parameter servers' round trip the coordinator schedules on the workers
@@ -212,6 +220,7 @@ def run_task(plan: Plan, bundle_dir: str, out_dir: str, task: str,
     if info.coordinator is None:
         step_runs = calibration_runs.CalibrationRuns(info, trainer, model, optimizer, source,
                                                      global_batch, micro_batches)
+    # what crosses the network each step: the gradients in the dtype they are all-reduced in
     elif ps_timed:
         round_trip_runs = calibration_runs.RoundTripRuns(info, model)
     elif plan.deterministic:
@@ -228,10 +237,13 @@ def run_task(plan: Plan, bundle_dir: str, out_dir: str, task: str,
     saver = ModelSaver(model, out_dir, sample_inputs(source), events,
                        keep_best=plan.save_best, active=info.is_chief)
     # the bytes each step's all-reduce carries: the network estimate's model size
-    gradient_bytes = sum(math.prod(int(d) for d in v.shape) * tf.as_dtype(v.dtype).size
+    wire = wire_dtype(compression)
+    gradient_bytes = sum(math.prod(int(d) for d in v.shape)
+                         * (wire.size if wire is not None else tf.as_dtype(v.dtype).size)
                          for v in model.trainable_variables)
     events.emit("started", **started_fields(plan, info, global_batch, resumed),
-                gradient_bytes=gradient_bytes)
+                gradient_bytes=gradient_bytes, grad_compression=str(compression),
+                **({"compression_fallback": fallback} if fallback else {}))
     if resumed:
         events.log(f"resumed from the checkpoint of step {resumed}")
     policy = keras.mixed_precision.global_policy()

@@ -143,6 +143,33 @@ class Strategy(Choice):
         return self in (Strategy.MIRRORED, Strategy.MULTI_WORKER_MIRRORED)
 
     @property
+    def all_reduces_gradients(self) -> bool:
+        """dtgui's loop all-reduces the replicas' gradients every update: it can compress them
+        for the collective (the all-reduce levers); the others have no all-reduce to compress
+        (one replica, variables kept on one device, parameter servers, a TPU's own)."""
+        return self in (Strategy.MIRRORED, Strategy.MULTI_WORKER_MIRRORED)
+
+    @property
+    def packs_all_reduce(self) -> bool:
+        """Its all-reduce is TensorFlow's collective, whose packs (CommunicationOptions'
+        bytes_per_pack) start one by one, the last layers' gradients first."""
+        return self is Strategy.MULTI_WORKER_MIRRORED
+
+    def no_levers_reason(self) -> str:
+        """Why the all-reduce levers do not apply to this strategy ("" when they do)."""
+        if self.all_reduces_gradients:
+            return ""
+        if self is Strategy.PARAMETER_SERVER:
+            return ("ParameterServer has no all-reduce: each worker sends its gradients to the "
+                    "parameter servers.")
+        if self is Strategy.ONE_DEVICE:
+            return "OneDevice trains one replica: there is nothing to all-reduce."
+        if self is Strategy.CENTRAL_STORAGE:
+            return ("CentralStorage keeps the variables on one device of one machine: its "
+                    "gradients do not cross a network.")
+        return f"{self.title} all-reduces on its own interconnect: dtgui does not change it."
+
+    @property
     def supports_xla(self) -> bool:
         return self is not Strategy.PARAMETER_SERVER
 

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from dtgui.core.measure.all_reduce_levers import lever_advice
 from dtgui.core.measure.memory import DeviceMemory, memory_advice
 from dtgui.worker.plan import Plan
 
@@ -221,6 +222,12 @@ class RunFacts:
     parameter_servers: int = 0  # ParameterServer: its servers (communication is round trips)
     builtin_data: bool = False  # the built-in demo: its input pipeline is dtgui's
     replicas: int = 0  # replicas in sync (0: not known)
+    # the all-reduce's levers: whether they apply (an all-reduce dtgui's loop or a script's
+    # own makes), whether the gradients are compressed already, and whether the run is a
+    # user's own script (advice in words)
+    levers: bool = False
+    compressed: bool = False
+    own_script: bool = False
 
 
 @dataclass(frozen=True)
@@ -271,9 +278,10 @@ class Verdict:
         return line
 
 
-def advice(limit: str, facts: RunFacts = RunFacts(), step: str = "") -> str:
+def advice(limit: str, facts: RunFacts = RunFacts(), step: str = "", share: float = 0.0) -> str:
     """What to change for a run limited by `limit`, given what the run already does (`step`:
-    for CPU, the part of the step it slows, as the step time's figure says it)."""
+    for CPU, the part of the step it slows, as the step time's figure says it; `share`: the
+    limit's share of a step, for the gain a lever predicts)."""
     batch = f" (now {facts.per_replica_batch})" if facts.per_replica_batch else ""
     fewer = f" (now {facts.replicas})" if facts.replicas else ""
     if limit == CPU:
@@ -296,8 +304,13 @@ def advice(limit: str, facts: RunFacts = RunFacts(), step: str = "") -> str:
                 f"(now {facts.parameter_servers}) to spread the variables and their traffic, "
                 "or put the servers on the workers' fastest network")
     if limit == COMMUNICATION:
-        tips = ["the replicas wait for each other's gradients: train a larger batch per "
-                "replica" + batch + " or accumulate gradients over micro-batches"]
+        tips = []
+        lever = lever_advice(share, compressed=facts.compressed,
+                             own_script=facts.own_script) if facts.levers else ""
+        if lever:
+            tips.append(lever)
+        tips.append("the replicas wait for each other's gradients: train a larger batch per "
+                    "replica" + batch + " or accumulate gradients over micro-batches")
         tips.append("use NCCL (GPUs) or ring all-reduce as the hardware allows")
         if facts.hosts > 1:
             tips.append("put fewer machines behind a slow link")
@@ -375,7 +388,7 @@ def _part_verdict(splits: list[StepSplit], facts: RunFacts, previous: str) -> Ve
         (share, task), limit = worst(REPORTING), REPORTING
         if share < _threshold(REPORTING, REPORTING_SHARE, previous):
             (share, task), limit = worst(COMPUTE), COMPUTE
-    return Verdict(limit, share, task, advice(limit, facts))
+    return Verdict(limit, share, task, advice(limit, facts, share=share))
 
 
 def plan_facts(plan: Plan) -> RunFacts:
@@ -386,5 +399,8 @@ def plan_facts(plan: Plan) -> RunFacts:
                     per_replica_batch=plan.per_replica_batch,
                     parameter_servers=plan.parameter_servers if plan.strategy.asynchronous
                     else 0,
-                    builtin_data=plan.model_kind == "demo", replicas=plan.total_replicas)
+                    builtin_data=plan.model_kind == "demo", replicas=plan.total_replicas,
+                    levers=plan.strategy.all_reduces_gradients and plan.total_replicas > 1,
+                    compressed=plan.grad_compression != "none",
+                    own_script=plan.script is not None)
 

@@ -12,6 +12,7 @@ from dtgui.worker.call_size import StepsPerCall
 from dtgui.worker.plan import (
     COMMUNICATIONS,
     DEVICE_KINDS,
+    GRAD_COMPRESSIONS,
     LOCAL_HOST,
     LOCAL_MACHINE,
     LR_SCHEDULES,
@@ -22,6 +23,7 @@ from dtgui.worker.plan import (
     Communication,
     DemoModel,
     DeviceKind,
+    GradCompression,
     LrSchedule,
     MachineAccess,
     MetricsTasks,
@@ -37,15 +39,16 @@ from dtgui.worker.plan import (
 )
 from dtgui.worker.strategies import STRATEGIES, Strategy
 
-__all__ = ["COMMUNICATIONS", "DEVICE_KINDS", "LOCAL_HOST", "LOCAL_MACHINE", "LR_SCHEDULES",
-           "MAX_ACCUMULATION", "MAX_REPLICAS", "MAX_STEPS_PER_CALL", "OPTIMIZERS", "PLAN_NAME",
-           "PRECISIONS", "SCHEMA", "Communication", "DemoModel", "DeviceKind", "LrSchedule",
+__all__ = ["COMMUNICATIONS", "DEVICE_KINDS", "GRAD_COMPRESSIONS", "LOCAL_HOST", "LOCAL_MACHINE",
+           "LR_SCHEDULES", "MAX_ACCUMULATION", "MAX_BYTES_PER_PACK", "MAX_REPLICAS", "MAX_STEPS_PER_CALL", "OPTIMIZERS", "PLAN_NAME",
+           "PRECISIONS", "SCHEMA", "Communication", "DemoModel", "DeviceKind", "GradCompression", "LrSchedule",
            "MachineAccess", "MetricsTasks", "ModelFile", "Optimizer", "Plan", "PlanError",
            "PlanModel", "Precision", "ScriptModel", "TaskSpec", "is_local_machine", "validate"]
 
 MAX_REPLICAS = 64
 MAX_STEPS_PER_CALL = StepsPerCall.MAX_STEPS  # the training program's own limit
 MAX_ACCUMULATION = 64  # micro-batches per update (unrolled in the step's graph)
+MAX_BYTES_PER_PACK = 2**31 - 1  # CommunicationOptions takes an int32's worth
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
 
 
@@ -124,6 +127,7 @@ def validate(plan: Plan, *, usable_gpus: int | None = None) -> list[str]:
             errors.append("NCCL communication needs GPUs: choose auto or ring on CPU.")
         if not strategy.supports_communication:
             errors.append(f"{strategy.title} has no collective communication option: use auto.")
+    errors += all_reduce_lever_problems(plan, strategy)
     if plan.precision == "mixed_float16" and not plan.on_gpu and strategy.uses_tpu:
         errors.append("TPUs use bfloat16: choose mixed_bfloat16.")
     if plan.xla and not strategy.supports_xla:
@@ -145,6 +149,29 @@ def validate(plan: Plan, *, usable_gpus: int | None = None) -> list[str]:
     elif isinstance(model, ModelFile) and not model.path:
         errors.append("Choose your model file (a .py defining build_model and make_dataset).")
     return errors
+
+
+def all_reduce_lever_problems(plan: Plan, strategy: Strategy) -> list[str]:
+    """Why the plan's all-reduce levers (compressed gradients, pack size) cannot apply."""
+    problems: list[str] = []
+    if plan.grad_compression not in GRAD_COMPRESSIONS:
+        return [f"Gradient compression must be one of {', '.join(GRAD_COMPRESSIONS)}."]
+    _check_int(problems, "Pack size", plan.bytes_per_pack, 0, MAX_BYTES_PER_PACK)
+    if problems:
+        return problems
+    compress = plan.grad_compression != GradCompression.NONE
+    if not compress and not plan.bytes_per_pack:
+        return []
+    if isinstance(plan.model, ScriptModel):
+        return ["Your own script does its own all-reduce: dtgui cannot compress it nor size "
+                "its packs (set them in the script: the doctor's advice says which)."]
+    if not strategy.all_reduces_gradients:
+        return [f"{strategy.no_levers_reason()} Set gradient compression to none and the pack "
+                "size to 0."]
+    if plan.bytes_per_pack and not strategy.packs_all_reduce:
+        problems.append(f"{strategy.title} does not split its all-reduce into packs (only "
+                        "MultiWorkerMirrored's collective does): set the pack size to 0.")
+    return problems
 
 
 def _check_int(errors: list[str], name: str, value: object, low: int, high: int) -> None:

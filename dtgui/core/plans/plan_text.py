@@ -26,6 +26,17 @@ def optimizer_text(plan: Plan) -> str:
     return text
 
 
+def all_reduce_text(plan: Plan) -> str:
+    """The all-reduce's levers in words ("" when none is set): "float16, 4 MiB packs" (the
+    dtype the gradients cross the network in)."""
+    parts = []
+    if plan.grad_compression != "none":
+        parts.append(str(plan.grad_compression))
+    if plan.bytes_per_pack:
+        parts.append(f"{plan.bytes_per_pack / 2**20:g} MiB packs")
+    return ", ".join(parts)
+
+
 def schedule_text(plan: Plan) -> str:
     """The learning rate and its schedule: "0.001, warm-up 100 steps then cosine", "0.05,
     constant" (a bare number does not say it is the learning rate, nor that it stays)."""

@@ -55,7 +55,12 @@ class RunSummary:
 
 def _plan_facts(summary: RunSummary, plan: dict[str, Any]) -> None:
     from dtgui.core.plans.plan import Plan, PlanError
-    from dtgui.core.plans.plan_text import SCRIPT_OWN, optimizer_text, schedule_text
+    from dtgui.core.plans.plan_text import (
+        SCRIPT_OWN,
+        all_reduce_text,
+        optimizer_text,
+        schedule_text,
+    )
 
     summary.strategy = str(plan.get("strategy", ""))
     summary.precision = str(plan.get("precision", ""))
@@ -76,6 +81,8 @@ def _plan_facts(summary: RunSummary, plan: dict[str, Any]) -> None:
             summary.optimizer = optimizer_text(parsed)
         if "lr_schedule" in plan:
             summary.schedule = schedule_text(parsed)
+    if levers := all_reduce_text(parsed):  # compared runs differ by it: beside precision
+        summary.precision += f", all-reduce {levers}"
     summary.replicas = parsed.total_replicas
     summary.global_batch = parsed.global_batch
     summary.machines = ", ".join(parsed.machine_names) or LOCAL_MACHINE

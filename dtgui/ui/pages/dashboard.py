@@ -423,7 +423,7 @@ class Dashboard(QWidget):
         self.header.set_epoch(snap.epoch, snap.last_epoch_metrics)
         self.task_table.update_tasks(snap.tasks)
         self.memory_panel.update_memory(snap.memory, snap.device_use)
-        self.memory_panel.update_tasks(snap.tasks, snap.gradient_bytes)
+        self.memory_panel.update_tasks(snap.tasks, snap.gradient_bytes, snap.all_reduce_note)
         self.memory_panel.update_traffic(snap.device_use, snap.tasks)
         self.step_split.set_unhelped(self.memory_panel.unhelped(snap.device_use, snap.tasks))
         self.step_split.update_splits(snap.splits, snap.memory.devices(), snap.loads,

@@ -183,6 +183,7 @@ class MemoryPanel(QWidget):
         self._workers = 0
         self._here = self._servers = False
         self._bytes = 0
+        self._wire_note = ""  # the gradients' compression, or why it fell back
         self._use = DeviceUse()  # the last traffic shown, again once the links are read
         self._task_states: Mapping[str, TaskState] = {}
 
@@ -218,9 +219,13 @@ class MemoryPanel(QWidget):
         self.warning.setVisible(bool(near))
         self.warning.setText("⚠ " + "\n⚠ ".join(warning_text(d) for d in near))
 
-    def update_tasks(self, tasks: Mapping[str, TaskState], gradient_bytes: int = 0) -> None:
-        """The run's machines (from its tasks) and its gradients' size; the doctor's links
-        are read again when the machines change."""
+    def update_tasks(self, tasks: Mapping[str, TaskState], gradient_bytes: int = 0,
+                     wire_note: str = "") -> None:
+        """The run's machines (from its tasks), its gradients' size and what the card says of
+        their compression; the doctor's links are read again when the machines change."""
+        if wire_note != self._wire_note:
+            self._wire_note = wire_note
+            self._show_network()
         machines = tuple(sorted({t.machine for t in tasks.values() if t.machine}))
         workers = sum(1 for name in tasks if name.startswith(("worker", "chief")))
         here = any(not t.machine for t in tasks.values())
@@ -261,7 +266,7 @@ class MemoryPanel(QWidget):
         workers = max(2, self._workers)
         text = network_text(self._links, self._machines, workers, self._bytes,
                             here=self._here, servers=self._servers)
-        self.network.setText(text)
+        self.network.setText(f"{text} {self._wire_note}" if self._wire_note else text)
         measured = len(self._machines) >= 2 and slowest(between(self._links,
                                                                 self._machines)) is not None
         self.networkMeasured.emit(text if measured else "")

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QFormLayout, QFrame, QLabel, QSizePolicy, QWidget
 from dtgui.core.machines.hardware import MachineFacts
 from dtgui.core.plans.plan import Plan
 from dtgui.core.plans.strategies import Recommendation, Strategy, recommend
+from dtgui.worker.model_check_result import ModelCheck
 
 MULTI_TASK = tuple(s for s in Strategy if s.multi_process)
 
@@ -46,6 +47,9 @@ class WizardContext:
         self.parts: list[PlanPart] = []
         self.remote_gpus: dict[str, int] = {}  # registered machine -> its probed GPUs
         self.machine_names: list[str] = []  # the registered machines
+        # the last model file checked and what its check found (its gradients' size and a
+        # batch's step here: the review's forecast)
+        self.model_check: tuple[str, ModelCheck] | None = None
 
     def set_initial(self, initial: Plan | None) -> None:
         """The plan the pages start from (`RunWizard.load_plan`)."""

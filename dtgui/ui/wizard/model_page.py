@@ -265,6 +265,7 @@ class ModelPage(QWizardPage):
         self._checking = ""
         self._result_path = path
         self._result = result
+        self.ctx.model_check = (path, result)
         self._show_state()
 
     # -- reacting to the user ----------------------------------------------------------

@@ -27,10 +27,12 @@ from PySide6.QtWidgets import (
 
 from dtgui.core.plans.plan import (
     COMMUNICATIONS,
+    GRAD_COMPRESSIONS,
     MAX_STEPS_PER_CALL,
     PRECISIONS,
     Communication,
     DemoModel,
+    GradCompression,
     Plan,
     Precision,
     validate,
@@ -65,6 +67,17 @@ AUTO_NAME = re.compile(r"[a-z]+(-[a-z]+)*-\d{8}-\d{6}")  # as fresh_run_name mak
 PRECISION_TEXT = {"float32": "float32 (full precision)", "mixed_float16": "mixed_float16",
                   "mixed_bfloat16": "mixed_bfloat16"}
 COMMUNICATION_TEXT = {"auto": "auto (TensorFlow chooses)", "ring": "ring", "nccl": "NCCL"}
+COMPRESSION_TEXT = {"none": "float32 (uncompressed)", "float16": "float16 (half the bytes)",
+                    "bfloat16": "bfloat16 (half the bytes, float32's range)"}
+LEVERS_HELP = ("Across machines the all-reduce, not the device, often decides the step: "
+               "gradients cast to float16 or bfloat16 cross the network in half the bytes, "
+               "are summed there and applied in float32. Packs split the all-reduce so the "
+               "last layers' gradients start while the backward pass computes the others.")
+ONE_MACHINE_LEVERS = ("On one machine the all-reduce does not cross a network: there is "
+                      "nothing for compression or packs to win back.")
+SCRIPT_LEVERS = ("Your own script does its own all-reduce: set compression and packs in it "
+                 "(the doctor's advice says which).")
+MIB = 2**20
 
 
 def set_item_enabled(combo: QComboBox, index: int, enabled: bool, tooltip: str = "") -> None:
@@ -123,12 +136,23 @@ class OptionsPage(QWizardPage):
         self.communication_combo = QComboBox()
         for key in COMMUNICATIONS:
             self.communication_combo.addItem(COMMUNICATION_TEXT[key], key)
+        self.compression_combo = QComboBox()
+        self.compression_combo.setObjectName("gradCompression")
+        for key in GRAD_COMPRESSIONS:
+            self.compression_combo.addItem(COMPRESSION_TEXT[key], key)
+        self.pack_spin = QSpinBox()
+        self.pack_spin.setObjectName("bytesPerPack")
+        self.pack_spin.setRange(0, 2047)
+        self.pack_spin.setSuffix(" MiB")
+        self.pack_spin.setSpecialValueText("TensorFlow's")
         numerics = QGroupBox("Numerics")
         nform = form_layout()
         nform.addRow("Precision:", self.precision_combo)
         nform.addRow("", self.precision_hint)
         nform.addRow("XLA:", self.xla_check)
         nform.addRow("All-reduce:", self.communication_combo)
+        nform.addRow("On the wire:", self.compression_combo)
+        nform.addRow("Packs of:", self.pack_spin)
         numerics.setLayout(nform)
 
         # Batch and length
@@ -234,8 +258,9 @@ class OptionsPage(QWizardPage):
             plan.run_name if plan is not None else fresh_run_name(ctx.recommendation.strategy))
         self._sync_epochs()
 
-        for combo in (self.precision_combo, self.communication_combo):
+        for combo in (self.precision_combo, self.communication_combo, self.compression_combo):
             combo.currentIndexChanged.connect(lambda *_: self._on_change())
+        self.pack_spin.valueChanged.connect(lambda *_: self._on_change())
         for check in (self.xla_check, self.deterministic_check):
             check.toggled.connect(lambda *_: self._on_change())
         for spin in (self.batch_spin, self.seed_spin, self.checkpoint_spin, self.per_call_spin):
@@ -260,6 +285,8 @@ class OptionsPage(QWizardPage):
             precision=Precision(self.precision_combo.currentData()),
             xla=self.xla_check.isChecked(),
             communication=Communication(self.communication_combo.currentData()),
+            grad_compression=GradCompression(self.compression_combo.currentData()),
+            bytes_per_pack=self.pack_spin.value() * MIB,
             per_replica_batch=self.batch_spin.value(),
             steps=self.steps_spin.value(),
             steps_per_epoch=self.spe_spin.value(),
@@ -274,11 +301,13 @@ class OptionsPage(QWizardPage):
     def load(self, plan: Plan) -> None:
         """Pre-fill from a plan (the last run's settings)."""
         for combo, value in ((self.precision_combo, plan.precision),
-                             (self.communication_combo, plan.communication)):
+                             (self.communication_combo, plan.communication),
+                             (self.compression_combo, plan.grad_compression)):
             index = combo.findData(str(value))
             if index >= 0:
                 combo.setCurrentIndex(index)
         self.xla_check.setChecked(bool(plan.xla))
+        self.pack_spin.setValue(min(2047, -(-as_int(plan.bytes_per_pack, 0) // MIB)))
         self.batch_spin.setValue(as_int(plan.per_replica_batch, 32))
         self.steps_spin.setValue(as_int(plan.steps, 100))
         self.spe_spin.setValue(as_int(plan.steps_per_epoch, 25))
@@ -324,6 +353,18 @@ class OptionsPage(QWizardPage):
         self.steps_spin.blockSignals(False)
         self._on_change()
 
+    def _offer_levers(self, plan: Plan) -> None:
+        """The all-reduce's levers are offered where the all-reduce crosses machines (a choice
+        that became invalid stays visible, and refused, until changed)."""
+        reason = (SCRIPT_LEVERS if plan.script is not None
+                  else plan.strategy.no_levers_reason()
+                  or ("" if plan.strategy.packs_all_reduce else ONE_MACHINE_LEVERS))
+        compress_set = self.compression_combo.currentData() != "none"
+        self.compression_combo.setEnabled(not reason or compress_set)
+        self.compression_combo.setToolTip(reason or LEVERS_HELP)
+        self.pack_spin.setEnabled(not reason or self.pack_spin.value() > 0)
+        self.pack_spin.setToolTip(reason or LEVERS_HELP)
+
     def _sync_epochs(self) -> None:
         self.epochs_spin.blockSignals(True)
         self.epochs_spin.setValue(self.steps_spin.value() / self.spe_spin.value())
@@ -352,6 +393,8 @@ class OptionsPage(QWizardPage):
             f"{info.title} has no collective communication option: it uses auto.")
         set_item_enabled(self.communication_combo, COMMUNICATIONS.index("nccl"), gpu and comm_ok,
                          "" if gpu else "NCCL needs GPUs: choose auto or ring on CPU.")
+
+        self._offer_levers(plan)
 
         if plan.strategy is not self._strategy_seen:
             self._strategy_seen = plan.strategy

@@ -28,6 +28,8 @@ from PySide6.QtWidgets import (
 )
 
 from dtgui.core.bundles.bundle import task_script_text
+from dtgui.core.measure.all_reduce_levers import plan_forecast
+from dtgui.core.measure.network_pairs import LINKS_FILE, LinkTest, load_links
 from dtgui.core.plans.placement import (
     PlacementError,
     local_port_conflicts,
@@ -37,13 +39,16 @@ from dtgui.core.plans.placement import (
 from dtgui.core.plans.plan import LOCAL_MACHINE, ModelFile, Plan, ScriptModel, TaskSpec, validate
 from dtgui.core.plans.plan_text import (
     SCRIPT_OWN,
+    all_reduce_text,
     optimizer_text,
     schedule_text,
     script_rows,
     validation_text,
 )
 from dtgui.core.plans.strategies import STRATEGIES
+from dtgui.core.settings import data_dir
 from dtgui.core.target_job import TargetJob
+from dtgui.ui.workers import run_in_thread
 
 from .common import WizardContext, card, error_label, label, monospace, muted, show_errors
 from .machines_box import MachinesBox
@@ -86,7 +91,7 @@ class ReviewPage(QWizardPage):
         self.summary_values: dict[str, QLabel] = {}
         names = ("Strategy", "Devices", "Replicas", "Global batch", "Precision", "XLA",
                  "Steps", "Learning rate", "Seed", "Optimizer", "Validation", "Model",
-                 "Checkpoints", "Run name")
+                 "Checkpoints", "Run name", "All-reduce")
         for i, name in enumerate(names):
             row, col = divmod(i, 3)
             key = QLabel(name + ":")
@@ -148,6 +153,12 @@ class ReviewPage(QWizardPage):
         self.warnings = error_label()
         self.warnings.setObjectName("warnings")
         self.note = muted()
+        # the step predicted on the doctor's measured links, and the levers when the
+        # all-reduce dominates
+        self.forecast = muted()
+        self.forecast.setObjectName("stepForecast")
+        self.forecast.setVisible(False)
+        self._links: list[LinkTest] = []
 
         layout = QVBoxLayout(self)
         layout.addWidget(self.summary)
@@ -168,6 +179,7 @@ class ReviewPage(QWizardPage):
         self.when_free.toggled.connect(self.machines_box.gpus.set_wait_for_busy)
         bottom.addWidget(self.when_free)
         layout.addLayout(bottom)
+        layout.addWidget(self.forecast)
         layout.addWidget(self.warnings)
 
         self.task_list.currentRowChanged.connect(self._show_task)
@@ -204,6 +216,23 @@ class ReviewPage(QWizardPage):
 
     def initializePage(self) -> None:
         self.replan()
+        run_in_thread(lambda: load_links(data_dir() / LINKS_FILE), self._links_loaded,
+                      context=self)
+
+    def _links_loaded(self, links: list[LinkTest]) -> None:
+        self._links = links
+        self._show_forecast(self.placed_plan())
+
+    def _show_forecast(self, plan: Plan) -> None:
+        gradient_bytes, compute = 0, 0.0
+        checked = self.ctx.model_check
+        model = plan.model_file
+        if model is not None and checked is not None and checked[1].ok \
+                and Path(checked[0]).resolve() == Path(model.path).resolve():
+            gradient_bytes, compute = checked[1].gradient_bytes, checked[1].step_seconds
+        text = plan_forecast(plan, self._links, gradient_bytes, compute)
+        self.forecast.setText(text)
+        self.forecast.setVisible(bool(text))
 
     def replan(self) -> None:
         """Place the tasks again with free ports and show the result."""
@@ -241,6 +270,9 @@ class ReviewPage(QWizardPage):
             f"{plan.per_replica_batch} × cores" if tpu
             else str(plan.global_batch))
         values["Precision"].setText(str(plan.precision))
+        self._set_elided(values["All-reduce"], all_reduce_text(plan) or (
+            "float32" if plan.strategy.all_reduces_gradients and plan.total_replicas > 1
+            else "none"))
         values["XLA"].setText("on" if plan.xla else "off")
         per_call = f", {plan.steps_per_call} per call" if plan.steps_per_call else ""
         values["Steps"].setText(f"{plan.steps} ({plan.steps_per_epoch} per epoch{per_call})")
@@ -285,6 +317,7 @@ class ReviewPage(QWizardPage):
             else "Choose new free ports for every task." if plan.cluster
             else "A single-process strategy uses no ports.")
         self._show_job_file(plan)
+        self._show_forecast(plan)
         if job is not None and box is not None:
             self.note.setText(box.note(plan, job))
         elif plan.machines:
@@ -329,7 +362,7 @@ class ReviewPage(QWizardPage):
         values = self.summary_values
         rows = script_rows(plan)
         for name in ("Steps", "Learning rate", "Optimizer", "Validation", "Checkpoints",
-                     "Precision", "XLA", "Global batch", "Seed"):
+                     "Precision", "XLA", "Global batch", "Seed", "All-reduce"):
             values[name].setStyleSheet("" if not rows else "color: #6b7280;")
         self.script_info.setVisible(bool(rows))
         if not rows:
@@ -347,6 +380,7 @@ class ReviewPage(QWizardPage):
         values["XLA"].setText(f"hint DTGUI_XLA={'1' if plan.xla else '0'}")
         values["Global batch"].setText(f"hint DTGUI_GLOBAL_BATCH={plan.global_batch}")
         values["Seed"].setText(f"hint DTGUI_SEED={plan.seed}")
+        values["All-reduce"].setText(f"{own} (its own all-reduce)")
         for name in ("Steps", "Optimizer", "Validation", "Checkpoints"):
             values[name].setToolTip("dtgui's own training loop is not used: your script "
                                     "trains its own way.")
