@@ -291,7 +291,7 @@ def test_closing_a_machine_never_waits_for_a_connect_under_way() -> None:
 
     def reconnect() -> SSHClient:
         connecting.set()
-        answer.wait(60)
+        answer.wait(120)  # longer than the close is given below
         return late
 
     host = SshHost("h3", reconnect, FakeSshClient(alive=False))
@@ -303,10 +303,10 @@ def test_closing_a_machine_never_waits_for_a_connect_under_way() -> None:
         except ConnectError as exc:
             raised.append(exc)
 
-    poller = threading.Thread(target=poll)
+    poller = threading.Thread(target=poll, daemon=True)
     poller.start()
     assert connecting.wait(60)
-    closer = threading.Thread(target=host.close)
+    closer = threading.Thread(target=host.close, daemon=True)
     closer.start()
     closer.join(60)
     assert not closer.is_alive() and not answer.is_set()  # closed while still connecting
