@@ -63,9 +63,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         elif _uses_a_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(f"fixtures-of-{path.name}"))
     # Workers take the other tests in this order: the slow ones (TensorFlow training) first,
-    # so that the suite ends on short tests and no worker waits long for the last one.
+    # then those on the SSH test hosts (many seconds each: launches over SSH, a machine's
+    # timeouts), so that the suite ends on short tests and no worker waits long for the last
+    # one (docs/testing.md).
     items.sort(key=lambda item: 0 if item.get_closest_marker("xdist_group")
-               else 1 if item.get_closest_marker("slow") else 2)
+               else 1 if item.get_closest_marker("slow")
+               else 2 if item.get_closest_marker("lab") else 3)
 
 
 _launch_checks: dict[str, object] = {}  # launch-checks.json's entries, carried from test to test

@@ -272,3 +272,44 @@ def test_each_runs_at_once_keeps_the_order_and_returns_each_failure() -> None:
 
     with pytest.raises(ValueError, match="machine 2"):
         each_value(fails, [2, 3])
+
+
+def test_closing_a_machine_never_waits_for_a_connect_under_way() -> None:
+    """A run's end closes its machines' connections: one to a machine that does not answer
+    may be connecting again (up to the connect timeout) in a poll; the close returns without
+    waiting for it, and the connection that comes too late is closed, not kept."""
+    from dtgui.launch.exec.ssh_host import SshHost
+    from dtgui.remote.connection import ConnectError
+
+    connecting, answer = threading.Event(), threading.Event()
+
+    class Late(FakeSshClient):
+        def get_transport(self) -> None:  # no keepalive to set on a fake transport
+            return None
+
+    late = Late()
+
+    def reconnect() -> SSHClient:
+        connecting.set()
+        answer.wait(120)  # longer than the close is given below
+        return late
+
+    host = SshHost("h3", reconnect, FakeSshClient(alive=False))
+    raised: list[BaseException] = []
+
+    def poll() -> None:
+        try:
+            host.client()
+        except ConnectError as exc:
+            raised.append(exc)
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    assert connecting.wait(60)
+    closer = threading.Thread(target=host.close, daemon=True)
+    closer.start()
+    closer.join(60)
+    assert not closer.is_alive() and not answer.is_set()  # closed while still connecting
+    answer.set()
+    poller.join(60)
+    assert late.closed and raised and "closed" in str(raised[0])

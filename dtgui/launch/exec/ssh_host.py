@@ -55,26 +55,38 @@ class SshHost(Host):
         super().__init__(name)
         self._reconnect = reconnect
         self._client = client
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards _client and _closes, never held while connecting
+        self._connecting = threading.Lock()  # one reconnect at a time
+        self._closes = 0  # close() calls so far: a reconnect that overlapped one is dropped
 
     # -- the connection ----------------------------------------------------------------------
     def client(self) -> paramiko.SSHClient:
-        with self._lock:
-            client = self._client
-            transport = client.get_transport() if client is not None else None
-            if client is None or transport is None or not transport.is_active():
+        with self._connecting:
+            with self._lock:
+                client = self._client
+                transport = client.get_transport() if client is not None else None
+                if client is not None and transport is not None and transport.is_active():
+                    return client
                 if client is not None:
                     client.close()
                 self._client = None
-                client = self._reconnect()
-                transport = client.get_transport()
-                if transport is not None:
-                    transport.set_keepalive(5)
-                self._client = client
-            return client
+                closes = self._closes
+            # Connecting to a machine that does not answer blocks up to the connect timeout:
+            # outside `_lock`, so that close() (a run's end) never waits for it.
+            client = self._reconnect()
+            transport = client.get_transport()
+            if transport is not None:
+                transport.set_keepalive(5)
+            with self._lock:
+                if self._closes == closes:
+                    self._client = client
+                    return client
+            client.close()  # closed while connecting: the connection is not needed any more
+            raise ConnectError(f"the connection to {self.name} was closed")
 
     def close(self) -> None:
         with self._lock:
+            self._closes += 1
             if self._client is not None:
                 self._client.close()
                 self._client = None
