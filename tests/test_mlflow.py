@@ -103,15 +103,36 @@ def _runs(client: MlflowClient, tag: str, value: str) -> list[Any]:
 def test_new_points_never_send_a_step_twice_after_a_rewind() -> None:
     logged: dict[str, float] = {}
     steps = np.arange(1, 11, dtype=np.float64)
-    first = new_points({"loss": (steps, steps * 0.1)}, logged)
+    first = new_points({"loss": (steps, steps * 0.1)}, logged, 600)
     assert [p[1] for p in first] == list(range(1, 11))
     # restarted from the checkpoint at step 5: steps 6.. trained again, then on to 15
     again = np.arange(1, 16, dtype=np.float64)
-    second = new_points({"loss": (again, again * 0.2)}, logged)
+    second = new_points({"loss": (again, again * 0.2)}, logged, 600)
     assert [p[1] for p in second] == list(range(11, 16))
-    many = np.arange(16, 10_016, dtype=np.float64)
-    third = new_points({"loss": (many, many)}, logged, per_flush=50)
-    assert len(third) == 50 and third[-1][1] == 10_015  # thinned, the newest kept
+
+
+def _sent_in_flushes(total: int, flushes: int, planned: int, *, final: bool = True) -> list[int]:
+    """The steps of one curve sent when a run of `total` steps is flushed `flushes` times."""
+    logged: dict[str, float] = {}
+    sent: list[int] = []
+    ends = np.linspace(0, total, flushes + 1).round().astype(int)[1:]
+    for i, end in enumerate(ends):
+        steps = np.arange(1, end + 1, dtype=np.float64)
+        last = final and i == len(ends) - 1
+        sent += [p[1] for p in new_points({"loss": (steps, steps)}, logged, planned, final=last)]
+    return sent
+
+
+def test_a_curve_is_every_step_of_a_short_run_and_a_thousand_points_of_a_long_one() -> None:
+    # a 600-step run flushed every few seconds: every step, each once
+    assert _sent_in_flushes(600, 7, planned=600) == list(range(1, 601))
+    # a million steps flushed 60 times: at most a thousand points, evenly spread, the end kept
+    long = _sent_in_flushes(1_000_000, 60, planned=1_000_000)
+    assert 990 <= len(long) <= 1001 and long == sorted(set(long)) and long[-1] == 1_000_000
+    assert max(np.diff(long)) <= 1000 + 1
+    # a run whose length is not known (a script's): still bounded, a few thousand points
+    unknown = _sent_in_flushes(1_000_000, 60, planned=0)
+    assert len(unknown) < 10_000 and unknown == sorted(set(unknown))
 
 
 @pytest.mark.slow
@@ -148,7 +169,7 @@ def test_a_run_reaches_mlflow_live_and_an_export_adds_nothing_twice(
     assert params["strategy"] == "mirrored" and params["replicas"] == "2"
     assert params["steps"] == "400" and params["version.python"]
     loss = _steps(client, run_id, "loss")
-    assert loss == sorted(set(loss)) and loss[-1] == 400, loss[-5:]  # no step twice
+    assert loss == list(range(1, 401)), loss[-5:]  # every step of a short run, none twice
     for replica in (0, 1):
         steps = _steps(client, run_id, f"loss/replica_{replica}")
         assert steps == sorted(set(steps)) and steps[-1] == 400
