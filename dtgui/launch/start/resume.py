@@ -50,6 +50,7 @@ from dtgui.launch.start.pipeline import (
     _run_steps,
     checked,
     connect_targets,
+    list_elsewhere,
     record_targets,
 )
 from dtgui.launch.targets import Target
@@ -194,6 +195,7 @@ def _record_resume(launch: Launch) -> None:
     record.state, record.message, record.ended = RunState.STARTING, "", None
     record.begin_segment(launch.from_step)
     record.save()
+    list_elsewhere(bundle.path)  # a run listed before this listing existed
     launch.recorded = True
 
 
