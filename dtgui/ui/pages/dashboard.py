@@ -13,6 +13,7 @@ the timer stops once every series is drawn.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -88,6 +89,8 @@ def _titled(title: str, body: QWidget, panel: str) -> QFrame:
 
 class Dashboard(QWidget):
     resumeRequested = Signal(object)  # Path: the folder of the shown ended run to resume
+    mlflowRequested = Signal(object)  # Path: the shown run's folder, in MLflow's UI
+    tensorboardRequested = Signal(list)  # [Path]: the shown run's folder, in TensorBoard
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -171,9 +174,14 @@ class Dashboard(QWidget):
             panel.backlogged.connect(self._wake)
         self.header.stop_button.clicked.connect(self._stop_clicked)
         self.header.resume_button.clicked.connect(self._resume_clicked)
+        self.header.mlflow_action.triggered.connect(
+            lambda: self._emit_folder(lambda f: self.mlflowRequested.emit(f)))
+        self.header.tensorboard_action.triggered.connect(
+            lambda: self._emit_folder(lambda f: self.tensorboardRequested.emit([f])))
         self.task_table.taskActivated.connect(self.log_view.select_task)
 
         self.controller: RunSource | None = None
+        self._folder: Path | None = None  # the shown run's
         self.redraw_count = 0  # full redraws done (one per new metrics version)
         self._version = -1
         self._ended = False
@@ -195,6 +203,8 @@ class Dashboard(QWidget):
         self.detach()
         plan = controller.plan
         self.controller = controller
+        self._folder = Path(controller.bundle.path)  # shown after a detach too
+        self.header.open_in_button.setEnabled(True)
         self._version = -1
         self._ended = False
         self._stop_requested = False
@@ -420,6 +430,10 @@ class Dashboard(QWidget):
         self._stop_requested = True
         c.request_stop()
         self._update_stop_button(c.state, False)
+
+    def _emit_folder(self, emit: Callable[[Path], None]) -> None:
+        if self._folder is not None:
+            emit(self._folder)
 
     def _resume_clicked(self) -> None:
         c = self.controller

@@ -98,6 +98,8 @@ def _counted(data: SweepTable) -> int:
 class SweepView(QWidget):
     compareRequested = Signal(list)  # list[RunRecord]: the selected trials' runs
     openRequested = Signal(object)  # RunRecord: the best trial's run
+    mlflowRequested = Signal(object)  # Path: the sweep's folder, its trials in MLflow's UI
+    tensorboardRequested = Signal(list)  # [Path]: the sweep's folder, in TensorBoard
     closed = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -149,6 +151,15 @@ class SweepView(QWidget):
         self.bundles_action.triggered.connect(self._export_bundles)
         export_menu.setToolTipsVisible(True)
         self.export_button.setMenu(export_menu)
+        self.open_in_button = QPushButton("Open in")
+        self.open_in_button.setToolTip("The sweep's trials in MLflow's UI or in TensorBoard "
+                                       "(HParams)")
+        open_menu = QMenu(self.open_in_button)
+        open_menu.addAction("MLflow").triggered.connect(
+            lambda: self.folder is not None and self.mlflowRequested.emit(self.folder))
+        open_menu.addAction("TensorBoard").triggered.connect(
+            lambda: self.folder is not None and self.tensorboardRequested.emit([self.folder]))
+        self.open_in_button.setMenu(open_menu)
         self.more_button = QPushButton("More trials…")
         self.more_button.setToolTip("Go on with this sweep (its study) up to more trials, in "
                                     "the background")
@@ -160,8 +171,8 @@ class SweepView(QWidget):
         back.clicked.connect(self.closed)
         top = QHBoxLayout()
         top.addWidget(self.title, 1)
-        for button in (self.best_button, self.compare_button, self.export_button,
-                       self.more_button, self.stop_button, back):
+        for button in (self.best_button, self.compare_button, self.open_in_button,
+                       self.export_button, self.more_button, self.stop_button, back):
             top.addWidget(button)
         splitter = QSplitter(Qt.Orientation.Vertical)
         splitter.addWidget(self.table)
