@@ -33,7 +33,12 @@ START_SECONDS = 120.0  # MLflow's server imports for seconds, more on a loaded m
 
 
 class ServerError(RuntimeError):
-    """A server did not start; the message says why (its last output lines)."""
+    """A server did not start; the message says why (its last output lines), `command` what
+    to run first when something is missing."""
+
+    def __init__(self, message: str, command: str = "") -> None:
+        super().__init__(message)
+        self.command = command
 
 
 @dataclass

@@ -77,8 +77,9 @@ def start_ui(uri: str) -> str:
     """MLflow's UI on the store `uri` (a SQLite file here): its base URL, once it answers."""
     program = ui_program()
     if program is None:
+        install = install_command()
         raise ServerError("MLflow's UI is not installed (dtgui's Python has MLflow's client "
-                          f"only). This command installs it:\n{install_command()}")
+                          f"only). This command installs it: {install}", install)
     store = Path(uri.removeprefix("sqlite:///"))
     store.parent.mkdir(parents=True, exist_ok=True)
     command = [*program, "server", "--backend-store-uri", uri, "--host", "127.0.0.1",

@@ -74,9 +74,13 @@ class ServerLinkDialog(QDialog):
         self.status.setText(f"{self.service} is at this address (it stops when dtgui quits). "
                             f"{said}")
 
-    def show_error(self, message: str) -> None:
+    def show_error(self, message: str, command: str = "") -> None:
+        """Why it did not start; a command to run first in the address's place (Copy)."""
         self.status.setText(f"{self.service} could not be opened: {message}")
         self.url.setPlaceholderText("")
+        self.url.setText(command)
+        self.url.setCursorPosition(0)
+        self.copy_button.setEnabled(bool(command))
 
     def copy(self) -> None:
         QGuiApplication.clipboard().setText(self.url.text())
@@ -89,17 +93,16 @@ class ServerLinkDialog(QDialog):
         run_in_thread(lambda: try_browser(url), lambda _asked: None, context=self)
 
 
-_dialogs: dict[str, ServerLinkDialog] = {}
-
-
 def open_service(parent: QWidget, service: str, page: Callable[[], str]) -> ServerLinkDialog:
     """Show `service`'s dialog and run `page` (start the server, return the page's URL) then
     ask the browser, off the UI thread."""
     from dtgui.launch.trackers.local_server import try_browser
 
-    dialog = _dialogs.get(service)
-    if dialog is None or dialog.parentWidget() is not parent:
-        dialog = _dialogs[service] = ServerLinkDialog(service, parent)
+    name = f"serverLink-{service}"
+    dialog = parent.findChild(ServerLinkDialog, name)
+    if dialog is None:
+        dialog = ServerLinkDialog(service, parent)
+        dialog.setObjectName(name)
     dialog.starting()
     dialog.copy_button.setText("Copy")
     dialog.show()
@@ -113,7 +116,7 @@ def open_service(parent: QWidget, service: str, page: Callable[[], str]) -> Serv
         dialog.show_url(*result)
 
     def failed(exc: BaseException) -> None:
-        dialog.show_error(error_message(exc))
+        dialog.show_error(error_message(exc), getattr(exc, "command", ""))
 
     run_in_thread(start, done, failed, context=dialog)
     return dialog
