@@ -28,7 +28,7 @@ from dtgui.launch.gpus.free_slots import Slot
 from dtgui.launch.start.pipeline import launch_plan, reattach
 from dtgui.launch.sweeps.sweep_queue import SweepQueue
 from dtgui.launch.trackers import local_server, mlflow_runs, mlflow_writer
-from dtgui.launch.trackers.mlflow_ui import mlflow_page, start_ui, ui_program
+from dtgui.launch.trackers.mlflow_ui import TRAINING_VIEW, mlflow_page, start_ui, ui_program
 from dtgui.launch.trackers.tensorboard_server import start_tensorboard, stop_tensorboard
 from dtgui.worker.machine_probe import choose_free_ports
 
@@ -166,12 +166,13 @@ def test_a_run_reaches_mlflow_live_and_an_export_adds_nothing_twice(
     # toolbar's at dtgui's experiment, the same server
     url = mlflow_page(Path(record.bundle))
     base = url.partition("#")[0]
-    assert base.startswith("http://127.0.0.1:") and url == f"{base}#/runs/{run_id}"
+    ours = client.get_experiment_by_name("dtgui")
+    assert ours is not None and base.startswith("http://127.0.0.1:")
+    assert url == (f"{base}#/experiments/{ours.experiment_id}/runs/{run_id}/model-metrics"
+                   f"?{TRAINING_VIEW}")  # its charts
     assert _get(f"{base}ajax-api/2.0/mlflow/runs/get?run_id={run_id}")[
         "run"]["info"]["run_name"] == "tracked"
-    ours = client.get_experiment_by_name("dtgui")
-    assert ours is not None
-    assert mlflow_page() == f"{base}#/experiments/{ours.experiment_id}"
+    assert mlflow_page() == f"{base}#/experiments/{ours.experiment_id}/runs?{TRAINING_VIEW}"
     assert base == server_process.result()  # one UI a store, reused
 
     # TensorBoard itself (the toolbar's "TensorBoard": a real server on a free port, on
@@ -290,9 +291,9 @@ def test_a_sweep_is_a_parent_run_with_its_trials_nested_on_a_server(
     url = mlflow_page(tmp_path / "s")
     experiment = client.get_experiment_by_name("dtgui")
     assert experiment is not None
-    page = f"{server}/#/experiments/{experiment.experiment_id}?searchFilter="
-    assert url.startswith(page)
-    where = urllib.parse.unquote(url.removeprefix(page))
+    page = f"{server}/#/experiments/{experiment.experiment_id}/runs?searchFilter="
+    assert url.startswith(page) and url.endswith(f"&{TRAINING_VIEW}")
+    where = urllib.parse.unquote(url.removeprefix(page).removesuffix(f"&{TRAINING_VIEW}"))
     assert {r.info.run_id for r in client.search_runs([experiment.experiment_id], where)} \
         == {t.info.run_id for t in trials}
 

@@ -17,8 +17,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,17 +29,6 @@ def shot(url: str, out: Path, size: str = "1400,900") -> None:
     subprocess.run([*CHROMIUM, f"--window-size={size}", f"--screenshot={out}", url],
                    check=True, timeout=300, capture_output=True)
     print("wrote", out, flush=True)
-
-
-def wait_answer(url: str, seconds: float = 900) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=5):
-                return
-        except OSError:
-            time.sleep(1)
-    raise SystemExit(f"{url} did not answer")
 
 
 def main() -> int:
@@ -81,14 +68,7 @@ def main() -> int:
         # the run's charts (a loss curve per replica): "Open in MLflow" on the run
         run_page = mlflow_page(controller.bundle.path)
         print("run page", run_page, flush=True)
-        wait_answer(run_page.partition("#")[0] + "health")
-        base, _, route = run_page.partition("#")
-        run_id = route.rsplit("/", 1)[-1]
-        from mlflow.tracking import MlflowClient
-
-        experiment = MlflowClient(store).get_run(run_id).info.experiment_id
-        shot(f"{base}#/experiments/{experiment}/runs/{run_id}/model-metrics",
-             out / "mlflow-run-loss.png", "1800,1100")
+        shot(run_page, out / "mlflow-run-loss.png", "1800,1100")
         # the sweep's trials: "Open in MLflow" on the sweep
         sweep_page = mlflow_page(sweep_folder)
         print("sweep page", sweep_page, flush=True)

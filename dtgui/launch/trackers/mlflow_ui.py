@@ -8,7 +8,7 @@ the client only (mlflow-skinny: the full one would be imported into every traini
 Keras); `packaging/dev.sh` installs the full one in a venv of its own beside dtgui's
 (`UI_VENV`), and where it is absent the message says the one command that installs it.
 
-`mlflow_page(folder)` is the page of a run (its MLflow run: `#/runs/ID`) or of a sweep (its
+`mlflow_page(folder)` is the page of a run (its MLflow run's charts) or of a sweep (its
 trials, nested under the sweep's run), a run never sent being sent first (as "Export to
 MLflow"); with no folder, dtgui's experiment. Blocks (imports MLflow, starts a server):
 off the UI thread.
@@ -38,6 +38,9 @@ from dtgui.core.tracking import (
 )
 from dtgui.launch.trackers.local_server import ServerError, start_server
 
+# MLflow's UI shows an experiment's model-training views (its runs, their charts), not its
+# GenAI ones (traces), when asked so
+TRAINING_VIEW = "workflowType=machine_learning"
 UI_VENV = "mlflow-server"  # beside dtgui's venv's files (sys.prefix), as packaging/dev.sh makes it
 
 
@@ -111,12 +114,18 @@ def mlflow_page(folder: Path | None = None) -> str:
         uri = tracking_uri() or embedded_uri()
         base = ui_base(uri)
         found = MlflowClient(tracking_uri=uri).get_experiment_by_name(EXPERIMENT)
-        return base + (f"#/experiments/{found.experiment_id}" if found is not None else "#/")
+        return base + (f"#/experiments/{found.experiment_id}/runs?{TRAINING_VIEW}"
+                       if found is not None else "#/")
     record = RunHistory.read(folder)
     if record is None:
         raise ServerError(f"{folder} holds no run.")
     uri, run_id = _sent(record, MlflowClient)
-    return f"{ui_base(uri)}#/runs/{run_id}"
+    base = ui_base(uri)
+    try:  # its charts, in the model-training view
+        experiment = MlflowClient(tracking_uri=uri).get_run(run_id).info.experiment_id
+    except Exception:  # noqa: BLE001 - a store that does not answer: its UI finds the run
+        return f"{base}#/runs/{run_id}"
+    return f"{base}#/experiments/{experiment}/runs/{run_id}/model-metrics?{TRAINING_VIEW}"
 
 
 def _sent(record: RunRecord, client_class: Any) -> tuple[str, str]:
@@ -159,4 +168,4 @@ def _sweep_page(folder: Path) -> str:
             raise ServerError(f"{folder.name} has no ended trial to show in MLflow yet.")
         where = "attributes.run_id IN (" + ", ".join(f"'{i}'" for i in ids) + ")"
     query = urllib.parse.urlencode({"searchFilter": where}, quote_via=urllib.parse.quote)
-    return f"{ui_base(uri)}#/experiments/{experiment}?{query}"
+    return f"{ui_base(uri)}#/experiments/{experiment}/runs?{query}&{TRAINING_VIEW}"

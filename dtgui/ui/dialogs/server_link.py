@@ -73,6 +73,7 @@ class ServerLinkDialog(QDialog):
                 "browser on this machine.")
         self.status.setText(f"{self.service} is at this address (it stops when dtgui quits). "
                             f"{said}")
+        self.adjustSize()  # the longer text wraps onto more lines
 
     def show_error(self, message: str, command: str = "") -> None:
         """Why it did not start; a command to run first in the address's place (Copy)."""
@@ -81,6 +82,7 @@ class ServerLinkDialog(QDialog):
         self.url.setText(command)
         self.url.setCursorPosition(0)
         self.copy_button.setEnabled(bool(command))
+        self.adjustSize()
 
     def copy(self) -> None:
         QGuiApplication.clipboard().setText(self.url.text())
