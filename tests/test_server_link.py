@@ -97,3 +97,23 @@ def test_the_runs_page_opens_a_run_in_mlflow(qtbot: QtBot) -> None:
         action.trigger()
     assert got.args == [Path(folder)]
     menu.close()
+
+
+def test_the_toolbars_tensorboard_reads_every_run_each_once(tmp_path: Path) -> None:
+    from dtgui.core.runs.records import RECORD_NAME, remember_run
+    from dtgui.core.runs.run_index import remember_sweep
+    from dtgui.core.settings import runs_dir
+    from dtgui.launch.trackers.tensorboard_server import every_run_folder, logdir_spec
+
+    inside = runs_dir() / "sweep-in-runs"  # read with the runs folder
+    elsewhere = tmp_path / "sweeps" / "lr"
+    bundle = tmp_path / "bundles" / "lr"  # a run elsewhere, of the same folder name
+    for folder in (inside, elsewhere, bundle):
+        folder.mkdir(parents=True)
+    (bundle / RECORD_NAME).write_text("{}")
+    for sweep in (inside, elsewhere, elsewhere):
+        remember_sweep(sweep)
+    remember_run(bundle)
+    found = every_run_folder()
+    assert found == [runs_dir().resolve(), elsewhere.resolve(), bundle.resolve()]
+    assert logdir_spec(found) == f"runs:{found[0]},lr:{found[1]},lr-2:{found[2]}"

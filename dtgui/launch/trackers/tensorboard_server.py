@@ -34,8 +34,10 @@ KEY = "tensorboard"
 def every_run_folder() -> list[Path]:
     """What the toolbar's TensorBoard shows: the runs folder, the sweeps, the runs elsewhere
     (reads the registers: off the UI thread)."""
-    found = [runs_dir(), *known_sweeps(), *outside_runs()]
-    return [f for i, f in enumerate(found) if f.is_dir() and f not in found[:i]]
+    found = [f.resolve() for f in (runs_dir(), *known_sweeps(), *outside_runs()) if f.is_dir()]
+    # each once: a sweep made inside the runs folder is read with it
+    return [f for i, f in enumerate(found)
+            if not any(f == g or f.is_relative_to(g) for g in found[:i])]
 
 
 def logdir_spec(folders: Sequence[Path]) -> str:

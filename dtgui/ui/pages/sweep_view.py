@@ -155,10 +155,8 @@ class SweepView(QWidget):
         self.open_in_button.setToolTip("The sweep's trials in MLflow's UI or in TensorBoard "
                                        "(HParams)")
         open_menu = QMenu(self.open_in_button)
-        open_menu.addAction("MLflow").triggered.connect(
-            lambda: self.folder is not None and self.mlflowRequested.emit(self.folder))
-        open_menu.addAction("TensorBoard").triggered.connect(
-            lambda: self.folder is not None and self.tensorboardRequested.emit([self.folder]))
+        open_menu.addAction("MLflow").triggered.connect(self._open_in_mlflow)
+        open_menu.addAction("TensorBoard").triggered.connect(self._open_in_tensorboard)
         self.open_in_button.setMenu(open_menu)
         self.more_button = QPushButton("More trials…")
         self.more_button.setToolTip("Go on with this sweep (its study) up to more trials, in "
@@ -386,6 +384,14 @@ class SweepView(QWidget):
             tabs.setCurrentIndex(current)
 
     # -- actions ---------------------------------------------------------------------------
+    def _open_in_mlflow(self) -> None:
+        if self.folder is not None:
+            self.mlflowRequested.emit(self.folder)
+
+    def _open_in_tensorboard(self) -> None:
+        if self.folder is not None:
+            self.tensorboardRequested.emit([self.folder])
+
     def _compare(self) -> None:
         # a stopped trial and the trial that continues it share one run: compared once
         runs = {r.run: r for r in self.selected_rows() if r.run}
