@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QMenu, QWidget
 from pytestqt.qtbot import QtBot
 
 from dtgui.launch.trackers import mlflow_ui
+from dtgui.launch.trackers.local_server import ServerError
 from dtgui.launch.trackers.mlflow_ui import install_command, start_ui
 from dtgui.ui.dialogs.server_link import open_service
 from dtgui.ui.pages.runs_model import NAME
@@ -117,3 +118,37 @@ def test_the_toolbars_tensorboard_reads_every_run_each_once(tmp_path: Path) -> N
     found = every_run_folder()
     assert found == [runs_dir().resolve(), elsewhere.resolve(), bundle.resolve()]
     assert logdir_spec(found) == f"runs:{found[0]},lr:{found[1]},lr-2:{found[2]}"
+
+
+def test_a_run_never_sent_is_sent_before_it_is_opened_and_one_training_is_said(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from dtgui.core.runs.records import RunRecord
+    from dtgui.core.runs.run_state import RunState
+    from dtgui.core.tracking import embedded_uri
+    from dtgui.launch.trackers import mlflow_runs
+
+    sent: list[tuple[str, str]] = []
+
+    def send(record: RunRecord, uri: str) -> str:
+        sent.append((record.run_id, uri))
+        return "new-id"
+
+    class Store:  # MLflow's client over a store that has only the run "kept"
+        def __init__(self, tracking_uri: str) -> None:
+            self.uri = tracking_uri
+
+        def get_run(self, run_id: str) -> object:
+            if run_id != "kept":
+                raise LookupError(run_id)
+            return object()
+
+    monkeypatch.setattr(mlflow_runs, "send_past_run", send)
+    kept = RunRecord("r1", "one", "/r1", state=RunState.FINISHED, mlflow_run_id="kept",
+                     mlflow_uri="sqlite:////s/mlflow.db")
+    assert mlflow_ui._sent(kept, Store) == ("sqlite:////s/mlflow.db", "kept") and not sent
+    never = RunRecord("r2", "two", "/r2", state=RunState.FINISHED)
+    assert mlflow_ui._sent(never, Store) == (embedded_uri(), "new-id")
+    assert sent == [("r2", embedded_uri())]
+    training = RunRecord("r3", "three", "/r3", state=RunState.RUNNING)
+    with pytest.raises(ServerError, match="not sent to MLflow while it trains"):
+        mlflow_ui._sent(training, Store)
