@@ -82,15 +82,17 @@ test_plugins() {
     || "$VENV/bin/python" -m pip install -q --no-deps -e tests/plugins/pool
 }
 
-# The tests' `mlflow server`: the full mlflow (Flask, pandas, scikit-learn...) in a venv of its
-# own inside the test venv, at the version of the test venv's mlflow client. In the test venv
-# itself Keras would import scikit-learn and pandas into every training process (pyproject.toml).
+# MLflow's UI (the app's "Open in MLflow", dtgui/launch/trackers/mlflow_ui.py, and the tests'
+# `mlflow server`): the full mlflow (Flask, pandas, scikit-learn...) in a venv of its own
+# inside dtgui's venv, at the version of dtgui's mlflow client (the store's tables are that
+# version's). In dtgui's venv itself Keras would import scikit-learn and pandas into every
+# training process (pyproject.toml).
 MLFLOW_SERVER=$VENV/mlflow-server
 mlflow_server() {
   local version stamp="$MLFLOW_SERVER/.dtgui-installed"
   version=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("mlflow-skinny"))')
   [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$version" ] && return 0
-  echo "dtgui: installing MLflow's server $version for the tests into $MLFLOW_SERVER"
+  echo "dtgui: installing MLflow's UI $version into $MLFLOW_SERVER"
   rm -rf "$MLFLOW_SERVER"
   python3 -m venv "$MLFLOW_SERVER"
   "$VENV/bin/python" -m uv pip install -q --python "$MLFLOW_SERVER/bin/python" "mlflow==$version" \
@@ -116,7 +118,7 @@ setup() {
   if [ "$MODE" != run ] && [ "$MODE" != setup ]; then extras="[mlflow,profile,test]"; fi
   python_packages "$extras"
   if [ "$MODE" != run ] && [ "$MODE" != setup ]; then test_plugins; fi
-  if [ "$MODE" = test ] || [ "$MODE" = fast ]; then mlflow_server; fi
+  if [ "$MODE" != lint ]; then mlflow_server; fi  # what Open in MLflow starts
   if [ -n "$apt_test" ]; then wait "$apt_test"; fi
 }
 

@@ -5,6 +5,9 @@ tests/test_multihost.py; the run policy: tests/test_launch.py.)"""
 
 from __future__ import annotations
 
+import json
+import re
+import shutil
 import signal
 import sys
 import threading
@@ -215,6 +218,21 @@ def test_dtgui_run_of_a_bundle_goes_through_the_pipeline_and_records_the_run(
     assert record.state is RunState.FINISHED and record.bundle == str(out)
     assert [(m.name, m.dir, m.kind) for m in record.machines] == [("local", str(out), "local")]
     assert {t.task for t in record.tasks} == {"worker:0", "worker:1"}
+    # outside the runs folder, it is in the history all the same: listed and shown by name
+    capsys.readouterr()
+    assert main(["runs", "list", "--json"]) == 0
+    (row,) = [r for r in json.loads(capsys.readouterr().out) if r["run_id"] == record.run_id]
+    assert row["folder"] == str(out.resolve()) and row["state"] == "finished"
+    assert row["steps"] == 3
+    assert main(["runs", "show", record.run_name]) == 0
+    shown = capsys.readouterr().out
+    assert f"folder: {out.resolve()}" in shown
+    assert "    strategy: multi_worker_mirrored" in shown and "    steps: 3" in shown
+    assert re.search(r"training:\n    1\. .* on local, from the start to step 3, ended .*: "
+                     r"finished", shown), shown
+    shutil.rmtree(out)  # gone: it leaves the list
+    assert main(["runs", "list", "--json"]) == 0
+    assert record.run_id not in capsys.readouterr().out
     # a bundle whose tasks are on other machines is refused before anything is written
     other = tmp_path / "other"
     registry = MachineRegistry()

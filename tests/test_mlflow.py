@@ -5,11 +5,9 @@ tested is what follows the run, not TensorFlow."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
+import urllib.parse
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +27,8 @@ from dtgui.launch.drivers import local_target
 from dtgui.launch.gpus.free_slots import Slot
 from dtgui.launch.start.pipeline import launch_plan, reattach
 from dtgui.launch.sweeps.sweep_queue import SweepQueue
-from dtgui.launch.trackers import mlflow_runs, mlflow_writer
+from dtgui.launch.trackers import local_server, mlflow_runs, mlflow_writer
+from dtgui.launch.trackers.mlflow_ui import TRAINING_VIEW, mlflow_page, start_ui, ui_program
 from dtgui.launch.trackers.tensorboard_server import start_tensorboard, stop_tensorboard
 from dtgui.worker.machine_probe import choose_free_ports
 
@@ -46,47 +45,24 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="module")
-def server_process(store: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    """A real `mlflow server` on a free port over the module's store (a team's server),
-    started with the module's first test so that its start (seconds of imports) overlaps
-    that test; `server` waits until it answers."""
-    port = choose_free_ports(1)[0]
-    mlflow_bin = Path(sys.prefix, "mlflow-server", "bin", "mlflow")  # packaging/dev.sh
-    assert mlflow_bin.exists(), f"no {mlflow_bin}: `bash packaging/dev.sh test` installs it"
-    folder = Path(store.removeprefix("sqlite:///")).parent  # its artifacts there too
-    proc = subprocess.Popen([str(mlflow_bin), "server", "--backend-store-uri", store,
-                             "--artifacts-destination", str(folder / "served-artifacts"),
-                             "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True, cwd=folder,
-                            # its job runner (a pool of processes, each importing mlflow, for
-                            # MLflow's own server-side jobs, which tracking never asks for)
-                            # doubled the start's CPU: 41 s against 20 s (docs/testing.md)
-                            env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
-    try:
-        yield proc, f"http://127.0.0.1:{port}"
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(30)
+def server_process(store: str) -> Iterator[Future[str]]:
+    """MLflow's UI over the module's store, started as "Open in MLflow" starts it (the full
+    mlflow of `packaging/dev.sh`), which serves as a team's server too; started with the
+    module's first test so that its start (seconds of imports) overlaps that test; `server`
+    waits until it answers."""
+    assert ui_program() is not None, "no MLflow UI: `bash packaging/dev.sh test` installs it"
+    with ThreadPoolExecutor(1) as pool:
+        started = pool.submit(start_ui, store)
+        try:
+            yield started
+        finally:
+            started.exception()
+            local_server.stop_servers()
 
 
 @pytest.fixture
-def server(server_process: tuple[subprocess.Popen[bytes], str]) -> str:
-    proc, url = server_process
-    wait_for(lambda: _answers(url) or proc.poll() is not None, 600,
-             "mlflow server did not answer", interval=0.5)
-    assert proc.poll() is None, "mlflow server ended"
-    return url
-
-
-def _answers(url: str) -> bool:
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(f"{url}/health", timeout=2) as reply:
-            return bool(reply.status == 200)
-    except OSError:
-        return False
+def server(server_process: Future[str]) -> str:
+    return server_process.result().rstrip("/")
 
 
 def _launch(plan: Plan, root: Path, python: str) -> RunController:
@@ -107,22 +83,43 @@ def _runs(client: MlflowClient, tag: str, value: str) -> list[Any]:
 def test_new_points_never_send_a_step_twice_after_a_rewind() -> None:
     logged: dict[str, float] = {}
     steps = np.arange(1, 11, dtype=np.float64)
-    first = new_points({"loss": (steps, steps * 0.1)}, logged)
+    first = new_points({"loss": (steps, steps * 0.1)}, logged, 600)
     assert [p[1] for p in first] == list(range(1, 11))
     # restarted from the checkpoint at step 5: steps 6.. trained again, then on to 15
     again = np.arange(1, 16, dtype=np.float64)
-    second = new_points({"loss": (again, again * 0.2)}, logged)
+    second = new_points({"loss": (again, again * 0.2)}, logged, 600)
     assert [p[1] for p in second] == list(range(11, 16))
-    many = np.arange(16, 10_016, dtype=np.float64)
-    third = new_points({"loss": (many, many)}, logged, per_flush=50)
-    assert len(third) == 50 and third[-1][1] == 10_015  # thinned, the newest kept
+
+
+def _sent_in_flushes(total: int, flushes: int, planned: int, *, final: bool = True) -> list[int]:
+    """The steps of one curve sent when a run of `total` steps is flushed `flushes` times."""
+    logged: dict[str, float] = {}
+    sent: list[int] = []
+    ends = np.linspace(0, total, flushes + 1).round().astype(int)[1:]
+    for i, end in enumerate(ends):
+        steps = np.arange(1, end + 1, dtype=np.float64)
+        last = final and i == len(ends) - 1
+        sent += [p[1] for p in new_points({"loss": (steps, steps)}, logged, planned, final=last)]
+    return sent
+
+
+def test_a_curve_is_every_step_of_a_short_run_and_a_thousand_points_of_a_long_one() -> None:
+    # a 600-step run flushed every few seconds: every step, each once
+    assert _sent_in_flushes(600, 7, planned=600) == list(range(1, 601))
+    # a million steps flushed 60 times: at most a thousand points, evenly spread, the end kept
+    long = _sent_in_flushes(1_000_000, 60, planned=1_000_000)
+    assert 990 <= len(long) <= 1001 and long == sorted(set(long)) and long[-1] == 1_000_000
+    assert max(np.diff(long)) <= 1000 + 1
+    # a run whose length is not known (a script's): still bounded, a few thousand points
+    unknown = _sent_in_flushes(1_000_000, 60, planned=0)
+    assert len(unknown) < 10_000 and unknown == sorted(set(unknown))
 
 
 @pytest.mark.slow
 def test_a_run_reaches_mlflow_live_and_an_export_adds_nothing_twice(
         tmp_path: Path, store: str, stub_python: Callable[..., str],
         monkeypatch: pytest.MonkeyPatch,
-        server_process: tuple[subprocess.Popen[bytes], str]) -> None:
+        server_process: Future[str]) -> None:
     """Params, tags, metrics by step, the final state and artifacts, read back by MLflow's
     own client; the run's HParams summary by TensorBoard's reader; then detach and reattach
     continue the same MLflow run, and `dtgui runs export-mlflow` updates it, never twice."""
@@ -152,7 +149,7 @@ def test_a_run_reaches_mlflow_live_and_an_export_adds_nothing_twice(
     assert params["strategy"] == "mirrored" and params["replicas"] == "2"
     assert params["steps"] == "400" and params["version.python"]
     loss = _steps(client, run_id, "loss")
-    assert loss == sorted(set(loss)) and loss[-1] == 400, loss[-5:]  # no step twice
+    assert loss == list(range(1, 401)), loss[-5:]  # every step of a short run, none twice
     for replica in (0, 1):
         steps = _steps(client, run_id, f"loss/replica_{replica}")
         assert steps == sorted(set(steps)) and steps[-1] == 400
@@ -165,9 +162,23 @@ def test_a_run_reaches_mlflow_live_and_an_export_adds_nothing_twice(
     assert _steps(client, run_id, "loss") == loss
     assert client.get_run(run_id).info.status == "FINISHED"
 
-    # TensorBoard itself ("Open in TensorBoard": a real server on a free port) lists the
-    # run's HParams session: its settings, final loss and status
-    board = start_tensorboard([tmp_path / "runs"])
+    # "Open in MLflow": MLflow's UI started on the store (SQLite here), at the run; the
+    # toolbar's at dtgui's experiment, the same server
+    url = mlflow_page(Path(record.bundle))
+    base = url.partition("#")[0]
+    ours = client.get_experiment_by_name("dtgui")
+    assert ours is not None and base.startswith("http://127.0.0.1:")
+    assert url == (f"{base}#/experiments/{ours.experiment_id}/runs/{run_id}/model-metrics"
+                   f"?{TRAINING_VIEW}")  # its charts
+    assert _get(f"{base}ajax-api/2.0/mlflow/runs/get?run_id={run_id}")[
+        "run"]["info"]["run_name"] == "tracked"
+    assert mlflow_page() == f"{base}#/experiments/{ours.experiment_id}/runs?{TRAINING_VIEW}"
+    assert base == server_process.result()  # one UI a store, reused
+
+    # TensorBoard itself (the toolbar's "TensorBoard": a real server on a free port, on
+    # every run dtgui lists: this one is outside the runs folder) lists the run's HParams
+    # session: its settings, final loss and status
+    board = start_tensorboard()
     try:
         wait_for(lambda: _hparams(board.url, "experiment").get("hparamInfos"), 120,
                  "TensorBoard shows no HParams", interval=0.5)
@@ -187,6 +198,15 @@ def test_a_run_reaches_mlflow_live_and_an_export_adds_nothing_twice(
     finally:
         stop_tensorboard()
     assert board.process.poll() is not None  # stopped (as at dtgui's exit)
+
+
+def _get(url: str) -> dict[str, Any]:
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=30) as reply:
+        found: dict[str, Any] = json.loads(reply.read())
+        return found
 
 
 def _hparams(url: str, what: str, request: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -265,3 +285,31 @@ def test_a_sweep_is_a_parent_run_with_its_trials_nested_on_a_server(
             assert trial.data.metrics["objective_loss"] == pytest.approx(row.objective)
     assert parent.data.metrics["best_objective"] == pytest.approx(
         min(r.objective for r in rows if r.objective is not None))
+
+    # "Open in MLflow" on the sweep: the team's server itself, at the sweep's trials (its
+    # filter is MLflow's own search)
+    url = mlflow_page(tmp_path / "s")
+    experiment = client.get_experiment_by_name("dtgui")
+    assert experiment is not None
+    page = f"{server}/#/experiments/{experiment.experiment_id}/runs?searchFilter="
+    assert url.startswith(page) and url.endswith(f"&{TRAINING_VIEW}")
+    where = urllib.parse.unquote(url.removeprefix(page).removesuffix(f"&{TRAINING_VIEW}"))
+    assert {r.info.run_id for r in client.search_runs([experiment.experiment_id], where)} \
+        == {t.info.run_id for t in trials}
+
+    # the toolbar's TensorBoard: the sweep's trials among every run, in HParams
+    board = start_tensorboard()
+    try:
+        def groups() -> list[Any]:
+            found: list[Any] = _hparams(board.url, "session_groups", {
+                "startIndex": 0, "sliceSize": 10, "colParams": [],
+                "allowedStatuses": ["STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_UNKNOWN"]}).get(
+                    "sessionGroups", [])
+            return found
+
+        wait_for(lambda: len(groups()) == 2, 120, "TensorBoard shows not both trials in HParams",
+                 interval=0.5)
+        assert sorted(g["hparams"]["learning_rate"] for g in groups()) == pytest.approx(
+            sorted(r.params["lr"] for r in rows))
+    finally:
+        stop_tensorboard()

@@ -119,6 +119,11 @@ def test_bad_input_is_refused_with_nothing_changed_then_the_run_resumes_in_the_a
     assert [(s.from_step, str(s.state)) for s in record.segments] == [
         (0, "stopped"), (at, "finished"), (at + 20, "finished")]
     assert Path(record.bundle) == bundle
+    assert main(["runs", "show", bundle.name]) == 0  # each stretch of its training
+    shown = capsys.readouterr().out
+    assert shown.count(" on local, from ") == 3, shown
+    assert f"from step {at} to step {at + 20}" in shown
+    assert f"from step {at + 20} to step {at + 30}" in shown
 
     # another replica count: Mirrored's checkpoint restores across it; ParameterServer not
     here, where = [local_target(stub_python())], {"worker:0": "local"}

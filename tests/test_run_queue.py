@@ -51,6 +51,7 @@ from dtgui.launch.queue.run_queue import (
     queued_runs,
 )
 from dtgui.launch.queue.run_queue_process import RunQueue
+from dtgui.launch.run_admin import list_rows
 from dtgui.launch.start.pipeline import launch_bundle, reattach
 from dtgui.launch.start.watcher import stop_watcher, watcher_pid
 from dtgui.ui.pages.run_queue_panel import RunQueuePanel
@@ -131,7 +132,8 @@ def test_two_runs_want_the_only_gpu_and_the_second_starts_when_the_first_ends(
     cpu = QueueEntry("cpu", Plan(run_name="cpu", strategy=Strategy.ONE_DEVICE).to_dict())
     assert RunQueue(queue_dir()).waits_for(cpu) == "run first on this machine"
 
-    second = enqueue(gpu_plan("second", python))
+    # the second into a runs folder of its own: in the history all the same, once started
+    second = enqueue(gpu_plan("second", python), runs_root=tmp_path / "queued")
     assert second.position == 1
     wait_for(lambda: "run first" in getattr(entry("second"), "text", ""), 60,
              "the second run does not say it waits for the first")
@@ -181,6 +183,8 @@ def test_two_runs_want_the_only_gpu_and_the_second_starts_when_the_first_ends(
     started = running("second")
     assert started is not None and ended.ended is not None
     assert started.created >= ended.ended
+    assert Path(started.bundle).parent == tmp_path / "queued"
+    assert [r.name for r in list_rows() if r.run_id == started.run_id] == ["second"]
     assert stop(started).state is RunState.STOPPED
     wait_for(lambda: queue_pid() is None, 60, "the queue's process did not end")
 

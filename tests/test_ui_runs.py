@@ -19,7 +19,7 @@ from dtgui.core.machines.registry import Machine
 from dtgui.core.plans.placement import place_local
 from dtgui.core.plans.plan import MachineAccess, Plan
 from dtgui.core.plans.strategies import Strategy
-from dtgui.core.runs.records import RECORD_NAME, RunRecord
+from dtgui.core.runs.records import RECORD_NAME, RunRecord, remember_run
 from dtgui.core.runs.run_index import Notes, RunRow, remember_sweep
 from dtgui.core.runs.run_state import RunState
 from dtgui.core.settings import runs_dir
@@ -250,11 +250,19 @@ def test_a_sweep_lists_with_its_trials_and_opens_its_view(qtbot: QtBot, tmp_path
         Path(record.bundle).rename(sweep / "trials" / f"lr-search-{n}")
     make_run("single", RunState.FINISHED, 0.1, time.time())
     remember_sweep(sweep)
-    page = loaded(qtbot, 2)  # the trials folded under their sweep
-    assert shown(page) == ["single", "\u25b8 lr-search (sweep)"]
+    elsewhere = tmp_path / "bundles" / "by-hand"  # a bundle run outside the runs folder
+    elsewhere.parent.mkdir()
+    Path(make_run("by-hand", RunState.FINISHED, 0.2, time.time() - 300).bundle).rename(elsewhere)
+    remember_run(elsewhere)
+    remember_run(sweep / "trials" / "lr-search-0")  # never twice
+    page = loaded(qtbot, 3)  # the trials folded under their sweep
+    assert shown(page) == ["single", "\u25b8 lr-search (sweep)", "by-hand"]
+    qtbot.waitUntil(lambda: page.cell_text(2, STEPS) == "3", timeout=30000)  # its events read
+    assert page.row_at(2).folder == str(elsewhere)
     qtbot.mouseClick(page.table.viewport(), Qt.MouseButton.LeftButton,
                      pos=page.table.visualRect(page.proxy.index(1, NAME)).center())
-    assert shown(page) == ["single", "\u25be lr-search (sweep)", "lr-search-1", "lr-search-0"]
+    assert shown(page) == ["single", "\u25be lr-search (sweep)", "lr-search-1", "lr-search-0",
+                           "by-hand"]
     assert page.row_at(2).parent == str(sweep)
     page.set_filter("lr-search-0")  # a trial the filter names shows, folded or not
     assert "lr-search-0" in shown(page)
@@ -324,6 +332,24 @@ def test_runs_on_the_command_line(capsys: pytest.CaptureFixture[str], tmp_path: 
     assert code == 0 and not Path(twin.bundle).exists()
     code, out, _ = run_cli(capsys, "list", "--json")
     assert sorted(r["name"] for r in json.loads(out)) == ["one", "two"]
+
+    # a sweep by the name `runs list` prints: what it searches, its settings, its trials
+    sweep = tmp_path / "lr-search"
+    base = Plan(run_name="lr-search", strategy=Strategy.MIRRORED, replicas_per_task=2)
+    (sweep / "trials").mkdir(parents=True)
+    (sweep / SWEEP_FILE).write_text(json.dumps({"spec": {
+        "search": "grid", "trials": 2, "params": ["learning_rate=choice:0.1,0.01"]},
+        "plan": base.to_dict()}))
+    Path(make_run("lr-search-0", RunState.FINISHED, 0.5, time.time()).bundle).rename(
+        sweep / "trials" / "lr-search-0")
+    remember_sweep(sweep)
+    code, out, _ = run_cli(capsys, "list")
+    assert code == 0 and "\nlr-search " in out and "\n  lr-search-0 " in out
+    code, out, err = run_cli(capsys, "show", "lr-search")
+    assert code == 0, err
+    assert "lr-search  (sweep)" in out and "    search: grid" in out
+    assert "    varies learning_rate=choice:0.1,0.01" in out and "    strategy: mirrored" in out
+    assert "trials:\n    lr-search-0: finished" in out
 
 
 def test_a_delete_keeps_the_run_when_a_machine_cannot_be_reached() -> None:

@@ -16,6 +16,7 @@ from dtgui.cli.tracking import add_export_mlflow, cmd_export_mlflow
 from dtgui.core.plans.strategies import STRATEGIES
 from dtgui.core.runs.run_index import SWEEP, RunRow, find, significant
 
+SWEEP_COMMANDS = ("show", "tag")  # the others act on one run's folder
 LIST_COLUMNS = ("name", "state", "strategy", "where", "started", "steps", "final loss",
                 "best val", "tags")
 
@@ -32,8 +33,10 @@ def add_runs(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                          help="only rows whose name, state, strategy, machines, tags or note "
                          "hold every word of TEXT")
     listing.add_argument("--archived", action="store_true", help="archived runs too")
-    show = verbs.add_parser("show", help="one run's record, notes and result")
-    show.add_argument("run", metavar="RUN", help="name, folder, or run id")
+    show = verbs.add_parser("show", help="one run's or sweep's record, notes, result, "
+                            "settings and its stretches of training")
+    show.add_argument("run", metavar="RUN", help="name (as `runs list` prints it), folder, "
+                      "or run id")
     delete = verbs.add_parser("delete", help="delete a run's folder and record")
     delete.add_argument("run", metavar="RUN")
     delete.add_argument("--remote", action="store_true",
@@ -72,7 +75,7 @@ def _rows() -> list[RunRow]:
 
 
 def _one(text: str, command: str) -> RunRow | None:
-    rows = [r for r in _rows() if r.kind != SWEEP]
+    rows = [r for r in _rows() if r.kind != SWEEP or command in SWEEP_COMMANDS]
     found = find(rows, text)
     if len(found) == 1:
         return found[0]
@@ -142,6 +145,10 @@ def _show(row: RunRow) -> int:
         print("  note:")
         for line in row.note.splitlines():
             print(f"    {line}")
+    if row.kind == SWEEP:
+        _show_sweep(Path(row.folder))
+    else:
+        _show_run(Path(row.folder))
     return 0
 
 
@@ -154,6 +161,65 @@ def _liveness(row: RunRow) -> str:
         return "unknown: its record cannot be read"
     check = settle(record)
     return check.text if record.is_active else f"none left: recorded as {record.state}"
+def _show_run(folder: Path) -> None:
+    """Its settings (as MLflow's params) and each stretch of its training (its first start,
+    then each resume)."""
+    from dtgui.core.plans.plan import PLAN_NAME, Plan, PlanError
+    from dtgui.core.runs.records import RunHistory
+    from dtgui.core.tracking import run_params
+
+    try:
+        plan = Plan.from_dict(json.loads((folder / PLAN_NAME).read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError, KeyError, PlanError) as exc:
+        print(f"  settings: {folder / PLAN_NAME} cannot be read ({exc})")
+    else:
+        _print_settings(run_params(plan))
+    record = RunHistory.read(folder)
+    segments = record.segments if record is not None else []
+    if segments:
+        print("  training:")
+    for number, seg in enumerate(segments, 1):
+        start = f"from step {seg.from_step}" if seg.from_step else "from the start"
+        reached = f" to step {seg.steps}" if seg.steps else ""
+        ended = f", ended {_when(seg.ended)}" if seg.ended else ""
+        machines = ", ".join(seg.machines) or "local"
+        print(f"    {number}. {_when(seg.started)} on {machines}, {start}{reached}{ended}: "
+              f"{seg.state}")
+
+
+def _show_sweep(folder: Path) -> None:
+    """What it searches and its base run's settings, then its trials."""
+    from dtgui.core.plans.plan import Plan, PlanError
+    from dtgui.core.sweeps.sweep import SWEEP_FILE
+    from dtgui.core.tracking import run_params
+    from dtgui.launch.run_admin import sweep_rows
+
+    try:
+        data = json.loads((folder / SWEEP_FILE).read_text(encoding="utf-8"))
+        spec, plan = dict(data["spec"]), Plan.from_dict(data["plan"])
+    except (OSError, ValueError, TypeError, KeyError, PlanError) as exc:
+        print(f"  settings: {folder / SWEEP_FILE} cannot be read ({exc})")
+        return
+    print("  search:")
+    for key in ("search", "trials", "parallel", "objective", "direction", "pruner", "seed"):
+        if spec.get(key) not in (None, ""):
+            print(f"    {key}: {spec[key]}")
+    for param in spec.get("params") or ():
+        print(f"    varies {param}")
+    _print_settings(run_params(plan))
+    trials = sweep_rows(folder)[1:]
+    if trials:
+        print("  trials:")
+    for trial in trials:
+        value = significant(trial.best_val)
+        result = f", {trial.best_val_name} {value}" if value else ""
+        print(f"    {trial.name}: {trial.state}{result}")
+
+
+def _print_settings(settings: dict[str, str]) -> None:
+    print("  settings:")
+    for key, value in sorted(settings.items()):
+        print(f"    {key}: {value}")
 
 
 def _delete(row: RunRow, args: argparse.Namespace) -> int:

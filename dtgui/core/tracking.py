@@ -18,6 +18,7 @@ A run keeps the URI it was started with in its record: reattaching continues it 
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -43,9 +44,9 @@ RUN_ID_TAG = "dtgui.run_id"
 SWEEP_TAG = "dtgui.sweep"
 PARENT_TAG = "mlflow.parentRunId"
 PARAM_MAX = 6000  # MLflow refuses longer parameter values
-# a flush logs at most this many points of one metric (evenly spaced, the last one always):
-# a million steps of 16 replicas must not become 17 million rows
-POINTS_PER_FLUSH = 20
+# a metric's points in MLflow at most, as TensorBoard keeps (its scalars' reservoir): every
+# step of a short run, while a million steps of 16 replicas must not become 17 million rows
+POINTS_PER_CURVE = 1000
 
 
 def embedded_uri() -> str:
@@ -137,9 +138,15 @@ def clean_key(key: str) -> str:
 
 
 def new_points(series: Mapping[str, tuple[np.ndarray, np.ndarray]], logged: dict[str, float],
-               per_flush: int = POINTS_PER_FLUSH) -> list[tuple[str, int, float]]:
-    """(key, step, value) of each series' points after the step logged last, at most
-    `per_flush` a series (evenly spaced, ending with the newest); `logged` is moved on.
+               total_steps: int = 0, *, final: bool = False,
+               budget: int = POINTS_PER_CURVE) -> list[tuple[str, int, float]]:
+    """(key, step, value) of each series' points after the step logged last; `logged` is
+    moved on. A curve is cut into `budget` equal stretches of the run's planned
+    `total_steps` and sends the first point of each: every step of a run of up to `budget`
+    steps, `budget` points of a longer one, however often it is called. `final` adds the
+    newest point (where the run ended). A curve longer than planned (a script's run of
+    unknown length, a time series) doubles its stretches as it grows: `budget / 2` more
+    points each time its length doubles (about 6,000 for a million steps).
 
     Points at or before a series' last logged step are never sent again: a run restarted
     from a checkpoint trains those steps again, and MLflow keeps every point it was given, so
@@ -154,18 +161,31 @@ def new_points(series: Mapping[str, tuple[np.ndarray, np.ndarray]], logged: dict
         fresh = np.flatnonzero((steps > after) & np.isfinite(values))
         if not len(fresh):
             continue
-        if len(fresh) > per_flush:
-            picks = np.linspace(0, len(fresh) - 1, per_flush).round().astype(int)
-            fresh = fresh[np.unique(picks)]
+        stride = _stride(total_steps, float(steps[fresh[-1]]), budget)
+        stretch = np.floor(steps[fresh] / stride)
+        first = np.flatnonzero(np.diff(stretch, prepend=math.floor(after / stride)
+                                       if after > float("-inf") else -1.0) > 0)
+        picked = fresh[first].tolist()
+        if final and (not picked or picked[-1] != fresh[-1]):
+            picked.append(int(fresh[-1]))
         # a series' steps only grow, except after a rewind, where they are at most `after`
         last = after
-        for i in fresh.tolist():
+        for i in picked:
             step = int(steps[i])
             if step > last:
                 out.append((key, step, float(values[i])))
                 last = step
         logged[key] = max(after, last)
     return out
+
+
+def _stride(total_steps: int, newest: float, budget: int) -> int:
+    """The length of a curve's stretches (one point sent each). Past the planned length they
+    are powers of two, so that a longer stretch holds whole shorter ones: what was sent
+    before is a point of the new stretches too."""
+    if newest <= total_steps:
+        return max(1, math.ceil(total_steps / budget))
+    return 1 << max(0, math.ceil(math.log2(newest / budget)))
 
 
 def metric_series(snap: Snapshot, loss: Curve) -> dict[str, tuple[np.ndarray, np.ndarray]]:

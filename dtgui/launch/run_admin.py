@@ -30,7 +30,7 @@ from dtgui.core.bundles.bundle import Bundle, render_bundle
 from dtgui.core.machines.registry import MachineRegistry
 from dtgui.core.plans.placement import place_local
 from dtgui.core.plans.plan import ModelFile, Plan, ScriptModel
-from dtgui.core.runs.records import RECORD_NAME, MachineRecord, RunRecord
+from dtgui.core.runs.records import RECORD_NAME, MachineRecord, RunRecord, outside_runs
 from dtgui.core.runs.run_index import (
     SWEEP,
     TRIAL,
@@ -39,6 +39,7 @@ from dtgui.core.runs.run_index import (
     RunRow,
     clean_tags,
     known_sweeps,
+    outside_index,
 )
 from dtgui.core.settings import runs_dir
 from dtgui.core.sweeps.sweep import SWEEP_FILE, TRIALS_DIR
@@ -114,6 +115,10 @@ def _listed_rows(root: Path | None, summarize_ended: bool, sweeps: list[Path] | 
         group = sweep_rows(folder, summarize_ended=summarize_ended)
         if group:
             groups.append(group)
+    if root is None:  # and the runs launched elsewhere, each once
+        listed = {str(Path(r.folder).resolve()) for group in groups for r in group}
+        groups += [[r] for r in outside_index().rows(summarize_ended=summarize_ended)
+                   if r.folder not in listed]
     groups.sort(key=lambda g: g[0].started, reverse=True)
     return [r for group in groups for r in group]
 
@@ -136,12 +141,14 @@ def _settle_rows(rows: list[RunRow]) -> bool:
 def fill_rows(rows: list[RunRow]) -> list[RunRow]:
     """Read the events of ended runs listed without them (steps, best validation value),
     and keep them in their folders' indexes."""
-    by_root: dict[Path, list[RunRow]] = {}
+    outside = {str(p) for p in outside_runs()}
+    by_root: dict[Path | None, list[RunRow]] = {}  # None: the runs outside the runs folder
     for row in rows:
         if not row.summarized and not row.active and row.kind != SWEEP:
-            by_root.setdefault(Path(row.folder).parent, []).append(row)
+            root = None if row.folder in outside else Path(row.folder).parent
+            by_root.setdefault(root, []).append(row)
     for root, pending in by_root.items():
-        index = RunIndex(root)
+        index = outside_index() if root is None else RunIndex(root)
         index.rows(summarize_ended=False)
         index.fill(pending)
         index.save()

@@ -67,7 +67,9 @@ class MainWindow(QMainWindow):
         self.pages.addWidget(self.home)
         self.sweeps = SweepPages(self, self.pages, lambda: self.machines,
                                  show_runs=self.show_runs, compare_runs=self.compare_runs,
-                                 open_run=self._open_run, report_error=self._report_error)
+                                 open_run=self._open_run, report_error=self._report_error,
+                                 open_mlflow=self.open_mlflow,
+                                 open_tensorboard=self.open_tensorboard)
         self.left_column = MachineColumn()
         self.machine = self.left_column.machine
         self.left_column.panelMade.connect(
@@ -90,7 +92,8 @@ class MainWindow(QMainWindow):
         acts.runs.triggered.connect(self.show_runs)
         acts.new_sweep.triggered.connect(self.new_sweep)
         acts.open_sweep.triggered.connect(self.sweeps.choose)
-        acts.tensorboard.triggered.connect(self._open_tensorboard)
+        acts.tensorboard.triggered.connect(lambda: self.open_tensorboard(None))
+        acts.mlflow.triggered.connect(lambda: self.open_mlflow(None))
         acts.preferences.triggered.connect(self.open_preferences)
         acts.quit.triggered.connect(self.close)  # closeEvent asks about a running run
         acts.column.toggled.connect(lambda _on: self._place_column())
@@ -101,7 +104,8 @@ class MainWindow(QMainWindow):
         self.runs_page.cloneRequested.connect(self.clone_run)
         self.runs_page.sweepRequested.connect(self.open_sweep)
         self.runs_page.resumeRequested.connect(self.resume)
-        self.runs_page.tensorboardRequested.connect(self._tensorboard_on)
+        self.runs_page.tensorboardRequested.connect(self.open_tensorboard)
+        self.runs_page.mlflowOpenRequested.connect(self.open_mlflow)
         self.runs_page.mlflowRequested.connect(self._export_to_mlflow)
         self.queue_panel = RunQueuePanel()  # queued runs, above the list; hidden while empty
         self.runs_page.add_section(self.queue_panel)
@@ -159,19 +163,22 @@ class MainWindow(QMainWindow):
 
         PreferencesDialog(self).open()
 
-    def _tensorboard_on(self, folders: list[Path]) -> None:
-        from dtgui.ui.dialogs.preferences import show_in_tensorboard
+    def open_tensorboard(self, folders: list[Path] | None) -> None:
+        """TensorBoard on these runs and sweeps (None: every run dtgui lists)."""
+        from dtgui.ui.dialogs.server_link import open_in_tensorboard
 
-        self.statusBar().showMessage("Starting TensorBoard…", 10000)
-        show_in_tensorboard(self, folders)
+        open_in_tensorboard(self, folders)
+
+    def open_mlflow(self, folder: Path | None) -> None:
+        """MLflow's UI at this run or sweep (None: dtgui's experiment)."""
+        from dtgui.ui.dialogs.server_link import open_in_mlflow
+
+        open_in_mlflow(self, folder)
 
     def _export_to_mlflow(self, records: list[RunRecord]) -> None:
         from dtgui.ui.dialogs.preferences import export_to_mlflow
 
         export_to_mlflow(self, records)
-
-    def _open_tensorboard(self) -> None:
-        self._tensorboard_on([runs_dir()])
 
     def train_demo(self) -> None:
         self.launch(demo_plan(self.machine.facts))
@@ -396,7 +403,8 @@ class MainWindow(QMainWindow):
             self.dashboard.listen(self.runs)  # the shown run's life
             self.dashboard.set_switcher(RunSwitcher(self.runs))
             self.dashboard.resumeRequested.connect(self.resume)
-            self.dashboard.tensorboardRequested.connect(self._tensorboard_on)
+            self.dashboard.mlflowRequested.connect(self.open_mlflow)
+            self.dashboard.tensorboardRequested.connect(self.open_tensorboard)
             self.pages.addWidget(self.dashboard)
         return self.dashboard
 

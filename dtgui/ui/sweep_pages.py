@@ -23,17 +23,20 @@ if TYPE_CHECKING:
 
 class SweepPages:
     """Sweeps for `window`, whose `pages` show the sweep view; `machines()` the registered
-    machines' panel; the view's Close shows `show_runs()`, its Compare and Open reach
-    `compare_runs` and `open_run`."""
+    machines' panel; the view's Close shows `show_runs()`, its Compare, Open and Open in reach
+    `compare_runs`, `open_run`, `open_mlflow` and `open_tensorboard`."""
 
     def __init__(self, window: QMainWindow, pages: QStackedWidget,
                  machines: Callable[[], MachinesPanel], *, show_runs: Callable[[], None],
                  compare_runs: Callable[[list[RunRecord]], None],
                  open_run: Callable[[RunRecord], None],
-                 report_error: Callable[[BaseException], None]) -> None:
+                 report_error: Callable[[BaseException], None],
+                 open_mlflow: Callable[[Path], None],
+                 open_tensorboard: Callable[[list[Path]], None]) -> None:
         self._window, self._pages, self._machines = window, pages, machines
         self._show_runs, self._compare_runs = show_runs, compare_runs
         self._open_run, self._report_error = open_run, report_error
+        self._open_mlflow, self._open_tensorboard = open_mlflow, open_tensorboard
         self.view: SweepView | None = None  # made on first use
 
     def open(self, folder: Path) -> None:
@@ -53,6 +56,8 @@ class SweepPages:
             self.view.closed.connect(self._show_runs)
             self.view.compareRequested.connect(self._compare_runs)
             self.view.openRequested.connect(self._open_run)
+            self.view.mlflowRequested.connect(self._open_mlflow)
+            self.view.tensorboardRequested.connect(self._open_tensorboard)
             self._pages.addWidget(self.view)
         return self.view
 

@@ -1,5 +1,5 @@
 """The main window's commands: its toolbar (Home, New run, Train demo, Dashboard, Cluster
-doctor, Runs, Sweep, TensorBoard, Preferences), its View menu and Quit. Made here once; the
+doctor, Runs, Sweep, TensorBoard, MLflow, Preferences), its View menu and Quit. Made here once; the
 window connects each to what it does."""
 
 from __future__ import annotations
@@ -40,6 +40,10 @@ class WindowActions:
         self.tensorboard = QAction("TensorBoard", window)
         self.tensorboard.setToolTip("Every run and sweep in TensorBoard (curves, HParams)")
         toolbar.addAction(self.tensorboard)
+        self.mlflow = QAction("MLflow", window)
+        self.mlflow.setToolTip("dtgui's runs in MLflow's UI (started on the store runs go to, "
+                               "or the team's server)")
+        toolbar.addAction(self.mlflow)
         self.preferences = QAction("Preferences…", window)
         self.preferences.setToolTip("MLflow: send runs there, and where")
         toolbar.addAction(self.preferences)

@@ -13,9 +13,12 @@ so a finished run can be reopened from this machine alone.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,7 @@ from typing import Any
 from dtgui.core.plans.plan import PLAN_NAME, is_local_machine
 from dtgui.core.runs.live_runs import note_bundle, noted_bundles
 from dtgui.core.runs.run_state import ENDED, RunState
-from dtgui.core.settings import atomic_write_text, runs_dir
+from dtgui.core.settings import atomic_write_text, data_dir, runs_dir
 from dtgui.worker.layout import EVENTS_GLOB, OUTPUT_DIR
 
 RECORD_NAME = "run.json"
@@ -228,18 +231,75 @@ def state_from_events(bundle_dir: Path) -> RunState:
     return RunState.FINISHED if "finished" in kinds else RunState.UNKNOWN
 
 
+OUTSIDE_FILE = "outside-runs.json"  # in the data dir: the run folders outside the runs folder
+
+
+def outside_runs() -> list[Path]:
+    """The run folders launched outside the runs folder (a bundle run with `dtgui run`, a
+    queue's or a script's own runs folder) that still hold a run; the file forgets the others."""
+    path = data_dir() / OUTSIDE_FILE
+    with _outside_lock():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+        known = [Path(str(p)) for p in data] if isinstance(data, list) else []
+        kept = [p for p in known if (p / RECORD_NAME).is_file()]
+        if len(kept) != len(known):
+            with contextlib.suppress(OSError):
+                atomic_write_text(path, json.dumps([str(p) for p in kept], indent=1))
+    return kept
+
+
+def remember_run(folder: Path | str) -> None:
+    """List the run in `folder` with the runs folder's (the Runs page, `dtgui runs`), when
+    it is outside it."""
+    folder = Path(folder).expanduser().resolve()
+    if folder.parent == runs_dir().expanduser().resolve():
+        return
+    path = data_dir() / OUTSIDE_FILE
+    with _outside_lock():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = []
+        known = [str(p) for p in data] if isinstance(data, list) else []
+        if str(folder) not in known:
+            with contextlib.suppress(OSError):
+                atomic_write_text(path, json.dumps([*known, str(folder)], indent=1))
+
+
+@contextlib.contextmanager
+def _outside_lock() -> Iterator[None]:
+    """Launches in several processes (the app, a queue, `dtgui run`) add to the file at once."""
+    lock = data_dir() / f".{OUTSIDE_FILE}.lock"
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(lock, "a")  # noqa: SIM115 - held for the block
+    except OSError:
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 class RunHistory:
-    """The runs under `runs_dir()`, newest first, from their records."""
+    """The runs under `runs_dir()` and those outside it (`outside_runs`), newest first, from
+    their records; the runs under `root` alone when it is given."""
 
     def __init__(self, root: Path | None = None) -> None:
         self.root = Path(root) if root is not None else runs_dir()
+        self.outside = root is None
 
     def records(self) -> list[RunRecord]:
         out: list[RunRecord] = []
         try:
             entries = [p for p in self.root.iterdir() if p.is_dir()]
         except OSError:
-            return []
+            entries = []
+        if self.outside:
+            entries += [p for p in outside_runs() if p.parent != self.root]
         for bundle in entries:
             record = self.read(bundle)
             if record is not None:

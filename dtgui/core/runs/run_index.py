@@ -11,7 +11,9 @@ an index, `.runs-index.json`: a row per run folder, stamped with the folder's mo
 time (run.json and run-notes.json are always replaced whole, which changes it) and the
 record's. A row is read again only when its folder changed, and its events only when its
 record changed; a run still training is read again from its record each time (its events
-are not summarized). Pure Python: no Qt; it blocks on the disk: not on a UI thread.
+are not summarized). The runs launched outside the runs folder (`outside_runs`: a bundle run
+with `dtgui run`, a queue's own runs folder) are listed too, indexed in the data dir
+(`outside_index`). Pure Python: no Qt; it blocks on the disk: not on a UI thread.
 """
 
 from __future__ import annotations
@@ -27,11 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from dtgui.core.plans.plan import LOCAL_MACHINE, PLAN_NAME
-from dtgui.core.runs.records import RECORD_NAME, RunHistory, RunRecord
+from dtgui.core.runs.records import RECORD_NAME, RunHistory, RunRecord, outside_runs
 from dtgui.core.runs.run_state import PRUNED_MESSAGE, RunState
 from dtgui.core.settings import atomic_write_text, data_dir
 
 INDEX_NAME = ".runs-index.json"
+OUTSIDE_INDEX_NAME = ".outside-runs-index.json"  # in the data dir: `outside_index`'s
 INDEX_SCHEMA = 2
 NOTES_NAME = "run-notes.json"  # tags, note, archived: the user's, beside run.json
 SWEEPS_FILE = "sweeps.json"  # the sweep folders this user made or opened, in the data dir
@@ -235,9 +238,13 @@ class RunIndex:
     """The rows of the runs under `root` (the runs folder, or a sweep's trials folder),
     through its index file."""
 
-    def __init__(self, root: Path | str, kind: str = RUN, parent: str = "") -> None:
+    def __init__(self, root: Path | str, kind: str = RUN, parent: str = "", *,
+                 folders: Sequence[Path] | None = None) -> None:
         self.root = Path(root)
         self.kind, self.parent = kind, parent
+        # the runs of these folders instead of those under `root` (runs outside the runs
+        # folder: their index is `root`'s, keyed by their whole paths)
+        self.folders = folders
         # folder name -> [[its folder's mtime, its record's mtime], the row's values in
         # field order]: lists, as JSON reads them fastest
         self._cache: dict[str, list[Any]] = {}
@@ -245,7 +252,10 @@ class RunIndex:
 
     @property
     def path(self) -> Path:
-        return self.root / INDEX_NAME
+        return self.root / (INDEX_NAME if self.folders is None else OUTSIDE_INDEX_NAME)
+
+    def _key(self, folder: str) -> str:
+        return folder if self.folders is not None else Path(folder).name
 
     def _load(self) -> None:
         try:
@@ -271,14 +281,18 @@ class RunIndex:
         self._load()
         out: list[RunRow] = []
         seen: set[str] = set()
-        try:
-            entries = [e for e in os.scandir(self.root) if e.is_dir() and e.name[:1] != "."]
-        except OSError:
-            entries = []
-        for entry in entries:
-            row = self._row(entry.path, entry.name)
+        if self.folders is not None:
+            entries = [(str(f), str(f)) for f in self.folders if f.is_dir()]
+        else:
+            try:
+                entries = [(e.path, e.name) for e in os.scandir(self.root)
+                           if e.is_dir() and e.name[:1] != "."]
+            except OSError:
+                entries = []
+        for path, key in entries:
+            row = self._row(path, key)
             if row is not None:
-                seen.add(entry.name)
+                seen.add(key)
                 out.append(row)
         for gone in set(self._cache) - seen:  # deleted or moved away
             del self._cache[gone]
@@ -309,6 +323,8 @@ class RunIndex:
         if record is None:
             return None
         row = row_of_record(record, self.kind, self.parent)
+        if self.folders is not None:  # where it is listed from (a copied record may say other)
+            row.folder = folder
         row.set_notes(Notes.read(folder))
         row.total_steps, row.trained = planned(folder)
         if row.active:  # its step so far, from the end of its events
@@ -329,7 +345,7 @@ class RunIndex:
             with contextlib.suppress(OSError, ValueError):
                 summarize(row)
             row.summarized = True
-            cached = self._cache.get(Path(row.folder).name)
+            cached = self._cache.get(self._key(row.folder))
             if cached is not None:
                 cached[1] = _values(row)
                 self.changed = True
@@ -337,6 +353,12 @@ class RunIndex:
 
 def _values(row: RunRow) -> list[Any]:
     return [getattr(row, name) for name in _FIELD_NAMES]
+
+
+def outside_index() -> RunIndex:
+    """The rows of the runs outside the runs folder (`outside_runs`), indexed in the data
+    dir (never in a folder of the user's)."""
+    return RunIndex(data_dir(), folders=outside_runs())
 
 
 def find(rows: Sequence[RunRow], text: str) -> list[RunRow]:

@@ -51,6 +51,7 @@ from dtgui.launch.start.pipeline import (
     _run_steps,
     checked,
     connect_targets,
+    list_elsewhere,
     record_targets,
 )
 from dtgui.launch.targets import Target
@@ -206,6 +207,7 @@ def _record_resume(launch: Launch) -> None:
     record.begin_segment(launch.from_step)
     record.launcher = this_process()
     record.save()
+    list_elsewhere(bundle.path)  # a run listed before this listing existed
     launch.recorded = True
 
 

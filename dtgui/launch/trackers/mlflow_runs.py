@@ -32,7 +32,6 @@ from dtgui.core.tracking import (
     EXPERIMENT,
     INSTALL_HINT,
     PARENT_TAG,
-    POINTS_PER_FLUSH,
     RUN_ID_TAG,
     SWEEP_TAG,
     clean_key,
@@ -50,7 +49,6 @@ log = logging.getLogger(__name__)
 FLUSH_SECONDS = 15.0  # a running run's new points are written this often
 MAX_QUEUED = 200  # more waiting writes than this: new points wait in the curves instead
 BATCH = 900  # MLflow takes up to 1,000 metrics, 100 params and 100 tags a log_batch
-EXPORT_POINTS = 2000  # a past run's points a curve (evenly spaced, the last one always)
 # a run's final state as MLflow says it
 STATUS = {RunState.FINISHED: "FINISHED", RunState.FAILED: "FAILED", RunState.STOPPED: "KILLED",
           RunState.LOST: "KILLED"}
@@ -229,10 +227,11 @@ class RunTracker:
             return  # they wait in the curves: nothing is lost, nothing piles up
         self._flushed = now
         cpu = time.thread_time()
-        series = metric_series(metrics.snapshot(), metrics.loss_curve())
+        snap = metrics.snapshot()
+        series = metric_series(snap, metrics.loss_curve())
         versions = metrics.versions()
         with self._lock:
-            points = new_points(series, self.target.logged)
+            points = new_points(series, self.target.logged, snap.total_steps)
             if versions and not self._versions_sent:
                 self._versions_sent = True
                 params = {f"version.{k}": v for k, v in versions.items()}
@@ -244,17 +243,17 @@ class RunTracker:
                 c, self.target.run_id, points, at))
         self.update_cpu_seconds += time.thread_time() - cpu
 
-    def finish(self, metrics: LiveRun, state: RunState, message: str,
-               per_flush: int = POINTS_PER_FLUSH) -> None:
-        """The last points (thinned as the others: `per_flush` a curve), the final state with
+    def finish(self, metrics: LiveRun, state: RunState, message: str) -> None:
+        """The last points (thinned as the others, the newest always), the final state with
         the error line, the artifacts."""
         status = STATUS.get(state)
 
         def end(client: Any) -> None:
             run_id = self.target.run_id
-            series = metric_series(metrics.snapshot(), metrics.loss_curve())
+            snap = metrics.snapshot()
+            series = metric_series(snap, metrics.loss_curve())
             with self._lock:
-                points = new_points(series, self.target.logged, per_flush=per_flush)
+                points = new_points(series, self.target.logged, snap.total_steps, final=True)
                 versions = metrics.versions()
             _log_points(client, run_id, points, int(time.time() * 1000))
             if versions:
@@ -369,7 +368,7 @@ def send_past_run(record: RunRecord, uri: str) -> str:
     view = open_run(record)
     tracker = RunTracker(DirectWriter(uri), view.bundle, record)
     tracker.begin()
-    tracker.finish(view.metrics, record.state, record.message, per_flush=EXPORT_POINTS)
+    tracker.finish(view.metrics, record.state, record.message)
     if record.mlflow_run_id != tracker.target.run_id:  # begin() saved it (a record on disk)
         record.mlflow_run_id, record.mlflow_uri = tracker.target.run_id, uri
     return tracker.target.run_id

@@ -1,11 +1,9 @@
-"""The app's preferences (MLflow: whether runs are sent there, and where), "Open in
-TensorBoard" and "Export to MLflow". The file is written, TensorBoard started and runs
-exported off the UI thread."""
+"""The app's preferences (MLflow: whether runs are sent there, and where) and "Export to
+MLflow". The file is written and runs exported off the UI thread."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
@@ -97,27 +95,6 @@ class PreferencesDialog(QDialog):
 
         run_in_thread(chosen.save, lambda _r: None, failed)
         super().accept()
-
-
-def show_in_tensorboard(parent: QWidget, folders: Sequence[Path]) -> None:
-    """Start TensorBoard on the folders (off the UI thread) and open the browser; where no
-    browser opens, say the URL. The Runs page's "Open in TensorBoard" calls this with the
-    selected runs' folders."""
-    from dtgui.launch.trackers.tensorboard_server import open_in_tensorboard as start
-
-    def done(result: tuple[str, bool]) -> None:
-        url, opened = result
-        if not opened:
-            box = QMessageBox(QMessageBox.Icon.Information, "TensorBoard",
-                              f"TensorBoard is at {url} (open it in a browser; it stops when "
-                              "dtgui quits).", parent=parent)
-            box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-            box.show()
-
-    def failed(exc: BaseException) -> None:
-        QMessageBox.warning(parent, "TensorBoard", error_message(exc))
-
-    run_in_thread(lambda: start(list(folders)), done, failed, context=parent)
 
 
 def export_to_mlflow(parent: QWidget, records: Sequence[RunRecord]) -> None:

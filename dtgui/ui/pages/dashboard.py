@@ -13,6 +13,7 @@ the timer stops once every series is drawn.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -100,7 +101,8 @@ def _titled(title: str, body: QWidget, panel: str) -> QFrame:
 
 class Dashboard(QWidget):
     resumeRequested = Signal(object)  # Path: the folder of the shown ended run to resume
-    tensorboardRequested = Signal(list)  # [Path]: the shown run's folder (its profile)
+    mlflowRequested = Signal(object)  # Path: the shown run's folder, in MLflow's UI
+    tensorboardRequested = Signal(list)  # [Path]: the shown run's folder (its profile too)
     _profileSaid = Signal(object, str)  # (the run, what its capture says): to the UI thread
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -188,9 +190,14 @@ class Dashboard(QWidget):
         self.header.profile_button.clicked.connect(self._profile_clicked)
         self.header.profile_label.linkActivated.connect(self._open_profile)
         self._profileSaid.connect(self._show_profile)
+        self.header.mlflow_action.triggered.connect(
+            lambda: self._emit_folder(lambda f: self.mlflowRequested.emit(f)))
+        self.header.tensorboard_action.triggered.connect(
+            lambda: self._emit_folder(lambda f: self.tensorboardRequested.emit([f])))
         self.task_table.taskActivated.connect(self.log_view.select_task)
 
         self.controller: RunSource | None = None
+        self._folder: Path | None = None  # the shown run's
         self.redraw_count = 0  # full redraws done (one per new metrics version)
         self._version = -1
         self._ended = False
@@ -213,6 +220,8 @@ class Dashboard(QWidget):
         self.detach()
         plan = controller.plan
         self.controller = controller
+        self._folder = Path(controller.bundle.path)  # shown after a detach too
+        self.header.open_in_button.setEnabled(True)
         self._version = -1
         self._ended = False
         self._stop_requested = False
@@ -487,6 +496,9 @@ class Dashboard(QWidget):
         c = self.controller
         if c is not None:
             self.tensorboardRequested.emit([c.output_dir.parent])
+    def _emit_folder(self, emit: Callable[[Path], None]) -> None:
+        if self._folder is not None:
+            emit(self._folder)
 
     def _resume_clicked(self) -> None:
         c = self.controller

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QMenu,
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
@@ -119,11 +120,20 @@ class RunHeader(QFrame):
                                       "machines, to its last step (dtgui resume RUN --steps N "
                                       "trains longer)")
         self.resume_button.setVisible(False)
+        # the run's results where they are kept: one button, so the header keeps its width
+        self.open_in_button = QPushButton("Open in")
+        self.open_in_button.setToolTip("This run in MLflow's UI or in TensorBoard")
+        open_menu = QMenu(self.open_in_button)
+        self.mlflow_action = open_menu.addAction("MLflow")
+        self.tensorboard_action = open_menu.addAction("TensorBoard")
+        self.open_in_button.setMenu(open_menu)
+        self.open_in_button.setEnabled(False)
         for w in (self.name_label, self.strategy_label, self.state_label):
             top.addWidget(w)
         top.addStretch(1)
         top.addWidget(self.elapsed_label)
         top.addWidget(self.profile_button)
+        top.addWidget(self.open_in_button)
         top.addWidget(self.resume_button)
         top.addWidget(self.stop_button)
         outer.addLayout(top)

@@ -90,6 +90,7 @@ class RunsPage(QWidget):
     resumeRequested = Signal(object, object)
     tensorboardRequested = Signal(list)  # the folders (Path) of the runs and sweeps selected
     mlflowRequested = Signal(list)  # the RunRecords selected: send them to MLflow
+    mlflowOpenRequested = Signal(object)  # Path: the run's or sweep's folder, in MLflow's UI
     loaded = Signal(list)  # the rows just shown (RunRow)
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -431,6 +432,8 @@ class RunsPage(QWidget):
             menu.addAction("Export bundle…").triggered.connect(self.export_selected)
         menu.addAction("Open in TensorBoard").triggered.connect(
             lambda: self.tensorboardRequested.emit([Path(r.folder) for r in chosen or [row]]))
+        menu.addAction("Open in MLflow").triggered.connect(
+            lambda: self.mlflowOpenRequested.emit(Path(row.folder)))
         if any(r.kind != SWEEP for r in chosen or [row]):
             menu.addAction("Export to MLflow").triggered.connect(
                 lambda: self._send_to_mlflow(chosen or [row]))

@@ -99,6 +99,8 @@ def _counted(data: SweepTable) -> int:
 class SweepView(QWidget):
     compareRequested = Signal(list)  # list[RunRecord]: the selected trials' runs
     openRequested = Signal(object)  # RunRecord: the best trial's run
+    mlflowRequested = Signal(object)  # Path: the sweep's folder, its trials in MLflow's UI
+    tensorboardRequested = Signal(list)  # [Path]: the sweep's folder, in TensorBoard
     closed = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -150,6 +152,13 @@ class SweepView(QWidget):
         self.bundles_action.triggered.connect(self._export_bundles)
         export_menu.setToolTipsVisible(True)
         self.export_button.setMenu(export_menu)
+        self.open_in_button = QPushButton("Open in")
+        self.open_in_button.setToolTip("The sweep's trials in MLflow's UI or in TensorBoard "
+                                       "(HParams)")
+        open_menu = QMenu(self.open_in_button)
+        open_menu.addAction("MLflow").triggered.connect(self._open_in_mlflow)
+        open_menu.addAction("TensorBoard").triggered.connect(self._open_in_tensorboard)
+        self.open_in_button.setMenu(open_menu)
         self.more_button = QPushButton("More trials…")
         self.more_button.setToolTip("Go on with this sweep (its study) up to more trials, in "
                                     "the background")
@@ -161,8 +170,8 @@ class SweepView(QWidget):
         back.clicked.connect(self.closed)
         top = QHBoxLayout()
         top.addWidget(self.title, 1)
-        for button in (self.best_button, self.compare_button, self.export_button,
-                       self.more_button, self.stop_button, back):
+        for button in (self.best_button, self.compare_button, self.open_in_button,
+                       self.export_button, self.more_button, self.stop_button, back):
             top.addWidget(button)
         splitter = QSplitter(Qt.Orientation.Vertical)
         splitter.addWidget(self.table)
@@ -376,6 +385,14 @@ class SweepView(QWidget):
             tabs.setCurrentIndex(current)
 
     # -- actions ---------------------------------------------------------------------------
+    def _open_in_mlflow(self) -> None:
+        if self.folder is not None:
+            self.mlflowRequested.emit(self.folder)
+
+    def _open_in_tensorboard(self) -> None:
+        if self.folder is not None:
+            self.tensorboardRequested.emit([self.folder])
+
     def _compare(self) -> None:
         # a stopped trial and the trial that continues it share one run: compared once
         runs = {r.run: r for r in self.selected_rows() if r.run}

@@ -1,0 +1,138 @@
+"""Open in MLflow / Open in TensorBoard: the server started off the UI thread, a browser
+asked to open the page, and the page's address always shown, with Copy (a browser may not
+open, and `xdg-open` says it did when there is none). One dialog a service, shown at once
+("Starting…"), filled when the server answers or saying why it did not."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from dtgui.ui.workers import error_message, run_in_thread
+
+
+class ServerLinkDialog(QDialog):
+    """A service's page: its address (selectable, Copy), whether a browser was asked, or why
+    the service did not start (selectable: an install command is copied from it)."""
+
+    def __init__(self, service: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.service = service
+        self.setWindowTitle(service)
+        self.setMinimumWidth(560)
+        layout = QVBoxLayout(self)
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(self.status)
+        row = QHBoxLayout()
+        self.url = QLineEdit()
+        self.url.setReadOnly(True)
+        self.url.setPlaceholderText("starting…")
+        self.copy_button = QPushButton("Copy")
+        self.copy_button.setToolTip("Copy the address, to open it in any browser")
+        self.copy_button.clicked.connect(self.copy)
+        self.open_button = QPushButton("Open in browser")
+        self.open_button.clicked.connect(self._open_again)
+        row.addWidget(self.url, 1)
+        row.addWidget(self.copy_button)
+        row.addWidget(self.open_button)
+        layout.addLayout(row)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        buttons.rejected.connect(self.reject)
+        layout.addWidget(buttons)
+        self.starting()
+
+    def starting(self) -> None:
+        self.status.setText(f"Starting {self.service}… (seconds the first time)")
+        self.url.clear()
+        for button in (self.copy_button, self.open_button):
+            button.setEnabled(False)
+
+    def show_url(self, url: str, asked: bool) -> None:
+        self.url.setText(url)
+        self.url.setCursorPosition(0)
+        for button in (self.copy_button, self.open_button):
+            button.setEnabled(True)
+        said = ("Your browser was asked to open it; if no page opened, copy this address "
+                "into a browser on this machine." if asked else
+                "No browser could be asked to open it here: copy this address into a "
+                "browser on this machine.")
+        self.status.setText(f"{self.service} is at this address (it stops when dtgui quits). "
+                            f"{said}")
+        self.adjustSize()  # the longer text wraps onto more lines
+
+    def show_error(self, message: str, command: str = "") -> None:
+        """Why it did not start; a command to run first in the address's place (Copy)."""
+        self.status.setText(f"{self.service} could not be opened: {message}")
+        self.url.setPlaceholderText("")
+        self.url.setText(command)
+        self.url.setCursorPosition(0)
+        self.copy_button.setEnabled(bool(command))
+        self.adjustSize()
+
+    def copy(self) -> None:
+        QGuiApplication.clipboard().setText(self.url.text())
+        self.copy_button.setText("Copied")
+
+    def _open_again(self) -> None:
+        from dtgui.launch.trackers.local_server import try_browser
+
+        url = self.url.text()
+        run_in_thread(lambda: try_browser(url), lambda _asked: None, context=self)
+
+
+def open_service(parent: QWidget, service: str, page: Callable[[], str]) -> ServerLinkDialog:
+    """Show `service`'s dialog and run `page` (start the server, return the page's URL) then
+    ask the browser, off the UI thread."""
+    from dtgui.launch.trackers.local_server import try_browser
+
+    name = f"serverLink-{service}"
+    dialog = parent.findChild(ServerLinkDialog, name)
+    if dialog is None:
+        dialog = ServerLinkDialog(service, parent)
+        dialog.setObjectName(name)
+    dialog.starting()
+    dialog.copy_button.setText("Copy")
+    dialog.show()
+    dialog.raise_()
+
+    def start() -> tuple[str, bool]:
+        url = page()
+        return url, try_browser(url)
+
+    def done(result: tuple[str, bool]) -> None:
+        dialog.show_url(*result)
+
+    def failed(exc: BaseException) -> None:
+        dialog.show_error(error_message(exc), getattr(exc, "command", ""))
+
+    run_in_thread(start, done, failed, context=dialog)
+    return dialog
+
+
+def open_in_tensorboard(parent: QWidget, folders: list[Path] | None = None) -> ServerLinkDialog:
+    """TensorBoard on these runs' and sweeps' folders (None: every run dtgui lists)."""
+    from dtgui.launch.trackers.tensorboard_server import start_tensorboard
+
+    return open_service(parent, "TensorBoard", lambda: start_tensorboard(folders).url)
+
+
+def open_in_mlflow(parent: QWidget, folder: Path | None = None) -> ServerLinkDialog:
+    """MLflow's UI at this run or sweep (None: dtgui's experiment)."""
+    from dtgui.launch.trackers.mlflow_ui import mlflow_page
+
+    return open_service(parent, "MLflow", lambda: mlflow_page(folder))

@@ -1,0 +1,154 @@
+"""Open in MLflow / TensorBoard, its window side: the address always shown and copyable
+whether a browser opened or not, a start that fails said with what to do, and the Runs
+page's and a run's dashboard's entries. (The real servers: tests/test_mlflow.py.)"""
+
+from __future__ import annotations
+
+import json
+import time
+import webbrowser
+from pathlib import Path
+
+import pytest
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QMenu, QWidget
+from pytestqt.qtbot import QtBot
+
+from dtgui.launch.trackers import mlflow_ui
+from dtgui.launch.trackers.local_server import ServerError
+from dtgui.launch.trackers.mlflow_ui import install_command, start_ui
+from dtgui.ui.dialogs.server_link import open_service
+from dtgui.ui.pages.runs_model import NAME
+from dtgui.ui.pages.runs_page import RunsPage
+
+pytestmark = pytest.mark.gui
+URL = "http://127.0.0.1:5999/#/runs/abc"
+
+
+def test_the_address_is_shown_with_copy_with_or_without_a_browser(
+        qtbot: QtBot, monkeypatch: pytest.MonkeyPatch) -> None:
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    dialog = open_service(parent, "MLflow", lambda: URL)
+    assert dialog.isVisible() and "Starting MLflow" in dialog.status.text()
+    qtbot.waitUntil(lambda: dialog.url.text() == URL, timeout=30_000)
+    assert "No browser could be asked" in dialog.status.text()
+    dialog.copy_button.click()
+    assert QGuiApplication.clipboard().text() == URL
+
+    # a desktop whose browser says yes (xdg-open does with none): the address stays shown
+    asked: list[str] = []
+    monkeypatch.setenv("DISPLAY", ":99")
+
+    def browser(url: str) -> bool:
+        asked.append(url)
+        return True
+
+    monkeypatch.setattr(webbrowser, "open", browser)
+    again = open_service(parent, "MLflow", lambda: URL)
+    assert again is dialog  # one dialog a service
+    qtbot.waitUntil(lambda: dialog.url.text() == URL and asked == [URL], timeout=30_000)
+    assert "if no page opened, copy this address" in dialog.status.text()
+
+
+def test_a_start_that_fails_says_why_and_what_installs_it(
+        qtbot: QtBot, monkeypatch: pytest.MonkeyPatch) -> None:
+    parent = QWidget()
+    qtbot.addWidget(parent)
+
+    def missing() -> str:
+        return start_ui("sqlite:////nowhere/mlflow.db")
+
+    monkeypatch.setattr(mlflow_ui, "ui_program", lambda: None)
+    dialog = open_service(parent, "MLflow", missing)
+    qtbot.waitUntil(lambda: "could not be opened" in dialog.status.text(), timeout=30_000)
+    assert "MLflow's UI is not installed" in dialog.status.text()
+    command = dialog.url.text()  # the one command, to copy
+    assert command == install_command() and "/bin/pip install 'mlflow==" in command
+    assert command.startswith("python3 -m venv ")
+    dialog.copy_button.click()
+    assert QGuiApplication.clipboard().text() == command
+    assert not dialog.open_button.isEnabled()
+
+
+def test_the_runs_page_opens_a_run_in_mlflow(qtbot: QtBot) -> None:
+    from dtgui.core.plans.placement import place_local
+    from dtgui.core.plans.plan import Plan
+    from dtgui.core.plans.strategies import Strategy
+    from dtgui.core.runs.records import RunRecord
+    from dtgui.core.runs.run_state import RunState
+    from dtgui.core.settings import runs_dir
+
+    folder = runs_dir() / "done"
+    folder.mkdir(parents=True)
+    (folder / "plan.json").write_text(json.dumps(place_local(Plan(
+        run_name="done", strategy=Strategy.ONE_DEVICE)).to_dict()))
+    RunRecord("done-1", "done", str(folder), "one_device", created=time.time(),
+              state=RunState.FINISHED).save()
+    page = RunsPage()
+    qtbot.addWidget(page)
+    page.refresh()
+    qtbot.waitUntil(lambda: page.row_count() == 1, timeout=30_000)
+    page._menu(page.table.visualRect(page.proxy.index(0, NAME)).center())
+    menu = page.findChildren(QMenu)[-1]
+    action = next(a for a in menu.actions() if a.text() == "Open in MLflow")
+    with qtbot.waitSignal(page.mlflowOpenRequested) as got:
+        action.trigger()
+    assert got.args == [Path(folder)]
+    menu.close()
+
+
+def test_the_toolbars_tensorboard_reads_every_run_each_once(tmp_path: Path) -> None:
+    from dtgui.core.runs.records import RECORD_NAME, remember_run
+    from dtgui.core.runs.run_index import remember_sweep
+    from dtgui.core.settings import runs_dir
+    from dtgui.launch.trackers.tensorboard_server import every_run_folder, logdir_spec
+
+    inside = runs_dir() / "sweep-in-runs"  # read with the runs folder
+    elsewhere = tmp_path / "sweeps" / "lr"
+    bundle = tmp_path / "bundles" / "lr"  # a run elsewhere, of the same folder name
+    for folder in (inside, elsewhere, bundle):
+        folder.mkdir(parents=True)
+    (bundle / RECORD_NAME).write_text("{}")
+    for sweep in (inside, elsewhere, elsewhere):
+        remember_sweep(sweep)
+    remember_run(bundle)
+    found = every_run_folder()
+    assert found == [runs_dir().resolve(), elsewhere.resolve(), bundle.resolve()]
+    assert logdir_spec(found) == f"runs:{found[0]},lr:{found[1]},lr-2:{found[2]}"
+
+
+def test_a_run_never_sent_is_sent_before_it_is_opened_and_one_training_is_said(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from dtgui.core.runs.records import RunRecord
+    from dtgui.core.runs.run_state import RunState
+    from dtgui.core.tracking import embedded_uri
+    from dtgui.launch.trackers import mlflow_runs
+
+    sent: list[tuple[str, str]] = []
+
+    def send(record: RunRecord, uri: str) -> str:
+        sent.append((record.run_id, uri))
+        return "new-id"
+
+    class Store:  # MLflow's client over a store that has only the run "kept"
+        def __init__(self, tracking_uri: str) -> None:
+            self.uri = tracking_uri
+
+        def get_run(self, run_id: str) -> object:
+            if run_id != "kept":
+                raise LookupError(run_id)
+            return object()
+
+    monkeypatch.setattr(mlflow_runs, "send_past_run", send)
+    kept = RunRecord("r1", "one", "/r1", state=RunState.FINISHED, mlflow_run_id="kept",
+                     mlflow_uri="sqlite:////s/mlflow.db")
+    assert mlflow_ui._sent(kept, Store) == ("sqlite:////s/mlflow.db", "kept") and not sent
+    never = RunRecord("r2", "two", "/r2", state=RunState.FINISHED)
+    assert mlflow_ui._sent(never, Store) == (embedded_uri(), "new-id")
+    assert sent == [("r2", embedded_uri())]
+    training = RunRecord("r3", "three", "/r3", state=RunState.RUNNING)
+    with pytest.raises(ServerError, match="not sent to MLflow while it trains"):
+        mlflow_ui._sent(training, Store)
