@@ -37,8 +37,9 @@ from dtgui.core.runs.queue_file import (
     moved,
     with_state,
 )
-from dtgui.core.runs.records import RunHistory, RunRecord
+from dtgui.core.runs.records import RunHistory, RunRecord, outside_runs
 from dtgui.core.runs.run_state import RunState
+from dtgui.core.settings import runs_dir
 from dtgui.core.time_limits import start_limit
 from dtgui.launch.queue.run_queue import (
     QUEUE_PROCESS,
@@ -229,7 +230,12 @@ def test_a_bundle_run_holds_its_machine_a_run_that_cannot_start_lets_the_next_st
     python = stub_python(step_seconds=0.2)
     # `dtgui run A`: a bundle outside the runs directory, its record in it
     first = launch_bundle(render_bundle(cpu_plan("A", python), tmp_path / "A"))
-    assert first.record is not None and not RunHistory().running()  # not the runs folder's
+    assert first.record is not None
+    folder = Path(first.record.bundle).resolve()
+    assert folder.parent != runs_dir().resolve()  # not in the runs folder: in its register
+    assert folder in outside_runs()
+    assert [Path(r.bundle).resolve() for r in RunHistory().live()] == [folder]
+    assert [Path(r.bundle).resolve() for r in RunHistory().running()] == [folder]  # listed
     # `dtgui queue add B` waits for it
     exported = render_bundle(cpu_plan("B", python), tmp_path / "B").path
     assert cli(["queue", "add", str(exported)]) == 0

@@ -101,8 +101,7 @@ def test_the_runs_page_opens_a_run_in_mlflow(qtbot: QtBot) -> None:
 
 
 def test_the_toolbars_tensorboard_reads_every_run_each_once(tmp_path: Path) -> None:
-    from dtgui.core.runs.records import RECORD_NAME, remember_run
-    from dtgui.core.runs.run_index import remember_sweep
+    from dtgui.core.runs.records import RECORD_NAME, remember_run, remember_sweep
     from dtgui.core.settings import runs_dir
     from dtgui.launch.trackers.tensorboard_server import every_run_folder, logdir_spec
 

@@ -19,8 +19,8 @@ from dtgui.core.machines.registry import Machine
 from dtgui.core.plans.placement import place_local
 from dtgui.core.plans.plan import MachineAccess, Plan
 from dtgui.core.plans.strategies import Strategy
-from dtgui.core.runs.records import RECORD_NAME, RunRecord, remember_run
-from dtgui.core.runs.run_index import Notes, RunRow, remember_sweep
+from dtgui.core.runs.records import RECORD_NAME, RunRecord, remember_run, remember_sweep
+from dtgui.core.runs.run_index import Notes, RunRow
 from dtgui.core.runs.run_state import RunState
 from dtgui.core.settings import runs_dir
 from dtgui.core.sweeps.sweep import SWEEP_FILE

@@ -30,7 +30,13 @@ from dtgui.core.bundles.bundle import Bundle, render_bundle
 from dtgui.core.machines.registry import MachineRegistry
 from dtgui.core.plans.placement import place_local
 from dtgui.core.plans.plan import ModelFile, Plan, ScriptModel
-from dtgui.core.runs.records import RECORD_NAME, MachineRecord, RunRecord, outside_runs
+from dtgui.core.runs.records import (
+    RECORD_NAME,
+    MachineRecord,
+    RunRecord,
+    known_sweeps,
+    listed_outside,
+)
 from dtgui.core.runs.run_index import (
     SWEEP,
     TRIAL,
@@ -38,7 +44,6 @@ from dtgui.core.runs.run_index import (
     RunIndex,
     RunRow,
     clean_tags,
-    known_sweeps,
     outside_index,
 )
 from dtgui.core.settings import runs_dir
@@ -141,7 +146,7 @@ def _settle_rows(rows: list[RunRow]) -> bool:
 def fill_rows(rows: list[RunRow]) -> list[RunRow]:
     """Read the events of ended runs listed without them (steps, best validation value),
     and keep them in their folders' indexes."""
-    outside = {str(p) for p in outside_runs()}
+    outside = {str(p) for p in listed_outside()}
     by_root: dict[Path | None, list[RunRow]] = {}  # None: the runs outside the runs folder
     for row in rows:
         if not row.summarized and not row.active and row.kind != SWEEP:

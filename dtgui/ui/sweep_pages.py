@@ -41,7 +41,7 @@ class SweepPages:
 
     def open(self, folder: Path) -> None:
         """Show the sweep in `folder` (its trials read in the background)."""
-        from dtgui.core.runs.run_index import remember_sweep
+        from dtgui.core.runs.records import remember_sweep
 
         view = self._the_view()
         view.open(folder)

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from dtgui.core.plans.plan import PLAN_NAME, is_local_machine
-from dtgui.core.runs.live_runs import note_bundle, noted_bundles
 from dtgui.core.runs.run_state import ENDED, RunState
 from dtgui.core.settings import atomic_write_text, data_dir, runs_dir
 from dtgui.worker.layout import EVENTS_GLOB, OUTPUT_DIR
@@ -176,8 +175,9 @@ class RunRecord:
         return {"schema": RECORD_SCHEMA, **asdict(self)}
 
     def save(self) -> None:
-        """Write run.json; an active run is noted among the runs that hold their machines
-        (`dtgui.core.runs.live_runs`: its record may be outside the runs directory)."""
+        """Write run.json; a run folder outside the runs folder is listed in the register of
+        those (`remember_run`), so that every run is listed and holds its machines however it
+        was started (`dtgui run BUNDLE`, a sweep's trial, a resume)."""
         text = json.dumps(self.to_dict(), indent=2) + "\n"
         try:
             atomic_write_text(self.path, text)
@@ -190,7 +190,7 @@ class RunRecord:
             with open(self.path, "r+", encoding="utf-8") as f:
                 f.write(json.dumps(self.to_dict(), separators=(",", ":")) + "\n")
                 f.truncate()
-        note_bundle(Path(self.bundle), self.is_active)
+        remember_run(self.bundle)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunRecord:
@@ -232,11 +232,13 @@ def state_from_events(bundle_dir: Path) -> RunState:
 
 
 OUTSIDE_FILE = "outside-runs.json"  # in the data dir: the run folders outside the runs folder
+SWEEPS_FILE = "sweeps.json"  # the sweep folders this user made or opened, in the data dir
 
 
 def outside_runs() -> list[Path]:
-    """The run folders launched outside the runs folder (a bundle run with `dtgui run`, a
-    queue's or a script's own runs folder) that still hold a run; the file forgets the others."""
+    """The register of the run folders outside the runs folder (a bundle run with `dtgui
+    run`, a sweep's trial, a queue's or a script's own runs folder) that still hold a run; the
+    file forgets the others. Every record saved there adds its folder (`RunRecord.save`)."""
     path = data_dir() / OUTSIDE_FILE
     with _outside_lock():
         try:
@@ -251,9 +253,17 @@ def outside_runs() -> list[Path]:
     return kept
 
 
+def listed_outside() -> list[Path]:
+    """The register's run folders listed on their own: not the trials of a listed sweep
+    (`known_sweeps`; a run folder inside a sweep's folder is its trial), which are listed
+    under their sweep."""
+    sweeps = [p.expanduser().resolve() for p in known_sweeps()]
+    return [p for p in outside_runs() if not any(p.is_relative_to(s) for s in sweeps)]
+
+
 def remember_run(folder: Path | str) -> None:
-    """List the run in `folder` with the runs folder's (the Runs page, `dtgui runs`), when
-    it is outside it."""
+    """Add the run in `folder` to the register of those outside the runs folder, when it is
+    outside it. A register that cannot be written leaves the run unlisted: the run goes on."""
     folder = Path(folder).expanduser().resolve()
     if folder.parent == runs_dir().expanduser().resolve():
         return
@@ -267,6 +277,25 @@ def remember_run(folder: Path | str) -> None:
         if str(folder) not in known:
             with contextlib.suppress(OSError):
                 atomic_write_text(path, json.dumps([*known, str(folder)], indent=1))
+
+
+def known_sweeps() -> list[Path]:
+    """The sweep folders listed on the Runs page (`remember_sweep`)."""
+    try:
+        data = json.loads((data_dir() / SWEEPS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [Path(str(p)) for p in data] if isinstance(data, list) else []
+
+
+def remember_sweep(folder: Path) -> None:
+    """List the sweep in `folder` on the Runs page (a sweep made or opened)."""
+    folder = Path(folder).expanduser().resolve()
+    known = known_sweeps()
+    if folder not in known:
+        with contextlib.suppress(OSError):
+            atomic_write_text(data_dir() / SWEEPS_FILE,
+                              json.dumps([str(p) for p in [*known, folder]], indent=1))
 
 
 @contextlib.contextmanager
@@ -285,8 +314,9 @@ def _outside_lock() -> Iterator[None]:
 
 
 class RunHistory:
-    """The runs under `runs_dir()` and those outside it (`outside_runs`), newest first, from
-    their records; the runs under `root` alone when it is given."""
+    """The runs under `runs_dir()` and those outside it (`listed_outside`: a listed sweep's
+    trials are listed under their sweep), newest first, from their records; the runs under
+    `root` alone when it is given."""
 
     def __init__(self, root: Path | None = None) -> None:
         self.root = Path(root) if root is not None else runs_dir()
@@ -299,7 +329,7 @@ class RunHistory:
         except OSError:
             entries = []
         if self.outside:
-            entries += [p for p in outside_runs() if p.parent != self.root]
+            entries += [p for p in listed_outside() if p.parent != self.root]
         for bundle in entries:
             record = self.read(bundle)
             if record is not None:
@@ -311,17 +341,14 @@ class RunHistory:
         return [r for r in self.records() if r.is_active]
 
     def live(self) -> list[RunRecord]:
-        """Every run that holds its machines now, wherever its record is: this directory's
-        active runs and those noted active elsewhere (`dtgui.core.runs.live_runs`: a bundle
-        run with `dtgui run`, a sweep's trial, a resumed run), once each. A note whose
-        record is gone or ended is dropped."""
-        found = {Path(r.bundle).absolute(): r for r in self.running()}
-        for bundle in noted_bundles():
+        """Every run that holds its machines now, wherever its record is: the active runs of
+        this directory and of the register of those outside the runs folder (`outside_runs`:
+        a bundle run with `dtgui run`, a sweep's trial, a resumed run), once each."""
+        found = {Path(r.bundle).resolve(): r for r in self.running()}
+        for bundle in outside_runs():
             record = self.read(bundle)
-            if record is None or not record.is_active:
-                note_bundle(bundle, active=False)
-            else:
-                found.setdefault(Path(record.bundle).absolute(), record)
+            if record is not None and record.is_active:
+                found.setdefault(Path(record.bundle).resolve(), record)
         return list(found.values())
 
     def finished(self) -> list[RunRecord]:

@@ -11,9 +11,9 @@ an index, `.runs-index.json`: a row per run folder, stamped with the folder's mo
 time (run.json and run-notes.json are always replaced whole, which changes it) and the
 record's. A row is read again only when its folder changed, and its events only when its
 record changed; a run still training is read again from its record each time (its events
-are not summarized). The runs launched outside the runs folder (`outside_runs`: a bundle run
-with `dtgui run`, a queue's own runs folder) are listed too, indexed in the data dir
-(`outside_index`). Pure Python: no Qt; it blocks on the disk: not on a UI thread.
+are not summarized). The runs launched outside the runs folder (`listed_outside`: a bundle
+run with `dtgui run`, a queue's own runs folder; a listed sweep's trials are listed under
+their sweep) are listed too, indexed in the data dir (`outside_index`). Pure Python: no Qt; it blocks on the disk: not on a UI thread.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from dtgui.core.plans.plan import LOCAL_MACHINE, PLAN_NAME
-from dtgui.core.runs.records import RECORD_NAME, RunHistory, RunRecord, outside_runs
+from dtgui.core.runs.records import RECORD_NAME, RunHistory, RunRecord, listed_outside
 from dtgui.core.runs.run_state import PRUNED_MESSAGE, RunState
 from dtgui.core.settings import atomic_write_text, data_dir
 
@@ -37,27 +37,8 @@ INDEX_NAME = ".runs-index.json"
 OUTSIDE_INDEX_NAME = ".outside-runs-index.json"  # in the data dir: `outside_index`'s
 INDEX_SCHEMA = 2
 NOTES_NAME = "run-notes.json"  # tags, note, archived: the user's, beside run.json
-SWEEPS_FILE = "sweeps.json"  # the sweep folders this user made or opened, in the data dir
 
 RUN, SWEEP, TRIAL = "run", "sweep", "trial"
-
-
-def known_sweeps() -> list[Path]:
-    try:
-        data = json.loads((data_dir() / SWEEPS_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    return [Path(str(p)) for p in data] if isinstance(data, list) else []
-
-
-def remember_sweep(folder: Path) -> None:
-    """List the sweep in `folder` on the Runs page (a sweep made or opened)."""
-    folder = Path(folder).expanduser().resolve()
-    known = known_sweeps()
-    if folder not in known:
-        with contextlib.suppress(OSError):
-            atomic_write_text(data_dir() / SWEEPS_FILE,
-                              json.dumps([str(p) for p in [*known, folder]], indent=1))
 
 
 def significant(value: float | None) -> str:
@@ -356,9 +337,9 @@ def _values(row: RunRow) -> list[Any]:
 
 
 def outside_index() -> RunIndex:
-    """The rows of the runs outside the runs folder (`outside_runs`), indexed in the data
+    """The rows of the runs outside the runs folder (`listed_outside`), indexed in the data
     dir (never in a folder of the user's)."""
-    return RunIndex(data_dir(), folders=outside_runs())
+    return RunIndex(data_dir(), folders=listed_outside())
 
 
 def find(rows: Sequence[RunRow], text: str) -> list[RunRow]:

@@ -36,11 +36,6 @@ DIRECTIONS = ("minimize", "maximize")
 DEFAULT_OBJECTIVE = "val_loss"
 
 
-def is_trial_folder(folder: Path) -> bool:
-    """Whether `folder` is a trial of a sweep (listed under its sweep)."""
-    return folder.parent.name == TRIALS_DIR and (folder.parent.parent / SWEEP_FILE).is_file()
-
-
 class SweepError(ValueError):
     """A sweep that cannot run; the message says what to change."""
 

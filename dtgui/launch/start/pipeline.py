@@ -48,11 +48,10 @@ from dtgui.core.bundles.bundle_manifest import write_manifest
 from dtgui.core.machines.registry import MachineRegistry
 from dtgui.core.plans.placement import task_layout
 from dtgui.core.plans.plan import LOCAL_MACHINE, Plan, PlanError
-from dtgui.core.runs.records import RunRecord, remember_run
+from dtgui.core.runs.records import RunRecord
 from dtgui.core.runs.run_state import RunState
 from dtgui.core.scripts.script import BUNDLE_PROJECT_DIR
 from dtgui.core.settings import runs_dir
-from dtgui.core.sweeps.sweep import is_trial_folder
 from dtgui.launch.checks.model_check import check_bundled_model
 from dtgui.launch.checks.script_check import study
 from dtgui.launch.controller import LaunchError, RunController
@@ -189,16 +188,8 @@ def _record(launch: Launch) -> None:
     write_manifest(bundle.path)  # a resume refuses a bundle edited since
     record.begin_segment()
     record.launcher = this_process()
-    record.save()
-    list_elsewhere(bundle.path)
+    record.save()  # a folder outside the runs folder is listed there too (`remember_run`)
     launch.recorded = True
-
-
-def list_elsewhere(bundle_dir: Path) -> None:
-    """A run outside the runs folder is listed with its runs all the same (a sweep's trial
-    is, under its sweep)."""
-    if not is_trial_folder(bundle_dir):
-        remember_run(bundle_dir)
 
 
 def _upload(launch: Launch) -> None:

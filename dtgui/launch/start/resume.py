@@ -51,7 +51,6 @@ from dtgui.launch.start.pipeline import (
     _run_steps,
     checked,
     connect_targets,
-    list_elsewhere,
     record_targets,
 )
 from dtgui.launch.targets import Target
@@ -206,8 +205,7 @@ def _record_resume(launch: Launch) -> None:
     record.state, record.message, record.ended = RunState.STARTING, "", None
     record.begin_segment(launch.from_step)
     record.launcher = this_process()
-    record.save()
-    list_elsewhere(bundle.path)  # a run listed before this listing existed
+    record.save()  # a run outside the runs folder from before its register is listed now
     launch.recorded = True
 
 

@@ -45,8 +45,7 @@ from optuna.trial import TrialState
 from dtgui.core.plans.placement import task_layout
 from dtgui.core.plans.plan import Plan
 from dtgui.core.run_curves import bundle_curves
-from dtgui.core.runs.records import RunRecord
-from dtgui.core.runs.run_index import remember_sweep
+from dtgui.core.runs.records import RunRecord, remember_sweep
 from dtgui.core.runs.run_state import PRUNED_MESSAGE, RunState
 from dtgui.core.sweeps.sweep import TRIALS_DIR, SweepError, SweepSpec, apply, check, save_sweep
 from dtgui.core.sweeps.sweep_study import (

@@ -14,8 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from dtgui.core.runs.records import outside_runs
-from dtgui.core.runs.run_index import known_sweeps
+from dtgui.core.runs.records import known_sweeps, listed_outside
 from dtgui.core.settings import runs_dir
 from dtgui.launch.trackers.local_server import LocalServer, ServerError, start_server, stop_server
 from dtgui.worker.layout import OUTPUT_DIR
@@ -34,7 +33,7 @@ KEY = "tensorboard"
 def every_run_folder() -> list[Path]:
     """What the toolbar's TensorBoard shows: the runs folder, the sweeps, the runs elsewhere
     (reads the registers: off the UI thread)."""
-    found = [f.resolve() for f in (runs_dir(), *known_sweeps(), *outside_runs()) if f.is_dir()]
+    found = [f.resolve() for f in (runs_dir(), *known_sweeps(), *listed_outside()) if f.is_dir()]
     # each once: a sweep made inside the runs folder is read with it
     return [f for i, f in enumerate(found)
             if not any(f == g or f.is_relative_to(g) for g in found[:i])]
