@@ -29,8 +29,15 @@ from dtgui.core.plans.placement import (
 )
 from dtgui.core.plans.plan import MachineAccess, Plan, validate
 from dtgui.core.plans.strategies import Strategy
-from dtgui.core.runs.records import MachineRecord, RunHistory, RunRecord
+from dtgui.core.runs.records import (
+    MachineRecord,
+    RunHistory,
+    RunRecord,
+    outside_runs,
+    remember_sweep,
+)
 from dtgui.core.runs.run_state import RunState
+from dtgui.core.settings import runs_dir
 from dtgui.launch.controller import RunController
 from dtgui.launch.exec.executor import WRAPPER
 from dtgui.launch.exec.remote_scripts import POLL_SCRIPT, START_SCRIPT, parse_pids, parse_poll
@@ -174,6 +181,33 @@ def test_run_records_and_history(tmp_path: Path) -> None:
     r0 = history.find("r0")
     assert r0 is not None and (r0.state, r0.final_loss) == ("finished", 0.7)
     assert "password" not in (tmp_path / "r2" / "run.json").read_text()
+
+
+def test_every_run_outside_the_runs_folder_is_in_one_register_listed_and_live_once(
+        tmp_path: Path) -> None:
+    def saved(run_id: str, folder: Path, state: RunState) -> RunRecord:
+        folder.mkdir(parents=True)
+        record = RunRecord(run_id, run_id, str(folder), created=time.time(), state=state)
+        record.save()
+        return record
+
+    inside = saved("in", runs_dir() / "in", RunState.RUNNING)
+    bundle = saved("bundle", tmp_path / "bundles" / "b", RunState.RUNNING)  # `dtgui run B`
+    sweep = tmp_path / "sweeps" / "lr"
+    trial = saved("trial", sweep / "trials" / "lr-0", RunState.RUNNING)
+    assert outside_runs() == [Path(bundle.bundle).resolve(), Path(trial.bundle).resolve()]
+    history = RunHistory()
+    assert sorted(r.run_id for r in history.live()) == ["bundle", "in", "trial"]
+    # a trial is listed on its own until its sweep is: then under it alone
+    assert sorted(r.run_id for r in history.records()) == ["bundle", "in", "trial"]
+    remember_sweep(sweep)
+    assert sorted(r.run_id for r in history.records()) == ["bundle", "in"]
+    assert sorted(r.run_id for r in history.live()) == ["bundle", "in", "trial"]  # it holds
+    for record in (inside, bundle, trial):
+        record.end(RunState.FINISHED, "", None)
+        record.save()  # saved again: still once in the register
+    assert not history.live()
+    assert outside_runs() == [Path(bundle.bundle).resolve(), Path(trial.bundle).resolve()]
 
 
 # -- stragglers ---------------------------------------------------------------------------------
