@@ -323,19 +323,7 @@ class RunHistory:
         self.outside = root is None
 
     def records(self) -> list[RunRecord]:
-        out: list[RunRecord] = []
-        try:
-            entries = [p for p in self.root.iterdir() if p.is_dir()]
-        except OSError:
-            entries = []
-        if self.outside:
-            entries += [p for p in listed_outside() if p.parent != self.root]
-        for bundle in entries:
-            record = self.read(bundle)
-            if record is not None:
-                out.append(record)
-        out.sort(key=lambda r: r.created, reverse=True)
-        return out
+        return self._read_all(listed_outside() if self.outside else [])
 
     def running(self) -> list[RunRecord]:
         return [r for r in self.records() if r.is_active]
@@ -344,12 +332,20 @@ class RunHistory:
         """Every run that holds its machines now, wherever its record is: the active runs of
         this directory and of the register of those outside the runs folder (`outside_runs`:
         a bundle run with `dtgui run`, a sweep's trial, a resumed run), once each."""
-        found = {Path(r.bundle).resolve(): r for r in self.running()}
-        for bundle in outside_runs():
-            record = self.read(bundle)
-            if record is not None and record.is_active:
-                found.setdefault(Path(record.bundle).resolve(), record)
-        return list(found.values())
+        return [r for r in self._read_all(outside_runs()) if r.is_active]
+
+    def _read_all(self, outside: list[Path]) -> list[RunRecord]:
+        """The records of this directory's run folders and of `outside`, each folder read
+        once, newest first."""
+        try:
+            entries = [p for p in self.root.iterdir() if p.is_dir()]
+        except OSError:
+            entries = []
+        root = self.root.expanduser().resolve()  # the register's folders are resolved
+        entries += [p for p in outside if p.parent != root]
+        out = [r for r in map(self.read, entries) if r is not None]
+        out.sort(key=lambda r: r.created, reverse=True)
+        return out
 
     def finished(self) -> list[RunRecord]:
         return [r for r in self.records() if not r.is_active]
