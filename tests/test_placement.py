@@ -231,7 +231,7 @@ def test_device_curves_are_labelled_with_their_machine() -> None:
 
 
 # -- the remote scripts, run here with sh --------------------------------------------------------
-def wait_stopped(pgid: int, timeout: float = 10) -> None:
+def wait_stopped(pgid: int, timeout: float = 60) -> None:
     """Until every process of the group has taken its SIGSTOP: a process waiting for a core
     shows R with the signal pending until it runs (a loaded machine showed that)."""
     deadline = time.monotonic() + timeout

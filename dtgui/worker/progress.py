@@ -9,7 +9,6 @@ launched kernels). What comes back, every step's per-replica losses, is written 
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import os
 import time
@@ -31,6 +30,7 @@ from .optim import learning_rate_at
 from .plan import Plan
 from .profile_capture import ProfileCapture
 from .profile_request import ProfileRequest
+from .ps_progress import train_ps
 from .step_timing import StepTiming, WorkerStepTimings, calibration_run_steps
 from .stop_request import StopRequest, stop_reason, stopped_message
 from .summaries import Scalars
@@ -171,85 +171,8 @@ class Progress:
 
     # -- parameter_server: the chief schedules calls on the workers ---------------------------
     def run_ps(self, trainer: Trainer, per_worker_dataset: Any) -> None:
-        """Keeps several calls per worker in flight (the workers train asynchronously) and
-        fetches the finished ones together."""
-        coordinator = self.info.coordinator
-        iterator = iter(per_worker_dataset)
-        in_flight: collections.deque[tuple[int, int, Any]] = collections.deque()
-        max_in_flight = 4 * self.ps_workers
-        done = self.start
-        fetched_at = time.perf_counter()
-        while done < self.total and not self.stop.requested:
-            k = self.sizer.next(done, self.total, self.ckpt_every, self.val_every)
-            remote = coordinator.schedule(trainer.run, args=(iterator, tf.constant(k, tf.int32)))
-            in_flight.append((done + 1, k, remote))
-            self.worker_timing.scheduled()
-            if not (self.round_trip_runs and self.round_trip_runs.calls) \
-                    and self.worker_timing.calibrate_now(k):
-                self.schedule_round_trips(k)
-            if done == self.start and self.xla:
-                report_xla(self.events, trainer, iterator, tf.constant(1, tf.int32))
-            done += k
-            saving = self.ckpt_every > 0 and done % self.ckpt_every == 0
-            validating = self.val_every > 0 and done % self.val_every == 0
-            boundary = saving or validating
-            if len(in_flight) >= max_in_flight or boundary:
-                batch = len(in_flight) if boundary else len(in_flight) // 2
-                fetched_at = self._fetch_ps(in_flight, batch, fetched_at)
-            if boundary:
-                coordinator.join()
-            if validating:
-                self.validate(done)
-            if saving:
-                self.save(done)
-        self._fetch_ps(in_flight, len(in_flight), fetched_at)
-        coordinator.join()
-        if done < self.total:
-            self.stopped(done)
-            return
-        self.finish()
-
-    def _fetch_ps(self, in_flight: collections.deque[tuple[int, int, Any]], count: int,
-                  since: float) -> float:
-        if count <= 0:
-            return since
-        calls = [in_flight.popleft() for _ in range(count)]
-        results = self.info.coordinator.fetch([c[2] for c in calls])
-        rows = np.concatenate([np.asarray(r[0]).reshape(-1, 2) for r in results])
-        now = time.perf_counter()
-        steps = sum(c[1] for c in calls)
-        self.sizer.observe((now - since) * self.ps_workers / max(1, steps))
-        self.sizer.agree(self.sizer.proposal)
-        self.after_steps(calls[0][0], rows[:, None, 0], rows[:, 0], rows[:, 1])
-        last = calls[-1][0] + calls[-1][1] - 1
-        for (_, k, _), result in zip(calls, results, strict=True):
-            worker, seconds, waited = (float(x) for x in np.asarray(result[1]))
-            self.worker_timing.call(int(worker), k, seconds, waited, last)
-        self.collect_round_trips()
-        self.emit_worker_splits()
-        return now
-
-    def schedule_round_trips(self, k: int) -> None:
-        """The calibration's round-trip runs, scheduled behind the calls in flight (two
-        a worker: the coordinator hands each to the next free worker); collected at the next
-        fetch of calls, which they follow in the queue."""
-        if self.round_trip_runs is None:
-            return
-        n = calibration_run_steps(k)
-        try:
-            self.round_trip_runs.start(n, 2 * self.ps_workers)
-        except Exception as exc:  # noqa: BLE001 - a measure only; training goes on
-            self._no_split(exc)
-            return
-        self.worker_timing.schedule_n = n
-
-    def collect_round_trips(self) -> None:
-        if self.round_trip_runs is None or not self.round_trip_runs.calls:
-            return
-        try:
-            self.worker_timing.calibrated(*self.round_trip_runs.collect())
-        except Exception as exc:  # noqa: BLE001 - a measure only; training goes on
-            self._no_split(exc)
+        """The parameter_server coordinator's loop (ps_progress.py)."""
+        train_ps(self, trainer, per_worker_dataset)
 
     def emit_worker_splits(self, final: bool = False) -> None:
         """Each worker's split, measured by the coordinator's calls (`of_task`: the worker
@@ -257,7 +180,7 @@ class Progress:
         for worker, fields in self.worker_timing.splits_due(final, self.sizer.k):
             self.events.emit("split", of_task=f"worker:{worker}", **fields)
 
-    def _no_split(self, exc: Exception) -> None:
+    def no_split(self, exc: Exception) -> None:
         self.timing.active = self.worker_timing.active = False
         self.events.log(f"could not measure where the step time goes: {exc}", level="warning")
 
@@ -270,7 +193,7 @@ class Progress:
             found = self.calibration_runs.measure(calibration_run_steps(k),
                                                   self.timing.allowance(), self.timing.per_step)
         except Exception as exc:  # noqa: BLE001 - a measure only; training goes on
-            self._no_split(exc)
+            self.no_split(exc)
             return
         self.timing.calibrated(found, time.perf_counter() - began, found.n)
 
