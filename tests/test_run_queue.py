@@ -344,3 +344,20 @@ def test_a_queued_run_whose_machine_or_bundle_is_gone_could_not_start(
     assert first.text == ("could not start: the machine gpubox is not registered any more "
                           "(add it again on the Machines panel, then queue the run again)")
     assert second.text == f"could not start: {gone} is not a dtgui bundle: it has no plan.json"
+
+
+class _ClosedPipe:
+    """stdout whose reader went away (`dtgui queue | head -0`)."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_closed_pipe_ends_the_cli_quietly(monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr("sys.stdout", _ClosedPipe())
+    assert cli(["queue"]) == 0
+    assert capsys.readouterr().err == ""
