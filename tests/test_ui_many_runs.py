@@ -173,9 +173,15 @@ def test_a_run_queued_from_the_window_starts_after_the_run_it_waits_for(
     assert started is not None and ahead.record is not None
     ended = RunRecord.load(Path(ahead.record.bundle)).ended
     assert ended is not None and started.created >= ended
-    # the Runs page shows it training, kept by its watcher, its steps moving without Refresh
+    # queued by this window: followed by it once started, as its own launches are, and no
+    # word of runs that "kept training while dtgui was closed"
     window.show_runs()
-    qtbot.waitUntil(lambda: state_of(window, "behind").startswith("running · watched"),
+    qtbot.waitUntil(lambda: window.session.source is not None
+                    and window.session.source.run_name == "behind", timeout=60_000)
+    assert "closed" not in window.statusBar().currentMessage()
+    # the Runs page shows it training, its steps moving without Refresh
+    window.show_runs()
+    qtbot.waitUntil(lambda: state_of(window, "behind").startswith("running"),
                     timeout=60_000)
     steps_seen: set[str] = set()
 
@@ -185,10 +191,7 @@ def test_a_run_queued_from_the_window_starts_after_the_run_it_waits_for(
 
     qtbot.waitUntil(moved, timeout=30_000)
 
-    # followed by the window once reattached, and stopped from it
-    window._reattach(started)
-    qtbot.waitUntil(lambda: window.session.source is not None
-                    and window.session.source.run_name == "behind", timeout=60_000)
+    # stopped from the window
     with qtbot.waitSignal(window.runs.runEnded, timeout=60_000):
         window.session.request_stop()
     assert controller(window.session).state == "stopped"

@@ -6,6 +6,7 @@ rows of running runs live, and asks once what to do with all of them when it clo
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -59,6 +60,8 @@ class MainWindow(QMainWindow):
         self.runs = RunSessions(lambda: self.machines, self)  # every run followed here
         self.wizard: RunWizard | None = None
         self._closing = False
+        self._opened = time.time()  # a run started before it kept training while dtgui was closed
+        self._queued_here: dict[str, float] = {}  # run name -> when this window queued it
         self._launch_machines: set[str] = set()  # the last launch's registered machines
 
         self.home = HomePage()
@@ -244,6 +247,7 @@ class MainWindow(QMainWindow):
         from dtgui.launch.queue.run_queue import QueuedRun, enqueue
 
         def queued(entry: QueuedRun) -> None:
+            self._queued_here[entry.entry.name] = entry.entry.queued  # followed once started
             self.statusBar().showMessage(
                 f"{plan.run_name} is queued (position {entry.position}): it starts when its GPUs "
                 "and machines are free; see Runs.", 15000)
@@ -366,12 +370,25 @@ class MainWindow(QMainWindow):
         self.runs_page.refresh()
 
     def _announce_running(self, rows: list[RunRow]) -> None:
+        """Follow the runs this window queued once the queue started them (as the window's
+        own launches are followed); say what other runs train unfollowed."""
         followed = self.runs.followed()
         running = [r for r in rows if r.active and r.kind != SWEEP and r.folder not in followed]
-        if running and not followed:
-            self.statusBar().showMessage(
-                f"{len(running)} run(s) kept training while dtgui was closed: open Runs to "
-                "reattach.", 20000)
+        mine = [r for r in running if r.started >= self._queued_here.get(r.name, time.time())]
+        for row in mine:
+            del self._queued_here[row.name]
+        if mine:
+            self.runs_page.reattach_rows(mine)
+            return
+        if not running or followed:
+            return
+        if all(r.started and r.started < self._opened for r in running):
+            text = (f"{len(running)} run(s) kept training while dtgui was closed: open Runs "
+                    "to reattach.")
+        else:  # the queue started it, or `dtgui run` did
+            text = (f"{len(running)} run(s) train that this window does not follow (started "
+                    "by the queue or from the command line): open Runs to reattach.")
+        self.statusBar().showMessage(text, 20000)
 
     def _on_launch_error(self, text: str) -> None:
         first = text.splitlines()[0]
