@@ -229,12 +229,18 @@ def test_a_bundle_run_holds_its_machine_a_run_that_cannot_start_lets_the_next_st
     python = stub_python(step_seconds=0.2)
     # `dtgui run A`: a bundle outside the runs directory, its record in it
     first = launch_bundle(render_bundle(cpu_plan("A", python), tmp_path / "A"))
-    assert first.record is not None and not RunHistory().running()  # not the runs folder's
+    # listed with the history's runs though its record is outside the runs folder
+    assert first.record is not None
+    assert [r.run_name for r in RunHistory().running()] == ["A"]
     # `dtgui queue add B` waits for it
     exported = render_bundle(cpu_plan("B", python), tmp_path / "B").path
     assert cli(["queue", "add", str(exported)]) == 0
     said = capsys.readouterr().out
     assert "waits for run A on this machine" in said, said
+    # and the queue says the same at once (one text, written when it was queued)
+    assert entry("B") is not None and getattr(entry("B"), "text", "") == "run A on this machine"
+    assert cli(["queue"]) == 0
+    assert "B: run A on this machine" in capsys.readouterr().out
     assert cli(["run", "--when-free", str(exported)]) == 2  # one folder, one run at a time
     assert "is queued already, as q" in capsys.readouterr().err
     # a model-file run queued, moved ahead of B by its name; then its model file is deleted
