@@ -249,8 +249,8 @@ class MainWindow(QMainWindow):
         def queued(entry: QueuedRun) -> None:
             self._queued_here[entry.entry.name] = entry.entry.queued  # followed once started
             self.statusBar().showMessage(
-                f"{plan.run_name} is queued (position {entry.position}): it starts when its GPUs "
-                "and machines are free; see Runs.", 15000)
+                f"{plan.run_name} is queued (position {entry.position}): waits for "
+                f"{entry.text}; see Runs.", 15000)
             self.show_runs()
 
         run_in_thread(lambda: enqueue(plan, job=job, max_restarts=max_restarts), queued,
