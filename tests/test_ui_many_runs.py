@@ -21,9 +21,10 @@ from dtgui.core.plans.placement import place_local
 from dtgui.core.plans.plan import MachineAccess, Plan
 from dtgui.core.plans.strategies import Strategy
 from dtgui.core.runs.live_progress import EventsProgress, recent_offset
+from dtgui.core.runs.queue_file import QueueEntry
 from dtgui.core.runs.records import RunHistory, RunRecord
 from dtgui.launch.controller import RunController
-from dtgui.launch.queue.run_queue import QUEUE_PROCESS, queue_dir, queued_runs
+from dtgui.launch.queue.run_queue import QUEUE_PROCESS, QueuedRun, queue_dir, queued_runs
 from dtgui.launch.start.watcher import stop_watcher
 from dtgui.ui.main_window import MainWindow
 from dtgui.ui.pages.run_switcher import RunSwitcher
@@ -208,10 +209,16 @@ def test_runs_not_shown_are_read_less_and_closing_asks_once_for_all(qtbot: QtBot
     window.runs.show(window.runs.sessions[0])
     assert [r.closely for r in runs] == [True, False, False]
     assert dashboard_of(window).controller is runs[0]
+    # two runs wait in the queue: they start after dtgui closes, and the question says so
+    window.queue_panel.runs = [QueuedRun(QueueEntry(f"q{i}", {"run_name": f"later{i}"}), i)
+                               for i in (1, 2)]
     questions: list[str] = []
-    answer_question(qtbot, "Stop and quit", questions)
+    texts: list[str] = []
+    answer_question(qtbot, "Stop and quit", questions, texts)
     window.close()
     assert questions == ["3 runs are still training"]
+    assert ("2 queued runs will start when their machines are free, also after dtgui has "
+            "closed; cancel them on the Runs page.") in texts[0]
     assert [r.stop_calls for r in runs] == [1, 1, 1]
     runs[0].end("stopped")
     runs[1].end("stopped")

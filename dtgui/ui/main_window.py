@@ -445,7 +445,9 @@ class MainWindow(QMainWindow):
             cancel_all_checks()
             event.accept()
             return
-        answer = ask_on_quit(self, [s.source.run_name for s in live if s.source is not None])
+        queued = sum(q.entry.waiting or q.entry.launching for q in self.queue_panel.runs)
+        answer = ask_on_quit(self, [s.source.run_name for s in live if s.source is not None],
+                             queued)
         if answer is QuitAnswer.KEEP:
             if self.dashboard is not None:
                 self.dashboard.detach()
