@@ -367,3 +367,14 @@ def test_a_closed_pipe_ends_the_cli_quietly(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr("sys.stdout", _ClosedPipe())
     assert cli(["queue"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_a_bundle_whose_run_already_ran_is_not_queued(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bundle = render_bundle(cpu_plan("done", "python3"), tmp_path / "done").path
+    RunRecord("done-1", "done", str(bundle), state=RunState.FINISHED).save()
+    assert cli(["run", "--when-free", str(bundle)]) == 2
+    said = capsys.readouterr().err
+    assert "already ran (state finished)" in said, said
+    assert f"dtgui runs export {bundle} NEWDIR" in said and f"dtgui resume {bundle}" in said
+    assert queued_runs() == []  # nothing queued
