@@ -415,11 +415,11 @@ class Dashboard(QWidget):
     def _starting_note(self, snap: Snapshot) -> str:
         """What a running run with no step yet does ("": it has steps, or is not running),
         from its tasks' states: they load TensorFlow until they report started (a while on
-        a loaded machine), then build the model and trace its first step."""
-        if self._ended or snap.step or self.header.state != RunState.RUNNING:
+        a loaded machine), then build the model and trace its first step. A user's script
+        may never count steps: it says nothing."""
+        if self._ended or snap.step or self.header.state != RunState.RUNNING \
+                or self._script_run:
             return ""
-        if self._script_run:
-            return "starting: waiting for the script's first step…"
         if all(s.status == RunState.STARTING for s in snap.tasks.values()):
             return "starting: loading TensorFlow…"
         return "starting: building the model and its first step…"

@@ -201,7 +201,8 @@ class RunHeader(QFrame):
         """The step reached of `total` (0: unknown); `starting`: what a run with no step yet
         does instead ("starting: loading TensorFlow…")."""
         if starting:
-            self.progress.setRange(0, 0)  # busy: no step to count yet
+            self.progress.setRange(0, 1)
+            self.progress.setValue(0)
             text = f"<i>{starting}</i>"
         elif total > 0:
             self.progress.setRange(0, total)
