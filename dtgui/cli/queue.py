@@ -33,9 +33,10 @@ def queue_bundle(bundle: Path, max_restarts: int = 0) -> int:
     """Queue an exported bundle and say where it stands (`dtgui queue add`, `dtgui run
     --when-free`)."""
     from dtgui.launch.queue.run_queue import enqueue_bundle
+    from dtgui.launch.queue.run_queue_process import noted
 
     try:
-        queued = enqueue_bundle(bundle, max_restarts=max_restarts)
+        queued = noted(enqueue_bundle(bundle, max_restarts=max_restarts))
     except QueueError as exc:
         print(f"dtgui queue: {exc}", file=sys.stderr)
         return 2

@@ -245,6 +245,7 @@ class MainWindow(QMainWindow):
         """Put `plan` in the run queue: it starts when its GPUs and machines are free, in
         the background (the Runs page shows it waiting, then running)."""
         from dtgui.launch.queue.run_queue import QueuedRun, enqueue
+        from dtgui.launch.queue.run_queue_process import noted
 
         def queued(entry: QueuedRun) -> None:
             self._queued_here[entry.entry.name] = entry.entry.queued  # followed once started
@@ -253,7 +254,7 @@ class MainWindow(QMainWindow):
                 f"{entry.text}; see Runs.", 15000)
             self.show_runs()
 
-        run_in_thread(lambda: enqueue(plan, job=job, max_restarts=max_restarts), queued,
+        run_in_thread(lambda: noted(enqueue(plan, job=job, max_restarts=max_restarts)), queued,
                       self._report_error, context=self)
 
     def show_runs(self) -> None:

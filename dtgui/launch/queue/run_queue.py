@@ -40,11 +40,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from dtgui.core.bundles.bundle import Bundle, BundleError
@@ -83,8 +82,6 @@ QUEUE_FILE = "queue.json"
 LOCK_FILE = "queue.lock"
 QUEUE_PROCESS = Detached(MODULE, "queue.pid", "queue.log")
 
-log = logging.getLogger(__name__)
-
 
 TRAINED = (RunState.FINISHED, RunState.STOPPED)  # a bundle's run that trained: never queued again
 FREE_TEXT = "nothing: its machines are free, it starts in a few seconds"
@@ -110,8 +107,8 @@ class QueuedRun:
             return "starting"
         if self.entry.state == CANCELLED:
             return "cancelled: stopped as soon as its launch ends"
-        # written when it was queued, then at each look of the queue's process: every view
-        # (the Runs page, `dtgui queue`, `dtgui queue add`) reads this one text
+        # written when it was queued (`noted`), then at each look of the queue's process:
+        # every view (the Runs page, `dtgui queue`, `dtgui queue add`) reads this one text
         return self.entry.waits_for or FREE_TEXT
 
 
@@ -222,7 +219,7 @@ def enqueue(plan: Plan, *, job: TargetJob | None = None, max_restarts: int = 0,
                        queued=time.time(), claims=claims_of(plan, targets))
     entries = change_queue(folder, lambda entries: [*entries, entry])
     resume_queue(folder, python)
-    return QueuedRun(_noted(entry, folder), len(entries))
+    return QueuedRun(entry, len(entries))
 
 
 def enqueue_bundle(path: Path, *, max_restarts: int = 0, folder: Path | None = None,
@@ -249,33 +246,7 @@ def enqueue_bundle(path: Path, *, max_restarts: int = 0, folder: Path | None = N
 
     entries = change_queue(folder, add)
     resume_queue(folder, python)
-    return QueuedRun(_noted(entry, folder), len(entries))
-
-
-def _noted(entry: QueueEntry, folder: Path) -> QueueEntry:
-    """The new entry with what it waits for written into the queue at once, by the queue's
-    process's own test (`waits_now`), so that no view has to guess before its first look."""
-    from dtgui.launch.queue.run_queue_process import waits_now
-
-    try:
-        why = waits_now(entry, folder)
-    except Exception:  # it is queued: the process's next look notes it
-        log.exception("%s: asking what it waits for failed", entry.name)
-        return entry
-    noted: list[QueueEntry] = []
-
-    def note(entries: list[QueueEntry]) -> list[QueueEntry]:
-        out = []
-        for queued in entries:
-            # not when the process has looked (or started it) meanwhile: its word is newer
-            if queued.id == entry.id and queued.waiting and not queued.waits_for:
-                queued = replace(queued, waits_for=why)
-                noted.append(queued)
-            out.append(queued)
-        return out
-
-    change_queue(folder, note)
-    return noted[0] if noted else entry
+    return QueuedRun(entry, len(entries))
 
 
 def queued_runs(folder: Path | None = None) -> list[QueuedRun]:
