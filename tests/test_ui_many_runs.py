@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from fakes import FakeRun, step_losses, steps_fields
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtWidgets import QAbstractButton, QMessageBox
 from pytestqt.qtbot import QtBot
 from widgets import answer_question, dashboard_of
 
@@ -275,3 +275,35 @@ def test_the_first_runs_end_is_notified_once(qtbot: QtBot, window: MainWindow) -
     qtbot.waitUntil(lambda: not window.runs.live(), timeout=10_000)
     titles = [title for title, _text in window.run_notices.notifier.history]
     assert titles == ["solo finished"]
+
+
+def test_an_ended_runs_tab_stays_until_it_is_closed(qtbot: QtBot, window: MainWindow) -> None:
+    runs = [FakeRun(plan=Plan(run_name=name), path=name) for name in ("done", "going")]
+    for run in runs:
+        window.runs.new().show(run)
+    done, going = window.runs.sessions[0], window.runs.sessions[1]
+    switcher = dashboard_of(window).findChild(RunSwitcher)
+    assert switcher is not None
+    runs[0].end("finished")
+    qtbot.waitUntil(lambda: not done.following, timeout=10_000)
+    window.runs.show(done)
+    window.runs.show(going)  # another tab clicked: the ended run's tab stays
+    assert switcher.count() == 2 and "done · finished" in switcher.tabText(0)
+    side = switcher._close_side()
+    closer = switcher.tabButton(0, side)
+    assert isinstance(closer, QAbstractButton) and not closer.isHidden()  # it closes
+    live_closer = switcher.tabButton(1, side)
+    assert live_closer is None or live_closer.isHidden()  # a live run's does not
+    closer.click()
+    assert window.runs.sessions == [going] and switcher.count() == 1
+    assert window.session is going
+    # closed while shown: the run next to it is shown
+    window.runs.new().show(runs[0])
+    reopened = window.runs.sessions[-1]
+    qtbot.waitUntil(lambda: not reopened.following, timeout=10_000)
+    window.runs.show(reopened)
+    window.runs.close(reopened)
+    assert window.session is going and window.runs.sessions == [going]
+    window.runs.close(going)  # a run still followed is never closed here
+    assert window.runs.sessions == [going]
+    runs[1].end("stopped")

@@ -5,9 +5,9 @@ that runs started from one window train side by side, each followed to its end b
 session. One session is shown (`shown`): the dashboard draws its run, and `stateChanged` and
 `ended` here are that run's (the dashboard listens to them as to a single session); `show`
 switches to another, whose curves its run kept (they live in the run's `LiveRun`, not in the
-plots). What the window holds grows with the runs shown, not with the runs followed: a
-session whose run ended is let go once another run is shown (the Runs page keeps it), one
-that could not start at once.
+plots). A session whose run ended stays (its tab in the switcher, its curves) until the
+user closes it (`close`); one that could not start goes at once, and so does an empty one
+once another run is shown.
 """
 
 from __future__ import annotations
@@ -91,6 +91,21 @@ class RunSessions(QObject):
         self.shownChanged.emit(session)
         self.changed.emit()
 
+    def close(self, session: RunSession) -> None:
+        """Let go of `session`, whose run has ended (a run still followed is never closed
+        here: it is stopped, or kept training when dtgui quits); the shown one gives way to
+        the run next to it."""
+        if session not in self.sessions or session.following or session.busy:
+            return
+        if session is self.shown:
+            others = [s for s in self.shown_list() if s is not session]
+            if not others:
+                return  # the last run shown stays on the dashboard
+            held = self.shown_list()
+            at = held.index(session)
+            self.show(others[min(at, len(others) - 1)])
+        self._drop(session)
+
     def _make(self) -> RunSession:
         session = RunSession(self._machines, self)
         self.sessions.append(session)
@@ -122,10 +137,10 @@ class RunSessions(QObject):
         self.failed.emit(text)
 
     def _let_go(self) -> None:
-        """Sessions no longer worth holding: ended runs not shown, and an empty session
-        that is neither starting nor shown."""
+        """Sessions no longer worth holding: an empty one that is neither starting nor
+        shown (an ended run's stays until it is closed)."""
         for session in list(self.sessions):
-            if session is self.shown or session.busy or session.following:
+            if session is self.shown or session.busy or session.source is not None:
                 continue
             self._drop(session)
 
