@@ -294,6 +294,10 @@ def test_an_ended_runs_tab_stays_until_it_is_closed(qtbot: QtBot, window: MainWi
     assert isinstance(closer, QAbstractButton) and not closer.isHidden()  # it closes
     live_closer = switcher.tabButton(1, side)
     assert live_closer is None or live_closer.isHidden()  # a live run's does not
+    # opened again from the Runs page: its tab is shown, not a second one made
+    assert done.source is not None
+    window._open_run(RunRecord("done-1", "done", str(done.source.bundle.path)))
+    assert window.session is done and window.runs.sessions == [done, going]
     closer.click()
     assert window.runs.sessions == [going] and switcher.count() == 1
     assert window.session is going

@@ -305,12 +305,13 @@ class MainWindow(QMainWindow):
         self.runs.new().resume(run_dir, steps)
 
     def _open_run(self, record: RunRecord) -> None:
-        if not self._show_followed(record):
+        if not self._show_followed(record, ended=True):  # its tab, when it has one still
             self.runs.new().open(record)
 
-    def _show_followed(self, record: RunRecord) -> bool:
-        """Show the run of `record` when this window follows it already (True)."""
-        session = self.runs.holding(record.bundle)
+    def _show_followed(self, record: RunRecord, ended: bool = False) -> bool:
+        """Show the run of `record` when this window follows it already, or (`ended`) holds
+        it ended (True)."""
+        session = self.runs.holding(record.bundle, ended)
         if session is None:
             return False
         self.runs.show(session)

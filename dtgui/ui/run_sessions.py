@@ -58,11 +58,13 @@ class RunSessions(QObject):
         """The sessions the switcher offers: those holding a run, in the order they came."""
         return [s for s in self.sessions if s.source is not None]
 
-    def holding(self, folder: str) -> RunSession | None:
-        """The session following the run whose local bundle is `folder`."""
+    def holding(self, folder: str, ended: bool = False) -> RunSession | None:
+        """The session following the run whose local bundle is `folder` (`ended`: or
+        holding it ended, its tab not closed yet)."""
         for session in self.sessions:
             source = session.source
-            if session.following and source is not None and str(source.bundle.path) == folder:
+            if (session.following or ended) and source is not None \
+                    and str(source.bundle.path) == folder:
                 return session
         return None
 
