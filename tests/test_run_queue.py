@@ -241,6 +241,10 @@ def test_a_bundle_run_holds_its_machine_a_run_that_cannot_start_lets_the_next_st
     assert cli(["queue", "add", str(exported)]) == 0
     said = capsys.readouterr().out
     assert "waits for run A on this machine" in said, said
+    # and the queue says the same at once (one text, written when it was queued)
+    assert entry("B") is not None and getattr(entry("B"), "text", "") == "run A on this machine"
+    assert cli(["queue"]) == 0
+    assert "B: run A on this machine" in capsys.readouterr().out
     assert cli(["run", "--when-free", str(exported)]) == 2  # one folder, one run at a time
     assert "is queued already, as q" in capsys.readouterr().err
     # a model-file run queued, moved ahead of B by its name; then its model file is deleted
@@ -350,3 +354,31 @@ def test_a_queued_run_whose_machine_or_bundle_is_gone_could_not_start(
     assert first.text == ("could not start: the machine gpubox is not registered any more "
                           "(add it again on the Machines panel, then queue the run again)")
     assert second.text == f"could not start: {gone} is not a dtgui bundle: it has no plan.json"
+
+
+class _ClosedPipe:
+    """stdout whose reader went away (`dtgui queue | head -0`)."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_closed_pipe_ends_the_cli_quietly(monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr("sys.stdout", _ClosedPipe())
+    assert cli(["queue"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_a_bundle_whose_run_already_ran_is_not_queued(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bundle = render_bundle(cpu_plan("done", "python3"), tmp_path / "done").path
+    RunRecord("done-1", "done", str(bundle), state=RunState.FINISHED).save()
+    assert cli(["run", "--when-free", str(bundle)]) == 2
+    said = capsys.readouterr().err
+    assert "already ran (state finished)" in said, said
+    assert f"dtgui runs export {bundle} NEWDIR" in said and f"dtgui resume {bundle}" in said
+    assert queued_runs() == []  # nothing queued

@@ -734,3 +734,22 @@ def test_profile_button_asks_n_off_the_ui_thread_and_links_to_tensorboard(
     with qtbot.waitSignal(session.ended, timeout=3000):
         controller.end("finished", "all tasks finished")
     assert not button.isVisible() and not button.isEnabled()
+
+
+def test_a_run_without_a_step_yet_says_what_it_is_starting(qtbot: QtBot,
+                                                           dash: Dashboard) -> None:
+    metrics = LiveRun(100)
+    for task in ("worker:0", "worker:1"):  # as the controller marks them once spawned
+        metrics.set_task_state(task, "starting")
+    dash.attach(FakeRun(metrics), run_name="r1", strategy="multi_worker_mirrored")
+    step_text = dash.header.step_label.text
+    qtbot.waitUntil(lambda: "starting: loading TensorFlow…" in step_text(), timeout=3000)
+    # a blank line printed: counted in words, and the empty pane does not say "no output"
+    metrics.add_log_lines("worker:0", [""])
+    qtbot.waitUntil(lambda: dash.log_view.count_label.text() == "1 line", timeout=3000)
+    assert dash.log_view.text.placeholderText() == "Only blank lines so far."
+    metrics.add_events([started("worker:0", [0, 1]), started("worker:1", [2, 3])])
+    qtbot.waitUntil(lambda: "building the model" in step_text(), timeout=3000)
+    metrics.add_events(two_workers(1, 3))
+    qtbot.waitUntil(lambda: "step <b>3</b>" in step_text(), timeout=3000)
+    assert "starting" not in step_text()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from fakes import FakeRun, step_losses, steps_fields
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtWidgets import QAbstractButton, QMessageBox
 from pytestqt.qtbot import QtBot
 from widgets import answer_question, dashboard_of
 
@@ -21,9 +21,10 @@ from dtgui.core.plans.placement import place_local
 from dtgui.core.plans.plan import MachineAccess, Plan
 from dtgui.core.plans.strategies import Strategy
 from dtgui.core.runs.live_progress import EventsProgress, recent_offset
+from dtgui.core.runs.queue_file import QueueEntry
 from dtgui.core.runs.records import RunHistory, RunRecord
 from dtgui.launch.controller import RunController
-from dtgui.launch.queue.run_queue import QUEUE_PROCESS, queue_dir, queued_runs
+from dtgui.launch.queue.run_queue import QUEUE_PROCESS, QueuedRun, queue_dir, queued_runs
 from dtgui.launch.start.watcher import stop_watcher
 from dtgui.ui.main_window import MainWindow
 from dtgui.ui.pages.run_switcher import RunSwitcher
@@ -173,9 +174,15 @@ def test_a_run_queued_from_the_window_starts_after_the_run_it_waits_for(
     assert started is not None and ahead.record is not None
     ended = RunRecord.load(Path(ahead.record.bundle)).ended
     assert ended is not None and started.created >= ended
-    # the Runs page shows it training, kept by its watcher, its steps moving without Refresh
+    # queued by this window: followed by it once started, as its own launches are, and no
+    # word of runs that "kept training while dtgui was closed"
     window.show_runs()
-    qtbot.waitUntil(lambda: state_of(window, "behind").startswith("running · watched"),
+    qtbot.waitUntil(lambda: window.session.source is not None
+                    and window.session.source.run_name == "behind", timeout=60_000)
+    assert "closed" not in window.statusBar().currentMessage()
+    # the Runs page shows it training, its steps moving without Refresh
+    window.show_runs()
+    qtbot.waitUntil(lambda: state_of(window, "behind").startswith("running"),
                     timeout=60_000)
     steps_seen: set[str] = set()
 
@@ -185,10 +192,7 @@ def test_a_run_queued_from_the_window_starts_after_the_run_it_waits_for(
 
     qtbot.waitUntil(moved, timeout=30_000)
 
-    # followed by the window once reattached, and stopped from it
-    window._reattach(started)
-    qtbot.waitUntil(lambda: window.session.source is not None
-                    and window.session.source.run_name == "behind", timeout=60_000)
+    # stopped from the window
     with qtbot.waitSignal(window.runs.runEnded, timeout=60_000):
         window.session.request_stop()
     assert controller(window.session).state == "stopped"
@@ -205,10 +209,16 @@ def test_runs_not_shown_are_read_less_and_closing_asks_once_for_all(qtbot: QtBot
     window.runs.show(window.runs.sessions[0])
     assert [r.closely for r in runs] == [True, False, False]
     assert dashboard_of(window).controller is runs[0]
+    # two runs wait in the queue: they start after dtgui closes, and the question says so
+    window.queue_panel.runs = [QueuedRun(QueueEntry(f"q{i}", {"run_name": f"later{i}"}), i)
+                               for i in (1, 2)]
     questions: list[str] = []
-    answer_question(qtbot, "Stop and quit", questions)
+    texts: list[str] = []
+    answer_question(qtbot, "Stop and quit", questions, texts)
     window.close()
     assert questions == ["3 runs are still training"]
+    assert ("2 queued runs will start when their machines are free, also after dtgui has "
+            "closed; cancel them on the Runs page.") in texts[0]
     assert [r.stop_calls for r in runs] == [1, 1, 1]
     runs[0].end("stopped")
     runs[1].end("stopped")
@@ -265,3 +275,39 @@ def test_the_first_runs_end_is_notified_once(qtbot: QtBot, window: MainWindow) -
     qtbot.waitUntil(lambda: not window.runs.live(), timeout=10_000)
     titles = [title for title, _text in window.run_notices.notifier.history]
     assert titles == ["solo finished"]
+
+
+def test_an_ended_runs_tab_stays_until_it_is_closed(qtbot: QtBot, window: MainWindow) -> None:
+    runs = [FakeRun(plan=Plan(run_name=name), path=name) for name in ("done", "going")]
+    for run in runs:
+        window.runs.new().show(run)
+    done, going = window.runs.sessions[0], window.runs.sessions[1]
+    switcher = dashboard_of(window).findChild(RunSwitcher)
+    assert switcher is not None
+    runs[0].end("finished")
+    qtbot.waitUntil(lambda: not done.following, timeout=10_000)
+    window.runs.show(done)
+    window.runs.show(going)  # another tab clicked: the ended run's tab stays
+    assert switcher.count() == 2 and "done · finished" in switcher.tabText(0)
+    side = switcher._close_side()
+    closer = switcher.tabButton(0, side)
+    assert isinstance(closer, QAbstractButton) and not closer.isHidden()  # it closes
+    live_closer = switcher.tabButton(1, side)
+    assert live_closer is None or live_closer.isHidden()  # a live run's does not
+    # opened again from the Runs page: its tab is shown, not a second one made
+    assert done.source is not None
+    window._open_run(RunRecord("done-1", "done", str(done.source.bundle.path)))
+    assert window.session is done and window.runs.sessions == [done, going]
+    closer.click()
+    assert window.runs.sessions == [going] and switcher.count() == 1
+    assert window.session is going
+    # closed while shown: the run next to it is shown
+    window.runs.new().show(runs[0])
+    reopened = window.runs.sessions[-1]
+    qtbot.waitUntil(lambda: not reopened.following, timeout=10_000)
+    window.runs.show(reopened)
+    window.runs.close(reopened)
+    assert window.session is going and window.runs.sessions == [going]
+    window.runs.close(going)  # a run still followed is never closed here
+    assert window.runs.sessions == [going]
+    runs[1].end("stopped")

@@ -843,3 +843,16 @@ def test_optimizer_schedule_and_validation_reach_the_plan_and_the_review(
     restored = again.options_page.optimizer_box
     assert restored.optimizer_combo.currentData() == "adamw"
     assert restored.warmup_spin.value() == 10 and restored.best_check.isChecked()
+
+
+def test_launch_when_free_names_the_button_queue(qtbot: QtBot, make_wizard: MakeWizard) -> None:
+    wizard = make_wizard()
+    for _ in range(3):
+        click_next(qtbot, wizard)
+    assert wizard.currentId() == PAGE_REVIEW
+    finish = wizard.button(QWizard.WizardButton.FinishButton)
+    assert finish.text() == "Launch"
+    wizard.review_page.when_free.setChecked(True)
+    assert finish.text() == "Queue" and "queue" in finish.toolTip()
+    wizard.review_page.when_free.setChecked(False)
+    assert finish.text() == "Launch" and "queue" not in finish.toolTip()

@@ -74,14 +74,18 @@ def ready_window(qtbot: QtBot, windows: list[MainWindow] | None = None) -> MainW
     return window
 
 
-def answer_question(qtbot: QtBot, button_text: str, seen: list[str]) -> None:
-    """Click `button_text` in the message box that is about to open (exec() blocks)."""
+def answer_question(qtbot: QtBot, button_text: str, seen: list[str],
+                    texts: list[str] | None = None) -> None:
+    """Click `button_text` in the message box that is about to open (exec() blocks); its
+    title is added to `seen` (its text to `texts`)."""
     def click() -> None:
         box = QApplication.activeModalWidget()
         if not isinstance(box, QMessageBox):
             QTimer.singleShot(50, click)
             return
         seen.append(box.windowTitle())
+        if texts is not None:
+            texts.append(box.text())
         next(b for b in box.buttons() if b.text() == button_text).click()
 
     QTimer.singleShot(50, click)

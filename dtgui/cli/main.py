@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import shlex
 import shutil
 import signal
@@ -434,6 +435,19 @@ def _report_plugins() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Every command; a reader that closed its end of the pipe (`dtgui runs list | head -1`)
+    ends it quietly: what it asked for was printed."""
+    try:
+        return _command(argv)
+    except BrokenPipeError:
+        # the interpreter flushes stdout once more on exit: into nothing, not the closed pipe
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def _command(argv: list[str] | None) -> int:
     if argv is None:
         argv = sys.argv[1:]
     if "--param" in argv:  # a script's argument as a sweep's parameter: `--param --x=SPACE`

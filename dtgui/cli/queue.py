@@ -33,17 +33,15 @@ def queue_bundle(bundle: Path, max_restarts: int = 0) -> int:
     """Queue an exported bundle and say where it stands (`dtgui queue add`, `dtgui run
     --when-free`)."""
     from dtgui.launch.queue.run_queue import enqueue_bundle
-    from dtgui.launch.queue.run_queue_process import waits_now
+    from dtgui.launch.queue.run_queue_process import noted
 
     try:
-        queued = enqueue_bundle(bundle, max_restarts=max_restarts)
-        why = waits_now(queued.entry)
+        queued = noted(enqueue_bundle(bundle, max_restarts=max_restarts))
     except QueueError as exc:
         print(f"dtgui queue: {exc}", file=sys.stderr)
         return 2
-    where = f"queued as {queued.entry.id} ({queued.entry.name}), position {queued.position}"
-    print(f"{where}: waits for {why}" if why else
-          f"{where}: its machines are free, it starts in a few seconds")
+    print(f"queued as {queued.entry.id} ({queued.entry.name}), position {queued.position}: "
+          f"waits for {queued.text}")
     print("dtgui queue lists the queue; dtgui runs shows the run once it started.")
     return 0
 

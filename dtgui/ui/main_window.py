@@ -6,6 +6,7 @@ rows of running runs live, and asks once what to do with all of them when it clo
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -59,6 +60,8 @@ class MainWindow(QMainWindow):
         self.runs = RunSessions(lambda: self.machines, self)  # every run followed here
         self.wizard: RunWizard | None = None
         self._closing = False
+        self._opened = time.time()  # a run started before it kept training while dtgui was closed
+        self._queued_here: dict[str, float] = {}  # run name -> when this window queued it
         self._launch_machines: set[str] = set()  # the last launch's registered machines
 
         self.home = HomePage()
@@ -242,14 +245,16 @@ class MainWindow(QMainWindow):
         """Put `plan` in the run queue: it starts when its GPUs and machines are free, in
         the background (the Runs page shows it waiting, then running)."""
         from dtgui.launch.queue.run_queue import QueuedRun, enqueue
+        from dtgui.launch.queue.run_queue_process import noted
 
         def queued(entry: QueuedRun) -> None:
+            self._queued_here[entry.entry.name] = entry.entry.queued  # followed once started
             self.statusBar().showMessage(
-                f"{plan.run_name} is queued (position {entry.position}): it starts when its GPUs "
-                "and machines are free; see Runs.", 15000)
+                f"{plan.run_name} is queued (position {entry.position}): waits for "
+                f"{entry.text}; see Runs.", 15000)
             self.show_runs()
 
-        run_in_thread(lambda: enqueue(plan, job=job, max_restarts=max_restarts), queued,
+        run_in_thread(lambda: noted(enqueue(plan, job=job, max_restarts=max_restarts)), queued,
                       self._report_error, context=self)
 
     def show_runs(self) -> None:
@@ -300,12 +305,13 @@ class MainWindow(QMainWindow):
         self.runs.new().resume(run_dir, steps)
 
     def _open_run(self, record: RunRecord) -> None:
-        if not self._show_followed(record):
+        if not self._show_followed(record, ended=True):  # its tab, when it has one still
             self.runs.new().open(record)
 
-    def _show_followed(self, record: RunRecord) -> bool:
-        """Show the run of `record` when this window follows it already (True)."""
-        session = self.runs.holding(record.bundle)
+    def _show_followed(self, record: RunRecord, ended: bool = False) -> bool:
+        """Show the run of `record` when this window follows it already, or (`ended`) holds
+        it ended (True)."""
+        session = self.runs.holding(record.bundle, ended)
         if session is None:
             return False
         self.runs.show(session)
@@ -366,12 +372,25 @@ class MainWindow(QMainWindow):
         self.runs_page.refresh()
 
     def _announce_running(self, rows: list[RunRow]) -> None:
+        """Follow the runs this window queued once the queue started them (as the window's
+        own launches are followed); say what other runs train unfollowed."""
         followed = self.runs.followed()
         running = [r for r in rows if r.active and r.kind != SWEEP and r.folder not in followed]
-        if running and not followed:
-            self.statusBar().showMessage(
-                f"{len(running)} run(s) kept training while dtgui was closed: open Runs to "
-                "reattach.", 20000)
+        mine = [r for r in running if r.started >= self._queued_here.get(r.name, time.time())]
+        for row in mine:
+            del self._queued_here[row.name]
+        if mine:
+            self.runs_page.reattach_rows(mine)
+            return
+        if not running or followed:
+            return
+        if all(r.started and r.started < self._opened for r in running):
+            text = (f"{len(running)} run(s) kept training while dtgui was closed: open Runs "
+                    "to reattach.")
+        else:  # the queue started it, or `dtgui run` did
+            text = (f"{len(running)} run(s) train that this window does not follow (started "
+                    "by the queue or from the command line): open Runs to reattach.")
+        self.statusBar().showMessage(text, 20000)
 
     def _on_launch_error(self, text: str) -> None:
         first = text.splitlines()[0]
@@ -428,7 +447,9 @@ class MainWindow(QMainWindow):
             cancel_all_checks()
             event.accept()
             return
-        answer = ask_on_quit(self, [s.source.run_name for s in live if s.source is not None])
+        queued = sum(q.entry.waiting or q.entry.launching for q in self.queue_panel.runs)
+        answer = ask_on_quit(self, [s.source.run_name for s in live if s.source is not None],
+                             queued)
         if answer is QuitAnswer.KEEP:
             if self.dashboard is not None:
                 self.dashboard.detach()

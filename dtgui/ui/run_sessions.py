@@ -5,9 +5,9 @@ that runs started from one window train side by side, each followed to its end b
 session. One session is shown (`shown`): the dashboard draws its run, and `stateChanged` and
 `ended` here are that run's (the dashboard listens to them as to a single session); `show`
 switches to another, whose curves its run kept (they live in the run's `LiveRun`, not in the
-plots). What the window holds grows with the runs shown, not with the runs followed: a
-session whose run ended is let go once another run is shown (the Runs page keeps it), one
-that could not start at once.
+plots). A session whose run ended stays (its tab in the switcher, its curves) until the
+user closes it (`close`); one that could not start goes at once, and so does an empty one
+once another run is shown.
 """
 
 from __future__ import annotations
@@ -58,11 +58,13 @@ class RunSessions(QObject):
         """The sessions the switcher offers: those holding a run, in the order they came."""
         return [s for s in self.sessions if s.source is not None]
 
-    def holding(self, folder: str) -> RunSession | None:
-        """The session following the run whose local bundle is `folder`."""
+    def holding(self, folder: str, ended: bool = False) -> RunSession | None:
+        """The session following the run whose local bundle is `folder` (`ended`: or
+        holding it ended, its tab not closed yet)."""
         for session in self.sessions:
             source = session.source
-            if session.following and source is not None and str(source.bundle.path) == folder:
+            if (session.following or ended) and source is not None \
+                    and str(source.bundle.path) == folder:
                 return session
         return None
 
@@ -90,6 +92,21 @@ class RunSessions(QObject):
         self._let_go()
         self.shownChanged.emit(session)
         self.changed.emit()
+
+    def close(self, session: RunSession) -> None:
+        """Let go of `session`, whose run has ended (a run still followed is never closed
+        here: it is stopped, or kept training when dtgui quits); the shown one gives way to
+        the run next to it."""
+        if session not in self.sessions or session.following or session.busy:
+            return
+        if session is self.shown:
+            others = [s for s in self.shown_list() if s is not session]
+            if not others:
+                return  # the last run shown stays on the dashboard
+            held = self.shown_list()
+            at = held.index(session)
+            self.show(others[min(at, len(others) - 1)])
+        self._drop(session)
 
     def _make(self) -> RunSession:
         session = RunSession(self._machines, self)
@@ -122,10 +139,10 @@ class RunSessions(QObject):
         self.failed.emit(text)
 
     def _let_go(self) -> None:
-        """Sessions no longer worth holding: ended runs not shown, and an empty session
-        that is neither starting nor shown."""
+        """Sessions no longer worth holding: an empty one that is neither starting nor
+        shown (an ended run's stays until it is closed)."""
         for session in list(self.sessions):
-            if session is self.shown or session.busy or session.following:
+            if session is self.shown or session.busy or session.source is not None:
                 continue
             self._drop(session)
 

@@ -63,6 +63,7 @@ from dtgui.core.runs.queue_file import (
     with_state,
 )
 from dtgui.core.runs.records import RunHistory
+from dtgui.core.runs.run_state import RunState
 from dtgui.core.settings import atomic_write_text, data_dir
 from dtgui.core.target_job import TargetJob
 from dtgui.launch.drivers import (
@@ -80,6 +81,10 @@ QUEUE_DIR = "queue"
 QUEUE_FILE = "queue.json"
 LOCK_FILE = "queue.lock"
 QUEUE_PROCESS = Detached(MODULE, "queue.pid", "queue.log")
+
+
+TRAINED = (RunState.FINISHED, RunState.STOPPED)  # a bundle's run that trained: never queued again
+FREE_TEXT = "nothing: its machines are free, it starts in a few seconds"
 
 
 def queue_dir() -> Path:
@@ -102,7 +107,9 @@ class QueuedRun:
             return "starting"
         if self.entry.state == CANCELLED:
             return "cancelled: stopped as soon as its launch ends"
-        return self.entry.waits_for or "its turn (looked at every few seconds)"
+        # written when it was queued (`noted`), then at each look of the queue's process:
+        # every view (the Runs page, `dtgui queue`, `dtgui queue add`) reads this one text
+        return self.entry.waits_for or FREE_TEXT
 
 
 # -- the file, under its lock ----------------------------------------------------------------
@@ -164,6 +171,13 @@ def open_bundle(path: str | Path) -> tuple[Bundle, list[Target]]:
         record = RunHistory.read(bundle.path)
         if record is not None and record.is_active:
             raise QueueError(f"its run in {bundle.path} already runs (state {record.state})")
+        if record is not None and record.state in TRAINED:  # started again, it would train
+            # over the same folder's checkpoints and events
+            raise QueueError(
+                f"its run in {bundle.path} already ran (state {record.state}): to train it "
+                f"again from the start, write a new bundle of it (dtgui runs export "
+                f"{bundle.path} NEWDIR) and queue that; to train on from its last checkpoint, "
+                f"dtgui resume {bundle.path}")
         return bundle, bundle_targets(bundle)
     except (BundleError, Refused, ValueError, TypeError, KeyError) as exc:
         raise QueueError(str(exc).strip() or repr(exc)) from None

@@ -58,10 +58,12 @@ from dtgui.launch.gpus.holds import HoldRegister
 from dtgui.launch.queue.run_queue import (
     MODULE,
     QUEUE_PROCESS,
+    QueuedRun,
     change_queue,
     entry_targets,
     locked_queue,
     open_bundle,
+    queue_dir,
     read_queue,
 )
 from dtgui.launch.targets import Target
@@ -351,8 +353,6 @@ class RunQueue:
 def waits_now(entry: QueueEntry, folder: Path | None = None) -> str:
     """What a queued run waits for now, as the queue's process finds it ("": nothing, it
     starts at the next look): a run ahead of it, or its machines' runs."""
-    from dtgui.launch.queue.run_queue import queue_dir
-
     folder = folder or queue_dir()
     with locked_queue(folder):
         entries = read_queue(folder)
@@ -367,6 +367,33 @@ def waits_now(entry: QueueEntry, folder: Path | None = None) -> str:
         return f"nothing: it cannot start ({exc})"
     finally:
         queue.prober.close()
+
+
+def noted(queued: QueuedRun, folder: Path | None = None) -> QueuedRun:
+    """A run just queued (`enqueue`, `enqueue_bundle`) with what it waits for written into
+    the queue at once, by the queue's process's own test (`waits_now`), so that no view has
+    to guess before the process's first look."""
+    folder = folder or queue_dir()
+    entry = queued.entry
+    try:
+        why = waits_now(entry, folder)
+    except Exception:  # it is queued: the process's next look notes it
+        log.exception("%s: asking what it waits for failed", entry.name)
+        return queued
+    written: list[QueueEntry] = []
+
+    def note(entries: list[QueueEntry]) -> list[QueueEntry]:
+        out = []
+        for one in entries:
+            # not when the process has looked (or started it) meanwhile: its word is newer
+            if one.id == entry.id and one.waiting and not one.waits_for:
+                one = replace(one, waits_for=why)
+                written.append(one)
+            out.append(one)
+        return out
+
+    change_queue(folder, note)
+    return QueuedRun(written[0], queued.position) if written else queued
 
 
 def main(argv: list[str] | None = None) -> int:

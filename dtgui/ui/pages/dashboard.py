@@ -412,6 +412,18 @@ class Dashboard(QWidget):
         metrics = self._metrics()
         return metrics.scalars.snapshot() if metrics is not None else {}
 
+    def _starting_note(self, snap: Snapshot) -> str:
+        """What a running run with no step yet does ("": it has steps, or is not running),
+        from its tasks' states: they load TensorFlow until they report started (a while on
+        a loaded machine), then build the model and trace its first step. A user's script
+        may never count steps: it says nothing."""
+        if self._ended or snap.step or self.header.state != RunState.RUNNING \
+                or self._script_run:
+            return ""
+        if all(s.status == RunState.STARTING for s in snap.tasks.values()):
+            return "starting: loading TensorFlow…"
+        return "starting: building the model and its first step…"
+
     def _update_text(self, metrics: LiveRun, force: bool) -> None:
         """Header, readouts, task table and log: from the latest snapshot, at most every
         TEXT_SECONDS (and at the end)."""
@@ -428,7 +440,8 @@ class Dashboard(QWidget):
         if self._script_run and snap.script_progress.unit:  # what the script told
             self.header.set_script_progress(snap.script_progress)
         else:  # a script counts its own steps: the plan's number is only a hint to it
-            self.header.set_progress(snap.step, 0 if self._script_run else snap.total_steps)
+            self.header.set_progress(snap.step, 0 if self._script_run else snap.total_steps,
+                                     self._starting_note(snap))
         self.header.set_epoch(snap.epoch, snap.last_epoch_metrics)
         self.task_table.update_tasks(snap.tasks)
         self.memory_panel.update_memory(snap.memory, snap.device_use)

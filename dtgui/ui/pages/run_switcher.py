@@ -1,12 +1,12 @@
-"""The dashboard's switcher: one tab a run the window holds (each live run, and the one
-shown), its name and state in the state's colour; a click shows that run. Hidden while there
-is only one."""
+"""The dashboard's switcher: one tab a run the window holds (each live run, and each ended
+one until its tab is closed), its name and state in the state's colour; a click shows that
+run, an ended run's tab has a close button. Hidden while there is only one."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QTabBar, QWidget
+from PySide6.QtWidgets import QStyle, QTabBar, QWidget
 
 from dtgui.ui.pages.state_colours import STATE_COLOURS
 from dtgui.ui.run_session import RunSession
@@ -35,6 +35,8 @@ class RunSwitcher(QTabBar):
         self._filling = False
         runs.changed.connect(self.update_tabs)
         self.currentChanged.connect(self._chosen)
+        self.setTabsClosable(True)  # shown on the tabs of ended runs only
+        self.tabCloseRequested.connect(self._close)
         self.update_tabs()
 
     def update_tabs(self) -> None:
@@ -53,11 +55,25 @@ class RunSwitcher(QTabBar):
                 self.setTabText(i, tab_text(session))
                 self.setTabTextColor(i, QColor(STATE_COLOURS.get(state, "#5f6368")))
                 self.setTabToolTip(i, session.message or tab_text(session))
+                close = self.tabButton(i, self._close_side())
+                if close is not None:
+                    close.setVisible(not session.following)
+                    close.setToolTip("Close this ended run's tab (the Runs page keeps it)")
             if self.runs.shown in sessions:
                 self.setCurrentIndex(sessions.index(self.runs.shown))
         finally:
             self._filling = False
         self.setVisible(len(sessions) > 1)
+
+    def _close_side(self) -> QTabBar.ButtonPosition:
+        """The side the style puts a tab's close button on."""
+        side = self.style().styleHint(QStyle.StyleHint.SH_TabBar_CloseButtonPosition, None,
+                                      self)
+        return QTabBar.ButtonPosition(side)
+
+    def _close(self, index: int) -> None:
+        if 0 <= index < len(self.sessions):
+            self.runs.close(self.sessions[index])
 
     def _chosen(self, index: int) -> None:
         if not self._filling and 0 <= index < len(self.sessions):

@@ -197,8 +197,14 @@ class RunHeader(QFrame):
         if self.message_label.isVisibleTo(self) != show:
             self.message_label.setVisible(show)
 
-    def set_progress(self, step: int, total: int) -> None:
-        if total > 0:
+    def set_progress(self, step: int, total: int, starting: str = "") -> None:
+        """The step reached of `total` (0: unknown); `starting`: what a run with no step yet
+        does instead ("starting: loading TensorFlow…")."""
+        if starting:
+            self.progress.setRange(0, 1)
+            self.progress.setValue(0)
+            text = f"<i>{starting}</i>"
+        elif total > 0:
             self.progress.setRange(0, total)
             self.progress.setValue(min(step, total))
             text = f"step <b>{step:,}</b> / {total:,} &nbsp;({100 * step / total:.0f}%)"
@@ -444,6 +450,8 @@ class LogView(QWidget):
     def _restart(self) -> None:
         self._seen = 0
         self.text.clear()
+        self.count_label.setText("")
+        self.text.setPlaceholderText("No output yet.")
         self.refresh()
 
     def refresh(self) -> None:
@@ -476,4 +484,6 @@ class LogView(QWidget):
             self.text.setTextCursor(cursor)
         bar.setValue(bar.maximum() if follow else keep)
         sideways.setValue(left)
-        self.count_label.setText(f"{total:,} lines")
+        self.count_label.setText(f"{total:,} line" if total == 1 else f"{total:,} lines")
+        if not self.text.toPlainText().strip():  # printed, but blank so far
+            self.text.setPlaceholderText("Only blank lines so far.")

@@ -447,6 +447,11 @@ class RunsPage(QWidget):
         menu.popup(self.table.viewport().mapToGlobal(point))
 
     # -- actions -------------------------------------------------------------------------------
+    def reattach_rows(self, rows: list[RunRow]) -> None:
+        """Ask to reattach to each of these running rows (reattachRequested, one a row)."""
+        for row in rows:
+            self._emit_records(self.reattachRequested, [row])
+
     def _emit_records(self, signal: SignalInstance, rows: list[RunRow] | None = None) -> None:
         """Emit the records of these rows (default: the one selected), read off the UI
         thread."""

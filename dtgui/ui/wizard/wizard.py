@@ -77,6 +77,7 @@ class RunWizard(QWizard):
         self.currentIdChanged.connect(self._update_buttons)
         self.review_page.completeChanged.connect(self._update_buttons)
         self.review_page.machines_box.changed.connect(self._update_buttons)  # where it goes
+        self.review_page.when_free.toggled.connect(self._update_buttons)  # Launch or Queue
 
         self._action = ""
         self._export_dir: Path | None = None
@@ -183,7 +184,11 @@ class RunWizard(QWizard):
         sweep = self.button(QWizard.WizardButton.CustomButton2)
         sweep.setVisible(last)
         sweep.setEnabled(last and self.review_page.isComplete())
-        self.button(QWizard.WizardButton.FinishButton).setToolTip(self.launch_tip())
+        queue = self.review_page.when_free.isChecked()
+        self.setButtonText(QWizard.WizardButton.FinishButton, "Queue" if queue else "Launch")
+        self.button(QWizard.WizardButton.FinishButton).setToolTip(
+            "Put the run in the queue: it starts when its GPUs and machines are free, also "
+            "while dtgui is closed." if queue else self.launch_tip())
 
     def launch_tip(self) -> str:
         """Where Launch sends the run: this machine, the machines over SSH, or a cluster's
