@@ -17,7 +17,7 @@ from PySide6.QtCore import QItemSelectionModel
 from pytestqt.qtbot import QtBot
 
 from dtgui.core.plans.plan import DeviceKind, Plan
-from dtgui.core.runs.records import RunRecord
+from dtgui.core.runs.records import RunRecord, remember_sweep
 from dtgui.core.runs.run_state import RunState
 from dtgui.core.sweeps.sweep import SweepSpec, parse_param, save_sweep
 from dtgui.core.sweeps.sweep_study import (
@@ -44,6 +44,7 @@ def make_sweep(folder: Path) -> SweepSpec:
     spec = SweepSpec(params=(parse_param("lr=loguniform:1e-4:1e-1"),
                              parse_param("batch-size=choice:16,32,64")), trials=6)
     save_sweep(folder, spec, Plan())
+    remember_sweep(folder)  # listed, its trials under it, as `prepare_sweep` does
     study = open_study(spec, folder)
     study.set_user_attr("notes", ["6 trials at once were asked, but 4 group(s) of 1 free GPU(s) "
                                   "are on local, h100a: the other trials wait for one."])

@@ -71,7 +71,7 @@ def test_every_page_fits_1366x768_and_none_widens_the_window(
         assert not cut_texts(window), f"{what}: {cut_texts(window)}"
 
     window.show_runs()
-    qtbot.waitUntil(lambda: window.runs_page.row_count() == 2, timeout=60_000)
+    qtbot.waitUntil(lambda: window.runs_page.row_count() == 3, timeout=60_000)  # and the sweep
     opened(window.runs_page, "Runs")
     window.compare_runs(runs)
     assert window.compare is not None
