@@ -512,7 +512,9 @@ class RunController(BundledRun):
                    ) -> tuple[str, str] | None:
         """(machine, output directory) of a failed task whose disk is full (None: none)."""
         failed = {self._exec_of[tid] for tid, _, _ in failures if tid in self._exec_of}
-        for ex in failed:
+        # a machine that does not answer is not asked (its disk cannot be why, and asking
+        # would wait out the connect timeout before the run fails)
+        for ex in (ex for ex in failed if ex.name not in self._unreachable):
             output = ex.full_output()
             if output:
                 return ex.name, output
