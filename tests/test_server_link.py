@@ -5,8 +5,10 @@ page's and a run's dashboard's entries. (The real servers: tests/test_mlflow.py.
 from __future__ import annotations
 
 import json
+import sys
 import time
 import webbrowser
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMenu, QWidget
 from pytestqt.qtbot import QtBot
 
-from dtgui.launch.trackers import mlflow_ui
+from dtgui.launch.trackers import local_server, mlflow_ui, tensorboard_server
 from dtgui.launch.trackers.local_server import ServerError
 from dtgui.launch.trackers.mlflow_ui import install_command, start_ui
 from dtgui.ui.dialogs.server_link import open_service
@@ -151,3 +153,38 @@ def test_a_run_never_sent_is_sent_before_it_is_opened_and_one_training_is_said(
     training = RunRecord("r3", "three", "/r3", state=RunState.RUNNING)
     with pytest.raises(ServerError, match="not sent to MLflow while it trains"):
         mlflow_ui._sent(training, Store)
+
+
+def test_each_tensorboard_stays_up_to_a_few_the_oldest_stopped_first(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A second TensorBoard on other folders starts beside the first (a page open on it
+    keeps working); past KEEP the least recently asked for stops. Each run is named by its
+    folder, a single run's too. (Cheap servers stand in for TensorBoard.)"""
+    started: list[list[str]] = []
+    real_start = local_server.start_server
+
+    def start(key: str, command: list[str], port_args: Callable[[int], list[str]],
+              **kwargs: object) -> local_server.LocalServer:
+        started.append(list(command))
+        return real_start(key, [sys.executable, "-m", "http.server", "--bind", "127.0.0.1",
+                                "--directory", str(tmp_path)], lambda p: [str(p)],
+                          name="a stand-in")
+
+    monkeypatch.setattr(tensorboard_server, "start_server", start)
+    monkeypatch.setattr(tensorboard_server, "KEEP", 2)
+    folders = [tmp_path / n for n in ("run-a", "run-b", "run-c")]
+    for folder in folders:
+        (folder / tensorboard_server.TB_DIR).mkdir(parents=True)
+    try:
+        a = tensorboard_server.start_tensorboard([folders[0]])
+        spec = started[0][started[0].index("--logdir_spec") + 1]
+        assert spec == f"run-a:{folders[0] / tensorboard_server.TB_DIR}"  # by its name
+        b = tensorboard_server.start_tensorboard([folders[1]])
+        assert a.running and b.running and a.url != b.url
+        assert tensorboard_server.start_tensorboard([folders[0]]) is a  # reused: the newest
+        c = tensorboard_server.start_tensorboard([folders[2]])
+        assert a.running and c.running
+        assert not b.running  # the least recently asked for
+    finally:
+        tensorboard_server.stop_tensorboard()
+    assert not (a.running or c.running)
