@@ -29,7 +29,13 @@ from dtgui.launch.run_admin import set_notes
 from dtgui.launch.start.pipeline import launch_plan, reattach
 from dtgui.launch.sweeps.sweep_queue import SweepQueue
 from dtgui.launch.trackers import local_server, mlflow_runs, mlflow_writer
-from dtgui.launch.trackers.mlflow_ui import TRAINING_VIEW, mlflow_page, start_ui, ui_program
+from dtgui.launch.trackers.mlflow_ui import (
+    TRAINING_VIEW,
+    mlflow_page,
+    overview_page,
+    start_ui,
+    ui_program,
+)
 from dtgui.launch.trackers.tensorboard_server import start_tensorboard, stop_tensorboard
 from dtgui.worker.machine_probe import choose_free_ports
 
@@ -185,6 +191,9 @@ def test_a_run_reaches_mlflow_live_and_an_export_adds_nothing_twice(
     assert _get(f"{base}ajax-api/2.0/mlflow/runs/get?run_id={run_id}")[
         "run"]["info"]["run_name"] == "tracked"
     assert mlflow_page() == f"{base}#/experiments/{ours.experiment_id}/runs?{TRAINING_VIEW}"
+    toolbar = overview_page()  # sending is on and the run is there: nothing to say of it
+    assert toolbar.url == mlflow_page() and "not sent" not in toolbar.note
+    assert record.run_id not in {r.run_id for r in toolbar.unsent}
     assert base == server_process.result()  # one UI a store, reused
 
     # TensorBoard itself (the toolbar's "TensorBoard": a real server on a free port, on

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 import webbrowser
 from collections.abc import Callable
@@ -16,6 +17,8 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMenu, QWidget
 from pytestqt.qtbot import QtBot
 
+from dtgui.core.runs.records import RunRecord
+from dtgui.core.runs.run_state import RunState
 from dtgui.launch.trackers import local_server, mlflow_ui, tensorboard_server
 from dtgui.launch.trackers.local_server import ServerError
 from dtgui.launch.trackers.mlflow_ui import install_command, start_ui
@@ -33,10 +36,11 @@ def test_the_address_is_shown_with_copy_with_or_without_a_browser(
     qtbot.addWidget(parent)
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
-    dialog = open_service(parent, "MLflow", lambda: URL)
+    dialog = open_service(parent, "MLflow", lambda say: URL)
     assert dialog.isVisible() and "Starting MLflow" in dialog.status.text()
     qtbot.waitUntil(lambda: dialog.url.text() == URL, timeout=30_000)
     assert "No browser could be asked" in dialog.status.text()
+    assert not dialog.note.isVisibleTo(dialog) and not dialog.export_button.isVisibleTo(dialog)
     dialog.copy_button.click()
     assert QGuiApplication.clipboard().text() == URL
 
@@ -49,7 +53,7 @@ def test_the_address_is_shown_with_copy_with_or_without_a_browser(
         return True
 
     monkeypatch.setattr(webbrowser, "open", browser)
-    again = open_service(parent, "MLflow", lambda: URL)
+    again = open_service(parent, "MLflow", lambda say: URL)
     assert again is dialog  # one dialog a service
     qtbot.waitUntil(lambda: dialog.url.text() == URL and asked == [URL], timeout=30_000)
     assert "if no page opened, copy this address" in dialog.status.text()
@@ -60,8 +64,8 @@ def test_a_start_that_fails_says_why_and_what_installs_it(
     parent = QWidget()
     qtbot.addWidget(parent)
 
-    def missing() -> str:
-        return start_ui("sqlite:////nowhere/mlflow.db")
+    def missing(say: Callable[[str], None]) -> str:
+        return start_ui("sqlite:////nowhere/mlflow.db", say)
 
     monkeypatch.setattr(mlflow_ui, "ui_program", lambda: None)
     dialog = open_service(parent, "MLflow", missing)
@@ -153,6 +157,60 @@ def test_a_run_never_sent_is_sent_before_it_is_opened_and_one_training_is_said(
     training = RunRecord("r3", "three", "/r3", state=RunState.RUNNING)
     with pytest.raises(ServerError, match="not sent to MLflow while it trains"):
         mlflow_ui._sent(training, Store)
+
+
+def test_a_slow_start_says_what_it_does_and_the_seconds_so_far(qtbot: QtBot) -> None:
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    go_on = threading.Event()
+
+    def slow(say: Callable[[str], None]) -> str:
+        say("Starting MLflow's UI on this machine")
+        go_on.wait(60)
+        return URL
+
+    dialog = open_service(parent, "MLflow", slow)
+    try:
+        qtbot.waitUntil(lambda: dialog.status.text().startswith(
+            "Starting MLflow's UI on this machine… "), timeout=30_000)
+        first = dialog.status.text()
+        qtbot.waitUntil(lambda: dialog.status.text() != first, timeout=30_000)  # each second
+        assert dialog.status.text().endswith(" s")
+    finally:
+        go_on.set()
+    qtbot.waitUntil(lambda: dialog.url.text() == URL, timeout=30_000)
+    assert "is at this address" in dialog.status.text()
+
+
+def test_an_empty_mlflow_says_why_and_offers_to_send_the_runs(
+        qtbot: QtBot, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The toolbar's MLflow with sending off (the default) and no run sent: the dialog says
+    so, where to turn it on, and a button exports the ended runs it lists."""
+    from dtgui.ui.dialogs import preferences
+
+    class EmptyStore:  # MLflow's client over a store without dtgui's experiment
+        def get_experiment_by_name(self, name: str) -> None:
+            return None
+
+    done = RunRecord("d1", "done", "/d1", state=RunState.FINISHED)
+    training = RunRecord("t1", "training", "/t1", state=RunState.RUNNING)
+    page = mlflow_ui.overview(URL, EmptyStore(), "sqlite:////s/mlflow.db", [done, training])
+    assert page.url == URL and page.unsent == [done]
+    assert "Runs are not sent to MLflow (it is off by default)" in page.note
+    assert "Preferences > MLflow" in page.note and '"Export to MLflow"' in page.note
+
+    exported: list[list[RunRecord]] = []
+    monkeypatch.setattr(preferences, "export_to_mlflow",
+                        lambda parent, records: exported.append(list(records)))
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    dialog = open_service(parent, "MLflow", lambda say: page)
+    qtbot.waitUntil(lambda: dialog.url.text() == URL, timeout=30_000)
+    assert dialog.note.isVisibleTo(dialog) and dialog.note.text() == page.note
+    assert dialog.export_button.isVisibleTo(dialog)
+    assert dialog.export_button.text() == "Export 1 run(s) to MLflow"
+    dialog.export_button.click()
+    assert exported == [[done]]
 
 
 def test_each_tensorboard_stays_up_to_a_few_the_oldest_stopped_first(

@@ -24,14 +24,29 @@ import urllib.error
 import urllib.request
 import webbrowser
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from dtgui.core.plans.placement import port_in_use
+from dtgui.core.runs.records import RunRecord
 from dtgui.core.time_limits import start_limit
 from dtgui.worker.machine_probe import choose_free_ports, port_is_free
 
 START_SECONDS = 120.0  # MLflow's server imports for seconds, more on a loaded machine
+
+
+def say_nothing(doing: str) -> None:
+    """Where a start says what it is doing when nobody shows it."""
+
+
+@dataclass
+class ServicePage:
+    """A page to open and what it will not show: `note` says why and how to fix it;
+    `unsent` are the ended runs a button can send there."""
+
+    url: str
+    note: str = ""
+    unsent: list[RunRecord] = field(default_factory=list)
 
 
 class ServerError(RuntimeError):

@@ -13,7 +13,7 @@ too. Blocks (the start takes seconds): call it off the UI thread.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from dtgui.core.runs.records import known_sweeps, listed_outside
@@ -21,6 +21,7 @@ from dtgui.core.settings import runs_dir
 from dtgui.launch.trackers.local_server import (
     LocalServer,
     ServerError,
+    say_nothing,
     start_server,
     stop_oldest,
     stop_servers,
@@ -63,7 +64,8 @@ def logdir_spec(folders: Sequence[Path]) -> str:
     return ",".join(parts)
 
 
-def start_tensorboard(folders: Sequence[Path] | None = None, port: int = 0) -> LocalServer:
+def start_tensorboard(folders: Sequence[Path] | None = None, port: int = 0,
+                      say: Callable[[str], None] = say_nothing) -> LocalServer:
     """A TensorBoard server on the folders (run bundles, sweeps, the runs folder; None:
     `every_run_folder`), on `port` (0: a free one). Returns once it answers."""
     chosen = list(folders) if folders is not None else every_run_folder()
@@ -72,6 +74,7 @@ def start_tensorboard(folders: Sequence[Path] | None = None, port: int = 0) -> L
     spec = logdir_spec(chosen)
     command = [sys.executable, "-c", TB_MAIN, "--host", "127.0.0.1", "--reload_interval", "5",
                "--logdir_spec", spec]
+    say(f"Starting TensorBoard on {len(chosen)} folder(s)")
     server = start_server(KEY + spec, command, lambda p: ["--port", str(p)],
                           name="TensorBoard", port=port)
     stop_oldest(KEY, KEEP)
