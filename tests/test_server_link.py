@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QFontMetrics, QGuiApplication
 from PySide6.QtWidgets import QMenu, QWidget
 from pytestqt.qtbot import QtBot
 
@@ -40,6 +40,10 @@ def test_the_address_is_shown_with_copy_with_or_without_a_browser(
     assert dialog.isVisible() and "Starting MLflow" in dialog.status.text()
     qtbot.waitUntil(lambda: dialog.url.text() == URL, timeout=30_000)
     assert "No browser could be asked" in dialog.status.text()
+    assert dialog.url.toolTip() == URL  # the whole address, however wide the field
+    long_address = QFontMetrics(dialog.url.font()).horizontalAdvance(
+        "http://127.0.0.1:43467/#/experiments/1/runs/6d8f0c1e2b3a4f5e9d7c")
+    assert dialog.url.width() > long_address  # room for most of a run's address
     assert not dialog.note.isVisibleTo(dialog) and not dialog.export_button.isVisibleTo(dialog)
     dialog.copy_button.click()
     assert QGuiApplication.clipboard().text() == URL

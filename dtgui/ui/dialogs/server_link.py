@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QFontMetrics, QGuiApplication
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
@@ -39,7 +39,6 @@ class ServerLinkDialog(QDialog):
         super().__init__(parent)
         self.service = service
         self.setWindowTitle(service)
-        self.setMinimumWidth(560)
         layout = QVBoxLayout(self)
         self.status = QLabel("")
         self.status.setWordWrap(True)
@@ -59,6 +58,9 @@ class ServerLinkDialog(QDialog):
         self.url = QLineEdit()
         self.url.setReadOnly(True)
         self.url.setPlaceholderText("starting…")
+        # a run's address is long (experiment, run id, view): room for most of it, the
+        # whole in the tooltip and selectable
+        self.url.setMinimumWidth(QFontMetrics(self.url.font()).horizontalAdvance("M" * 44))
         self.copy_button = QPushButton("Copy")
         self.copy_button.setToolTip("Copy the address, to open it in any browser")
         self.copy_button.clicked.connect(self.copy)
@@ -68,6 +70,10 @@ class ServerLinkDialog(QDialog):
         row.addWidget(self.copy_button)
         row.addWidget(self.open_button)
         layout.addLayout(row)
+        margins = layout.contentsMargins()
+        self.setMinimumWidth(self.url.minimumWidth() + self.copy_button.sizeHint().width()
+                             + self.open_button.sizeHint().width() + 2 * row.spacing()
+                             + margins.left() + margins.right())
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         buttons.rejected.connect(self.reject)
         layout.addWidget(buttons)
@@ -88,6 +94,7 @@ class ServerLinkDialog(QDialog):
         self._tick()
         self._ticker.start()
         self.url.clear()
+        self.url.setToolTip("")
         self.note.hide()
         self.export_button.hide()
         for button in (self.copy_button, self.open_button):
@@ -115,6 +122,7 @@ class ServerLinkDialog(QDialog):
     def show_url(self, url: str, asked: bool) -> None:
         self._ticker.stop()
         self.url.setText(url)
+        self.url.setToolTip(url)
         self.url.setCursorPosition(0)
         for button in (self.copy_button, self.open_button):
             button.setEnabled(True)
