@@ -88,6 +88,9 @@ def start_ui(uri: str, say: Callable[[str], None] = say_nothing) -> str:
     store.parent.mkdir(parents=True, exist_ok=True)
     say("Starting MLflow's UI on this machine (its first start imports MLflow: up to a "
         "minute on a busy machine; then it is reused until dtgui quits)")
+    # `mlflow ui` is an alias of `mlflow server`, and the artifacts' destination costs no
+    # measurable time of the start (15-27 s either way here, the spread being the machine's
+    # load): the start is MLflow's imports, twice (the command, then its uvicorn worker)
     command = [*program, "server", "--backend-store-uri", uri, "--host", "127.0.0.1",
                "--workers", "1", "--artifacts-destination", str(store.parent / "mlartifacts")]
     server = start_server(f"mlflow-{uri}", command, lambda p: ["--port", str(p)],
