@@ -25,10 +25,17 @@ from dtgui.core.tracking import ENV, RUN_ID_TAG, SWEEP_TAG, new_points
 from dtgui.launch.controller import RunController
 from dtgui.launch.drivers import local_target
 from dtgui.launch.gpus.free_slots import Slot
+from dtgui.launch.run_admin import set_notes
 from dtgui.launch.start.pipeline import launch_plan, reattach
 from dtgui.launch.sweeps.sweep_queue import SweepQueue
 from dtgui.launch.trackers import local_server, mlflow_runs, mlflow_writer
-from dtgui.launch.trackers.mlflow_ui import TRAINING_VIEW, mlflow_page, start_ui, ui_program
+from dtgui.launch.trackers.mlflow_ui import (
+    TRAINING_VIEW,
+    mlflow_page,
+    overview_page,
+    start_ui,
+    ui_program,
+)
 from dtgui.launch.trackers.tensorboard_server import start_tensorboard, stop_tensorboard
 from dtgui.worker.machine_probe import choose_free_ports
 
@@ -156,11 +163,22 @@ def test_a_run_reaches_mlflow_live_and_an_export_adds_nothing_twice(
     assert {"plan.json", "README.md"} <= {a.path for a in client.list_artifacts(run_id)}
     assert len(_runs(client, RUN_ID_TAG, record.run_id)) == 1  # the reattach went on in it
 
-    # exported again: the same run, the same points
+    # exported again, after the Runs page's tags and note were written: the same run, the
+    # same points, the tags and note as MLflow tags, and its own start and end times (not
+    # the export's)
+    set_notes(record.bundle, tags=["baseline", "lr x2"], note="stopped then resumed")
     assert main(["runs", "export-mlflow", record.bundle, "--tracking-uri", store]) == 0
     assert len(_runs(client, RUN_ID_TAG, record.run_id)) == 1
     assert _steps(client, run_id, "loss") == loss
-    assert client.get_run(run_id).info.status == "FINISHED"
+    exported = client.get_run(run_id)
+    assert exported.info.status == "FINISHED"
+    tags = exported.data.tags
+    assert tags["dtgui.tags"] == "baseline, lr x2" and tags["baseline"] == "yes"
+    assert tags["lr x2"] == "yes" and tags["mlflow.note.content"] == "stopped then resumed"
+    ended = RunRecord.load(Path(record.bundle))
+    assert ended.ended is not None
+    assert exported.info.start_time == int(ended.created * 1000)
+    assert exported.info.end_time == int(ended.ended * 1000)
 
     # "Open in MLflow": MLflow's UI started on the store (SQLite here), at the run; the
     # toolbar's at dtgui's experiment, the same server
@@ -173,6 +191,9 @@ def test_a_run_reaches_mlflow_live_and_an_export_adds_nothing_twice(
     assert _get(f"{base}ajax-api/2.0/mlflow/runs/get?run_id={run_id}")[
         "run"]["info"]["run_name"] == "tracked"
     assert mlflow_page() == f"{base}#/experiments/{ours.experiment_id}/runs?{TRAINING_VIEW}"
+    toolbar = overview_page()  # sending is on and the run is there: nothing to say of it
+    assert toolbar.url == mlflow_page() and "not sent" not in toolbar.note
+    assert record.run_id not in {r.run_id for r in toolbar.unsent}
     assert base == server_process.result()  # one UI a store, reused
 
     # TensorBoard itself (the toolbar's "TensorBoard": a real server on a free port, on
@@ -272,6 +293,9 @@ def test_a_sweep_is_a_parent_run_with_its_trials_nested_on_a_server(
     assert parent.data.params["param.lr"].startswith("loguniform")
     trials = _runs(client, "mlflow.parentRunId", parent.info.run_id)
     assert len(trials) == 2
+    # the sweep's run spans its trials' (its times are when they happened, not when written)
+    assert parent.info.start_time <= min(t.info.start_time for t in trials)
+    assert parent.info.end_time >= max(t.info.end_time for t in trials)
     by_number = {int(t.data.tags["dtgui.trial"]): t for t in trials}
     for row in rows:
         trial = by_number[row.number]

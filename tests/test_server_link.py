@@ -5,16 +5,21 @@ page's and a run's dashboard's entries. (The real servers: tests/test_mlflow.py.
 from __future__ import annotations
 
 import json
+import sys
+import threading
 import time
 import webbrowser
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QFontMetrics, QGuiApplication
 from PySide6.QtWidgets import QMenu, QWidget
 from pytestqt.qtbot import QtBot
 
-from dtgui.launch.trackers import mlflow_ui
+from dtgui.core.runs.records import RunRecord
+from dtgui.core.runs.run_state import RunState
+from dtgui.launch.trackers import local_server, mlflow_ui, tensorboard_server
 from dtgui.launch.trackers.local_server import ServerError
 from dtgui.launch.trackers.mlflow_ui import install_command, start_ui
 from dtgui.ui.dialogs.server_link import open_service
@@ -31,10 +36,15 @@ def test_the_address_is_shown_with_copy_with_or_without_a_browser(
     qtbot.addWidget(parent)
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
-    dialog = open_service(parent, "MLflow", lambda: URL)
+    dialog = open_service(parent, "MLflow", lambda say: URL)
     assert dialog.isVisible() and "Starting MLflow" in dialog.status.text()
     qtbot.waitUntil(lambda: dialog.url.text() == URL, timeout=30_000)
     assert "No browser could be asked" in dialog.status.text()
+    assert dialog.url.toolTip() == URL  # the whole address, however wide the field
+    long_address = QFontMetrics(dialog.url.font()).horizontalAdvance(
+        "http://127.0.0.1:43467/#/experiments/1/runs/6d8f0c1e2b3a4f5e9d7c")
+    assert dialog.url.width() > long_address  # room for most of a run's address
+    assert not dialog.note.isVisibleTo(dialog) and not dialog.export_button.isVisibleTo(dialog)
     dialog.copy_button.click()
     assert QGuiApplication.clipboard().text() == URL
 
@@ -47,7 +57,7 @@ def test_the_address_is_shown_with_copy_with_or_without_a_browser(
         return True
 
     monkeypatch.setattr(webbrowser, "open", browser)
-    again = open_service(parent, "MLflow", lambda: URL)
+    again = open_service(parent, "MLflow", lambda say: URL)
     assert again is dialog  # one dialog a service
     qtbot.waitUntil(lambda: dialog.url.text() == URL and asked == [URL], timeout=30_000)
     assert "if no page opened, copy this address" in dialog.status.text()
@@ -58,8 +68,8 @@ def test_a_start_that_fails_says_why_and_what_installs_it(
     parent = QWidget()
     qtbot.addWidget(parent)
 
-    def missing() -> str:
-        return start_ui("sqlite:////nowhere/mlflow.db")
+    def missing(say: Callable[[str], None]) -> str:
+        return start_ui("sqlite:////nowhere/mlflow.db", say)
 
     monkeypatch.setattr(mlflow_ui, "ui_program", lambda: None)
     dialog = open_service(parent, "MLflow", missing)
@@ -151,3 +161,92 @@ def test_a_run_never_sent_is_sent_before_it_is_opened_and_one_training_is_said(
     training = RunRecord("r3", "three", "/r3", state=RunState.RUNNING)
     with pytest.raises(ServerError, match="not sent to MLflow while it trains"):
         mlflow_ui._sent(training, Store)
+
+
+def test_a_slow_start_says_what_it_does_and_the_seconds_so_far(qtbot: QtBot) -> None:
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    go_on = threading.Event()
+
+    def slow(say: Callable[[str], None]) -> str:
+        say("Starting MLflow's UI on this machine")
+        go_on.wait(60)
+        return URL
+
+    dialog = open_service(parent, "MLflow", slow)
+    try:
+        qtbot.waitUntil(lambda: dialog.status.text().startswith(
+            "Starting MLflow's UI on this machine… "), timeout=30_000)
+        first = dialog.status.text()
+        qtbot.waitUntil(lambda: dialog.status.text() != first, timeout=30_000)  # each second
+        assert dialog.status.text().endswith(" s")
+    finally:
+        go_on.set()
+    qtbot.waitUntil(lambda: dialog.url.text() == URL, timeout=30_000)
+    assert "is at this address" in dialog.status.text()
+
+
+def test_an_empty_mlflow_says_why_and_offers_to_send_the_runs(
+        qtbot: QtBot, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The toolbar's MLflow with sending off (the default) and no run sent: the dialog says
+    so, where to turn it on, and a button exports the ended runs it lists."""
+    from dtgui.ui.dialogs import preferences
+
+    class EmptyStore:  # MLflow's client over a store without dtgui's experiment
+        def get_experiment_by_name(self, name: str) -> None:
+            return None
+
+    done = RunRecord("d1", "done", "/d1", state=RunState.FINISHED)
+    training = RunRecord("t1", "training", "/t1", state=RunState.RUNNING)
+    page = mlflow_ui.overview(URL, EmptyStore(), "sqlite:////s/mlflow.db", [done, training])
+    assert page.url == URL and page.unsent == [done]
+    assert "Runs are not sent to MLflow (it is off by default)" in page.note
+    assert "Preferences > MLflow" in page.note and '"Export to MLflow"' in page.note
+
+    exported: list[list[RunRecord]] = []
+    monkeypatch.setattr(preferences, "export_to_mlflow",
+                        lambda parent, records: exported.append(list(records)))
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    dialog = open_service(parent, "MLflow", lambda say: page)
+    qtbot.waitUntil(lambda: dialog.url.text() == URL, timeout=30_000)
+    assert dialog.note.isVisibleTo(dialog) and dialog.note.text() == page.note
+    assert dialog.export_button.isVisibleTo(dialog)
+    assert dialog.export_button.text() == "Export 1 run(s) to MLflow"
+    dialog.export_button.click()
+    assert exported == [[done]]
+
+
+def test_each_tensorboard_stays_up_to_a_few_the_oldest_stopped_first(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A second TensorBoard on other folders starts beside the first (a page open on it
+    keeps working); past KEEP the least recently asked for stops. Each run is named by its
+    folder, a single run's too. (Cheap servers stand in for TensorBoard.)"""
+    started: list[list[str]] = []
+    real_start = local_server.start_server
+
+    def start(key: str, command: list[str], port_args: Callable[[int], list[str]],
+              **kwargs: object) -> local_server.LocalServer:
+        started.append(list(command))
+        return real_start(key, [sys.executable, "-m", "http.server", "--bind", "127.0.0.1",
+                                "--directory", str(tmp_path)], lambda p: [str(p)],
+                          name="a stand-in")
+
+    monkeypatch.setattr(tensorboard_server, "start_server", start)
+    monkeypatch.setattr(tensorboard_server, "KEEP", 2)
+    folders = [tmp_path / n for n in ("run-a", "run-b", "run-c")]
+    for folder in folders:
+        (folder / tensorboard_server.TB_DIR).mkdir(parents=True)
+    try:
+        a = tensorboard_server.start_tensorboard([folders[0]])
+        spec = started[0][started[0].index("--logdir_spec") + 1]
+        assert spec == f"run-a:{folders[0] / tensorboard_server.TB_DIR}"  # by its name
+        b = tensorboard_server.start_tensorboard([folders[1]])
+        assert a.running and b.running and a.url != b.url
+        assert tensorboard_server.start_tensorboard([folders[0]]) is a  # reused: the newest
+        c = tensorboard_server.start_tensorboard([folders[2]])
+        assert a.running and c.running
+        assert not b.running  # the least recently asked for
+    finally:
+        tensorboard_server.stop_tensorboard()
+    assert not (a.running or c.running)

@@ -4,7 +4,9 @@ One way for both: the server's program in a session of its own, on a free port o
 (nothing outside this machine reaches it), its output in a log file; `start_server` returns
 once it answers HTTP (or says why it did not, with the log's last lines). One server a
 `key` at a time: asked again with the same command, the one running is reused (no second
-start of seconds); with another, the previous one is stopped. dtgui's exit stops them all.
+start of seconds); with another, the previous one is stopped. `stop_oldest` keeps a few of
+a kind (keys of one prefix: a page a user opened keeps working while another is opened).
+dtgui's exit stops them all.
 Blocks (a start takes seconds): call it off the UI thread.
 """
 
@@ -22,14 +24,29 @@ import urllib.error
 import urllib.request
 import webbrowser
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from dtgui.core.plans.placement import port_in_use
+from dtgui.core.runs.records import RunRecord
 from dtgui.core.time_limits import start_limit
 from dtgui.worker.machine_probe import choose_free_ports, port_is_free
 
 START_SECONDS = 120.0  # MLflow's server imports for seconds, more on a loaded machine
+
+
+def say_nothing(doing: str) -> None:
+    """Where a start says what it is doing when nobody shows it."""
+
+
+@dataclass
+class ServicePage:
+    """A page to open and what it will not show: `note` says why and how to fix it;
+    `unsent` are the ended runs a button can send there."""
+
+    url: str
+    note: str = ""
+    unsent: list[RunRecord] = field(default_factory=list)
 
 
 class ServerError(RuntimeError):
@@ -79,6 +96,9 @@ def start_server(key: str, command: Sequence[str], port_args: Callable[[int], li
         current = _servers.get(key)
     if current is not None and current.command == wanted and current.running \
             and (not port or current.url.endswith(f":{port}/")):
+        with _lock:  # the newest used: the last `stop_oldest` stops
+            if _servers.get(key) is current:
+                _servers[key] = _servers.pop(key)
         _wait_answering(current, name, ready_path)  # it may still be starting
         return current
     if port and not port_is_free(port):
@@ -134,11 +154,22 @@ def stop_server(key: str) -> None:
         server.stop()
 
 
-def stop_servers() -> None:
-    """Stop every server dtgui started (at exit)."""
+def stop_oldest(prefix: str, keep: int) -> None:
+    """Of the servers whose key starts with `prefix`, stop the least recently asked for
+    beyond `keep`."""
     with _lock:
-        servers = list(_servers.values())
-        _servers.clear()
+        mine = [k for k in _servers if k.startswith(prefix)]
+        gone = [_servers.pop(k) for k in mine[:max(0, len(mine) - keep)]]
+    for server in gone:
+        server.stop()
+
+
+def stop_servers(prefix: str = "") -> None:
+    """Stop every server dtgui started (at exit), or those whose key starts with `prefix`."""
+    with _lock:
+        servers = [s for k, s in _servers.items() if k.startswith(prefix)]
+        for server in servers:
+            del _servers[server.key]
     for server in servers:
         server.stop()
 

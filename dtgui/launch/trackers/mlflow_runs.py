@@ -27,6 +27,7 @@ from typing import Any
 from dtgui.core.bundles.bundle import Bundle
 from dtgui.core.live_run import LiveRun
 from dtgui.core.runs.records import RunRecord
+from dtgui.core.runs.run_index import Notes
 from dtgui.core.runs.run_state import RunState
 from dtgui.core.tracking import (
     EXPERIMENT,
@@ -53,6 +54,7 @@ BATCH = 900  # MLflow takes up to 1,000 metrics, 100 params and 100 tags a log_b
 STATUS = {RunState.FINISHED: "FINISHED", RunState.FAILED: "FAILED", RunState.STOPPED: "KILLED",
           RunState.LOST: "KILLED"}
 MODEL_DIR = f"{OUTPUT_DIR}/model"
+NOTE_TAG = "mlflow.note.content"  # the run's description in MLflow's UI
 
 
 # -- the operations (run on the writer's thread, or directly by an export) ------------------
@@ -154,8 +156,17 @@ def _log_points(client: Any, run_id: str, points: list[tuple[str, int, float]],
 
 
 def run_tags(bundle: Bundle, record: RunRecord | None) -> dict[str, str]:
+    """What MLflow shows of the run beside its curves: its name, strategy, kinds, and the tags
+    and note written on the Runs page (as they are when the run is sent)."""
     plan = bundle.plan
     tags = {"dtgui.run_name": plan.run_name, "dtgui.strategy": str(plan.strategy)}
+    notes = Notes.read(bundle.path)
+    if notes.tags:
+        tags["dtgui.tags"] = ", ".join(notes.tags)
+        # each also as a tag of its own: MLflow's search finds `tags.baseline = 'yes'`
+        tags.update({clean_key(t): "yes" for t in notes.tags})
+    if notes.note:
+        tags[NOTE_TAG] = notes.note[:5000]
     if record is not None:
         kinds = sorted({recorded_kind(m) for m in record.machines})
         if kinds:
@@ -247,6 +258,10 @@ class RunTracker:
         """The last points (thinned as the others, the newest always), the final state with
         the error line, the artifacts."""
         status = STATUS.get(state)
+        # when the run ended, not when this is written: a past run sent later, or a write
+        # that waited, keeps its real duration
+        ended = self.record.ended if self.record is not None and self.record.ended else None
+        end_ms = int((ended or time.time()) * 1000)
 
         def end(client: Any) -> None:
             run_id = self.target.run_id
@@ -262,12 +277,13 @@ class RunTracker:
             if message:
                 tags["dtgui.message"] = message[:5000]
             if state is RunState.FAILED and message:
-                tags["mlflow.note.content"] = message[:5000]
+                note = self.target.tags.get(NOTE_TAG, "")
+                tags[NOTE_TAG] = (f"{note}\n\n{message}" if note else message)[:5000]
             _log_tags(client, run_id, tags)
             for path in artifacts(self.bundle, self.record):
                 client.log_artifact(run_id, str(path))
             if status is not None:
-                client.set_terminated(run_id, status=status)
+                client.set_terminated(run_id, status=status, end_time=end_ms)
 
         self.writer.submit("ending the MLflow run", end)
 
@@ -326,8 +342,8 @@ class SweepTracker:
     def __init__(self, writer: MlflowWriter, sweep_id: str, name: str,
                  params: dict[str, str]) -> None:
         self.writer = writer
-        self.target = RunTarget(SWEEP_TAG, sweep_id, name, {"dtgui.sweep_name": name})
-
+        self.target = RunTarget(SWEEP_TAG, sweep_id, name, {"dtgui.sweep_name": name},
+                                started_ms=int(time.time() * 1000))  # before its trials
         def start(client: Any) -> None:
             self.target.resolve(client, writer.uri)
             _log_params(client, self.target.run_id, params)
@@ -339,11 +355,14 @@ class SweepTracker:
             tracker.set_parent(self.target, {"dtgui.trial": str(number)})
 
     def finish(self, best: float | None, failed: bool) -> None:
+        end_ms = int(time.time() * 1000)  # now, not when the writer gets to it
+
         def end(client: Any) -> None:
             if best is not None:
                 _log_points(client, self.target.run_id, [("best_objective", 0, best)],
                             int(time.time() * 1000))
-            client.set_terminated(self.target.run_id, status="FAILED" if failed else "FINISHED")
+            client.set_terminated(self.target.run_id, status="FAILED" if failed else "FINISHED",
+                                  end_time=end_ms)
 
         self.writer.submit("ending the sweep's MLflow run", end)
 

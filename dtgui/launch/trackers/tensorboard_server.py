@@ -4,19 +4,28 @@
 `start_tensorboard(folders)` starts TensorBoard (`tensorboard.main`, without TensorFlow:
 TB_MAIN) on the runs' folders; with none, on every run dtgui lists: the runs folder, each
 known sweep's folder (its trials: their HParams sessions) and the runs launched elsewhere.
-Asked again for the same folders, the running server is reused; for others it is started
-anew. Blocks (the start takes seconds): call it off the UI thread.
+Asked again for the same folders, the running server is reused; for others another is
+started beside it (a page already open keeps working), up to KEEP, the least recently asked
+for stopped first. Each run is named by its folder's name (`--logdir_spec`), a single run's
+too. Blocks (the start takes seconds): call it off the UI thread.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from dtgui.core.runs.records import known_sweeps, listed_outside
 from dtgui.core.settings import runs_dir
-from dtgui.launch.trackers.local_server import LocalServer, ServerError, start_server, stop_server
+from dtgui.launch.trackers.local_server import (
+    LocalServer,
+    ServerError,
+    say_nothing,
+    start_server,
+    stop_oldest,
+    stop_servers,
+)
 from dtgui.worker.layout import OUTPUT_DIR
 
 # TensorBoard without TensorFlow (its own stub of TensorFlow's file reading): it starts in
@@ -27,7 +36,8 @@ TB_MAIN = ("import sys, types; "
            "sys.modules['tensorboard.compat.notf'] = types.ModuleType('tensorboard.compat.notf'); "
            "from tensorboard.main import run_main; run_main()")
 TB_DIR = f"{OUTPUT_DIR}/tensorboard"
-KEY = "tensorboard"
+KEY = "tensorboard:"  # and what it serves
+KEEP = 3  # TensorBoards kept running at once (each a process of a few hundred MB)
 
 
 def every_run_folder() -> list[Path]:
@@ -54,20 +64,23 @@ def logdir_spec(folders: Sequence[Path]) -> str:
     return ",".join(parts)
 
 
-def start_tensorboard(folders: Sequence[Path] | None = None, port: int = 0) -> LocalServer:
+def start_tensorboard(folders: Sequence[Path] | None = None, port: int = 0,
+                      say: Callable[[str], None] = say_nothing) -> LocalServer:
     """A TensorBoard server on the folders (run bundles, sweeps, the runs folder; None:
     `every_run_folder`), on `port` (0: a free one). Returns once it answers."""
     chosen = list(folders) if folders is not None else every_run_folder()
     if not chosen:
         raise ServerError("There is no run to show in TensorBoard yet.")
-    command = [sys.executable, "-c", TB_MAIN, "--host", "127.0.0.1", "--reload_interval", "5"]
-    if len(chosen) == 1:
-        command += ["--logdir", str(chosen[0])]
-    else:
-        command += ["--logdir_spec", logdir_spec(chosen)]
-    return start_server(KEY, command, lambda p: ["--port", str(p)], name="TensorBoard",
-                        port=port)
+    spec = logdir_spec(chosen)
+    command = [sys.executable, "-c", TB_MAIN, "--host", "127.0.0.1", "--reload_interval", "5",
+               "--logdir_spec", spec]
+    say(f"Starting TensorBoard on {len(chosen)} folder(s)")
+    server = start_server(KEY + spec, command, lambda p: ["--port", str(p)],
+                          name="TensorBoard", port=port)
+    stop_oldest(KEY, KEEP)
+    return server
 
 
 def stop_tensorboard() -> None:
-    stop_server(KEY)
+    """Stop every TensorBoard dtgui started."""
+    stop_servers(KEY)
