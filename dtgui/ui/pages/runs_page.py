@@ -452,6 +452,10 @@ class RunsPage(QWidget):
         for row in rows:
             self._emit_records(self.reattachRequested, [row])
 
+    def open_rows(self, rows: list[RunRow]) -> None:
+        """Ask to open each of these ended rows (openRequested, one a row)."""
+        self._emit_records(self.openRequested, rows)
+
     def _emit_records(self, signal: SignalInstance, rows: list[RunRow] | None = None) -> None:
         """Emit the records of these rows (default: the one selected), read off the UI
         thread."""
