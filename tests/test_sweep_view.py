@@ -298,6 +298,13 @@ def test_the_wizard_sweeps_its_run_setup_set_up_in_a_form(qtbot: QtBot, tmp_path
     assert dialog.pruner_box.currentData() == "median"
     dialog.search_box.setCurrentIndex(dialog.search_box.findData("grid"))
     assert dialog.pruner_box.currentData() == "none"
+    # a grid's trials are its combinations: the count follows the grid and says so
+    assert dialog.trials_label.text() == "trials,"  # a log range: no grid to count
+    lr.space.setCurrentText(LIST)
+    lr.values.setText("0.001, 0.01, 0.1")
+    assert dialog.trials_spin.value() == 9  # 3 rates × 3 batch sizes
+    assert dialog.trials_label.text() == "trials (the grid has 9 combinations),"
+    lr.space.setCurrentText(LOG_RANGE)
     dialog.search_box.setCurrentIndex(dialog.search_box.findData("tpe"))
     assert dialog.pruner_box.currentData() == "median"
     arg = dialog.add_param()
