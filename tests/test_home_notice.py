@@ -58,7 +58,7 @@ def test_home_names_a_run_that_ended_while_dtgui_was_closed(
                        started=window._opened - 300, ended=window._opened - 50)
     window._announce_running([before, meanwhile])
     text = window.home.notice_text.text()
-    assert "ended while dtgui was closed" in text and "long-run (finished)" in text
+    assert "1 run ended while dtgui was closed" in text and "long-run (finished)" in text
     assert "seen-before" not in text
     window.home.notice_button.click()
     assert opened == [["long-run"]]

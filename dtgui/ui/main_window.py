@@ -423,8 +423,12 @@ class MainWindow(QMainWindow):
                  and self._closed_before < r.ended < self._opened and r.started < self._opened]
         if self._closed_before and ended:
             names = ", ".join(f"{r.name} ({r.state_text})" for r in ended)
-            text = (f"<b>{len(ended)} run(s) ended while dtgui was closed</b>: {names}")
-            self.home.show_notice(text, "Open", lambda: self.runs_page.open_rows(ended[:1]))
+            if len(ended) == 1:
+                self.home.show_notice(f"<b>1 run ended while dtgui was closed</b>: {names}",
+                                      "Open", lambda: self.runs_page.open_rows(ended))
+            else:  # which to open first is the user's choice, on Runs
+                self.home.show_notice(f"<b>{len(ended)} runs ended while dtgui was closed"
+                                      f"</b>: {names}", "Show them in Runs", self.show_runs)
         else:
             self.home.clear_notice()
 
