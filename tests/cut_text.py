@@ -1,6 +1,7 @@
 """Text a person cannot read whole: a walker over the widgets of a page that lists every
-label whose text is wider than the label, every table header whose section is narrower than
-its title, and every plot axis whose title is longer than the axis. Generic: it knows no page,
+label whose text is wider than the label, every label shortened with "…" that has room for
+its whole text (its tooltip), every table header whose section is narrower than its title,
+every table cell Qt elides, and every plot axis whose title is longer than the axis. Generic: it knows no page,
 so a new label or column is checked without a line of its own."""
 
 from __future__ import annotations
@@ -8,7 +9,14 @@ from __future__ import annotations
 from PySide6 import QtGui
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFontMetrics, QTextDocument
-from PySide6.QtWidgets import QHeaderView, QLabel, QStyle, QWidget
+from PySide6.QtWidgets import (
+    QHeaderView,
+    QLabel,
+    QStyle,
+    QStyleOptionViewItem,
+    QTableView,
+    QWidget,
+)
 
 SLACK_PX = 1  # rounding of text widths
 
@@ -41,6 +49,49 @@ def cut_labels(root: QWidget) -> list[str]:
         if need > room + SLACK_PX:
             name = label.objectName() or type(label.parent()).__name__
             found.append(f"label {label.text()!r} ({name}) needs {need} px, has {room} px")
+    return found
+
+
+def shortened_labels(root: QWidget) -> list[str]:
+    """Every label shown under `root` that reads shortened ("…", its whole text in its
+    tooltip) although its whole text fits its width."""
+    found = []
+    for label in root.findChildren(QLabel):
+        whole = label.toolTip()
+        if not label.isVisibleTo(root) or "…" not in label.text() or not whole \
+                or "\n" in whole or QtGui.Qt.mightBeRichText(whole):
+            continue
+        room = label.contentsRect().width() - 2 * label.margin() - max(0, label.indent())
+        need = QFontMetrics(label.font()).horizontalAdvance(whole)
+        if need <= room:
+            found.append(f"label {label.text()!r} is shortened, though {whole!r} "
+                         f"({need} px) fits its {room} px")
+    return found
+
+
+def cut_cells(root: QWidget, rows: int = 30) -> list[str]:
+    """Every cell of the first `rows` rows of a table shown under `root` whose text needs
+    more width than its column has (as its delegate measures it: a bold row bold, an icon
+    counted)."""
+    found = []
+    for table in root.findChildren(QTableView):
+        model = table.model()
+        if model is None or not table.isVisibleTo(root):
+            continue
+        for row in range(min(rows, model.rowCount())):
+            for column in range(model.columnCount()):
+                index = model.index(row, column)
+                text = index.data(Qt.ItemDataRole.DisplayRole)
+                if table.isColumnHidden(column) or table.indexWidget(index) \
+                        or not isinstance(text, str) or not text:
+                    continue
+                option = QStyleOptionViewItem()
+                table.initViewItemOption(option)
+                need = table.itemDelegateForIndex(index).sizeHint(option, index).width()
+                room = table.columnWidth(column)
+                if need > room + SLACK_PX:
+                    found.append(f"cell {text!r} of {type(table).__name__} needs {need} px, "
+                                 f"has {room} px")
     return found
 
 
@@ -94,5 +145,7 @@ def cut_axis_titles(root: QWidget) -> list[str]:
 
 
 def cut_texts(root: QWidget) -> list[str]:
-    """Everything cut under `root`: labels, column titles, axis titles."""
-    return cut_labels(root) + cut_headers(root) + cut_axis_titles(root)
+    """Everything cut under `root`: labels (cut or shortened with room to spare), column
+    titles, table cells, axis titles."""
+    return (cut_labels(root) + shortened_labels(root) + cut_headers(root) + cut_cells(root)
+            + cut_axis_titles(root))

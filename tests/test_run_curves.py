@@ -217,3 +217,25 @@ def test_a_device_event_reaches_every_view_through_one_fold(
     assert read_back.device_use.devices() == snap.device_use.devices()
     assert read_back.device_use.traffic() == snap.device_use.traffic()
     assert read_back.cpu_loads() == snap.loads
+
+
+def test_a_stopped_then_resumed_run_has_a_gap_in_its_device_plots_however_short() -> None:
+    """Stopped after 3 s and resumed 8 s later (less than GAP_SECONDS): the series hold a
+    NaN point between the last sample before the stop and the first after the resume, so
+    the plot leaves a gap there; a first start makes none."""
+    def sample(t: float, util: float) -> Event:
+        return event("device", "worker:0", t,
+                     devices=[{"kind": "cpu", "index": 0, "util": util, "mem_used": 1 << 30}])
+
+    curves = RunCurves()
+    curves.add_events([sample(T0 - 0.5, 5.0), event("started", "worker:0", T0, steps=100),
+                       *(sample(T0 + i, 80.0) for i in (1, 2, 3)),
+                       event("started", "worker:0", T0 + 10, steps=100, resumed_from_step=50),
+                       *(sample(T0 + i, 70.0) for i in (11, 12))])
+    xs, ys = curves.devices.util["worker:0 cpu0"].view()
+    assert xs.tolist()[:4] == [0.0, 1.5, 2.5, 3.5]  # the first start: no gap
+    assert np.isnan(ys).tolist() == [False] * 4 + [True] + [False] * 2
+    assert 3.5 < xs[4] < 11.5  # the gap lies between the stop and the resume
+    assert curves.devices.mem["worker:0 cpu0"].view()[1].size == 7
+    # its elapsed time leaves out the 7 s it was stopped (from 3 to 10)
+    assert curves.span() == 12.5 and curves.training_span() == 5.5

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import optuna
@@ -18,6 +19,7 @@ from pytestqt.qtbot import QtBot
 
 from dtgui.core.plans.plan import DeviceKind, Plan
 from dtgui.core.runs.records import RunRecord, remember_sweep
+from dtgui.core.runs.run_index import significant
 from dtgui.core.runs.run_state import RunState
 from dtgui.core.sweeps.sweep import SweepSpec, parse_param, save_sweep
 from dtgui.core.sweeps.sweep_study import (
@@ -129,7 +131,17 @@ def test_the_sweep_view_shows_the_trials_best_first(qtbot: QtBot, tmp_path: Path
     assert cell(view, 0, 0) == str(data.best.number)
     states = [cell(view, i, 1) for i in range(5)]
     assert states[:3] == ["finished"] * 3 and states[3:] == ["pruned", "failed"]
-    assert "5 of 6 trial(s)" in view.status.text()
+    assert "5 of 6 trial(s) done: 3 finished, 1 pruned, 1 failed" in view.status.text()
+    # each trial's value is its best one, as it says, in the digits every view uses
+    header = view.table.horizontalHeaderItem(2)
+    assert header is not None and header.text() == "best val_loss"
+    assert cell(view, 0, 2) == significant(data.best.objective)
+    assert f"best: trial {data.best.number} ({significant(data.best.objective)})" \
+        in view.status.text()
+    # a trial still running is not done
+    one_running = replace(data, rows=[replace(data.rows[0], state="running"), *data.rows[1:]])
+    assert status_text(one_running, running=True).startswith(
+        "4 of 6 trial(s) done, 1 running: 2 finished, 1 pruned, 1 failed.")
     # user's words: the search, the goal, the slot; the trial ids alone number the rows
     assert "Bayesian search (TPE) for the lowest val_loss" in view.status.text()
     assert view.status.text().endswith("Not running.") and "process" not in view.status.text()
@@ -286,6 +298,13 @@ def test_the_wizard_sweeps_its_run_setup_set_up_in_a_form(qtbot: QtBot, tmp_path
     assert dialog.pruner_box.currentData() == "median"
     dialog.search_box.setCurrentIndex(dialog.search_box.findData("grid"))
     assert dialog.pruner_box.currentData() == "none"
+    # a grid's trials are its combinations: the count follows the grid and says so
+    assert dialog.trials_label.text() == "trials,"  # a log range: no grid to count
+    lr.space.setCurrentText(LIST)
+    lr.values.setText("0.001, 0.01, 0.1")
+    assert dialog.trials_spin.value() == 9  # 3 rates × 3 batch sizes
+    assert dialog.trials_label.text() == "trials (the grid has 9 combinations),"
+    lr.space.setCurrentText(LOG_RANGE)
     dialog.search_box.setCurrentIndex(dialog.search_box.findData("tpe"))
     assert dialog.pruner_box.currentData() == "median"
     arg = dialog.add_param()

@@ -18,9 +18,11 @@ from dtgui.core.machines.registry import Machine, MachineRegistry
 from dtgui.core.plans.placement import place_plan
 from dtgui.core.plans.plan import Plan
 from dtgui.core.plans.strategies import Strategy
-from dtgui.core.settings import runs_dir
+from dtgui.core.runs.run_index import RunRow
+from dtgui.core.settings import runs_dir, save_last_plan
 from dtgui.ui.main_window import MainWindow
 from dtgui.ui.pages.local_machine import LocalMachinePanel
+from dtgui.ui.wizard.review_page import ReviewPage
 
 pytestmark = pytest.mark.gui
 
@@ -73,6 +75,16 @@ def test_every_page_fits_1366x768_and_none_widens_the_window(
     window.show_runs()
     qtbot.waitUntil(lambda: window.runs_page.row_count() == 3, timeout=60_000)  # and the sweep
     opened(window.runs_page, "Runs")
+    # runs still training read in bold: their state ("running · watched") is read whole
+    # too, here and beside the column
+    shown = [window.runs_page.row_at(r) for r in range(3)]
+    running = [RunRow(folder=f"/runs/{name}", name=name, state="running", active=True,
+                      started=T0 + 10, steps=1650, total_steps=40_000)
+               for name in ("long-a", "long-b")]
+    window.runs_page.show_rows(running + shown, watched={r.folder for r in running})
+    assert [window.runs_page.cell_text(r, 1) for r in range(2)] == ["running · watched"] * 2
+    qtbot.wait(20)
+    assert not cut_texts(window), f"Runs with runs training: {cut_texts(window)}"
     window.compare_runs(runs)
     assert window.compare is not None
     qtbot.waitUntil(lambda: window.compare is not None
@@ -106,6 +118,9 @@ def test_every_page_fits_1366x768_and_none_widens_the_window(
     qtbot.wait(20)
     assert not cut_texts(window), f"Home: {cut_texts(window)}"
 
+    # a long run name is read whole on the review
+    name = "resnet50-imagenet-lr0.1-bs1024-run7"
+    save_last_plan(Plan(run_name=name, strategy=Strategy.MIRRORED))
     window.open_wizard()
     wizard = window.wizard
     assert wizard is not None
@@ -120,6 +135,9 @@ def test_every_page_fits_1366x768_and_none_widens_the_window(
         wizard.next()
         qtbot.wait(20)
     assert not cut_texts(wizard), f"wizard page {wizard.currentId()}: {cut_texts(wizard)}"
+    review = wizard.currentPage()
+    assert isinstance(review, ReviewPage)
+    assert review.summary_values["Run name"].text() == name
     wizard.reject()
 
 

@@ -197,6 +197,12 @@ class LiveRun:
         with self._lock:
             return self.curves.span()
 
+    def training_span(self) -> float:
+        """The event span without the time it was stopped before a resume
+        (RunCurves.training_span)."""
+        with self._lock:
+            return self.curves.training_span()
+
     def progress(self) -> ScriptProgress:
         """How far the run is (RunCurves.progress), without a whole snapshot's copies."""
         with self._lock:

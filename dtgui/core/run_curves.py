@@ -74,6 +74,8 @@ class RunCurves:
         self.versions: dict[str, str] = {}  # the training program's (TensorFlow, Keras...)
         self.t_first: float | None = None
         self.t_last: float | None = None
+        self.stopped_seconds = 0.0  # between a task's last event and its start again
+        self._started_tasks: set[str] = set()
         self._loss_task = ""  # the main task (see the class doc)
         self._mean_loss = Series(dtype=np.float32)  # the main task's mean loss by step
         self._ends: dict[str, Series] = {}  # task -> (step, time) at each call's end
@@ -158,10 +160,14 @@ class RunCurves:
 
     def add_event(self, event: Event) -> None:
         """Fold one event that is not a training step (those come in a StepBatch)."""
+        before = self.t_last
         self.note_time(event.t)
         kind, task = event.kind, event.task
         state = self.tasks.of(task)  # every event names its task
         if kind == "started":
+            if task in self._started_tasks and before is not None:
+                self.stopped_seconds += max(0.0, event.t - before)  # stopped, then resumed
+            self._started_tasks.add(task)
             self._started(event)
         elif kind == "validation":
             self._validation(event)
@@ -246,6 +252,7 @@ class RunCurves:
             self.script_progress.start(t)
         if not event.get("script"):  # a script trains once it first tells of it
             self.devices.use.started(task)
+        self.devices.task_started(task)  # started again: nothing was measured meanwhile
         resumed = event.get("resumed_from_step")
         start = resumed if isinstance(resumed, int) and resumed > 0 else 0
         ends = series_of(self._ends, task)
@@ -349,6 +356,11 @@ class RunCurves:
         if self.t_first is None or self.t_last is None:
             return 0.0
         return max(0.0, self.t_last - self.t_first)
+
+    def training_span(self) -> float:
+        """The span without the time the run was stopped before a resume (its elapsed
+        time)."""
+        return max(0.0, self.span() - self.stopped_seconds)
 
     def steps_done(self) -> int:
         return int(self._mean_loss.last_x or 0)

@@ -4,9 +4,10 @@ A sample (the worker's telemetry, every ~2 s) feeds, in one call (`RunDevices.ad
 each device's utilisation and memory series for the dashboard's plots, each task's peak
 memory (`MemoryPeaks`), each device's use while training and the machines' traffic
 (`DeviceUse`), and each task's machine's CPU load (`cpu_loads`, for the bottleneck verdict).
-`RunCurves` holds one (the run's one reducer). Where no sample came for GAP_SECONDS (a run
-stopped and resumed, a machine that did not answer), the series hold a NaN point: the plots
-leave a gap there rather than draw a line across the time nothing was measured.
+`RunCurves` holds one (the run's one reducer). Where no sample came for GAP_SECONDS (a
+machine that did not answer), or a task started again (a run stopped and resumed, however
+soon), the series hold a NaN point: the plots leave a gap there rather than draw a line
+across the time nothing was measured.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from dtgui.core.series import Series, series_of
 GAP_SECONDS = 15.0  # no sample for this long (they come every ~2 s): a gap in the series
 
 
-def _sample(series: Series, seconds: float, value: float) -> None:
-    """A sample appended, after a NaN point (a gap) when none came for GAP_SECONDS."""
+def _sample(series: Series, seconds: float, value: float, gap: bool = False) -> None:
+    """A sample appended, after a NaN point (a gap) when none came for GAP_SECONDS or
+    (`gap`) its task started again since the last one."""
     last = series.last_x
-    if last is not None and seconds - last > GAP_SECONDS:
+    if last is not None and (gap or seconds - last > GAP_SECONDS) and seconds > last:
         series.append((last + seconds) / 2, math.nan)
     series.append(seconds, value)
 
@@ -45,6 +47,15 @@ class RunDevices:
         # task -> its machine's CPU, (busy %, the task's own %), its last WINDOW_SAMPLES samples
         self._cpu: dict[str, deque[tuple[float, float]]] = {}
         self._cpu_host: dict[str, str] = {}  # task -> the name of its machine
+        self._started: set[str] = set()  # tasks that have started
+        self._restarted: set[str] = set()  # tasks started again since their last sample
+
+    def task_started(self, task: str) -> None:
+        """`task` started; started again (a resume, a restart), its next sample follows a
+        gap."""
+        if task in self._started:
+            self._restarted.add(task)
+        self._started.add(task)
 
     def add(self, event: Event, elapsed: float, machine: str,
             ended: Callable[[str], bool]) -> None:
@@ -81,10 +92,12 @@ class RunDevices:
                 if owner is not None and owner != task and not ended(owner):
                     continue
                 self._owner[label] = task
+            gap = task in self._restarted
             if isinstance(util, (int, float)):
-                _sample(series_of(self.util, label), elapsed, float(util))
+                _sample(series_of(self.util, label), elapsed, float(util), gap)
             if isinstance(used, (int, float)):
-                _sample(series_of(self.mem, label), elapsed, used / 2**20)
+                _sample(series_of(self.mem, label), elapsed, used / 2**20, gap)
+        self._restarted.discard(task)
 
     def _add_cpu(self, task: str, devices: object) -> None:
         """A sample's CPU entry: the machine's busy % and the task's own % (a sample without

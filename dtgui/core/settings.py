@@ -37,6 +37,23 @@ def sweeps_dir() -> Path:
     return data_dir() / "sweeps"
 
 
+def _closed_file() -> Path:
+    return data_dir() / "last-closed"
+
+
+def remember_closed(when: float | None = None) -> None:
+    """Note when dtgui's window closed: a run that ended after it ended while dtgui was closed."""
+    atomic_write_text(_closed_file(), f"{time.time() if when is None else when:.3f}\n")
+
+
+def last_closed() -> float:
+    """When dtgui's window last closed (0.0: never noted, or unreadable)."""
+    try:
+        return float(_closed_file().read_text(encoding="utf-8").strip())
+    except (OSError, ValueError):
+        return 0.0
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)

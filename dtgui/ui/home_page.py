@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
@@ -56,6 +57,21 @@ class HomePage(QWidget):
         card_layout.addWidget(heading)
         card_layout.addWidget(self.demo_text)
         card_layout.addLayout(buttons)
+        # A run that kept training (or ended) while dtgui was closed: said where the user
+        # looks first, with the one button that gets to it.
+        self.notice = QFrame()
+        self.notice.setObjectName("card")
+        self.notice_text = QLabel()
+        self.notice_text.setWordWrap(True)
+        self.notice_button = QPushButton()
+        self.notice_button.setObjectName("primaryButton")
+        self._notice_action: Callable[[], None] | None = None
+        self.notice_button.clicked.connect(self._notice_clicked)
+        notice_layout = QHBoxLayout(self.notice)
+        notice_layout.setContentsMargins(18, 12, 18, 12)
+        notice_layout.addWidget(self.notice_text, 1)
+        notice_layout.addWidget(self.notice_button)
+        self.notice.hide()
         self.status = QLabel("")
         self.status.setWordWrap(True)
         self.failed = False  # the status says why a launch could not start
@@ -72,6 +88,7 @@ class HomePage(QWidget):
         layout.setContentsMargins(24, 20, 24, 20)
         layout.setSpacing(14)
         layout.addWidget(title)
+        layout.addWidget(self.notice)
         layout.addWidget(card)
         layout.addWidget(hint)
         layout.addWidget(self.status)
@@ -82,6 +99,23 @@ class HomePage(QWidget):
         """The line under the demo: a launch's progress, or why it could not start."""
         self.status.setText(text)
         self.failed = failed
+
+    def show_notice(self, text: str, button: str, action: Callable[[], None]) -> None:
+        """The banner above the demo: `text`, and a button `button` that calls `action`."""
+        self.notice_text.setText(text)
+        self.notice_button.setText(button)
+        self._notice_action = action
+        self.notice.show()
+
+    def clear_notice(self) -> None:
+        self._notice_action = None
+        self.notice.hide()
+
+    def _notice_clicked(self) -> None:
+        action = self._notice_action
+        self.clear_notice()
+        if action is not None:
+            action()
 
     def set_plan_text(self, plan: Plan) -> None:
         info = STRATEGIES[plan.strategy]

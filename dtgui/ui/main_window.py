@@ -6,6 +6,7 @@ rows of running runs live, and asks once what to do with all of them when it clo
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,7 +25,13 @@ from dtgui.core.machines.hardware import MachineFacts
 from dtgui.core.plans.plan import Plan
 from dtgui.core.runs.records import RunRecord
 from dtgui.core.runs.run_index import SWEEP, RunRow
-from dtgui.core.settings import load_last_plan, runs_dir, save_last_plan
+from dtgui.core.settings import (
+    last_closed,
+    load_last_plan,
+    remember_closed,
+    runs_dir,
+    save_last_plan,
+)
 from dtgui.core.target_job import TargetJob
 from dtgui.launch.checks.model_check import cancel_all as cancel_all_checks
 from dtgui.launch.runs.policy import RunPolicy
@@ -61,6 +68,8 @@ class MainWindow(QMainWindow):
         self.wizard: RunWizard | None = None
         self._closing = False
         self._opened = time.time()  # a run started before it kept training while dtgui was closed
+        self._closed_before = last_closed()  # a run that ended since ended while dtgui was closed
+        self._told_ended = False  # Home told of the runs that ended while dtgui was closed
         self._queued_here: dict[str, float] = {}  # run name -> when this window queued it
         self._launch_machines: set[str] = set()  # the last launch's registered machines
 
@@ -382,6 +391,7 @@ class MainWindow(QMainWindow):
         if mine:
             self.runs_page.reattach_rows(mine)
             return
+        self._tell_home(running, rows)
         if not running or followed:
             return
         if all(r.started and r.started < self._opened for r in running):
@@ -391,6 +401,36 @@ class MainWindow(QMainWindow):
             text = (f"{len(running)} run(s) train that this window does not follow (started "
                     "by the queue or from the command line): open Runs to reattach.")
         self.statusBar().showMessage(text, 20000)
+
+    def _tell_home(self, running: list[RunRow], rows: list[RunRow]) -> None:
+        """Home's banner: the runs that train unfollowed (Reattach), else, once after the
+        start, the runs that ended while dtgui was closed (Open)."""
+        if running:
+            kept = all(r.started and r.started < self._opened for r in running)
+            why = "kept training while dtgui was closed" if kept else "not followed here"
+            text = (f"<b>1 run is still training</b> ({why}): {running[0].name}"
+                    if len(running) == 1 else
+                    f"<b>{len(running)} runs are still training</b> ({why}): "
+                    + ", ".join(r.name for r in running))
+            self.home.show_notice(text, "Reattach", lambda: self.runs_page.reattach_rows(running))
+            return
+        if self._told_ended:
+            if self.home.notice_button.text() == "Reattach":  # that run is followed now
+                self.home.clear_notice()
+            return
+        self._told_ended = True
+        ended = [r for r in rows if r.kind != SWEEP and not r.parent and not r.active and r.ended
+                 and self._closed_before < r.ended < self._opened and r.started < self._opened]
+        if self._closed_before and ended:
+            names = ", ".join(f"{r.name} ({r.state_text})" for r in ended)
+            if len(ended) == 1:
+                self.home.show_notice(f"<b>1 run ended while dtgui was closed</b>: {names}",
+                                      "Open", lambda: self.runs_page.open_rows(ended))
+            else:  # which to open first is the user's choice, on Runs
+                self.home.show_notice(f"<b>{len(ended)} runs ended while dtgui was closed"
+                                      f"</b>: {names}", "Show them in Runs", self.show_runs)
+        else:
+            self.home.clear_notice()
 
     def _on_launch_error(self, text: str) -> None:
         first = text.splitlines()[0]
@@ -440,6 +480,12 @@ class MainWindow(QMainWindow):
             self.close()
 
     def closeEvent(self, event: QCloseEvent) -> None:
+        self._close(event)
+        if event.isAccepted():
+            with contextlib.suppress(OSError):  # only the next start's banner needs it
+                remember_closed()
+
+    def _close(self, event: QCloseEvent) -> None:
         live = self.runs.live()
         if not live:
             if self.dashboard is not None:

@@ -390,6 +390,7 @@ class SweepDialog(QDialog):
         self.trials_spin = QSpinBox()
         self.trials_spin.setRange(1, 10_000)
         self.trials_spin.setValue(12)
+        self._grid_size = 0  # the grid's combinations the trials were set to (0: no grid)
         self.parallel_spin = QSpinBox()
         self.parallel_spin.setRange(1, 256)
         self.parallel_spin.setValue(2)
@@ -427,7 +428,8 @@ class SweepDialog(QDialog):
         where.addWidget(browse)
         counts = QGridLayout()
         counts.addWidget(self.trials_spin, 0, 0)
-        counts.addWidget(QLabel("trials,"), 0, 1)
+        self.trials_label = QLabel("trials,")  # a grid's: how many combinations it has
+        counts.addWidget(self.trials_label, 0, 1)
         counts.addWidget(self.parallel_spin, 0, 2)
         counts.addWidget(QLabel("at once"), 0, 3)
         counts.setColumnStretch(4, 1)
@@ -643,12 +645,29 @@ class SweepDialog(QDialog):
                 "will wait for one.")
 
     def _update(self) -> None:
+        self._fit_trials_to_grid()
         self.capacity.setText(self.capacity_text())
         self.capacity.setVisible(bool(self.capacity.text()))
         problems = self.problems_now()
         ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
         if ok is not None:
             ok.setEnabled(not problems)
+
+    def _fit_trials_to_grid(self) -> None:
+        """A grid search runs each combination once: the trials follow the grid's size when
+        it changes (the user may still type fewer), and the label says it."""
+        size = 0
+        if self.search_box.currentData() == "grid":
+            params = [p for p in (row.param_or_problems()[0] for row in self.param_rows)
+                      if p is not None]
+            size = self._spec_of(params).grid_size() if params else 0
+        self.trials_label.setText(f"trials (the grid has {size} combination"
+                                  f"{'s' if size != 1 else ''}),"
+                                  if size else "trials,")
+        if size and size != self._grid_size:
+            self._grid_size = size
+            self.trials_spin.setValue(size)  # its valueChanged: _update again, nothing new
+        self._grid_size = size
 
     def _browse(self) -> None:
         chosen = QFileDialog.getExistingDirectory(self, "The sweep's folder", str(Path.home()))

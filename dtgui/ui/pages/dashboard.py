@@ -296,7 +296,7 @@ class Dashboard(QWidget):
         self.header.set_state(state, message)
         self._update_stop_button(state, True)
         self.refresh()
-        self._elapsed = max(self._elapsed, c.metrics.event_span())
+        self._elapsed = max(self._elapsed, c.metrics.training_span())
         self.header.set_elapsed(self._elapsed)
 
     def detach(self) -> None:
@@ -319,7 +319,7 @@ class Dashboard(QWidget):
         if self._text_snap is not None:
             self._update_text(c.metrics, force=self._ended)
         if not self._ended:
-            self._elapsed = max(time.monotonic() - self._started, c.metrics.event_span())
+            self._elapsed = max(time.monotonic() - self._started, c.metrics.training_span())
             self.header.set_elapsed(self._elapsed)
         backlog = self.backlog
         if self._ended and not backlog:

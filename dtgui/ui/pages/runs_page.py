@@ -48,7 +48,8 @@ if TYPE_CHECKING:
 
 # each column's least width (as wide as this text in the table's font), and its share of the
 # width left over (names, tags and notes grow; figures do not)
-SAMPLES = {NAME: "resnet-baseline-1", 1: "running · followed", 2: "MultiWorker…", 3: "gpu-a, gpu",
+STATE_COLUMN = 1
+SAMPLES = {NAME: "resnet-baseline-1", STATE_COLUMN: "running · followed", 2: "MultiWorker…", 3: "gpu-a, gpu",
            STARTED: "2026-11-26 16:21", 5: "Duration", 6: "100,000", 7: "Final loss",
            8: "Best val.", TAGS: "baseline, lr", NOTE: "a note of a few words"}
 GROWS = {NAME: 3, 1: 1, 2: 1, 3: 1, TAGS: 2, NOTE: 3}
@@ -240,7 +241,9 @@ class RunsPage(QWidget):
         least, need = {}, {}
         for column, text in SAMPLES.items():
             title = titles.horizontalAdvance(COLUMNS[column]) + title_pad
-            least[column] = max(metrics.horizontalAdvance(text) + CELL_PAD, title)
+            # the state of a run still training is in bold: its least width is the bold one
+            sample = bold if column == STATE_COLUMN else metrics
+            least[column] = max(sample.horizontalAdvance(text) + CELL_PAD, title)
             widest = max(((bold if row.active else metrics).horizontalAdvance(
                 self.model.text(row, column)) for row in shown), default=0)
             need[column] = max(least[column], widest + CELL_PAD)
@@ -451,6 +454,10 @@ class RunsPage(QWidget):
         """Ask to reattach to each of these running rows (reattachRequested, one a row)."""
         for row in rows:
             self._emit_records(self.reattachRequested, [row])
+
+    def open_rows(self, rows: list[RunRow]) -> None:
+        """Ask to open each of these ended rows (openRequested, one a row)."""
+        self._emit_records(self.openRequested, rows)
 
     def _emit_records(self, signal: SignalInstance, rows: list[RunRow] | None = None) -> None:
         """Emit the records of these rows (default: the one selected), read off the UI

@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 
 from dtgui.core.plans.plan import Plan
 from dtgui.core.runs.records import RunRecord
+from dtgui.core.runs.run_index import significant
 from dtgui.core.sweeps.sweep import SweepSpec
 from dtgui.core.sweeps.sweep_study import (
     TRIALS_CSV,
@@ -69,17 +70,20 @@ def status_text(data: SweepTable, running: bool, in_process: bool = True) -> str
     its queue runs (`in_process`: in a process of its own, else in the app)."""
     spec = data.spec
     counts = {s: sum(1 for r in data.rows if r.state == s)
-              for s in ("finished", "pruned", "stopped", "failed", "running")}
-    told = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no trial yet"
+              for s in ("finished", "pruned", "stopped", "failed")}
+    training = sum(1 for r in data.rows if r.state == "running")
+    # a trial still running is not done: counted apart, not among the trials asked for
+    told = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "none yet"
     best = data.best
     goal = "lowest" if spec.goal == "minimize" else "highest"
-    return (f"{_counted(data)} of {spec.trials} trial(s): {told}. "
+    return (f"{_counted(data) - training} of {spec.trials} trial(s) done"
+            + (f", {training} running" if training else "") + f": {told}. "
             f"{SEARCH_TEXT.get(spec.search, spec.search)} for the {goal} {spec.objective}"
-            + (f"; best: trial {best.number} ({best.objective:.4g})"
+            + (f"; best: trial {best.number} ({significant(best.objective)})"
                if best is not None and best.objective is not None else "")
             + (". Running in the background: it goes on if dtgui is closed." if running
                and in_process else ". Running in dtgui: it stops when dtgui is closed."
-               if running else "." if counts["running"]  # its queue runs elsewhere (a shell)
+               if running else "." if training  # its queue runs elsewhere (a shell)
                else ". Not running."))
 
 
@@ -235,7 +239,8 @@ class SweepView(QWidget):
     # -- the table -------------------------------------------------------------------------
     def _fill_table(self, data: SweepTable, selected: set[int]) -> None:
         names = [p.name for p in data.spec.params]
-        headers = ["trial", "state", data.spec.objective, "best step", *names, "time",
+        # a trial's value is its best one (at "best step"), not its last
+        headers = ["trial", "state", f"best {data.spec.objective}", "best step", *names, "time",
                    "machine", "error"]
         self.table.blockSignals(True)
         self.table.setColumnCount(len(headers))
@@ -243,7 +248,7 @@ class SweepView(QWidget):
         self.table.setRowCount(len(data.rows))
         for i, row in enumerate(data.rows):
             cells = [str(row.number), row.state_text,
-                     "" if row.objective is None else f"{row.objective:.5g}",
+                     significant(row.objective),
                      "" if row.best_step is None else str(row.best_step),
                      *(_value_text(row.params.get(n)) for n in names),
                      "" if row.seconds is None else f"{row.seconds:.0f} s",

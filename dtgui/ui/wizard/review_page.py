@@ -9,7 +9,7 @@ import html
 import json
 from pathlib import Path
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QFontMetrics, QTextOption
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QPlainTextEdit,
     QPushButton,
+    QSizePolicy,
     QSplitter,
     QTabWidget,
     QVBoxLayout,
@@ -67,6 +68,9 @@ QTabBar::tab:!selected { margin-top: 2px; }
 _ROLES = {"chief": "coordinator", "worker": "worker", "ps": "parameter server"}
 
 
+ELIDED_LEAST_PX = 170  # a long value never makes the review wider than this
+
+
 class ReviewPage(QWizardPage):
     def __init__(self, ctx: WizardContext, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -91,9 +95,10 @@ class ReviewPage(QWizardPage):
         self.summary_values: dict[str, QLabel] = {}
         names = ("Strategy", "Devices", "Replicas", "Global batch", "Precision", "XLA",
                  "Steps", "Learning rate", "Seed", "Optimizer", "Validation", "Model",
-                 "Checkpoints", "Run name", "All-reduce")
+                 "Checkpoints", "All-reduce", "Run name")
         for i, name in enumerate(names):
-            row, col = divmod(i, 3)
+            # the run name (its strategy and time: long) has a row of its own, first
+            row, col = (0, 0) if name == "Run name" else divmod(i + 3, 3)
             key = QLabel(name + ":")
             key.setStyleSheet("color: #6b7280;")
             key.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
@@ -101,9 +106,16 @@ class ReviewPage(QWizardPage):
             value.setStyleSheet("font-weight: bold;")
             self.summary_values[name] = value
             self.summary_grid.addWidget(key, row, col * 2)
-            self.summary_grid.addWidget(value, row, col * 2 + 1)
+            self.summary_grid.addWidget(value, row, col * 2 + 1, 1, 5 if name == "Run name" else 1)
         for col in (1, 3, 5):
             self.summary_grid.setColumnStretch(col, 1)
+        # values that may be long are shortened to the room their column has, not more
+        self._full_texts: dict[QLabel, str] = {}
+        for name in ("All-reduce", "Optimizer", "Model", "Run name"):
+            value = self.summary_values[name]
+            value.setMinimumWidth(ELIDED_LEAST_PX)
+            value.setSizePolicy(QSizePolicy.Policy.Ignored, value.sizePolicy().verticalPolicy())
+            value.installEventFilter(self)
         # a user's own script: what runs, what it is given, what of dtgui's does not apply
         self.script_info = label(name="scriptReview", selectable=True)
         self.script_info.setTextFormat(Qt.TextFormat.RichText)
@@ -388,13 +400,25 @@ class ReviewPage(QWizardPage):
             f"<span style='color:#6b7280'>{html.escape(key)}:</span> {html.escape(value)}"
             for key, value in rows if key != "Project"))
 
-    @staticmethod
-    def _set_elided(widget: QLabel, text: str, tooltip: str = "") -> None:
+    def _set_elided(self, widget: QLabel, text: str, tooltip: str = "") -> None:
+        self._full_texts[widget] = text
+        widget.setProperty("fullTip", tooltip)
+        self._elide(widget)
+
+    def _elide(self, widget: QLabel) -> None:
+        text = self._full_texts.get(widget, "")
         font = widget.font()
         font.setBold(True)
-        shown = QFontMetrics(font).elidedText(text, Qt.TextElideMode.ElideMiddle, 170)
+        room = max(ELIDED_LEAST_PX, widget.contentsRect().width())
+        shown = QFontMetrics(font).elidedText(text, Qt.TextElideMode.ElideMiddle, room)
         widget.setText(shown)
-        widget.setToolTip(tooltip or (text if shown != text else ""))
+        widget.setToolTip(str(widget.property("fullTip") or "") or (text if shown != text else ""))
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.Resize and watched in self._full_texts:
+            assert isinstance(watched, QLabel)
+            self._elide(watched)  # its column's room changed
+        return super().eventFilter(watched, event)
 
     def _show_task(self, row: int) -> None:
         plan = self.placed_plan()
