@@ -4,12 +4,14 @@ no page shows a text cut (`cut_text`); what Home says of a failed launch."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
 from cut_text import cut_texts
 from PySide6.QtCore import QSize
 from PySide6.QtWidgets import QMessageBox, QScrollArea, QWidget
+from pytestqt.exceptions import TimeoutError as WaitTimeout
 from pytestqt.qtbot import QtBot
 from test_sweep_view import make_sweep
 from training_events import T0, write_run
@@ -107,7 +109,10 @@ def test_every_page_fits_1366x768_and_none_widens_the_window(
     pages: list[QWidget] = [window.runs_page, window.compare, view, dashboard]
     for page in pages:
         window.pages.setCurrentWidget(page)
-        qtbot.wait(20)
+        # the layouts settle over a few event-loop turns (more of them on a loaded machine)
+        with contextlib.suppress(WaitTimeout):
+            qtbot.waitUntil(lambda: not scrolls(window) and not cut_texts(window),
+                            timeout=5_000)
         assert window.size() == size
         assert fits(window.minimumSizeHint()), f"{page}: minimum {window.minimumSizeHint()}"
         assert not scrolls(window), scrolls(window)

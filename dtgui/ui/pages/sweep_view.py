@@ -118,7 +118,7 @@ class SweepView(QWidget):
         self.session.failed.connect(self._failed)
         self.title = QLabel("No sweep")
         self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.title.setWordWrap(True)  # a long folder wraps: it never widens the window
+        self.title.setWordWrap(True)  # a long name wraps: it never widens the window
         self.status = QLabel("")
         self.status.setWordWrap(True)
         self.notes = QLabel("")  # what the queue said: trials waiting for a GPU ...
@@ -207,7 +207,9 @@ class SweepView(QWidget):
     def _show_folder(self, folder: Path, status: str) -> None:
         self.folder = Path(folder)
         self.table_data = None
-        self.title.setText(f"Sweep {self.folder}")
+        # its name: a folder's path has no space to wrap at, and would widen the window
+        self.title.setText(f"Sweep {self.folder.name}")
+        self.title.setToolTip(str(self.folder))
         self.status.setText(status)
         self._set_enabled()
 
