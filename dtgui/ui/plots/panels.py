@@ -334,11 +334,13 @@ class DevicePanel(PlotPanel):
             mem = f"{m:,.0f} MiB" if m is not None else "–"
             tips.append(f"{label}: {util}, {mem}")
             task, _, dev = label.rpartition(" ")
+            # the value the plot shows (% or MiB; both in the tooltip): a narrow card has
+            # room for one
+            value = util if self.mode == "util" else mem
             if len(tasks) == 1:
-                name, value = dev, f"{util} · {mem}"
+                name = dev
             else:
                 name = short_task(task) if len(labels) == len(tasks) else f"{short_task(task)}/{dev}"
-                value = util if self.mode == "util" else mem
             parts.append(swatch_html(self._colour(label), f"{name} <b>{value}</b>"))
         if self.ended and parts:
             # after the run, its last sample while it trained (not the machine idle after it)
