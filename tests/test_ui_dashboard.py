@@ -745,12 +745,30 @@ def test_a_run_without_a_step_yet_says_what_it_is_starting(qtbot: QtBot,
     dash.attach(FakeRun(metrics), run_name="r1", strategy="multi_worker_mirrored")
     step_text = dash.header.step_label.text
     qtbot.waitUntil(lambda: "starting: loading TensorFlow…" in step_text(), timeout=3000)
+    # the step plots say what they wait for and what the run does, not axes of nothing
+    loss, rate, device = dash.loss_panel, dash.throughput_panel, dash.device_panel
+    for panel in (loss, rate):
+        assert panel.waiting and not panel.plot_widget.isVisibleTo(dash)
+        assert panel.waiting_label.text() == ("Waiting for the first step…\n"
+                                              "The run is loading TensorFlow…")
+    assert device.waiting and "first sample" in device.waiting_label.text()
     # a blank line printed: counted in words, and the empty pane does not say "no output"
     metrics.add_log_lines("worker:0", [""])
     qtbot.waitUntil(lambda: dash.log_view.count_label.text() == "1 line", timeout=3000)
     assert dash.log_view.text.placeholderText() == "Only blank lines so far."
     metrics.add_events([started("worker:0", [0, 1]), started("worker:1", [2, 3])])
     qtbot.waitUntil(lambda: "building the model" in step_text(), timeout=3000)
+    assert loss.waiting_label.text().endswith("The run is building the model and its first "
+                                              "step…")
     metrics.add_events(two_workers(1, 3))
     qtbot.waitUntil(lambda: "step <b>3</b>" in step_text(), timeout=3000)
     assert "starting" not in step_text()
+    # the first points: the plots, and the device plot still waits for its own
+    assert not loss.waiting and loss.plot_widget.isVisibleTo(dash) and not rate.waiting
+    assert device.waiting
+    # a run that ends before its first step says so where its curves would be
+    other = LiveRun(100)
+    dash.attach(FakeRun(other), run_name="r2")
+    assert loss.waiting and loss.waiting_label.text().startswith("Waiting for the first step")
+    dash.show_end(RunState.FAILED, "boom")
+    assert loss.waiting_label.text() == "No step was trained: the run failed before its first."

@@ -295,6 +295,8 @@ class Dashboard(QWidget):
         self.step_split.set_measuring(False)
         self.header.set_state(state, message)
         self._update_stop_button(state, True)
+        if self._text_snap is None:  # the text says the end even with no new event
+            self._text_snap = c.metrics.snapshot()
         self.refresh()
         self._elapsed = max(self._elapsed, c.metrics.training_span())
         self.header.set_elapsed(self._elapsed)
@@ -413,16 +415,29 @@ class Dashboard(QWidget):
         return metrics.scalars.snapshot() if metrics is not None else {}
 
     def _starting_note(self, snap: Snapshot) -> str:
-        """What a running run with no step yet does ("": it has steps, or is not running),
-        from its tasks' states: they load TensorFlow until they report started (a while on
-        a loaded machine), then build the model and trace its first step. A user's script
-        may never count steps: it says nothing."""
-        if self._ended or snap.step or self.header.state != RunState.RUNNING \
-                or self._script_run:
+        """What a run with no step yet does ("": it has steps, or has ended), from its
+        state and its tasks' states: its tasks are started, they load TensorFlow until they
+        report started (a while on a loaded machine), then build the model and trace its
+        first step. A user's script may never count steps: it says nothing."""
+        if self._ended or snap.step or self._script_run:
             return ""
+        if self.header.state != RunState.RUNNING or not snap.tasks:
+            return "launching its tasks…"
         if all(s.status == RunState.STARTING for s in snap.tasks.values()):
-            return "starting: loading TensorFlow…"
-        return "starting: building the model and its first step…"
+            return "loading TensorFlow…"
+        return "building the model and its first step…"
+
+    def _waiting_text(self, snap: Snapshot) -> str:
+        """What the step plots say before their first point: what the run does meanwhile,
+        or that it ended without one."""
+        if self._script_run:
+            return ("The script reported nothing to plot here." if self._ended
+                    else "Waiting for the script's first numbers…")
+        if self._ended:
+            return (f"No step was trained: the run {self.header.state or 'ended'} before "
+                    "its first.")
+        note = self._starting_note(snap)
+        return "Waiting for the first step…" + (f"\nThe run is {note}" if note else "")
 
     def _update_text(self, metrics: LiveRun, force: bool) -> None:
         """Header, readouts, task table and log: from the latest snapshot, at most every
@@ -440,9 +455,16 @@ class Dashboard(QWidget):
         if self._script_run and snap.script_progress.unit:  # what the script told
             self.header.set_script_progress(snap.script_progress)
         else:  # a script counts its own steps: the plan's number is only a hint to it
+            note = self._starting_note(snap)
             self.header.set_progress(snap.step, 0 if self._script_run else snap.total_steps,
-                                     self._starting_note(snap))
+                                     f"starting: {note}" if note else "")
         self.header.set_epoch(snap.epoch, snap.last_epoch_metrics)
+        waiting = self._waiting_text(snap)
+        for panel in (self.loss_panel, self.throughput_panel):
+            panel.set_waiting_text(waiting)
+        self.device_panel.set_waiting_text(
+            "Waiting for the first sample of the run's devices…" if not self._ended
+            else "No sample of the run's devices.")
         self.task_table.update_tasks(snap.tasks)
         self.memory_panel.update_memory(snap.memory, snap.device_use)
         self.memory_panel.update_tasks(snap.tasks, snap.gradient_bytes, snap.all_reduce_note)

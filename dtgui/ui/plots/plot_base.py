@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QSizePolicy,
+    QStackedWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -241,7 +242,19 @@ class PlotPanel(QFrame):
         self.plot_widget.setFrameShape(QFrame.Shape.NoFrame)
         # Below pyqtgraph's 68 px: two rows of plots, the header and the tables fit 768 px.
         self.plot_widget.setMinimumHeight(PLOT_MIN_HEIGHT)
-        layout.addWidget(self.plot_widget, 1)
+        # Until its first point the panel says what it waits for instead of drawing axes
+        # whose ranges mean nothing (set_waiting_text).
+        self.waiting_label = QLabel("")
+        self.waiting_label.setObjectName("plotWaiting")
+        self.waiting_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.waiting_label.setWordWrap(True)
+        self.waiting_label.setMinimumHeight(PLOT_MIN_HEIGHT)
+        self.waiting_label.setSizePolicy(QSizePolicy.Policy.Ignored,
+                                         QSizePolicy.Policy.Ignored)
+        self.plot_stack = QStackedWidget()
+        self.plot_stack.addWidget(self.plot_widget)
+        self.plot_stack.addWidget(self.waiting_label)
+        layout.addWidget(self.plot_stack, 1)
         self.plot: pg.PlotItem = self.plot_widget.getPlotItem()
         self.plot.setDownsampling(auto=True, mode="peak")
         self.plot.setClipToView(True)
@@ -260,6 +273,7 @@ class PlotPanel(QFrame):
         self._x_span: tuple[float, float] | None = None
         self._y_span: tuple[float, float] | None = None
         self._in_state_change = False
+        self._waiting = True  # no point yet (reset_view): the waiting text, if any, shows
         self._axis_titles: dict[str, tuple[str, str]] = {}  # axis -> (its title, short)
         self._axis_shown: dict[str, str] = {}  # axis -> the title it shows ("": none)
         view = self.plot.getViewBox()
@@ -302,6 +316,31 @@ class PlotPanel(QFrame):
         if self.y_mode != "fixed":  # a fixed range (utilisation, 0-100 %) is the panel's own
             view.setYRange(0.0, 1.0, padding=0)
         self.set_following(True)
+        self._waiting = True
+        self._show_plot_or_waiting()
+
+    def set_waiting_text(self, text: str) -> None:
+        """What the panel says while it has no point (what the run does meanwhile); "": its
+        empty axes."""
+        if text != self.waiting_label.text():
+            self.waiting_label.setText(text)
+        self._show_plot_or_waiting()
+
+    @property
+    def waiting(self) -> bool:
+        """The panel shows its waiting text, not its plot."""
+        return self.plot_stack.currentWidget() is self.waiting_label
+
+    def has_points(self) -> bool:
+        return any(len(x) for curves in self.curve_sets for x, _y in curves.raw.values())
+
+    def _show_plot_or_waiting(self) -> None:
+        if self._waiting and self.has_points():
+            self._waiting = False
+        wait = self._waiting and bool(self.waiting_label.text())
+        shown = self.waiting_label if wait else self.plot_widget
+        if self.plot_stack.currentWidget() is not shown:
+            self.plot_stack.setCurrentWidget(shown)
 
     def _view_resized(self, *_args: object) -> None:
         for curves in self.curve_sets:
@@ -380,6 +419,8 @@ class PlotPanel(QFrame):
         """After new data: while following, widen the ranges when the data leaves them (x
         with headroom, so that the axes do not change on every step), before painting."""
         view = self.plot.getViewBox()
+        if self._waiting:
+            self._show_plot_or_waiting()
         if self.following:
             if force:
                 self._x_span = self._y_span = None
