@@ -30,6 +30,7 @@ from dtgui.ui.pages.run_widgets import (
     SLOW_ROW_BG,
     SLOW_ROW_FG,
     TaskTable,
+    epoch_text,
 )
 from dtgui.ui.pages.state_colours import STATE_COLOURS
 from dtgui.ui.plots.curves import ENVELOPE_MIN_POINTS, Envelope
@@ -772,3 +773,21 @@ def test_a_run_without_a_step_yet_says_what_it_is_starting(qtbot: QtBot,
     assert loss.waiting and loss.waiting_label.text().startswith("Waiting for the first step")
     dash.show_end(RunState.FAILED, "boom")
     assert loss.waiting_label.text() == "No step was trained: the run failed before its first."
+
+
+def test_the_epoch_text_never_reads_as_two_last_epochs() -> None:
+    """Epochs count from 1 and an epoch's numbers come when it ends: the run's last steps
+    may be part of an epoch that never ends (1,000 steps of 28: epoch 36 has 20)."""
+    last = {"epoch": 35.0, "loss": 0.0276, "accuracy": 1.0}
+    assert epoch_text(0, {}) == "epoch –"
+    assert epoch_text(1, {}, step=3, per_epoch=28) == "epoch <b>1</b> (step 3 of 28)"
+    # at the epoch's last step its numbers are the current epoch's
+    assert epoch_text(35, last, step=980, per_epoch=28) == (
+        "epoch <b>35</b> ended: training loss <b>0.0276</b>, accuracy <b>100.0%</b>")
+    end = epoch_text(36, last, step=1000, per_epoch=28)
+    assert end == ("epoch <b>36</b> (step 20 of 28) &nbsp;·&nbsp; epoch 35 ended: training "
+                   "loss <b>0.0276</b>, accuracy <b>100.0%</b>")
+    assert "last epoch" not in end
+    # a script's epochs: no steps per epoch known
+    assert epoch_text(4, {"epoch": 3.0, "loss": 0.5}) == (
+        "epoch <b>4</b> &nbsp;·&nbsp; epoch 3 ended: training loss <b>0.5</b>")

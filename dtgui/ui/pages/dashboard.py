@@ -209,6 +209,7 @@ class Dashboard(QWidget):
         self._text_snap: Snapshot | None = None  # shown in the plots, not yet in the text
         self._text_time = 0.0
         self._script_run = False
+        self._steps_per_epoch = 0
         self._loss_axis = "step"
 
     # -- public API --------------------------------------------------------------------------
@@ -234,6 +235,7 @@ class Dashboard(QWidget):
         self._text_time = 0.0
         # A user's own script counts its own steps: the plan's number is only a hint to it.
         self._script_run = plan.script is not None
+        self._steps_per_epoch = plan.steps_per_epoch
         self.loss_panel.clear()
         self._label_loss_axis("step")
         self.throughput_panel.clear()
@@ -458,7 +460,8 @@ class Dashboard(QWidget):
             note = self._starting_note(snap)
             self.header.set_progress(snap.step, 0 if self._script_run else snap.total_steps,
                                      f"starting: {note}" if note else "")
-        self.header.set_epoch(snap.epoch, snap.last_epoch_metrics)
+        self.header.set_epoch(snap.epoch, snap.last_epoch_metrics, snap.step,
+                              0 if self._script_run else self._steps_per_epoch)
         waiting = self._waiting_text(snap)
         for panel in (self.loss_panel, self.throughput_panel):
             panel.set_waiting_text(waiting)

@@ -237,24 +237,42 @@ class RunHeader(QFrame):
         self.strategy_label.setText(f"{strategy} · {summary}" if summary else strategy)
         self.strategy_label.setToolTip(details)
 
-    def set_epoch(self, epoch: int, metrics: dict[str, float]) -> None:
-        parts = [f"epoch <b>{epoch}</b>" if epoch else "epoch –"]
-        if metrics:
-            done = int(metrics.get("epoch", 0))
-            vals = []
-            if "loss" in metrics:
-                vals.append(f"loss <b>{metrics['loss']:.4g}</b>")
-            if "accuracy" in metrics:
-                vals.append(f"accuracy <b>{100 * metrics['accuracy']:.1f}%</b>")
-            if vals:
-                parts.append((f"last epoch ({done}): " if done else "last epoch: ")
-                             + ", ".join(vals))
-        self.epoch_label.setText(" &nbsp;·&nbsp; ".join(parts))
+    def set_epoch(self, epoch: int, metrics: dict[str, float], step: int = 0,
+                  per_epoch: int = 0) -> None:
+        """The epoch the run is in and the last ended one's numbers (`epoch_text`)."""
+        self.epoch_label.setText(epoch_text(epoch, metrics, step, per_epoch))
 
     def set_elapsed(self, seconds: float) -> None:
         text = f"elapsed {format_elapsed(seconds)}"
         if text != self.elapsed_label.text():
             self.elapsed_label.setText(text)
+
+
+def epoch_text(epoch: int, metrics: Mapping[str, float], step: int = 0,
+               per_epoch: int = 0) -> str:
+    """The header's epoch: the one the run is in (`epoch`, counted from 1), how far into it
+    when its steps per epoch are known, and the training numbers of the last epoch that
+    ended (`metrics`, its `epoch` among them). An epoch's numbers come once it has ended, so
+    a run that ends part-way through an epoch says that epoch's steps beside the last whole
+    one's numbers."""
+    if not epoch:
+        return "epoch –"
+    done = int(metrics.get("epoch", 0))
+    vals = []
+    if "loss" in metrics:
+        vals.append(f"loss <b>{metrics['loss']:.4g}</b>")
+    if "accuracy" in metrics:
+        vals.append(f"accuracy <b>{100 * metrics['accuracy']:.1f}%</b>")
+    numbers = ", ".join(vals)
+    into = step - (epoch - 1) * per_epoch if per_epoch > 0 and step > 0 else 0
+    if numbers and done == epoch:
+        return f"epoch <b>{epoch}</b> ended: training {numbers}"
+    current = f"epoch <b>{epoch}</b>" + (
+        f" (step {into:,} of {per_epoch:,})" if 0 < into < per_epoch else "")
+    if not numbers:
+        return current
+    ended = f"epoch {done}" if done else "the last epoch"
+    return f"{current} &nbsp;·&nbsp; {ended} ended: training {numbers}"
 
 
 class TaskTable(QTableWidget):
