@@ -24,6 +24,7 @@ from dtgui.core.measure.bottleneck import (
     StepSplit,
     verdict,
 )
+from dtgui.core.measure.split_wait import SplitWait, wait_text
 from dtgui.core.run_curves import RunCurves
 from dtgui.core.runs.compare import CSV_FIELDS, FIELDS, summarize_run, summary_csv, table_rows
 from dtgui.launch.runs.history import open_run
@@ -105,7 +106,8 @@ def test_a_split_event_is_read_compatibly_and_the_reducer_keeps_each_tasks_windo
     curves.add_events(events)
     assert set(curves.splits) == {"worker:1", "worker:2"}  # worker:0 held no time
     # from when, on the clock since training began (an older event: seconds of training)
-    assert curves.split_deferred == {"worker:3": 120.5, "worker:4": 12.25}
+    assert curves.split_deferred == {"worker:3": SplitWait(120.5),
+                                     "worker:4": SplitWait(12.25, 3.1)}
     window = curves.splits["worker:1"]
     assert window.step == 40 and window.steps == 40
     assert window.input == pytest.approx((10 * 0.03 + 30 * 0.001) / 40)
@@ -471,3 +473,37 @@ def test_compare_puts_validation_at_its_steps_training_time() -> None:
     for step, seconds in zip(val.steps, val.seconds, strict=True):
         [at] = [s for st, s in zip(loss.steps, loss.seconds, strict=True) if st == step]
         assert seconds == pytest.approx(at)
+
+
+def test_a_run_stopped_and_resumed_before_its_split_says_what_it_needs() -> None:
+    """Measuring starts again with each stretch of training (the budget counts the clock
+    since the stretch began): a run stopped and resumed, each stretch too short, says so
+    rather than that the run was too short, and a run that ended too short says by how
+    much."""
+    def started(t: float, resumed: int | None = None) -> str:
+        extra = f',"resumed_from_step":{resumed}' if resumed is not None else ""
+        return (f'{{"v":2,"kind":"started","task":"worker:0","t":{t},"replica_ids":[0],'
+                f'"steps":3000{extra}}}')
+
+    def deferred(t: float, needed: float, trained: float) -> str:
+        return (f'{{"v":2,"kind":"split","task":"worker:0","t":{t},"step":4,"steps":0,'
+                f'"deferred_clock":{needed},"clock_seconds":{trained}}}')
+
+    curves = RunCurves()
+    lines = [started(1.0), deferred(5.0, 20.0, 3.0), deferred(19.0, 20.0, 18.6)]
+    curves.add_events([e for e in (parse_line(x) for x in lines) if e is not None])
+    assert curves.split_deferred == {"worker:0": SplitWait(20.0, 18.6)}
+    one = wait_text(curves.split_deferred.values(), ended=True)
+    assert one.startswith("Not measured: the run was too short: it trained 19 s on the clock "
+                          "and needed about 1 s more")
+    lines = [started(40.0, 1650), deferred(45.0, 20.0, 4.0), deferred(58.0, 20.0, 17.2)]
+    curves.add_events([e for e in (parse_line(x) for x in lines) if e is not None])
+    assert curves.split_deferred == {"worker:0": SplitWait(20.0, 17.2, 2, 18.6)}
+    ended = wait_text(curves.split_deferred.values(), ended=True)
+    assert "too short" not in ended
+    assert ended.startswith("Not measured: no stretch of training was long enough (measuring "
+                            "starts again when a run resumes and needs about 20 s of training "
+                            "in one stretch: the longest trained 19 s;")
+    running = wait_text(curves.split_deferred.values(), ended=False)
+    assert running.startswith("Not measured yet: measuring starts again when a run resumes, "
+                              "once a task has trained about 20 s on the clock since it resumed")

@@ -21,6 +21,7 @@ from dtgui.core.events import Event
 from dtgui.core.measure.bottleneck import CpuLoad, StepSplit
 from dtgui.core.measure.device_use import DeviceUse
 from dtgui.core.measure.memory import MemoryPeaks
+from dtgui.core.measure.split_wait import SplitWait
 from dtgui.core.run_curves import RunCurves
 from dtgui.core.run_tasks import TaskState
 from dtgui.core.runs.run_state import RunState
@@ -52,7 +53,7 @@ class Snapshot:
     models: list[dict[str, object]] = field(default_factory=list)  # model_saved events
     script_progress: ScriptProgress = field(default_factory=ScriptProgress)  # a script's own
     splits: dict[str, StepSplit] = field(default_factory=dict)  # task -> its step's split
-    split_deferred: dict[str, float] = field(default_factory=dict)  # task -> measured from (s)
+    split_deferred: dict[str, SplitWait] = field(default_factory=dict)  # task -> why no split
     loads: list[CpuLoad] = field(default_factory=list)  # each task's machine's CPU load
     memory: MemoryPeaks = field(default_factory=MemoryPeaks)  # each task's peak memory
     device_use: DeviceUse = field(default_factory=DeviceUse)  # utilisation, traffic

@@ -29,11 +29,11 @@ from dtgui.core.measure.bottleneck import (
     WINDOW_SPLITS,
     CpuLoad,
     StepSplit,
-    deferred_until,
     window_split,
 )
 from dtgui.core.measure.device_use import DeviceUse
 from dtgui.core.measure.memory import MemoryPeaks
+from dtgui.core.measure.split_wait import SplitWait, deferred_until
 from dtgui.core.run_devices import RunDevices
 from dtgui.core.run_tasks import RunTasks, task_key
 from dtgui.core.scalars import ScalarStore, is_loss_tag
@@ -69,8 +69,9 @@ class RunCurves:
         # task -> where its step time went over its last WINDOW_SPLITS splits (window_split)
         self.splits: dict[str, StepSplit] = {}
         self._split_window: dict[str, deque[StepSplit]] = {}
-        # task -> training seconds from which it will be measured (not measured yet)
-        self.split_deferred: dict[str, float] = {}
+        # task -> from when it will be measured (not measured yet), in its stretch of training
+        self.split_deferred: dict[str, SplitWait] = {}
+        self._stretches: dict[str, int] = {}  # task -> its stretches of training (starts)
         self.versions: dict[str, str] = {}  # the training program's (TensorFlow, Keras...)
         self.t_first: float | None = None
         self.t_last: float | None = None
@@ -168,6 +169,7 @@ class RunCurves:
             if task in self._started_tasks and before is not None:
                 self.stopped_seconds += max(0.0, event.t - before)  # stopped, then resumed
             self._started_tasks.add(task)
+            self._stretches[task] = self._stretches.get(task, 0) + 1
             self._started(event)
         elif kind == "validation":
             self._validation(event)
@@ -217,7 +219,13 @@ class RunCurves:
         else:
             waits = deferred_until(event.data)
             if waits is not None:
-                self.split_deferred[str(event.get("of_task") or event.task)] = waits
+                measured = str(event.get("of_task") or event.task)
+                trained = as_number(event.get("clock_seconds")) or 0.0
+                stretch = self._stretches.get(event.task, 1)
+                before = self.split_deferred.get(measured)
+                self.split_deferred[measured] = (
+                    SplitWait(waits, trained, stretch) if before is None
+                    else before.then(waits, trained, stretch))
 
     def add_scalar(self, event: Event) -> tuple[int | None, int | None]:
         """A script's `scalar` event; returns what it says of the progress (ScalarStore.add)."""

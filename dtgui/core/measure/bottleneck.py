@@ -154,18 +154,6 @@ def clock_text(seconds: float) -> str:
     return f"{round(seconds / 60)} min"
 
 
-def deferred_until(data: Mapping[str, Any]) -> float | None:
-    """Seconds from which a task not measured yet will be (a `split` event without a split:
-    its run too short so far to measure within the budget), on the clock since its training
-    began (`deferred_clock`; an older event's `deferred_until`: of training); None for a
-    split."""
-    for key in ("deferred_clock", "deferred_until"):
-        value = data.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
-            return max(0.0, float(value))
-    return None
-
-
 def window_split(recent: Sequence[StepSplit]) -> StepSplit | None:
     """A task's last splits as one: each part's seconds per step averaged over their steps
     (a split of unknown steps weighs as much as the mean), the latest's other fields."""

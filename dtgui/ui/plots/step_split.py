@@ -30,10 +30,10 @@ from dtgui.core.measure.bottleneck import (
     RunFacts,
     StepSplit,
     Verdict,
-    clock_text,
     verdict,
 )
 from dtgui.core.measure.memory import DeviceMemory
+from dtgui.core.measure.split_wait import SplitWait, wait_text
 from dtgui.core.run_tasks import task_key
 from dtgui.ui.plots.plot_base import style_card, title_label
 
@@ -240,10 +240,10 @@ class StepSplitPanel(QFrame):
 
     def update_splits(self, splits: Mapping[str, StepSplit],
                       memory: Sequence[DeviceMemory] = (), loads: Sequence[CpuLoad] = (),
-                      deferred: Mapping[str, float] | None = None) -> None:
+                      deferred: Mapping[str, SplitWait] | None = None) -> None:
         """Each task's split (over its last few), its devices' memory (a device near its
         limit is the run's first limit), its machine's CPU load, and for a task not measured
-        yet from when it will be (`deferred`: seconds of training)."""
+        yet why not (`deferred`: `SplitWait`)."""
         near = tuple(d for d in memory if d.near_limit)
         if not splits and not near:
             if self._shown or self._near:
@@ -287,20 +287,14 @@ class StepSplitPanel(QFrame):
         self.cost_label.setText(costliest.cost_text if costliest is not None else "")
         self.setVisible(True)
 
-    def _show_deferred(self, deferred: Mapping[str, float]) -> None:
+    def _show_deferred(self, deferred: Mapping[str, SplitWait]) -> None:
         """Before any split: why none yet, when the run is too short so far to measure
-        within the budget."""
+        within the budget (`wait_text`)."""
         if not deferred or self._shown or self._near:
             return
-        after = max(deferred.values())
-        why = "measuring takes at most 5 % of the first minute of training, 1 % of a long run"
-        line = (f"Not measured: the run was too short ({why}: it needed about "
-                f"{clock_text(after)} of training on the clock)" if self.ended else
-                f"Not measured yet: measured once a task has trained about {clock_text(after)} "
-                f"on the clock ({why})")
+        line = escape(wait_text(deferred.values(), self.ended))
         if self._unhelped:  # not the hint: it says a split is being measured
             line += "<br>" + escape(self._unhelped)
         if line != self.verdict_label.text():
             self.verdict_label.setText(line)
         self.setVisible(True)
-
