@@ -23,7 +23,7 @@ from dtgui.core.events import Event
 from dtgui.core.live_run import LiveRun
 from dtgui.core.measure.stragglers import describe_straggler, find_stragglers
 from dtgui.core.runs.run_state import RunState
-from dtgui.core.task_logs import LOG_LINES_KEPT
+from dtgui.core.task_logs import IN_WORDS, LOG_LINES_KEPT
 from dtgui.ui.pages.dashboard import Dashboard
 from dtgui.ui.pages.run_widgets import (
     FAILED_ROW_FG,
@@ -40,6 +40,7 @@ from dtgui.ui.run_session import RunSession
 pytestmark = pytest.mark.gui
 
 LEFT = Qt.MouseButton.LeftButton
+TF_DATA_IN_WORDS = IN_WORDS[0][1]
 
 
 def ev(kind: str, task: str = "worker:0", t: float = 1000.0, **fields: Any) -> Event:
@@ -284,10 +285,33 @@ def test_log_view_appends_only_new_lines_and_survives_the_buffer_wrapping(
         "w1 a", "w1 b"])
     qtbot.waitUntil(lambda: dash.log_view.combo.findText("worker:1") >= 0, timeout=3000)
     dash.log_view.select_task("worker:1")
-    assert text.toPlainText().split("\n") == [
-        "· 4 messages of TensorFlow's start-up folded away (kept in the task's log file)",
-        "E0000 00:00:1764388800.2  4242 cuda_dnn.cc:8310] Unable to register cuDNN factory",
-        "w1 a", "w1 b"]
+    error = "E0000 00:00:1764388800.2  4242 cuda_dnn.cc:8310] Unable to register cuDNN factory"
+    assert text.toPlainText().split("\n") == [error, "w1 a", "w1 b"]
+    assert dash.log_view.count_label.text() == "3 lines · 4 of TensorFlow's folded"
+    # more of them, a poll at a time: one count that grows, no line each time
+    tf_data = ("/venv/lib/python3.11/site-packages/tensorflow/python/data/ops/dataset_ops.py:"
+               "463: UserWarning: To make it possible to preserve tf.data options across "
+               "serialization boundaries, their implementation has moved to be part of the "
+               "TensorFlow graph.")
+    source = '  warnings.warn("To make it possible to preserve tf.data options across "'
+    for poll in (["I0000 00:00:1764388801.1   4242 port.cc:153] oneDNN custom operations"],
+                 ["2026-11-29 04:00:02.5: I tensorflow/core/util/port.cc:153] oneDNN custom "
+                  "operations are on."],
+                 ["[worker:1] step 1/100", tf_data, source]):
+        metrics.add_log_lines("worker:1", poll)
+        dash._text_time = 0.0
+        dash.refresh()
+    qtbot.waitUntil(lambda: text.toPlainText().endswith("(the warning itself: \"all lines\")"),
+                    timeout=3000)
+    shown = text.toPlainText().split("\n")
+    assert shown[-2:] == ["[worker:1] step 1/100", TF_DATA_IN_WORDS]
+    assert not any("folded" in line for line in shown)
+    assert dash.log_view.count_label.text() == "5 lines · 7 of TensorFlow's folded"
+    # every line as written, a tick away
+    dash.log_view.all_lines.setChecked(True)
+    qtbot.waitUntil(lambda: text.toPlainText().endswith(source), timeout=3000)
+    assert text.toPlainText().split("\n")[-3:] == ["[worker:1] step 1/100", tf_data, source]
+    assert dash.log_view.count_label.text() == "12 lines"
 
 
 def test_stop_button_requests_stop_once_and_the_end_is_shown_once(

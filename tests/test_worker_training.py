@@ -475,6 +475,8 @@ def test_a_stop_saves_at_the_step_reached_and_every_worker_agrees(tmp_path: Path
         assert stopped["saved"] and reached == trained(name) >= 3, log_text(bundle, task)
         assert stopped["message"].startswith(f"stopped at step {reached} (")
         assert stopped["message"].endswith(f"): the checkpoint of step {reached} is saved")
+        # said once, in the event every view shows, not printed into the log as well
+        assert stopped["message"] not in log_text(bundle, task)
         if task == chiefs[name]:
             assert [e["step"] for e in kinds(events, "checkpoint")] == [reached]
             assert f'"ckpt-{reached}"' in (bundle / "output/checkpoints/checkpoint").read_text()

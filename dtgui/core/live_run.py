@@ -29,7 +29,6 @@ from dtgui.core.scalars import ScalarStore
 from dtgui.core.scripts.script_progress import ScriptProgress
 from dtgui.core.series import Curve
 from dtgui.core.step_groups import StepBatch, step_batches
-from dtgui.core.task_logs import folded
 
 __all__ = ["LiveRun", "Snapshot"]
 
@@ -110,13 +109,13 @@ class LiveRun:
                 self.version += 1
 
     def add_log_lines(self, task: str, lines: Iterable[str]) -> None:
-        """A task's new log lines: TensorFlow's search for CUDA left out of a CPU run's, its
-        other start-up messages folded (on a GPU plan its search for CUDA stays: it says why
-        no GPU is used)."""
-        lines = [ln for ln in lines if not (self.cpu_only and GPU_PROBE_NOISE.search(ln))]
-        lines = folded(lines, shown=None if self.cpu_only else GPU_PROBE_NOISE)
+        """A task's new log lines: TensorFlow's start-up messages folded away in the lines
+        read (TaskLogs.add_output), its search for CUDA too on a CPU run (on a GPU plan that
+        stays: it says why no GPU is used)."""
         with self._lock:
-            if self.curves.logs.add(task, lines):
+            if self.curves.logs.add_output(
+                    task, lines, fold=GPU_PROBE_NOISE if self.cpu_only else None,
+                    kept=None if self.cpu_only else GPU_PROBE_NOISE):
                 self.version += 1
 
     def set_task_state(self, task: str, status: str, *, exit_code: int | None = None,
@@ -224,11 +223,18 @@ class LiveRun:
         with self._lock:
             return dict(self.curves.versions)
 
-    def log_lines_since(self, task: str, seen: int) -> tuple[list[str], int]:
-        """The lines of `task` added after the first `seen` ones, and how many were ever added
-        (TaskLogs.since: fewer than `total - seen` when some were dropped)."""
+    def log_lines_since(self, task: str, seen: int,
+                        raw: bool = False) -> tuple[list[str], int]:
+        """The lines of `task` (as read; `raw`: as written) added after the first `seen`
+        ones, and how many were ever added (TaskLogs.since: fewer than `total - seen` when
+        some were dropped)."""
         with self._lock:
-            return self.curves.logs.since(task, seen)
+            return self.curves.logs.since(task, seen, raw)
+
+    def log_folded(self, task: str) -> int:
+        """How many of the task's lines are folded away in the lines read."""
+        with self._lock:
+            return self.curves.logs.folded(task)
 
     def log_tasks(self) -> list[str]:
         with self._lock:

@@ -2,9 +2,10 @@
 
 Only the last LOG_LINES_KEPT lines of a task are kept, so a run that floods its log holds a
 bounded amount; the count lets a reader that follows the lines say when some were dropped.
-TensorFlow's start-up messages (its libraries' info and warning lines) are folded into one line
-that says how many there were (`folded`, applied by `LiveRun.add_log_lines` to the tasks' log
-files' lines): the views show the task's own lines; the log files keep all.
+Two views of a task's output are kept: every line as the task wrote it (`raw`), and the lines
+a person reads, where TensorFlow's start-up messages (its libraries' info and warning lines)
+are folded away and counted (`folded`), and a warning of TensorFlow's that dtgui can say
+plainly is said in words (`shown_line`); the log files keep all.
 """
 
 from __future__ import annotations
@@ -27,63 +28,103 @@ FRAMEWORK_NOISE = re.compile(
     r"|To enable the following instructions: .* rebuild TensorFlow)")
 
 
-def folded(lines: Iterable[str], shown: re.Pattern[str] | None = None) -> list[str]:
-    """The lines with each run of TensorFlow's start-up messages replaced by one line
-    saying how many were folded away; those `shown` matches stay (they say something the
-    run needs said)."""
-    out: list[str] = []
-    run = 0
-    for line in lines:
-        if FRAMEWORK_NOISE.match(line) and not (shown is not None and shown.search(line)):
-            run += 1
-            continue
-        if run:
-            out.append(_fold_line(run))
-            run = 0
-        out.append(line)
-    if run:
-        out.append(_fold_line(run))
-    return out
+# The line Python's warnings print under a warning: the source line that warned.
+WARNING_SOURCE = re.compile(r"^\s+warnings\.warn\(")
+# Python warnings of TensorFlow's that say nothing a run's user can act on, in words.
+IN_WORDS = (
+    (re.compile(r"UserWarning: To make it possible to preserve tf\.data options across"),
+     "· TensorFlow noted that tf.data options were read while the training step was traced: "
+     "its own internals, nothing to change (the warning itself: \"all lines\")"),
+)
 
 
-def _fold_line(count: int) -> str:
-    return (f"· {count} message{'s' if count > 1 else ''} of TensorFlow's start-up folded away "
-            "(kept in the task's log file)")
+def shown_line(line: str, fold: re.Pattern[str] | None = None,
+               kept: re.Pattern[str] | None = None) -> str | None:
+    """The line as a person reads it: as written, in words (IN_WORDS), or None: folded away
+    (TensorFlow's start-up messages, a warning's source line, and what `fold` matches),
+    unless `kept` matches it (it says something the run needs said)."""
+    if kept is not None and kept.search(line):
+        return line
+    if FRAMEWORK_NOISE.match(line) or WARNING_SOURCE.match(line) or (
+            fold is not None and fold.search(line)):
+        return None
+    for warning, words in IN_WORDS:
+        if warning.search(line):
+            return words
+    return line
+
+
+class _Kept:
+    """A task's last LOG_LINES_KEPT lines of one view, and how many it ever had."""
+
+    def __init__(self) -> None:
+        self.lines: deque[str] = deque(maxlen=LOG_LINES_KEPT)
+        self.total = 0
+
+    def add(self, lines: list[str]) -> bool:
+        before = len(self.lines)
+        self.lines.extend(lines)
+        self.total += len(lines)
+        return bool(lines) and (len(self.lines) != before or self.lines.maxlen == before)
+
+    def since(self, seen: int) -> tuple[list[str], int]:
+        if not self.lines or self.total <= seen:
+            return [], self.total
+        new = min(self.total - seen, len(self.lines))
+        return list(islice(self.lines, len(self.lines) - new, None)), self.total
 
 
 class TaskLogs:
     """Not thread-safe: `LiveRun` holds one (in its `RunCurves`) under its lock."""
 
     def __init__(self) -> None:
-        self._lines: dict[str, deque[str]] = {}
-        self._totals: dict[str, int] = {}
+        self._shown: dict[str, _Kept] = {}
+        self._raw: dict[str, _Kept] = {}
+        self._folded: dict[str, int] = {}
+
+    def _of(self, task: str) -> tuple[_Kept, _Kept]:
+        if task not in self._shown:
+            self._shown[task], self._raw[task] = _Kept(), _Kept()
+        return self._shown[task], self._raw[task]
 
     def add(self, task: str, lines: Iterable[str]) -> bool:
-        """Keep `lines` of `task`; True when what is kept changed."""
-        buf = self._lines.get(task)
-        if buf is None:
-            buf = self._lines[task] = deque(maxlen=LOG_LINES_KEPT)
-        before = len(buf)
+        """Keep `lines` of `task`, shown as they are (dtgui's own: its `log` events, its
+        notes); True when what is kept changed."""
+        shown, raw = self._of(task)
         added = list(lines)
-        buf.extend(added)
-        self._totals[task] = self._totals.get(task, 0) + len(added)
-        return len(buf) != before or buf.maxlen == before
+        raw.add(added)
+        return shown.add(added)
+
+    def add_output(self, task: str, lines: Iterable[str], fold: re.Pattern[str] | None = None,
+                   kept: re.Pattern[str] | None = None) -> bool:
+        """Keep `lines` of what `task` printed: all of them as written, and as read
+        (`shown_line`: TensorFlow's messages folded and counted); True when either changed."""
+        shown, raw = self._of(task)
+        added = list(lines)
+        read = [said for said in (shown_line(ln, fold, kept) for ln in added)
+                if said is not None]
+        if len(read) < len(added):
+            self._folded[task] = self._folded.get(task, 0) + len(added) - len(read)
+        return raw.add(added) | shown.add(read)
 
     def lines(self, task: str) -> list[str]:
-        return list(self._lines.get(task, ()))
+        """The task's kept lines as read."""
+        kept = self._shown.get(task)
+        return list(kept.lines) if kept is not None else []
 
-    def since(self, task: str, seen: int) -> tuple[list[str], int]:
-        """The lines of `task` added after the first `seen` ones, and how many were ever added.
+    def since(self, task: str, seen: int, raw: bool = False) -> tuple[list[str], int]:
+        """The lines of `task` (as read, or `raw`: as written) added after the first `seen`
+        ones, and how many were ever added.
 
         When more than LOG_LINES_KEPT lines arrived since `seen`, fewer lines than
         `total - seen` come back (the caller can say some were dropped).
         """
-        buf = self._lines.get(task)
-        total = self._totals.get(task, 0)
-        if not buf or total <= seen:
-            return [], total
-        new = min(total - seen, len(buf))
-        return list(islice(buf, len(buf) - new, None)), total
+        kept = (self._raw if raw else self._shown).get(task)
+        return kept.since(seen) if kept is not None else ([], 0)
+
+    def folded(self, task: str) -> int:
+        """How many of the task's lines were folded away (TensorFlow's messages)."""
+        return self._folded.get(task, 0)
 
     def tasks(self) -> list[str]:
-        return sorted(self._lines)
+        return sorted(self._shown)

@@ -343,8 +343,9 @@ class Progress:
         if saved:
             self.save(step)
         message = stopped_message(step, saved, stop_reason(self.stop.signal))
+        # once, as an event: every view of the log shows the task's `log` events beside
+        # what it printed, so a printed copy would read twice
         self.events.emit("log", level="warning", message=message, stopped_at=step, saved=saved)
-        print(f"[{self.task}] {message}", flush=True)
 
     def finish(self) -> None:
         last = self.total

@@ -20,6 +20,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QCheckBox,
     QComboBox,
     QFrame,
     QHBoxLayout,
@@ -406,10 +407,16 @@ class LogView(QWidget):
         self.combo.currentIndexChanged.connect(self._task_changed)
         self.count_label = QLabel("")
         self.count_label.setObjectName("logCount")
+        self.all_lines = QCheckBox("all lines")
+        self.all_lines.setObjectName("logAllLines")
+        self.all_lines.setToolTip("Every line as the task wrote it, TensorFlow's own messages "
+                                  "too (folded away and counted otherwise)")
+        self.all_lines.toggled.connect(lambda _on: self._restart())
         bar.addWidget(label)
         bar.addWidget(self.combo)
         bar.addStretch(1)
         bar.addWidget(self.count_label)
+        bar.addWidget(self.all_lines)
         layout.addLayout(bar)
         self.text = QPlainTextEdit()
         self.text.setObjectName("logText")
@@ -465,6 +472,21 @@ class LogView(QWidget):
     def _task_changed(self, _index: int) -> None:
         self._restart()
 
+    def _count(self, total: int, folded: int) -> None:
+        """"12 lines", and how many of TensorFlow's messages are folded away: one count that
+        grows, not a line each time some arrive."""
+        text = "" if not total and not folded else \
+            f"{total:,} line" if total == 1 else f"{total:,} lines"
+        if folded:
+            text += f" · {folded:,} of TensorFlow's folded"
+            if not total:
+                self.text.setPlaceholderText("Only TensorFlow's start-up messages so far.")
+        if text != self.count_label.text():
+            self.count_label.setText(text)
+            self.count_label.setToolTip(
+                f"{folded:,} of TensorFlow's start-up messages are left out (the task's log "
+                "file keeps them; \"all lines\" shows them)" if folded else "")
+
     def _restart(self) -> None:
         self._seen = 0
         self.text.clear()
@@ -476,13 +498,15 @@ class LogView(QWidget):
         """Append the lines of the chosen task that arrived since the last call."""
         if self._metrics is None or not self.task:
             return
-        lines, total = self._metrics.log_lines_since(self.task, self._seen)
+        raw = self.all_lines.isChecked()
+        lines, total = self._metrics.log_lines_since(self.task, self._seen, raw)
         if total < self._seen:  # the buffer was replaced: start over
             self._seen = 0
             self.text.clear()
-            lines, total = self._metrics.log_lines_since(self.task, 0)
+            lines, total = self._metrics.log_lines_since(self.task, 0, raw)
         skipped = total - self._seen - len(lines)
         self._seen = total
+        self._count(total, 0 if raw else self._metrics.log_folded(self.task))
         if not lines:
             return
         if skipped > 0:
@@ -502,6 +526,5 @@ class LogView(QWidget):
             self.text.setTextCursor(cursor)
         bar.setValue(bar.maximum() if follow else keep)
         sideways.setValue(left)
-        self.count_label.setText(f"{total:,} line" if total == 1 else f"{total:,} lines")
         if not self.text.toPlainText().strip():  # printed, but blank so far
             self.text.setPlaceholderText("Only blank lines so far.")
