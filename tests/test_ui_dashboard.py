@@ -365,7 +365,7 @@ def test_a_run_that_ended_before_it_was_shown_is_drawn_whole_and_still(
     assert len(curve_xy(dash, 3)[0]) == 12
     # the CPU headline after the run is its last sample while it trained, and says so
     readout = dash.device_panel.readout.text()
-    assert readout.startswith("at the run's end:") and "45%" in readout  # the plot's unit
+    assert readout.startswith("at the end:") and "45%" in readout  # the plot's unit
     assert "45%, 700 MiB" in dash.device_panel.readout.toolTip()  # both
     # too short to measure within 5 % of its first seconds: the card says so, why, and from
     # when on the clock
@@ -777,10 +777,16 @@ def test_a_run_without_a_step_yet_says_what_it_is_starting(qtbot: QtBot,
         assert panel.waiting_label.text() == ("Waiting for the first step…\n"
                                               "The run is loading TensorFlow…")
     assert device.waiting and "first sample" in device.waiting_label.text()
+    # TensorFlow's start-up only: counted, and the empty pane says so
+    log = dash.log_view
+    metrics.add_log_lines("worker:0", ["I0000 00:00:1764388801.1   4242 port.cc:153] oneDNN"])
+    qtbot.waitUntil(lambda: log.count_label.text() == "1 of TensorFlow's folded", timeout=3000)
+    assert log.text.placeholderText() == "Only TensorFlow's start-up messages so far."
     # a blank line printed: counted in words, and the empty pane does not say "no output"
     metrics.add_log_lines("worker:0", [""])
-    qtbot.waitUntil(lambda: dash.log_view.count_label.text() == "1 line", timeout=3000)
-    assert dash.log_view.text.placeholderText() == "Only blank lines so far."
+    qtbot.waitUntil(lambda: log.count_label.text() == "1 line · 1 of TensorFlow's folded",
+                    timeout=3000)
+    assert log.text.placeholderText() == "Only blank lines so far."
     metrics.add_events([started("worker:0", [0, 1]), started("worker:1", [2, 3])])
     qtbot.waitUntil(lambda: "building the model" in step_text(), timeout=3000)
     assert loss.waiting_label.text().endswith("The run is building the model and its first "

@@ -475,12 +475,11 @@ class LogView(QWidget):
     def _count(self, total: int, folded: int) -> None:
         """"12 lines", and how many of TensorFlow's messages are folded away: one count that
         grows, not a line each time some arrive."""
-        text = "" if not total and not folded else \
-            f"{total:,} line" if total == 1 else f"{total:,} lines"
-        if folded:
-            text += f" · {folded:,} of TensorFlow's folded"
-            if not total:
-                self.text.setPlaceholderText("Only TensorFlow's start-up messages so far.")
+        lines = "" if not total else f"{total:,} line" if total == 1 else f"{total:,} lines"
+        text = " · ".join(part for part in (
+            lines, f"{folded:,} of TensorFlow's folded" if folded else "") if part)
+        if folded and not total:
+            self.text.setPlaceholderText("Only TensorFlow's start-up messages so far.")
         if text != self.count_label.text():
             self.count_label.setText(text)
             self.count_label.setToolTip(

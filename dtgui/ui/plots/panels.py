@@ -344,7 +344,7 @@ class DevicePanel(PlotPanel):
             parts.append(swatch_html(self._colour(label), f"{name} <b>{value}</b>"))
         if self.ended and parts:
             # after the run, its last sample while it trained (not the machine idle after it)
-            parts.insert(0, "at the run's end:")
+            parts.insert(0, "at the end:")
             tips.insert(0, "The last sample while the run trained (its memory peak is in the "
                            "Memory panel)")
         self.readout.setText("&nbsp;&nbsp;".join(parts))
