@@ -477,6 +477,10 @@ def test_a_stop_saves_at_the_step_reached_and_every_worker_agrees(tmp_path: Path
         assert stopped["message"].endswith(f"): the checkpoint of step {reached} is saved")
         # said once, in the event every view shows, not printed into the log as well
         assert stopped["message"] not in log_text(bundle, task)
+        if name != "ps":  # (the ParameterServer coordinator says its workers' splits)
+            # the stretch's last split (or why none, and how long it trained) said at the stop
+            last_split = kinds(events, "split")[-1]
+            assert last_split["step"] == reached and last_split["clock_seconds"] > 0, last_split
         if task == chiefs[name]:
             assert [e["step"] for e in kinds(events, "checkpoint")] == [reached]
             assert f'"ckpt-{reached}"' in (bundle / "output/checkpoints/checkpoint").read_text()

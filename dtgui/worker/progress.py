@@ -337,7 +337,10 @@ class Progress:
 
     def stopped(self, step: int) -> None:
         """A stop was asked: save at `step` (every MultiWorkerMirrored worker, together),
-        whatever the checkpoint interval, and say so."""
+        whatever the checkpoint interval, and say so. The step split's last window (or
+        why there is none, and how long this stretch trained) is said as at the end: a
+        resumed run's measuring starts again, and its card tells the stretches apart."""
+        self.emit_split(final=True, k=self.sizer.k)
         self.stopped_at = step
         saved = self.ckpts is not None and step > self.start
         if saved:
