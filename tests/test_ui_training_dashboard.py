@@ -107,6 +107,8 @@ def test_validation_loss_metrics_best_points_and_learning_rate(
     x, y = dash.lr_panel.curves.shown_data("lr")
     np.testing.assert_array_equal(x, np.arange(10, 121, 10))
     np.testing.assert_allclose(y, [0.1 * (1 - s / 120) for s in range(10, 121, 10)])
+    # its peak below the top of the short plot, where its label has room
+    assert dash.lr_panel.plot.getViewBox().viewRange()[1][1] >= 1.25 * max(y)
     # a new run: until its first step its plots are empty, not on this run's 120 steps
     dash.attach(FakeRun(LiveRun(50)), run_name="next")
     for plot in (dash.loss_panel, dash.throughput_panel, dash.lr_panel):

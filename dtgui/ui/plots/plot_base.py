@@ -270,6 +270,7 @@ class PlotPanel(QFrame):
         self.curve_sets: list[CurveSet[Any]] = []  # keyed each by its own kind of name
         self.following = True
         self.y_mode = "data"  # while following: "data" (fit), "zero" (fit, from 0), "fixed"
+        self.y_pad = Y_PAD  # room beyond the data each side, a fraction of its range
         self._x_span: tuple[float, float] | None = None
         self._y_span: tuple[float, float] | None = None
         self._in_state_change = False
@@ -452,7 +453,7 @@ class PlotPanel(QFrame):
             if shown_lo <= lo and hi <= shown_hi \
                     and hi - lo >= Y_REFIT_FILL * (shown_hi - shown_lo):
                 return
-        pad = (hi - lo) * Y_PAD or max(abs(hi) * Y_PAD, 1e-6)
+        pad = (hi - lo) * self.y_pad or max(abs(hi) * self.y_pad, 1e-6)
         self._y_span = (lo - (0 if self.y_mode == "zero" and lo == 0 else pad), hi + pad)
         view.setYRange(*self._y_span, padding=0)
 

@@ -368,6 +368,10 @@ class LearningRatePanel(PlotPanel):
         self.plot.setDownsampling(auto=False)
         self.set_axis_label("bottom", "step")
         self.y_mode = "zero"
+        # the schedule's peak (a round number: the learning rate set) below the top, where
+        # the short panel has room for its label: at the edge its label was left out and the
+        # line read against the one tick below it
+        self.y_pad = 0.3
         self.curves = self.add_curve_set(self._make)
 
     @staticmethod
