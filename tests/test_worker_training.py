@@ -179,8 +179,9 @@ def test_parameter_server_chief_two_workers_one_ps(tmp_path: Path,
     # first steps overshoot once (loss 44 at step 6); the default 0.001 trains steadily.
     # Deterministic ops off: they forbid the clock the workers' calls time themselves with
     bundle = make_bundle(tmp_path, make_plan(strategy="parameter_server", cluster=cluster,
-                                             steps=6, steps_per_epoch=3, checkpoint_every=3,
-                                             learning_rate=0.001, deterministic=False))
+                                             steps=6, steps_per_epoch=3, checkpoint_every=2,
+                                             learning_rate=0.001, deterministic=False,
+                                             profile_steps=[5, 6]))
     servers = {t: start_task(bundle, t, cluster) for t in ("ps:0", "worker:0", "worker:1")}
     chief = start_task(bundle, "chief:0", cluster)
     try:
@@ -188,7 +189,7 @@ def test_parameter_server_chief_two_workers_one_ps(tmp_path: Path,
         started = assert_trained(code, events, steps=6, replicas=1,
                                  log=log_text(bundle, "chief:0"))
         assert started["replica_ids"] == [0] and started["strategy"] == "parameter_server"
-        assert [e["step"] for e in kinds(events, "checkpoint")] == [3, 6]
+        assert [e["step"] for e in kinds(events, "checkpoint")] == [2, 4, 6]
         # the coordinator reports where each worker's step time goes, measured on the worker
         splits = {e["of_task"]: e for e in kinds(events, "split")}
         assert set(splits) == {"worker:0", "worker:1"}, kinds(events, "split")
@@ -205,6 +206,18 @@ def test_parameter_server_chief_two_workers_one_ps(tmp_path: Path,
         assert max(e["step"] for e in splits.values()) == 6
         assert verdict([StepSplit.from_event("chief:0", e) or StepSplit("")
                         for e in splits.values()]).task in splits
+        # the plan's profile steps: the coordinator traced itself and both workers (through
+        # their servers' profiler service) over steps 5-6, one trace a task where
+        # TensorBoard's profile plugin reads it, which XProf's converter reads
+        said = [e["message"] for e in kinds(events, "log")
+                if e["message"].startswith("profile:")]
+        assert len(said) == 1 and said[0].startswith(
+            "profile: steps 5-6 captured in ") and "chief-0, worker-0, worker-1" in said[0], said
+        traces = sorted((bundle / "output" / "tensorboard").glob(
+            "*/plugins/profile/*/*.xplane.pb"))
+        assert [t.relative_to(bundle / "output" / "tensorboard").parts[0] for t in traces] \
+            == ["chief-0", "worker-0", "worker-1"], traces
+        assert all(n > 0 for n in xprof_op_rows(traces)), traces
         for task, proc in servers.items():
             assert proc.poll() is None, f"{task} exited by itself"
             first = kinds(read_events(bundle, task), "started")[0]

@@ -157,7 +157,7 @@ class Progress:
         """The chief asked for `steps` steps (every worker sees it after the same call): the
         capture starts with the next call, unless one is under way or training ends first."""
         current = self.profile
-        if current is not None and current.first <= done < current.last:
+        if current is not None and (current.first <= done < current.last or current.busy):
             self.events.log(f"profile: {steps} steps asked while steps {current.first}-"
                             f"{current.last} are being captured: not captured again",
                             level="warning")
