@@ -454,14 +454,18 @@ def test_a_stop_saves_at_the_step_reached_and_every_worker_agrees(tmp_path: Path
     try:
         wait_for(lambda: all(trained(name) >= 3 for name in bundles), 240,
                  "the runs never trained 3 steps")
-        # a profile of the next 2 steps asked of the running MultiWorkerMirrored workers, as
-        # the launcher asks it (the request file, then the signal to every task's group)
-        (bundles["mwms"] / "output" / REQUEST_NAME).write_text("2\n")
-        asked_at = trained("mwms")
-        for i in range(2):
-            os.killpg(procs["mwms", f"worker:{i}"].pid, PROFILE_SIGNAL)
-        wait_for(lambda: all(captured(log_lines(bundles["mwms"], f"worker:{i}"))
-                             for i in range(2)), 240, "the profile asked was never written")
+        # a profile of the next 2 steps asked of the running MultiWorkerMirrored workers and
+        # ParameterServer coordinator, as the launcher asks it (the request file, then the
+        # signal to every training task's group)
+        asked_at = {}
+        for name, tasks in (("mwms", ["worker:0", "worker:1"]), ("ps", ["chief:0"])):
+            (bundles[name] / "output" / REQUEST_NAME).write_text("2\n")
+            asked_at[name] = trained(name)
+            for task in tasks:
+                os.killpg(procs[name, task].pid, PROFILE_SIGNAL)
+        wait_for(lambda: all(captured(log_lines(bundles[name], task)) for name, task in (
+            ("mwms", "worker:0"), ("mwms", "worker:1"), ("ps", "chief:0"))), 240,
+                 "the profile asked was never written")
         os.killpg(procs["mwms", "worker:1"].pid, signal.SIGTERM)  # worker:1 only
         os.killpg(procs["mirrored", "worker:0"].pid, signal.SIGINT)
         for task in ("ps:0", "worker:0", "chief:0"):
@@ -500,8 +504,13 @@ def test_a_stop_saves_at_the_step_reached_and_every_worker_agrees(tmp_path: Path
     [span] = spans
     assert span is not None, log_text(bundles["mwms"], "worker:0")
     first, last = span
-    assert last - first == 1 and first > asked_at and last < trained("mwms"), spans
-    for i in range(2):
-        traces = list((bundles["mwms"] / "output" / "tensorboard" / f"worker-{i}" / "plugins"
+    assert last - first == 1 and first > asked_at["mwms"] and last < trained("mwms"), spans
+    # and the ParameterServer coordinator captured itself and its worker over 2 steps
+    ps_span = capturing_steps(log_lines(bundles["ps"], "chief:0"))
+    assert ps_span is not None and ps_span[1] - ps_span[0] == 1, ps_span
+    assert ps_span[0] > asked_at["ps"] and ps_span[1] < trained("ps"), ps_span
+    for name, stem in (("mwms", "worker-0"), ("mwms", "worker-1"), ("ps", "chief-0"),
+                       ("ps", "worker-0")):
+        traces = list((bundles[name] / "output" / "tensorboard" / stem / "plugins"
                        / "profile").glob("*/*.xplane.pb"))
-        assert len(traces) == 1 and traces[0].stat().st_size > 0, traces
+        assert len(traces) == 1 and traces[0].stat().st_size > 0, (name, traces)
