@@ -26,7 +26,7 @@ from .events import EventWriter
 # After asking the workers for their traces, the coordinator waits this long before it
 # schedules the first profiled call: the request crosses the network and each worker starts
 # its profiler session (measured: docs/performance.md)
-WORKER_LEAD_SECONDS = 0.5
+WORKER_LEAD_SECONDS = 0.2
 # How long a worker's trace lasts, over the time the profiled steps are expected to take
 # (the estimate is the last calls' pace: the workers' traces must not end before the steps)
 TRACE_MARGIN = 1.5
@@ -209,11 +209,12 @@ class ClusterCapture(ProfileCapture):
             return
         where = os.path.join(os.path.dirname(self.logdir), f"{{{tasks}}}", "plugins", "profile")
         covered = self._trace_seconds - WORKER_LEAD_SECONDS
+        traced = len(self.workers) - len(self._failed)
         self.events.log(f"profile: steps {self.first}-{self._reached} captured in {where} "
-                        f"({'the coordinator and ' if self._own else ''}"
-                        f"{len(self.workers) - len(self._failed)} workers; the steps took {self._took:.2f} s, the workers' traces "
-                        f"{self._trace_seconds:.2f} s from {WORKER_LEAD_SECONDS:g} s before "
-                        f"them)")
+                        f"({'the coordinator and ' if self._own else ''}{traced} "
+                        f"worker{'s' if traced != 1 else ''}; the steps took "
+                        f"{self._took:.2f} s, the workers' traces {self._trace_seconds:.2f} s "
+                        f"from {WORKER_LEAD_SECONDS:g} s before them)")
         if self._took > covered:
             self.events.log(f"profile: the steps took longer than the workers' traces "
                             f"({self._took:.2f} s against {covered:.2f} s): their traces miss "
