@@ -22,6 +22,7 @@ from typing import Any
 import tensorflow as tf
 
 from .events import EventWriter
+from .profile_request import STEP_MARK
 
 # After asking the workers for their traces, the coordinator waits this long before it
 # schedules the first profiled call: the request crosses the network and each worker starts
@@ -75,12 +76,13 @@ class ProfileCapture:
         self.active = True
         self._started_seconds = time.perf_counter() - began
 
-    def marked(self, step: int) -> Any:
-        """Around a call from `step`: while capturing, TensorFlow's step marker (XProf's step
-        tools, the input pipeline's analysis among them, count the call as a step)."""
+    def marked(self, step: int, last: int) -> Any:
+        """Around a call of steps `step`..`last`: while capturing, TensorFlow's step marker
+        (XProf's step tools count the call as a step; dtgui reads the input share of the
+        marked calls from the trace: dtgui.core.measure.profile_input)."""
         if not self.active:
             return contextlib.nullcontext()
-        return tf.profiler.experimental.Trace("train", step_num=step, _r=1)
+        return tf.profiler.experimental.Trace(STEP_MARK, step_num=step, last_step=last, _r=1)
 
     def after(self, done: int, final: bool = False) -> None:
         """Training reached step `done`: stop the capture at (or past) the last step, or at
@@ -173,7 +175,7 @@ class ClusterCapture(ProfileCapture):
         """Capturing, or the workers' traces are still being taken."""
         return self.open or self.pending
 
-    def marked(self, step: int) -> Any:
+    def marked(self, step: int, last: int) -> Any:
         """The coordinator's calls are scheduled, not run, here: no step marker."""
         return contextlib.nullcontext()
 

@@ -116,7 +116,8 @@ class Progress:
             if profile is not None:
                 profile.before(done + 1)
             began = time.perf_counter()
-            with profile.marked(done + 1) if profile is not None else contextlib.nullcontext():
+            with profile.marked(done + 1, done + k) if profile is not None \
+                    else contextlib.nullcontext():
                 per_task, totals, agreed, lr, stops, _ = trainer.run(
                     iterator, tf.constant(k, tf.int32),
                     wishes(self.sizer.proposal, self.timing.wish(k)),
