@@ -9,6 +9,7 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from training_events import write_run
@@ -482,10 +483,10 @@ def test_a_profiles_input_share_is_the_marked_calls_time_a_replica_waited_for_da
     from dtgui.launch.trackers.xprof_input import newest_traces, profile_inputs
     from dtgui.worker.profile_request import STEP_MARK
 
-    def event(name: str, ts: float, dur: float, **args: str) -> dict[str, object]:
+    def event(name: str, ts: float, dur: float, **args: str) -> dict[str, Any]:
         return {"ph": "X", "name": name, "ts": ts, "dur": dur, "args": args}
 
-    events = [event(STEP_MARK, 0, 100, step_num="21", last_step="25"),
+    events: list[dict[str, Any]] = [event(STEP_MARK, 0, 100, step_num="21", last_step="25"),
               event(STEP_MARK, 150, 100, step_num="26", last_step="30"),
               event(INPUT_WAIT, 10, 30), event(INPUT_WAIT, 20, 30),  # 10-50 once: 40
               event(INPUT_WAIT, 110, 30),  # between the calls: not a step's wait
