@@ -185,7 +185,7 @@ def test_parameter_server_over_three_hosts_and_this_machine_trains_and_finishes(
     monkeypatch.setenv(BUDGET_VARIABLE, "1e6")
     plan = Plan(run_name="ps", strategy=Strategy.PARAMETER_SERVER, workers=2, parameter_servers=1,
                 replicas_per_task=1, steps=20, steps_per_epoch=10, checkpoint_every=0,
-                deterministic=False)
+                deterministic=False, profile_steps=(11, 15))
     placement = assign(plan, chief="local", workers=["h2", "h3"], ps=["h4"])
     controller = lab.launch(plan, placement)
     cluster = controller.bundle.plan.cluster
@@ -200,6 +200,20 @@ def test_parameter_server_over_three_hosts_and_this_machine_trains_and_finishes(
     assert set(snap.splits) == {"worker:0", "worker:1"}, snap.splits
     for split in snap.splits.values():
         assert split.method == "worker-timed" and split.communication > 0
+    # the plan's profile steps: the coordinator traced itself here and each worker on its
+    # host, which wrote its trace into its own copy of the bundle (the folder named relative
+    # to the bundle every task runs from)
+    said = [line for line in controller.metrics.log_lines("chief:0") if "profile:" in line]
+    assert len(said) == 1 and "profile: steps 11-15 captured in " in said[0] and \
+        "chief-0, worker-0, worker-1" in said[0], said
+    record = record_of(controller)
+    for stem, where in (("chief-0", controller.bundle.path), ("worker-0", "h2"),
+                        ("worker-1", "h3")):
+        copy = record.machine(where) if isinstance(where, str) else None
+        folder = lab.lab.home / copy.dir if copy is not None else Path(where)
+        traces = list((folder / "output" / "tensorboard" / stem).glob(
+            "plugins/profile/*/*.xplane.pb"))
+        assert len(traces) == 1 and traces[0].stat().st_size > 0, (stem, folder)
     nothing_left(controller)
     controller.detach()
 
