@@ -47,6 +47,7 @@ from dtgui.launch.start.pipeline import launch_plan, reattach
 from dtgui.launch.start.resume import resume_run
 from dtgui.launch.start.run_check import Liveness, check_run
 from dtgui.launch.targets import Target
+from dtgui.worker.profile_request import REQUEST_NAME
 from dtgui.worker.step_timing import BUDGET_VARIABLE
 
 ssh_lab = conftest_ssh.ssh_lab
@@ -253,6 +254,17 @@ def test_stop_ends_every_task_on_every_machine(lab: Lab) -> None:
     wait_for(lambda: steps_in(chief_events) >= 3, 60, "the run did not start stepping")
     with pytest.raises(RunAdminError, match="still training"):  # refused: nothing removed
         delete_run(controller.bundle.path, remote=True)
+    # a profile asked reaches h2's task over SSH as a stop would (the request in its copy of
+    # the bundle, then the signal); the stand-in tasks take none: they are named, and the
+    # run goes on
+    answer = controller.request_profile(5, limit=1.0)
+    assert answer == ("no profile: worker:0, worker:1 did not start the capture within 1 s "
+                      "(the run goes on)"), answer
+    on_h2 = record_of(controller).machine("h2")
+    assert on_h2 is not None
+    assert (lab.lab.home / on_h2.dir / "output" / REQUEST_NAME).read_text() == "5\n"
+    assert (controller.bundle.output / REQUEST_NAME).read_text() == "5\n"
+    assert controller.state == "running"
     started = time.monotonic()
     controller.request_stop()
     assert controller.wait(120)
