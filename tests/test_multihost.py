@@ -203,7 +203,8 @@ def test_parameter_server_over_three_hosts_and_this_machine_trains_and_finishes(
         assert split.method == "worker-timed" and split.communication > 0
     # the plan's profile steps: the coordinator traced itself here and each worker on its
     # host, which wrote its trace into its own copy of the bundle (the folder named relative
-    # to the bundle every task runs from)
+    # to the bundle every task runs from); at the run's end they were copied here, where
+    # TensorBoard and the card read them
     said = [line for line in controller.metrics.log_lines("chief:0") if "profile:" in line]
     assert len(said) == 1 and "profile: steps 11-15 captured in " in said[0] and \
         "chief-0, worker-0, worker-1" in said[0], said
@@ -215,6 +216,9 @@ def test_parameter_server_over_three_hosts_and_this_machine_trains_and_finishes(
         traces = list((folder / "output" / "tensorboard" / stem).glob(
             "plugins/profile/*/*.xplane.pb"))
         assert len(traces) == 1 and traces[0].stat().st_size > 0, (stem, folder)
+        here = controller.bundle.output / "tensorboard" / stem / traces[0].relative_to(
+            folder / "output" / "tensorboard" / stem)
+        assert here.read_bytes() == traces[0].read_bytes(), here
     nothing_left(controller)
     controller.detach()
 

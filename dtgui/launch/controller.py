@@ -42,7 +42,11 @@ from dtgui.launch.drivers import local_executor
 from dtgui.launch.exec.executor import Executor, MachinePoll, mirror
 from dtgui.launch.runs.full_disk import full_disk, full_disk_message
 from dtgui.launch.runs.policy import RunPolicy, exit_text, reap_later
-from dtgui.launch.runs.profile_ask import PROFILE_ANSWER_SECONDS, request_profile
+from dtgui.launch.runs.profile_ask import (
+    PROFILE_ANSWER_SECONDS,
+    fetch_traces,
+    request_profile,
+)
 from dtgui.launch.runs.run_source import BundledRun
 from dtgui.launch.trackers.hparams import write_hparams
 from dtgui.launch.trackers.mlflow_runs import RunTracker, tracker_for
@@ -560,6 +564,8 @@ class RunController(BundledRun):
         self._end_tasks(self.policy.save_grace if final_state is RunState.STOPPED else None)
         self._read_to_the_end()
         self._fetch_model()
+        if self.bundle.plan.profiled:  # the plan's profile steps: every task's trace here
+            fetch_traces([ex for ex in self.executors if ex.name not in self._unreachable])
         for tid in self._exec_of:
             code = self._ended.get(tid)
             self.metrics.set_task_state(tid, "stopped", exit_code=code)

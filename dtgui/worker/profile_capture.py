@@ -22,6 +22,7 @@ from typing import Any
 import tensorflow as tf
 
 from .events import EventWriter
+from .layout import tensorboard_dir
 from .profile_request import STEP_MARK
 
 # After asking the workers for their traces, the coordinator waits this long before it
@@ -35,11 +36,6 @@ MIN_TRACE_SECONDS = 2.0
 MAX_TRACE_SECONDS = 600.0
 
 
-def task_logdir(out_dir: str, task: str) -> str:
-    """The task's TensorBoard folder (its trace goes under plugins/profile there)."""
-    return os.path.join(out_dir, "tensorboard", task.replace(":", "-"))
-
-
 class ProfileCapture:
     """Starts the profiler before the call that trains step `first` and stops it after the
     call that reaches `last` (both included); says what the capture took and where it is."""
@@ -47,7 +43,7 @@ class ProfileCapture:
     def __init__(self, out_dir: str, task: str, first: int, last: int,
                  events: EventWriter) -> None:
         self.first, self.last = first, last
-        self.logdir = task_logdir(out_dir, task)
+        self.logdir = tensorboard_dir(out_dir, task)
         self.events = events
         self.active = False
         self._started_seconds = 0.0
@@ -159,7 +155,7 @@ class ClusterCapture(ProfileCapture):
         self._began = time.perf_counter()
 
     def _trace_worker(self, task: str, address: str) -> None:
-        logdir = task_logdir(self._out_dir, task)
+        logdir = tensorboard_dir(self._out_dir, task)
         inside = os.path.relpath(logdir)
         if not inside.startswith(os.pardir):  # the worker resolves it from its bundle folder
             logdir = inside

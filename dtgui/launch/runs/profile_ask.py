@@ -5,6 +5,7 @@ on, then that its trace is written: dtgui.core.measure.profile_answers)."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -22,11 +23,13 @@ from dtgui.core.plans.plan import Plan, profile_refusal
 from dtgui.core.runs.run_state import RunState
 from dtgui.launch.exec.executor import Executor
 from dtgui.remote.parallel import each
+from dtgui.worker.layout import TENSORBOARD_NAME
 from dtgui.worker.profile_request import MAX_PROFILE_STEPS, PROFILE_SIGNAL, REQUEST_NAME
 
 # How long a profile asked of the running run waits for its tasks: to agree on the steps (a
 # call to end, on a loaded machine), then to write their traces
 PROFILE_ANSWER_SECONDS = 120.0
+log = logging.getLogger(__name__)
 ANSWER_POLL_SECONDS = 0.2
 
 
@@ -90,7 +93,21 @@ def request_profile(run: AskedRun, steps: int, limit: float = PROFILE_ANSWER_SEC
     if errors:
         return "no profile: could not ask for it on " + "; ".join(errors)
     run.signal_tasks(PROFILE_SIGNAL, set(tasks))
-    return _await_answers(run, tasks, seen, limit, said)
+    answer = _await_answers(run, tasks, seen, limit, said)
+    if answer == WRITTEN_MESSAGE:
+        fetch_traces(executors)
+    return answer
+
+
+def fetch_traces(executors: Sequence[Executor]) -> None:
+    """Every machine's TensorBoard folder (its tasks' traces) into the local bundle, where
+    "Open in TensorBoard" and the bottleneck card read them (the tasks on this machine write
+    there already). A machine that cannot give them keeps them in its own copy."""
+    got = each(lambda ex: ex.fetch_output(TENSORBOARD_NAME), list(executors),
+               name="dtgui-traces")
+    for ex, result in zip(executors, got, strict=True):
+        if isinstance(result, Exception):
+            log.warning("the profiles on %s were not copied here: %s", ex.name, result)
 
 
 def _await_answers(run: AskedRun, tasks: list[str], seen: dict[str, int], limit: float,

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from dtgui.core.measure.profile_input import ProfileInput, input_share, wanted
+from dtgui.worker.layout import TENSORBOARD_NAME
 
 TRACES = "*/plugins/profile/*/*.xplane.pb"  # under a run's output/tensorboard, a task a folder
 CONVERT_SECONDS = 300.0  # a long capture of a large model converts for a while
@@ -24,8 +25,9 @@ CONVERT_SECONDS = 300.0  # a long capture of a large model converts for a while
 def newest_traces(output: Path) -> dict[str, Path]:
     """Each task's newest trace in the run's output folder (task: "worker:0")."""
     found: dict[str, Path] = {}
-    for path in sorted((output / "tensorboard").glob(TRACES)):  # sessions are named by time
-        kind, _, index = path.relative_to(output / "tensorboard").parts[0].rpartition("-")
+    folder = output / TENSORBOARD_NAME
+    for path in sorted(folder.glob(TRACES)):  # sessions are named by time
+        kind, _, index = path.relative_to(folder).parts[0].rpartition("-")
         found[f"{kind}:{index}"] = path
     return found
 
