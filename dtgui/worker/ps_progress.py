@@ -113,11 +113,16 @@ def train_ps(progress: Reports, trainer: Trainer, per_worker_dataset: Any) -> No
     coordinator.join()
     if profile is not None:  # training ends (or stops) inside the profiled steps, or after
         profile.after(done, final=True)
-        profile.settle(wait=True)
     if done < progress.total:
+        # a stop saves first: each worker writes its trace itself when its span ends
         progress.stopped(done)
+        if profile is not None:
+            profile.settle()
         return
+    if profile is not None:
+        profile.settle(wait=True)
     progress.finish()
+
 
 def cluster_capture(capture: ProfileCapture | None) -> ClusterCapture | None:
     """The coordinator's capture (run.py makes a ClusterCapture under parameter_server)."""
