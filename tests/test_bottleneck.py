@@ -9,6 +9,7 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from training_events import write_run
@@ -507,3 +508,38 @@ def test_a_run_stopped_and_resumed_before_its_split_says_what_it_needs() -> None
     running = wait_text(curves.split_deferred.values(), ended=False)
     assert running.startswith("Not measured yet: measuring starts again when a run resumes, "
                               "once a task has trained about 20 s on the clock since it resumed")
+
+
+def test_a_profiles_input_share_is_the_marked_calls_time_a_replica_waited_for_data(
+        tmp_path: Path) -> None:
+    """Read from the trace's events: two replicas waiting side by side count once, a wait
+    outside the marked calls not at all; the steps are the calls' first and last; no marked
+    call, no share; no trace, or no converter for it, no figure."""
+    from dtgui.core.measure.profile_input import INPUT_WAIT, input_share
+    from dtgui.launch.trackers.xprof_input import newest_traces, profile_inputs
+    from dtgui.worker.profile_request import STEP_MARK
+
+    def event(name: str, ts: float, dur: float, **args: str) -> dict[str, Any]:
+        return {"ph": "X", "name": name, "ts": ts, "dur": dur, "args": args}
+
+    events: list[dict[str, Any]] = [event(STEP_MARK, 0, 100, step_num="21", last_step="25"),
+              event(STEP_MARK, 150, 100, step_num="26", last_step="30"),
+              event(INPUT_WAIT, 10, 30), event(INPUT_WAIT, 20, 30),  # 10-50 once: 40
+              event(INPUT_WAIT, 110, 30),  # between the calls: not a step's wait
+              event(INPUT_WAIT, 240, 20),  # 10 of it inside the second call
+              event("MatMul", 0, 250), {"ph": "M", "name": STEP_MARK}]
+    found = input_share("worker:0", events)
+    assert found is not None and (found.first, found.last) == (21, 30)
+    assert found.share == pytest.approx(50 / 200) and found.seconds == pytest.approx(200e-6)
+    assert found.text == "XProf: input 25 % of step time (steps 21-30, worker:0)"
+    assert input_share("worker:0", events[2:]) is None
+    output = tmp_path / "output"
+    assert newest_traces(output) == {} and profile_inputs(output) == []
+    for stem, session in (("worker-0", "2026_11_29_07_00_00"), ("worker-0", "2026_11_29_08_00_00"),
+                          ("chief-0", "2026_11_29_07_00_00")):
+        folder = output / "tensorboard" / stem / "plugins" / "profile" / session
+        folder.mkdir(parents=True)
+        (folder / "vm.xplane.pb").write_bytes(b"not a trace")
+    traces = newest_traces(output)
+    assert sorted(traces) == ["chief:0", "worker:0"] and "08_00" in str(traces["worker:0"])
+    assert profile_inputs(output) == []  # the converter could not read them: no figure

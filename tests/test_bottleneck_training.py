@@ -2,7 +2,8 @@
 input-bound, with the input advice; the same model on fast data is compute-bound, or held
 back by the CPU other processes take when the machine's telemetry says they do. Both run at
 once (Mirrored x2 on logical CPUs, auto call size), each measuring itself: 40 steps are
-too short to measure within 5 % of their training time, so they are allowed any cost."""
+too short to measure within 5 % of their training time, so they are allowed any cost. Both
+capture TensorFlow's profiler over 10 steps, and what the profile says of the input agrees."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from dtgui.core.measure.bottleneck import (
     verdict,
 )
 from dtgui.core.run_curves import RunCurves
+from dtgui.launch.trackers.xprof_input import profile_inputs
 from dtgui.worker.step_timing import BUDGET_VARIABLE, FIRST_CALIBRATION_CALL
 
 pytestmark = pytest.mark.slow
@@ -85,7 +87,7 @@ def test_slow_data_is_input_bound_and_fast_data_compute_bound(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(BUDGET_VARIABLE, "1e6")  # any cost
     plan = make_plan(strategy="mirrored", replicas_per_task=2, per_replica_batch=32,
-                     steps=40, steps_per_epoch=20, steps_per_call=0)
+                     steps=40, steps_per_epoch=20, steps_per_call=0, profile_steps=[21, 30])
     runs = {sleep: make_bundle(tmp_path / f"sleep{sleep}", plan, MODEL.format(sleep=sleep))
             for sleep in (0.0, 0.1)}
     procs = {sleep: start_task(bundle, "worker:0") for sleep, bundle in runs.items()}
@@ -139,3 +141,12 @@ def test_slow_data_is_input_bound_and_fast_data_compute_bound(
     else:
         assert fast_verdict.limit == COMPUTE and fast.share(INPUT) < BOUND_SHARE + HYSTERESIS
         assert "XLA" in fast_verdict.advice
+    # what TensorFlow's profiler says of the same steps (both runs captured steps 21-30), as
+    # the card reads it: the slow data's steps wait for their input, the fast data's barely
+    said = {sleep: profile_inputs(bundle / "output") for sleep, bundle in runs.items()}
+    [slow_profile], [fast_profile] = said[0.1], said[0.0]
+    for found_profile in (slow_profile, fast_profile):
+        assert (found_profile.task, found_profile.first, found_profile.last) == \
+            ("worker:0", 21, 30) and found_profile.seconds > 0, found_profile
+    assert slow_profile.share > 0.5 > fast_profile.share, said
+    assert slow_profile.share > slow.share(INPUT) - 0.3, (slow_profile, slow)

@@ -47,6 +47,7 @@ from dtgui.launch.start.pipeline import launch_plan, reattach
 from dtgui.launch.start.resume import resume_run
 from dtgui.launch.start.run_check import Liveness, check_run
 from dtgui.launch.targets import Target
+from dtgui.worker.profile_request import REQUEST_NAME
 from dtgui.worker.step_timing import BUDGET_VARIABLE
 
 ssh_lab = conftest_ssh.ssh_lab
@@ -185,7 +186,7 @@ def test_parameter_server_over_three_hosts_and_this_machine_trains_and_finishes(
     monkeypatch.setenv(BUDGET_VARIABLE, "1e6")
     plan = Plan(run_name="ps", strategy=Strategy.PARAMETER_SERVER, workers=2, parameter_servers=1,
                 replicas_per_task=1, steps=20, steps_per_epoch=10, checkpoint_every=0,
-                deterministic=False)
+                deterministic=False, profile_steps=(11, 15))
     placement = assign(plan, chief="local", workers=["h2", "h3"], ps=["h4"])
     controller = lab.launch(plan, placement)
     cluster = controller.bundle.plan.cluster
@@ -200,6 +201,24 @@ def test_parameter_server_over_three_hosts_and_this_machine_trains_and_finishes(
     assert set(snap.splits) == {"worker:0", "worker:1"}, snap.splits
     for split in snap.splits.values():
         assert split.method == "worker-timed" and split.communication > 0
+    # the plan's profile steps: the coordinator traced itself here and each worker on its
+    # host, which wrote its trace into its own copy of the bundle (the folder named relative
+    # to the bundle every task runs from); at the run's end they were copied here, where
+    # TensorBoard and the card read them
+    said = [line for line in controller.metrics.log_lines("chief:0") if "profile:" in line]
+    assert len(said) == 1 and "profile: steps 11-15 captured in " in said[0] and \
+        "chief-0, worker-0, worker-1" in said[0], said
+    record = record_of(controller)
+    for stem, where in (("chief-0", controller.bundle.path), ("worker-0", "h2"),
+                        ("worker-1", "h3")):
+        copy = record.machine(where) if isinstance(where, str) else None
+        folder = lab.lab.home / copy.dir if copy is not None else Path(where)
+        traces = list((folder / "output" / "tensorboard" / stem).glob(
+            "plugins/profile/*/*.xplane.pb"))
+        assert len(traces) == 1 and traces[0].stat().st_size > 0, (stem, folder)
+        here = controller.bundle.output / "tensorboard" / stem / traces[0].relative_to(
+            folder / "output" / "tensorboard" / stem)
+        assert here.read_bytes() == traces[0].read_bytes(), here
     nothing_left(controller)
     controller.detach()
 
@@ -239,6 +258,17 @@ def test_stop_ends_every_task_on_every_machine(lab: Lab) -> None:
     wait_for(lambda: steps_in(chief_events) >= 3, 60, "the run did not start stepping")
     with pytest.raises(RunAdminError, match="still training"):  # refused: nothing removed
         delete_run(controller.bundle.path, remote=True)
+    # a profile asked reaches h2's task over SSH as a stop would (the request in its copy of
+    # the bundle, then the signal); the stand-in tasks take none: they are named, and the
+    # run goes on
+    answer = controller.request_profile(5, limit=1.0)
+    assert answer == ("no profile: worker:0, worker:1 did not start the capture within 1 s "
+                      "(the run goes on)"), answer
+    on_h2 = record_of(controller).machine("h2")
+    assert on_h2 is not None
+    assert (lab.lab.home / on_h2.dir / "output" / REQUEST_NAME).read_text() == "5\n"
+    assert (controller.bundle.output / REQUEST_NAME).read_text() == "5\n"
+    assert controller.state == "running"
     started = time.monotonic()
     controller.request_stop()
     assert controller.wait(120)

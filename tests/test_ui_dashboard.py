@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from widgets import cell, click_stop
@@ -730,6 +731,17 @@ def test_profile_button_asks_n_off_the_ui_thread_and_links_to_tensorboard(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from PySide6.QtWidgets import QInputDialog
 
+    from dtgui.core.measure.profile_input import ProfileInput
+    from dtgui.ui.pages import dashboard
+
+    read: list[Path] = []  # the folders whose profile was read (XProf's conversion stood in)
+
+    def profile_inputs(output: Path) -> list[ProfileInput]:
+        read.append(output)
+        return [ProfileInput("worker:1", 31, 37, 0.12, 0.5),
+                ProfileInput("worker:0", 31, 37, 0.964, 0.5)] if len(read) > 1 else []
+
+    monkeypatch.setattr(dashboard, "profile_inputs", profile_inputs)
     metrics.add_events(two_workers(1, 30))
     session = follow(dash, controller)
     asked: list[int] = []
@@ -749,6 +761,12 @@ def test_profile_button_asks_n_off_the_ui_thread_and_links_to_tensorboard(
     assert asked == [20] and controller.profile_asks == [7]
     assert label.text().startswith("profile written: <a href=")
     assert button.isEnabled()  # one capture at a time; this one is over
+    # the card says what the new profile says of the input, beside dtgui's own split
+    figure = dash.step_split.profile_label
+    qtbot.waitUntil(figure.isVisible, timeout=5000)
+    assert read == [controller.output_dir] * 2  # on showing the run (none yet), then now
+    assert figure.text() == ("XProf: input 96 % of step time (steps 31-37, worker:0) · XProf: "
+                             "input 12 % of step time (steps 31-37, worker:1)")
     label.linkActivated.emit("tensorboard")
     assert opened == [[controller.output_dir.parent]]
     # a refusal is shown as the run says it, and the run goes on

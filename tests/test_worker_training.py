@@ -179,8 +179,9 @@ def test_parameter_server_chief_two_workers_one_ps(tmp_path: Path,
     # first steps overshoot once (loss 44 at step 6); the default 0.001 trains steadily.
     # Deterministic ops off: they forbid the clock the workers' calls time themselves with
     bundle = make_bundle(tmp_path, make_plan(strategy="parameter_server", cluster=cluster,
-                                             steps=6, steps_per_epoch=3, checkpoint_every=3,
-                                             learning_rate=0.001, deterministic=False))
+                                             steps=6, steps_per_epoch=3, checkpoint_every=2,
+                                             learning_rate=0.001, deterministic=False,
+                                             profile_steps=[5, 6]))
     servers = {t: start_task(bundle, t, cluster) for t in ("ps:0", "worker:0", "worker:1")}
     chief = start_task(bundle, "chief:0", cluster)
     try:
@@ -188,7 +189,7 @@ def test_parameter_server_chief_two_workers_one_ps(tmp_path: Path,
         started = assert_trained(code, events, steps=6, replicas=1,
                                  log=log_text(bundle, "chief:0"))
         assert started["replica_ids"] == [0] and started["strategy"] == "parameter_server"
-        assert [e["step"] for e in kinds(events, "checkpoint")] == [3, 6]
+        assert [e["step"] for e in kinds(events, "checkpoint")] == [2, 4, 6]
         # the coordinator reports where each worker's step time goes, measured on the worker
         splits = {e["of_task"]: e for e in kinds(events, "split")}
         assert set(splits) == {"worker:0", "worker:1"}, kinds(events, "split")
@@ -205,6 +206,18 @@ def test_parameter_server_chief_two_workers_one_ps(tmp_path: Path,
         assert max(e["step"] for e in splits.values()) == 6
         assert verdict([StepSplit.from_event("chief:0", e) or StepSplit("")
                         for e in splits.values()]).task in splits
+        # the plan's profile steps: the coordinator traced itself and both workers (through
+        # their servers' profiler service) over steps 5-6, one trace a task where
+        # TensorBoard's profile plugin reads it, which XProf's converter reads
+        said = [e["message"] for e in kinds(events, "log")
+                if e["message"].startswith("profile:")]
+        assert len(said) == 1 and said[0].startswith(
+            "profile: steps 5-6 captured in ") and "chief-0, worker-0, worker-1" in said[0], said
+        traces = sorted((bundle / "output" / "tensorboard").glob(
+            "*/plugins/profile/*/*.xplane.pb"))
+        assert [t.relative_to(bundle / "output" / "tensorboard").parts[0] for t in traces] \
+            == ["chief-0", "worker-0", "worker-1"], traces
+        assert all(n > 0 for n in xprof_op_rows(traces)), traces
         for task, proc in servers.items():
             assert proc.poll() is None, f"{task} exited by itself"
             first = kinds(read_events(bundle, task), "started")[0]
@@ -441,14 +454,18 @@ def test_a_stop_saves_at_the_step_reached_and_every_worker_agrees(tmp_path: Path
     try:
         wait_for(lambda: all(trained(name) >= 3 for name in bundles), 240,
                  "the runs never trained 3 steps")
-        # a profile of the next 2 steps asked of the running MultiWorkerMirrored workers, as
-        # the launcher asks it (the request file, then the signal to every task's group)
-        (bundles["mwms"] / "output" / REQUEST_NAME).write_text("2\n")
-        asked_at = trained("mwms")
-        for i in range(2):
-            os.killpg(procs["mwms", f"worker:{i}"].pid, PROFILE_SIGNAL)
-        wait_for(lambda: all(captured(log_lines(bundles["mwms"], f"worker:{i}"))
-                             for i in range(2)), 240, "the profile asked was never written")
+        # a profile of the next 2 steps asked of the running MultiWorkerMirrored workers and
+        # ParameterServer coordinator, as the launcher asks it (the request file, then the
+        # signal to every training task's group)
+        asked_at = {}
+        for name, tasks in (("mwms", ["worker:0", "worker:1"]), ("ps", ["chief:0"])):
+            (bundles[name] / "output" / REQUEST_NAME).write_text("2\n")
+            asked_at[name] = trained(name)
+            for task in tasks:
+                os.killpg(procs[name, task].pid, PROFILE_SIGNAL)
+        wait_for(lambda: all(captured(log_lines(bundles[name], task)) for name, task in (
+            ("mwms", "worker:0"), ("mwms", "worker:1"), ("ps", "chief:0"))), 240,
+                 "the profile asked was never written")
         os.killpg(procs["mwms", "worker:1"].pid, signal.SIGTERM)  # worker:1 only
         os.killpg(procs["mirrored", "worker:0"].pid, signal.SIGINT)
         for task in ("ps:0", "worker:0", "chief:0"):
@@ -493,8 +510,13 @@ def test_a_stop_saves_at_the_step_reached_and_every_worker_agrees(tmp_path: Path
     [span] = spans
     assert span is not None, log_text(bundles["mwms"], "worker:0")
     first, last = span
-    assert last - first == 1 and first > asked_at and last < trained("mwms"), spans
-    for i in range(2):
-        traces = list((bundles["mwms"] / "output" / "tensorboard" / f"worker-{i}" / "plugins"
+    assert last - first == 1 and first > asked_at["mwms"] and last < trained("mwms"), spans
+    # and the ParameterServer coordinator captured itself and its worker over 2 steps
+    ps_span = capturing_steps(log_lines(bundles["ps"], "chief:0"))
+    assert ps_span is not None and ps_span[1] - ps_span[0] == 1, ps_span
+    assert ps_span[0] > asked_at["ps"] and ps_span[1] < trained("ps"), ps_span
+    for name, stem in (("mwms", "worker-0"), ("mwms", "worker-1"), ("ps", "chief-0"),
+                       ("ps", "worker-0")):
+        traces = list((bundles[name] / "output" / "tensorboard" / stem / "plugins"
                        / "profile").glob("*/*.xplane.pb"))
-        assert len(traces) == 1 and traces[0].stat().st_size > 0, traces
+        assert len(traces) == 1 and traces[0].stat().st_size > 0, (name, traces)

@@ -162,7 +162,8 @@ def add_export_options(export: argparse.ArgumentParser) -> None:
     export.add_argument("--profile-steps", type=step_span, default=(0, 0), metavar="FIRST-LAST",
                         help="capture TensorFlow's profiler on every task from step FIRST to "
                         "LAST (each task's trace under output/tensorboard/TASK: TensorBoard's "
-                        "Profile tab; not ParameterServer nor a script)")
+                        "Profile tab; under ParameterServer the coordinator captures its workers; "
+                        "not a script)")
     export.add_argument("--model", type=Path, default=None,
                         help="your Python file with build_model() and make_dataset()")
     export.add_argument("--no-check", action="store_true",

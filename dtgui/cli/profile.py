@@ -11,7 +11,7 @@ from pathlib import Path
 
 
 def add_profile(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from dtgui.launch.controller import PROFILE_ANSWER_SECONDS
+    from dtgui.launch.runs.profile_ask import PROFILE_ANSWER_SECONDS
     from dtgui.worker.profile_request import MAX_PROFILE_STEPS
 
     profile = sub.add_parser(

@@ -35,26 +35,22 @@ from concurrent.futures import wait as wait_futures
 from dtgui.core.bundles.bundle import Bundle, primary_tasks
 from dtgui.core.events import STEP_KINDS
 from dtgui.core.live_run import LiveRun
-from dtgui.core.measure.profile_answers import (
-    ENDED,
-    WRITTEN_MESSAGE,
-    captured,
-    capturing_steps,
-    profiling_message,
-    silent_message,
-)
 from dtgui.core.measure.stragglers import describe_straggler, find_stragglers
-from dtgui.core.plans.plan import profile_refusal
 from dtgui.core.runs.records import RunRecord
 from dtgui.core.runs.run_state import RunState
 from dtgui.launch.drivers import local_executor
 from dtgui.launch.exec.executor import Executor, MachinePoll, mirror
+from dtgui.launch.runs.full_disk import full_disk, full_disk_message
 from dtgui.launch.runs.policy import RunPolicy, exit_text, reap_later
+from dtgui.launch.runs.profile_ask import (
+    PROFILE_ANSWER_SECONDS,
+    fetch_traces,
+    request_profile,
+)
 from dtgui.launch.runs.run_source import BundledRun
 from dtgui.launch.trackers.hparams import write_hparams
 from dtgui.launch.trackers.mlflow_runs import RunTracker, tracker_for
 from dtgui.remote.parallel import each, each_value
-from dtgui.worker.profile_request import MAX_PROFILE_STEPS, PROFILE_SIGNAL, REQUEST_NAME
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.2
@@ -64,9 +60,6 @@ UNSEEN_POLL_SECONDS = 1.0
 MODEL_OUTPUT = "model"  # output/model: the trained model the chief saves
 STRAGGLER_SECONDS = 2.0
 USER_STOP = "stopped by the user"  # a stopped run's message when nothing else asked it
-# How long a profile asked of the running run waits for its tasks: to agree on the steps (a
-# call to end, on a loaded machine), then to write their traces
-PROFILE_ANSWER_SECONDS = 120.0
 LOG_TAIL_LINES = 3
 # events that say a task trains (its steps, or a script's numbers and progress): its machine
 # is polled at the training rate from then on
@@ -202,57 +195,20 @@ class RunController(BundledRun):
 
     def request_profile(self, steps: int, limit: float = PROFILE_ANSWER_SECONDS,
                         said: Callable[[str], None] | None = None) -> str:
-        """Ask every task to capture TensorFlow's profiler over its next `steps` steps, the
-        way a stop reaches them (written to each machine's output folder, then signalled);
-        blocks until every training task wrote its trace. `said` hears "profiling steps
-        A-B..." once they agreed. Returns the outcome in a sentence; a refusal or a task that
-        does not answer within `limit` s (each wait) leaves the run as it was."""
-        if self.finished or self.state is not RunState.RUNNING:
-            return f"no profile: {ENDED}"
-        refusal = profile_refusal(self.bundle.plan)
-        if refusal:
-            return f"no profile: {refusal}"
-        if not 0 < steps <= MAX_PROFILE_STEPS:
-            return f"no profile: give 1 to {MAX_PROFILE_STEPS} steps"
-        tasks = sorted(self._primaries)
-        # a run followed again (dtgui profile) is read from its start: an earlier capture's
-        # answers are not this one's
-        machines = {ex.name for ex in self.executors}
-        deadline = time.monotonic() + limit
-        while not machines <= self._read_through and time.monotonic() < deadline:
-            time.sleep(POLL_SECONDS)
-        seen = {t: self.metrics.log_lines_since(t, 0)[1] for t in tasks}
-        data = f"{steps}\n".encode()
-        put = each(lambda ex: ex.put_output_file(REQUEST_NAME, data), self.executors,
-                   name="dtgui-profile")
-        errors = [f"{ex.name}: {r}" for ex, r in zip(self.executors, put, strict=True)
-                  if isinstance(r, Exception)]
-        if errors:
-            return "no profile: could not ask for it on " + "; ".join(errors)
-        self._signal_all(PROFILE_SIGNAL, tasks=set(tasks))
-        spans: dict[str, tuple[int, int]] = {}
-        written: set[str] = set()
-        deadline = time.monotonic() + limit
-        while len(written) < len(tasks):
-            if self.finished:
-                return f"no profile: {ENDED}"
-            for t in tasks:
-                lines, seen[t] = self.metrics.log_lines_since(t, seen[t])
-                span = capturing_steps(lines)
-                if span is not None and t not in spans:
-                    spans[t] = span
-                    if len(spans) == len(tasks):
-                        if said is not None:
-                            said(profiling_message(*span))
-                        deadline = time.monotonic() + limit
-                if t in spans and captured(lines):
-                    written.add(t)
-            if time.monotonic() > deadline:
-                if len(spans) < len(tasks):
-                    return silent_message(set(tasks) - set(spans), "start the capture", limit)
-                return silent_message(set(tasks) - written, "write the trace", limit)
-            time.sleep(POLL_SECONDS)
-        return WRITTEN_MESSAGE
+        """Ask every training task for a profile of its next `steps` steps and wait for the
+        answer (dtgui.launch.runs.profile_ask)."""
+        return request_profile(self, steps, limit, said)
+
+    # what asking for a profile reads of the run and does to it (profile_ask.AskedRun)
+    @property
+    def training_tasks(self) -> list[str]:
+        return sorted(self._primaries)
+
+    def read_through(self) -> bool:
+        return {ex.name for ex in self.executors} <= self._read_through
+
+    def signal_tasks(self, sig: int, tasks: set[str]) -> None:
+        self._signal_all(sig, tasks=tasks)
 
     def detach(self, timeout: float = 10.0) -> None:
         """Stop watching and close the connections; the tasks keep running."""
@@ -316,7 +272,8 @@ class RunController(BundledRun):
                     return
                 failures = self._failures()
                 if failures:
-                    full = self._full_disk(failures)
+                    full = full_disk({self._exec_of[tid] for tid, _, _ in failures
+                                      if tid in self._exec_of}, self._unreachable)
                     if full is not None:  # a restart would fail the same way
                         self._fail_full(full, failures)
                         return
@@ -508,34 +465,15 @@ class RunController(BundledRun):
         self._message = f"{first}{where} failed: {state.error}"
         self._stop_all(RunState.FAILED, self._message)
 
-    def _full_disk(self, failures: list[tuple[str, str, int | None]]
-                   ) -> tuple[str, str] | None:
-        """(machine, output directory) of a failed task whose disk is full (None: none)."""
-        failed = {self._exec_of[tid] for tid, _, _ in failures if tid in self._exec_of}
-        # a machine that does not answer is not asked (its disk cannot be why, and asking
-        # would wait out the connect timeout before the run fails)
-        for ex in (ex for ex in failed if ex.name not in self._unreachable):
-            output = ex.full_output()
-            if output:
-                return ex.name, output
-        return None
-
     def _fail_full(self, full: tuple[str, str],
                    failures: list[tuple[str, str, int | None]]) -> None:
-        """The run stops with its disk full: said as such, with the step reached and the
-        checkpoint a resume goes on from once there is room."""
-        from dtgui.core.bundles.checkpoint_files import CHECKPOINTS_DIR, newest_checkpoint
-
+        """The run stops with its disk full (dtgui.launch.runs.full_disk)."""
         machine, output = full
         self._read_to_the_end()
-        where = f" on {machine}" if self.bundle.plan.is_multi_machine else ""
-        step = self.metrics.snapshot().step
-        found = newest_checkpoint(self.bundle.output / CHECKPOINTS_DIR)
-        kept = (f"its last whole checkpoint is at step {found.step}" if found.ok else
-                "it has no whole checkpoint") if not self._exec_of[failures[0][0]].mirrors \
-            else f"its checkpoints are in {output}/{CHECKPOINTS_DIR}"
-        self._message = (f"the disk holding {output}{where} is full: training stopped at "
-                         f"step {step}; {kept}. Free space there, then resume the run.")
+        self._message = full_disk_message(
+            machine, output, multi_machine=self.bundle.plan.is_multi_machine,
+            step=self.metrics.snapshot().step, local_output=self.bundle.output,
+            mirrored=self._exec_of[failures[0][0]].mirrors)
         for tid, _, code in failures:
             self.metrics.set_task_state(tid, "failed", exit_code=code, error=self._message)
         self._stop_all(RunState.FAILED, self._message)
@@ -626,6 +564,8 @@ class RunController(BundledRun):
         self._end_tasks(self.policy.save_grace if final_state is RunState.STOPPED else None)
         self._read_to_the_end()
         self._fetch_model()
+        if self.bundle.plan.profiled:  # the plan's profile steps: every task's trace here
+            fetch_traces([ex for ex in self.executors if ex.name not in self._unreachable])
         for tid in self._exec_of:
             code = self._ended.get(tid)
             self.metrics.set_task_state(tid, "stopped", exit_code=code)

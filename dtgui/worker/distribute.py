@@ -32,6 +32,7 @@ class BuiltStrategy:
     coordinator: Any = None  # parameter_server chief: ClusterCoordinator
     server: Any = None  # parameter_server worker/ps: the running tf.distribute.Server
     ps_workers: int = 0  # parameter_server chief: the workers its coordinator schedules on
+    worker_addresses: list[str] = field(default_factory=list)  # theirs, "host:port" (chief)
 
     @property
     def is_server(self) -> bool:
@@ -221,9 +222,10 @@ def _build_ps(task_type: str, task_index: int) -> BuiltStrategy:
                              server=server)
     strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
     coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+    workers = [str(a) for a in resolver.cluster_spec().job_tasks("worker")]
     return BuiltStrategy(Strategy.PARAMETER_SERVER, strategy, 1, [0],
                          ["/job:chief/replica:0/task:0"], coordinator=coordinator,
-                         ps_workers=resolver.cluster_spec().num_tasks("worker"))
+                         ps_workers=len(workers), worker_addresses=workers)
 
 
 def _build_tpu(plan: Plan) -> BuiltStrategy:

@@ -23,6 +23,7 @@ PIDS_DIR = f"{OUTPUT_DIR}/pids"
 TASK_DIRS = (LOGS_DIR, PIDS_DIR)  # made before a task starts: its log and pid go there
 EVENTS_GLOB = "events-*.jsonl"  # every task's events file, in OUTPUT_DIR
 CHECKPOINTS_NAME = "checkpoints"  # the chief's checkpoints, in OUTPUT_DIR
+TENSORBOARD_NAME = "tensorboard"  # a TensorBoard run a task (its scalars, its profiles), in OUTPUT_DIR
 TASKS_DIR = "tasks"
 BUNDLE_ARCHIVE = ".bundle.tar.gz"  # the bundle as copied to another machine, before unpacking
 
@@ -30,6 +31,12 @@ BUNDLE_ARCHIVE = ".bundle.tar.gz"  # the bundle as copied to another machine, be
 def task_dir_names() -> list[str]:
     """TASK_DIRS' names inside OUTPUT_DIR ("logs", "pids")."""
     return [d.removeprefix(f"{OUTPUT_DIR}/") for d in TASK_DIRS]
+
+
+def tensorboard_dir(out_dir: str, task: str) -> str:
+    """A task's TensorBoard folder in its output directory (its scalars; its traces under
+    plugins/profile there): one TensorBoard run a task."""
+    return f"{out_dir}/{TENSORBOARD_NAME}/{task.replace(':', '-')}"
 
 
 def events_name(stem: str) -> str:

@@ -19,6 +19,10 @@ from typing import Any
 PROFILE_SIGNAL = signal.SIGUSR2
 REQUEST_NAME = "profile_request"
 MAX_PROFILE_STEPS = 1000  # a trace of more steps is too large for TensorBoard to open
+# The marker a capture puts around each profiled call, with its first and last step
+# (profile_capture.py); what a profile says of the input is read back by it
+# (dtgui.core.measure.profile_input)
+STEP_MARK = "train"
 
 
 def parse_request(text: str) -> int:

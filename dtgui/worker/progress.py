@@ -116,7 +116,8 @@ class Progress:
             if profile is not None:
                 profile.before(done + 1)
             began = time.perf_counter()
-            with profile.marked(done + 1) if profile is not None else contextlib.nullcontext():
+            with profile.marked(done + 1, done + k) if profile is not None \
+                    else contextlib.nullcontext():
                 per_task, totals, agreed, lr, stops, _ = trainer.run(
                     iterator, tf.constant(k, tf.int32),
                     wishes(self.sizer.proposal, self.timing.wish(k)),
@@ -157,7 +158,7 @@ class Progress:
         """The chief asked for `steps` steps (every worker sees it after the same call): the
         capture starts with the next call, unless one is under way or training ends first."""
         current = self.profile
-        if current is not None and current.first <= done < current.last:
+        if current is not None and (current.first <= done < current.last or current.busy):
             self.events.log(f"profile: {steps} steps asked while steps {current.first}-"
                             f"{current.last} are being captured: not captured again",
                             level="warning")

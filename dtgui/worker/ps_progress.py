@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import time
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -16,6 +17,8 @@ from .call_size import StepsPerCall
 from .distribute import BuiltStrategy
 from .events import EventWriter
 from .loop import Trainer, report_xla
+from .profile_capture import ClusterCapture, ProfileCapture
+from .profile_request import ProfileRequest
 from .step_timing import WorkerStepTimings, calibration_run_steps
 from .stop_request import StopRequest
 
@@ -35,6 +38,8 @@ class Reports(Protocol):
     val_every: int
     ps_workers: int
     xla: bool
+    profile: ProfileCapture | None  # run.py's ClusterCapture under parameter_server
+    asked: ProfileRequest | None
 
     def after_steps(self, first: int, replica_losses: np.ndarray, means: np.ndarray,
                     correct: np.ndarray, lr: float | None = None) -> None: ...
@@ -49,6 +54,8 @@ class Reports(Protocol):
 
     def stopped(self, step: int) -> None: ...
 
+    def profile_asked(self, done: int, steps: int) -> ProfileCapture | None: ...
+
     def finish(self) -> None: ...
 
 
@@ -61,8 +68,19 @@ def train_ps(progress: Reports, trainer: Trainer, per_worker_dataset: Any) -> No
     max_in_flight = 4 * progress.ps_workers
     done = progress.start
     fetched_at = time.perf_counter()
+    pace = Pace()
+    profile = cluster_capture(progress.profile)
     while done < progress.total and not progress.stop.requested:
-        k = progress.sizer.next(done, progress.total, progress.ckpt_every, progress.val_every)
+        asked = progress.asked.take() if progress.asked is not None else 0
+        if asked > 0:  # the coordinator alone schedules the steps: no agreement to wait for
+            profile = cluster_capture(progress.profile_asked(done, asked))
+        k = progress.sizer.next(done, progress.total, progress.ckpt_every, progress.val_every,
+                                ends=profile.ends if profile is not None else ())
+        if profile is not None and done + 1 == profile.first and not profile.open:
+            # the workers finish the calls before the capture, so they trace the steps asked
+            fetched_at = fetch_ps_calls(progress, in_flight, len(in_flight), fetched_at, pace)
+            coordinator.join()
+            profile.start(done + 1, pace.seconds_per_step)
         remote = coordinator.schedule(trainer.run, args=(iterator, tf.constant(k, tf.int32)))
         in_flight.append((done + 1, k, remote))
         progress.worker_timing.scheduled()
@@ -74,25 +92,56 @@ def train_ps(progress: Reports, trainer: Trainer, per_worker_dataset: Any) -> No
         done += k
         saving = progress.ckpt_every > 0 and done % progress.ckpt_every == 0
         validating = progress.val_every > 0 and done % progress.val_every == 0
-        boundary = saving or validating
+        profiled = profile is not None and profile.open and done >= profile.last
+        boundary = saving or validating or profiled
         if len(in_flight) >= max_in_flight or boundary:
             batch = len(in_flight) if boundary else len(in_flight) // 2
-            fetched_at = fetch_ps_calls(progress, in_flight, batch, fetched_at)
+            fetched_at = fetch_ps_calls(progress, in_flight, batch, fetched_at, pace)
         if boundary:
             coordinator.join()
+        if profile is not None:
+            if profiled:
+                profile.after(done)
+            profile.settle()
         if validating:
             progress.validate(done)
         if saving:
             progress.save(done)
-    fetch_ps_calls(progress, in_flight, len(in_flight), fetched_at)
+        if boundary:  # the pace of the steps leaves out what was done between them
+            fetched_at = time.perf_counter()
+    fetch_ps_calls(progress, in_flight, len(in_flight), fetched_at, pace)
     coordinator.join()
+    if profile is not None:  # training ends (or stops) inside the profiled steps, or after
+        profile.after(done, final=True)
     if done < progress.total:
+        # a stop saves first: each worker writes its trace itself when its span ends
         progress.stopped(done)
+        if profile is not None:
+            profile.settle()
         return
+    if profile is not None:
+        profile.settle(wait=True)
     progress.finish()
 
+
+def cluster_capture(capture: ProfileCapture | None) -> ClusterCapture | None:
+    """The coordinator's capture (run.py makes a ClusterCapture under parameter_server)."""
+    if capture is not None and not isinstance(capture, ClusterCapture):
+        raise TypeError(f"a parameter_server coordinator captures with a ClusterCapture, not "
+                        f"{type(capture).__name__}")
+    return capture
+
+
+@dataclass
+class Pace:
+    """The clock's seconds a step of the last calls fetched (every worker training; the
+    first calls' set-up included until others are fetched; 0 before any)."""
+
+    seconds_per_step: float = 0.0
+
+
 def fetch_ps_calls(progress: Reports, in_flight: collections.deque[tuple[int, int, Any]],
-               count: int, since: float) -> float:
+                   count: int, since: float, pace: Pace) -> float:
     if count <= 0:
         return since
     calls = [in_flight.popleft() for _ in range(count)]
@@ -100,7 +149,8 @@ def fetch_ps_calls(progress: Reports, in_flight: collections.deque[tuple[int, in
     rows = np.concatenate([np.asarray(r[0]).reshape(-1, 2) for r in results])
     now = time.perf_counter()
     steps = sum(c[1] for c in calls)
-    progress.sizer.observe((now - since) * progress.ps_workers / max(1, steps))
+    pace.seconds_per_step = (now - since) / max(1, steps)
+    progress.sizer.observe(pace.seconds_per_step * progress.ps_workers)
     progress.sizer.agree(progress.sizer.proposal)
     progress.after_steps(calls[0][0], rows[:, None, 0], rows[:, 0], rows[:, 1])
     last = calls[-1][0] + calls[-1][1] - 1

@@ -9,7 +9,7 @@ import platform
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import keras
@@ -26,7 +26,7 @@ from .model_file import ModelSource, UserError
 from .optim import make_optimizer
 from .plan import PRECISIONS, Plan
 from .process_exit import keep
-from .profile_capture import ProfileCapture
+from .profile_capture import ClusterCapture, ProfileCapture
 from .profile_request import ProfileRequest
 from .progress import Progress
 from .stop_request import STOPPED_EXIT, StopRequest
@@ -173,6 +173,16 @@ def agree_on_step(info: BuiltStrategy, step: int) -> None:
                         f"every worker must see the chief's <out>/checkpoints directory")
 
 
+def profile_capture(info: BuiltStrategy, out_dir: str, task: str,
+                    events: EventWriter) -> Callable[[int, int], ProfileCapture]:
+    """How this task captures TensorFlow's profiler over steps (first, last): its own
+    process, or under parameter_server the coordinator and every worker it schedules on."""
+    if info.coordinator is None:
+        return lambda first, last: ProfileCapture(out_dir, task, first, last, events)
+    return lambda first, last: ClusterCapture(out_dir, task, first, last, events,
+                                              info.worker_addresses)
+
+
 def run_task(plan: Plan, bundle_dir: str, out_dir: str, task: str,
              events: EventWriter, stop: StopRequest | None = None,
              asked: ProfileRequest | None = None) -> int:
@@ -253,15 +263,14 @@ def run_task(plan: Plan, bundle_dir: str, out_dir: str, task: str,
     writer = None
     if info.is_chief:
         writer = Scalars(out_dir, task)
+    capture = profile_capture(info, out_dir, task, events)
     first, last = plan.profile_steps
-    profile = ProfileCapture(out_dir, task, first, last, events) \
-        if plan.profiled and info.coordinator is None and first > resumed else None
+    profile = capture(first, last) if plan.profiled and first > resumed else None
     progress = Progress(plan, info, events, ckpts, writer, global_batch, resumed, task,
                         optimizer=optimizer, validator=validator, saver=saver,
                         classification=classification, calibration_runs=step_runs,
                         round_trip_runs=round_trip_runs, stop=stop, profile=profile,
-                        asked=asked,
-                        capture=lambda a, b: ProfileCapture(out_dir, task, a, b, events))
+                        asked=asked, capture=capture)
     with stage(f"training ({info.name})"):
         if info.coordinator is not None:
             progress.run_ps(trainer, dataset)

@@ -9,7 +9,7 @@ import os
 import re
 from collections.abc import Mapping
 
-from .layout import events_name
+from .layout import events_name, tensorboard_dir
 
 # `$DTGUI_X` / `${DTGUI_X}`: only dtgui's own variables are replaced (no shell runs them).
 _REFERENCE = re.compile(r"\$(?:\{(DTGUI_[A-Z0-9_]+)\}|(DTGUI_[A-Z0-9_]+))")
@@ -24,7 +24,7 @@ def task_paths(bundle_dir: str, out_dir: str, task: str) -> dict[str, str]:
         "DTGUI_RUN_DIR": bundle_dir,
         "DTGUI_PROJECT_DIR": os.path.join(bundle_dir, "project"),
         "DTGUI_OUTPUT_DIR": os.path.join(out_dir, "script", stem),
-        "DTGUI_TENSORBOARD_DIR": os.path.join(out_dir, "tensorboard", stem),
+        "DTGUI_TENSORBOARD_DIR": tensorboard_dir(out_dir, task),
         "DTGUI_CHECKPOINT_DIR": os.path.join(out_dir, "checkpoints"),
         "DTGUI_EVENTS_FILE": os.path.join(out_dir, events_name(stem)),
     }

@@ -30,6 +30,7 @@ from typing import BinaryIO
 
 import numpy as np
 
+from .layout import tensorboard_dir
 from .tfrecord import CRC32C_TABLE, crc32c, frame
 
 FILE_VERSION = "brain.Event:2"
@@ -134,7 +135,7 @@ class Scalars:
     """Writes scalars under ``<out>/tensorboard/<task-with-dash>``."""
 
     def __init__(self, out_dir: str, task: str) -> None:
-        self.logdir = os.path.join(out_dir, "tensorboard", task.replace(":", "-"))
+        self.logdir = tensorboard_dir(out_dir, task)
         os.makedirs(self.logdir, exist_ok=True)
         name = (f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}."
                 f"{os.getpid()}.dtgui")

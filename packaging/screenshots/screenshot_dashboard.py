@@ -14,6 +14,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 if not os.environ.get("DISPLAY"):
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -45,6 +46,11 @@ class DemoController:
         self.run_name = plan.run_name if plan else "digits-mwm-20261124-2010"
         self.output_dir = Path("/tmp")
         self.record = None  # nothing to resume
+
+    @property
+    def bundle(self) -> SimpleNamespace:
+        """Where the run's folder is (the dashboard's folder button)."""
+        return SimpleNamespace(path=str(self.output_dir.parent))
 
     def request_stop(self) -> None:
         self.state = "stopping"

@@ -4,7 +4,8 @@
     xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python packaging/screenshots/screenshot_split.py out.png
 
 Options: --workers N, --size WxH, --limit input|communication|compute; --bundle DIR shows a
-real run's events instead (an exported bundle run with `bash run.sh`).
+real run's events instead (an exported bundle run with `bash run.sh`), and what its profile
+says of the input when it captured one.
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ if not os.environ.get("DISPLAY"):
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import shots
 from screenshot_dashboard import DemoController, fill, save_dashboard, shown_dashboard
 
 from dtgui.core.events import parse_line, read_all
 from dtgui.core.live_run import LiveRun
+from dtgui.launch.trackers.xprof_input import newest_traces
 from dtgui.ui.app import make_app
 from dtgui.worker.plan import Plan
 
@@ -72,8 +75,12 @@ def main() -> int:
              steps_per_epoch=250, failed=False)
         add_splits(metrics, args.workers, args.limit, 1_700_000_000.0 + 1130 * 0.21)
     demo = DemoController(metrics, plan=plan)
+    if args.bundle is not None:  # its profile, if it has one, is read onto the card
+        demo.output_dir = args.bundle / "output"
     dash = shown_dashboard(app, args.size, demo, run_name=demo.run_name,
                            strategy=str(demo.plan.strategy), device_kind="cpu")
+    if args.bundle is not None and newest_traces(demo.output_dir):
+        shots.wait_for(app, dash.step_split.profile_label.isVisible, 60)
     dash._text_time = 0.0
     dash.refresh()
     return save_dashboard(app, dash, args.out)

@@ -217,9 +217,6 @@ def _profile_problems(plan: Plan) -> list[str]:
 def profile_refusal(plan: Plan) -> str:
     """Why dtgui captures no profile of this plan's run ("" when it does): the plan's profile
     steps and a profile asked of the running run alike."""
-    if plan.strategy.has_coordinator:
-        return (f"a capture of {plan.strategy.title} (its workers run the calls its "
-                "coordinator schedules) is not made by dtgui")
     if plan.script is not None:
         return ("a script's steps are its own: start TensorFlow's profiler in it "
                 "(docs/own-scripts.md)")

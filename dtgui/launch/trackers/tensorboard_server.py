@@ -26,7 +26,7 @@ from dtgui.launch.trackers.local_server import (
     stop_oldest,
     stop_servers,
 )
-from dtgui.worker.layout import OUTPUT_DIR
+from dtgui.worker.layout import OUTPUT_DIR, TENSORBOARD_NAME
 
 # TensorBoard without TensorFlow (its own stub of TensorFlow's file reading): it starts in
 # seconds instead of importing TensorFlow for tens of seconds, and dtgui's files (scalars,
@@ -35,7 +35,7 @@ from dtgui.worker.layout import OUTPUT_DIR
 TB_MAIN = ("import sys, types; "
            "sys.modules['tensorboard.compat.notf'] = types.ModuleType('tensorboard.compat.notf'); "
            "from tensorboard.main import run_main; run_main()")
-TB_DIR = f"{OUTPUT_DIR}/tensorboard"
+TB_DIR = f"{OUTPUT_DIR}/{TENSORBOARD_NAME}"
 KEY = "tensorboard:"  # and what it serves
 KEEP = 3  # TensorBoards kept running at once (each a process of a few hundred MB)
 

@@ -31,10 +31,12 @@ from PySide6.QtWidgets import (
 from dtgui.core.live_run import LiveRun, Snapshot
 from dtgui.core.measure.bottleneck import plan_facts
 from dtgui.core.measure.profile_answers import WRITTEN_MESSAGE
+from dtgui.core.measure.profile_input import ProfileInput
 from dtgui.core.plans.plan_text import script_summary, script_text
 from dtgui.core.run_tasks import task_key
 from dtgui.core.runs.run_state import RunState
 from dtgui.launch.runs.run_source import RunSource
+from dtgui.launch.trackers.xprof_input import profile_inputs
 from dtgui.ui.pages.run_widgets import LogView, RunHeader, TaskTable
 from dtgui.ui.plots.memory_panel import MemoryPanel
 from dtgui.ui.plots.panels import DevicePanel, ThroughputPanel
@@ -252,6 +254,8 @@ class Dashboard(QWidget):
             not self._script_run and plan.strategy.asynchronous and plan.deterministic)
         self.step_split.set_measuring(not controller.finished)
         self.step_split.clear()
+        self.step_split.set_profile_inputs([])
+        self._read_profile(controller)
         self.step_split.set_facts(plan_facts(plan))
         self.throughput_panel.setVisible(True)
         self.task_table.clear_tasks()
@@ -302,6 +306,7 @@ class Dashboard(QWidget):
         self.refresh()
         self._elapsed = max(self._elapsed, c.metrics.training_span())
         self.header.set_elapsed(self._elapsed)
+        self._read_profile(c)  # the plan's profile steps may have been captured meanwhile
 
     def detach(self) -> None:
         """Stop following the run (what is shown stays)."""
@@ -527,8 +532,20 @@ class Dashboard(QWidget):
             return
         if text == WRITTEN_MESSAGE:
             text = f'{WRITTEN_MESSAGE}: <a href="tensorboard">Open in TensorBoard</a>'
+            self._read_profile(source)
         self.header.set_profile(text)
         self._update_stop_button(source.state, self._ended)
+
+    def _read_profile(self, source: RunSource) -> None:
+        """What the run's newest profile says of the input, read off the UI thread (XProf
+        converts the traces in a process of its own), onto the bottleneck card."""
+        output = source.output_dir
+
+        def show(found: list[ProfileInput]) -> None:
+            if source is self.controller:
+                self.step_split.set_profile_inputs(found)
+
+        run_in_thread(lambda: profile_inputs(output), show, lambda _exc: None, context=self)
 
     def _open_profile(self, _link: str) -> None:
         c = self.controller

@@ -33,6 +33,7 @@ from dtgui.core.measure.bottleneck import (
     verdict,
 )
 from dtgui.core.measure.memory import DeviceMemory
+from dtgui.core.measure.profile_input import ProfileInput
 from dtgui.core.measure.split_wait import SplitWait, wait_text
 from dtgui.core.run_tasks import task_key
 from dtgui.ui.plots.plot_base import style_card, title_label
@@ -159,6 +160,18 @@ class StepSplitPanel(QFrame):
         self.network_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.network_label.setVisible(False)
         layout.addWidget(self.network_label)
+        # what TensorFlow's profiler says of the same steps, once a profile exists
+        self.profile_label = QLabel("")
+        self.profile_label.setObjectName("splitProfile")
+        self.profile_label.setWordWrap(True)
+        self.profile_label.setStyleSheet("color: #5f6368;")
+        self.profile_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.profile_label.setToolTip(
+            "Read from the run's newest profile (TensorFlow's profiler, converted by XProf): "
+            "the share of the profiled steps' time in which a replica waited for its next "
+            "batch (the iterator's GetNext)")
+        self.profile_label.setVisible(False)
+        layout.addWidget(self.profile_label)
         self.grid = QGridLayout()
         self.grid.setHorizontalSpacing(8)
         self.grid.setVerticalSpacing(2)
@@ -197,7 +210,7 @@ class StepSplitPanel(QFrame):
         self.measuring = measuring
         if not self._shown and not self._near:
             self.verdict_label.setText(self.hint)
-            self.setVisible(bool(self.hint))
+            self.setVisible(self._has_words())
 
     @property
     def hint(self) -> str:
@@ -218,7 +231,18 @@ class StepSplitPanel(QFrame):
         self._unhelped = text
         if not self._shown and not self._near:
             self.verdict_label.setText(self.hint)
-            self.setVisible(bool(self.hint))
+            self.setVisible(self._has_words())
+
+    def set_profile_inputs(self, found: Sequence[ProfileInput]) -> None:
+        """What each task's newest profile says of the input ([]: no profile read)."""
+        text = " · ".join(f.text for f in sorted(found, key=lambda f: task_key(f.task)))
+        self.profile_label.setText(text)
+        self.profile_label.setVisible(bool(text))
+        self.setVisible(bool(self._shown or self._near) or self._has_words())
+
+    def _has_words(self) -> bool:
+        """Something to say without a split: a hint, or a profile's figure."""
+        return bool(self.hint) or bool(self.profile_label.text())
 
     def set_network(self, text: str) -> None:
         """What the doctor measured between the run's machines ("" when it has not)."""
@@ -236,7 +260,7 @@ class StepSplitPanel(QFrame):
         self.more_label.setVisible(False)
         self.cost_label.setText("")
         self.verdict_label.setText(self.hint)
-        self.setVisible(bool(self.hint))
+        self.setVisible(self._has_words())
 
     def update_splits(self, splits: Mapping[str, StepSplit],
                       memory: Sequence[DeviceMemory] = (), loads: Sequence[CpuLoad] = (),
