@@ -253,8 +253,10 @@ def test_resume_from_checkpoint_continues_exactly(tmp_path: Path) -> None:
     assert_trained(code, first, steps=6, replicas=1)
     assert [e["step"] for e in kinds(first, "checkpoint")] == [3, 6]
 
-    (bundle / "plan.json").write_text((bundle / "plan.json").read_text()
-                                      .replace('"steps": 6', '"steps": 9'))
+    # resumed past the plan's profile steps: said, not captured
+    resumed_plan = {**json.loads((bundle / "plan.json").read_text()), "steps": 9,
+                    "profile_steps": [2, 3]}
+    (bundle / "plan.json").write_text(json.dumps(resumed_plan))
     # the newest save cut short (a full disk, a power cut): it goes on from the one before
     shard = bundle / "output" / "checkpoints" / "ckpt-6.data-00000-of-00001"
     shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
@@ -264,6 +266,11 @@ def test_resume_from_checkpoint_continues_exactly(tmp_path: Path) -> None:
     (started,) = kinds(second, "started")
     assert started["resumed_from_step"] == 3
     assert "[dtgui] checkpoint ckpt-6 skipped: it was cut short" in log_text(bundle, "worker:0")
+    assert any(e["message"].startswith("profile: steps 2-3 were trained before the checkpoint "
+                                       "this run resumed from (step 3): not captured")
+               for e in kinds(second, "log")), kinds(second, "log")
+    assert not (bundle / "output" / "tensorboard").exists() or not list(
+        (bundle / "output" / "tensorboard").rglob("*.xplane.pb"))
     assert sorted(step_losses(second)) == [4, 5, 6, 7, 8, 9]
     assert kinds(second, "finished")[0]["steps"] == 9
     assert (bundle / "output" / "checkpoints" / "ckpt-9.index").is_file()

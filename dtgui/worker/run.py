@@ -266,6 +266,11 @@ def run_task(plan: Plan, bundle_dir: str, out_dir: str, task: str,
     capture = profile_capture(info, out_dir, task, events)
     first, last = plan.profile_steps
     profile = capture(first, last) if plan.profiled and first > resumed else None
+    if plan.profiled and profile is None:
+        events.log(f"profile: steps {first}-{last} were trained before the checkpoint this run "
+                   f"resumed from (step {resumed}): not captured; ask for a profile of the "
+                   f"running run (Profile N steps\u2026, or dtgui profile RUN --steps N)",
+                   level="warning")
     progress = Progress(plan, info, events, ckpts, writer, global_batch, resumed, task,
                         optimizer=optimizer, validator=validator, saver=saver,
                         classification=classification, calibration_runs=step_runs,
