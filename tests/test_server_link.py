@@ -1,13 +1,16 @@
 """Open in MLflow / TensorBoard, its window side: the address always shown and copyable
 whether a browser opened or not, a start that fails said with what to do, and the Runs
-page's and a run's dashboard's entries. (The real servers: tests/test_mlflow.py.)"""
+page's and a run's dashboard's entries. (The real MLflow server: tests/test_mlflow.py; a real
+TensorBoard's profile plugin here.)"""
 
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 import threading
 import time
+import urllib.request
 import webbrowser
 from collections.abc import Callable
 from pathlib import Path
@@ -239,14 +242,39 @@ def test_each_tensorboard_stays_up_to_a_few_the_oldest_stopped_first(
         (folder / tensorboard_server.TB_DIR).mkdir(parents=True)
     try:
         a = tensorboard_server.start_tensorboard([folders[0]])
-        spec = started[0][started[0].index("--logdir_spec") + 1]
-        assert spec == f"run-a:{folders[0] / tensorboard_server.TB_DIR}"  # by its name
+        # one run: its own folder as the logdir, which the profile plugin reads
+        assert started[0][-2:] == ["--logdir", str(folders[0] / tensorboard_server.TB_DIR)]
         b = tensorboard_server.start_tensorboard([folders[1]])
         assert a.running and b.running and a.url != b.url
         assert tensorboard_server.start_tensorboard([folders[0]]) is a  # reused: the newest
         c = tensorboard_server.start_tensorboard([folders[2]])
         assert a.running and c.running
         assert not b.running  # the least recently asked for
+        both = tensorboard_server.start_tensorboard(folders[:2])  # compared: each by its name
+        assert started[-1][-2:] == ["--logdir_spec", f"run-a:{folders[0] / tensorboard_server.TB_DIR},"
+                                    f"run-b:{folders[1] / tensorboard_server.TB_DIR}"]
+        assert both.running
     finally:
         tensorboard_server.stop_tensorboard()
     assert not (a.running or c.running)
+
+
+def test_a_runs_profile_is_listed_by_the_tensorboard_dtgui_starts(tmp_path: Path) -> None:
+    """The real TensorBoard on one run: its profile plugin lists each task's session (it reads
+    only a plain logdir), and it starts without TensorFlow."""
+    tb = tmp_path / "run-a" / tensorboard_server.TB_DIR
+    for task in ("worker-0", "worker-1"):  # the plugin lists sessions by their folders
+        session = tb / task / "plugins" / "profile" / "2026_11_29_08_19_54"
+        session.mkdir(parents=True)
+        (session / "vm.xplane.pb").write_bytes(b"")
+    try:
+        server = tensorboard_server.start_tensorboard([tmp_path / "run-a"])
+        with urllib.request.urlopen(server.url + "data/plugin/profile/runs", timeout=60) as got:
+            body = got.read()
+        if got.headers.get("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+        assert sorted(json.loads(body)) == ["worker-0/2026_11_29_08_19_54",
+                                            "worker-1/2026_11_29_08_19_54"]
+        assert "TensorFlow installation not found" in server.log.read_text()
+    finally:
+        tensorboard_server.stop_tensorboard()

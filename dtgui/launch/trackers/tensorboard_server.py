@@ -6,8 +6,11 @@ TB_MAIN) on the runs' folders; with none, on every run dtgui lists: the runs fol
 known sweep's folder (its trials: their HParams sessions) and the runs launched elsewhere.
 Asked again for the same folders, the running server is reused; for others another is
 started beside it (a page already open keeps working), up to KEEP, the least recently asked
-for stopped first. Each run is named by its folder's name (`--logdir_spec`), a single run's
-too. Blocks (the start takes seconds): call it off the UI thread.
+for stopped first. One folder (a run, a sweep, the runs folder) is TensorBoard's `--logdir`:
+the profile plugin (XProf) reads only that, it finds nothing under `--logdir_spec` and
+follows no symbolic link. Several are `--logdir_spec`, each run named by its folder's name
+(their scalars and HParams side by side; their profiles are read one run at a time).
+Blocks (the start takes seconds): call it off the UI thread.
 """
 
 from __future__ import annotations
@@ -31,9 +34,11 @@ from dtgui.worker.layout import OUTPUT_DIR, TENSORBOARD_NAME
 # TensorBoard without TensorFlow (its own stub of TensorFlow's file reading): it starts in
 # seconds instead of importing TensorFlow for tens of seconds, and dtgui's files (scalars,
 # HParams) and a script's summaries read the same. The marker module is the switch
-# tensorboard.compat looks for.
+# tensorboard.compat looks for. TensorFlow made unimportable: the profile plugin would import
+# it for its remote capture only (dtgui captures in the tasks), and reads traces without it.
 TB_MAIN = ("import sys, types; "
            "sys.modules['tensorboard.compat.notf'] = types.ModuleType('tensorboard.compat.notf'); "
+           "sys.modules['tensorflow'] = None; "
            "from tensorboard.main import run_main; run_main()")
 TB_DIR = f"{OUTPUT_DIR}/{TENSORBOARD_NAME}"
 KEY = "tensorboard:"  # and what it serves
@@ -64,6 +69,15 @@ def logdir_spec(folders: Sequence[Path]) -> str:
     return ",".join(parts)
 
 
+def logdir_args(folders: Sequence[Path]) -> list[str]:
+    """TensorBoard's arguments naming what it reads: one folder as `--logdir` (a run's
+    TensorBoard folder; a sweep or the runs folder as it is), several as `logdir_spec`."""
+    if len(folders) == 1:
+        tb = folders[0] / TB_DIR
+        return ["--logdir", str(tb if tb.is_dir() else folders[0])]
+    return ["--logdir_spec", logdir_spec(folders)]
+
+
 def start_tensorboard(folders: Sequence[Path] | None = None, port: int = 0,
                       say: Callable[[str], None] = say_nothing) -> LocalServer:
     """A TensorBoard server on the folders (run bundles, sweeps, the runs folder; None:
@@ -71,11 +85,11 @@ def start_tensorboard(folders: Sequence[Path] | None = None, port: int = 0,
     chosen = list(folders) if folders is not None else every_run_folder()
     if not chosen:
         raise ServerError("There is no run to show in TensorBoard yet.")
-    spec = logdir_spec(chosen)
+    reads = logdir_args(chosen)
     command = [sys.executable, "-c", TB_MAIN, "--host", "127.0.0.1", "--reload_interval", "5",
-               "--logdir_spec", spec]
+               *reads]
     say(f"Starting TensorBoard on {len(chosen)} folder(s)")
-    server = start_server(KEY + spec, command, lambda p: ["--port", str(p)],
+    server = start_server(KEY + reads[-1], command, lambda p: ["--port", str(p)],
                           name="TensorBoard", port=port)
     stop_oldest(KEY, KEEP)
     return server
