@@ -13,19 +13,29 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import pytest
 from fakes import wait_for
 from runs import live_members, replica_losses
 
 from dtgui.cli.main import main
+from dtgui.core.measure.profile_answers import (
+    WRITTEN_MESSAGE,
+    failed,
+    silent_message,
+    unasked_message,
+)
 from dtgui.core.plans.placement import place_local
 from dtgui.core.plans.plan import Plan, profile_refusal, validate
 from dtgui.core.plans.strategies import Strategy
 from dtgui.core.runs.records import RunRecord
+from dtgui.core.runs.run_state import RunState
 from dtgui.core.scripts.script import ScriptModel
 from dtgui.launch.controller import RunController
 from dtgui.launch.drivers import local_target
+from dtgui.launch.exec.executor import Executor
+from dtgui.launch.runs.profile_ask import AskedRun, request_profile
 from dtgui.launch.start.pipeline import LaunchError, launch_plan
 from dtgui.launch.start.resume import resume_run
 from dtgui.worker.profile_request import REQUEST_NAME
@@ -194,6 +204,10 @@ def test_a_profile_asked_gets_a_clear_answer_and_leaves_the_run_unharmed(
     assert main(["profile", folder, "--steps", "5", "--limit", "1"]) == 1
     assert capsys.readouterr().err == ("dtgui profile: no profile: worker:0, worker:1 did not "
                                        "start the capture within 1 s (the run goes on)\n")
+    for bad in ("0", "-3", "5000"):  # a refusal, said before anything is sent
+        assert main(["profile", folder, "--steps", bad]) == 2
+        assert capsys.readouterr().err == "dtgui profile: no profile: give 1 to 1000 steps\n"
+    assert (controller.output_dir / REQUEST_NAME).read_text() == "5\n"
     seen = controller.metrics.snapshot().step
     wait_for(lambda: controller.metrics.snapshot().step > seen, 60, "the run stopped training")
     assert controller.state == "running"
@@ -203,3 +217,48 @@ def test_a_profile_asked_gets_a_clear_answer_and_leaves_the_run_unharmed(
     assert controller.request_profile(20) == "no profile: the run has ended"
     assert main(["profile", folder]) == 2
     assert capsys.readouterr().err == "dtgui profile: no profile: the run has ended (stopped)\n"
+
+
+class _AnsweringRun:
+    """A running run whose tasks answer a profile's signal with `answers` (their log lines,
+    as the dashboard reads them)."""
+
+    def __init__(self, answers: list[str]) -> None:
+        self.finished, self.state = False, RunState.RUNNING
+        self.plan = Plan(strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2)
+        self.training_tasks = ["worker:0", "worker:1"]
+        self.executors: list[Executor] = []
+        self.answers, self.lines = answers, {t: ["[info] step 1300"] for t in self.training_tasks}
+        self.metrics = self
+
+    def read_through(self) -> bool:
+        return True
+
+    def log_lines_since(self, task: str, seen: int) -> tuple[list[str], int]:
+        return self.lines[task][seen:], len(self.lines[task])
+
+    def signal_tasks(self, sig: int, tasks: set[str]) -> None:
+        for task in tasks:
+            self.lines[task] += self.answers
+
+
+def test_a_profile_asked_during_a_capture_or_cut_by_the_runs_end_says_so() -> None:
+    """A task that declines the request (a capture under way) is the answer at once, a
+    refusal, not a silence; a capture the run's end cuts short says how many steps it keeps."""
+    busy = _AnsweringRun(["[warning] profile: 20 steps asked while steps 2226-2825 are being "
+                          "captured: not captured again"])
+    answer = request_profile(cast(AskedRun, busy), 20, limit=600)
+    assert answer == ("no profile: steps 2226-2825 are being captured (ask again once it is "
+                      "written)") and not failed(answer)
+    cut = _AnsweringRun(["[info] profile: capturing steps 1402-1500 (asked while training)",
+                         "[info] profile: steps 1402-1500 captured in /r/output/tensorboard/"
+                         "worker-0/plugins/profile (starting the profiler took 0.2 s)"])
+    said: list[str] = []
+    assert request_profile(cast(AskedRun, cut), 200, limit=600, said=said.append) \
+        == WRITTEN_MESSAGE
+    assert said == ["profiling steps 1402\u20131500\u2026 (the run ends at 1500: 99 of the 200 "
+                    "asked)"]
+    # what the command line exits 1 for: no answer, a machine not reached
+    assert failed(silent_message({"worker:1"}, "write the trace", 120))
+    assert failed(unasked_message(["node2: refused"]))
+    assert not failed("no profile: the run has ended")

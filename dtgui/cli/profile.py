@@ -6,6 +6,7 @@ whatever follows it (the app, `dtgui run`, the watcher)."""
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -28,18 +29,32 @@ def add_profile(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from dtgui.core.measure.profile_answers import ENDED, WRITTEN_MESSAGE
+    """0: the traces written; 2: refused (a bad count, an ended run, a user's script, a
+    capture under way), the reason said; 1: a task that did not answer or a machine not
+    reached."""
+    from dtgui.core.measure.profile_answers import (
+        ENDED,
+        REFUSED,
+        WRITTEN_MESSAGE,
+        count_refusal,
+        failed,
+    )
     from dtgui.core.runs.records import RunHistory, RunRecord
     from dtgui.core.runs.run_state import RunState
     from dtgui.launch.controller import LaunchError
     from dtgui.launch.start.pipeline import reattach
+    from dtgui.worker.profile_request import MAX_PROFILE_STEPS
 
+    too_many = count_refusal(args.steps, MAX_PROFILE_STEPS)
+    if too_many:  # before the run is looked up: nothing is sent
+        print(f"dtgui profile: {too_many}", file=sys.stderr)
+        return 2
     try:
         folder = Path(args.run)
         record = RunRecord.load(folder) if (folder / "run.json").is_file() \
             else RunHistory().lookup(args.run)
         if record.state is not RunState.RUNNING:
-            print(f"dtgui profile: no profile: {ENDED} ({record.state})", file=sys.stderr)
+            print(f"dtgui profile: {REFUSED}{ENDED} ({record.state})", file=sys.stderr)
             return 2
         controller = reattach(record)
     except (LookupError, OSError, ValueError, LaunchError) as exc:
@@ -53,7 +68,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
         controller.detach()
     if answer != WRITTEN_MESSAGE:
         print(f"dtgui profile: {answer}", file=sys.stderr)
-        return 1
-    print(f"{WRITTEN_MESSAGE}: {Path(record.bundle) / 'output' / 'tensorboard'} "
-          f"(dtgui runs list, then Open in TensorBoard; or tensorboard --logdir there)")
+        return 1 if failed(answer) else 2
+    traces = (Path(record.bundle) / "output" / "tensorboard").resolve()
+    print(f"{WRITTEN_MESSAGE}: {traces}")
+    print(f"read it in TensorBoard's Profile tab: tensorboard --logdir {shlex.quote(str(traces))}"
+          " (the dtgui[profile] extra)")
     return 0

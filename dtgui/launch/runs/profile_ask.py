@@ -13,11 +13,16 @@ from typing import Protocol
 from dtgui.core.live_run import LiveRun
 from dtgui.core.measure.profile_answers import (
     ENDED,
+    REFUSED,
     WRITTEN_MESSAGE,
+    busy_message,
+    busy_steps,
     captured,
     capturing_steps,
+    count_refusal,
     profiling_message,
     silent_message,
+    unasked_message,
 )
 from dtgui.core.plans.plan import Plan, profile_refusal
 from dtgui.core.runs.run_state import RunState
@@ -68,15 +73,17 @@ def request_profile(run: AskedRun, steps: int, limit: float = PROFILE_ANSWER_SEC
                     said: Callable[[str], None] | None = None) -> str:
     """Ask every training task of `run` to capture TensorFlow's profiler over its next
     `steps` steps; blocks until each wrote its trace. `said` hears "profiling steps A-B..."
-    once they agreed. Returns the outcome in a sentence; a refusal or a task that does not
-    answer within `limit` s (each wait) leaves the run as it was."""
+    once they agreed. Returns the outcome in a sentence; a refusal (a capture under way
+    included: said at once) or a task that does not answer within `limit` s (each wait)
+    leaves the run as it was."""
     if run.finished or run.state is not RunState.RUNNING:
-        return f"no profile: {ENDED}"
+        return f"{REFUSED}{ENDED}"
     refusal = profile_refusal(run.plan)
     if refusal:
-        return f"no profile: {refusal}"
-    if not 0 < steps <= MAX_PROFILE_STEPS:
-        return f"no profile: give 1 to {MAX_PROFILE_STEPS} steps"
+        return f"{REFUSED}{refusal}"
+    too_many = count_refusal(steps, MAX_PROFILE_STEPS)
+    if too_many:
+        return too_many
     tasks = sorted(run.training_tasks)
     # a run followed again (dtgui profile) is read from its start: an earlier capture's
     # answers are not this one's
@@ -91,9 +98,9 @@ def request_profile(run: AskedRun, steps: int, limit: float = PROFILE_ANSWER_SEC
     errors = [f"{ex.name}: {r}" for ex, r in zip(executors, put, strict=True)
               if isinstance(r, Exception)]
     if errors:
-        return "no profile: could not ask for it on " + "; ".join(errors)
+        return unasked_message(errors)
     run.signal_tasks(PROFILE_SIGNAL, set(tasks))
-    answer = _await_answers(run, tasks, seen, limit, said)
+    answer = _await_answers(run, tasks, seen, steps, limit, said)
     if answer == WRITTEN_MESSAGE:
         fetch_traces(executors)
     return answer
@@ -110,23 +117,27 @@ def fetch_traces(executors: Sequence[Executor]) -> None:
             log.warning("the profiles on %s were not copied here: %s", ex.name, result)
 
 
-def _await_answers(run: AskedRun, tasks: list[str], seen: dict[str, int], limit: float,
-             said: Callable[[str], None] | None) -> str:
-    """Wait for every task to say the steps it captures, then that its trace is written."""
+def _await_answers(run: AskedRun, tasks: list[str], seen: dict[str, int], steps: int,
+                   limit: float, said: Callable[[str], None] | None) -> str:
+    """Wait for every task to say the steps it captures, then that its trace is written; a
+    task that declines it (a capture under way) is the answer."""
     spans: dict[str, tuple[int, int]] = {}
     written: set[str] = set()
     deadline = time.monotonic() + limit
     while len(written) < len(tasks):
         if run.finished:
-            return f"no profile: {ENDED}"
+            return f"{REFUSED}{ENDED}"
         for t in tasks:
             lines, seen[t] = run.metrics.log_lines_since(t, seen[t])
+            under_way = busy_steps(lines)
+            if under_way is not None and t not in spans:
+                return busy_message(*under_way)
             span = capturing_steps(lines)
             if span is not None and t not in spans:
                 spans[t] = span
                 if len(spans) == len(tasks):
                     if said is not None:
-                        said(profiling_message(*span))
+                        said(profiling_message(*span, asked=steps))
                     deadline = time.monotonic() + limit
             if t in spans and captured(lines):
                 written.add(t)
