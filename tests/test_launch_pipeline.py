@@ -204,8 +204,10 @@ def test_dtgui_run_of_a_bundle_goes_through_the_pipeline_and_records_the_run(
 
     out = tmp_path / "bundle"
     assert main(["export", str(out), "--strategy", "multi_worker_mirrored", "--workers", "2",
-                 "--steps", "3", "--steps-per-epoch", "3", "--checkpoint-every", "0"]) == 0
+                 "--steps", "3", "--steps-per-epoch", "3", "--checkpoint-every", "0",
+                 "--profile-steps", "2-3"]) == 0
     assert not (out / RECORD_NAME).exists()
+    capsys.readouterr()
     # this machine's interpreter runs the tasks: here the stub's, which trains without TF
     monkeypatch.setattr(sys, "executable", stub_python(python=sys.executable))
     handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
@@ -214,6 +216,12 @@ def test_dtgui_run_of_a_bundle_goes_through_the_pipeline_and_records_the_run(
     finally:
         signal.signal(signal.SIGINT, handlers[0])
         signal.signal(signal.SIGTERM, handlers[1])
+    # each task's trace, when and where it was written, on the run's output
+    printed = capsys.readouterr().out.splitlines()
+    for task in ("worker:0", "worker:1"):
+        where = out.resolve() / "output" / "tensorboard" / task.replace(":", "-")
+        assert any(line.startswith(f"{task}: profile: steps 2-3 captured in {where}/plugins/"
+                                   "profile (") for line in printed), printed
     record = RunRecord.load(out)
     assert record.state is RunState.FINISHED and record.bundle == str(out)
     assert [(m.name, m.dir, m.kind) for m in record.machines] == [("local", str(out), "local")]

@@ -372,7 +372,9 @@ def follow(controller: RunController) -> int:
     last_step = -1
     last_epoch = 0
     told = ""
+    notes = {task: 0 for task in controller.training_tasks}  # their log lines read
     while not controller.wait(0.5):
+        say_profiles(controller, notes)
         snap = controller.metrics.snapshot()
         if plan.script is not None and snap.script_progress.unit:  # what the script tells
             progress = snap.script_progress
@@ -395,6 +397,7 @@ def follow(controller: RunController) -> int:
             losses = "  ".join(f"{task}={ys[-1]:.4g}" for task, (_, ys)
                                in controller.metrics.scalars.loss_series().items() if len(ys))
             print(f"epoch {snap.epoch}  loss {losses}", flush=True)
+    say_profiles(controller, notes)
     snap = controller.metrics.snapshot()
     for tid, state in sorted(snap.tasks.items()):
         print(f"  {tid}: {state.status}" + (f" ({state.error})" if state.error else ""))
@@ -404,6 +407,18 @@ def follow(controller: RunController) -> int:
         print(f"{loss_words(controller.state)} {loss:.4g}")
     print(limit_line(plan, snap.splits.values(), snap.memory.devices(), snap.loads))
     return {RunState.FINISHED: 0, RunState.STOPPED: 130}.get(controller.state, 1)
+
+
+def say_profiles(controller: RunController, seen: dict[str, int]) -> None:
+    """Print what the training tasks said of profiles since `seen` (their lines read, kept
+    up to date): the plan's profile steps and those asked while it runs, when and where
+    their traces were written."""
+    from dtgui.core.measure.profile_answers import profile_notes
+
+    for task in seen:
+        lines, seen[task] = controller.metrics.log_lines_since(task, seen[task])
+        for note in profile_notes(lines):
+            print(f"{task}: {note}", flush=True)
 
 
 def loss_words(state: str) -> str:

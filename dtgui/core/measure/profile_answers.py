@@ -15,6 +15,7 @@ from collections.abc import Iterable
 
 CAPTURING = re.compile(r"\] profile: capturing steps (\d+)-(\d+)")
 CAPTURED = re.compile(r"\] profile: steps (\d+)-(\d+) captured in ")
+NOTE = re.compile(r"^\[\w+\] (profile: .*)")  # any of a task's lines on its profiles
 BUSY = re.compile(r"\] profile: \d+ steps asked while steps (\d+)-(\d+) are being captured")
 ENDED = "the run has ended"
 REFUSED = "no profile: "  # every answer but WRITTEN_MESSAGE starts so
@@ -39,6 +40,12 @@ def busy_steps(lines: Iterable[str]) -> tuple[int, int] | None:
         if found:
             return int(found.group(1)), int(found.group(2))
     return None
+
+
+def profile_notes(lines: Iterable[str]) -> list[str]:
+    """What these (new) log lines say of profiles: the steps captured, where their traces
+    are, a capture that failed."""
+    return [found.group(1) for found in map(NOTE.match, lines) if found]
 
 
 def captured(lines: Iterable[str]) -> bool:
