@@ -775,6 +775,12 @@ def test_profile_button_asks_n_off_the_ui_thread_and_links_to_tensorboard(
     qtbot.mouseClick(button, LEFT)
     qtbot.waitUntil(lambda: label.text() == "no profile: the reason", timeout=5000)
     assert controller.state == RunState.RUNNING and controller.stop_calls == 0
+    # a trace another asker had written (dtgui profile), as a task logs it: said and read
+    metrics.add_events([ev("log", "worker:0", level="info", message="profile: steps 40-59 "
+                           "captured in /r/output/tensorboard/worker-0/plugins/profile "
+                           "(starting the profiler took 0.01 s)")])
+    qtbot.waitUntil(lambda: len(read) == 3, timeout=5000)
+    assert label.text().startswith("profile written: <a href=")
     with qtbot.waitSignal(session.ended, timeout=3000):
         controller.end("finished", "all tasks finished")
     assert not button.isVisible() and not button.isEnabled()

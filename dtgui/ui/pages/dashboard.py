@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 
 from dtgui.core.live_run import LiveRun, Snapshot
 from dtgui.core.measure.bottleneck import plan_facts
-from dtgui.core.measure.profile_answers import WRITTEN_MESSAGE
+from dtgui.core.measure.profile_answers import WRITTEN_MESSAGE, captured
 from dtgui.core.measure.profile_input import ProfileInput
 from dtgui.core.plans.plan_text import script_summary, script_text
 from dtgui.core.run_tasks import task_key
@@ -205,6 +205,7 @@ class Dashboard(QWidget):
         self._ended = False
         self._stop_requested = False
         self._profiling: RunSource | None = None  # the run whose capture is under way
+        self._log_seen: dict[str, int] = {}  # each task's log lines looked at for a new trace
         self._started = 0.0
         self._elapsed = 0.0
         self._failed_seen: set[str] = set()
@@ -230,6 +231,8 @@ class Dashboard(QWidget):
         self._stop_requested = False
         self._profiling = None
         self.header.set_profile("")
+        self._log_seen = {t: controller.metrics.log_lines_since(t, 0)[1]
+                          for t in controller.metrics.log_tasks()}  # read just below
         self._started = time.monotonic()
         self._elapsed = 0.0
         self._failed_seen.clear()
@@ -480,6 +483,7 @@ class Dashboard(QWidget):
         self.step_split.set_unhelped(self.memory_panel.unhelped(snap.device_use, snap.tasks))
         self.step_split.update_splits(snap.splits, snap.memory.devices(), snap.loads,
                                       snap.split_deferred)
+        self._notice_profiles(metrics)
         tasks = sorted(set(snap.tasks) | set(metrics.log_tasks()), key=task_key)
         self.log_view.set_tasks(tasks, {t: s.machine for t, s in snap.tasks.items()})
         for task, state in snap.tasks.items():
@@ -535,6 +539,20 @@ class Dashboard(QWidget):
             self._read_profile(source)
         self.header.set_profile(text)
         self._update_stop_button(source.state, self._ended)
+
+    def _notice_profiles(self, metrics: LiveRun) -> None:
+        """A trace written since the last look that this window did not ask for (`dtgui
+        profile`, the plan's profile steps): said, and read onto the bottleneck card."""
+        new = False
+        for task in metrics.log_tasks():
+            lines, self._log_seen[task] = metrics.log_lines_since(task,
+                                                                  self._log_seen.get(task, 0))
+            new = new or captured(lines)
+        c = self.controller
+        if new and c is not None and self._profiling is None:
+            self.header.set_profile(
+                f'{WRITTEN_MESSAGE}: <a href="tensorboard">Open in TensorBoard</a>')
+            self._read_profile(c)
 
     def _read_profile(self, source: RunSource) -> None:
         """What the run's newest profile says of the input, read off the UI thread (XProf
