@@ -748,6 +748,9 @@ def test_profile_button_asks_n_off_the_ui_thread_and_links_to_tensorboard(
 
     def get_int(*args: Any) -> tuple[int, bool]:
         asked.append(args[3])  # the default offered
+        # what it does, costs and where it goes; the range a count may take
+        assert "(1 to 1000)" in args[2] and "about 0.2 s" in args[2]
+        assert "output/tensorboard/TASK/plugins/profile" in args[2] and args[4:] == (1, 1000)
         return 7, True
 
     monkeypatch.setattr(QInputDialog, "getInt", get_int)
