@@ -262,3 +262,30 @@ def test_a_profile_asked_during_a_capture_or_cut_by_the_runs_end_says_so() -> No
     assert failed(silent_message({"worker:1"}, "write the trace", 120))
     assert failed(unasked_message(["node2: refused"]))
     assert not failed("no profile: the run has ended")
+
+
+def test_dtgui_profile_says_the_command_that_reads_the_traces_with_their_absolute_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The run named by a relative folder, as `dtgui run` of a bundle here records it: the
+    hint is a command line's, on the absolute folder (a run that answers stands in)."""
+    from dtgui.launch.start import pipeline
+
+    class Answering:
+        def request_profile(self, steps: int, limit: float,
+                            said: Callable[[str], None]) -> str:
+            said("profiling steps 11\u201330\u2026")
+            return WRITTEN_MESSAGE
+
+        def detach(self) -> None:
+            pass
+
+    monkeypatch.chdir(tmp_path)
+    RunRecord("r1", "here", "here", "multi_worker_mirrored", state=RunState.RUNNING).save()
+    monkeypatch.setattr(pipeline, "reattach", lambda record: Answering())
+    assert main(["profile", "here"]) == 0
+    traces = tmp_path.resolve() / "here" / "output" / "tensorboard"
+    assert capsys.readouterr().out.splitlines() == [
+        "profiling steps 11\u201330\u2026", f"profile written: {traces}",
+        f"read it in TensorBoard's Profile tab: tensorboard --logdir {traces} "
+        "(the dtgui[profile] extra)"]
