@@ -371,8 +371,6 @@ class RunController(BundledRun):
         if mp.error:
             self._unreachable[mp.machine] = mp.error
             return
-        if not mp.behind:
-            self._read_through.add(mp.machine)
         self._unreachable.pop(mp.machine, None)
         self._answered[mp.machine] = now
         self._note(mp.machine, mp.note)
@@ -392,6 +390,8 @@ class RunController(BundledRun):
                 self._ended[tid] = tp.exit_code
             if tp.stopped:
                 self._hung.add(tid)
+        if not mp.behind:  # once its lines are in the metrics: what a reader takes as read
+            self._read_through.add(mp.machine)
 
     def _note(self, machine: str, note: str) -> None:
         """A machine's note is the run's message while it lasts (the run's view shows why a
