@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QTabWidget
 
 from dtgui.core.sweeps.sweep import load_sweep
 from dtgui.ui.app import make_app
-from dtgui.ui.dialogs.sweep_dialog import LOG_RANGE, RANGE
+from dtgui.ui.dialogs.sweep_param_row import LOG_RANGE, RANGE
 from dtgui.ui.main_window import MainWindow
 
 
