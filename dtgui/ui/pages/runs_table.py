@@ -31,9 +31,10 @@ from dtgui.ui.pages.runs_model import (
     RunsFilter,
 )
 
-# each column's least width (as wide as this text in the table's font), and its share of the width left over (names,
-# tags and notes grow; figures do not)
-SAMPLES = {NAME: "resnet-baseline-1", STATE: "running · followed", STRATEGY: "MultiWorker…",
+# each column's least width (as wide as this text in the table's font; a running run's state:
+# its longest, in bold), and its share of the width left over (names, tags and notes grow;
+# figures do not)
+SAMPLES = {NAME: "resnet-baseline-1", STATE: "running · not watched", STRATEGY: "MultiWorker…",
            WHERE: "gpu-a, gpu", STARTED: "2026-11-26 16:21", DURATION: "Duration",
            STEPS: "100,000", FINAL_LOSS: "Final loss", BEST_VAL: "Best val.",
            TAGS: "baseline, lr", NOTE: "a note of a few words"}
