@@ -149,6 +149,15 @@ def test_the_sweep_view_shows_the_trials_best_first(qtbot: QtBot, tmp_path: Path
     assert status_text(data, running=True, in_process=False).endswith(
         "Running in dtgui: it stops when dtgui is closed.")
     assert cell(view, 0, 7) == "this machine #1" and view.table.verticalHeader().isHidden()
+    # a wide page: every column takes a share of its width (not the last alone), none
+    # narrower than its contents
+    view.resize(1900, 800)
+    qtbot.waitUntil(lambda: view.table.viewport().width() > 1700, timeout=10_000)
+    header = view.table.horizontalHeader()
+    widths = [header.sectionSize(c) for c in range(header.count())]
+    assert abs(sum(widths) - view.table.viewport().width()) <= header.count()
+    assert min(widths[:-1]) > 1.5 * view.table.sizeHintForColumn(0)  # the trial column grew
+    assert all(w >= view.table.sizeHintForColumn(c) for c, w in enumerate(widths))
     scatter = view.scatter_tabs.widget(0)
     assert isinstance(scatter, pg.PlotWidget)
     assert not scatter.getAxis("left").autoSIPrefix  # 0.00035 as it is, not 350 "(x0.001)"

@@ -26,7 +26,16 @@ from dtgui.core.settings import runs_dir
 from dtgui.core.sweeps.sweep import SWEEP_FILE
 from dtgui.launch.run_admin import RunAdminError, delete_run, source_plan
 from dtgui.launch.runs.history import open_run
-from dtgui.ui.pages.runs_model import DURATION, FINAL_LOSS, NAME, NOTE, STATE, STEPS, TAGS
+from dtgui.ui.pages.runs_model import (
+    BEST_VAL,
+    DURATION,
+    FINAL_LOSS,
+    NAME,
+    NOTE,
+    STATE,
+    STEPS,
+    TAGS,
+)
 from dtgui.ui.pages.runs_page import RunsPage
 from dtgui.ui.wizard.machines_box import LOCAL_TEXT, MachinesBox
 
@@ -247,6 +256,9 @@ def test_a_sweep_lists_with_its_trials_and_opens_its_view(qtbot: QtBot, tmp_path
     (sweep / SWEEP_FILE).write_text(json.dumps({"spec": {}, "plan": base.to_dict()}))
     for n, val in enumerate((0.5, 0.25)):
         record = make_run(f"lr-search-{n}", RunState.FINISHED, val, time.time() - 60 + n)
+        with open(next(Path(record.bundle).glob("output/events-*.jsonl")), "a") as events:
+            events.write(json.dumps({"v": 2, "kind": "validation", "task": "worker:0",
+                                     "t": time.time(), "step": 3, "loss": val}) + "\n")
         Path(record.bundle).rename(sweep / "trials" / f"lr-search-{n}")
     make_run("single", RunState.FINISHED, 0.1, time.time())
     remember_sweep(sweep)
@@ -259,6 +271,8 @@ def test_a_sweep_lists_with_its_trials_and_opens_its_view(qtbot: QtBot, tmp_path
     assert shown(page) == ["single", "\u25b8 lr-search (sweep)", "by-hand"]
     qtbot.waitUntil(lambda: page.cell_text(2, STEPS) == "3", timeout=30000)  # its events read
     assert page.row_at(2).folder == str(elsewhere)
+    # the sweep's Best val.: its trials' best, once their events are read (no second look)
+    qtbot.waitUntil(lambda: page.cell_text(1, BEST_VAL) == "0.25", timeout=30000)
     qtbot.mouseClick(page.table.viewport(), Qt.MouseButton.LeftButton,
                      pos=page.table.visualRect(page.proxy.index(1, NAME)).center())
     assert shown(page) == ["single", "\u25be lr-search (sweep)", "lr-search-1", "lr-search-0",

@@ -94,7 +94,7 @@ def main() -> int:
                   "finished", [],
                   4 + n, 0.3 / (n + 1), now - 2 * 3600 - n * 300)
 
-    from dtgui.core.runs.run_index import remember_sweep
+    from dtgui.core.runs.records import remember_sweep
     from dtgui.ui.app import make_app
     from dtgui.ui.main_window import MainWindow
 

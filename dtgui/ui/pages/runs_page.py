@@ -177,11 +177,11 @@ class RunsPage(QWidget):
         if generation != self._generation:
             return
         self.show_rows(rows, watched, texts)
-        pending = [r for r in rows if not r.summarized and not r.active]
-        if pending:
+        if any(not r.summarized and not r.active for r in rows):
             from dtgui.launch.run_admin import fill_rows
 
-            run_in_thread(lambda: fill_rows(pending), lambda _: self._filled(generation),
+            # (the sweeps too: the best of their trials, once these are read)
+            run_in_thread(lambda: fill_rows(rows), lambda _: self._filled(generation),
                           self._failed, context=self)
 
     def _filled(self, generation: int) -> None:

@@ -4,8 +4,8 @@ their cells, sorted by the model (`RunsModel.sort`), and columns that fill its w
 Its columns are sized by the space there is, not by measuring every cell of 10,000 rows:
 each is as wide as its title and the texts of its first rows shown (at least its sample's
 width); a wider table gives what is left to names, tags and notes, a narrower one takes it
-back from notes first, names last (down to their samples' width): names are read whole
-whenever there is room for them.
+back from notes first, names last (down to their samples' width), never from states: names
+are read whole whenever there is room for them, a state always.
 """
 
 from __future__ import annotations
@@ -31,15 +31,16 @@ from dtgui.ui.pages.runs_model import (
     RunsFilter,
 )
 
-# each column's least width (as wide as this text in the table's font; a running run's state:
-# its longest, in bold), and its share of the width left over (names, tags and notes grow;
-# figures do not)
-SAMPLES = {NAME: "resnet-baseline-1", STATE: "running · not watched", STRATEGY: "MultiWorker…",
+# each column's least width (as wide as this text in the table's font), and its share of the
+# width left over (names, tags and notes grow; figures do not)
+SAMPLES = {NAME: "resnet-baseline-1", STATE: "finished", STRATEGY: "MultiWorker…",
            WHERE: "gpu-a, gpu", STARTED: "2026-11-26 16:21", DURATION: "Duration",
            STEPS: "100,000", FINAL_LOSS: "Final loss", BEST_VAL: "Best val.",
-           TAGS: "baseline, lr", NOTE: "a note of a few words"}
+           TAGS: "baseline, lr", NOTE: "a short note"}
 GROWS = {NAME: 3, STATE: 1, STRATEGY: 1, WHERE: 1, TAGS: 2, NOTE: 3}
-GIVE_ORDER = (NOTE, TAGS, WHERE, STRATEGY, STATE, NAME)  # too narrow: who gives width first
+# too narrow: who gives width first (a state is never cut: "running · not watched" is what
+# tells a run nobody watches; a note is in its tooltip)
+GIVE_ORDER = (NOTE, TAGS, WHERE, STRATEGY, NAME)
 CELL_PAD = 16  # a cell's margins around its text
 MEASURED_ROWS = 300  # the rows whose texts size the columns (not 10,000 measured each time)
 
