@@ -18,10 +18,11 @@ import shots
 
 home = shots.sandbox()
 
+from test_sweep_view import make_sweep  # noqa: E402 - the tests' sweep
+
 from dtgui.core.plans.plan import Plan  # noqa: E402 - after the sandbox
 from dtgui.ui.app import make_app  # noqa: E402
 from dtgui.ui.main_window import MainWindow  # noqa: E402
-from test_sweep_view import make_sweep  # noqa: E402 - the tests' sweep
 
 SIZES = ((1366, 768), (1920, 1080))
 
