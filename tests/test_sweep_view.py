@@ -153,9 +153,9 @@ def test_the_sweep_view_shows_the_trials_best_first(qtbot: QtBot, tmp_path: Path
     # narrower than its contents
     view.resize(1900, 800)
     qtbot.waitUntil(lambda: view.table.viewport().width() > 1700, timeout=10_000)
-    header = view.table.horizontalHeader()
-    widths = [header.sectionSize(c) for c in range(header.count())]
-    assert abs(sum(widths) - view.table.viewport().width()) <= header.count()
+    columns = view.table.horizontalHeader()
+    widths = [columns.sectionSize(c) for c in range(columns.count())]
+    assert abs(sum(widths) - view.table.viewport().width()) <= columns.count()
     assert min(widths[:-1]) > 1.5 * view.table.sizeHintForColumn(0)  # the trial column grew
     assert all(w >= view.table.sizeHintForColumn(c) for c, w in enumerate(widths))
     scatter = view.scatter_tabs.widget(0)
