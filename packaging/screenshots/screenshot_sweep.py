@@ -79,11 +79,8 @@ def main() -> int:
     shots.save(app, gpus, out / "sweep_dialog_gpus.png")
     gpus.reject()
 
-    window.open_sweep(folder)
-    view = window.sweep_view
-    assert view is not None
-    if not shots.wait_for(app, lambda: view.table.rowCount() > 0, 60):
-        print("the sweep view shows no trial", file=sys.stderr)
+    view = shots.sweep_view(app, window, folder)
+    if view is None:
         return 1
     shots.settle(app, 1.5)
     shots.save(app, window, out / "sweep_table.png")

@@ -35,11 +35,7 @@ def main() -> int:
     app = make_app()
     window = MainWindow()
     window.show()
-    window.open_sweep(folder)
-    view = window.sweep_view
-    assert view is not None
-    if not shots.wait_for(app, lambda: view.table.rowCount() > 0, 60):
-        print("the sweep view shows no trial", file=sys.stderr)
+    if shots.sweep_view(app, window, folder) is None:
         return 1
     for width, height in SIZES:
         window.resize(width, height)
