@@ -2,9 +2,8 @@
 label whose text is wider than the label, every label shortened with "…" that has room for
 its whole text (its tooltip), every table header whose section is narrower than its title,
 every table cell Qt elides, and every plot axis whose title is longer than the axis. Generic: it knows no page,
-so a new label or column is checked without a line of its own. It looks once the layouts Qt
-has put off are done (a column shown or hidden posts them): before them it would measure the
-old geometry and find nothing cut."""
+so a new label or column is checked without a line of its own. Right after a change of layout
+(a column shown or hidden) it would measure the old geometry: `lay_out_now` first."""
 
 from __future__ import annotations
 
@@ -156,8 +155,7 @@ def cut_axis_titles(root: QWidget) -> list[str]:
 
 
 def cut_texts(root: QWidget) -> list[str]:
-    """Everything cut under `root`, once laid out: labels (cut or shortened with room to
-    spare), column titles, table cells, axis titles."""
-    lay_out_now()
+    """Everything cut under `root`: labels (cut or shortened with room to spare), column
+    titles, table cells, axis titles."""
     return (cut_labels(root) + shortened_labels(root) + cut_headers(root) + cut_cells(root)
             + cut_axis_titles(root))

@@ -8,7 +8,7 @@ import contextlib
 from pathlib import Path
 
 import pytest
-from cut_text import cut_texts
+from cut_text import cut_texts, lay_out_now
 from PySide6.QtCore import QSize
 from PySide6.QtWidgets import QMessageBox, QScrollArea, QWidget
 from pytestqt.exceptions import TimeoutError as WaitTimeout
@@ -88,6 +88,12 @@ def test_every_page_fits_1366x768_and_none_widens_the_window(
         "running · watched", "running · not watched"]
     qtbot.wait(20)
     assert not cut_texts(window), f"Runs with runs training: {cut_texts(window)}"
+    window.acts.column.trigger()  # and beside the column, measured once laid out
+    lay_out_now()
+    assert window.left_column.isVisible()
+    assert not cut_texts(window), f"Runs beside the column: {cut_texts(window)}"
+    window.acts.column.trigger()
+    lay_out_now()
     window.compare_runs(runs)
     assert window.compare is not None
     qtbot.waitUntil(lambda: window.compare is not None
