@@ -29,15 +29,13 @@ def add_profile(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 def cmd_profile(args: argparse.Namespace) -> int:
     from dtgui.core.measure.profile_answers import ENDED, WRITTEN_MESSAGE
-    from dtgui.core.runs.records import RunHistory, RunRecord
+    from dtgui.core.runs.records import RunHistory
     from dtgui.core.runs.run_state import RunState
     from dtgui.launch.controller import LaunchError
     from dtgui.launch.start.pipeline import reattach
 
     try:
-        folder = Path(args.run)
-        record = RunRecord.load(folder) if (folder / "run.json").is_file() \
-            else RunHistory().lookup(args.run)
+        record = RunHistory().lookup(args.run)
         if record.state is not RunState.RUNNING:
             print(f"dtgui profile: no profile: {ENDED} ({record.state})", file=sys.stderr)
             return 2

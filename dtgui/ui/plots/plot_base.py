@@ -176,6 +176,17 @@ def style_card(card: QFrame, panel: str) -> QFrame:
     return card
 
 
+def card_rows(card: QFrame, panel: str, margins: tuple[int, int, int, int],
+              spacing: int) -> QVBoxLayout:
+    """`card` drawn as a card (`style_card`) holding rows, one under the other: its layout,
+    with these margins (left, top, right, bottom) and this spacing between its rows."""
+    style_card(card, panel)
+    rows = QVBoxLayout(card)
+    rows.setContentsMargins(*margins)
+    rows.setSpacing(spacing)
+    return rows
+
+
 def offer_names(combo: QComboBox, names: list[str], chosen: bool,
                 preferred: Callable[[list[str]], str]) -> str:
     """Offer `names` in `combo` (without its signals); keep the shown name when the person

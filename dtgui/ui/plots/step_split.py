@@ -18,7 +18,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QSizePolicy,
-    QVBoxLayout,
     QWidget,
 )
 
@@ -36,7 +35,7 @@ from dtgui.core.measure.memory import DeviceMemory
 from dtgui.core.measure.profile_input import ProfileInput
 from dtgui.core.measure.split_wait import SplitWait, wait_text
 from dtgui.core.run_tasks import task_key
-from dtgui.ui.plots.plot_base import style_card, title_label
+from dtgui.ui.plots.plot_base import card_rows, title_label
 
 COLOURS = {"input": QColor("#e8a33d"), "compute": QColor("#3f9e6b"),
            "communication": QColor("#4a86d6"), "reporting": QColor("#9aa0a6")}
@@ -129,10 +128,7 @@ class StepSplitPanel(QFrame):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        style_card(self, "split")
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(10, 6, 10, 8)
-        layout.setSpacing(4)
+        layout = card_rows(self, "split", (10, 6, 10, 8), 4)
         head = QHBoxLayout()
         head.setSpacing(8)
         head.addWidget(title_label("Where the time goes"))
