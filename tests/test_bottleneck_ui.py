@@ -64,6 +64,10 @@ def test_the_dashboard_shows_each_tasks_split_and_the_verdict(qtbot: QtBot) -> N
     assert bar.split is not None and "input wait: 62 ms (61.9 %)" in bar.toolTip()
     assert panel._rows[1][2].text() == "100 ms / step"
     assert panel.cost_label.text() == "measuring took 0.05 s of 20 s training (0.25 %)"
+    # what it counts, and why its training time is shorter than the header's elapsed time
+    tip = panel.cost_label.toolTip()
+    assert "calibration runs" in tip and "since the task's training began" in tip
+    assert "elapsed time is longer" in tip and "start-up" in tip
     # the next splits, a little under the input threshold (a new verdict would be compute),
     # are noise: the verdict shown stays
     metrics.add_events([split_event("worker:1", input=0.0155, compute=0.038, communication=0.004,
@@ -168,3 +172,38 @@ def test_a_device_near_its_memory_limit_leads_the_card_even_before_a_split(qtbot
                         [roomy, full])
     text = panel.verdict_label.text()
     assert "memory 95 % full" in text and "Step time:" in text and "compute 86 %" in text
+
+
+def test_a_run_too_short_to_measure_says_so_after_its_end_and_when_reopened(
+        qtbot: QtBot) -> None:
+    # the demo's events: a deferred split at its first call and at its end, 10 s on the clock
+    # of the 20 s the budget needed
+    metrics = LiveRun(1000)
+    metrics.add_events([started_event([0, 1], task="worker:0"),
+                        event("split", "worker:0", 999.0, SCHEMA_VERSION, step=7, steps=0,
+                              deferred_clock=20.0, clock_seconds=3.4),
+                        event("split", "worker:0", 1006.0, SCHEMA_VERSION, step=1000, steps=0,
+                              deferred_clock=20.0, clock_seconds=10.4)])
+    too_short = ("Not measured: the run was too short: it trained 10 s on the clock and "
+                 "needed about 10 s more")
+    dash = Dashboard()
+    qtbot.addWidget(dash)
+    run = FakeRun(metrics)
+    dash.attach(run)
+    dash.refresh()
+    panel = dash.step_split
+    assert panel.isVisibleTo(dash) and "Not measured yet" in panel.verdict_label.text()
+    run.finished, run.state = True, RunState.FINISHED
+    dash.show_end(RunState.FINISHED, "")
+    # the run's profile is read off the UI thread after the end: its answer (no profile)
+    # keeps the card and its line
+    panel.set_profile_inputs([])
+    assert panel.isVisibleTo(dash) and too_short in panel.verdict_label.text()
+    # reopened from the Runs page: an ended run from the start
+    dash.attach(FakeRun(metrics))
+    dash.detach()
+    reopened = FakeRun(metrics)
+    reopened.finished, reopened.state = True, RunState.FINISHED
+    dash.attach(reopened)
+    panel.set_profile_inputs([])
+    assert panel.isVisibleTo(dash) and too_short in panel.verdict_label.text()

@@ -54,6 +54,14 @@ DETERMINISTIC_PS_HINT = (
 MEASURING_HINT = ("Measuring: each task times its first steps (input wait, compute, "
                   "communication); its split shows here once it has.")
 
+COST_TIP = ("What measuring the split took: its calibration runs (each task times a few steps "
+            "fed from one cached batch, the all-reduce alone and its input pipeline alone), "
+            "making them included. "
+            "\"Training\" is the time on the clock since the task's training began, its first "
+            "step's tracing included; the header's elapsed time is longer: it counts from the "
+            "launch, the tasks' start-up (loading TensorFlow, building the model) included. "
+            "Measuring is kept under 5 % of the first minute and 1 % of a long run.")
+
 
 def verdict_html(found: Verdict) -> str:
     """The verdict line, its figure in the limit's colour (a memory limit, then the step
@@ -141,10 +149,7 @@ class StepSplitPanel(QFrame):
         head.addStretch(1)
         self.cost_label = QLabel("")
         self.cost_label.setObjectName("splitCost")
-        self.cost_label.setToolTip("What measuring the split took, making its calibration runs "
-                                   "included, against the time on the clock since training "
-                                   "began (kept under 5 % of the first minute and 1 % of a "
-                                   "long run)")
+        self.cost_label.setToolTip(COST_TIP)
         head.addWidget(self.cost_label)
         layout.addLayout(head)
         self.verdict_label = QLabel("")
@@ -182,6 +187,7 @@ class StepSplitPanel(QFrame):
         self.facts = RunFacts()
         self._near: tuple[DeviceMemory, ...] = ()  # devices near their memory limit, shown
         self._unhelped = ""  # what the samples say without a split
+        self._deferred: dict[str, SplitWait] = {}  # tasks not measured yet, and why
         self.script = False  # a user's own script: a hint until it reports a split
         self.deterministic_ps = False  # ParameterServer with deterministic ops: no split
         self.ended = False  # the run ended (a split not measured will not be)
@@ -208,9 +214,7 @@ class StepSplitPanel(QFrame):
         if measuring == self.measuring:
             return
         self.measuring = measuring
-        if not self._shown and not self._near:
-            self.verdict_label.setText(self.hint)
-            self.setVisible(self._has_words())
+        self._say_words()
 
     @property
     def hint(self) -> str:
@@ -229,9 +233,7 @@ class StepSplitPanel(QFrame):
         if text == self._unhelped:
             return
         self._unhelped = text
-        if not self._shown and not self._near:
-            self.verdict_label.setText(self.hint)
-            self.setVisible(self._has_words())
+        self._say_words()
 
     def set_profile_inputs(self, found: Sequence[ProfileInput]) -> None:
         """What each task's newest profile says of the input ([]: no profile read)."""
@@ -240,9 +242,30 @@ class StepSplitPanel(QFrame):
         self.profile_label.setVisible(bool(text))
         self.setVisible(bool(self._shown or self._near) or self._has_words())
 
+    @property
+    def words(self) -> str:
+        """What the card says without a split: why there is none yet (or was none) when a
+        task said so (`wait_text`), else the hint."""
+        if not self._deferred:
+            return self.hint
+        line = escape(wait_text(self._deferred.values(), self.ended))
+        if self._unhelped:  # not the hint: it says a split is being measured
+            line += "<br>" + escape(self._unhelped)
+        return line
+
     def _has_words(self) -> bool:
-        """Something to say without a split: a hint, or a profile's figure."""
-        return bool(self.hint) or bool(self.profile_label.text())
+        """Something to say without a split: a hint, why none, or a profile's figure."""
+        return bool(self.words) or bool(self.profile_label.text())
+
+    def _say_words(self) -> None:
+        """Without a split (nor a device near its memory limit): the words instead, the card
+        shown while it has any."""
+        if self._shown or self._near:
+            return
+        words = self.words
+        if words != self.verdict_label.text():
+            self.verdict_label.setText(words)
+        self.setVisible(self._has_words())
 
     def set_network(self, text: str) -> None:
         """What the doctor measured between the run's machines ("" when it has not)."""
@@ -252,6 +275,7 @@ class StepSplitPanel(QFrame):
     def clear(self) -> None:
         self._shown = {}
         self._near = ()
+        self._deferred = {}
         self._loads = ()
         self.verdict = Verdict("")
         for row in self._rows:
@@ -259,8 +283,7 @@ class StepSplitPanel(QFrame):
                 widget.setVisible(False)
         self.more_label.setVisible(False)
         self.cost_label.setText("")
-        self.verdict_label.setText(self.hint)
-        self.setVisible(self._has_words())
+        self._say_words()
 
     def update_splits(self, splits: Mapping[str, StepSplit],
                       memory: Sequence[DeviceMemory] = (), loads: Sequence[CpuLoad] = (),
@@ -272,8 +295,10 @@ class StepSplitPanel(QFrame):
         if not splits and not near:
             if self._shown or self._near:
                 self.clear()
-            self._show_deferred(deferred or {})
+            self._deferred = dict(deferred or {})
+            self._say_words()
             return
+        self._deferred = dict(deferred or {})
         if splits == self._shown and near == self._near and tuple(loads) == self._loads:
             return
         self._shown, self._near, self._loads = dict(splits), near, tuple(loads)
@@ -309,16 +334,4 @@ class StepSplitPanel(QFrame):
         self.more_label.setVisible(hidden > 0)
         costliest = max(splits.values(), key=lambda s: (s.cost_share, s.task), default=None)
         self.cost_label.setText(costliest.cost_text if costliest is not None else "")
-        self.setVisible(True)
-
-    def _show_deferred(self, deferred: Mapping[str, SplitWait]) -> None:
-        """Before any split: why none yet, when the run is too short so far to measure
-        within the budget (`wait_text`)."""
-        if not deferred or self._shown or self._near:
-            return
-        line = escape(wait_text(deferred.values(), self.ended))
-        if self._unhelped:  # not the hint: it says a split is being measured
-            line += "<br>" + escape(self._unhelped)
-        if line != self.verdict_label.text():
-            self.verdict_label.setText(line)
         self.setVisible(True)
