@@ -65,10 +65,12 @@ COST_TIP = ("What measuring the split took: its calibration runs (each task time
 
 def verdict_html(found: Verdict) -> str:
     """The verdict line, its figure in the limit's colour (a memory limit, then the step
-    time's verdict after it)."""
+    time's verdict after it); other processes' CPU use slowing that part on a line below."""
     colour = LIMIT_COLOURS.get(found.limit, "#5f6368")
     html = (f'<span style="color:{colour}; font-weight:600">{escape(found.figure)}</span>'
             f" — {escape(found.advice)}")
+    if found.crowded is not None:
+        html += "<br>" + verdict_html(found.crowded)
     if found.time is not None and found.time.known:
         html += f"<br>Step time: {verdict_html(found.time)}"
     return html
@@ -304,7 +306,8 @@ class StepSplitPanel(QFrame):
         self._shown, self._near, self._loads = dict(splits), near, tuple(loads)
         shown = self.verdict.time if self.verdict.limit == MEMORY else self.verdict
         previous = shown.limit if shown is not None else ""
-        self.verdict = verdict(splits.values(), self.facts, near, loads, previous)
+        crowded = shown is not None and shown.crowded is not None
+        self.verdict = verdict(splits.values(), self.facts, near, loads, previous, crowded)
         line = verdict_html(self.verdict)
         if not splits and self.hint:
             line += "<br>" + self.hint
