@@ -9,12 +9,12 @@ from widgets import cell, cell_text
 
 from dtgui.core.events import Event
 from dtgui.core.live_run import LiveRun
-from dtgui.core.measure.bottleneck import INPUT, StepSplit
+from dtgui.core.measure.bottleneck import INPUT, RunFacts, StepSplit
 from dtgui.core.plans.plan import Plan
 from dtgui.core.plans.strategies import Strategy
 from dtgui.core.runs.run_state import RunState
 from dtgui.ui.pages.dashboard import Dashboard
-from dtgui.ui.plots.step_split import MAX_ROWS, MEASURING_HINT, StepSplitPanel
+from dtgui.ui.plots.step_split import MAX_ROWS, MEASURING_HINT, StepSplitPanel, part_line
 from dtgui.worker.events import SCHEMA_VERSION
 
 
@@ -207,3 +207,22 @@ def test_a_run_too_short_to_measure_says_so_after_its_end_and_when_reopened(
     dash.attach(reopened)
     panel.set_profile_inputs([])
     assert panel.isVisibleTo(dash) and too_short in panel.verdict_label.text()
+
+
+def test_a_communication_of_nothing_says_why_on_the_bar() -> None:
+    """Mirrored over 2 replicas on one machine: the all-reduce timed alone came out as 0 (the
+    demo's split events say so); a single replica has none; a measured one gives its time."""
+    nothing = StepSplit("worker:0", input=0.0002, compute=0.0014, communication=0.0,
+                        reporting=0.00004)
+    line = part_line(nothing, "communication", RunFacts(replicas=2, hosts=1))
+    assert line.startswith("communication: 0 ms, too quick to measure")
+    assert "all-reduce between the 2 replicas" in line and "one machine" in line
+    assert "one machine" not in part_line(nothing, "communication", RunFacts(replicas=4, hosts=2))
+    assert part_line(nothing, "communication", RunFacts(replicas=1)) == \
+        "communication: none (a single replica has nothing to all-reduce)"
+    measured = StepSplit("worker:0", compute=0.009, communication=0.001)
+    assert part_line(measured, "communication", RunFacts(replicas=2)) == \
+        "communication: 1 ms (10.0 %)"
+    # a script's own report says only what it measured
+    reported = StepSplit("worker:0", compute=0.01, method="report")
+    assert part_line(reported, "communication") == "communication: 0 ms (0.0 %)"

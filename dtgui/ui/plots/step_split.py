@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from dtgui.core.measure.bottleneck import (
+    COMMUNICATION,
     MEMORY,
     PART_NAMES,
     PARTS,
@@ -42,6 +43,7 @@ COLOURS = {"input": QColor("#e8a33d"), "compute": QColor("#3f9e6b"),
            "communication": QColor("#4a86d6"), "reporting": QColor("#9aa0a6")}
 LIMIT_COLOURS = {"input": "#b86e00", "communication": "#2a64b0", "compute": "#2e7d52",
                  "reporting": "#5f6368", "memory": "#b3261e", "cpu": "#8e24aa"}
+NO_FACTS = RunFacts()  # a run's facts not known
 MAX_ROWS = 8  # tasks shown one bar each; the rest are summed up in a line
 SCRIPT_HINT = ("A script's split needs its help: call <code>dtgui_worker.report(step, loss)</code> "
                "each step, and read its batches through <code>dtgui_worker.timed(dataset)</code> "
@@ -81,6 +83,23 @@ def _milliseconds(seconds: float) -> str:
     return f"{ms:.3g} ms" if ms < 100 else f"{ms:,.0f} ms"
 
 
+def part_line(split: StepSplit, part: str, facts: RunFacts = NO_FACTS) -> str:
+    """A part's line in a bar's tooltip: its time and share; a communication of nothing says
+    why, from how it is measured (the calibration times the all-reduce alone, as the time of
+    2n all-reduces less that of n: one quicker than the timing's noise comes out as 0; a
+    single replica's is not timed, having nothing to reduce)."""
+    name = PART_NAMES[part]
+    line = f"{name}: {_milliseconds(split.seconds(part))} ({split.share(part) * 100:.1f} %)"
+    if part != COMMUNICATION or split.seconds(part) > 0 or split.method != "calibrated":
+        return line
+    if facts.replicas == 1:
+        return f"{name}: none (a single replica has nothing to all-reduce)"
+    replicas = f"the {facts.replicas} replicas" if facts.replicas else "the replicas"
+    local = " (on one machine: no network between them)" if facts.hosts == 1 else ""
+    return (f"{name}: 0 ms, too quick to measure: the all-reduce between {replicas}, timed "
+            f"alone, took less than the timing's noise{local}")
+
+
 class SplitBar(QWidget):
     """One task's step as a bar of its parts, widths in proportion to their time; the bar
     spans `scale` of the width (the slowest task's step spans all of it)."""
@@ -95,12 +114,14 @@ class SplitBar(QWidget):
     def sizeHint(self) -> QSize:
         return QSize(240, 16)
 
-    def set_split(self, split: StepSplit, scale: float = 1.0) -> None:
+    def set_split(self, split: StepSplit, scale: float = 1.0,
+                  facts: RunFacts = NO_FACTS) -> None:
+        """`facts`: the run's (its replicas and machines), for what a communication of
+        nothing means."""
         self.split = split
         self.scale = min(1.0, max(0.0, scale))
-        self.setToolTip("\n".join(
-            f"{PART_NAMES[p]}: {_milliseconds(split.seconds(p))} ({split.share(p) * 100:.1f} %)"
-            for p in PARTS if p in split.measured))
+        self.setToolTip("\n".join(part_line(split, p, facts)
+                                  for p in PARTS if p in split.measured))
         self.update()
 
     def paintEvent(self, event: object) -> None:
@@ -324,7 +345,8 @@ class StepSplitPanel(QFrame):
             name, bar, figure = self._rows[i]
             split = splits[task]
             name.setText(task)
-            bar.set_split(split, split.seconds_per_step / slowest if slowest > 0 else 1.0)
+            bar.set_split(split, split.seconds_per_step / slowest if slowest > 0 else 1.0,
+                          self.facts)
             figure.setText(f"{_milliseconds(split.seconds_per_step)} / step")
             for widget in self._rows[i]:
                 widget.setVisible(True)
