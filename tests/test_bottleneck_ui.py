@@ -10,10 +10,11 @@ from widgets import cell, cell_text
 from dtgui.core.events import Event
 from dtgui.core.live_run import LiveRun
 from dtgui.core.measure.bottleneck import INPUT, RunFacts, StepSplit
+from dtgui.core.measure.profile_input import ProfileInput
 from dtgui.core.plans.plan import Plan
 from dtgui.core.plans.strategies import Strategy
 from dtgui.core.runs.run_state import RunState
-from dtgui.ui.pages.dashboard import Dashboard
+from dtgui.ui.pages.dashboard import BANNERS_MIN_HEIGHT, LOSS_ROW_MIN_HEIGHT, Dashboard
 from dtgui.ui.plots.step_split import MAX_ROWS, MEASURING_HINT, StepSplitPanel, part_line
 from dtgui.worker.events import SCHEMA_VERSION
 
@@ -226,3 +227,42 @@ def test_a_communication_of_nothing_says_why_on_the_bar() -> None:
     # a script's own report says only what it measured
     reported = StepSplit("worker:0", compute=0.01, method="report")
     assert part_line(reported, "communication") == "communication: 0 ms (0.0 %)"
+
+
+def test_the_bars_above_the_plots_scroll_rather_than_squeeze_the_loss_plot(
+        qtbot: QtBot) -> None:
+    """Every bar shown at once (the saved model, a card with four tasks' bars, the CPU's
+    line and a profile's): on a 1366x768 screen's dashboard they scroll within what the loss
+    row leaves; on a larger one they are shown whole."""
+    metrics = LiveRun(2000)
+    workers = [f"worker:{i}" for i in range(4)]
+    metrics.add_events([started_event([2 * i, 2 * i + 1], task=t) for i, t in enumerate(workers)])
+    metrics.add_events([split_event(t, input=0.06, compute=0.03, communication=0.01)
+                        for t in workers])
+    metrics.add_events([event("model_saved", "worker:0", 1001.0, SCHEMA_VERSION, step=1000,
+                              role="final", path="model/model.keras")])
+    metrics.add_events([event("device", t, 1001.0 + i, SCHEMA_VERSION, devices=[
+        {"kind": "cpu", "index": 0, "util": 99.0, "task_util": 8.0, "mem_used": 1}])
+        for t in workers for i in range(8)])
+    dash = Dashboard()
+    qtbot.addWidget(dash)
+    dash.resize(1366, 640)  # what the window leaves the dashboard on a 1366x768 screen
+    dash.show()
+    dash.attach(FakeRun(metrics))
+    dash.header.set_profile("profiling steps 101–120…")
+    dash._text_time = 0.0
+    dash.refresh()
+    panel = dash.step_split
+    panel.set_profile_inputs([ProfileInput(t, 101, 120, 0.6, 1.0) for t in workers])
+    assert panel.verdict.crowded is not None and dash.model_bar.isVisibleTo(dash)
+    top = dash.loss_panel.parentWidget()
+    assert top is not None
+    qtbot.waitUntil(lambda: dash.banners.verticalScrollBar().maximum() > 0, timeout=3000)
+    assert dash.minimumSizeHint().height() <= 640  # the window need not grow
+    assert top.height() >= LOSS_ROW_MIN_HEIGHT
+    assert dash.banners.height() >= min(BANNERS_MIN_HEIGHT, dash.banners.sizeHint().height())
+    squeezed = top.height()
+    dash.resize(1920, 1000)
+    qtbot.waitUntil(lambda: dash.banners.verticalScrollBar().maximum() == 0, timeout=3000)
+    assert dash.banners.height() >= panel.height() + dash.model_bar.height()
+    assert top.height() > squeezed

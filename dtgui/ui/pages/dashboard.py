@@ -69,10 +69,11 @@ DEFAULT_PROFILE_STEPS = 20  # what "Profile N steps…" offers: enough steps for
 TEXT_SECONDS = 0.25  # numbers are for reading: at most 4 updates a second (plots: 20)
 # The loss row's height it keeps whatever the banners above it say (the saved model, the
 # bottleneck card, a profile's line): about 100 px of plot under its two rows of controls.
-LOSS_ROW_MIN_HEIGHT = 185
+LOSS_ROW_MIN_HEIGHT = 180
 # The banners' height they keep when they hold more than the plots leave them (then they
-# scroll): the saved model's bar and the bottleneck card's title and first lines.
-BANNERS_MIN_HEIGHT = 100
+# scroll): two lines, so that all of it fits a 1366x768 screen with the header's profile
+# line.
+BANNERS_MIN_HEIGHT = 60
 
 
 def script_losses(metrics: LiveRun | None) -> dict[int, Any]:
