@@ -69,7 +69,7 @@ DEFAULT_PROFILE_STEPS = 20  # what "Profile N steps…" offers: enough steps for
 TEXT_SECONDS = 0.25  # numbers are for reading: at most 4 updates a second (plots: 20)
 # The loss row's height it keeps whatever the banners above it say (the saved model, the
 # bottleneck card, a profile's line): about 100 px of plot under its two rows of controls.
-LOSS_ROW_MIN_HEIGHT = 180
+LOSS_ROW_MIN_HEIGHT = 186
 # The banners' height they keep when they hold more than the plots leave them (then they
 # scroll): two lines, so that all of it fits a 1366x768 screen with the header's profile
 # line.
