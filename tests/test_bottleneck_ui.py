@@ -257,12 +257,12 @@ def test_the_bars_above_the_plots_scroll_rather_than_squeeze_the_loss_plot(
     assert panel.verdict.crowded is not None and dash.model_bar.isVisibleTo(dash)
     top = dash.loss_panel.parentWidget()
     assert top is not None
-    qtbot.waitUntil(lambda: dash.banners.verticalScrollBar().maximum() > 0, timeout=3000)
+    qtbot.waitUntil(lambda: dash.banners.verticalScrollBar().maximum() > 0, timeout=10_000)
     assert dash.minimumSizeHint().height() <= 640  # the window need not grow
     assert top.height() >= LOSS_ROW_MIN_HEIGHT
     assert dash.banners.height() >= min(BANNERS_MIN_HEIGHT, dash.banners.sizeHint().height())
     squeezed = top.height()
     dash.resize(1920, 1000)
-    qtbot.waitUntil(lambda: dash.banners.verticalScrollBar().maximum() == 0, timeout=3000)
+    qtbot.waitUntil(lambda: dash.banners.verticalScrollBar().maximum() == 0, timeout=10_000)
     assert dash.banners.height() >= panel.height() + dash.model_bar.height()
     assert top.height() > squeezed

@@ -559,10 +559,10 @@ def test_multi_machine_device_series_and_logs_name_their_machine(
     # a card too narrow for four values (a third of a 1366-px row): their range, each on
     # hover; wide again, each value
     dash.resize(900, 800)
-    qtbot.waitUntil(lambda: panel.readout.text() == "4 tasks <b>10%–40%</b>", timeout=3000)
+    qtbot.waitUntil(lambda: panel.readout.text() == "4 tasks <b>10%–40%</b>", timeout=10_000)
     assert not cut_labels(panel) and "lab box cpu0: 40%, 256 MiB" in panel.readout.toolTip()
     dash.resize(1200, 800)
-    qtbot.waitUntil(lambda: "lab box <b>40%</b>" in panel.readout.text(), timeout=3000)
+    qtbot.waitUntil(lambda: "lab box <b>40%</b>" in panel.readout.text(), timeout=10_000)
 
     log = dash.log_view
     texts = ["worker:0 (this machine)", "worker:1 (h2)", "worker:2 (h3)", "worker:3 (lab box)"]
