@@ -2,14 +2,16 @@
 label whose text is wider than the label, every label shortened with "…" that has room for
 its whole text (its tooltip), every table header whose section is narrower than its title,
 every table cell Qt elides, and every plot axis whose title is longer than the axis. Generic: it knows no page,
-so a new label or column is checked without a line of its own."""
+so a new label or column is checked without a line of its own. Right after a change of layout
+(a column shown or hidden) it would measure the old geometry: `lay_out_now` first."""
 
 from __future__ import annotations
 
 from PySide6 import QtGui
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QFontMetrics, QTextDocument
 from PySide6.QtWidgets import (
+    QApplication,
     QHeaderView,
     QLabel,
     QStyle,
@@ -19,6 +21,14 @@ from PySide6.QtWidgets import (
 )
 
 SLACK_PX = 1  # rounding of text widths
+LAYOUT_ROUNDS = 4  # a layout done can ask its parent's again: nested pages take a few rounds
+
+
+def lay_out_now() -> None:
+    """Do the layouts Qt has put off (posted, to be done at the next turn of the event
+    loop), so that what is measured is what will be shown."""
+    for _ in range(LAYOUT_ROUNDS):
+        QApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
 
 
 def _text_width(label: QLabel) -> int:

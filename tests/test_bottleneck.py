@@ -20,6 +20,7 @@ from dtgui.core.measure.bottleneck import (
     COMPUTE,
     CPU,
     INPUT,
+    PART_NAMES,
     REPORTING,
     RunFacts,
     StepSplit,
@@ -377,35 +378,77 @@ def test_a_window_of_splits_outweighs_one_noisy_split() -> None:
 
 
 # Other processes' CPU, as a table: (step shares (input, compute), machine busy, the task's
-# own share, the limit shown, GPU run, the limit then).
+# own share, whether the CPU's line was shown, GPU run, the limit then, whether the CPU's line
+# is shown beside it). The step's part always leads: freeing the CPU does not speed an input
+# pipeline that waits on files or sleeps.
 CPU_TABLE = [
-    ((0.4, 0.6), 1.00, 0.30, "", False, CPU),  # others take 70 % of a full machine
-    ((0.1, 0.9), 1.00, 0.30, "", False, CPU),  # compute on the CPU is slowed the same
-    ((0.1, 0.9), 1.00, 0.30, "", True, COMPUTE),  # a GPU's compute is not the CPU's
-    ((0.4, 0.6), 0.60, 0.20, "", False, INPUT),  # a machine with CPU to spare
-    ((0.4, 0.6), 1.00, 0.75, "", False, INPUT),  # the run itself fills the machine
-    ((0.4, 0.6), 0.92, 0.60, "", False, INPUT),  # others 32 %: not past 35 % to enter
-    ((0.4, 0.6), 0.92, 0.60, CPU, False, CPU),  # ...but enough to stay
-    ((0.4, 0.6), 0.87, 0.60, CPU, False, CPU),  # the machine's busy share has hysteresis too
-    ((0.4, 0.6), 0.92, 0.70, CPU, False, INPUT),  # others 22 %: below 25 %, it leaves
+    ((0.4, 0.6), 1.00, 0.30, False, False, INPUT, True),  # others take 70 % of a full machine
+    ((0.1, 0.9), 1.00, 0.30, False, False, COMPUTE, True),  # compute on the CPU: slowed too
+    ((0.1, 0.9), 1.00, 0.30, False, True, COMPUTE, False),  # a GPU's compute is not the CPU's
+    ((0.4, 0.6), 1.00, 0.30, False, True, INPUT, True),  # a GPU run's input pipeline is
+    ((0.4, 0.6), 0.60, 0.20, False, False, INPUT, False),  # a machine with CPU to spare
+    ((0.4, 0.6), 1.00, 0.75, False, False, INPUT, False),  # the run itself fills the machine
+    ((0.4, 0.6), 0.92, 0.60, False, False, INPUT, False),  # others 32 %: not past 35 % to enter
+    ((0.4, 0.6), 0.92, 0.60, True, False, INPUT, True),  # ...but enough to stay
+    ((0.4, 0.6), 0.87, 0.60, True, False, INPUT, True),  # the busy share has hysteresis too
+    ((0.4, 0.6), 0.92, 0.70, True, False, INPUT, False),  # others 22 %: below 25 %, it leaves
+    ((0.02, 0.08), 1.00, 0.05, False, False, COMPUTE, True),  # a sleeping pipeline: not input
 ]
 
 
-@pytest.mark.parametrize(("shares", "busy", "own", "previous", "gpu", "expected"), CPU_TABLE)
-def test_cpu_taken_by_other_processes_is_named_when_it_is_the_limit(
-        shares: tuple[float, float], busy: float, own: float, previous: str, gpu: bool,
-        expected: str) -> None:
+@pytest.mark.parametrize(("shares", "busy", "own", "shown", "gpu", "expected", "crowded"),
+                         CPU_TABLE)
+def test_cpu_taken_by_other_processes_is_named_beside_the_part_it_slows(
+        shares: tuple[float, float], busy: float, own: float, shown: bool, gpu: bool,
+        expected: str, crowded: bool) -> None:
     from dtgui.core.measure.bottleneck import CpuLoad
 
     step = split("worker:0", input=shares[0], compute=shares[1])
     found = verdict([step], RunFacts(gpu=gpu), loads=[CpuLoad("worker:0", busy, own)],
-                    previous=previous)
+                    previous=expected, crowded=shown)
     assert found.limit == expected
-    if expected == CPU:
-        assert found.share == pytest.approx(busy - own)
-        assert found.figure == (f"other processes take {round((busy - own) * 100)} % of the "
-                                "CPU on worker:0's machine")
-        assert "close or pause them" in found.advice and "prefetch" not in found.advice
+    assert found.figure.startswith(f"{PART_NAMES[expected]} ")  # the step's part leads
+    assert (found.crowded is not None) == crowded
+    if found.crowded is not None:
+        line = found.crowded
+        assert line.limit == CPU and line.share == pytest.approx(busy - own)
+        assert line.figure == (f"other processes take {round((busy - own) * 100)} % of the "
+                               "CPU on worker:0's machine")
+        assert "close or pause them" in line.advice and "prefetch" not in line.advice
+        assert found.text.index(found.figure) < found.text.index(line.figure)
+        if expected == INPUT:  # it may not be the answer: the line says when it is not
+            assert "only where it computes on the CPU" in line.advice
+            assert "a sleep is not sped up" in line.advice
+        else:
+            assert "slow the compute" in line.advice
+
+
+def test_an_input_bound_run_on_a_crowded_machine_leads_with_its_input_wait() -> None:
+    """A sleeping input pipeline (input wait 99 %) on a machine other sessions fill: the
+    headline and the advice are the input's; the CPU's line comes after it."""
+    from dtgui.core.measure.bottleneck import CpuLoad
+
+    step = split("worker:0", input=0.099, compute=0.001)
+    found = verdict([step], RunFacts(replicas=2),
+                    loads=[CpuLoad("worker:0", 0.99, 0.10)], previous=INPUT)
+    assert found.limit == INPUT and found.figure == "input wait 99 % of each step on worker:0"
+    assert ".prefetch(tf.data.AUTOTUNE)" in found.advice
+    assert found.text.startswith("input wait 99 % of each step on worker:0 — the device waits")
+    assert found.crowded is not None and "89 % of the CPU" in found.crowded.figure
+    # the built-in demo's pipeline is dtgui's, computing on the CPU: slowed for certain
+    demo = verdict([step], RunFacts(builtin_data=True),
+                   loads=[CpuLoad("worker:0", 0.99, 0.10)])
+    assert demo.crowded is not None
+    assert "slow the demo's input pipeline" in demo.crowded.advice
+    # a memory limit leads; the step time's verdict keeps its CPU line
+    from dtgui.core.measure.memory import DeviceMemory
+
+    near = DeviceMemory("worker:0", "gpu0", "GPU", "gpu", peak=97, total=100, fullest=97)
+    assert near.near_limit
+    both = verdict([step], RunFacts(), [near], loads=[CpuLoad("worker:0", 0.99, 0.10)])
+    assert both.limit == "memory" and both.time is not None
+    assert both.time.limit == INPUT and both.time.crowded is not None
+    assert both.text.index("memory") < both.text.index("input wait") < both.text.index("89 %")
 
 
 def test_cpu_loads_come_from_the_telemetrys_samples_of_each_task() -> None:

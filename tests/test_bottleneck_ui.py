@@ -9,12 +9,13 @@ from widgets import cell, cell_text
 
 from dtgui.core.events import Event
 from dtgui.core.live_run import LiveRun
-from dtgui.core.measure.bottleneck import INPUT, StepSplit
+from dtgui.core.measure.bottleneck import INPUT, RunFacts, StepSplit
+from dtgui.core.measure.profile_input import ProfileInput
 from dtgui.core.plans.plan import Plan
 from dtgui.core.plans.strategies import Strategy
 from dtgui.core.runs.run_state import RunState
-from dtgui.ui.pages.dashboard import Dashboard
-from dtgui.ui.plots.step_split import MAX_ROWS, MEASURING_HINT, StepSplitPanel
+from dtgui.ui.pages.dashboard import BANNERS_MIN_HEIGHT, LOSS_ROW_MIN_HEIGHT, Dashboard
+from dtgui.ui.plots.step_split import MAX_ROWS, MEASURING_HINT, StepSplitPanel, part_line
 from dtgui.worker.events import SCHEMA_VERSION
 
 
@@ -64,6 +65,10 @@ def test_the_dashboard_shows_each_tasks_split_and_the_verdict(qtbot: QtBot) -> N
     assert bar.split is not None and "input wait: 62 ms (61.9 %)" in bar.toolTip()
     assert panel._rows[1][2].text() == "100 ms / step"
     assert panel.cost_label.text() == "measuring took 0.05 s of 20 s training (0.25 %)"
+    # what it counts, and why its training time is shorter than the header's elapsed time
+    tip = panel.cost_label.toolTip()
+    assert "calibration runs" in tip and "since the task's training began" in tip
+    assert "elapsed time is longer" in tip and "start-up" in tip
     # the next splits, a little under the input threshold (a new verdict would be compute),
     # are noise: the verdict shown stays
     metrics.add_events([split_event("worker:1", input=0.0155, compute=0.038, communication=0.004,
@@ -168,3 +173,96 @@ def test_a_device_near_its_memory_limit_leads_the_card_even_before_a_split(qtbot
                         [roomy, full])
     text = panel.verdict_label.text()
     assert "memory 95 % full" in text and "Step time:" in text and "compute 86 %" in text
+
+
+def test_a_run_too_short_to_measure_says_so_after_its_end_and_when_reopened(
+        qtbot: QtBot) -> None:
+    # the demo's events: a deferred split at its first call and at its end, 10 s on the clock
+    # of the 20 s the budget needed
+    metrics = LiveRun(1000)
+    metrics.add_events([started_event([0, 1], task="worker:0"),
+                        event("split", "worker:0", 999.0, SCHEMA_VERSION, step=7, steps=0,
+                              deferred_clock=20.0, clock_seconds=3.4),
+                        event("split", "worker:0", 1006.0, SCHEMA_VERSION, step=1000, steps=0,
+                              deferred_clock=20.0, clock_seconds=10.4)])
+    too_short = ("Not measured: the run was too short: it trained 10 s on the clock and "
+                 "needed about 10 s more")
+    dash = Dashboard()
+    qtbot.addWidget(dash)
+    run = FakeRun(metrics)
+    dash.attach(run)
+    dash.refresh()
+    panel = dash.step_split
+    assert panel.isVisibleTo(dash) and "Not measured yet" in panel.verdict_label.text()
+    run.finished, run.state = True, RunState.FINISHED
+    dash.show_end(RunState.FINISHED, "")
+    # the run's profile is read off the UI thread after the end: its answer (no profile)
+    # keeps the card and its line
+    panel.set_profile_inputs([])
+    assert panel.isVisibleTo(dash) and too_short in panel.verdict_label.text()
+    # reopened from the Runs page: an ended run from the start
+    dash.attach(FakeRun(metrics))
+    dash.detach()
+    reopened = FakeRun(metrics)
+    reopened.finished, reopened.state = True, RunState.FINISHED
+    dash.attach(reopened)
+    panel.set_profile_inputs([])
+    assert panel.isVisibleTo(dash) and too_short in panel.verdict_label.text()
+
+
+def test_a_communication_of_nothing_says_why_on_the_bar() -> None:
+    """Mirrored over 2 replicas on one machine: the all-reduce timed alone came out as 0 (the
+    demo's split events say so); a single replica has none; a measured one gives its time."""
+    nothing = StepSplit("worker:0", input=0.0002, compute=0.0014, communication=0.0,
+                        reporting=0.00004)
+    line = part_line(nothing, "communication", RunFacts(replicas=2, hosts=1))
+    assert line.startswith("communication: 0 ms, too quick to measure")
+    assert "all-reduce between the 2 replicas" in line and "one machine" in line
+    assert "one machine" not in part_line(nothing, "communication", RunFacts(replicas=4, hosts=2))
+    assert part_line(nothing, "communication", RunFacts(replicas=1)) == \
+        "communication: none (a single replica has nothing to all-reduce)"
+    measured = StepSplit("worker:0", compute=0.009, communication=0.001)
+    assert part_line(measured, "communication", RunFacts(replicas=2)) == \
+        "communication: 1 ms (10.0 %)"
+    # a script's own report says only what it measured
+    reported = StepSplit("worker:0", compute=0.01, method="report")
+    assert part_line(reported, "communication") == "communication: 0 ms (0.0 %)"
+
+
+def test_the_bars_above_the_plots_scroll_rather_than_squeeze_the_loss_plot(
+        qtbot: QtBot) -> None:
+    """Every bar shown at once (the saved model, a card with four tasks' bars, the CPU's
+    line and a profile's): on a 1366x768 screen's dashboard they scroll within what the loss
+    row leaves; on a larger one they are shown whole."""
+    metrics = LiveRun(2000)
+    workers = [f"worker:{i}" for i in range(4)]
+    metrics.add_events([started_event([2 * i, 2 * i + 1], task=t) for i, t in enumerate(workers)])
+    metrics.add_events([split_event(t, input=0.06, compute=0.03, communication=0.01)
+                        for t in workers])
+    metrics.add_events([event("model_saved", "worker:0", 1001.0, SCHEMA_VERSION, step=1000,
+                              role="final", path="model/model.keras")])
+    metrics.add_events([event("device", t, 1001.0 + i, SCHEMA_VERSION, devices=[
+        {"kind": "cpu", "index": 0, "util": 99.0, "task_util": 8.0, "mem_used": 1}])
+        for t in workers for i in range(8)])
+    dash = Dashboard()
+    qtbot.addWidget(dash)
+    dash.resize(1366, 640)  # what the window leaves the dashboard on a 1366x768 screen
+    dash.show()
+    dash.attach(FakeRun(metrics))
+    dash.header.set_profile("profiling steps 101–120…")
+    dash._text_time = 0.0
+    dash.refresh()
+    panel = dash.step_split
+    panel.set_profile_inputs([ProfileInput(t, 101, 120, 0.6, 1.0) for t in workers])
+    assert panel.verdict.crowded is not None and dash.model_bar.isVisibleTo(dash)
+    top = dash.loss_panel.parentWidget()
+    assert top is not None
+    qtbot.waitUntil(lambda: dash.banners.verticalScrollBar().maximum() > 0, timeout=10_000)
+    assert dash.minimumSizeHint().height() <= 640  # the window need not grow
+    assert top.height() >= LOSS_ROW_MIN_HEIGHT
+    assert dash.banners.height() >= min(BANNERS_MIN_HEIGHT, dash.banners.sizeHint().height())
+    squeezed = top.height()
+    dash.resize(1920, 1000)
+    qtbot.waitUntil(lambda: dash.banners.verticalScrollBar().maximum() == 0, timeout=10_000)
+    assert dash.banners.height() >= panel.height() + dash.model_bar.height()
+    assert top.height() > squeezed

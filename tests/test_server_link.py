@@ -39,8 +39,15 @@ def test_the_address_is_shown_with_copy_with_or_without_a_browser(
     qtbot.addWidget(parent)
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    parent.resize(1366, 700)
+    parent.show()
     dialog = open_service(parent, "MLflow", lambda say: URL)
     assert dialog.isVisible() and "Starting MLflow" in dialog.status.text()
+    # at the top right of the window (its toolbar and the run's header), not over the
+    # middle where the loss plot is
+    window = parent.geometry()
+    assert dialog.y() <= window.top() + 20 and dialog.frameGeometry().right() <= window.right()
+    assert dialog.frameGeometry().bottom() < window.center().y()
     qtbot.waitUntil(lambda: dialog.url.text() == URL, timeout=30_000)
     assert "No browser could be asked" in dialog.status.text()
     assert dialog.url.toolTip() == URL  # the whole address, however wide the field

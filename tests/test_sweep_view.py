@@ -149,6 +149,15 @@ def test_the_sweep_view_shows_the_trials_best_first(qtbot: QtBot, tmp_path: Path
     assert status_text(data, running=True, in_process=False).endswith(
         "Running in dtgui: it stops when dtgui is closed.")
     assert cell(view, 0, 7) == "this machine #1" and view.table.verticalHeader().isHidden()
+    # a wide page: every column takes a share of its width (not the last alone), none
+    # narrower than its contents
+    view.resize(1900, 800)
+    qtbot.waitUntil(lambda: view.table.viewport().width() > 1700, timeout=10_000)
+    columns = view.table.horizontalHeader()
+    widths = [columns.sectionSize(c) for c in range(columns.count())]
+    assert abs(sum(widths) - view.table.viewport().width()) <= columns.count()
+    assert min(widths[:-1]) > 1.5 * view.table.sizeHintForColumn(0)  # the trial column grew
+    assert all(w >= view.table.sizeHintForColumn(c) for c, w in enumerate(widths))
     scatter = view.scatter_tabs.widget(0)
     assert isinstance(scatter, pg.PlotWidget)
     assert not scatter.getAxis("left").autoSIPrefix  # 0.00035 as it is, not 350 "(x0.001)"
@@ -245,7 +254,8 @@ def test_the_wizard_sweeps_its_run_setup_set_up_in_a_form(qtbot: QtBot, tmp_path
 
     from dtgui.launch.sweeps import sweep_process
     from dtgui.ui.app import make_app
-    from dtgui.ui.dialogs.sweep_dialog import LIST, LOG_RANGE, RANGE, SweepDialog
+    from dtgui.ui.dialogs.sweep_dialog import SweepDialog
+    from dtgui.ui.dialogs.sweep_param_row import LIST, LOG_RANGE, RANGE
     from dtgui.ui.main_window import MainWindow
     from dtgui.ui.wizard.wizard import PAGE_REVIEW
 
@@ -324,7 +334,8 @@ def test_the_wizard_sweeps_its_run_setup_set_up_in_a_form(qtbot: QtBot, tmp_path
     dialog.folder_edit.setText("")
     assert "Choose the sweep's folder" in dialog.problems.text()
     here = dialog.machines_list.item(0)
-    assert here is not None and here.text() == "this machine" and dialog.trial_on() == []
+    assert here is not None and here.text() == "this machine"
+    assert dialog.machines_list.trial_on() == []
     here.setCheckState(Qt.CheckState.Unchecked)
     assert "Check at least one machine" in dialog.problems.text()
     here.setCheckState(Qt.CheckState.Checked)
@@ -369,7 +380,7 @@ def test_the_dialog_says_how_many_gpu_trials_the_machines_take_at_once(qtbot: Qt
     assert "4 trials at once were asked, but the machines checked have 1 group(s)" in \
         dialog.capacity.text()
     remote.setCheckState(Qt.CheckState.Checked)
-    assert dialog.trial_on() == ["local", "h100a"]
+    assert dialog.machines_list.trial_on() == ["local", "h100a"]
     assert "have 3 group(s) of 1 free GPU(s)" in dialog.capacity.text()
     dialog.parallel_spin.setValue(3)
     assert dialog.capacity.text() == "" and dialog.capacity.isHidden()
@@ -403,7 +414,7 @@ def test_the_dialog_offers_a_slurm_cluster_whose_jobs_are_the_trials(
     here.setCheckState(Qt.CheckState.Unchecked)
     assert dialog.problems_now() == []
     spec = dialog.spec()
-    assert dialog.trial_on() == [] and spec.trial_on == ()
+    assert dialog.machines_list.trial_on() == [] and spec.trial_on == ()
     job = spec.job
     assert isinstance(job, SlurmJob) and (job.cluster, job.nodes, job.tasks_per_node) == ("hpc", 2, 1)
     assert (job.partition, job.time_limit, job.python) == ("gpu", "01:00:00",

@@ -97,17 +97,17 @@ def test_runs_page_compares_the_selected_runs(
     qtbot.addWidget(page)
     page.refresh()
     qtbot.waitUntil(lambda: page.row_count() == 3, timeout=5000)
-    assert not page.compare_button.isEnabled()
+    assert not page.buttons.compare_button.isEnabled()
     page.table.selectRow(0)
-    assert page.open_button.isEnabled() and not page.compare_button.isEnabled()
+    assert page.buttons.open_button.isEnabled() and not page.buttons.compare_button.isEnabled()
     model = page.table.selectionModel()
     for row in (1, 2):
         model.select(page.table.model().index(row, 0),
                      QItemSelectionModel.SelectionFlag.Select
                      | QItemSelectionModel.SelectionFlag.Rows)
-    assert page.compare_button.isEnabled() and not page.open_button.isEnabled()
+    assert page.buttons.compare_button.isEnabled() and not page.buttons.open_button.isEnabled()
     with qtbot.waitSignal(page.compareRequested) as got:
-        qtbot.mouseClick(page.compare_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(page.buttons.compare_button, Qt.MouseButton.LeftButton)
     chosen = got.args[0]
     assert [r.run_name for r in chosen] == ["old-run", "sgd-cosine", "adam-fast"]
 
@@ -201,7 +201,7 @@ def test_a_real_training_run_is_compared_with_its_validation_and_saved_model(
     qtbot.waitUntil(lambda: page.row_count() == 2, timeout=5000)
     page.table.selectAll()
     with qtbot.waitSignal(page.compareRequested) as got:
-        qtbot.mouseClick(page.compare_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(page.buttons.compare_button, Qt.MouseButton.LeftButton)
     view = CompareView()
     qtbot.addWidget(view)
     with qtbot.waitSignal(view.loaded, timeout=10000):
@@ -232,7 +232,7 @@ def test_main_window_opens_the_compare_view_from_runs_and_goes_back(
     page = window.runs_page
     qtbot.waitUntil(lambda: page.row_count() == 3, timeout=5000)
     page.table.selectAll()
-    qtbot.mouseClick(page.compare_button, Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(page.buttons.compare_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: window.compare is not None, timeout=5000)  # records read first
     view = window.compare
     assert view is not None and window.pages.currentWidget() is view

@@ -15,6 +15,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import numpy as np
 import pytest
+from cut_text import cut_labels
 from fakes import FakeRun, event
 from PySide6.QtCore import QPoint, Qt, QTimer
 from PySide6.QtGui import QColor
@@ -555,6 +556,13 @@ def test_multi_machine_device_series_and_logs_name_their_machine(
     for short, value in (("here", 10), ("h2", 20), ("h3", 30), ("lab box", 40)):
         assert f"{short} <b>{value}%</b>" in readout
     assert "lab box cpu0: 40%, 256 MiB" in panel.readout.toolTip()
+    # a card too narrow for four values (a third of a 1366-px row): their range, each on
+    # hover; wide again, each value
+    dash.resize(900, 800)
+    qtbot.waitUntil(lambda: panel.readout.text() == "4 tasks <b>10%–40%</b>", timeout=10_000)
+    assert not cut_labels(panel) and "lab box cpu0: 40%, 256 MiB" in panel.readout.toolTip()
+    dash.resize(1200, 800)
+    qtbot.waitUntil(lambda: "lab box <b>40%</b>" in panel.readout.text(), timeout=10_000)
 
     log = dash.log_view
     texts = ["worker:0 (this machine)", "worker:1 (h2)", "worker:2 (h3)", "worker:3 (lab box)"]

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from fakes import FakeRun, step_losses, steps_fields
+from fakes import FakeRun, event, step_losses, steps_fields
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QAbstractButton, QMessageBox
 from pytestqt.qtbot import QtBot
 from widgets import answer_question, dashboard_of
@@ -20,15 +22,16 @@ from widgets import answer_question, dashboard_of
 from dtgui.core.plans.placement import place_local
 from dtgui.core.plans.plan import MachineAccess, Plan
 from dtgui.core.plans.strategies import Strategy
-from dtgui.core.runs.live_progress import EventsProgress, recent_offset
+from dtgui.core.runs.live_progress import EventsProgress, read_live, recent_offset
 from dtgui.core.runs.queue_file import QueueEntry
 from dtgui.core.runs.records import RunHistory, RunRecord
+from dtgui.core.runs.run_index import RunRow
 from dtgui.launch.controller import RunController
 from dtgui.launch.queue.run_queue import QUEUE_PROCESS, QueuedRun, queue_dir, queued_runs
 from dtgui.launch.start.watcher import stop_watcher
 from dtgui.ui.main_window import MainWindow
 from dtgui.ui.pages.run_switcher import RunSwitcher
-from dtgui.ui.pages.runs_model import DURATION, STATE, STEPS
+from dtgui.ui.pages.runs_model import BEST_VAL, DURATION, FINAL_LOSS, STATE, STEPS
 from dtgui.ui.run_session import RunSession
 
 pytestmark = pytest.mark.gui
@@ -51,10 +54,14 @@ def row_cells(window: MainWindow, name: str) -> tuple[str, str] | None:
     return None
 
 
-def duration_of(window: MainWindow, name: str) -> str:
+def cell_of(window: MainWindow, name: str, column: int) -> str:
     page = window.runs_page
-    return next((page.cell_text(i, DURATION) for i in range(page.row_count())
+    return next((page.cell_text(i, column) for i in range(page.row_count())
                  if page.row_at(i).name == name), "")
+
+
+def duration_of(window: MainWindow, name: str) -> str:
+    return cell_of(window, name, DURATION)
 
 
 def state_of(window: MainWindow, name: str) -> str:
@@ -248,6 +255,14 @@ def test_a_running_runs_progress_is_read_from_its_new_lines_only(tmp_path: Path)
     progress = reader.progress()
     assert (progress.done, progress.total, progress.seconds_left()) == (10, 100, 90.0)
     assert reader.loss is not None and reader.loss > 0
+    assert read_live(str(tmp_path), reader).best_val is None  # nothing validated yet
+    # validation seen while it trains: the best so far (the loss's; lower is better)
+    write({"kind": "validation", "t": 111.0, "step": 5, "loss": 0.4,
+           "metrics": {"accuracy": 0.7}},
+          {"kind": "validation", "t": 112.0, "step": 10, "loss": 0.5,
+           "metrics": {"accuracy": 0.8}})
+    assert read_live(str(tmp_path), reader).best_val == ("val_loss", 0.4)
+    assert reader.validation == {"loss": 0.4, "accuracy": 0.8}  # accuracy: higher is better
     read = events.stat().st_size
     write(steps(11, 120.0))
     with open(events, "a", encoding="utf-8") as f:
@@ -275,6 +290,36 @@ def test_the_first_runs_end_is_notified_once(qtbot: QtBot, window: MainWindow) -
     qtbot.waitUntil(lambda: not window.runs.live(), timeout=10_000)
     titles = [title for title, _text in window.run_notices.notifier.history]
     assert titles == ["solo finished"]
+
+
+def test_a_followed_runs_row_shows_its_best_validation_and_its_end_at_once(
+        qtbot: QtBot, window: MainWindow, tmp_path: Path) -> None:
+    """A run followed here: its row's Best val. is its best so far while it trains, and the
+    row says the run ended when its session says it (not at a later look at its files)."""
+    run = FakeRun(plan=Plan(run_name="quick", steps=100), path=tmp_path / "quick")
+    window.runs.new().show(run)
+    page = window.runs_page
+    qtbot.waitUntil(lambda: page._generation >= 1, timeout=10_000)  # the window's first read
+    with qtbot.waitSignal(page.loaded, timeout=60_000):  # the last read of the list
+        window.show_runs()
+    page.show_rows([RunRow(folder=str(tmp_path / "quick"), name="quick", state="running",
+                           active=True, started=time.time() - 5, total_steps=100)])
+    qtbot.waitUntil(lambda: state_of(window, "quick") == "running · followed", timeout=10_000)
+    assert cell_of(window, "quick", BEST_VAL) == ""
+    run.metrics.add_events([
+        event("validation", step=10, loss=0.5, metrics={"accuracy": 0.6}),
+        event("validation", step=20, loss=0.25, metrics={"accuracy": 0.7}),
+        event("validation", step=30, loss=0.375, metrics={"accuracy": 0.8})])
+    qtbot.waitUntil(lambda: cell_of(window, "quick", BEST_VAL) == "0.25", timeout=10_000)
+    assert "so far" in str(page.proxy.index(0, BEST_VAL).data(Qt.ItemDataRole.ToolTipRole))
+
+    at_end: list[str] = []  # the row when the run's end is told (after the window's own)
+    window.runs.runEnded.connect(lambda _session: at_end.append(state_of(window, "quick")))
+    run.end("finished", final_loss=0.125)
+    qtbot.waitUntil(lambda: bool(at_end), timeout=10_000)
+    assert at_end == ["finished"]
+    assert cell_of(window, "quick", FINAL_LOSS) == "0.125"
+    assert "1 run(s) still training" not in page.summary.text()
 
 
 def test_an_ended_runs_tab_stays_until_it_is_closed(qtbot: QtBot, window: MainWindow) -> None:

@@ -26,7 +26,16 @@ from dtgui.core.settings import runs_dir
 from dtgui.core.sweeps.sweep import SWEEP_FILE
 from dtgui.launch.run_admin import RunAdminError, delete_run, source_plan
 from dtgui.launch.runs.history import open_run
-from dtgui.ui.pages.runs_model import DURATION, FINAL_LOSS, NAME, NOTE, STATE, STEPS, TAGS
+from dtgui.ui.pages.runs_model import (
+    BEST_VAL,
+    DURATION,
+    FINAL_LOSS,
+    NAME,
+    NOTE,
+    STATE,
+    STEPS,
+    TAGS,
+)
 from dtgui.ui.pages.runs_page import RunsPage
 from dtgui.ui.wizard.machines_box import LOCAL_TEXT, MachinesBox
 
@@ -112,13 +121,13 @@ def test_runs_page_lists_running_and_finished_runs(qtbot: QtBot) -> None:
         Qt.ItemDataRole.ToolTipRole))
     assert "1 run(s) still training" in page.summary.text()
     page.select(0)
-    assert page.reattach_button.isEnabled() and not page.open_button.isEnabled()
+    assert page.buttons.reattach_button.isEnabled() and not page.buttons.open_button.isEnabled()
     with qtbot.waitSignal(page.reattachRequested) as got:
-        qtbot.mouseClick(page.reattach_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(page.buttons.reattach_button, Qt.MouseButton.LeftButton)
     assert got.args[0].run_name == "live"
     page.select(1)
     with qtbot.waitSignal(page.openRequested) as got:
-        qtbot.mouseClick(page.open_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(page.buttons.open_button, Qt.MouseButton.LeftButton)
     view = open_run(got.args[0])
     snap = view.metrics.snapshot()
     assert view.finished and view.state == "finished"
@@ -147,8 +156,8 @@ def test_runs_page_filters_sorts_tags_notes_archives_and_deletes(
     note = 'lr too high?\n  second line: "quotes", <b>, émoji 🚀, tab\t'
     row = page.row_at(0)
     assert page.proxy.setData(page.proxy.index(0, TAGS), " baseline, adam ,, baseline")
-    monkeypatch.setattr(page, "ask_note", lambda _row: (note, True))
-    page.edit_note(row)
+    monkeypatch.setattr(page.notes, "ask_note", lambda _row: (note, True))
+    page.notes.edit_note(row)
     folder = Path(row.folder)
     qtbot.waitUntil(lambda: Notes.read(folder).note == note, timeout=30000)
     qtbot.waitUntil(lambda: Notes.read(folder).tags == ["baseline", "adam"], timeout=30000)
@@ -168,7 +177,7 @@ def test_runs_page_filters_sorts_tags_notes_archives_and_deletes(
 
     # archive: hidden by default, shown with the toggle, after a reload too
     page.select(shown(page).index("alpha"))
-    qtbot.mouseClick(page.archive_button, Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(page.buttons.archive_button, Qt.MouseButton.LeftButton)
     assert "alpha" not in shown(page)
     qtbot.waitUntil(lambda: Notes.read(runs_dir() / "alpha").archived, timeout=30000)
     page = loaded(qtbot, 3)
@@ -186,15 +195,15 @@ def test_runs_page_filters_sorts_tags_notes_archives_and_deletes(
         asked.append(row.name)
         return True, False
 
-    monkeypatch.setattr(page, "confirm_delete", confirm)
+    monkeypatch.setattr(page.deletion, "confirm", confirm)
     page.select(shown(page).index("busy"))
-    qtbot.mouseClick(page.delete_button, Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(page.buttons.delete_button, Qt.MouseButton.LeftButton)
     assert "still training" in page.summary.text() and not asked
     assert Path(live.bundle).is_dir()
     with pytest.raises(RunAdminError, match="still training"):
         delete_run(live.bundle)
     page.select(shown(page).index("beta"))
-    qtbot.mouseClick(page.delete_button, Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(page.buttons.delete_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: "beta" not in shown(page), timeout=30000)
     assert asked == ["beta"] and not (runs_dir() / "beta").exists()
     assert sorted(p.name for p in runs_dir().iterdir() if not p.name.startswith(".")) == [
@@ -247,6 +256,9 @@ def test_a_sweep_lists_with_its_trials_and_opens_its_view(qtbot: QtBot, tmp_path
     (sweep / SWEEP_FILE).write_text(json.dumps({"spec": {}, "plan": base.to_dict()}))
     for n, val in enumerate((0.5, 0.25)):
         record = make_run(f"lr-search-{n}", RunState.FINISHED, val, time.time() - 60 + n)
+        with open(next(Path(record.bundle).glob("output/events-*.jsonl")), "a") as events:
+            events.write(json.dumps({"v": 2, "kind": "validation", "task": "worker:0",
+                                     "t": time.time(), "step": 3, "loss": val}) + "\n")
         Path(record.bundle).rename(sweep / "trials" / f"lr-search-{n}")
     make_run("single", RunState.FINISHED, 0.1, time.time())
     remember_sweep(sweep)
@@ -259,6 +271,8 @@ def test_a_sweep_lists_with_its_trials_and_opens_its_view(qtbot: QtBot, tmp_path
     assert shown(page) == ["single", "\u25b8 lr-search (sweep)", "by-hand"]
     qtbot.waitUntil(lambda: page.cell_text(2, STEPS) == "3", timeout=30000)  # its events read
     assert page.row_at(2).folder == str(elsewhere)
+    # the sweep's Best val.: its trials' best, once their events are read (no second look)
+    qtbot.waitUntil(lambda: page.cell_text(1, BEST_VAL) == "0.25", timeout=30000)
     qtbot.mouseClick(page.table.viewport(), Qt.MouseButton.LeftButton,
                      pos=page.table.visualRect(page.proxy.index(1, NAME)).center())
     assert shown(page) == ["single", "\u25be lr-search (sweep)", "lr-search-1", "lr-search-0",
@@ -269,7 +283,7 @@ def test_a_sweep_lists_with_its_trials_and_opens_its_view(qtbot: QtBot, tmp_path
     page.set_filter("")
     with qtbot.waitSignal(page.sweepRequested) as got:
         page.select(1)
-        qtbot.mouseClick(page.open_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(page.buttons.open_button, Qt.MouseButton.LeftButton)
     assert got.args[0] == sweep
 
 

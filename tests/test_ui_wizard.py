@@ -468,8 +468,10 @@ def test_epochs_set_the_steps(qtbot: QtBot, make_wizard: MakeWizard) -> None:
     assert page.epochs_spin.value() == pytest.approx(2.5)
     assert wizard.plan().steps == 50 and wizard.plan().steps_per_epoch == 20
     # the demo's pass over its data beside the epoch set, and a click to make them one
-    assert page.epoch_hint.text() == ("The demo's 1500 examples: about 23 steps at this "
-                                      "batch (<a href='23'>use 23</a>).")
+    # before the model page: the hint names the model it assumes
+    assert page.epoch_hint.text() == ("With the demo model (the next page chooses the model): "
+                                      "1500 examples, about 23 steps at this batch "
+                                      "(<a href='23'>use 23</a>).")
     page.epoch_hint.linkActivated.emit("23")
     assert page.spe_spin.value() == 23 and page.epoch_hint.text().endswith("steps at this "
                                                                            "batch, one epoch.")

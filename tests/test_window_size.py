@@ -8,7 +8,7 @@ import contextlib
 from pathlib import Path
 
 import pytest
-from cut_text import cut_texts
+from cut_text import cut_texts, lay_out_now
 from PySide6.QtCore import QSize
 from PySide6.QtWidgets import QMessageBox, QScrollArea, QWidget
 from pytestqt.exceptions import TimeoutError as WaitTimeout
@@ -77,16 +77,23 @@ def test_every_page_fits_1366x768_and_none_widens_the_window(
     window.show_runs()
     qtbot.waitUntil(lambda: window.runs_page.row_count() == 3, timeout=60_000)  # and the sweep
     opened(window.runs_page, "Runs")
-    # runs still training read in bold: their state ("running · watched") is read whole
-    # too, here and beside the column
+    # runs still training read in bold: their state ("running · watched", the longer
+    # "running · not watched") is read whole too, here and beside the column
     shown = [window.runs_page.row_at(r) for r in range(3)]
     running = [RunRow(folder=f"/runs/{name}", name=name, state="running", active=True,
                       started=T0 + 10, steps=1650, total_steps=40_000)
                for name in ("long-a", "long-b")]
-    window.runs_page.show_rows(running + shown, watched={r.folder for r in running})
-    assert [window.runs_page.cell_text(r, 1) for r in range(2)] == ["running · watched"] * 2
+    window.runs_page.show_rows(running + shown, watched={running[0].folder})
+    assert [window.runs_page.cell_text(r, 1) for r in range(2)] == [
+        "running · watched", "running · not watched"]
     qtbot.wait(20)
     assert not cut_texts(window), f"Runs with runs training: {cut_texts(window)}"
+    window.acts.column.trigger()  # and beside the column, measured once laid out
+    lay_out_now()
+    assert window.left_column.isVisible()
+    assert not cut_texts(window), f"Runs beside the column: {cut_texts(window)}"
+    window.acts.column.trigger()
+    lay_out_now()
     window.compare_runs(runs)
     assert window.compare is not None
     qtbot.waitUntil(lambda: window.compare is not None

@@ -39,7 +39,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         count_refusal,
         failed,
     )
-    from dtgui.core.runs.records import RunHistory, RunRecord
+    from dtgui.core.runs.records import RunHistory
     from dtgui.core.runs.run_state import RunState
     from dtgui.launch.controller import LaunchError
     from dtgui.launch.start.pipeline import reattach
@@ -50,9 +50,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         print(f"dtgui profile: {too_many}", file=sys.stderr)
         return 2
     try:
-        folder = Path(args.run)
-        record = RunRecord.load(folder) if (folder / "run.json").is_file() \
-            else RunHistory().lookup(args.run)
+        record = RunHistory().lookup(args.run)
         if record.state is not RunState.RUNNING:
             print(f"dtgui profile: {REFUSED}{ENDED} ({record.state})", file=sys.stderr)
             return 2

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -26,7 +25,7 @@ def add_resume(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def cmd_resume(args: argparse.Namespace, follow: Callable[[RunController], int]) -> int:
     from dtgui.core.bundles.bundle import primary_tasks
-    from dtgui.core.runs.records import RunHistory, RunRecord
+    from dtgui.core.runs.records import RunHistory
     from dtgui.launch.controller import LaunchError
     from dtgui.launch.start.resume import RESUMING_LINE, resume_run
 
@@ -34,9 +33,7 @@ def cmd_resume(args: argparse.Namespace, follow: Callable[[RunController], int])
         print("dtgui resume: --steps must be at least 1", file=sys.stderr)
         return 2
     try:
-        folder = Path(args.run)
-        record = RunRecord.load(folder) if (folder / "run.json").is_file() \
-            else RunHistory().lookup(args.run)
+        record = RunHistory().lookup(args.run)
         print(f"resuming {record.run_name} ({record.bundle})", flush=True)
         controller = resume_run(record, steps=args.steps)
     except (LookupError, OSError, ValueError, LaunchError) as exc:

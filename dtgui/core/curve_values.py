@@ -3,7 +3,8 @@ validation metric to show first, and a run's throughput from its tasks' rates.""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -39,6 +40,23 @@ def preferred_metric(names: Sequence[str]) -> str:
         if name == "accuracy":
             return name
     return names[0] if names else ""
+
+
+def best_validation(bests: Mapping[str, float]) -> tuple[str, float] | None:
+    """The validation value a run is listed with, from each validation metric's best
+    (`bests`, "loss" for the validation loss): the loss's, else the preferred metric's;
+    named as a sweep's objective is ("val_loss", "val_accuracy"). None before any."""
+    if "loss" in bests:
+        return "val_loss", bests["loss"]
+    metric = preferred_metric(list(bests))
+    return (f"val_{metric}", bests[metric]) if metric else None
+
+
+def better(metric: str, value: float, than: float | None) -> bool:
+    """Whether `value` of `metric` beats `than` (None: nothing yet); NaN never does."""
+    if math.isnan(value):
+        return False
+    return than is None or (value < than if lower_is_better(metric) else value > than)
 
 
 def median_throughput(throughput: dict[str, tuple[np.ndarray, np.ndarray]]) -> float | None:

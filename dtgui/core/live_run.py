@@ -213,6 +213,11 @@ class LiveRun:
         with self._lock:
             return self.curves.final_loss()
 
+    def best_validation(self) -> tuple[str, float] | None:
+        """The validation value the run is listed with so far (RunCurves.best_validation)."""
+        with self._lock:
+            return self.curves.best_validation()
+
     def loss_curve(self) -> Curve:
         """The mean training loss by step (RunCurves.loss_curve)."""
         with self._lock:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dtgui.core.curve_values import best_index, best_validation
 from dtgui.core.events import Event, as_number, read_all
 from dtgui.core.measure.bottleneck import (
     SPLIT_KIND,
@@ -422,6 +423,17 @@ class RunCurves:
             out[name] = Curve(xs.astype(np.float64), ys.astype(np.float64),
                               np.asarray(seconds, dtype=np.float64))
         return out
+
+    def best_validation(self) -> tuple[str, float] | None:
+        """The validation value the run is listed with so far (`best_validation`: its
+        loss's best, else its preferred metric's), named; None before any."""
+        bests = {}
+        for name, series in self.validation.items():
+            _, values = series.view()
+            at = best_index(values, name)
+            if at is not None:
+                bests[name] = float(values[at])
+        return best_validation(bests)
 
     def throughput_views(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         return {k: s.view() for k, s in self.throughput.items()}

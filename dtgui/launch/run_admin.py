@@ -66,7 +66,6 @@ class RunAdminError(RuntimeError):
 # -- the list ---------------------------------------------------------------------------------
 def sweep_rows(folder: Path, *, summarize_ended: bool = True) -> list[RunRow]:
     """A sweep's row followed by its trials' (none when the folder holds no sweep)."""
-    from dtgui.core.curve_values import lower_is_better
     from dtgui.launch.sweeps.sweep_process import sweep_pid
 
     try:
@@ -88,17 +87,25 @@ def sweep_rows(folder: Path, *, summarize_ended: bool = True) -> list[RunRow]:
         ends = [t.ended for t in trials if t.ended]
         row.ended = max(ends) if ends and not running else None
         row.where = ", ".join(sorted({w for t in trials for w in t.where.split(", ") if w}))
-        valued = [t for t in trials if t.best_val is not None]
-        if valued:
-            name = valued[0].best_val_name
-            same = [t.best_val for t in valued if t.best_val_name == name
-                    and t.best_val is not None]
-            row.best_val = min(same) if lower_is_better(name.removeprefix("val_")) \
-                else max(same)
-            row.best_val_name = name
+        best_of_trials(row, trials)
     row.summarized = True
     row.set_notes(Notes.read(folder))
     return [row, *trials]
+
+
+def best_of_trials(sweep: RunRow, trials: list[RunRow]) -> None:
+    """The sweep's Best val.: the best of its trials' (those validated as the first one
+    with a value is)."""
+    from dtgui.core.curve_values import lower_is_better
+
+    valued = [t for t in trials if t.best_val is not None]
+    if valued:
+        name = valued[0].best_val_name
+        same = [t.best_val for t in valued if t.best_val_name == name
+                and t.best_val is not None]
+        sweep.best_val = min(same) if lower_is_better(name.removeprefix("val_")) \
+            else max(same)
+        sweep.best_val_name = name
 
 
 def list_rows(root: Path | None = None, *, summarize_ended: bool = True,
@@ -145,7 +152,8 @@ def _settle_rows(rows: list[RunRow]) -> bool:
 
 def fill_rows(rows: list[RunRow]) -> list[RunRow]:
     """Read the events of ended runs listed without them (steps, best validation value),
-    and keep them in their folders' indexes."""
+    and keep them in their folders' indexes; a sweep among `rows` takes the best of its
+    trials' again."""
     outside = {str(p) for p in listed_outside()}
     by_root: dict[Path | None, list[RunRow]] = {}  # None: the runs outside the runs folder
     for row in rows:
@@ -157,6 +165,8 @@ def fill_rows(rows: list[RunRow]) -> list[RunRow]:
         index.rows(summarize_ended=False)
         index.fill(pending)
         index.save()
+    for sweep in (r for r in rows if r.kind == SWEEP):
+        best_of_trials(sweep, [r for r in rows if r.kind == TRIAL and r.parent == sweep.folder])
     return rows
 
 

@@ -12,7 +12,10 @@ from dtgui.core.machines.hardware import MachineFacts
 from dtgui.core.plans.plan import DeviceKind, Plan
 from dtgui.core.plans.strategies import STRATEGIES, Strategy, recommend
 
-DEMO_STEPS = 1000
+# About a minute of training (start-up aside; longer on a busy machine): the step split is
+# measured about 20 s into training (its budget: dtgui/worker/step_timing.py), so a first run
+# shows where its time goes and leaves time to try Profile N steps… (docs/performance.md).
+DEMO_STEPS = 8000
 
 
 def demo_plan(facts: MachineFacts | None) -> Plan:
@@ -32,6 +35,9 @@ def demo_plan(facts: MachineFacts | None) -> Plan:
         steps_per_epoch=28,
         per_replica_batch=32,
         checkpoint_every=100,
+        # its 1,500 examples are learnt long before the last step: the model given back is
+        # the one at its best validation loss, marked on the curve
+        save_best=True,
     )
 
 
@@ -123,6 +129,8 @@ class HomePage(QWidget):
         self.demo_text.setText(
             f"1797 real 8×8 handwritten digits (bundled, works offline; 297 held out to "
             f"validate), a 3-layer MLP, "
-            f"{plan.steps} steps with <b>{info.title}</b> over {plan.total_replicas} replica(s) "
-            f"on {where}, global batch {plan.global_batch}. One loss curve per replica, live."
+            f"{plan.steps:,} steps with <b>{info.title}</b> over {plan.total_replicas} "
+            f"replica(s) on {where}, global batch {plan.global_batch}. One loss curve per "
+            "replica, live; about a minute, long enough to see where the step time goes "
+            "(measured about 20 s into training) and to try <i>Profile N steps…</i>."
         )

@@ -475,6 +475,7 @@ class MainWindow(QMainWindow):
         dtgui quits once the last one has."""
         source = session.source
         if source is not None:
+            self.runs_page.live.run_ended(source)  # its row says it now, shown or not
             self.statusBar().showMessage(f"{source.run_name}: {source.state}. {source.message}")
         if self._closing and not self.runs.live():
             self.close()

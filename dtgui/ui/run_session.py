@@ -37,12 +37,13 @@ if TYPE_CHECKING:
 LIFE_MS = 100  # how often the followed run's state is read (memory only: nothing blocks)
 
 
-class RunSession(QObject):
-    """Launches, reattaches to or opens one run at a time and says what happens to it."""
+class RunLife(QObject):
+    """A run's life as its listeners hear it: a session's run, or the shown run of the
+    window's sessions (`RunSessions` tells it the same way, so that the dashboard listens to
+    either alike); `machines()` is the Machines panel that connects its machines (None: runs
+    on this machine only, as in tests)."""
 
-    started = Signal(object)  # RunSource: the run to show now
     stateChanged = Signal(str, str)  # state, message: as followed from, then once per change
-    restarted = Signal(int)  # restarts so far: once per restart from the last checkpoint
     ended = Signal(str, str)  # final state, message: once, when a run followed live ends
     progress = Signal(str)  # what a launch or reattach is doing
     failed = Signal(str)  # a launch, reattach or open could not be done: why
@@ -51,7 +52,18 @@ class RunSession(QObject):
     def __init__(self, machines: Callable[[], MachinesPanel] | None = None,
                  parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self._machines = machines  # None: runs on this machine only (tests)
+        self._machines = machines
+
+
+class RunSession(RunLife):
+    """Launches, reattaches to or opens one run at a time and says what happens to it."""
+
+    started = Signal(object)  # RunSource: the run to show now
+    restarted = Signal(int)  # restarts so far: once per restart from the last checkpoint
+
+    def __init__(self, machines: Callable[[], MachinesPanel] | None = None,
+                 parent: QObject | None = None) -> None:
+        super().__init__(machines, parent)
         self.source: RunSource | None = None
         self.connector: Connector | None = None  # the shown run's SSH connections
         self.busy = False  # a launch or reattach is under way

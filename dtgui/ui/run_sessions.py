@@ -17,30 +17,26 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
-from dtgui.ui.run_session import RunSession
+from dtgui.ui.run_session import RunLife, RunSession
 
 if TYPE_CHECKING:
     from dtgui.launch.runs.run_source import RunSource
     from dtgui.ui.machines.panel import MachinesPanel
 
 
-class RunSessions(QObject):
-    """The window's sessions; the shown one's life is told here as well as by itself."""
+class RunSessions(RunLife):
+    """The window's sessions; the shown one's life is told here as well as by itself
+    (`stateChanged`, `ended`: the shown run's; `progress`, `failed`, `endedWhileClosed`:
+    any session's)."""
 
     made = Signal(object)  # RunSession: a new session, before it starts anything
     shownChanged = Signal(object)  # RunSession: the session shown now (its run started)
     changed = Signal()  # a session came, went, or its run's state changed (the switcher)
-    stateChanged = Signal(str, str)  # state, message: the shown run's (RunSession's)
-    ended = Signal(str, str)  # final state, message: the shown run's end (RunSession's)
     runEnded = Signal(object)  # RunSession: a run followed live ended (shown or not)
-    progress = Signal(str)  # what a launch or reattach is doing
-    failed = Signal(str)  # a launch, reattach or open could not be done: why
-    endedWhileClosed = Signal(object)  # RunRecord of a run that ended while dtgui was closed
 
     def __init__(self, machines: Callable[[], MachinesPanel] | None = None,
                  parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self._machines = machines
+        super().__init__(machines, parent)
         self.sessions: list[RunSession] = []
         self.shown = self._make()  # the next launch's until a run is shown
 

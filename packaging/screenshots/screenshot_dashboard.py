@@ -67,7 +67,9 @@ def _ev(kind: str, task: str, t: float, **fields: object) -> Event:
 
 
 def fill(metrics: LiveRun, *, workers: int, replicas: int, steps: int, done: int,
-         steps_per_epoch: int, failed: bool) -> None:
+         steps_per_epoch: int, failed: bool, lr: float = 0.0) -> None:
+    """A run's events up to step `done`; `lr`: the learning rate its steps report (0: none,
+    no Learning rate panel)."""
     rng = np.random.default_rng(7)
     t0 = 1_700_000_000.0
     per_task = replicas // workers
@@ -99,7 +101,7 @@ def fill(metrics: LiveRun, *, workers: int, replicas: int, steps: int, done: int
             events.append(_ev("step", f"worker:{w}", t, step=step,
                               epoch=(step - 1) // steps_per_epoch + 1, replica_losses=losses,
                               replica_ids=ids, loss=float(np.mean(losses)),
-                              examples_per_sec=float(eps)))
+                              examples_per_sec=float(eps), **({"lr": lr} if lr else {})))
             if step % 2 == 0:
                 util = float(np.clip(78 + 12 * rng.standard_normal(), 5, 100))
                 mem = (610 + 40 * w + 120 * (1 - np.exp(-step / 60))) * 2**20

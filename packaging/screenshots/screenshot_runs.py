@@ -1,5 +1,6 @@
-"""Screenshots of the Runs page in the real main window at 1366x768 and 1920x1080: runs of
-every state and strategy with tags and notes, and a sweep expanded to its trials.
+"""Screenshots of the Runs page in the real main window at 1366x768 and 1920x1080 (and at
+1366x768 beside the machines column): runs of every state and strategy with tags and notes,
+and a sweep expanded to its trials.
 
   xvfb-run -a -s "-screen 0 1920x1080x24" .venv/bin/python packaging/screenshots/screenshot_runs.py OUTDIR
 
@@ -94,7 +95,7 @@ def main() -> int:
                   "finished", [],
                   4 + n, 0.3 / (n + 1), now - 2 * 3600 - n * 300)
 
-    from dtgui.core.runs.run_index import remember_sweep
+    from dtgui.core.runs.records import remember_sweep
     from dtgui.ui.app import make_app
     from dtgui.ui.main_window import MainWindow
 
@@ -114,6 +115,10 @@ def main() -> int:
         window.resize(width, height)
         shots.settle(app, 0.5)
         shots.save(app, window, out / f"runs_page_{width}x{height}.png")
+    window.acts.column.trigger()  # the machines column beside the page (View menu)
+    window.resize(1366, 768)
+    shots.settle(app, 0.5)
+    shots.save(app, window, out / "runs_page_1366x768_column.png")
     return 0
 
 

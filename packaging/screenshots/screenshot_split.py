@@ -5,7 +5,10 @@
 
 Options: --workers N, --size WxH, --limit input|communication|compute; --bundle DIR shows a
 real run's events instead (an exported bundle run with `bash run.sh`), and what its profile
-says of the input when it captured one.
+says of the input when it captured one; --banners shows every bar above the plots at once
+(the saved model, a profile's line in the header and on the card, other processes filling
+the CPU: the verdict's second line) and the Learning rate panel (the CPU card a third of the
+row), for how the plots keep their height under them and the readouts fit.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from screenshot_dashboard import DemoController, fill, save_dashboard, shown_das
 
 from dtgui.core.events import parse_line, read_all
 from dtgui.core.live_run import LiveRun
+from dtgui.core.measure.profile_input import ProfileInput
 from dtgui.launch.trackers.xprof_input import newest_traces
 from dtgui.ui.app import make_app
 from dtgui.worker.plan import Plan
@@ -55,6 +59,19 @@ def add_splits(metrics: LiveRun, workers: int, limit: str, t: float) -> None:
         metrics.add_events([event])
 
 
+def add_banners(metrics: LiveRun, workers: int, t: float) -> None:
+    """A saved model and every task's machine full of other processes' work."""
+    lines = [{"v": 2, "kind": "model_saved", "task": "worker:0", "t": t, "step": 1000,
+              "role": "final", "path": "model/model.keras", "savedmodel": "model/saved_model"}]
+    lines += [{"v": 2, "kind": "device", "task": f"worker:{w}", "t": t + i,
+               "devices": [{"kind": "cpu", "index": 0, "name": "AMD EPYC 7B13", "util": 99.0,
+                            "task_util": 8.0, "mem_used": 700 * 2**20,
+                            "mem_total": 16 * 2**30}]}
+              for w in range(workers) for i in range(8)]
+    events = [parse_line(json.dumps(line)) for line in lines]
+    metrics.add_events([e for e in events if e is not None])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("out", type=Path)
@@ -62,6 +79,7 @@ def main() -> int:
     parser.add_argument("--size", default="1600x1000")
     parser.add_argument("--limit", default="input", choices=sorted(SPLITS))
     parser.add_argument("--bundle", type=Path, default=None)
+    parser.add_argument("--banners", action="store_true")
     args = parser.parse_args()
     app = make_app(sys.argv[:1])
     metrics = LiveRun(2000)
@@ -72,8 +90,10 @@ def main() -> int:
             metrics.add_events(read_all(path))
     else:
         fill(metrics, workers=args.workers, replicas=2 * args.workers, steps=2000, done=1130,
-             steps_per_epoch=250, failed=False)
+             steps_per_epoch=250, failed=False, lr=0.001 if args.banners else 0.0)
         add_splits(metrics, args.workers, args.limit, 1_700_000_000.0 + 1130 * 0.21)
+        if args.banners:
+            add_banners(metrics, args.workers, 1_700_000_000.0 + 1130 * 0.21)
     demo = DemoController(metrics, plan=plan)
     if args.bundle is not None:  # its profile, if it has one, is read onto the card
         demo.output_dir = args.bundle / "output"
@@ -81,6 +101,11 @@ def main() -> int:
                            strategy=str(demo.plan.strategy), device_kind="cpu")
     if args.bundle is not None and newest_traces(demo.output_dir):
         shots.wait_for(app, dash.step_split.profile_label.isVisible, 60)
+    if args.banners:
+        dash.header.set_profile("profiling steps 1131–1150…")
+        dash.step_split.set_profile_inputs([
+            ProfileInput(f"worker:{w}", 1131, 1150, 0.61 if w else 0.02, 4.2)
+            for w in range(args.workers)])
     dash._text_time = 0.0
     dash.refresh()
     return save_dashboard(app, dash, args.out)

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QTabWidget
 
 from dtgui.core.sweeps.sweep import load_sweep
 from dtgui.ui.app import make_app
-from dtgui.ui.dialogs.sweep_dialog import LOG_RANGE, RANGE
+from dtgui.ui.dialogs.sweep_param_row import LOG_RANGE, RANGE
 from dtgui.ui.main_window import MainWindow
 
 
@@ -79,11 +79,8 @@ def main() -> int:
     shots.save(app, gpus, out / "sweep_dialog_gpus.png")
     gpus.reject()
 
-    window.open_sweep(folder)
-    view = window.sweep_view
-    assert view is not None
-    if not shots.wait_for(app, lambda: view.table.rowCount() > 0, 60):
-        print("the sweep view shows no trial", file=sys.stderr)
+    view = shots.sweep_view(app, window, folder)
+    if view is None:
         return 1
     shots.settle(app, 1.5)
     shots.save(app, window, out / "sweep_table.png")

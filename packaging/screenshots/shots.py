@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # Qt is not imported for a benchmark that has no window
     from PySide6.QtWidgets import QApplication, QWidget
 
+    from dtgui.ui.main_window import MainWindow
+    from dtgui.ui.pages.sweep_view import SweepView
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -97,6 +100,17 @@ def shoot(app: QApplication, widget: QWidget, out: Path, name: str, seconds: flo
     """`widget`, settled (`settle`'s `seconds` and `rounds`), saved as OUT/NAME.png."""
     settle(app, seconds, rounds)
     return save(app, widget, out / f"{name}.png")
+
+
+def sweep_view(app: QApplication, window: MainWindow, folder: Path) -> SweepView | None:
+    """The sweep in `folder` opened in `window`, once its view shows a trial (None: it showed
+    none in a minute, said on stderr)."""
+    window.open_sweep(folder)
+    view = window.sweep_view
+    if view is None or not wait_for(app, lambda: view.table.rowCount() > 0, 60):
+        print("the sweep view shows no trial", file=sys.stderr)
+        return None
+    return view
 
 
 def out_dir(argv: list[str]) -> Path | None:

@@ -8,9 +8,13 @@ across replicas and workers) and in dtgui's reporting. `StepSplit.from_event` re
 them). `verdict(splits)` names the limit of the run, the task where it is worst, its share of
 the step and what to change. It is decided with hysteresis: a limit other than the one shown
 (`previous`) must pass its threshold by HYSTERESIS, the one shown keeps its place until it
-falls as far below, so that noise does not flip it. When the machine's CPU is full and other
-processes take much of it (`CpuLoad`, from the telemetry's `device` events), that is named as
-the limit rather than the part of the step it slows.
+falls as far below, so that noise does not flip it. The verdict leads with the part of the
+step that limits the run and its advice; when the machine's CPU is full and other processes
+take much of it (`CpuLoad`, from the telemetry's `device` events) and that part is one they
+can slow (compute on CPUs, the input pipeline), a second line says so (`Verdict.crowded`):
+compute on a CPU shared with other programs is slowed by them for certain, an input pipeline
+only where it computes on the CPU (one that waits on files, the network or a sleep is not sped
+up by an idle machine), so its line says which.
 
 A `split` event (schema 2, added fields are optional):
 ``{"kind": "split", "task": ..., "step": last step measured, "steps": steps in the window,
@@ -231,6 +235,7 @@ class Verdict:
     advice: str = ""
     device: str = ""  # memory: the device ("gpu0", "cpu0")
     time: Verdict | None = None  # memory: the step time's verdict beside it
+    crowded: Verdict | None = None  # other processes' CPU use slowing that part ("cpu")
 
     @property
     def known(self) -> bool:
@@ -261,6 +266,8 @@ class Verdict:
         if not self.limit:
             return self.advice or "Where the time goes: not measured yet"
         line = f"{self.figure} — {self.advice}"
+        if self.crowded is not None:
+            line += f"; {self.crowded.figure} — {self.crowded.advice}"
         if self.time is not None and self.time.known:
             line += f". Step time: {self.time.text}"
         return line
@@ -268,14 +275,20 @@ class Verdict:
 
 def advice(limit: str, facts: RunFacts = RunFacts(), step: str = "", share: float = 0.0) -> str:
     """What to change for a run limited by `limit`, given what the run already does (`step`:
-    for CPU, the part of the step it slows, as the step time's figure says it; `share`: the
-    limit's share of a step, for the gain a lever predicts)."""
+    for CPU, the part of the step it slows: COMPUTE or INPUT; `share`: the limit's share of a
+    step, for the gain a lever predicts)."""
     batch = f" (now {facts.per_replica_batch})" if facts.per_replica_batch else ""
     fewer = f" (now {facts.replicas})" if facts.replicas else ""
     if limit == CPU:
-        slowed = f" ({step})" if step else ""
-        return (f"other programs on the machine slow the steps{slowed}: close or pause "
-                f"them, train on an idle machine, or train fewer replicas there{fewer}")
+        act = (f"close or pause them, train on an idle machine, or train fewer replicas "
+               f"there{fewer}")
+        if step == INPUT and not facts.builtin_data:
+            return ("they slow the input pipeline only where it computes on the CPU "
+                    f"(decoding, .map): if it does, {act}; a pipeline that waits on files, "
+                    "the network or a sleep is not sped up by an idle machine")
+        slowed = "the demo's input pipeline" if step == INPUT else \
+            "the compute" if step == COMPUTE else "the steps"
+        return f"other programs on the machine slow {slowed}: {act}"
     if limit == INPUT and facts.builtin_data:
         return ("the device waits for the demo's data (dtgui's own input pipeline): free the "
                 f"CPU other programs use, train fewer replicas on this machine{fewer}, or a "
@@ -319,12 +332,12 @@ def advice(limit: str, facts: RunFacts = RunFacts(), step: str = "", share: floa
 
 def verdict(splits: Iterable[StepSplit], facts: RunFacts = RunFacts(),
             memory: Iterable[DeviceMemory] = (), loads: Iterable[CpuLoad] = (),
-            previous: str = "") -> Verdict:
+            previous: str = "", crowded: bool = False) -> Verdict:
     """The limit of a run: memory when a device came near its limit (dtgui.core.measure.memory:
     the fullest, with the step time's verdict beside it: out-of-memory ends a run, slowness
     does not), else from its tasks' splits and CPU loads (`time_verdict`; `previous`: the
-    limit shown so far, for the hysteresis)."""
-    step_time = time_verdict(splits, facts, loads, previous)
+    limit shown so far, `crowded`: whether its CPU line was, for the hysteresis)."""
+    step_time = time_verdict(splits, facts, loads, previous, crowded)
     near = [d for d in memory if d.near_limit]
     if not near:
         return step_time
@@ -341,23 +354,27 @@ def _threshold(limit: str, share: float, previous: str) -> float:
 
 
 def time_verdict(splits: Iterable[StepSplit], facts: RunFacts = RunFacts(),
-                 loads: Iterable[CpuLoad] = (), previous: str = "") -> Verdict:
+                 loads: Iterable[CpuLoad] = (), previous: str = "",
+                 crowded: bool = False) -> Verdict:
     """The limit of a run from its tasks' splits: input or communication where either takes
     BOUND_SHARE of a step on some task (the larger wins), dtgui's reporting past
-    REPORTING_SHARE, else compute (at the task where it takes the largest share). An input or
-    (on CPUs) compute limit is other processes' CPU use (CPU) where they take OTHERS_SHARE of
-    a machine BUSY_SHARE busy. Each threshold with hysteresis (`previous`: the limit shown)."""
+    REPORTING_SHARE, else compute (at the task where it takes the largest share). Beside an
+    input or (on CPUs) compute limit, other processes' CPU use (`Verdict.crowded`) where they
+    take OTHERS_SHARE of a machine BUSY_SHARE busy. Each threshold with hysteresis
+    (`previous`: the limit shown; `crowded`: whether the CPU's line was shown)."""
     splits = [s for s in splits if s.seconds_per_step > 0]
     if not splits:
         return Verdict("")
-    part = _part_verdict(splits, facts, "" if previous == CPU else previous)
+    part = _part_verdict(splits, facts, previous)
     if part.limit == INPUT or (part.limit == COMPUTE and not facts.gpu):
-        busy = BUSY_SHARE - HYSTERESIS if previous == CPU else BUSY_SHARE
-        others = _threshold(CPU, OTHERS_SHARE, previous)
-        crowded = [load for load in loads if load.busy >= busy and load.others >= others]
-        if crowded:
-            worst = max(crowded, key=lambda load: (load.others, load.task))
-            return Verdict(CPU, worst.others, worst.task, advice(CPU, facts, part.figure))
+        before = CPU if crowded else ""
+        busy = BUSY_SHARE - HYSTERESIS if crowded else BUSY_SHARE
+        others = _threshold(CPU, OTHERS_SHARE, before)
+        full = [load for load in loads if load.busy >= busy and load.others >= others]
+        if full:
+            worst = max(full, key=lambda load: (load.others, load.task))
+            return replace(part, crowded=Verdict(CPU, worst.others, worst.task,
+                                                 advice(CPU, facts, part.limit)))
     return part
 
 

@@ -46,6 +46,8 @@ class RunSummary:
     final_loss: float | None = None
     best_val_loss: tuple[float, int] | None = None  # (value, step)
     best_val_metric: tuple[str, float, int] | None = None  # (name, value, step)
+    # (name, value): what the run is listed with (RunCurves.best_validation)
+    listed_val: tuple[str, float] | None = None
     loss: Curve = field(default_factory=Curve)  # mean training loss over every replica
     validation: dict[str, Curve] = field(default_factory=dict)  # "loss" and each metric
     limit: Verdict = field(default_factory=lambda: Verdict(""))  # where the time went
@@ -116,6 +118,7 @@ def _fold(summary: RunSummary, curves: RunCurves) -> None:
     summary.validation = curves.validation_curves()
     summary.limit = verdict(curves.splits.values(), summary.facts, curves.memory.devices(),
                             curves.cpu_loads())
+    summary.listed_val = curves.best_validation()
     val_loss = summary.validation.get("loss")
     if val_loss is not None:
         summary.best_val_loss = best_point(val_loss.steps, val_loss.values, "loss")

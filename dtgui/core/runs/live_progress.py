@@ -1,10 +1,11 @@
-"""How far a running run is and its newest loss, read from its local events files without
-folding them (the Runs page's live rows of runs this app does not follow: kept training
+"""How far a running run is, its newest loss and its best validation value so far, read from
+its local events files without folding them (the Runs page's live rows of runs this app does not follow: kept training
 by a watcher, started by the queue or by `dtgui run`).
 
 `EventsProgress` reads only the bytes appended since its last look (from the last
 TAIL_BYTES of each file the first time: a long run is not read whole), and keeps a handful of
-numbers: memory and time grow with the new lines, not with the run's length. Its progress is a
+numbers (each validation metric's best of the lines read): memory and time grow with the new
+lines, not with the run's length. Its progress is a
 `ScriptProgress` (what a script told, else the steps against the plan's), whose pace gives
 the time left. Pure Python; it blocks on the disk: not on a UI thread.
 """
@@ -14,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from dtgui.core.events import Event, EventTail
+from dtgui.core.curve_values import best_validation, better
+from dtgui.core.events import Event, EventTail, as_number
 from dtgui.core.run_tasks import task_key
 from dtgui.core.runs.records import RunHistory, RunRecord
 from dtgui.core.scripts.script_progress import ScriptProgress
@@ -47,6 +49,7 @@ class EventsProgress:
         self.steps = ScriptProgress(unit="step")  # dtgui's loop: its steps
         self.script = ScriptProgress()  # a script's own progress, when it tells one
         self.loss: float | None = None
+        self.validation: dict[str, float] = {}  # each validation metric's best ("loss" too)
         self._main = ""  # the task whose start paces the run
 
     def read(self) -> None:
@@ -88,6 +91,12 @@ class EventsProgress:
                     self.loss = loss
         elif kind == "progress" and event.task == (self._main or event.task):
             self.script.add(event)
+        elif kind == "validation":
+            values = {"loss": event.get("loss"), **(event.get("metrics") or {})}
+            for name, value in values.items():
+                number, key = as_number(value), str(name)
+                if number is not None and better(key, number, self.validation.get(key)):
+                    self.validation[key] = number
         elif kind == "finished":
             loss = event.number("loss")
             if loss is not None:
@@ -101,6 +110,7 @@ class LiveFacts:
     record: RunRecord | None  # its record (None: unreadable now)
     progress: ScriptProgress
     loss: float | None
+    best_val: tuple[str, float] | None  # (name, value): its best validation value so far
 
 
 def read_live(folder: str, reader: EventsProgress) -> LiveFacts:
@@ -108,4 +118,4 @@ def read_live(folder: str, reader: EventsProgress) -> LiveFacts:
     record = RunHistory.read(Path(folder))
     reader.read()
     return LiveFacts(record, reader.progress(record.created if record is not None else None),
-                     reader.loss)
+                     reader.loss, best_validation(reader.validation))

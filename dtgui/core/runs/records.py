@@ -354,8 +354,11 @@ class RunHistory:
         return next((r for r in self.records() if r.run_id == run_id), None)
 
     def lookup(self, text: str) -> RunRecord:
-        """The run `text` names: its id, its folder's name, or its run name when one run has
-        it. LookupError says why none is."""
+        """The run `text` names: its folder (a path holding its record, wherever it is), its
+        id, its folder's name, or its run name when one run has it. LookupError says why
+        none is."""
+        if (Path(text) / RECORD_NAME).is_file():
+            return RunRecord.load(Path(text))
         records = self.records()
         for exact in (lambda r: r.run_id == text, lambda r: Path(r.bundle).name == text):
             found = [r for r in records if exact(r)]

@@ -175,11 +175,8 @@ def summarize(row: RunRow) -> None:
     row.total_steps = summary.steps
     if row.final_loss is None:  # the record's, when the run's end wrote one
         row.final_loss = summary.final_loss
-    if summary.best_val_loss is not None:
-        row.best_val, row.best_val_name = summary.best_val_loss[0], "val_loss"
-    elif summary.best_val_metric is not None:  # a script that validates a metric only
-        name, value, _ = summary.best_val_metric
-        row.best_val, row.best_val_name = value, f"val_{name}"
+    if summary.listed_val is not None:  # its loss's best, else its preferred metric's
+        row.best_val_name, row.best_val = summary.listed_val
     row.summarized = True
 
 

@@ -155,6 +155,19 @@ class ServerLinkDialog(QDialog):
         run_in_thread(lambda: try_browser(url), lambda _asked: None, context=self)
 
 
+def place_at_top(dialog: QWidget, parent: QWidget) -> None:
+    """The dialog at the top right of the parent's window, over its toolbar and the run's
+    header rather than in its middle, where it would hide the loss plot while it stays
+    open (it is not modal: the address is kept to copy)."""
+    window = parent.window()
+    frame = window.frameGeometry()
+    inner = window.geometry()
+    size = dialog.frameGeometry().size()
+    margin = 12
+    x = max(frame.left(), inner.right() - size.width() - margin)
+    dialog.move(x, inner.top() + margin)
+
+
 def open_service(parent: QWidget, service: str, page: Page) -> ServerLinkDialog:
     """Show `service`'s dialog and run `page` (start the server, saying each step to the
     function it is given; return the page's URL or ServicePage) then ask the browser, off
@@ -169,6 +182,7 @@ def open_service(parent: QWidget, service: str, page: Page) -> ServerLinkDialog:
     dialog.starting()
     dialog.copy_button.setText("Copy")
     dialog.show()
+    place_at_top(dialog, parent)
     dialog.raise_()
 
     def start() -> tuple[ServicePage, bool]:

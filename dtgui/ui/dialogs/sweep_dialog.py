@@ -1,24 +1,21 @@
 """The dialog that sets up a sweep of a run setup (docs/sweeps.md): a row a varied parameter
-(which setting, its space: a list of values or a range, uniform or log-uniform, of ints or
-floats), then the search, the trials, how many at once, the objective and its direction, the
-pruner, the machines its trials run on, the study's storage and the sweep's folder.
+(`sweep_param_row.ParamRow`), then the search, the trials, how many at once, the objective
+and its direction, the pruner, the machines its trials run on (`sweep_machines`), the
+study's storage and the sweep's folder.
 
 Every problem is shown as it is typed, beside the row it belongs to: a row's own (an empty or
-inverted range: `dtgui.core.sweeps.sweep.parse_param`) and the run setup's (a setting the chosen model
-or script cannot take, a value it refuses: `dtgui.core.sweeps.sweep.check`). Start sweep is enabled
-once there is none. For a GPU run setup, the machines' last GPU figures (given by the machines
-panel: nothing is asked here) say how many trials can run at once; more than that is said
-(they will wait). A row reads and writes the `NAME=SPACE` text `dtgui sweep --param` takes,
-so the form and the command line share one parser.
+inverted range: `dtgui.core.sweeps.sweep.parse_param`) and the run setup's (a setting the
+chosen model or script cannot take, a value it refuses: `dtgui.core.sweeps.sweep.check`), in
+the form's words (`sweep_words`). Start sweep is enabled once there is none. For a GPU run
+setup, the machines' last GPU figures say how many trials can run at once; more than that is
+said (they will wait).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -30,301 +27,35 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
-    QListWidget,
-    QListWidgetItem,
     QPushButton,
     QScrollArea,
-    QSizePolicy,
     QSpinBox,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
 from dtgui.core.machines.hardware import GpuInfo
 from dtgui.core.machines.registry import Machine
-from dtgui.core.plans.plan import LOCAL_MACHINE, Plan
+from dtgui.core.plans.plan import Plan
 from dtgui.core.sweeps.sweep import (
     DEFAULT_OBJECTIVE,
-    PLAN_FIELDS,
     PRUNERS,
     SEARCHES,
     SWEEP_FILE,
     Param,
-    SpaceKind,
     SweepError,
     SweepSpec,
     check,
     default_pruner,
     new_sweep_folder,
-    parse_param,
 )
-from dtgui.core.target_job import TargetJob
-from dtgui.launch.drivers import Refused, owner_of, trial_job
-from dtgui.launch.gpus.free_slots import GpuReport, free_groups, per_trial_gpus
+from dtgui.ui.dialogs.sweep_machines import TrialMachines
+from dtgui.ui.dialogs.sweep_param_row import SETTINGS, STARTING_SPACE, ParamRow
+from dtgui.ui.dialogs.sweep_words import ERROR_STYLE, in_words
 
-ERROR_STYLE = "color: #b00020"
-JOB_ROLE = Qt.ItemDataRole.UserRole + 1  # a "Trials run on" item whose trials are jobs there
-# The settings a row may vary: (what the user reads, the parameter's name).
-SETTINGS = (
-    ("learning rate", "lr"), ("batch size (per replica)", "batch-size"),
-    ("optimizer", "optimizer"), ("weight decay", "weight-decay"), ("momentum", "momentum"),
-    ("learning-rate schedule", "schedule"), ("warm-up steps", "warmup"),
-    ("clip norm", "clip-norm"), ("gradient accumulation", "grad-accumulation"),
-    ("steps", "steps"), ("seed", "seed"),
-)
-DTGUI_VALUE, SCRIPT_ARG, SCRIPT_ENV = "dtgui", "arg", "env"  # rows that need a name typed
-NAMED = (("a DTGUI_* value…", DTGUI_VALUE), ("a script argument…", SCRIPT_ARG),
-         ("a script variable…", SCRIPT_ENV))
-NAME_HINTS = {DTGUI_VALUE: "DTGUI_STEPS", SCRIPT_ARG: "--dropout", SCRIPT_ENV: "DROPOUT"}
-NAME_WHAT = {DTGUI_VALUE: "the DTGUI_* value", SCRIPT_ARG: "your script's argument",
-             SCRIPT_ENV: "your script's variable"}
-# A first space for each setting, so that a new row is already a sensible one.
-STARTING_SPACE = {
-    "lr": "loguniform:1e-4:1e-1", "batch-size": "choice:16,32,64",
-    "optimizer": "choice:adam,sgd", "weight-decay": "loguniform:1e-5:1e-2",
-    "momentum": "uniform:0.8:0.99", "schedule": "choice:constant,cosine",
-    "warmup": "int:0:100", "clip-norm": "uniform:0.5:5", "grad-accumulation": "choice:1,2,4",
-    "steps": "choice:100,200", "seed": "int:0:9",
-}
-# What each setting's values are: "int", "float" or "str" (names: a list only).
-SETTING_KINDS = {name: parse_param(f"{name}={space}").kind
-                 for name, space in STARTING_SPACE.items()}
-# What a list of values of each setting looks like (the placeholder of its values field).
-LIST_EXAMPLES = {
-    "lr": "0.0001, 0.001, 0.01", "batch-size": "16, 32, 64", "optimizer": "adam, sgd",
-    "weight-decay": "0.00001, 0.0001, 0.001", "momentum": "0.8, 0.9, 0.99",
-    "schedule": "constant, cosine", "warmup": "0, 50, 100", "clip-norm": "0.5, 1, 5",
-    "grad-accumulation": "1, 2, 4", "steps": "100, 200", "seed": "1, 2, 3",
-}
-LIST, RANGE, LOG_RANGE = "list of values", "range (uniform)", "range (log-uniform)"
-SPACES = (LIST, RANGE, LOG_RANGE)
 OBJECTIVES = (DEFAULT_OBJECTIVE, "val_accuracy", "loss")
 DEMO_PARAMS = ("lr=loguniform:1e-4:1e-1", "batch-size=choice:16,32,64")
 SCRIPT_PARAMS = ("lr=loguniform:1e-4:1e-1",)
-
-
-def _space_kind(space: str, number: str) -> SpaceKind:
-    if space == LIST:
-        return SpaceKind.CHOICE
-    if space == LOG_RANGE:
-        return SpaceKind.LOGINT if number == "int" else SpaceKind.LOGUNIFORM
-    return SpaceKind.INT if number == "int" else SpaceKind.UNIFORM
-
-
-class ParamRow(QWidget):
-    """One varied parameter: which setting, its space, its values; its problems below it."""
-
-    changed = Signal()
-    removed = Signal(object)  # ParamRow: this row, the user removed it
-
-    def __init__(self, text: str = "lr=" + STARTING_SPACE["lr"],
-                 parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setting = QComboBox()
-        for label, name in SETTINGS + NAMED:
-            self.setting.addItem(label, name)
-        self.setting.setToolTip("The setting this row varies")
-        self.name_edit = QLineEdit()
-        self.name_edit.setToolTip("DTGUI_NAME (a value dtgui sets), --option (your script's "
-                                  "argument) or NAME (your script's variable)")
-        self.space = QComboBox()
-        self.space.addItems(list(SPACES))
-        self.number = QComboBox()
-        self.number.addItems(["float", "int"])
-        self.number.setToolTip("Whole numbers (int) or any number (float)")
-        self.values = QLineEdit()
-        self.values.setPlaceholderText("values, separated by commas")
-        self.low = QLineEdit()
-        self.low.setPlaceholderText("lowest")
-        self.high = QLineEdit()
-        self.high.setPlaceholderText("highest")
-        self.remove = QToolButton()
-        self.remove.setText("✕")
-        self.remove.setToolTip("Do not vary this parameter")
-        self.remove.clicked.connect(lambda: self.removed.emit(self))
-        self.error = QLabel("")
-        self.error.setWordWrap(True)
-        self.error.setStyleSheet(ERROR_STYLE)
-        self.error.hide()
-        line = QHBoxLayout()
-        line.setContentsMargins(0, 0, 0, 0)
-        line.addWidget(self.setting)
-        line.addWidget(self.name_edit)
-        line.addWidget(self.space)
-        line.addWidget(self.number)
-        line.addWidget(self.values, 2)
-        line.addWidget(self.low, 1)
-        self._to_label = QLabel("to")
-        self._to_label.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Preferred)
-        line.addWidget(self._to_label)
-        line.addWidget(self.high, 1)
-        line.addWidget(self.remove)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 2, 0, 2)
-        layout.setSpacing(2)
-        layout.addLayout(line)
-        layout.addWidget(self.error)
-        self.load(text)
-        self.setting.currentIndexChanged.connect(self._setting_changed)
-        self.space.currentIndexChanged.connect(self._shape)
-        for signal in (self.setting.currentIndexChanged, self.space.currentIndexChanged,
-                       self.number.currentIndexChanged, self.name_edit.textChanged,
-                       self.values.textChanged, self.low.textChanged, self.high.textChanged):
-            signal.connect(self.changed)
-
-    # -- text <-> form ------------------------------------------------------------------------
-    def load(self, text: str) -> None:
-        """Show `NAME=SPACE` (as `--param` takes it) in the row's fields, unchecked."""
-        name, _, spec = text.partition("=")
-        kind, _, rest = spec.partition(":")
-        setting, typed = _setting_of(name.strip())
-        widgets = (self.setting, self.space, self.number, self.name_edit, self.values,
-                   self.low, self.high)
-        for widget in widgets:
-            widget.blockSignals(True)
-        self.setting.setCurrentIndex(max(0, self.setting.findData(setting)))
-        self.name_edit.setText(typed)
-        try:
-            space = SpaceKind(kind.strip().lower())
-        except ValueError:
-            space = SpaceKind.CHOICE
-        self.space.setCurrentText(LIST if space is SpaceKind.CHOICE else
-                                  LOG_RANGE if space.is_log else RANGE)
-        self.number.setCurrentText("int" if space.is_int else "float")
-        if space is SpaceKind.CHOICE:
-            self.values.setText(rest)
-        else:
-            low, _, high = rest.partition(":")
-            self.low.setText(low)
-            self.high.setText(high)
-        for widget in widgets:
-            widget.blockSignals(False)
-        self._shape()
-
-    def name(self) -> str:
-        """The parameter's name as `--param` takes it ("" when a name is still to be typed)."""
-        setting = str(self.setting.currentData())
-        typed = self.name_edit.text().strip()
-        if setting == DTGUI_VALUE:
-            return typed
-        if setting == SCRIPT_ARG:
-            return typed if not typed or typed.startswith("-") else f"--{typed}"
-        if setting == SCRIPT_ENV:
-            return f"env:{typed}" if typed else ""
-        return setting
-
-    def text(self) -> str:
-        """The row as `NAME=SPACE`."""
-        kind = _space_kind(self.space.currentText(), self.number.currentText())
-        if kind is SpaceKind.CHOICE:
-            return f"{self.name()}=choice:{self.values.text().strip()}"
-        return f"{self.name()}={kind.value}:{self.low.text().strip()}:{self.high.text().strip()}"
-
-    def param_or_problems(self) -> tuple[Param | None, list[str]]:
-        """The row's parameter, or None and what is wrong."""
-        setting = str(self.setting.currentData())
-        if not self.name():
-            return None, [f"Type the name of {NAME_WHAT[setting]}, e.g. {NAME_HINTS[setting]}."]
-        label = self.label()
-        if self.space.currentText() == LIST:
-            if not [v for v in self.values.text().split(",") if v.strip()]:
-                return None, [_sentence(f"{label}: type its values, separated by commas.")]
-        elif not self.low.text().strip() or not self.high.text().strip():
-            return None, [_sentence(f"{label}: type the lowest and the highest value.")]
-        try:
-            return parse_param(self.text()), []
-        except SweepError as exc:
-            return None, [in_words(p, {self.name(): label}) for p in exc.problems]
-
-    def label(self) -> str:
-        """The parameter as the user reads it: "learning rate", or the name typed."""
-        setting = str(self.setting.currentData())
-        return dict((n, t) for t, n in SETTINGS).get(setting) or self.name()
-
-    def show_problems(self, problems: list[str]) -> None:
-        self.error.setText("\n".join(problems))
-        self.error.setVisible(bool(problems))
-
-    # -- shape ----------------------------------------------------------------------------
-    def _setting_changed(self) -> None:
-        setting = str(self.setting.currentData())
-        if setting in STARTING_SPACE:
-            self.load(f"{setting}={STARTING_SPACE[setting]}")
-        else:
-            self.name_edit.setPlaceholderText(NAME_HINTS[setting])
-            self._shape()
-
-    def _shape(self) -> None:
-        """Only the fields the row's kind of setting and space use are shown; a setting
-        whose values are whole numbers, numbers or names fixes what the row may choose."""
-        setting = str(self.setting.currentData())
-        kind = SETTING_KINDS.get(setting, "")
-        if kind == "str" and self.space.currentText() != LIST:
-            self.space.setCurrentText(LIST)  # names: a list (this calls _shape again)
-            return
-        if kind in ("int", "float") and self.number.currentText() != kind:
-            self.number.setCurrentText(kind)
-        self.space.setEnabled(kind != "str")
-        self.number.setEnabled(not kind)
-        self.name_edit.setVisible(setting in NAME_HINTS)
-        example = LIST_EXAMPLES.get(setting, "1, 2, 3" if kind or self.number.currentText()
-                                    == "int" else "0.1, 0.5")
-        self.values.setPlaceholderText(f"values, separated by commas: {example}")
-        if setting in NAME_HINTS:
-            self.name_edit.setPlaceholderText(NAME_HINTS[setting])
-        listed = self.space.currentText() == LIST
-        self.values.setVisible(listed)
-        for widget in (self.number, self.low, self.high, self._to_label):
-            widget.setVisible(not listed)
-
-
-def _setting_of(name: str) -> tuple[str, str]:
-    """The row's setting for a parameter name, and the name typed in its own field."""
-    names = {n for _, n in SETTINGS}
-    if name in names:
-        return name, ""
-    field = PLAN_FIELDS.get(name) or PLAN_FIELDS.get(name.replace("_", "-"))
-    if name.startswith("DTGUI_"):
-        return DTGUI_VALUE, name
-    if field is not None:  # another name of a setting a row offers
-        for n in names:
-            if PLAN_FIELDS.get(n) == field:
-                return n, ""
-    if name.startswith("env:"):
-        return SCRIPT_ENV, name[4:]
-    return SCRIPT_ARG, name.removeprefix("arg:")
-
-
-# The command line's syntax in a problem, and what the form says instead.
-_SYNTAX = (
-    (re.compile(r"^--param "), ""),
-    (re.compile(r" \(choice:[^)]*\)"), ""),
-    (re.compile(r"use int:LOW:HIGH or logint:LOW:HIGH \(or a list\)"),
-     "choose int, or a list of values"),
-    (re.compile(r"for one value use choice:VALUE"), "for one value use a list of values"),
-    (re.compile(r"LOW must be below HIGH"), "the lowest must be below the highest"),
-    (re.compile(r"a range is \w+:LOW:HIGH"), "a range needs its lowest and highest value"),
-    (re.compile(r" \((?:int|logint|uniform|loguniform):[^)]*\)"), ""),
-    (re.compile(r" \(--param NAME=SPACE\)"), ""),
-)
-
-
-def in_words(problem: str, labels: dict[str, str]) -> str:
-    """A problem of the sweep's checks (written for `dtgui sweep --param`) as the form says
-    it: without the command line's syntax, each parameter by the name the form shows."""
-    for pattern, words in _SYNTAX:
-        problem = pattern.sub(words, problem)
-    for name, label in labels.items():
-        if name and label and name != label:
-            problem = re.sub(rf"^{re.escape(name)}=", f"{label} ", problem)
-            problem = re.sub(rf"^{re.escape(name)}(?=[: ])", label, problem)
-            problem = re.sub(rf"(?<=for ){re.escape(name)}\b", label, problem)
-    return _sentence(problem)
-
-
-def _sentence(text: str) -> str:
-    return text[:1].upper() + text[1:]
 
 
 class SweepDialog(QDialog):
@@ -339,33 +70,7 @@ class SweepDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle(f"Sweep of {plan.run_name}")
         self.base_plan = plan
-        self.gpus = dict(gpus or {})
-        self.owners = {m.name: d for m in job_machines if (d := owner_of(m)) is not None}
-        self.job_machines = {m.name: m for m in job_machines if m.name in self.owners}
-        self.machines_list = QListWidget()
-        self.machines_list.setToolTip(
-            "Each trial runs whole on one of the checked machines (on a GPU run setup, a trial "
-            "per free GPU, or group of GPUs, of each); more at once than free places wait. "
-            "A cluster with a scheduler (Slurm), checked alone: each trial is a job of its own "
-            "in its queue, placed by its scheduler, as many queued at once as asked")
-        names = [LOCAL_MACHINE, *(n for n in machines or [] if n not in self.job_machines)]
-        for name in [*names, *self.job_machines]:
-            text = ("this machine" if name == LOCAL_MACHINE else name) + self._gpu_text(name)
-            if name in self.job_machines:
-                text = self.owners[name].trial_target_text(self.job_machines[name])
-            item = QListWidgetItem(text)
-            item.setData(Qt.ItemDataRole.UserRole, name)
-            item.setData(JOB_ROLE, name in self.job_machines)
-            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
-            item.setCheckState(Qt.CheckState.Checked if name == LOCAL_MACHINE
-                               else Qt.CheckState.Unchecked)
-            self.machines_list.addItem(item)
-        self.machines_list.setMaximumHeight(22 * min(4, self.machines_list.count()) + 8)
-        placed = bool(plan.tasks) and any(not t.is_local for t in plan.tasks)
-        self.machines_list.setEnabled(not placed)
-        if placed:
-            self.machines_list.setToolTip("This run setup places its tasks on registered "
-                                          "machines: every trial runs there")
+        self.machines_list = TrialMachines(plan, machines, gpus, job_machines)
         self.param_rows: list[ParamRow] = []
         self._rows_box = QVBoxLayout()
         self._rows_box.setContentsMargins(0, 0, 0, 0)
@@ -532,7 +237,7 @@ class SweepDialog(QDialog):
         return self._spec_of(params)
 
     def _spec_of(self, params: list[Param]) -> SweepSpec:
-        job, _ = self.trial_job()
+        job, _ = self.machines_list.trial_job()
         return SweepSpec(params=tuple(params),
                          trials=self.trials_spin.value(),
                          parallel=self.parallel_spin.value(),
@@ -541,34 +246,9 @@ class SweepDialog(QDialog):
                          direction=str(self.direction_box.currentData()),
                          pruner=str(self.pruner_box.currentData()),
                          storage=self.storage_edit.text().strip(),
-                         trial_on=() if job is not None else tuple(self.trial_on()),
+                         trial_on=() if job is not None else tuple(
+                             self.machines_list.trial_on()),
                          job=job)
-
-    def _checked(self) -> list[str]:
-        """The names checked (machines, and those whose trials are jobs)."""
-        if not self.machines_list.isEnabled():
-            return []
-        return [str(item.data(Qt.ItemDataRole.UserRole))
-                for item in (self.machines_list.item(i)
-                             for i in range(self.machines_list.count()))
-                if item is not None and item.checkState() == Qt.CheckState.Checked]
-
-    def trial_on(self) -> list[str]:
-        """The machines checked, when they are not just this one (then: [], the default)."""
-        names = [n for n in self._checked() if n not in self.job_machines]
-        return [] if names == [LOCAL_MACHINE] else names
-
-    def trial_job(self) -> tuple[TargetJob | None, str]:
-        """The job each trial is when a machine whose trials are jobs is checked (its
-        driver's `trial_job`), else None; and why its defaults make no job ("" when they
-        do)."""
-        chosen = [n for n in self._checked() if n in self.job_machines]
-        if not chosen:
-            return None, ""
-        try:
-            return trial_job(self.base_plan, self.job_machines[chosen[0]]), ""
-        except Refused as exc:
-            return None, str(exc)
 
     def folder(self) -> Path | None:
         text = self.folder_edit.text().strip()
@@ -595,17 +275,7 @@ class SweepDialog(QDialog):
                 by_row[index].append(in_words(problem, labels))
             elif rows_read:
                 others.append(in_words(problem, labels))
-        if self.machines_list.isEnabled() and not any(
-                item is not None and item.checkState() == Qt.CheckState.Checked
-                for item in (self.machines_list.item(i)
-                             for i in range(self.machines_list.count()))):
-            others.append("Check at least one machine for the trials to run on.")
-        checked = self._checked()
-        jobs_on = [n for n in checked if n in self.job_machines]
-        if jobs_on and len(checked) > 1:
-            others.append(f"{jobs_on[0]} takes every trial (its scheduler places each "
-                          "trial's job): check it alone.")
-        others += [why for why in [self.trial_job()[1]] if why]
+        others += self.machines_list.problems()
         folder = self.folder()
         if folder is None:
             others.append("Choose the sweep's folder.")
@@ -617,36 +287,9 @@ class SweepDialog(QDialog):
         self.problems.setText("\n".join(others))
         return [p for i in sorted(by_row) for p in by_row[i]] + others
 
-    def _gpu_text(self, name: str) -> str:
-        """" — 3 of 4 GPUs free" for a GPU run setup, by the machine's last figures."""
-        if not self.base_plan.on_gpu or name not in self.gpus:
-            return ""
-        gpus = self.gpus[name]
-        return f" — {len(GpuReport(gpus).idle())} of {len(gpus)} GPU(s) free" if gpus \
-            else " — no GPU found"
-
-    def capacity_text(self) -> str:
-        """For a GPU run setup: how many trials the checked machines' free GPUs take at once,
-        when fewer than asked ("" otherwise, or when their GPUs are not known yet)."""
-        plan = self.base_plan
-        names = self.trial_on() or [LOCAL_MACHINE]
-        if self.trial_job()[0] is not None:  # its scheduler places the trials' jobs
-            return ""
-        if not plan.on_gpu or not self.machines_list.isEnabled() \
-                or any(n not in self.gpus for n in names):
-            return ""
-        per_trial = per_trial_gpus(plan)
-        groups = len(free_groups({n: GpuReport(self.gpus[n]) for n in names}, per_trial))
-        asked = self.parallel_spin.value()
-        if groups >= asked:
-            return ""
-        return (f"{asked} trials at once were asked, but the machines checked have {groups} "
-                f"group(s) of {per_trial} free GPU(s) by their last figures: the other trials "
-                "will wait for one.")
-
     def _update(self) -> None:
         self._fit_trials_to_grid()
-        self.capacity.setText(self.capacity_text())
+        self.capacity.setText(self.machines_list.capacity_text(self.parallel_spin.value()))
         self.capacity.setVisible(bool(self.capacity.text()))
         problems = self.problems_now()
         ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)

@@ -17,12 +17,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QPalette
+from PySide6.QtCore import QEvent, QObject, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QPalette, QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
     QInputDialog,
     QMessageBox,
+    QScrollArea,
+    QSizePolicy,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -65,6 +67,13 @@ BACKLOG_MS = 10
 CONFIRM_STOP_SECONDS = 60.0  # Stop asks first once the run has gone on this long
 DEFAULT_PROFILE_STEPS = 20  # what "Profile N steps…" offers: enough steps for XProf's averages
 TEXT_SECONDS = 0.25  # numbers are for reading: at most 4 updates a second (plots: 20)
+# The loss row's height it keeps whatever the banners above it say (the saved model, the
+# bottleneck card, a profile's line): about 100 px of plot under its two rows of controls.
+LOSS_ROW_MIN_HEIGHT = 186
+# The banners' height they keep when they hold more than the plots leave them (then they
+# scroll): two lines, so that all of it fits a 1366x768 screen with the header's profile
+# line.
+BANNERS_MIN_HEIGHT = 60
 
 
 # what a capture does, costs (measured: 20 steps of a 2-worker MultiWorkerMirrored run trained
@@ -99,6 +108,48 @@ def give_share(splitter: QSplitter, index: int, share: float) -> None:
     others = sum(size for i, size in enumerate(sizes) if i != index) or 1
     splitter.setSizes([wanted if i == index else int(size * (total - wanted) / others)
                        for i, size in enumerate(sizes)])
+
+
+class BannerArea(QScrollArea):
+    """The bars between the run's header and its plots (the saved model, the bottleneck
+    card): as tall as they are while there is room, and scrolled within what the plots leave
+    when there is not (a 768-px screen with every bar shown), so the plots keep their
+    height."""
+
+    def __init__(self, banners: QWidget, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("bannerArea")
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setWidgetResizable(True)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
+        self.setWidget(banners)
+        banners.installEventFilter(self)  # a bar shown, hidden or reworded: a new height
+
+    def sizeHint(self) -> QSize:
+        """The bars' height at the area's width (their texts wrap), all of it."""
+        inner = self.widget()
+        if inner is None or inner.layout() is None:
+            return super().sizeHint()
+        width = max(1, self.viewport().width())
+        layout = inner.layout()
+        assert layout is not None
+        height = layout.totalHeightForWidth(width) if layout.hasHeightForWidth() \
+            else inner.sizeHint().height()
+        return QSize(super().sizeHint().width(), max(0, height))
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(0, min(BANNERS_MIN_HEIGHT, self.sizeHint().height()))
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.LayoutRequest:
+            self.updateGeometry()
+        return super().eventFilter(watched, event)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        if event.oldSize().width() != event.size().width():
+            self.updateGeometry()  # the wrapped texts' height changes with the width
 
 
 def _titled(title: str, body: QWidget, panel: str) -> QFrame:
@@ -156,6 +207,7 @@ class Dashboard(QWidget):
         top.setStretchFactor(0, 3)
         top.setStretchFactor(1, 2)
         top.setStretchFactor(2, 2)
+        top.setMinimumHeight(LOSS_ROW_MIN_HEIGHT)
         # A panel shown after its splitter was laid out gets only its minimum width: it is
         # given its share once (validation: 30 % of its row, learning rate: a third).
         self._late_panels = {self.validation_panel: (top, 0.3), self.lr_panel: (lower, 1 / 3)}
@@ -187,8 +239,15 @@ class Dashboard(QWidget):
         layout.setContentsMargins(6, 6, 6, 6)
         layout.setSpacing(4)
         layout.addWidget(self.header)
-        layout.addWidget(self.model_bar)
-        layout.addWidget(self.step_split)
+        banners = QWidget()
+        banners.setObjectName("banners")
+        banner_layout = QVBoxLayout(banners)
+        banner_layout.setContentsMargins(0, 0, 0, 0)
+        banner_layout.setSpacing(4)
+        banner_layout.addWidget(self.model_bar)
+        banner_layout.addWidget(self.step_split)
+        self.banners = BannerArea(banners)
+        layout.addWidget(self.banners)
         layout.addWidget(self.splitter, 1)
 
         self.timer = QTimer(self)

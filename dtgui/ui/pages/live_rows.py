@@ -1,13 +1,15 @@
-"""The Runs page's rows of running runs, kept live without Refresh: state, steps, loss and
-time left.
+"""The Runs page's rows of running runs, kept live without Refresh: state, steps, loss, best
+validation value so far and time left.
 
 Once a second while the page is shown, each running row is brought up to date: a run this
 window follows from its session's run in memory (nothing read), any other (kept training by
 a watcher, started by the queue or by `dtgui run`) from its small files, read off the UI
 thread: its record and only the lines its events files gained since the last look
 (`dtgui.core.runs.live_progress`). A run followed here that the list does not hold yet (just
-launched) makes the page read its rows again. The cost grows with the running rows, not with
-what the runs trained.
+launched) makes the page read its rows again. A run followed here that ends is told at once
+(`run_ended`, from its session's end): its row does not wait for the next look, which no
+longer counts it among the runs followed and would read its files instead. The cost grows
+with the running rows, not with what the runs trained.
 """
 
 from __future__ import annotations
@@ -91,12 +93,20 @@ class LiveRows(QObject):
             run_in_thread(lambda: {f: read_live(f, reader) for f, reader in readers.items()},
                           self._read, self._not_read, context=self)
 
+    def run_ended(self, source: RunSource) -> None:
+        """The run `source`, followed here, ended (its session said so): its row says it
+        now."""
+        folder = str(source.bundle.path)
+        for row in self._running:
+            if row.folder == folder and row.active:
+                self._from_source(row, source)
+
     def _from_source(self, row: RunRow, source: RunSource) -> None:
         finished = source.finished  # first: an ended run's state and message are final
-        progress = source.metrics.progress()
-        loss = source.final_loss
+        metrics = source.metrics
         record = source.record
-        self._set(row, str(source.state), not finished, source.message, progress, loss,
+        self._set(row, str(source.state), not finished, source.message, metrics.progress(),
+                  source.final_loss, metrics.best_validation(),
                   record.ended if finished and record is not None else None)
 
     def _read(self, facts: dict[str, LiveFacts]) -> None:
@@ -108,31 +118,38 @@ class LiveRows(QObject):
                 continue
             record = fact.record
             if record is None:
-                self._set(row, row.state, True, row.message, fact.progress, fact.loss, None)
+                self._set(row, row.state, True, row.message, fact.progress, fact.loss,
+                          fact.best_val, None)
             else:
                 self._set(row, str(record.state), record.is_active, record.message,
                           fact.progress, fact.loss if record.final_loss is None
-                          else record.final_loss, record.ended)
+                          else record.final_loss, fact.best_val, record.ended)
 
     def _not_read(self, _exc: BaseException) -> None:
         self._reading = False  # tried again at the next look
 
     def _set(self, row: RunRow, state: str, active: bool, message: str,
-             progress: ScriptProgress, loss: float | None, ended: float | None) -> None:
+             progress: ScriptProgress, loss: float | None,
+             best_val: tuple[str, float] | None, ended: float | None) -> None:
+        """`best_val`: (name, value) of its best validation value so far (None: none yet)."""
         if progress.unit == "step" and not progress.total and row.total_steps:
             progress = replace(progress, total=row.total_steps)  # its start not read: planned
         before = (row.state, row.active, row.message, row.steps, row.total_steps,
-                  row.final_loss, row.ended, self.model.progress.get(row.folder))
+                  row.final_loss, row.best_val, row.best_val_name, row.ended,
+                  self.model.progress.get(row.folder))
         row.state, row.active, row.message, row.ended = state, active, message, ended
         if progress.unit == "step" and progress.done:
             row.steps, row.total_steps = progress.done, progress.total or row.total_steps
         if loss is not None:
             row.final_loss = loss
+        if best_val is not None:
+            row.best_val_name, row.best_val = best_val
         if active:
             self.model.progress[row.folder] = progress
         else:
             self.model.progress.pop(row.folder, None)
         after = (row.state, row.active, row.message, row.steps, row.total_steps,
-                 row.final_loss, row.ended, self.model.progress.get(row.folder))
+                 row.final_loss, row.best_val, row.best_val_name, row.ended,
+                 self.model.progress.get(row.folder))
         if after != before:
             self.model.row_changed(row)

@@ -44,7 +44,7 @@ from dtgui.core.runs.run_state import RunState
 from dtgui.core.scripts.script_progress import ScriptProgress
 from dtgui.core.task_logs import LOG_LINES_KEPT
 from dtgui.ui.pages.state_colours import STATE_COLOURS
-from dtgui.ui.plots.plot_base import format_elapsed, style_card
+from dtgui.ui.plots.plot_base import card_rows, format_elapsed
 
 FAILED_ROW_BG = {False: "#fce8e6", True: "#4c1f1d"}
 FAILED_ROW_FG = {False: "#a50e0e", True: "#f6aea9"}
@@ -71,15 +71,20 @@ def badge_icon(colour: str) -> QIcon:
     return QIcon(pix)
 
 
+def _button(text: str, name: str, tip: str) -> QPushButton:
+    """One of the header's buttons: its text, its name (the style sheet's), its tooltip."""
+    button = QPushButton(text)
+    button.setObjectName(name)
+    button.setToolTip(tip)
+    return button
+
+
 class RunHeader(QFrame):
     """Run name, strategy, coloured state, progress, epoch metrics, elapsed time, Stop."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        style_card(self, "header")
-        outer = QVBoxLayout(self)
-        outer.setContentsMargins(12, 8, 12, 8)
-        outer.setSpacing(6)
+        outer = card_rows(self, "header", (12, 8, 12, 8), 6)
         top = QHBoxLayout()
         top.setSpacing(12)
         self.name_label = QLabel("No run")
@@ -99,27 +104,22 @@ class RunHeader(QFrame):
         self.elapsed_label = QLabel("")
         self.elapsed_label.setObjectName("muted")
         self.elapsed_label.setToolTip("Time since the dashboard started following this run")
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setObjectName("stopButton")
-        self.stop_button.setToolTip("Stop every task of this run")
+        self.stop_button = _button("Stop", "stopButton", "Stop every task of this run")
         self.stop_button.setEnabled(False)
         self.stop_button.setMinimumWidth(96)
-        self.profile_button = QPushButton("Profile N steps…")
-        self.profile_button.setObjectName("profileButton")
-        self.profile_button.setToolTip("Capture TensorFlow's profiler on every task over the "
-                                       "next N steps, into the run's TensorBoard folder "
-                                       "(dtgui profile RUN --steps N)")
+        self.profile_button = _button(
+            "Profile N steps…", "profileButton", "Capture TensorFlow's profiler on every task "
+            "over the next N steps, into the run's TensorBoard folder (dtgui profile RUN "
+            "--steps N)")
         self.profile_button.setVisible(False)
         self.profile_label = QLabel("")
         self.profile_label.setObjectName("profileState")
         self.profile_label.setTextFormat(Qt.TextFormat.RichText)
         self.profile_label.setWordWrap(True)  # a refusal's reason is a sentence
         self.profile_label.setVisible(False)
-        self.resume_button = QPushButton("Resume")
-        self.resume_button.setObjectName("resumeButton")
-        self.resume_button.setToolTip("Continue this run from its newest checkpoint, on its "
-                                      "machines, to its last step (dtgui resume RUN --steps N "
-                                      "trains longer)")
+        self.resume_button = _button(
+            "Resume", "resumeButton", "Continue this run from its newest checkpoint, on its "
+            "machines, to its last step (dtgui resume RUN --steps N trains longer)")
         self.resume_button.setVisible(False)
         # the run's results where they are kept: one button, so the header keeps its width
         self.open_in_button = QPushButton("Open in")

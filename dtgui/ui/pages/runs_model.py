@@ -248,8 +248,9 @@ class RunsModel(QAbstractTableModel):
         if column == STATE and row.message:
             return row.message
         if column == BEST_VAL and row.best_val_name:
-            return f"its best validation value: {row.best_val_name} " + (
-                "(the best of its trials)" if row.kind == SWEEP else "")
+            return (f"its best validation value{' so far' if row.active else ''}: "
+                    f"{row.best_val_name} " + (
+                        "(the best of its trials)" if row.kind == SWEEP else ""))
         if column == NOTE:
             return (row.note + "\n\n" if row.note else "") + (
                 "Double-click to edit the note" if self.note_in_place(row)

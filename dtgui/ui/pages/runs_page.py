@@ -14,22 +14,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QEvent, QModelIndex, QObject, QPoint, Qt, Signal, SignalInstance
-from PySide6.QtGui import QFontMetrics, QHideEvent, QShowEvent
+from PySide6.QtCore import QModelIndex, QPoint, Signal, SignalInstance
+from PySide6.QtGui import QHideEvent, QShowEvent
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QCheckBox,
-    QFileDialog,
     QHBoxLayout,
-    QHeaderView,
     QInputDialog,
     QLabel,
     QLineEdit,
     QMenu,
     QMessageBox,
-    QPushButton,
-    QStyle,
-    QTableView,
     QVBoxLayout,
     QWidget,
 )
@@ -37,25 +31,18 @@ from PySide6.QtWidgets import (
 from dtgui.core.runs.records import RunHistory, RunRecord
 from dtgui.core.runs.run_index import SWEEP, RunRow
 from dtgui.ui.pages.live_rows import LiveRows
-from dtgui.ui.pages.runs_model import COLUMNS, NAME, NOTE, STARTED, TAGS, RunsFilter, RunsModel
+from dtgui.ui.pages.runs_buttons import RunsButtons
+from dtgui.ui.pages.runs_delete import RunDelete
+from dtgui.ui.pages.runs_export import RunExport
+from dtgui.ui.pages.runs_model import COLUMNS, NAME, NOTE, TAGS, RunsFilter, RunsModel
+from dtgui.ui.pages.runs_notes import RunNotes
+from dtgui.ui.pages.runs_table import RunsTable
 from dtgui.ui.workers import error_message, run_in_thread
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from dtgui.launch.run_admin import Deleted
     from dtgui.launch.runs.run_source import RunSource
-
-# each column's least width (as wide as this text in the table's font), and its share of the
-# width left over (names, tags and notes grow; figures do not)
-STATE_COLUMN = 1
-SAMPLES = {NAME: "resnet-baseline-1", STATE_COLUMN: "running · followed", 2: "MultiWorker…", 3: "gpu-a, gpu",
-           STARTED: "2026-11-26 16:21", 5: "Duration", 6: "100,000", 7: "Final loss",
-           8: "Best val.", TAGS: "baseline, lr", NOTE: "a note of a few words"}
-GROWS = {NAME: 3, 1: 1, 2: 1, 3: 1, TAGS: 2, NOTE: 3}
-GIVE_ORDER = (NOTE, TAGS, 3, 2, 1, NAME)  # narrower than its texts: who gives width first
-CELL_PAD = 16  # a cell's margins around its text
-MEASURED_ROWS = 300  # the rows whose texts size the columns (not 10,000 measured each time)
 
 
 def load_rows() -> tuple[list[RunRow], set[str], list[str]]:
@@ -101,30 +88,14 @@ class RunsPage(QWidget):
         title.setObjectName("pageTitle")
         self.summary = QLabel("")
         self.summary.setWordWrap(True)
-        self.model = RunsModel(on_edit=self._tags_edited, on_note=self.set_note)
+        self.model = RunsModel()
         self.proxy = RunsFilter(self.model)
-        self.table = QTableView()
-        self.table.setObjectName("runsTable")
-        self.table.setModel(self.proxy)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        # several rows (ctrl/shift-click) for Compare; the other actions take one
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
-        # Tags and a note are typed in their cells: a double-click, a click on a selected
-        # row's cell or F2 (a note of several lines opens a box of its own)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.EditKeyPressed
-                                   | QAbstractItemView.EditTrigger.SelectedClicked
-                                   | QAbstractItemView.EditTrigger.DoubleClicked)
-        self.table.verticalHeader().setVisible(False)
-        self.table.verticalHeader().setDefaultSectionSize(26)
-        self.table.setWordWrap(False)
-        self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
-        header = self.table.horizontalHeader()
-        # 10,000 rows: widths by the space there is, not by measuring every cell
-        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        header.setSortIndicatorShown(True)
-        header.setSectionsClickable(True)
-        header.setSortIndicator(-1, Qt.SortOrder.DescendingOrder)
-        header.sortIndicatorChanged.connect(self.model.sort)
+        self.table = RunsTable(self.proxy)
+        self.notes = RunNotes(self, self.model, self._failed)  # tags, notes, archived
+        self.model.on_edit, self.model.on_note = self.notes.tags_edited, self.notes.set_note
+        self.deletion = RunDelete(self, self.say, self.summary.setText, self._failed)
+        self.deletion.deleted.connect(self._deleted)
+        self.export = RunExport(self, self.say, self.summary.setText)
 
         self.filter_edit = QLineEdit()
         self.filter_edit.setObjectName("runsFilter")
@@ -137,38 +108,7 @@ class RunsPage(QWidget):
         top.addWidget(self.filter_edit, 1)
         top.addWidget(self.archived_check)
 
-        self.refresh_button = QPushButton("Refresh")
-        self.reattach_button = QPushButton("Reattach")
-        self.reattach_button.setObjectName("primaryButton")
-        self.reattach_button.setToolTip("Follow this run again: its curves, logs and tasks, "
-                                        "including what happened while dtgui was closed.")
-        self.open_button = QPushButton("Open")
-        self.open_button.setToolTip("Show this run's curves and logs (a sweep: its view).")
-        self.compare_button = QPushButton("Compare")
-        self.compare_button.setObjectName("compareButton")
-        self.compare_button.setToolTip("Select several runs (Ctrl- or Shift-click), then "
-                                       "compare their loss curves, settings and results.")
-        self.clone_button = QPushButton("Clone into the wizard")
-        self.clone_button.setToolTip("Open the wizard filled with this run's setup: change "
-                                     "what you like and launch.")
-        self.export_button = QPushButton("Export bundle…")
-        self.export_button.setToolTip("Write this run's bundle into a directory: it runs "
-                                      "without dtgui.")
-        self.archive_button = QPushButton("Archive")
-        self.archive_button.setToolTip("Hide the selected runs from the list (Show archived "
-                                       "shows them again).")
-        self.delete_button = QPushButton("Delete…")
-        self.delete_button.setObjectName("deleteButton")
-        self.delete_button.setToolTip("Delete the run's folder and record (asks first; also "
-                                      "its copies on the machines, when you say so).")
-        buttons = QHBoxLayout()
-        for button in (self.reattach_button, self.open_button, self.compare_button,
-                       self.clone_button, self.export_button):
-            buttons.addWidget(button)
-        buttons.addStretch(1)
-        for button in (self.archive_button, self.delete_button, self.refresh_button):
-            buttons.addWidget(button)
-
+        self.buttons = RunsButtons()
         layout = QVBoxLayout(self)
         layout.setContentsMargins(24, 20, 24, 20)
         layout.addWidget(title)
@@ -178,16 +118,18 @@ class RunsPage(QWidget):
         layout.addLayout(self.sections)
         layout.addLayout(top)
         layout.addWidget(self.table, 1)
-        layout.addLayout(buttons)
+        layout.addWidget(self.buttons)
 
-        self.refresh_button.clicked.connect(self.refresh)
-        self.reattach_button.clicked.connect(lambda: self._emit_records(self.reattachRequested))
-        self.open_button.clicked.connect(self._open)
-        self.compare_button.clicked.connect(self._compare)
-        self.clone_button.clicked.connect(self._clone)
-        self.export_button.clicked.connect(self.export_selected)
-        self.archive_button.clicked.connect(self._archive)
-        self.delete_button.clicked.connect(self.delete_selected)
+        buttons = self.buttons
+        buttons.refresh_button.clicked.connect(self.refresh)
+        buttons.reattach_button.clicked.connect(
+            lambda: self._emit_records(self.reattachRequested))
+        buttons.open_button.clicked.connect(self._open)
+        buttons.compare_button.clicked.connect(self._compare)
+        buttons.clone_button.clicked.connect(self._clone)
+        buttons.export_button.clicked.connect(self.export_selected)
+        buttons.archive_button.clicked.connect(self._archive)
+        buttons.delete_button.clicked.connect(self.delete_selected)
         self.table.selectionModel().selectionChanged.connect(lambda *_: self._update_buttons())
         self.table.clicked.connect(self._clicked)
         self.table.doubleClicked.connect(self._double_clicked)
@@ -197,7 +139,6 @@ class RunsPage(QWidget):
         self.live.missing.connect(self.refresh)
         self.model.dataChanged.connect(self._row_moved)  # a running row changed, or ended
         self._update_buttons()
-        self.table.viewport().installEventFilter(self)
 
     def _row_moved(self) -> None:
         self._update_buttons()
@@ -210,57 +151,12 @@ class RunsPage(QWidget):
 
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
-        self.fit_columns()  # resized while hidden, its viewport's width was not known
+        self.table.fit_columns()  # resized while hidden, its viewport's width was not known
         self.live.start()
 
     def hideEvent(self, event: QHideEvent) -> None:
         super().hideEvent(event)
         self.live.stop()
-
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        # the table's viewport resized (after the page's layout): the columns fill it again
-        if watched is self.table.viewport() and event.type() == QEvent.Type.Resize:
-            self.fit_columns()
-        return super().eventFilter(watched, event)
-
-    def fit_columns(self) -> None:
-        """Each column as wide as its title and the texts of its first rows shown (at least
-        its sample's width); a wider table gives what is left to names, tags and notes, a
-        narrower one takes it back from notes first, names last (down to their samples'
-        width): names are read whole whenever there is room for them."""
-        metrics = self.table.fontMetrics()
-        bold_font = self.table.font()
-        bold_font.setBold(True)
-        bold = QFontMetrics(bold_font)  # a run still training reads in bold
-        header = self.table.horizontalHeader()
-        style = header.style()
-        title_pad = 2 * style.pixelMetric(QStyle.PixelMetric.PM_HeaderMargin, None, header) \
-            + style.pixelMetric(QStyle.PixelMetric.PM_HeaderMarkSize, None, header) + 4
-        titles = header.fontMetrics()
-        shown = [self.row_at(r) for r in range(min(self.proxy.rowCount(), MEASURED_ROWS))]
-        least, need = {}, {}
-        for column, text in SAMPLES.items():
-            title = titles.horizontalAdvance(COLUMNS[column]) + title_pad
-            # the state of a run still training is in bold: its least width is the bold one
-            sample = bold if column == STATE_COLUMN else metrics
-            least[column] = max(sample.horizontalAdvance(text) + CELL_PAD, title)
-            widest = max(((bold if row.active else metrics).horizontalAdvance(
-                self.model.text(row, column)) for row in shown), default=0)
-            need[column] = max(least[column], widest + CELL_PAD)
-        widths = dict(need)
-        spare = self.table.viewport().width() - sum(need.values())
-        if spare >= 0:
-            grows = sum(GROWS.values())
-            for column, share in GROWS.items():
-                widths[column] += spare * share // grows
-        for column in GIVE_ORDER:  # too narrow: what a column has over its least, in order
-            if spare >= 0:
-                break
-            given = min(-spare, widths[column] - least[column])
-            widths[column] -= given
-            spare += given
-        for column, width in widths.items():
-            header.resizeSection(column, width)
 
     # -- sections ------------------------------------------------------------------------------
     def add_section(self, widget: QWidget) -> None:
@@ -281,11 +177,11 @@ class RunsPage(QWidget):
         if generation != self._generation:
             return
         self.show_rows(rows, watched, texts)
-        pending = [r for r in rows if not r.summarized and not r.active]
-        if pending:
+        if any(not r.summarized and not r.active for r in rows):
             from dtgui.launch.run_admin import fill_rows
 
-            run_in_thread(lambda: fill_rows(pending), lambda _: self._filled(generation),
+            # (the sweeps too: the best of their trials, once these are read)
+            run_in_thread(lambda: fill_rows(rows), lambda _: self._filled(generation),
                           self._failed, context=self)
 
     def _filled(self, generation: int) -> None:
@@ -293,7 +189,7 @@ class RunsPage(QWidget):
             # (steps and best values: nothing the filter reads changed)
             self.model.dataChanged.emit(self.model.index(0, 0), self.model.index(
                 len(self.model.rows) - 1, len(COLUMNS) - 1))
-            self.fit_columns()
+            self.table.fit_columns()
 
     def _failed(self, exc: BaseException) -> None:
         self.summary.setText(f"The runs could not be read: {error_message(exc)}")
@@ -301,7 +197,7 @@ class RunsPage(QWidget):
     def show_rows(self, rows: list[RunRow], watched: set[str] | None = None,
                   texts: list[str] | None = None) -> None:
         self.model.set_rows(rows, watched, texts)
-        self.fit_columns()
+        self.table.fit_columns()
         self._summarize()
         self._update_buttons()
         self.loaded.emit(rows)
@@ -341,8 +237,7 @@ class RunsPage(QWidget):
         return self.proxy.rowCount()
 
     def row_at(self, view_row: int) -> RunRow:
-        source = self.proxy.mapToSource(self.proxy.index(view_row, 0))
-        return self.model.rows[source.row()]
+        return self.table.row_at(view_row)
 
     def cell_text(self, view_row: int, column: int) -> str:
         return str(self.proxy.index(view_row, column).data() or "")
@@ -366,30 +261,19 @@ class RunsPage(QWidget):
         return chosen[0] if len(chosen) == 1 else None
 
     def _update_buttons(self) -> None:
-        chosen = self.selected_rows()
-        row = chosen[0] if len(chosen) == 1 else None
-        run = row is not None and row.kind != SWEEP
-        self.reattach_button.setEnabled(run and row is not None and row.active)
-        self.open_button.setEnabled(row is not None and (row.kind == SWEEP or not row.active))
-        self.compare_button.setEnabled(len([r for r in chosen if r.kind != SWEEP]) >= 2)
-        self.clone_button.setEnabled(run)
-        self.export_button.setEnabled(run)
-        self.delete_button.setEnabled(run)
-        self.archive_button.setEnabled(bool(chosen))
-        self.archive_button.setText("Unarchive" if chosen and all(r.archived for r in chosen)
-                                    else "Archive")
+        self.buttons.enable_for(self.selected_rows())
 
     def _clicked(self, index: QModelIndex) -> None:
         row = self.row_at(index.row())
         if row.kind == SWEEP and index.column() == NAME:
             self.model.toggle(row)
             self.proxy.refilter()
-            self.fit_columns()  # its trials' names
+            self.table.fit_columns()  # its trials' names
 
     def _double_clicked(self, index: QModelIndex) -> None:
         row = self.row_at(index.row())
         if index.column() == NOTE and not self.model.note_in_place(row):
-            self.edit_note(row)
+            self.notes.edit_note(row)
         elif index.column() not in (TAGS, NOTE):
             self._activate(row)
 
@@ -443,8 +327,8 @@ class RunsPage(QWidget):
         menu.addSeparator()
         menu.addAction("Edit tags").triggered.connect(
             lambda: self.table.edit(self.proxy.index(index.row(), TAGS)))
-        menu.addAction("Edit note…").triggered.connect(lambda: self.edit_note(row))
-        menu.addAction(self.archive_button.text()).triggered.connect(self._archive)
+        menu.addAction("Edit note…").triggered.connect(lambda: self.notes.edit_note(row))
+        menu.addAction(self.buttons.archive_button.text()).triggered.connect(self._archive)
         if row.kind != SWEEP:
             menu.addAction("Delete…").triggered.connect(self.delete_selected)
         menu.popup(self.table.viewport().mapToGlobal(point))
@@ -496,119 +380,25 @@ class RunsPage(QWidget):
         if row is not None and row.kind != SWEEP:
             self.cloneRequested.emit(Path(row.folder))
 
-    def _tags_edited(self, row: RunRow, tags: list[str]) -> None:
-        from dtgui.launch.run_admin import set_notes
-
-        run_in_thread(lambda: set_notes(row.folder, tags=tags), lambda _: None, self._failed,
-                      context=self)
-
-    def ask_note(self, row: RunRow) -> tuple[str, bool]:
-        return QInputDialog.getMultiLineText(self, "Note", f"A note on {row.name}:", row.note)
-
-    def edit_note(self, row: RunRow) -> None:
-        text, ok = self.ask_note(row)
-        if ok:
-            self.set_note(row, text)
-
-    def set_note(self, row: RunRow, text: str) -> None:
-        """Keep `text` (as typed: every line and character) as the run's note."""
-        from dtgui.launch.run_admin import set_notes
-
-        row.note = text
-        self.model.row_changed(row)
-        run_in_thread(lambda: set_notes(row.folder, note=text), lambda _: None, self._failed,
-                      context=self)
-
     def _archive(self) -> None:
-        from dtgui.launch.run_admin import set_notes
-
-        chosen = self.selected_rows()
-        archived = not all(r.archived for r in chosen)
-        for row in chosen:
-            row.archived = archived
-            self.model.row_changed(row)
-        run_in_thread(lambda: [set_notes(r.folder, archived=archived) for r in chosen],
-                      lambda _: None, self._failed, context=self)
+        self.notes.archive(self.selected_rows())
         self.proxy.refilter()
         self._update_buttons()
 
-    def ask_export_dir(self) -> str:
-        return QFileDialog.getExistingDirectory(self, "Export the run's bundle into",
-                                                str(Path.home()))
-
     def export_selected(self) -> None:
-        from dtgui.launch.run_admin import export_destination, export_run
-
         row = self.selected()
-        if row is None or row.kind == SWEEP:
-            return
-        chosen = self.ask_export_dir()
-        if not chosen:
-            return
-
-        def write() -> tuple[Path, str]:
-            return export_run(row.folder, export_destination(Path(chosen),
-                                                             Path(row.folder).name))
-
-        run_in_thread(write, self._exported, self._export_failed, context=self)
-
-    def _exported(self, written: tuple[Path, str]) -> None:
-        path, how = written
-        self.summary.setText(f"Exported to {path}")
-        QMessageBox.information(self, "Bundle exported",
-                                f"Wrote {path}.\n\nReproduce the run without dtgui: {how}")
-
-    def _export_failed(self, exc: BaseException) -> None:
-        self.say("Export bundle", error_message(exc))
-
-    def confirm_delete(self, row: RunRow, copies: list[str]) -> tuple[bool, bool]:
-        """(delete, also the copies on the machines), asked."""
-        box = QMessageBox(QMessageBox.Icon.Warning, "Delete the run",
-                          f"Delete {row.name}? Its folder, curves, logs, checkpoints and "
-                          f"record are removed from this machine:\n{row.folder}", parent=self)
-        check = None
-        if copies:
-            check = QCheckBox("Also delete its copies on " + ", ".join(copies))
-            box.setCheckBox(check)
-        delete = box.addButton("Delete", QMessageBox.ButtonRole.DestructiveRole)
-        box.addButton(QMessageBox.StandardButton.Cancel)
-        box.exec()
-        return box.clickedButton() is delete, check is not None and check.isChecked()
+        if row is not None and row.kind != SWEEP:
+            self.export.export(row)
 
     def delete_selected(self) -> None:
         """Delete the selected run, asked first; refused while it trains."""
         row = self.selected()
-        if row is None or row.kind == SWEEP:
-            return
-        if row.active:
-            self.say("The run is still training",
-                     f"{row.name} is still training: stop it first (Reattach, then Stop), or "
-                     "wait for it to end. Then delete it.")
-            return
-        run_in_thread(lambda: _copies(row), lambda copies: self._ask_delete(row, copies),
-                      self._failed, context=self)
+        if row is not None and row.kind != SWEEP:
+            self.deletion.delete(row)
 
-    def _ask_delete(self, row: RunRow, copies: list[str]) -> None:
-        from dtgui.launch.run_admin import delete_run
-
-        delete, remote = self.confirm_delete(row, copies)
-        if not delete:
-            return
-        self.summary.setText(f"Deleting {row.name}…")
-        run_in_thread(lambda: delete_run(row.folder, remote=remote),
-                      lambda done: self._deleted(row, done), self._delete_failed,
-                      context=self)
-
-    def _deleted(self, row: RunRow, done: Deleted) -> None:
-        if done.local:
-            self.summary.setText(done.text())
-            self.model.remove({row.folder})
-            self._update_buttons()
-        else:
-            self.say("The run was kept", done.text())
-
-    def _delete_failed(self, exc: BaseException) -> None:
-        self.say("The run was not deleted", error_message(exc))
+    def _deleted(self, folder: str) -> None:
+        self.model.remove({folder})
+        self._update_buttons()
 
     def say(self, title: str, text: str) -> None:
         """Tell why something was not done: above the list and in a message (not waited
@@ -617,11 +407,3 @@ class RunsPage(QWidget):
         box = QMessageBox(QMessageBox.Icon.Information, title, text, parent=self)
         box.setObjectName("runsMessage")
         box.open()
-
-
-def _copies(row: RunRow) -> list[str]:
-    """The machines keeping a copy of the run (read from its record)."""
-    from dtgui.launch.run_admin import remote_copies
-
-    record = RunHistory.read(Path(row.folder))
-    return [m.name for m in remote_copies(record)] if record is not None else []

@@ -19,7 +19,6 @@ from pathlib import Path
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QFileDialog,
     QHBoxLayout,
     QInputDialog,
@@ -27,7 +26,6 @@ from PySide6.QtWidgets import (
     QMenu,
     QPushButton,
     QSplitter,
-    QTableWidget,
     QTableWidgetItem,
     QTabWidget,
     QVBoxLayout,
@@ -47,6 +45,7 @@ from dtgui.core.sweeps.sweep_study import (
     csv_text,
     parallel_coordinates,
 )
+from dtgui.ui.pages.trials_table import TrialsTable
 from dtgui.ui.plots.plot_base import series_colour
 from dtgui.ui.sweep_session import SweepSession
 from dtgui.ui.workers import Worker, create_worker, error_message
@@ -125,12 +124,8 @@ class SweepView(QWidget):
         self.notes.setWordWrap(True)
         self.notes.setStyleSheet("color: #8a5a00")
         self.notes.hide()
-        self.table = QTableWidget(0, 0)
-        self.table.horizontalHeader().setStretchLastSection(True)  # the page's whole width
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table = TrialsTable()
         self.table.itemSelectionChanged.connect(self._selection_changed)
-        self.table.verticalHeader().hide()  # the trial column numbers the rows
         self.parallel = pg.PlotWidget(background="w")
         self.parallel.setMouseEnabled(False, False)
         self.parallel.hideButtons()
@@ -266,7 +261,7 @@ class SweepView(QWidget):
             if row.number in selected:
                 self.table.selectRow(i)
         self.table.blockSignals(False)
-        self.table.resizeColumnsToContents()
+        self.table.fit_columns()
 
     def _selected_numbers(self) -> set[int]:
         out = set()

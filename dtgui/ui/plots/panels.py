@@ -24,6 +24,7 @@ from dtgui.ui.plots.plot_base import (
     ElapsedAxis,
     PlotPanel,
     PlotTheme,
+    readout_summary,
     series_colour,
     swatch_html,
     swatch_icon,
@@ -199,7 +200,7 @@ class ThroughputPanel(PlotPanel):
     def clear(self) -> None:
         self.curves.clear()
         self.reset_view()
-        self.readout.setText("")
+        self.set_readout("")
 
     def update_data(self, data: Mapping[str, XY]) -> None:
         self.curves.update(data)
@@ -213,8 +214,10 @@ class ThroughputPanel(PlotPanel):
             name = short_task(str(key)) if many else str(key)
             parts.append(swatch_html(series_colour(index), f"{name} <b>{rate}</b>"))
             tips.append(f"{key}: {last:,.1f} examples/s" if last is not None else f"{key}: –")
-        self.readout.setText("&nbsp;&nbsp;".join(parts))
-        self.readout.setToolTip("\n".join(tips))
+        rates = [v for v in (self.curves.last.get(k) for k in self.curves.curves) if v is not None]
+        summary = readout_summary(f"{len(parts)} tasks", rates, format_rate) \
+            if len(parts) > 1 else ""
+        self.set_readout("&nbsp;&nbsp;".join(parts), summary, "\n".join(tips))
 
 
 def short_task(task: str) -> str:
@@ -305,7 +308,7 @@ class DevicePanel(PlotPanel):
         self.reset_view()
         self._colours.clear()
         self.set_device_kind("")
-        self.readout.setText("")
+        self.set_readout("")
 
     def set_device_kind(self, kind: str) -> None:
         """'gpu', 'cpu' or '' (not known yet); the title says which devices are shown."""
@@ -342,10 +345,18 @@ class DevicePanel(PlotPanel):
             else:
                 name = short_task(task) if len(labels) == len(tasks) else f"{short_task(task)}/{dev}"
             parts.append(swatch_html(self._colour(label), f"{name} <b>{value}</b>"))
+        values = [self.util.last.get(label) if self.mode == "util" else self.mem.last.get(label)
+                  for label in labels]
+        count = f"{len(labels)} tasks" if len(labels) == len(tasks) else \
+            f"{len(labels)} devices"
+        summary = readout_summary(count, [v for v in values if v is not None],
+                                  (lambda v: f"{v:.0f}%") if self.mode == "util"
+                                  else (lambda v: f"{v:,.0f} MiB"))
         if self.ended and parts:
             # after the run, its last sample while it trained (not the machine idle after it)
             parts.insert(0, "at the end:")
+            summary = f"at the end: {summary}"
             tips.insert(0, "The last sample while the run trained (its memory peak is in the "
                            "Memory panel)")
-        self.readout.setText("&nbsp;&nbsp;".join(parts))
-        self.readout.setToolTip("\n".join(tips))
+        self.set_readout("&nbsp;&nbsp;".join(parts), summary if len(labels) > 1 else "",
+                         "\n".join(tips))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import (
     QColor,
     QFont,
@@ -24,6 +24,7 @@ from PySide6.QtGui import (
     QPalette,
     QPen,
     QPixmap,
+    QTextDocument,
 )
 from PySide6.QtWidgets import (
     QComboBox,
@@ -176,6 +177,17 @@ def style_card(card: QFrame, panel: str) -> QFrame:
     return card
 
 
+def card_rows(card: QFrame, panel: str, margins: tuple[int, int, int, int],
+              spacing: int) -> QVBoxLayout:
+    """`card` drawn as a card (`style_card`) holding rows, one under the other: its layout,
+    with these margins (left, top, right, bottom) and this spacing between its rows."""
+    style_card(card, panel)
+    rows = QVBoxLayout(card)
+    rows.setContentsMargins(*margins)
+    rows.setSpacing(spacing)
+    return rows
+
+
 def offer_names(combo: QComboBox, names: list[str], chosen: bool,
                 preferred: Callable[[list[str]], str]) -> str:
     """Offer `names` in `combo` (without its signals); keep the shown name when the person
@@ -197,6 +209,15 @@ def title_label(text: str) -> QLabel:
     font.setBold(True)
     label.setFont(font)
     return label
+
+
+def readout_summary(count: str, values: list[float], text: Callable[[float], str]) -> str:
+    """Several series' latest values as their range: "4 tasks <b>82%–100%</b>" (`count`:
+    "4 tasks"; `text`: a value's words)."""
+    if not values:
+        return count
+    low, high = text(min(values)), text(max(values))
+    return f"{count} <b>{low if low == high else f'{low}–{high}'}</b>"
 
 
 class PlotPanel(QFrame):
@@ -230,6 +251,9 @@ class PlotPanel(QFrame):
         # The readout may be clipped in a narrow panel rather than widen it.
         self.readout.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.readout.setMinimumWidth(40)
+        # the readout with every series, and its summary for a card too narrow for it
+        self._readouts = ("", "")
+        self.readout.installEventFilter(self)  # a new width: the one that fits
         self.header.addWidget(self.title_label)
         self.header.addWidget(self.readout, 1)
         layout.addWidget(header_row)
@@ -307,6 +331,37 @@ class PlotPanel(QFrame):
         use = self.following and not self._log_y()
         for curves in self.curve_sets:
             curves.set_use_envelope(use)
+
+    def set_readout(self, full: str, summary: str = "", tip: str = "") -> None:
+        """The readout: `full` (rich text) where the card has room for it, else `summary`
+        ("": `full` clipped); `tip` on hover, every value."""
+        self._readouts = (full, summary)
+        self.readout.setToolTip(tip)
+        if summary:
+            self._fit_readout()
+        elif full != self.readout.text():
+            self.readout.setText(full)
+
+    def _fit_readout(self) -> None:
+        """The readout set with a summary: whichever fits the card's width now."""
+        full, summary = self._readouts
+        if not summary:
+            return  # a readout set as it is (setText): nothing to choose
+        text = full
+        if self.readout.width() > 0:
+            doc = QTextDocument()
+            doc.setDefaultFont(self.readout.font())
+            doc.setDocumentMargin(0)
+            doc.setHtml(full)
+            if doc.idealWidth() > self.readout.width():
+                text = summary
+        if text != self.readout.text():
+            self.readout.setText(text)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.readout and event.type() == QEvent.Type.Resize:
+            self._fit_readout()
+        return super().eventFilter(watched, event)
 
     def reset_view(self) -> None:
         """For a new run: follow it from its start (until its first points, empty axes rather

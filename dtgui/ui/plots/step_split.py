@@ -18,11 +18,11 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QSizePolicy,
-    QVBoxLayout,
     QWidget,
 )
 
 from dtgui.core.measure.bottleneck import (
+    COMMUNICATION,
     MEMORY,
     PART_NAMES,
     PARTS,
@@ -36,12 +36,13 @@ from dtgui.core.measure.memory import DeviceMemory
 from dtgui.core.measure.profile_input import ProfileInput
 from dtgui.core.measure.split_wait import SplitWait, wait_text
 from dtgui.core.run_tasks import task_key
-from dtgui.ui.plots.plot_base import style_card, title_label
+from dtgui.ui.plots.plot_base import card_rows, title_label
 
 COLOURS = {"input": QColor("#e8a33d"), "compute": QColor("#3f9e6b"),
            "communication": QColor("#4a86d6"), "reporting": QColor("#9aa0a6")}
 LIMIT_COLOURS = {"input": "#b86e00", "communication": "#2a64b0", "compute": "#2e7d52",
                  "reporting": "#5f6368", "memory": "#b3261e", "cpu": "#8e24aa"}
+NO_FACTS = RunFacts()  # a run's facts not known
 MAX_ROWS = 8  # tasks shown one bar each; the rest are summed up in a line
 SCRIPT_HINT = ("A script's split needs its help: call <code>dtgui_worker.report(step, loss)</code> "
                "each step, and read its batches through <code>dtgui_worker.timed(dataset)</code> "
@@ -54,13 +55,23 @@ DETERMINISTIC_PS_HINT = (
 MEASURING_HINT = ("Measuring: each task times its first steps (input wait, compute, "
                   "communication); its split shows here once it has.")
 
+COST_TIP = ("What measuring the split took: its calibration runs (each task times a few steps "
+            "fed from one cached batch, the all-reduce alone and its input pipeline alone), "
+            "making them included. "
+            "\"Training\" is the time on the clock since the task's training began, its first "
+            "step's tracing included; the header's elapsed time is longer: it counts from the "
+            "launch, the tasks' start-up (loading TensorFlow, building the model) included. "
+            "Measuring is kept under 5 % of the first minute and 1 % of a long run.")
+
 
 def verdict_html(found: Verdict) -> str:
     """The verdict line, its figure in the limit's colour (a memory limit, then the step
-    time's verdict after it)."""
+    time's verdict after it); other processes' CPU use slowing that part on a line below."""
     colour = LIMIT_COLOURS.get(found.limit, "#5f6368")
     html = (f'<span style="color:{colour}; font-weight:600">{escape(found.figure)}</span>'
             f" — {escape(found.advice)}")
+    if found.crowded is not None:
+        html += "<br>" + verdict_html(found.crowded)
     if found.time is not None and found.time.known:
         html += f"<br>Step time: {verdict_html(found.time)}"
     return html
@@ -69,6 +80,23 @@ def verdict_html(found: Verdict) -> str:
 def _milliseconds(seconds: float) -> str:
     ms = seconds * 1000
     return f"{ms:.3g} ms" if ms < 100 else f"{ms:,.0f} ms"
+
+
+def part_line(split: StepSplit, part: str, facts: RunFacts = NO_FACTS) -> str:
+    """A part's line in a bar's tooltip: its time and share; a communication of nothing says
+    why, from how it is measured (the calibration times the all-reduce alone, as the time of
+    2n all-reduces less that of n: one quicker than the timing's noise comes out as 0; a
+    single replica's is not timed, having nothing to reduce)."""
+    name = PART_NAMES[part]
+    line = f"{name}: {_milliseconds(split.seconds(part))} ({split.share(part) * 100:.1f} %)"
+    if part != COMMUNICATION or split.seconds(part) > 0 or split.method != "calibrated":
+        return line
+    if facts.replicas == 1:
+        return f"{name}: none (a single replica has nothing to all-reduce)"
+    replicas = f"the {facts.replicas} replicas" if facts.replicas else "the replicas"
+    local = " (on one machine: no network between them)" if facts.hosts == 1 else ""
+    return (f"{name}: 0 ms, too quick to measure: the all-reduce between {replicas}, timed "
+            f"alone, took less than the timing's noise{local}")
 
 
 class SplitBar(QWidget):
@@ -85,12 +113,14 @@ class SplitBar(QWidget):
     def sizeHint(self) -> QSize:
         return QSize(240, 16)
 
-    def set_split(self, split: StepSplit, scale: float = 1.0) -> None:
+    def set_split(self, split: StepSplit, scale: float = 1.0,
+                  facts: RunFacts = NO_FACTS) -> None:
+        """`facts`: the run's (its replicas and machines), for what a communication of
+        nothing means."""
         self.split = split
         self.scale = min(1.0, max(0.0, scale))
-        self.setToolTip("\n".join(
-            f"{PART_NAMES[p]}: {_milliseconds(split.seconds(p))} ({split.share(p) * 100:.1f} %)"
-            for p in PARTS if p in split.measured))
+        self.setToolTip("\n".join(part_line(split, p, facts)
+                                  for p in PARTS if p in split.measured))
         self.update()
 
     def paintEvent(self, event: object) -> None:
@@ -129,10 +159,7 @@ class StepSplitPanel(QFrame):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        style_card(self, "split")
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(10, 6, 10, 8)
-        layout.setSpacing(4)
+        layout = card_rows(self, "split", (10, 6, 10, 8), 4)
         head = QHBoxLayout()
         head.setSpacing(8)
         head.addWidget(title_label("Where the time goes"))
@@ -141,10 +168,7 @@ class StepSplitPanel(QFrame):
         head.addStretch(1)
         self.cost_label = QLabel("")
         self.cost_label.setObjectName("splitCost")
-        self.cost_label.setToolTip("What measuring the split took, making its calibration runs "
-                                   "included, against the time on the clock since training "
-                                   "began (kept under 5 % of the first minute and 1 % of a "
-                                   "long run)")
+        self.cost_label.setToolTip(COST_TIP)
         head.addWidget(self.cost_label)
         layout.addLayout(head)
         self.verdict_label = QLabel("")
@@ -182,6 +206,7 @@ class StepSplitPanel(QFrame):
         self.facts = RunFacts()
         self._near: tuple[DeviceMemory, ...] = ()  # devices near their memory limit, shown
         self._unhelped = ""  # what the samples say without a split
+        self._deferred: dict[str, SplitWait] = {}  # tasks not measured yet, and why
         self.script = False  # a user's own script: a hint until it reports a split
         self.deterministic_ps = False  # ParameterServer with deterministic ops: no split
         self.ended = False  # the run ended (a split not measured will not be)
@@ -208,9 +233,7 @@ class StepSplitPanel(QFrame):
         if measuring == self.measuring:
             return
         self.measuring = measuring
-        if not self._shown and not self._near:
-            self.verdict_label.setText(self.hint)
-            self.setVisible(self._has_words())
+        self._say_words()
 
     @property
     def hint(self) -> str:
@@ -229,9 +252,7 @@ class StepSplitPanel(QFrame):
         if text == self._unhelped:
             return
         self._unhelped = text
-        if not self._shown and not self._near:
-            self.verdict_label.setText(self.hint)
-            self.setVisible(self._has_words())
+        self._say_words()
 
     def set_profile_inputs(self, found: Sequence[ProfileInput]) -> None:
         """What each task's newest profile says of the input ([]: no profile read)."""
@@ -240,9 +261,30 @@ class StepSplitPanel(QFrame):
         self.profile_label.setVisible(bool(text))
         self.setVisible(bool(self._shown or self._near) or self._has_words())
 
+    @property
+    def words(self) -> str:
+        """What the card says without a split: why there is none yet (or was none) when a
+        task said so (`wait_text`), else the hint."""
+        if not self._deferred:
+            return self.hint
+        line = escape(wait_text(self._deferred.values(), self.ended))
+        if self._unhelped:  # not the hint: it says a split is being measured
+            line += "<br>" + escape(self._unhelped)
+        return line
+
     def _has_words(self) -> bool:
-        """Something to say without a split: a hint, or a profile's figure."""
-        return bool(self.hint) or bool(self.profile_label.text())
+        """Something to say without a split: a hint, why none, or a profile's figure."""
+        return bool(self.words) or bool(self.profile_label.text())
+
+    def _say_words(self) -> None:
+        """Without a split (nor a device near its memory limit): the words instead, the card
+        shown while it has any."""
+        if self._shown or self._near:
+            return
+        words = self.words
+        if words != self.verdict_label.text():
+            self.verdict_label.setText(words)
+        self.setVisible(self._has_words())
 
     def set_network(self, text: str) -> None:
         """What the doctor measured between the run's machines ("" when it has not)."""
@@ -252,6 +294,7 @@ class StepSplitPanel(QFrame):
     def clear(self) -> None:
         self._shown = {}
         self._near = ()
+        self._deferred = {}
         self._loads = ()
         self.verdict = Verdict("")
         for row in self._rows:
@@ -259,8 +302,7 @@ class StepSplitPanel(QFrame):
                 widget.setVisible(False)
         self.more_label.setVisible(False)
         self.cost_label.setText("")
-        self.verdict_label.setText(self.hint)
-        self.setVisible(self._has_words())
+        self._say_words()
 
     def update_splits(self, splits: Mapping[str, StepSplit],
                       memory: Sequence[DeviceMemory] = (), loads: Sequence[CpuLoad] = (),
@@ -272,14 +314,17 @@ class StepSplitPanel(QFrame):
         if not splits and not near:
             if self._shown or self._near:
                 self.clear()
-            self._show_deferred(deferred or {})
+            self._deferred = dict(deferred or {})
+            self._say_words()
             return
+        self._deferred = dict(deferred or {})
         if splits == self._shown and near == self._near and tuple(loads) == self._loads:
             return
         self._shown, self._near, self._loads = dict(splits), near, tuple(loads)
         shown = self.verdict.time if self.verdict.limit == MEMORY else self.verdict
         previous = shown.limit if shown is not None else ""
-        self.verdict = verdict(splits.values(), self.facts, near, loads, previous)
+        crowded = shown is not None and shown.crowded is not None
+        self.verdict = verdict(splits.values(), self.facts, near, loads, previous, crowded)
         line = verdict_html(self.verdict)
         if not splits and self.hint:
             line += "<br>" + self.hint
@@ -296,7 +341,8 @@ class StepSplitPanel(QFrame):
             name, bar, figure = self._rows[i]
             split = splits[task]
             name.setText(task)
-            bar.set_split(split, split.seconds_per_step / slowest if slowest > 0 else 1.0)
+            bar.set_split(split, split.seconds_per_step / slowest if slowest > 0 else 1.0,
+                          self.facts)
             figure.setText(f"{_milliseconds(split.seconds_per_step)} / step")
             for widget in self._rows[i]:
                 widget.setVisible(True)
@@ -309,16 +355,4 @@ class StepSplitPanel(QFrame):
         self.more_label.setVisible(hidden > 0)
         costliest = max(splits.values(), key=lambda s: (s.cost_share, s.task), default=None)
         self.cost_label.setText(costliest.cost_text if costliest is not None else "")
-        self.setVisible(True)
-
-    def _show_deferred(self, deferred: Mapping[str, SplitWait]) -> None:
-        """Before any split: why none yet, when the run is too short so far to measure
-        within the budget (`wait_text`)."""
-        if not deferred or self._shown or self._near:
-            return
-        line = escape(wait_text(deferred.values(), self.ended))
-        if self._unhelped:  # not the hint: it says a split is being measured
-            line += "<br>" + escape(self._unhelped)
-        if line != self.verdict_label.text():
-            self.verdict_label.setText(line)
         self.setVisible(True)

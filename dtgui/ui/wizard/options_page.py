@@ -407,8 +407,9 @@ class OptionsPage(QWizardPage):
         self.optimizer_box.set_effective_batch(plan.global_batch)
         if isinstance(self.ctx.draft().model, DemoModel) and not tpu:
             per_epoch = max(1, round(DIGITS_EXAMPLES / max(1, plan.global_batch)))
-            pass_text = (f"The demo's {DIGITS_EXAMPLES} examples: about {per_epoch} steps "
-                         "at this batch")
+            # the model is chosen on the next page: say which one this assumes
+            pass_text = (f"With the demo model (the next page chooses the model): "
+                         f"{DIGITS_EXAMPLES} examples, about {per_epoch} steps at this batch")
             # an epoch is the steps per epoch set above; offer the pass's length beside it
             self.epoch_hint.setText(
                 f"{pass_text}, one epoch." if plan.steps_per_epoch == per_epoch
