@@ -39,6 +39,7 @@ from dtgui.worker.step_timing import (
     allowed,
     calibration_run_steps,
     needed,
+    smallest_calibration,
 )
 
 
@@ -267,6 +268,35 @@ def test_measuring_takes_at_most_five_percent_of_the_first_minute_short_runs_inc
     slow, _ = simulate(calls=600, k=1, call_seconds=0.15, first_call=3.0, setup=0.4,
                        per_calibration=0.3)
     assert slow and slow[0][1] <= FIRST_MINUTE
+
+
+def test_slow_steps_wait_until_the_budget_pays_for_the_smallest_calibration() -> None:
+    """Runs of one step are the least a calibration can be sized to: with steps of a second
+    (four machines sharing loaded cores) it takes about twenty of them, so it is not wished
+    while the budget does not pay for that (not in the first ten minutes), and is once it
+    does; fast steps still calibrate at about twenty seconds."""
+    now = [0.0]
+    timing = StepTiming(active=True, clock=lambda: now[0])
+    wished_at = None
+    for call in range(1, 600):
+        timing.call(5, 5.0)
+        timing.reported(0.001, 5 * call)
+        now[0] += 5.001
+        if wished_at is None and timing.wish(5):
+            wished_at = timing.clock()
+    cost = smallest_calibration(timing.per_step)
+    assert cost > 15 * FIRST_CALIBRATION_SECONDS
+    assert wished_at is not None and wished_at > 600
+    assert allowed(wished_at) >= cost - 1e-6 > allowed(wished_at - 5.001)
+    assert wished_at == pytest.approx(needed(cost), abs=5.1)
+    now[0] = 0.0
+    fast = StepTiming(active=True, clock=lambda: now[0])
+    for _ in range(1, 200):
+        fast.call(40, 0.2)
+        now[0] += 0.2
+        if fast.wish(40):
+            break
+    assert fast.clock() == pytest.approx(needed(FIRST_CALIBRATION_SECONDS), abs=0.3)
 
 
 def test_the_parameter_server_coordinator_splits_each_workers_step_from_its_own_timing(

@@ -19,7 +19,9 @@ checkpoints and validation included: a ParameterServer worker's timed calls are 
 it): FIRST_MINUTE_SHARE (5 %) of the first minute, SPLIT_BUDGET (1 %) past five minutes, never
 less than it allowed before (so a run of ten minutes or more spends at most 1 %). The first
 calibration's runs are sized to FIRST_CALIBRATION_SECONDS (`CalibrationRuns.measure`), so it
-comes about twenty seconds into training; the next ones as the budget pays for them, at least
+comes about twenty seconds into training, unless its smallest runs (one step each,
+`smallest_calibration`) take longer: slow steps wait until the budget pays for those (a second
+a step: about half an hour); the next ones as the budget pays for them, at least
 CALIBRATE_EVERY_CALLS calls after the last. A run too short for one is not measured: its
 `split` events say so and from when it would be (`deferred_clock`, seconds on that clock).
 MultiWorkerMirrored workers must run the calibration runs' collectives together: each call
@@ -108,6 +110,12 @@ def calibration_steps(n: int) -> int:
     """Steps a calibration with runs of n steps: n then 2n steps, CALIBRATION_REPEATS times, for
     the training step and for the all-reduce (counted as a step too: an upper bound)."""
     return 2 * CALIBRATION_REPEATS * 3 * n
+
+
+def smallest_calibration(step: float) -> float:
+    """Seconds the smallest calibration takes with training steps of `step` seconds: runs of
+    one step (and the call that warms them up, a step too), whatever seconds it is given."""
+    return (calibration_steps(1) + 1) * step
 
 
 def next_calibration(call: int, k: int) -> int:
@@ -212,7 +220,10 @@ class StepTiming:
             last_n, seconds = self._last_cost
             return seconds * n / last_n
         if self.sized:
-            return FIRST_CALIBRATION_SECONDS
+            # runs of one step are the least the runs can be sized to: with slow steps (a
+            # second each across loaded machines) they take far more than the seconds given,
+            # and the calibration waits until the budget pays for them
+            return max(FIRST_CALIBRATION_SECONDS, smallest_calibration(self.per_step))
         runs = 2 * CALIBRATION_REPEATS * 2 + 1  # calls of the two timed runs, and warming up
         return RUN_CALL_GUESS * runs + (calibration_steps(n) + n) * self.per_step
 

@@ -25,12 +25,13 @@ WIRE_SHARE = 0.5  # float16 / bfloat16 bytes over float32's
 # the all-reduce's share of a step from which the review recommends the levers
 DOMINANT_SHARE = 0.5
 
+# The pack size (bytes_per_pack) is not advised: on the shaped links of
+# packaging/benchmark_links.py no size measured a gain that the machine's load did not explain
+# (docs/performance.md).
 SCRIPT_ADVICE = (
     "in your script, cast the gradients to float16 before the all-reduce and back to float32 "
     "before apply_gradients (replica_context.all_reduce(SUM, [tf.cast(g, tf.float16) ...]), "
-    "the optimizer's own all-reduce skipped), and give MultiWorkerMirroredStrategy "
-    "communication_options=CommunicationOptions(bytes_per_pack=32 MiB) so the last layers' "
-    "gradients start while the backward pass runs")
+    "the optimizer's own all-reduce skipped)")
 
 
 def compression_gain(all_reduce_share: float) -> float:
