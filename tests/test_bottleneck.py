@@ -318,6 +318,9 @@ def test_the_parameter_server_coordinator_splits_each_workers_step_from_its_own_
                                            "of_task": "worker:2"})
     assert two is not None and two.measured == (INPUT, COMMUNICATION)
     assert two.compute == 0 and two.communication == pytest.approx(0.008)
+    # ... and the verdict weighs the communication of the workers that told it apart only
+    assert two.share(COMMUNICATION) > one.share(COMMUNICATION)
+    assert verdict([zero, one, two]).task == verdict([zero, one]).task
 
 
 def test_a_device_near_its_memory_limit_is_the_runs_first_limit_with_the_time_beside_it(
