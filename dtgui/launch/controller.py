@@ -12,6 +12,9 @@ policy:
   every task is restarted from the last checkpoint;
 * when every primary task (the training workers, or the ParameterServer coordinator) has
   finished, the servers are stopped and the run is finished;
+* tasks ended by the signal of another dtgui process following the same run (`dtgui run`
+  and the app's reattach) do not fail it: that process's end (stopped, finished, failed),
+  written on every machine before it signals (dtgui.launch.runs.asked_end), is followed;
 * `request_stop()` stops every task on every machine: each saves a checkpoint at the step it
   reached and ends (SIGKILL after `save_grace`); a ParameterServer's servers serve until
   the coordinator has saved. `detach()` only stops watching (the tasks keep running;
