@@ -340,6 +340,18 @@ def test_the_parameter_server_coordinator_splits_each_workers_step_from_its_own_
     assert zero.setup_seconds == pytest.approx(0.3) and one.calibration_seconds == 0.07
     assert zero.calibration_seconds == pytest.approx(0.35)  # making the run counted too
     assert verdict([zero, one]).limit == COMMUNICATION
+    # a round trip timed alone longer than the worker's step past its input wait: compute is
+    # not told apart from communication on that worker, and its split says so
+    timing.call(2, 10, seconds=0.1, input_wait=0.02, last_step=100)
+    timing.calibrated({2: 0.02}, {2: 0.07}, setup=0.0)
+    timing.call(2, 10, seconds=0.1, input_wait=0.02, last_step=110)
+    two = StepSplit.from_event("chief:0", {**dict(timing.splits_due(final=True))[2],
+                                           "of_task": "worker:2"})
+    assert two is not None and two.measured == (INPUT, COMMUNICATION)
+    assert two.compute == 0 and two.communication == pytest.approx(0.008)
+    # ... and the verdict weighs the communication of the workers that told it apart only
+    assert two.share(COMMUNICATION) > one.share(COMMUNICATION)
+    assert verdict([zero, one, two]).task == verdict([zero, one]).task
 
 
 def test_a_device_near_its_memory_limit_is_the_runs_first_limit_with_the_time_beside_it(

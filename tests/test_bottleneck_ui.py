@@ -134,6 +134,20 @@ def test_a_script_run_says_how_to_get_its_split_until_it_reports_one(qtbot: QtBo
     assert "compute" in panel.verdict_label.text() and "report(" not in panel.verdict_label.text()
 
 
+def test_a_bar_whose_compute_was_not_told_apart_says_so_on_hover(qtbot: QtBot) -> None:
+    from dtgui.ui.plots.step_split import SplitBar
+
+    bar = SplitBar()
+    qtbot.addWidget(bar)
+    bar.set_split(StepSplit("worker:1", input=0.0012, communication=0.0042,
+                            measured=("input", "communication"), method="worker-timed"))
+    assert bar.toolTip().startswith("input wait: ")
+    assert bar.toolTip().endswith("so the communication shown holds compute too")
+    bar.set_split(StepSplit("worker:0", input=0.0017, compute=0.0017, communication=0.004,
+                            measured=("input", "compute", "communication")))
+    assert "not measured apart" not in bar.toolTip() and "compute: " in bar.toolTip()
+
+
 def test_compare_shows_where_each_runs_time_went_with_the_advice_on_hover(
         qtbot: QtBot) -> None:
     from dtgui.core.measure.bottleneck import verdict

@@ -333,6 +333,18 @@ def test_a_cpu_run_s_logs_leave_out_tensorflow_s_search_for_cuda() -> None:
     assert gpu.log_lines("worker:0") == printed  # on a GPU plan it says why none is used
 
 
+def test_a_parameter_server_coordinator_s_release_errors_are_folded_and_counted() -> None:
+    gap = ("E0000 00:00:1795940515.181532   23757 function_handle_cache.cc:31] Failed to clear "
+           "function handle cache: UNIMPLEMENTED: Releasing a multi-device component handle on "
+           "a remote device is not yet implemented.")
+    error = ("E0000 00:00:1795940515.2   23757 coordinator.cc:9] Failed to clear function "
+             "handle cache: another error")
+    metrics = LiveRun()
+    metrics.add_log_lines("chief:0", [gap, "step 25/6000", gap, error])
+    assert metrics.log_lines("chief:0") == ["step 25/6000", error]
+    assert metrics.log_folded("chief:0") == 2
+
+
 def test_series_grows_without_losing_points() -> None:
     series = Series(capacity=2)
     for i in range(1000):

@@ -36,7 +36,7 @@ from dtgui.launch.controller import RunController
 from dtgui.launch.drivers import local_target
 from dtgui.launch.exec.executor import Executor
 from dtgui.launch.runs.profile_ask import AskedRun, request_profile
-from dtgui.launch.start.pipeline import LaunchError, launch_plan
+from dtgui.launch.start.pipeline import LaunchError, launch_plan, reattach
 from dtgui.launch.start.resume import resume_run
 from dtgui.worker.profile_request import REQUEST_NAME
 from dtgui.worker.stop_request import STOPPED_EXIT
@@ -125,6 +125,59 @@ def test_stop_leaves_no_process_behind(tmp_path: Path,
     states = {t: s.status for t, s in tasks.items()}
     assert set(states.values()) == {"stopped"}, states
     assert {t: s.exit_code for t, s in tasks.items()} == {t: STOPPED_EXIT for t in tasks}
+
+
+def test_a_stop_asked_by_another_dtgui_following_the_run_is_a_stop_for_both(
+        tmp_path: Path, stub_python: Callable[..., str]) -> None:
+    """`dtgui run` follows a run the app reattached and stops: both, and run.json, say it was
+    stopped by the user with its checkpoint (not a SIGTERM from outside dtgui)."""
+    plan = Plan(run_name="two-followers", strategy=Strategy.MULTI_WORKER_MIRRORED, workers=2,
+                replicas_per_task=1, steps=100000, checkpoint_every=0)
+    cli = launch_plan(plan, tmp_path / "runs", targets=[local_target(stub_python())])
+    stepping(cli)
+    assert cli.record is not None
+    gui = reattach(RunRecord.load(Path(cli.record.bundle)))
+    stepping(gui)
+    late = RunRecord.load(Path(cli.record.bundle))  # a third follower, still running
+    gui.request_stop()
+    wait_done(gui)
+    wait_done(cli)
+    for controller in (gui, cli):
+        assert controller.state == "stopped", controller.message
+        assert controller.message == "stopped by the user"
+        tasks = controller.metrics.snapshot().tasks
+        assert {t: s.status for t, s in tasks.items()} == {"worker:0": "stopped",
+                                                           "worker:1": "stopped"}
+    record = RunRecord.load(Path(cli.record.bundle))
+    assert (record.state, record.message) == ("stopped", "stopped by the user")
+    # a follower that would record a failure now keeps the stop written (RunController)
+    assert late.recorded_end() == ("stopped", "stopped by the user")
+    nothing_left(cli)
+
+
+def test_a_finished_parameter_server_run_followed_twice_is_finished_for_both(
+        tmp_path: Path, stub_python: Callable[..., str]) -> None:
+    """The coordinator finishes; one follower ends the servers, the other sees them end by
+    SIGTERM: both, and run.json, say finished, and that the servers were ended after it."""
+    plan = Plan(run_name="ps-followers", strategy=Strategy.PARAMETER_SERVER, workers=2,
+                parameter_servers=1, steps=150, checkpoint_every=0)
+    cli = launch_plan(plan, tmp_path / "runs", targets=[local_target(stub_python())])
+    assert cli.record is not None
+    gui = reattach(RunRecord.load(Path(cli.record.bundle)))
+    gui.follow_closely(False)  # polled less often: the other one most likely ends the servers
+    wait_done(cli)
+    wait_done(gui)
+    said = "training finished; the servers (ps:0, worker:0, worker:1) were ended after it"
+    for controller in (gui, cli):
+        assert controller.state == "finished", controller.message
+        assert controller.message.startswith(said)
+        tasks = controller.metrics.snapshot().tasks
+        assert {t: s.status for t, s in tasks.items()} == {
+            "chief:0": "finished", "ps:0": "stopped", "worker:0": "stopped",
+            "worker:1": "stopped"}
+    record = RunRecord.load(Path(cli.record.bundle))
+    assert record.state == "finished" and record.message.startswith(said)
+    nothing_left(cli)
 
 
 def test_a_crashing_worker_fails_the_run_with_its_error_and_stops_the_rest(

@@ -24,6 +24,7 @@ from pytestqt.qtbot import QtBot
 from dtgui.core.events import Event
 from dtgui.core.live_run import LiveRun
 from dtgui.core.measure.stragglers import describe_straggler, find_stragglers
+from dtgui.core.run_tasks import TaskState
 from dtgui.core.runs.run_state import RunState
 from dtgui.core.task_logs import IN_WORDS, LOG_LINES_KEPT
 from dtgui.ui.pages.dashboard import Dashboard
@@ -500,6 +501,22 @@ def placed() -> LiveRun:
 
 def row_of(table: TaskTable, task: str) -> int:
     return next(r for r in range(table.rowCount()) if cell(table, r, 0).text() == task)
+
+
+def test_a_task_that_reports_no_steps_shows_a_dash_that_says_why(qtbot: QtBot) -> None:
+    table = TaskTable()
+    qtbot.addWidget(table)
+    running = RunState.RUNNING
+    table.update_tasks({"chief:0": TaskState("chief:0", running, step=250, replicas=1),
+                        "worker:0": TaskState("worker:0", running),
+                        "ps:0": TaskState("ps:0", RunState.STOPPED, exit_code=143),
+                        "worker:1": TaskState("worker:1")})  # not started yet
+    steps = {t: cell(table, row_of(table, t), TaskTable.STEP)
+             for t in ("chief:0", "worker:0", "ps:0", "worker:1")}
+    assert {t: c.text() for t, c in steps.items()} == {
+        "chief:0": "250", "worker:0": "\u2014", "ps:0": "\u2014", "worker:1": "0"}
+    assert "the coordinator (chief) sends it" in steps["worker:0"].toolTip()
+    assert steps["chief:0"].toolTip() == steps["worker:1"].toolTip() == ""
 
 
 def test_multi_machine_run_shows_each_tasks_machine_and_flags_the_straggler(

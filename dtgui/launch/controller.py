@@ -12,6 +12,9 @@ policy:
   every task is restarted from the last checkpoint;
 * when every primary task (the training workers, or the ParameterServer coordinator) has
   finished, the servers are stopped and the run is finished;
+* tasks ended by the signal of another dtgui process following the same run (`dtgui run`
+  and the app's reattach) do not fail it: that process's end (stopped, finished, failed),
+  written on every machine before it signals (dtgui.launch.runs.asked_end), is followed;
 * `request_stop()` stops every task on every machine: each saves a checkpoint at the step it
   reached and ends (SIGKILL after `save_grace`); a ParameterServer's servers serve until
   the coordinator has saved. `detach()` only stops watching (the tasks keep running;
@@ -40,6 +43,7 @@ from dtgui.core.runs.records import RunRecord
 from dtgui.core.runs.run_state import RunState
 from dtgui.launch.drivers import local_executor
 from dtgui.launch.exec.executor import Executor, MachinePoll, mirror
+from dtgui.launch.runs.asked_end import asked_end, clear_end, ended_by_signal, write_end
 from dtgui.launch.runs.full_disk import full_disk, full_disk_message
 from dtgui.launch.runs.policy import RunPolicy, exit_text, reap_later
 from dtgui.launch.runs.profile_ask import (
@@ -59,6 +63,9 @@ POLL_SECONDS = 0.2
 UNSEEN_POLL_SECONDS = 1.0
 MODEL_OUTPUT = "model"  # output/model: the trained model the chief saves
 STRAGGLER_SECONDS = 2.0
+# Following an end another dtgui process asked: how long past its own graces (the training
+# tasks' save, then the servers') it is given to end the tasks before this one ends them
+FOLLOW_MARGIN_SECONDS = 30.0
 USER_STOP = "stopped by the user"  # a stopped run's message when nothing else asked it
 LOG_TAIL_LINES = 3
 # events that say a task trains (its steps, or a script's numbers and progress): its machine
@@ -239,6 +246,7 @@ class RunController(BundledRun):
     def _start_all(self) -> None:
         for tid in self._exec_of:
             self.metrics.set_task_state(tid, "starting")
+        clear_end(self.executors)
         started = each(lambda ex: ex.start(), self.executors, name="dtgui-start")
         errors = [f"{ex.name}: {result}" for ex, result in zip(self.executors, started, strict=True)
                   if isinstance(result, Exception)]  # every machine's reason is reported
@@ -271,6 +279,10 @@ class RunController(BundledRun):
                     self._stop_all(RunState.STOPPED, self._stop_reason)
                     return
                 failures = self._failures()
+                asked = self._asked_end(failures)
+                if asked is not None:
+                    self._follow_end(*asked)
+                    return
                 if failures:
                     full = full_disk({self._exec_of[tid] for tid, _, _ in failures
                                       if tid in self._exec_of}, self._unreachable)
@@ -286,7 +298,7 @@ class RunController(BundledRun):
                                            for t in self._primaries):
                     for tid in self._primaries:
                         self.metrics.set_task_state(tid, "finished", exit_code=0)
-                    self._stop_all(RunState.FINISHED, "all tasks finished")
+                    self._stop_all(RunState.FINISHED, self._finished_message())
                     return
                 self._check_stragglers()
                 if self.tracker is not None:
@@ -448,6 +460,40 @@ class RunController(BundledRun):
             first.setdefault(failure[0], failure)
         return list(first.values())
 
+    def _finished_message(self) -> str:
+        servers = sorted(set(self._exec_of) - self._primaries)
+        if not servers:
+            return "all tasks finished"
+        return (f"training finished; the servers ({', '.join(servers)}) were ended after it, "
+                "as they serve until then")
+
+    def _asked_end(self, failures: list[tuple[str, str, int | None]]
+                   ) -> tuple[RunState, str] | None:
+        """The end another dtgui process asked of the run, when the tasks that would fail it
+        now all ended by a signal (its TERM, then KILL): the policy's verdict is then that
+        process's, not "stopped from outside"."""
+        if not failures or any(tid not in self._ended or not ended_by_signal(code)
+                               for tid, _, code in failures):
+            return None
+        return asked_end(self._exec_of[failures[0][0]])
+
+    def _follow_end(self, state: RunState, message: str) -> None:
+        """Another dtgui process ends the run: its tasks are given the time that process
+        gives them (a checkpoint saved, then the servers ended; a second signal from here
+        would cut the save short), then what is left is ended from here, and the run is
+        recorded ending as that process said."""
+        if state is RunState.STOPPED:
+            self._stop_reason = message
+            self._stop_requested.set()  # shown as stopping meanwhile
+        policy = self.policy
+        self._wait_ended(policy.save_grace + 2 * policy.stop_grace + FOLLOW_MARGIN_SECONDS)
+        if state is RunState.FINISHED:
+            for tid in self._primaries:
+                if tid in self._ended and self._exit_code(tid) == 0:
+                    self.metrics.set_task_state(tid, "finished", exit_code=0)
+        self._message = message
+        self._stop_all(state, message, asked=False)
+
     def _error_text(self, tid: str, reason: str) -> str:
         state = self.metrics.snapshot().tasks.get(tid)
         error = state.error if state is not None and state.error else reason
@@ -547,6 +593,10 @@ class RunController(BundledRun):
         (ParameterServer's workers and ps) serves on until asked again, as the coordinator's
         checkpoint reads its variables: it is asked again once the training tasks ended."""
         grace = self.policy.stop_grace if grace is None else grace
+        if self._all_ended():  # nothing left to end (another dtgui process ended them)
+            for ex in self.executors:
+                ex.reap()
+            return
         # SIGCONT too: a stopped (SIGSTOP) task acts on SIGTERM only once it runs again
         self._signal_all(signal.SIGTERM, signal.SIGCONT)
         servers = set(self._exec_of) - self._primaries if self._primaries else set()
@@ -560,7 +610,12 @@ class RunController(BundledRun):
         for ex in self.executors:
             ex.reap()
 
-    def _stop_all(self, final_state: RunState, message: str) -> None:
+    def _stop_all(self, final_state: RunState, message: str, asked: bool = True) -> None:
+        """End every task and record the run's end; `asked`: this process asks that end
+        (it is told on every machine first, `asked_end`), not another's it follows."""
+        if asked:
+            write_end([ex for ex in self.executors if ex.name not in self._unreachable],
+                      final_state, message)
         self._end_tasks(self.policy.save_grace if final_state is RunState.STOPPED else None)
         self._read_to_the_end()
         self._fetch_model()
@@ -610,6 +665,11 @@ class RunController(BundledRun):
     def _save_record(self, state: RunState) -> None:
         if self.record is None:
             return
+        if state is RunState.FAILED:
+            recorded = self.record.recorded_end()
+            if recorded is not None:  # another dtgui process saw this run end well: it did
+                state, self._message = recorded
+                self._state = state
         if state.ended:
             self.record.end(state, self._message, self.final_loss,
                             self.metrics.snapshot().step)

@@ -294,12 +294,18 @@ class StepTiming:
         calls, reporting, steps = self._window
         waited = self._input_wait / steps if self._input_timed else None
         parts = split_parts(calls / steps, reporting / steps, self.calibration, waited)
+        measured = list(self.measured)
+        if self.method == WORKER_TIMED and parts["compute"] <= 0 < parts["communication"]:
+            # its round trip, timed alone, took the whole step past its input wait (a busier
+            # moment than its calls): the communication shown holds its compute too, which
+            # is not told apart
+            measured.remove("compute")
         self._window = [0.0, 0.0, 0]
         self._input_wait, self._input_timed = 0.0, False
         self._since_split = 0
         return {"step": self._last_step, "steps": steps, "calls": self.calls,
                 "calibrations": self.calibrations, "method": self.method,
-                "measured": list(self.measured), **{k: round(v, 7) for k, v in parts.items()},
+                "measured": measured, **{k: round(v, 7) for k, v in parts.items()},
                 "probe_step": round(self.calibration.step, 7),
                 "probe_reduce": round(self.calibration.reduce, 7),
                 "probe_input": round(self.calibration.input, 7),
@@ -308,6 +314,9 @@ class StepTiming:
                 "setup_seconds": round(self.setup_seconds, 4),
                 "training_seconds": round(self.training_seconds, 4),
                 "clock_seconds": round(self.clock(), 3)}
+
+
+WORKER_TIMED = "worker-timed"  # a split's method: ParameterServer workers' calls timed there
 
 
 class WorkerStepTimings:
@@ -319,7 +328,9 @@ class WorkerStepTimings:
 
     * input wait = the call's own measure of its `next(iterator)`s;
     * communication = the round trip (never more than what is left);
-    * compute = the rest (forward, backward, the update on the servers).
+    * compute = the rest (forward, backward, the update on the servers); when nothing is
+      left (the round trip timed alone took as long as the step) compute is not told apart
+      from communication, and the split's `measured` leaves it out.
 
     dtgui's reporting runs on the coordinator beside the workers' steps, not in them: the
     workers' splits do not measure it. When the calibrations come is decided by the calls
@@ -345,7 +356,7 @@ class WorkerStepTimings:
             timing = StepTiming(self.schedule.active, first_call_traces=False,
                                 clock=self.schedule._now)
             timing.started = self.schedule.started  # the clock of the run's training
-            timing.method = "worker-timed"
+            timing.method = WORKER_TIMED
             timing.measured = self.MEASURED
             self.workers[index] = timing
         return self.workers[index]

@@ -379,10 +379,13 @@ def time_verdict(splits: Iterable[StepSplit], facts: RunFacts = RunFacts(),
 
 
 def _part_verdict(splits: list[StepSplit], facts: RunFacts, previous: str) -> Verdict:
-    """The part of the step that limits the run (time_verdict, without the CPU's load)."""
+    """The part of the step that limits the run (time_verdict, without the CPU's load). A
+    communication that holds compute too (not told apart on that task) is not weighed: its
+    share is only a bound."""
 
     def worst(part: str) -> tuple[float, str]:
-        candidates = [(s.share(part), s.task) for s in splits if part in s.measured]
+        candidates = [(s.share(part), s.task) for s in splits if part in s.measured
+                      and not (part == COMMUNICATION and COMPUTE not in s.measured)]
         return max(candidates, key=lambda c: (c[0], c[1])) if candidates else (0.0, "")
 
     found = [(worst(p), p) for p in (INPUT, COMMUNICATION)]

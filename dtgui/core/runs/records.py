@@ -170,6 +170,18 @@ class RunRecord:
             if step is not None:
                 last.steps = step
 
+    def recorded_end(self) -> tuple[RunState, str] | None:
+        """How run.json says this stretch of the run ended well (finished or stopped), as
+        another process following it wrote it; None: it does not (or cannot be read)."""
+        try:
+            written = RunRecord.load(Path(self.bundle))
+        except (OSError, ValueError, TypeError):
+            return None
+        if written.state not in (RunState.FINISHED, RunState.STOPPED) or \
+                written.run_id != self.run_id or len(written.segments) != len(self.segments):
+            return None
+        return written.state, written.message
+
     # -- JSON --------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         return {"schema": RECORD_SCHEMA, **asdict(self)}

@@ -234,6 +234,9 @@ class SlurmExecutor(Executor):
     def put_output_file(self, name: str, data: bytes) -> None:
         self.host.write_file(posixpath.join(self.run_dir, layout.OUTPUT_DIR, name), data)
 
+    def read_output_file(self, name: str, limit: int) -> bytes:
+        return self.host.read_tail(posixpath.join(self.run_dir, layout.OUTPUT_DIR), name, limit)
+
     def fetch_output(self, name: str) -> int:
         if not self.host.mirrors:
             return 0  # the run directory is the local bundle's

@@ -180,6 +180,11 @@ class Executor(abc.ABC):
     def put_output_file(self, name: str, data: bytes) -> None:  # noqa: B027 - optional
         """Write `output/<name>` of the bundle on this machine, where its tasks read it."""
 
+    def read_output_file(self, name: str, limit: int) -> bytes:
+        """The last `limit` bytes of `output/<name>` of the bundle on this machine (b"": none
+        there, or this kind of machine keeps no such file)."""
+        return b""
+
     def fetch_output(self, name: str) -> int:
         """Copy `output/<name>` of this machine into the local bundle (files copied); the
         tasks on this machine already write there."""

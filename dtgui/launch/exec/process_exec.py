@@ -119,6 +119,9 @@ class ProcessExecutor(Executor):
     def put_output_file(self, name: str, data: bytes) -> None:
         self.host.write_file(posixpath.join(self.directory, layout.OUTPUT_DIR, name), data)
 
+    def read_output_file(self, name: str, limit: int) -> bytes:
+        return self.host.read_tail(posixpath.join(self.directory, layout.OUTPUT_DIR), name, limit)
+
     def fetch_output(self, name: str) -> int:
         if not self.host.mirrors:
             return 0  # the tasks write into the local bundle

@@ -276,6 +276,15 @@ def epoch_text(epoch: int, metrics: Mapping[str, float], step: int = 0,
     return f"{current} &nbsp;·&nbsp; {ended} ended: training {numbers}"
 
 
+# The Step of a task that trains no replica and reports no step of its own: a
+# ParameterServer worker runs the steps its coordinator sends it, a parameter server holds
+# variables; neither counts them
+NO_STEPS = "\u2014"
+NO_STEPS_TIP = ("This task reports no steps of its own: a ParameterServer worker runs the "
+                "steps the coordinator (chief) sends it and a parameter server holds the "
+                "variables. The run's step is the coordinator's.")
+
+
 class TaskTable(QTableWidget):
     """One row per task: machine, status, step, replicas, exit code, error (failed rows in
     red, stragglers in amber with a "slow" badge). The Machine column shows only when a task
@@ -283,7 +292,7 @@ class TaskTable(QTableWidget):
     its width to the columns that say something."""
 
     COLUMNS = ("Task", "Machine", "Status", "Step", "Replicas", "Exit", "Error")
-    MACHINE, STATUS, EXIT, ERROR = 1, 2, 5, 6
+    MACHINE, STATUS, STEP, EXIT, ERROR = 1, 2, 3, 5, 6
     NUMERIC = (3, 4, 5)
     taskActivated = Signal(str)
 
@@ -348,7 +357,9 @@ class TaskTable(QTableWidget):
     def _fill_row(self, row: int, st: TaskState, before: TaskState | None) -> None:
         slow = bool(st.straggler)
         status = f"{st.status} \u00b7 slow" if slow else st.status
-        values = (st.task, machine_label(st.machine), status, f"{st.step:,}",
+        stepless = not st.step and not st.replicas and st.status != RunState.STARTING
+        values = (st.task, machine_label(st.machine), status,
+                  NO_STEPS if stepless else f"{st.step:,}",
                   str(st.replicas or ""), st.exit_shown,
                   st.error)
         failed = st.status == "failed"
@@ -367,7 +378,8 @@ class TaskTable(QTableWidget):
                 item.setText(text)
             if not restyle:
                 continue
-            item.setToolTip(tip or (st.error if col == self.ERROR else ""))
+            item.setToolTip(tip or (st.error if col == self.ERROR else
+                                    NO_STEPS_TIP if col == self.STEP and stepless else ""))
             if col == 0:
                 item.setIcon(self._badge if slow and not failed else QIcon())
             if failed:

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 
 from dtgui.core.measure.bottleneck import (
     COMMUNICATION,
+    COMPUTE,
     MEMORY,
     PART_NAMES,
     PARTS,
@@ -43,6 +44,11 @@ COLOURS = {"input": QColor("#e8a33d"), "compute": QColor("#3f9e6b"),
 LIMIT_COLOURS = {"input": "#b86e00", "communication": "#2a64b0", "compute": "#2e7d52",
                  "reporting": "#5f6368", "memory": "#b3261e", "cpu": "#8e24aa"}
 NO_FACTS = RunFacts()  # a run's facts not known
+# A bar whose compute was not told apart from its communication (a ParameterServer worker
+# whose round trip, timed alone, took the whole step past its input wait)
+COMPUTE_IN_COMMUNICATION = ("compute: not measured apart: the round trip to the parameter "
+                            "servers, timed alone, took as long as this step past its input "
+                            "wait, so the communication shown holds compute too")
 MAX_ROWS = 8  # tasks shown one bar each; the rest are summed up in a line
 SCRIPT_HINT = ("A script's split needs its help: call <code>dtgui_worker.report(step, loss)</code> "
                "each step, and read its batches through <code>dtgui_worker.timed(dataset)</code> "
@@ -119,8 +125,10 @@ class SplitBar(QWidget):
         nothing means."""
         self.split = split
         self.scale = min(1.0, max(0.0, scale))
-        self.setToolTip("\n".join(part_line(split, p, facts)
-                                  for p in PARTS if p in split.measured))
+        lines = [part_line(split, p, facts) for p in PARTS if p in split.measured]
+        if COMPUTE not in split.measured and COMMUNICATION in split.measured:
+            lines.append(COMPUTE_IN_COMMUNICATION)
+        self.setToolTip("\n".join(lines))
         self.update()
 
     def paintEvent(self, event: object) -> None:
