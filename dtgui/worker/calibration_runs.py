@@ -85,9 +85,21 @@ class CalibrationRuns:
                 step = min(step, time.perf_counter() - first) if step > 0 else \
                     time.perf_counter() - first
                 setup = time.perf_counter() - began
+                # the first call read the batch through the input pipeline: the next one is a
+                # step on cached data alone, all an input-bound run's runs will cost a step
+                first = time.perf_counter()
+                self._call(self._cached, 1, int(self._reduced))
+                step = min(step, time.perf_counter() - first)
             else:
                 step = self._last.step + self._last.reduce
-            n = self._agree(self._fitting(most, seconds - (time.perf_counter() - began), step))
+            left = seconds - (time.perf_counter() - began)
+            wish = self._fitting(most, left, step)
+            if self._last is None and self._smallest(step) > seconds:
+                wish = 0  # even runs of one step would overrun the budget: put off
+            n = self._agree(wish)
+            if n == 0:
+                return Calibration(step=step, reduce=0.0, setup=setup, n=0,
+                                   input=self._micro_batches * self._batch_seconds)
             steps, reduces, inputs = [], [], []
             for _ in range(n * self._micro_batches):
                 first = time.perf_counter()
@@ -107,20 +119,25 @@ class CalibrationRuns:
                                  setup=setup, n=n)
         return self._last
 
+    def _smallest(self, step: float) -> float:
+        """Seconds the runs of one step take with steps of `step` seconds on cached data."""
+        return 3 * CALIBRATION_REPEATS * 2 * step + self._micro_batches * self._batch_seconds
+
     def _fitting(self, most: int, seconds: float, step: float) -> int:
         """The runs' steps that fit in `seconds` (CALIBRATION_REPEATS runs of n then 2n steps,
         each a step and, counted as one, an all-reduce, and n steps' batches): `most`, or
         more for n steps to last RUN_SECONDS, fewer when they do not fit, at least one."""
-        per_n = 3 * CALIBRATION_REPEATS * 2 * step + self._micro_batches * self._batch_seconds
+        per_n = self._smallest(step)
         fit = int(seconds / per_n) if per_n > 0 else most
         wanted = max(most, math.ceil(RUN_SECONDS / step)) if step > 0 else most
         return max(1, min(wanted, fit))
 
     def _agree(self, n: int) -> int:
         """The steps every task runs: the mean of their wishes rounded down, through a call of
-        no step (each task sizes its runs on its own timing; the mean is the same on all)."""
+        no step (each task sizes its runs on its own timing; the mean is the same on all);
+        0 (put off) when a task wished none and the others too few to lift the mean to one."""
         _, mean = self._call(self._cached, 0, 0, float(n))
-        return max(1, int(mean + 1e-6))
+        return int(mean + 1e-6)
 
 
 class RoundTripRuns:

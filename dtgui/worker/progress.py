@@ -196,6 +196,9 @@ class Progress:
         except Exception as exc:  # noqa: BLE001 - a measure only; training goes on
             self.no_split(exc)
             return
+        if found.n == 0:
+            self.timing.put_off(found, time.perf_counter() - began)
+            return
         self.timing.calibrated(found, time.perf_counter() - began, found.n)
 
     def emit_split(self, final: bool = False, k: int = 1) -> None:

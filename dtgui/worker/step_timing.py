@@ -19,9 +19,11 @@ checkpoints and validation included: a ParameterServer worker's timed calls are 
 it): FIRST_MINUTE_SHARE (5 %) of the first minute, SPLIT_BUDGET (1 %) past five minutes, never
 less than it allowed before (so a run of ten minutes or more spends at most 1 %). The first
 calibration's runs are sized to FIRST_CALIBRATION_SECONDS (`CalibrationRuns.measure`), so it
-comes about twenty seconds into training, unless its smallest runs (one step each,
-`smallest_calibration`) take longer: slow steps wait until the budget pays for those (a second
-a step: about half an hour); the next ones as the budget pays for them, at least
+comes about twenty seconds into training. Its runs step on one cached batch, so an input-bound
+step says nothing of their cost: the first call over that batch times one such step, and when
+even the smallest runs (one step each, `smallest_calibration`) do not fit what the budget
+allows, the calibration stops there (`put_off`, every task agreeing) and waits until the budget
+pays for them (with a second a step: about half an hour); the next ones as the budget pays for them, at least
 CALIBRATE_EVERY_CALLS calls after the last. A run too short for one is not measured: its
 `split` events say so and from when it would be (`deferred_clock`, seconds on that clock).
 MultiWorkerMirrored workers must run the calibration runs' collectives together: each call
@@ -113,8 +115,9 @@ def calibration_steps(n: int) -> int:
 
 
 def smallest_calibration(step: float) -> float:
-    """Seconds the smallest calibration takes with training steps of `step` seconds: runs of
-    one step (and the call that warms them up, a step too), whatever seconds it is given."""
+    """Seconds the smallest calibration's steps take with steps of `step` seconds on cached
+    data: runs of one step (and the call that warms them up, a step too), whatever seconds it
+    is given; the input pipeline's batches apart."""
     return (calibration_steps(1) + 1) * step
 
 
@@ -135,7 +138,7 @@ class Calibration:
     reduce: float  # the gradient all-reduce alone
     input: float = float("inf")  # the input pipeline alone, making one step's batches
     setup: float = 0.0  # seconds of this calibration spent making the calibration runs
-    n: int = 0  # the steps of its runs (n then 2n)
+    n: int = 0  # the steps of its runs (n then 2n); 0: put off (`step`: one on cached data)
 
 
 def split_parts(call: float, reporting: float, calibration: Calibration,
@@ -174,6 +177,7 @@ class StepTiming:
         self.training_seconds = 0.0  # calls and reporting, the first call excepted
         self.steps = 0  # trained in the calls counted
         self._last_cost: tuple[int, float] | None = None  # (n, seconds) of the last calibration
+        self._smallest: float | None = None  # the smallest runs' seconds, by a put-off one
         self._window = [0.0, 0.0, 0]  # call seconds, reporting seconds, steps
         self._input_wait = 0.0  # seconds of the window's calls spent waiting for input
         self._input_timed = False  # the calls timed their input wait themselves
@@ -220,10 +224,10 @@ class StepTiming:
             last_n, seconds = self._last_cost
             return seconds * n / last_n
         if self.sized:
-            # runs of one step are the least the runs can be sized to: with slow steps (a
-            # second each across loaded machines) they take far more than the seconds given,
-            # and the calibration waits until the budget pays for them
-            return max(FIRST_CALIBRATION_SECONDS, smallest_calibration(self.per_step))
+            # runs of one step are the least the runs can be sized to: once a first try timed
+            # a step on cached data too slow for them (a second each across loaded machines),
+            # the calibration waits until the budget pays for them
+            return max(FIRST_CALIBRATION_SECONDS, self._smallest or 0.0)
         runs = 2 * CALIBRATION_REPEATS * 2 + 1  # calls of the two timed runs, and warming up
         return RUN_CALL_GUESS * runs + (calibration_steps(n) + n) * self.per_step
 
@@ -253,6 +257,13 @@ class StepTiming:
             return False
         self._next_calibration = next_calibration(self.calls, k)
         return True
+
+    def put_off(self, found: Calibration, seconds: float) -> None:
+        """A calibration stopped after timing a step on cached data (`found.step`): its
+        smallest runs did not fit; what it took (`seconds`, making its runs included) counts."""
+        self.calibration_seconds += seconds
+        self.setup_seconds += found.setup
+        self._smallest = smallest_calibration(found.step) + found.input
 
     def calibrated(self, calibration: Calibration, seconds: float, n: int = 0) -> None:
         """A calibration with runs of `n` steps took `seconds`, its runs' making included."""
