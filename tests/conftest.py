@@ -62,13 +62,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group("slurm-lab"))
         elif _uses_a_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(f"fixtures-of-{path.name}"))
-    # Workers take the other tests in this order: the slow ones (TensorFlow training) first,
-    # then those on the SSH test hosts (many seconds each: launches over SSH, a machine's
-    # timeouts), so that the suite ends on short tests and no worker waits long for the last
-    # one (docs/testing.md).
-    items.sort(key=lambda item: 0 if item.get_closest_marker("xdist_group")
-               else 1 if item.get_closest_marker("slow")
-               else 2 if item.get_closest_marker("lab") else 3)
+    # Workers take the other tests in this order: the slow ones (TensorFlow training) and those
+    # on the SSH test hosts (many seconds each, mostly waiting: launches over SSH, a machine's
+    # timeouts) first, interleaved, so that one worker waits on a host while the others train
+    # (the training alone keeps both cores busy); then the rest, so that the suite ends on
+    # short tests and no worker waits long for the last one (docs/testing.md).
+    slow = [i for i in items if i.get_closest_marker("slow")
+            and not i.get_closest_marker("xdist_group")]
+    waiting = [i for i in items if i.get_closest_marker("lab")
+               and not i.get_closest_marker("slow") and not i.get_closest_marker("xdist_group")]
+    share = {id(item): n / len(kind) for kind in (slow, waiting) for n, item in enumerate(kind)}
+    items.sort(key=lambda item: (0, 0.0) if item.get_closest_marker("xdist_group")
+               else (1, share[id(item)]) if id(item) in share else (2, 0.0))
 
 
 _launch_checks: dict[str, object] = {}  # launch-checks.json's entries, carried from test to test
