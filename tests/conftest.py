@@ -76,7 +76,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                else (1, share[id(item)]) if id(item) in share else (2, 0.0))
 
 
-_launch_checks: dict[str, object] = {}  # launch-checks.json's entries, carried from test to test
+# What dtgui remembers from one launch or start to the next, carried from test to test as it
+# is for a user (each file's entries): the launch check's TensorFlow imports a machine and
+# interpreter (launch-checks.json), this machine's TensorFlow view (tf-view.json).
+REMEMBERED = ("launch-checks.json", "tf-view.json")
+_remembered: dict[str, dict[str, object]] = {name: {} for name in REMEMBERED}
 
 
 def _read_checks(path: Path) -> dict[str, object]:
@@ -87,12 +91,13 @@ def _read_checks(path: Path) -> dict[str, object]:
     return data if isinstance(data, dict) else {}
 
 
-def _shared_checks(factory: pytest.TempPathFactory) -> Path | None:
-    """Under pytest-xdist, the launch checks' file the workers of this test session share (the
-    parent of their base temp directories is the session's); None in a single process."""
+def _shared_dir(factory: pytest.TempPathFactory) -> Path | None:
+    """Under pytest-xdist, where the workers of this test session share the remembered files
+    (the parent of their base temp directories is the session's); None in a single
+    process."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return None
-    return factory.getbasetemp().parent / "launch-checks.json"
+    return factory.getbasetemp().parent
 
 
 def _share_checks(shared: Path, found: dict[str, object]) -> None:
@@ -107,26 +112,28 @@ def _share_checks(shared: Path, found: dict[str, object]) -> None:
 @pytest.fixture(autouse=True)
 def isolated_dirs(tmp_path_factory: pytest.TempPathFactory,
                   monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """dtgui's config and data dirs, new for each test - but for the launch check's memory of
-    the interpreters whose TensorFlow imported (launch-checks.json), which carries on as it
-    does for a user from launch to launch: one TensorFlow import a machine and interpreter a
-    test session (all its pytest-xdist workers), not one a launch."""
+    """dtgui's config and data dirs, new for each test - but for what dtgui remembers from
+    launch to launch (REMEMBERED: the interpreters whose TensorFlow imported, this machine's
+    TensorFlow view), which carries on as it does for a user: one TensorFlow import a machine
+    and interpreter a test session (all its pytest-xdist workers), not one a launch or a
+    window."""
     base = tmp_path_factory.mktemp("dtgui-home")
     monkeypatch.setenv("DTGUI_CONFIG_DIR", str(base / "config"))
     monkeypatch.setenv("DTGUI_DATA_DIR", str(base / "data"))
-    checks = base / "data" / "launch-checks.json"
-    shared = _shared_checks(tmp_path_factory)
-    if shared is not None:
-        _launch_checks.update(_read_checks(shared))
-    if _launch_checks:
-        checks.parent.mkdir(parents=True, exist_ok=True)
-        checks.write_text(json.dumps(_launch_checks))
-    yield base
-    found = _read_checks(checks)
-    if found.keys() - _launch_checks.keys():
-        _launch_checks.update(found)
+    shared = _shared_dir(tmp_path_factory)
+    for name, carried in _remembered.items():
         if shared is not None:
-            _share_checks(shared, found)
+            carried.update(_read_checks(shared / name))
+        if carried:
+            (base / "data").mkdir(parents=True, exist_ok=True)
+            (base / "data" / name).write_text(json.dumps(carried))
+    yield base
+    for name, carried in _remembered.items():
+        found = _read_checks(base / "data" / name)
+        if found.keys() - carried.keys():
+            carried.update(found)
+            if shared is not None:
+                _share_checks(shared / name, found)
 
 
 @pytest.fixture
