@@ -125,7 +125,7 @@ def test_the_probe_of_this_machine(tmp_path: Path) -> None:
 
 
 def test_this_machines_tensorflow_view_is_remembered_for_its_installation(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The Home panel's view of TensorFlow is asked once (a TensorFlow import in a subprocess,
     stood in for here: its real answer is the test above), then read back at the next start
     while the packages, GPUs and variables it depends on are the same; asked again when one
@@ -141,6 +141,8 @@ def test_this_machines_tensorflow_view_is_remembered_for_its_installation(
         return answers[0]
 
     monkeypatch.setattr(tf_view_memory, "probe_tensorflow", ask_tensorflow)
+    # a data dir of its own: the stand-in's views stay out of what the session carries
+    monkeypatch.setenv("DTGUI_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     first = answers[0]
     assert tf_view_memory.local_tf_view(()) == first and len(asked) == 1
