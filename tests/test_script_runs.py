@@ -94,8 +94,17 @@ def test_a_script_that_trains_on_after_sigterm_gets_sigint_one_that_saves_keeps_
     ignoring, saving = (launch_plan(script_plan("sleepy_loop", "train.py",
                                                 args=("1000", "0.2", on_sigterm)),
                                     tmp_path / on_sigterm) for on_sigterm in ("ignore", "save"))
-    for controller in (ignoring, saving):
-        wait_for_scalars(controller)
+    def both_trained() -> bool:  # each script is past its start: its handler is in place
+        shown = [c.metrics.scalars.snapshot().get("train/epoch_loss", {})
+                 for c in (ignoring, saving)]
+        return all(set(s) == {"worker:0", "worker:1"} for s in shown)
+
+    deadline = time.monotonic() + 120
+    while not both_trained():
+        assert not ignoring.finished and not saving.finished, (ignoring.message,
+                                                                 saving.message)
+        assert time.monotonic() < deadline, "no epoch from every worker"
+        time.sleep(0.1)
     pgids = ignoring.pgids() + saving.pgids()
     for controller in (ignoring, saving):
         controller.request_stop()
