@@ -62,16 +62,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group("slurm-lab"))
         elif _uses_a_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(f"fixtures-of-{path.name}"))
-    # Workers take the other tests in this order: the slow ones (TensorFlow training) first,
-    # then those on the SSH test hosts (many seconds each: launches over SSH, a machine's
-    # timeouts), so that the suite ends on short tests and no worker waits long for the last
-    # one (docs/testing.md).
-    items.sort(key=lambda item: 0 if item.get_closest_marker("xdist_group")
-               else 1 if item.get_closest_marker("slow")
-               else 2 if item.get_closest_marker("lab") else 3)
+    # Workers take the other tests in this order: the slow ones (TensorFlow training) and those
+    # on the SSH test hosts (many seconds each, mostly waiting: launches over SSH, a machine's
+    # timeouts) first, interleaved, so that one worker waits on a host while the others train
+    # (the training alone keeps both cores busy); then the rest, so that the suite ends on
+    # short tests and no worker waits long for the last one (docs/testing.md).
+    slow = [i for i in items if i.get_closest_marker("slow")
+            and not i.get_closest_marker("xdist_group")]
+    waiting = [i for i in items if i.get_closest_marker("lab")
+               and not i.get_closest_marker("slow") and not i.get_closest_marker("xdist_group")]
+    share = {id(item): n / len(kind) for kind in (slow, waiting) for n, item in enumerate(kind)}
+    items.sort(key=lambda item: (0, 0.0) if item.get_closest_marker("xdist_group")
+               else (1, share[id(item)]) if id(item) in share else (2, 0.0))
 
 
-_launch_checks: dict[str, object] = {}  # launch-checks.json's entries, carried from test to test
+# What dtgui remembers from one launch or start to the next, carried from test to test as it
+# is for a user (each file's entries): the launch check's TensorFlow imports a machine and
+# interpreter (launch-checks.json), this machine's TensorFlow view (tf-view.json).
+REMEMBERED = ("launch-checks.json", "tf-view.json")
+_remembered: dict[str, dict[str, object]] = {name: {} for name in REMEMBERED}
 
 
 def _read_checks(path: Path) -> dict[str, object]:
@@ -82,12 +91,13 @@ def _read_checks(path: Path) -> dict[str, object]:
     return data if isinstance(data, dict) else {}
 
 
-def _shared_checks(factory: pytest.TempPathFactory) -> Path | None:
-    """Under pytest-xdist, the launch checks' file the workers of this test session share (the
-    parent of their base temp directories is the session's); None in a single process."""
+def _shared_dir(factory: pytest.TempPathFactory) -> Path | None:
+    """Under pytest-xdist, where the workers of this test session share the remembered files
+    (the parent of their base temp directories is the session's); None in a single
+    process."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return None
-    return factory.getbasetemp().parent / "launch-checks.json"
+    return factory.getbasetemp().parent
 
 
 def _share_checks(shared: Path, found: dict[str, object]) -> None:
@@ -102,26 +112,28 @@ def _share_checks(shared: Path, found: dict[str, object]) -> None:
 @pytest.fixture(autouse=True)
 def isolated_dirs(tmp_path_factory: pytest.TempPathFactory,
                   monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """dtgui's config and data dirs, new for each test - but for the launch check's memory of
-    the interpreters whose TensorFlow imported (launch-checks.json), which carries on as it
-    does for a user from launch to launch: one TensorFlow import a machine and interpreter a
-    test session (all its pytest-xdist workers), not one a launch."""
+    """dtgui's config and data dirs, new for each test - but for what dtgui remembers from
+    launch to launch (REMEMBERED: the interpreters whose TensorFlow imported, this machine's
+    TensorFlow view), which carries on as it does for a user: one TensorFlow import a machine
+    and interpreter a test session (all its pytest-xdist workers), not one a launch or a
+    window."""
     base = tmp_path_factory.mktemp("dtgui-home")
     monkeypatch.setenv("DTGUI_CONFIG_DIR", str(base / "config"))
     monkeypatch.setenv("DTGUI_DATA_DIR", str(base / "data"))
-    checks = base / "data" / "launch-checks.json"
-    shared = _shared_checks(tmp_path_factory)
-    if shared is not None:
-        _launch_checks.update(_read_checks(shared))
-    if _launch_checks:
-        checks.parent.mkdir(parents=True, exist_ok=True)
-        checks.write_text(json.dumps(_launch_checks))
-    yield base
-    found = _read_checks(checks)
-    if found.keys() - _launch_checks.keys():
-        _launch_checks.update(found)
+    shared = _shared_dir(tmp_path_factory)
+    for name, carried in _remembered.items():
         if shared is not None:
-            _share_checks(shared, found)
+            carried.update(_read_checks(shared / name))
+        if carried:
+            (base / "data").mkdir(parents=True, exist_ok=True)
+            (base / "data" / name).write_text(json.dumps(carried))
+    yield base
+    for name, carried in _remembered.items():
+        found = _read_checks(base / "data" / name)
+        if found.keys() - carried.keys():
+            carried.update(found)
+            if shared is not None:
+                _share_checks(shared / name, found)
 
 
 @pytest.fixture

@@ -151,8 +151,10 @@ def test_the_telemetry_counts_the_bytes_a_real_transfer_sends_over_a_link(
         assert sink.stdout is not None
         port = int(sink.stdout.readline())
         counter = NetworkTraffic()
-        assert counter.rates() == {}  # the first call only starts the count
+        # the counter's own interval runs from the start of this call to the start of the
+        # next: these seconds hold it whole, however long reading the counters takes
         began = time.monotonic()
+        assert counter.rates() == {}  # the first call only starts the count
         with socket.create_connection((veth_peer, port), timeout=10) as conn:
             conn.sendall(b"x" * (8 << 20))
         time.sleep(0.2)  # the last segments' counters

@@ -124,6 +124,42 @@ def test_the_probe_of_this_machine(tmp_path: Path) -> None:
     assert lost.cpu_cores == facts.cpu_cores  # the machine's python3 told the rest
 
 
+def test_this_machines_tensorflow_view_is_remembered_for_its_installation(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The Home panel's view of TensorFlow is asked once (a TensorFlow import in a subprocess,
+    stood in for here: its real answer is the test above), then read back at the next start
+    while the packages, GPUs and variables it depends on are the same; asked again when one
+    changes, or on Refresh; a view with an error is not remembered."""
+    from dtgui.core.machines.hardware import GpuInfo, TfView
+    from dtgui.launch.checks import tf_view_memory
+
+    answers = [TfView(version=TF, built_with_cuda=True, cuda_version="12.5.1")]
+    asked: list[TfView] = []
+
+    def ask_tensorflow() -> TfView:
+        asked.append(answers[0])
+        return answers[0]
+
+    monkeypatch.setattr(tf_view_memory, "probe_tensorflow", ask_tensorflow)
+    # a data dir of its own: the stand-in's views stay out of what the session carries
+    monkeypatch.setenv("DTGUI_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    first = answers[0]
+    assert tf_view_memory.local_tf_view(()) == first and len(asked) == 1
+    assert tf_view_memory.local_tf_view(()) == first and len(asked) == 1  # the next start
+    gpu = GpuInfo(0, "NVIDIA H100", 80 << 30, 0, 0.0, driver="550.54", compute_capability="9.0")
+    assert tf_view_memory.local_tf_view((gpu,)) == first and len(asked) == 2  # a GPU came
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert tf_view_memory.local_tf_view((gpu,)) == first and len(asked) == 3
+    assert tf_view_memory.local_tf_view((gpu,), fresh=True) == first and len(asked) == 4
+    answers[0] = TfView(error="importing TensorFlow failed: ImportError")
+    assert tf_view_memory.local_tf_view((gpu,), fresh=True).error and len(asked) == 5
+    assert tf_view_memory.local_tf_view((gpu,)) == first and len(asked) == 5  # kept
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert tf_view_memory.local_tf_view((gpu,)).error and len(asked) == 6
+    assert tf_view_memory.local_tf_view((gpu,)).error and len(asked) == 7  # not remembered
+
+
 def test_reachability_listener_and_connection() -> None:
     port = machine_probe.choose_free_ports(1)[0]
     listener = subprocess.Popen([PYTHON, "-", "listen", "", str(port), "t0ken", "2", "20"],

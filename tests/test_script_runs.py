@@ -85,6 +85,46 @@ def test_stop_leaves_no_process(tmp_path: Path) -> None:
     assert live_members(pgids) == []
 
 
+def test_a_script_that_trains_on_after_sigterm_gets_sigint_one_that_saves_keeps_its_grace(
+        tmp_path: Path) -> None:
+    """Asked to stop, a script that ignores SIGTERM (as TensorFlow's MultiWorkerMirrored
+    makes a script without a handler of its own) and goes on training is sent SIGINT, Python's
+    KeyboardInterrupt, by each task's supervisor; one whose handler ends the epoch in flight
+    and saves (a second) is left to do it. Both runs at once, two workers each."""
+    ignoring, saving = (launch_plan(script_plan("sleepy_loop", "train.py",
+                                                args=("1000", "0.2", on_sigterm)),
+                                    tmp_path / on_sigterm) for on_sigterm in ("ignore", "save"))
+    def both_trained() -> bool:  # each script is past its start: its handler is in place
+        shown = [c.metrics.scalars.snapshot().get("train/epoch_loss", {})
+                 for c in (ignoring, saving)]
+        return all(set(s) == {"worker:0", "worker:1"} for s in shown)
+
+    deadline = time.monotonic() + 120
+    while not both_trained():
+        assert not ignoring.finished and not saving.finished, (ignoring.message,
+                                                                 saving.message)
+        assert time.monotonic() < deadline, "no epoch from every worker"
+        time.sleep(0.1)
+    pgids = ignoring.pgids() + saving.pgids()
+    for controller in (ignoring, saving):
+        controller.request_stop()
+    for controller in (ignoring, saving):
+        wait_done(controller, 60)
+        assert controller.state == "stopped", controller.message
+    assert live_members(pgids) == []
+    for task in ignoring.bundle.plan.tasks:
+        log = ignoring.bundle.log_file(task).read_text()
+        assert "KeyboardInterrupt" in log, log[-2000:]
+        said = [e.get("message") for e in read_all(ignoring.bundle.events_file(task))
+                if e.kind == "log"]
+        assert "The script went on training after it was asked to stop: SIGINT sent" in said
+    saved = sorted((saving.bundle.output / "checkpoints").glob("saved-*"))
+    assert len(saved) == 2, saved  # each worker's save, whole
+    for task in saving.bundle.plan.tasks:
+        log = saving.bundle.log_file(task).read_text()
+        assert "saved at epoch" in log and "KeyboardInterrupt" not in log, log[-2000:]
+
+
 def test_custom_loop_report_gives_per_replica_curves(tmp_path: Path) -> None:
     plan = script_plan("custom_loop", "train.py", strategy=Strategy.MIRRORED, steps=5,
                        per_replica_batch=8)

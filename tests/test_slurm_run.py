@@ -141,11 +141,17 @@ def test_multi_worker_mirrored_on_two_nodes(slurm: SlurmCluster, tmp_path: Path)
                     ignore=lambda folder, _names: ["output"] if Path(folder) ==
                     controller.bundle.path else [])
     (by_hand / "output" / "logs").mkdir(parents=True)  # as the export leaves it: sbatch logs there
-    submitted = subprocess.run(["sbatch", "--wait", "job.sbatch"], cwd=by_hand,
-                               capture_output=True, text=True, timeout=150, env=slurm.env())
+    submitted = subprocess.run(["sbatch", "--parsable", "job.sbatch"], cwd=by_hand,
+                               capture_output=True, text=True, timeout=30, env=slurm.env())
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    job = submitted.stdout.strip().split(";")[0]
+    # followed in the queue, not with `sbatch --wait`: that asks at 2, 10 and 42 s after the
+    # submission (then every 32 s), so a job that ends at 12 s was seen ended at 42 s
+    wait_for(lambda: job not in slurm.queue(), 150, f"job {job} is still queued")
+    ended = slurm.run("scontrol", "show", "job", job).stdout
     job_log = "".join(p.read_text(errors="replace")
                       for p in (by_hand / "output" / "logs").glob("*.log"))
-    assert submitted.returncode == 0, submitted.stdout + submitted.stderr + job_log
+    assert "JobState=COMPLETED" in ended and "ExitCode=0:0" in ended, ended + job_log
     assert [runs.replica_losses(by_hand / controller.bundle.events_file(t).relative_to(
         controller.bundle.path)) for t in controller.plan.tasks] == in_app
     assert all(len(losses) == 6 for losses in in_app)

@@ -16,6 +16,7 @@ variables (script_env.py). Since it knows nothing of dtgui:
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sys
 import time
@@ -24,7 +25,7 @@ from .events import EventWriter
 from .layout import task_dir_names
 from .plan import BUNDLE_PROJECT_DIR, MetricsTasks, Plan, ScriptModel
 from .printed_metrics import LOG_LINE, MAX_LINE, LineParser, LineResult, metric_name
-from .script_env import expand_references, is_loss_tag, task_paths
+from .script_env import expand_references, is_loss_tag, is_step_tag, task_paths
 from .supervisor import Child
 from .tb_follow import TensorBoardFollower
 from .tfrecord import Scalar
@@ -53,9 +54,20 @@ def last_error_line(text: str, limit: int = 500) -> str:
     return f"{head} ... {tail}"
 
 
+# Epochs a script ends after its stop signal (told by the times its TensorBoard files give
+# them) that show it went on training: the epoch in flight may end, a whole one more may not.
+WENT_ON_EPOCHS = 2
+
+
 class ScriptChild(Child):
     title = "The script"
     capture_output = True
+    # Asked to stop with SIGTERM, a script without a handler of its own ends at once, but
+    # under MultiWorkerMirrored TensorFlow's preemption notifier takes SIGTERM (for
+    # PreemptionCheckpointHandler) and training goes on. SIGINT, as Ctrl-C, raises Python's
+    # KeyboardInterrupt: the script ends (every task must get it: one task's end alone leaves
+    # the others waiting in their collectives until the grace is over).
+    went_on_signal = signal.SIGINT
 
     def __init__(self, plan: Plan, plan_path: str, task: str, out_dir: str,
                  events: EventWriter) -> None:
@@ -72,6 +84,8 @@ class ScriptChild(Child):
         self.last_loss: float | None = None  # from TensorBoard files
         self.printed_loss: float | None = None
         self.last_step = 0
+        self._stop_time: float | None = None  # when it was asked to stop
+        self._epochs_after_stop: set[float] = set()  # epochs its TensorBoard files ended since
         self.parser = printed_parser(plan, self.script, task)
         self._pending = b""
         self._progress: tuple[str, int, int] | None = None
@@ -101,6 +115,9 @@ class ScriptChild(Child):
         self.events.emit("scalar", tag=tag, step=scalar.step, value=scalar.value,
                          wall_time=scalar.wall_time)
         self.last_step = max(self.last_step, scalar.step)
+        stop_time = self._stop_time
+        if stop_time is not None and not is_step_tag(tag) and scalar.wall_time > stop_time:
+            self._epochs_after_stop.add(scalar.step)
         if is_loss_tag(tag):
             self.last_loss = scalar.value
 
@@ -162,6 +179,14 @@ class ScriptChild(Child):
             supervisor_pid=os.getpid(), host=socket.gethostname(),
             script=" ".join(self.command()[1:]))
         self.follower.start()
+
+    def asked_to_stop(self) -> None:
+        # the scalars' own times, not when they are read: the files are read every half
+        # second, and what a pipe buffers of printed lines comes later still
+        self._stop_time = time.time()
+
+    def went_on(self) -> bool:
+        return len(self._epochs_after_stop) >= WENT_ON_EPOCHS
 
     def stopped(self) -> None:
         self.follower.stop(drain=False)

@@ -12,7 +12,8 @@ For both:
   SIGKILLed (at once on a second stop signal: a parameter server's task serves on until then,
   as the coordinator's checkpoint reads its variables); a ``log`` event "stopped" is written (by dtgui's training loop itself, with the
   step it saved), exit 143 / 130 / 138. SIGUSR1 is what a Slurm job gets ahead of its time
-  limit (job.sbatch).
+  limit (job.sbatch). A child that goes on training meanwhile gets its kind's
+  `Child.went_on_signal` (a user's script, whose SIGTERM TensorFlow may take: SIGINT).
 * telemetry (``device`` events) runs here, so it keeps flowing while the child is busy.
 * a child killed by a signal (segfault, the OOM killer) gets a ``failed`` event.
 * the child dies with this process (PR_SET_PDEATHSIG on Linux).
@@ -26,6 +27,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +39,7 @@ from .telemetry import Telemetry
 STOP_CODES = {signal.SIGTERM: 143, signal.SIGINT: 130, signal.SIGUSR1: 138}
 CHILD_ENV = "DTGUI_WORKER_SUPERVISOR"
 UNSTARTED_GRACE_SECONDS = 1.0  # a training child that has not started training: nothing to save
+WENT_ON_LOOK_SECONDS = 0.25  # how often a stopped child's grace looks whether it went on
 TAIL_BYTES = 64 * 1024  # the end of a child's output kept for its `failed` event
 
 
@@ -81,6 +84,8 @@ class Child:
     cwd: str | None = None
     stop_signal: int = signal.SIGTERM  # what asks the child to stop
     grace = STOP_GRACE_SECONDS  # how long it has to end once asked
+    # sent once to a child that went on training after it was asked to stop (0: none)
+    went_on_signal = 0
     capture_output = False  # through this process, keeping the tail for the `failed` event
 
     def command(self) -> list[str]:
@@ -104,6 +109,14 @@ class Child:
 
     def reported_stop(self, code: int) -> bool:
         """Whether a child that exited with `code` after a stop wrote the "stopped" event."""
+        return False
+
+    def asked_to_stop(self) -> None:
+        """The stop signal was sent: what `went_on` compares with is taken here."""
+
+    def went_on(self) -> bool:
+        """Whether the child went on training after it was asked to stop (it ignored the
+        stop signal); asked during its grace."""
         return False
 
     def stop_grace(self, events: EventWriter) -> float:
@@ -257,11 +270,12 @@ def _end_child(proc: subprocess.Popen[bytes], child: Child, events: EventWriter)
     if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(child.stop_signal)
+    child.asked_to_stop()
     try:
         _STOPS["waiting"] = 1
         if _STOPS["seen"] > 1:  # asked again before its grace began
             raise StopRequested(signal.SIGTERM)
-        return proc.wait(timeout=child.stop_grace(events))
+        return _wait_in_grace(proc, child, events, time.monotonic() + child.stop_grace(events))
     except (subprocess.TimeoutExpired, StopRequested):  # its grace is over, or asked again
         for sig in STOP_CODES:
             signal.signal(sig, signal.SIG_IGN)
@@ -270,6 +284,27 @@ def _end_child(proc: subprocess.Popen[bytes], child: Child, events: EventWriter)
         return proc.wait()
     finally:
         _STOPS["waiting"] = 0
+
+
+def _wait_in_grace(proc: subprocess.Popen[bytes], child: Child, events: EventWriter,
+                   deadline: float) -> int:
+    """The child's exit code once it ended before `deadline` (else TimeoutExpired); a child
+    that goes on training meanwhile gets its `went_on_signal`, once."""
+    watching = bool(child.went_on_signal)
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return proc.wait(timeout=min(left, WENT_ON_LOOK_SECONDS) if watching else left)
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                raise
+        if watching and child.went_on():
+            watching = False
+            name = signal_name(child.went_on_signal)
+            events.log(f"{child.title} went on training after it was asked to stop: {name} "
+                       "sent", level="warning")
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(child.went_on_signal)
 
 
 def supervise(child: Child, events: EventWriter) -> int:

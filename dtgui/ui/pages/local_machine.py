@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
 )
 
 from dtgui.core.machines.hardware import MachineFacts, TfView, detect_local
-from dtgui.launch.checks.model_check import probe_tensorflow
+from dtgui.launch.checks.tf_view_memory import local_tf_view
 from dtgui.ui.workers import error_message, run_in_thread
 
 
@@ -34,6 +34,7 @@ class LocalMachinePanel(QWidget):
         super().__init__(parent)
         self.facts: MachineFacts | None = None
         self._probing = False
+        self._fresh = False  # this detection asks TensorFlow again (Refresh)
 
         box = QGroupBox("This machine")
         form = QFormLayout()
@@ -65,7 +66,7 @@ class LocalMachinePanel(QWidget):
         self._explanation.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
         self._refresh = QPushButton("Refresh")
-        self._refresh.clicked.connect(self.refresh)
+        self._refresh.clicked.connect(lambda: self.refresh(fresh=True))
         buttons = QHBoxLayout()
         buttons.addStretch(1)
         buttons.addWidget(self._refresh)
@@ -84,10 +85,13 @@ class LocalMachinePanel(QWidget):
         outer.addStretch(1)
         self._gpus.hide()
 
-    def refresh(self) -> None:
+    def refresh(self, fresh: bool = False) -> None:
+        """Detect this machine; what TensorFlow sees is the view remembered for the same
+        installation and GPUs (`tf_view_memory`), asked again when `fresh` (Refresh)."""
         if self._probing:
             return
         self._probing = True
+        self._fresh = fresh
         self._refresh.setEnabled(False)
         self._tf.setText("asking TensorFlow (in a subprocess)…")
         run_in_thread(detect_local, self._on_detected, self._on_error, context=self)
@@ -100,7 +104,9 @@ class LocalMachinePanel(QWidget):
         self._show_gpus(facts)
         self._explanation.setText(facts.explanation())
         self.factsChanged.emit(facts)
-        run_in_thread(probe_tensorflow, self._on_tf, self._on_error, context=self)
+        gpus, fresh = tuple(facts.gpus), self._fresh
+        run_in_thread(lambda: local_tf_view(gpus, fresh), self._on_tf, self._on_error,
+                      context=self)
 
     def _on_tf(self, view: TfView) -> None:
         self._probing = False
