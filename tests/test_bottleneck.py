@@ -313,11 +313,8 @@ def test_the_parameter_server_coordinator_splits_each_workers_step_from_its_own_
     worker's index) and a round-trip run calibrates communication: the coordinator keeps
     one split per worker, never counts an untimed call, and schedules the calibration
     runs again while a training worker has had none."""
-    from dtgui.worker.step_timing import (
-        BUDGET_VARIABLE,
-        FIRST_CALIBRATION_CALL,
-        WorkerStepTimings,
-    )
+    from dtgui.worker.ps_step_timing import WorkerStepTimings
+    from dtgui.worker.step_timing import BUDGET_VARIABLE, FIRST_CALIBRATION_CALL
 
     monkeypatch.setenv(BUDGET_VARIABLE, "1e6")  # these few calls pay for any calibration
 

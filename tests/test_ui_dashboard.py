@@ -578,7 +578,7 @@ def test_multi_machine_device_series_and_logs_name_their_machine(
     dash.resize(900, 800)
     qtbot.waitUntil(lambda: panel.readout.text() == "4 tasks <b>10%–40%</b>", timeout=10_000)
     assert not cut_labels(panel) and "lab box cpu0: 40%, 256 MiB" in panel.readout.toolTip()
-    dash.resize(1200, 800)
+    dash.resize(1900, 800)  # wide with room to spare: the card's third holds all four
     qtbot.waitUntil(lambda: "lab box <b>40%</b>" in panel.readout.text(), timeout=10_000)
 
     log = dash.log_view

@@ -31,7 +31,8 @@ from .plan import Plan
 from .profile_capture import ProfileCapture
 from .profile_request import ProfileRequest
 from .ps_progress import train_ps
-from .step_timing import StepTiming, WorkerStepTimings, calibration_run_steps
+from .ps_step_timing import WorkerStepTimings
+from .step_timing import StepTiming, calibration_run_steps
 from .stop_request import StopRequest, stop_reason, stopped_message
 from .summaries import Scalars
 from .validation import Validator

@@ -19,7 +19,8 @@ from .events import EventWriter
 from .loop import Trainer, report_xla
 from .profile_capture import ClusterCapture, ProfileCapture
 from .profile_request import ProfileRequest
-from .step_timing import WorkerStepTimings, calibration_run_steps
+from .ps_step_timing import WorkerStepTimings
+from .step_timing import calibration_run_steps
 from .stop_request import StopRequest
 
 
