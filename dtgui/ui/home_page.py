@@ -15,7 +15,7 @@ from dtgui.core.plans.strategies import STRATEGIES, Strategy, recommend
 # About a minute of training (start-up aside; longer on a busy machine): the step split is
 # measured about 20 s into training (its budget: dtgui/worker/step_timing.py), so a first run
 # shows where its time goes and leaves time to try Profile N steps… (docs/performance.md).
-DEMO_STEPS = 8000
+DEMO_STEPS = 25_000
 
 
 def demo_plan(facts: MachineFacts | None) -> Plan:
