@@ -196,7 +196,9 @@ def test_parameter_server_chief_two_workers_one_ps(tmp_path: Path,
         for task, event in splits.items():
             split = StepSplit.from_event("chief:0", event)
             assert split is not None and split.task == task
-            assert split.measured == (INPUT, COMPUTE, COMMUNICATION)
+            # compute is told apart unless the round trip, timed alone, took the whole step
+            # past its input wait (under load): then the card says it was not measured apart
+            assert split.measured in ((INPUT, COMPUTE, COMMUNICATION), (INPUT, COMMUNICATION))
             # the step the worker's last call reached (the other may have run the last one)
             assert split.method == "worker-timed" and 0 < event["step"] <= 6
             # a parameter-server round trip was timed on that worker, and takes part of it
